@@ -1,0 +1,36 @@
+"""Errors a user can fix: each message names the problem and the fix."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class HarnessError(Exception):
+    """A problem with the user's input or environment; the CLI prints it without a traceback."""
+
+
+class DataError(HarnessError):
+    """A data file is missing, malformed or inconsistent."""
+
+
+class HubUnavailableError(HarnessError):
+    """A hub model or dataset was asked for and the hub cannot be reached."""
+
+
+class TrainingDivergedError(HarnessError):
+    """Training produced a NaN/inf loss."""
+
+
+def closest_first(name: str, valid: Iterable[str]) -> list[str]:
+    """Valid names ordered by similarity to ``name`` (closest first)."""
+    valid = sorted(set(valid))
+    return sorted(valid, key=lambda v: (-difflib.SequenceMatcher(None, name.lower(), v.lower()).ratio(), v))
+
+
+def unknown_name(kind: str, name: str, valid: Iterable[str], how: str = "") -> HarnessError:
+    options = closest_first(name, valid)
+    msg = f"unknown {kind} {name!r}. Valid {kind}s (closest first): {', '.join(options)}."
+    if how:
+        msg += f" {how}"
+    return HarnessError(msg)

