@@ -1,0 +1,160 @@
+"""DPR training data as (anchor, positive, negative) triplets: a local file, the paper's hub set, or pairs
+from a BEIR train split with hard negatives mined by sentence-transformers."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from datasets import Dataset
+
+from harness.errors import DataError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from harness.data.retrieval import RetrievalDataset
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ("anchor", "positive", "negative")
+#: accepted column names for each triplet field, first match wins
+ALIASES = {
+    "anchor": ("anchor", "query", "question"),
+    "positive": ("positive", "pos", "positive_passage", "document"),
+    "negative": ("negative", "neg", "negative_passage", "hard_negative"),
+}
+
+
+def _pick(columns: list[str], path: Path) -> dict[str, str]:
+    mapping: dict[str, str] = {}
+    for field, names in ALIASES.items():
+        found = next((c for c in names if c in columns), None)
+        if found is None:
+            raise DataError(
+                f"{path}: no {field!r} column (accepted names: {', '.join(names)}); columns found: {columns}. "
+                "Rename the column or convert the file to query/positive/negative."
+            )
+        mapping[field] = found
+    return mapping
+
+
+def _read_delimited(path: Path, delimiter: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {c: [] for c in COLUMNS}
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.reader(fh, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL)
+        header = next(reader, None)
+        if header is None:
+            raise DataError(f"{path} is empty: expected a header row and triplets.")
+        header = [h.strip() for h in header]
+        mapping = _pick(header, path)
+        pos = {f: header.index(c) for f, c in mapping.items()}
+        for lineno, row in enumerate(reader, start=2):
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) != len(header):
+                raise DataError(
+                    f"{path} line {lineno}: {len(row)} fields, header has {len(header)}. "
+                    "Fields must not contain the delimiter (TSV is read with quoting off)."
+                )
+            for f, i in pos.items():
+                out[f].append(row[i])
+    return out
+
+
+def _read_jsonl(path: Path) -> dict[str, list[str]]:
+    """Rows {query, positive, negative} or FlagEmbedding style {query, pos: [...], neg: [...]} (flattened)."""
+    out: dict[str, list[str]] = {c: [] for c in COLUMNS}
+    with open(path, encoding="utf-8-sig") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row: dict[str, Any] = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg}).") from None
+            mapping = _pick(list(row), path)
+            anchor, pos, neg = (row[mapping[f]] for f in COLUMNS)
+            positives = pos if isinstance(pos, list) else [pos]
+            negatives = neg if isinstance(neg, list) else [neg]
+            if not positives or not negatives:
+                raise DataError(f"{path} line {lineno}: needs at least one positive and one negative.")
+            for n in negatives:
+                out["anchor"].append(str(anchor))
+                out["positive"].append(str(positives[0]))
+                out["negative"].append(str(n))
+    return out
+
+
+def load_triplets_file(path: str | Path) -> Dataset:
+    """A TSV/CSV (header with query, positive, negative columns) or JSONL file -> triplet Dataset."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"training file not found: {path}. Set task.train_data.path to a TSV, CSV or JSONL file.")
+    suffix = path.suffix.lower()
+    if suffix in (".tsv", ".txt"):
+        data = _read_delimited(path, "\t")
+    elif suffix == ".csv":
+        data = _read_delimited(path, ",")
+    elif suffix in (".jsonl", ".json"):
+        data = _read_jsonl(path)
+    else:
+        raise DataError(f"{path}: unknown training file type {suffix!r}; use .tsv, .csv or .jsonl.")
+    if not data["anchor"]:
+        raise DataError(f"{path} has no triplets.")
+    return Dataset.from_dict(data)
+
+
+def load_hub_triplets(path: str, config: str, revision: str | None, max_samples: int | None, seed: int) -> Dataset:
+    """The paper's MS MARCO hard-negative triplets; a seeded sample of ``max_samples`` rows."""
+    from datasets import load_dataset
+
+    from harness.models import require_hub
+
+    require_hub(
+        f"training set {path!r} ({config})",
+        "Train from a local file instead: task.train_data.source=file task.train_data.path=triplets.tsv "
+        "(columns query, positive, negative), or evaluate without training: task.train=false.",
+    )
+    ds = load_dataset(path, config, split="train", revision=revision)
+    ds = ds.rename_columns({c: a for c, a in zip(ds.column_names[:3], COLUMNS, strict=True)})
+    if max_samples and len(ds) > max_samples:
+        ds = ds.train_test_split(test_size=max_samples, seed=seed)["test"]
+    return ds
+
+
+def mine_from_beir(
+    ds: RetrievalDataset,
+    model: SentenceTransformer,
+    *,
+    num_negatives: int = 1,
+    range_min: int = 10,
+    range_max: int = 50,
+    batch_size: int = 64,
+) -> Dataset:
+    """(query, positive) pairs from ``ds``'s qrels (grade > 0), hard negatives mined from its corpus by
+    sentence-transformers' ``mine_hard_negatives`` with ``model``."""
+    from sentence_transformers.util import mine_hard_negatives
+
+    docs = dict(zip(ds.corpus_ids, ds.documents(), strict=True))
+    anchors, positives = [], []
+    for qid, judged in ds.qrels.items():
+        for did, grade in judged.items():
+            if grade > 0 and qid in ds.queries:
+                anchors.append(ds.queries[qid])
+                positives.append(docs[did])
+    if not anchors:
+        raise DataError(f"{ds.source}: split {ds.split!r} has no positive judgements to train on.")
+    pairs = Dataset.from_dict({"anchor": anchors, "positive": positives})
+    range_max = min(range_max, len(docs) - 1)
+    mined = mine_hard_negatives(
+        pairs, model, corpus=list(docs.values()), num_negatives=num_negatives, range_min=min(range_min, range_max - 1),
+        range_max=range_max, sampling_strategy="top", output_format="triplet", batch_size=batch_size,
+        verbose=False,
+    )
+    mined = mined.rename_columns({c: a for c, a in zip(mined.column_names[:3], COLUMNS, strict=True)})
+    log.info("mined %d triplets from %d pairs of %s/%s", len(mined), len(pairs), ds.name, ds.split)
+    return mined

@@ -1,0 +1,95 @@
+"""GLUE dev-set metrics computed locally with sklearn/scipy (``evaluate.load`` needs the hub), x100 as the paper.
+
+Each metric function takes predictions (class ids, or scores for regression) and gold labels and returns a
+dict of named values; :data:`METRICS` says which key is the task score:
+
+- ``accuracy``: accuracy (SST-2, QNLI, RTE, WNLI)
+- ``matthews``: Matthews correlation (CoLA)
+- ``f1_accuracy``: F1 of the positive class and accuracy; the task score is their mean (MRPC, QQP),
+  recorded as ``f1_accuracy_mean`` with both parts kept
+- ``spearman_pearson``: Spearman (the task score) and Pearson correlation (STS-B)
+- MNLI: accuracy on matched and mismatched dev; the task score is their mean (``accuracy_mean``), as the
+  paper reports MNLI
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+from harness.errors import HarnessError
+
+Metrics = dict[str, float]
+
+
+def _x100(values: Metrics) -> Metrics:
+    return {k: float(v) * 100.0 for k, v in values.items()}
+
+
+def accuracy(preds: Sequence[int], labels: Sequence[int]) -> Metrics:
+    return _x100({"accuracy": accuracy_score(labels, preds)})
+
+
+def matthews(preds: Sequence[int], labels: Sequence[int]) -> Metrics:
+    return _x100({"matthews": matthews_corrcoef(labels, preds)})
+
+
+def f1_accuracy(preds: Sequence[int], labels: Sequence[int]) -> Metrics:
+    out = _x100({"f1": f1_score(labels, preds, zero_division=0), "accuracy": accuracy_score(labels, preds)})
+    out["f1_accuracy_mean"] = (out["f1"] + out["accuracy"]) / 2
+    return out
+
+
+def spearman_pearson(preds: Sequence[float], labels: Sequence[float]) -> Metrics:
+    preds, labels = np.asarray(preds, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    if not np.isfinite(preds).all():
+        return {"spearman": float("nan"), "pearson": float("nan")}
+    if np.ptp(preds) == 0:  # constant predictions: correlation undefined; score it as no correlation
+        return {"spearman": 0.0, "pearson": 0.0}
+    return _x100({"spearman": spearmanr(preds, labels).statistic, "pearson": pearsonr(preds, labels).statistic})
+
+
+#: metric name in a task definition -> (function, key of the task score)
+METRICS: dict[str, tuple[Callable[..., Metrics], str]] = {
+    "accuracy": (accuracy, "accuracy"),
+    "matthews": (matthews, "matthews"),
+    "f1_accuracy": (f1_accuracy, "f1_accuracy_mean"),
+    "spearman_pearson": (spearman_pearson, "spearman"),
+}
+
+
+def _lookup(metric: str) -> tuple[Callable[..., Metrics], str]:
+    if metric not in METRICS:
+        raise HarnessError(f"unknown GLUE metric {metric!r}: use one of {', '.join(METRICS)} in the task definition")
+    return METRICS[metric]
+
+
+def compute(metric: str, preds: Sequence, labels: Sequence, groups: Sequence[tuple[str, int]] | None = None) -> Metrics:
+    """Metrics for one task, plus ``score`` (the task score). ``groups`` splits the rows into consecutive named
+    dev sets (MNLI: ``[("matched", n1), ("mismatched", n2)]``): each gets ``<key>_<group>`` and the task score
+    is the mean of the groups' scores."""
+    fn, key = _lookup(metric)
+    if not groups:
+        out = fn(preds, labels)
+        out["score"] = out[key]
+        return out
+    if sum(n for _, n in groups) != len(labels):
+        raise ValueError(f"groups cover {sum(n for _, n in groups)} rows, but there are {len(labels)}")
+    out: Metrics = {}
+    start = 0
+    for name, n in groups:
+        for k, v in fn(preds[start : start + n], labels[start : start + n]).items():
+            out[f"{k}_{name}"] = v
+        start += n
+    out[f"{key}_mean"] = float(np.mean([out[f"{key}_{name}"] for name, _ in groups]))
+    out["score"] = out[f"{key}_mean"]
+    return out
+
+
+def score_key(metric: str, grouped: bool) -> str:
+    """Name of the record's main score for a task."""
+    key = _lookup(metric)[1]
+    return f"{key}_mean" if grouped else key

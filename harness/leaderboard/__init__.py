@@ -1,0 +1,29 @@
+"""Leaderboard: result records + the paper's published baselines -> Markdown, CSV and a static site.
+
+``python -m harness.leaderboard results/ --out leaderboard/site --combine best``
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.leaderboard.build import Leaderboard, build_leaderboard
+from harness.leaderboard.records import COMBINE_RULES
+from harness.leaderboard.site import write_site
+from harness.leaderboard.tables import write_csvs, write_markdown
+
+__all__ = ["COMBINE_RULES", "Leaderboard", "build", "build_leaderboard"]
+
+
+def build(
+    dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, combine: str = "mean", published: bool = True
+) -> tuple[Leaderboard, list[Path]]:
+    """Build everything into ``out``: index.html + data.js (+ app.js, style.css), leaderboard.md, one CSV
+    per table. Returns the leaderboard and the files written."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    lb = build_leaderboard(dirs, combine_rule=combine, published=published, link_root=out)
+    files = [*write_site(lb, out), write_markdown(lb, out), *write_csvs(lb, out)]
+    return lb, files

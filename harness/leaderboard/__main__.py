@@ -1,0 +1,45 @@
+"""``python -m harness.leaderboard [RESULTS_DIR ...] [--out DIR] [--combine latest|best|mean]``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+
+from harness.leaderboard import COMBINE_RULES, build
+
+log = logging.getLogger("harness.leaderboard")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m harness.leaderboard",
+        description="Merge result records and the paper's published baselines into Markdown/CSV tables "
+        "and a static site (open <out>/index.html in a browser; no server needed).",
+    )
+    p.add_argument("results", nargs="*", default=["results"], help="results directories to read (default: results)")
+    p.add_argument("--out", default="leaderboard/site", help="output directory (default: leaderboard/site)")
+    p.add_argument("--combine", choices=list(COMBINE_RULES), default="mean",
+                   help="how several records of one model/task/dataset become one number (default: mean): "
+                   + "; ".join(COMBINE_RULES.values()))
+    p.add_argument("--no-published", action="store_true", help="leave out the published baseline rows")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = parse_args(argv)
+    t0 = time.perf_counter()
+    lb, files = build(args.results, args.out, combine=args.combine, published=not args.no_published)
+    m = lb.meta
+    log.info("leaderboard: %d record(s) (%d failed), %d skipped file(s), %d row(s), combine=%s, %.2f s",
+             m["n_records"], m["n_failed"], len(m["skipped"]), len(lb.rows), m["combine"], time.perf_counter() - t0)
+    for f in files:
+        log.info("  wrote %s", f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

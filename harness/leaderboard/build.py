@@ -1,0 +1,195 @@
+"""Assemble the leaderboard: combined record cells + published rows -> family tables + the overview."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any
+
+from harness.leaderboard.baselines import OVERVIEW_TABLE, SOURCES, load_published
+from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, PUBLISHED, Cell, RowKey, fmt
+from harness.leaderboard.layout import AVG, FAMILIES, OVERVIEW, family
+from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records
+from harness.results import STATUS_OK
+
+_SIZE_ORDER = {"small": 0, "base": 1, "large": 2}
+
+
+@dataclass
+class Table:
+    id: str
+    title: str
+    family: str                                     # task family id ("overview" for Table 1)
+    columns: list[tuple[str, str]]                  # (column id, label)
+    cells: dict[str, dict[str, Cell]] = field(default_factory=dict)   # row id -> column -> cell
+    note: str = ""
+
+
+@dataclass
+class Leaderboard:
+    rows: list[RowKey]
+    tables: list[Table]
+    meta: dict[str, Any]
+    versions: list[dict[str, str]]
+
+    def table(self, table_id: str) -> Table:
+        return next(t for t in self.tables if t.id == table_id)
+
+
+def rules_text(combine_rule: str) -> list[str]:
+    return [
+        "IR scores (nDCG@10) are shown x100 and GLUE scores as reported (x100), with one decimal as in the paper.",
+        "Averages: BEIR = mean over the 15 datasets (CQADupstack is one record, itself the mean of its "
+        "subforums); GLUE = mean over the 8 tasks; NanoBEIR = mean over the 13 sets. A row that misses some "
+        "datasets shows the mean of those it has, marked * with 'partial: k/N datasets'; a partial mean is "
+        "not comparable, is never marked best and sorts after complete ones.",
+        f"Several records for one model, task and dataset are combined by the rule '{combine_rule}' — "
+        f"{COMBINE_RULES[combine_rule]}.",
+        "Failed records are never shown as numbers. Published rows are copied exactly as printed in their source; "
+        f"{COMPUTED_MARK} marks a mean computed here from published numbers where the source prints none (Table 5).",
+        "Best value per column (among complete values of the rows shown) is marked in bold.",
+    ]
+
+
+def _auto_scale(values: list[float]) -> float:
+    """Open families: 0-1 metrics are shown x100, anything else as is."""
+    return 100.0 if values and all(0.0 <= v <= 1.0 for v in values) else 1.0
+
+
+def average_cell(cells: dict[str, Cell], expected: Sequence[str]) -> Cell | None:
+    """Mean over ``expected`` columns; a partial mean is marked and explained, never silently complete."""
+    present = [d for d in expected if d in cells and cells[d].value is not None]
+    if not present:
+        return None
+    mean = statistics.fmean(cells[d].value for d in present)
+    parts = [{"component": d, "text": cells[d].text} for d in present]
+    if len(present) == len(expected):
+        return Cell(mean, fmt(mean), n=len(present), note=f"mean of all {len(expected)} datasets", sources=parts)
+    missing = [d for d in expected if d not in present]
+    note = (f"partial: {len(present)}/{len(expected)} datasets (missing: {', '.join(missing)}); mean of those "
+            "present only, not comparable with complete rows")
+    return Cell(mean, fmt(mean) + PARTIAL_MARK, n=len(present), partial=True, note=note, sources=parts)
+
+
+def _published_mean(cells: dict[str, Cell], expected: Sequence[str], where: str) -> Cell | None:
+    """A published table without an average column (Table 5): the mean of its printed values, computed
+    here in decimal and labelled as such."""
+    if not all(d in cells for d in expected):
+        return None
+    mean = sum(Decimal(cells[d].text) for d in expected) / len(expected)
+    number = str(mean.quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+    return Cell(float(number), number + COMPUTED_MARK, n=len(expected), computed=True,
+                note=f"{COMPUTED_MARK} computed here: mean of the {len(expected)} published scores ({where} prints "
+                "no average; not a published number)")
+
+
+def _row_order(key: RowKey) -> tuple:
+    return (key.family.lower(), _SIZE_ORDER.get(key.size, 9), key.size, key.name)
+
+
+def build_leaderboard(
+    dirs: Sequence[str | os.PathLike],
+    *,
+    combine_rule: str = "mean",
+    published: bool = True,
+    link_root: Path | None = None,
+) -> Leaderboard:
+    """Read every record under ``dirs``, combine each cell by ``combine_rule``, add the published rows.
+    Record links in the output are relative to ``link_root`` (the output directory)."""
+    if combine_rule not in COMBINE_RULES:
+        raise ValueError(f"unknown combine rule {combine_rule!r}; choose one of {', '.join(COMBINE_RULES)}")
+    loaded, skipped = load_records(dirs)
+    groups = group(loaded)
+    versions = VersionTable()
+    link_root = link_root.resolve() if link_root else None
+
+    fam_values: dict[str, list[float]] = {}
+    for (_, fam, _), items in groups.items():
+        fam_values.setdefault(fam, []).extend(
+            i.record.score for i in items if i.record.status == STATUS_OK and isinstance(i.record.score, int | float))
+    scales = {f: family(f).scale or _auto_scale(v) for f, v in fam_values.items()}
+
+    # (family -> row -> column -> cell), user rows first, then published rows
+    by_family: dict[str, dict[RowKey, dict[str, Cell]]] = {}
+    for (key, fam, col), items in groups.items():
+        cell = combine(items, combine_rule, scales[fam], link_root=link_root, versions=versions)
+        by_family.setdefault(fam, {}).setdefault(key, {})[col] = cell
+    user_rows = sorted({k for (k, _, _) in groups}, key=_row_order)
+
+    overview_published: dict[RowKey, dict[str, Cell]] = {}
+    pub_rows = load_published() if published else []
+    for prow in pub_rows:
+        for (table, col), cell in prow.cells.items():
+            target = overview_published if table == OVERVIEW_TABLE else by_family.setdefault(table, {})
+            target.setdefault(prow.key, {})[col] = cell
+
+    tables = []
+    for fam_id in [f for f in FAMILIES if f in by_family] + sorted(f for f in by_family if f not in FAMILIES):
+        tables.append(_family_table(fam_id, by_family[fam_id], scales.get(fam_id)))
+    overview = _overview_table(user_rows, overview_published, tables)
+    rows = user_rows + [p.key for p in pub_rows]
+    meta = {
+        "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "combine": combine_rule,
+        "combine_text": COMBINE_RULES[combine_rule],
+        "results_dirs": [str(d) for d in dirs],
+        "n_records": len(loaded),
+        "n_failed": sum(1 for i in loaded if i.record.status != STATUS_OK),
+        "skipped": skipped,
+        "rules": rules_text(combine_rule),
+        "sources": [{"id": s.id, "citation": s.citation, "where": s.where, "file": s.file} for s in SOURCES]
+        if published else [],
+    }
+    return Leaderboard(rows, [overview, *tables], meta, versions.items)
+
+
+def _family_table(fam_id: str, rows: dict[RowKey, dict[str, Cell]], scale: float | None) -> Table:
+    fam = family(fam_id)
+    if fam.datasets is not None:
+        columns = [*fam.datasets, AVG]
+    else:
+        seen = {c for cells in rows.values() for c in cells}
+        columns = [c for c in fam.labels if c in seen] + sorted(seen - set(fam.labels))
+    table = Table(fam_id, fam.title, fam_id, [(c, fam.label(c)) for c in columns], note=fam.note)
+    if fam.scale is None and scale == 100.0:
+        table.note = "scores were on a 0-1 scale and are shown x100"
+    for key in rows:   # display order is Leaderboard.rows; this dict is only a lookup
+        cells = dict(rows[key])
+        if fam.datasets is not None and AVG not in cells:
+            avg = (_published_mean(cells, fam.datasets, _where(cells)) if key.origin == PUBLISHED
+                   else average_cell(cells, fam.datasets))
+            if avg is not None:
+                cells[AVG] = avg
+        table.cells[key.id] = cells
+    return table
+
+
+def _where(cells: dict[str, Cell]) -> str:
+    for cell in cells.values():
+        for src in cell.sources:
+            if "where" in src:
+                return src["where"]
+    return "the source"
+
+
+def _overview_table(user_rows: list[RowKey], published: dict[RowKey, dict[str, Cell]], tables: list[Table]) -> Table:
+    """Table 1 shape. User rows take their family averages/cells; published rows take Table 1 verbatim."""
+    by_id = {t.id: t for t in tables}
+    table = Table("overview", "Overview — Table 1 shape", "overview", [(c.id, c.label) for c in OVERVIEW])
+    table.note = "Published rows are Table 1 of the ModernBERT paper, verbatim; run rows come from the tables below."
+    for key in user_rows:
+        cells = {}
+        for col in OVERVIEW:
+            src = by_id.get(col.family)
+            cell = src.cells.get(key.id, {}).get(col.column) if src else None
+            if cell is not None:
+                cells[col.id] = cell
+        table.cells[key.id] = cells
+    for key, cells in published.items():
+        table.cells[key.id] = cells
+    return table

@@ -1,0 +1,66 @@
+"""The leaderboard's data types: a row (one model, published or run here) and a cell (one number)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PUBLISHED = "published"
+THIS_RUN = "this run"
+PARTIAL_MARK = "*"
+COMPUTED_MARK = "†"
+
+
+@dataclass(frozen=True)
+class RowKey:
+    """Row identity: model name, family and size, plus whether it was published or run here, so a
+    published row and a run of the same model both appear."""
+
+    name: str
+    family: str
+    size: str
+    origin: str = THIS_RUN
+
+    @property
+    def id(self) -> str:
+        prefix = "pub" if self.origin == PUBLISHED else "run"
+        return f"{prefix}:{self.name}|{self.family}|{self.size}"
+
+
+@dataclass
+class Cell:
+    """One displayed number. ``value`` is on the display scale (x100 for IR) and is None for an empty or
+    failed cell; ``text`` is what is printed (published cells: exactly as in the source)."""
+
+    value: float | None
+    text: str
+    std: float | None = None          # mean rule: spread over seeds
+    n: int = 1                        # records (or datasets, for an average) behind the number
+    partial: bool = False             # an average over only some of the expected datasets
+    failed: bool = False              # only failed records for this cell
+    computed: bool = False            # derived here from published numbers (not itself published)
+    note: str = ""                    # shown in tooltips and footnotes
+    sources: list[dict[str, Any]] = field(default_factory=list)   # provenance, one dict per record/source
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"v": self.value, "t": self.text}
+        if self.std is not None:
+            out["s"] = self.std
+        if self.n != 1:
+            out["n"] = self.n
+        if self.partial:
+            out["p"] = 1
+        if self.failed:
+            out["f"] = 1
+        if self.computed:
+            out["c"] = 1
+        if self.note:
+            out["note"] = self.note
+        if self.sources:
+            out["src"] = self.sources
+        return out
+
+
+def fmt(value: float, decimals: int = 1) -> str:
+    """A number as the paper prints it (one decimal)."""
+    return f"{value:.{decimals}f}"

@@ -1,0 +1,192 @@
+"""Result records -> leaderboard cells: load, group by (row, family, column), combine by the user's rule."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import statistics
+import warnings
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.leaderboard.cells import Cell, RowKey, fmt
+from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
+from harness.results import STATUS_OK, ResultRecord, iter_records
+
+COMBINE_RULES = {
+    "latest": "latest: the most recent record (created_at) of each cell",
+    "best": "best: the highest main score among the cell's records (e.g. the best grid point of a sweep)",
+    "mean": "mean: mean ± std over seeds (records that differ only in seed); when a cell holds several "
+            "configurations (a sweep), the one with the best mean, as harness.select does",
+}
+#: Subdirectories of a results directory that hold derived files, not runs (GLUE selection summaries).
+DERIVED_DIRS = ("selected",)
+_SEED_KEYS = ("seed", "random_seed", "data_seed")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One record and where it came from."""
+
+    path: Path
+    record: ResultRecord
+
+
+def load_records(dirs: Sequence[str | os.PathLike]) -> tuple[list[Loaded], list[str]]:
+    """Every record under ``dirs`` (derived ``selected/`` summaries excluded). Malformed or foreign JSON
+    is skipped with a warning naming the file; the warnings are also returned for the page."""
+    loaded: list[Loaded] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for root in dirs:
+            root = Path(root)
+            if not root.is_dir():
+                warnings.warn(f"skipping {root}: not a directory", stacklevel=2)
+                continue
+            for path, record in iter_records(root):
+                if path.relative_to(root).parts[0] not in DERIVED_DIRS:
+                    loaded.append(Loaded(path, record))
+    for w in caught:   # re-raise to the caller's filters, category kept
+        warnings.warn(w.message, stacklevel=2)
+    skipped = [str(w.message) for w in caught if str(w.message).startswith("skipping ")]
+    return _dedupe(loaded), skipped
+
+
+def _dedupe(loaded: list[Loaded]) -> list[Loaded]:
+    """The same record reached twice (two results dirs holding a copy) counts once."""
+    seen: set[tuple] = set()
+    out = []
+    for item in loaded:
+        r = item.record
+        key = (r.task, r.dataset, r.split, r.model.get("name"), r.run_id, r.created_at, r.status, r.score)
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def row_key(record: ResultRecord) -> RowKey:
+    m = record.model or {}
+    name = str(m.get("name") or m.get("path") or "unknown")
+    return RowKey(name, str(m.get("family") or name), str(m.get("size") or ""))
+
+
+def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded]]:
+    """Records by (row, family, column). Members of a composite dataset (CQADupstack subforums, marked
+    ``details.member_of``) are left out: the composite's own record is the cell."""
+    cells: dict[tuple[RowKey, str, str], list[Loaded]] = defaultdict(list)
+    for item in loaded:
+        r = item.record
+        if (r.details or {}).get("member_of"):
+            continue
+        fam, col = column_of(r.task, r.dataset, r.details)
+        cells[(row_key(r), fam, col)].append(item)
+    return cells
+
+
+def _when(record: ResultRecord) -> _dt.datetime:
+    try:
+        t = _dt.datetime.fromisoformat(record.created_at.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+
+
+def _setting(record: ResultRecord) -> str:
+    """A configuration = everything but the seed (as in ``harness.select``): hyperparameters, data, precision."""
+    hp = {k: v for k, v in (record.hyperparameters or {}).items() if k not in _SEED_KEYS}
+    return json.dumps([hp, record.data_fingerprint, record.precision], sort_keys=True, default=str)
+
+
+class VersionTable:
+    """Library-version dicts are shared by thousands of records: store each distinct one once."""
+
+    def __init__(self) -> None:
+        self._index: dict[str, int] = {}
+        self.items: list[dict[str, str]] = []
+
+    def ref(self, versions: dict[str, str]) -> int:
+        key = json.dumps(versions, sort_keys=True)
+        if key not in self._index:
+            self._index[key] = len(self.items)
+            self.items.append(versions)
+        return self._index[key]
+
+
+def provenance(item: Loaded, scale: float, link_root: Path | None, versions: VersionTable) -> dict[str, Any]:
+    """What a cell's tooltip and detail panel show about one record (trimmed; the file has the rest)."""
+    r = item.record
+    path = item.path.resolve()
+    rel = os.path.relpath(path, link_root) if link_root else str(path)
+    score = r.score if r.status == STATUS_OK else None
+    out: dict[str, Any] = {
+        "path": Path(rel).as_posix(), "run_id": r.run_id, "created_at": r.created_at, "status": r.status,
+        "score": None if score is None else round(score * scale, 4), "metric": r.main_score, "split": r.split,
+        "dataset": r.dataset, "hp": r.hyperparameters, "ver": versions.ref(r.versions or {}),
+    }
+    for key, value in (("sweep", r.sweep), ("precision", r.precision), ("git", r.git_sha), ("error", r.error),
+                       ("data", r.data_fingerprint), ("revision", (r.model or {}).get("revision")),
+                       ("setting", (r.details or {}).get("setting"))):
+        if value:
+            out[key] = value
+    return out
+
+
+def _split_rank(split: str) -> tuple[int, str]:
+    return (SPLIT_PREFERENCE.index(split) if split in SPLIT_PREFERENCE else len(SPLIT_PREFERENCE), split)
+
+
+def _pick_split(ok: list[Loaded]) -> tuple[list[Loaded], str]:
+    splits = sorted({i.record.split for i in ok}, key=_split_rank)
+    if len(splits) <= 1:
+        return ok, ""
+    return [i for i in ok if i.record.split == splits[0]], f"split {splits[0]} shown; also on: {', '.join(splits[1:])}"
+
+
+def combine(items: list[Loaded], rule: str, scale: float, *, link_root: Path | None = None,
+            versions: VersionTable | None = None) -> Cell:
+    """One cell from its records by ``rule`` (latest | best | mean). Failed records never give a number."""
+    if rule not in COMBINE_RULES:
+        raise ValueError(f"unknown combine rule {rule!r}; choose one of {', '.join(COMBINE_RULES)}")
+    versions = versions or VersionTable()
+    ok = [i for i in items if i.record.status == STATUS_OK and isinstance(i.record.score, int | float)]
+    n_failed = len(items) - len(ok)
+    if not ok:
+        srcs = [provenance(i, scale, link_root, versions) for i in items]
+        return Cell(None, "failed", failed=True, n=0, note=f"{len(items)} failed record(s), no score", sources=srcs)
+    ok, split_note = _pick_split(ok)
+    used: list[Loaded]
+    std = None
+    if rule == "latest":
+        used = [max(ok, key=lambda i: (_when(i.record), str(i.path)))]
+        value = used[0].record.score * scale
+        note = f"latest of {len(ok)} record(s)"
+    elif rule == "best":
+        used = [max(ok, key=lambda i: (i.record.score, _when(i.record)))]
+        value = used[0].record.score * scale
+        note = f"best of {len(ok)} record(s)"
+    else:
+        by_setting: dict[str, list[Loaded]] = defaultdict(list)
+        for i in ok:
+            by_setting[_setting(i.record)].append(i)
+        used = max(by_setting.values(), key=lambda g: statistics.fmean(i.record.score for i in g))
+        scores = [i.record.score * scale for i in used]
+        value = statistics.fmean(scores)
+        std = statistics.stdev(scores) if len(scores) > 1 else None
+        note = f"mean of {len(scores)} seed(s)" + (f", std {std:.2f}" if std is not None else "")
+        if len(by_setting) > 1:
+            note += f"; best of {len(by_setting)} hyperparameter settings"
+    notes = [note] + [x for x in (split_note, f"{n_failed} failed record(s) ignored" if n_failed else "") if x]
+    used_ids = {id(i) for i in used}
+    ordered = sorted(items, key=lambda i: (id(i) not in used_ids, -_when(i.record).timestamp()))
+    srcs = []
+    for i in ordered:
+        p = provenance(i, scale, link_root, versions)
+        p["used"] = id(i) in used_ids
+        srcs.append(p)
+    text = fmt(value) + (f"±{std:.1f}" if std is not None else "")
+    return Cell(value, text, std=std, n=len(used), note="; ".join(notes), sources=srcs)

@@ -1,0 +1,50 @@
+"""Leaderboard -> static site: the packaged template (index.html, app.js, style.css) plus ``data.js``,
+which sets ``window.LEADERBOARD`` so the page works from file:// (browsers block fetch() there)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from harness.leaderboard.build import Leaderboard
+from harness.leaderboard.layout import OVERVIEW
+from harness.leaderboard.tables import table_rows
+
+TEMPLATE_FILES = ("index.html", "app.js", "style.css")
+_OVERVIEW_FAMILY = {c.id: c.family for c in OVERVIEW}
+
+
+def template_dir() -> Path:
+    return Path(str(resources.files("harness.leaderboard") / "site_template"))
+
+
+def site_data(lb: Leaderboard) -> dict[str, Any]:
+    """Everything the page shows: rows, tables with per-cell provenance, build meta, version table."""
+    return {
+        "meta": lb.meta,
+        "versions": lb.versions,
+        "rows": [{"id": k.id, "name": k.name, "family": k.family, "size": k.size, "origin": k.origin} for k in lb.rows],
+        "tables": [
+            {
+                "id": t.id, "title": t.title, "family": t.family, "note": t.note,
+                "columns": [{"id": c, "label": label, "family": _OVERVIEW_FAMILY.get(c, t.family) if t.id == "overview"
+                             else t.family} for c, label in t.columns],
+                "cells": {k.id: {c: cell.to_json() for c, cell in t.cells[k.id].items()} for k in table_rows(lb, t)},
+            }
+            for t in lb.tables
+        ],
+    }
+
+
+def write_site(lb: Leaderboard, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in TEMPLATE_FILES:
+        paths.append(Path(shutil.copyfile(template_dir() / name, out / name)))
+    blob = json.dumps(site_data(lb), separators=(",", ":"), default=str)
+    data = out / "data.js"
+    data.write_text(f"window.LEADERBOARD = {blob};\n")
+    return [*paths, data]

@@ -1,0 +1,318 @@
+/* Leaderboard page: renders window.LEADERBOARD (data.js) into sortable, filterable tables and SVG bar
+   charts. Plain JS, no libraries, works from file://. */
+(function () {
+  "use strict";
+  var D = window.LEADERBOARD;
+  var $ = function (id) { return document.getElementById(id); };
+  if (!D) {
+    $("meta").textContent = "data.js is missing: rebuild with python -m harness.leaderboard";
+    return;
+  }
+  var FAMILY_LABELS = { beir: "BEIR (DPR)", colbert: "BEIR (ColBERT)", glue: "GLUE", mldr: "MLDR", code: "Code", nanobeir: "NanoBEIR" };
+  var SIZE_ORDER = { small: 0, base: 1, large: 2 };
+  var TEXT_COLS = [
+    { id: "_name", label: "Model" }, { id: "_size", label: "Size" }, { id: "_family", label: "Family" }
+  ];
+  var rowsById = {};
+  D.rows.forEach(function (r) { rowsById[r.id] = r; });
+  var state = { model: "", size: "", family: "", origin: "", sort: {} };
+
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
+  }
+  function svg(tag, attrs, text) {
+    var e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function familyLabel(f) { return FAMILY_LABELS[f] || f; }
+  function originClass(o) { return o === "published" ? "published" : "this-run"; }
+
+  /* ---------- filters ---------- */
+  function rowVisible(row) {
+    var q = state.model.trim().toLowerCase();
+    if (q && (row.name + " " + row.family).toLowerCase().indexOf(q) < 0) return false;
+    if (state.size && row.size !== state.size) return false;
+    if (state.origin && row.origin !== state.origin) return false;
+    return true;
+  }
+  function visibleColumns(table) {
+    if (!state.family) return table.columns;
+    return table.columns.filter(function (c) { return c.family === state.family; });
+  }
+  function tableVisible(table) {
+    return table.id === "overview" || !state.family || table.family === state.family;
+  }
+  function rowInTable(table, rowId, cols) {
+    var cells = table.cells[rowId];
+    if (!cells) return false;
+    if (!state.family) return true;
+    return cols.some(function (c) { return cells[c.id]; });
+  }
+
+  /* ---------- tooltips and detail panel ---------- */
+  function num(v) { return typeof v === "number" && v !== 0 && Math.abs(v) < 1e-3 ? v.toExponential() : v; }
+  var KEY_HP = ["lr", "learning_rate", "weight_decay", "epochs", "seed", "batch_size"];
+  function hpText(hp) {   /* the key hyperparameters; the detail panel shows them all */
+    if (!hp) return "";
+    var keys = KEY_HP.filter(function (k) { return k in hp; });
+    var rest = Object.keys(hp).length - keys.length;
+    if (!keys.length) keys = Object.keys(hp).slice(0, 5);
+    return keys.map(function (k) { return k + "=" + num(hp[k]); }).join(" ") + (rest > 0 && keys.length < Object.keys(hp).length ? " …" : "");
+  }
+  function versionsText(i) {
+    var v = D.versions[i] || {};
+    return ["torch", "transformers", "sentence-transformers", "harness"].filter(function (k) { return v[k]; })
+      .map(function (k) { return k + " " + v[k]; }).join(", ");
+  }
+  function sourceLine(s) {
+    if (s.citation) return s.where + " — " + s.citation + " (" + s.file + ", row " + s.row + ", column " + s.column + ", printed " + s.printed + ")";
+    if (s.component) return s.component + ": " + s.text;
+    return (s.used ? "✔ " : "· ") + s.run_id + " | " + s.created_at + " | " + s.status +
+      (s.score !== null && s.score !== undefined ? " " + s.metric + "=" + s.score : "") +
+      (s.hp && Object.keys(s.hp).length ? " | " + hpText(s.hp) : "") + " | " + versionsText(s.ver) + " | " + s.path;
+  }
+  function tooltip(table, col, row, cell) {
+    var lines = [row.name + " (" + row.origin + ") — " + col.label + ": " + cell.t];
+    if (cell.note) lines.push(cell.note);
+    var src = cell.src || [];
+    src.slice(0, 6).forEach(function (s) { lines.push(sourceLine(s)); });
+    if (src.length > 6) lines.push("… and " + (src.length - 6) + " more (click the cell)");
+    else if (src.length && !src[0].citation && !src[0].component) lines.push("click the cell for the full record details");
+    return lines.join("\n");
+  }
+  function showDetail(table, col, row, cell) {
+    var body = $("detail-body");
+    body.innerHTML = "";
+    body.appendChild(el("h3", {}, row.name + " — " + table.title + " — " + col.label));
+    body.appendChild(el("p", {}, "Shown: " + cell.t + (cell.note ? " (" + cell.note + ")" : "")));
+    body.appendChild(el("p", { class: "note" }, "Combine rule: " + D.meta.combine + " — " + D.meta.combine_text));
+    var list = el("ol");
+    (cell.src || []).forEach(function (s) {
+      var li = el("li");
+      if (s.path) {
+        var a = el("a", { href: s.path, target: "_blank" }, s.path);
+        li.appendChild(el("span", {}, (s.used ? "used: " : "not used: ")));
+        li.appendChild(a);
+        var info = { run_id: s.run_id, created_at: s.created_at, status: s.status, metric: s.metric, score: s.score,
+          split: s.split, hyperparameters: s.hp, sweep: s.sweep, precision: s.precision, git_sha: s.git,
+          model_revision: s.revision, data_fingerprint: s.data, error: s.error, versions: D.versions[s.ver] };
+        li.appendChild(el("pre", {}, JSON.stringify(info, null, 1)));
+      } else {
+        li.textContent = sourceLine(s);
+      }
+      list.appendChild(li);
+    });
+    body.appendChild(list);
+    $("detail").hidden = false;
+  }
+
+  /* ---------- sorting ---------- */
+  function sortRows(table, ids) {
+    var s = state.sort[table.id];
+    if (!s) return ids;
+    var sign = s.dir === "asc" ? 1 : -1;
+    function textKey(id) {
+      var r = rowsById[id];
+      if (s.col === "_size") return (SIZE_ORDER[r.size] !== undefined ? SIZE_ORDER[r.size] : 9) + r.size;
+      if (s.col === "_family") return r.family.toLowerCase();
+      return r.name.toLowerCase();
+    }
+    function rank(c) { return !c || c.v === null ? 2 : (c.p ? 1 : 0); }
+    return ids.slice().sort(function (a, b) {
+      if (s.col.charAt(0) === "_") {
+        var ka = textKey(a), kb = textKey(b);
+        return ka < kb ? -sign : ka > kb ? sign : 0;
+      }
+      var ca = table.cells[a][s.col], cb = table.cells[b][s.col];
+      var ra = rank(ca), rb = rank(cb);
+      if (ra !== rb) return ra - rb;           // empty and partial values always after complete ones
+      if (ra === 2) return 0;
+      return sign * (ca.v - cb.v);
+    });
+  }
+  function onSort(table, colId) {
+    var cur = state.sort[table.id];
+    var dir = colId.charAt(0) === "_" ? "asc" : "desc";
+    if (cur && cur.col === colId) dir = cur.dir === "asc" ? "desc" : "asc";
+    state.sort[table.id] = { col: colId, dir: dir };
+    render();
+  }
+
+  /* ---------- tables ---------- */
+  function renderTable(table, visibleRowIds) {
+    var cols = visibleColumns(table);
+    var section = el("section", { class: "lb-table", id: "section-" + table.id });
+    section.appendChild(el("h2", {}, table.title));
+    if (table.note) section.appendChild(el("p", { class: "note" }, table.note));
+    var wrap = el("div", { class: "table-wrap" });
+    var t = el("table", { id: "t-" + table.id, "data-family": table.family });
+    var tr = el("tr");
+    var s = state.sort[table.id];
+    TEXT_COLS.concat(cols).forEach(function (c) {
+      var numeric = c.id.charAt(0) !== "_";
+      var th = el("th", { "data-col": c.id, class: numeric ? "num" : "", title: "click to sort" }, c.label);
+      if (s && s.col === c.id) th.setAttribute("aria-sort", s.dir === "asc" ? "ascending" : "descending");
+      th.addEventListener("click", function () { onSort(table, c.id); });
+      tr.appendChild(th);
+    });
+    t.appendChild(el("thead")).appendChild(tr);
+    var ids = sortRows(table, D.rows.map(function (r) { return r.id; }).filter(function (id) { return table.cells[id]; }));
+    var shown = ids.filter(function (id) { return visibleRowIds[id] && rowInTable(table, id, cols); });
+    var shownSet = {};
+    shown.forEach(function (id) { shownSet[id] = true; });
+    var best = {};
+    cols.forEach(function (c) {
+      shown.forEach(function (id) {
+        var cell = table.cells[id][c.id];
+        if (cell && cell.v !== null && !cell.p && (best[c.id] === undefined || cell.v > best[c.id])) best[c.id] = cell.v;
+      });
+    });
+    var tbody = el("tbody");
+    ids.forEach(function (id) {
+      var row = rowsById[id];
+      var r = el("tr", { "data-row": id, class: originClass(row.origin) });
+      r.hidden = !shownSet[id];
+      var name = el("td", { class: "name" }, row.name + " ");
+      name.appendChild(el("span", { class: "badge " + originClass(row.origin) }, row.origin));
+      r.appendChild(name);
+      r.appendChild(el("td", { class: "size" }, row.size));
+      r.appendChild(el("td", { class: "family" }, row.family));
+      cols.forEach(function (c) {
+        var cell = table.cells[id][c.id];
+        var td = el("td", { class: "num", "data-col": c.id });
+        if (cell) {
+          td.textContent = cell.t;
+          if (cell.p) td.classList.add("partial");
+          if (cell.f) td.classList.add("failed");
+          if (cell.v !== null && !cell.p && cell.v === best[c.id]) td.classList.add("best");
+          td.title = tooltip(table, c, row, cell);
+          td.addEventListener("click", function () { showDetail(table, c, row, cell); });
+        }
+        r.appendChild(td);
+      });
+      tbody.appendChild(r);
+    });
+    t.appendChild(tbody);
+    wrap.appendChild(t);
+    section.appendChild(wrap);
+    return { node: section, shown: shown };
+  }
+
+  /* ---------- charts ---------- */
+  function renderChart(title, bars) {
+    var box = el("div", { class: "chart" });
+    box.appendChild(el("h3", {}, title));
+    var labelW = 230, barW = 260, rowH = 17, w = labelW + barW + 60, h = bars.length * rowH + 6;
+    var max = Math.max.apply(null, bars.map(function (b) { return b.v; }).concat([1]));
+    var s = svg("svg", { width: w, height: h, role: "img", "aria-label": title });
+    var defs = svg("defs");
+    var pat = svg("pattern", { id: "hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" });
+    pat.appendChild(svg("rect", { width: 3, height: 6, fill: "#bbb" }));
+    defs.appendChild(pat);
+    s.appendChild(defs);
+    bars.forEach(function (b, i) {
+      var y = i * rowH + 3;
+      s.appendChild(svg("text", { x: labelW - 6, y: y + 11, "text-anchor": "end" }, b.label));
+      var width = Math.max(1, barW * b.v / max);
+      s.appendChild(svg("rect", { x: labelW, y: y, width: width, height: rowH - 4,
+        fill: b.partial ? "url(#hatch)" : (b.origin === "published" ? "#4a6fa5" : "#d9822b") }));
+      s.appendChild(svg("text", { x: labelW + width + 4, y: y + 11 }, b.text));
+    });
+    box.appendChild(s);
+    return box;
+  }
+  function chartColumns() {
+    /* the overview's columns, then (for families the overview does not cover) each table's average,
+       or its first columns when it has none */
+    var out = [];
+    var covered = {};
+    D.tables.forEach(function (t) {
+      if (t.id === "overview") {
+        visibleColumns(t).forEach(function (c) { out.push({ table: t, col: c }); covered[c.family] = 1; });
+      }
+    });
+    D.tables.forEach(function (t) {
+      if (t.id === "overview" || covered[t.family] || !tableVisible(t)) return;
+      var avg = t.columns.filter(function (c) { return c.id === "avg"; });
+      (avg.length ? avg : t.columns.slice(0, 4)).forEach(function (c) { out.push({ table: t, col: c }); });
+    });
+    return out;
+  }
+  function renderCharts(visibleRowIds) {
+    var list = $("chart-list");
+    list.innerHTML = "";
+    chartColumns().forEach(function (tc) {
+      var table = tc.table, c = tc.col;
+      var bars = [];
+      Object.keys(table.cells).forEach(function (id) {
+        var cell = table.cells[id][c.id];
+        if (!visibleRowIds[id] || !cell || cell.v === null) return;
+        var row = rowsById[id];
+        bars.push({ label: row.name + (row.origin === "published" ? " (pub.)" : " (run)"), v: cell.v, text: cell.t,
+          partial: !!cell.p, origin: row.origin });
+      });
+      if (!bars.length) return;
+      bars.sort(function (a, b) { return (a.partial - b.partial) || (b.v - a.v); });
+      var fam = familyLabel(c.family);
+      list.appendChild(renderChart(c.label === fam ? c.label : fam + ": " + c.label, bars));
+    });
+  }
+
+  /* ---------- page ---------- */
+  function render() {
+    var visibleRowIds = {};
+    var nVisible = 0;
+    D.rows.forEach(function (r) { if (rowVisible(r)) { visibleRowIds[r.id] = true; nVisible++; } });
+    var host = $("tables");
+    host.innerHTML = "";
+    D.tables.forEach(function (t) {
+      if (!tableVisible(t)) return;
+      var out = renderTable(t, visibleRowIds);
+      if (out.shown.length || t.id === "overview") host.appendChild(out.node);
+    });
+    renderCharts(visibleRowIds);
+    $("shown").textContent = nVisible + " of " + D.rows.length + " rows match";
+  }
+
+  function init() {
+    var m = D.meta;
+    $("meta").textContent = "Built " + m.generated_at + " from " + m.n_records + " record(s) (" + m.n_failed +
+      " failed) in " + (m.results_dirs.join(", ") || "no results directory") + ". Combine rule: " + m.combine + ".";
+    if (m.skipped.length) {
+      var d = el("details", { id: "skipped" });
+      d.appendChild(el("summary", {}, m.skipped.length + " file(s) skipped (malformed or not a result record)"));
+      var ul = el("ul");
+      m.skipped.forEach(function (s) { ul.appendChild(el("li", {}, s)); });
+      d.appendChild(ul);
+      $("meta").appendChild(d);
+    }
+    m.rules.forEach(function (r) { $("rules-list").appendChild(el("li", {}, r)); });
+    var sizes = {};
+    D.rows.forEach(function (r) { if (r.size) sizes[r.size] = 1; });
+    Object.keys(sizes).sort(function (a, b) {
+      return ((SIZE_ORDER[a] !== undefined ? SIZE_ORDER[a] : 9) - (SIZE_ORDER[b] !== undefined ? SIZE_ORDER[b] : 9)) || (a < b ? -1 : 1);
+    }).forEach(function (s) { $("filter-size").appendChild(el("option", { value: s }, s)); });
+    D.tables.forEach(function (t) {
+      if (t.id !== "overview") $("filter-family").appendChild(el("option", { value: t.family }, familyLabel(t.family)));
+    });
+    $("filter-model").addEventListener("input", function (e) { state.model = e.target.value; render(); });
+    [["filter-size", "size"], ["filter-family", "family"], ["filter-origin", "origin"]].forEach(function (p) {
+      $(p[0]).addEventListener("change", function (e) { state[p[1]] = e.target.value; render(); });
+    });
+    $("detail-close").addEventListener("click", function () { $("detail").hidden = true; });
+    var foot = $("sources");
+    if (m.sources.length) {
+      foot.appendChild(el("h2", {}, "Published sources"));
+      var ul2 = el("ul");
+      m.sources.forEach(function (s) { ul2.appendChild(el("li", {}, s.where + " (" + s.file + "): " + s.citation)); });
+      foot.appendChild(ul2);
+    }
+    render();
+  }
+  init();
+})();

@@ -1,0 +1,106 @@
+"""Leaderboard -> Markdown (``leaderboard.md``) and one CSV per table."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from harness.leaderboard.build import Leaderboard, Table
+from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, Cell, RowKey
+
+_ROW_HEADERS = ("model", "family", "size", "origin")
+
+
+def table_rows(lb: Leaderboard, table: Table) -> list[RowKey]:
+    """The rows a table shows, in the leaderboard's order (rows with no cell in it are left out)."""
+    return [k for k in lb.rows if k.id in table.cells]
+
+
+def best_by_column(lb: Leaderboard, table: Table) -> dict[str, float]:
+    """Highest complete value per column (partial means and failed cells never count)."""
+    best: dict[str, float] = {}
+    for key in table_rows(lb, table):
+        for col, cell in table.cells[key.id].items():
+            if cell.value is not None and not cell.partial and cell.value > best.get(col, float("-inf")):
+                best[col] = cell.value
+    return best
+
+
+def csv_value(cell: Cell | None) -> str:
+    """The number alone: published text verbatim; partial marker and ±std moved to the notes column."""
+    if cell is None:
+        return ""
+    return cell.text.rstrip(PARTIAL_MARK + COMPUTED_MARK).split("±")[0]
+
+
+def _notes(table: Table, key: RowKey) -> list[str]:
+    labels = dict(table.columns)
+    out = []
+    for col, cell in table.cells[key.id].items():
+        if cell.partial or cell.failed or cell.computed or cell.std is not None:
+            out.append(f"{labels.get(col, col)}: {cell.note}")
+    return out
+
+
+def write_csvs(lb: Leaderboard, out: Path) -> list[Path]:
+    paths = []
+    for table in lb.tables:
+        path = out / f"{table.id}.csv"
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow([*_ROW_HEADERS, *(c for c, _ in table.columns), "notes"])
+            for key in table_rows(lb, table):
+                cells = table.cells[key.id]
+                w.writerow([key.name, key.family, key.size, key.origin,
+                            *(csv_value(cells.get(c)) for c, _ in table.columns), " | ".join(_notes(table, key))])
+        paths.append(path)
+    return paths
+
+
+def _md_cell(cell: Cell | None, best: float | None) -> str:
+    if cell is None:
+        return ""
+    text = cell.text.replace("*", r"\*")
+    return f"**{text}**" if best is not None and cell.value == best and not cell.partial else text
+
+
+def markdown(lb: Leaderboard) -> str:
+    m = lb.meta
+    lines = [
+        "# Leaderboard", "",
+        f"Generated {m['generated_at']} from {m['n_records']} record(s) ({m['n_failed']} failed) in "
+        f"{', '.join(m['results_dirs']) or 'no results directory'}; combine rule: **{m['combine']}** — {m['combine_text']}.",
+        "", "## Rules", "", *(f"- {r}" for r in m["rules"]), "",
+    ]
+    for table in lb.tables:
+        rows = table_rows(lb, table)
+        if not rows:
+            continue
+        best = best_by_column(lb, table)
+        lines += [f"## {table.title}", ""]
+        if table.note:
+            lines += [table.note, ""]
+        lines.append("| Model | Size | Origin | " + " | ".join(label for _, label in table.columns) + " |")
+        lines.append("|---|---|---|" + "---:|" * len(table.columns))
+        notes = []
+        for key in rows:
+            cells = table.cells[key.id]
+            vals = [_md_cell(cells.get(c), best.get(c)) for c, _ in table.columns]
+            lines.append(f"| {key.name} | {key.size} | {key.origin} | " + " | ".join(vals) + " |")
+            notes += [f"- {key.name} ({key.origin}) — {n}" for n in _notes(table, key)]
+        lines.append("")
+        if notes:
+            lines += ["Notes:", "", *notes, ""]
+    if m["sources"]:
+        lines += ["## Published sources", ""]
+        lines += [f"- `{s['file']}` ({s['where']}): {s['citation']}" for s in m["sources"]]
+        lines.append("")
+    if m["skipped"]:
+        lines += ["## Skipped files", "", *(f"- {s}" for s in m["skipped"]), ""]
+    return "\n".join(lines)
+
+
+def write_markdown(lb: Leaderboard, out: Path) -> Path:
+    path = out / "leaderboard.md"
+    path.write_text(markdown(lb))
+    return path

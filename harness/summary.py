@@ -1,0 +1,31 @@
+"""The table printed at the end of a run."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from harness.results import STATUS_OK, ResultRecord
+
+
+def format_summary(records: Sequence[ResultRecord]) -> str:
+    """One row per record: task, dataset, model, main score, status, seconds."""
+    rows = [("task", "dataset", "model", "run", "metric", "score", "status", "time (s)")]
+    for r in records:
+        score = r.score
+        rows.append((
+            r.task, r.dataset, r.model.get("name", "?"), r.run_id, r.main_score,
+            f"{score:.4f}" if r.status == STATUS_OK and score is not None else "-",
+            r.status if r.status == STATUS_OK else f"FAILED: {(r.error or '')[:60]}",
+            f"{sum(r.timings.values()):.1f}" if r.timings else "-",
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def print_summary(records: Sequence[ResultRecord], stream: TextIO | None = None) -> None:
+    if records:
+        print("\n" + format_summary(records) + "\n", file=stream or sys.stdout, flush=True)

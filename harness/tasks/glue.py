@@ -1,0 +1,425 @@
+"""``task=glue``: the paper's GLUE sweeps: plan the grid, skip finished points, fine-tune, write one record each.
+
+Flow of :func:`run`: validate the task list and load every task's data first (so a missing file or an offline hub
+fails before any training), then run the grid points in order: MNLI, the tasks that do not chain, then the
+tasks that start from the selected MNLI checkpoint (``task.chain_from_mnli``). A point with an ok record is
+skipped unless ``overwrite=true``. Under a Hydra multirun every job is one grid point; the GLUE sweep configs
+make each task one batch (one SLURM array), MNLI first, and :class:`StagingCheck` refuses a sweep whose
+batches would start a chained task before MNLI has finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from harness import results
+from harness.data import glue as glue_data
+from harness.errors import HarnessError, TrainingDivergedError
+from harness.results import ResultRecord
+
+log = logging.getLogger(__name__)
+
+TASK_FAMILY = "glue"
+PROTOCOL_VERSION = 1    # bump when a change in this module changes the numbers
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One cell of the sweep: one fine-tuning run."""
+
+    task: str
+    lr: float
+    weight_decay: float
+    epochs: int
+    seed: int
+
+
+# ---------------------------------------------------------------------------------------------- planning (pure)
+def order_tasks(tasks: Sequence[glue_data.GlueTask], chained: Sequence[str]) -> list[glue_data.GlueTask]:
+    """MNLI first, then tasks that do not chain, then the MNLI-chained ones (each group in the given order)."""
+    rank = {t.name: (0 if t.name == "mnli" else 2 if t.name in chained else 1) for t in tasks}
+    return sorted(tasks, key=lambda t: rank[t.name])
+
+
+def epoch_values(task: glue_data.GlueTask, tcfg: Any) -> list[int]:
+    """The epochs this task runs: ``task.epochs``, or the ``task.epoch_slot``-th of its group, or the group."""
+    groups = tcfg.grid.epochs
+    if task.epoch_group not in groups:
+        raise HarnessError(
+            f"GLUE task {task.name} has epoch_group {task.epoch_group!r}, but task.grid.epochs defines only "
+            f"{list(groups)}; add it or fix task.definitions.{task.name}.epoch_group"
+        )
+    values = [int(v) for v in groups[task.epoch_group]]
+    if tcfg.epochs is not None:
+        return [int(tcfg.epochs)]
+    if tcfg.epoch_slot is not None:
+        slot = int(tcfg.epoch_slot)
+        if not 0 <= slot < len(values):
+            raise HarnessError(
+                f"task.epoch_slot={slot} is out of range for {task.name}'s epoch set {values} "
+                f"(valid: 0-{len(values) - 1}); or set task.epochs=<n> directly"
+            )
+        return [values[slot]]
+    return values
+
+
+def plan(tasks: Sequence[glue_data.GlueTask], tcfg: Any, default_seed: int) -> list[GridPoint]:
+    """Every grid point the config implies, in run order. A set ``task.lr`` etc. pins that axis."""
+    lrs = [float(tcfg.lr)] if tcfg.lr is not None else [float(v) for v in tcfg.grid.learning_rates]
+    wds = [float(tcfg.weight_decay)] if tcfg.weight_decay is not None else [float(v) for v in tcfg.grid.weight_decays]
+    seed = int(tcfg.seed) if tcfg.seed is not None else int(default_seed)
+    return [
+        GridPoint(t.name, lr, wd, ep, seed)
+        for t in tasks
+        for lr in lrs
+        for wd in wds
+        for ep in epoch_values(t, tcfg)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- MNLI chaining
+@dataclass(frozen=True)
+class InitSource:
+    """Where a run's encoder weights come from: the pretrained model, or a fine-tuned checkpoint."""
+
+    kind: str                        # pretrained | mnli | path
+    checkpoint: str | None = None
+    run_id: str | None = None        # the MNLI record it came from
+    candidates: int = 0              # MNLI records compared
+
+
+PRETRAINED = InitSource("pretrained")
+
+
+def mnli_candidates(results_dir: str | Path, model: dict[str, Any], max_length: int) -> list[ResultRecord]:
+    """Ok MNLI records of this model (same weights, same max length) whose checkpoint still exists."""
+    root = Path(results_dir) / TASK_FAMILY
+    out = []
+    for _, rec in results.iter_records(root, warn=False) if root.exists() else []:
+        if rec.dataset != "mnli" or rec.status != results.STATUS_OK:
+            continue
+        if rec.model.get("fingerprint") != model["fingerprint"] or rec.hyperparameters.get("max_length") != max_length:
+            continue
+        ckpt = rec.details.get("checkpoint")
+        if ckpt and Path(ckpt, "config.json").exists():
+            out.append(rec)
+    return out
+
+
+def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model: dict[str, Any]) -> InitSource:
+    """The encoder a run starts from: ``task.init_from`` if set; for ``task.chain_from_mnli`` tasks the best MNLI
+    record's checkpoint (by dev score; ``task.mnli_init`` says whether one is required); else pretrained."""
+    if tcfg.init_from:
+        path = Path(str(tcfg.init_from)).expanduser()
+        if not (path / "config.json").exists():
+            raise HarnessError(f"task.init_from={tcfg.init_from} is not a saved model directory (no config.json)")
+        return InitSource("path", str(path.resolve()))
+    mode = "off" if tcfg.mnli_init is False else str(tcfg.mnli_init)
+    if mode not in ("required", "if_available", "off"):
+        raise HarnessError(f"task.mnli_init={mode!r}: use required, if_available or off")
+    if mode == "off" or task not in list(tcfg.chain_from_mnli) or task == "mnli":
+        return PRETRAINED
+    found = mnli_candidates(results_dir, model, int(tcfg.max_length))
+    if not found:
+        if mode == "required":
+            raise HarnessError(
+                f"{task} starts from the selected MNLI checkpoint (task.mnli_init=required), but {results_dir} has no "
+                f"ok MNLI record with a kept checkpoint for model {model['name']} at max_length={tcfg.max_length}. "
+                "Run the MNLI grid first (task.tasks=[mnli]; multirun stage 1), or set task.mnli_init=if_available/off."
+            )
+        log.warning("%s: no MNLI checkpoint of %s found; starting from the pretrained encoder", task, model["name"])
+        return PRETRAINED
+    best = max(found, key=lambda r: (r.score if r.score is not None else -math.inf, r.run_id))
+    return InitSource("mnli", best.details["checkpoint"], best.run_id, len(found))
+
+
+# ---------------------------------------------------------------------------------------------- one grid point
+def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, Any]:
+    return {
+        "lr": point.lr,
+        "weight_decay": point.weight_decay,
+        "epochs": point.epochs,
+        "seed": point.seed,
+        "batch_size": int(tcfg.batch_size),
+        "gradient_accumulation_steps": int(tcfg.gradient_accumulation_steps),
+        "max_length": int(tcfg.max_length),
+        "warmup_ratio": float(tcfg.warmup_ratio),
+        "adam_betas": [float(tcfg.adam_beta1), float(tcfg.adam_beta2)],
+        "adam_epsilon": float(tcfg.adam_epsilon),
+        "max_grad_norm": float(tcfg.max_grad_norm),
+        "evals_per_epoch": int(tcfg.evals_per_epoch),
+        "early_stopping_patience": int(tcfg.early_stopping.patience),
+        "early_stopping_min_delta": float(tcfg.early_stopping.min_delta),
+        "init_from": init.kind,
+        "max_train_samples": tcfg.max_train_samples,
+        "max_eval_samples": tcfg.max_eval_samples,
+    }
+
+
+def identity(model: dict[str, Any], data: glue_data.GlueData, hp: dict[str, Any], init: InitSource, tcfg: Any,
+             precision: str) -> dict[str, Any]:
+    """Everything that changes a grid point's numbers (the run id hashes it)."""
+    return {
+        "family": TASK_FAMILY, "protocol": PROTOCOL_VERSION, "dataset": data.task.name,
+        "model": model["fingerprint"], "data": data.fingerprint, "hp": hp,
+        "init": init.run_id or init.checkpoint, "subsample_seed": int(tcfg.subsample_seed), "precision": precision,
+    }
+
+
+def base_record(point: GridPoint, data: glue_data.GlueData, model: dict[str, Any], rid: str, hp: dict[str, Any],
+                cfg: DictConfig, precision: str) -> ResultRecord:
+    grouped = len(data.dev) > 1
+    from harness.evaluation.glue_metrics import score_key
+
+    return ResultRecord(
+        task=TASK_FAMILY, dataset=point.task, split="validation", model=model, metrics={},
+        main_score=score_key(data.task.metric, grouped), run_id=rid, hyperparameters=hp,
+        sweep=_sweep_name(),
+        config=OmegaConf.to_container(cfg, resolve=True), precision=precision, data_fingerprint=data.fingerprint,
+    )
+
+
+def _sweep_name() -> str | None:
+    """The ``sweep=`` config this run was composed with, if any."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return HydraConfig.get().runtime.choices.get("sweep")
+    except ValueError:  # not under Hydra (tests calling run() directly)
+        return None
+
+
+def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec: ResultRecord, ctx: RunContext) -> None:
+    """Fine-tune and evaluate one grid point, filling ``rec`` (status ok or failed; never raises on divergence)."""
+    from harness.training import classification as clf
+
+    tcfg = ctx.tcfg
+    task = data.task
+    out_dir = Path(ctx.outputs) / TASK_FAMILY / results._safe(rec.model["name"]) / rec.run_id
+    trainer_dir = out_dir / "trainer"
+    groups = [(name, len(split)) for name, split in data.dev.items()]
+    rec.details = {
+        "init_from": init.checkpoint, "init_from_run_id": init.run_id, "mnli_candidates": init.candidates,
+        "n_train": len(data.train), "n_eval": dict(groups), "source": data.source, "checkpoint": None,
+        "run_name": ctx.run_name,
+    }
+    t0 = time.perf_counter()
+    try:
+        train_cfg = clf.TrainConfig(
+            lr=point.lr, weight_decay=point.weight_decay, epochs=point.epochs, seed=point.seed,
+            batch_size=int(tcfg.batch_size), eval_batch_size=int(tcfg.eval_batch_size),
+            gradient_accumulation_steps=int(tcfg.gradient_accumulation_steps), warmup_ratio=float(tcfg.warmup_ratio),
+            adam_beta1=float(tcfg.adam_beta1), adam_beta2=float(tcfg.adam_beta2), adam_epsilon=float(tcfg.adam_epsilon),
+            max_grad_norm=float(tcfg.max_grad_norm), evals_per_epoch=int(tcfg.evals_per_epoch),
+            patience=int(tcfg.early_stopping.patience), min_delta=float(tcfg.early_stopping.min_delta),
+            precision=rec.precision or "fp32", device=ctx.device, logging_steps=int(tcfg.logging_steps),
+            dataloader_num_workers=int(tcfg.dataloader_num_workers),
+        )
+        train_ds, eval_ds = ctx.tokenized(data)
+        from transformers import set_seed
+
+        set_seed(point.seed)  # the fresh head's initialisation follows the run's seed
+        model = clf.load_classifier(
+            ctx.model_dir, task.num_labels, attn_implementation=ctx.spec.attn_implementation,
+            init_from=init.checkpoint, trust_remote_code=ctx.spec.trust_remote_code,
+        )
+        outcome = clf.train_and_evaluate(
+            model, ctx.tokenizer, train_ds, eval_ds,
+            clf.compute_metrics_fn(task.metric, task.is_regression, groups), train_cfg, trainer_dir,
+        )
+        rec.metrics = {k: v for k, v in outcome.metrics.items() if k != "score"}
+        rec.details.update(
+            best_epoch=outcome.best_epoch, best_step=outcome.best_step, epochs_run=outcome.epochs_run,
+            stopped_early=outcome.stopped_early, eval_history=outcome.eval_history, train_loss=outcome.train_loss,
+        )
+        rec.timings = {"train": round(outcome.train_seconds, 3), "eval": round(outcome.eval_seconds, 3)}
+        if task.name == "mnli" or tcfg.keep_checkpoints:  # kept for chaining (prune with harness.select)
+            best_dir = out_dir / "best"
+            model.save_pretrained(best_dir)
+            ctx.tokenizer.save_pretrained(best_dir)
+            rec.details["checkpoint"] = str(best_dir.resolve())
+    except TrainingDivergedError as exc:
+        rec.status, rec.error = results.STATUS_FAILED, f"diverged: {exc}"
+        log.error("%s %s failed: %s", point.task, rec.run_id, exc)
+    except (RuntimeError, ValueError) as exc:  # e.g. out of memory: record it, keep the sweep going
+        rec.status, rec.error = results.STATUS_FAILED, f"{type(exc).__name__}: {exc}"
+        log.error("%s %s failed:\n%s", point.task, rec.run_id, traceback.format_exc())
+    finally:
+        shutil.rmtree(trainer_dir, ignore_errors=True)
+        clf.free_memory()
+    rec.timings["total"] = round(time.perf_counter() - t0, 3)
+
+
+# ---------------------------------------------------------------------------------------------- the runner
+@dataclass
+class RunContext:
+    """What every grid point of one invocation shares: model, tokenizer, devices, tokenised-data cache."""
+
+    cfg: DictConfig
+    tcfg: Any
+    spec: Any
+    model_dir: str
+    model: dict[str, Any]
+    tokenizer: Any
+    device: str
+    precision: str
+    outputs: str
+    run_name: str | None
+
+    def __post_init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    def tokenized(self, data: glue_data.GlueData):
+        """Train and (concatenated) dev sets tokenised once per (model, data, max length), in memory and on disk."""
+        import datasets
+
+        from harness.results import stable_hash
+
+        max_length = int(self.tcfg.max_length)
+        key = stable_hash([self.model["fingerprint"], data.fingerprint, data.task.name, max_length,
+                           self.tcfg.max_train_samples, self.tcfg.max_eval_samples, int(self.tcfg.subsample_seed)], 16)
+        if key not in self._cache:
+            from harness.training.classification import cached_tokenize
+
+            root = Path(str(self.cfg.paths.cache)).expanduser() / "glue-tokenized" / key
+            reg = data.task.is_regression
+            train = cached_tokenize(data.train, self.tokenizer, max_length, reg, root / "train")
+            devs = [cached_tokenize(s, self.tokenizer, max_length, reg, root / f"dev-{n}") for n, s in data.dev.items()]
+            self._cache[key] = (train, devs[0] if len(devs) == 1 else datasets.concatenate_datasets(devs))
+        return self._cache[key]
+
+
+def load_data(tasks: Sequence[glue_data.GlueTask], tcfg: Any) -> dict[str, glue_data.GlueData]:
+    """Every task's data, subsampled as configured: fails before any training if one is missing."""
+    out = {}
+    for t in tasks:
+        data = glue_data.load(t, tcfg.data_dir, str(tcfg.hub.path), tcfg.hub.revision)
+        seed = int(tcfg.subsample_seed)
+        data.train = data.train.subsample(tcfg.max_train_samples, seed)
+        data.dev = {k: v.subsample(tcfg.max_eval_samples, seed) for k, v in data.dev.items()}
+        out[t.name] = data
+    return out
+
+
+def _context(cfg: DictConfig) -> RunContext:
+    from transformers import AutoTokenizer
+
+    from harness import models
+
+    spec = models.ModelSpec.from_config(cfg.model)
+    model_dir, revision = models.resolve_path(spec)
+    device = models.resolve_device(str(cfg.device))
+    precision = models.resolve_precision(str(cfg.precision), device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=spec.trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"could not load the tokenizer of model {spec.name!r} from {model_dir}: {exc}") from exc
+    return RunContext(
+        cfg=cfg, tcfg=cfg.task, spec=spec, model_dir=model_dir, model=models.model_identity(spec, model_dir, revision),
+        tokenizer=tokenizer, device=device, precision=precision, outputs=str(cfg.paths.outputs),
+        run_name=cfg.get("run_name"),
+    )
+
+
+def run(cfg: DictConfig) -> list[ResultRecord]:
+    """Run every grid point ``cfg.task`` implies (skipping finished ones) and return their records."""
+    tcfg = cfg.task
+    defs = glue_data.task_definitions(tcfg.definitions)
+    tasks = order_tasks(glue_data.select_tasks(tcfg.tasks, defs), list(tcfg.chain_from_mnli))
+    points = plan(tasks, tcfg, int(cfg.seed))
+    data = load_data(tasks, tcfg)          # fail fast: data problems before any model is loaded
+    ctx = _context(cfg)
+    results_dir = str(cfg.paths.results)
+    out: list[ResultRecord] = []
+    log.info("GLUE: %d grid point(s) over %s for %s", len(points), [t.name for t in tasks], ctx.model["name"])
+    for i, point in enumerate(points, 1):
+        init = resolve_init(point.task, tcfg, results_dir, ctx.model)
+        hp = hyperparameters(point, tcfg, init)
+        ident = identity(ctx.model, data[point.task], hp, init, tcfg, ctx.precision)
+        rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs, "seed": point.seed})
+        if not cfg.overwrite and results.is_done(results_dir, TASK_FAMILY, ctx.model["name"], rid, point.task):
+            log.info("[%d/%d] %s %s: done, skipping", i, len(points), point.task, rid)
+            out.append(results.read_record(results.record_path(results_dir, TASK_FAMILY, ctx.model["name"], rid,
+                                                               point.task)))
+            continue
+        log.info("[%d/%d] %s %s (init: %s)", i, len(points), point.task, rid, init.kind)
+        rec = base_record(point, data[point.task], ctx.model, rid, hp, cfg, ctx.precision)
+        run_point(point, data[point.task], init, rec, ctx)
+        results.write_record(results_dir, rec)
+        log.info("[%d/%d] %s %s: %s %s", i, len(points), point.task, rid, rec.status,
+                 f"{rec.main_score}={rec.score:.2f}" if rec.status == results.STATUS_OK else rec.error)
+        out.append(rec)
+    if len(points) > 1:
+        _select_after_sweep(cfg, ctx.model["name"])
+    return out
+
+
+def _select_after_sweep(cfg: DictConfig, model_name: str) -> None:
+    from harness import select
+
+    path = select.write_selection("glue", cfg.paths.results, select.default_out_dir(cfg.paths.results), model_name)
+    if path is not None:
+        log.info("GLUE selection (best configuration per task on dev): %s", path)
+
+
+# ---------------------------------------------------------------------------------------------- multirun staging
+def sweep_batches(params: Mapping[str, str], cli_overrides: Sequence[str], max_batch_size: int | None) -> list:
+    """The job batches Hydra's basic sweeper will launch, in order (each batch = one SLURM array, and the
+    next batch starts only when the previous one has finished)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + list(cli_overrides))
+    return BasicSweeper.split_arguments(parsed, max_batch_size)
+
+
+def _job_tasks(job: Sequence[str]) -> list[str] | None:
+    for o in job:
+        key, _, value = o.partition("=")
+        if key.lstrip("+~") == "task.tasks":
+            return [v.strip() for v in value.strip("[]").split(",") if v.strip()]
+    return None
+
+
+def check_staging(batches: Sequence[Sequence[Sequence[str]]], chained: Sequence[str]) -> None:
+    """Fail unless every job of an MNLI-chained task is in a later batch than every MNLI job."""
+    last_mnli, first_chained = -1, None
+    for i, batch in enumerate(batches):
+        for job in batch:
+            names = _job_tasks(job) or []
+            if "mnli" in names:
+                last_mnli = i
+            if any(n in chained for n in names) and "mnli" not in names and first_chained is None:
+                first_chained = i
+    if first_chained is not None and last_mnli >= first_chained:
+        raise HarnessError(
+            f"this multirun would start MNLI-chained jobs (batch {first_chained + 1}) before every MNLI job has "
+            f"finished (batch {last_mnli + 1}). Keep task.tasks the first sweep parameter with mnli first, and set "
+            "hydra.sweeper.max_batch_size to the number of grid points per task (lr x weight decay x epochs x "
+            "seeds), so each task is its own batch; or run MNLI in a separate multirun first."
+        )
+
+
+class StagingCheck(Callback):
+    """Hydra callback (``hydra.callbacks`` in the GLUE sweep configs): before a multirun launches anything,
+    check that MNLI's jobs finish before the jobs that start from MNLI's checkpoint."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweeper = config.hydra.sweeper
+        cli = [o for o in config.hydra.overrides.task]
+        batches = sweep_batches(dict(sweeper.get("params") or {}), cli, sweeper.get("max_batch_size"))
+        chained = list(config.task.chain_from_mnli) if str(config.task.mnli_init) != "off" else []
+        check_staging(batches, chained)
+        log.info("GLUE multirun: %d job(s) in %d batch(es), MNLI before the chained tasks",
+                 sum(len(b) for b in batches), len(batches))

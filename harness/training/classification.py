@@ -1,0 +1,302 @@
+"""Sequence-classification fine-tuning for GLUE: transformers' Trainer with early stopping, best checkpoint restored.
+
+The pieces are the library's: ``AutoModelForSequenceClassification``, ``Trainer``, ``EarlyStoppingCallback``,
+``DataCollatorWithPadding``. This module adds tokenisation with an on-disk cache, loading an encoder from
+another task's checkpoint with a fresh head (MNLI chaining), and turning a NaN loss into a clear error.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from transformers import TrainerCallback
+
+from harness.errors import HarnessError, TrainingDivergedError
+
+if TYPE_CHECKING:
+    import datasets
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from harness.data.glue import Split
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that shapes one fine-tuning run (one GLUE grid point)."""
+
+    lr: float
+    weight_decay: float
+    epochs: int
+    seed: int
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    gradient_accumulation_steps: int = 1
+    warmup_ratio: float = 0.1
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0
+    evals_per_epoch: int = 1
+    patience: int = 2
+    min_delta: float = 0.0
+    precision: str = "fp32"          # fp32 | bf16 | fp16
+    device: str = "cpu"
+    logging_steps: int = 50
+    dataloader_num_workers: int = 0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.lr > 0:
+            problems.append(f"lr={self.lr} must be > 0")
+        if self.weight_decay < 0:
+            problems.append(f"weight_decay={self.weight_decay} must be >= 0")
+        if int(self.epochs) < 1:
+            problems.append(f"epochs={self.epochs} must be >= 1")
+        if self.batch_size < 1 or self.eval_batch_size < 1 or self.gradient_accumulation_steps < 1:
+            problems.append("batch_size, eval_batch_size and gradient_accumulation_steps must be >= 1")
+        if not 0 <= self.warmup_ratio < 1:
+            problems.append(f"warmup_ratio={self.warmup_ratio} must be in [0, 1)")
+        if self.evals_per_epoch < 1 or self.patience < 1:
+            problems.append("evals_per_epoch and early_stopping.patience must be >= 1")
+        if problems:
+            raise HarnessError("invalid GLUE training settings: " + "; ".join(problems) + " (set them under task.)")
+
+    def steps_per_epoch(self, n_train: int) -> int:
+        return max(1, math.ceil(math.ceil(n_train / self.batch_size) / self.gradient_accumulation_steps))
+
+
+@dataclass
+class TrainOutcome:
+    """Dev metrics of the restored best checkpoint and how early stopping got there."""
+
+    metrics: dict[str, float]
+    best_step: int | None
+    best_epoch: float | None
+    epochs_run: float
+    stopped_early: bool
+    eval_history: list[dict[str, float]] = field(default_factory=list)
+    train_loss: float | None = None
+    train_seconds: float = 0.0
+    eval_seconds: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------------- data
+def tokenize(split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, regression: bool) -> datasets.Dataset:
+    """Token ids (no padding: the collator pads per batch) and labels of one split."""
+    import datasets
+
+    enc = tokenizer(split.text_a, split.text_b, truncation=True, max_length=max_length)
+    data = {k: enc[k] for k in enc if k in ("input_ids", "attention_mask", "token_type_ids")}
+    data["labels"] = [float(v) for v in split.labels] if regression else [int(v) for v in split.labels]
+    return datasets.Dataset.from_dict(data)
+
+
+def cached_tokenize(
+    split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, regression: bool, cache_dir: Path | None
+) -> datasets.Dataset:
+    """:func:`tokenize`, stored under ``cache_dir`` (keyed by the caller: model, data, max length) and reused."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    if cache_dir is None:
+        return tokenize(split, tokenizer, max_length, regression)
+    if (cache_dir / "dataset_info.json").exists():
+        try:
+            ds = datasets.load_from_disk(str(cache_dir))
+            if len(ds) == len(split):
+                return ds
+        except Exception as exc:  # a corrupt cache entry is rebuilt, never trusted
+            log.warning("rebuilding tokenisation cache %s: %s", cache_dir, exc)
+    ds = tokenize(split, tokenizer, max_length, regression)
+    tmp = cache_dir.with_name(cache_dir.name + f".tmp{time.time_ns()}")
+    ds.save_to_disk(str(tmp))
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    try:
+        tmp.rename(cache_dir)
+    except OSError:  # another job wrote it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return datasets.load_from_disk(str(cache_dir))
+
+
+# ---------------------------------------------------------------------------------------------- model
+def load_classifier(
+    model_dir: str, num_labels: int, *, attn_implementation: str = "sdpa", init_from: str | None = None,
+    trust_remote_code: bool = False,
+) -> PreTrainedModel:
+    """A classifier on the pretrained encoder in ``model_dir`` with a fresh head; with ``init_from`` (a fine-tuned
+    classifier, e.g. MNLI's best checkpoint), the encoder weights come from there and the head stays fresh."""
+    from transformers import AutoModelForSequenceClassification
+
+    kwargs: dict[str, Any] = {"attn_implementation": attn_implementation, "trust_remote_code": trust_remote_code}
+    problem_type = "regression" if num_labels == 1 else "single_label_classification"
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(
+            model_dir, num_labels=num_labels, problem_type=problem_type, **kwargs
+        )
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"could not load a sequence classifier from {model_dir}: {exc}") from exc
+    if init_from is not None:
+        if not Path(init_from, "config.json").exists():
+            raise HarnessError(
+                f"init_from checkpoint {init_from} does not exist or is not a saved model (no config.json). "
+                "Re-run the MNLI grid (its best checkpoint is kept under paths.outputs) or set task.init_from."
+            )
+        source = AutoModelForSequenceClassification.from_pretrained(init_from, **kwargs)
+        try:
+            model.base_model.load_state_dict(source.base_model.state_dict(), strict=True)
+        except RuntimeError as exc:
+            raise HarnessError(
+                f"the encoder in {init_from} does not match model {model_dir} ({exc}); chain only checkpoints "
+                "fine-tuned from the same model"
+            ) from exc
+        del source
+    return model
+
+
+# ---------------------------------------------------------------------------------------------- training
+class NaNGuard(TrainerCallback):
+    """Stop a run whose logged training loss is NaN or infinite (needs ``logging_nan_inf_filter=False``)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            raise TrainingDivergedError(
+                f"training loss became {loss} at step {state.global_step} (epoch {state.epoch:.2f}); "
+                "lower task.lr or use precision=fp32"
+            )
+
+
+def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int):
+    """TrainingArguments for the paper's protocol: AdamW (betas, eps), linear warmup then decay, evaluation and
+    checkpoint ``evals_per_epoch`` times per epoch, best checkpoint (by ``score``) restored at the end."""
+    from transformers import TrainingArguments
+
+    per_epoch = cfg.steps_per_epoch(n_train)
+    by_epoch = cfg.evals_per_epoch == 1
+    every = max(1, math.ceil(per_epoch / cfg.evals_per_epoch))
+    return TrainingArguments(
+        output_dir=str(output_dir),
+        learning_rate=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        num_train_epochs=cfg.epochs,
+        per_device_train_batch_size=cfg.batch_size,
+        per_device_eval_batch_size=cfg.eval_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        lr_scheduler_type="linear",
+        warmup_steps=float(cfg.warmup_ratio) if cfg.warmup_ratio > 0 else 0,
+        adam_beta1=cfg.adam_beta1,
+        adam_beta2=cfg.adam_beta2,
+        adam_epsilon=cfg.adam_epsilon,
+        optim="adamw_torch",
+        max_grad_norm=cfg.max_grad_norm,
+        eval_strategy="epoch" if by_epoch else "steps",
+        save_strategy="epoch" if by_epoch else "steps",
+        eval_steps=None if by_epoch else every,
+        save_steps=None if by_epoch else every,
+        save_total_limit=1,              # with load_best_model_at_end: the best and the latest are kept
+        save_only_model=True,
+        load_best_model_at_end=True,
+        metric_for_best_model="score",
+        greater_is_better=True,
+        logging_steps=cfg.logging_steps,
+        logging_nan_inf_filter=False,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        bf16=cfg.precision == "bf16",
+        fp16=cfg.precision == "fp16",
+        use_cpu=cfg.device == "cpu",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=cfg.dataloader_num_workers,
+    )
+
+
+def compute_metrics_fn(metric: str, regression: bool, groups: list[tuple[str, int]] | None) -> Callable:
+    """A Trainer ``compute_metrics`` returning GLUE metrics (x100) and ``score``, the task score."""
+    from harness.evaluation.glue_metrics import compute
+
+    def fn(pred) -> dict[str, float]:
+        logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
+        logits = np.asarray(logits, dtype=np.float32)
+        preds = logits.reshape(-1) if regression else logits.argmax(-1)
+        labels = np.asarray(pred.label_ids)
+        return compute(metric, preds, labels, groups if groups and len(groups) > 1 else None)
+
+    return fn
+
+
+def train_and_evaluate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    train_ds: datasets.Dataset,
+    eval_ds: datasets.Dataset,
+    compute_metrics: Callable,
+    cfg: TrainConfig,
+    output_dir: Path,
+) -> TrainOutcome:
+    """Fine-tune with early stopping, restore the best checkpoint and evaluate it on ``eval_ds``."""
+    from transformers import DataCollatorWithPadding, EarlyStoppingCallback, Trainer
+
+    args = training_arguments(cfg, output_dir, len(train_ds))
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=train_ds,
+        eval_dataset=eval_ds,
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=compute_metrics,
+        callbacks=[
+            EarlyStoppingCallback(early_stopping_patience=cfg.patience, early_stopping_threshold=cfg.min_delta),
+            NaNGuard(),
+        ],
+    )
+    t0 = time.perf_counter()
+    result = trainer.train()
+    train_seconds = time.perf_counter() - t0
+    if not math.isfinite(result.training_loss):
+        raise TrainingDivergedError(f"mean training loss is {result.training_loss}; lower task.lr or use precision=fp32")
+    state = trainer.state
+    history = [
+        {"epoch": round(h["epoch"], 4), "step": h["step"], "score": h["eval_score"]}
+        for h in state.log_history if "eval_score" in h
+    ]
+    t1 = time.perf_counter()
+    metrics = trainer.evaluate()  # the restored best checkpoint
+    eval_seconds = time.perf_counter() - t1
+    per_epoch = cfg.steps_per_epoch(len(train_ds))
+    best_step = state.best_global_step
+    clean = {k[len("eval_"):]: float(v) for k, v in metrics.items() if k.startswith("eval_") and _is_metric(k)}
+    if any(not math.isfinite(v) for v in clean.values()):
+        raise TrainingDivergedError(f"dev metrics are not finite ({clean}); the model diverged")
+    return TrainOutcome(
+        metrics=clean,
+        best_step=best_step,
+        best_epoch=round(best_step / per_epoch, 4) if best_step else None,
+        epochs_run=round(float(state.epoch or 0.0), 4),
+        stopped_early=state.global_step < state.max_steps,
+        eval_history=history,
+        train_loss=float(result.training_loss),
+        train_seconds=train_seconds,
+        eval_seconds=eval_seconds,
+    )
+
+
+def _is_metric(key: str) -> bool:
+    return key not in ("eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_epoch")
+
+
+def free_memory() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

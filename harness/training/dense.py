@@ -1,0 +1,116 @@
+"""DPR fine-tuning: a thin adapter over sentence-transformers' trainer and (Cached)MNRL loss."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from transformers import TrainerCallback
+
+from harness.errors import HarnessError, TrainingDivergedError
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DenseTrainingConfig:
+    lr: float
+    epochs: float = 1
+    warmup_ratio: float = 0.05
+    batch_size: int = 16
+    gradient_accumulation_steps: int = 1
+    loss: str = "cached_mnrl"
+    mini_batch_size: int = 16
+    max_seq_length: int = 512
+    seed: int = 12
+    precision: str = "fp32"     # bf16 | fp16 | fp32 (mixed precision training)
+    use_cpu: bool = True
+
+
+class NaNLossGuard(TrainerCallback):
+    """Stops training with a clear error as soon as a logged loss is NaN or infinite."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            raise TrainingDivergedError(
+                f"training loss became {loss} at step {state.global_step}: the run diverged. "
+                "Lower task.lr, use precision=fp32, or check the training data for empty texts."
+            )
+
+
+def make_loss(model: SentenceTransformer, cfg: DenseTrainingConfig):
+    from sentence_transformers import losses
+
+    if cfg.loss == "cached_mnrl":
+        return losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=cfg.mini_batch_size)
+    if cfg.loss == "mnrl":
+        return losses.MultipleNegativesRankingLoss(model)
+    raise HarnessError(f"unknown task.loss {cfg.loss!r}: use cached_mnrl or mnrl")
+
+
+def train_dense(
+    model: SentenceTransformer, train_dataset: Dataset, cfg: DenseTrainingConfig, output_dir: str | Path
+) -> dict[str, Any]:
+    """Fine-tune ``model`` in place on (anchor, positive, negative) triplets; save it to ``output_dir``.
+
+    Returns training facts for the record (steps, loss, effective batch size).
+    """
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.training_args import BatchSamplers
+
+    output_dir = Path(output_dir)
+    if len(train_dataset) < cfg.batch_size:
+        raise HarnessError(
+            f"only {len(train_dataset)} training triplets for batch size {cfg.batch_size}: "
+            "lower task.batch_size or provide more data."
+        )
+    model.max_seq_length = cfg.max_seq_length
+    steps_per_epoch = max(1, len(train_dataset) // (cfg.batch_size * cfg.gradient_accumulation_steps))
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(output_dir / "checkpoints"),
+        num_train_epochs=cfg.epochs,
+        per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        learning_rate=cfg.lr,
+        warmup_ratio=cfg.warmup_ratio,
+        bf16=cfg.precision == "bf16",
+        fp16=cfg.precision == "fp16",
+        batch_sampler=BatchSamplers.NO_DUPLICATES,
+        logging_steps=max(1, min(50, steps_per_epoch // 10)),
+        logging_nan_inf_filter=False,   # the NaN guard must see NaN losses
+        save_strategy="no",
+        report_to="none",
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        use_cpu=cfg.use_cpu,
+        dataloader_drop_last=True,
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=args,
+        train_dataset=train_dataset.select_columns(["anchor", "positive", "negative"]),
+        loss=make_loss(model, cfg),
+        callbacks=[NaNLossGuard()],
+    )
+    result = trainer.train()
+    if not math.isfinite(result.training_loss):
+        raise TrainingDivergedError(
+            f"training loss is {result.training_loss}: the run diverged. Lower task.lr or use precision=fp32."
+        )
+    final = output_dir / "model"
+    model.save(str(final))
+    return {
+        "steps": result.global_step,
+        "train_loss": float(result.training_loss),
+        "n_triplets": len(train_dataset),
+        "effective_batch_size": cfg.batch_size * cfg.gradient_accumulation_steps,
+        "model_dir": str(final),
+    }

