@@ -50,8 +50,9 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     try:
         records = run(cfg)
     except HarnessError as exc:
-        log.error("%s", exc)
-        if _is_multirun():  # one bad job must not stop its siblings in a sweep
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        if _is_multirun():  # one bad job must not stop its siblings in a sweep; keep it in the job's log
+            log.error("%s", exc)
             return None
         sys.exit(2)
     scores = [r.score for r in records or [] if r.status == "ok" and r.score is not None]

@@ -29,6 +29,7 @@ import yaml
 from harness import results
 from harness.errors import HarnessError, unknown_name
 from harness.results import ResultRecord
+from harness.selection_retrieval import format_retrieval_table, select_retrieval
 
 log = logging.getLogger(__name__)
 
@@ -136,20 +137,30 @@ def select_glue(records: Iterable[ResultRecord], model: str | None = None) -> di
 
 
 #: task family -> selector(records, model name or None) -> {model: selection}
-SELECTORS: dict[str, Callable[..., dict[str, dict[str, Any]]]] = {"glue": select_glue}
+SELECTORS: dict[str, Callable[..., dict[str, dict[str, Any]]]] = {"glue": select_glue, "beir": select_retrieval}
 
 
-def write_selection(family: str, results_dir: str | Path, out_dir: str | Path, model: str | None = None) -> Path | None:
-    """Select and write ``<out_dir>/<family>-<model>.json`` for each model; returns the last path written."""
+def load_selections(family: str, results_dir: str | Path, model: str | None = None
+                    ) -> tuple[dict[str, dict[str, Any]], list[ResultRecord]]:
+    """Selections per model for ``family`` from the records under ``results_dir`` (and the records read)."""
     if family not in SELECTORS:
         raise unknown_name("task family", family, SELECTORS, "Selection exists for these families.")
     if not Path(results_dir).is_dir():
         raise HarnessError(f"results directory {results_dir} does not exist; run a sweep first or pass --results")
     recs = [r for _, r in results.iter_records(results_dir)]
-    selections = SELECTORS[family](recs, model)
+    return SELECTORS[family](recs, model), recs
+
+
+def selection_path(out_dir: str | Path, family: str, model: str) -> Path:
+    return Path(out_dir) / f"{family}-{results._safe(model)}.json"
+
+
+def write_selection(family: str, results_dir: str | Path, out_dir: str | Path, model: str | None = None) -> Path | None:
+    """Select and write ``<out_dir>/<family>-<model>.json`` for each model; returns the last path written."""
+    selections, _ = load_selections(family, results_dir, model)
     path = None
     for name, sel in selections.items():
-        path = Path(out_dir) / f"{family}-{results._safe(name)}.json"
+        path = selection_path(out_dir, family, name)
         results.atomic_write_json(path, sel)
     return path
 
@@ -183,6 +194,9 @@ def format_table(sel: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+FORMATTERS: dict[str, Callable[[dict[str, Any]], str]] = {"beir": format_retrieval_table}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.select", description=__doc__.split("\n")[0])
     parser.add_argument("--task", default="glue", help=f"task family ({', '.join(SELECTORS)})")
@@ -195,18 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out_dir = Path(args.out) if args.out else default_out_dir(args.results)
     try:
-        if args.task not in SELECTORS:
-            raise unknown_name("task family", args.task, SELECTORS, "Selection exists for these families.")
-        if not Path(args.results).is_dir():
-            raise HarnessError(f"results directory {args.results} does not exist; run a sweep first or pass --results")
-        recs = [r for _, r in results.iter_records(args.results)]
-        selections = SELECTORS[args.task](recs, args.model)
+        selections, recs = load_selections(args.task, args.results, args.model)
         if not selections:
             raise HarnessError(f"no {args.task} records under {args.results}" + (f" for model {args.model}" if args.model else ""))
         for name, sel in selections.items():
-            path = out_dir / f"{args.task}-{results._safe(name)}.json"
+            path = selection_path(out_dir, args.task, name)
             results.atomic_write_json(path, sel)
-            print(format_table(sel))
+            print(FORMATTERS.get(args.task, format_table)(sel))
             print(f"  -> {path}")
             if args.prune_checkpoints:
                 for d in prune_checkpoints(sel, recs):

@@ -283,3 +283,14 @@ def test_slurm_launcher_composes_to_an_array_with_resources():
     assert h["sweeper"]["max_batch_size"] == 48
     assert h["callbacks"]["glue_staging"]["_target_"] == "harness.tasks.glue.StagingCheck"
     assert h["sweeper"]["params"]["task.epoch_slot"] == "0,1,2"
+
+
+def test_prune_keeps_only_the_selected_checkpoints(tmp_path):
+    recs = [_record("mnli", 80.0, 3e-5, 1), _record("mnli", 70.0, 8e-5, 1)]
+    for r in recs:
+        ckpt = tmp_path / "ckpt" / r.run_id
+        ckpt.mkdir(parents=True)
+        r.details["checkpoint"] = str(ckpt)
+    sel = select.select_glue(recs)["m"]
+    assert select.prune_checkpoints(sel, recs) == [recs[1].details["checkpoint"]]
+    assert Path(recs[0].details["checkpoint"]).is_dir() and not Path(recs[1].details["checkpoint"]).exists()

@@ -22,6 +22,7 @@ class DatasetEntry:
     kind: str = "beir"                    # beir (local folder or hub) | source_tree (mined code set)
     root: str | None = None               # source_tree: folder to mine (None = installed stdlib)
     max_queries: int | None = 500         # source_tree: queries sampled deterministically
+    max_corpus: int | None = None         # source_tree: cap the corpus (the queries' documents are kept)
     local: str | None = None              # folder under data_dir (default: the name); members: parent/member
     members: dict[str, DatasetEntry] = field(default_factory=dict)   # composite (CQADupstack): mean over members
 
@@ -73,7 +74,9 @@ def load_entry(
         from harness.data.code import build_code_retrieval_set
 
         root = Path(entry.root).expanduser() if entry.root else None
-        return build_code_retrieval_set(root, name=entry.name, max_queries=entry.max_queries)
+        return build_code_retrieval_set(
+            root, name=entry.name, max_queries=entry.max_queries, max_corpus=entry.max_corpus
+        )
     if data_dir:
         return beir.load_local(local_folder(data_dir, entry), entry.name, split, strict_qrels)
     if entry.hub is None:

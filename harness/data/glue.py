@@ -246,8 +246,8 @@ def load_hub(task: GlueTask, path: str, revision: str | None) -> GlueData:
     except Exception as exc:
         if not online:  # offline and not in the datasets cache
             raise HubUnavailableError(
-                f"GLUE task {task.name} ({path}@{revision}) is not in the local datasets cache and the hub is "
-                f"offline (HF_HUB_OFFLINE). {fix}"
+                f"GLUE task {task.name} ({path}@{revision}) needs the Hugging Face hub, which is offline here "
+                f"(HF_HUB_OFFLINE), and the dataset is not in the local datasets cache. {fix}"
             ) from exc
         raise DataError(f"could not load {path}/{task.hub.config}@{revision} from the hub: {exc}") from exc
 

@@ -43,6 +43,27 @@ class RetrievalDataset:
         return {qid: self.queries[qid] for qid in self.qrels if qid in self.queries}
 
 
+def subset(ds: RetrievalDataset, max_queries: int | None, max_docs: int | None) -> RetrievalDataset:
+    """Deterministic smaller set: the first ``max_queries`` judged queries (qrels order), every document they
+    judge, then corpus-order documents up to ``max_docs`` in total. For quick runs and peer comparisons."""
+    qids = list(ds.qrels)[: max_queries or None]
+    judged = {d for q in qids for d in ds.qrels[q]}
+    budget = max(0, (max_docs or len(ds)) - len(judged))
+    keep = []
+    for i, did in enumerate(ds.corpus_ids):
+        if did in judged:
+            keep.append(i)
+        elif budget > 0:
+            keep.append(i)
+            budget -= 1
+    return RetrievalDataset(
+        name=ds.name, split=ds.split, corpus_ids=[ds.corpus_ids[i] for i in keep],
+        corpus_titles=[ds.corpus_titles[i] for i in keep], corpus_texts=[ds.corpus_texts[i] for i in keep],
+        queries={q: ds.queries[q] for q in qids}, qrels={q: ds.qrels[q] for q in qids}, source=ds.source,
+        meta={**ds.meta, "subset": {"max_queries": max_queries, "max_docs": max_docs, "of": ds.fingerprint}},
+    )
+
+
 def content_fingerprint(ds: RetrievalDataset) -> str:
     """sha256 over corpus, queries and qrels, order-independent for qrels."""
     h = hashlib.sha256()

@@ -121,8 +121,13 @@ def load_hub_triplets(path: str, config: str, revision: str | None, max_samples:
     )
     ds = load_dataset(path, config, split="train", revision=revision)
     ds = ds.rename_columns({c: a for c, a in zip(ds.column_names[:3], COLUMNS, strict=True)})
+    return sample(ds, max_samples, seed)
+
+
+def sample(ds: Dataset, max_samples: int | None, seed: int) -> Dataset:
+    """A seeded random ``max_samples`` rows (all of them when there are fewer)."""
     if max_samples and len(ds) > max_samples:
-        ds = ds.train_test_split(test_size=max_samples, seed=seed)["test"]
+        return ds.train_test_split(test_size=max_samples, seed=seed)["test"]
     return ds
 
 

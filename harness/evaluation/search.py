@@ -31,7 +31,7 @@ def exact_search(
     out_idx = np.empty((q_all.shape[0], k), dtype=np.int64)
     doc_chunks = []
     for start in range(0, n_docs, corpus_chunk_size):
-        d = torch.from_numpy(np.ascontiguousarray(doc_emb[start : start + corpus_chunk_size], dtype=np.float32))
+        d = torch.from_numpy(np.array(doc_emb[start : start + corpus_chunk_size], dtype=np.float32))  # copy: may be a memmap
         if similarity == "cosine":
             d = torch.nn.functional.normalize(d, dim=-1)
         doc_chunks.append((start, d.to(device)))

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import results
 from harness.data.catalog import DatasetEntry, load_entry, resolve_entries
+from harness.data.retrieval import subset
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.evaluation.retrieval_evaluator import RetrievalEvalSettings, evaluate_retrieval
 from harness.models import ModelSpec, load_sentence_transformer, resolve_device, resolve_precision
@@ -45,8 +46,7 @@ def training_identity(t: DictConfig) -> dict[str, Any] | None:
     if data["source"] == "hub":
         relevant |= {k: data[k] for k in ("hub_path", "hub_config", "hub_revision", "max_samples")}
     elif data["source"] == "file":
-        relevant["path"] = data["path"]
-        relevant["file_sha"] = _file_sha(data["path"])
+        relevant |= {"path": data["path"], "file_sha": _file_sha(data["path"]), "max_samples": data["max_samples"]}
     else:
         relevant |= {k: data[k] for k in ("dataset", "split", "num_negatives", "range_min", "range_max")}
     return {
@@ -77,11 +77,13 @@ def plan(cfg: DictConfig, model_identity: dict[str, Any], precision: str) -> Ret
         | {"pooling": cfg.model.pooling, "normalize": cfg.model.normalize},
         "train": train,
         "precision": precision, "train_precision": precision if train else None,
-        "eval": {"max_length": t.max_length, "top_k": t.top_k, "similarity": t.similarity, "split": t.split},
+        "eval": {"max_length": t.max_length, "top_k": t.top_k, "similarity": t.similarity, "split": t.split,
+                 "max_queries": t.max_queries, "max_docs": t.max_docs},
     }
     readable = {"lr": float(t.lr)} if train else {"eval": precision}
     rid = results.run_id(identity, readable)
-    hyper = {"train": train, "precision": precision, "max_length": t.max_length, "top_k": t.top_k}
+    hyper = {"train": train, "precision": precision, "max_length": t.max_length, "top_k": t.top_k,
+             "max_queries": t.max_queries, "max_docs": t.max_docs}
     if train:
         hyper |= {"lr": float(t.lr), "epochs": t.epochs, "batch_size": t.batch_size,
                   "gradient_accumulation_steps": t.gradient_accumulation_steps, "seed": t.train_seed}
@@ -162,6 +164,8 @@ def _evaluate_entry(cfg, entry: DatasetEntry, model, model_fp: str, settings, re
     for m in members:
         t0 = time.perf_counter()
         ds = load_entry(m, data_dir=t.data_dir, split=t.split, strict_qrels=t.strict_qrels)
+        if t.max_queries or t.max_docs:
+            ds = subset(ds, t.max_queries, t.max_docs)
         load_s = time.perf_counter() - t0
         log.info("%s: %d docs, %d queries (%s)", m.name, len(ds), len(ds.evaluated_queries()), ds.source)
         metrics, details, timings = evaluate_retrieval(
@@ -226,7 +230,7 @@ def _training_data(cfg: DictConfig, model):
     if d.source == "file":
         if not d.path:
             raise HarnessError("task.train_data.source=file needs task.train_data.path=<triplets .tsv/.csv/.jsonl>")
-        return triplets.load_triplets_file(d.path)
+        return triplets.sample(triplets.load_triplets_file(d.path), d.max_samples, t.train_seed)
     if d.source == "hub":
         return triplets.load_hub_triplets(d.hub_path, d.hub_config, d.hub_revision, d.max_samples, t.train_seed)
     if d.source == "beir":

@@ -46,6 +46,18 @@ class NaNLossGuard(TrainerCallback):
             )
 
 
+def check_batchable(train_dataset: Dataset, batch_size: int) -> None:
+    """NO_DUPLICATES batches need ``batch_size`` distinct anchors; otherwise the sampler silently yields
+    nothing and training would do zero steps."""
+    distinct = len(set(train_dataset["anchor"]))
+    if distinct < batch_size:
+        raise HarnessError(
+            f"the training data has {distinct} distinct queries ({len(train_dataset)} triplets), fewer than "
+            f"task.batch_size={batch_size}: NO_DUPLICATES batching cannot fill one batch. "
+            f"Set task.batch_size<={distinct} or provide more data."
+        )
+
+
 def make_loss(model: SentenceTransformer, cfg: DenseTrainingConfig):
     from sentence_transformers import losses
 
@@ -67,11 +79,7 @@ def train_dense(
     from sentence_transformers.training_args import BatchSamplers
 
     output_dir = Path(output_dir)
-    if len(train_dataset) < cfg.batch_size:
-        raise HarnessError(
-            f"only {len(train_dataset)} training triplets for batch size {cfg.batch_size}: "
-            "lower task.batch_size or provide more data."
-        )
+    check_batchable(train_dataset, cfg.batch_size)
     model.max_seq_length = cfg.max_seq_length
     steps_per_epoch = max(1, len(train_dataset) // (cfg.batch_size * cfg.gradient_accumulation_steps))
     args = SentenceTransformerTrainingArguments(
@@ -80,7 +88,7 @@ def train_dense(
         per_device_train_batch_size=cfg.batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         learning_rate=cfg.lr,
-        warmup_ratio=cfg.warmup_ratio,
+        warmup_steps=cfg.warmup_ratio,   # transformers 5: a float < 1 is a ratio of the total steps
         bf16=cfg.precision == "bf16",
         fp16=cfg.precision == "fp16",
         batch_sampler=BatchSamplers.NO_DUPLICATES,
@@ -101,6 +109,12 @@ def train_dense(
         callbacks=[NaNLossGuard()],
     )
     result = trainer.train()
+    if result.global_step == 0:
+        raise HarnessError(
+            f"training ran 0 optimisation steps on {len(train_dataset)} triplets (batch {cfg.batch_size} x "
+            f"accumulation {cfg.gradient_accumulation_steps}): lower task.batch_size or "
+            "task.gradient_accumulation_steps, or provide more data."
+        )
     if not math.isfinite(result.training_loss):
         raise TrainingDivergedError(
             f"training loss is {result.training_loss}: the run diverged. Lower task.lr or use precision=fp32."

@@ -1,0 +1,1 @@
+"""Adapters that run a peer (mteb) on exactly the data the harness evaluates, for parity checks and benchmarks."""

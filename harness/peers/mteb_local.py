@@ -1,0 +1,63 @@
+"""Run mteb's retrieval evaluation on a harness ``RetrievalDataset`` (a local mteb task, as mteb's own mocks).
+
+Why: the parity test and the speed benchmark must compare on the same bytes, offline.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from harness.data.retrieval import RetrievalDataset
+
+
+def mteb_task_for(ds: RetrievalDataset, ignore_identical_ids: bool = False):
+    """An mteb ``AbsTaskRetrieval`` whose data is ``ds`` (queries limited to those with qrels, as mteb does)."""
+    from datasets import Dataset
+    from mteb.abstasks.retrieval import AbsTaskRetrieval
+    from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
+    from mteb.abstasks.task_metadata import TaskMetadata
+
+    queries = ds.evaluated_queries()
+
+    class HarnessLocalRetrieval(AbsTaskRetrieval):
+        metadata = TaskMetadata(
+            type="Retrieval", name=f"HarnessLocal_{ds.name}", main_score="ndcg_at_10",
+            description=f"harness dataset {ds.name} ({ds.source})", reference="https://github.com/",
+            dataset={"path": "local", "revision": ds.fingerprint}, category="t2t", eval_splits=[ds.split],
+            eval_langs=["eng-Latn"], date=("2020-01-01", "2020-01-01"), dialect=["Written"], domains=[],
+            task_subtypes=[], license="cc-by-4.0", annotations_creators="derived", modalities=["text"],
+            sample_creation="found", bibtex_citation="",
+        )
+
+        def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
+            split = RetrievalSplitData(
+                queries=Dataset.from_dict({"id": list(queries), "text": list(queries.values())}),
+                corpus=Dataset.from_dict({"id": ds.corpus_ids, "title": ds.corpus_titles, "text": ds.corpus_texts}),
+                relevant_docs={q: dict(ds.qrels[q]) for q in queries},
+                top_ranked=None,
+            )
+            self.dataset = {"default": {ds.split: split}}
+            self.data_loaded = True
+
+    HarnessLocalRetrieval.ignore_identical_ids = ignore_identical_ids
+    return HarnessLocalRetrieval()
+
+
+def mteb_ndcg_at_10(
+    model: SentenceTransformer, ds: RetrievalDataset, *, batch_size: int = 32, ignore_identical_ids: bool = False
+) -> float:
+    """mteb's nDCG@10 for ``model`` on ``ds`` (exact search, fp32, mteb defaults)."""
+    import mteb
+
+    task = mteb_task_for(ds, ignore_identical_ids)
+    with tempfile.TemporaryDirectory() as cache:
+        result = mteb.evaluate(
+            model, task, cache=mteb.ResultCache(cache_path=cache), overwrite_strategy="always",
+            encode_kwargs={"batch_size": batch_size}, show_progress_bar=False,
+        )
+    task_result = result.task_results[0]
+    return float(task_result.scores[ds.split][0]["ndcg_at_10"])

@@ -1,0 +1,73 @@
+"""Result records: schema, run ids, atomic writes, skip logic, tolerant reading."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import results
+from harness.results import ResultRecord
+
+
+def make(rid: str = "r1", dataset: str = "scifact", status: str = "ok", score: float = 0.5) -> ResultRecord:
+    return ResultRecord(
+        task="beir", dataset=dataset, split="test", model={"name": "m", "path": "p"},
+        metrics={"ndcg_at_10": score} if status == "ok" else {}, main_score="ndcg_at_10", run_id=rid, status=status,
+    )
+
+
+def test_write_read_roundtrip_fills_provenance(tmp_path: Path) -> None:
+    path = results.write_record(tmp_path, make())
+    assert path == tmp_path / "beir" / "m" / "r1" / "scifact.json"
+    rec = results.read_record(path)
+    assert rec.score == 0.5 and rec.created_at and "torch" in rec.versions
+    assert rec.schema_version == results.SCHEMA_VERSION
+
+
+def test_run_id_stable_and_sensitive() -> None:
+    a = results.run_id({"lr": 1e-5, "model": {"x": 1, "y": 2}}, {"lr": 1e-5})
+    b = results.run_id({"model": {"y": 2, "x": 1}, "lr": 1e-5}, {"lr": 1e-5})
+    c = results.run_id({"lr": 2e-5, "model": {"x": 1, "y": 2}}, {"lr": 2e-5})
+    assert a == b != c and a.startswith("lr=1e-05-")
+
+
+def test_is_done_only_for_ok_records(tmp_path: Path) -> None:
+    assert not results.is_done(tmp_path, "beir", "m", "r1", "scifact")
+    results.write_record(tmp_path, make(status="failed"))
+    assert not results.is_done(tmp_path, "beir", "m", "r1", "scifact")
+    results.write_record(tmp_path, make())
+    assert results.is_done(tmp_path, "beir", "m", "r1", "scifact")
+
+
+def test_main_score_must_exist(tmp_path: Path) -> None:
+    rec = make()
+    rec.main_score = "ndcg_at_100"
+    with pytest.raises(ValueError, match="main_score 'ndcg_at_100' not in metrics"):
+        results.write_record(tmp_path, rec)
+
+
+def test_failed_write_keeps_the_earlier_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = results.write_record(tmp_path, make(score=0.5))
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(results.os, "fsync", boom)
+    with pytest.raises(OSError):
+        results.write_record(tmp_path, make(score=0.9))
+    assert results.read_record(path).score == 0.5
+    assert not list(path.parent.glob(".*tmp"))
+
+
+def test_iter_records_skips_foreign_and_malformed(tmp_path: Path) -> None:
+    results.write_record(tmp_path, make())
+    (tmp_path / "notes.json").write_text("{not json")
+    (tmp_path / "other.json").write_text(json.dumps({"foo": 1}))
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.warns(UserWarning) as caught:
+        found = list(results.iter_records(tmp_path))
+    assert len(found) == 1
+    messages = " ".join(str(w.message) for w in caught)
+    assert "notes.json" in messages and "other.json" in messages and "list.json" in messages
