@@ -68,7 +68,15 @@ def _is_multirun() -> bool:
         return False
 
 
+#: ``harness <subcommand>`` (the console script) -> the module whose ``main(argv)`` runs it
+SUBCOMMANDS = {"leaderboard": "harness.leaderboard.__main__", "select": "harness.select"}
+
+
 def main() -> None:
+    if sys.argv[1:2] and sys.argv[1] in SUBCOMMANDS:
+        import importlib
+
+        sys.exit(importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:]))
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] %(message)s")
     try:
         check_group_overrides(sys.argv[1:])

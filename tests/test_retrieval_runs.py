@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -219,3 +220,22 @@ def test_cli_minilm_trains_on_real_triplets(tmp_path: Path, shared_data: Path, t
     (rec,) = records_in(tmp_path)
     assert rec.model["name"] == "all-minilm-l6-v2" and rec.model["trained"]["steps"] > 0
     assert rec.metrics["ndcg_at_10"] > 0.5
+
+
+@pytest.mark.slow
+def test_main_job_default_command_offline(tmp_path: Path) -> None:
+    """`python -m harness` with no task/model: packaged MiniLM on the stdlib-mined code set (smaller here)."""
+    p = cli("task.catalog.stdlib.max_queries=40", "task.catalog.stdlib.max_corpus=300",
+            f"paths.results={tmp_path}/results", f"paths.cache={tmp_path}/c", f"paths.outputs={tmp_path}/o")
+    assert p.returncode == 0, p.stderr[-3000:]
+    (rec,) = records_in(tmp_path)
+    assert (rec.task, rec.dataset, rec.model["name"]) == ("code", "stdlib", "all-minilm-l6-v2")
+    assert rec.details["n_docs"] == 300 and rec.details["n_queries"] == 40
+    assert rec.metrics["ndcg_at_10"] > 0.3          # docstring -> code is a real, learnable task for MiniLM
+    assert re.search(r"code\s+stdlib\s+all-minilm-l6-v2\s+eval=fp32-\w+\s+ndcg_at_10\s+0\.\d{4}\s+ok", p.stdout)  # summary
+
+
+def test_console_script_subcommands(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-c", "import sys; from harness.cli import main; sys.argv=['harness','select','--task','nope','--results',str(sys.argv)]; main()"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2 and "unknown task family 'nope'" in p.stderr
