@@ -59,6 +59,16 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     return sum(scores) / len(scores) if scores else None
 
 
+def sweep_name() -> str | None:
+    """The ``sweep=`` config this run was composed with, if any (None outside the CLI, e.g. in tests)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return HydraConfig.get().runtime.choices.get("sweep")
+    except ValueError:
+        return None
+
+
 def _is_multirun() -> bool:
     from hydra.core.hydra_config import HydraConfig
 

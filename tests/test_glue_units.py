@@ -17,7 +17,8 @@ from harness.data import glue as glue_data
 from harness.errors import DataError, HarnessError
 from harness.evaluation import glue_metrics
 from harness.tasks import glue
-from harness.training.classification import NaNGuard, TrainConfig
+from harness.training.callbacks import NaNLossGuard as NaNGuard
+from harness.training.classification import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_GLUE = REPO.parent / "shared" / "data" / "glue"

@@ -98,7 +98,7 @@ def test_nan_loss_records_failure_and_keeps_earlier_results(
     triplets = write_triplets(tmp_path / "t.tsv")
     cfg = compose(overrides(tmp_path, toy_beir, "task.train_data.source=file", f"task.train_data.path={triplets}",
                             "task.batch_size=8", "task.gradient_accumulation_steps=1"))
-    with pytest.raises(TrainingDivergedError, match=r"training loss became nan .* Lower task\.lr"):
+    with pytest.raises(TrainingDivergedError, match=r"training loss became nan .*diverged; lower task\.lr"):
         run(cfg)
     recs = {r.run_id.split("-")[0]: r for r in records_in(tmp_path)}
     assert recs["eval=fp32"].status == "ok"
@@ -239,3 +239,16 @@ def test_console_script_subcommands(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-c", "import sys; from harness.cli import main; sys.argv=['harness','select','--task','nope','--results',str(sys.argv)]; main()"],
                        capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 2 and "unknown task family 'nope'" in p.stderr
+
+
+@pytest.mark.slow
+def test_cli_evaluates_packaged_minilm_on_local_scifact(tmp_path: Path, shared_data: Path) -> None:
+    """The issue's offline command (on a deterministic 60-query / 400-doc slice to keep CI short)."""
+    p = cli("task=beir", "model=all-minilm-l6-v2", "task.train=false", "task.datasets=[scifact]",
+            f"task.data_dir={shared_data}", "task.max_queries=60", "task.max_docs=400", "precision=fp32",
+            f"paths.results={tmp_path}/results", f"paths.cache={tmp_path}/c", f"paths.outputs={tmp_path}/o")
+    assert p.returncode == 0, p.stderr[-3000:]
+    (rec,) = records_in(tmp_path)
+    assert (rec.dataset, rec.split, rec.details["n_docs"], rec.details["n_queries"]) == ("scifact", "test", 400, 60)
+    assert rec.hyperparameters["max_queries"] == 60 and rec.details["ignore_identical_ids"] is False
+    assert 0.5 < rec.metrics["ndcg_at_10"] < 1.0

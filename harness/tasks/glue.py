@@ -25,6 +25,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from harness import results
+from harness.cli import sweep_name
 from harness.data import glue as glue_data
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.results import ResultRecord
@@ -186,19 +187,9 @@ def base_record(point: GridPoint, data: glue_data.GlueData, model: dict[str, Any
     return ResultRecord(
         task=TASK_FAMILY, dataset=point.task, split="validation", model=model, metrics={},
         main_score=score_key(data.task.metric, grouped), run_id=rid, hyperparameters=hp,
-        sweep=_sweep_name(),
+        sweep=sweep_name(),
         config=OmegaConf.to_container(cfg, resolve=True), precision=precision, data_fingerprint=data.fingerprint,
     )
-
-
-def _sweep_name() -> str | None:
-    """The ``sweep=`` config this run was composed with, if any."""
-    from hydra.core.hydra_config import HydraConfig
-
-    try:
-        return HydraConfig.get().runtime.choices.get("sweep")
-    except ValueError:  # not under Hydra (tests calling run() directly)
-        return None
 
 
 def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec: ResultRecord, ctx: RunContext) -> None:

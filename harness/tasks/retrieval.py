@@ -13,6 +13,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from harness import results
+from harness.cli import sweep_name
 from harness.data.catalog import DatasetEntry, load_entry, resolve_entries
 from harness.data.retrieval import subset
 from harness.errors import HarnessError, TrainingDivergedError
@@ -111,7 +112,7 @@ def run(cfg: DictConfig) -> list[results.ResultRecord]:
         rec = results.ResultRecord(
             task=t.name, dataset=entry_name, model=dict(identity), main_score=MAIN_SCORE, run_id=p.run_id,
             hyperparameters=p.hyperparameters, config=config, precision=precision,
-            sweep=OmegaConf.select(cfg, "sweep.name", default=None), **kw,
+            sweep=sweep_name(), **kw,
         )
         results.write_record(cfg.paths.results, rec)
         written.append(rec)

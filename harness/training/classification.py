@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from transformers import TrainerCallback
 
 from harness.errors import HarnessError, TrainingDivergedError
+from harness.training.callbacks import NaNLossGuard
 
 if TYPE_CHECKING:
     import datasets
@@ -165,18 +165,6 @@ def load_classifier(
 
 
 # ---------------------------------------------------------------------------------------------- training
-class NaNGuard(TrainerCallback):
-    """Stop a run whose logged training loss is NaN or infinite (needs ``logging_nan_inf_filter=False``)."""
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        loss = (logs or {}).get("loss")
-        if loss is not None and not math.isfinite(loss):
-            raise TrainingDivergedError(
-                f"training loss became {loss} at step {state.global_step} (epoch {state.epoch:.2f}); "
-                "lower task.lr or use precision=fp32"
-            )
-
-
 def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int):
     """TrainingArguments for the paper's protocol: AdamW (betas, eps), linear warmup then decay, evaluation and
     checkpoint ``evals_per_epoch`` times per epoch, best checkpoint (by ``score``) restored at the end."""
@@ -259,7 +247,7 @@ def train_and_evaluate(
         compute_metrics=compute_metrics,
         callbacks=[
             EarlyStoppingCallback(early_stopping_patience=cfg.patience, early_stopping_threshold=cfg.min_delta),
-            NaNGuard(),
+            NaNLossGuard(),
         ],
     )
     t0 = time.perf_counter()
@@ -268,6 +256,7 @@ def train_and_evaluate(
     if not math.isfinite(result.training_loss):
         raise TrainingDivergedError(f"mean training loss is {result.training_loss}; lower task.lr or use precision=fp32")
     state = trainer.state
+    restore_best_checkpoint(trainer.model, state.best_model_checkpoint)
     history = [
         {"epoch": round(h["epoch"], 4), "step": h["step"], "score": h["eval_score"]}
         for h in state.log_history if "eval_score" in h
@@ -291,6 +280,19 @@ def train_and_evaluate(
         train_seconds=train_seconds,
         eval_seconds=eval_seconds,
     )
+
+
+def restore_best_checkpoint(model: PreTrainedModel, checkpoint: str | None) -> None:
+    """Load every weight of the best checkpoint into ``model``, strictly.
+
+    Why our own: transformers 5.3 saves BERT-family LayerNorms as ``gamma``/``beta`` and the Trainer's own
+    best-model restore (``load_state_dict(strict=False)``) silently skips them; ``from_pretrained`` maps the names.
+    """
+    if not checkpoint:
+        return
+    best = type(model).from_pretrained(checkpoint)
+    model.load_state_dict(best.state_dict(), strict=True)
+    del best
 
 
 def _is_metric(key: str) -> bool:

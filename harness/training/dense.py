@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from transformers import TrainerCallback
-
 from harness.errors import HarnessError, TrainingDivergedError
+from harness.training.callbacks import NaNLossGuard
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -32,18 +31,6 @@ class DenseTrainingConfig:
     seed: int = 12
     precision: str = "fp32"     # bf16 | fp16 | fp32 (mixed precision training)
     use_cpu: bool = True
-
-
-class NaNLossGuard(TrainerCallback):
-    """Stops training with a clear error as soon as a logged loss is NaN or infinite."""
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        loss = (logs or {}).get("loss")
-        if loss is not None and not math.isfinite(loss):
-            raise TrainingDivergedError(
-                f"training loss became {loss} at step {state.global_step}: the run diverged. "
-                "Lower task.lr, use precision=fp32, or check the training data for empty texts."
-            )
 
 
 def check_batchable(train_dataset: Dataset, batch_size: int) -> None:
