@@ -252,3 +252,16 @@ def test_cli_evaluates_packaged_minilm_on_local_scifact(tmp_path: Path, shared_d
     assert (rec.dataset, rec.split, rec.details["n_docs"], rec.details["n_queries"]) == ("scifact", "test", 400, 60)
     assert rec.hyperparameters["max_queries"] == 60 and rec.details["ignore_identical_ids"] is False
     assert 0.5 < rec.metrics["ndcg_at_10"] < 1.0
+
+
+def test_changed_dataset_definition_is_not_skipped(tmp_path: Path, toy_beir: Path) -> None:
+    """Same run, but the dataset now means other data (another folder): evaluate again, keep the old record."""
+    (first,) = run(compose(overrides(tmp_path, toy_beir, "task.train=false")))
+    other = tmp_path / "other"
+    write_beir_folder(other, "toy", docs_per_topic=3)
+    (second,) = run(compose(overrides(tmp_path, other, "task.train=false")))
+    assert second.run_id == first.run_id and second.details["n_docs"] == 15 != first.details["n_docs"]
+    assert second.data_fingerprint != first.data_fingerprint
+    assert len(list((tmp_path / "results").rglob("toy.superseded-*"))) == 1
+    (third,) = run(compose(overrides(tmp_path, other, "task.train=false")))     # now it is done: skipped
+    assert third.created_at == second.created_at

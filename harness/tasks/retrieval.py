@@ -90,9 +90,26 @@ def plan(cfg: DictConfig, model_identity: dict[str, Any], precision: str) -> Ret
                   "gradient_accumulation_steps": t.gradient_accumulation_steps, "seed": t.train_seed}
     todo, done = [], []
     for e in entries:
+        path = results.record_path(cfg.paths.results, t.name, cfg.model.name, rid, e.name)
         finished = results.is_done(cfg.paths.results, t.name, cfg.model.name, rid, e.name)
+        if finished and results.read_record(path).details.get("data_spec") != data_spec(e, t):
+            finished = False  # same run, but the dataset is defined differently now: evaluate again
+            superseded = path.with_suffix(f".superseded-{int(time.time())}")
+            path.rename(superseded)  # kept (not *.json, so readers skip it), never overwritten
+            log.warning("%s: dataset definition changed since %s was written; moved it to %s", e.name, path, superseded)
         (done if finished and not cfg.overwrite else todo).append(e)
     return RetrievalPlan(entries, rid, identity, hyper, todo, done)
+
+
+def data_spec(entry: DatasetEntry, t: DictConfig) -> str:
+    """Hash of what defines a dataset's data (catalog entry, local folder, split): records carry it, and a
+    record whose data was defined differently is not counted as done."""
+    from dataclasses import asdict
+
+    return results.stable_hash({
+        "entry": asdict(entry), "data_dir": str(Path(t.data_dir).expanduser().resolve()) if t.data_dir else None,
+        "split": t.split,
+    })
 
 
 def run(cfg: DictConfig) -> list[results.ResultRecord]:
@@ -174,13 +191,15 @@ def _evaluate_entry(cfg, entry: DatasetEntry, model, model_fp: str, settings, re
         )
         timings["load_s"] = load_s
         per_member.append((metrics, details, timings, ds.fingerprint))
+        details["data_spec"] = data_spec(m, t)
         if entry.is_composite:
             record(m.name, split=ds.split, metrics=metrics, details=details | {"member_of": entry.name},
                    timings=timings, data_fingerprint=ds.fingerprint)
     if entry.is_composite:
         keys = per_member[0][0].keys()
         metrics = {k: float(np.mean([pm[0][k] for pm in per_member])) for k in keys}
-        details = {"members": [m.name for m in members], "aggregate": "mean over members"}
+        details = {"members": [m.name for m in members], "aggregate": "mean over members",
+                   "data_spec": data_spec(entry, t)}
         timings = {k: float(sum(pm[2].get(k, 0.0) for pm in per_member)) for k in per_member[0][2]}
         fingerprint = results.stable_hash([pm[3] for pm in per_member], length=16)
         record(entry.name, split=t.split or entry.split, metrics=metrics, details=details, timings=timings,
