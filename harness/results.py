@@ -139,15 +139,23 @@ def read_record(path: str | os.PathLike) -> ResultRecord:
         return ResultRecord.from_dict(json.load(fh))
 
 
-def is_done(results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str) -> bool:
-    """True when an ok record exists for this cell (failed records are retried)."""
+def finished_record(
+    results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str
+) -> ResultRecord | None:
+    """The ok record of this cell, if any (failed or unreadable records count as not finished)."""
     path = record_path(results_dir, task, model_name, rid, dataset)
     if not path.exists():
-        return False
+        return None
     try:
-        return read_record(path).status == STATUS_OK
+        rec = read_record(path)
     except (ValueError, json.JSONDecodeError, OSError):
-        return False
+        return None
+    return rec if rec.status == STATUS_OK else None
+
+
+def is_done(results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str) -> bool:
+    """True when an ok record exists for this cell (failed records are retried)."""
+    return finished_record(results_dir, task, model_name, rid, dataset) is not None
 
 
 def iter_records(

@@ -35,6 +35,7 @@ class RetrievalPlan:
     hyperparameters: dict[str, Any]
     todo: list[DatasetEntry]
     done: list[DatasetEntry]
+    stale: list[Path]          # ok records of this run whose dataset is now defined differently
 
 
 def training_identity(t: DictConfig) -> dict[str, Any] | None:
@@ -88,17 +89,22 @@ def plan(cfg: DictConfig, model_identity: dict[str, Any], precision: str) -> Ret
     if train:
         hyper |= {"lr": float(t.lr), "epochs": t.epochs, "batch_size": t.batch_size,
                   "gradient_accumulation_steps": t.gradient_accumulation_steps, "seed": t.train_seed}
-    todo, done = [], []
+    todo, done, stale = [], [], []
     for e in entries:
-        path = results.record_path(cfg.paths.results, t.name, cfg.model.name, rid, e.name)
-        finished = results.is_done(cfg.paths.results, t.name, cfg.model.name, rid, e.name)
-        if finished and results.read_record(path).details.get("data_spec") != data_spec(e, t):
-            finished = False  # same run, but the dataset is defined differently now: evaluate again
-            superseded = path.with_suffix(f".superseded-{int(time.time())}")
-            path.rename(superseded)  # kept (not *.json, so readers skip it), never overwritten
-            log.warning("%s: dataset definition changed since %s was written; moved it to %s", e.name, path, superseded)
-        (done if finished and not cfg.overwrite else todo).append(e)
-    return RetrievalPlan(entries, rid, identity, hyper, todo, done)
+        rec = results.finished_record(cfg.paths.results, t.name, cfg.model.name, rid, e.name)
+        if rec is not None and rec.details.get("data_spec") != data_spec(e, t):
+            # same run, but the dataset is defined differently now: evaluate again, keep the old record aside
+            stale.append(results.record_path(cfg.paths.results, t.name, cfg.model.name, rid, e.name))
+            rec = None
+        (done if rec is not None and not cfg.overwrite else todo).append(e)
+    return RetrievalPlan(entries, rid, identity, hyper, todo, done, stale)
+
+
+def set_aside(path: Path) -> None:
+    """Move a superseded record out of the record tree's reach (not *.json), never overwriting it."""
+    superseded = path.with_suffix(f".superseded-{int(time.time())}")
+    path.rename(superseded)
+    log.warning("dataset definition changed since %s was written; moved it to %s", path, superseded)
 
 
 def data_spec(entry: DatasetEntry, t: DictConfig) -> str:
@@ -121,6 +127,8 @@ def run(cfg: DictConfig) -> list[results.ResultRecord]:
     p = plan(cfg, identity, precision)
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
+    for path in p.stale:
+        set_aside(path)
     for e in p.done:
         log.info("skip %s/%s: record exists for run %s (overwrite=true to redo)", t.name, e.name, p.run_id)
     written: list[results.ResultRecord] = []
