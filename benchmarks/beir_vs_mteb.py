@@ -19,7 +19,8 @@ import torch
 
 from harness.data.beir import load_local
 from harness.data.retrieval import subset
-from harness.evaluation.retrieval_evaluator import RetrievalEvalSettings, evaluate_retrieval
+from harness.evaluation.dense import DenseRetriever, DenseSettings
+from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec, load_sentence_transformer
 from harness.peers.mteb_local import mteb_ndcg_at_10
 
@@ -43,7 +44,8 @@ def main() -> None:
     if args.max_queries or args.max_docs:
         ds = subset(ds, args.max_queries, args.max_docs)
     n_queries = len(ds.evaluated_queries())
-    model, ident = load_sentence_transformer(ModelSpec(name="bench", path=args.model, max_length=args.max_length))
+    model, ident = load_sentence_transformer(
+        ModelSpec(name="bench", path=args.model, max_length=args.max_length, normalize=True))
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
           f"{torch.get_num_threads()}; data: {ds.source} ({len(ds)} docs, {n_queries} queries); "
           f"model: {args.model}, max_length {args.max_length}")
@@ -57,18 +59,18 @@ def main() -> None:
         base = dict(max_length=args.max_length, batch_tokens=args.batch_tokens, show_progress=False)
         fp32_ndcg = None
         for precision in args.precisions.split(","):
-            settings = RetrievalEvalSettings(precision=precision, cache_dir=None, **base)
+            retriever = DenseRetriever(model, DenseSettings(precision=precision, cache_dir=None, **base), ident)
             t0 = time.perf_counter()
-            metrics, _, _ = evaluate_retrieval(model, ident["fingerprint"], ds, settings)
+            metrics, _, _ = evaluate(retriever, ds)
             secs = time.perf_counter() - t0
             if precision == "fp32":
                 fp32_ndcg = metrics["ndcg_at_10"]
             delta = "" if fp32_ndcg is None else f"Δ vs harness fp32 {metrics['ndcg_at_10'] - fp32_ndcg:+.5f}"
             rows.append((f"harness cold ({precision})", secs, metrics["ndcg_at_10"], delta))
-        warm = RetrievalEvalSettings(precision="fp32", cache_dir=cache, **base)
-        evaluate_retrieval(model, ident["fingerprint"], ds, warm)          # fills the cache
+        warm = DenseRetriever(model, DenseSettings(precision="fp32", cache_dir=cache, **base), ident)
+        evaluate(warm, ds)          # fills the cache
         t0 = time.perf_counter()
-        metrics, details, _ = evaluate_retrieval(model, ident["fingerprint"], ds, warm)
+        metrics, details, _ = evaluate(warm, ds)
         assert details["embedding_cache_hit"]
         rows.append(("harness warm (fp32, cached corpus)", time.perf_counter() - t0, metrics["ndcg_at_10"], ""))
 

@@ -77,7 +77,7 @@ def harness_run(glue_dir: Path, epochs: int, work: Path) -> float:
     evaluations the best checkpoint of a 1-epoch run is its last)."""
     from hydra import compose, initialize_config_module
 
-    from harness.tasks import glue
+    from harness.runner import run
 
     s = SETTINGS
     with initialize_config_module("conf", version_base="1.3"):
@@ -88,7 +88,7 @@ def harness_run(glue_dir: Path, epochs: int, work: Path) -> float:
             f"task.warmup_ratio={s['warmup_ratio']}", "task.mnli_init=off", "precision=fp32", "device=cpu",
             f"paths.results={work}/results", f"paths.outputs={work}/outputs", f"paths.cache={work}/cache",
         ])
-    (rec,) = glue.run(cfg)
+    (rec,) = run(cfg)
     if rec.status != "ok":
         raise RuntimeError(f"harness run failed: {rec.error}")
     return float(rec.metrics["spearman"])

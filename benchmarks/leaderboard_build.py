@@ -17,8 +17,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.families.beir import BEIR_DATASETS
+from harness.families.glue import GLUE_PAPER_TASKS as GLUE_TASKS
 from harness.leaderboard import build
-from harness.leaderboard.layout import BEIR_DATASETS, GLUE_TASKS
 from harness.results import ResultRecord, write_record
 
 VERSIONS = {"harness": "0.1.0", "torch": "2.6.0", "transformers": "5.3.0", "sentence-transformers": "5.3.0"}

@@ -1,4 +1,4 @@
-"""`python -m harness task=<task> model=<model> ...`: compose the config, hand it to the task's runner."""
+"""`python -m harness task=<task> model=<model> ...`: compose the config, run its task family through the runner."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import sys
 from importlib import resources
 
 import hydra
-from hydra.utils import get_method
 from omegaconf import DictConfig
 
 from harness.errors import HarnessError, unknown_name
@@ -40,9 +39,10 @@ def check_group_overrides(argv: list[str]) -> None:
 
 
 def run(cfg: DictConfig):
-    """Run the composed config (also the entry point for tests). Returns the runner's records."""
-    runner = get_method(cfg.task.runner)
-    return runner(cfg)
+    """Run the composed config (also the entry point for tests): the task family's cells, through the one loop."""
+    from harness import runner
+
+    return runner.run(cfg)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")

@@ -30,7 +30,8 @@ def closest_first(name: str, valid: Iterable[str]) -> list[str]:
 
 def unknown_name(kind: str, name: str, valid: Iterable[str], how: str = "") -> HarnessError:
     options = closest_first(name, valid)
-    msg = f"unknown {kind} {name!r}. Valid {kind}s (closest first): {', '.join(options)}."
+    plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+    msg = f"unknown {kind} {name!r}. Valid {plural} (closest first): {', '.join(options)}."
     if how:
         msg += f" {how}"
     return HarnessError(msg)

@@ -8,13 +8,14 @@ import importlib.util
 import json
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from harness.errors import HarnessError, HubUnavailableError
+from harness.typed import build, choices
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -26,8 +27,24 @@ _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 @dataclass
+class DprDefaults:
+    """Per-model DPR defaults (Table 9 LR; batch x accumulation as the authors stated), read by task=beir."""
+
+    lr: float
+    batch_size: int = 16
+    gradient_accumulation_steps: int = 1
+
+
+@dataclass
+class ColbertDefaults:
+    """Per-model ColBERT defaults (Table 9 LR), read by task=colbert."""
+
+    lr: float
+
+
+@dataclass
 class ModelSpec:
-    """What conf/model/<name>.yaml says about an encoder."""
+    """What conf/model/<name>.yaml says about an encoder. Unknown keys are an error (see :mod:`harness.typed`)."""
 
     name: str
     path: str
@@ -35,22 +52,18 @@ class ModelSpec:
     family: str | None = None
     size: str | None = None
     max_length: int = 512
-    pooling: str = "mean"
+    pooling: str = choices("mean", "cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean", default="mean")
     normalize: bool = False
-    dtype: str = "float32"
-    attn_implementation: str = "sdpa"
+    dtype: str = choices("float32", "bfloat16", "float16", default="float32")
+    attn_implementation: str = choices("sdpa", "eager", "flash_attention_2", "flex_attention", default="sdpa")
     trust_remote_code: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    dpr: DprDefaults | None = None
+    colbert: ColbertDefaults | None = None
 
     @classmethod
     def from_config(cls, cfg: Any) -> ModelSpec:
-        from omegaconf import OmegaConf
-
-        data = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else dict(cfg)
-        known = set(cls.__dataclass_fields__) - {"extra"}
-        spec = cls(**{k: v for k, v in data.items() if k in known})
-        spec.extra = {k: v for k, v in data.items() if k not in known}
-        return spec
+        name = cfg.get("name", "?") if hasattr(cfg, "get") else "?"
+        return build(cls, cfg, f"model {name!r}")
 
 
 def hub_reachable(timeout: float = 5.0) -> bool:
@@ -110,6 +123,19 @@ def resolve_path(spec: ModelSpec) -> tuple[str, str | None]:
     return local, Path(local).name  # snapshot dirs are named by commit hash
 
 
+def model_ref(spec: ModelSpec) -> dict[str, Any]:
+    """What identifies the weights without loading or downloading anything: the content fingerprint of a local
+    or packaged model, or the hub id and configured revision (pin ``model.revision`` for an exact commit; the
+    resolved commit is recorded in each result either way)."""
+    path = spec.path
+    if path.startswith(PACKAGE_PREFIX) or Path(path).expanduser().is_dir():
+        local, _ = resolve_path(spec)
+        return {"fingerprint": fingerprint(local)}
+    if path.startswith((".", "/", "~")) or os.sep in path.strip("/").split("/", 1)[-1]:
+        raise HarnessError(f"model directory {path!r} does not exist. Pass an existing directory or a hub id as model.path=")
+    return {"hub": path, "revision": spec.revision or "main"}
+
+
 def fingerprint(model_dir: str | os.PathLike) -> str:
     """Content hash of a model directory (config + weights), so caches and records follow the weights."""
     h = hashlib.sha256()
@@ -135,16 +161,28 @@ def resolve_device(device: str = "auto") -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``). ``HARNESS_CPU_FLAGS`` (space-separated) replaces them, so a
+    test or a user can see what ``precision=auto`` does on the other kind of CPU."""
+    override = os.environ.get("HARNESS_CPU_FLAGS")
+    if override is not None:
+        return set(override.split())
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
 def bf16_supported(device: str) -> bool:
+    """Native bf16 compute: CUDA with bf16, or a CPU with AVX512-BF16 or AMX-BF16."""
     if device.startswith("cuda"):
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     if device == "cpu":
-        try:
-            with open("/proc/cpuinfo") as fh:
-                flags = fh.read()
-            return "avx512_bf16" in flags or "amx_bf16" in flags
-        except OSError:
-            return False
+        return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
     return False
 
 
@@ -208,8 +246,28 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
     except (OSError, ValueError, json.JSONDecodeError) as exc:
         raise HarnessError(f"could not load model {spec.name!r} from {local}: {exc}") from exc
     model.max_seq_length = min(spec.max_length, model.max_seq_length or spec.max_length)
+    apply_head(model, spec)
     identity = model_identity(spec, local, revision)
     return model, identity
+
+
+def apply_head(model: SentenceTransformer, spec: ModelSpec) -> None:
+    """Make the pooling and normalisation the config names the ones the model uses: a sentence-transformers
+    directory ships its own, and silently keeping it would make ``model.pooling=cls`` a no-op."""
+    from sentence_transformers import models
+
+    pos = next((i for i, m in enumerate(model) if isinstance(m, models.Pooling)), None)
+    if pos is None:
+        raise HarnessError(f"model {spec.name!r} has no pooling module; it cannot be used as a single-vector encoder")
+    pooling = model[pos]
+    if pooling.get_pooling_mode_str() != spec.pooling:
+        log.info("model %s: pooling %s -> %s (model.pooling)", spec.name, pooling.get_pooling_mode_str(), spec.pooling)
+        model[pos] = models.Pooling(pooling.get_sentence_embedding_dimension(), spec.pooling)
+    norm = [i for i, m in enumerate(model) if isinstance(m, models.Normalize)]
+    if spec.normalize and not norm:
+        model.append(models.Normalize())
+    for i in reversed(norm if not spec.normalize else []):
+        del model[i]
 
 
 def model_identity(spec: ModelSpec, local: str, revision: str | None) -> dict[str, Any]:

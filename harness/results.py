@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # 2: higher_is_better, config_id (v1 records read with their defaults)
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 
@@ -35,13 +35,15 @@ class ResultRecord:
     """What one (run, dataset) produced. ``metrics`` are the raw values (0-1 for IR, x100 for GLUE as the
     paper reports); ``main_score`` names the metric the leaderboard and selection use."""
 
-    task: str                       # task family: beir | code | glue | ...
+    task: str                       # task family (its registry name): beir | code | glue | ...
     dataset: str                    # e.g. scifact, rte
     split: str                      # e.g. test, validation
     model: dict[str, Any]           # name, path, revision, family, size, fingerprint
     metrics: dict[str, float]
     main_score: str                 # key of `metrics`
     run_id: str
+    higher_is_better: bool = True   # direction of the main score (latencies: False)
+    config_id: str | None = None    # hash of the run identity minus seeds: runs that differ only in seed share it
     status: str = STATUS_OK         # ok | failed
     error: str | None = None        # failure message when status == failed
     hyperparameters: dict[str, Any] = field(default_factory=dict)

@@ -1,15 +1,30 @@
-"""Shared fixtures: offline hub, the committed tiny ModernBERT, composed configs, real data paths."""
+"""Shared fixtures: offline hub, the committed tiny ModernBERT, composed configs, real data paths.
+
+The suite must not depend on the machine: the hub is offline, and the Hugging Face and harness caches point
+into a fresh temporary directory (a machine whose HF cache already holds ModernBERT-base or GLUE would
+otherwise load them instead of failing fast, and a warm embedding cache would change what runs). Set before
+anything imports huggingface_hub; subprocesses inherit it.
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+ISOLATED = Path(tempfile.mkdtemp(prefix="harness-tests-"))
+atexit.register(shutil.rmtree, ISOLATED, ignore_errors=True)
+os.environ["HF_HOME"] = str(ISOLATED / "hf")
+os.environ["HF_HUB_CACHE"] = str(ISOLATED / "hf" / "hub")
+os.environ["HF_DATASETS_CACHE"] = str(ISOLATED / "hf" / "datasets")
+os.environ["HARNESS_CACHE"] = str(ISOLATED / "harness-cache")
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = REPO / "tests" / "fixtures" / "tiny-modernbert"

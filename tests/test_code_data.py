@@ -331,10 +331,10 @@ def stdlib_build() -> tuple[RetrievalDataset, float]:
     return ds, time.perf_counter() - start
 
 
-def test_stdlib_default_set_is_real_and_fast(stdlib_build: tuple[RetrievalDataset, float]) -> None:
-    ds, seconds = stdlib_build
+def test_stdlib_default_set_is_real(stdlib_build: tuple[RetrievalDataset, float]) -> None:
+    """Bounds any CPython 3.10+ stdlib meets; no wall-clock bound (speed lives in benchmarks)."""
+    ds, _ = stdlib_build
     assert ds.name == "stdlib" and ds.meta["stdlib"] is True
-    assert seconds < 15, f"mining the stdlib took {seconds:.1f}s"
     assert len(ds.queries) == 500 and len(ds.qrels) == 500
     assert ds.meta["files"] > 300 and ds.meta["failed"] == 0
     assert len(ds) > 2000 and ds.meta["candidate_queries"] > 1000

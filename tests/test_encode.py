@@ -57,12 +57,14 @@ def test_cache_hit_and_key(tmp_path: Path) -> None:
         calls.append(1)
         return np.arange(6, dtype=np.float32).reshape(3, 2)
 
-    key = cache_key("model-a", "data-a", "fp32", 128)
+    ident = {"model": "a", "precision": "fp32", "max_length": 128}
+    key = cache_key(ident, "data-a")
     first, hit1 = cached_embeddings(tmp_path, key, compute, meta={"n": 3})
     second, hit2 = cached_embeddings(tmp_path, key, compute)
     assert (hit1, hit2, len(calls)) == (False, True, 1)
     np.testing.assert_array_equal(first, second)
-    assert key != cache_key("model-a", "data-a", "bf16", 128) != cache_key("model-a", "data-a", "fp32", 256)
+    assert key != cache_key(ident | {"precision": "bf16"}, "data-a") != cache_key(ident | {"max_length": 256}, "data-a")
+    assert key != cache_key(ident, "data-b")
     (tmp_path / f"{key}.npy").write_bytes(b"garbage")          # a damaged entry is recomputed
     _, hit3 = cached_embeddings(tmp_path, key, compute)
     assert not hit3 and len(calls) == 2

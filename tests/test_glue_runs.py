@@ -14,7 +14,7 @@ import torch
 from hydra import compose, initialize_config_module
 
 from harness import results
-from harness.tasks import glue
+from harness.runner import RunFailed, run
 from harness.training.classification import load_classifier
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,8 +81,10 @@ def harness_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 def test_sweep_writes_records_resumes_and_survives_nan(glue_dir, tmp_path):
     base = [*tiny_overrides(glue_dir, tmp_path), "task.tasks=[rte]", "task.grid.learning_rates=[1e30,1e-4,3e-4]", "task.grid.weight_decays=[0.01]", "task.epochs=2", "task.seed=3"]
-    recs = glue.run(compose_cfg(base))
-    assert [r.status for r in recs] == ["failed", "ok", "ok"]           # the NaN run fails; the sweep goes on
+    with pytest.raises(RunFailed, match="diverged") as failed:   # the NaN run fails; the sweep goes on
+        run(compose_cfg(base))
+    recs = failed.value.records
+    assert [r.status for r in recs] == ["failed", "ok", "ok"]
     assert "diverged" in recs[0].error and "lower task.lr" in recs[0].error
     ok = recs[1]
     assert ok.metrics.keys() == {"accuracy"} and ok.main_score == "accuracy" and 0 <= ok.score <= 100
@@ -97,7 +99,9 @@ def test_sweep_writes_records_resumes_and_survives_nan(glue_dir, tmp_path):
     # an interrupted sweep: one finished point lost its record; only it (and the failed one) run again
     before = records(tmp_path)
     os.remove(results.path_of(tmp_path / "results", recs[2]))
-    again = glue.run(compose_cfg(base))
+    with pytest.raises(RunFailed) as failed_again:     # the diverging point is retried (and fails again)
+        run(compose_cfg(base))
+    again = failed_again.value.records
     after = records(tmp_path)
     assert after["rte:0.0001"].created_at == before["rte:0.0001"].created_at        # skipped, not retrained
     assert after["rte:0.0003"].run_id == recs[2].run_id and after["rte:0.0003"].status == "ok"
@@ -109,7 +113,7 @@ def test_mnli_chaining_multirun_runs_mnli_first_and_loads_its_encoder(glue_dir, 
     done = harness_cli(
         "-m", *tiny_overrides(glue_dir, tmp_path), "task.tasks=mnli,rte", "task.mnli_init=required",
         "task.lr=1e-3", "task.weight_decay=0", "task.epochs=1", "task.seed=1", "hydra.sweeper.max_batch_size=1",
-        "+hydra.callbacks.glue_staging._target_=harness.tasks.glue.StagingCheck", f"hydra.sweep.dir={tmp_path}/multirun",
+        "+hydra.callbacks.glue_staging._target_=harness.families.glue.StagingCheck", f"hydra.sweep.dir={tmp_path}/multirun",
     )
     assert done.returncode == 0, done.stderr[-3000:]
     recs = {r.dataset: r for _, r in results.iter_records(tmp_path / "results")}

@@ -12,11 +12,11 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from harness import results, select
+from harness import results, selection
 from harness.data import glue as glue_data
 from harness.errors import DataError, HarnessError
 from harness.evaluation import glue_metrics
-from harness.tasks import glue
+from harness.families import glue
 from harness.training.callbacks import NaNLossGuard as NaNGuard
 from harness.training.classification import TrainConfig
 
@@ -116,7 +116,7 @@ def test_subsample_is_seeded_and_ordered():
 
 
 def test_definitions_and_task_names_are_validated(defs):
-    assert set(defs) >= set(select.GLUE_PAPER_TASKS)
+    assert set(defs) >= set(glue.GLUE_PAPER_TASKS)
     assert defs["stsb"].is_regression and defs["mnli"].num_labels == 3 and list(defs["mnli"].local.dev) == ["matched", "mismatched"]
     with pytest.raises(HarnessError, match=r"unknown GLUE task 'rtee'.*closest first\): rte"):
         glue_data.select_tasks(["rtee"], defs)
@@ -188,15 +188,15 @@ def test_paper_sweep_batches_run_mnli_before_the_chained_tasks():
 
 def test_required_mnli_init_without_records_is_an_error(tmp_path):
     tcfg = compose_cfg("task.mnli_init=required").task
-    model = {"name": "m", "fingerprint": "f"}
+    ref = {"fingerprint": "f"}
     with pytest.raises(HarnessError, match=r"rte starts from the selected MNLI checkpoint.*Run the MNLI grid first"):
-        glue.resolve_init("rte", tcfg, tmp_path, model)
-    assert glue.resolve_init("rte", compose_cfg().task, tmp_path, model) == glue.PRETRAINED
-    assert glue.resolve_init("cola", tcfg, tmp_path, model) == glue.PRETRAINED
+        glue.resolve_init("rte", tcfg, tmp_path, ref, "m")
+    assert glue.resolve_init("rte", compose_cfg().task, tmp_path, ref, "m") == glue.PRETRAINED
+    assert glue.resolve_init("cola", tcfg, tmp_path, ref, "m") == glue.PRETRAINED
     with pytest.raises(HarnessError, match="is not a saved model directory"):
-        glue.resolve_init("rte", compose_cfg(f"task.init_from={tmp_path}").task, tmp_path, model)
+        glue.resolve_init("rte", compose_cfg(f"task.init_from={tmp_path}").task, tmp_path, ref, "m")
     with pytest.raises(HarnessError, match="use required, if_available or off"):
-        glue.resolve_init("rte", compose_cfg("task.mnli_init=sometimes").task, tmp_path, model)
+        glue.resolve_init("rte", compose_cfg("task.mnli_init=sometimes").task, tmp_path, ref, "m")
 
 
 def test_train_config_and_nan_guard_errors():
@@ -232,10 +232,10 @@ def test_selection_picks_best_mean_over_seeds_and_writes_outside_the_records(tmp
     ]
     for r in recs:
         results.write_record(res, r)
-    out = select.write_selection("glue", res, select.default_out_dir(res))
+    out = selection.write_selection("glue", res, selection.default_out_dir(res))
     assert out == tmp_path / "selected" / "glue-m.json"
     sel = json.loads(out.read_text())
-    assert sel["schema"] == select.SCHEMA and sel["failed_runs"] == 1
+    assert sel["schema"] == selection.SCHEMA and sel["failed_runs"] == 1
     assert sel["tasks"]["rte"]["hyperparameters"]["lr"] == 8e-5 and sel["tasks"]["rte"]["n_configurations"] == 2
     mrpc = sel["tasks"]["mrpc"]
     assert mrpc["score"]["mean"] == pytest.approx(85.0) and mrpc["score"]["std"] == pytest.approx(2 ** 0.5)
@@ -282,7 +282,7 @@ def test_slurm_launcher_composes_to_an_array_with_resources():
     assert launcher["array_parallelism"] == 16 and launcher["timeout_min"] == 360
     assert launcher["additional_parameters"] == {"dependency": "afterok:123"}
     assert h["sweeper"]["max_batch_size"] == 48
-    assert h["callbacks"]["glue_staging"]["_target_"] == "harness.tasks.glue.StagingCheck"
+    assert h["callbacks"]["glue_staging"]["_target_"] == "harness.families.glue.StagingCheck"
     assert h["sweeper"]["params"]["task.epoch_slot"] == "0,1,2"
 
 
@@ -292,6 +292,6 @@ def test_prune_keeps_only_the_selected_checkpoints(tmp_path):
         ckpt = tmp_path / "ckpt" / r.run_id
         ckpt.mkdir(parents=True)
         r.details["checkpoint"] = str(ckpt)
-    sel = select.select_glue(recs)["m"]
-    assert select.prune_checkpoints(sel, recs) == [recs[1].details["checkpoint"]]
+    sel = selection.choose("glue", recs)["m"]
+    assert selection.prune_checkpoints(sel, recs) == [recs[1].details["checkpoint"]]
     assert Path(recs[0].details["checkpoint"]).is_dir() and not Path(recs[1].details["checkpoint"]).exists()

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from harness.evaluation.ir_metrics import evaluate_run, mrr_at_k
 from harness.evaluation.search import exact_search, to_run
@@ -67,3 +68,40 @@ def test_mrr_cut_at_k() -> None:
     run = {"q": {f"d{i}": 100.0 - i for i in range(20)}}
     assert mrr_at_k({"q": {"d12": 1}}, run, 10) == 0.0
     assert mrr_at_k({"q": {"d3": 1}}, run, 10) == pytest.approx(1 / 4)
+
+
+def test_search_streams_the_corpus_one_chunk_at_a_time() -> None:
+    """A memory-mapped corpus is never copied whole: only one float32 chunk is alive at a time."""
+    import tracemalloc
+
+    rng = np.random.default_rng(1)
+    docs = rng.standard_normal((20_000, 32)).astype(np.float16)     # e.g. a memory-mapped fp16 cache
+    queries = rng.standard_normal((8, 32)).astype(np.float32)
+    chunk_bytes = 1_000 * 32 * 4
+    tracemalloc.start()
+    _, idx = exact_search(queries, docs, 5, similarity="dot", corpus_chunk_size=1_000)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 3 * chunk_bytes, f"peak {peak} bytes: more than one chunk at a time"
+    full = torch.from_numpy(queries) @ torch.from_numpy(docs.astype(np.float32)).T
+    np.testing.assert_array_equal(idx, torch.topk(full, 5, dim=1).indices.numpy())
+
+
+def test_dense_retrieval_searches_on_the_configured_device(monkeypatch, tmp_path) -> None:
+    """The run's device reaches the search (a GPU user's search runs on the GPU)."""
+    from harness.evaluation import search
+    from harness.runner import run
+    from tests.conftest import compose, write_beir_folder
+    from tests.test_retrieval_runs import overrides
+
+    seen = []
+    real = search.exact_search
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("device"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search, "exact_search", spy)
+    write_beir_folder(tmp_path / "data")
+    run(compose(overrides(tmp_path, tmp_path / "data", "task.train=false", "device=cpu")))
+    assert seen == ["cpu"]

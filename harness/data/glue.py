@@ -209,14 +209,30 @@ def file_fingerprint(paths: list[Path]) -> str:
     return "sha256:" + h.hexdigest()[:16]
 
 
-def load_local(task: GlueTask, data_dir: str | Path) -> GlueData:
-    """A task from ``<data_dir>/<local.dir>/`` (train file and dev file(s))."""
+def local_paths(task: GlueTask, data_dir: str | Path) -> tuple[Path, Path, dict[str, Path]]:
+    """(folder, train file, dev files by name) of a task under ``data_dir``."""
     root = Path(data_dir).expanduser()
     if not root.is_dir():
         raise DataError(f"task.data_dir={data_dir} is not a directory. Point it at a GLUE folder (glue_data/ layout)")
     folder = root / str(task.local.dir)
-    train_path = folder / task.local.train
-    dev_paths = {name: folder / f for name, f in task.local.dev.items()}
+    return folder, folder / task.local.train, {name: folder / f for name, f in task.local.dev.items()}
+
+
+def data_fingerprint(task: GlueTask, data_dir: str | None, hub_path: str, hub_revision: str | None) -> str:
+    """What identifies a task's data without parsing it: the local files' content hash, or the hub revision."""
+    if not data_dir:
+        return f"hub:{hub_path}@{hub_revision}"
+    _, train, dev = local_paths(task, data_dir)
+    for p in (train, *dev.values()):
+        if not p.is_file():
+            raise DataError(f"GLUE {task.name}: {p} not found. task.data_dir must hold GLUE's layout ({task.local.dir}/"
+                            f"{task.local.train}, ...)")
+    return file_fingerprint([train, *dev.values()])
+
+
+def load_local(task: GlueTask, data_dir: str | Path) -> GlueData:
+    """A task from ``<data_dir>/<local.dir>/`` (train file and dev file(s))."""
+    folder, train_path, dev_paths = local_paths(task, data_dir)
     train = read_local_split(train_path, task)
     dev = {name: read_local_split(p, task) for name, p in dev_paths.items()}
     for name, split in {"train": train, **dev}.items():

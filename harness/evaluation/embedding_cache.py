@@ -1,6 +1,6 @@
 """On-disk cache of corpus embeddings, keyed by everything that changes them.
 
-Why our own: mteb's CachedEmbeddingWrapper keys by text only, not by precision or max length.
+Why our own: mteb's CachedEmbeddingWrapper keys by text only, not by the model settings that change embeddings.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,12 +20,10 @@ from harness.results import stable_hash
 log = logging.getLogger(__name__)
 
 
-def cache_key(model_fingerprint: str, data_fingerprint: str, precision: str, max_length: int, extra: str = "") -> str:
-    return stable_hash(
-        {"model": model_fingerprint, "data": data_fingerprint, "precision": precision,
-         "max_length": max_length, "extra": extra},
-        length=24,
-    )
+def cache_key(identity: Mapping[str, Any], data_fingerprint: str, side: str = "corpus") -> str:
+    """Key of one corpus' embeddings: everything the encoder's output depends on (``identity``, derived from
+    the run identity) and the corpus content."""
+    return stable_hash({"identity": identity, "data": data_fingerprint, "side": side}, length=24)
 
 
 def cached_embeddings(

@@ -1,4 +1,9 @@
-"""Exact top-k dense search, chunked over the corpus so the score matrix never has to fit in memory."""
+"""Exact top-k dense search on the configured device, streaming the corpus one chunk at a time.
+
+Why not ``sentence_transformers.util.semantic_search``: it needs the whole corpus as one tensor on the device
+and returns a Python dict per hit; ours streams a memory-mapped corpus chunk by chunk to the device and keeps
+the running top-k as two arrays.
+"""
 
 from __future__ import annotations
 
@@ -18,39 +23,37 @@ def exact_search(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first.
 
-    Memory is bounded by query_chunk_size x (corpus_chunk_size + top_k) scores at a time.
+    ``doc_emb`` may be a memory-mapped array: only one chunk of ``corpus_chunk_size`` rows is copied (as float32)
+    and moved to ``device`` at a time. Scores in memory are bounded by query_chunk_size x corpus_chunk_size.
     """
     if similarity not in ("cosine", "dot"):
         raise ValueError(f"unknown similarity {similarity!r}: use cosine or dot")
-    n_docs = doc_emb.shape[0]
+    n_docs, n_queries = doc_emb.shape[0], query_emb.shape[0]
     k = min(top_k, n_docs)
-    q_all = torch.from_numpy(np.ascontiguousarray(query_emb, dtype=np.float32))
+    if n_queries == 0 or k == 0:
+        return np.zeros((n_queries, 0), dtype=np.float32), np.zeros((n_queries, 0), dtype=np.int64)
+    q = torch.from_numpy(np.ascontiguousarray(query_emb, dtype=np.float32)).to(device)
     if similarity == "cosine":
-        q_all = torch.nn.functional.normalize(q_all, dim=-1)
-    out_scores = np.empty((q_all.shape[0], k), dtype=np.float32)
-    out_idx = np.empty((q_all.shape[0], k), dtype=np.int64)
-    doc_chunks = []
+        q = torch.nn.functional.normalize(q, dim=-1)
+    best_s = torch.full((n_queries, 0), float("-inf"), device=device)
+    best_i = torch.zeros((n_queries, 0), dtype=torch.long, device=device)
     for start in range(0, n_docs, corpus_chunk_size):
-        d = torch.from_numpy(np.array(doc_emb[start : start + corpus_chunk_size], dtype=np.float32))  # copy: may be a memmap
+        chunk = np.array(doc_emb[start : start + corpus_chunk_size], dtype=np.float32)   # one chunk read from disk
+        d = torch.from_numpy(chunk).to(device)
         if similarity == "cosine":
             d = torch.nn.functional.normalize(d, dim=-1)
-        doc_chunks.append((start, d.to(device)))
-    for qs in range(0, q_all.shape[0], query_chunk_size):
-        q = q_all[qs : qs + query_chunk_size].to(device)
-        best_s = torch.full((q.shape[0], 0), float("-inf"), device=device)
-        best_i = torch.zeros((q.shape[0], 0), dtype=torch.long, device=device)
-        for start, d in doc_chunks:
-            s = q @ d.T
-            kk = min(k, s.shape[1])
-            cs, ci = torch.topk(s, kk, dim=1)
-            merged_s = torch.cat([best_s, cs], dim=1)
-            merged_i = torch.cat([best_i, ci + start], dim=1)
-            keep = min(k, merged_s.shape[1])
-            best_s, pos = torch.topk(merged_s, keep, dim=1)
-            best_i = torch.gather(merged_i, 1, pos)
-        out_scores[qs : qs + q.shape[0]] = best_s.cpu().numpy()
-        out_idx[qs : qs + q.shape[0]] = best_i.cpu().numpy()
-    return out_scores, out_idx
+        parts_s, parts_i = [], []
+        for qs in range(0, n_queries, query_chunk_size):
+            s = q[qs : qs + query_chunk_size] @ d.T
+            cs, ci = torch.topk(s, min(k, s.shape[1]), dim=1)
+            merged_s = torch.cat([best_s[qs : qs + query_chunk_size], cs], dim=1)
+            merged_i = torch.cat([best_i[qs : qs + query_chunk_size], ci + start], dim=1)
+            top_s, pos = torch.topk(merged_s, min(k, merged_s.shape[1]), dim=1)
+            parts_s.append(top_s)
+            parts_i.append(torch.gather(merged_i, 1, pos))
+        best_s, best_i = torch.cat(parts_s), torch.cat(parts_i)
+        del chunk, d
+    return best_s.cpu().numpy(), best_i.cpu().numpy()
 
 
 def to_run(
@@ -63,11 +66,14 @@ def to_run(
     ignore_identical_ids: bool = False,
 ) -> dict[str, dict[str, float]]:
     """TREC-style run {qid: {doc id: score}}; with ``ignore_identical_ids`` a doc whose id equals the query
-    id is dropped (BEIR/mteb convention for ArguAna, Quora, ...), then the list is cut to ``top_k``."""
+    id is dropped (BEIR/mteb convention for ArguAna, Quora, ...), then the list is cut to ``top_k``.
+    Negative indices (a retriever that found fewer than k hits) are skipped."""
     run: dict[str, dict[str, float]] = {}
     for row, qid in enumerate(query_ids):
         hits: dict[str, float] = {}
         for s, i in zip(scores[row], indices[row], strict=True):
+            if i < 0:
+                continue
             did = doc_ids[i]
             if ignore_identical_ids and did == qid:
                 continue

@@ -10,8 +10,10 @@ from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 
+from harness.families.beir import BEIR_DATASETS
+from harness.families.glue import GLUE_PAPER_TASKS as GLUE_TASKS
 from harness.leaderboard.cells import PUBLISHED, Cell, RowKey
-from harness.leaderboard.layout import AVG, BEIR_DATASETS, GLUE_TASKS, NANOBEIR_LABELS, OVERVIEW
+from harness.leaderboard.layout import AVG, NANOBEIR_LABELS, OVERVIEW
 
 MODERNBERT_PAPER = (
     "Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "

@@ -11,10 +11,11 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
+from harness import families
 from harness.leaderboard.baselines import OVERVIEW_TABLE, SOURCES, load_published
 from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, PUBLISHED, Cell, RowKey, fmt
-from harness.leaderboard.layout import AVG, FAMILIES, OVERVIEW, family
-from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records
+from harness.leaderboard.layout import AVG, OVERVIEW, table_spec, table_specs
+from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records, selected
 from harness.results import STATUS_OK
 
 _SIZE_ORDER = {"small": 0, "base": 1, "large": 2}
@@ -44,6 +45,9 @@ class Leaderboard:
 def rules_text(combine_rule: str) -> list[str]:
     return [
         "IR scores (nDCG@10) are shown x100 and GLUE scores as reported (x100), with one decimal as in the paper.",
+        "Which runs a model's cells come from is decided by its task family's selection rule, the same code as "
+        "harness.select (BEIR: one learning rate, chosen by mean nDCG@10 over NFCorpus, SciFact, TREC-COVID and "
+        "FiQA, reported on every dataset; GLUE: the best configuration per task), unless the combine rule is latest.",
         "Averages: BEIR = mean over the 15 datasets (CQADupstack is one record, itself the mean of its "
         "subforums); GLUE = mean over the 8 tasks; NanoBEIR = mean over the 13 sets. A row that misses some "
         "datasets shows the mean of those it has, marked * with 'partial: k/N datasets'; a partial mean is "
@@ -61,7 +65,7 @@ def _auto_scale(values: list[float]) -> float:
     return 100.0 if values and all(0.0 <= v <= 1.0 for v in values) else 1.0
 
 
-def average_cell(cells: dict[str, Cell], expected: Sequence[str]) -> Cell | None:
+def average_cell(cells: dict[str, Cell], expected: Sequence[str], decimals: int = 1) -> Cell | None:
     """Mean over ``expected`` columns; a partial mean is marked and explained, never silently complete."""
     present = [d for d in expected if d in cells and cells[d].value is not None]
     if not present:
@@ -69,11 +73,12 @@ def average_cell(cells: dict[str, Cell], expected: Sequence[str]) -> Cell | None
     mean = statistics.fmean(cells[d].value for d in present)
     parts = [{"component": d, "text": cells[d].text} for d in present]
     if len(present) == len(expected):
-        return Cell(mean, fmt(mean), n=len(present), note=f"mean of all {len(expected)} datasets", sources=parts)
+        return Cell(mean, fmt(mean, decimals), n=len(present), note=f"mean of all {len(expected)} datasets",
+                    sources=parts)
     missing = [d for d in expected if d not in present]
     note = (f"partial: {len(present)}/{len(expected)} datasets (missing: {', '.join(missing)}); mean of those "
             "present only, not comparable with complete rows")
-    return Cell(mean, fmt(mean) + PARTIAL_MARK, n=len(present), partial=True, note=note, sources=parts)
+    return Cell(mean, fmt(mean, decimals) + PARTIAL_MARK, n=len(present), partial=True, note=note, sources=parts)
 
 
 def _published_mean(cells: dict[str, Cell], expected: Sequence[str], where: str) -> Cell | None:
@@ -105,32 +110,37 @@ def build_leaderboard(
         raise ValueError(f"unknown combine rule {combine_rule!r}; choose one of {', '.join(COMBINE_RULES)}")
     loaded, skipped = load_records(dirs)
     groups = group(loaded)
+    picks = selected(loaded, combine_rule) if combine_rule != "latest" else {}
     versions = VersionTable()
     link_root = link_root.resolve() if link_root else None
 
-    fam_values: dict[str, list[float]] = {}
-    for (_, fam, _), items in groups.items():
-        fam_values.setdefault(fam, []).extend(
+    table_values: dict[str, list[float]] = {}
+    for (_, table, _), items in groups.items():
+        table_values.setdefault(table, []).extend(
             i.record.score for i in items if i.record.status == STATUS_OK and isinstance(i.record.score, int | float))
-    scales = {f: family(f).scale or _auto_scale(v) for f, v in fam_values.items()}
+    scales = {t: table_spec(t).scale or _auto_scale(v) for t, v in table_values.items()}
 
-    # (family -> row -> column -> cell), user rows first, then published rows
-    by_family: dict[str, dict[RowKey, dict[str, Cell]]] = {}
-    for (key, fam, col), items in groups.items():
-        cell = combine(items, combine_rule, scales[fam], link_root=link_root, versions=versions)
-        by_family.setdefault(fam, {}).setdefault(key, {})[col] = cell
+    # (table -> row -> column -> cell), user rows first, then published rows
+    by_table: dict[str, dict[RowKey, dict[str, Cell]]] = {}
+    for (key, table, col), items in groups.items():
+        fam = families.find(items[0].record.task)
+        chosen = picks.get((key.name, table, col))
+        cell = combine(items, combine_rule, scales[table], chosen=chosen,
+                       chosen_by=fam.selection.description if fam and chosen else "",
+                       link_root=link_root, versions=versions, decimals=table_spec(table).decimals)
+        by_table.setdefault(table, {}).setdefault(key, {})[col] = cell
     user_rows = sorted({k for (k, _, _) in groups}, key=_row_order)
 
     overview_published: dict[RowKey, dict[str, Cell]] = {}
     pub_rows = load_published() if published else []
     for prow in pub_rows:
         for (table, col), cell in prow.cells.items():
-            target = overview_published if table == OVERVIEW_TABLE else by_family.setdefault(table, {})
+            target = overview_published if table == OVERVIEW_TABLE else by_table.setdefault(table, {})
             target.setdefault(prow.key, {})[col] = cell
 
-    tables = []
-    for fam_id in [f for f in FAMILIES if f in by_family] + sorted(f for f in by_family if f not in FAMILIES):
-        tables.append(_family_table(fam_id, by_family[fam_id], scales.get(fam_id)))
+    known = table_specs()
+    tables = [_family_table(t, by_table[t], scales.get(t))
+              for t in [t for t in known if t in by_table] + sorted(t for t in by_table if t not in known)]
     overview = _overview_table(user_rows, overview_published, tables)
     rows = user_rows + [p.key for p in pub_rows]
     meta = {
@@ -148,21 +158,22 @@ def build_leaderboard(
     return Leaderboard(rows, [overview, *tables], meta, versions.items)
 
 
-def _family_table(fam_id: str, rows: dict[RowKey, dict[str, Cell]], scale: float | None) -> Table:
-    fam = family(fam_id)
-    if fam.datasets is not None:
-        columns = [*fam.datasets, AVG]
+def _family_table(table_id: str, rows: dict[RowKey, dict[str, Cell]], scale: float | None) -> Table:
+    spec = table_spec(table_id)
+    if spec.columns is not None:
+        columns = [*spec.columns, AVG]
     else:
         seen = {c for cells in rows.values() for c in cells}
-        columns = [c for c in fam.labels if c in seen] + sorted(seen - set(fam.labels))
-    table = Table(fam_id, fam.title, fam_id, [(c, fam.label(c)) for c in columns], note=fam.note)
-    if fam.scale is None and scale == 100.0:
+        columns = [c for c in spec.labels if c in seen] + sorted(seen - set(spec.labels))
+    labels = [(c, "Avg" if c == AVG else spec.labels.get(c, c)) for c in columns]
+    table = Table(table_id, spec.title, table_id, labels, note=spec.note)
+    if spec.scale is None and scale == 100.0:
         table.note = "scores were on a 0-1 scale and are shown x100"
     for key in rows:   # display order is Leaderboard.rows; this dict is only a lookup
         cells = dict(rows[key])
-        if fam.datasets is not None and AVG not in cells:
-            avg = (_published_mean(cells, fam.datasets, _where(cells)) if key.origin == PUBLISHED
-                   else average_cell(cells, fam.datasets))
+        if spec.columns is not None and AVG not in cells:
+            avg = (_published_mean(cells, spec.columns, _where(cells)) if key.origin == PUBLISHED
+                   else average_cell(cells, spec.columns, spec.decimals))
             if avg is not None:
                 cells[AVG] = avg
         table.cells[key.id] = cells
@@ -185,7 +196,7 @@ def _overview_table(user_rows: list[RowKey], published: dict[RowKey, dict[str, C
     for key in user_rows:
         cells = {}
         for col in OVERVIEW:
-            src = by_id.get(col.family)
+            src = by_id.get(col.table)
             cell = src.cells.get(key.id, {}).get(col.column) if src else None
             if cell is not None:
                 cells[col.id] = cell

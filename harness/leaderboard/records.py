@@ -13,19 +13,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import families
 from harness.leaderboard.cells import Cell, RowKey, fmt
 from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
 from harness.results import STATUS_OK, ResultRecord, iter_records
+from harness.selection.rules import BestConfigPerDataset, configuration
 
 COMBINE_RULES = {
-    "latest": "latest: the most recent record (created_at) of each cell",
-    "best": "best: the highest main score among the cell's records (e.g. the best grid point of a sweep)",
-    "mean": "mean: mean ± std over seeds (records that differ only in seed); when a cell holds several "
-            "configurations (a sweep), the one with the best mean, as harness.select does",
+    "latest": "latest: the most recent record (created_at) of each cell, whatever run it came from",
+    "best": "best: the task family's selection rule (as harness.select) applied to single runs: e.g. BEIR: the "
+            "one run with the best mean nDCG@10 on the selection sets, on every dataset; GLUE: the best run per task",
+    "mean": "mean: the task family's selection rule (as harness.select): mean ± std over the seeds of the selected "
+            "configuration (runs that differ only in seed); e.g. BEIR: one configuration chosen on the selection "
+            "sets, reported on every dataset; GLUE: the best configuration per task",
 }
 #: Subdirectories of a results directory that hold derived files, not runs (GLUE selection summaries).
 DERIVED_DIRS = ("selected",)
-_SEED_KEYS = ("seed", "random_seed", "data_seed")
+#: the rule of a cell whose family is not registered: the best configuration among the cell's records
+_CELL_RULE = BestConfigPerDataset()
 
 
 @dataclass(frozen=True)
@@ -76,16 +81,35 @@ def row_key(record: ResultRecord) -> RowKey:
 
 
 def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded]]:
-    """Records by (row, family, column). Members of a composite dataset (CQADupstack subforums, marked
+    """Records by (row, table, column). Members of a composite dataset (CQADupstack subforums, marked
     ``details.member_of``) are left out: the composite's own record is the cell."""
     cells: dict[tuple[RowKey, str, str], list[Loaded]] = defaultdict(list)
     for item in loaded:
         r = item.record
         if (r.details or {}).get("member_of"):
             continue
-        fam, col = column_of(r.task, r.dataset, r.details)
-        cells[(row_key(r), fam, col)].append(item)
+        table, col = column_of(r)
+        cells[(row_key(r), table, col)].append(item)
     return cells
+
+
+def selected(loaded: Sequence[Loaded], rule: str) -> dict[tuple[str, str, str], list[Loaded]]:
+    """What each registered family's selection rule picks: (model name, table, column) -> the records used.
+    ``best`` applies the rule to single runs, ``mean`` to configurations averaged over their seeds."""
+    by_task: dict[str, list[Loaded]] = defaultdict(list)
+    for item in loaded:
+        by_task[item.record.task].append(item)
+    out: dict[tuple[str, str, str], list[Loaded]] = {}
+    for task, items in by_task.items():
+        fam = families.find(task)
+        if fam is None:
+            continue
+        by_id = {id(i.record): i for i in items}
+        choices = fam.selection.choose([i.record for i in items], key=fam.column_of, average_seeds=rule == "mean")
+        for name, choice in choices.items():
+            for (table, col), recs in choice.cells.items():
+                out[(name, table, col)] = [by_id[id(r)] for r in recs]
+    return out
 
 
 def _when(record: ResultRecord) -> _dt.datetime:
@@ -94,12 +118,6 @@ def _when(record: ResultRecord) -> _dt.datetime:
     except (ValueError, AttributeError):
         return _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
     return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
-
-
-def _setting(record: ResultRecord) -> str:
-    """A configuration = everything but the seed (as in ``harness.select``): hyperparameters, data, precision."""
-    hp = {k: v for k, v in (record.hyperparameters or {}).items() if k not in _SEED_KEYS}
-    return json.dumps([hp, record.data_fingerprint, record.precision], sort_keys=True, default=str)
 
 
 class VersionTable:
@@ -147,9 +165,12 @@ def _pick_split(ok: list[Loaded]) -> tuple[list[Loaded], str]:
     return [i for i in ok if i.record.split == splits[0]], f"split {splits[0]} shown; also on: {', '.join(splits[1:])}"
 
 
-def combine(items: list[Loaded], rule: str, scale: float, *, link_root: Path | None = None,
-            versions: VersionTable | None = None) -> Cell:
-    """One cell from its records by ``rule`` (latest | best | mean). Failed records never give a number."""
+def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded] | None = None,
+            chosen_by: str = "", link_root: Path | None = None, versions: VersionTable | None = None,
+            decimals: int = 1) -> Cell:
+    """One cell from its records. ``chosen``: the records a family's selection rule picked for this cell (its
+    description in ``chosen_by``); otherwise ``rule`` decides among the cell's own records (latest | best |
+    mean). Failed records never give a number."""
     if rule not in COMBINE_RULES:
         raise ValueError(f"unknown combine rule {rule!r}; choose one of {', '.join(COMBINE_RULES)}")
     versions = versions or VersionTable()
@@ -159,27 +180,28 @@ def combine(items: list[Loaded], rule: str, scale: float, *, link_root: Path | N
         srcs = [provenance(i, scale, link_root, versions) for i in items]
         return Cell(None, "failed", failed=True, n=0, note=f"{len(items)} failed record(s), no score", sources=srcs)
     ok, split_note = _pick_split(ok)
-    used: list[Loaded]
     std = None
     if rule == "latest":
         used = [max(ok, key=lambda i: (_when(i.record), str(i.path)))]
-        value = used[0].record.score * scale
+    else:
+        used = chosen or _best_configuration(ok, average_seeds=rule == "mean")
+    scores = [i.record.score * scale for i in used]
+    value = statistics.fmean(scores)
+    if rule == "mean" and len(scores) > 1:
+        std = statistics.stdev(scores)
+    if rule == "latest":
         note = f"latest of {len(ok)} record(s)"
+    elif chosen:
+        note = f"selected by the task family's rule: {chosen_by}"
     elif rule == "best":
-        used = [max(ok, key=lambda i: (i.record.score, _when(i.record)))]
-        value = used[0].record.score * scale
         note = f"best of {len(ok)} record(s)"
     else:
-        by_setting: dict[str, list[Loaded]] = defaultdict(list)
-        for i in ok:
-            by_setting[_setting(i.record)].append(i)
-        used = max(by_setting.values(), key=lambda g: statistics.fmean(i.record.score for i in g))
-        scores = [i.record.score * scale for i in used]
-        value = statistics.fmean(scores)
-        std = statistics.stdev(scores) if len(scores) > 1 else None
-        note = f"mean of {len(scores)} seed(s)" + (f", std {std:.2f}" if std is not None else "")
-        if len(by_setting) > 1:
-            note += f"; best of {len(by_setting)} hyperparameter settings"
+        note = f"mean of {len(scores)} seed(s)"
+        n_configs = len({configuration(i.record, per_dataset=True) for i in ok})
+        if n_configs > 1:
+            note += f"; best of {n_configs} hyperparameter settings"
+    if std is not None:
+        note += f"; {len(scores)} seeds, std {std:.2f}"
     notes = [note] + [x for x in (split_note, f"{n_failed} failed record(s) ignored" if n_failed else "") if x]
     used_ids = {id(i) for i in used}
     ordered = sorted(items, key=lambda i: (id(i) not in used_ids, -_when(i.record).timestamp()))
@@ -188,5 +210,13 @@ def combine(items: list[Loaded], rule: str, scale: float, *, link_root: Path | N
         p = provenance(i, scale, link_root, versions)
         p["used"] = id(i) in used_ids
         srcs.append(p)
-    text = fmt(value) + (f"±{std:.1f}" if std is not None else "")
+    text = fmt(value, decimals) + (f"±{std:.{decimals}f}" if std is not None else "")
     return Cell(value, text, std=std, n=len(used), note="; ".join(notes), sources=srcs)
+
+
+def _best_configuration(ok: list[Loaded], *, average_seeds: bool) -> list[Loaded]:
+    """The cell's best configuration by the same rule GLUE selection uses (for cells no family selects)."""
+    by_id = {id(i.record): i for i in ok}
+    choice = _CELL_RULE.choose_model([i.record for i in ok], key=lambda r: 0, average_seeds=average_seeds)
+    assert choice is not None
+    return [by_id[id(r)] for r in choice.cells[0]]

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.leaderboard.build import Leaderboard
-from harness.leaderboard.layout import OVERVIEW
+from harness.leaderboard.layout import OVERVIEW, higher_is_better, table_spec
 from harness.leaderboard.tables import table_rows
 
 TEMPLATE_FILES = ("index.html", "app.js", "style.css")
-_OVERVIEW_FAMILY = {c.id: c.family for c in OVERVIEW}
+_OVERVIEW_TABLE = {c.id: c.table for c in OVERVIEW}
 
 
 def template_dir() -> Path:
@@ -23,14 +23,17 @@ def template_dir() -> Path:
 
 def site_data(lb: Leaderboard) -> dict[str, Any]:
     """Everything the page shows: rows, tables with per-cell provenance, build meta, version table."""
+    tables = {c.table for c in OVERVIEW} | {t.id for t in lb.tables}
     return {
         "meta": lb.meta,
+        "labels": {t: table_spec(t).label for t in sorted(tables)},   # table id -> short label (filters, charts)
         "versions": lb.versions,
         "rows": [{"id": k.id, "name": k.name, "family": k.family, "size": k.size, "origin": k.origin} for k in lb.rows],
         "tables": [
             {
                 "id": t.id, "title": t.title, "family": t.family, "note": t.note,
-                "columns": [{"id": c, "label": label, "family": _OVERVIEW_FAMILY.get(c, t.family) if t.id == "overview"
+                "hib": higher_is_better(t.family),
+                "columns": [{"id": c, "label": label, "family": _OVERVIEW_TABLE.get(c, t.family) if t.id == "overview"
                              else t.family} for c, label in t.columns],
                 "cells": {k.id: {c: cell.to_json() for c, cell in t.cells[k.id].items()} for k in table_rows(lb, t)},
             }

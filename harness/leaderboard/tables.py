@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from harness.leaderboard.build import Leaderboard, Table
 from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, Cell, RowKey
+from harness.leaderboard.layout import higher_is_better
 
 _ROW_HEADERS = ("model", "family", "size", "origin")
 
@@ -17,11 +19,12 @@ def table_rows(lb: Leaderboard, table: Table) -> list[RowKey]:
 
 
 def best_by_column(lb: Leaderboard, table: Table) -> dict[str, float]:
-    """Highest complete value per column (partial means and failed cells never count)."""
+    """Best complete value per column, in the table's direction (partial means and failed cells never count)."""
+    sign = 1 if higher_is_better(table.family) else -1
     best: dict[str, float] = {}
     for key in table_rows(lb, table):
         for col, cell in table.cells[key.id].items():
-            if cell.value is not None and not cell.partial and cell.value > best.get(col, float("-inf")):
+            if cell.value is not None and not cell.partial and sign * cell.value > sign * best.get(col, -sign * math.inf):
                 best[col] = cell.value
     return best
 

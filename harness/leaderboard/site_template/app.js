@@ -8,7 +8,7 @@
     $("meta").textContent = "data.js is missing: rebuild with python -m harness.leaderboard";
     return;
   }
-  var FAMILY_LABELS = { beir: "BEIR (DPR)", colbert: "BEIR (ColBERT)", glue: "GLUE", mldr: "MLDR", code: "Code", nanobeir: "NanoBEIR" };
+  var FAMILY_LABELS = D.labels || {};   /* table id -> label, declared by each task family */
   var SIZE_ORDER = { small: 0, base: 1, large: 2 };
   var TEXT_COLS = [
     { id: "_name", label: "Model" }, { id: "_size", label: "Size" }, { id: "_family", label: "Family" }
@@ -169,7 +169,8 @@
     cols.forEach(function (c) {
       shown.forEach(function (id) {
         var cell = table.cells[id][c.id];
-        if (cell && cell.v !== null && !cell.p && (best[c.id] === undefined || cell.v > best[c.id])) best[c.id] = cell.v;
+        var sign = table.hib === false ? -1 : 1;
+        if (cell && cell.v !== null && !cell.p && (best[c.id] === undefined || sign * cell.v > sign * best[c.id])) best[c.id] = cell.v;
       });
     });
     var tbody = el("tbody");

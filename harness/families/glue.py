@@ -1,9 +1,9 @@
 """``task=glue``: the paper's GLUE sweeps: plan the grid, skip finished points, fine-tune, write one record each.
 
-Flow of :func:`run`: validate the task list and load every task's data first (so a missing file or an offline hub
-fails before any training), then run the grid points in order: MNLI, the tasks that do not chain, then the
-tasks that start from the selected MNLI checkpoint (``task.chain_from_mnli``). A point with an ok record is
-skipped unless ``overwrite=true``. Under a Hydra multirun every job is one grid point; the GLUE sweep configs
+:class:`GlueFamily` plans every grid point as a cell (MNLI and the tasks that do not chain first, then the tasks
+that start from the selected MNLI checkpoint, ``task.chain_from_mnli``, once MNLI's records exist); a point with an
+ok record is skipped unless ``overwrite=true``; the others load every task's data first (a missing file or an
+offline hub fails before any training), then train in order. Under a Hydra multirun every job is one grid point; the GLUE sweep configs
 make each task one batch (one SLURM array), MNLI first, and :class:`StagingCheck` refuses a sweep whose
 batches would start a chained task before MNLI has finished.
 """
@@ -15,25 +15,97 @@ import math
 import shutil
 import time
 import traceback
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from harness import results
-from harness.cli import sweep_name
 from harness.data import glue as glue_data
 from harness.errors import HarnessError, TrainingDivergedError
+from harness.families.base import Cell, Family, TableSpec
 from harness.results import ResultRecord
+from harness.selection.rules import BestConfigPerDataset, Choice
 
 log = logging.getLogger(__name__)
 
 TASK_FAMILY = "glue"
 PROTOCOL_VERSION = 1    # bump when a change in this module changes the numbers
+GLUE_PAPER_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte")
+GLUE_LABELS = {
+    "cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "qqp": "QQP", "mnli": "MNLI", "qnli": "QNLI",
+    "rte": "RTE",
+}
+#: how each GLUE task's score is defined, written into the selection so a reader knows
+GLUE_SCORE_NOTES = {
+    "mnli": "mean of matched and mismatched accuracy (the paper's MNLI)",
+    "qqp": "mean of F1 and accuracy (both recorded)",
+    "mrpc": "mean of F1 and accuracy (both recorded)",
+    "stsb": "Spearman correlation (Pearson recorded)",
+    "cola": "Matthews correlation",
+}
+
+
+# ---------------------------------------------------------------------------------------------- settings
+@dataclass
+class Grid:
+    learning_rates: list[float]
+    weight_decays: list[float]
+    epochs: dict[str, list[int]]
+
+
+@dataclass
+class EarlyStopping:
+    patience: int = 2
+    min_delta: float = 0.0
+
+
+@dataclass
+class Hub:
+    path: str = "nyu-mll/glue"
+    revision: str | None = None
+
+
+@dataclass(kw_only=True)
+class GlueSettings:
+    """``task.*`` of conf/task/glue.yaml (documented there)."""
+
+    name: str
+    tasks: list[str] | str
+    definitions: dict[str, Any]
+    grid: Grid
+    data_dir: str | None = None
+    hub: Hub = field(default_factory=Hub)
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    subsample_seed: int = 0
+    lr: float | None = None
+    weight_decay: float | None = None
+    epochs: int | None = None
+    epoch_slot: int | None = None
+    seed: int | None = None
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    gradient_accumulation_steps: int = 1
+    max_length: int = 128
+    warmup_ratio: float = 0.1
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0
+    evals_per_epoch: int = 1
+    early_stopping: EarlyStopping = field(default_factory=EarlyStopping)
+    logging_steps: int = 50
+    dataloader_num_workers: int = 0
+    chain_from_mnli: list[str] = field(default_factory=list)
+    mnli_init: str | bool = "if_available"
+    init_from: str | None = None
+    keep_checkpoints: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,14 +176,14 @@ class InitSource:
 PRETRAINED = InitSource("pretrained")
 
 
-def mnli_candidates(results_dir: str | Path, model: dict[str, Any], max_length: int) -> list[ResultRecord]:
+def mnli_candidates(results_dir: str | Path, model_ref: Mapping[str, Any], max_length: int) -> list[ResultRecord]:
     """Ok MNLI records of this model (same weights, same max length) whose checkpoint still exists."""
     root = Path(results_dir) / TASK_FAMILY
     out = []
     for _, rec in results.iter_records(root, warn=False) if root.exists() else []:
         if rec.dataset != "mnli" or rec.status != results.STATUS_OK:
             continue
-        if rec.model.get("fingerprint") != model["fingerprint"] or rec.hyperparameters.get("max_length") != max_length:
+        if rec.model.get("ref") != dict(model_ref) or rec.hyperparameters.get("max_length") != max_length:
             continue
         ckpt = rec.details.get("checkpoint")
         if ckpt and Path(ckpt, "config.json").exists():
@@ -119,7 +191,8 @@ def mnli_candidates(results_dir: str | Path, model: dict[str, Any], max_length: 
     return out
 
 
-def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model: dict[str, Any]) -> InitSource:
+def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model_ref: Mapping[str, Any], model_name: str
+                 ) -> InitSource:
     """The encoder a run starts from: ``task.init_from`` if set; for ``task.chain_from_mnli`` tasks the best MNLI
     record's checkpoint (by dev score; ``task.mnli_init`` says whether one is required); else pretrained."""
     if tcfg.init_from:
@@ -132,15 +205,15 @@ def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model: dict[str,
         raise HarnessError(f"task.mnli_init={mode!r}: use required, if_available or off")
     if mode == "off" or task not in list(tcfg.chain_from_mnli) or task == "mnli":
         return PRETRAINED
-    found = mnli_candidates(results_dir, model, int(tcfg.max_length))
+    found = mnli_candidates(results_dir, model_ref, int(tcfg.max_length))
     if not found:
         if mode == "required":
             raise HarnessError(
                 f"{task} starts from the selected MNLI checkpoint (task.mnli_init=required), but {results_dir} has no "
-                f"ok MNLI record with a kept checkpoint for model {model['name']} at max_length={tcfg.max_length}. "
+                f"ok MNLI record with a kept checkpoint for model {model_name} at max_length={tcfg.max_length}. "
                 "Run the MNLI grid first (task.tasks=[mnli]; multirun stage 1), or set task.mnli_init=if_available/off."
             )
-        log.warning("%s: no MNLI checkpoint of %s found; starting from the pretrained encoder", task, model["name"])
+        log.warning("%s: no MNLI checkpoint of %s found; starting from the pretrained encoder", task, model_name)
         return PRETRAINED
     best = max(found, key=lambda r: (r.score if r.score is not None else -math.inf, r.run_id))
     return InitSource("mnli", best.details["checkpoint"], best.run_id, len(found))
@@ -167,29 +240,6 @@ def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, 
         "max_train_samples": tcfg.max_train_samples,
         "max_eval_samples": tcfg.max_eval_samples,
     }
-
-
-def identity(model: dict[str, Any], data: glue_data.GlueData, hp: dict[str, Any], init: InitSource, tcfg: Any,
-             precision: str) -> dict[str, Any]:
-    """Everything that changes a grid point's numbers (the run id hashes it)."""
-    return {
-        "family": TASK_FAMILY, "protocol": PROTOCOL_VERSION, "dataset": data.task.name,
-        "model": model["fingerprint"], "data": data.fingerprint, "hp": hp,
-        "init": init.run_id or init.checkpoint, "subsample_seed": int(tcfg.subsample_seed), "precision": precision,
-    }
-
-
-def base_record(point: GridPoint, data: glue_data.GlueData, model: dict[str, Any], rid: str, hp: dict[str, Any],
-                cfg: DictConfig, precision: str) -> ResultRecord:
-    grouped = len(data.dev) > 1
-    from harness.evaluation.glue_metrics import score_key
-
-    return ResultRecord(
-        task=TASK_FAMILY, dataset=point.task, split="validation", model=model, metrics={},
-        main_score=score_key(data.task.metric, grouped), run_id=rid, hyperparameters=hp,
-        sweep=sweep_name(),
-        config=OmegaConf.to_container(cfg, resolve=True), precision=precision, data_fingerprint=data.fingerprint,
-    )
 
 
 def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec: ResultRecord, ctx: RunContext) -> None:
@@ -304,65 +354,157 @@ def load_data(tasks: Sequence[glue_data.GlueTask], tcfg: Any) -> dict[str, glue_
     return out
 
 
-def _context(cfg: DictConfig) -> RunContext:
-    from transformers import AutoTokenizer
+class GlueSelection(BestConfigPerDataset):
+    """Best configuration per task (mean over seeds), plus the GLUE average and the paper's Table 5 rows."""
 
-    from harness import models
+    def choose_model(self, records: list[ResultRecord], **kw: Any) -> Choice | None:
+        choice = super().choose_model(records, **kw)
+        if choice is None:
+            return None
+        tasks = choice.summary["tasks"] = {k[-1] if isinstance(k, tuple) else k: v
+                                           for k, v in choice.summary["tasks"].items()}
+        for t, sel in tasks.items():
+            if t in GLUE_SCORE_NOTES:
+                sel["score_definition"] = GLUE_SCORE_NOTES[t]
+        present = [t for t in GLUE_PAPER_TASKS if t in tasks]
+        missing = [t for t in GLUE_PAPER_TASKS if t not in tasks]
+        choice.summary |= {
+            "glue_average": sum(tasks[t]["score"]["mean"] for t in present) / len(present) if present else None,
+            "glue_average_over": present, "glue_average_complete": not missing, "missing_tasks": missing,
+            "paper_baselines": paper_baselines(),
+        }
+        return choice
 
-    spec = models.ModelSpec.from_config(cfg.model)
-    model_dir, revision = models.resolve_path(spec)
-    device = models.resolve_device(str(cfg.device))
-    precision = models.resolve_precision(str(cfg.precision), device)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=spec.trust_remote_code)
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"could not load the tokenizer of model {spec.name!r} from {model_dir}: {exc}") from exc
-    return RunContext(
-        cfg=cfg, tcfg=cfg.task, spec=spec, model_dir=model_dir, model=models.model_identity(spec, model_dir, revision),
-        tokenizer=tokenizer, device=device, precision=precision, outputs=str(cfg.paths.outputs),
-        run_name=cfg.get("run_name"),
-    )
-
-
-def run(cfg: DictConfig) -> list[ResultRecord]:
-    """Run every grid point ``cfg.task`` implies (skipping finished ones) and return their records."""
-    tcfg = cfg.task
-    defs = glue_data.task_definitions(tcfg.definitions)
-    tasks = order_tasks(glue_data.select_tasks(tcfg.tasks, defs), list(tcfg.chain_from_mnli))
-    points = plan(tasks, tcfg, int(cfg.seed))
-    data = load_data(tasks, tcfg)          # fail fast: data problems before any model is loaded
-    ctx = _context(cfg)
-    results_dir = str(cfg.paths.results)
-    out: list[ResultRecord] = []
-    log.info("GLUE: %d grid point(s) over %s for %s", len(points), [t.name for t in tasks], ctx.model["name"])
-    for i, point in enumerate(points, 1):
-        init = resolve_init(point.task, tcfg, results_dir, ctx.model)
-        hp = hyperparameters(point, tcfg, init)
-        ident = identity(ctx.model, data[point.task], hp, init, tcfg, ctx.precision)
-        rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs, "seed": point.seed})
-        if not cfg.overwrite and results.is_done(results_dir, TASK_FAMILY, ctx.model["name"], rid, point.task):
-            log.info("[%d/%d] %s %s: done, skipping", i, len(points), point.task, rid)
-            out.append(results.read_record(results.record_path(results_dir, TASK_FAMILY, ctx.model["name"], rid,
-                                                               point.task)))
-            continue
-        log.info("[%d/%d] %s %s (init: %s)", i, len(points), point.task, rid, init.kind)
-        rec = base_record(point, data[point.task], ctx.model, rid, hp, cfg, ctx.precision)
-        run_point(point, data[point.task], init, rec, ctx)
-        results.write_record(results_dir, rec)
-        log.info("[%d/%d] %s %s: %s %s", i, len(points), point.task, rid, rec.status,
-                 f"{rec.main_score}={rec.score:.2f}" if rec.status == results.STATUS_OK else rec.error)
-        out.append(rec)
-    if len(points) > 1:
-        _select_after_sweep(cfg, ctx.model["name"])
-    return out
+    def format(self, choice: Choice) -> str:
+        text = super().format(choice)
+        s = choice.summary
+        if s["glue_average"] is not None:
+            scope = "" if s["glue_average_complete"] else f" (partial: {len(s['glue_average_over'])} of 8 tasks)"
+            text += f"\n  GLUE average {s['glue_average']:.2f}{scope}"
+        return text
 
 
-def _select_after_sweep(cfg: DictConfig, model_name: str) -> None:
-    from harness import select
+def paper_baselines() -> list[dict[str, Any]]:
+    """Table 5 of the ModernBERT paper (dev-set GLUE scores), shipped as conf/task/glue/paper_baselines.yaml."""
+    from importlib import resources
 
-    path = select.write_selection("glue", cfg.paths.results, select.default_out_dir(cfg.paths.results), model_name)
-    if path is not None:
-        log.info("GLUE selection (best configuration per task on dev): %s", path)
+    import yaml
+
+    text = (resources.files("conf") / "task" / "glue" / "paper_baselines.yaml").read_text()
+    return list(yaml.safe_load(text)["rows"])
+
+
+class GlueFamily(Family):
+    """``task=glue``: one cell per (grid point, GLUE task); RTE/MRPC/STS-B planned after MNLI has run."""
+
+    name = TASK_FAMILY
+    main_metric = "score"   # per task: glue_metrics.score_key (set on each record)
+    settings_class = GlueSettings
+    identity_exclude: ClassVar[Mapping[str, str]] = {
+        "seed": "GLUE's seed is task.seed (which defaults to it), replaced by each grid point's seed",
+        "task.tasks": "replaced by the grid point's task",
+        "task.grid": "replaced by the grid point's values (task.lr, task.weight_decay, task.epochs)",
+        "task.epoch_slot": "replaced by the grid point's epochs",
+        "task.definitions": "replaced by the grid point's task definition",
+        "task.data_dir": "replaced by the content fingerprint of the task's files (task.data)",
+        "task.hub": "replaced by hub:<path>@<revision> (task.data)",
+        "task.chain_from_mnli": "replaced by the MNLI run the point starts from (task.init)",
+        "task.mnli_init": "replaced by the MNLI run the point starts from (task.init)",
+        "task.init_from": "replaced by the checkpoint the point starts from (task.init)",
+        "task.eval_batch_size": "how the dev set is batched",
+        "task.logging_steps": "how often the loss is logged",
+        "task.dataloader_num_workers": "data loading processes",
+        "task.keep_checkpoints": "whether checkpoints are kept on disk",
+    }
+    seed_keys = ("task.seed",)
+    selection = GlueSelection()
+    tables = (TableSpec("glue", "GLUE", "GLUE dev scores — Table 5 shape", GLUE_PAPER_TASKS, GLUE_LABELS, scale=1),)
+
+    n_planned = 0   # grid points planned by this invocation (done or not)
+
+    @cached_property
+    def tasks(self) -> list[glue_data.GlueTask]:
+        s = self.settings
+        defs = glue_data.task_definitions(s.definitions)
+        return order_tasks(glue_data.select_tasks(s.tasks, defs), list(s.chain_from_mnli))
+
+    def stages(self) -> Iterator[list[Cell]]:
+        """MNLI and the tasks that do not chain first; the chained ones once MNLI's records exist."""
+        chained = set(self.settings.chain_from_mnli)
+        first = [t for t in self.tasks if t.name not in chained]
+        if first:
+            yield self.cells_for(first)
+        if len(first) < len(self.tasks):
+            yield self.cells_for([t for t in self.tasks if t.name in chained])
+
+    def cells(self) -> list[Cell]:
+        return [c for stage in self.stages() for c in stage]
+
+    def cells_for(self, tasks: Sequence[glue_data.GlueTask]) -> list[Cell]:
+        s = self.settings
+        data = {t.name: glue_data.data_fingerprint(t, s.data_dir, s.hub.path, s.hub.revision) for t in tasks}
+        out = []
+        for point in plan(tasks, s, int(self.cfg.seed)):
+            init = resolve_init(point.task, s, str(self.cfg.paths.results), self.model_ref, self.model_name)
+            ident = self.identity(replace={
+                "task.tasks": point.task, "task.lr": point.lr, "task.weight_decay": point.weight_decay,
+                "task.epochs": point.epochs, "task.seed": point.seed, "task.definitions": s.definitions[point.task],
+                "task.data": data[point.task], "task.init": init.run_id or init.checkpoint,
+                "task.protocol": PROTOCOL_VERSION,
+            })
+            rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs,
+                                         "seed": point.seed})
+            out.append(Cell(point.task, rid, ident, payload=(point, init)))
+        self.n_planned += len(out)
+        return out
+
+    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+        from harness.evaluation.glue_metrics import score_key
+
+        s = self.settings
+        names = {c.dataset for c in todo}
+        data = load_data([t for t in self.tasks if t.name in names], s)   # data problems before any model
+        ctx = self.context
+        for i, cell in enumerate(todo, 1):
+            point, init = cell.payload
+            d = data[point.task]
+            rec = self.new_record(
+                cell, model=ctx.model, split="validation", metrics={}, hyperparameters=hyperparameters(point, s, init),
+                main_score=score_key(d.task.metric, len(d.dev) > 1), data_fingerprint=d.fingerprint,
+            )
+            log.info("[%d/%d] %s %s (init: %s)", i, len(todo), point.task, rec.run_id, init.kind)
+            run_point(point, d, init, rec, ctx)
+            log.info("[%d/%d] %s %s: %s %s", i, len(todo), point.task, rec.run_id, rec.status,
+                     f"{rec.main_score}={rec.score:.2f}" if rec.status == results.STATUS_OK else rec.error)
+            yield rec
+
+    def finish(self, records: Sequence[ResultRecord]) -> None:
+        """After an in-process sweep, write the GLUE selection (best configuration per task)."""
+        if self.n_planned > 1:
+            from harness import selection
+
+            res = str(self.cfg.paths.results)
+            path = selection.write_selection(TASK_FAMILY, res, selection.default_out_dir(res), self.model_name)
+            if path is not None:
+                log.info("GLUE selection (best configuration per task on dev): %s", path)
+
+    @cached_property
+    def context(self) -> RunContext:
+        from transformers import AutoTokenizer
+
+        from harness import models
+
+        spec = self.spec
+        model_dir, revision = models.resolve_path(spec)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=spec.trust_remote_code)
+        except (OSError, ValueError) as exc:
+            raise HarnessError(f"could not load the tokenizer of model {spec.name!r} from {model_dir}: {exc}") from exc
+        return RunContext(
+            cfg=self.cfg, tcfg=self.settings, spec=spec, model_dir=model_dir,
+            model=models.model_identity(spec, model_dir, revision), tokenizer=tokenizer, device=self.device,
+            precision=self.precision, outputs=str(self.cfg.paths.outputs), run_name=self.cfg.get("run_name"),
+        )
 
 
 # ---------------------------------------------------------------------------------------------- multirun staging

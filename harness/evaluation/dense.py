@@ -1,0 +1,78 @@
+"""Single-vector retrieval: encode the corpus once (cached on disk), encode queries, exact top-k search."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.evaluation import search as _search
+from harness.evaluation.embedding_cache import cache_key, cached_embeddings
+from harness.evaluation.encode import encode
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from harness.data.retrieval import RetrievalDataset
+
+
+@dataclass
+class DenseSettings:
+    device: str = "cpu"
+    precision: str = "fp32"
+    max_length: int = 512
+    similarity: str = "cosine"
+    batch_tokens: int = 16384
+    max_batch_size: int = 512
+    corpus_chunk_size: int = 50_000
+    cache_dir: str | None = None     # None: no embedding cache
+    show_progress: bool = True
+
+
+class DenseRetriever:
+    """:class:`~harness.evaluation.retriever.Retriever` over a SentenceTransformer.
+
+    ``cache_identity`` is what the corpus embeddings depend on (the run's identity minus search-only keys, plus
+    the weights actually used); the cache key is derived from it and the corpus content, so it cannot miss a
+    setting that changes embeddings.
+    """
+
+    kind = "single_vector"
+
+    def __init__(self, model: SentenceTransformer, settings: DenseSettings, cache_identity: Mapping[str, Any]):
+        self.model = model
+        self.settings = settings
+        self.cache_identity = dict(cache_identity)
+        self.doc_emb: np.ndarray | None = None
+        model.max_seq_length = settings.max_length
+
+    def _encode(self, texts: list[str], desc: str) -> np.ndarray:
+        s = self.settings
+        return encode(self.model, texts, device=s.device, precision=s.precision, batch_tokens=s.batch_tokens,
+                      max_batch_size=s.max_batch_size, desc=desc, show_progress=s.show_progress)
+
+    def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
+        t0 = time.perf_counter()
+        key = cache_key(self.cache_identity, ds.fingerprint)
+        self.doc_emb, hit = cached_embeddings(
+            self.settings.cache_dir, key, lambda: self._encode(ds.documents(), f"{ds.name}: corpus"),
+            meta={"identity": self.cache_identity, "data": ds.fingerprint, "dataset": ds.name, "n_docs": len(ds)},
+        )
+        return {"embedding_cache_hit": hit}, {"encode_corpus_s": time.perf_counter() - t0}
+
+    def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+        assert self.doc_emb is not None, "index() first"
+        t0 = time.perf_counter()
+        q_emb = self._encode(queries, "queries")
+        t1 = time.perf_counter()
+        s = self.settings
+        scores, idx = _search.exact_search(q_emb, self.doc_emb, top_k, similarity=s.similarity,
+                                           corpus_chunk_size=s.corpus_chunk_size, device=s.device)
+        return scores, idx, {"encode_queries_s": t1 - t0, "search_s": time.perf_counter() - t1}
+
+    def describe(self) -> dict[str, Any]:
+        return {"similarity": self.settings.similarity, "document_text": "title + ' ' + text",
+                "max_length": self.settings.max_length}

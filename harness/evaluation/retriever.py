@@ -1,0 +1,64 @@
+"""The retriever protocol and the one retrieval evaluation every retrieval family shares.
+
+As mteb separates its encoder and search protocols, a retriever here is anything that can index a corpus and
+search it: single-vector (:mod:`harness.evaluation.dense`: encode + exact search) or multi-vector (PyLate
+token embeddings + an index or exact MaxSim). :func:`evaluate` turns a retriever and a dataset into metrics
+with the same conventions for all of them (top-k, self-match removal, trec_eval metrics).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from harness.evaluation.ir_metrics import evaluate_run
+from harness.evaluation.search import to_run
+
+if TYPE_CHECKING:
+    from harness.data.retrieval import RetrievalDataset
+
+Details = dict[str, Any]
+Timings = dict[str, float]
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Index a corpus, then search it. ``kind`` names the retriever in records (``single_vector`` | ...)."""
+
+    kind: str
+
+    def index(self, ds: RetrievalDataset) -> tuple[Details, Timings]:
+        """Encode or index ``ds``'s corpus (documents are ``ds.documents()``); details: cache hit, index type."""
+        ...
+
+    def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, Timings]:
+        """(scores, corpus positions, timings) over the last indexed corpus, [n_queries, <= top_k] each,
+        best first; a position of -1 marks no hit."""
+        ...
+
+    def describe(self) -> Details:
+        """The settings that produced the numbers (similarity, lengths, index parameters), for the record."""
+        ...
+
+
+def evaluate(
+    retriever: Retriever, ds: RetrievalDataset, *, top_k: int = 1000, ignore_identical_ids: bool = False
+) -> tuple[dict[str, float], Details, Timings]:
+    """(metrics, details, timings) of ``retriever`` on ``ds``: nDCG@10 (main), MAP, recall, MRR."""
+    details, timings = retriever.index(ds)
+    queries = ds.evaluated_queries()
+    qids = list(queries)
+    k = top_k + (1 if ignore_identical_ids else 0)   # room for the self-match that is dropped
+    scores, idx, search_timings = retriever.search(list(queries.values()), k)
+    timings |= search_timings
+    t0 = time.perf_counter()
+    run = to_run(qids, ds.corpus_ids, scores, idx, top_k=top_k, ignore_identical_ids=ignore_identical_ids)
+    metrics = evaluate_run({q: ds.qrels[q] for q in qids}, run)
+    timings["metrics_s"] = time.perf_counter() - t0
+    details = {
+        "retriever": retriever.kind, "n_docs": len(ds), "n_queries": len(qids), "top_k": top_k,
+        "ignore_identical_ids": ignore_identical_ids, "source": ds.source, **retriever.describe(), **details,
+    }
+    return metrics, details, timings

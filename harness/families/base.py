@@ -1,0 +1,169 @@
+"""The task-family interface. A family is one module (a :class:`Family` subclass), one ``conf/task/<name>.yaml``
+and one entry in :data:`harness.families.REGISTRY`; the runner, ``harness.select`` and the leaderboard read
+everything else from the class: settings schema, identity exclusions, selection rule, tables and labels.
+
+The shared loop (:mod:`harness.runner`) asks a family for its :class:`Cell` s (pure: no model, no data), skips
+the cells that already have an ok record, and asks it to run the rest; the family yields result records and the
+loop writes them.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from harness import results
+from harness.identity import derived_key, run_identity
+from harness.results import ResultRecord
+from harness.typed import build
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from harness.models import ModelSpec
+    from harness.selection.rules import SelectionRule
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One record to be: a (run, dataset) pair. ``identity`` is what ``run_id`` hashes; ``spec`` is a hash of the
+    dataset's definition (an ok record with another spec is out of date); ``payload`` is the family's own."""
+
+    dataset: str
+    run_id: str
+    identity: Mapping[str, Any]
+    spec: str | None = None
+    payload: Any = None
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One leaderboard table a family fills. ``columns`` fixes the columns and adds an average over them (None:
+    the columns are the datasets found in the records, no average). ``scale`` maps a record's value to the shown
+    one (100 for 0-1 IR metrics; None: x100 when every value is in [0, 1])."""
+
+    id: str
+    label: str                      # short name: filters, charts
+    title: str                      # table heading
+    columns: tuple[str, ...] | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    scale: float | None = None
+    decimals: int = 1
+    note: str = ""
+
+
+class Family(abc.ABC):
+    """A task family: declared by class attributes, run by an instance made from one composed config."""
+
+    name: ClassVar[str]                       # registry key = conf/task/<name>.yaml `name` = records' `task`
+    main_metric: ClassVar[str]
+    higher_is_better: ClassVar[bool] = True
+    settings_class: ClassVar[type]            # typed task settings: unknown keys in cfg.task are an error
+    #: task keys (dotted from the config root) that do not change a number, and why; everything else is identity
+    identity_exclude: ClassVar[Mapping[str, str]] = {}
+    #: identity keys that only pick a seed: runs that differ only in these are averaged by selection
+    seed_keys: ClassVar[tuple[str, ...]] = ("seed",)
+    selection: ClassVar[SelectionRule]
+    tables: ClassVar[tuple[TableSpec, ...]]
+
+    def __init__(self, cfg: DictConfig) -> None:
+        from omegaconf import OmegaConf
+
+        self.cfg = cfg
+        self.settings = build(self.settings_class, cfg.task, f"task {self.name!r}")
+        config = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(config, dict)
+        self.config: dict[str, Any] = config
+
+    # -------------------------------------------------------------------------------- declared per family
+    @classmethod
+    def column_of(cls, record: ResultRecord) -> tuple[str, str]:
+        """(table id, column) of a record on the leaderboard; selection rules treat each column as a dataset."""
+        return cls.tables[0].id, record.dataset
+
+    def stages(self) -> Iterator[list[Cell]]:
+        """Cells in stages: a stage is planned only after the previous one has run (GLUE: chained tasks start
+        from MNLI's records). Most families have one stage."""
+        yield self.cells()
+
+    @abc.abstractmethod
+    def cells(self) -> list[Cell]:
+        """Every cell the config implies. Pure: reads config (and, at most, records and file hashes), never a
+        model or a dataset, so a finished run is skipped without loading anything."""
+
+    @abc.abstractmethod
+    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+        """Run the cells not done yet and yield one record each (failed ones too, with their error). Setup
+        problems (unreachable hub, missing model) are raised, before any record."""
+
+    def finish(self, records: Sequence[ResultRecord]) -> None:  # noqa: B027 - optional hook
+        """Called once after every stage has run (e.g. GLUE writes its selection)."""
+
+    # -------------------------------------------------------------------------------- shared helpers
+    @cached_property
+    def spec(self) -> ModelSpec:
+        from harness.models import ModelSpec
+
+        return ModelSpec.from_config(self.cfg.model)
+
+    @property
+    def model_name(self) -> str:
+        """The leaderboard row and the record path's model directory."""
+        return self.spec.name
+
+    @cached_property
+    def device(self) -> str:
+        from harness.models import resolve_device
+
+        return resolve_device(str(self.cfg.device))
+
+    @cached_property
+    def precision(self) -> str:
+        from harness.models import resolve_precision
+
+        return resolve_precision(str(self.cfg.precision), self.device)
+
+    @cached_property
+    def model_ref(self) -> dict[str, Any]:
+        from harness.models import model_ref
+
+        return model_ref(self.spec)
+
+    def identity(self, exclude: Sequence[str] = (), replace: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The run identity: resolved config minus the global and family exclusions (and ``exclude``), with the
+        resolved precision and the model's content reference in place of ``precision`` and ``model.path``."""
+        return run_identity(
+            self.config, exclude=[*self.identity_exclude, *exclude],
+            replace={"precision": self.precision, "model.ref": self.model_ref, **(replace or {})},
+        )
+
+    @property
+    def model_info(self) -> dict[str, Any]:
+        """The record's model block as the config states it (families that load weights add what they found)."""
+        s = self.spec
+        return {"name": self.model_name, "path": s.path, "revision": s.revision, "family": s.family, "size": s.size}
+
+    def new_record(self, cell: Cell, *, model: Mapping[str, Any] | None = None, **fields: Any) -> ResultRecord:
+        """A record for ``cell`` with the fields every family shares filled in."""
+        model = self.model_info if model is None else model
+        from harness.cli import sweep_name
+
+        fields.setdefault("dataset", cell.dataset)
+        fields.setdefault("main_score", self.main_metric)
+        fields.setdefault("precision", self.precision)
+        rec = ResultRecord(
+            task=self.name, model={**model, "ref": self.model_ref}, run_id=cell.run_id, higher_is_better=self.higher_is_better,
+            config_id=derived_key(cell.identity, without=self.seed_keys), config=self.config, sweep=sweep_name(),
+            **fields,
+        )
+        if cell.spec is not None:
+            rec.details.setdefault("data_spec", cell.spec)
+        return rec
+
+    def failed(self, cell: Cell, error: BaseException | str, *, model: Mapping[str, Any] | None = None,
+               **fields: Any) -> ResultRecord:
+        fields.setdefault("split", "")
+        return self.new_record(cell, model=model, metrics={}, status=results.STATUS_FAILED, error=str(error), **fields)

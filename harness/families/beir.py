@@ -1,0 +1,191 @@
+"""``task=beir``: single-vector (DPR) retrieval as the paper ran it (section 3.1.2, appendix E.2): fine-tune on
+MS MARCO hard negatives with sentence-transformers, then nDCG@10 on the 15 BEIR sets."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.data.catalog import resolve_entries
+from harness.errors import HarnessError
+from harness.evaluation.retriever import Retriever
+from harness.families.base import Cell, TableSpec
+from harness.families.retrieval import SELECTION_DATASETS, RetrievalFamily, RetrievalSettings
+from harness.selection.rules import BestRunOnSelectionSets
+from harness.typed import choices
+
+log = logging.getLogger(__name__)
+
+BEIR_DATASETS = (
+    "nfcorpus", "scifact", "trec-covid", "fiqa", "arguana", "climate-fever", "dbpedia-entity", "fever",
+    "hotpotqa", "msmarco", "nq", "quora", "scidocs", "webis-touche2020", "cqadupstack",
+)
+BEIR_LABELS = {
+    "nfcorpus": "NFCorpus", "scifact": "SciFact", "trec-covid": "TREC-Covid", "fiqa": "FiQA", "arguana": "ArguAna",
+    "climate-fever": "Climate-FEVER", "dbpedia-entity": "DBPedia", "fever": "FEVER", "hotpotqa": "HotpotQA",
+    "msmarco": "MSMARCO", "nq": "NQ", "quora": "Quora", "scidocs": "SciDocs", "webis-touche2020": "Touche2020",
+    "cqadupstack": "CQADupstack",
+}
+
+
+@dataclass(kw_only=True)
+class TrainData:
+    """Where DPR training triplets come from (``task.train_data``)."""
+
+    source: str = choices("hub", "file", "beir", default="hub")
+    hub_path: str | None = None
+    hub_config: str | None = None
+    hub_revision: str | None = None
+    max_samples: int | None = None
+    path: str | None = None
+    dataset: str | None = None
+    split: str = "train"
+    num_negatives: int = 1
+    range_min: int = 10
+    range_max: int = 50
+
+
+@dataclass(kw_only=True)
+class DenseSettings(RetrievalSettings):
+    similarity: str = choices("cosine", "dot", default="cosine")
+    lr: float = 2e-5
+    epochs: float = 1
+    warmup_ratio: float = 0.05
+    batch_size: int = 16
+    gradient_accumulation_steps: int = 1
+    loss: str = choices("cached_mnrl", "mnrl", default="cached_mnrl")
+    mini_batch_size: int = 16
+    max_seq_length: int = 512
+    train_seed: int = 12
+    train_data: TrainData = field(default_factory=TrainData)
+
+
+class DenseFamily(RetrievalFamily):
+    """Single-vector retrieval with a SentenceTransformer; optional DPR training."""
+
+    settings_class = DenseSettings
+    training_keys = ("task.lr", "task.epochs", "task.warmup_ratio", "task.batch_size",
+                     "task.gradient_accumulation_steps", "task.loss", "task.mini_batch_size", "task.max_seq_length",
+                     "task.train_seed", "task.train_data")
+    search_only_keys = ("task.top_k", "task.similarity")
+
+    def readable(self) -> dict[str, Any]:
+        return {"lr": float(self.settings.lr)} if self.settings.train else {"eval": self.precision}
+
+    def training_identity(self) -> dict[str, Any]:
+        d = self.settings.train_data
+        if d.source == "file":
+            return {"task.train_data.path": {"sha256": _file_sha(d.path)}}
+        if d.source == "beir" and d.dataset:
+            (entry,) = resolve_entries([d.dataset], self.settings.catalog)
+            return {"task.train_data.data_spec": self.data_spec(entry)}
+        return {}
+
+    def hyperparameters(self) -> dict[str, Any]:
+        s = self.settings
+        hp = super().hyperparameters()
+        if not s.train:
+            return hp
+        d = s.train_data
+        data: dict[str, Any] = {"source": d.source}
+        if d.source == "hub":
+            data |= {"hub_path": d.hub_path, "hub_config": d.hub_config, "hub_revision": d.hub_revision,
+                     "max_samples": d.max_samples}
+        elif d.source == "file":
+            data |= {"path": d.path, "file_sha": _file_sha(d.path), "max_samples": d.max_samples}
+        else:
+            data |= {"dataset": d.dataset, "split": d.split, "num_negatives": d.num_negatives,
+                     "range_min": d.range_min, "range_max": d.range_max}
+        train = {"data": data, "lr": float(s.lr), "epochs": s.epochs, "warmup_ratio": s.warmup_ratio,
+                 "batch_size": s.batch_size, "gradient_accumulation_steps": s.gradient_accumulation_steps,
+                 "loss": s.loss, "mini_batch_size": s.mini_batch_size, "max_seq_length": s.max_seq_length,
+                 "seed": s.train_seed}
+        return hp | {"train": train, "lr": float(s.lr), "epochs": s.epochs, "batch_size": s.batch_size,
+                     "gradient_accumulation_steps": s.gradient_accumulation_steps, "seed": s.train_seed}
+
+    def load_model(self) -> tuple[Any, dict[str, Any]]:
+        from harness.models import load_sentence_transformer
+
+        return load_sentence_transformer(self.spec, device=self.device)
+
+    def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
+        from harness.evaluation.dense import DenseRetriever, DenseSettings
+
+        s = self.settings
+        cache_dir = str(Path(str(self.cfg.paths.cache)).expanduser() / "embeddings") if s.embedding_cache else None
+        return DenseRetriever(model, DenseSettings(
+            device=self.device, precision=self.precision, max_length=s.max_length, similarity=s.similarity,
+            batch_tokens=s.batch_tokens, max_batch_size=s.max_batch_size, corpus_chunk_size=s.corpus_chunk_size,
+            cache_dir=cache_dir,
+        ), cache_identity)
+
+    def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
+        """DPR fine-tuning, or the finished model of this run id (e.g. after a pre-emption during evaluation)."""
+        s = self.settings
+        if not s.train:
+            return None
+        from harness.models import fingerprint
+        from harness.training.dense import DenseTrainingConfig, train_dense
+
+        out_dir = Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / todo[0].run_id
+        marker = out_dir / "train_done.json"
+        if marker.exists() and not self.cfg.overwrite:
+            info = json.loads(marker.read_text())
+            log.info("reusing trained model %s", info["model_dir"])
+            from sentence_transformers import SentenceTransformer
+
+            model.load_state_dict(SentenceTransformer(info["model_dir"], device=self.device).state_dict())
+            return info
+        train_ds = self.training_data(model)
+        tcfg = DenseTrainingConfig(
+            lr=float(s.lr), epochs=s.epochs, warmup_ratio=s.warmup_ratio, batch_size=s.batch_size,
+            gradient_accumulation_steps=s.gradient_accumulation_steps, loss=s.loss, mini_batch_size=s.mini_batch_size,
+            max_seq_length=s.max_seq_length, seed=s.train_seed, precision=self.precision, use_cpu=self.device == "cpu",
+        )
+        t0 = time.perf_counter()
+        info = train_dense(model, train_ds, tcfg, out_dir)
+        info["train_s"] = time.perf_counter() - t0
+        info["fingerprint"] = fingerprint(info["model_dir"])
+        from harness.results import atomic_write_json
+
+        atomic_write_json(marker, info)
+        return info
+
+    def training_data(self, model: Any):
+        from harness.data import triplets
+        from harness.data.catalog import load_entry
+
+        s = self.settings
+        d = s.train_data
+        if d.source == "file":
+            if not d.path:
+                raise HarnessError("task.train_data.source=file needs task.train_data.path=<triplets .tsv/.csv/.jsonl>")
+            return triplets.sample(triplets.load_triplets_file(d.path), d.max_samples, s.train_seed)
+        if d.source == "hub":
+            return triplets.load_hub_triplets(str(d.hub_path), str(d.hub_config), d.hub_revision, d.max_samples,
+                                              s.train_seed)
+        if not d.dataset:
+            raise HarnessError("task.train_data.source=beir needs task.train_data.dataset=<BEIR name with a train split>")
+        (entry,) = resolve_entries([d.dataset], s.catalog)
+        ds = load_entry(entry, data_dir=s.data_dir, split=d.split, strict_qrels=s.strict_qrels)
+        return triplets.mine_from_beir(ds, model, num_negatives=d.num_negatives, range_min=d.range_min,
+                                       range_max=d.range_max)
+
+
+def _file_sha(path: str | None) -> str | None:
+    if not path or not Path(path).is_file():
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+class BeirFamily(DenseFamily):
+    name = "beir"
+    selection = BestRunOnSelectionSets(SELECTION_DATASETS)
+    tables = (TableSpec("beir", "BEIR (DPR)", "BEIR nDCG@10, single-vector (DPR) — Table 7 shape", BEIR_DATASETS,
+                        BEIR_LABELS, scale=100),)

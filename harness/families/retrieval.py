@@ -1,0 +1,188 @@
+"""What every retrieval family shares (beir, code; later colbert, mldr, nanobeir): datasets from a typed
+catalog, one cell per dataset under one run id, composite datasets (CQADupstack) as the mean of their members,
+and evaluation through a :class:`~harness.evaluation.retriever.Retriever`. A subclass supplies the model, the
+optional training, and the retriever."""
+
+from __future__ import annotations
+
+import abc
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from harness import results
+from harness.data.catalog import DatasetEntry, load_entry, resolve_entries
+from harness.data.retrieval import subset
+from harness.errors import HarnessError, TrainingDivergedError
+from harness.evaluation.retriever import Retriever, evaluate
+from harness.families.base import Cell, Family
+from harness.identity import drop
+from harness.results import ResultRecord
+
+log = logging.getLogger(__name__)
+
+#: the paper's LR selection sets (appendix E.2)
+SELECTION_DATASETS = ("nfcorpus", "scifact", "trec-covid", "fiqa")
+
+
+@dataclass(kw_only=True)
+class RetrievalSettings:
+    """Keys every retrieval task config has (conf/task/beir.yaml documents each)."""
+
+    name: str
+    datasets: list[str]
+    catalog: dict[str, Any]
+    data_dir: str | None = None
+    split: str | None = None
+    strict_qrels: bool = True
+    max_queries: int | None = None
+    max_docs: int | None = None
+    train: bool = False
+    max_length: int = 512
+    top_k: int = 1000
+    batch_tokens: int = 16384
+    max_batch_size: int = 512
+    corpus_chunk_size: int = 50_000
+    embedding_cache: bool = True
+    selection_datasets: list[str] = field(default_factory=lambda: list(SELECTION_DATASETS))
+
+
+class RetrievalFamily(Family):
+    """Plan -> (train) -> evaluate each dataset -> one record per dataset (and per composite member)."""
+
+    main_metric = "ndcg_at_10"
+    seed_keys = ("seed", "task.train_seed")
+    identity_exclude: ClassVar[Mapping[str, str]] = {
+        "task.datasets": "which datasets to evaluate: each one is its own cell of the same run",
+        "task.selection_datasets": "read by selection only",
+        "task.catalog": "each cell's own catalog entry is part of its data spec",
+        "task.data_dir": "part of each cell's data spec",
+        "task.strict_qrels": "part of each cell's data spec",
+        "task.batch_tokens": "how texts are batched for the encoder",
+        "task.max_batch_size": "how texts are batched for the encoder",
+        "task.corpus_chunk_size": "how the search is chunked",
+        "task.embedding_cache": "whether corpus embeddings are cached",
+    }
+    #: task keys that only matter when ``task.train`` is true (left out of an evaluation-only run's identity)
+    training_keys: ClassVar[tuple[str, ...]] = ()
+    #: identity keys that change the ranking but not the corpus encoding (left out of the cache key)
+    search_only_keys: ClassVar[tuple[str, ...]] = ("task.top_k",)
+
+    # ---------------------------------------------------------------------------------------- planning
+    def entries(self) -> list[DatasetEntry]:
+        return resolve_entries(list(self.settings.datasets), self.settings.catalog)
+
+    def training_identity(self) -> dict[str, Any]:
+        """Replacements for the run identity when training (e.g. a data file's path -> its content hash)."""
+        return {}
+
+    def readable(self) -> dict[str, Any]:
+        return {"eval": self.precision}
+
+    def run_identity(self) -> dict[str, Any]:
+        if self.settings.train:
+            return self.identity(replace=self.training_identity())
+        return self.identity(exclude=self.training_keys)
+
+    def data_spec(self, entry: DatasetEntry) -> str:
+        """Hash of what defines a dataset's data (catalog entry, local folder, split, qrels strictness)."""
+        s = self.settings
+        return results.stable_hash({
+            "entry": asdict(entry), "data_dir": str(Path(s.data_dir).expanduser().resolve()) if s.data_dir else None,
+            "split": s.split, "strict_qrels": s.strict_qrels,
+        })
+
+    def cells(self) -> list[Cell]:
+        ident = self.run_identity()
+        rid = results.run_id(ident, self.readable())
+        return [Cell(e.name, rid, ident, self.data_spec(e), e) for e in self.entries()]
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The settings a record shows (selection and the leaderboard read them; the run id hashes more)."""
+        s = self.settings
+        return {"train": None, "precision": self.precision, "max_length": s.max_length, "top_k": s.top_k,
+                "max_queries": s.max_queries, "max_docs": s.max_docs}
+
+    def new_record(self, cell: Cell, **fields: Any) -> ResultRecord:
+        fields.setdefault("hyperparameters", self.hyperparameters())
+        return super().new_record(cell, **fields)
+
+    # ---------------------------------------------------------------------------------------- running
+    @abc.abstractmethod
+    def load_model(self) -> tuple[Any, dict[str, Any]]:
+        """(model, the record's model block). Fails fast, naming the local alternative, when the hub is needed
+        and unreachable."""
+
+    def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
+        """Fine-tune ``model`` in place when ``task.train`` (or reuse this run's finished training); returns the
+        training facts for the record (``fingerprint`` of the trained weights included), or None."""
+        return None
+
+    @abc.abstractmethod
+    def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
+        """The retriever that evaluates ``model``; ``cache_identity`` keys its on-disk corpus cache."""
+
+    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+        model, block = self.load_model()
+        try:
+            trained = self.train(model, todo)
+        except TrainingDivergedError as exc:
+            for cell in todo:
+                yield self.failed(cell, exc, model=block, split=self.settings.split or cell.payload.split)
+            raise
+        if trained:
+            block["trained"] = trained
+        cache_identity = {
+            "run": drop(todo[0].identity, self.search_only_keys),
+            "weights": trained["fingerprint"] if trained else block["fingerprint"],
+        }
+        retriever = self.retriever(model, cache_identity)
+        for cell in todo:
+            try:
+                yield from self.evaluate_cell(cell, retriever, block)
+            except HarnessError as exc:
+                log.error("%s/%s failed: %s", self.name, cell.dataset, exc)
+                yield self.failed(cell, exc, model=block, split=self.settings.split or cell.payload.split)
+
+    def evaluate_cell(self, cell: Cell, retriever: Retriever, block: dict[str, Any]) -> Iterator[ResultRecord]:
+        """One dataset's record; a composite yields one record per member, then their mean."""
+        entry: DatasetEntry = cell.payload
+        members = list(entry.members.values())
+        if not members:
+            yield self.evaluate_entry(cell, entry, retriever, block)
+            return
+        parts = []
+        for m in members:
+            mcell = Cell(m.name, cell.run_id, cell.identity, self.data_spec(m), m)
+            rec = self.evaluate_entry(mcell, m, retriever, block, member_of=entry.name)
+            parts.append(rec)
+            yield rec
+        yield self.new_record(
+            cell, model=block, split=self.settings.split or entry.split,
+            metrics={k: float(np.mean([p.metrics[k] for p in parts])) for k in parts[0].metrics},
+            details={"members": [m.name for m in members], "aggregate": "mean over members"},
+            timings={k: float(sum(p.timings.get(k, 0.0) for p in parts)) for k in parts[0].timings},
+            data_fingerprint=results.stable_hash([p.data_fingerprint for p in parts], length=16),
+        )
+
+    def evaluate_entry(self, cell: Cell, entry: DatasetEntry, retriever: Retriever, block: dict[str, Any],
+                       member_of: str | None = None) -> ResultRecord:
+        s = self.settings
+        t0 = time.perf_counter()
+        ds = load_entry(entry, data_dir=s.data_dir, split=s.split, strict_qrels=s.strict_qrels)
+        if s.max_queries or s.max_docs:
+            ds = subset(ds, s.max_queries, s.max_docs)
+        load_s = time.perf_counter() - t0
+        log.info("%s: %d docs, %d queries (%s)", entry.name, len(ds), len(ds.evaluated_queries()), ds.source)
+        metrics, details, timings = evaluate(
+            retriever, ds, top_k=s.top_k, ignore_identical_ids=entry.ignore_identical_ids
+        )
+        if member_of:
+            details["member_of"] = member_of
+        return self.new_record(cell, model=block, split=ds.split, metrics=metrics, details=details,
+                               timings={"load_s": load_s, **timings}, data_fingerprint=ds.fingerprint)

@@ -1,0 +1,77 @@
+"""Selection from records only (never reruns anything): each family's rule picks the records that stand for
+a model; ``python -m harness.select --task <family>`` writes them as ``selected/<family>-<model>.json`` beside
+the results directory (outside the record tree)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from harness import families, results
+from harness.errors import HarnessError
+from harness.results import ResultRecord
+from harness.selection.rules import SCHEMA, Choice
+
+__all__ = ["SCHEMA", "Choice", "choose", "default_out_dir", "load_selections", "prune_checkpoints",
+           "selection_path", "write_selection"]
+
+
+def choose(family: str, records: Iterable[ResultRecord], model: str | None = None) -> dict[str, Choice]:
+    """The family's selection over ``records`` (other families' records and other models are ignored)."""
+    fam = families.get(family)
+    recs = [r for r in records if r.task == family and (model is None or (r.model or {}).get("name") == model)]
+    return fam.selection.choose(recs, key=fam.column_of)
+
+
+def default_out_dir(results_dir: str | Path) -> Path:
+    """``selected/`` beside the results directory (outside the record tree)."""
+    return Path(results_dir).resolve().parent / "selected"
+
+
+def load_selections(family: str, results_dir: str | Path, model: str | None = None
+                    ) -> tuple[dict[str, Choice], list[ResultRecord]]:
+    """Choices per model for ``family`` from the records under ``results_dir`` (and the records read)."""
+    families.get(family)   # an unknown family fails before reading anything
+    if not Path(results_dir).is_dir():
+        raise HarnessError(f"results directory {results_dir} does not exist; run a sweep first or pass --results")
+    recs = [r for _, r in results.iter_records(results_dir)]
+    return choose(family, recs, model), recs
+
+
+def selection_path(out_dir: str | Path, family: str, model: str) -> Path:
+    return Path(out_dir) / f"{family}-{results._safe(model)}.json"
+
+
+def write_selection(family: str, results_dir: str | Path, out_dir: str | Path, model: str | None = None) -> Path | None:
+    """Select and write ``<out_dir>/<family>-<model>.json`` for each model; returns the last path written."""
+    choices, _ = load_selections(family, results_dir, model)
+    path = None
+    for name, choice in choices.items():
+        path = selection_path(out_dir, family, name)
+        results.atomic_write_json(path, jsonable(choice.summary))
+    return path
+
+
+def jsonable(summary: dict[str, Any]) -> dict[str, Any]:
+    """Cell keys may be tuples (table, column): JSON wants strings."""
+    def fix(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {(k[-1] if isinstance(k, tuple) else k): fix(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v
+    return fix(summary)
+
+
+def prune_checkpoints(choice: Choice, records: Iterable[ResultRecord]) -> list[str]:
+    """Delete kept checkpoints (MNLI's) of runs that were not selected; returns the removed directories."""
+    keep = {r.run_id for recs in choice.cells.values() for r in recs}
+    removed = []
+    for r in records:
+        ckpt = r.details.get("checkpoint")
+        if r.model.get("name") == choice.model.get("name") and r.run_id not in keep and ckpt and Path(ckpt).is_dir():
+            shutil.rmtree(ckpt)
+            removed.append(ckpt)
+    return removed

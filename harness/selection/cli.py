@@ -1,0 +1,44 @@
+"""``python -m harness.select --task <family> --results results``: selection from records, printed and written."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from harness import families, results
+from harness.errors import HarnessError
+from harness.selection import default_out_dir, jsonable, load_selections, prune_checkpoints, selection_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.select",
+                                     description="Pick, per model, the records a task family's rule selects.")
+    parser.add_argument("--task", default="glue", help=f"task family ({', '.join(families.REGISTRY)})")
+    parser.add_argument("--results", default="results", help="results directory (the record tree)")
+    parser.add_argument("--out", default=None, help="output directory (default: selected/ beside --results)")
+    parser.add_argument("--model", default=None, help="only this model name")
+    parser.add_argument("--prune-checkpoints", action="store_true",
+                        help="delete kept checkpoints of runs that were not selected")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    out_dir = Path(args.out) if args.out else default_out_dir(args.results)
+    try:
+        choices, recs = load_selections(args.task, args.results, args.model)
+        if not choices:
+            raise HarnessError(f"no {args.task} records under {args.results}"
+                               + (f" for model {args.model}" if args.model else ""))
+        rule = families.get(args.task).selection
+        for name, choice in choices.items():
+            path = selection_path(out_dir, args.task, name)
+            results.atomic_write_json(path, jsonable(choice.summary))
+            print(rule.format(choice))
+            print(f"  -> {path}")
+            if args.prune_checkpoints:
+                for d in prune_checkpoints(choice, recs):
+                    print(f"  pruned {d}")
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,248 @@
+"""Selection rules: from records only, which records stand for a model. ``harness.select`` and the leaderboard
+call the same rule object of a family, so the leaderboard shows exactly what selection picks.
+
+A *configuration* is a set of runs that differ only in their seed (records share ``config_id``); ``mean``
+averages a configuration's seeds, ``best`` treats every run as its own configuration.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.results import STATUS_OK, ResultRecord, stable_hash
+
+SCHEMA = "harness.selection/1"
+#: seed-like hyperparameter keys, for records written before ``config_id`` existed
+LEGACY_SEED_KEYS = ("seed", "random_seed", "data_seed", "train_seed")
+
+Key = Callable[[ResultRecord], Any]
+
+
+def usable(r: ResultRecord) -> bool:
+    """An ok record with a finite main score that is a cell of its own (not a composite's member)."""
+    score = r.score
+    return (r.status == STATUS_OK and isinstance(score, int | float) and math.isfinite(score)
+            and not (r.details or {}).get("member_of"))
+
+
+def _without_seeds(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_seeds(v) for k, v in value.items() if k not in LEGACY_SEED_KEYS}
+    return value
+
+
+def configuration(r: ResultRecord, *, per_dataset: bool) -> str:
+    """The configuration a record belongs to: its ``config_id``, or (legacy records) its hyperparameters
+    without seeds, precision and, ``per_dataset``, its data fingerprint."""
+    if r.config_id:
+        return r.config_id
+    parts = [_without_seeds(r.hyperparameters or {}), r.precision]
+    return stable_hash([*parts, r.data_fingerprint] if per_dataset else parts)
+
+
+def summary(values: Sequence[float]) -> dict[str, float | None]:
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else None}
+
+
+def _column(cell: Any) -> Any:
+    """A cell key's column: keys are (table, column) for families, plain dataset names otherwise."""
+    return cell[-1] if isinstance(cell, tuple) else cell
+
+
+def _seed(r: ResultRecord) -> int:
+    hp = r.hyperparameters or {}
+    train = hp.get("train")
+    seed = hp.get("seed", train.get("seed") if isinstance(train, dict) else None)
+    return seed if isinstance(seed, int) else 0
+
+
+@dataclass
+class Choice:
+    """What a rule picked for one model: per cell (dataset or column), the records whose mean is reported."""
+
+    model: dict[str, Any]
+    cells: dict[Any, list[ResultRecord]]
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class SelectionRule(abc.ABC):
+    """Picks, per model, the records that represent it; ``description`` is printed on the leaderboard."""
+
+    description: str
+
+    def choose(self, records: Iterable[ResultRecord], *, key: Key = lambda r: r.dataset,
+               average_seeds: bool = True) -> dict[str, Choice]:
+        """{model name: choice} over the usable records (``key`` maps a record to its cell)."""
+        by_model: dict[str, list[ResultRecord]] = defaultdict(list)
+        failed: dict[str, int] = defaultdict(int)
+        for r in records:
+            name = str((r.model or {}).get("name") or (r.model or {}).get("path") or "unknown")
+            if usable(r):
+                by_model[name].append(r)
+            elif r.status != STATUS_OK:
+                failed[name] += 1
+        out = {}
+        for name, recs in sorted(by_model.items()):
+            choice = self.choose_model(recs, key=key, average_seeds=average_seeds)
+            if choice is not None:
+                choice.summary = {"schema": SCHEMA, "task": recs[0].task, "model": choice.model,
+                                  "selection_rule": self.description, "failed_runs": failed.get(name, 0),
+                                  **choice.summary}
+                out[name] = choice
+        return out
+
+    @abc.abstractmethod
+    def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
+        """The choice among one model's usable records."""
+
+    @abc.abstractmethod
+    def format(self, choice: Choice) -> str:
+        """A plain-text summary for ``harness.select``."""
+
+
+def _groups(records: Iterable[ResultRecord], *, per_dataset: bool, average_seeds: bool) -> list[list[ResultRecord]]:
+    groups: dict[str, list[ResultRecord]] = defaultdict(list)
+    for r in records:
+        groups[configuration(r, per_dataset=per_dataset) if average_seeds else r.run_id].append(r)
+    return list(groups.values())
+
+
+class BestConfigPerDataset(SelectionRule):
+    """GLUE's rule (appendix E.1): per dataset, the configuration with the best mean score over its seeds."""
+
+    description = ("per dataset, the configuration (every setting but the seed) with the best mean score over "
+                   "its seeds")
+
+    def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
+        sign = 1 if records[0].higher_is_better else -1
+        by_cell: dict[Any, list[ResultRecord]] = defaultdict(list)
+        for r in records:
+            by_cell[key(r)].append(r)
+        cells, tasks = {}, {}
+        for cell, recs in sorted(by_cell.items(), key=lambda kv: str(kv[0])):
+            groups = _groups(recs, per_dataset=True, average_seeds=average_seeds)
+            best = max(groups, key=lambda g: (sign * statistics.fmean(r.score for r in g), len(g),
+                                              min(r.run_id for r in g)))
+            best.sort(key=_seed)
+            cells[cell] = best
+            tasks[cell] = self.describe_cell(best, groups, recs)
+        return Choice(records[0].model, cells, {"tasks": tasks})
+
+    @staticmethod
+    def describe_cell(best: list[ResultRecord], groups: list[list[ResultRecord]], recs: list[ResultRecord]) -> dict:
+        metric_names = sorted(set().union(*(r.metrics for r in best)))
+        return {
+            "main_score": best[0].main_score,
+            "score": summary([float(r.score) for r in best]),
+            "metrics": {m: summary([float(r.metrics[m]) for r in best if m in r.metrics]) for m in metric_names},
+            "hyperparameters": {k: v for k, v in best[0].hyperparameters.items() if k != "seed"},
+            "seeds": [(r.hyperparameters or {}).get("seed") for r in best],
+            "n_seeds": len(best),
+            "best_epochs": [r.details.get("best_epoch") for r in best],
+            "init_from_run_ids": sorted({r.details.get("init_from_run_id") for r in best} - {None}),
+            "run_ids": [r.run_id for r in best],
+            "n_configurations": len(groups),
+            "n_runs": len(recs),
+        }
+
+    def format(self, choice: Choice) -> str:
+        lines = [f"{choice.model.get('name')}: {self.description}"]
+        for cell, t in choice.summary["tasks"].items():
+            std = t["score"]["std"]
+            hp = t["hyperparameters"]
+            shown = ", ".join(f"{k}={hp[k]}" for k in list(hp)[:5])
+            lines.append(f"  {cell!s:12s} {t['main_score']:18s} {t['score']['mean']:8.2f}"
+                         f"{f' ± {std:.2f}' if std is not None else ''} (n={t['n_seeds']})  {shown}")
+        return "\n".join(lines)
+
+
+class BestRunOnSelectionSets(SelectionRule):
+    """The paper's retrieval rule (appendix E.2): one configuration per model, the one with the best mean main
+    score over the selection datasets, reported on every dataset.
+
+    The selection datasets are those the runs were configured with (``task.selection_datasets`` in the recorded
+    config), else ``datasets``. Eligible runs cover every selection dataset any run of the model has. When no run
+    has one, the datasets every run shares decide; when they share none, the most recent run is reported.
+    """
+
+    def __init__(self, datasets: Sequence[str]):
+        self.datasets = tuple(datasets)
+        self.description = ("one configuration per model: the best mean main score over the selection datasets "
+                            f"(default {', '.join(self.datasets)}), reported on every dataset")
+
+    def _wanted(self, records: list[ResultRecord]) -> tuple[str, ...]:
+        for r in records:
+            configured = ((r.config or {}).get("task") or {}).get("selection_datasets")
+            if configured:
+                return tuple(configured)
+        return self.datasets
+
+    def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
+        sign = 1 if records[0].higher_is_better else -1
+        groups = _groups(records, per_dataset=False, average_seeds=average_seeds)
+        cells_of = [self._cells(g, key) for g in groups]
+        present = [set(c) for c in cells_of]
+        wanted = self._wanted(records)
+        basis = sorted((d for d in set().union(*present) if _column(d) in wanted), key=str)
+        how = "selection datasets"
+        eligible = [i for i, p in enumerate(present) if basis and set(basis) <= p]
+        if not eligible:
+            basis, how = sorted(set.intersection(*present), key=str), "datasets every run has"
+            eligible = list(range(len(groups))) if basis else []
+        if eligible:
+            scored = [(sign * self._score(cells_of[i], basis), i) for i in eligible]
+            ranked = sorted(scored, key=lambda s: (-s[0], self._run_id(groups[s[1]])))
+        else:
+            how = "most recent run (no dataset common to all runs)"
+            ranked = sorted(((0.0, i) for i in range(len(groups))),
+                            key=lambda s: max(r.created_at for r in groups[s[1]]), reverse=True)
+        best = ranked[0][1]
+        first = groups[best][0]
+        return Choice(first.model, cells_of[best], {
+            "selected_run_id": self._run_id(groups[best]),
+            "selected_score": sign * ranked[0][0] if eligible else None,
+            "selected_on": [_column(d) for d in basis], "basis": how,
+            "hyperparameters": first.hyperparameters,
+            "candidates": [{"run_id": self._run_id(groups[i]), "score": sign * s if eligible else None,
+                            "lr": groups[i][0].hyperparameters.get("lr"), "n_seeds": self._n_seeds(groups[i])}
+                           for s, i in ranked],
+            "missing_selection_datasets": sorted(set(wanted) - {_column(d) for d in set().union(*present)}),
+            # same run id -> the trained model and the finished datasets are reused, only the rest is evaluated
+            "next_command": f"python -m harness task={first.task} model={first.model.get('name')}"
+                            + (f" task.lr={first.hyperparameters['lr']}" if "lr" in first.hyperparameters else ""),
+        })
+
+    @staticmethod
+    def _cells(group: list[ResultRecord], key: Key) -> dict[Any, list[ResultRecord]]:
+        cells: dict[Any, list[ResultRecord]] = defaultdict(list)
+        for r in group:
+            cells[key(r)].append(r)
+        return {c: sorted(rs, key=_seed) for c, rs in cells.items()}
+
+    @staticmethod
+    def _score(cells: dict[Any, list[ResultRecord]], basis: Sequence[Any]) -> float:
+        return statistics.fmean(statistics.fmean(r.score for r in cells[d]) for d in basis)
+
+    @staticmethod
+    def _run_id(group: list[ResultRecord]) -> str:
+        return min(r.run_id for r in group)
+
+    @staticmethod
+    def _n_seeds(group: list[ResultRecord]) -> int:
+        return len({r.run_id for r in group})
+
+    def format(self, choice: Choice) -> str:
+        s = choice.summary
+        lines = [f"{choice.model.get('name')}: best mean main score over {s['selected_on']} ({s['basis']})"]
+        for c in s["candidates"]:
+            mark = "*" if c["run_id"] == s["selected_run_id"] else " "
+            score = "-" if c["score"] is None else f"{c['score']:.4f}"
+            lines.append(f" {mark} lr={c['lr']!s:8s} mean {score}  {c['run_id']}")
+        lines.append(f"  next: {s['next_command']}")
+        return "\n".join(lines)

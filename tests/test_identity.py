@@ -1,0 +1,80 @@
+"""Run identity fails closed: the resolved config minus an explicit exclude list. A changed model is never
+skipped as done, the embedding cache follows the same identity, and a finished run loads nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import families
+from harness.identity import GLOBAL_EXCLUDE, derived_key, drop, run_identity
+from harness.runner import run
+from tests.conftest import compose
+from tests.test_retrieval_runs import overrides
+
+
+def cell_of(*extra: str, train: bool = False):
+    cfg = compose(["task=beir", "model=all-minilm-l6-v2", "task.datasets=[scifact]", "precision=fp32",
+                   f"task.train={str(train).lower()}", *extra])
+    return families.get("beir")(cfg).cells()[0]
+
+
+@pytest.mark.parametrize("change", ["model.dtype=bfloat16", "model.attn_implementation=eager", "model.pooling=cls",
+                                    "model.normalize=false", "model.max_length=128", "precision=bf16",
+                                    "task.top_k=100", "task.similarity=dot", "+new_root_key=1"])
+def test_every_setting_that_can_change_a_number_changes_the_run_id(change: str) -> None:
+    assert cell_of(change).run_id != cell_of().run_id
+
+
+@pytest.mark.parametrize("change", ["paths.results=/elsewhere", "overwrite=true", "run_name=x", "device=cpu",
+                                    "model.name=renamed", "task.batch_tokens=999", "task.datasets=[nq]",
+                                    "task.corpus_chunk_size=7", "task.lr=1e-3"])
+def test_excluded_keys_do_not(change: str) -> None:
+    """Only keys on an explicit exclude list (task.lr: an evaluation-only run does not train)."""
+    assert cell_of(change).run_id == cell_of().run_id
+
+
+def test_training_keys_count_only_when_training() -> None:
+    assert cell_of("task.lr=1e-3", train=True).run_id != cell_of("task.lr=1e-4", train=True).run_id
+
+
+def test_identity_is_config_minus_excludes() -> None:
+    config = {"paths": {"results": "r"}, "model": {"name": "m", "dtype": "float32"}, "task": {"x": 1}, "new": 2}
+    ident = run_identity(config, exclude=["task.x"], replace={"precision": "fp32"})
+    assert ident == {"model": {"dtype": "float32"}, "task": {}, "new": 2, "precision": "fp32"}
+    assert "paths" in GLOBAL_EXCLUDE and all(GLOBAL_EXCLUDE.values())   # every exclusion says why
+    assert drop({"a": {"b": 1, "c": 2}}, ["a.b", "x.y"]) == {"a": {"c": 2}}
+    assert derived_key(ident, without=["new"]) == derived_key(drop(ident, ["new"]))
+
+
+def test_changed_pooling_does_not_reuse_cached_corpus_embeddings(tmp_path: Path, toy_beir: Path) -> None:
+    (mean,) = run(compose(overrides(tmp_path, toy_beir, "task.train=false", "model.pooling=mean")))
+    (cls,) = run(compose(overrides(tmp_path, toy_beir, "task.train=false", "model.pooling=cls")))
+    assert cls.run_id != mean.run_id
+    assert cls.details["embedding_cache_hit"] is False          # cls-pooled embeddings were computed, not reused
+    assert cls.metrics != mean.metrics
+    (again,) = run(compose(overrides(tmp_path, toy_beir, "task.train=false", "model.pooling=mean", "overwrite=true")))
+    assert again.details["embedding_cache_hit"] is True and again.metrics == mean.metrics
+
+
+def test_changed_dtype_is_not_skipped(tmp_path: Path, toy_beir: Path) -> None:
+    (fp32,) = run(compose(overrides(tmp_path, toy_beir, "task.train=false")))
+    (bf16,) = run(compose(overrides(tmp_path, toy_beir, "task.train=false", "model.dtype=bfloat16")))
+    assert bf16.run_id != fp32.run_id and bf16.config["model"]["dtype"] == "bfloat16"
+    assert len(list((tmp_path / "results").rglob("toy.json"))) == 2     # evaluated again, not skipped
+
+
+def test_a_finished_run_loads_no_model(tmp_path: Path, toy_beir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (first,) = run(compose(overrides(tmp_path, toy_beir, "task.train=false")))
+    import sentence_transformers
+
+    import harness.models
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished run must not load a model")
+
+    monkeypatch.setattr(harness.models, "load_sentence_transformer", refuse)
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", refuse)
+    (again,) = run(compose(overrides(tmp_path, toy_beir, "task.train=false")))
+    assert again.created_at == first.created_at

@@ -1,0 +1,70 @@
+"""Typos fail with the closest valid key, before anything runs: catalog entries, model specs, task settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from harness.data.catalog import resolve_entries
+from harness.errors import HarnessError
+from harness.models import ModelSpec
+from harness.runner import run
+from harness.typed import build, choices
+from tests.conftest import compose
+
+
+def test_catalog_typo_is_an_error_naming_the_key() -> None:
+    catalog = {"arguana": {"split": "test", "ignore_identical_id": True}, "nq": {"split": "test"}}
+    with pytest.raises(HarnessError, match=r"unknown key 'ignore_identical_id' in catalog entry 'arguana'; "
+                                           r"did you mean 'ignore_identical_ids'\?"):
+        resolve_entries(["nq"], catalog)          # any entry of the catalog, not only the requested ones
+    members = {"cqa": {"split": "test", "members": {"android": {"hub": "x", "revison": "abc"}}}}
+    with pytest.raises(HarnessError, match=r"catalog entry 'cqa-android'; did you mean 'revision'"):
+        resolve_entries(["cqa"], members)
+
+
+def test_typos_through_the_cli_fail_before_any_work(tmp_path) -> None:
+    base = ["task=beir", "model=all-minilm-l6-v2", f"paths.results={tmp_path}", "task.datasets=[arguana]"]
+    for extra, message in [
+        ("+task.catalog.arguana.ignore_identical_id=true", "did you mean 'ignore_identical_ids'"),
+        ("+model.poolng=cls", r"unknown key 'poolng' in model 'all-minilm-l6-v2'; did you mean 'pooling'"),
+        ("+task.top_kk=10", r"unknown key 'top_kk' in task 'beir'; did you mean 'top_k'"),
+        ("+task.train_data.max_sample=5", r"in task 'beir', train_data; did you mean 'max_samples'"),
+        ("model.pooling=avg", r"pooling='avg' is not one of mean, cls"),
+        ("task.top_k=many", r"top_k must be an integer, got 'many'"),
+    ]:
+        with pytest.raises(HarnessError, match=message):
+            run(compose([*base, extra]))
+    assert not list(tmp_path.iterdir())
+
+
+def test_model_spec_is_typed() -> None:
+    spec = ModelSpec.from_config({"name": "m", "path": "p", "dpr": {"lr": "8e-5"}, "max_length": 128})
+    assert spec.dpr.lr == 8e-5 and spec.max_length == 128       # YAML reads 8e-5 as a string
+    with pytest.raises(HarnessError, match=r"model 'm' needs the key 'path'"):
+        ModelSpec.from_config({"name": "m"})
+
+
+@dataclass
+class Inner:
+    k: int = 1
+
+
+@dataclass
+class Outer:
+    mode: str = choices("a", "b", default="a")
+    items: list[float] = field(default_factory=list)
+    inner: Inner = field(default_factory=Inner)
+    maybe: int | None = None
+
+
+def test_build_nested_lists_unions_and_choices() -> None:
+    out = build(Outer, {"mode": "b", "items": [1, "2.5"], "inner": {"k": 3}, "maybe": None}, "x")
+    assert out == Outer("b", [1.0, 2.5], Inner(3), None)
+    with pytest.raises(HarnessError, match=r"unknown key 'kk' in x, inner"):
+        build(Outer, {"inner": {"kk": 1}}, "x")
+    with pytest.raises(HarnessError, match=r"x, mode='c' is not one of a, b"):
+        build(Outer, {"mode": "c"}, "x")
+    with pytest.raises(HarnessError, match=r"x, maybe"):
+        build(Outer, {"maybe": "seven"}, "x")
