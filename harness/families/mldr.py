@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -213,6 +213,21 @@ class MldrFamily(TrainedSource, DenseFamily):
         model, block = super().load_model()
         self._model = model
         return model, block
+
+    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+        """Fails before loading anything when in-domain training needs the hub and it is unreachable (unless this
+        run's fine-tuned model already exists, e.g. after a pre-emption during evaluation)."""
+        d = self.settings.train_data
+        done = (Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / todo[0].run_id
+                / "train_done.json").exists()
+        if self.settings.train and d.source == "hub" and not done:
+            from harness.models import require_hub
+
+            require_hub(f"MLDR training data {d.hub_path}@{d.hub_revision} ({d.hub_dir}/{d.split}.jsonl.gz)",
+                        "Offline, train on a local folder in MLDR's layout: task.train_data.source=local "
+                        "task.train_data.path=<folder with train.jsonl> (null: the mldr dataset's folder under "
+                        "task.data_dir).")
+        yield from super().run(todo)
 
     def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
         if not self.settings.train:
