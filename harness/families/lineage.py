@@ -65,9 +65,10 @@ def resolve(source: SourceSettings, results_dir: str, model_name: str) -> Lineag
     from harness import families
 
     families.get(source.task)   # an unknown family fails with the valid names
-    recs = [r for _, r in results.iter_records(results_dir, warn=False)
+    folder = Path(results_dir) / results._safe(source.task) / results._safe(model_name)   # the record layout
+    recs = [r for _, r in results.iter_records(folder, warn=False)
             if r.task == source.task and (r.model or {}).get("name") == model_name
-            and r.status == results.STATUS_OK] if Path(results_dir).is_dir() else []
+            and r.status == results.STATUS_OK] if folder.is_dir() else []
     if source.run == "selected":
         if not recs:
             if not source.required:
@@ -119,6 +120,7 @@ def _from_run(source: SourceSettings, run_id: str, recs: list[ResultRecord], mod
             "checkpoint as model.path=<dir> with task.source.run=null."
         )
     lr = hp.get("lr")
+    model_dir = str(Path(model_dir).resolve())
     return Lineage(mode, source.task, run_id, model_dir, trained.get("fingerprint"),
                    float(lr) if isinstance(lr, int | float) else None, hp)
 
