@@ -43,7 +43,6 @@ class Lineage:
     model_dir: str | None = None    # the run's trained model directory
     fingerprint: str | None = None  # its weights fingerprint, as the run recorded it
     lr: float | None = None         # the run's learning rate (the selected DPR LR)
-    hyperparameters: Mapping[str, Any] | None = None
     note: str = ""
 
     def ref(self, base: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,9 +52,7 @@ class Lineage:
         return {"fingerprint": self.fingerprint, "source_run": self.run_id, "source_task": self.task}
 
     def record(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if v not in (None, "")}
-        out.pop("hyperparameters", None)
-        return out
+        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
 
 def resolve(source: SourceSettings, results_dir: str, model_name: str) -> Lineage:
@@ -110,7 +107,7 @@ def _from_run(source: SourceSettings, run_id: str, recs: list[ResultRecord], mod
     trained = next((r.model["trained"] for r in run if (r.model or {}).get("trained")), None)
     hp = run[0].hyperparameters or {}
     if not trained:
-        return Lineage(mode, source.task, run_id, hyperparameters=hp,
+        return Lineage(mode, source.task, run_id,
                        note=f"run {run_id} did not train: model.path evaluated as that run evaluated it")
     model_dir = str(trained.get("model_dir") or "")
     if not model_dir or not Path(model_dir).is_dir():
@@ -122,7 +119,7 @@ def _from_run(source: SourceSettings, run_id: str, recs: list[ResultRecord], mod
     lr = hp.get("lr")
     model_dir = str(Path(model_dir).resolve())
     return Lineage(mode, source.task, run_id, model_dir, trained.get("fingerprint"),
-                   float(lr) if isinstance(lr, int | float) else None, hp)
+                   float(lr) if isinstance(lr, int | float) else None)
 
 
 class TrainedSource:
@@ -169,6 +166,11 @@ class TrainedSource:
         block["max_positions"] = model_positions(model)
         return model, block
 
+
+    def new_record(self, cell: Cell, **fields: Any) -> ResultRecord:
+        rec = super().new_record(cell, **fields)  # type: ignore[misc]
+        rec.details.setdefault("lineage", self.lineage.record())
+        return rec
 
     def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
         """Before any model is loaded: datasets that need the hub fail at once, naming their local alternative."""

@@ -208,6 +208,11 @@ class MldrFamily(TrainedSource, DenseFamily):
         return hp | {"train": train, "lr": lr, "epochs": s.epochs, "batch_size": s.batch_size,
                      "gradient_accumulation_steps": s.gradient_accumulation_steps, "seed": s.train_seed}
 
+    def new_record(self, cell: Cell, **fields: Any) -> ResultRecord:
+        rec = super().new_record(cell, **fields)
+        rec.details.setdefault("setting", self.settings.setting)   # failed records too: the right column
+        return rec
+
     # ------------------------------------------------------------------------------------------- running
     def load_model(self) -> tuple[Any, dict[str, Any]]:
         model, block = super().load_model()
@@ -253,8 +258,7 @@ class MldrFamily(TrainedSource, DenseFamily):
                        member_of: str | None = None) -> ResultRecord:
         capture = Capture(retriever)
         rec = super().evaluate_entry(cell, entry, capture, block, member_of)
-        rec.details |= {"setting": self.settings.setting, "lineage": self.lineage.record(),
-                        "max_length": self.settings.max_length}
+        rec.details["max_length"] = self.settings.max_length
         if capture.ds is not None and capture.hits is not None and "query_starts" in capture.ds.meta:
             split = truncation_split(capture.ds, capture.hits, self._model, self.settings.max_length,
                                      self.settings.top_k, entry.ignore_identical_ids)
