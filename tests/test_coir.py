@@ -75,6 +75,20 @@ def test_hub_layout_copy_reads_the_same_as_codexglue_and_as_mtebs_loader(shared_
                                                                                   direct.corpus_texts, strict=True))
 
 
+def test_two_local_copies_of_the_same_name_never_share_a_cache(tmp_path: Path) -> None:
+    """datasets caches a local folder under its name: a changed (or same-named) folder must not read stale data,
+    neither in the harness nor in the mteb peer."""
+    from harness.peers.mteb_coir import local_coir_csn_task
+
+    for n, where in ((1, "a"), (2, "b")):
+        out = coir.export_coir_layout(coir.coir_from_codexglue(rows()[: 2 + n], "ruby"), tmp_path / where / "coir",
+                                      "ruby")
+        assert len(coir.load_csn(str(out), None, "ruby", "x", hub=False).qrels) == n
+        task = local_coir_csn_task(out, "ruby")
+        task.load_data()
+        assert len(task.queries["ruby"]["test"]) == n
+
+
 def test_cosqa_dev_queries_labelled_one_over_distinct_snippets(shared_data: Path) -> None:
     (entry,) = resolve_entries(["cosqa-dev"], code_catalog())
     ds = load_entry(entry, data_dir=str(shared_data))

@@ -158,9 +158,12 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
             f"codesearchnet/ruby/test.jsonl> (../shared/data), or a local copy in CoIR's layout under "
             f"task.data_dir=<dir containing codesearchnet/{lang}/>.",
         )
-    qrels = load_dataset(path, f"{lang}-qrels", revision=revision)[split]
-    corpus = load_dataset(path, f"{lang}-corpus", revision=revision)["corpus"]
-    queries = load_dataset(path, f"{lang}-queries", revision=revision)["queries"]
+    # a local folder gets a cache of its own content: datasets keys local folders by their name, so two folders
+    # called alike (or one whose files changed) would otherwise share a stale cache
+    kw = {} if hub else {"cache_dir": local_cache_dir(Path(path))}
+    qrels = load_dataset(path, f"{lang}-qrels", revision=revision, **kw)[split]
+    corpus = load_dataset(path, f"{lang}-corpus", revision=revision, **kw)["corpus"]
+    queries = load_dataset(path, f"{lang}-queries", revision=revision, **kw)["queries"]
     triple = CoirTriple(
         corpus=[{"_id": str(r["_id"]), "title": r.get("title") or "", "text": r["text"]} for r in corpus],
         queries=[{"_id": str(r["_id"]), "text": r["text"], "partition": r.get("partition", split)} for r in queries],
@@ -169,6 +172,24 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
     fingerprint = f"hub:{path}@{revision}:{lang}" if hub else ""
     return dataset_from_triple(triple, name, split, f"{path}@{revision}:{lang}" if hub else str(path),
                                fingerprint, strict_qrels)
+
+
+def content_key(folder: Path) -> str:
+    """A key of a local folder's files (path, size, mtime): changes whenever a file does."""
+    import hashlib
+
+    h = hashlib.sha256(str(folder.resolve()).encode())
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        st = f.stat()
+        h.update(f"{f.relative_to(folder)}\x1f{st.st_size}\x1f{st.st_mtime_ns}\x1e".encode())
+    return h.hexdigest()[:16]
+
+
+def local_cache_dir(folder: Path) -> str:
+    """datasets' cache for one local folder's current content."""
+    from datasets import config
+
+    return str(Path(config.HF_DATASETS_CACHE) / "harness-local" / content_key(folder))
 
 
 def load_csn_local(folder: Path, lang: str, name: str, split: str = "test",

@@ -14,8 +14,20 @@ if TYPE_CHECKING:
 
 def local_coir_csn_task(folder: str | Path, lang: str):
     """mteb's ``COIRCodeSearchNetRetrieval`` reading ``folder`` (CoIR's layout) for one language, unchanged
-    otherwise (the loader is mteb's: configs ``<lang>-corpus/-queries/-qrels``, queries of partition test)."""
+    otherwise (the loader is mteb's: configs ``<lang>-corpus/-queries/-qrels``, queries of partition test).
+
+    datasets caches a local folder under its name, so mteb is pointed at a link named after the folder's content:
+    a folder whose files changed (or another one of the same name) is never served from a stale cache."""
     from mteb.tasks.retrieval.code.coir_code_search_net_retrieval import COIRCodeSearchNetRetrieval
+
+    from harness.data.coir import content_key
+
+    folder = Path(folder).resolve()
+    link = Path(tempfile.gettempdir()) / "harness-mteb-coir" / f"{folder.name}-{content_key(folder)}"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.exists():
+        link.symlink_to(folder, target_is_directory=True)
+    folder = link
 
     meta = COIRCodeSearchNetRetrieval.metadata
     local_meta = meta.model_copy(update={
