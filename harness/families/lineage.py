@@ -74,8 +74,8 @@ def resolve(source: SourceSettings, results_dir: str, model_name: str) -> Lineag
             raise HarnessError(
                 f"no task={source.task} record of model {model_name!r} under {results_dir}, so there is no selected "
                 f"run to evaluate. Train it first (python -m harness -m sweep=beir-lr model={model_name}), name a run "
-                "(task.source.run=<run id>), point at other results (task.source.results=<dir>), or evaluate "
-                "model.path as is (task.source.run=null)."
+                "(\"task.source.run='<run id>'\", quoted: run ids contain =), point at other results "
+                "(task.source.results=<dir>), or evaluate model.path as is (task.source.run=null)."
             )
         return _from_run(source, _selected_run(source.task, recs, model_name), recs, "selected")
     if not any(r.run_id == source.run for r in recs):
@@ -98,7 +98,7 @@ def _selected_run(task: str, recs: list[ResultRecord], model_name: str) -> str:
     runs = sorted({r.run_id for rs in choice.cells.values() for r in rs})
     if len(runs) != 1:
         raise HarnessError(f"task={task}'s selection picks {len(runs)} runs for {model_name!r} (one per dataset), "
-                           "not one model; name the run to evaluate with task.source.run=<run id>.")
+                           "not one model; name the run to evaluate with \"task.source.run='<run id>'\".")
     return runs[0]
 
 
