@@ -170,7 +170,8 @@ def test_tiny_modernbert_at_8192_tokens_end_to_end(tmp_path: Path) -> None:
                        "task.datasets=[files]", f"task.path={code.stdlib_root() / 'importlib'}",
                        "task.catalog.files.max_queries=40", "task.batch_tokens=65536")
     t = check_split(rec, 8192)
-    print(f"tiny ModernBERT 8192: nDCG@10 {rec.score:.4f}; before {t['n_before']} q, after {t['n_after']} q")
+    print(f"tiny ModernBERT 8192: nDCG@10 {rec.score:.4f}; before {t['n_before']} q {t['ndcg_at_10_before']:.4f}, "
+          f"after {t['n_after']} q {t['ndcg_at_10_after']:.4f}; median start token {t['median_start_token']}")
     assert rec.details["max_length"] == 8192 and rec.hyperparameters["max_length"] == 8192
     assert t["n_before"] > t["n_after"] > 0       # importlib has files longer than 8,192 tokens
     assert max(tok for _, tok in t["query_starts"].values()) > 8192
