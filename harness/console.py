@@ -1,6 +1,6 @@
 """What a run prints. By default: the harness' own progress (log lines, progress bars, the summary) and errors;
 library records below ERROR (transformers' "LOAD REPORT" table on every MiniLM load, mteb's and
-sentence-transformers' INFO chatter) go only to the job's log file (Hydra's ``<output dir>/__main__.log``), and
+sentence-transformers' INFO chatter) go only to the job's log file (``<hydra output dir>/<job name>.log``, e.g. ``outputs/hydra/<time>/cli.log``), and
 transformers' "Loading weights" bars are off (download bars stay). ``log_level=INFO|DEBUG|WARNING`` or
 ``hydra.verbose=...`` brings everything back to the console.
 """
@@ -45,6 +45,12 @@ def configure(log_level: str | None = None, verbose: object = False) -> None:
     level = level_of(log_level)
     import transformers.utils.logging as tlog
 
+    if level is not None or verbose:   # an earlier quiet job of this process (multirun) must not keep its filters
+        for logger in (logging.getLogger(), *(logging.getLogger(n) for n in LIBRARIES)):
+            for handler in logger.handlers:
+                for f in [f for f in handler.filters if isinstance(f, LibraryNoise)]:
+                    handler.removeFilter(f)
+        tlog.enable_progress_bar()
     if level is not None:
         logging.getLogger().setLevel(level)
         for name in LIBRARIES:
@@ -59,9 +65,7 @@ def configure(log_level: str | None = None, verbose: object = False) -> None:
     import huggingface_hub.utils
 
     huggingface_hub.utils.enable_progress_bars()   # ... but downloads keep theirs
-    import datasets.utils.logging
-
-    datasets.utils.logging.get_logger()            # datasets adds a stream handler of its own on first use
+    import datasets.utils.logging  # noqa: F401 - importing it adds datasets' own stream handler, filtered below
     noise = LibraryNoise()
     for logger in (logging.getLogger(), *(logging.getLogger(n) for n in LIBRARIES)):
         for handler in _console_handlers(logger):

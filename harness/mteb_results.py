@@ -91,6 +91,17 @@ def catalog_columns() -> dict[str, MtebColumn]:
     return out
 
 
+def configured_subsets(family: str = MTEB_FAMILY) -> dict[str, str]:
+    """Task -> hf_subset for the tasks ``conf/task/<family>.yaml`` restricts to one subset (STS17: en-en), so a
+    published score is read the way ``task=mteb`` measures it by default."""
+    from omegaconf import OmegaConf
+
+    path = _catalog_file(family)
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False) if path else {}
+    subsets = raw.get("hf_subsets") if isinstance(raw, dict) else None
+    return {str(t): str(v[0]) for t, v in (subsets or {}).items() if isinstance(v, list) and len(v) == 1}
+
+
 def _entry_of(record: ResultRecord) -> Mapping[str, Any] | None:
     """The record's own catalog entry, from the config it was run with (composite members: the parent's)."""
     catalog = ((record.config or {}).get("task") or {}).get("catalog") or {}
@@ -209,17 +220,17 @@ def _is_hub_id(path: str) -> bool:
 
 
 def export_name(record: ResultRecord, org: str, names: Mapping[str, str]) -> tuple[str, str]:
-    """(mteb model name ``org/model``, revision). A fine-tuned model is its own model (``<org>/<name>-<task>``, the
-    trained weights' fingerprint as revision), never the base model it started from."""
+    """(mteb model name ``org/model``, revision). ``names`` maps a harness model name (or a default export name) to
+    an mteb name. A fine-tuned model is its own model (``<org>/<name>-<task>``, the trained weights' fingerprint as
+    revision), never the base model it started from: a mapping of the base name does not apply to it."""
     m = record.model or {}
     trained = m.get("trained") or {}
     base = str(m.get("name") or "model")
     if trained:
         default = f"{org}/{base}-{record.task}"
-        revision = trained.get("fingerprint") or record.run_id
-    else:
-        default = m["path"] if _is_hub_id(str(m.get("path") or "")) else f"{org}/{base}"
-        revision = m.get("revision") or m.get("fingerprint") or "no_revision_available"
+        return names.get(default, default), str(trained.get("fingerprint") or record.run_id)
+    default = m["path"] if _is_hub_id(str(m.get("path") or "")) else f"{org}/{base}"
+    revision = m.get("revision") or m.get("fingerprint") or "no_revision_available"
     return names.get(base, names.get(default, default)), str(revision)
 
 

@@ -131,12 +131,9 @@ class MtebFamily(Family):
         splits, subsets = s.eval_splits.get(name), s.hf_subsets.get(name)
         if name in self.local_tasks:
             task = self.local_tasks[name].cls()
-            if splits:
-                task.filter_eval_splits(eval_splits=splits)
-            task = task.filter_languages(None, None, hf_subsets=subsets)
         else:
             try:
-                task = self.mteb.get_task(name, eval_splits=splits, hf_subsets=subsets)
+                task = self.mteb.get_task(name)
             except KeyError:
                 known = [t.metadata.name for t in self.mteb.get_tasks()] + list(self.local_tasks)
                 raise HarnessError(
@@ -144,11 +141,13 @@ class MtebFamily(Family):
                     f"{self.mteb.__version__} has {len(known)} tasks; tasks on your own data: "
                     "task.task_files=[my_tasks.py])") from None
         meta = task.metadata
-        if splits and not task.eval_splits:
+        if splits and not set(splits) <= set(meta.eval_splits):
             raise HarnessError(f"task.eval_splits.{name}={splits}: {name} has splits {meta.eval_splits}")
-        if not task.hf_subsets:
+        if subsets and not set(subsets) <= set(meta.hf_subsets):
             raise HarnessError(f"task.hf_subsets.{name}={subsets}: {name} has subsets {meta.hf_subsets}")
-        return task
+        if splits:
+            task.filter_eval_splits(eval_splits=splits)
+        return task.filter_languages(None, None, hf_subsets=subsets)   # as mteb.get_task does
 
     def run_identity(self) -> dict[str, Any]:
         from importlib.metadata import PackageNotFoundError, version

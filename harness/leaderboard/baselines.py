@@ -18,7 +18,15 @@ from harness.families.beir import BEIR_DATASETS
 from harness.families.glue import GLUE_PAPER_TASKS as GLUE_TASKS
 from harness.leaderboard.cells import PUBLISHED, Cell, RowKey, fmt
 from harness.leaderboard.layout import AVG, NANOBEIR_LABELS, OVERVIEW, table_spec
-from harness.mteb_results import MTEB_FAMILY, MtebColumn, MtebModel, catalog_columns, models_in, read_file
+from harness.mteb_results import (
+    MTEB_FAMILY,
+    MtebColumn,
+    MtebModel,
+    catalog_columns,
+    configured_subsets,
+    models_in,
+    read_file,
+)
 
 MODERNBERT_PAPER = (
     "Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "
@@ -207,9 +215,9 @@ def load_mteb_published(dirs: Sequence[str | os.PathLike], *, models: Sequence[s
     columns = catalog_columns()
     fam = families.find(MTEB_FAMILY)
     if fam is not None:
-        table = fam.tables[0].id
+        table, subsets = fam.tables[0].id, configured_subsets()
         for task in (existing or {}).get(table, ()):
-            columns.setdefault(task, MtebColumn(task, table, task))
+            columns.setdefault(task, MtebColumn(task, table, task, subset=subsets.get(task)))
     rows = []
     for directory in dirs:
         found = models_in(directory)
