@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.families.beir import BEIR_DATASETS
 from harness.families.glue import GLUE_PAPER_TASKS as GLUE_TASKS
-from harness.leaderboard.cells import PUBLISHED, Cell, RowKey, fmt
+from harness.leaderboard.cells import COMPUTED_MARK, PUBLISHED, Cell, RowKey, fmt
 from harness.leaderboard.layout import AVG, NANOBEIR_LABELS, OVERVIEW, table_spec
 from harness.mteb_results import (
     MTEB_FAMILY,
@@ -226,10 +226,25 @@ def load_mteb_published(dirs: Sequence[str | os.PathLike], *, models: Sequence[s
             if models and not any(fnmatch.fnmatch(m.name.lower(), p.lower()) for p in models):
                 continue
             cells = {(c.table, c.column): cell for c in columns.values() if (cell := _mteb_cell(m, c)) is not None}
+            cells |= _mteb_averages(cells)
             if cells:
                 name = m.name if seen[m.name] == 1 else f"{m.name}@{m.revision[:8]}"
                 rows.append(PublishedRow(RowKey(name, m.name.rsplit("/", 1)[-1], "", PUBLISHED), m.name, cells))
     return rows
+
+
+def _mteb_averages(cells: Mapping[tuple[str, str], Cell]) -> dict[tuple[str, str], Cell]:
+    """A table's average for a row that has all its columns, from the unrounded scores, marked as computed here."""
+    out = {}
+    for table in {t for t, _ in cells}:
+        spec = table_spec(table)
+        values = [cells[(table, c)].value for c in spec.columns or () if (table, c) in cells]
+        if spec.columns and len(values) == len(spec.columns):
+            mean = sum(values) / len(values)
+            out[(table, AVG)] = Cell(mean, fmt(mean, spec.decimals) + COMPUTED_MARK, n=len(values), computed=True,
+                                     note=f"{COMPUTED_MARK} computed here: mean of the {len(values)} mteb main scores "
+                                     "(mteb result files hold no average; not a published number)")
+    return out
 
 
 def _mteb_cell(model: MtebModel, column: MtebColumn) -> Cell | None:
