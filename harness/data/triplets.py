@@ -155,6 +155,8 @@ def mine_from_beir(
         raise DataError(f"{ds.source}: split {ds.split!r} has no positive judgements to train on.")
     pairs = Dataset.from_dict({"anchor": anchors, "positive": positives})
     range_max = min(range_max, len(docs) - 1)
+    log.info("mining hard negatives for %d pairs of %s/%s: encoding %d documents and the queries", len(pairs),
+             ds.name, ds.split, len(docs))   # sentence-transformers' progress bars follow
     mined = mine_hard_negatives(
         pairs, model, corpus=list(docs.values()), num_negatives=num_negatives, range_min=min(range_min, range_max - 1),
         range_max=range_max, sampling_strategy="top", output_format="triplet", batch_size=batch_size,

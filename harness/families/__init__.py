@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "beir": "harness.families.beir:BeirFamily",
     "code": "harness.families.code:CodeFamily",
     "glue": "harness.families.glue:GlueFamily",
+    "mteb": "harness.families.mteb:MtebFamily",
 }
 
 _loaded: dict[str, type[Family]] = {}
