@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import logging
 import sys
+from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
@@ -14,28 +19,103 @@ from harness.errors import HarnessError, unknown_name
 log = logging.getLogger("harness")
 
 #: Config groups whose option names we check before Hydra does, to suggest the closest valid name.
-CHECKED_GROUPS = ("task", "model", "sweep")
+CHECKED_GROUPS = ("task", "model", "sweep", "logger")
+PRIMARY = "pkg://conf"
 
 
-def group_options(group: str) -> list[str]:
-    """Names of the YAML files in ``conf/<group>/``."""
-    root = resources.files("conf") / group
-    return sorted(p.name[: -len(".yaml")] for p in root.iterdir() if p.name.endswith(".yaml"))
+def _folder(source: str) -> Path | None:
+    """A search-path entry (``pkg://module``, ``file://dir`` or a plain directory) as a folder, if it is one."""
+    if source.startswith("pkg://"):
+        try:
+            return Path(str(resources.files(source[len("pkg://"):].replace("/", "."))))
+        except (ModuleNotFoundError, TypeError, ValueError):
+            return None
+    path = Path(source.removeprefix("file://")).expanduser()
+    return path if path.is_dir() else None
+
+
+def group_options(group: str, sources: Sequence[str] = (PRIMARY,)) -> list[str]:
+    """Names of the YAML files in ``<source>/<group>/`` over every config source (the package's conf/ first)."""
+    names: set[str] = set()
+    for source in sources:
+        folder = _folder(source)
+        if folder is not None and (folder / group).is_dir():
+            names |= {p.name[: -len(".yaml")] for p in (folder / group).iterdir() if p.name.endswith(".yaml")}
+    return sorted(names)
+
+
+def _exists(group: str, name: str, sources: Sequence[str]) -> bool:
+    return any((f := _folder(s)) is not None and (f / group / f"{name}.yaml").is_file() for s in sources)
+
+
+def _parse(argv: list[str]):
+    """(Hydra's parsed command line, its overrides parsed by Hydra's own grammar), or None to let Hydra report."""
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            args = get_args_parser().parse_args(argv)
+    except SystemExit:
+        return None
+    parsed = []
+    parser = OverridesParser.create()
+    for text in args.overrides:
+        try:
+            parsed += parser.parse_overrides([text])
+        except HydraException:
+            continue   # Hydra reports its own syntax errors
+    return args, parsed
+
+
+def config_sources(args: argparse.Namespace, overrides: Sequence) -> list[str]:
+    """Where Hydra looks for configs: the package's conf/, ``--config-dir`` and ``hydra.searchpath=[...]``."""
+    sources = [PRIMARY]
+    if args.config_dir:
+        sources.append(args.config_dir)
+    for o in overrides:
+        if o.key_or_group == "hydra.searchpath" and isinstance(o.value(), list):
+            sources += [str(v) for v in o.value()]
+    return sources
 
 
 def check_group_overrides(argv: list[str]) -> None:
-    """Fail on ``task=nope`` with the valid names, closest first (Hydra lists them alphabetically)."""
-    for arg in argv:
-        key, sep, value = arg.lstrip("+~").partition("=")
-        if not sep or key not in CHECKED_GROUPS or value in ("", "null"):
+    """Fail on ``task=nope`` with the valid names, closest first (Hydra lists them alphabetically), counting the
+    user's own config folders (``--config-dir``, ``hydra.searchpath``); sweeps (``model=a,b``,
+    ``task=choice(beir,code)``, ``model=glob(*)``) are checked value by value."""
+    from hydra.core.override_parser.types import ValueType
+
+    got = _parse(argv)
+    if got is None:
+        return
+    args, overrides = got
+    if args.config_path or args.config_name:   # another primary config: its groups are not ours to know
+        return
+    sources = config_sources(args, overrides)
+    for o in overrides:
+        if o.key_or_group not in CHECKED_GROUPS or o.is_delete():
             continue
-        options = group_options(key)
-        for v in value.split(","):  # multirun: task=a,b
-            if v not in options:
-                how = f"Add conf/{key}/{v}.yaml to define a new one."
-                if key == "model":
-                    how += " Any hub id or local directory also works: model.path=<id or dir>."
-                raise unknown_name(key, v, options, how)
+        group, options = o.key_or_group, group_options(o.key_or_group, sources)
+        if o.value_type == ValueType.GLOB_CHOICE_SWEEP:
+            glob = o.value()
+            if not glob.filter(options):
+                raise HarnessError(f"{group}=glob({', '.join(glob.include)}) matches no {group}; valid: "
+                                   f"{', '.join(options)}")
+            continue
+        if o.value_type in (ValueType.CHOICE_SWEEP, ValueType.SIMPLE_CHOICE_SWEEP):
+            values = list(o.sweep_string_iterator())
+        elif o.value_type == ValueType.ELEMENT:
+            values = [o.value()]
+        else:
+            continue   # range/interval sweeps over a group: Hydra explains
+        for v in values:
+            if v in (None, "", "null") or not isinstance(v, str) or _exists(group, v, sources):
+                continue
+            how = f"Add conf/{group}/{v}.yaml (or {group}/{v}.yaml in your --config-dir) to define a new one."
+            if group == "model":
+                how += " Any hub id or local directory also works: model.path=<id or dir>."
+            raise unknown_name(group, v, options, how)
 
 
 def run(cfg: DictConfig):
@@ -45,9 +125,10 @@ def run(cfg: DictConfig):
     return runner.run(cfg)
 
 
-@hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=PRIMARY, config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
     try:
+        prepare(cfg)
         records = run(cfg)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
@@ -57,6 +138,21 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         sys.exit(2)
     scores = [r.score for r in records or [] if r.status == "ok" and r.score is not None]
     return sum(scores) / len(scores) if scores else None
+
+
+def prepare(cfg: DictConfig) -> None:
+    """Before any work: the console's noise level (``log_level``, ``hydra.verbose``) and the tracker's package."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from harness import console
+    from harness.training import tracking
+
+    try:
+        verbose = HydraConfig.get().verbose
+    except ValueError:
+        verbose = False
+    console.configure(cfg.get("log_level"), verbose)
+    tracking.check(cfg)
 
 
 def sweep_name() -> str | None:
@@ -79,7 +175,7 @@ def _is_multirun() -> bool:
 
 
 #: ``harness <subcommand>`` (the console script) -> the module whose ``main(argv)`` runs it
-SUBCOMMANDS = {"leaderboard": "harness.leaderboard.__main__", "select": "harness.select"}
+SUBCOMMANDS = {"leaderboard": "harness.leaderboard.__main__", "select": "harness.select", "export": "harness.export"}
 
 
 def main() -> None:

@@ -8,6 +8,8 @@ stamp=".venv/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -
 if [ -f "$stamp" ]; then exit 0; fi
 [ -d .venv ] || "$PY" -m venv .venv
 . .venv/bin/activate
+# quiet: no "new pip available" notices or root-user warnings (pyproject.toml keeps the build itself warning-free)
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 pip install -q --upgrade pip
 # torch first, pinned to the CPU wheel: a looser request pulls a multi-GB CUDA build.
 pip install -q -c constraints.txt torch==2.13.0

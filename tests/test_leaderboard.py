@@ -321,3 +321,20 @@ def test_outputs_record_the_combine_rule(tmp_path):
     assert data["meta"]["combine"] == "mean"
     assert "combine rule: **mean**" in (site / "leaderboard.md").read_text()
     assert "fetch(" not in (site / "app.js").read_text()   # file:// pages cannot fetch
+
+
+@pytest.mark.parametrize("paper_dir", _paper_dirs(), ids=lambda p: p.parent.name)
+def test_jina_sts_rows_equal_the_blog_table_exactly(published_site, paper_dir):
+    from harness.leaderboard.baselines import TASK_ROW_SOURCES
+
+    lb, _ = published_site
+    (source,) = TASK_ROW_SOURCES
+    table = lb.table("mteb")
+    rows = [r for r in _csv_rows(paper_dir / source.file) if r["table"] == "sts_beir" and r["task"].startswith("STS")]
+    assert len(rows) == 6
+    for line in rows:
+        for header, key in source.models.items():
+            cell = table.cells[key.id][line["task"]]
+            assert cell.text == line[header] and cell.sources[0]["printed"] == line[header]
+    if paper_dir != baselines_dir():
+        assert (baselines_dir() / source.file).read_bytes() == (paper_dir / source.file).read_bytes()

@@ -147,3 +147,45 @@ def test_page_renders_sorts_filters_and_links_records(page):
     Select(d.find_element(By.ID, "filter-size")).select_by_value("large")
     sizes = {r.find_element(By.CSS_SELECTOR, "td.size").text for r in _visible_rows(d, "overview")}
     assert sizes == {"large"} and len(_visible_rows(d, "overview")) == 5
+
+
+# ---- published mteb results (real files) beside the harness's own run of the same model -----------------------
+
+MTEB_MINILM_ROW = "pub:sentence-transformers/all-MiniLM-L6-v2|all-MiniLM-L6-v2|"
+
+
+@pytest.fixture(scope="module")
+def mteb_page(driver, tmp_path_factory):
+    shared = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mteb-results"
+    if not shared.is_dir():
+        pytest.skip(f"real mteb result files not found at {shared}")
+    res = tmp_path_factory.mktemp("results")
+    out = tmp_path_factory.mktemp("site")
+    _write_records(res)
+    (res / "notes.json").unlink()
+    build([res], out, combine="best", mteb_results=[shared])
+    driver.get((out / "index.html").resolve().as_uri())
+    return driver, shared
+
+
+def test_mteb_published_cell_beside_this_run(mteb_page):
+    from selenium.webdriver.common.by import By
+
+    d, shared = mteb_page
+    ids = [r.get_attribute("data-row") for r in _visible_rows(d, "beir")]
+    assert ids.index(MTEB_MINILM_ROW) == ids.index(MINILM_ROW) + 2   # after this run and bge-small, before the paper's
+    run_cell = d.find_element(By.CSS_SELECTOR, f'#t-beir tr[data-row="{MINILM_ROW}"] td[data-col="scifact"]')
+    pub = d.find_element(By.CSS_SELECTOR, f'#t-beir tr[data-row="{MTEB_MINILM_ROW}"]')
+    cell = pub.find_element(By.CSS_SELECTOR, 'td[data-col="scifact"]')
+    assert run_cell.text == "64.5" and cell.text == "64.5"
+    assert pub.find_element(By.CSS_SELECTOR, ".badge").text == "published"
+    tip = cell.get_attribute("title")
+    path = shared / "results" / "sentence-transformers__all-MiniLM-L6-v2" / "8b3219a92973c328a8e22fadcfa821b5dc75636a"
+    assert str(path / "SciFact.json") in tip and "printed 0.64508" in tip and "mteb 1.12.75" in tip
+    assert "row undefined" not in tip
+    box = d.find_element(By.ID, "filter-model")
+    box.send_keys("minilm")
+    shown = [r.get_attribute("data-row") for r in _visible_rows(d, "beir")]
+    assert shown == [MINILM_ROW, MTEB_MINILM_ROW]
+    sqa = d.find_element(By.CSS_SELECTOR, f'#t-code tr[data-row="{MTEB_MINILM_ROW}"] td[data-col="stackoverflow-qa"]')
+    assert sqa.text == "84.0"

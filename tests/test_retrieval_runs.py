@@ -77,6 +77,17 @@ def test_mined_negatives_from_beir_train_split(tmp_path: Path, toy_beir: Path) -
     assert rec.hyperparameters["train"]["data"]["source"] == "beir"
 
 
+def test_mining_with_default_ranges_on_a_small_corpus(tmp_path: Path, toy_beir: Path) -> None:
+    """The toy corpus (40 docs, 8 positives per query) is smaller than range_max=50 + positives: mining caps the
+    range instead of crashing inside sentence-transformers; a range that leaves nothing is a clear error."""
+    base = overrides(tmp_path, toy_beir, "task.train_data.source=beir", "task.train_data.dataset=toy",
+                     "task.batch_size=4", "task.gradient_accumulation_steps=1")
+    (rec,) = run(compose(base))
+    assert rec.status == "ok" and rec.model["trained"]["n_triplets"] > 0
+    with pytest.raises(HarnessError, match=r"40 documents leave no room to mine negatives between rank 35 and 32"):
+        run(compose([*base, "task.train_data.range_min=35"]))
+
+
 def test_nan_loss_records_failure_and_keeps_earlier_results(
     tmp_path: Path, toy_beir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +37,23 @@ class DatasetEntry:
     max_corpus: int | None = None         # source_tree/source_files: cap the corpus (queries' documents kept)
     local: str | None = None              # folder under data_dir (default: the name); members: parent/member
     members: dict[str, DatasetEntry] = field(default_factory=dict)   # composite (CQADupstack): mean over members
+    mteb_task: str | None = None          # the mteb task with the same data and protocol (export/import of results)
+    mteb_subset: str | None = None        # its hf_subset when the mteb task has several (None: mteb's main score)
 
     @property
     def is_composite(self) -> bool:
         return bool(self.members)
+
+    def definition(self) -> dict[str, Any]:
+        """The fields that define the data (what a record's data spec hashes): everything but the labels
+        (:data:`LABEL_FIELDS`), so naming a dataset's mteb task never makes finished records out of date."""
+        out = {k: v for k, v in asdict(self).items() if k not in LABEL_FIELDS}
+        out["members"] = {name: m.definition() for name, m in self.members.items()}
+        return out
+
+
+#: catalog fields that label a dataset without changing its data
+LABEL_FIELDS = ("mteb_task", "mteb_subset")
 
 
 def entry_from_config(name: str, raw: Mapping[str, Any] | None) -> DatasetEntry:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -154,9 +155,18 @@ def mine_from_beir(
     if not anchors:
         raise DataError(f"{ds.source}: split {ds.split!r} has no positive judgements to train on.")
     pairs = Dataset.from_dict({"anchor": anchors, "positive": positives})
-    range_max = min(range_max, len(docs) - 1)
+    # sentence-transformers takes the top range_max + (most positives of one query) candidates: stay in the corpus
+    most_positives = max(Counter(anchors).values())
+    range_max = min(range_max, len(docs) - most_positives)
+    if range_max <= range_min:
+        raise DataError(
+            f"{ds.source}: {len(docs)} documents leave no room to mine negatives between rank {range_min} and "
+            f"{range_max} (a query has {most_positives} positives). Lower task.train_data.range_min."
+        )
+    log.info("mining hard negatives for %d pairs of %s/%s: encoding %d documents and the queries", len(pairs),
+             ds.name, ds.split, len(docs))   # sentence-transformers' progress bars follow
     mined = mine_hard_negatives(
-        pairs, model, corpus=list(docs.values()), num_negatives=num_negatives, range_min=min(range_min, range_max - 1),
+        pairs, model, corpus=list(docs.values()), num_negatives=num_negatives, range_min=range_min,
         range_max=range_max, sampling_strategy="top", output_format="triplet", batch_size=batch_size,
         verbose=False,
     )

@@ -18,6 +18,7 @@ REGISTRY: dict[str, str] = {
     "code": "harness.families.code:CodeFamily",
     "glue": "harness.families.glue:GlueFamily",
     "mldr": "harness.families.mldr:MldrFamily",
+    "mteb": "harness.families.mteb:MtebFamily",
 }
 
 _loaded: dict[str, type[Family]] = {}

@@ -276,9 +276,14 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
             ctx.model_dir, task.num_labels, attn_implementation=ctx.spec.attn_implementation,
             init_from=init.checkpoint, trust_remote_code=ctx.spec.trust_remote_code,
         )
+        from harness.training import tracking
+
+        tracker = tracking.tracker(ctx.cfg, run_id=rec.run_id, record_path=results.path_of(ctx.cfg.paths.results, rec),
+                                   task=TASK_FAMILY, model=rec.model["name"])
+        rec.details["tracking"] = tracker.describe()
         outcome = clf.train_and_evaluate(
             model, ctx.tokenizer, train_ds, eval_ds,
-            clf.compute_metrics_fn(task.metric, task.is_regression, groups), train_cfg, trainer_dir,
+            clf.compute_metrics_fn(task.metric, task.is_regression, groups), train_cfg, trainer_dir, tracker,
         )
         rec.metrics = {k: v for k, v in outcome.metrics.items() if k != "score"}
         rec.details.update(

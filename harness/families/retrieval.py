@@ -9,7 +9,7 @@ import abc
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -93,7 +93,7 @@ class RetrievalFamily(Family):
         """Hash of what defines a dataset's data (catalog entry, local folder, split, qrels strictness)."""
         s = self.settings
         return results.stable_hash({
-            "entry": asdict(entry), "data_dir": str(Path(s.data_dir).expanduser().resolve()) if s.data_dir else None,
+            "entry": entry.definition(), "data_dir": str(Path(s.data_dir).expanduser().resolve()) if s.data_dir else None,
             "split": s.split, "strict_qrels": s.strict_qrels,
         })
 

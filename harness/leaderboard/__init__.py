@@ -18,12 +18,15 @@ __all__ = ["COMBINE_RULES", "Leaderboard", "build", "build_leaderboard"]
 
 
 def build(
-    dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, combine: str = "mean", published: bool = True
+    dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, combine: str = "mean", published: bool = True,
+    mteb_results: Sequence[str | os.PathLike] = (), mteb_models: Sequence[str] = (),
 ) -> tuple[Leaderboard, list[Path]]:
     """Build everything into ``out``: index.html + data.js (+ app.js, style.css), leaderboard.md, one CSV
-    per table. Returns the leaderboard and the files written."""
+    per table. ``mteb_results``: folders of mteb result files shown as published rows. Returns the leaderboard
+    and the files written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    lb = build_leaderboard(dirs, combine_rule=combine, published=published, link_root=out)
+    lb = build_leaderboard(dirs, combine_rule=combine, published=published, link_root=out,
+                           mteb_results=mteb_results, mteb_models=mteb_models)
     files = [*write_site(lb, out), write_markdown(lb, out), *write_csvs(lb, out)]
     return lb, files

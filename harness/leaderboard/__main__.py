@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from harness.errors import HarnessError
 from harness.leaderboard import COMBINE_RULES, build
 
 log = logging.getLogger("harness.leaderboard")
@@ -25,6 +26,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="how several records of one model/task/dataset become one number (default: mean): "
                    + "; ".join(COMBINE_RULES.values()))
     p.add_argument("--no-published", action="store_true", help="leave out the published baseline rows")
+    p.add_argument("--mteb-results", action="append", default=[], metavar="DIR",
+                   help="a folder of mteb result files (<org>__<model>/<revision>/<Task>.json, e.g. a checkout of "
+                   "embeddings-benchmark/results): its models become published rows in the matching BEIR, code, "
+                   "NanoBEIR and mteb columns (repeatable)")
+    p.add_argument("--mteb-models", action="append", default=[], metavar="PATTERN",
+                   help="only the --mteb-results models whose name matches this pattern, e.g. '*MiniLM*' (repeatable)")
     return p.parse_args(argv)
 
 
@@ -32,7 +39,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = parse_args(argv)
     t0 = time.perf_counter()
-    lb, files = build(args.results, args.out, combine=args.combine, published=not args.no_published)
+    try:
+        lb, files = build(args.results, args.out, combine=args.combine, published=not args.no_published,
+                          mteb_results=args.mteb_results, mteb_models=args.mteb_models)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     m = lb.meta
     log.info("leaderboard: %d record(s) (%d failed), %d skipped file(s), %d row(s), combine=%s, %.2f s",
              m["n_records"], m["n_failed"], len(m["skipped"]), len(lb.rows), m["combine"], time.perf_counter() - t0)

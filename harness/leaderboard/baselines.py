@@ -4,7 +4,11 @@ and a loader that turns them into published rows whose cells keep the printed te
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Mapping
+import fnmatch
+import os
+import warnings
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from importlib import resources
@@ -12,14 +16,25 @@ from pathlib import Path
 
 from harness.families.beir import BEIR_DATASETS
 from harness.families.glue import GLUE_PAPER_TASKS as GLUE_TASKS
-from harness.leaderboard.cells import PUBLISHED, Cell, RowKey
-from harness.leaderboard.layout import AVG, NANOBEIR_LABELS, OVERVIEW
+from harness.leaderboard.cells import COMPUTED_MARK, PUBLISHED, Cell, RowKey, fmt
+from harness.leaderboard.layout import AVG, NANOBEIR_LABELS, OVERVIEW, table_spec
+from harness.mteb_results import (
+    MTEB_FAMILY,
+    MtebColumn,
+    MtebModel,
+    catalog_columns,
+    configured_subsets,
+    models_in,
+    read_file,
+)
 
 MODERNBERT_PAPER = (
     "Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "
     "Efficient, and Long Context Finetuning and Inference\", arXiv 2412.13663v2"
 )
 MMBERT_CARD = "mmBERT-L4H384/L7H384/L13H384 layer-pruned model card (NanoBEIR NDCG@10, unpruned mmBERT-small and pruned variants)"
+JINA_BLOG = ("Jina AI blog post comparing ModernBERT-large with jina-XLM-RoBERTa and RoBERTa-large "
+             "(STS12-STS17 and BEIR subset table, 0-100 scale)")
 
 OVERVIEW_TABLE = "overview"
 _BEIR_RENAMED = {"trec-covid": "trec_covid", "climate-fever": "climate_fever", "dbpedia-entity": "dbpedia",
@@ -61,6 +76,35 @@ SOURCES: tuple[PublishedSource, ...] = (
     PublishedSource("modernbert-table8", "modernbert_table8_beir_colbert.csv", MODERNBERT_PAPER, "colbert", "Table 8", _BEIR_CSV),
     PublishedSource("mmbert-pruned-nanobeir", "mmbert_pruned_nanobeir.csv", MMBERT_CARD, "nanobeir", "model card table",
                     {"mean": AVG} | {v: k for k, v in NANOBEIR_LABELS.items()}, scale=100, size_column=None),
+)
+
+
+@dataclass(frozen=True)
+class TaskRowSource:
+    """A published table laid out one row per task and one column per model (the Jina AI comparison). Rows whose
+    ``section`` column equals ``section_value`` and whose task is in ``tasks`` become cells of ``table``."""
+
+    id: str
+    file: str
+    citation: str
+    table: str
+    where: str
+    tasks: Mapping[str, str]                 # printed task name -> leaderboard column
+    models: Mapping[str, RowKey]             # CSV header -> row
+    task_column: str = "task"
+    section_column: str = "table"
+    section_value: str = ""
+    scale: int = 1
+
+
+_JINA_ROW = {"modernbert_large": ("ModernBERT-large (Jina AI blog)", "ModernBERT", "large"),
+             "jina_xlm_roberta": ("jina-XLM-RoBERTa (Jina AI blog)", "jina-XLM-RoBERTa", "large"),
+             "roberta_large": ("RoBERTa-large (Jina AI blog)", "RoBERTa", "large")}
+#: published tables with one row per task; their rows sit in the mteb table beside task=mteb records
+TASK_ROW_SOURCES: tuple[TaskRowSource, ...] = (
+    TaskRowSource("jina-modernbert-sts", "jina_modernbert_comparison.csv", JINA_BLOG, "mteb", "STS table",
+                  {f"STS{i}": f"STS{i}" for i in range(12, 18)},
+                  {k: RowKey(*v, PUBLISHED) for k, v in _JINA_ROW.items()}, section_value="sts_beir"),
 )
 
 
@@ -109,14 +153,117 @@ def read_source(source: PublishedSource, directory: Path | None = None) -> list[
     return rows
 
 
-def load_published(sources: Iterable[PublishedSource] = SOURCES, directory: Path | None = None) -> list[PublishedRow]:
+def read_task_rows(source: TaskRowSource, directory: Path | None = None) -> list[PublishedRow]:
+    """Rows of a task-per-row table: one published row per model column; cells keep the printed text."""
+    path = (directory or baselines_dir()) / source.file
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        absent = [h for h in [*source.models, source.task_column, source.section_column] if h not in reader.fieldnames]
+        if absent:
+            raise ValueError(f"{path}: registry entry {source.id!r} names columns the file lacks: {absent}")
+        lines = [(i, line) for i, line in enumerate(reader)
+                 if line[source.section_column] == source.section_value and line[source.task_column] in source.tasks]
+    rows = []
+    for header, key in source.models.items():
+        cells = {}
+        for i, line in lines:
+            raw = line[header].strip()
+            if not raw:
+                continue
+            text = scaled_text(raw, source.scale)
+            src = {"source": source.id, "citation": source.citation, "where": source.where, "file": source.file,
+                   "row": i + 1, "model": header, "column": line[source.task_column], "printed": raw}
+            cells[(source.table, source.tasks[line[source.task_column]])] = Cell(
+                float(text), text, note=f"published, {source.where}", sources=[src])
+        rows.append(PublishedRow(key, header, cells))
+    return rows
+
+
+def load_published(sources: Iterable[PublishedSource] = SOURCES, directory: Path | None = None,
+                   task_row_sources: Iterable[TaskRowSource] = TASK_ROW_SOURCES) -> list[PublishedRow]:
     """All published rows, merged by row key across sources (Tables 1, 5, 7, 8 share the paper's rows),
     in the order they first appear."""
     merged: dict[RowKey, PublishedRow] = {}
-    for source in sources:
-        for row in read_source(source, directory):
+    tables = [read_source(s, directory) for s in sources] + [read_task_rows(s, directory) for s in task_row_sources]
+    for rows in tables:
+        for row in rows:
             if row.key in merged:
                 merged[row.key].cells.update(row.cells)
             else:
                 merged[row.key] = row
     return list(merged.values())
+
+
+# ---------------------------------------------------------------------------------------------- mteb result files
+MTEB_RESULTS = "mteb result files (mteb's own JSON layout, e.g. the embeddings-benchmark/results repository)"
+
+
+def mteb_source(directory: str | os.PathLike) -> dict[str, str]:
+    """The page's "Published sources" entry for one ``--mteb-results`` folder."""
+    return {"id": "mteb-results", "citation": MTEB_RESULTS, "where": "--mteb-results", "file": str(directory)}
+
+
+def load_mteb_published(dirs: Sequence[str | os.PathLike], *, models: Sequence[str] = (),
+                        existing: Mapping[str, Iterable[str]] | None = None) -> list[PublishedRow]:
+    """Published rows from folders of mteb result files, one per model revision. A task lands in the column its
+    catalog entry names (``mteb_task`` in ``conf/task/<family>.yaml``: BEIR, code, NanoBEIR, ...); a task run by name
+    (``task=mteb``: STS12, ...) lands in the mteb table when that table already has its column (from records or a
+    published source), so a whole results repository adds rows, not hundreds of columns. ``models``: fnmatch
+    patterns on the mteb model name (default: all). Cells show mteb's main score x100; the tooltip names the file."""
+    from harness import families
+
+    columns = catalog_columns()
+    fam = families.find(MTEB_FAMILY)
+    if fam is not None:
+        table, subsets = fam.tables[0].id, configured_subsets()
+        for task in (existing or {}).get(table, ()):
+            columns.setdefault(task, MtebColumn(task, table, task, subset=subsets.get(task)))
+    rows = []
+    for directory in dirs:
+        found = models_in(directory)
+        seen = Counter(m.name for m in found)
+        for m in found:
+            if models and not any(fnmatch.fnmatch(m.name.lower(), p.lower()) for p in models):
+                continue
+            cells = {(c.table, c.column): cell for c in columns.values() if (cell := _mteb_cell(m, c)) is not None}
+            cells |= _mteb_averages(cells)
+            if cells:
+                name = m.name if seen[m.name] == 1 else f"{m.name}@{m.revision[:8]}"
+                rows.append(PublishedRow(RowKey(name, m.name.rsplit("/", 1)[-1], "", PUBLISHED), m.name, cells))
+    return rows
+
+
+def _mteb_averages(cells: Mapping[tuple[str, str], Cell]) -> dict[tuple[str, str], Cell]:
+    """A table's average for a row that has all its columns, from the unrounded scores, marked as computed here."""
+    out = {}
+    for table in {t for t, _ in cells}:
+        spec = table_spec(table)
+        values = [cells[(table, c)].value for c in spec.columns or () if (table, c) in cells]
+        if spec.columns and len(values) == len(spec.columns):
+            mean = sum(values) / len(values)
+            out[(table, AVG)] = Cell(mean, fmt(mean, spec.decimals) + COMPUTED_MARK, n=len(values), computed=True,
+                                     note=f"{COMPUTED_MARK} computed here: mean of the {len(values)} mteb main scores "
+                                     "(mteb result files hold no average; not a published number)")
+    return out
+
+
+def _mteb_cell(model: MtebModel, column: MtebColumn) -> Cell | None:
+    path = model.folder / f"{column.task}.json"
+    if not path.is_file():
+        return None
+    try:
+        f = read_file(path)
+        got = f.main_score(column.split, column.subset)
+    except (ValueError, OSError) as exc:
+        warnings.warn(f"skipping {path}: {exc}", stacklevel=2)
+        return None
+    if got is None:
+        return None
+    score, _, what = got
+    spec = table_spec(column.table)
+    value = score * (spec.scale or 100)
+    src = {"source": "mteb-results", "citation": f"mteb result file (mteb {f.mteb_version})",
+           "where": f"{column.task} main score ({what})", "file": str(path), "model": model.name,
+           "revision": model.revision, "printed": repr(score), "dataset_revision": f.dataset_revision}
+    return Cell(value, fmt(value, spec.decimals), note=f"published: mteb result file, {column.task} main score "
+                f"({what}) x{spec.scale or 100:g}", sources=[src])

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from harness import families
-from harness.leaderboard.baselines import OVERVIEW_TABLE, SOURCES, load_published
+from harness.leaderboard.baselines import (
+    OVERVIEW_TABLE,
+    SOURCES,
+    TASK_ROW_SOURCES,
+    load_mteb_published,
+    load_published,
+    mteb_source,
+)
 from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, PUBLISHED, Cell, RowKey, fmt
 from harness.leaderboard.layout import AVG, OVERVIEW, table_spec, table_specs
 from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records, selected
@@ -103,8 +110,11 @@ def build_leaderboard(
     combine_rule: str = "mean",
     published: bool = True,
     link_root: Path | None = None,
+    mteb_results: Sequence[str | os.PathLike] = (),
+    mteb_models: Sequence[str] = (),
 ) -> Leaderboard:
-    """Read every record under ``dirs``, combine each cell by ``combine_rule``, add the published rows.
+    """Read every record under ``dirs``, combine each cell by ``combine_rule``, add the published rows (and the
+    models in ``mteb_results`` folders of mteb result files, ``mteb_models`` patterns picking some).
     Record links in the output are relative to ``link_root`` (the output directory)."""
     if combine_rule not in COMBINE_RULES:
         raise ValueError(f"unknown combine rule {combine_rule!r}; choose one of {', '.join(COMBINE_RULES)}")
@@ -137,6 +147,13 @@ def build_leaderboard(
         for (table, col), cell in prow.cells.items():
             target = overview_published if table == OVERVIEW_TABLE else by_table.setdefault(table, {})
             target.setdefault(prow.key, {})[col] = cell
+    if mteb_results:   # after the published tables: a task by name joins the mteb table when it has that column
+        existing = {t: {c for cells in rows.values() for c in cells} for t, rows in by_table.items()}
+        imported = load_mteb_published(mteb_results, models=mteb_models, existing=existing)
+        for prow in imported:
+            for (table, col), cell in prow.cells.items():
+                by_table.setdefault(table, {}).setdefault(prow.key, {})[col] = cell
+        pub_rows = imported + pub_rows   # next to this run's rows, before the papers' rows
 
     known = table_specs()
     tables = [_family_table(t, by_table[t], scales.get(t))
@@ -152,8 +169,9 @@ def build_leaderboard(
         "n_failed": sum(1 for i in loaded if i.record.status != STATUS_OK),
         "skipped": skipped,
         "rules": rules_text(combine_rule),
-        "sources": [{"id": s.id, "citation": s.citation, "where": s.where, "file": s.file} for s in SOURCES]
-        if published else [],
+        "sources": ([{"id": s.id, "citation": s.citation, "where": s.where, "file": s.file}
+                     for s in (*SOURCES, *TASK_ROW_SOURCES)] if published else [])
+        + [mteb_source(d) for d in mteb_results],
     }
     return Leaderboard(rows, [overview, *tables], meta, versions.items)
 

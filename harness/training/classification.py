@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from harness.errors import HarnessError, TrainingDivergedError
+from harness.training import tracking
 from harness.training.callbacks import NaNLossGuard
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from harness.data.glue import Split
+    from harness.training.tracking import Tracker
 
 log = logging.getLogger(__name__)
 
@@ -165,9 +167,10 @@ def load_classifier(
 
 
 # ---------------------------------------------------------------------------------------------- training
-def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int):
+def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker: Tracker | None = None):
     """TrainingArguments for the paper's protocol: AdamW (betas, eps), linear warmup then decay, evaluation and
-    checkpoint ``evals_per_epoch`` times per epoch, best checkpoint (by ``score``) restored at the end."""
+    checkpoint ``evals_per_epoch`` times per epoch, best checkpoint (by ``score``) restored at the end; a progress
+    bar; ``tracker`` (``logger=``) receives the curves."""
     from transformers import TrainingArguments
 
     per_epoch = cfg.steps_per_epoch(n_train)
@@ -204,9 +207,9 @@ def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int):
         bf16=cfg.precision == "bf16",
         fp16=cfg.precision == "fp16",
         use_cpu=cfg.device == "cpu",
-        report_to="none",
-        disable_tqdm=True,
+        disable_tqdm=False,
         dataloader_num_workers=cfg.dataloader_num_workers,
+        **(tracker or tracking.NONE).training_args(),
     )
 
 
@@ -232,11 +235,14 @@ def train_and_evaluate(
     compute_metrics: Callable,
     cfg: TrainConfig,
     output_dir: Path,
+    tracker: Tracker | None = None,
 ) -> TrainOutcome:
-    """Fine-tune with early stopping, restore the best checkpoint and evaluate it on ``eval_ds``."""
+    """Fine-tune with early stopping, restore the best checkpoint and evaluate it on ``eval_ds``; ``tracker``: the
+    experiment tracker the run reports to (``logger=``; default none)."""
     from transformers import DataCollatorWithPadding, EarlyStoppingCallback, Trainer
 
-    args = training_arguments(cfg, output_dir, len(train_ds))
+    tracker = tracker or tracking.NONE
+    args = training_arguments(cfg, output_dir, len(train_ds), tracker)
     trainer = Trainer(
         model=model,
         args=args,
@@ -248,10 +254,12 @@ def train_and_evaluate(
         callbacks=[
             EarlyStoppingCallback(early_stopping_patience=cfg.patience, early_stopping_threshold=cfg.min_delta),
             NaNLossGuard(),
+            *tracker.callbacks(),
         ],
     )
     t0 = time.perf_counter()
-    result = trainer.train()
+    with tracker.session():
+        result = trainer.train()
     train_seconds = time.perf_counter() - t0
     if not math.isfinite(result.training_loss):
         raise TrainingDivergedError(f"mean training loss is {result.training_loss}; lower task.lr or use precision=fp32")

@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, TrainingDivergedError
+from harness.training import tracking
 from harness.training.callbacks import NaNLossGuard
 
 if TYPE_CHECKING:
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer
+
+    from harness.training.tracking import Tracker
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +59,15 @@ def make_loss(model: SentenceTransformer, cfg: DenseTrainingConfig):
 
 
 def train_dense(
-    model: SentenceTransformer, train_dataset: Dataset, cfg: DenseTrainingConfig, output_dir: str | Path
+    model: SentenceTransformer, train_dataset: Dataset, cfg: DenseTrainingConfig, output_dir: str | Path,
+    tracker: Tracker | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``model`` in place on (anchor, positive, negative) triplets; save it to ``output_dir``.
+    ``tracker``: the experiment tracker the run reports to (``logger=``; default none).
 
-    Returns training facts for the record (steps, loss, effective batch size).
+    Returns training facts for the record (steps, loss, effective batch size, where the curves are).
     """
+    tracker = tracker or tracking.NONE
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.training_args import BatchSamplers
 
@@ -82,20 +88,21 @@ def train_dense(
         logging_steps=max(1, min(50, steps_per_epoch // 10)),
         logging_nan_inf_filter=False,   # the NaN guard must see NaN losses
         save_strategy="no",
-        report_to="none",
         seed=cfg.seed,
         data_seed=cfg.seed,
         use_cpu=cfg.use_cpu,
         dataloader_drop_last=True,
+        **tracker.training_args(),
     )
     trainer = SentenceTransformerTrainer(
         model=model,
         args=args,
         train_dataset=train_dataset.select_columns(["anchor", "positive", "negative"]),
         loss=make_loss(model, cfg),
-        callbacks=[NaNLossGuard()],
+        callbacks=[NaNLossGuard(), *tracker.callbacks()],
     )
-    result = trainer.train()
+    with tracker.session():
+        result = trainer.train()
     if result.global_step == 0:
         raise HarnessError(
             f"training ran 0 optimisation steps on {len(train_dataset)} triplets (batch {cfg.batch_size} x "
@@ -114,4 +121,5 @@ def train_dense(
         "n_triplets": len(train_dataset),
         "effective_batch_size": cfg.batch_size * cfg.gradient_accumulation_steps,
         "model_dir": str(final),
+        **({"tracking": tracker.describe()} if tracker.enabled else {}),
     }

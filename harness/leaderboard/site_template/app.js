@@ -70,7 +70,8 @@
       .map(function (k) { return k + " " + v[k]; }).join(", ");
   }
   function sourceLine(s) {
-    if (s.citation) return s.where + " — " + s.citation + " (" + s.file + ", row " + s.row + ", column " + s.column + ", printed " + s.printed + ")";
+    if (s.citation) return s.where + " — " + s.citation + " (" + s.file + (s.row ? ", row " + s.row : "") +
+      (s.column ? ", column " + s.column : "") + ", printed " + s.printed + ")";
     if (s.component) return s.component + ": " + s.text;
     return (s.used ? "✔ " : "· ") + s.run_id + " | " + s.created_at + " | " + s.status +
       (s.score !== null && s.score !== undefined ? " " + s.metric + "=" + s.score : "") +

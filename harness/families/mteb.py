@@ -1,0 +1,263 @@
+"""``task=mteb``: any mteb task by name, evaluated by mteb itself (its data, evaluator and main score) on the model
+the harness loads (``model=...``, ``precision``, ``device``); one record per task and split.
+
+Offline, or for data of your own, ``task.task_files`` names Python files (or modules) that define mteb tasks
+(subclasses of mteb's ``AbsTask`` with a ``TaskMetadata``, as mteb's own mock tasks); their tasks are then run by
+name like mteb's. mteb is imported only when this family runs (``pip install 'harness[mteb]'``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import logging
+import statistics
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harness import results
+from harness.errors import HarnessError, HubUnavailableError, closest_first
+from harness.families.base import Cell, Family, TableSpec
+from harness.results import ResultRecord
+from harness.selection.rules import BestConfigPerDataset
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(kw_only=True)
+class MtebSettings:
+    """``task.*`` of conf/task/mteb.yaml (documented there)."""
+
+    name: str
+    tasks: list[str]
+    hf_subsets: dict[str, list[str]] = field(default_factory=dict)
+    eval_splits: dict[str, list[str]] = field(default_factory=dict)
+    task_files: list[str] = field(default_factory=list)
+    batch_size: int = 32
+
+
+@dataclass(frozen=True)
+class LocalTask:
+    """A task class from ``task.task_files`` and the file that defines it."""
+
+    cls: type
+    source: str
+    sha: str
+
+
+def _import_file(path: Path, sha: str):
+    spec = importlib.util.spec_from_file_location(f"harness_mteb_tasks_{sha[:12]}", path)
+    if spec is None or spec.loader is None:
+        raise HarnessError(f"task.task_files: cannot import {path} as Python")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_task_files(entries: Sequence[str]) -> dict[str, LocalTask]:
+    """Task name -> the mteb task class each file (``my_tasks.py``) or module (``pkg.tasks``) defines."""
+    from mteb.abstasks import AbsTask
+
+    out: dict[str, LocalTask] = {}
+    for entry in entries:
+        path = Path(entry).expanduser()
+        if entry.endswith(".py") or "/" in entry:
+            if not path.is_file():
+                raise HarnessError(f"task.task_files: {entry} does not exist (give a .py file or a module name that "
+                                   "defines mteb tasks)")
+            sha = hashlib.sha256(path.read_bytes()).hexdigest()
+            module = _import_file(path, sha)
+        else:
+            try:
+                module = importlib.import_module(entry)
+            except ImportError as exc:
+                raise HarnessError(f"task.task_files: cannot import module {entry!r}: {exc}") from exc
+            source = Path(getattr(module, "__file__", "") or "")
+            sha = hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else entry
+        classes = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, AbsTask)
+                   and c.__module__ == module.__name__ and getattr(c, "metadata", None) is not None]
+        if not classes:
+            raise HarnessError(f"task.task_files: {entry} defines no mteb task (a subclass of an mteb AbsTask* class "
+                               "with a `metadata = TaskMetadata(...)`)")
+        for cls in classes:
+            out[cls.metadata.name] = LocalTask(cls, str(path.resolve()) if path.is_file() else entry, sha)
+    return out
+
+
+def _dataset_name(task_name: str, split: str, first_split: str) -> str:
+    """A record's dataset: the task name for its main split, ``<task>-<split>`` for any other."""
+    return task_name if split == first_split else f"{task_name}-{split}"
+
+
+class MtebFamily(Family):
+    """mteb's evaluation, the harness' model loading, one record per (task, split)."""
+
+    name = "mteb"
+    main_metric = "main_score"        # per record: the task's main score as mteb defines it (cosine_spearman, ...)
+    settings_class = MtebSettings
+    identity_exclude: ClassVar[Mapping[str, str]] = {
+        "task.tasks": "which tasks to run: each task and split is its own cell of the same run",
+        "task.hf_subsets": "each cell's subsets are part of its task spec",
+        "task.eval_splits": "each cell's split is part of its task spec",
+        "task.task_files": "a local task's file content is part of its task spec",
+        "task.batch_size": "how texts are batched for the encoder",
+    }
+    selection = BestConfigPerDataset()
+    tables = (TableSpec("mteb", "MTEB", "mteb tasks by name: main score as mteb defines it", None, scale=100),)
+
+    # ---------------------------------------------------------------------------------------- planning
+    @cached_property
+    def mteb(self):
+        from harness.mteb_results import require_mteb
+
+        return require_mteb("task=mteb")
+
+    @cached_property
+    def local_tasks(self) -> dict[str, LocalTask]:
+        return load_task_files(list(self.settings.task_files)) if self.settings.task_files else {}
+
+    @cached_property
+    def tasks(self) -> dict[str, Any]:
+        """Task name -> mteb task object restricted to the configured subsets and splits (no data loaded)."""
+        return {name: self._task(name) for name in self.settings.tasks}
+
+    def _task(self, name: str) -> Any:
+        s = self.settings
+        splits, subsets = s.eval_splits.get(name), s.hf_subsets.get(name)
+        if name in self.local_tasks:
+            task = self.local_tasks[name].cls()
+        else:
+            try:
+                task = self.mteb.get_task(name)
+            except KeyError:
+                known = [t.metadata.name for t in self.mteb.get_tasks()] + list(self.local_tasks)
+                raise HarnessError(
+                    f"unknown mteb task {name!r}; closest: {', '.join(closest_first(name, known)[:8])} (mteb "
+                    f"{self.mteb.__version__} has {len(known)} tasks; tasks on your own data: "
+                    "task.task_files=[my_tasks.py])") from None
+        meta = task.metadata
+        if splits and not set(splits) <= set(meta.eval_splits):
+            raise HarnessError(f"task.eval_splits.{name}={splits}: {name} has splits {meta.eval_splits}")
+        if subsets and not set(subsets) <= set(meta.hf_subsets):
+            raise HarnessError(f"task.hf_subsets.{name}={subsets}: {name} has subsets {meta.hf_subsets}")
+        if splits:
+            task.filter_eval_splits(eval_splits=splits)
+        return task.filter_languages(None, None, hf_subsets=subsets)   # as mteb.get_task does
+
+    def run_identity(self) -> dict[str, Any]:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            mteb_version = version("mteb")
+        except PackageNotFoundError:
+            mteb_version = None
+        return self.identity(replace={"task.mteb_version": mteb_version})   # mteb's evaluator makes the number
+
+    def task_spec(self, name: str, split: str) -> str:
+        """What defines a cell's data and scoring: the task, its dataset revision, split and subsets."""
+        task = self.tasks[name]
+        meta = task.metadata
+        local = self.local_tasks.get(name)
+        return results.stable_hash({
+            "task": name, "type": meta.type, "dataset": dict(meta.dataset), "split": split,
+            "subsets": sorted(task.hf_subsets), "main_score": meta.main_score, "file": local.sha if local else None,
+        })
+
+    def cells(self) -> list[Cell]:
+        ident = self.run_identity()
+        rid = results.run_id(ident, {"eval": self.precision})
+        out = []
+        for name, task in self.tasks.items():
+            first = task.metadata.eval_splits[0]
+            for split in task.eval_splits:
+                out.append(Cell(_dataset_name(name, split, first), rid, ident, self.task_spec(name, split),
+                                (name, split)))
+        return out
+
+    # ---------------------------------------------------------------------------------------- running
+    def check_data(self, names: Sequence[str]) -> None:
+        """Offline, a hub task's data must already be cached: try each one before any model is loaded, so a missing
+        dataset fails at once and names the local alternative."""
+        from harness.models import hub_reachable
+
+        remote = [n for n in names if n not in self.local_tasks]
+        if not remote or hub_reachable():
+            return
+        for name in remote:
+            task = self.tasks[name]
+            try:
+                task.load_data()
+            except Exception as exc:   # datasets raises several types offline; all mean "not available here"
+                ds = task.metadata.dataset
+                raise HubUnavailableError(
+                    f"mteb task {name} needs its dataset {ds.get('path')}@{ds.get('revision')} from the Hugging Face "
+                    "hub, which is not reachable from here (and it is not cached). Run tasks defined on local data: "
+                    f"task.task_files=[my_tasks.py] 'task.tasks=[MyTask]' (see the README). ({type(exc).__name__})"
+                ) from exc
+            task.unload_data()
+
+    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+        by_task: dict[str, list[Cell]] = {}
+        for cell in todo:
+            by_task.setdefault(cell.payload[0], []).append(cell)
+        self.check_data(list(by_task))
+        from harness.models import load_sentence_transformer
+
+        model, block = load_sentence_transformer(self.spec, device=self.device)
+        for name, cells in by_task.items():
+            task = self.tasks[name]
+            task.filter_eval_splits(eval_splits=[c.payload[1] for c in cells])
+            t0 = time.perf_counter()
+            try:
+                result = self.evaluate(model, task)
+            except (RuntimeError, ValueError, TypeError, KeyError, OSError) as exc:
+                log.error("mteb/%s failed: %s", name, exc)
+                for cell in cells:
+                    yield self.failed(cell, f"{type(exc).__name__}: {exc}", model=block, split=cell.payload[1])
+                continue
+            seconds = time.perf_counter() - t0
+            for cell in cells:
+                yield self.record(cell, task, result, block, seconds / len(cells))
+
+    def evaluate(self, model: Any, task: Any) -> Any:
+        """mteb's own evaluation of ``task`` on ``model`` in the run's precision (autocast, as the harness' encoder)."""
+        from harness.models import autocast
+
+        with autocast(self.precision, self.device):
+            out = self.mteb.evaluate(model, task, cache=None, overwrite_strategy="always", co2_tracker=False,
+                                     encode_kwargs={"batch_size": self.settings.batch_size}, show_progress_bar=True)
+        if out.exceptions:
+            raise RuntimeError("; ".join(f"{e.task_name}: {e.exception}" for e in out.exceptions))
+        return out.task_results[0]
+
+    def record(self, cell: Cell, task: Any, result: Any, block: dict[str, Any], seconds: float) -> ResultRecord:
+        name, split = cell.payload
+        meta = task.metadata
+        entries = [dict(e) for e in result.scores.get(split, [])]
+        if not entries:
+            return self.failed(cell, f"mteb returned no scores for split {split!r}", model=block, split=split)
+        numeric = [k for k, v in entries[0].items() if isinstance(v, int | float) and not isinstance(v, bool)
+                   and all(isinstance(e.get(k), int | float) for e in entries)]
+        metrics = {k: statistics.fmean(float(e[k]) for e in entries) for k in numeric if k != "main_score"}
+        metrics[meta.main_score] = statistics.fmean(float(e["main_score"]) for e in entries)   # mteb's main score
+        local = self.local_tasks.get(name)
+        ds = meta.dataset
+        return self.new_record(
+            cell, model=block, split=split, metrics=metrics, main_score=meta.main_score,
+            hyperparameters={"precision": self.precision, "batch_size": self.settings.batch_size,
+                             "max_length": getattr(self.spec, "max_length", None), "hf_subsets": sorted(task.hf_subsets)},
+            details={"mteb": {
+                "task": name, "type": meta.type, "split": split, "hf_subsets": [e.get("hf_subset") for e in entries],
+                "aggregate": "one subset" if len(entries) == 1 else f"mean over {len(entries)} subsets (mteb's rule)",
+                "scores": entries, "dataset_revision": result.dataset_revision, "mteb_version": result.mteb_version,
+                "evaluation_time": result.evaluation_time, "local": local is not None,
+                "file": local.source if local else None,
+            }},
+            timings={"evaluate_s": seconds},
+            data_fingerprint=f"local:{local.sha[:16]}:{meta.revision}" if local else f"hub:{ds.get('path')}@{meta.revision}",
+        )

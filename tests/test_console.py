@@ -1,0 +1,95 @@
+"""Quiet by default: library noise (transformers' LOAD REPORT table, INFO chatter) stays off the console and in the
+job's log file; ``log_level`` (or ``hydra.verbose``) brings it back; the run's own progress and summary remain."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import console
+from harness.errors import HarnessError
+from tests.conftest import REPO
+
+
+@pytest.fixture()
+def handlers(tmp_path: Path):
+    """Hydra's job logging: a console and a file handler on the root logger (restored afterwards)."""
+    import transformers.utils.logging as tlog
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    out = io.StringIO()
+    screen, file = logging.StreamHandler(out), logging.FileHandler(tmp_path / "job.log")
+    root.handlers[:] = [screen, file]
+    root.setLevel(logging.INFO)
+    yield out, tmp_path / "job.log"
+    root.handlers[:], level = saved
+    root.setLevel(level)
+    for name in console.LIBRARIES:
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    tlog.set_verbosity_warning()
+    tlog.disable_propagation()
+    tlog.enable_default_handler()
+    tlog.enable_progress_bar()
+    file.close()
+
+
+def _emit() -> None:
+    logging.getLogger("transformers.modeling_utils").warning("BertModel LOAD REPORT from: /some/model")
+    logging.getLogger("sentence_transformers.SentenceTransformer").info("Load pretrained SentenceTransformer")
+    logging.getLogger("mteb.models").error("mteb broke")
+    logging.getLogger("harness.families.retrieval").info("stdlib: 100 docs, 20 queries")
+
+
+def test_default_keeps_library_noise_in_the_log_file_only(handlers) -> None:
+    import transformers.utils.logging as tlog
+
+    screen, logfile = handlers
+    console.configure(None, False)
+    _emit()
+    shown = screen.getvalue()
+    assert "stdlib: 100 docs" in shown and "mteb broke" in shown          # our progress, and library errors
+    assert "LOAD REPORT" not in shown and "Load pretrained" not in shown
+    assert "LOAD REPORT" in logfile.read_text()                             # nothing lost
+    assert not tlog.is_progress_bar_enabled()                               # no "Loading weights" bars
+
+
+@pytest.mark.parametrize("how", [("INFO", False), (None, True)])
+def test_log_level_or_hydra_verbose_brings_it_back(handlers, how) -> None:
+    screen, _ = handlers
+    console.configure(None, False)          # an earlier quiet job in the same process (multirun)
+    console.configure(*how)
+    _emit()
+    assert "LOAD REPORT" in screen.getvalue()
+    if how[0] == "INFO":
+        assert "Load pretrained SentenceTransformer" in screen.getvalue()
+
+
+def test_bad_log_level_is_a_one_line_error() -> None:
+    with pytest.raises(HarnessError, match=r"log_level='loud' is not one of DEBUG, INFO, WARNING, ERROR"):
+        console.level_of("loud")
+
+
+@pytest.mark.slow
+def test_main_job_prints_progress_and_summary_without_library_tables(tmp_path: Path) -> None:
+    """The default command (packaged MiniLM, stdlib code set; smaller here) through the real CLI."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", "task.catalog.stdlib.max_queries=20", "task.catalog.stdlib.max_corpus=100",
+         "precision=fp32", f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs",
+         f"paths.cache={tmp_path}/cache"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    both = p.stdout + p.stderr
+    for noise in ("LOAD REPORT", "UNEXPECTED", "Loading weights", "Load pretrained SentenceTransformer"):
+        assert noise not in both, noise
+    assert "stdlib: corpus" in p.stderr                                               # encoding progress bar
+    assert re.search(r"code\s+stdlib\s+all-minilm-l6-v2\s+eval=fp32-\w+\s+ndcg_at_10\s+0\.\d{4}\s+ok", p.stdout)
+    (log,) = (tmp_path / "outputs" / "hydra").glob("*/cli.log")
+    assert "LOAD REPORT" in log.read_text()                                           # kept for whoever needs it
