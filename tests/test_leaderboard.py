@@ -140,6 +140,24 @@ def test_records_land_in_their_familys_table():
     assert column_of(record("not-a-family", "x", 0.5)) == ("not-a-family", "x")   # an open table of its own
 
 
+def test_mldr_and_code_records_land_in_their_columns(tmp_path):
+    mldr = dict(model=MODERNBERT, details={"setting": "ood", "retriever": "single_vector"})
+    assert column_of(record("mldr", "mldr-en", 0.3, **mldr)) == ("mldr", "mldr-en/ood")
+    assert column_of(record("mldr", "mldr-en", 0.4, model=MODERNBERT, details={"setting": "id"})) == ("mldr", "mldr-en/id")
+    colbert = record("mldr", "mldr-en", 0.8, model=MODERNBERT, details={"setting": "ood", "retriever": "multi_vector"})
+    assert column_of(colbert) == ("mldr", "mldr-en/ood-colbert")
+    assert column_of(record("code", "codesearchnet", 0.5)) == ("code", "codesearchnet")
+    res = tmp_path / "results"
+    for rec in (record("mldr", "mldr-en", 0.30, run="o", **mldr),
+                record("mldr", "mldr-en", 0.44, model=MODERNBERT, run="i", details={"setting": "id"}), colbert,
+                record("code", "codesearchnet", 0.564, model=MODERNBERT, run="c"),
+                record("code", "stackoverflow-qa", 0.736, model=MODERNBERT, run="c")):
+        write_record(res, rec)
+    row = build_leaderboard([res], published=False).table("overview").cells["run:modernbert-base|ModernBERT|base"]
+    assert {k: c.text for k, c in row.items()} == {"mldr_ood_dpr": "30.0", "mldr_id_dpr": "44.0",
+                                                    "mldr_ood_colbert": "80.0", "csn": "56.4", "sqa": "73.6"}
+
+
 def test_partial_average_is_marked_and_complete_one_is_not():
     cells = {"scifact": Cell(62.1, "62.1")}
     partial = average_cell(cells, BEIR_DATASETS)

@@ -11,6 +11,15 @@ from harness.data.retrieval import RetrievalDataset
 from harness.errors import unknown_name
 from harness.typed import build, choices
 
+#: kind -> "module:function(entry, data_dir, split, strict_qrels) -> RetrievalDataset" for kinds beyond BEIR
+#: folders and mined functions; the module is imported only when a dataset of that kind is loaded
+LOADERS: dict[str, str] = {
+    "coir_csn": "harness.data.coir:load_entry",          # CoIR CodeSearchNet (hub, its layout, CodeXGLUE JSONL)
+    "cosqa_pairs": "harness.data.coir:load_cosqa_entry",  # CoSQA labelled pairs (CodeXGLUE JSON)
+    "mldr": "harness.data.mldr:load_entry",              # MLDR (mteb's hub copy or a folder in MLDR's layout)
+    "source_files": "harness.data.longdocs:load_entry",  # whole source files as long documents
+}
+
 
 @dataclass
 class DatasetEntry:
@@ -21,10 +30,11 @@ class DatasetEntry:
     hub: str | None = None
     revision: str | None = None
     ignore_identical_ids: bool = False
-    kind: str = choices("beir", "source_tree", default="beir")   # local folder or hub | mined code set
-    root: str | None = None               # source_tree: folder to mine (None = installed stdlib)
-    max_queries: int | None = 500         # source_tree: queries sampled deterministically
-    max_corpus: int | None = None         # source_tree: cap the corpus (the queries' documents are kept)
+    kind: str = choices("beir", "source_tree", *LOADERS, default="beir")   # see LOADERS for the others
+    hub_config: str | None = None         # the hub subset: a CoIR language (ruby), an MLDR language (en)
+    root: str | None = None               # source_tree/source_files: folder to mine (None = installed stdlib)
+    max_queries: int | None = 500         # source_tree/source_files: queries sampled deterministically
+    max_corpus: int | None = None         # source_tree/source_files: cap the corpus (queries' documents kept)
     local: str | None = None              # folder under data_dir (default: the name); members: parent/member
     members: dict[str, DatasetEntry] = field(default_factory=dict)   # composite (CQADupstack): mean over members
     mteb_task: str | None = None          # the mteb task with the same data and protocol (export/import of results)
@@ -81,10 +91,16 @@ def local_folder(data_dir: str, entry: DatasetEntry) -> Path:
 def load_entry(
     entry: DatasetEntry, *, data_dir: str | None, split: str | None = None, strict_qrels: bool = True
 ) -> RetrievalDataset:
-    """Load one (non-composite) dataset: a mined source tree, a local BEIR folder, or the pinned hub copy."""
+    """Load one (non-composite) dataset: a kind of :data:`LOADERS`, a mined source tree, a local BEIR folder,
+    or the pinned hub copy."""
     from harness.data import beir
 
     split = split or entry.split
+    if entry.kind in LOADERS:
+        import importlib
+
+        module, _, func = LOADERS[entry.kind].partition(":")
+        return getattr(importlib.import_module(module), func)(entry, data_dir, split, strict_qrels)
     if entry.kind == "source_tree":
         from harness.data.code import build_code_retrieval_set
 

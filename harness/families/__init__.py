@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "beir": "harness.families.beir:BeirFamily",
     "code": "harness.families.code:CodeFamily",
     "glue": "harness.families.glue:GlueFamily",
+    "mldr": "harness.families.mldr:MldrFamily",
     "mteb": "harness.families.mteb:MtebFamily",
 }
 

@@ -1,0 +1,267 @@
+"""CoIR's code-retrieval sets as the paper ran them, and their local stand-ins.
+
+- CodeSearchNet (CoIR: ``CoIR-Retrieval/CodeSearchNet``, one hub config triple ``<lang>-corpus`` /
+  ``<lang>-queries`` / ``<lang>-qrels`` per language): the query is a function's code, the relevant document its
+  docstring (code -> summary); only queries of partition ``test`` are evaluated (mteb 2.26's
+  ``COIRCodeSearchNetRetrieval`` logic). The same loader reads a local copy in that hub layout.
+- A CodeXGLUE CodeSearchNet folder (``<lang>/{train,valid,test}.jsonl``; the Ruby slice in ``../shared/data``)
+  converted to CoIR's direction: queries = test rows' ``code``, corpus = every row's ``docstring`` (exact
+  duplicates kept once, as CoIR's corpus holds unique texts). :func:`export_coir_layout` writes it in the hub
+  layout, so mteb's own loader can read the very same data.
+- CoSQA dev (CodeXGLUE ``cosqa-dev.json``): queries = web queries labelled 1, corpus = the distinct code
+  snippets of all pairs, relevant = the snippet paired with the query.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.data.retrieval import RetrievalDataset
+from harness.errors import DataError
+
+if TYPE_CHECKING:
+    from harness.data.catalog import DatasetEntry
+
+log = logging.getLogger(__name__)
+
+#: CodeXGLUE partitions, in the order their docstrings enter the corpus (first occurrence keeps its id)
+PARTITIONS = ("train", "valid", "test")
+CSN_LANGUAGES = ("go", "java", "javascript", "php", "python", "ruby")
+
+
+@dataclass
+class CoirTriple:
+    """A CoIR set in hub form: corpus rows, query rows (with their partition) and qrels rows of one split."""
+
+    corpus: list[dict[str, str]]          # {_id, title, text}
+    queries: list[dict[str, str]]         # {_id, text, partition}
+    qrels: list[dict[str, Any]]           # {query-id, corpus-id, score}
+    split: str = "test"
+
+
+# ------------------------------------------------------------------------------------------ CodeXGLUE -> CoIR
+def read_codexglue(folder: Path, lang: str) -> list[dict[str, Any]]:
+    """The rows of ``folder/{train,valid,test}.jsonl`` (whichever exist), partitions in :data:`PARTITIONS`
+    order; each row must have ``code``, ``docstring`` and ``partition``."""
+    files = [folder / f"{p}.jsonl" for p in PARTITIONS if (folder / f"{p}.jsonl").is_file()]
+    if not (folder / "test.jsonl").is_file():
+        raise DataError(
+            f"{folder}: no test.jsonl. A CodeXGLUE CodeSearchNet folder holds {{train,valid,test}}.jsonl for one "
+            f"language (at least test.jsonl); point task.data_dir at the folder that contains {folder.parent.name}/"
+            f"{folder.name}/, or use the hub copy (no task.data_dir)."
+        )
+    rows = []
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg}); fix or remove that line.") from None
+                missing = [k for k in ("code", "docstring") if k not in row]
+                if missing:
+                    raise DataError(f"{path} line {lineno}: missing field(s) {missing}; CodeXGLUE rows have "
+                                    "code, docstring, partition, ...")
+                if row.get("language", lang) != lang:
+                    raise DataError(f"{path} line {lineno}: language {row.get('language')!r}, expected {lang!r}; "
+                                    "one folder holds one language.")
+                row.setdefault("partition", path.stem)
+                rows.append(row)
+    return rows
+
+
+def coir_from_codexglue(rows: Iterable[dict[str, Any]], lang: str, split: str = "test") -> CoirTriple:
+    """CoIR's code -> docstring direction over CodeXGLUE rows: one query per row (its code, with its partition),
+    one document per distinct docstring, qrels for the rows of ``split``."""
+    corpus: list[dict[str, str]] = []
+    queries: list[dict[str, str]] = []
+    qrels: list[dict[str, Any]] = []
+    doc_of_text: dict[str, str] = {}
+    counters: dict[str, int] = {}
+    for row in rows:
+        part = str(row["partition"])
+        i = counters[part] = counters.get(part, -1) + 1
+        doc_text = str(row["docstring"])
+        if doc_text not in doc_of_text:
+            doc_of_text[doc_text] = f"d-{lang}-{part}-{i}"
+            corpus.append({"_id": doc_of_text[doc_text], "title": "", "text": doc_text})
+        qid = f"q-{lang}-{part}-{i}"
+        queries.append({"_id": qid, "text": str(row["code"]), "partition": part})
+        if part == split:
+            qrels.append({"query-id": qid, "corpus-id": doc_of_text[doc_text], "score": 1})
+    if not qrels:
+        raise DataError(f"CodeSearchNet {lang}: no rows of partition {split!r}; nothing to evaluate.")
+    return CoirTriple(corpus, queries, qrels, split)
+
+
+def dataset_from_triple(triple: CoirTriple, name: str, split: str, source: str, fingerprint: str = "",
+                        strict_qrels: bool = True) -> RetrievalDataset:
+    """A :class:`RetrievalDataset` from CoIR hub rows: queries of partition ``split`` only (mteb's filter)."""
+    from harness.data.beir import check_qrels_ids
+
+    ids = [str(r["_id"]) for r in triple.corpus]
+    if len(set(ids)) != len(ids):
+        raise DataError(f"{source}: duplicate document ids in the corpus; document ids must be unique.")
+    queries = {str(q["_id"]): str(q["text"]) for q in triple.queries if q.get("partition", split) == split}
+    qrels: dict[str, dict[str, int]] = {}
+    for r in triple.qrels:
+        qrels.setdefault(str(r["query-id"]), {})[str(r["corpus-id"])] = int(r["score"])
+    qrels = check_qrels_ids(qrels, queries, set(ids), source, strict=strict_qrels)
+    return RetrievalDataset(
+        name=name, split=split, corpus_ids=ids, corpus_titles=[str(r.get("title") or "") for r in triple.corpus],
+        corpus_texts=[str(r["text"] or "") for r in triple.corpus], queries=queries, qrels=qrels, source=source,
+        fingerprint=fingerprint,
+    )
+
+
+def export_coir_layout(triple: CoirTriple, out_dir: str | Path, lang: str) -> Path:
+    """Write ``triple`` in CoIR's hub layout (``<lang>-corpus/``, ``<lang>-queries/``, ``<lang>-qrels/`` JSONL
+    plus a README declaring the configs), so ``datasets.load_dataset(out_dir, "<lang>-corpus")`` reads it as it
+    reads the hub copy. One language per call; the README lists every language folder present."""
+    out = Path(out_dir)
+    parts = {"corpus": ("corpus", triple.corpus), "queries": ("queries", triple.queries),
+             "qrels": (triple.split, triple.qrels)}
+    for kind, (split, rows) in parts.items():
+        folder = out / f"{lang}-{kind}"
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / f"{split}.jsonl", "w", encoding="utf-8", newline="\n") as fh:
+            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    configs = []
+    for folder in sorted(p for p in out.iterdir() if p.is_dir() and "-" in p.name):
+        for f in sorted(folder.glob("*.jsonl")):
+            configs.append(f"- config_name: {folder.name}\n  data_files:\n  - split: {f.stem}\n"
+                           f"    path: {folder.name}/{f.name}\n")
+    (out / "README.md").write_text("---\nconfigs:\n" + "".join(configs) + "---\n")
+    return out
+
+
+# ------------------------------------------------------------------------------------------ loaders
+def load_csn(path: str, revision: str | None, lang: str, name: str, split: str = "test",
+             strict_qrels: bool = True, *, hub: bool = True) -> RetrievalDataset:
+    """CoIR CodeSearchNet for one language from the hub (``hub=True``: fails fast offline) or from a local
+    folder in the same layout, read exactly as mteb 2.26's ``COIRCodeSearchNetRetrieval`` does."""
+    from datasets import load_dataset
+
+    if hub:
+        from harness.models import require_hub
+
+        require_hub(
+            f"dataset {path!r} ({lang})",
+            f"Offline, use the CodeXGLUE Ruby slice: task.datasets=[csn-ruby] task.data_dir=<dir containing "
+            f"codesearchnet/ruby/test.jsonl> (../shared/data), or a local copy in CoIR's layout under "
+            f"task.data_dir=<dir containing codesearchnet/{lang}/>.",
+        )
+    # a local folder gets a cache of its own content: datasets keys local folders by their name, so two folders
+    # called alike (or one whose files changed) would otherwise share a stale cache
+    kw = {} if hub else {"cache_dir": local_cache_dir(Path(path))}
+    qrels = load_dataset(path, f"{lang}-qrels", revision=revision, **kw)[split]
+    corpus = load_dataset(path, f"{lang}-corpus", revision=revision, **kw)["corpus"]
+    queries = load_dataset(path, f"{lang}-queries", revision=revision, **kw)["queries"]
+    triple = CoirTriple(
+        corpus=[{"_id": str(r["_id"]), "title": r.get("title") or "", "text": r["text"]} for r in corpus],
+        queries=[{"_id": str(r["_id"]), "text": r["text"], "partition": r.get("partition", split)} for r in queries],
+        qrels=[dict(r) for r in qrels], split=split,
+    )
+    fingerprint = f"hub:{path}@{revision}:{lang}" if hub else ""
+    return dataset_from_triple(triple, name, split, f"{path}@{revision}:{lang}" if hub else str(path),
+                               fingerprint, strict_qrels)
+
+
+def content_key(folder: Path) -> str:
+    """A key of a local folder's files (path, size, mtime): changes whenever a file does."""
+    import hashlib
+
+    h = hashlib.sha256(str(folder.resolve()).encode())
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        st = f.stat()
+        h.update(f"{f.relative_to(folder)}\x1f{st.st_size}\x1f{st.st_mtime_ns}\x1e".encode())
+    return h.hexdigest()[:16]
+
+
+def local_cache_dir(folder: Path) -> str:
+    """datasets' cache for one local folder's current content."""
+    from datasets import config
+
+    return str(Path(config.HF_DATASETS_CACHE) / "harness-local" / content_key(folder))
+
+
+def load_csn_local(folder: Path, lang: str, name: str, split: str = "test",
+                   strict_qrels: bool = True) -> RetrievalDataset:
+    """A local CodeSearchNet language folder: CoIR's hub layout (a README with configs) or CodeXGLUE JSONL."""
+    if not folder.is_dir():
+        raise DataError(
+            f"dataset folder not found: {folder}. Set task.data_dir to the directory that holds "
+            f"{folder.parent.name}/{folder.name}/ with CodeXGLUE {{train,valid,test}}.jsonl (../shared/data has the "
+            "Ruby slice) or a copy of the hub dataset in CoIR's layout."
+        )
+    if (folder / "README.md").is_file() and (folder / f"{lang}-qrels").is_dir():
+        return load_csn(str(folder), None, lang, name, split, strict_qrels, hub=False)
+    triple = coir_from_codexglue(read_codexglue(folder, lang), lang, split)
+    return dataset_from_triple(triple, name, split, str(folder.resolve()), strict_qrels=strict_qrels)
+
+
+def load_cosqa_pairs(path: Path, name: str, split: str = "test") -> RetrievalDataset:
+    """CoSQA pairs (CodeXGLUE JSON: idx, doc = web query, code, label) as a retrieval set: queries labelled 1,
+    corpus = distinct code snippets (first pair's idx as the id), relevant = the query's own snippet."""
+    if not path.is_file():
+        raise DataError(f"CoSQA file not found: {path}. Point task.data_dir at the folder that contains "
+                        "cosqa/cosqa-dev.json (../shared/data), or set the catalog entry's `local` to the file.")
+    try:
+        pairs = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg}); CoSQA files are one JSON array of pairs.") from None
+    if not isinstance(pairs, list) or not pairs:
+        raise DataError(f"{path}: expected a non-empty JSON array of {{idx, doc, code, label}} pairs.")
+    doc_of_code: dict[str, str] = {}
+    queries: dict[str, str] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    for n, pair in enumerate(pairs):
+        missing = [k for k in ("idx", "doc", "code", "label") if k not in pair]
+        if missing:
+            raise DataError(f"{path} pair {n}: missing field(s) {missing}; each pair needs idx, doc, code, label.")
+        did = doc_of_code.setdefault(str(pair["code"]), f"c-{pair['idx']}")
+        if int(pair["label"]) == 1:
+            queries[str(pair["idx"])] = str(pair["doc"])
+            qrels[str(pair["idx"])] = {did: 1}
+    if not qrels:
+        raise DataError(f"{path}: no pair is labelled 1, so no query has a relevant snippet.")
+    codes = list(doc_of_code)
+    return RetrievalDataset(
+        name=name, split=split, corpus_ids=[doc_of_code[c] for c in codes], corpus_titles=[""] * len(codes),
+        corpus_texts=codes, queries=queries, qrels=qrels, source=str(path.resolve()),
+    )
+
+
+# ------------------------------------------------------------------------------------------ catalog entry points
+def load_entry(entry: DatasetEntry, data_dir: str | None, split: str, strict_qrels: bool = True) -> RetrievalDataset:
+    """Catalog kind ``coir_csn``: ``entry.hub_config`` is the language; a local folder when ``data_dir`` is set,
+    else the pinned hub copy."""
+    from harness.data.catalog import local_folder
+
+    lang = entry.hub_config or entry.name.rsplit("-", 1)[-1]
+    if lang not in CSN_LANGUAGES:
+        raise DataError(f"catalog entry {entry.name!r}: hub_config={lang!r} is not a CodeSearchNet language; "
+                        f"use one of {', '.join(CSN_LANGUAGES)}.")
+    if data_dir:
+        return load_csn_local(local_folder(data_dir, entry), lang, entry.name, split, strict_qrels)
+    if entry.hub is None:
+        raise DataError(f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir>.")
+    return load_csn(entry.hub, entry.revision, lang, entry.name, split, strict_qrels)
+
+
+def load_cosqa_entry(entry: DatasetEntry, data_dir: str | None, split: str,
+                     strict_qrels: bool = True) -> RetrievalDataset:
+    """Catalog kind ``cosqa_pairs``: the JSON file ``<data_dir>/<local>`` (local data only)."""
+    from harness.data.catalog import local_folder
+
+    if not data_dir:
+        raise DataError(f"dataset {entry.name!r} is local only: pass task.data_dir=<dir containing "
+                        f"{entry.local or entry.name}> (../shared/data has cosqa/cosqa-dev.json).")
+    return load_cosqa_pairs(local_folder(data_dir, entry), entry.name, split)

@@ -1,0 +1,236 @@
+"""Which trained weights a family evaluates: the training lineage of MLDR and code records.
+
+The paper evaluates MLDR (out-of-domain), CodeSearchNet and StackOverflow-QA with the DPR model ``task=beir``
+trained on MS MARCO, never retraining it. ``task.source`` names that model: the run a family's selection rule
+picks (``selected``, the same code as ``harness.select``), one run id, or ``null`` for ``model.path`` as is (any
+local checkpoint). The resolved run id and the trained weights' fingerprint replace ``model.ref`` in the run
+identity, so a new selection is a new run, and every record carries the lineage in ``details.lineage``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness import results
+from harness.errors import HarnessError, HubUnavailableError, closest_first
+
+if TYPE_CHECKING:
+    from harness.families.base import Cell
+    from harness.results import ResultRecord
+
+
+@dataclass(kw_only=True)
+class SourceSettings:
+    """``task.source``: the weights a run evaluates."""
+
+    task: str = "beir"              # the family whose trained runs are read
+    run: str | None = "selected"    # selected | <run id> | null (model.path as is)
+    required: bool = True           # run=selected and this model has no run: error (true) or model.path (false)
+    results: str | None = None      # where that family's records are read (null: paths.results)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The resolved source: ``model_dir`` is None when ``model.path`` itself is evaluated."""
+
+    mode: str                       # selected | run | model
+    task: str | None = None
+    run_id: str | None = None
+    model_dir: str | None = None    # the run's trained model directory
+    fingerprint: str | None = None  # its weights fingerprint, as the run recorded it
+    lr: float | None = None         # the run's learning rate (the selected DPR LR)
+    note: str = ""
+
+    def ref(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        """What the run identity hashes instead of ``model.ref``."""
+        if self.model_dir is None:
+            return {**base, **({"source_run": self.run_id, "source_task": self.task} if self.run_id else {})}
+        return {"fingerprint": self.fingerprint, "source_run": self.run_id, "source_task": self.task}
+
+    def record(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
+
+
+def resolve(source: SourceSettings, results_dir: str, model_name: str) -> Lineage:
+    """The lineage ``source`` names for ``model_name`` (reads records only; loads no model)."""
+    if source.run is None:
+        return Lineage("model", note="model.path evaluated as is (task.source.run=null)")
+    from harness import families
+
+    families.get(source.task)   # an unknown family fails with the valid names
+    folder = Path(results_dir) / results._safe(source.task) / results._safe(model_name)   # the record layout
+    recs = [r for _, r in results.iter_records(folder, warn=False)
+            if r.task == source.task and (r.model or {}).get("name") == model_name
+            and r.status == results.STATUS_OK] if folder.is_dir() else []
+    if source.run == "selected":
+        if not recs:
+            if not source.required:
+                return Lineage("model", source.task, note=f"no task={source.task} run of {model_name} under "
+                               f"{results_dir}: model.path evaluated as is")
+            raise HarnessError(
+                f"no task={source.task} record of model {model_name!r} under {results_dir}, so there is no selected "
+                f"run to evaluate. Train it first (python -m harness -m sweep=beir-lr model={model_name}), name a run "
+                "(\"task.source.run='<run id>'\", quoted: run ids contain =), point at other results "
+                "(task.source.results=<dir>), or evaluate model.path as is (task.source.run=null)."
+            )
+        return _from_run(source, _selected_run(source.task, recs, model_name), recs, "selected")
+    if not any(r.run_id == source.run for r in recs):
+        known = closest_first(source.run, {r.run_id for r in recs})
+        raise HarnessError(
+            f"task.source.run={source.run!r}: no task={source.task} run with that id for model {model_name!r} under "
+            f"{results_dir}. Known run ids (closest first): {', '.join(known) or 'none'}. Pick one (python -m "
+            f"harness.select --task {source.task} lists them), or task.source.run=null to evaluate model.path as is."
+        )
+    return _from_run(source, source.run, recs, "run")
+
+
+def _selected_run(task: str, recs: list[ResultRecord], model_name: str) -> str:
+    from harness import selection
+
+    choice = selection.choose(task, recs, model_name)[model_name]
+    run_id = choice.summary.get("selected_run_id")
+    if run_id:
+        return str(run_id)
+    runs = sorted({r.run_id for rs in choice.cells.values() for r in rs})
+    if len(runs) != 1:
+        raise HarnessError(f"task={task}'s selection picks {len(runs)} runs for {model_name!r} (one per dataset), "
+                           "not one model; name the run to evaluate with \"task.source.run='<run id>'\".")
+    return runs[0]
+
+
+def _from_run(source: SourceSettings, run_id: str, recs: list[ResultRecord], mode: str) -> Lineage:
+    run = [r for r in recs if r.run_id == run_id]
+    trained = next((r.model["trained"] for r in run if (r.model or {}).get("trained")), None)
+    hp = run[0].hyperparameters or {}
+    if not trained:
+        return Lineage(mode, source.task, run_id,
+                       note=f"run {run_id} did not train: model.path evaluated as that run evaluated it")
+    model_dir = str(trained.get("model_dir") or "")
+    if not model_dir or not Path(model_dir).is_dir():
+        raise HarnessError(
+            f"the trained model of task={source.task} run {run_id} is gone ({model_dir or 'no model_dir recorded'}). "
+            f"Re-run that configuration (python -m harness task={source.task} ... retrains it), or pass its "
+            "checkpoint as model.path=<dir> with task.source.run=null."
+        )
+    lr = hp.get("lr")
+    model_dir = str(Path(model_dir).resolve())
+    return Lineage(mode, source.task, run_id, model_dir, trained.get("fingerprint"),
+                   float(lr) if isinstance(lr, int | float) else None)
+
+
+class TrainedSource:
+    """Mixin for :class:`~harness.families.beir.DenseFamily` subclasses whose settings have ``source``: evaluate
+    the lineage's weights, hash them into the run identity, record the lineage, and refuse a document length
+    above the model's positions before any expensive work."""
+
+    cfg: Any
+    settings: Any
+    spec: Any
+    device: str
+    model_name: str
+
+    @cached_property
+    def lineage(self) -> Lineage:
+        src: SourceSettings = self.settings.source
+        return resolve(src, str(src.results or self.cfg.paths.results), self.model_name)
+
+    @cached_property
+    def model_ref(self) -> dict[str, Any]:
+        from harness.models import model_ref
+
+        if self.lineage.model_dir is not None:
+            return self.lineage.ref({})
+        return self.lineage.ref(model_ref(self.spec))
+
+    def load_model(self) -> tuple[Any, dict[str, Any]]:
+        from harness.models import load_sentence_transformer
+
+        lin = self.lineage
+        spec = replace(self.spec, path=lin.model_dir) if lin.model_dir else self.spec
+        model, block = load_sentence_transformer(spec, device=self.device)
+        if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
+            raise HarnessError(
+                f"the weights in {lin.model_dir} changed since task={lin.task} run {lin.run_id} recorded them "
+                f"(fingerprint {block['fingerprint']} != {lin.fingerprint}); re-run that configuration or pass the "
+                "directory as model.path=<dir> with task.source.run=null."
+            )
+        check_positions(model, self.settings.max_length, self.spec.name, "task.max_length")
+        if getattr(self.settings, "train", False):
+            check_positions(model, self.settings.max_seq_length, self.spec.name, "task.max_seq_length")
+        block["path"] = self.spec.path
+        block["lineage"] = lin.record()
+        block["max_positions"] = model_positions(model)
+        return model, block
+
+
+    def new_record(self, cell: Cell, **fields: Any) -> ResultRecord:
+        rec = super().new_record(cell, **fields)  # type: ignore[misc]
+        rec.details.setdefault("lineage", self.lineage.record())
+        return rec
+
+    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+        """Before any model is loaded: datasets that need the hub fail at once, naming their local alternative."""
+        needs_hub = [c.payload for c in todo if not self.settings.data_dir and c.payload.kind != "source_files"
+                     and (c.payload.hub or any(m.hub for m in c.payload.members.values()))]
+        if needs_hub:
+            from harness.models import hub_reachable
+
+            if not hub_reachable():
+                raise HubUnavailableError(
+                    f"{', '.join(e.name for e in needs_hub)}: the pinned hub copies "
+                    f"({'; '.join(_hub_of(e) for e in needs_hub)}) need the Hugging Face hub, which is not reachable "
+                    "from here. Offline: " + " ".join(_local_hint(e) for e in needs_hub)
+                )
+        yield from super().run(todo)  # type: ignore[misc]
+
+
+#: the local alternative of a hub dataset, per catalog kind
+LOCAL_HINTS = {
+    "mldr": "{name}: task.data_dir=<dir containing {local}/> in MLDR's layout (corpus.jsonl, test.jsonl; e.g. a "
+            "copy of Shitao/MLDR's mldr-v1.0-en/).",
+    "coir_csn": "{name}: task.data_dir=<dir containing {local}/> (CodeXGLUE {{train,valid,test}}.jsonl or CoIR's hub "
+                "layout); the Ruby slice: task.datasets=[csn-ruby] task.data_dir=../shared/data.",
+    "beir": "{name}: task.data_dir=<dir containing {local}/> in BEIR layout.",
+}
+
+
+def _hub_of(entry: Any) -> str:
+    members = list(entry.members.values())
+    first = members[0] if members else entry
+    return f"{first.hub}@{first.revision}" + (f", {len(members)} subsets" if members else "")
+
+
+def _local_hint(entry: Any) -> str:
+    members = list(entry.members.values())
+    kind = members[0].kind if members else entry.kind
+    local = f"{entry.local or entry.name}/<{'|'.join(entry.members)}>" if members else entry.local or entry.name
+    return LOCAL_HINTS.get(kind, LOCAL_HINTS["beir"]).format(name=entry.name, local=local)
+
+
+def model_positions(model: Any) -> int | None:
+    """How many token positions the encoder has (None when its config does not say): ``max_position_embeddings``
+    (``n_positions`` for NomicBERT), less RoBERTa's offset (positions start after the padding index)."""
+    first = model[0]
+    config = getattr(getattr(first, "auto_model", None), "config", None)
+    if config is None:
+        return None
+    n = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if not isinstance(n, int):
+        return None
+    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
+        n -= (getattr(config, "pad_token_id", 1) or 1) + 1
+    return n
+
+
+def check_positions(model: Any, length: int, name: str, key: str) -> None:
+    """A length above the model's positions cannot be encoded: say so, and the largest that works."""
+    n = model_positions(model)
+    if n is not None and length > n:
+        raise HarnessError(
+            f"{key}={length} is above model {name!r}'s {n} token positions; set {key}<={n} (the model's maximum), "
+            "or use a model with longer positions."
+        )

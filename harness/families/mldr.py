@@ -1,0 +1,323 @@
+"""``task=mldr``: long-document retrieval as the paper ran it (section 3.1.3): MLDR English, nDCG@10.
+
+- ``task.setting=ood`` (out-of-domain): the DPR model ``task=beir`` trained on MS MARCO (``task.source``: the
+  selected run, a run id, or ``model.path`` as is), evaluated with no further training.
+- ``task.setting=id`` (in-domain): that model fine-tuned further on MLDR's English train set (``Shitao/MLDR``
+  ``mldr-v1.0-en/train.jsonl.gz``, or a local folder in MLDR's layout), then evaluated. The paper gives no
+  recipe: loss, learning rate (default: the source run's, i.e. the selected DPR LR), epochs, sequence length,
+  batch and accumulation are config and recorded.
+
+Documents are encoded up to ``task.max_length`` (the model's own maximum by default: 8,192 for ModernBERT and
+GTE-en-MLM, 512 for BERT/RoBERTa/DeBERTa); a length above the model's positions is refused before any work.
+Every record names its setting, retriever and training lineage; sets that record where each query's answer starts
+in its document (the long-document set of source files) also get nDCG@10 before and after the truncation point.
+
+The retriever is the dense one of :class:`~harness.families.beir.DenseFamily`; everything MLDR-specific here
+(settings, lineage, data, records, leaderboard columns) is independent of it, so a family that overrides
+``load_model``/``retriever`` (a multi-vector model) reuses it, and its records land in ``mldr-en/ood-colbert``.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from harness.errors import HarnessError
+from harness.families.base import Cell, TableSpec
+from harness.families.beir import DenseFamily, DenseSettings
+from harness.families.lineage import SourceSettings, TrainedSource
+from harness.families.retrieval import RetrievalFamily
+from harness.selection.rules import Choice, Key, SelectionRule, _groups, summary
+from harness.typed import choices
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from harness.data.catalog import DatasetEntry
+    from harness.data.retrieval import RetrievalDataset
+    from harness.evaluation.retriever import Retriever
+    from harness.results import ResultRecord
+
+log = logging.getLogger(__name__)
+
+MLDR_LABELS = {"mldr-en/ood": "MLDR-en OOD", "mldr-en/id": "MLDR-en ID", "mldr-en/ood-colbert": "MLDR-en OOD (ColBERT)"}
+
+
+@dataclass(kw_only=True)
+class MldrTrainData:
+    """``task.train_data``: MLDR training rows (query, positive_passages, negative_passages)."""
+
+    source: str = choices("hub", "local", default="hub")
+    hub_path: str = "Shitao/MLDR"
+    hub_revision: str = "main"
+    hub_dir: str = "mldr-v1.0-en"
+    path: str | None = None         # local: a folder in MLDR's layout (null: the evaluated dataset's folder)
+    split: str = "train"
+    num_negatives: int = 1          # triplets per query: its first positive with each of its first N negatives
+    max_samples: int | None = None  # seeded sample of training rows (null: all)
+
+
+@dataclass(kw_only=True)
+class MldrSettings(DenseSettings):
+    setting: str = choices("ood", "id", default="ood")
+    lr: float | None = None         # null: the source run's LR (the selected DPR LR), else model.dpr.lr
+    path: str | None = None         # datasets=[files]: the source tree read as long documents
+    source: SourceSettings = field(default_factory=SourceSettings)
+    train_data: MldrTrainData = field(default_factory=MldrTrainData)
+
+
+class LatestConfigPerColumn(SelectionRule):
+    """Per column, the configuration (runs that differ only in seed; mean over seeds) with the newest record: MLDR
+    has no sweep to select on, and a new source run (a new DPR selection) supersedes the records of the old one."""
+
+    description = "per column, the most recent configuration (mean over its seeds); MLDR has no sweep to select on"
+
+    def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
+        by_cell: dict[Any, list[ResultRecord]] = defaultdict(list)
+        for r in records:
+            by_cell[key(r)].append(r)
+        cells, tasks = {}, {}
+        for cell, recs in by_cell.items():
+            groups = _groups(recs, per_dataset=True, average_seeds=average_seeds)
+            newest = max(groups, key=lambda g: max(r.created_at for r in g))
+            cells[cell] = newest
+            tasks[cell] = {"score": summary([float(r.score) for r in newest]), "run_ids": [r.run_id for r in newest],
+                           "lineage": newest[0].details.get("lineage"), "n_configurations": len(groups)}
+        return Choice(records[0].model, cells, {"tasks": tasks})
+
+    def format(self, choice: Choice) -> str:
+        lines = [f"{choice.model.get('name')}: {self.description}"]
+        for cell, t in choice.summary["tasks"].items():
+            col = cell[-1] if isinstance(cell, tuple) else cell
+            src = (t.get("lineage") or {}).get("run_id") or "model.path"
+            lines.append(f"  {col!s:24s} {t['score']['mean']:.4f}  run {t['run_ids'][0]}  (source: {src})")
+        return "\n".join(lines)
+
+
+class Capture:
+    """A retriever that keeps what it indexed and returned, so the family can score subsets of the queries."""
+
+    def __init__(self, inner: Retriever):
+        self.inner, self.kind = inner, inner.kind
+        self.ds: RetrievalDataset | None = None
+        self.hits: tuple[np.ndarray, np.ndarray] | None = None
+
+    def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
+        self.ds = ds
+        return self.inner.index(ds)
+
+    def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+        scores, idx, timings = self.inner.search(queries, top_k)
+        self.hits = (scores, idx)
+        return scores, idx, timings
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+
+class MldrFamily(TrainedSource, DenseFamily):
+    name = "mldr"
+    settings_class = MldrSettings
+    identity_exclude: ClassVar[Mapping[str, str]] = {
+        **RetrievalFamily.identity_exclude,
+        "task.path": "the tree's root is part of the `files` catalog entry (each cell's data spec)",
+        "task.source": "resolved into model.ref: the source run id and its trained weights' fingerprint",
+        "task.train": "derived from task.setting (id trains, ood does not)",
+    }
+    selection = LatestConfigPerColumn()
+    tables = (TableSpec("mldr", "MLDR", "MLDR English nDCG@10", None, MLDR_LABELS, scale=100,
+                        note="OOD: the MS MARCO DPR model as is; ID: fine-tuned further on MLDR's train set."),)
+
+    def __init__(self, cfg: Any) -> None:
+        super().__init__(cfg)
+        self.settings.train = self.settings.setting == "id"
+        self._model: Any = None
+        self._train_stats: dict[str, Any] = {}
+
+    @classmethod
+    def column_of(cls, record: ResultRecord) -> tuple[str, str]:
+        """``<dataset>/<setting>``, and ``-colbert`` for a multi-vector retriever's record."""
+        details = record.details or {}
+        col = f"{record.dataset}/{details.get('setting', 'ood')}"
+        return "mldr", col + ("-colbert" if details.get("retriever") == "multi_vector" else "")
+
+    # ------------------------------------------------------------------------------------------- identity
+    @property
+    def effective_lr(self) -> float:
+        """``task.lr``, else the source run's LR (the selected DPR LR), else the model's Table 9 DPR LR."""
+        if self.settings.lr is not None:
+            return float(self.settings.lr)
+        if self.lineage.lr is not None:
+            return self.lineage.lr
+        dpr = self.cfg.model.get("dpr")
+        if dpr is None or dpr.get("lr") is None:
+            raise HarnessError("task.setting=id needs a learning rate: the source has no recorded LR and the model "
+                               "config no dpr.lr; set task.lr=<value>.")
+        return float(dpr.lr)
+
+    def run_identity(self) -> dict[str, Any]:
+        if self.settings.train:
+            return self.identity(replace={"task.lr": self.effective_lr, **self.training_identity()})
+        return self.identity(exclude=self.training_keys)
+
+    def readable(self) -> dict[str, Any]:
+        s = self.settings
+        return {"setting": s.setting, **({"lr": self.effective_lr} if s.train else {})}
+
+    def training_identity(self) -> dict[str, Any]:
+        d = self.settings.train_data
+        if d.source == "local":
+            from harness.data import mldr
+
+            path = mldr.split_file(self.train_folder(), d.split)
+            return {"task.train_data.path": {"sha256": _sha(path) if path else None}}
+        return {}
+
+    def train_folder(self) -> Path:
+        d, s = self.settings.train_data, self.settings
+        if d.path:
+            return Path(d.path).expanduser()
+        entries = [e for e in self.entries() if e.kind == "mldr"]
+        if not s.data_dir or not entries:
+            raise HarnessError("task.train_data.source=local needs a folder: task.train_data.path=<folder in MLDR's "
+                               "layout>, or task.data_dir with an mldr dataset whose folder holds train.jsonl.")
+        from harness.data.catalog import local_folder
+
+        return local_folder(s.data_dir, entries[0])
+
+    def hyperparameters(self) -> dict[str, Any]:
+        s = self.settings
+        hp = RetrievalFamily.hyperparameters(self) | {"setting": s.setting, "source_run": self.lineage.run_id}
+        if not s.train:
+            return hp
+        d = s.train_data
+        data = {"source": d.source, "split": d.split, "num_negatives": d.num_negatives, "max_samples": d.max_samples}
+        if d.source == "hub":
+            data |= {"hub_path": d.hub_path, "hub_revision": d.hub_revision, "hub_dir": d.hub_dir}
+        else:
+            data |= {"path": str(self.train_folder()), "file_sha": self.training_identity()["task.train_data.path"]}
+        lr = self.effective_lr
+        train = {"data": data, "lr": lr, "epochs": s.epochs, "warmup_ratio": s.warmup_ratio, "batch_size": s.batch_size,
+                 "gradient_accumulation_steps": s.gradient_accumulation_steps, "loss": s.loss,
+                 "mini_batch_size": s.mini_batch_size, "max_seq_length": s.max_seq_length, "seed": s.train_seed}
+        return hp | {"train": train, "lr": lr, "epochs": s.epochs, "batch_size": s.batch_size,
+                     "gradient_accumulation_steps": s.gradient_accumulation_steps, "seed": s.train_seed}
+
+    def new_record(self, cell: Cell, **fields: Any) -> ResultRecord:
+        rec = super().new_record(cell, **fields)
+        rec.details.setdefault("setting", self.settings.setting)   # failed records too: the right column
+        return rec
+
+    # ------------------------------------------------------------------------------------------- running
+    def load_model(self) -> tuple[Any, dict[str, Any]]:
+        model, block = super().load_model()
+        self._model = model
+        return model, block
+
+    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+        """Fails before loading anything when in-domain training needs the hub and it is unreachable (unless this
+        run's fine-tuned model already exists, e.g. after a pre-emption during evaluation)."""
+        d = self.settings.train_data
+        done = (Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / todo[0].run_id
+                / "train_done.json").exists()
+        if self.settings.train and d.source == "hub" and not done:
+            from harness.models import require_hub
+
+            require_hub(f"MLDR training data {d.hub_path}@{d.hub_revision} ({d.hub_dir}/{d.split}.jsonl.gz)",
+                        "Offline, train on a local folder in MLDR's layout: task.train_data.source=local "
+                        "task.train_data.path=<folder with train.jsonl> (null: the mldr dataset's folder under "
+                        "task.data_dir).")
+        yield from super().run(todo)
+
+    def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
+        if not self.settings.train:
+            return None
+        self.settings.lr = self.effective_lr
+        info = super().train(model, todo)
+        assert info is not None
+        return {**info, "fine_tuned_from": self.lineage.record(), "data": self._train_stats or info.get("data")}
+
+    def training_data(self, model: Any):
+        from harness.data import mldr
+
+        s, d = self.settings, self.settings.train_data
+        if d.source == "local":
+            rows, _ = mldr.train_rows_local(self.train_folder(), d.split)
+        else:
+            rows = mldr.train_rows_hub(d.hub_path, d.hub_revision, d.hub_dir, d.split)
+        ds, self._train_stats = mldr.triplets(rows, d.num_negatives, d.max_samples, s.train_seed)
+        log.info("MLDR training data: %s", self._train_stats)
+        return ds
+
+    def evaluate_entry(self, cell: Cell, entry: DatasetEntry, retriever: Retriever, block: dict[str, Any],
+                       member_of: str | None = None) -> ResultRecord:
+        capture = Capture(retriever)
+        rec = super().evaluate_entry(cell, entry, capture, block, member_of)
+        rec.details["max_length"] = self.settings.max_length
+        if capture.ds is not None and capture.hits is not None and "query_starts" in capture.ds.meta:
+            split = truncation_split(capture.ds, capture.hits, self._model, self.settings.max_length,
+                                     self.settings.top_k, entry.ignore_identical_ids)
+            rec.details["truncation"] = split
+            rec.metrics |= {f"ndcg_at_10_{side}_truncation": split[f"ndcg_at_10_{side}"]
+                            for side in ("before", "after") if split[f"ndcg_at_10_{side}"] is not None}
+        return rec
+
+
+def token_starts(tokenizer: Any, text: str, chars: Sequence[int]) -> list[int]:
+    """The position (special tokens counted, as the encoder sees it) of the first token at or after each
+    character offset in ``text``; the sequence length when an offset is past the last token."""
+    import bisect
+
+    enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True, truncation=False, verbose=False)
+    starts = [a if b > a else -1 for a, b in enc["offset_mapping"]]   # special tokens have empty spans
+    content = [(s, i) for i, s in enumerate(starts) if s >= 0]
+    keys = [s for s, _ in content]
+    out = []
+    for c in chars:
+        j = bisect.bisect_left(keys, c)
+        out.append(content[j][1] if j < len(content) else len(starts))
+    return out
+
+
+def truncation_split(ds: RetrievalDataset, hits: tuple[np.ndarray, np.ndarray], model: Any, max_length: int,
+                     top_k: int, ignore_identical_ids: bool) -> dict[str, Any]:
+    """nDCG@10 of the queries whose function starts before / after the truncation point (the encoder keeps the
+    first ``max_length`` tokens, its last one the end token), and each query's start (character, token)."""
+    from harness.evaluation.ir_metrics import evaluate_run
+    from harness.evaluation.search import to_run
+
+    tokenizer = model[0].tokenizer
+    starts = ds.meta["query_starts"]
+    text_of = dict(zip(ds.corpus_ids, ds.documents(), strict=True))
+    qids = list(ds.evaluated_queries())
+    by_doc: dict[str, list[str]] = defaultdict(list)
+    for q in qids:
+        by_doc[next(iter(ds.qrels[q]))].append(q)
+    token_of: dict[str, int] = {}
+    for did, qs in by_doc.items():
+        for q, t in zip(qs, token_starts(tokenizer, text_of[did], [starts[q]["char"] for q in qs]), strict=True):
+            token_of[q] = t
+    run = to_run(qids, ds.corpus_ids, hits[0], hits[1], top_k=top_k, ignore_identical_ids=ignore_identical_ids)
+    out: dict[str, Any] = {"max_length": max_length, "visible_tokens": max_length - 1,
+                           "rule": "a query is 'before' when its function's first token is among the first "
+                                   "max_length - 1 positions the encoder keeps (the last is the end token)"}
+    for side, keep in (("before", lambda t: t < max_length - 1), ("after", lambda t: t >= max_length - 1)):
+        group = [q for q in qids if keep(token_of[q])]
+        out[f"n_{side}"] = len(group)
+        out[f"ndcg_at_10_{side}"] = (evaluate_run({q: ds.qrels[q] for q in group}, run)["ndcg_at_10"]
+                                     if group else None)
+    out["median_start_token"] = statistics.median(token_of.values()) if token_of else None
+    out["query_starts"] = {q: [starts[q]["char"], token_of[q]] for q in qids}
+    return out
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
