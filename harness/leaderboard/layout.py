@@ -22,8 +22,6 @@ NANOBEIR_LABELS = {
 #: A family that registers a table of the same id replaces its entry here.
 PENDING_TABLES: dict[str, TableSpec] = {
     t.id: t for t in (
-        TableSpec("colbert", "BEIR (ColBERT)", "BEIR nDCG@10, multi-vector (ColBERT) — Table 8 shape",
-                  families.get("beir").tables[0].columns, families.get("beir").tables[0].labels, scale=100),
         TableSpec("mldr", "MLDR", "MLDR English nDCG@10",
                   labels={"mldr-en/ood": "MLDR-en OOD", "mldr-en/id": "MLDR-en ID",
                           "mldr-en/ood-colbert": "MLDR-en OOD (ColBERT)"}, scale=100),
