@@ -61,6 +61,9 @@ class PlaidSettings:
     n_ivf_probe: int = 8
     n_full_scores: int = 8192
     seed: int = 42
+    #: score PLAID's candidates with exact MaxSim on the stored token embeddings (as PyLate's retrieve.ColBERT
+    #: does for a Voyager index, the paper's evaluate_pylate.py); false: keep PLAID's compressed-residual scores
+    rerank: bool = True
 
 
 @dataclass(kw_only=True)
@@ -402,6 +405,41 @@ def build_plaid(store: TokenStore, settings: PlaidSettings, backend: str, folder
     return index
 
 
+def rerank_exact(queries: list[np.ndarray], store: TokenStore, idx: np.ndarray, *, chunk_tokens: int = 1 << 18,
+                 device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+    """Exact MaxSim scores of each query's candidates (``idx``, -1 = none), re-sorted best first."""
+    from pylate.scores import colbert_scores
+
+    scores = np.full(idx.shape, -np.inf, dtype=np.float32)
+    for row, q in enumerate(queries):
+        cands = idx[row][idx[row] >= 0]
+        cands = cands[np.argsort(-store.lengths[cands], kind="stable")]   # longest first: little padding
+        qt = torch.from_numpy(np.ascontiguousarray(q, dtype=np.float32))[None].to(device)
+        out, start = [], 0
+        while start < len(cands):
+            n = max(1, chunk_tokens // max(int(store.lengths[cands[start]]), 1))
+            part = cands[start : start + n]
+            with torch.inference_mode():
+                out.append(colbert_scores(qt, _padded_docs(store, part, device), backend="torch")[0].cpu().numpy())
+            start += n
+        s = np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+        order = np.argsort(-s, kind="stable")
+        scores[row, : len(cands)], idx[row, : len(cands)] = s[order], cands[order]
+        idx[row, len(cands) :] = -1
+    return scores, idx
+
+
+def _padded_docs(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
+    """Like :func:`_padded` for documents anywhere in the store (each padded with its own first token)."""
+    longest = int(store.lengths[docs].max())
+    out = np.empty((len(docs), longest, store.dim), dtype=np.float32)
+    for j, i in enumerate(docs):
+        e = store.doc(int(i))
+        out[j, : len(e)] = e
+        out[j, len(e) :] = e[0]
+    return torch.from_numpy(out).to(device)
+
+
 def plaid_search(index: Any, queries: list[np.ndarray], top_k: int) -> tuple[np.ndarray, np.ndarray]:
     same = len({q.shape for q in queries}) == 1
     with contextlib.redirect_stdout(_LogWriter()):
@@ -475,6 +513,8 @@ class MultiVectorRetriever:
         t1 = time.perf_counter()
         if self._mode == "plaid":
             scores, idx = plaid_search(self._plaid, q, top_k)
+            if s.plaid.rerank:
+                scores, idx = rerank_exact(q, self.store, idx, chunk_tokens=s.maxsim_chunk_tokens, device=s.device)
         else:
             width = max((len(x) for x in q), default=0)
             padded = torch.zeros((len(q), width, self.store.dim))
