@@ -47,6 +47,14 @@ def pylate_ndcg10(cfg, data: Path) -> float:
     return float(evaluator(model)["MaxSim_ndcg@10"])
 
 
+def _can_build_plaid() -> bool:
+    import importlib.util
+    import shutil
+
+    return importlib.util.find_spec("fast_plaid") is not None or shutil.which(os.environ.get("CXX", "c++")) is not None
+
+
+@pytest.mark.skipif(not _can_build_plaid(), reason="no fast-plaid and no C++ compiler for PLAID's Stanford backend")
 def test_exact_maxsim_equals_pylate_and_plaid_is_close(tmp_path: Path, shared_data: Path, capsys) -> None:
     (exact,) = run(compose(scifact_overrides(tmp_path, shared_data, "task.index=exact")))
     assert exact.details["query_length"] == 48 and exact.details["n_queries"] == 50 and exact.details["n_docs"] == 500
@@ -74,8 +82,8 @@ def test_kd_training_through_the_cli_on_the_real_sample(tmp_path: Path, shared_d
     chosen = ["model=modernbert-base", f"model.path={TINY_MODEL}", "model.name=tiny-modernbert"] \
         if model == "tiny-modernbert" else ["model=all-minilm-l6-v2"]
     args = [*chosen, "task=colbert", "precision=fp32", "device=cpu", "task.index=exact", f"task.data_dir={shared_data}",
-            "task.datasets=[scifact]", "task.max_queries=20", "task.max_docs=200", "task.document_length=180",
-            "task.train_data.source=file", f"task.train_data.path={kd}", "task.train_data.n_ways=16",
+            "task.datasets=[scifact]", "task.max_queries=20", "task.max_docs=100", "task.document_length=180",
+            "task.train_data.source=file", f"task.train_data.path={kd}", "task.train_data.n_ways=8",
             "task.batch_size=4", f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs",
             f"paths.cache={tmp_path}/cache"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -85,5 +93,5 @@ def test_kd_training_through_the_cli_on_the_real_sample(tmp_path: Path, shared_d
     assert rec.status == "ok" and rec.task == "colbert" and rec.dataset == "scifact" and rec.model["name"] == model
     trained = rec.model["trained"]
     assert trained["steps"] == 3 and trained["n_samples"] == 10 and trained["data"]["layout"] == "flag"
-    assert trained["data"]["path"] == str(kd) and rec.hyperparameters["train"]["data"]["n_ways"] == 16
+    assert trained["data"]["path"] == str(kd) and rec.hyperparameters["train"]["data"]["n_ways"] == 8
     assert 0 < rec.metrics["ndcg_at_10"] <= 1 and "ndcg_at_10" in out.stdout
