@@ -213,3 +213,17 @@ def test_fast_backend_requested_but_absent() -> None:
     assert mv.plaid_backend("auto") == "stanford"
     with pytest.raises(HarnessError, match=r"task\.plaid\.backend=fast needs fast-plaid, which is not installed"):
         mv.plaid_backend("fast")
+
+
+def test_a_plaid_build_failure_is_a_harness_error_naming_the_fix(tiny_colbert, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("Error building extension 'filter_pids_cpp'")
+
+    monkeypatch.setattr(mv, "build_plaid", broken)
+    model, _ = tiny_colbert
+    settings = mv.MultiVectorSettings(index="plaid", plaid=mv.PlaidSettings(backend="stanford"), document_length=64,
+                                      cache_dir=str(tmp_path), show_progress=False)
+    with pytest.raises(HarnessError, match=r"small: building the PLAID index \(stanford\) failed: Error building "
+                                           r"extension 'filter_pids_cpp'\. Use task\.index=exact"):
+        evaluate(mv.MultiVectorRetriever(model, settings, {"run": 1}), small_dataset(60, 12), top_k=10)

@@ -500,8 +500,13 @@ class MultiVectorRetriever:
             else:
                 t1 = time.perf_counter()
                 self._tmp = tempfile.TemporaryDirectory(prefix="harness-plaid-")
-                self._plaid = build_plaid(self.store, s.plaid, str(self.backend), Path(self._tmp.name), s.device,
-                                          s.show_progress)
+                try:
+                    self._plaid = build_plaid(self.store, s.plaid, str(self.backend), Path(self._tmp.name), s.device,
+                                              s.show_progress)
+                except (RuntimeError, OSError, ImportError) as exc:   # e.g. a C++ extension that does not build
+                    raise HarnessError(f"{ds.name}: building the PLAID index ({self.backend}) failed: {exc}. "
+                                       "Use task.index=exact, or fix the backend (README: Multi-vector retrieval).") \
+                        from exc
                 timings["index_s"] = time.perf_counter() - t1
         return details, timings
 
