@@ -79,6 +79,10 @@ def test_kd_training_on_the_real_sample_then_reuse_across_index_types(tmp_path: 
     assert again.details["embedding_cache_hit"] is True
     assert again.details["index_requested"] == "plaid" and "too small for PLAID" in again.details["index_fallback"]
     assert again.metrics == rec.metrics
+    # the saved checkpoint, evaluated on its own (task.train=false): PyLate's head is loaded, same numbers
+    (ckpt,) = run(compose(overrides(tmp_path, toy_beir, *mini, "task.train=false", f"model.path={trained['model_dir']}")))
+    assert ckpt.model["colbert"]["head"] == "loaded from the checkpoint" and ckpt.model["fingerprint"] == trained["fingerprint"]
+    assert ckpt.metrics == pytest.approx(rec.metrics, abs=1e-6)
     assert again.hyperparameters["plaid"]["backend"] in ("fast", "stanford")
 
 
