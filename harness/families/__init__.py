@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 REGISTRY: dict[str, str] = {
     "beir": "harness.families.beir:BeirFamily",
     "code": "harness.families.code:CodeFamily",
+    "colbert": "harness.families.colbert:ColbertFamily",
     "glue": "harness.families.glue:GlueFamily",
     "mldr": "harness.families.mldr:MldrFamily",
     "mteb": "harness.families.mteb:MtebFamily",

@@ -22,8 +22,6 @@ NANOBEIR_LABELS = {
 #: A family that registers a table of the same id replaces its entry here.
 PENDING_TABLES: dict[str, TableSpec] = {
     t.id: t for t in (
-        TableSpec("colbert", "BEIR (ColBERT)", "BEIR nDCG@10, multi-vector (ColBERT) — Table 8 shape",
-                  families.get("beir").tables[0].columns, families.get("beir").tables[0].labels, scale=100),
         TableSpec("nanobeir", "NanoBEIR", "NanoBEIR nDCG@10", tuple(NANOBEIR_LABELS), NANOBEIR_LABELS, scale=100,
                   note="The mmBERT card prints 0-1 values; they are shown x100 with the printed digits unchanged "
                        "(0.5151 -> 51.51)."),

@@ -1,0 +1,238 @@
+"""``task=colbert``: multi-vector (ColBERT) retrieval as the paper ran it (section 3.1.2, appendix E.2): a PyLate
+ColBERT on the encoder, trained by KL distillation of teacher scores on MS MARCO (``lightonai/ms-marco-en-bge``),
+then nDCG@10 on the 15 BEIR sets through a PLAID index (or exact MaxSim)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harness import results
+from harness.data.catalog import DatasetEntry
+from harness.errors import HarnessError
+from harness.evaluation.multivector import MultiVectorSettings, PlaidSettings
+from harness.evaluation.retriever import Retriever
+from harness.families.base import Cell, TableSpec
+from harness.families.beir import BEIR_DATASETS, BEIR_LABELS
+from harness.families.retrieval import SELECTION_DATASETS, RetrievalFamily, RetrievalSettings
+from harness.results import ResultRecord
+from harness.selection.rules import BestRunOnSelectionSets
+from harness.typed import choices
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(kw_only=True)
+class KdData:
+    """Where the distillation data comes from (``task.train_data``); see :mod:`harness.data.kd`."""
+
+    source: str = choices("hub", "file", default="hub")
+    hub_path: str = "lightonai/ms-marco-en-bge"
+    hub_revision: str | None = "main"
+    max_samples: int | None = 810_000
+    n_ways: int = 32
+    path: str | None = None
+    queries_path: str | None = None
+    documents_path: str | None = None
+
+
+@dataclass(kw_only=True)
+class ColbertSettings(RetrievalSettings):
+    # training (KD)
+    lr: float = 8e-5
+    epochs: float = 1
+    warmup_ratio: float = 0.05
+    batch_size: int = 16
+    gradient_accumulation_steps: int = 1
+    train_seed: int = 12
+    train_query_length: int = 32
+    train_document_length: int = 180
+    normalize_scores: bool = True
+    train_data: KdData = field(default_factory=KdData)
+    # the model and evaluation
+    embedding_size: int = 128
+    query_length: int = 32
+    query_lengths: dict[str, int] = field(default_factory=dict)
+    document_length: int = 510
+    index: str = choices("plaid", "exact", default="plaid")
+    plaid: PlaidSettings = field(default_factory=PlaidSettings)
+    maxsim_chunk_tokens: int = 1 << 18
+
+
+#: DPR keys that mean nothing here, and the ColBERT key to use instead
+_NOT_HERE = {"max_length": "task.document_length / task.query_length", "corpus_chunk_size": "task.maxsim_chunk_tokens"}
+
+
+class ColbertFamily(RetrievalFamily):
+    name = "colbert"
+    settings_class = ColbertSettings
+    identity_exclude: ClassVar[Mapping[str, str]] = {
+        **RetrievalFamily.identity_exclude,
+        "task.maxsim_chunk_tokens": "how exact MaxSim is chunked",
+        "task.query_lengths": "each cell's own query length is part of its data spec",
+    }
+    training_keys = ("task.lr", "task.epochs", "task.warmup_ratio", "task.batch_size",
+                     "task.gradient_accumulation_steps", "task.train_seed", "task.train_query_length",
+                     "task.train_document_length", "task.normalize_scores", "task.train_data")
+    #: keys that change the ranking but not the corpus token embeddings (left out of their cache key)
+    search_only_keys = ("task.top_k", "task.index", "task.plaid", "task.query_length")
+    selection = BestRunOnSelectionSets(SELECTION_DATASETS)
+    tables = (TableSpec("colbert", "BEIR (ColBERT)", "BEIR nDCG@10, multi-vector (ColBERT) — Table 8 shape",
+                        BEIR_DATASETS, BEIR_LABELS, scale=100),)
+
+    def __init__(self, cfg: Any) -> None:
+        for key, instead in _NOT_HERE.items():
+            if key in cfg.task:
+                raise HarnessError(f"task.{key} is a DPR setting; task=colbert uses {instead}.")
+        super().__init__(cfg)
+
+    # ---------------------------------------------------------------------------------------- planning
+    def readable(self) -> dict[str, Any]:
+        s = self.settings
+        return {"lr": float(s.lr), "index": s.index} if s.train else {"eval": self.precision, "index": s.index}
+
+    def run_identity(self) -> dict[str, Any]:
+        ident = super().run_identity()
+        if self.settings.index == "plaid":   # auto resolves per machine, and the two backends differ
+            from harness.evaluation.multivector import plaid_backend
+
+            ident.setdefault("task", {}).setdefault("plaid", {})["backend"] = plaid_backend(self.settings.plaid.backend)
+        return ident
+
+    def training_identity(self) -> dict[str, Any]:
+        d = self.settings.train_data
+        if d.source != "file":
+            return {}
+        return {f"task.train_data.{k}": {"sha256": _file_sha(getattr(d, k))}
+                for k in ("path", "queries_path", "documents_path") if getattr(d, k)}
+
+    def query_length_of(self, entry: DatasetEntry) -> int:
+        """``task.query_lengths[<dataset>]`` (a composite's member: its own, else the composite's), else
+        ``task.query_length``."""
+        lengths = self.settings.query_lengths
+        parent = (entry.local or "").split("/")[0] if "/" in (entry.local or "") else None
+        return int(lengths.get(entry.name, lengths.get(parent or "", self.settings.query_length)))
+
+    def data_spec(self, entry: DatasetEntry) -> str:
+        return results.stable_hash({"data": super().data_spec(entry), "query_length": self.query_length_of(entry)})
+
+    def hyperparameters(self) -> dict[str, Any]:
+        s = self.settings
+        hp: dict[str, Any] = {
+            "train": None, "precision": self.precision, "embedding_size": s.embedding_size,
+            "query_length": s.query_length, "document_length": s.document_length, "index": s.index,
+            "top_k": s.top_k, "max_queries": s.max_queries, "max_docs": s.max_docs,
+        }
+        if s.index == "plaid":
+            from harness.evaluation.multivector import plaid_backend
+
+            hp["plaid"] = asdict(s.plaid) | {"backend": plaid_backend(s.plaid.backend)}
+        if not s.train:
+            return hp
+        d = s.train_data
+        data = {"source": d.source, "n_ways": d.n_ways, "max_samples": d.max_samples}
+        if d.source == "hub":
+            data |= {"hub_path": d.hub_path, "hub_revision": d.hub_revision}
+        else:
+            data |= {k: getattr(d, k) for k in ("path", "queries_path", "documents_path") if getattr(d, k)}
+            data["file_sha"] = _file_sha(d.path)
+        train = {"data": data, "lr": float(s.lr), "epochs": s.epochs, "warmup_ratio": s.warmup_ratio,
+                 "batch_size": s.batch_size, "gradient_accumulation_steps": s.gradient_accumulation_steps,
+                 "query_length": s.train_query_length, "document_length": s.train_document_length,
+                 "loss": "distillation", "normalize_scores": s.normalize_scores, "seed": s.train_seed}
+        return hp | {"train": train, "lr": float(s.lr), "epochs": s.epochs, "batch_size": s.batch_size,
+                     "gradient_accumulation_steps": s.gradient_accumulation_steps, "seed": s.train_seed}
+
+    # ---------------------------------------------------------------------------------------- running
+    def load_model(self) -> tuple[Any, dict[str, Any]]:
+        from harness.evaluation.multivector import load_colbert
+
+        s = self.settings
+        return load_colbert(self.spec, device=self.device, embedding_size=s.embedding_size,
+                            seed=s.train_seed if s.train else int(self.cfg.seed))
+
+    def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
+        from harness.evaluation.multivector import MultiVectorRetriever
+
+        s = self.settings
+        cache_dir = str(Path(str(self.cfg.paths.cache)).expanduser() / "colbert-tokens") if s.embedding_cache else None
+        return MultiVectorRetriever(model, MultiVectorSettings(
+            device=self.device, precision=self.precision, query_length=s.query_length,
+            document_length=s.document_length, index=s.index, plaid=s.plaid, batch_tokens=s.batch_tokens,
+            max_batch_size=s.max_batch_size, maxsim_chunk_tokens=s.maxsim_chunk_tokens, cache_dir=cache_dir,
+        ), cache_identity)
+
+    def evaluate_entry(self, cell: Cell, entry: DatasetEntry, retriever: Retriever, block: dict[str, Any],
+                       member_of: str | None = None) -> ResultRecord:
+        retriever.query_length = self.query_length_of(entry)   # type: ignore[attr-defined]
+        return super().evaluate_entry(cell, entry, retriever, block, member_of)
+
+    def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
+        """KD training, or the finished model of the same training (index, top-k, query length and evaluation
+        document length do not change it, so runs that differ only in those share one trained model)."""
+        s = self.settings
+        if not s.train:
+            return None
+        from harness.evaluation.multivector import capped_length, position_limit
+        from harness.models import fingerprint
+        from harness.results import atomic_write_json
+        from harness.training.late_interaction import KdTrainingConfig, train_kd
+
+        out_dir = Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / self.training_key(todo)
+        marker = out_dir / "train_done.json"
+        if marker.exists() and not self.cfg.overwrite:
+            info = json.loads(marker.read_text())
+            log.info("reusing trained model %s", info["model_dir"])
+            from pylate.models import ColBERT
+
+            model.load_state_dict(ColBERT(info["model_dir"], device=self.device).state_dict())
+            return info
+        train_ds, facts = self.training_data()
+        limit = position_limit(model)
+        tcfg = KdTrainingConfig(
+            lr=float(s.lr), epochs=s.epochs, warmup_ratio=s.warmup_ratio, batch_size=s.batch_size,
+            gradient_accumulation_steps=s.gradient_accumulation_steps, seed=s.train_seed,
+            query_length=capped_length(s.train_query_length, limit),
+            document_length=capped_length(s.train_document_length, limit), normalize_scores=s.normalize_scores,
+            precision=self.precision, use_cpu=self.device == "cpu",
+        )
+        t0 = time.perf_counter()
+        info = train_kd(model, train_ds, tcfg, out_dir)
+        info |= {"train_s": time.perf_counter() - t0, "data": facts, "fingerprint": fingerprint(info["model_dir"])}
+        atomic_write_json(marker, info)
+        return info
+
+    def training_key(self, todo: Sequence[Cell]) -> str:
+        """Hash of what the trained weights depend on: the run identity without its evaluation-only task keys."""
+        ident = dict(todo[0].identity)
+        task = ident.get("task", {})
+        kept = {k: task[k] for k in (*(t.split(".", 1)[1] for t in self.training_keys), "embedding_size", "name")
+                if k in task}
+        return "train-" + results.stable_hash({**ident, "task": kept}, length=16)
+
+    def training_data(self):
+        from harness.data import kd
+
+        d = self.settings.train_data
+        if d.n_ways < 1:
+            raise HarnessError(f"task.train_data.n_ways must be >= 1, got {d.n_ways}.")
+        if d.source == "file":
+            if not d.path:
+                raise HarnessError("task.train_data.source=file needs task.train_data.path=<KD JSONL or Parquet>.")
+            return kd.load_kd_file(d.path, n_ways=d.n_ways, queries_path=d.queries_path,
+                                   documents_path=d.documents_path, max_samples=d.max_samples,
+                                   seed=self.settings.train_seed)
+        return kd.load_kd_hub(d.hub_path, d.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples,
+                              seed=self.settings.train_seed)
+
+
+def _file_sha(path: str | None) -> str | None:
+    if not path or not Path(path).is_file():
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
