@@ -63,21 +63,32 @@ def _catalog_file(family: str) -> Path | None:
     return Path(str(path)) if path.is_file() else None
 
 
+def own_catalog(family: str) -> dict[str, Any]:
+    """The catalog ``conf/task/<family>.yaml`` declares itself: its ``catalog`` plus a shared one it includes
+    (``defaults: - /catalog@catalog: <name>`` -> ``conf/catalog/<name>.yaml``), not entries of inherited tasks."""
+    from omegaconf import OmegaConf
+
+    path = _catalog_file(family)
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False) if path else None
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for item in raw.get("defaults") or []:
+        if isinstance(item, dict) and "/catalog@catalog" in item:
+            shared = resources.files("conf") / "catalog" / f"{item['/catalog@catalog']}.yaml"
+            out |= OmegaConf.to_container(OmegaConf.load(Path(str(shared))), resolve=False) or {}
+    return out | (raw.get("catalog") or {})
+
+
 def catalog_columns() -> dict[str, MtebColumn]:
     """mteb task name -> leaderboard column, from the ``mteb_task`` of each registered family's own catalog
     (``conf/task/<family>.yaml``, not inherited entries), placed where that family puts a record of the dataset.
     A family that adds ``mteb_task`` to its catalog entries (NanoBEIR: ``NanoSciFactRetrieval``, ...) is picked up
     with no change here. When two families name the same task, the first registered wins."""
-    from omegaconf import OmegaConf
 
     out: dict[str, MtebColumn] = {}
     for fam in families.all_families():
-        path = _catalog_file(fam.name)
-        if path is None:
-            continue
-        raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-        catalog = raw.get("catalog") if isinstance(raw, dict) else None
-        for name, entry in (catalog or {}).items():
+        for name, entry in own_catalog(fam.name).items():
             if not isinstance(entry, dict) or not entry.get("mteb_task") or entry["mteb_task"] in out:
                 continue
             probe = ResultRecord(task=fam.name, dataset=str(name), split=str(entry.get("split", "test")), model={},

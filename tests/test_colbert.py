@@ -102,7 +102,8 @@ def test_query_length_per_dataset_is_data(tmp_path: Path, toy_beir: Path) -> Non
     cfg2 = compose(overrides(tmp_path, toy_beir, "task.train=false", "task.datasets=[toy,scifact]",
                              "task.query_lengths.scifact=40"))
     by2 = {r.dataset: r for r in run(cfg2)}
-    assert by2["scifact"].details["query_length"] == 40 and by2["scifact"].created_at != by["scifact"].created_at
+    assert by2["scifact"].details["query_length"] == 40 and by2["scifact"].run_id == by["scifact"].run_id
+    assert len(list((tmp_path / "results").rglob("scifact.superseded-*"))) == 1     # re-evaluated, old one kept
     assert by2["toy"].created_at == by["toy"].created_at and by2["toy"].run_id == by["toy"].run_id
 
 

@@ -203,3 +203,39 @@ def test_cli_shows_the_pinned_mldr_sets_and_fails_fast_offline(tmp_path: Path) -
             f"task.data_dir={tmp_path}/d", f"paths.results={tmp_path}/r")
     assert p.returncode == 2 and "needs the Hugging Face hub" in p.stderr
     assert "task.train_data.source=local" in p.stderr
+
+
+@pytest.mark.slow
+def test_ood_colbert_evaluates_the_selected_colbert_run_at_the_models_positions(tmp_path: Path) -> None:
+    """MLDR OOD (ColBERT): the selected task=colbert run (KD-trained on the real teacher-scored sample), evaluated
+    as is on an MLDR-layout sample with document length 8,192 capped at the tiny model's 512 positions."""
+    from tests.test_colbert import BGE, kd_file
+    from tests.test_colbert import TINY as COLBERT_TINY
+
+    if not BGE.is_file():
+        pytest.skip(f"{BGE} not present")
+    data = tmp_path / "data"
+    write_beir_folder(data)
+    paths = [f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs", f"paths.cache={tmp_path}/c"]
+    (colbert,) = run(compose(["task=colbert", *COLBERT_TINY, f"task.data_dir={data}", "task.datasets=[toy]",
+                              "+task.catalog.toy={split: test}", "task.index=exact", *kd_file(), *paths]))
+    lds = longdocs.mine(code.stdlib_root() / "email")
+    longdocs.export_mldr(lds, data / "mldr-v1.0-en", max_train=0, max_test=20, negatives=0)
+    base = ["task=mldr", *COLBERT_TINY, f"task.data_dir={data}", *paths, "task.retriever=multi_vector"]
+    with pytest.raises(HarnessError, match=r"task.retriever=multi_vector evaluates the ColBERT model of task=colbert.*"
+                                           r"task.source.task=colbert"):
+        run(compose(base))
+    (rec,) = run(compose([*base, "task.source.task=colbert", "task.multi_vector.index=exact"]))
+    d = rec.details
+    assert rec.status == "ok" and d["retriever"] == "multi_vector" and d["setting"] == "ood"
+    assert d["lineage"]["run_id"] == colbert.run_id and d["lineage"]["task"] == "colbert"
+    assert rec.model["fingerprint"] == colbert.model["trained"]["fingerprint"]
+    assert rec.model["colbert"]["head"] == "loaded from the checkpoint"
+    assert (d["document_length"], d["document_length_requested"], d["query_length"]) == (512, 8192, 32)
+    assert d["max_length"] == 512 and d["n_queries"] == 20 and rec.run_id.startswith("setting=ood-colbert-")
+
+    from harness.leaderboard import build_leaderboard
+
+    lb = build_leaderboard([tmp_path / "results"], published=False)
+    row = lb.table("overview").cells["run:tiny-modernbert|ModernBERT|base"]
+    assert row["mldr_ood_colbert"].value == pytest.approx(rec.score * 100)

@@ -50,6 +50,21 @@ def test_dpr_training_writes_tensorboard_loss(tmp_path: Path, toy_beir: Path) ->
                                                 "dir": str(folder)}
 
 
+@pytest.mark.slow
+def test_colbert_kd_training_writes_tensorboard_loss(tmp_path: Path, toy_beir: Path) -> None:
+    from tests.test_colbert import BGE, kd_file
+    from tests.test_colbert import overrides as colbert_overrides
+
+    if not BGE.is_file():
+        pytest.skip(f"{BGE} not present")
+    (rec,) = run(compose(colbert_overrides(tmp_path, toy_beir, "logger=tensorboard", *kd_file())))
+    folder = tmp_path / "outputs" / "tensorboard" / "colbert" / "tiny-modernbert" / rec.run_id
+    losses = [e.value for e in _events(folder).Scalars("train/loss")]
+    assert losses and all(v == v for v in losses)       # KD losses logged (finite)
+    assert rec.model["trained"]["report_to"] == "tensorboard"
+    assert rec.model["trained"]["tracking"]["run_name"] == f"colbert/tiny-modernbert/{rec.run_id}"
+
+
 def _rte(root: Path) -> Path:
     rng = random.Random(0)
     words = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "park", "big", "small", "red", "blue"]

@@ -163,6 +163,15 @@ class Family(abc.ABC):
             rec.details.setdefault("data_spec", cell.spec)
         return rec
 
+    def tracker(self, cell: Cell, *, folder: bool = True) -> Any:
+        """The experiment tracker (``logger=``) of the training run behind ``cell``, labelled with its run id and
+        its record path (``folder``: the run's record folder, for a run that writes one record per dataset)."""
+        from harness.training import tracking
+
+        path = results.record_path(str(self.cfg.paths.results), self.name, self.model_name, cell.run_id, cell.dataset)
+        return tracking.tracker(self.cfg, run_id=cell.run_id, record_path=path.parent if folder else path,
+                                task=self.name, model=self.model_name)
+
     def failed(self, cell: Cell, error: BaseException | str, *, model: Mapping[str, Any] | None = None,
                **fields: Any) -> ResultRecord:
         fields.setdefault("split", "")

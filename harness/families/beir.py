@@ -148,15 +148,8 @@ class DenseFamily(RetrievalFamily):
             gradient_accumulation_steps=s.gradient_accumulation_steps, loss=s.loss, mini_batch_size=s.mini_batch_size,
             max_seq_length=s.max_seq_length, seed=s.train_seed, precision=self.precision, use_cpu=self.device == "cpu",
         )
-        from harness import results
-        from harness.training import tracking
-
-        first = results.record_path(str(self.cfg.paths.results), self.name, self.model_name, todo[0].run_id,
-                                    todo[0].dataset)
-        tracker = tracking.tracker(self.cfg, run_id=todo[0].run_id, record_path=first.parent, task=self.name,
-                                   model=self.model_name)   # the run's record folder: one record per dataset
         t0 = time.perf_counter()
-        info = train_dense(model, train_ds, tcfg, out_dir, tracker)
+        info = train_dense(model, train_ds, tcfg, out_dir, self.tracker(todo[0]))
         info["train_s"] = time.perf_counter() - t0
         info["fingerprint"] = fingerprint(info["model_dir"])
         from harness.results import atomic_write_json

@@ -203,7 +203,7 @@ class ColbertFamily(RetrievalFamily):
             precision=self.precision, use_cpu=self.device == "cpu",
         )
         t0 = time.perf_counter()
-        info = train_kd(model, train_ds, tcfg, out_dir)
+        info = train_kd(model, train_ds, tcfg, out_dir, self.tracker(todo[0]))
         info |= {"train_s": time.perf_counter() - t0, "data": facts, "fingerprint": fingerprint(info["model_dir"])}
         atomic_write_json(marker, info)
         return info

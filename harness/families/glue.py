@@ -242,8 +242,13 @@ def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, 
     }
 
 
-def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec: ResultRecord, ctx: RunContext) -> None:
-    """Fine-tune and evaluate one grid point, filling ``rec`` (status ok or failed; never raises on divergence)."""
+def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec: ResultRecord, ctx: RunContext,
+              tracker: Any = None) -> None:
+    """Fine-tune and evaluate one grid point, filling ``rec`` (status ok or failed; never raises on divergence);
+    ``tracker`` (``logger=``) receives the training curves."""
+    from harness.training import tracking
+
+    tracker = tracker or tracking.NONE
     from harness.training import classification as clf
 
     tcfg = ctx.tcfg
@@ -276,10 +281,6 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
             ctx.model_dir, task.num_labels, attn_implementation=ctx.spec.attn_implementation,
             init_from=init.checkpoint, trust_remote_code=ctx.spec.trust_remote_code,
         )
-        from harness.training import tracking
-
-        tracker = tracking.tracker(ctx.cfg, run_id=rec.run_id, record_path=results.path_of(ctx.cfg.paths.results, rec),
-                                   task=TASK_FAMILY, model=rec.model["name"])
         rec.details["tracking"] = tracker.describe()
         outcome = clf.train_and_evaluate(
             model, ctx.tokenizer, train_ds, eval_ds,
@@ -478,7 +479,7 @@ class GlueFamily(Family):
                 main_score=score_key(d.task.metric, len(d.dev) > 1), data_fingerprint=d.fingerprint,
             )
             log.info("[%d/%d] %s %s (init: %s)", i, len(todo), point.task, rec.run_id, init.kind)
-            run_point(point, d, init, rec, ctx)
+            run_point(point, d, init, rec, ctx, self.tracker(cell, folder=False))
             log.info("[%d/%d] %s %s: %s %s", i, len(todo), point.task, rec.run_id, rec.status,
                      f"{rec.main_score}={rec.score:.2f}" if rec.status == results.STATUS_OK else rec.error)
             yield rec

@@ -147,25 +147,32 @@ class TrainedSource:
         return self.lineage.ref(model_ref(self.spec))
 
     def load_model(self) -> tuple[Any, dict[str, Any]]:
-        from harness.models import load_sentence_transformer
-
         lin = self.lineage
         spec = replace(self.spec, path=lin.model_dir) if lin.model_dir else self.spec
-        model, block = load_sentence_transformer(spec, device=self.device)
+        model, block = self.load_weights(spec)
         if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
             raise HarnessError(
                 f"the weights in {lin.model_dir} changed since task={lin.task} run {lin.run_id} recorded them "
                 f"(fingerprint {block['fingerprint']} != {lin.fingerprint}); re-run that configuration or pass the "
                 "directory as model.path=<dir> with task.source.run=null."
             )
-        check_positions(model, self.settings.max_length, self.spec.name, "task.max_length")
-        if getattr(self.settings, "train", False):
-            check_positions(model, self.settings.max_seq_length, self.spec.name, "task.max_seq_length")
+        self.check_lengths(model)
         block["path"] = self.spec.path
         block["lineage"] = lin.record()
         block["max_positions"] = model_positions(model)
         return model, block
 
+    def load_weights(self, spec: Any) -> tuple[Any, dict[str, Any]]:
+        """The model at ``spec`` (the lineage's weights) and its record block: a SentenceTransformer by default."""
+        from harness.models import load_sentence_transformer
+
+        return load_sentence_transformer(spec, device=self.device)
+
+    def check_lengths(self, model: Any) -> None:
+        """Refuse lengths above the model's positions before any expensive work."""
+        check_positions(model, self.settings.max_length, self.spec.name, "task.max_length")
+        if getattr(self.settings, "train", False):
+            check_positions(model, self.settings.max_seq_length, self.spec.name, "task.max_seq_length")
 
     def new_record(self, cell: Cell, **fields: Any) -> ResultRecord:
         rec = super().new_record(cell, **fields)  # type: ignore[misc]

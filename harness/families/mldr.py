@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.errors import HarnessError
+from harness.evaluation.multivector import PlaidSettings
 from harness.families.base import Cell, TableSpec
 from harness.families.beir import DenseFamily, DenseSettings
 from harness.families.lineage import SourceSettings, TrainedSource
@@ -63,8 +64,22 @@ class MldrTrainData:
 
 
 @dataclass(kw_only=True)
+class MultiVectorEval:
+    """``task.multi_vector``: how a ColBERT model (``task.retriever=multi_vector``) is evaluated on MLDR: documents
+    up to ``task.max_length`` (capped at the model's positions, recorded), queries of ``query_length`` tokens."""
+
+    query_length: int = 32
+    index: str = choices("plaid", "exact", default="plaid")
+    plaid: PlaidSettings = field(default_factory=PlaidSettings)
+    embedding_size: int = 128          # only for a plain encoder (a ColBERT checkpoint keeps its projection)
+    maxsim_chunk_tokens: int = 1 << 18
+
+
+@dataclass(kw_only=True)
 class MldrSettings(DenseSettings):
     setting: str = choices("ood", "id", default="ood")
+    retriever: str = choices("single_vector", "multi_vector", default="single_vector")
+    multi_vector: MultiVectorEval = field(default_factory=MultiVectorEval)
     lr: float | None = None         # null: the source run's LR (the selected DPR LR), else model.dpr.lr
     path: str | None = None         # datasets=[files]: the source tree read as long documents
     source: SourceSettings = field(default_factory=SourceSettings)
@@ -135,7 +150,18 @@ class MldrFamily(TrainedSource, DenseFamily):
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
-        self.settings.train = self.settings.setting == "id"
+        s = self.settings
+        s.train = s.setting == "id"
+        self.multi_vector = s.retriever == "multi_vector"
+        if self.multi_vector and (s.setting != "ood" or s.source.task != "colbert"):
+            raise HarnessError(
+                "task.retriever=multi_vector evaluates the ColBERT model of task=colbert on MLDR out-of-domain, as the "
+                "paper did: set task.setting=ood and task.source.task=colbert (the selected ColBERT run; or "
+                "task.source.run=null with model.path=<ColBERT checkpoint>)."
+            )
+        if self.multi_vector:   # the corpus token embeddings do not depend on how they are searched
+            self.search_only_keys = ("task.top_k", "task.similarity", "task.multi_vector.index",
+                                     "task.multi_vector.plaid", "task.multi_vector.query_length")
         self._model: Any = None
         self._train_stats: dict[str, Any] = {}
 
@@ -161,13 +187,15 @@ class MldrFamily(TrainedSource, DenseFamily):
         return float(dpr.lr)
 
     def run_identity(self) -> dict[str, Any]:
+        unused = () if self.multi_vector else ("task.multi_vector",)   # a dense run does not read it
         if self.settings.train:
-            return self.identity(replace={"task.lr": self.effective_lr, **self.training_identity()})
-        return self.identity(exclude=self.training_keys)
+            return self.identity(exclude=unused, replace={"task.lr": self.effective_lr, **self.training_identity()})
+        return self.identity(exclude=(*self.training_keys, *unused))
 
     def readable(self) -> dict[str, Any]:
         s = self.settings
-        return {"setting": s.setting, **({"lr": self.effective_lr} if s.train else {})}
+        return {"setting": s.setting + ("-colbert" if self.multi_vector else ""),
+                **({"lr": self.effective_lr} if s.train else {})}
 
     def training_identity(self) -> dict[str, Any]:
         d = self.settings.train_data
@@ -219,6 +247,31 @@ class MldrFamily(TrainedSource, DenseFamily):
         self._model = model
         return model, block
 
+    def load_weights(self, spec: Any) -> tuple[Any, dict[str, Any]]:
+        if not self.multi_vector:
+            return super().load_weights(spec)
+        from harness.evaluation.multivector import load_colbert
+
+        return load_colbert(spec, device=self.device, embedding_size=self.settings.multi_vector.embedding_size,
+                            seed=int(self.cfg.seed))
+
+    def check_lengths(self, model: Any) -> None:
+        if not self.multi_vector:   # ColBERT: document length capped at the positions and recorded, as the paper
+            super().check_lengths(model)
+
+    def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
+        if not self.multi_vector:
+            return super().retriever(model, cache_identity)
+        from harness.evaluation.multivector import MultiVectorRetriever, MultiVectorSettings
+
+        s, mv = self.settings, self.settings.multi_vector
+        cache_dir = str(Path(str(self.cfg.paths.cache)).expanduser() / "colbert-tokens") if s.embedding_cache else None
+        return MultiVectorRetriever(model, MultiVectorSettings(
+            device=self.device, precision=self.precision, query_length=mv.query_length,
+            document_length=s.max_length, index=mv.index, plaid=mv.plaid, batch_tokens=s.batch_tokens,
+            max_batch_size=s.max_batch_size, maxsim_chunk_tokens=mv.maxsim_chunk_tokens, cache_dir=cache_dir,
+        ), cache_identity)
+
     def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
         """Fails before loading anything when in-domain training needs the hub and it is unreachable (unless this
         run's fine-tuned model already exists, e.g. after a pre-emption during evaluation)."""
@@ -258,9 +311,10 @@ class MldrFamily(TrainedSource, DenseFamily):
                        member_of: str | None = None) -> ResultRecord:
         capture = Capture(retriever)
         rec = super().evaluate_entry(cell, entry, capture, block, member_of)
-        rec.details["max_length"] = self.settings.max_length
+        length = rec.details.get("document_length", self.settings.max_length)   # ColBERT: capped at the positions
+        rec.details["max_length"] = length
         if capture.ds is not None and capture.hits is not None and "query_starts" in capture.ds.meta:
-            split = truncation_split(capture.ds, capture.hits, self._model, self.settings.max_length,
+            split = truncation_split(capture.ds, capture.hits, self._model, length,
                                      self.settings.top_k, entry.ignore_identical_ids)
             rec.details["truncation"] = split
             rec.metrics |= {f"ndcg_at_10_{side}_truncation": split[f"ndcg_at_10_{side}"]

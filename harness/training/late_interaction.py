@@ -11,17 +11,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, TrainingDivergedError
+from harness.training import tracking
 from harness.training.callbacks import NaNLossGuard
 
 if TYPE_CHECKING:
     from datasets import Dataset
     from pylate.models import ColBERT
 
-log = logging.getLogger(__name__)
+    from harness.training.tracking import Tracker
 
-#: Where training logs go. The ONE place ``report_to`` is set for ColBERT training (an experiment tracker
-#: replaces this value; nothing else in this module names one).
-REPORT_TO = "none"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,7 +38,7 @@ class KdTrainingConfig:
     use_cpu: bool = True
 
 
-def training_arguments(cfg: KdTrainingConfig, output_dir: Path, n_rows: int):
+def training_arguments(cfg: KdTrainingConfig, output_dir: Path, n_rows: int, tracker: Tracker = tracking.NONE):
     from sentence_transformers import SentenceTransformerTrainingArguments
 
     steps = max(1, math.ceil(n_rows / cfg.batch_size) // cfg.gradient_accumulation_steps)
@@ -55,16 +54,19 @@ def training_arguments(cfg: KdTrainingConfig, output_dir: Path, n_rows: int):
         logging_steps=max(1, min(10, steps // 10)),
         logging_nan_inf_filter=False,    # the NaN guard must see NaN losses
         save_strategy="no",
-        report_to=REPORT_TO,
         seed=cfg.seed,
         data_seed=cfg.seed,
         use_cpu=cfg.use_cpu,
         remove_unused_columns=False,     # KDProcessing adds query/documents on the fly from the id columns
+        **tracker.training_args(),       # report_to and run name (logger=)
     )
 
 
-def train_kd(model: ColBERT, train_dataset: Dataset, cfg: KdTrainingConfig, output_dir: str | Path) -> dict[str, Any]:
-    """Distil teacher scores into ``model`` in place; save it to ``output_dir/model``. Returns training facts."""
+def train_kd(model: ColBERT, train_dataset: Dataset, cfg: KdTrainingConfig, output_dir: str | Path,
+             tracker: Tracker | None = None) -> dict[str, Any]:
+    """Distil teacher scores into ``model`` in place; save it to ``output_dir/model``. Returns training facts.
+    ``tracker``: the experiment tracker the run reports to (``logger=``; default none)."""
+    tracker = tracker or tracking.NONE
     from pylate import losses, utils
     from sentence_transformers import SentenceTransformerTrainer
 
@@ -74,13 +76,14 @@ def train_kd(model: ColBERT, train_dataset: Dataset, cfg: KdTrainingConfig, outp
     model.query_length, model.document_length = cfg.query_length, cfg.document_length
     trainer = SentenceTransformerTrainer(
         model=model,
-        args=training_arguments(cfg, output_dir, len(train_dataset)),
+        args=training_arguments(cfg, output_dir, len(train_dataset), tracker),
         train_dataset=train_dataset,
         loss=losses.Distillation(model=model, normalize_scores=cfg.normalize_scores),
         data_collator=utils.ColBERTCollator(tokenize_fn=model.tokenize),
-        callbacks=[NaNLossGuard()],
+        callbacks=[NaNLossGuard(), *tracker.callbacks()],
     )
-    result = trainer.train()
+    with tracker.session():
+        result = trainer.train()
     if result.global_step == 0:
         raise HarnessError(
             f"training ran 0 optimisation steps on {len(train_dataset)} rows (batch {cfg.batch_size} x accumulation "
@@ -101,6 +104,7 @@ def train_kd(model: ColBERT, train_dataset: Dataset, cfg: KdTrainingConfig, outp
         "document_length": cfg.document_length,
         "loss": "pylate.losses.Distillation (KL, min-max normalised student scores)"
                 if cfg.normalize_scores else "pylate.losses.Distillation (KL)",
-        "report_to": REPORT_TO,
+        "report_to": tracker.settings.name,    # the logger= tracker (none, tensorboard, wandb, mlflow)
         "model_dir": str(final),
+        **({"tracking": tracker.describe()} if tracker.enabled else {}),
     }
