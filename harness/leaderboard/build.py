@@ -16,7 +16,7 @@ from harness.leaderboard.baselines import OVERVIEW_TABLE, SOURCES, load_publishe
 from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, PUBLISHED, Cell, RowKey, fmt
 from harness.leaderboard.layout import AVG, OVERVIEW, table_spec, table_specs
 from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records, selected
-from harness.results import STATUS_OK
+from harness.results import STATUS_FAILED, STATUS_OK
 
 _SIZE_ORDER = {"small": 0, "base": 1, "large": 2}
 
@@ -149,7 +149,7 @@ def build_leaderboard(
         "combine_text": COMBINE_RULES[combine_rule],
         "results_dirs": [str(d) for d in dirs],
         "n_records": len(loaded),
-        "n_failed": sum(1 for i in loaded if i.record.status != STATUS_OK),
+        "n_failed": sum(1 for i in loaded if i.record.status == STATUS_FAILED),
         "skipped": skipped,
         "rules": rules_text(combine_rule),
         "sources": [{"id": s.id, "citation": s.citation, "where": s.where, "file": s.file} for s in SOURCES]

@@ -16,7 +16,7 @@ from typing import Any
 from harness import families
 from harness.leaderboard.cells import Cell, RowKey, fmt
 from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
-from harness.results import STATUS_OK, ResultRecord, iter_records
+from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, iter_records
 from harness.selection.rules import BestConfigPerDataset, configuration
 
 COMBINE_RULES = {
@@ -178,6 +178,8 @@ def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded
     n_failed = len(items) - len(ok)
     if not ok:
         srcs = [provenance(i, scale, link_root, versions) for i in items]
+        if all(i.record.status == STATUS_SKIPPED for i in items):   # does not apply to this model (e.g. too long)
+            return Cell(None, "–", n=0, note=f"skipped: {items[0].record.error}", sources=srcs)
         return Cell(None, "failed", failed=True, n=0, note=f"{len(items)} failed record(s), no score", sources=srcs)
     ok, split_note = _pick_split(ok)
     std = None
