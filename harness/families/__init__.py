@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 REGISTRY: dict[str, str] = {
     "beir": "harness.families.beir:BeirFamily",
     "code": "harness.families.code:CodeFamily",
+    "efficiency": "harness.families.efficiency:EfficiencyFamily",
     "glue": "harness.families.glue:GlueFamily",
 }
 

@@ -9,7 +9,7 @@ import statistics
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,8 @@ def row_key(record: ResultRecord) -> RowKey:
 
 def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded]]:
     """Records by (row, table, column). Members of a composite dataset (CQADupstack subforums, marked
-    ``details.member_of``) are left out: the composite's own record is the cell."""
+    ``details.member_of``) are left out: the composite's own record is the cell. A family's ``extra_columns``
+    put a record in further cells too, as a view whose main score is another of its metrics."""
     cells: dict[tuple[RowKey, str, str], list[Loaded]] = defaultdict(list)
     for item in loaded:
         r = item.record
@@ -90,6 +91,9 @@ def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded
             continue
         table, col = column_of(r)
         cells[(row_key(r), table, col)].append(item)
+        fam = families.find(r.task)
+        for xtable, xcol, metric in fam.extra_columns(r) if fam else ():
+            cells[(row_key(r), xtable, xcol)].append(Loaded(item.path, replace(r, main_score=metric)))
     return cells
 
 
