@@ -18,6 +18,7 @@ REGISTRY: dict[str, str] = {
     "code": "harness.families.code:CodeFamily",
     "efficiency": "harness.families.efficiency:EfficiencyFamily",
     "glue": "harness.families.glue:GlueFamily",
+    "nanobeir": "harness.families.nanobeir:NanoBeirFamily",
 }
 
 _loaded: dict[str, type[Family]] = {}

@@ -13,8 +13,9 @@ from pathlib import Path
 from harness.families.beir import BEIR_DATASETS
 from harness.families.efficiency import TABLE2_COLUMNS
 from harness.families.glue import GLUE_PAPER_TASKS as GLUE_TASKS
+from harness.families.nanobeir import NANOBEIR_LABELS
 from harness.leaderboard.cells import PUBLISHED, Cell, RowKey
-from harness.leaderboard.layout import AVG, NANOBEIR_LABELS, OVERVIEW
+from harness.leaderboard.layout import AVG, OVERVIEW
 
 MODERNBERT_PAPER = (
     "Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "
