@@ -161,3 +161,29 @@ def test_cache_hit_and_key(tmp_path: Path) -> None:
     _, hit3 = cached_embeddings(tmp_path, key, compute)
     assert not hit3 and len(calls) == 2
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_cpu_workers_give_the_same_embeddings_and_restore_threads(tiny) -> None:
+    import torch
+
+    model, _ = tiny
+    threads = torch.get_num_threads()
+    one = encode(model, LONG_TEXTS * 3, device="cpu", workers=1, batch_tokens=64, show_progress=False)
+    many = encode(model, LONG_TEXTS * 3, device="cpu", workers=3, batch_tokens=192, show_progress=False)
+    np.testing.assert_allclose(many, one, rtol=0, atol=1e-6)
+    assert torch.get_num_threads() == threads
+
+
+def test_a_worker_error_reaches_the_caller(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    model, _ = tiny
+    threads = torch.get_num_threads()
+
+    def boom(*a, **k):
+        raise RuntimeError("kernel exploded")
+
+    monkeypatch.setattr(enc, "_forward_padded", boom)
+    with pytest.raises(RuntimeError, match="kernel exploded"):
+        encode(model, LONG_TEXTS * 3, device="cpu", workers=2, batch_tokens=64, show_progress=False)
+    assert torch.get_num_threads() == threads

@@ -129,6 +129,17 @@ def device_name(device: str) -> str:
     return f"{model} ({torch.get_num_threads()} threads)"
 
 
+def machine_facts() -> str:
+    """One line for benchmarks: CPU model and threads, the ISA flags that decide bf16 speed, versions, load."""
+    from harness.models import cpu_flags
+
+    flags = cpu_flags()
+    isa = ",".join(f for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16") if f in flags) or "-"
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (f"{device_name('cpu')}; {os.cpu_count()} cpus; isa: {isa}; torch {torch.__version__}; "
+            f"python {platform.python_version()}; load average {load}")
+
+
 # --------------------------------------------------------------------------------------------- timing
 @dataclass
 class Timing:
