@@ -5,8 +5,9 @@
     python benchmarks/beir_vs_mteb.py --data ../shared/data/scifact --max-queries 100 --max-docs 1000
 
 Each round runs, in turn: mteb 2.x (fp32, its exact search, batch 32), the harness cold at the default precision
-(``precision=auto``: bf16 where the CPU computes it natively), and the harness cold in fp32 when that differs;
-the figures are medians over rounds (interleaved, so a noisy neighbour hits every contender alike). Then the
+(``precision=auto``: bf16 only where it is faster than fp32, see harness.models.bf16_faster), and the harness cold
+at each of ``--also`` (default: fp32 and, where the CPU has bf16 instructions, bf16, unless the default already
+is); the figures are medians over rounds (interleaved, so a noisy neighbour hits every contender alike). Then the
 harness warm (corpus embeddings from the on-disk cache) once. The whole evaluation is timed: encode corpus and
 queries, search, metrics.
 """
@@ -24,7 +25,7 @@ from harness.data.retrieval import subset
 from harness.evaluation.dense import DenseRetriever, DenseSettings
 from harness.evaluation.retriever import evaluate
 from harness.evaluation.throughput import machine_facts
-from harness.models import ModelSpec, load_sentence_transformer, resolve_precision
+from harness.models import ModelSpec, bf16_supported, load_sentence_transformer, resolve_precision
 from harness.peers.mteb_local import mteb_ndcg_at_10
 
 #: all-MiniLM-L6-v2 on full SciFact in fp32, harness and mteb 2.26 alike (tests/test_mteb_parity.py keeps it)
@@ -41,7 +42,9 @@ def main() -> None:
     ap.add_argument("--max-queries", type=int, default=None)
     ap.add_argument("--max-docs", type=int, default=None)
     ap.add_argument("--precision", default="auto", help="the harness' precision (auto: bf16 where native)")
-    ap.add_argument("--repeats", type=int, default=1, help="rounds of (mteb, harness, harness fp32)")
+    ap.add_argument("--also", default=None, help="more harness precisions, comma list (default: fp32,bf16 where "
+                                                 "the CPU has bf16 instructions)")
+    ap.add_argument("--repeats", type=int, default=1, help="rounds of (mteb, harness, harness at --also)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -64,8 +67,9 @@ def main() -> None:
 
     contenders = {"mteb 2.x (fp32, batch 32)": lambda: mteb_ndcg_at_10(model, ds),
                   f"harness cold ({precision})": lambda: harness(precision)[0]}
-    if precision != "fp32":
-        contenders["harness cold (fp32)"] = lambda: harness("fp32")[0]
+    also = args.also.split(",") if args.also else ["fp32"] + (["bf16"] if bf16_supported("cpu") else [])
+    for prec in dict.fromkeys(p for p in also if p != precision):
+        contenders[f"harness cold ({prec})"] = lambda prec=prec: harness(prec)[0]
     secs: dict[str, list[float]] = {k: [] for k in contenders}
     ndcg: dict[str, float] = {}
     for _ in range(args.repeats):
@@ -83,7 +87,7 @@ def main() -> None:
 
     mteb_label = next(iter(contenders))
     mteb_s = statistics.median(secs[mteb_label])
-    fp32 = ndcg.get("harness cold (fp32)", ndcg[f"harness cold ({precision})"] if precision == "fp32" else None)
+    fp32 = ndcg.get("harness cold (fp32)")
     print(f"{'run':40s} {'seconds':>8s} {'x mteb':>7s} {'nDCG@10':>9s} {'vs fp32':>9s}")
     for label, values in secs.items():
         s = statistics.median(values)
