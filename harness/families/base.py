@@ -53,6 +53,9 @@ class TableSpec:
     scale: float | None = None
     decimals: int = 1
     note: str = ""
+    average: bool = True            # with ``columns``: add a mean over them (not for mixed units, e.g. Table 2)
+    column_scale: Mapping[str, float] = field(default_factory=dict)     # per-column overrides of ``scale``
+    column_decimals: Mapping[str, int] = field(default_factory=dict)    # ... and of ``decimals``
 
 
 class Family(abc.ABC):
@@ -83,6 +86,12 @@ class Family(abc.ABC):
     def column_of(cls, record: ResultRecord) -> tuple[str, str]:
         """(table id, column) of a record on the leaderboard; selection rules treat each column as a dataset."""
         return cls.tables[0].id, record.dataset
+
+    @classmethod
+    def extra_columns(cls, record: ResultRecord) -> list[tuple[str, str, str]]:
+        """Further leaderboard cells a record fills from another of its metrics: (table id, column, metric),
+        e.g. an efficiency record's max batch size in Table 2's BS column. Most families have none."""
+        return []
 
     def stages(self) -> Iterator[list[Cell]]:
         """Cells in stages: a stage is planned only after the previous one has run (GLUE: chained tasks start

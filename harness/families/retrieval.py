@@ -17,7 +17,7 @@ import numpy as np
 
 from harness import results
 from harness.data.catalog import DatasetEntry, load_entry, resolve_entries
-from harness.data.retrieval import subset
+from harness.data.retrieval import RetrievalDataset, subset
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.evaluation.retriever import Retriever, evaluate
 from harness.families.base import Cell, Family
@@ -170,11 +170,16 @@ class RetrievalFamily(Family):
             data_fingerprint=results.stable_hash([p.data_fingerprint for p in parts], length=16),
         )
 
+    def load_dataset(self, entry: DatasetEntry) -> RetrievalDataset:
+        """One catalog entry's data (a family with its own storage layout overrides this)."""
+        s = self.settings
+        return load_entry(entry, data_dir=s.data_dir, split=s.split, strict_qrels=s.strict_qrels)
+
     def evaluate_entry(self, cell: Cell, entry: DatasetEntry, retriever: Retriever, block: dict[str, Any],
                        member_of: str | None = None) -> ResultRecord:
         s = self.settings
         t0 = time.perf_counter()
-        ds = load_entry(entry, data_dir=s.data_dir, split=s.split, strict_qrels=s.strict_qrels)
+        ds = self.load_dataset(entry)
         if s.max_queries or s.max_docs:
             ds = subset(ds, s.max_queries, s.max_docs)
         load_s = time.perf_counter() - t0

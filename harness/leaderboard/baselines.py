@@ -15,9 +15,11 @@ from importlib import resources
 from pathlib import Path
 
 from harness.families.beir import BEIR_DATASETS
+from harness.families.efficiency import TABLE2_COLUMNS
 from harness.families.glue import GLUE_PAPER_TASKS as GLUE_TASKS
+from harness.families.nanobeir import NANOBEIR_LABELS
 from harness.leaderboard.cells import COMPUTED_MARK, PUBLISHED, Cell, RowKey, fmt
-from harness.leaderboard.layout import AVG, NANOBEIR_LABELS, OVERVIEW, table_spec
+from harness.leaderboard.layout import AVG, OVERVIEW, table_spec
 from harness.mteb_results import (
     MTEB_FAMILY,
     MtebColumn,
@@ -70,6 +72,8 @@ class PublishedSource:
 SOURCES: tuple[PublishedSource, ...] = (
     PublishedSource("modernbert-table1", "modernbert_table1_overview.csv", MODERNBERT_PAPER, OVERVIEW_TABLE,
                     "Table 1", {c.id: c.id for c in OVERVIEW}),
+    PublishedSource("modernbert-table2", "modernbert_table2_efficiency.csv", MODERNBERT_PAPER, "efficiency", "Table 2",
+                    {c: c for c in TABLE2_COLUMNS}),
     PublishedSource("modernbert-table5", "modernbert_table5_glue.csv", MODERNBERT_PAPER, "glue", "Table 5",
                     {t: t for t in GLUE_TASKS}, family_aliases={"DeBERTav3": "DeBERTaV3", "NomicBERT-2048": "NomicBERT"}),
     PublishedSource("modernbert-table7", "modernbert_table7_beir_dpr.csv", MODERNBERT_PAPER, "beir", "Table 7", _BEIR_CSV),

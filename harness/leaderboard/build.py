@@ -23,7 +23,7 @@ from harness.leaderboard.baselines import (
 from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, PUBLISHED, Cell, RowKey, fmt
 from harness.leaderboard.layout import AVG, OVERVIEW, table_spec, table_specs
 from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records, selected
-from harness.results import STATUS_OK
+from harness.results import STATUS_FAILED, STATUS_OK
 
 _SIZE_ORDER = {"small": 0, "base": 1, "large": 2}
 
@@ -130,14 +130,20 @@ def build_leaderboard(
             i.record.score for i in items if i.record.status == STATUS_OK and isinstance(i.record.score, int | float))
     scales = {t: table_spec(t).scale or _auto_scale(v) for t, v in table_values.items()}
 
+    def scale_of(table: str, col: str) -> float:
+        return table_spec(table).column_scale.get(col, scales[table])
+
+    def decimals_of(table: str, col: str) -> int:
+        return table_spec(table).column_decimals.get(col, table_spec(table).decimals)
+
     # (table -> row -> column -> cell), user rows first, then published rows
     by_table: dict[str, dict[RowKey, dict[str, Cell]]] = {}
     for (key, table, col), items in groups.items():
         fam = families.find(items[0].record.task)
         chosen = picks.get((key.name, table, col))
-        cell = combine(items, combine_rule, scales[table], chosen=chosen,
+        cell = combine(items, combine_rule, scale_of(table, col), chosen=chosen,
                        chosen_by=fam.selection.description if fam and chosen else "",
-                       link_root=link_root, versions=versions, decimals=table_spec(table).decimals)
+                       link_root=link_root, versions=versions, decimals=decimals_of(table, col))
         by_table.setdefault(table, {}).setdefault(key, {})[col] = cell
     user_rows = sorted({k for (k, _, _) in groups}, key=_row_order)
 
@@ -166,7 +172,7 @@ def build_leaderboard(
         "combine_text": COMBINE_RULES[combine_rule],
         "results_dirs": [str(d) for d in dirs],
         "n_records": len(loaded),
-        "n_failed": sum(1 for i in loaded if i.record.status != STATUS_OK),
+        "n_failed": sum(1 for i in loaded if i.record.status == STATUS_FAILED),
         "skipped": skipped,
         "rules": rules_text(combine_rule),
         "sources": ([{"id": s.id, "citation": s.citation, "where": s.where, "file": s.file}
@@ -179,7 +185,7 @@ def build_leaderboard(
 def _family_table(table_id: str, rows: dict[RowKey, dict[str, Cell]], scale: float | None) -> Table:
     spec = table_spec(table_id)
     if spec.columns is not None:
-        columns = [*spec.columns, AVG]
+        columns = [*spec.columns, AVG] if spec.average else list(spec.columns)
     else:
         seen = {c for cells in rows.values() for c in cells}
         columns = [c for c in spec.labels if c in seen] + sorted(seen - set(spec.labels))
@@ -189,7 +195,7 @@ def _family_table(table_id: str, rows: dict[RowKey, dict[str, Cell]], scale: flo
         table.note = "scores were on a 0-1 scale and are shown x100"
     for key in rows:   # display order is Leaderboard.rows; this dict is only a lookup
         cells = dict(rows[key])
-        if spec.columns is not None and AVG not in cells:
+        if spec.columns is not None and spec.average and AVG not in cells:
             avg = (_published_mean(cells, spec.columns, _where(cells)) if key.origin == PUBLISHED
                    else average_cell(cells, spec.columns, spec.decimals))
             if avg is not None:

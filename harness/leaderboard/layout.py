@@ -11,22 +11,9 @@ from harness.families.base import TableSpec
 from harness.results import ResultRecord
 
 AVG = "avg"
-NANOBEIR_LABELS = {
-    n.lower(): n for n in (
-        "NanoArguAna", "NanoClimateFEVER", "NanoDBPedia", "NanoFEVER", "NanoFiQA2018", "NanoHotpotQA",
-        "NanoMSMARCO", "NanoNFCorpus", "NanoNQ", "NanoQuoraRetrieval", "NanoSCIDOCS", "NanoSciFact",
-        "NanoTouche2020",
-    )
-}
 #: Tables with published rows whose task family is not registered yet: they show the published rows only.
-#: A family that registers a table of the same id replaces its entry here.
-PENDING_TABLES: dict[str, TableSpec] = {
-    t.id: t for t in (
-        TableSpec("nanobeir", "NanoBEIR", "NanoBEIR nDCG@10", tuple(NANOBEIR_LABELS), NANOBEIR_LABELS, scale=100,
-                  note="The mmBERT card prints 0-1 values; they are shown x100 with the printed digits unchanged "
-                       "(0.5151 -> 51.51)."),
-    )
-}
+#: A family that registers a table of the same id replaces its entry here. Every published table has a family now.
+PENDING_TABLES: dict[str, TableSpec] = {}
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,14 @@ import statistics
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from harness import families
 from harness.leaderboard.cells import Cell, RowKey, fmt
 from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
-from harness.results import STATUS_OK, ResultRecord, iter_records
+from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, iter_records
 from harness.selection.rules import BestConfigPerDataset, configuration
 
 COMBINE_RULES = {
@@ -82,7 +82,8 @@ def row_key(record: ResultRecord) -> RowKey:
 
 def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded]]:
     """Records by (row, table, column). Members of a composite dataset (CQADupstack subforums, marked
-    ``details.member_of``) are left out: the composite's own record is the cell."""
+    ``details.member_of``) are left out: the composite's own record is the cell. A family's ``extra_columns``
+    put a record in further cells too, as a view whose main score is another of its metrics."""
     cells: dict[tuple[RowKey, str, str], list[Loaded]] = defaultdict(list)
     for item in loaded:
         r = item.record
@@ -90,6 +91,9 @@ def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded
             continue
         table, col = column_of(r)
         cells[(row_key(r), table, col)].append(item)
+        fam = families.find(r.task)
+        for xtable, xcol, metric in fam.extra_columns(r) if fam else ():
+            cells[(row_key(r), xtable, xcol)].append(Loaded(item.path, replace(r, main_score=metric)))
     return cells
 
 
@@ -178,6 +182,8 @@ def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded
     n_failed = len(items) - len(ok)
     if not ok:
         srcs = [provenance(i, scale, link_root, versions) for i in items]
+        if all(i.record.status == STATUS_SKIPPED for i in items):   # does not apply to this model (e.g. too long)
+            return Cell(None, "–", n=0, note=f"skipped: {items[0].record.error}", sources=srcs)
         return Cell(None, "failed", failed=True, n=0, note=f"{len(items)} failed record(s), no score", sources=srcs)
     ok, split_note = _pick_split(ok)
     std = None

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.results import STATUS_OK, ResultRecord, stable_hash
+from harness.results import STATUS_FAILED, STATUS_OK, ResultRecord, stable_hash
 
 SCHEMA = "harness.selection/1"
 #: seed-like hyperparameter keys, for records written before ``config_id`` existed
@@ -85,7 +85,7 @@ class SelectionRule(abc.ABC):
             name = str((r.model or {}).get("name") or (r.model or {}).get("path") or "unknown")
             if usable(r):
                 by_model[name].append(r)
-            elif r.status != STATUS_OK:
+            elif r.status == STATUS_FAILED:
                 failed[name] += 1
         out = {}
         for name, recs in sorted(by_model.items()):

@@ -1,0 +1,263 @@
+"""``task=efficiency``: inference throughput as the ModernBERT paper measured it (section 4; Tables 2, 10, 11).
+
+Four synthetic sets of random ordinary token ids (8,192 documents each: fixed 512, normal(256, 64) in [32, 512],
+fixed 8,192, normal(4,096, 1,024) in [32, 8,192]); tokens per second over real tokens, mean and std over 10
+timed passes after a warm-up; the largest batch that fits (each probe in its own process); the device's dense
+matmul throughput as the roofline and the model's achieved fraction of it. One record per (model, set).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from harness import results
+from harness.errors import HarnessError
+from harness.families.base import Cell, Family, TableSpec
+from harness.results import ResultRecord
+from harness.selection.rules import BestConfigPerDataset
+from harness.typed import build, choices
+
+log = logging.getLogger(__name__)
+
+SETS = ("short_fixed", "short_variable", "long_fixed", "long_variable")
+#: Table 2's columns: max batch size, fixed-length and variable-length throughput (thousands of tokens/s)
+TABLE2_COLUMNS = ("short_bs", "short_fixed", "short_variable", "long_bs", "long_fixed", "long_variable")
+TABLE2_LABELS = {"short_bs": "Short BS", "short_fixed": "Short fixed", "short_variable": "Short variable",
+                 "long_bs": "Long BS", "long_fixed": "Long fixed", "long_variable": "Long variable"}
+#: the batch-size column each set's record also fills (the paper reports one per input length)
+BS_COLUMN = {"short_fixed": "short_bs", "long_fixed": "long_bs"}
+
+
+@dataclass(kw_only=True)
+class SetSpec:
+    """One synthetic set (Table 10): every document ``length`` tokens, or lengths drawn from
+    normal(``mean``, ``std``), truncated to int and clamped to [``min``, ``max``] (as torch.normal(...).int()
+    .clamp(...) after torch.manual_seed(seed), which reproduces Table 10's statistics exactly)."""
+
+    length: int | None = None
+    mean: float | None = None
+    std: float | None = None
+    min: int | None = None
+    max: int | None = None
+    batch_size: int = 512
+
+    def __post_init__(self) -> None:
+        fixed = self.length is not None
+        drawn = None not in (self.mean, self.std, self.min, self.max)
+        if fixed == drawn or self.batch_size < 1:
+            raise HarnessError("a synthetic set needs either length=<tokens> or mean, std, min and max "
+                               "(and batch_size >= 1), e.g. {mean: 256, std: 64, min: 32, max: 512, batch_size: 512}")
+
+    @property
+    def max_length(self) -> int:
+        return int(self.length if self.length is not None else self.max)  # type: ignore[arg-type]
+
+
+@dataclass(kw_only=True)
+class MaxBatchSettings:
+    search: bool = True               # find the largest batch that fits (one process per probe)
+    limit: int = 4096                 # never probe above this (ModernBERT's script stopped at 4,096)
+    resolution: int = 4               # stop bisecting when the bracket is this narrow
+    memory_gb: float | None = None    # budget per probe; null: the device's memory (CPU: 80% of MemAvailable)
+
+
+@dataclass(kw_only=True)
+class EfficiencySettings:
+    name: str
+    datasets: list[str]
+    sets: dict[str, Any]
+    n_docs: int = 8192
+    repeats: int = 10
+    warmup: int = 1
+    seed: int = 42
+    token_low: int = 100
+    token_high: int = 16000
+    unpad: str = choices("auto", "on", "off", default="auto")
+    pad_to: str = choices("set_max", "longest", default="set_max")
+    max_batch: MaxBatchSettings = field(default_factory=MaxBatchSettings)
+    roofline: bool = True
+    roofline_size: int = 2048
+
+
+class EfficiencyFamily(Family):
+    name = "efficiency"
+    main_metric = "tokens_per_s"
+    higher_is_better = True
+    settings_class = EfficiencySettings
+    identity_exclude: ClassVar[Mapping[str, str]] = {
+        "task.datasets": "which sets to measure: each one is its own cell of the same run",
+        "task.sets": "each cell's own set definition is part of its data spec",
+    }
+    seed_keys = ("seed",)
+    selection = BestConfigPerDataset()
+    tables = (TableSpec(
+        "efficiency", "Efficiency", "Inference efficiency — Table 2 shape (BS: max batch size; throughput in "
+        "thousands of tokens/s)", TABLE2_COLUMNS, TABLE2_LABELS, scale=0.001, decimals=1,
+        column_scale={"short_bs": 1.0, "long_bs": 1.0}, column_decimals={"short_bs": 0, "long_bs": 0},
+        average=False,
+        note="Throughput is thousands of real (non-padding) tokens per second, mean over timed passes; published "
+             "rows are the paper's RTX 4090 numbers. Runs show their device and dtype in each cell's details: "
+             "compare rows only on the same hardware."),)
+
+    # ---------------------------------------------------------------------------------------- leaderboard
+    @classmethod
+    def extra_columns(cls, record: ResultRecord) -> list[tuple[str, str, str]]:
+        """A fixed set's record also fills its length's BS column with the max batch size it found."""
+        col = BS_COLUMN.get(record.dataset)
+        if col and "max_batch_size" in record.metrics:
+            return [(cls.tables[0].id, col, "max_batch_size")]
+        return []
+
+    # ---------------------------------------------------------------------------------------- planning
+    def set_spec(self, name: str) -> SetSpec:
+        if name not in self.settings.sets:
+            from harness.errors import unknown_name
+
+            raise unknown_name("synthetic set", name, self.settings.sets,
+                               "Define it under task.sets (length, or mean/std/min/max, and batch_size).")
+        return build(SetSpec, self.settings.sets[name], f"task.sets.{name}")
+
+    def hardware(self) -> dict[str, Any]:
+        """Part of the run identity: throughput depends on the device (excluded from other families' ids)."""
+        from harness.evaluation import throughput as tp
+
+        return {"device": self.device, "name": tp.device_name(self.device)}
+
+    def cells(self) -> list[Cell]:
+        s = self.settings
+        if s.n_docs < 1 or s.repeats < 1 or s.warmup < 0 or not 0 <= s.token_low < s.token_high:
+            raise HarnessError("task=efficiency needs n_docs >= 1, repeats >= 1, warmup >= 0 and "
+                               f"0 <= token_low < token_high (got {s.n_docs}, {s.repeats}, {s.warmup}, "
+                               f"[{s.token_low}, {s.token_high}))")
+        ident = self.identity(replace={"hardware": self.hardware()})
+        rid = results.run_id(ident, {"prec": self.precision, "n": s.n_docs})
+        cells = []
+        for name in s.datasets:
+            spec = self.set_spec(name)
+            data = {"set": asdict(spec), "n_docs": s.n_docs, "seed": s.seed, "ids": [s.token_low, s.token_high]}
+            cells.append(Cell(name, rid, ident, results.stable_hash(data), spec))
+        return cells
+
+    def hyperparameters(self) -> dict[str, Any]:
+        s = self.settings
+        return {"precision": self.precision, "n_docs": s.n_docs, "repeats": s.repeats, "warmup": s.warmup,
+                "unpad": s.unpad, "pad_to": s.pad_to, "seed": s.seed}
+
+    # ---------------------------------------------------------------------------------------- running
+    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+        from harness.evaluation import throughput as tp
+        from harness.evaluation.encode import pack_mode
+        from harness.models import load_sentence_transformer
+
+        model, block = load_sentence_transformer(self.spec, device=self.device)
+        hf = model[0].auto_model.eval()
+        mode = pack_mode(model, self.settings.unpad, self.device)
+        roofline = tp.matmul_flops(self.precision, self.device, self.settings.roofline_size) \
+            if self.settings.roofline else None
+        found: dict[int, tuple[int, list]] = {}           # max length -> (max batch size, probes)
+        for cell in todo:
+            try:
+                yield self.measure_cell(cell, model, hf, block, mode, roofline, found)
+            except HarnessError as exc:
+                log.error("efficiency/%s failed: %s", cell.dataset, exc)
+                yield self.failed(cell, exc, model=block, split="synthetic")
+
+    def positions(self, hf: Any) -> int:
+        """How many positions the model has (RoBERTa-style embeddings reserve padding_idx + 1 of them)."""
+        cfg = hf.config
+        n = int(getattr(cfg, "max_position_embeddings", 0) or 0)
+        if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl"):
+            n -= int(cfg.pad_token_id or 0) + 1
+        return n
+
+    def id_range(self, hf: Any) -> tuple[int, int]:
+        """[token_low, token_high) as configured, cut to the vocabulary (a tiny test model has a small one)."""
+        s = self.settings
+        vocab = int(hf.config.vocab_size)
+        return min(s.token_low, max(vocab - 1, 0)), min(s.token_high, vocab)
+
+    def measure_cell(self, cell: Cell, model: Any, hf: Any, block: dict[str, Any], mode: str | None,
+                     roofline: float | None, found: dict[int, tuple[int, list]]) -> ResultRecord:
+        from harness.evaluation import throughput as tp
+
+        s = self.settings
+        spec: SetSpec = cell.payload
+        lengths = tp.set_lengths(spec, s.n_docs, s.seed)
+        positions = self.positions(hf)
+        base = {"device": self.device, "device_name": tp.device_name(self.device), "dtype": self.precision,
+                "attn_implementation": hf.config._attn_implementation, "set": asdict(spec),
+                "set_stats": tp.set_stats(lengths), "positions": positions}
+        if spec.max_length > positions:
+            reason = (f"the model's positions stop at {positions}; set {cell.dataset!r} has sequences of up to "
+                      f"{spec.max_length} tokens")
+            log.info("efficiency/%s skipped: %s", cell.dataset, reason)
+            return self.new_record(cell, model=block, split="synthetic", metrics={}, status=results.STATUS_SKIPPED,
+                                   error=reason, details=base)
+        pad_id = model[0].tokenizer.pad_token_id or 0
+        ids = self.id_range(hf)
+        pad_to = spec.max_length if s.pad_to == "set_max" else None
+        t0 = time.perf_counter()
+        timing = tp.measure(hf, lengths, batch_size=spec.batch_size, mode=mode, pad_to=pad_to, pad_id=pad_id,
+                            seed=s.seed, id_range=ids, precision=self.precision, device=self.device,
+                            repeats=s.repeats, warmup=s.warmup)
+        measure_s = time.perf_counter() - t0
+        tps = timing.tokens_per_s
+        flops = tp.forward_flops(hf, lengths.tolist())
+        metrics: dict[str, float] = {
+            "tokens_per_s": float(tps.mean()), "tokens_per_s_std": float(tps.std()),
+            "seconds_mean": float(np.mean(timing.seconds)), "seconds_std": float(np.std(timing.seconds)),
+            "model_flops_per_s": flops / float(np.mean(timing.seconds)),
+        }
+        details = {**base, "unpadded": mode is not None, "pack_mode": mode, "pad_to": s.pad_to,
+                   "batch_size": spec.batch_size, "n_docs": s.n_docs, "repeats": s.repeats, "warmup": s.warmup,
+                   "token_ids": list(ids), "real_tokens_per_pass": timing.real_tokens, "pass_seconds": timing.seconds,
+                   "flops_per_token": flops / timing.real_tokens}
+        if roofline:
+            metrics["roofline_fraction"] = metrics["model_flops_per_s"] / roofline
+            details["matmul_flops_per_s"] = roofline
+            details["roofline"] = f"{self.settings.roofline_size}x{self.settings.roofline_size} {self.precision} matmul"
+        timings = {"measure_s": measure_s}
+        if s.max_batch.search:
+            t1 = time.perf_counter()
+            bs, probes = self.max_batch(spec, mode, ids, pad_id, found)
+            metrics["max_batch_size"] = float(bs)
+            details["max_batch"] = {**asdict(s.max_batch), "probes": probes,
+                                    "inputs": f"batches of {spec.max_length}-token sequences"}
+            timings["max_batch_s"] = time.perf_counter() - t1
+        log.info("efficiency/%s: %.0f +- %.0f tokens/s (%s, %s)", cell.dataset, metrics["tokens_per_s"],
+                 metrics["tokens_per_s_std"], self.precision, "unpadded" if mode else "padded")
+        return self.new_record(cell, model=block, split="synthetic", metrics=metrics, details=details,
+                               timings=timings, hyperparameters=self.hyperparameters(), data_fingerprint=cell.spec)
+
+    def max_batch(self, spec: SetSpec, mode: str | None, ids: tuple[int, int], pad_id: int,
+                  found: dict[int, tuple[int, list]]) -> tuple[int, list]:
+        """The largest batch of the set's longest sequences that fits (sets of equal length share the search)."""
+        from harness.evaluation import throughput as tp
+
+        if spec.max_length in found:
+            return found[spec.max_length]
+        mb = self.settings.max_batch
+        probe = tp.probe_for(self.spec, device=self.device, precision=self.precision, length=spec.max_length,
+                             mode=mode, memory_gb=mb.memory_gb if mb.memory_gb is not None else self.default_memory_gb(),
+                             id_range=ids, pad_id=pad_id)
+        found[spec.max_length] = tp.max_batch_size(probe, start=spec.batch_size, limit=mb.limit,
+                                                   resolution=mb.resolution, run=tp.probe_once)
+        return found[spec.max_length]
+
+    def default_memory_gb(self) -> float | None:
+        """CUDA: none (the device's memory is the limit). CPU: 80% of the memory available now, so a probe that
+        does not fit fails inside its own process instead of pushing the machine into swap or the OOM killer."""
+        if self.device.startswith("cuda"):
+            return None
+        try:
+            with open("/proc/meminfo") as fh:
+                kb = next(int(line.split()[1]) for line in fh if line.startswith("MemAvailable:"))
+            return 0.8 * kb / 2**20
+        except (OSError, StopIteration):
+            return None
