@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--max-length", type=int, default=256)
     ap.add_argument("--max-queries", type=int, default=None)
     ap.add_argument("--max-docs", type=int, default=None)
-    ap.add_argument("--precision", default="auto", help="the harness' precision (auto: bf16 where native)")
+    ap.add_argument("--precision", default="auto", help="the harness' precision (auto: bf16 only where faster than fp32)")
     ap.add_argument("--also", default=None, help="more harness precisions, comma list (default: fp32,bf16 where "
                                                  "the CPU has bf16 instructions)")
     ap.add_argument("--repeats", type=int, default=1, help="rounds of (mteb, harness, harness at --also)")

@@ -61,7 +61,7 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="a BEIR folder instead of a synthetic set")
     ap.add_argument("--n-docs", type=int, default=256)
     ap.add_argument("--max-length", type=int, default=512)
-    ap.add_argument("--precisions", default=None, help="comma list; default fp32 plus bf16 where native")
+    ap.add_argument("--precisions", default=None, help="comma list; default fp32 plus bf16 where the CPU has bf16 instructions")
     ap.add_argument("--repeats", type=int, default=5, help="timed rounds (each runs every encoder once)")
     ap.add_argument("--st-batch-size", type=int, default=32)
     ap.add_argument("--roofline-size", type=int, default=2048)

@@ -1,6 +1,6 @@
 """ColBERT knowledge distillation: a thin adapter over PyLate (``models.ColBERT``, ``losses.Distillation``,
 ``utils.ColBERTCollator``) and the sentence-transformers trainer, configured as ModernBERT's
-``examples/train_pylate.py`` (batch 16, 5% warmup, 1 epoch, bf16 where native)."""
+``examples/train_pylate.py`` (batch 16, 5% warmup, 1 epoch, bf16 where precision=auto picks it)."""
 
 from __future__ import annotations
 
