@@ -114,15 +114,17 @@ def test_max_batch_search_brackets_and_never_exceeds_the_limit() -> None:
         tp.max_batch_size(None, start=8, limit=16, resolution=1, run=lambda p, n: ("error", "boom"))  # type: ignore[arg-type]
 
 
-def test_a_failed_probe_does_not_poison_the_next(tiny_model_dir: Path) -> None:
+def test_a_failed_probe_does_not_poison_the_next(tiny_model_dir: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """Each probe runs in its own process under the memory budget: one that runs out of memory reports it,
-    and the next (in a fresh process) runs as if nothing happened."""
+    and the next (in a fresh process) runs as if nothing happened. A probe prints no loading chatter."""
     spec = ModelSpec(name="tiny", path=str(tiny_model_dir))
     probe = tp.probe_for(spec, device="cpu", precision="fp32", length=512, mode=None, memory_gb=0.25,
                          id_range=(5, 1000), pad_id=0)
     status, message = tp.probe_once(probe, 4096)          # 4096 x 512 tokens do not fit in 256 MiB
     assert status == "oom", message
     assert tp.probe_once(probe, 2) == ("ok", "")
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "LOAD REPORT" not in err, err[-500:]
 
 
 def _run(tmp_path: Path, tiny_model_dir: Path, extra: list[str] = ()) -> list[results.ResultRecord]:

@@ -6,38 +6,14 @@ A local folder holds ``corpus.jsonl`` ({"_id","title","text"}), ``queries.jsonl`
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
+from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
 
 log = logging.getLogger(__name__)
-
-
-def _jsonl_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(
-                    f"{path} line {lineno}: not valid JSON ({exc.msg}). Each line must be one JSON object; "
-                    "fix or remove that line."
-                ) from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path} line {lineno}: expected a JSON object, got {type(row).__name__}.")
-            missing = [k for k in required if k not in row]
-            if missing:
-                raise DataError(
-                    f"{path} line {lineno}: missing field(s) {missing}; each line needs {list(required)}."
-                )
-            yield lineno, row
 
 
 def _require_file(path: Path, what: str) -> None:
@@ -54,7 +30,7 @@ def read_corpus(path: Path) -> tuple[list[str], list[str], list[str]]:
     titles: list[str] = []
     texts: list[str] = []
     seen: set[str] = set()
-    for lineno, row in _jsonl_rows(path, ("_id", "text")):
+    for lineno, row in jsonl_rows(path, ("_id", "text")):
         did = str(row["_id"])
         if did in seen:
             raise DataError(f"{path} line {lineno}: duplicate document id {did!r}; document ids must be unique.")
@@ -69,7 +45,7 @@ def read_corpus(path: Path) -> tuple[list[str], list[str], list[str]]:
 
 def read_queries(path: Path) -> dict[str, str]:
     _require_file(path, "queries file")
-    queries = {str(row["_id"]): str(row["text"]) for _, row in _jsonl_rows(path, ("_id", "text"))}
+    queries = {str(row["_id"]): str(row["text"]) for _, row in jsonl_rows(path, ("_id", "text"))}
     if not queries:
         raise DataError(f"{path} is empty: no queries. Check the file or the dataset folder.")
     return queries

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
 
@@ -57,23 +58,12 @@ def read_codexglue(folder: Path, lang: str) -> list[dict[str, Any]]:
         )
     rows = []
     for path in files:
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg}); fix or remove that line.") from None
-                missing = [k for k in ("code", "docstring") if k not in row]
-                if missing:
-                    raise DataError(f"{path} line {lineno}: missing field(s) {missing}; CodeXGLUE rows have "
-                                    "code, docstring, partition, ...")
-                if row.get("language", lang) != lang:
-                    raise DataError(f"{path} line {lineno}: language {row.get('language')!r}, expected {lang!r}; "
-                                    "one folder holds one language.")
-                row.setdefault("partition", path.stem)
-                rows.append(row)
+        for lineno, row in jsonl_rows(path, ("code", "docstring")):
+            if row.get("language", lang) != lang:
+                raise DataError(f"{path} line {lineno}: language {row.get('language')!r}, expected {lang!r}; "
+                                "one folder holds one language.")
+            row.setdefault("partition", path.stem)
+            rows.append(row)
     return rows
 
 

@@ -17,7 +17,6 @@ Every layout yields the columns PyLate's ``losses.Distillation`` and ``utils.Col
 from __future__ import annotations
 
 import ast
-import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,6 +25,7 @@ from typing import Any
 
 from datasets import Dataset
 
+from harness.data.jsonl import jsonl_rows
 from harness.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -99,17 +99,8 @@ def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         return
     if suffix not in (".jsonl", ".json"):
         raise DataError(f"{path}: unknown KD file type {suffix!r}; use .jsonl or .parquet.")
-    with open(path, encoding="utf-8-sig") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg}).") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path} line {lineno}: expected a JSON object, got {type(row).__name__}.")
-            yield f"{path} line {lineno}", row
+    for lineno, row in jsonl_rows(path):
+        yield f"{path} line {lineno}", row
 
 
 def read_texts(path: str | Path | None, id_column: str, key: str) -> Dataset:

@@ -10,14 +10,14 @@ with the ``json`` loader; mteb's copy (``mteb/MultiLongDocRetrieval``) has confi
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
 
@@ -51,22 +51,6 @@ def _require(folder: Path, stem: str) -> Path:
         raise DataError(f"{folder}: no {stem}.jsonl(.gz); MLDR's layout has corpus.jsonl and train/dev/test.jsonl "
                         f"(found: {', '.join(have) or 'nothing'}).")
     return path
-
-
-def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-empty line of a JSONL file, gzipped or not."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg}); fix or remove that line.") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path} line {lineno}: expected a JSON object, got {type(row).__name__}.")
-            yield lineno, row
 
 
 def read_corpus(folder: Path) -> tuple[list[str], list[str]]:

@@ -204,8 +204,12 @@ def _probe_child(probe: Probe, batch_size: int, queue: Any) -> None:
     """In a fresh process: load the model, run one forward of ``batch_size`` x ``length`` tokens under the memory
     budget; report ok, out-of-memory, or another error."""
     try:
+        import transformers.utils.logging as tlog
+
         from harness.models import ModelSpec, load_sentence_transformer
 
+        tlog.set_verbosity_error()     # a probe's loading chatter (LOAD REPORT, weight bars) is noise: its outcome
+        tlog.disable_progress_bar()    # and any error reach the parent through the queue
         model, _ = load_sentence_transformer(ModelSpec(**probe.spec), device=probe.device)
         hf = model[0].auto_model.eval()
 
