@@ -160,15 +160,34 @@ def _pool(model: SentenceTransformer, features: dict[str, torch.Tensor]) -> torc
     return features["sentence_embedding"]
 
 
-def _forward_padded(model: SentenceTransformer, seqs: list[list[int]], pad_id: int, device: str,
-                    type_ids: bool) -> torch.Tensor:
-    width = max(len(s) for s in seqs)
+def padded_inputs(seqs: list, width: int, pad_id: int, device: str) -> dict[str, torch.Tensor]:
+    """``input_ids`` + ``attention_mask`` of sequences right-padded to ``width``."""
     ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
     mask = np.zeros((len(seqs), width), dtype=np.int64)
     for row, seq in enumerate(seqs):
         ids[row, : len(seq)] = seq
         mask[row, : len(seq)] = 1
-    features = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
+    return {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
+
+
+def packed_inputs(hf: Any, packed: Any, mode: str, device: str) -> dict[str, Any]:
+    """Forward kwargs of packed rows: restarting position ids plus ``cu_seq_lens`` (``varlen``, flash-attn) or a
+    block-diagonal mask per attention type (``mask``, sdpa/eager)."""
+    kwargs: dict[str, Any] = {"input_ids": torch.from_numpy(packed.input_ids).to(device),
+                              "position_ids": torch.from_numpy(packed.position_ids).to(device)}
+    if mode == "varlen":
+        cu = torch.tensor(np.concatenate([[0], np.cumsum(packed.lengths)]), dtype=torch.int32, device=device)
+        longest = max(packed.lengths)
+        kwargs |= {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
+    else:
+        dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else hf.dtype
+        kwargs["attention_mask"] = block_masks(hf, torch.from_numpy(packed.segment).to(device), dtype)
+    return kwargs
+
+
+def _forward_padded(model: SentenceTransformer, seqs: list[list[int]], pad_id: int, device: str,
+                    type_ids: bool) -> torch.Tensor:
+    features = padded_inputs(seqs, max(len(s) for s in seqs), pad_id, device)
     if type_ids:
         features["token_type_ids"] = torch.zeros_like(features["input_ids"])
     return model(features)["sentence_embedding"]
@@ -178,17 +197,9 @@ def _forward_packed(model: SentenceTransformer, seqs: list[list[int]], pad_id: i
                     type_ids: bool) -> torch.Tensor:
     hf = model[0].auto_model
     packed = pack_rows(seqs, None if mode == "varlen" else max(len(s) for s in seqs), pad_id)
-    ids = torch.from_numpy(packed.input_ids).to(device)
-    kwargs: dict[str, Any] = {"input_ids": ids, "position_ids": torch.from_numpy(packed.position_ids).to(device)}
+    kwargs = packed_inputs(hf, packed, mode, device)
     if type_ids:
-        kwargs["token_type_ids"] = torch.zeros_like(ids)
-    if mode == "varlen":
-        cu = torch.tensor(np.concatenate([[0], np.cumsum(packed.lengths)]), dtype=torch.int32, device=device)
-        longest = max(packed.lengths)
-        kwargs |= {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
-    else:
-        dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else hf.dtype
-        kwargs["attention_mask"] = block_masks(hf, torch.from_numpy(packed.segment).to(device), dtype)
+        kwargs["token_type_ids"] = torch.zeros_like(kwargs["input_ids"])
     tokens = hf(**kwargs, return_dict=True).last_hidden_state          # [rows, width, hidden]
     # back to [batch, longest, hidden] + mask, for the model's own pooling modules
     longest = max(packed.lengths)

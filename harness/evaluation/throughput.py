@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from harness.evaluation.encode import block_masks, pack_rows
+from harness.evaluation.encode import pack_rows, packed_inputs, padded_inputs
 from harness.models import autocast, layer_list
 
 if TYPE_CHECKING:
@@ -59,24 +59,9 @@ def model_inputs(hf_model: Any, seqs: list[np.ndarray], *, mode: str | None, pad
     """Forward kwargs for one batch: padded to ``pad_to`` (or the longest), or packed (``mode`` ``varlen``: one
     row + ``cu_seq_lens``; ``mask``: rows of ``pad_to`` tokens with block-diagonal masks)."""
     if mode is None:
-        width = pad_to or max(len(s) for s in seqs)
-        ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
-        mask = np.zeros((len(seqs), width), dtype=np.int64)
-        for row, s in enumerate(seqs):
-            ids[row, : len(s)] = s
-            mask[row, : len(s)] = 1
-        return {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
+        return padded_inputs(seqs, pad_to or max(len(s) for s in seqs), pad_id, device)
     packed = pack_rows([list(s) for s in seqs], None if mode == "varlen" else (pad_to or max(map(len, seqs))), pad_id)
-    kwargs: dict[str, Any] = {"input_ids": torch.from_numpy(packed.input_ids).to(device),
-                              "position_ids": torch.from_numpy(packed.position_ids).to(device)}
-    if mode == "varlen":
-        cu = torch.tensor(np.concatenate([[0], np.cumsum(packed.lengths)]), dtype=torch.int32, device=device)
-        longest = max(packed.lengths)
-        kwargs |= {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
-    else:
-        dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else hf_model.dtype
-        kwargs["attention_mask"] = block_masks(hf_model, torch.from_numpy(packed.segment).to(device), dtype)
-    return kwargs
+    return packed_inputs(hf_model, packed, mode, device)
 
 
 # --------------------------------------------------------------------------------------------- FLOPs, roofline

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.families.base import TableSpec
 from harness.families.beir import DenseFamily, DenseSettings
-from harness.families.lineage import SourceSettings, TrainedSource
+from harness.families.lineage import SOURCE_EXCLUDE, SourceSettings, TrainedSource
 from harness.families.retrieval import RetrievalFamily
 from harness.selection.rules import BestRunOnSelectionSets
 from harness.typed import choices
@@ -69,7 +69,7 @@ class CodeFamily(TrainedSource, DenseFamily):
     identity_exclude: ClassVar[Mapping[str, str]] = {
         **RetrievalFamily.identity_exclude,
         "task.path": "the tree's root is part of the `tree` catalog entry (each cell's data spec)",
-        "task.source": "resolved into model.ref: the source run id and its trained weights' fingerprint",
+        **SOURCE_EXCLUDE,
     }
     selection = BestRunOnSelectionSets(())   # the paper trains code with the selected DPR setting: no sweep here
     tables = (TableSpec("code", "Code", "Code retrieval nDCG@10", None, CODE_LABELS, scale=100),)

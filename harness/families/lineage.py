@@ -122,6 +122,10 @@ def _from_run(source: SourceSettings, run_id: str, recs: list[ResultRecord], mod
                    float(lr) if isinstance(lr, int | float) else None)
 
 
+#: identity_exclude entry of every family that evaluates a source run: the source is hashed as what it resolves to
+SOURCE_EXCLUDE = {"task.source": "resolved into model.ref: the source run id and its trained weights' fingerprint"}
+
+
 class TrainedSource:
     """Mixin for :class:`~harness.families.beir.DenseFamily` subclasses whose settings have ``source``: evaluate
     the lineage's weights, hash them into the run identity, record the lineage, and refuse a document length

@@ -31,7 +31,7 @@ from harness.errors import HarnessError
 from harness.evaluation.multivector import PlaidSettings
 from harness.families.base import Cell, TableSpec
 from harness.families.beir import DenseFamily, DenseSettings
-from harness.families.lineage import SourceSettings, TrainedSource
+from harness.families.lineage import SOURCE_EXCLUDE, SourceSettings, TrainedSource
 from harness.families.retrieval import RetrievalFamily
 from harness.selection.rules import Choice, Key, SelectionRule, _groups, summary
 from harness.typed import choices
@@ -141,7 +141,7 @@ class MldrFamily(TrainedSource, DenseFamily):
     identity_exclude: ClassVar[Mapping[str, str]] = {
         **RetrievalFamily.identity_exclude,
         "task.path": "the tree's root is part of the `files` catalog entry (each cell's data spec)",
-        "task.source": "resolved into model.ref: the source run id and its trained weights' fingerprint",
+        **SOURCE_EXCLUDE,
         "task.train": "derived from task.setting (id trains, ood does not)",
     }
     selection = LatestConfigPerColumn()
