@@ -66,6 +66,11 @@ class PlaidSettings:
     rerank: bool = True
 
 
+def token_cache_dir(cache_root: object, enabled: bool) -> str | None:
+    """Where a family keeps corpus token embeddings (``<paths.cache>/colbert-tokens``), or None when caching is off."""
+    return str(Path(str(cache_root)).expanduser() / "colbert-tokens") if enabled else None
+
+
 @dataclass(kw_only=True)
 class MultiVectorSettings:
     device: str = "cpu"

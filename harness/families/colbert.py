@@ -158,10 +158,10 @@ class ColbertFamily(RetrievalFamily):
                             seed=s.train_seed if s.train else int(self.cfg.seed))
 
     def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
-        from harness.evaluation.multivector import MultiVectorRetriever
+        from harness.evaluation.multivector import MultiVectorRetriever, token_cache_dir
 
         s = self.settings
-        cache_dir = str(Path(str(self.cfg.paths.cache)).expanduser() / "colbert-tokens") if s.embedding_cache else None
+        cache_dir = token_cache_dir(self.cfg.paths.cache, s.embedding_cache)
         return MultiVectorRetriever(model, MultiVectorSettings(
             device=self.device, precision=self.precision, query_length=s.query_length,
             document_length=s.document_length, index=s.index, plaid=s.plaid, batch_tokens=s.batch_tokens,

@@ -262,10 +262,10 @@ class MldrFamily(TrainedSource, DenseFamily):
     def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
         if not self.multi_vector:
             return super().retriever(model, cache_identity)
-        from harness.evaluation.multivector import MultiVectorRetriever, MultiVectorSettings
+        from harness.evaluation.multivector import MultiVectorRetriever, MultiVectorSettings, token_cache_dir
 
         s, mv = self.settings, self.settings.multi_vector
-        cache_dir = str(Path(str(self.cfg.paths.cache)).expanduser() / "colbert-tokens") if s.embedding_cache else None
+        cache_dir = token_cache_dir(self.cfg.paths.cache, s.embedding_cache)
         return MultiVectorRetriever(model, MultiVectorSettings(
             device=self.device, precision=self.precision, query_length=mv.query_length,
             document_length=s.max_length, index=mv.index, plaid=mv.plaid, batch_tokens=s.batch_tokens,
