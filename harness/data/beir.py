@@ -7,8 +7,11 @@ A local folder holds ``corpus.jsonl`` ({"_id","title","text"}), ``queries.jsonl`
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
+from typing import Any
 
+from harness.data.files import text_lines
 from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
@@ -33,13 +36,16 @@ def read_corpus(path: Path) -> tuple[list[str], list[str], list[str]]:
     for lineno, row in jsonl_rows(path, ("_id", "text")):
         did = str(row["_id"])
         if did in seen:
-            raise DataError(f"{path} line {lineno}: duplicate document id {did!r}; document ids must be unique.")
+            first = next(n for n, r in jsonl_rows(path) if str(r["_id"]) == did)   # error path only: rescan
+            raise DataError(f"{path} line {lineno}: duplicate document id {did!r} (first on line {first}); "
+                            "document ids must be unique: rename or remove one of them.")
         seen.add(did)
         ids.append(did)
         titles.append(str(row.get("title") or ""))
         texts.append(str(row["text"] or ""))
     if not ids:
-        raise DataError(f"{path} is empty: the corpus has no documents. Check the file or the dataset folder.")
+        raise DataError(f"{path} is empty: the corpus has no documents. Check the file or the dataset folder "
+                        '(one {"_id", "title", "text"} object per line).')
     return ids, titles, texts
 
 
@@ -47,12 +53,57 @@ def read_queries(path: Path) -> dict[str, str]:
     _require_file(path, "queries file")
     queries = {str(row["_id"]): str(row["text"]) for _, row in jsonl_rows(path, ("_id", "text"))}
     if not queries:
-        raise DataError(f"{path} is empty: no queries. Check the file or the dataset folder.")
+        raise DataError(f"{path} is empty: no queries. Check the file or the dataset folder "
+                        '(one {"_id", "text"} object per line).')
     return queries
 
 
+#: the fix for a qrels score that is a number but not an integer
+GRADE_FIX = "relevance grades must be integers (0, 1, 2, ...): round or map the scores in the file"
+#: the fix for a non-numeric score in a qrels TSV
+TSV_SCORE_FIX = "the third column must be an integer relevance grade; a header is allowed on line 1 only"
+
+
+def as_number(value: Any) -> float | None:
+    """``value`` as a finite float (an int, a float or its text), or None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def relevance_grade(value: Any, where: str, number_fix: str = TSV_SCORE_FIX, grade_fix: str = GRADE_FIX) -> int:
+    """``value`` as an integer relevance grade: ``1``, ``"1"`` and ``"1.0"`` are grade 1; a non-integer (``1.5``)
+    or a non-number is an error at ``where`` (never silently truncated, which moves nDCG)."""
+    if type(value) is int:
+        return value
+    number = as_number(value)
+    if number is None:
+        raise DataError(f"{where}: score {value!r} is not a number; {number_fix}.")
+    if not number.is_integer():
+        raise DataError(f"{where}: score {value!r} is not an integer; {grade_fix}.")
+    return int(number)
+
+
+def _qrels_fields(path: Path, lineno: int, line: str) -> tuple[str, str, str]:
+    """(query id, corpus id, score) of one qrels line: 3 tab-separated columns, or TREC's 4 (qid 0 docid rel)."""
+    parts = line.split("\t")
+    if len(parts) == 4:  # TREC style: qid 0 docid rel, tab separated
+        parts = [parts[0], parts[2], parts[3]]
+    if len(parts) != 3:
+        raise DataError(
+            f"{path} line {lineno}: expected 3 tab-separated columns (query-id, corpus-id, score), got "
+            f"{len(parts)}: {line[:80]!r}. Separate the columns with single tabs (ids must not contain tabs)."
+        )
+    qid, did, score = (p.strip() for p in parts)
+    return qid, did, score
+
+
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """query-id -> {corpus-id: grade}. Header optional; CRLF or LF; tab separated, 3 columns."""
+    """query-id -> {corpus-id: grade}. Header optional; CRLF or LF; tab separated, 3 columns; integer grades."""
     if not path.is_file():
         avail = sorted(p.stem for p in path.parent.glob("*.tsv")) if path.parent.is_dir() else []
         raise DataError(
@@ -60,29 +111,17 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
             "choose one with task.split=<split>."
         )
     qrels: dict[str, dict[str, int]] = {}
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            parts = line.split("\t")
-            if len(parts) == 4:  # TREC style: qid 0 docid rel, tab separated
-                parts = [parts[0], parts[2], parts[3]]
-            if len(parts) != 3:
-                raise DataError(
-                    f"{path} line {lineno}: expected 3 tab-separated columns (query-id, corpus-id, score), "
-                    f"got {len(parts)}: {line[:80]!r}."
-                )
-            qid, did, score = (p.strip() for p in parts)
-            try:
-                grade = int(float(score))
-            except ValueError:
-                if lineno == 1:  # header
-                    continue
-                raise DataError(f"{path} line {lineno}: score {score!r} is not a number.") from None
-            qrels.setdefault(qid, {})[did] = grade
+    for lineno, line in enumerate(text_lines(path), start=1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        qid, did, score = _qrels_fields(path, lineno, line)
+        if lineno == 1 and as_number(score) is None:
+            continue  # header
+        qrels.setdefault(qid, {})[did] = relevance_grade(score, f"{path} line {lineno}")
     if not qrels:
-        raise DataError(f"{path} has no judgements. Check the file.")
+        raise DataError(f"{path} has no judgements. Each line needs query-id, corpus-id and an integer score, "
+                        "tab separated.")
     return qrels
 
 
@@ -141,18 +180,35 @@ def load_hub(path: str, revision: str | None, name: str, split: str = "test", st
 
     corpus = first_split("corpus")
     queries_ds = first_split("queries")
-    qrels_ds = load_dataset(path, "default", revision=revision)[split]
+    qrels_splits = load_dataset(path, "default", revision=revision)
+    if split not in qrels_splits:
+        raise DataError(f"hub dataset {path}@{revision}: no qrels split {split!r} (has {list(qrels_splits)}); choose "
+                        "one with task.split=<split>.")
+    qrels_ds = qrels_splits[split]
     ids = [str(x) for x in corpus["_id"]]
     titles = [str(x or "") for x in corpus["title"]] if "title" in corpus.column_names else [""] * len(ids)
     texts = [str(x or "") for x in corpus["text"]]
     queries = {str(q): str(t) for q, t in zip(queries_ds["_id"], queries_ds["text"], strict=True)}
-    qrels: dict[str, dict[str, int]] = {}
-    for q, d, s in zip(qrels_ds["query-id"], qrels_ds["corpus-id"], qrels_ds["score"], strict=True):
-        qrels.setdefault(str(q), {})[str(d)] = int(s)
+    qrels = hub_qrels(qrels_ds, f"{path}@{revision} qrels ({split})")
     if not ids:
-        raise DataError(f"hub dataset {path}@{revision}: empty corpus.")
+        raise DataError(f"hub dataset {path}@{revision}: empty corpus; check task.catalog's hub and revision.")
     qrels = check_qrels_ids(qrels, queries, set(ids), f"{path}@{revision}", strict=strict_qrels)
     return RetrievalDataset(
         name=name, split=split, corpus_ids=ids, corpus_titles=titles, corpus_texts=texts, queries=queries,
         qrels=qrels, source=f"{path}@{revision}", fingerprint=f"hub:{path}@{revision}",
     )
+
+
+def hub_qrels(rows: Any, where: str) -> dict[str, dict[str, int]]:
+    """query-id -> {corpus-id: grade} from a hub qrels table (columns query-id, corpus-id, score), integer grades
+    only; ``where`` names the table (row numbers count from 1)."""
+    missing = [c for c in ("query-id", "corpus-id", "score") if c not in rows.column_names]
+    if missing:
+        raise DataError(f"{where}: no column(s) {missing} (has {rows.column_names}); a qrels table needs query-id, "
+                        "corpus-id and score: check the dataset and its revision.")
+    qrels: dict[str, dict[str, int]] = {}
+    number_fix = "the score column must hold integer relevance grades"
+    grade_fix = "relevance grades must be integers (0, 1, 2, ...): round or map the scores in the dataset"
+    for i, (q, d, s) in enumerate(zip(rows["query-id"], rows["corpus-id"], rows["score"], strict=True), start=1):
+        qrels.setdefault(str(q), {})[str(d)] = relevance_grade(s, f"{where} row {i}", number_fix, grade_fix)
+    return qrels

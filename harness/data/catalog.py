@@ -117,3 +117,33 @@ def load_entry(
             f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir containing {entry.name}/>."
         )
     return beir.load_hub(entry.hub, entry.revision, entry.name, split, strict_qrels)
+
+
+def check_local(entry: DatasetEntry, data_dir: str | None, split: str | None = None) -> None:
+    """The files a (non-composite) entry reads are there, before any model is loaded: a mined source tree's root,
+    or the dataset's folder (file) under ``data_dir``, and for a BEIR folder its corpus, queries and qrels. Presence
+    only: contents are validated when loaded."""
+    from harness.errors import DataError
+
+    if entry.kind in ("source_tree", "source_files"):
+        if entry.root and not Path(entry.root).expanduser().is_dir():
+            raise DataError(f"dataset {entry.name!r}: root folder not found: {entry.root}. Fix the catalog entry's "
+                            "root (null mines the installed Python stdlib).")
+        return
+    if not data_dir:
+        raise DataError(f"dataset {entry.name!r} reads local files: pass task.data_dir=<dir containing "
+                        f"{entry.local or entry.name}/>.")
+    folder = local_folder(data_dir, entry)
+    if not folder.exists():
+        raise DataError(f"dataset folder not found: {folder}. Set task.data_dir to the directory that contains "
+                        f"{entry.local or entry.name}/ (task.data_dir={data_dir}).")
+    if entry.kind != "beir" or (folder / "corpus").is_dir():   # other layouts, and the hub layout's folders
+        return
+    split = split or entry.split
+    for rel in ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"):
+        if not (folder / rel).is_file():
+            qrels = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+            hint = f" Splits here: {qrels or 'none'}; choose one with task.split=<split>." if rel.startswith("qrels") else ""
+            raise DataError(f"{folder / rel} not found: a BEIR folder needs corpus.jsonl, queries.jsonl and "
+                            f"qrels/<split>.tsv.{hint} Point task.data_dir at the folder that contains "
+                            f"{entry.local or entry.name}/ in BEIR layout.")

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.data.files import read_text
 from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
-from harness.errors import DataError
+from harness.errors import DataError, one_line
 
 if TYPE_CHECKING:
     from harness.data.catalog import DatasetEntry
@@ -94,15 +96,19 @@ def coir_from_codexglue(rows: Iterable[dict[str, Any]], lang: str, split: str = 
 def dataset_from_triple(triple: CoirTriple, name: str, split: str, source: str, fingerprint: str = "",
                         strict_qrels: bool = True) -> RetrievalDataset:
     """A :class:`RetrievalDataset` from CoIR hub rows: queries of partition ``split`` only (mteb's filter)."""
-    from harness.data.beir import check_qrels_ids
+    from harness.data.beir import check_qrels_ids, relevance_grade
 
     ids = [str(r["_id"]) for r in triple.corpus]
     if len(set(ids)) != len(ids):
-        raise DataError(f"{source}: duplicate document ids in the corpus; document ids must be unique.")
+        dup = next(i for i, n in Counter(ids).items() if n > 1)
+        raise DataError(f"{source}: duplicate document id {dup!r} in the corpus; document ids must be unique: rename "
+                        "or remove one of them.")
     queries = {str(q["_id"]): str(q["text"]) for q in triple.queries if q.get("partition", split) == split}
     qrels: dict[str, dict[str, int]] = {}
-    for r in triple.qrels:
-        qrels.setdefault(str(r["query-id"]), {})[str(r["corpus-id"])] = int(r["score"])
+    for i, r in enumerate(triple.qrels, start=1):
+        grade = relevance_grade(r["score"], f"{source} qrels row {i}", "the score column must hold integer "
+                                "relevance grades")
+        qrels.setdefault(str(r["query-id"]), {})[str(r["corpus-id"])] = grade
     qrels = check_qrels_ids(qrels, queries, set(ids), source, strict=strict_qrels)
     return RetrievalDataset(
         name=name, split=split, corpus_ids=ids, corpus_titles=[str(r.get("title") or "") for r in triple.corpus],
@@ -133,12 +139,35 @@ def export_coir_layout(triple: CoirTriple, out_dir: str | Path, lang: str) -> Pa
 
 
 # ------------------------------------------------------------------------------------------ loaders
+def _csn_config(path: str, revision: str | None, lang: str, kind: str, split: str, columns: tuple[str, ...],
+                cache_dir: str | None) -> Any:
+    """One split of config ``<lang>-<kind>`` (from the hub when ``cache_dir`` is None, else a local folder), with
+    its ``columns``; a local folder datasets cannot read, a missing split or column is a DataError."""
+    from datasets import load_dataset
+
+    where = f"{path}@{revision} {lang}-{kind}" if cache_dir is None else str(Path(path) / f"{lang}-{kind}")
+    try:
+        splits = load_dataset(path, f"{lang}-{kind}", revision=revision,
+                              **({} if cache_dir is None else {"cache_dir": cache_dir}))
+    except Exception as exc:
+        if cache_dir is None:
+            raise
+        raise DataError(f"{where}: datasets cannot read it ({one_line(exc)[:200]}); fix the files or re-export the "
+                        "folder (export_coir_layout writes this layout).") from exc
+    if split not in splits:
+        raise DataError(f"{where}: no split {split!r} (has {list(splits)}); choose one with task.split=<split>.")
+    rows = splits[split]
+    missing = [c for c in columns if c not in rows.column_names]
+    if missing:
+        raise DataError(f"{where}: no column(s) {missing} (has {rows.column_names}); CoIR's layout needs "
+                        f"{list(columns)}: check the files.")
+    return rows
+
+
 def load_csn(path: str, revision: str | None, lang: str, name: str, split: str = "test",
              strict_qrels: bool = True, *, hub: bool = True) -> RetrievalDataset:
     """CoIR CodeSearchNet for one language from the hub (``hub=True``: fails fast offline) or from a local
     folder in the same layout, read exactly as mteb 2.26's ``COIRCodeSearchNetRetrieval`` does."""
-    from datasets import load_dataset
-
     if hub:
         from harness.models import require_hub
 
@@ -148,12 +177,14 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
             f"codesearchnet/ruby/test.jsonl> (../shared/data), or a local copy in CoIR's layout under "
             f"task.data_dir=<dir containing codesearchnet/{lang}/>.",
         )
+    else:
+        check_local_layout(Path(path), lang)
     # a local folder gets a cache of its own content: datasets keys local folders by their name, so two folders
     # called alike (or one whose files changed) would otherwise share a stale cache
-    kw = {} if hub else {"cache_dir": local_cache_dir(Path(path))}
-    qrels = load_dataset(path, f"{lang}-qrels", revision=revision, **kw)[split]
-    corpus = load_dataset(path, f"{lang}-corpus", revision=revision, **kw)["corpus"]
-    queries = load_dataset(path, f"{lang}-queries", revision=revision, **kw)["queries"]
+    cache_dir = None if hub else local_cache_dir(Path(path))
+    qrels = _csn_config(path, revision, lang, "qrels", split, ("query-id", "corpus-id", "score"), cache_dir)
+    corpus = _csn_config(path, revision, lang, "corpus", "corpus", ("_id", "text"), cache_dir)
+    queries = _csn_config(path, revision, lang, "queries", "queries", ("_id", "text"), cache_dir)
     triple = CoirTriple(
         corpus=[{"_id": str(r["_id"]), "title": r.get("title") or "", "text": r["text"]} for r in corpus],
         queries=[{"_id": str(r["_id"]), "text": r["text"], "partition": r.get("partition", split)} for r in queries],
@@ -162,6 +193,15 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
     fingerprint = f"hub:{path}@{revision}:{lang}" if hub else ""
     return dataset_from_triple(triple, name, split, f"{path}@{revision}:{lang}" if hub else str(path),
                                fingerprint, strict_qrels)
+
+
+def check_local_layout(folder: Path, lang: str) -> None:
+    """Every JSONL file of a local CoIR-layout folder decodes and parses (an error names the file, line and fix)
+    before ``datasets`` reads it, whose own errors name neither."""
+    for kind in ("corpus", "queries", "qrels"):
+        for path in sorted((folder / f"{lang}-{kind}").glob("*.jsonl")):
+            for _ in jsonl_rows(path):
+                pass
 
 
 def content_key(folder: Path) -> str:
@@ -197,27 +237,47 @@ def load_csn_local(folder: Path, lang: str, name: str, split: str = "test",
     return dataset_from_triple(triple, name, split, str(folder.resolve()), strict_qrels=strict_qrels)
 
 
+def _cosqa_pairs(path: Path) -> list[dict[str, Any]]:
+    """The pairs of a CoSQA JSON file (one array of {idx, doc, code, label} objects), each checked."""
+    try:
+        pairs = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} line {exc.lineno}: not valid JSON ({exc.msg}); CoSQA files are one JSON array of "
+                        "pairs: fix that line.") from None
+    if not isinstance(pairs, list) or not pairs:
+        raise DataError(f"{path}: expected a non-empty JSON array of {{idx, doc, code, label}} pairs; the file holds "
+                        f"{type(pairs).__name__ if pairs else 'nothing'}.")
+    for n, pair in enumerate(pairs):
+        if not isinstance(pair, dict):
+            raise DataError(f"{path} pair {n}: expected a JSON object {{idx, doc, code, label}}, got "
+                            f"{type(pair).__name__}; fix that entry of the array.")
+        missing = [k for k in ("idx", "doc", "code", "label") if k not in pair]
+        if missing:
+            raise DataError(f"{path} pair {n}: missing field(s) {missing}; each pair needs idx, doc, code, label: "
+                            "add them.")
+    return pairs
+
+
+def _cosqa_label(value: Any, where: str) -> int:
+    if isinstance(value, bool) or str(value).strip() not in ("0", "1"):
+        raise DataError(f"{where}: label {value!r} is not 0 or 1; CoSQA labels are 1 (the code answers the query) "
+                        "or 0: fix that pair.")
+    return int(value)
+
+
 def load_cosqa_pairs(path: Path, name: str, split: str = "test") -> RetrievalDataset:
     """CoSQA pairs (CodeXGLUE JSON: idx, doc = web query, code, label) as a retrieval set: queries labelled 1,
     corpus = distinct code snippets (first pair's idx as the id), relevant = the query's own snippet."""
     if not path.is_file():
         raise DataError(f"CoSQA file not found: {path}. Point task.data_dir at the folder that contains "
                         "cosqa/cosqa-dev.json (../shared/data), or set the catalog entry's `local` to the file.")
-    try:
-        pairs = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg}); CoSQA files are one JSON array of pairs.") from None
-    if not isinstance(pairs, list) or not pairs:
-        raise DataError(f"{path}: expected a non-empty JSON array of {{idx, doc, code, label}} pairs.")
+    pairs = _cosqa_pairs(path)
     doc_of_code: dict[str, str] = {}
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, int]] = {}
     for n, pair in enumerate(pairs):
-        missing = [k for k in ("idx", "doc", "code", "label") if k not in pair]
-        if missing:
-            raise DataError(f"{path} pair {n}: missing field(s) {missing}; each pair needs idx, doc, code, label.")
         did = doc_of_code.setdefault(str(pair["code"]), f"c-{pair['idx']}")
-        if int(pair["label"]) == 1:
+        if _cosqa_label(pair["label"], f"{path} pair {n}") == 1:
             queries[str(pair["idx"])] = str(pair["doc"])
             qrels[str(pair["idx"])] = {did: 1}
     if not qrels:

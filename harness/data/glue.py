@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.data.files import csv_rows
 from harness.errors import DataError, HarnessError, HubUnavailableError, unknown_name
 
 Column = str | int
@@ -134,37 +135,41 @@ class GlueData:
 
 
 # ---------------------------------------------------------------------------------------------- local TSVs
-def read_tsv(path: Path, header: bool) -> tuple[list[str] | None, list[list[str]]]:
-    """Rows of a GLUE TSV, quoting off; every row must have the same number of columns as the first."""
+GLUE_FIX = "re-download the file (download_glue_data.py writes GLUE's layout)"
+
+
+def read_tsv(path: Path, header: bool) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
+    """(header, [(line number, fields)]) of a GLUE TSV, quoting off; every row must have the header's (or, without
+    a header, the first row's) column count. Blank lines are skipped."""
     if not path.is_file():
         raise DataError(
             f"GLUE file {path} does not exist. task.data_dir must point at a folder in GLUE's layout "
             f"(e.g. RTE/train.tsv, RTE/dev.tsv as download_glue_data.py writes them)."
         )
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = list(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
-    rows = [r for r in rows if r]  # a trailing blank line is not a row
+    rows = [(n, r) for n, r in csv_rows(path, "\t", csv.QUOTE_NONE) if r]  # a trailing blank line is not a row
     if not rows:
-        raise DataError(f"GLUE file {path} is empty")
-    head = rows.pop(0) if header else None
-    width = len(head) if head is not None else len(rows[0])
-    for i, row in enumerate(rows):
+        raise DataError(f"GLUE file {path} is empty; {GLUE_FIX}.")
+    head = rows.pop(0)[1] if header else None
+    width = len(head) if head is not None else len(rows[0][1])
+    for line, row in rows:
         if len(row) != width:
-            line = i + (2 if header else 1)
             raise DataError(
-                f"{path}, line {line}: {len(row)} tab-separated columns, expected {width}. GLUE files are read with "
-                "quoting off; a row with a different column count means the file is truncated or re-saved with quoting."
+                f"{path} line {line}: {len(row)} tab-separated columns, expected {width}. GLUE files are read with "
+                "quoting off; a row with a different column count means the file is truncated or re-saved with "
+                f"quoting: {GLUE_FIX} or fix that line."
             )
     return head, rows
 
 
-def _column(spec: Column, head: list[str] | None, path: Path) -> int:
+def _column(spec: Column, head: list[str] | None, path: Path, task: str, key: str) -> int:
     if isinstance(spec, int):
         return spec
     if head is None:
-        raise DataError(f"{path} has no header, so column {spec!r} must be given as an index in task.definitions")
+        raise DataError(f"{path} has no header, so column {spec!r} must be given as an index: set "
+                        f"task.definitions.{task}.local.{key} to a column number.")
     if spec not in head:
-        raise DataError(f"{path}: no column {spec!r}; the header has {head}. Fix task.definitions.<task>.local")
+        raise DataError(f"{path} line 1 (header): no column {spec!r}; the header has {head}. Fix "
+                        f"task.definitions.{task}.local.{key} to name one of them, or rename the column in the file.")
     return head.index(spec)
 
 
@@ -174,31 +179,36 @@ def _label(value: str, task: GlueTask, where: str) -> Any:
         try:
             return float(value)
         except ValueError:
-            raise DataError(f"{where}: label {value!r} is not a number (task {task.name} is a regression)") from None
+            raise DataError(f"{where}: label {value!r} is not a number (task {task.name} is a regression); write a "
+                            "number (e.g. 3.8) in the label column of that line.") from None
     if value in task.labels:
         return task.labels.index(value)
     if value.lstrip("-").isdigit() and 0 <= int(value) < len(task.labels):
         return int(value)
     raise DataError(
-        f"{where}: label {value!r} is neither one of {list(task.labels)} nor a class id 0-{len(task.labels) - 1}"
+        f"{where}: label {value!r} is neither one of {list(task.labels)} nor a class id 0-{len(task.labels) - 1}; "
+        f"valid values: {', '.join(task.labels)}, {', '.join(map(str, range(len(task.labels))))}. Fix the label on "
+        f"that line (or task.definitions.{task.name}.labels if the file uses other names)."
     )
 
 
 def read_local_split(path: Path, task: GlueTask) -> Split:
     spec = task.local
     head, rows = read_tsv(path, spec.header)
-    ia = _column(spec.text_a, head, path)
-    ib = _column(spec.text_b, head, path) if spec.text_b is not None else None
-    il = _column(spec.label, head, path)
-    width = len(rows[0]) if rows else 0
-    for idx in (ia, ib, il):
-        if idx is not None and idx >= width:
-            raise DataError(f"{path}: column index {idx} is out of range for {width} columns; fix task.definitions")
-    first = 2 if spec.header else 1
+    if not rows:
+        raise DataError(f"{path} line 1: only a header, no data rows; {GLUE_FIX}.")
+    ia = _column(spec.text_a, head, path, task.name, "text_a")
+    ib = _column(spec.text_b, head, path, task.name, "text_b") if spec.text_b is not None else None
+    il = _column(spec.label, head, path, task.name, "label")
+    width = len(rows[0][1])
+    for key, idx in (("text_a", ia), ("text_b", ib), ("label", il)):
+        if idx is not None and not 0 <= idx < width:
+            raise DataError(f"{path} line {rows[0][0]}: column index {idx} is out of range for {width} columns; set "
+                            f"task.definitions.{task.name}.local.{key} to 0-{width - 1}.")
     return Split(
-        text_a=[r[ia] for r in rows],
-        text_b=[r[ib] for r in rows] if ib is not None else None,
-        labels=[_label(r[il], task, f"{path}, line {i + first}") for i, r in enumerate(rows)],
+        text_a=[r[ia] for _, r in rows],
+        text_b=[r[ib] for _, r in rows] if ib is not None else None,
+        labels=[_label(r[il], task, f"{path} line {n}") for n, r in rows],
     )
 
 
@@ -235,9 +245,6 @@ def load_local(task: GlueTask, data_dir: str | Path) -> GlueData:
     folder, train_path, dev_paths = local_paths(task, data_dir)
     train = read_local_split(train_path, task)
     dev = {name: read_local_split(p, task) for name, p in dev_paths.items()}
-    for name, split in {"train": train, **dev}.items():
-        if len(split) == 0:
-            raise DataError(f"{folder}: the {name} file has no rows")
     return GlueData(task, train, dev, str(folder.resolve()), file_fingerprint([train_path, *dev_paths.values()]))
 
 

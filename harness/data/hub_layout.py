@@ -9,11 +9,12 @@ needs the hub; this reads the files directly and picks configs and splits as mte
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from harness.data.beir import check_qrels_ids
+from harness.data.beir import check_qrels_ids, relevance_grade
+from harness.data.files import parquet_rows
+from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
 
@@ -38,30 +39,60 @@ def _files(folder: Path, config: str, split: str) -> list[Path]:
                     "choose one with task.split=<split>")
 
 
-def _rows(paths: list[Path]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+Row = tuple[Path, int, dict[str, Any]]   # (file, Parquet row or JSONL line number from 1, row)
+
+
+def _rows(paths: list[Path]) -> list[Row]:
+    """(file, number, row) of every row of the files: Parquet rows or JSONL lines."""
+    rows: list[Row] = []
     for path in paths:
         if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            rows += pq.read_table(path).to_pylist()
-            continue
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg})") from None
+            rows += [(path, i, r) for i, r in enumerate(parquet_rows(path), start=1)]
+        else:
+            rows += [(path, n, r) for n, r in jsonl_rows(path)]
     return rows
 
 
-def _id(row: dict[str, Any], where: Path) -> str:
-    if "_id" in row:
-        return str(row["_id"])
-    if "id" in row:
-        return str(row["id"])
-    raise DataError(f"{where}: rows need an `_id` (or `id`) field; got {sorted(row)}")
+def _where(path: Path, n: int) -> str:
+    return f"{path} {'row' if path.suffix == '.parquet' else 'line'} {n}"
+
+
+def _field(path: Path, n: int, row: dict[str, Any], *names: str) -> Any:
+    """The first of ``names`` row ``n`` of ``path`` has; none of them is an error naming the row and the fix."""
+    for name in names:
+        if name in row:
+            return row[name]
+    wanted = " (or ".join(f"`{name}`" for name in names) + ")" * (len(names) - 1)
+    raise DataError(f"{_where(path, n)}: no {wanted} field; got {sorted(row)}. Add it to that row.")
+
+
+def _corpus(folder: Path, rows: list[Row]) -> tuple[list[str], list[str], list[str]]:
+    if not rows:
+        raise DataError(f"{folder}/corpus: no documents; the corpus files must hold one {{_id, title, text}} row "
+                        "per document.")
+    ids = [str(_field(p, n, r, "_id", "id")) for p, n, r in rows]
+    if len(set(ids)) != len(ids):
+        seen: dict[str, int] = {}
+        for i, did in enumerate(ids):   # error path only: find the first repeat
+            if did in seen:
+                raise DataError(f"{_where(*rows[i][:2])}: duplicate document id {did!r} (first at "
+                                f"{_where(*rows[seen[did]][:2])}); document ids must be unique: rename or remove one "
+                                "of them.")
+            seen[did] = i
+    titles = [str(r.get("title") or "") for _, _, r in rows]
+    texts = [str(r.get("text") or "") for _, _, r in rows]
+    return ids, titles, texts
+
+
+def _qrels(rows: list[Row]) -> dict[str, dict[str, int]]:
+    number_fix = "the score field must be an integer relevance grade"
+    qrels: dict[str, dict[str, int]] = {}
+    for path, n, r in rows:
+        qid, cid = str(_field(path, n, r, "query-id")), _field(path, n, r, "corpus-id")
+        grade = relevance_grade(r.get("score", 1), _where(path, n), number_fix)
+        for d in cid if isinstance(cid, list) else [cid]:
+            qrels.setdefault(qid, {})[str(d)] = grade
+    return qrels
 
 
 def read_hub_layout(folder: str | Path, name: str, split: str, *, strict_qrels: bool = True, source: str = "",
@@ -72,22 +103,10 @@ def read_hub_layout(folder: str | Path, name: str, split: str, *, strict_qrels: 
         raise DataError(f"{folder} is not a retrieval set in hub layout: it needs corpus/ and queries/ folders "
                         "(and qrels/ or default/) with <split>-*.parquet or .jsonl files")
     qconfig = "qrels" if (folder / "qrels").is_dir() else "default"
-    corpus = _rows(_files(folder, "corpus", split))
-    queries_rows = _rows(_files(folder, "queries", split))
-    qrels_rows = _rows(_files(folder, qconfig, split))
-    if not corpus:
-        raise DataError(f"{folder}/corpus: no documents")
-    ids = [_id(r, folder / "corpus") for r in corpus]
-    if len(set(ids)) != len(ids):
-        raise DataError(f"{folder}/corpus: duplicate document ids; document ids must be unique")
-    titles = [str(r.get("title") or "") for r in corpus]
-    texts = [str(r.get("text") or "") for r in corpus]
-    queries = {_id(r, folder / "queries"): str(r["text"]) for r in queries_rows}
-    qrels: dict[str, dict[str, int]] = {}
-    for r in qrels_rows:
-        docs = r["corpus-id"] if isinstance(r["corpus-id"], list) else [r["corpus-id"]]
-        for d in docs:
-            qrels.setdefault(str(r["query-id"]), {})[str(d)] = int(r.get("score", 1))
+    ids, titles, texts = _corpus(folder, _rows(_files(folder, "corpus", split)))
+    queries = {str(_field(p, n, r, "_id", "id")): str(_field(p, n, r, "text"))
+               for p, n, r in _rows(_files(folder, "queries", split))}
+    qrels = _qrels(_rows(_files(folder, qconfig, split)))
     qrels = check_qrels_ids(qrels, queries, set(ids), str(folder), strict=strict_qrels)
     return RetrievalDataset(name=name, split=split, corpus_ids=ids, corpus_titles=titles, corpus_texts=texts,
                             queries=queries, qrels=qrels, source=source or str(folder.resolve()),

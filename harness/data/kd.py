@@ -25,8 +25,9 @@ from typing import Any
 
 from datasets import Dataset
 
+from harness.data.files import parquet_rows
 from harness.data.jsonl import jsonl_rows
-from harness.errors import DataError
+from harness.errors import DataError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,12 @@ LAYOUTS = {
     "flag": ("query", "pos", "neg", "pos_scores", "neg_scores"),
     "joined": ("query", "documents", "scores"),
 }
+
+
+#: the local alternatives of the hub KD set
+HUB_FIX = ("Train from a local file instead: task.train_data.source=file task.train_data.path=<kd.jsonl> (FlagEmbedding "
+           "layout query/pos/neg/pos_scores/neg_scores, or the ids layout with task.train_data.queries_path and "
+           "documents_path), or evaluate a trained ColBERT checkpoint: task.train=false model.path=<dir>.")
 
 
 def detect_layout(columns: Iterable[str], where: str) -> str:
@@ -48,32 +55,54 @@ def detect_layout(columns: Iterable[str], where: str) -> str:
     if "documents" in cols:
         return "joined"
     raise DataError(
-        f"{where}: not a KD training row (columns {sorted(cols)}). Expected one of: "
+        f"{where}: not a KD training row (columns {sorted(cols)}). Rename the columns to one of these layouts: "
         + "; ".join(f"{name}: {', '.join(c)}" for name, c in LAYOUTS.items()) + "."
     )
 
 
-def _listify(value: Any) -> Any:
-    """Lists stored as strings (``"[1, 2]"``, as some hub exports do) -> lists, like KDProcessing."""
-    return ast.literal_eval(value) if isinstance(value, str) else value
+def _listify(value: Any, where: str = "", key: str = "value") -> Any:
+    """Lists stored as strings (``"[1, 2]"``, as some hub exports do) -> lists, like KDProcessing; a string that
+    is no Python literal is an error at ``where``."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise DataError(f"{where}: {key} is the text {value[:40]!r}, not a list; write it as a JSON list "
+                        "(e.g. [1, 2]).") from None
+
+
+def _as_list(value: Any, where: str, key: str) -> list[Any]:
+    """``value`` (possibly a list stored as a string) as a list; None is ``[]``, any other non-list an error."""
+    value = _listify(value, where, key)
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise DataError(f"{where}: {key} must be a list, got {type(value).__name__} {str(value)[:40]!r}; write it as "
+                        "a JSON list (e.g. [...]).")
+    return list(value)
 
 
 def check_scores(where: str, n_docs: int, scores: Any, n_ways: int, what: str = "scores") -> list[float]:
     """Teacher scores of one row: present, numeric, finite, one per document, at least ``n_ways`` of them."""
     if scores is None:
-        raise DataError(f"{where}: no teacher scores ({what} missing). Every document needs a teacher score.")
+        raise DataError(f"{where}: no teacher scores ({what} missing). Every document needs a teacher score: add "
+                        f"{what} to that row.")
     if not isinstance(scores, list | tuple):
-        raise DataError(f"{where}: {what} must be a list of numbers, got {type(scores).__name__}.")
+        raise DataError(f"{where}: {what} must be a list of numbers, got {type(scores).__name__}; write it as a JSON "
+                        "list with one number per document.")
     if len(scores) != n_docs:
         raise DataError(
-            f"{where}: {n_docs} documents but {len(scores)} teacher scores; each document needs exactly one score."
+            f"{where}: {n_docs} documents but {len(scores)} teacher scores; each document needs exactly one score: "
+            f"make {what} as long as the document list (or drop the row)."
         )
     out = []
     for i, s in enumerate(scores):
         try:
             v = float(s)
         except (TypeError, ValueError):
-            raise DataError(f"{where}: teacher score #{i} is {s!r}, not a number.") from None
+            raise DataError(f"{where}: teacher score #{i} is {s!r}, not a number; teacher scores must be numbers: "
+                            "fix that value or drop the row.") from None
         if not math.isfinite(v):
             raise DataError(f"{where}: teacher score #{i} is {v} (NaN/inf); fix or drop the row.")
         out.append(v)
@@ -87,54 +116,106 @@ def check_scores(where: str, n_docs: int, scores: Any, n_ways: int, what: str = 
 
 # -------------------------------------------------------------------------------------------- reading files
 def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(where, row) for each row of a JSONL or Parquet file; ``where`` names the file and line/row."""
+    """(where, row) for each row of a JSONL or Parquet file; ``where`` names the file and line/row (from 1)."""
     if not path.is_file():
         raise DataError(f"KD training file not found: {path}. Set task.train_data.path (and queries_path/documents_path).")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        for i, row in enumerate(pq.read_table(path).to_pylist()):
+        for i, row in enumerate(parquet_rows(path), start=1):
             yield f"{path} row {i}", row
         return
     if suffix not in (".jsonl", ".json"):
-        raise DataError(f"{path}: unknown KD file type {suffix!r}; use .jsonl or .parquet.")
+        raise DataError(f"{path}: unknown KD file type {suffix!r}; convert it to .jsonl or .parquet.")
     for lineno, row in jsonl_rows(path):
         yield f"{path} line {lineno}", row
+
+
+def _same_type(where: str, key: str, value: Any, first: dict[str, type]) -> None:
+    """An id must be present and have the type of the first one seen for ``key`` (pyarrow cannot mix them)."""
+    if value is None:
+        raise DataError(f"{where}: {key} is missing (null); every row needs one: fill it in or drop the row.")
+    kind = first.setdefault(key, type(value))
+    if type(value) is not kind:
+        raise DataError(f"{where}: {key} {value!r} is a {type(value).__name__} but earlier ids are {kind.__name__}s; "
+                        "write every id with the same type (all numbers or all strings).")
+
+
+def _to_dataset(rows: list[dict[str, Any]], path: str | Path) -> Dataset:
+    """``Dataset.from_list``; a pyarrow failure to build one table is a DataError naming the file."""
+    import pyarrow as pa
+
+    try:
+        return Dataset.from_list(rows)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise DataError(f"{path}: the rows cannot form one table ({one_line(exc)[:200]}); give every row the same "
+                        "column types.") from None
 
 
 def read_texts(path: str | Path | None, id_column: str, key: str) -> Dataset:
     """A queries (``query_id``, ``text``) or documents (``document_id``, ``text``) file as a Dataset."""
     if not path:
         raise DataError(f"the ids layout needs task.train_data.{key}=<JSONL/Parquet with {id_column}, text>.")
-    ids, texts = [], []
+    rows: list[dict[str, Any]] = []
+    first: dict[str, type] = {}
     for where, row in read_rows(Path(path)):
         if id_column not in row or "text" not in row:
-            raise DataError(f"{where}: needs {id_column!r} and 'text' columns, found {sorted(row)}.")
-        ids.append(row[id_column])
-        texts.append(str(row["text"] or ""))
-    if not ids:
-        raise DataError(f"{path} is empty.")
-    return Dataset.from_dict({id_column: ids, "text": texts})
+            raise DataError(f"{where}: needs {id_column!r} and 'text' columns, found {sorted(row)}; rename or add "
+                            "them.")
+        _same_type(where, id_column, row[id_column], first)
+        rows.append({id_column: row[id_column], "text": str(row["text"] or "")})
+    if not rows:
+        raise DataError(f"{path} is empty: add one {{{id_column}, text}} row per line.")
+    return _to_dataset(rows, path)
 
 
 def _joined_row(where: str, row: Mapping[str, Any], layout: str, n_ways: int) -> tuple[str, list[str], list[float]]:
     if layout == "flag":
-        pos, neg = _listify(row.get("pos")) or [], _listify(row.get("neg")) or []
-        docs = [str(d) for d in [*pos, *neg]]
-        if row.get("pos_scores") is None or row.get("neg_scores") is None:
-            missing = [k for k in ("pos_scores", "neg_scores") if row.get(k) is None]
-            raise DataError(f"{where}: no teacher scores ({', '.join(missing)} missing). Every document needs one.")
-        scores = [*_listify(row["pos_scores"]), *_listify(row["neg_scores"])]
+        docs = [str(d) for d in [*_as_list(row.get("pos"), where, "pos"), *_as_list(row.get("neg"), where, "neg")]]
+        missing = [k for k in ("pos_scores", "neg_scores") if row.get(k) is None]
+        if missing:
+            raise DataError(f"{where}: no teacher scores ({', '.join(missing)} missing). Every document needs one: "
+                            "add them to that row.")
+        scores: Any = [*_as_list(row["pos_scores"], where, "pos_scores"),
+                       *_as_list(row["neg_scores"], where, "neg_scores")]
         what = "pos_scores + neg_scores"
     else:
-        docs = [str(d) for d in _listify(row.get("documents")) or []]
-        scores, what = _listify(row.get("scores")), "scores"
+        docs = [str(d) for d in _as_list(row.get("documents"), where, "documents")]
+        scores, what = _listify(row.get("scores"), where, "scores"), "scores"
     query = row.get("query")
     if not isinstance(query, str) or not query.strip():
-        raise DataError(f"{where}: the query is missing or empty.")
+        raise DataError(f"{where}: the query is missing or empty; every row needs a non-empty 'query' text.")
     checked = check_scores(where, len(docs), scores, n_ways, what)
     return query, docs[:n_ways], checked[:n_ways]
+
+
+def _ids_rows(rows: list[tuple[str, dict[str, Any]]], n_ways: int) -> list[dict[str, Any]]:
+    """The ids-layout rows checked (ids present and of one type, a score per document) and normalised (lists,
+    float scores), so the Dataset is built from clean values."""
+    out: list[dict[str, Any]] = []
+    first: dict[str, type] = {}
+    for where, row in rows:
+        missing = [c for c in LAYOUTS["ids"] if c not in row]
+        if missing:
+            raise DataError(f"{where}: missing {missing}; an ids-layout row needs query_id, document_ids and scores "
+                            "(one per document): add them to that row.")
+        dids = _as_list(row["document_ids"], where, "document_ids")
+        scores = check_scores(where, len(dids), _listify(row["scores"], where, "scores"), n_ways)
+        _same_type(where, "query_id", row["query_id"], first)
+        for did in dids:
+            _same_type(where, "document id", did, first)
+        out.append({"query_id": row["query_id"], "document_ids": dids, "scores": scores})
+    return out
+
+
+def _joined_dataset(rows: list[tuple[str, dict[str, Any]]], layout: str, n_ways: int) -> Dataset:
+    """The flag or joined layout's rows as query/documents/scores columns, each row checked."""
+    data: dict[str, list] = {c: [] for c in KD_COLUMNS}
+    for where, row in rows:
+        if detect_layout(row, where) != layout:
+            raise DataError(f"{where}: row layout differs from the first row's ({layout}); use one layout per file.")
+        for col, value in zip(KD_COLUMNS, _joined_row(where, row, layout, n_ways), strict=True):
+            data[col].append(value)
+    return Dataset.from_dict(data)
 
 
 def load_kd_file(
@@ -145,24 +226,17 @@ def load_kd_file(
     path = Path(path)
     rows = list(read_rows(path))
     if not rows:
-        raise DataError(f"{path} has no rows.")
+        raise DataError(f"{path} has no rows: add one KD row (query, documents, teacher scores) per line.")
     layout = detect_layout(rows[0][1], rows[0][0])
     if layout == "ids":
         queries = read_texts(queries_path, "query_id", "queries_path")
         documents = read_texts(documents_path, "document_id", "documents_path")
-        train = Dataset.from_list([{c: _listify(r.get(c)) if c != "query_id" else r.get(c) for c in LAYOUTS["ids"]}
-                                   for _, r in rows])
+        train = _to_dataset(_ids_rows(rows, n_ways), path)
         validate_ids(train, queries, documents, n_ways, where=lambda i: rows[i][0])
         train = sample(train, max_samples, seed)
         ds = kd_processing(train, queries, documents, n_ways)
     else:
-        data: dict[str, list] = {c: [] for c in KD_COLUMNS}
-        for where, row in rows:
-            if detect_layout(row, where) != layout:
-                raise DataError(f"{where}: row layout differs from the first row's ({layout}).")
-            for col, value in zip(KD_COLUMNS, _joined_row(where, row, layout, n_ways), strict=True):
-                data[col].append(value)
-        ds = sample(Dataset.from_dict(data), max_samples, seed)
+        ds = sample(_joined_dataset(rows, layout, n_ways), max_samples, seed)
     facts = {"source": "file", "path": str(path), "layout": layout, "n_rows_in_file": len(rows), "n_samples": len(ds),
              "n_ways": n_ways, "max_samples": max_samples}
     return ds, facts
@@ -198,8 +272,8 @@ def validate_ids(train: Dataset, queries: Dataset, documents: Dataset, n_ways: i
             w = where(offset + i)
             if qid not in known_q:
                 raise _missing_id_error(w, "query", qid, known_q, "queries file")
-            dids = _listify(dids) or []
-            check_scores(w, len(dids), _listify(scores), n_ways)
+            dids = _as_list(dids, w, "document_ids")
+            check_scores(w, len(dids), _listify(scores, w, "scores"), n_ways)
             for did in dids[:n_ways]:
                 if did not in known_d:
                     raise _missing_id_error(w, "document", did, known_d, "documents file")
@@ -230,12 +304,7 @@ def load_kd_hub(path: str, revision: str | None, *, n_ways: int, max_samples: in
 
     from harness.models import require_hub
 
-    require_hub(
-        f"KD training set {path!r}",
-        "Train from a local file instead: task.train_data.source=file task.train_data.path=<kd.jsonl> (FlagEmbedding "
-        "layout query/pos/neg/pos_scores/neg_scores, or the ids layout with task.train_data.queries_path and "
-        "documents_path), or evaluate a trained ColBERT checkpoint: task.train=false model.path=<dir>.",
-    )
+    require_hub(f"KD training set {path!r}", HUB_FIX)
     commit = _hub_commit(path, revision)
     parts = {name: load_dataset(path, name, split="train", revision=commit or revision)
              for name in ("train", "queries", "documents")}

@@ -58,17 +58,17 @@ def read_corpus(folder: Path) -> tuple[list[str], list[str]]:
     ids: list[str] = []
     texts: list[str] = []
     seen: set[str] = set()
-    for lineno, row in jsonl_rows(path):
-        if "docid" not in row or "text" not in row:
-            raise DataError(f"{path} line {lineno}: an MLDR corpus row needs docid and text.")
+    for lineno, row in jsonl_rows(path, ("docid", "text")):
         did = str(row["docid"])
         if did in seen:
-            raise DataError(f"{path} line {lineno}: duplicate docid {did!r}; document ids must be unique.")
+            first = next(n for n, r in jsonl_rows(path) if str(r["docid"]) == did)   # error path only: rescan
+            raise DataError(f"{path} line {lineno}: duplicate docid {did!r} (first on line {first}); "
+                            "document ids must be unique: rename or remove one of them.")
         seen.add(did)
         ids.append(did)
         texts.append(str(row["text"] or ""))
     if not ids:
-        raise DataError(f"{path} is empty: the corpus has no documents.")
+        raise DataError(f"{path} is empty: the corpus has no documents; it needs one {{docid, text}} object per line.")
     return ids, texts
 
 
@@ -79,13 +79,17 @@ def check_row(row: dict[str, Any], where: str) -> list[dict[str, Any]]:
         raise DataError(f"{where}: missing field(s) {missing}; an MLDR row has query_id, query, positive_passages "
                         "and negative_passages.")
     positives = row["positive_passages"] or []
+    for key in ("positive_passages", "negative_passages"):
+        if not isinstance(row.get(key) or [], list):
+            raise DataError(f"{where} (query_id {row['query_id']!r}): {key} must be a list of {{docid, text}} "
+                            f"objects, got {type(row[key]).__name__}; fix that row.")
     if not positives:
         raise DataError(f"{where} (query_id {row['query_id']!r}): no positive passage; every MLDR row needs at least "
                         "one entry in positive_passages. Fix that row or remove it from the file.")
     for p in [*positives, *(row.get("negative_passages") or [])]:
         if not isinstance(p, dict) or "docid" not in p:
             raise DataError(f"{where} (query_id {row['query_id']!r}): a passage without docid; passages are "
-                            "{docid, text} objects.")
+                            "{docid, text} objects: add the docid or remove that passage.")
     return positives
 
 
@@ -99,7 +103,8 @@ def read_queries(folder: Path, split: str) -> tuple[dict[str, str], dict[str, di
         queries[qid] = str(row["query"])
         qrels[qid] = {str(p["docid"]): 1 for p in positives}
     if not queries:
-        raise DataError(f"{path} is empty: no queries.")
+        raise DataError(f"{path} is empty: no queries; it needs one {{query_id, query, positive_passages}} object "
+                        "per line.")
     return queries, qrels
 
 
@@ -135,6 +140,7 @@ def load_hub(path: str, revision: str | None, lang: str, name: str, split: str =
     one a config has, as mteb's loader)."""
     from datasets import get_dataset_split_names, load_dataset
 
+    from harness.data.beir import hub_qrels
     from harness.models import require_hub
 
     require_hub(
@@ -156,9 +162,7 @@ def load_hub(path: str, revision: str | None, lang: str, name: str, split: str =
     titles = [str(x or "") for x in corpus["title"]] if "title" in corpus.column_names else [""] * len(ids)
     qcol = "_id" if "_id" in queries_ds.column_names else "id"
     queries = {str(q): str(t) for q, t in zip(queries_ds[qcol], queries_ds["text"], strict=True)}
-    qrels: dict[str, dict[str, int]] = {}
-    for q, d, s in zip(qrels_ds["query-id"], qrels_ds["corpus-id"], qrels_ds["score"], strict=True):
-        qrels.setdefault(str(q), {})[str(d)] = int(s)
+    qrels = hub_qrels(qrels_ds, f"{path}@{revision} {lang}-qrels")
     qrels = check_positives(qrels, set(ids), f"{path}@{revision}", strict_qrels)
     queries = {q: queries[q] for q in qrels if q in queries}
     return RetrievalDataset(name=name, split=split, corpus_ids=ids, corpus_titles=titles,
@@ -186,7 +190,8 @@ def train_rows_local(folder: Path, split: str = "train") -> tuple[list[dict[str,
         check_row(row, f"{path} line {lineno}")
         rows.append(row)
     if not rows:
-        raise DataError(f"{path} is empty: no training rows.")
+        raise DataError(f"{path} is empty: no training rows; it needs one {{query_id, query, positive_passages, "
+                        "negative_passages}} object per line.")
     return rows, hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 

@@ -4,7 +4,6 @@ from a BEIR train split with hard negatives mined by sentence-transformers."""
 from __future__ import annotations
 
 import csv
-import json
 import logging
 from collections import Counter
 from pathlib import Path
@@ -12,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
 
+from harness.data.files import csv_rows
+from harness.data.jsonl import jsonl_rows
 from harness.errors import DataError
 
 if TYPE_CHECKING:
@@ -30,63 +31,67 @@ ALIASES = {
 }
 
 
-def _pick(columns: list[str], path: Path) -> dict[str, str]:
+TRIPLET_FIX = "every triplet needs a non-empty query, positive and negative: fill in or remove that line"
+
+
+def _pick(columns: list[str], where: str) -> dict[str, str]:
     mapping: dict[str, str] = {}
     for field, names in ALIASES.items():
         found = next((c for c in names if c in columns), None)
         if found is None:
             raise DataError(
-                f"{path}: no {field!r} column (accepted names: {', '.join(names)}); columns found: {columns}. "
+                f"{where}: no {field!r} column (accepted names: {', '.join(names)}); columns found: {columns}. "
                 "Rename the column or convert the file to query/positive/negative."
             )
         mapping[field] = found
     return mapping
 
 
+def _append(out: dict[str, list[str]], where: str, anchor: Any, positive: Any, negative: Any) -> None:
+    """Add one triplet; an empty (or missing) text is an error at ``where``."""
+    for field, value in zip(COLUMNS, (anchor, positive, negative), strict=True):
+        if value is None or not str(value).strip():
+            raise DataError(f"{where}: the {field} is empty; {TRIPLET_FIX}.")
+        out[field].append(str(value))
+
+
 def _read_delimited(path: Path, delimiter: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {c: [] for c in COLUMNS}
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        reader = csv.reader(fh, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL)
-        header = next(reader, None)
-        if header is None:
-            raise DataError(f"{path} is empty: expected a header row and triplets.")
-        header = [h.strip() for h in header]
-        mapping = _pick(header, path)
-        pos = {f: header.index(c) for f, c in mapping.items()}
-        for lineno, row in enumerate(reader, start=2):
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if len(row) != len(header):
-                raise DataError(
-                    f"{path} line {lineno}: {len(row)} fields, header has {len(header)}. "
-                    "Fields must not contain the delimiter (TSV is read with quoting off)."
-                )
-            for f, i in pos.items():
-                out[f].append(row[i])
+    tsv = delimiter == "\t"
+    rows = csv_rows(path, delimiter, csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
+    _, header = next(rows, (1, []))
+    if not header:
+        raise DataError(f"{path} is empty: expected a header row naming the query, positive "
+                        "and negative columns, then one triplet per line.")
+    header = [h.strip() for h in header]
+    pos = {f: header.index(c) for f, c in _pick(header, f"{path} line 1 (header)").items()}
+    fix = ("replace tabs inside the texts with spaces (TSV is read with quoting off)" if tsv
+           else 'quote fields that contain commas ("...")')
+    for lineno, row in rows:
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != len(header):
+            raise DataError(f"{path} line {lineno}: {len(row)} fields, header has {len(header)}; {fix}.")
+        _append(out, f"{path} line {lineno}", *(row[pos[f]] for f in COLUMNS))
     return out
+
+
+def _as_texts(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
 
 
 def _read_jsonl(path: Path) -> dict[str, list[str]]:
     """Rows {query, positive, negative} or FlagEmbedding style {query, pos: [...], neg: [...]} (flattened)."""
     out: dict[str, list[str]] = {c: [] for c in COLUMNS}
-    with open(path, encoding="utf-8-sig") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row: dict[str, Any] = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg}).") from None
-            mapping = _pick(list(row), path)
-            anchor, pos, neg = (row[mapping[f]] for f in COLUMNS)
-            positives = pos if isinstance(pos, list) else [pos]
-            negatives = neg if isinstance(neg, list) else [neg]
-            if not positives or not negatives:
-                raise DataError(f"{path} line {lineno}: needs at least one positive and one negative.")
-            for n in negatives:
-                out["anchor"].append(str(anchor))
-                out["positive"].append(str(positives[0]))
-                out["negative"].append(str(n))
+    for lineno, row in jsonl_rows(path):
+        where = f"{path} line {lineno}"
+        mapping = _pick(list(row), where)
+        anchor, pos, neg = (row[mapping[f]] for f in COLUMNS)
+        positives, negatives = _as_texts(pos), _as_texts(neg)
+        if not positives or not negatives:
+            raise DataError(f"{where}: needs at least one positive and one negative; {TRIPLET_FIX}.")
+        for n in negatives:
+            _append(out, where, anchor, positives[0], n)
     return out
 
 
@@ -103,9 +108,11 @@ def load_triplets_file(path: str | Path) -> Dataset:
     elif suffix in (".jsonl", ".json"):
         data = _read_jsonl(path)
     else:
-        raise DataError(f"{path}: unknown training file type {suffix!r}; use .tsv, .csv or .jsonl.")
+        raise DataError(f"{path}: unknown training file type {suffix!r}; convert it to .tsv, .csv (a header with "
+                        "query, positive, negative columns) or .jsonl and set task.train_data.path to it.")
     if not data["anchor"]:
-        raise DataError(f"{path} has no triplets.")
+        raise DataError(f"{path} has no triplets: add one (query, positive, negative) per line after the header "
+                        "(JSONL: one object per line).")
     return Dataset.from_dict(data)
 
 

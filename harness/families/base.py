@@ -108,6 +108,18 @@ class Family(abc.ABC):
         """Run the cells not done yet and yield one record each (failed ones too, with their error). Setup
         problems (unreachable hub, missing model) are raised, before any record."""
 
+    def check(self, todo: Sequence[Cell]) -> None:
+        """Cheap checks before any work on ``todo`` (the model's weights reachable, data folders and files present,
+        the hub reachable for hub-only data): raise a HarnessError naming the problem and the fix. Loads no
+        model, parses no data. Families add their data checks to this one."""
+        self.check_model()
+
+    def check_model(self) -> None:
+        """The weights this run loads are reachable (a local folder was checked when planning)."""
+        from harness.models import check_available
+
+        check_available(self.spec)
+
     def finish(self, records: Sequence[ResultRecord]) -> None:  # noqa: B027 - optional hook
         """Called once after every stage has run (e.g. GLUE writes its selection)."""
 

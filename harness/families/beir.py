@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.data.catalog import resolve_entries
-from harness.errors import HarnessError
+from harness.data.catalog import check_local, resolve_entries
+from harness.errors import DataError, HarnessError
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell, TableSpec
 from harness.families.retrieval import SELECTION_DATASETS, RetrievalFamily, RetrievalSettings
@@ -125,6 +125,39 @@ class DenseFamily(RetrievalFamily):
             cache_dir=cache_dir,
         ), cache_identity)
 
+    def train_dir(self, todo: Sequence[Cell]) -> Path:
+        """Where this run's trained model goes (``train_done.json`` marks it finished)."""
+        return Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / todo[0].run_id
+
+    def trained(self, todo: Sequence[Cell]) -> bool:
+        return (self.train_dir(todo) / "train_done.json").exists()
+
+    def check_training_data(self) -> None:
+        """The triplets' file exists, the hub is reachable for the hub set, or the BEIR set's folder is there."""
+        d, s = self.settings.train_data, self.settings
+        if d.source == "file":
+            if not d.path:
+                raise HarnessError("task.train_data.source=file needs task.train_data.path=<triplets .tsv/.csv/.jsonl>")
+            if not Path(d.path).expanduser().is_file():
+                raise DataError(f"training triplets not found: task.train_data.path={d.path}. Point it at a "
+                                ".tsv/.csv/.jsonl file of (query, positive, negative) rows.")
+        elif d.source == "hub":
+            from harness.models import require_hub
+
+            require_hub(f"DPR training data {d.hub_path}@{d.hub_revision}",
+                        "Offline, train on a local file: task.train_data.source=file task.train_data.path=<triplets "
+                        ".tsv/.jsonl>, or mine from a local BEIR train split: task.train_data.source=beir "
+                        "task.train_data.dataset=<name> task.data_dir=<dir>.")
+        else:
+            if not d.dataset:
+                raise HarnessError("task.train_data.source=beir needs task.train_data.dataset=<BEIR name with a train "
+                                   "split>")
+            (entry,) = resolve_entries([d.dataset], s.catalog)
+            if not s.data_dir:
+                raise DataError(f"task.train_data.source=beir reads {d.dataset}'s {d.split} split from a local folder: "
+                                f"pass task.data_dir=<dir containing {entry.local or entry.name}/>.")
+            check_local(entry, s.data_dir, d.split)
+
     def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
         """DPR fine-tuning, or the finished model of this run id (e.g. after a pre-emption during evaluation)."""
         s = self.settings
@@ -133,7 +166,7 @@ class DenseFamily(RetrievalFamily):
         from harness.models import fingerprint
         from harness.training.dense import DenseTrainingConfig, train_dense
 
-        out_dir = Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / todo[0].run_id
+        out_dir = self.train_dir(todo)
         marker = out_dir / "train_done.json"
         if marker.exists() and not self.cfg.overwrite:
             info = json.loads(marker.read_text())

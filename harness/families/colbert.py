@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from harness import results
 from harness.data.catalog import DatasetEntry
-from harness.errors import HarnessError
+from harness.errors import DataError, HarnessError
 from harness.evaluation.multivector import MultiVectorSettings, PlaidSettings
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell, TableSpec
@@ -184,7 +184,7 @@ class ColbertFamily(RetrievalFamily):
         from harness.results import atomic_write_json
         from harness.training.late_interaction import KdTrainingConfig, train_kd
 
-        out_dir = Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / self.training_key(todo)
+        out_dir = self.train_dir(todo)
         marker = out_dir / "train_done.json"
         if marker.exists() and not self.cfg.overwrite:
             info = json.loads(marker.read_text())
@@ -207,6 +207,29 @@ class ColbertFamily(RetrievalFamily):
         info |= {"train_s": time.perf_counter() - t0, "data": facts, "fingerprint": fingerprint(info["model_dir"])}
         atomic_write_json(marker, info)
         return info
+
+    def train_dir(self, todo: Sequence[Cell]) -> Path:
+        """Where this training's model goes (``train_done.json`` marks it finished)."""
+        return Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / self.training_key(todo)
+
+    def trained(self, todo: Sequence[Cell]) -> bool:
+        return (self.train_dir(todo) / "train_done.json").exists()
+
+    def check_training_data(self) -> None:
+        """The KD file (and its queries/documents files) exist, or the hub is reachable for the hub set."""
+        d = self.settings.train_data
+        if d.source == "file":
+            if not d.path:
+                raise HarnessError("task.train_data.source=file needs task.train_data.path=<KD JSONL or Parquet>.")
+            for key, path in (("path", d.path), ("queries_path", d.queries_path), ("documents_path", d.documents_path)):
+                if path and not Path(path).expanduser().is_file():
+                    raise DataError(f"KD training file not found: {path} (task.train_data.{key}). Point it at an "
+                                    "existing file (see the README's ColBERT section for the layouts).")
+            return
+        from harness.data.kd import HUB_FIX
+        from harness.models import require_hub
+
+        require_hub(f"KD training set {d.hub_path!r}", HUB_FIX)
 
     def training_key(self, todo: Sequence[Cell]) -> str:
         """Hash of what the trained weights depend on: the run identity without its evaluation-only task keys."""

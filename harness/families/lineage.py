@@ -9,14 +9,14 @@ identity, so a new selection is a new run, and every record carries the lineage 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import results
-from harness.errors import HarnessError, HubUnavailableError, closest_first
+from harness.errors import HarnessError, closest_first
 
 if TYPE_CHECKING:
     from harness.families.base import Cell
@@ -150,6 +150,11 @@ class TrainedSource:
             return self.lineage.ref({})
         return self.lineage.ref(model_ref(self.spec))
 
+    def check_model(self) -> None:
+        """Only ``model.path`` needs checking when it is what runs (the lineage's trained weights are local)."""
+        if self.lineage.model_dir is None:
+            super().check_model()  # type: ignore[misc]
+
     def load_model(self) -> tuple[Any, dict[str, Any]]:
         lin = self.lineage
         spec = replace(self.spec, path=lin.model_dir) if lin.model_dir else self.spec
@@ -182,44 +187,6 @@ class TrainedSource:
         rec = super().new_record(cell, **fields)  # type: ignore[misc]
         rec.details.setdefault("lineage", self.lineage.record())
         return rec
-
-    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
-        """Before any model is loaded: datasets that need the hub fail at once, naming their local alternative."""
-        needs_hub = [c.payload for c in todo if not self.settings.data_dir and c.payload.kind != "source_files"
-                     and (c.payload.hub or any(m.hub for m in c.payload.members.values()))]
-        if needs_hub:
-            from harness.models import hub_reachable
-
-            if not hub_reachable():
-                raise HubUnavailableError(
-                    f"{', '.join(e.name for e in needs_hub)}: the pinned hub copies "
-                    f"({'; '.join(_hub_of(e) for e in needs_hub)}) need the Hugging Face hub, which is not reachable "
-                    "from here. Offline: " + " ".join(_local_hint(e) for e in needs_hub)
-                )
-        yield from super().run(todo)  # type: ignore[misc]
-
-
-#: the local alternative of a hub dataset, per catalog kind
-LOCAL_HINTS = {
-    "mldr": "{name}: task.data_dir=<dir containing {local}/> in MLDR's layout (corpus.jsonl, test.jsonl; e.g. a "
-            "copy of Shitao/MLDR's mldr-v1.0-en/).",
-    "coir_csn": "{name}: task.data_dir=<dir containing {local}/> (CodeXGLUE {{train,valid,test}}.jsonl or CoIR's hub "
-                "layout); the Ruby slice: task.datasets=[csn-ruby] task.data_dir=../shared/data.",
-    "beir": "{name}: task.data_dir=<dir containing {local}/> in BEIR layout.",
-}
-
-
-def _hub_of(entry: Any) -> str:
-    members = list(entry.members.values())
-    first = members[0] if members else entry
-    return f"{first.hub}@{first.revision}" + (f", {len(members)} subsets" if members else "")
-
-
-def _local_hint(entry: Any) -> str:
-    members = list(entry.members.values())
-    kind = members[0].kind if members else entry.kind
-    local = f"{entry.local or entry.name}/<{'|'.join(entry.members)}>" if members else entry.local or entry.name
-    return LOCAL_HINTS.get(kind, LOCAL_HINTS["beir"]).format(name=entry.name, local=local)
 
 
 def model_positions(model: Any) -> int | None:

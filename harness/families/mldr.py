@@ -22,12 +22,12 @@ from __future__ import annotations
 import logging
 import statistics
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.errors import HarnessError
+from harness.errors import DataError, HarnessError
 from harness.evaluation.multivector import PlaidSettings
 from harness.families.base import Cell, TableSpec
 from harness.families.beir import DenseFamily, DenseSettings
@@ -272,20 +272,23 @@ class MldrFamily(TrainedSource, DenseFamily):
             max_batch_size=s.max_batch_size, maxsim_chunk_tokens=mv.maxsim_chunk_tokens, cache_dir=cache_dir,
         ), cache_identity)
 
-    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
-        """Fails before loading anything when in-domain training needs the hub and it is unreachable (unless this
-        run's fine-tuned model already exists, e.g. after a pre-emption during evaluation)."""
+    def check_training_data(self) -> None:
+        """In-domain training: the hub reachable for the hub set, or the local folder's train file present."""
         d = self.settings.train_data
-        done = (Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / todo[0].run_id
-                / "train_done.json").exists()
-        if self.settings.train and d.source == "hub" and not done:
+        if d.source == "hub":
             from harness.models import require_hub
 
             require_hub(f"MLDR training data {d.hub_path}@{d.hub_revision} ({d.hub_dir}/{d.split}.jsonl.gz)",
                         "Offline, train on a local folder in MLDR's layout: task.train_data.source=local "
                         "task.train_data.path=<folder with train.jsonl> (null: the mldr dataset's folder under "
                         "task.data_dir).")
-        yield from super().run(todo)
+            return
+        from harness.data import mldr
+
+        folder = self.train_folder()
+        if mldr.split_file(folder, d.split) is None:
+            raise DataError(f"MLDR training file not found: {folder}/{d.split}.jsonl(.gz). Point "
+                            "task.train_data.path at a folder in MLDR's layout holding it.")
 
     def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
         if not self.settings.train:

@@ -201,11 +201,14 @@ class MtebFamily(Family):
                 ) from exc
             task.unload_data()
 
+    def check(self, todo: Sequence[Cell]) -> None:
+        super().check(todo)
+        self.check_data(list(dict.fromkeys(c.payload[0] for c in todo)))
+
     def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
         by_task: dict[str, list[Cell]] = {}
         for cell in todo:
             by_task.setdefault(cell.payload[0], []).append(cell)
-        self.check_data(list(by_task))
         from harness.models import load_sentence_transformer
 
         model, block = load_sentence_transformer(self.spec, device=self.device)

@@ -6,14 +6,14 @@ search, trec_eval nDCG@10), self-match removal as mteb's Nano tasks (none)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.data.catalog import DatasetEntry, local_folder
 from harness.data.retrieval import RetrievalDataset
 from harness.families.base import Cell, TableSpec
 from harness.families.beir import DenseFamily, DenseSettings
-from harness.results import ResultRecord
 from harness.selection.rules import BestRunOnSelectionSets
 
 #: dataset name (the leaderboard column) -> the set's own name (mteb task name minus "Retrieval"; the folder)
@@ -34,11 +34,15 @@ class NanoBeirFamily(DenseFamily):
                         scale=100, note="The mmBERT card prints 0-1 values; they are shown x100 with the printed "
                                         "digits unchanged (0.5151 -> 51.51)."),)
 
-    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+    def __init__(self, cfg: Any) -> None:
+        super().__init__(cfg)
+        self.snapshots: dict[str, Path] = {}
+
+    def check(self, todo: Sequence[Cell]) -> None:
         """Find every set's data (local folder or hub snapshot) before loading a model: offline without a local
         copy fails at once, naming it."""
         self.snapshots = {} if self.settings.data_dir else {c.dataset: self.snapshot(c.payload) for c in todo}
-        yield from super().run(todo)
+        super().check(todo)
 
     def snapshot(self, entry: DatasetEntry) -> Path:
         from harness.data import hub_layout

@@ -68,8 +68,10 @@ def train_dense(
     Returns training facts for the record (steps, loss, effective batch size, where the curves are).
     """
     tracker = tracker or tracking.NONE
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.training_args import BatchSamplers
+
+    from harness.training.seeding import SeededTrainer
 
     output_dir = Path(output_dir)
     check_batchable(train_dataset, cfg.batch_size)
@@ -94,7 +96,7 @@ def train_dense(
         dataloader_drop_last=True,
         **tracker.training_args(),
     )
-    trainer = SentenceTransformerTrainer(
+    trainer = SeededTrainer(
         model=model,
         args=args,
         train_dataset=train_dataset.select_columns(["anchor", "positive", "negative"]),

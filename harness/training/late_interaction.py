@@ -68,13 +68,14 @@ def train_kd(model: ColBERT, train_dataset: Dataset, cfg: KdTrainingConfig, outp
     ``tracker``: the experiment tracker the run reports to (``logger=``; default none)."""
     tracker = tracker or tracking.NONE
     from pylate import losses, utils
-    from sentence_transformers import SentenceTransformerTrainer
+
+    from harness.training.seeding import SeededTrainer
 
     output_dir = Path(output_dir)
     if len(train_dataset) == 0:
         raise HarnessError("the KD training set is empty: provide rows or raise task.train_data.max_samples.")
     model.query_length, model.document_length = cfg.query_length, cfg.document_length
-    trainer = SentenceTransformerTrainer(
+    trainer = SeededTrainer(
         model=model,
         args=training_arguments(cfg, output_dir, len(train_dataset), tracker),
         train_dataset=train_dataset,

@@ -1,0 +1,108 @@
+"""Reading local data files: UTF-8 text (plain or gzipped), delimited rows and Parquet tables. Every reader under
+``harness/data`` reads through these, so a file that cannot be decoded is one ``DataError`` line naming the file,
+the line, the byte offset and the fix, never a ``UnicodeDecodeError``, ``csv.Error`` or pyarrow traceback."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.errors import DataError, one_line
+
+UTF8_FIX = "re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 old > new)"
+
+
+
+
+def text_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file, line ends kept (``\\n``, ``\\r\\n`` or ``\\r``, as ``open(newline="")``),
+    a BOM dropped, gunzipped when the name ends in ``.gz``. Invalid UTF-8, a corrupt gzip stream or an unreadable
+    file is a one-line DataError; invalid UTF-8 names the line and byte offset of the first bad byte."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
+            yield from fh
+    except UnicodeDecodeError:
+        raise utf8_error(path) from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise DataError(f"{path}: not a valid gzip file ({one_line(exc)}); re-compress it with gzip, or drop the "
+                        ".gz suffix if it is plain text.") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({one_line(exc.strerror or exc)}); check that it is a readable "
+                        "file.") from None
+
+
+def read_text(path: Path) -> str:
+    """The whole of a UTF-8 text file (see :func:`text_lines`)."""
+    return "".join(text_lines(path))
+
+
+def first_bad_utf8(path: Path) -> tuple[int, int, bytes, str] | None:
+    """(line number, byte offset, bad bytes, reason) of the first invalid UTF-8 sequence of a file (offsets of the
+    uncompressed text for ``.gz``), or None when it decodes. Lines end at ``\\n``, ``\\r\\n`` or ``\\r``."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    offset, lineno = 0, 1
+    with opener(path, "rb") as fh:
+        for raw in fh:  # binary lines end at b"\n", which no multi-byte UTF-8 sequence contains
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                head = raw[: exc.start]
+                lineno += head.count(b"\r") - head.count(b"\r\n")
+                return lineno, offset + exc.start, raw[exc.start : exc.end], exc.reason
+            offset += len(raw)
+            lineno += 1 + raw.count(b"\r") - raw.count(b"\r\n")
+    return None
+
+
+def utf8_error(path: Path) -> DataError:
+    """The error for a file that is not valid UTF-8, naming its first bad byte."""
+    found = first_bad_utf8(path)
+    if found is None:
+        return DataError(f"{path}: not valid UTF-8; {UTF8_FIX}.")
+    lineno, offset, bad, reason = found
+    where = "byte offset" if path.suffix != ".gz" else "uncompressed byte offset"
+    return DataError(f"{path} line {lineno}: invalid UTF-8 byte 0x{bad[:1].hex()} at {where} {offset} ({reason}); "
+                     f"{UTF8_FIX}.")
+
+
+def _csv_error(path: Path, start: int, end: int, exc: csv.Error) -> DataError:
+    """A csv failure of the row that starts on line ``start`` (and was read up to line ``end``)."""
+    runs = f" (the row runs on to line {end})" if end > start else ""
+    if "field limit" in str(exc):
+        fix = (f"a field is longer than {csv.field_size_limit()} characters: an unbalanced quote probably runs on "
+               "past the row's end; balance the quotes on that line (or shorten the field)")
+    else:
+        fix = "fix the quoting on that line"
+    return DataError(f"{path} line {start}: {one_line(exc)}{runs}; {fix}.")
+
+
+def csv_rows(path: Path, delimiter: str, quoting: int = csv.QUOTE_MINIMAL) -> Iterator[tuple[int, list[str]]]:
+    """(line number where the row starts, fields) of each row of a delimited UTF-8 file (blank lines give ``[]``);
+    decoding and csv problems are one-line DataErrors naming the line."""
+    reader = csv.reader(text_lines(path), delimiter=delimiter, quoting=quoting)
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise _csv_error(path, start, reader.line_num, exc) from None
+        yield start, row
+
+
+def parquet_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a Parquet file as dicts; a file pyarrow cannot read is a one-line DataError."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: not a readable Parquet file ({one_line(exc)[:200]}); re-export it (e.g. "
+                        "pandas.DataFrame.to_parquet) or convert it to JSONL.") from None

@@ -1,0 +1,48 @@
+"""Checks that run before any expensive work (loading a model, reading a corpus, training), so a bad path, device
+or output folder costs a second, not a model load or a whole evaluation. Each failure is one line naming the key
+and the fix; none of them writes anything."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+
+#: config keys of the folders a run writes to, and what goes there
+OUTPUT_PATHS = {"paths.results": "result records", "paths.outputs": "trained models and logs",
+                "paths.cache": "embedding caches"}
+
+
+def existing_ancestor(path: Path) -> Path:
+    """``path`` or its nearest existing parent."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def check_writable_dir(path: Path, key: str) -> None:
+    """``path`` is a directory we can write in, or can be created: checked without creating anything."""
+    found = existing_ancestor(path)
+    if not found.is_dir():
+        what = "is a file" if found == path else f"is under {found}, which is a file"
+        raise HarnessError(f"{key}={path} {what}, not a directory: point {key} at a directory (it is created if "
+                           "missing).")
+    try:
+        with tempfile.TemporaryFile(dir=found):
+            pass
+    except OSError as exc:
+        where = "" if found == path else f" (its existing parent {found} is not writable)"
+        raise HarnessError(f"cannot write to {key}={path}{where}: {exc.strerror or exc}. Choose a writable folder "
+                           f"with {key}=<dir>.") from None
+
+
+def check_output_paths(paths: Mapping[str, Any]) -> None:
+    """Every output folder of the config (``paths.results``, ``paths.outputs``, ``paths.cache``) is writable."""
+    for key in OUTPUT_PATHS:
+        value = paths.get(key.split(".", 1)[1])
+        if value is None or str(value) == "":
+            raise HarnessError(f"{key} is empty: set {key}=<dir> (for {OUTPUT_PATHS[key]}).")
+        check_writable_dir(Path(str(value)).expanduser(), key)
