@@ -4,7 +4,6 @@ MS MARCO hard negatives with sentence-transformers, then nDCG@10 on the 15 BEIR 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -16,7 +15,7 @@ from harness.data.catalog import check_local, resolve_entries
 from harness.errors import DataError, HarnessError
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell, TableSpec
-from harness.families.retrieval import SELECTION_DATASETS, RetrievalFamily, RetrievalSettings
+from harness.families.retrieval import SELECTION_DATASETS, TRAIN_DONE, RetrievalFamily, RetrievalSettings
 from harness.selection.rules import BestRunOnSelectionSets
 from harness.typed import choices
 
@@ -125,12 +124,10 @@ class DenseFamily(RetrievalFamily):
             cache_dir=cache_dir,
         ), cache_identity)
 
-    def train_dir(self, todo: Sequence[Cell]) -> Path:
-        """Where this run's trained model goes (``train_done.json`` marks it finished)."""
-        return Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / todo[0].run_id
+    def load_trained(self, model_dir: str) -> Any:
+        from sentence_transformers import SentenceTransformer
 
-    def trained(self, todo: Sequence[Cell]) -> bool:
-        return (self.train_dir(todo) / "train_done.json").exists()
+        return SentenceTransformer(model_dir, device=self.device)
 
     def check_training_data(self) -> None:
         """The triplets' file exists, the hub is reachable for the hub set, or the BEIR set's folder is there."""
@@ -166,15 +163,10 @@ class DenseFamily(RetrievalFamily):
         from harness.models import fingerprint
         from harness.training.dense import DenseTrainingConfig, train_dense
 
+        reused = self.reuse_training(model, todo)
+        if reused is not None:
+            return reused
         out_dir = self.train_dir(todo)
-        marker = out_dir / "train_done.json"
-        if marker.exists() and not self.cfg.overwrite:
-            info = json.loads(marker.read_text())
-            log.info("reusing trained model %s", info["model_dir"])
-            from sentence_transformers import SentenceTransformer
-
-            model.load_state_dict(SentenceTransformer(info["model_dir"], device=self.device).state_dict())
-            return info
         train_ds = self.training_data(model)
         tcfg = DenseTrainingConfig(
             lr=float(s.lr), epochs=s.epochs, warmup_ratio=s.warmup_ratio, batch_size=s.batch_size,
@@ -187,7 +179,7 @@ class DenseFamily(RetrievalFamily):
         info["fingerprint"] = fingerprint(info["model_dir"])
         from harness.results import atomic_write_json
 
-        atomic_write_json(marker, info)
+        atomic_write_json(out_dir / TRAIN_DONE, info)
         return info
 
     def training_data(self, model: Any):

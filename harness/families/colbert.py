@@ -5,7 +5,6 @@ then nDCG@10 on the 15 BEIR sets through a PLAID index (or exact MaxSim)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -20,7 +19,7 @@ from harness.evaluation.multivector import MultiVectorSettings, PlaidSettings
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell, TableSpec
 from harness.families.beir import BEIR_DATASETS, BEIR_LABELS
-from harness.families.retrieval import SELECTION_DATASETS, RetrievalFamily, RetrievalSettings
+from harness.families.retrieval import SELECTION_DATASETS, TRAIN_DONE, RetrievalFamily, RetrievalSettings
 from harness.results import ResultRecord
 from harness.selection.rules import BestRunOnSelectionSets
 from harness.typed import choices
@@ -184,15 +183,10 @@ class ColbertFamily(RetrievalFamily):
         from harness.results import atomic_write_json
         from harness.training.late_interaction import KdTrainingConfig, train_kd
 
+        reused = self.reuse_training(model, todo)
+        if reused is not None:
+            return reused
         out_dir = self.train_dir(todo)
-        marker = out_dir / "train_done.json"
-        if marker.exists() and not self.cfg.overwrite:
-            info = json.loads(marker.read_text())
-            log.info("reusing trained model %s", info["model_dir"])
-            from pylate.models import ColBERT
-
-            model.load_state_dict(ColBERT(info["model_dir"], device=self.device).state_dict())
-            return info
         train_ds, facts = self.training_data()
         limit = position_limit(model)
         tcfg = KdTrainingConfig(
@@ -205,15 +199,17 @@ class ColbertFamily(RetrievalFamily):
         t0 = time.perf_counter()
         info = train_kd(model, train_ds, tcfg, out_dir, self.tracker(todo[0]))
         info |= {"train_s": time.perf_counter() - t0, "data": facts, "fingerprint": fingerprint(info["model_dir"])}
-        atomic_write_json(marker, info)
+        atomic_write_json(out_dir / TRAIN_DONE, info)
         return info
 
     def train_dir(self, todo: Sequence[Cell]) -> Path:
         """Where this training's model goes (``train_done.json`` marks it finished)."""
         return Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / self.training_key(todo)
 
-    def trained(self, todo: Sequence[Cell]) -> bool:
-        return (self.train_dir(todo) / "train_done.json").exists()
+    def load_trained(self, model_dir: str) -> Any:
+        from pylate.models import ColBERT
+
+        return ColBERT(model_dir, device=self.device)
 
     def check_training_data(self) -> None:
         """The KD file (and its queries/documents files) exist, or the hub is reachable for the hub set."""

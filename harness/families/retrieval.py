@@ -6,6 +6,7 @@ optional training, and the retriever."""
 from __future__ import annotations
 
 import abc
+import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,6 +26,9 @@ from harness.identity import drop
 from harness.results import ResultRecord
 
 log = logging.getLogger(__name__)
+
+#: the marker of a finished training in its output folder (its content: the training facts of the record)
+TRAIN_DONE = "train_done.json"
 
 #: catalog kinds built from local files with neither task.data_dir nor a hub copy (mined source trees)
 LOCAL_KINDS = ("source_tree", "source_files")
@@ -169,9 +173,28 @@ class RetrievalFamily(Family):
         if s.train and (self.cfg.overwrite or not self.trained(todo)):
             self.check_training_data()
 
+    def train_dir(self, todo: Sequence[Cell]) -> Path:
+        """Where this run's trained model goes (``train_done.json`` marks it finished)."""
+        return Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / todo[0].run_id
+
     def trained(self, todo: Sequence[Cell]) -> bool:
         """This run's training already finished (its model is reused, its data not read)."""
-        return False
+        return (self.train_dir(todo) / TRAIN_DONE).exists()
+
+    def reuse_training(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
+        """This run's finished training (unless ``overwrite``): its facts, with its weights loaded into ``model``
+        (e.g. after a pre-emption during evaluation)."""
+        marker = self.train_dir(todo) / TRAIN_DONE
+        if self.cfg.overwrite or not marker.exists():
+            return None
+        info = json.loads(marker.read_text())
+        log.info("reusing trained model %s", info["model_dir"])
+        model.load_state_dict(self.load_trained(info["model_dir"]).state_dict())
+        return info
+
+    def load_trained(self, model_dir: str) -> Any:
+        """A model this family trained, from its folder (for :meth:`reuse_training`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not train")
 
     def check_training_data(self) -> None:
         """The training data is where the config says (a file exists, the hub is reachable): no parsing."""
