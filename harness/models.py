@@ -142,12 +142,20 @@ def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False) -> tuple[str
         raise HarnessError(f"model directory {path!r} does not exist. Pass an existing directory or a hub id as model.path=")
     from huggingface_hub import snapshot_download
 
-    try:  # a cached snapshot needs no network
-        local = snapshot_download(path, revision=spec.revision, local_files_only=True)
-    except Exception:
-        require_hub(f"model {path!r}", HUB_MODEL_FIX)
-        local = snapshot_download(path, revision=spec.revision)
+    local = cached_snapshot(spec) or snapshot_download(path, revision=spec.revision)
     return local, Path(local).name  # snapshot dirs are named by commit hash
+
+
+def cached_snapshot(spec: ModelSpec) -> str | None:
+    """The hub model's snapshot folder when it is cached (no network), else None once the hub is known to be
+    reachable to download it; unreachable, fail naming the local alternatives."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(spec.path, revision=spec.revision, local_files_only=True)
+    except Exception:
+        require_hub(f"model {spec.path!r}", HUB_MODEL_FIX)
+        return None
 
 
 #: what a usable model folder holds, for the messages below
@@ -204,15 +212,8 @@ def check_safetensors(path: Path) -> None:
 def check_available(spec: ModelSpec) -> None:
     """Before any work: a hub model is in the local cache or the hub is reachable (a local folder is checked when
     the run is planned, by :func:`model_ref`). Downloads nothing."""
-    path = spec.path
-    if path.startswith(PACKAGE_PREFIX) or Path(path).expanduser().is_dir():
-        return
-    from huggingface_hub import snapshot_download
-
-    try:
-        snapshot_download(path, revision=spec.revision, local_files_only=True)
-    except Exception:
-        require_hub(f"model {path!r}", HUB_MODEL_FIX)
+    if not (spec.path.startswith(PACKAGE_PREFIX) or Path(spec.path).expanduser().is_dir()):
+        cached_snapshot(spec)
 
 
 def model_ref(spec: ModelSpec) -> dict[str, Any]:

@@ -40,7 +40,7 @@ class RunFailed(HarnessError):
 
 def run(cfg: DictConfig) -> list[ResultRecord]:
     """Run ``cfg`` (also the entry point for tests) and return the record of every planned cell."""
-    family = prepare(cfg)
+    family, lock_settings = prepare(cfg)
     results_dir = str(cfg.paths.results)
     overwrite = bool(cfg.overwrite)
     planned: list[Cell] = []
@@ -53,7 +53,7 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
             if not todo:
                 continue
             family.check(todo)
-            with locks.hold(todo, lambda c: run_dir(family, results_dir, c), locks.settings_from(cfg.get("run_lock")),
+            with locks.hold(todo, lambda c: run_dir(family, results_dir, c), lock_settings,
                             lambda cs: pending(family, cs, results_dir, overwrite)) as mine:
                 for rec in family.run(mine) if mine else ():
                     path = store(results_dir, rec)
@@ -70,14 +70,14 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
     return shown
 
 
-def prepare(cfg: DictConfig) -> Family:
-    """The run's family, after the checks that need no model and no data: output folders writable, task settings
-    typed, the device present. A failure here writes nothing."""
+def prepare(cfg: DictConfig) -> tuple[Family, locks.LockSettings]:
+    """The run's family and lock settings, after the checks that need no model and no data: output folders
+    writable, lock and task settings typed, the device present. A failure here writes nothing."""
     preflight.check_output_paths(cfg.paths)
-    locks.settings_from(cfg.get("run_lock"))
+    lock_settings = locks.settings_from(cfg.get("run_lock"))
     family = families.get(str(cfg.task.name))(cfg)
     _ = family.device
-    return family
+    return family, lock_settings
 
 
 def run_dir(family: Family, results_dir: str, cell: Cell) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ from harness.data.catalog import check_local, resolve_entries
 from harness.errors import DataError, HarnessError
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell, TableSpec
-from harness.families.retrieval import SELECTION_DATASETS, TRAIN_DONE, RetrievalFamily, RetrievalSettings
+from harness.families.retrieval import SELECTION_DATASETS, RetrievalFamily, RetrievalSettings
 from harness.selection.rules import BestRunOnSelectionSets
 from harness.typed import choices
 
@@ -155,32 +154,18 @@ class DenseFamily(RetrievalFamily):
                                 f"pass task.data_dir=<dir containing {entry.local or entry.name}/>.")
             check_local(entry, s.data_dir, d.split)
 
-    def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
-        """DPR fine-tuning, or the finished model of this run id (e.g. after a pre-emption during evaluation)."""
-        s = self.settings
-        if not s.train:
-            return None
-        from harness.models import fingerprint
+    def fit(self, model: Any, todo: Sequence[Cell], out_dir: Path) -> dict[str, Any]:
+        """DPR fine-tuning (sentence-transformers' trainer, (Cached)MNRL)."""
         from harness.training.dense import DenseTrainingConfig, train_dense
 
-        reused = self.reuse_training(model, todo)
-        if reused is not None:
-            return reused
-        out_dir = self.train_dir(todo)
+        s = self.settings
         train_ds = self.training_data(model)
         tcfg = DenseTrainingConfig(
             lr=float(s.lr), epochs=s.epochs, warmup_ratio=s.warmup_ratio, batch_size=s.batch_size,
             gradient_accumulation_steps=s.gradient_accumulation_steps, loss=s.loss, mini_batch_size=s.mini_batch_size,
             max_seq_length=s.max_seq_length, seed=s.train_seed, precision=self.precision, use_cpu=self.device == "cpu",
         )
-        t0 = time.perf_counter()
-        info = train_dense(model, train_ds, tcfg, out_dir, self.tracker(todo[0]))
-        info["train_s"] = time.perf_counter() - t0
-        info["fingerprint"] = fingerprint(info["model_dir"])
-        from harness.results import atomic_write_json
-
-        atomic_write_json(out_dir / TRAIN_DONE, info)
-        return info
+        return train_dense(model, train_ds, tcfg, out_dir, self.tracker(todo[0]))
 
     def training_data(self, model: Any):
         from harness.data import triplets

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from harness.evaluation.multivector import MultiVectorSettings, PlaidSettings
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell, TableSpec
 from harness.families.beir import BEIR_DATASETS, BEIR_LABELS
-from harness.families.retrieval import SELECTION_DATASETS, TRAIN_DONE, RetrievalFamily, RetrievalSettings
+from harness.families.retrieval import SELECTION_DATASETS, RetrievalFamily, RetrievalSettings
 from harness.results import ResultRecord
 from harness.selection.rules import BestRunOnSelectionSets
 from harness.typed import choices
@@ -172,21 +171,13 @@ class ColbertFamily(RetrievalFamily):
         retriever.query_length = self.query_length_of(entry)   # type: ignore[attr-defined]
         return super().evaluate_entry(cell, entry, retriever, block, member_of)
 
-    def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
-        """KD training, or the finished model of the same training (index, top-k, query length and evaluation
+    def fit(self, model: Any, todo: Sequence[Cell], out_dir: Path) -> dict[str, Any]:
+        """KD training. Its folder is keyed by :meth:`training_key` (index, top-k, query length and evaluation
         document length do not change it, so runs that differ only in those share one trained model)."""
-        s = self.settings
-        if not s.train:
-            return None
         from harness.evaluation.multivector import capped_length, position_limit
-        from harness.models import fingerprint
-        from harness.results import atomic_write_json
         from harness.training.late_interaction import KdTrainingConfig, train_kd
 
-        reused = self.reuse_training(model, todo)
-        if reused is not None:
-            return reused
-        out_dir = self.train_dir(todo)
+        s = self.settings
         train_ds, facts = self.training_data()
         limit = position_limit(model)
         tcfg = KdTrainingConfig(
@@ -196,11 +187,7 @@ class ColbertFamily(RetrievalFamily):
             document_length=capped_length(s.train_document_length, limit), normalize_scores=s.normalize_scores,
             precision=self.precision, use_cpu=self.device == "cpu",
         )
-        t0 = time.perf_counter()
-        info = train_kd(model, train_ds, tcfg, out_dir, self.tracker(todo[0]))
-        info |= {"train_s": time.perf_counter() - t0, "data": facts, "fingerprint": fingerprint(info["model_dir"])}
-        atomic_write_json(out_dir / TRAIN_DONE, info)
-        return info
+        return {**train_kd(model, train_ds, tcfg, out_dir, self.tracker(todo[0])), "data": facts}
 
     def train_dir(self, todo: Sequence[Cell]) -> Path:
         """Where this training's model goes (``train_done.json`` marks it finished)."""

@@ -181,19 +181,8 @@ class RetrievalFamily(Family):
         """This run's training already finished (its model is reused, its data not read)."""
         return (self.train_dir(todo) / TRAIN_DONE).exists()
 
-    def reuse_training(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
-        """This run's finished training (unless ``overwrite``): its facts, with its weights loaded into ``model``
-        (e.g. after a pre-emption during evaluation)."""
-        marker = self.train_dir(todo) / TRAIN_DONE
-        if self.cfg.overwrite or not marker.exists():
-            return None
-        info = json.loads(marker.read_text())
-        log.info("reusing trained model %s", info["model_dir"])
-        model.load_state_dict(self.load_trained(info["model_dir"]).state_dict())
-        return info
-
     def load_trained(self, model_dir: str) -> Any:
-        """A model this family trained, from its folder (for :meth:`reuse_training`)."""
+        """A model this family trained, from its folder (to reuse a finished training)."""
         raise NotImplementedError(f"{type(self).__name__} does not train")
 
     def check_training_data(self) -> None:
@@ -206,9 +195,30 @@ class RetrievalFamily(Family):
         and unreachable."""
 
     def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
-        """Fine-tune ``model`` in place when ``task.train`` (or reuse this run's finished training); returns the
-        training facts for the record (``fingerprint`` of the trained weights included), or None."""
-        return None
+        """Fine-tune ``model`` in place when ``task.train`` (:meth:`fit`), or load this run's finished training
+        (unless ``overwrite``; e.g. after a pre-emption during evaluation); returns the training facts for the
+        record (``train_s`` and the trained weights' ``fingerprint`` included), or None."""
+        if not self.settings.train:
+            return None
+        out_dir = self.train_dir(todo)
+        marker = out_dir / TRAIN_DONE
+        if marker.exists() and not self.cfg.overwrite:
+            info = json.loads(marker.read_text())
+            log.info("reusing trained model %s", info["model_dir"])
+            model.load_state_dict(self.load_trained(info["model_dir"]).state_dict())
+            return info
+        from harness.models import fingerprint
+        from harness.results import atomic_write_json
+
+        t0 = time.perf_counter()
+        info = self.fit(model, todo, out_dir)
+        info |= {"train_s": time.perf_counter() - t0, "fingerprint": fingerprint(info["model_dir"])}
+        atomic_write_json(marker, info)
+        return info
+
+    def fit(self, model: Any, todo: Sequence[Cell], out_dir: Path) -> dict[str, Any]:
+        """Train ``model`` in place, saving it under ``out_dir``; the training facts (``model_dir`` included)."""
+        raise NotImplementedError(f"{type(self).__name__} does not train")
 
     @abc.abstractmethod
     def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
