@@ -17,8 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.families.beir import BEIR_DATASETS
-from harness.families.glue import GLUE_PAPER_TASKS as GLUE_TASKS
+from harness import specs
 from harness.leaderboard import build
 from harness.results import ResultRecord, write_record
 
@@ -34,9 +33,9 @@ def cells(n_models: int) -> Iterator[tuple[dict, str, str, str, dict, dict]]:
         model = {"name": f"{slug}-{size}-v{m}", "path": f"org/{slug}-{size}", "revision": f"{m:07x}",
                  "family": fam, "size": size, "fingerprint": f"{m:010x}"}
         for task in ("beir", "colbert"):
-            for ds, lr in itertools.product(BEIR_DATASETS, (1e-5, 3e-5, 5e-5, 8e-5)):
+            for ds, lr in itertools.product(specs.get("beir").tables[0].columns, (1e-5, 3e-5, 5e-5, 8e-5)):
                 yield model, task, ds, "ndcg_at_10", {"lr": lr}, {"n_queries": 300}
-        for ds, lr, wd, seed in itertools.product(GLUE_TASKS, (1e-5, 3e-5, 5e-5, 8e-5), (1e-6, 1e-5), (42, 1618)):
+        for ds, lr, wd, seed in itertools.product(specs.get("glue").tables[0].columns, (1e-5, 3e-5, 5e-5, 8e-5), (1e-6, 1e-5), (42, 1618)):
             yield model, "glue", ds, "accuracy", {"lr": lr, "weight_decay": wd, "epochs": 3, "seed": seed}, {}
         for setting in ("ood", "id"):
             yield model, "mldr", "mldr-en", "ndcg_at_10", {"lr": 3e-5}, {"setting": setting}

@@ -15,6 +15,7 @@ import hydra
 from omegaconf import DictConfig
 
 from harness.errors import HarnessError, closest_first, one_line, unknown_name
+from harness.hydra_runtime import is_multirun
 
 log = logging.getLogger("harness")
 
@@ -239,7 +240,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         records = run(cfg)
     except HarnessError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
-        if _is_multirun():  # one bad job must not stop its siblings in a sweep; keep it in the job's log
+        if is_multirun():  # one bad job must not stop its siblings in a sweep; keep it in the job's log
             log.error("%s", exc)
             return None
         sys.exit(2)
@@ -260,25 +261,6 @@ def prepare(cfg: DictConfig) -> None:
         verbose = False
     console.configure(cfg.get("log_level"), verbose)
     tracking.check(cfg)
-
-
-def sweep_name() -> str | None:
-    """The ``sweep=`` config this run was composed with, if any (None outside the CLI, e.g. in tests)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    try:
-        return HydraConfig.get().runtime.choices.get("sweep")
-    except ValueError:
-        return None
-
-
-def _is_multirun() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-
-    try:
-        return str(HydraConfig.get().mode) == "RunMode.MULTIRUN"
-    except ValueError:
-        return False
 
 
 #: ``harness <subcommand>`` (the console script) -> the module whose ``main(argv)`` runs it

@@ -31,6 +31,7 @@ GLOBAL_EXCLUDE: Mapping[str, str] = {
     "model.dpr": "per-model defaults that reach the run only through task.* interpolation (hashed resolved)",
     "model.colbert": "per-model defaults that reach the run only through task.* interpolation (hashed resolved)",
     "task.runner": "legacy key, not read",
+    "task.spec": "what the task means (tables, selection, dependencies); its stages' versions enter as `protocol`",
 }
 
 

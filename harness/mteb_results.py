@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness import families
+from harness import specs
 from harness.errors import HarnessError
 from harness.results import STATUS_OK, ResultRecord, iter_records
 
@@ -90,7 +90,7 @@ def catalog_columns() -> dict[str, MtebColumn]:
     with no change here. When two families name the same task, the first registered wins."""
 
     out: dict[str, MtebColumn] = {}
-    for fam in families.all_families():
+    for fam in specs.all_specs().values():
         for name, entry in own_catalog(fam.name).items():
             if not isinstance(entry, dict) or not entry.get("mteb_task") or entry["mteb_task"] in out:
                 continue

@@ -75,7 +75,10 @@ def prepare(cfg: DictConfig) -> tuple[Family, locks.LockSettings]:
     writable, lock and task settings typed, the device present. A failure here writes nothing."""
     preflight.check_output_paths(cfg.paths)
     lock_settings = locks.settings_from(cfg.get("run_lock"))
-    family = families.get(str(cfg.task.name))(cfg)
+    from harness.specs import spec_from
+
+    spec = spec_from(cfg.task.get("spec") or {}, str(cfg.task.name), f"task {cfg.task.name!r}, spec")
+    family = families.get(spec.runner)(cfg)
     _ = family.device
     return family, lock_settings
 

@@ -146,7 +146,7 @@ def test_config_matches_the_paper_and_the_beir_catalog() -> None:
     assert dict(t.query_lengths) == {"scifact": 48, "trec-covid": 48, "scidocs": 48, "arguana": 64, "climate-fever": 64}
     beir = compose(["task=beir", "model=modernbert-base"]).task
     assert OmegaConf.to_container(t.catalog) == OmegaConf.to_container(beir.catalog)
-    assert list(t.datasets) == list(beir.datasets) and list(t.selection_datasets) == list(beir.selection_datasets)
+    assert list(t.datasets) == list(beir.datasets) and list(t.spec.selection.sets) == list(beir.spec.selection.sets)
     assert compose(["task=colbert", "model=bert-base"]).task.lr == 8e-5   # Table 9, through model.colbert.lr
 
 
@@ -169,8 +169,9 @@ def test_selection_picks_one_lr_by_the_selection_sets_from_records(tmp_path: Pat
             r = results.ResultRecord.from_dict({**base.to_dict(), "dataset": ds, "metrics": {"ndcg_at_10": s},
                                                 "run_id": f"lr={lr}", "config_id": f"c{lr}",
                                                 "hyperparameters": {"lr": lr}})
-            r.config = {**r.config, "task": {**r.config["task"], "selection_datasets": ["nfcorpus", "scifact",
-                                                                                      "trec-covid", "fiqa"]}}
+            spec = {**r.config["task"]["spec"], "selection": {"rule": "best_run_on_sets",
+                                                               "sets": ["nfcorpus", "scifact", "trec-covid", "fiqa"]}}
+            r.config = {**r.config, "task": {**r.config["task"], "spec": spec}}
             recs.append(r)
     chosen = selection.choose("colbert", recs)["tiny-modernbert"]
     assert chosen.summary["selected_run_id"] == "lr=8e-05"

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import families, selection
+from harness import families, selection, specs
 from harness.errors import HarnessError
 from harness.leaderboard import build_leaderboard
 from harness.leaderboard.site import site_data
 from harness.runner import run
+from harness.specs import stages
 from tests.conftest import REPO, compose
 
 
@@ -67,14 +68,18 @@ def _records(root: Path):
 
 
 def test_unknown_family_and_clashing_registration() -> None:
-    with pytest.raises(HarnessError, match=r"unknown task family 'bier'\. Valid task families \(closest first\): beir"):
+    with pytest.raises(HarnessError, match=r"unknown runner 'bier'\. Valid runners \(closest first\): beir"):
         families.get("bier")
+    with pytest.raises(HarnessError, match=r"unknown task 'bier'\. Valid tasks \(closest first\): beir"):
+        specs.get("bier")
     with pytest.raises(HarnessError, match=r"already registered as harness\.families\.beir:BeirFamily"):
         families.register("beir", "elsewhere:Other")
 
 
-def test_every_registered_family_declares_the_interface() -> None:
+def test_every_task_spec_declares_what_the_task_is() -> None:
+    for name, spec in specs.all_specs().items():
+        assert spec.name == name and spec.main_metric and spec.tables and spec.rule.description
+        assert spec.runner in families.REGISTRY and isinstance(spec.higher_is_better, bool)
+        assert stages.versions(spec.stages)   # every stage is declared with its protocol version
     for fam in families.all_families():
-        assert fam.name and fam.main_metric and fam.tables and fam.selection.description
-        assert isinstance(fam.higher_is_better, bool)
-        assert all(k.startswith("task.") or k == "seed" for k in fam.identity_exclude), fam.name
+        assert all(k.startswith("task.") or k == "seed" for k in fam.identity_exclude), fam

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import selection
-from harness.families.beir import BEIR_DATASETS
+from harness import selection, specs
 from harness.leaderboard import build, build_leaderboard
 from harness.leaderboard.baselines import SOURCES, baselines_dir, scaled_text
 from harness.leaderboard.build import average_cell
@@ -122,7 +121,7 @@ def test_sweep_cells_come_from_the_one_selected_run_not_per_dataset_bests():
 def test_sweep_average_on_the_built_leaderboard_uses_the_selected_run(tmp_path):
     res = tmp_path / "results"
     for run, bump in (("lr1", 0.0), ("lr8", 0.02)):
-        for d in BEIR_DATASETS:
+        for d in specs.get("beir").tables[0].columns:
             # lr1 is better on every dataset except the four selection sets
             s = 0.40 + (bump if d in ("nfcorpus", "scifact", "trec-covid", "fiqa") else 0.05 - bump)
             write_record(res, record("beir", d, s, model=MODERNBERT, run=run, hp={"lr": 1e-5 if run == "lr1" else 8e-5}))
@@ -160,11 +159,11 @@ def test_mldr_and_code_records_land_in_their_columns(tmp_path):
 
 def test_partial_average_is_marked_and_complete_one_is_not():
     cells = {"scifact": Cell(62.1, "62.1")}
-    partial = average_cell(cells, BEIR_DATASETS)
+    partial = average_cell(cells, specs.get("beir").tables[0].columns)
     assert partial.partial and partial.text == "62.1*" and "partial: 1/15 datasets" in partial.note
-    full = average_cell({d: Cell(float(i), f"{i}.0") for i, d in enumerate(BEIR_DATASETS)}, BEIR_DATASETS)
+    full = average_cell({d: Cell(float(i), f"{i}.0") for i, d in enumerate(specs.get("beir").tables[0].columns)}, specs.get("beir").tables[0].columns)
     assert not full.partial and full.text == "7.0" and full.n == 15
-    assert average_cell({}, BEIR_DATASETS) is None
+    assert average_cell({}, specs.get("beir").tables[0].columns) is None
 
 
 def test_failed_cell_does_not_count_toward_an_average():
@@ -175,7 +174,7 @@ def test_failed_cell_does_not_count_toward_an_average():
 
 def test_overview_row_of_a_run_takes_family_averages(tmp_path):
     res = tmp_path / "results"
-    for i, d in enumerate(BEIR_DATASETS):
+    for i, d in enumerate(specs.get("beir").tables[0].columns):
         write_record(res, record("beir", d, 0.40 + i / 100, model=MODERNBERT))
     write_record(res, record("glue", "rte", 87.0, model=MODERNBERT, metric="accuracy", split="validation"))
     lb = build_leaderboard([res], published=False)

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
+from harness import results, specs
 from harness.data import code, longdocs, mldr
 from harness.errors import DataError, HarnessError, HubUnavailableError
-from harness.families.mldr import MldrFamily
 from harness.runner import run
 from tests.conftest import TINY_MODEL, compose, write_beir_folder, write_triplets
 from tests.test_retrieval_runs import cli
@@ -115,10 +114,10 @@ def test_source_errors_name_the_fix(tmp_path: Path) -> None:
 
 
 def test_records_land_in_the_mldr_columns() -> None:
-    assert MldrFamily.column_of(make_record("mldr", "r", 0.3)) == ("mldr", "scifact/ood")
-    assert MldrFamily.column_of(make_record("mldr", "r", 0.3, dataset="mldr-en")) == ("mldr", "mldr-en/ood")
-    assert MldrFamily.column_of(make_record("mldr", "r", 0.3, dataset="mldr-en", setting="id")) == ("mldr", "mldr-en/id")
-    assert MldrFamily.column_of(make_record("mldr", "r", 0.3, dataset="mldr-en", retriever="multi_vector")) == (
+    assert specs.get("mldr").column_of(make_record("mldr", "r", 0.3)) == ("mldr", "scifact/ood")
+    assert specs.get("mldr").column_of(make_record("mldr", "r", 0.3, dataset="mldr-en")) == ("mldr", "mldr-en/ood")
+    assert specs.get("mldr").column_of(make_record("mldr", "r", 0.3, dataset="mldr-en", setting="id")) == ("mldr", "mldr-en/id")
+    assert specs.get("mldr").column_of(make_record("mldr", "r", 0.3, dataset="mldr-en", retriever="multi_vector")) == (
         "mldr", "mldr-en/ood-colbert")
 
 

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from harness import families
+from harness import specs
 from harness.data import hub_layout
 from harness.data.beir import load_local
 from harness.data.retrieval import subset
 from harness.errors import DataError, HarnessError
-from harness.families.nanobeir import NANOBEIR_LABELS
 from harness.leaderboard.layout import PENDING_TABLES
 from tests.conftest import compose, write_beir_folder
+
+NANOBEIR_LABELS = specs.get("nanobeir").tables[0].labels
 
 
 def write_hub_layout(folder: Path, corpus: list[dict], queries: list[dict], qrels: list[dict], *,
@@ -85,10 +86,10 @@ def test_catalog_is_only_nanobeirs_and_names_the_mteb_tasks() -> None:
         assert (cols[task].table, cols[task].column) == ("nanobeir", name)
 
 
-def test_nanobeir_table_is_the_familys_not_pending() -> None:
-    fam = families.get("nanobeir")
+def test_nanobeir_table_is_the_specs_not_pending() -> None:
+    spec = specs.get("nanobeir")
     assert "nanobeir" not in PENDING_TABLES
-    assert fam.tables[0].columns == tuple(NANOBEIR_LABELS) and fam.main_metric == "ndcg_at_10"
+    assert spec.tables[0].columns == tuple(NANOBEIR_LABELS) and spec.main_metric == "ndcg_at_10"
 
 
 def test_hub_layout_reader(tmp_path: Path) -> None:

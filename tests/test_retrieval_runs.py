@@ -202,7 +202,7 @@ def test_cli_hub_model_offline_fails_fast() -> None:
 def test_cli_multirun_lr_sweep_and_selection(tmp_path: Path, toy_beir: Path) -> None:
     triplets = write_triplets(tmp_path / "t.tsv")
     args = overrides(tmp_path, toy_beir, "task.train_data.source=file", f"task.train_data.path={triplets}",
-                     "task.batch_size=8", "task.gradient_accumulation_steps=1", "task.selection_datasets=[toy]",
+                     "task.batch_size=8", "task.gradient_accumulation_steps=1", "task.spec.selection.sets=[toy]",
                      f"hydra.sweep.dir={tmp_path}/multirun")
     p = cli("-m", *args, "task.lr=1e-5,1e-3")
     assert p.returncode == 0, p.stderr[-3000:]

@@ -1,6 +1,6 @@
-"""The registry of task families: name -> ``"module:Class"``, imported on first use (importing the registry
-loads no model library). A new family is one module, one ``conf/task/<name>.yaml`` and one line here (or a
-:func:`register` call from a plugin); the runner, ``harness.select`` and the leaderboard read the rest from it.
+"""The registry of runners: how a task is computed. A task spec (``spec.runner`` in ``conf/task/<name>.yaml``)
+names one of these; the class composes the task's stages. Imported on first use (importing the registry loads no
+model library). ``harness.select``, the leaderboard and the paper graph never import it: they read specs.
 """
 
 from __future__ import annotations
@@ -41,13 +41,10 @@ def register(name: str, target: str | type[Family]) -> None:
 def get(name: str) -> type[Family]:
     """The family class registered as ``name``; an unknown name lists the known ones, closest first."""
     if name not in REGISTRY:
-        raise unknown_name("task family", name, REGISTRY, "Register it in harness/families/__init__.py.")
+        raise unknown_name("runner", name, REGISTRY, "Register it in harness/families/__init__.py.")
     if name not in _loaded:
         module, _, attr = REGISTRY[name].partition(":")
-        cls = getattr(importlib.import_module(module), attr)
-        if cls.name != name:
-            raise HarnessError(f"{REGISTRY[name]} declares name={cls.name!r}, but is registered as {name!r}")
-        _loaded[name] = cls
+        _loaded[name] = getattr(importlib.import_module(module), attr)
     return _loaded[name]
 
 

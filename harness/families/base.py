@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness import results
 from harness.identity import derived_key, run_identity
 from harness.results import ResultRecord
+from harness.specs import TaskSpec, spec_from, stages
 from harness.typed import build
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from harness.models import ModelSpec
-    from harness.selection.rules import SelectionRule
 
 
 @dataclass(frozen=True)
@@ -39,59 +39,38 @@ class Cell:
     payload: Any = None
 
 
-@dataclass(frozen=True)
-class TableSpec:
-    """One leaderboard table a family fills. ``columns`` fixes the columns and adds an average over them (None:
-    the columns are the datasets found in the records, no average). ``scale`` maps a record's value to the shown
-    one (100 for 0-1 IR metrics; None: x100 when every value is in [0, 1])."""
-
-    id: str
-    label: str                      # short name: filters, charts
-    title: str                      # table heading
-    columns: tuple[str, ...] | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
-    scale: float | None = None
-    decimals: int = 1
-    note: str = ""
-    average: bool = True            # with ``columns``: add a mean over them (not for mixed units, e.g. Table 2)
-    column_scale: Mapping[str, float] = field(default_factory=dict)     # per-column overrides of ``scale``
-    column_decimals: Mapping[str, int] = field(default_factory=dict)    # ... and of ``decimals``
-
-
 class Family(abc.ABC):
     """A task family: declared by class attributes, run by an instance made from one composed config."""
 
-    name: ClassVar[str]                       # registry key = conf/task/<name>.yaml `name` = records' `task`
-    main_metric: ClassVar[str]
-    higher_is_better: ClassVar[bool] = True
     settings_class: ClassVar[type]            # typed task settings: unknown keys in cfg.task are an error
     #: task keys (dotted from the config root) that do not change a number, and why; everything else is identity
     identity_exclude: ClassVar[Mapping[str, str]] = {}
-    #: identity keys that only pick a seed: runs that differ only in these are averaged by selection
-    seed_keys: ClassVar[tuple[str, ...]] = ("seed",)
-    selection: ClassVar[SelectionRule]
-    tables: ClassVar[tuple[TableSpec, ...]]
 
     def __init__(self, cfg: DictConfig) -> None:
         from omegaconf import OmegaConf
 
         self.cfg = cfg
-        self.settings = build(self.settings_class, cfg.task, f"task {self.name!r}")
         config = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(config, dict)
         self.config: dict[str, Any] = config
+        task = dict(config["task"])
+        self.name: str = str(task["name"])    # = the records' ``task`` and the record path's first folder
+        self.task_spec: TaskSpec = spec_from(task.pop("spec"), self.name, f"task {self.name!r}, spec")
+        self.settings = build(self.settings_class, task, f"task {self.name!r}")
 
-    # -------------------------------------------------------------------------------- declared per family
-    @classmethod
-    def column_of(cls, record: ResultRecord) -> tuple[str, str]:
-        """(table id, column) of a record on the leaderboard; selection rules treat each column as a dataset."""
-        return cls.tables[0].id, record.dataset
+    # -------------------------------------------------------------------------------- declared by the spec
+    @property
+    def main_metric(self) -> str:
+        return self.task_spec.main_metric
 
-    @classmethod
-    def extra_columns(cls, record: ResultRecord) -> list[tuple[str, str, str]]:
-        """Further leaderboard cells a record fills from another of its metrics: (table id, column, metric),
-        e.g. an efficiency record's max batch size in Table 2's BS column. Most families have none."""
-        return []
+    @property
+    def higher_is_better(self) -> bool:
+        return self.task_spec.higher_is_better
+
+    @property
+    def seed_keys(self) -> tuple[str, ...]:
+        """Identity keys that only pick a seed: runs that differ only in these are averaged by selection."""
+        return self.task_spec.seed_keys
 
     def stages(self) -> Iterator[list[Cell]]:
         """Cells in stages: a stage is planned only after the previous one has run (GLUE: chained tasks start
@@ -155,10 +134,12 @@ class Family(abc.ABC):
 
     def identity(self, exclude: Sequence[str] = (), replace: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The run identity: resolved config minus the global and family exclusions (and ``exclude``), with the
-        resolved precision and the model's content reference in place of ``precision`` and ``model.path``."""
+        resolved precision and the model's content reference in place of ``precision`` and ``model.path``, and the
+        protocol version of every stage the task's spec composes (``protocol``)."""
         return run_identity(
             self.config, exclude=[*self.identity_exclude, *exclude],
-            replace={"precision": self.precision, "model.ref": self.model_ref, **(replace or {})},
+            replace={"precision": self.precision, "model.ref": self.model_ref,
+                     "protocol": stages.versions(self.task_spec.stages), **(replace or {})},
         )
 
     @property
@@ -170,7 +151,7 @@ class Family(abc.ABC):
     def new_record(self, cell: Cell, *, model: Mapping[str, Any] | None = None, **fields: Any) -> ResultRecord:
         """A record for ``cell`` with the fields every family shares filled in."""
         model = self.model_info if model is None else model
-        from harness.cli import sweep_name
+        from harness.hydra_runtime import sweep_name
 
         fields.setdefault("dataset", cell.dataset)
         fields.setdefault("main_score", self.main_metric)

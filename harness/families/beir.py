@@ -13,23 +13,12 @@ from typing import Any
 from harness.data.catalog import check_local, resolve_entries
 from harness.errors import DataError, HarnessError
 from harness.evaluation.retriever import Retriever
-from harness.families.base import Cell, TableSpec
-from harness.families.retrieval import SELECTION_DATASETS, RetrievalFamily, RetrievalSettings
-from harness.selection.rules import BestRunOnSelectionSets
+from harness.families.base import Cell
+from harness.families.retrieval import RetrievalFamily, RetrievalSettings
 from harness.typed import choices
 
 log = logging.getLogger(__name__)
 
-BEIR_DATASETS = (
-    "nfcorpus", "scifact", "trec-covid", "fiqa", "arguana", "climate-fever", "dbpedia-entity", "fever",
-    "hotpotqa", "msmarco", "nq", "quora", "scidocs", "webis-touche2020", "cqadupstack",
-)
-BEIR_LABELS = {
-    "nfcorpus": "NFCorpus", "scifact": "SciFact", "trec-covid": "TREC-Covid", "fiqa": "FiQA", "arguana": "ArguAna",
-    "climate-fever": "Climate-FEVER", "dbpedia-entity": "DBPedia", "fever": "FEVER", "hotpotqa": "HotpotQA",
-    "msmarco": "MSMARCO", "nq": "NQ", "quora": "Quora", "scidocs": "SciDocs", "webis-touche2020": "Touche2020",
-    "cqadupstack": "CQADupstack",
-}
 
 
 @dataclass(kw_only=True)
@@ -195,7 +184,4 @@ def _file_sha(path: str | None) -> str | None:
 
 
 class BeirFamily(DenseFamily):
-    name = "beir"
-    selection = BestRunOnSelectionSets(SELECTION_DATASETS)
-    tables = (TableSpec("beir", "BEIR (DPR)", "BEIR nDCG@10, single-vector (DPR) — Table 7 shape", BEIR_DATASETS,
-                        BEIR_LABELS, scale=100),)
+    """task=beir (and any single-vector retrieval task whose spec names runner: beir)."""

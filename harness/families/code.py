@@ -13,11 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.families.base import TableSpec
 from harness.families.beir import DenseFamily, DenseSettings
 from harness.families.lineage import SOURCE_EXCLUDE, SourceSettings, TrainedSource
 from harness.families.retrieval import RetrievalFamily
-from harness.selection.rules import BestRunOnSelectionSets
 from harness.typed import choices
 
 if TYPE_CHECKING:
@@ -26,9 +24,6 @@ if TYPE_CHECKING:
     from harness.data.retrieval import RetrievalDataset
     from harness.evaluation.retriever import Retriever
 
-CODE_LABELS = {"codesearchnet": "CodeSearchNet", "stackoverflow-qa": "StackOverflow-QA", "stdlib": "stdlib (mined)",
-               "csn-ruby": "CSN Ruby slice (local)", "csn-ruby-beir": "CSN Ruby, docstring -> code (local)",
-               "cosqa-dev": "CoSQA dev (local)"}
 #: convention -> how a document is written for the encoder
 TITLE_CONVENTIONS = {"coir": "text", "mteb": "title + ' ' + text"}
 
@@ -64,15 +59,12 @@ class TitleConvention:
 
 
 class CodeFamily(TrainedSource, DenseFamily):
-    name = "code"
     settings_class = CodeSettings
     identity_exclude: ClassVar[Mapping[str, str]] = {
         **RetrievalFamily.identity_exclude,
         "task.path": "the tree's root is part of the `tree` catalog entry (each cell's data spec)",
         **SOURCE_EXCLUDE,
     }
-    selection = BestRunOnSelectionSets(())   # the paper trains code with the selected DPR setting: no sweep here
-    tables = (TableSpec("code", "Code", "Code retrieval nDCG@10", None, CODE_LABELS, scale=100),)
 
     def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
         return TitleConvention(super().retriever(model, cache_identity), self.settings.title_convention)

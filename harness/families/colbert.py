@@ -16,11 +16,9 @@ from harness.data.catalog import DatasetEntry
 from harness.errors import DataError, HarnessError
 from harness.evaluation.multivector import MultiVectorSettings, PlaidSettings
 from harness.evaluation.retriever import Retriever
-from harness.families.base import Cell, TableSpec
-from harness.families.beir import BEIR_DATASETS, BEIR_LABELS
-from harness.families.retrieval import SELECTION_DATASETS, RetrievalFamily, RetrievalSettings
+from harness.families.base import Cell
+from harness.families.retrieval import RetrievalFamily, RetrievalSettings
 from harness.results import ResultRecord
-from harness.selection.rules import BestRunOnSelectionSets
 from harness.typed import choices
 
 log = logging.getLogger(__name__)
@@ -68,7 +66,6 @@ _NOT_HERE = {"max_length": "task.document_length / task.query_length", "corpus_c
 
 
 class ColbertFamily(RetrievalFamily):
-    name = "colbert"
     settings_class = ColbertSettings
     identity_exclude: ClassVar[Mapping[str, str]] = {
         **RetrievalFamily.identity_exclude,
@@ -80,9 +77,6 @@ class ColbertFamily(RetrievalFamily):
                      "task.train_document_length", "task.normalize_scores", "task.train_data")
     #: keys that change the ranking but not the corpus token embeddings (left out of their cache key)
     search_only_keys = ("task.top_k", "task.index", "task.plaid", "task.query_length")
-    selection = BestRunOnSelectionSets(SELECTION_DATASETS)
-    tables = (TableSpec("colbert", "BEIR (ColBERT)", "BEIR nDCG@10, multi-vector (ColBERT) — Table 8 shape",
-                        BEIR_DATASETS, BEIR_LABELS, scale=100),)
 
     def __init__(self, cfg: Any) -> None:
         for key, instead in _NOT_HERE.items():

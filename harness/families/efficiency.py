@@ -18,20 +18,14 @@ import numpy as np
 
 from harness import results
 from harness.errors import HarnessError
-from harness.families.base import Cell, Family, TableSpec
+from harness.families.base import Cell, Family
 from harness.results import ResultRecord
-from harness.selection.rules import BestConfigPerDataset
 from harness.typed import build, choices
 
 log = logging.getLogger(__name__)
 
 SETS = ("short_fixed", "short_variable", "long_fixed", "long_variable")
 #: Table 2's columns: max batch size, fixed-length and variable-length throughput (thousands of tokens/s)
-TABLE2_COLUMNS = ("short_bs", "short_fixed", "short_variable", "long_bs", "long_fixed", "long_variable")
-TABLE2_LABELS = {"short_bs": "Short BS", "short_fixed": "Short fixed", "short_variable": "Short variable",
-                 "long_bs": "Long BS", "long_fixed": "Long fixed", "long_variable": "Long variable"}
-#: the batch-size column each set's record also fills (the paper reports one per input length)
-BS_COLUMN = {"short_fixed": "short_bs", "long_fixed": "long_bs"}
 
 
 @dataclass(kw_only=True)
@@ -86,34 +80,13 @@ class EfficiencySettings:
 
 
 class EfficiencyFamily(Family):
-    name = "efficiency"
-    main_metric = "tokens_per_s"
-    higher_is_better = True
     settings_class = EfficiencySettings
     identity_exclude: ClassVar[Mapping[str, str]] = {
         "task.datasets": "which sets to measure: each one is its own cell of the same run",
         "task.sets": "each cell's own set definition is part of its data spec",
     }
-    seed_keys = ("seed",)
-    selection = BestConfigPerDataset()
-    tables = (TableSpec(
-        "efficiency", "Efficiency", "Inference efficiency — Table 2 shape (BS: max batch size; throughput in "
-        "thousands of tokens/s)", TABLE2_COLUMNS, TABLE2_LABELS, scale=0.001, decimals=1,
-        column_scale={"short_bs": 1.0, "long_bs": 1.0}, column_decimals={"short_bs": 0, "long_bs": 0},
-        average=False,
-        note="Throughput is thousands of real (non-padding) tokens per second, mean over timed passes; published "
-             "rows are the paper's RTX 4090 numbers. Runs show their device and dtype in each cell's details: "
-             "compare rows only on the same hardware."),)
 
     # ---------------------------------------------------------------------------------------- leaderboard
-    @classmethod
-    def extra_columns(cls, record: ResultRecord) -> list[tuple[str, str, str]]:
-        """A fixed set's record also fills its length's BS column with the max batch size it found."""
-        col = BS_COLUMN.get(record.dataset)
-        if col and "max_batch_size" in record.metrics:
-            return [(cls.tables[0].id, col, "max_batch_size")]
-        return []
-
     # ---------------------------------------------------------------------------------------- planning
     def set_spec(self, name: str) -> SetSpec:
         if name not in self.settings.sets:

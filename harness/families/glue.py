@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 from harness import results
 from harness.data import glue as glue_data
 from harness.errors import HarnessError, TrainingDivergedError
-from harness.families.base import Cell, Family, TableSpec
+from harness.families.base import Cell, Family
 from harness.results import ResultRecord
 from harness.selection.rules import BestConfigPerDataset, Choice
 
@@ -403,8 +403,6 @@ def paper_baselines() -> list[dict[str, Any]]:
 class GlueFamily(Family):
     """``task=glue``: one cell per (grid point, GLUE task); RTE/MRPC/STS-B planned after MNLI has run."""
 
-    name = TASK_FAMILY
-    main_metric = "score"   # per task: glue_metrics.score_key (set on each record)
     settings_class = GlueSettings
     identity_exclude: ClassVar[Mapping[str, str]] = {
         "seed": "GLUE's seed is task.seed (which defaults to it), replaced by each grid point's seed",
@@ -422,9 +420,6 @@ class GlueFamily(Family):
         "task.dataloader_num_workers": "data loading processes",
         "task.keep_checkpoints": "whether checkpoints are kept on disk",
     }
-    seed_keys = ("task.seed",)
-    selection = GlueSelection()
-    tables = (TableSpec("glue", "GLUE", "GLUE dev scores — Table 5 shape", GLUE_PAPER_TASKS, GLUE_LABELS, scale=1),)
 
     n_planned = 0   # grid points planned by this invocation (done or not)
 

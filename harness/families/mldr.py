@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.errors import DataError, HarnessError
 from harness.evaluation.multivector import PlaidSettings
-from harness.families.base import Cell, TableSpec
+from harness.families.base import Cell
 from harness.families.beir import DenseFamily, DenseSettings
 from harness.families.lineage import SOURCE_EXCLUDE, SourceSettings, TrainedSource
 from harness.families.retrieval import RetrievalFamily
-from harness.selection.rules import Choice, Key, SelectionRule, _groups, summary
 from harness.typed import choices
 
 if TYPE_CHECKING:
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MLDR_LABELS = {"mldr-en/ood": "MLDR-en OOD", "mldr-en/id": "MLDR-en ID", "mldr-en/ood-colbert": "MLDR-en OOD (ColBERT)"}
 
 
 @dataclass(kw_only=True)
@@ -86,34 +84,6 @@ class MldrSettings(DenseSettings):
     train_data: MldrTrainData = field(default_factory=MldrTrainData)
 
 
-class LatestConfigPerColumn(SelectionRule):
-    """Per column, the configuration (runs that differ only in seed; mean over seeds) with the newest record: MLDR
-    has no sweep to select on, and a new source run (a new DPR selection) supersedes the records of the old one."""
-
-    description = "per column, the most recent configuration (mean over its seeds); MLDR has no sweep to select on"
-
-    def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
-        by_cell: dict[Any, list[ResultRecord]] = defaultdict(list)
-        for r in records:
-            by_cell[key(r)].append(r)
-        cells, tasks = {}, {}
-        for cell, recs in by_cell.items():
-            groups = _groups(recs, per_dataset=True, average_seeds=average_seeds)
-            newest = max(groups, key=lambda g: max(r.created_at for r in g))
-            cells[cell] = newest
-            tasks[cell] = {"score": summary([float(r.score) for r in newest]), "run_ids": [r.run_id for r in newest],
-                           "lineage": newest[0].details.get("lineage"), "n_configurations": len(groups)}
-        return Choice(records[0].model, cells, {"tasks": tasks})
-
-    def format(self, choice: Choice) -> str:
-        lines = [f"{choice.model.get('name')}: {self.description}"]
-        for cell, t in choice.summary["tasks"].items():
-            col = cell[-1] if isinstance(cell, tuple) else cell
-            src = (t.get("lineage") or {}).get("run_id") or "model.path"
-            lines.append(f"  {col!s:24s} {t['score']['mean']:.4f}  run {t['run_ids'][0]}  (source: {src})")
-        return "\n".join(lines)
-
-
 class Capture:
     """A retriever that keeps what it indexed and returned, so the family can score subsets of the queries."""
 
@@ -136,7 +106,6 @@ class Capture:
 
 
 class MldrFamily(TrainedSource, DenseFamily):
-    name = "mldr"
     settings_class = MldrSettings
     identity_exclude: ClassVar[Mapping[str, str]] = {
         **RetrievalFamily.identity_exclude,
@@ -144,9 +113,6 @@ class MldrFamily(TrainedSource, DenseFamily):
         **SOURCE_EXCLUDE,
         "task.train": "derived from task.setting (id trains, ood does not)",
     }
-    selection = LatestConfigPerColumn()
-    tables = (TableSpec("mldr", "MLDR", "MLDR English nDCG@10", None, MLDR_LABELS, scale=100,
-                        note="OOD: the MS MARCO DPR model as is; ID: fine-tuned further on MLDR's train set."),)
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
@@ -164,13 +130,6 @@ class MldrFamily(TrainedSource, DenseFamily):
                                      "task.multi_vector.plaid", "task.multi_vector.query_length")
         self._model: Any = None
         self._train_stats: dict[str, Any] = {}
-
-    @classmethod
-    def column_of(cls, record: ResultRecord) -> tuple[str, str]:
-        """``<dataset>/<setting>``, and ``-colbert`` for a multi-vector retriever's record."""
-        details = record.details or {}
-        col = f"{record.dataset}/{details.get('setting', 'ood')}"
-        return "mldr", col + ("-colbert" if details.get("retriever") == "multi_vector" else "")
 
     # ------------------------------------------------------------------------------------------- identity
     @property

@@ -22,9 +22,8 @@ from typing import Any, ClassVar
 
 from harness import results
 from harness.errors import HarnessError, HubUnavailableError, closest_first
-from harness.families.base import Cell, Family, TableSpec
+from harness.families.base import Cell, Family
 from harness.results import ResultRecord
-from harness.selection.rules import BestConfigPerDataset
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +96,6 @@ def _dataset_name(task_name: str, split: str, first_split: str) -> str:
 class MtebFamily(Family):
     """mteb's evaluation, the harness' model loading, one record per (task, split)."""
 
-    name = "mteb"
-    main_metric = "main_score"        # per record: the task's main score as mteb defines it (cosine_spearman, ...)
     settings_class = MtebSettings
     identity_exclude: ClassVar[Mapping[str, str]] = {
         "task.tasks": "which tasks to run: each task and split is its own cell of the same run",
@@ -107,8 +104,6 @@ class MtebFamily(Family):
         "task.task_files": "a local task's file content is part of its task spec",
         "task.batch_size": "how texts are batched for the encoder",
     }
-    selection = BestConfigPerDataset()
-    tables = (TableSpec("mteb", "MTEB", "mteb tasks by name: main score as mteb defines it", None, scale=100),)
 
     # ---------------------------------------------------------------------------------------- planning
     @cached_property

@@ -12,27 +12,14 @@ from typing import Any
 
 from harness.data.catalog import DatasetEntry, local_folder
 from harness.data.retrieval import RetrievalDataset
-from harness.families.base import Cell, TableSpec
+from harness.families.base import Cell
 from harness.families.beir import DenseFamily, DenseSettings
-from harness.selection.rules import BestRunOnSelectionSets
 
 #: dataset name (the leaderboard column) -> the set's own name (mteb task name minus "Retrieval"; the folder)
-NANOBEIR_LABELS = {
-    n.lower(): n for n in (
-        "NanoArguAna", "NanoClimateFEVER", "NanoDBPedia", "NanoFEVER", "NanoFiQA2018", "NanoHotpotQA",
-        "NanoMSMARCO", "NanoNFCorpus", "NanoNQ", "NanoQuoraRetrieval", "NanoSCIDOCS", "NanoSciFact",
-        "NanoTouche2020",
-    )
-}
 
 
 class NanoBeirFamily(DenseFamily):
-    name = "nanobeir"
     settings_class = DenseSettings
-    selection = BestRunOnSelectionSets(())   # no LR sweep: one run per model, chosen on the sets every run has
-    tables = (TableSpec("nanobeir", "NanoBEIR", "NanoBEIR nDCG@10", tuple(NANOBEIR_LABELS), NANOBEIR_LABELS,
-                        scale=100, note="The mmBERT card prints 0-1 values; they are shown x100 with the printed "
-                                        "digits unchanged (0.5151 -> 51.51)."),)
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)

@@ -10,7 +10,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -56,8 +56,6 @@ def _local_hint(entry: DatasetEntry) -> str:
     return LOCAL_HINTS.get(kind, LOCAL_HINTS["beir"]).format(name=entry.name, local=local)
 
 
-#: the paper's LR selection sets (appendix E.2)
-SELECTION_DATASETS = ("nfcorpus", "scifact", "trec-covid", "fiqa")
 
 
 @dataclass(kw_only=True)
@@ -79,17 +77,13 @@ class RetrievalSettings:
     max_batch_size: int = 512
     corpus_chunk_size: int = 50_000
     embedding_cache: bool = True
-    selection_datasets: list[str] = field(default_factory=lambda: list(SELECTION_DATASETS))
 
 
 class RetrievalFamily(Family):
     """Plan -> (train) -> evaluate each dataset -> one record per dataset (and per composite member)."""
 
-    main_metric = "ndcg_at_10"
-    seed_keys = ("seed", "task.train_seed")
     identity_exclude: ClassVar[Mapping[str, str]] = {
         "task.datasets": "which datasets to evaluate: each one is its own cell of the same run",
-        "task.selection_datasets": "read by selection only",
         "task.catalog": "each cell's own catalog entry is part of its data spec",
         "task.data_dir": "part of each cell's data spec",
         "task.strict_qrels": "part of each cell's data spec",

@@ -14,10 +14,7 @@ from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 
-from harness.families.beir import BEIR_DATASETS
-from harness.families.efficiency import TABLE2_COLUMNS
-from harness.families.glue import GLUE_PAPER_TASKS as GLUE_TASKS
-from harness.families.nanobeir import NANOBEIR_LABELS
+from harness import specs
 from harness.leaderboard.cells import COMPUTED_MARK, PUBLISHED, Cell, RowKey, fmt
 from harness.leaderboard.layout import AVG, OVERVIEW, table_spec
 from harness.mteb_results import (
@@ -41,7 +38,14 @@ JINA_BLOG = ("Jina AI blog post comparing ModernBERT-large with jina-XLM-RoBERTa
 OVERVIEW_TABLE = "overview"
 _BEIR_RENAMED = {"trec-covid": "trec_covid", "climate-fever": "climate_fever", "dbpedia-entity": "dbpedia",
                  "webis-touche2020": "touche2020"}
-_BEIR_CSV = {_BEIR_RENAMED.get(d, d): d for d in BEIR_DATASETS} | {"avg": AVG}   # Tables 7/8 header -> dataset
+
+
+def _columns(table: str) -> tuple[str, ...]:
+    """The columns a task spec's published table has (what the published numbers mean)."""
+    return specs.get(table).tables[0].columns or ()
+
+
+_BEIR_CSV = {_BEIR_RENAMED.get(d, d): d for d in _columns("beir")} | {"avg": AVG}   # Tables 7/8 header -> dataset
 
 
 @dataclass(frozen=True)
@@ -73,13 +77,13 @@ SOURCES: tuple[PublishedSource, ...] = (
     PublishedSource("modernbert-table1", "modernbert_table1_overview.csv", MODERNBERT_PAPER, OVERVIEW_TABLE,
                     "Table 1", {c.id: c.id for c in OVERVIEW}),
     PublishedSource("modernbert-table2", "modernbert_table2_efficiency.csv", MODERNBERT_PAPER, "efficiency", "Table 2",
-                    {c: c for c in TABLE2_COLUMNS}),
+                    {c: c for c in _columns("efficiency")}),
     PublishedSource("modernbert-table5", "modernbert_table5_glue.csv", MODERNBERT_PAPER, "glue", "Table 5",
-                    {t: t for t in GLUE_TASKS}, family_aliases={"DeBERTav3": "DeBERTaV3", "NomicBERT-2048": "NomicBERT"}),
+                    {t: t for t in _columns("glue")}, family_aliases={"DeBERTav3": "DeBERTaV3", "NomicBERT-2048": "NomicBERT"}),
     PublishedSource("modernbert-table7", "modernbert_table7_beir_dpr.csv", MODERNBERT_PAPER, "beir", "Table 7", _BEIR_CSV),
     PublishedSource("modernbert-table8", "modernbert_table8_beir_colbert.csv", MODERNBERT_PAPER, "colbert", "Table 8", _BEIR_CSV),
     PublishedSource("mmbert-pruned-nanobeir", "mmbert_pruned_nanobeir.csv", MMBERT_CARD, "nanobeir", "model card table",
-                    {"mean": AVG} | {v: k for k, v in NANOBEIR_LABELS.items()}, scale=100, size_column=None),
+                    {"mean": AVG} | {v: k for k, v in specs.get("nanobeir").tables[0].labels.items()}, scale=100, size_column=None),
 )
 
 
@@ -214,12 +218,10 @@ def load_mteb_published(dirs: Sequence[str | os.PathLike], *, models: Sequence[s
     (``task=mteb``: STS12, ...) lands in the mteb table when that table already has its column (from records or a
     published source), so a whole results repository adds rows, not hundreds of columns. ``models``: fnmatch
     patterns on the mteb model name (default: all). Cells show mteb's main score x100; the tooltip names the file."""
-    from harness import families
-
     columns = catalog_columns()
-    fam = families.find(MTEB_FAMILY)
-    if fam is not None:
-        table, subsets = fam.tables[0].id, configured_subsets()
+    spec = specs.find(MTEB_FAMILY)
+    if spec is not None:
+        table, subsets = spec.tables[0].id, configured_subsets()
         for task in (existing or {}).get(table, ()):
             columns.setdefault(task, MtebColumn(task, table, task, subset=subsets.get(task)))
     rows = []

@@ -11,7 +11,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
-from harness import families
+from harness import specs
 from harness.leaderboard.baselines import (
     OVERVIEW_TABLE,
     SOURCES,
@@ -139,10 +139,10 @@ def build_leaderboard(
     # (table -> row -> column -> cell), user rows first, then published rows
     by_table: dict[str, dict[RowKey, dict[str, Cell]]] = {}
     for (key, table, col), items in groups.items():
-        fam = families.find(items[0].record.task)
+        fam = specs.for_record(items[0].record)
         chosen = picks.get((key.name, table, col))
         cell = combine(items, combine_rule, scale_of(table, col), chosen=chosen,
-                       chosen_by=fam.selection.description if fam and chosen else "",
+                       chosen_by=fam.rule.description if fam and chosen else "",
                        link_root=link_root, versions=versions, decimals=decimals_of(table, col))
         by_table.setdefault(table, {}).setdefault(key, {})[col] = cell
     user_rows = sorted({k for (k, _, _) in groups}, key=_row_order)

@@ -1,18 +1,18 @@
-"""The shape of the leaderboard: the tables come from the registered task families (each declares its
-:class:`~harness.families.base.TableSpec` s and where a record lands), plus the paper's Table-1 overview,
+"""The shape of the leaderboard: the tables come from the task specs (each declares its
+:class:`~harness.specs.TableSpec` s and where a record lands), plus the paper's Table-1 overview,
 whose columns are averages or single cells of those tables."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness import families
-from harness.families.base import TableSpec
+from harness import specs
 from harness.results import ResultRecord
+from harness.specs import TableSpec
 
 AVG = "avg"
-#: Tables with published rows whose task family is not registered yet: they show the published rows only.
-#: A family that registers a table of the same id replaces its entry here. Every published table has a family now.
+#: Tables with published rows whose task has no spec yet: they show the published rows only.
+#: A spec that declares a table of the same id replaces its entry here. Every published table has a spec now.
 PENDING_TABLES: dict[str, TableSpec] = {}
 
 
@@ -41,29 +41,29 @@ SPLIT_PREFERENCE = ("test", "validation", "dev", "train")
 
 
 def table_specs() -> dict[str, TableSpec]:
-    """Every known table, in order: the registered families' tables, then the pending published-only ones."""
+    """Every known table, in order: the task specs' tables, then the pending published-only ones."""
     out: dict[str, TableSpec] = {}
-    for fam in families.all_families():
-        for t in fam.tables:
+    for spec in specs.all_specs().values():
+        for t in spec.tables:
             out[t.id] = t
     return out | {k: v for k, v in PENDING_TABLES.items() if k not in out}
 
 
 def table_spec(table_id: str) -> TableSpec:
     """A known table, or an open one (columns from the data, scale decided from the values)."""
-    return table_specs().get(table_id) or TableSpec(table_id, table_id, table_id)
+    return table_specs().get(table_id) or TableSpec(id=table_id, label=table_id, title=table_id)
 
 
 def column_of(record: ResultRecord) -> tuple[str, str]:
-    """(table, column) of a record: its family decides; a record of an unregistered family gets a table of
+    """(table, column) of a record: its task's spec decides; a record of a task with no spec gets a table of
     its own, one column per dataset."""
-    fam = families.find(record.task)
-    return fam.column_of(record) if fam else (record.task, record.dataset)
+    spec = specs.for_record(record)
+    return spec.column_of(record) if spec else (record.task, record.dataset)
 
 
 def higher_is_better(table_id: str) -> bool:
-    """Direction of a table's numbers (its family's main metric); open tables: higher is better."""
-    for fam in families.all_families():
-        if any(t.id == table_id for t in fam.tables):
-            return fam.higher_is_better
+    """Direction of a table's numbers (its task's main metric); open tables: higher is better."""
+    for spec in specs.all_specs().values():
+        if any(t.id == table_id for t in spec.tables):
+            return spec.higher_is_better
     return True

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness import families
+from harness import specs
 from harness.leaderboard.cells import Cell, RowKey, fmt
 from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
 from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, iter_records
@@ -91,8 +91,8 @@ def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded
             continue
         table, col = column_of(r)
         cells[(row_key(r), table, col)].append(item)
-        fam = families.find(r.task)
-        for xtable, xcol, metric in fam.extra_columns(r) if fam else ():
+        spec = specs.for_record(r)
+        for xtable, xcol, metric in spec.extra_cells(r) if spec else ():
             cells[(row_key(r), xtable, xcol)].append(Loaded(item.path, replace(r, main_score=metric)))
     return cells
 
@@ -104,12 +104,12 @@ def selected(loaded: Sequence[Loaded], rule: str) -> dict[tuple[str, str, str], 
     for item in loaded:
         by_task[item.record.task].append(item)
     out: dict[tuple[str, str, str], list[Loaded]] = {}
-    for task, items in by_task.items():
-        fam = families.find(task)
-        if fam is None:
+    for items in by_task.values():
+        spec = specs.for_record(items[0].record)
+        if spec is None:
             continue
         by_id = {id(i.record): i for i in items}
-        choices = fam.selection.choose([i.record for i in items], key=fam.column_of, average_seeds=rule == "mean")
+        choices = spec.rule.choose([i.record for i in items], key=spec.column_of, average_seeds=rule == "mean")
         for name, choice in choices.items():
             for (table, col), recs in choice.cells.items():
                 out[(name, table, col)] = [by_id[id(r)] for r in recs]

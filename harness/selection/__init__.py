@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness import families, results
+from harness import results, specs
 from harness.errors import HarnessError
 from harness.results import ResultRecord
 from harness.selection.rules import SCHEMA, Choice
@@ -20,9 +20,9 @@ __all__ = ["SCHEMA", "Choice", "choose", "default_out_dir", "load_selections", "
 
 def choose(family: str, records: Iterable[ResultRecord], model: str | None = None) -> dict[str, Choice]:
     """The family's selection over ``records`` (other families' records and other models are ignored)."""
-    fam = families.get(family)
+    spec = specs.get(family)
     recs = [r for r in records if r.task == family and (model is None or (r.model or {}).get("name") == model)]
-    return fam.selection.choose(recs, key=fam.column_of)
+    return spec.rule.choose(recs, key=spec.column_of)
 
 
 def default_out_dir(results_dir: str | Path) -> Path:
@@ -33,7 +33,7 @@ def default_out_dir(results_dir: str | Path) -> Path:
 def load_selections(family: str, results_dir: str | Path, model: str | None = None
                     ) -> tuple[dict[str, Choice], list[ResultRecord]]:
     """Choices per model for ``family`` from the records under ``results_dir`` (and the records read)."""
-    families.get(family)   # an unknown family fails before reading anything
+    specs.get(family)   # an unknown task fails before reading anything
     if not Path(results_dir).is_dir():
         raise HarnessError(f"results directory {results_dir} does not exist; run a sweep first or pass --results")
     recs = [r for _, r in results.iter_records(results_dir)]

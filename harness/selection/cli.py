@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from harness import families, results
+from harness import results, specs
 from harness.errors import HarnessError
 from harness.selection import default_out_dir, jsonable, load_selections, prune_checkpoints, selection_path
 
@@ -15,7 +15,7 @@ from harness.selection import default_out_dir, jsonable, load_selections, prune_
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.select",
                                      description="Pick, per model, the records a task family's rule selects.")
-    parser.add_argument("--task", default="glue", help=f"task family ({', '.join(families.REGISTRY)})")
+    parser.add_argument("--task", default="glue", help=f"task ({', '.join(specs.all_specs())})")
     parser.add_argument("--results", default="results", help="results directory (the record tree)")
     parser.add_argument("--out", default=None, help="output directory (default: selected/ beside --results)")
     parser.add_argument("--model", default=None, help="only this model name")
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         if not choices:
             raise HarnessError(f"no {args.task} records under {args.results}"
                                + (f" for model {args.model}" if args.model else ""))
-        rule = families.get(args.task).selection
+        rule = specs.get(args.task).rule
         for name, choice in choices.items():
             path = selection_path(out_dir, args.task, name)
             results.atomic_write_json(path, jsonable(choice.summary))

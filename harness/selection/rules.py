@@ -166,8 +166,8 @@ class BestRunOnSelectionSets(SelectionRule):
     """The paper's retrieval rule (appendix E.2): one configuration per model, the one with the best mean main
     score over the selection datasets, reported on every dataset.
 
-    The selection datasets are those the runs were configured with (``task.selection_datasets`` in the recorded
-    config), else ``datasets``. Eligible runs cover every selection dataset any run of the model has. When no run
+    The selection datasets are those the runs were configured with (``task.spec.selection.sets`` in the recorded
+    config; ``task.selection_datasets`` in records written before specs), else ``datasets``. Eligible runs cover every selection dataset any run of the model has. When no run
     has one, the datasets every run shares decide; when they share none, the most recent run is reported.
     """
 
@@ -178,7 +178,8 @@ class BestRunOnSelectionSets(SelectionRule):
 
     def _wanted(self, records: list[ResultRecord]) -> tuple[str, ...]:
         for r in records:
-            configured = ((r.config or {}).get("task") or {}).get("selection_datasets")
+            task = (r.config or {}).get("task") or {}
+            configured = ((task.get("spec") or {}).get("selection") or {}).get("sets") or task.get("selection_datasets")
             if configured:
                 return tuple(configured)
         return self.datasets
@@ -246,3 +247,56 @@ class BestRunOnSelectionSets(SelectionRule):
             lines.append(f" {mark} lr={c['lr']!s:8s} mean {score}  {c['run_id']}")
         lines.append(f"  next: {s['next_command']}")
         return "\n".join(lines)
+
+
+class LatestConfigPerColumn(SelectionRule):
+    """Per column, the configuration (runs that differ only in seed; mean over seeds) with the newest record: MLDR
+    has no sweep to select on, and a new source run (a new DPR selection) supersedes the records of the old one."""
+
+    description = "per column, the most recent configuration (mean over its seeds); MLDR has no sweep to select on"
+
+    def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
+        by_cell: dict[Any, list[ResultRecord]] = defaultdict(list)
+        for r in records:
+            by_cell[key(r)].append(r)
+        cells, tasks = {}, {}
+        for cell, recs in by_cell.items():
+            groups = _groups(recs, per_dataset=True, average_seeds=average_seeds)
+            newest = max(groups, key=lambda g: max(r.created_at for r in g))
+            cells[cell] = newest
+            tasks[cell] = {"score": summary([float(r.score) for r in newest]), "run_ids": [r.run_id for r in newest],
+                           "lineage": newest[0].details.get("lineage"), "n_configurations": len(groups)}
+        return Choice(records[0].model, cells, {"tasks": tasks})
+
+    def format(self, choice: Choice) -> str:
+        lines = [f"{choice.model.get('name')}: {self.description}"]
+        for cell, t in choice.summary["tasks"].items():
+            col = cell[-1] if isinstance(cell, tuple) else cell
+            src = (t.get("lineage") or {}).get("run_id") or "model.path"
+            lines.append(f"  {col!s:24s} {t['score']['mean']:.4f}  run {t['run_ids'][0]}  (source: {src})")
+        return "\n".join(lines)
+
+
+#: selection rules by the name a task spec gives (``spec.selection.rule``); values: a class here, or
+#: ``"module:Class"`` for a rule that lives with its task's pure data
+RULES: dict[str, type[SelectionRule] | str] = {
+    "best_run_on_sets": BestRunOnSelectionSets,
+    "best_config_per_dataset": BestConfigPerDataset,
+    "latest_config_per_column": LatestConfigPerColumn,
+    "glue_best_config": "harness.families.glue:GlueSelection",
+}
+
+
+def make_rule(name: str, sets: Sequence[str] = ()) -> SelectionRule:
+    """The rule ``name`` (with its selection datasets, for rules that take them)."""
+    import importlib
+
+    from harness.errors import unknown_name
+
+    if name not in RULES:
+        raise unknown_name("selection rule", name, RULES, "Add it to harness.selection.rules.RULES.")
+    cls = RULES[name]
+    if isinstance(cls, str):
+        module, _, attr = cls.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
+    return cls(sets) if cls is BestRunOnSelectionSets else cls()

@@ -1,0 +1,88 @@
+"""Task specs: what each task is, read from the ``spec:`` node of ``conf/task/<name>.yaml`` (and, for a task whose
+YAML lives in a user's own config folder, from the resolved config its records carry). Light: importing this
+package and reading every spec loads OmegaConf and nothing of the compute code.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError, unknown_name
+from harness.specs.schema import (
+    Dependency,
+    ExtraColumn,
+    Placement,
+    SelectionSpec,
+    TableSpec,
+    TaskSpec,
+    spec_from,
+)
+
+if TYPE_CHECKING:
+    from harness.results import ResultRecord
+
+__all__ = ["Dependency", "ExtraColumn", "Placement", "SelectionSpec", "TableSpec", "TaskSpec", "all_specs", "find",
+           "for_record", "get", "spec_from", "task_node"]
+
+
+def _task_dir() -> Path:
+    return Path(str(resources.files("conf"))) / "task"
+
+
+def task_node(name: str, folder: Path | None = None) -> dict[str, Any]:
+    """``conf/task/<name>.yaml`` as a plain mapping, with the task files it lists in its ``defaults`` (same group,
+    e.g. ``code.yaml``'s ``- beir``) merged under it, as Hydra composes them. Other groups' entries are left out."""
+    from omegaconf import OmegaConf
+
+    folder = folder or _task_dir()
+    raw = OmegaConf.load(folder / f"{name}.yaml")
+    merged = OmegaConf.create({})
+    for entry in raw.get("defaults", []) or []:
+        if isinstance(entry, str) and not entry.startswith(("/", "_self_")) and (folder / f"{entry}.yaml").is_file():
+            merged = OmegaConf.merge(merged, task_node(entry, folder))
+    raw.pop("defaults", None)
+    out = OmegaConf.to_container(OmegaConf.merge(merged, raw), resolve=False)
+    assert isinstance(out, dict)
+    return out
+
+
+@cache
+def all_specs() -> dict[str, TaskSpec]:
+    """Every task shipped in ``conf/task/``, by name, in file order."""
+    out = {}
+    for path in sorted(_task_dir().glob("*.yaml")):
+        node = task_node(path.stem)
+        if "spec" in node:
+            out[str(node["name"])] = spec_from(node["spec"], str(node["name"]), f"conf/task/{path.name}, spec")
+    return out
+
+
+def get(name: str) -> TaskSpec:
+    """The spec of task ``name``; an unknown name lists the known ones, closest first."""
+    specs = all_specs()
+    if name not in specs:
+        raise unknown_name("task", name, specs, "Add conf/task/<name>.yaml with a spec: node.")
+    return specs[name]
+
+
+def find(name: str) -> TaskSpec | None:
+    """``get(name)``, or None for a task that ``conf/task/`` does not ship."""
+    return all_specs().get(name)
+
+
+def for_record(record: ResultRecord) -> TaskSpec | None:
+    """The spec a record belongs to: the shipped one, else the one in the record's own config (a task from a user's
+    config folder), else None (records written before specs existed, of a task no longer shipped)."""
+    spec = find(record.task)
+    if spec is not None:
+        return spec
+    node = ((record.config or {}).get("task") or {}).get("spec")
+    if not isinstance(node, dict):
+        return None
+    try:
+        return spec_from(node, record.task, f"the spec in a {record.task!r} record")
+    except HarnessError:
+        return None

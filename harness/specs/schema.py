@@ -1,0 +1,131 @@
+"""The schema of a task spec: what a task *is* (its metric, where its records go on the leaderboard, how a model's
+records are selected, which stages compute it, what it depends on). Pure data: no torch, no compute code.
+
+A spec is the ``spec:`` node of ``conf/task/<name>.yaml``, validated against :class:`TaskSpec` (unknown keys fail
+with the closest valid one). The runner builds the computation from ``runner`` and ``stages``; ``harness.select``,
+the leaderboard and the whole-paper graph read nothing but specs and records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from harness.typed import choices
+
+if TYPE_CHECKING:
+    from harness.results import ResultRecord
+    from harness.selection.rules import SelectionRule
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableSpec:
+    """One leaderboard table. ``columns`` fixes the columns (what the published table means) and adds an average
+    over them (None: the columns are the datasets found in the records, no average). ``scale`` maps a record's value
+    to the shown one (100 for 0-1 IR metrics; None: x100 when every value is in [0, 1])."""
+
+    id: str
+    label: str                      # short name: filters, charts
+    title: str                      # table heading
+    columns: tuple[str, ...] | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    scale: float | None = None
+    decimals: int = 1
+    note: str = ""
+    average: bool = True            # with ``columns``: add a mean over them (not for mixed units, e.g. Table 2)
+    column_scale: Mapping[str, float] = field(default_factory=dict)     # per-column overrides of ``scale``
+    column_decimals: Mapping[str, int] = field(default_factory=dict)    # ... and of ``decimals``
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """The column a record fills in the spec's first table: ``column`` formatted with the record's ``dataset``,
+    ``split`` and ``details`` keys (``defaults`` for details a record lacks), plus ``suffixes[key][value]`` for
+    each details key named there (e.g. MLDR: ``mldr-en/ood`` + ``-colbert`` for a multi-vector record)."""
+
+    column: str = "{dataset}"
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    suffixes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def column_of(self, record: ResultRecord) -> str:
+        details = record.details or {}
+        values = {**self.defaults, **{k: str(v) for k, v in details.items()},
+                  "dataset": record.dataset, "split": record.split}
+        col = self.column.format_map(values)
+        return col + "".join(m.get(str(details.get(k)), "") for k, m in self.suffixes.items())
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtraColumn:
+    """A further cell a record fills from another of its metrics: ``metric`` shown in ``columns[dataset]`` of the
+    spec's first table (Table 2: a fixed-length set's max batch size in its BS column)."""
+
+    metric: str
+    columns: Mapping[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectionSpec:
+    """The selection rule by name (:data:`harness.selection.rules.RULES`) and its selection datasets."""
+
+    rule: str
+    sets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dependency:
+    """What a task needs before it runs: the ``selection`` (or every ``record``) of ``task`` (``task_key``: a config
+    key that names that task instead, e.g. ``task.source.task``), limited to its ``datasets``; ``for_datasets``: the
+    datasets of this task that need it (empty: all); ``via``: the config key that carries it into the run."""
+
+    task: str
+    needs: str = choices("selection", "records", default="selection")
+    via: str
+    task_key: str | None = None
+    datasets: tuple[str, ...] = ()
+    for_datasets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskSpec:
+    """What a task is. ``runner``: the computation (a key of :data:`harness.families.REGISTRY`); ``stages``: the
+    stages it composes, whose protocol versions (:data:`harness.specs.stages.STAGES`) enter every run identity."""
+
+    runner: str
+    main_metric: str
+    higher_is_better: bool = True
+    seed_keys: tuple[str, ...] = ("seed",)
+    tables: tuple[TableSpec, ...]
+    placement: Placement = field(default_factory=Placement)
+    extra_columns: tuple[ExtraColumn, ...] = ()
+    selection: SelectionSpec
+    stages: tuple[str, ...]
+    depends_on: tuple[Dependency, ...] = ()
+    name: str = ""                  # filled from the task config's ``name``
+
+    def column_of(self, record: ResultRecord) -> tuple[str, str]:
+        """(table id, column) of a record; selection rules treat each column as a dataset."""
+        return self.tables[0].id, self.placement.column_of(record)
+
+    def extra_cells(self, record: ResultRecord) -> list[tuple[str, str, str]]:
+        """(table, column, metric) of the further cells ``record`` fills."""
+        return [(self.tables[0].id, x.columns[record.dataset], x.metric) for x in self.extra_columns
+                if record.dataset in x.columns and x.metric in (record.metrics or {})]
+
+    @cached_property
+    def rule(self) -> SelectionRule:
+        """The selection rule object (records-only code)."""
+        from harness.selection.rules import make_rule
+
+        return make_rule(self.selection.rule, self.selection.sets)
+
+
+def spec_from(node: Mapping[str, Any], name: str, where: str) -> TaskSpec:
+    """A typed spec from a mapping (a YAML node or a record's config), named ``name``."""
+    from dataclasses import replace
+
+    from harness.typed import build
+
+    return replace(build(TaskSpec, node, where), name=name)

@@ -1,0 +1,46 @@
+"""The stages a task composes, each with its protocol version. A version enters the identity of every run that
+uses the stage: bump it when a change to the stage's code changes its numbers, and every record computed before
+the change stops counting as finished (it is recomputed on the next run; the old record stays for comparison).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from harness.errors import unknown_name
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: its protocol version and where its code lives (for readers; nothing imports it from here)."""
+
+    version: int
+    code: str
+    what: str
+
+
+STAGES: Mapping[str, Stage] = {
+    "load.encoder": Stage(1, "harness.models", "a SentenceTransformer from a hub id, folder or package; pruning"),
+    "load.colbert": Stage(1, "harness.evaluation.multivector:load_colbert", "a PyLate ColBERT model"),
+    "load.classifier": Stage(1, "harness.training.classification", "a sequence classifier (fresh head)"),
+    "train.dense": Stage(1, "harness.training.dense", "sentence-transformers (Cached)MNRL on triplets"),
+    "train.kd": Stage(1, "harness.training.late_interaction", "PyLate KL distillation from teacher scores"),
+    "train.glue": Stage(1, "harness.training.classification", "transformers Trainer, early stopping, best restored"),
+    "retrieve.single_vector": Stage(1, "harness.evaluation.dense", "encode + exact search (cosine, top-k)"),
+    "retrieve.multi_vector": Stage(1, "harness.evaluation.multivector", "token embeddings + exact MaxSim or PLAID"),
+    "score.ir": Stage(1, "harness.evaluation.ir_metrics", "trec_eval metrics (pytrec_eval), self-matches dropped"),
+    "score.glue": Stage(1, "harness.evaluation.glue_metrics", "GLUE dev metrics (sklearn/scipy)"),
+    "measure.throughput": Stage(1, "harness.evaluation.throughput", "timed passes, max-batch probes (Table 2)"),
+    "evaluate.mteb": Stage(1, "harness.families.mteb", "mteb's own evaluation of a task by name"),
+}
+
+
+def versions(names: Iterable[str]) -> dict[str, int]:
+    """``{stage: version}`` for ``names`` (what a run identity holds); an unknown stage is an error."""
+    out = {}
+    for name in names:
+        if name not in STAGES:
+            raise unknown_name("stage", name, STAGES, "Declare it in harness/specs/stages.py.")
+        out[name] = STAGES[name].version
+    return out
