@@ -77,6 +77,18 @@ class ResultRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+#: hyperparameters that shrink the evaluated data below the whole dataset (a quick run, not a full-set number)
+SUBSET_KEYS = ("max_queries", "max_docs", "max_eval_samples")
+
+
+def evaluated_subset(record: ResultRecord) -> str | None:
+    """How a record's data was cut below the whole dataset (``max_queries=50, max_docs=1000``), or None for a
+    full-set record. Published columns mean full sets, so a subset's number is never ranked against them."""
+    hp = record.hyperparameters or {}
+    cut = [f"{k}={hp[k]}" for k in SUBSET_KEYS if hp.get(k)]
+    return ", ".join(cut) or None
+
+
 def stable_hash(obj: Any, length: int = 10) -> str:
     """Hash of a JSON-serialisable object, independent of key order."""
     blob = json.dumps(obj, sort_keys=True, default=str).encode()

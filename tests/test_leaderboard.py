@@ -340,3 +340,37 @@ def test_jina_sts_rows_equal_the_blog_table_exactly(published_site, paper_dir):
             assert cell.text == line[header] and cell.sources[0]["printed"] == line[header]
     if paper_dir != baselines_dir():
         assert (baselines_dir() / source.file).read_bytes() == (paper_dir / source.file).read_bytes()
+
+
+# ---- subsets ---------------------------------------------------------------------------------------
+
+def test_a_subset_run_is_marked_everywhere_and_never_best(tmp_path):
+    """One model's full SciFact run (64.5) and a quick run of it on 50 queries / 1,000 docs (84.6): the full one
+    fills the cell; another model with only the quick run shows it marked as a subset, never in bold, in
+    Table 7, in the overview's BEIR average, in the CSV/Markdown and on the page."""
+    from harness.leaderboard.cells import SUBSET_MARK
+    from harness.leaderboard.site import site_data
+    from harness.leaderboard.tables import best_by_column, markdown
+
+    res = tmp_path / "results"
+    cut = {"lr": 1e-4, "max_queries": 50, "max_docs": 1000}
+    write_record(res, record("beir", "scifact", 0.6451, model=MODERNBERT, run="full", hp={"lr": 1e-4}))
+    write_record(res, record("beir", "scifact", 0.846, model=MODERNBERT, run="quick", hp=cut))
+    write_record(res, record("beir", "scifact", 0.846, run="quick", hp=cut))   # MiniLM: only the quick run
+    lb = build_leaderboard([res])
+    beir = lb.table("beir")
+    full = beir.cells["run:modernbert-base|ModernBERT|base"]["scifact"]
+    quick = beir.cells["run:all-minilm-l6-v2|all-MiniLM-L6-v2|small"]["scifact"]
+    assert (full.text, full.subset) == ("64.5", False)           # the full run wins over the same model's subset
+    assert quick.text == "84.6" + SUBSET_MARK and quick.subset and "max_queries=50, max_docs=1000" in quick.note
+    assert best_by_column(lb, beir)["scifact"] < 84.6             # published rows and full runs only
+    avg = beir.cells["run:all-minilm-l6-v2|all-MiniLM-L6-v2|small"]["avg"]
+    assert avg.subset and avg.text.endswith(SUBSET_MARK)
+    overview = lb.table("overview").cells["run:all-minilm-l6-v2|all-MiniLM-L6-v2|small"]["beir_dpr"]
+    assert overview.subset
+    md = markdown(lb)
+    assert f"| 84.6{SUBSET_MARK} |" in md.replace("\\*", "*") and f"**84.6{SUBSET_MARK}**" not in md
+    page = site_data(lb)["tables"]
+    cells = next(t for t in page if t["id"] == "beir")["cells"]
+    assert cells["run:all-minilm-l6-v2|all-MiniLM-L6-v2|small"]["scifact"]["sub"] == 1
+    assert "sub" not in cells["run:modernbert-base|ModernBERT|base"]["scifact"]

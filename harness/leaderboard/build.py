@@ -20,7 +20,7 @@ from harness.leaderboard.baselines import (
     load_published,
     mteb_source,
 )
-from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, PUBLISHED, Cell, RowKey, fmt
+from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, PUBLISHED, SUBSET_MARK, Cell, RowKey, fmt
 from harness.leaderboard.layout import AVG, OVERVIEW, table_spec, table_specs
 from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records, selected
 from harness.results import STATUS_FAILED, STATUS_OK
@@ -63,7 +63,10 @@ def rules_text(combine_rule: str) -> list[str]:
         f"{COMBINE_RULES[combine_rule]}.",
         "Failed records are never shown as numbers. Published rows are copied exactly as printed in their source; "
         f"{COMPUTED_MARK} marks a mean computed here from published numbers where the source prints none (Table 5).",
-        "Best value per column (among complete values of the rows shown) is marked in bold.",
+        f"{SUBSET_MARK} marks a number evaluated on part of a dataset (task.max_queries / max_docs / "
+        "max_eval_samples): published columns mean whole datasets, so it is never marked best and sorts after "
+        "full-set numbers; an average over such a cell carries the mark too.",
+        "Best value per column (among complete full-set values of the rows shown) is marked in bold.",
     ]
 
 
@@ -79,13 +82,16 @@ def average_cell(cells: dict[str, Cell], expected: Sequence[str], decimals: int 
         return None
     mean = statistics.fmean(cells[d].value for d in present)
     parts = [{"component": d, "text": cells[d].text} for d in present]
+    cut = [d for d in present if cells[d].subset]
+    mark, extra = (SUBSET_MARK, f"; subset: {', '.join(cut)} evaluated on part of the dataset") if cut else ("", "")
     if len(present) == len(expected):
-        return Cell(mean, fmt(mean, decimals), n=len(present), note=f"mean of all {len(expected)} datasets",
-                    sources=parts)
+        return Cell(mean, fmt(mean, decimals) + mark, n=len(present), sources=parts, subset=bool(cut),
+                    note=f"mean of all {len(expected)} datasets{extra}")
     missing = [d for d in expected if d not in present]
     note = (f"partial: {len(present)}/{len(expected)} datasets (missing: {', '.join(missing)}); mean of those "
-            "present only, not comparable with complete rows")
-    return Cell(mean, fmt(mean, decimals) + PARTIAL_MARK, n=len(present), partial=True, note=note, sources=parts)
+            f"present only, not comparable with complete rows{extra}")
+    return Cell(mean, fmt(mean, decimals) + PARTIAL_MARK + mark, n=len(present), partial=True, note=note,
+                sources=parts, subset=bool(cut))
 
 
 def _published_mean(cells: dict[str, Cell], expected: Sequence[str], where: str) -> Cell | None:

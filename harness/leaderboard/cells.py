@@ -9,6 +9,7 @@ PUBLISHED = "published"
 THIS_RUN = "this run"
 PARTIAL_MARK = "*"
 COMPUTED_MARK = "†"
+SUBSET_MARK = "§"
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Cell:
     partial: bool = False             # an average over only some of the expected datasets
     failed: bool = False              # only failed records for this cell
     computed: bool = False            # derived here from published numbers (not itself published)
+    subset: bool = False              # evaluated on part of a dataset (max_queries/...): never ranked, never best
     note: str = ""                    # shown in tooltips and footnotes
     sources: list[dict[str, Any]] = field(default_factory=list)   # provenance, one dict per record/source
 
@@ -54,11 +56,18 @@ class Cell:
             out["f"] = 1
         if self.computed:
             out["c"] = 1
+        if self.subset:
+            out["sub"] = 1
         if self.note:
             out["note"] = self.note
         if self.sources:
             out["src"] = self.sources
         return out
+
+
+def ranked(cell: Cell) -> bool:
+    """A cell that competes for best: a number, complete, on the full datasets."""
+    return cell.value is not None and not cell.partial and not cell.subset
 
 
 def fmt(value: float, decimals: int = 1) -> str:

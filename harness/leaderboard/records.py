@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
-from harness.leaderboard.cells import Cell, RowKey, fmt
+from harness.leaderboard.cells import SUBSET_MARK, Cell, RowKey, fmt
 from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
-from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, iter_records
+from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, evaluated_subset, iter_records
 from harness.selection.rules import BestConfigPerDataset, configuration
 
 COMBINE_RULES = {
@@ -217,7 +217,12 @@ def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded
         p["used"] = id(i) in used_ids
         srcs.append(p)
     text = fmt(value, decimals) + (f"±{std:.{decimals}f}" if std is not None else "")
-    return Cell(value, text, std=std, n=len(used), note="; ".join(notes), sources=srcs)
+    cut = sorted({c for i in used if (c := evaluated_subset(i.record))})
+    if cut:
+        text += SUBSET_MARK
+        notes.insert(0, f"subset: evaluated on part of the dataset ({'; '.join(cut)}); not comparable with "
+                        "full-set numbers, never marked best")
+    return Cell(value, text, std=std, n=len(used), note="; ".join(notes), sources=srcs, subset=bool(cut))
 
 
 def _best_configuration(ok: list[Loaded], *, average_seeds: bool) -> list[Loaded]:

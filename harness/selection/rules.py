@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.results import STATUS_FAILED, STATUS_OK, ResultRecord, stable_hash
+from harness.results import STATUS_FAILED, STATUS_OK, ResultRecord, evaluated_subset, stable_hash
 
 SCHEMA = "harness.selection/1"
 #: seed-like hyperparameter keys, for records written before ``config_id`` existed
@@ -89,7 +89,8 @@ class SelectionRule(abc.ABC):
                 failed[name] += 1
         out = {}
         for name, recs in sorted(by_model.items()):
-            choice = self.choose_model(recs, key=key, average_seeds=average_seeds)
+            full = [r for r in recs if evaluated_subset(r) is None]   # a subset run never competes with a full one
+            choice = self.choose_model(full or recs, key=key, average_seeds=average_seeds)
             if choice is not None:
                 choice.summary = {"schema": SCHEMA, "task": recs[0].task, "model": choice.model,
                                   "selection_rule": self.description, "failed_runs": failed.get(name, 0),
