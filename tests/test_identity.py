@@ -78,3 +78,21 @@ def test_a_finished_run_loads_no_model(tmp_path: Path, toy_beir: Path, monkeypat
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", refuse)
     (again,) = run(compose(overrides(tmp_path, toy_beir, "task.train=false")))
     assert again.created_at == first.created_at
+
+
+def test_bumping_a_stage_protocol_version_makes_old_records_unfinished(tmp_path: Path, toy_beir: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fixed scoring bug (a stage's version bumped) must not leave old numbers counted as finished."""
+    from harness.specs import stages
+
+    cfg = overrides(tmp_path, toy_beir, "task.train=false")
+    (old,) = run(compose(cfg))
+    assert old.config["task"]["spec"]["stages"] and cell_of().identity["protocol"]["score.ir"] == 1
+    (same,) = run(compose(cfg))
+    assert same.created_at == old.created_at                    # finished: skipped, nothing recomputed
+    bumped = {**stages.STAGES, "score.ir": stages.Stage(2, "harness.evaluation.ir_metrics", "fixed")}
+    monkeypatch.setattr(stages, "STAGES", bumped)
+    (new,) = run(compose(cfg))
+    assert new.run_id != old.run_id and new.created_at != old.created_at
+    assert (tmp_path / "results").exists() and len(list((tmp_path / "results").rglob("toy.json"))) == 2  # both kept
+    assert cell_of().identity["protocol"]["score.ir"] == 2

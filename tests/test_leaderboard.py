@@ -374,3 +374,29 @@ def test_a_subset_run_is_marked_everywhere_and_never_best(tmp_path):
     cells = next(t for t in page if t["id"] == "beir")["cells"]
     assert cells["run:all-minilm-l6-v2|all-MiniLM-L6-v2|small"]["scifact"]["sub"] == 1
     assert "sub" not in cells["run:modernbert-base|ModernBERT|base"]["scifact"]
+
+
+def test_building_the_site_imports_no_compute_code(tmp_path):
+    """Presentation reads records and specs only: building the whole site (every table kind) in a fresh process
+    imports neither torch nor any module of harness.evaluation, harness.training or harness.families."""
+    import subprocess
+    import sys
+
+    res = tmp_path / "results"
+    for task, ds, metric, score in [("beir", "scifact", "ndcg_at_10", 0.6), ("colbert", "scifact", "ndcg_at_10", 0.7),
+                                    ("glue", "rte", "score", 70.0), ("mldr", "mldr-en", "ndcg_at_10", 0.3),
+                                    ("code", "codesearchnet", "ndcg_at_10", 0.5), ("nanobeir", "nanoscifact",
+                                    "ndcg_at_10", 0.5), ("efficiency", "short_fixed", "tokens_per_s", 1e5),
+                                    ("mteb", "STS12", "main_score", 0.7)]:
+        write_record(res, record(task, ds, score, metric=metric, model=MODERNBERT))
+    code = (
+        "import sys\n"
+        "from harness.leaderboard.__main__ import main\n"
+        f"rc = main([{str(res)!r}, '--out', {str(tmp_path / 'site')!r}])\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'sentence_transformers',"
+        " 'pylate') or m.startswith(('harness.evaluation', 'harness.training', 'harness.families')))\n"
+        "print(rc, bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout + out.stderr
+    assert (tmp_path / "site" / "index.html").is_file()

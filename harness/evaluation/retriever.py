@@ -17,7 +17,10 @@ from harness.evaluation.ir_metrics import evaluate_run
 from harness.evaluation.search import to_run
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from harness.data.retrieval import RetrievalDataset
+    from harness.evaluation.subgroups import QueryGroups
 
 Details = dict[str, Any]
 Timings = dict[str, float]
@@ -44,9 +47,11 @@ class Retriever(Protocol):
 
 
 def evaluate(
-    retriever: Retriever, ds: RetrievalDataset, *, top_k: int = 1000, ignore_identical_ids: bool = False
+    retriever: Retriever, ds: RetrievalDataset, *, top_k: int = 1000, ignore_identical_ids: bool = False,
+    subgroups: Sequence[QueryGroups] = (),
 ) -> tuple[dict[str, float], Details, Timings]:
-    """(metrics, details, timings) of ``retriever`` on ``ds``: nDCG@10 (main), MAP, recall, MRR."""
+    """(metrics, details, timings) of ``retriever`` on ``ds``: nDCG@10 (main), MAP, recall, MRR; ``subgroups``
+    score the same run on groups of the queries too (``ndcg_at_10_<group>_<name>``, details under ``<name>``)."""
     details, timings = retriever.index(ds)
     queries = ds.evaluated_queries()
     qids = list(queries)
@@ -56,9 +61,17 @@ def evaluate(
     t0 = time.perf_counter()
     run = to_run(qids, ds.corpus_ids, scores, idx, top_k=top_k, ignore_identical_ids=ignore_identical_ids)
     metrics = evaluate_run({q: ds.qrels[q] for q in qids}, run)
-    timings["metrics_s"] = time.perf_counter() - t0
     details = {
         "retriever": retriever.kind, "n_docs": len(ds), "n_queries": len(qids), "top_k": top_k,
         "ignore_identical_ids": ignore_identical_ids, "source": ds.source, **retriever.describe(), **details,
     }
+    for scorer in (s for s in subgroups if s.applies(ds)):
+        groups, facts = scorer.split(ds)
+        for name, group in groups.items():
+            score = evaluate_run({q: ds.qrels[q] for q in group}, run)["ndcg_at_10"] if group else None
+            facts |= {f"n_{name}": len(group), f"ndcg_at_10_{name}": score}
+            if score is not None:
+                metrics[f"ndcg_at_10_{name}_{scorer.name}"] = score
+        details[scorer.name] = facts
+    timings["metrics_s"] = time.perf_counter() - t0
     return metrics, details, timings

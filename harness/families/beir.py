@@ -62,8 +62,13 @@ class DenseFamily(RetrievalFamily):
                      "task.train_seed", "task.train_data")
     search_only_keys = ("task.top_k", "task.similarity")
 
+    @property
+    def lr(self) -> float:
+        """The learning rate this run trains with (``task.lr``; MLDR in-domain derives it from its source)."""
+        return float(self.settings.lr)
+
     def readable(self) -> dict[str, Any]:
-        return {"lr": float(self.settings.lr)} if self.settings.train else {"eval": self.precision}
+        return {"lr": self.lr} if self.trains else {"eval": self.precision}
 
     def training_identity(self) -> dict[str, Any]:
         d = self.settings.train_data
@@ -77,7 +82,7 @@ class DenseFamily(RetrievalFamily):
     def hyperparameters(self) -> dict[str, Any]:
         s = self.settings
         hp = super().hyperparameters()
-        if not s.train:
+        if not self.trains:
             return hp
         d = s.train_data
         data: dict[str, Any] = {"source": d.source}
@@ -89,11 +94,11 @@ class DenseFamily(RetrievalFamily):
         else:
             data |= {"dataset": d.dataset, "split": d.split, "num_negatives": d.num_negatives,
                      "range_min": d.range_min, "range_max": d.range_max}
-        train = {"data": data, "lr": float(s.lr), "epochs": s.epochs, "warmup_ratio": s.warmup_ratio,
+        train = {"data": data, "lr": self.lr, "epochs": s.epochs, "warmup_ratio": s.warmup_ratio,
                  "batch_size": s.batch_size, "gradient_accumulation_steps": s.gradient_accumulation_steps,
                  "loss": s.loss, "mini_batch_size": s.mini_batch_size, "max_seq_length": s.max_seq_length,
                  "seed": s.train_seed}
-        return hp | {"train": train, "lr": float(s.lr), "epochs": s.epochs, "batch_size": s.batch_size,
+        return hp | {"train": train, "lr": self.lr, "epochs": s.epochs, "batch_size": s.batch_size,
                      "gradient_accumulation_steps": s.gradient_accumulation_steps, "seed": s.train_seed}
 
     def load_model(self) -> tuple[Any, dict[str, Any]]:
@@ -150,7 +155,7 @@ class DenseFamily(RetrievalFamily):
         s = self.settings
         train_ds = self.training_data(model)
         tcfg = DenseTrainingConfig(
-            lr=float(s.lr), epochs=s.epochs, warmup_ratio=s.warmup_ratio, batch_size=s.batch_size,
+            lr=self.lr, epochs=s.epochs, warmup_ratio=s.warmup_ratio, batch_size=s.batch_size,
             gradient_accumulation_steps=s.gradient_accumulation_steps, loss=s.loss, mini_batch_size=s.mini_batch_size,
             max_seq_length=s.max_seq_length, seed=s.train_seed, precision=self.precision, use_cpu=self.device == "cpu",
         )

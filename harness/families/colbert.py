@@ -87,7 +87,7 @@ class ColbertFamily(RetrievalFamily):
     # ---------------------------------------------------------------------------------------- planning
     def readable(self) -> dict[str, Any]:
         s = self.settings
-        return {"lr": float(s.lr), "index": s.index} if s.train else {"eval": self.precision, "index": s.index}
+        return {"lr": float(s.lr), "index": s.index} if self.trains else {"eval": self.precision, "index": s.index}
 
     def run_identity(self) -> dict[str, Any]:
         ident = super().run_identity()
@@ -125,7 +125,7 @@ class ColbertFamily(RetrievalFamily):
             from harness.evaluation.multivector import plaid_backend
 
             hp["plaid"] = asdict(s.plaid) | {"backend": plaid_backend(s.plaid.backend)}
-        if not s.train:
+        if not self.trains:
             return hp
         d = s.train_data
         data = {"source": d.source, "n_ways": d.n_ways, "max_samples": d.max_samples}
@@ -147,7 +147,7 @@ class ColbertFamily(RetrievalFamily):
 
         s = self.settings
         return load_colbert(self.spec, device=self.device, embedding_size=s.embedding_size,
-                            seed=s.train_seed if s.train else int(self.cfg.seed))
+                            seed=s.train_seed if self.trains else int(self.cfg.seed))
 
     def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
         from harness.evaluation.multivector import MultiVectorRetriever, token_cache_dir

@@ -20,14 +20,12 @@ The retriever is the dense one of :class:`~harness.families.beir.DenseFamily`; e
 from __future__ import annotations
 
 import logging
-import statistics
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.errors import DataError, HarnessError
+from harness.errors import DataError, HarnessError, unknown_name
 from harness.evaluation.multivector import PlaidSettings
 from harness.families.base import Cell
 from harness.families.beir import DenseFamily, DenseSettings
@@ -36,11 +34,10 @@ from harness.families.retrieval import RetrievalFamily
 from harness.typed import choices
 
 if TYPE_CHECKING:
-    import numpy as np
 
     from harness.data.catalog import DatasetEntry
-    from harness.data.retrieval import RetrievalDataset
     from harness.evaluation.retriever import Retriever
+    from harness.evaluation.subgroups import QueryGroups
     from harness.results import ResultRecord
 
 log = logging.getLogger(__name__)
@@ -78,31 +75,11 @@ class MldrSettings(DenseSettings):
     setting: str = choices("ood", "id", default="ood")
     retriever: str = choices("single_vector", "multi_vector", default="single_vector")
     multi_vector: MultiVectorEval = field(default_factory=MultiVectorEval)
+    subgroups: list[str]            # query groups also scored (harness.evaluation.subgroups: truncation)
     lr: float | None = None         # null: the source run's LR (the selected DPR LR), else model.dpr.lr
     path: str | None = None         # datasets=[files]: the source tree read as long documents
     source: SourceSettings = field(default_factory=SourceSettings)
     train_data: MldrTrainData = field(default_factory=MldrTrainData)
-
-
-class Capture:
-    """A retriever that keeps what it indexed and returned, so the family can score subsets of the queries."""
-
-    def __init__(self, inner: Retriever):
-        self.inner, self.kind = inner, inner.kind
-        self.ds: RetrievalDataset | None = None
-        self.hits: tuple[np.ndarray, np.ndarray] | None = None
-
-    def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
-        self.ds = ds
-        return self.inner.index(ds)
-
-    def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
-        scores, idx, timings = self.inner.search(queries, top_k)
-        self.hits = (scores, idx)
-        return scores, idx, timings
-
-    def describe(self) -> dict[str, Any]:
-        return self.inner.describe()
 
 
 class MldrFamily(TrainedSource, DenseFamily):
@@ -117,7 +94,6 @@ class MldrFamily(TrainedSource, DenseFamily):
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
         s = self.settings
-        s.train = s.setting == "id"
         self.multi_vector = s.retriever == "multi_vector"
         if self.multi_vector and (s.setting != "ood" or s.source.task != "colbert"):
             raise HarnessError(
@@ -125,13 +101,32 @@ class MldrFamily(TrainedSource, DenseFamily):
                 "paper did: set task.setting=ood and task.source.task=colbert (the selected ColBERT run; or "
                 "task.source.run=null with model.path=<ColBERT checkpoint>)."
             )
-        if self.multi_vector:   # the corpus token embeddings do not depend on how they are searched
-            self.search_only_keys = ("task.top_k", "task.similarity", "task.multi_vector.index",
-                                     "task.multi_vector.plaid", "task.multi_vector.query_length")
+        from harness.evaluation.subgroups import SUBGROUPS
+
+        for name in s.subgroups:
+            if name not in SUBGROUPS:
+                raise unknown_name("subgroup scorer", name, SUBGROUPS, "Set task.subgroups to a list of them.")
         self._model: Any = None
         self._train_stats: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------------------- identity
+    @property
+    def trains(self) -> bool:
+        """In-domain (``task.setting=id``) fine-tunes on MLDR's train set; out-of-domain evaluates as is."""
+        return self.settings.setting == "id"
+
+    @property
+    def search_only_keys(self) -> tuple[str, ...]:   # type: ignore[override]
+        """Keys that change the ranking, not the corpus encoding (left out of the embedding cache key)."""
+        if self.multi_vector:   # the corpus token embeddings do not depend on how they are searched
+            return ("task.top_k", "task.similarity", "task.multi_vector.index", "task.multi_vector.plaid",
+                    "task.multi_vector.query_length")
+        return DenseFamily.search_only_keys
+
+    @property
+    def lr(self) -> float:
+        return self.effective_lr
+
     @property
     def effective_lr(self) -> float:
         """``task.lr``, else the source run's LR (the selected DPR LR), else the model's Table 9 DPR LR."""
@@ -147,14 +142,14 @@ class MldrFamily(TrainedSource, DenseFamily):
 
     def run_identity(self) -> dict[str, Any]:
         unused = () if self.multi_vector else ("task.multi_vector",)   # a dense run does not read it
-        if self.settings.train:
+        if self.trains:
             return self.identity(exclude=unused, replace={"task.lr": self.effective_lr, **self.training_identity()})
         return self.identity(exclude=(*self.training_keys, *unused))
 
     def readable(self) -> dict[str, Any]:
         s = self.settings
         return {"setting": s.setting + ("-colbert" if self.multi_vector else ""),
-                **({"lr": self.effective_lr} if s.train else {})}
+                **({"lr": self.effective_lr} if self.trains else {})}
 
     def training_identity(self) -> dict[str, Any]:
         d = self.settings.train_data
@@ -180,7 +175,7 @@ class MldrFamily(TrainedSource, DenseFamily):
     def hyperparameters(self) -> dict[str, Any]:
         s = self.settings
         hp = RetrievalFamily.hyperparameters(self) | {"setting": s.setting, "source_run": self.lineage.run_id}
-        if not s.train:
+        if not self.trains:
             return hp
         d = s.train_data
         data = {"source": d.source, "split": d.split, "num_negatives": d.num_negatives, "max_samples": d.max_samples}
@@ -250,9 +245,8 @@ class MldrFamily(TrainedSource, DenseFamily):
                             "task.train_data.path at a folder in MLDR's layout holding it.")
 
     def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
-        if not self.settings.train:
+        if not self.trains:
             return None
-        self.settings.lr = self.effective_lr
         info = super().train(model, todo)
         assert info is not None
         return {**info, "fine_tuned_from": self.lineage.record(), "data": self._train_stats or info.get("data")}
@@ -269,67 +263,21 @@ class MldrFamily(TrainedSource, DenseFamily):
         log.info("MLDR training data: %s", self._train_stats)
         return ds
 
+    def document_length(self, retriever: Retriever) -> int:
+        """The length documents are encoded at (ColBERT: capped at the model's positions, as the retriever says)."""
+        return int(retriever.describe().get("document_length", self.settings.max_length))
+
+    def subgroups(self, retriever: Retriever) -> list[QueryGroups]:
+        from harness.evaluation.subgroups import SUBGROUPS
+
+        tokenizer = self._model[0].tokenizer
+        return [SUBGROUPS[name](tokenizer, self.document_length(retriever)) for name in self.settings.subgroups]
+
     def evaluate_entry(self, cell: Cell, entry: DatasetEntry, retriever: Retriever, block: dict[str, Any],
                        member_of: str | None = None) -> ResultRecord:
-        capture = Capture(retriever)
-        rec = super().evaluate_entry(cell, entry, capture, block, member_of)
-        length = rec.details.get("document_length", self.settings.max_length)   # ColBERT: capped at the positions
-        rec.details["max_length"] = length
-        if capture.ds is not None and capture.hits is not None and "query_starts" in capture.ds.meta:
-            split = truncation_split(capture.ds, capture.hits, self._model, length,
-                                     self.settings.top_k, entry.ignore_identical_ids)
-            rec.details["truncation"] = split
-            rec.metrics |= {f"ndcg_at_10_{side}_truncation": split[f"ndcg_at_10_{side}"]
-                            for side in ("before", "after") if split[f"ndcg_at_10_{side}"] is not None}
+        rec = super().evaluate_entry(cell, entry, retriever, block, member_of)
+        rec.details["max_length"] = self.document_length(retriever)
         return rec
-
-
-def token_starts(tokenizer: Any, text: str, chars: Sequence[int]) -> list[int]:
-    """The position (special tokens counted, as the encoder sees it) of the first token at or after each
-    character offset in ``text``; the sequence length when an offset is past the last token."""
-    import bisect
-
-    enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True, truncation=False, verbose=False)
-    starts = [a if b > a else -1 for a, b in enc["offset_mapping"]]   # special tokens have empty spans
-    content = [(s, i) for i, s in enumerate(starts) if s >= 0]
-    keys = [s for s, _ in content]
-    out = []
-    for c in chars:
-        j = bisect.bisect_left(keys, c)
-        out.append(content[j][1] if j < len(content) else len(starts))
-    return out
-
-
-def truncation_split(ds: RetrievalDataset, hits: tuple[np.ndarray, np.ndarray], model: Any, max_length: int,
-                     top_k: int, ignore_identical_ids: bool) -> dict[str, Any]:
-    """nDCG@10 of the queries whose function starts before / after the truncation point (the encoder keeps the
-    first ``max_length`` tokens, its last one the end token), and each query's start (character, token)."""
-    from harness.evaluation.ir_metrics import evaluate_run
-    from harness.evaluation.search import to_run
-
-    tokenizer = model[0].tokenizer
-    starts = ds.meta["query_starts"]
-    text_of = dict(zip(ds.corpus_ids, ds.documents(), strict=True))
-    qids = list(ds.evaluated_queries())
-    by_doc: dict[str, list[str]] = defaultdict(list)
-    for q in qids:
-        by_doc[next(iter(ds.qrels[q]))].append(q)
-    token_of: dict[str, int] = {}
-    for did, qs in by_doc.items():
-        for q, t in zip(qs, token_starts(tokenizer, text_of[did], [starts[q]["char"] for q in qs]), strict=True):
-            token_of[q] = t
-    run = to_run(qids, ds.corpus_ids, hits[0], hits[1], top_k=top_k, ignore_identical_ids=ignore_identical_ids)
-    out: dict[str, Any] = {"max_length": max_length, "visible_tokens": max_length - 1,
-                           "rule": "a query is 'before' when its function's first token is among the first "
-                                   "max_length - 1 positions the encoder keeps (the last is the end token)"}
-    for side, keep in (("before", lambda t: t < max_length - 1), ("after", lambda t: t >= max_length - 1)):
-        group = [q for q in qids if keep(token_of[q])]
-        out[f"n_{side}"] = len(group)
-        out[f"ndcg_at_10_{side}"] = (evaluate_run({q: ds.qrels[q] for q in group}, run)["ndcg_at_10"]
-                                     if group else None)
-    out["median_start_token"] = statistics.median(token_of.values()) if token_of else None
-    out["query_starts"] = {q: [starts[q]["char"], token_of[q]] for q in qids}
-    return out
 
 
 def _sha(path: Path) -> str:

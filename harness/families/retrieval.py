@@ -21,6 +21,7 @@ from harness.data.catalog import DatasetEntry, check_local, load_entry, resolve_
 from harness.data.retrieval import RetrievalDataset, subset
 from harness.errors import DataError, HarnessError, HubUnavailableError, TrainingDivergedError
 from harness.evaluation.retriever import Retriever, evaluate
+from harness.evaluation.subgroups import QueryGroups
 from harness.families.base import Cell, Family
 from harness.identity import drop
 from harness.results import ResultRecord
@@ -108,8 +109,13 @@ class RetrievalFamily(Family):
     def readable(self) -> dict[str, Any]:
         return {"eval": self.precision}
 
+    @property
+    def trains(self) -> bool:
+        """Whether this run fine-tunes before it evaluates (``task.train``; MLDR derives it from its setting)."""
+        return bool(self.settings.train)
+
     def run_identity(self) -> dict[str, Any]:
-        if self.settings.train:
+        if self.trains:
             return self.identity(replace=self.training_identity())
         return self.identity(exclude=self.training_keys)
 
@@ -164,7 +170,7 @@ class RetrievalFamily(Family):
                     f"({'; '.join(_hub_of(e) for e in needs_hub)}) need the Hugging Face hub, which is not reachable "
                     "from here. Offline: " + " ".join(_local_hint(e) for e in needs_hub)
                 )
-        if s.train and (self.cfg.overwrite or not self.trained(todo)):
+        if self.trains and (self.cfg.overwrite or not self.trained(todo)):
             self.check_training_data()
 
     def train_dir(self, todo: Sequence[Cell]) -> Path:
@@ -192,7 +198,7 @@ class RetrievalFamily(Family):
         """Fine-tune ``model`` in place when ``task.train`` (:meth:`fit`), or load this run's finished training
         (unless ``overwrite``; e.g. after a pre-emption during evaluation); returns the training facts for the
         record (``train_s`` and the trained weights' ``fingerprint`` included), or None."""
-        if not self.settings.train:
+        if not self.trains:
             return None
         out_dir = self.train_dir(todo)
         marker = out_dir / TRAIN_DONE
@@ -261,6 +267,10 @@ class RetrievalFamily(Family):
             data_fingerprint=results.stable_hash([p.data_fingerprint for p in parts], length=16),
         )
 
+    def subgroups(self, retriever: Retriever) -> list[QueryGroups]:
+        """Query groups the evaluation also scores (``task.subgroups`` where a task has it; none by default)."""
+        return []
+
     def load_dataset(self, entry: DatasetEntry) -> RetrievalDataset:
         """One catalog entry's data (a family with its own storage layout overrides this)."""
         s = self.settings
@@ -276,7 +286,8 @@ class RetrievalFamily(Family):
         load_s = time.perf_counter() - t0
         log.info("%s: %d docs, %d queries (%s)", entry.name, len(ds), len(ds.evaluated_queries()), ds.source)
         metrics, details, timings = evaluate(
-            retriever, ds, top_k=s.top_k, ignore_identical_ids=entry.ignore_identical_ids
+            retriever, ds, top_k=s.top_k, ignore_identical_ids=entry.ignore_identical_ids,
+            subgroups=self.subgroups(retriever),
         )
         if member_of:
             details["member_of"] = member_of
