@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -83,6 +84,7 @@ class EfficiencySettings:
     max_batch: MaxBatchSettings = field(default_factory=MaxBatchSettings)
     roofline: bool = True
     roofline_size: int = 2048
+    precision: str | None = choices(None, "auto", "fp32", "bf16", "fp16")
 
 
 class EfficiencyFamily(Family):
@@ -104,6 +106,14 @@ class EfficiencyFamily(Family):
         note="Throughput is thousands of real (non-padding) tokens per second, mean over timed passes; published "
              "rows are the paper's RTX 4090 numbers. Runs show their device and dtype in each cell's details: "
              "compare rows only on the same hardware."),)
+
+    @cached_property
+    def precision(self) -> str:
+        """``task.precision`` (the paper's fp32 by default) where set, else the top-level ``precision``."""
+        from harness.models import resolve_precision
+
+        chosen = self.settings.precision
+        return resolve_precision(str(self.cfg.precision if chosen is None else chosen), self.device)
 
     # ---------------------------------------------------------------------------------------- leaderboard
     @classmethod
