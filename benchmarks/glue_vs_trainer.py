@@ -86,6 +86,7 @@ def harness_run(glue_dir: Path, epochs: int, work: Path) -> float:
             f"task.lr={s['lr']}", f"task.weight_decay={s['weight_decay']}", f"task.epochs={epochs}",
             f"task.seed={s['seed']}", f"task.batch_size={s['batch_size']}", f"task.max_length={s['max_length']}",
             f"task.warmup_ratio={s['warmup_ratio']}", "task.mnli_init=off", "precision=fp32", "device=cpu",
+            "task.weight_decay_convention=torch", "task.max_grad_norm=1.0",   # as the plain Trainer below
             f"paths.results={work}/results", f"paths.outputs={work}/outputs", f"paths.cache={work}/cache",
         ])
     (rec,) = run(cfg)

@@ -94,13 +94,14 @@ def test_document_length_beyond_positions_is_capped_and_recorded(tmp_path: Path,
 
 def test_query_length_per_dataset_is_data(tmp_path: Path, toy_beir: Path) -> None:
     write_beir_folder(toy_beir, "scifact")
-    cfg = compose(overrides(tmp_path, toy_beir, "task.train=false", "task.datasets=[toy,scifact]"))
+    cfg = compose(overrides(tmp_path, toy_beir, "task.train=false", "task.datasets=[toy,scifact]",
+                            "task.query_length_recipe=pylate_beir"))
     assert cfg.task.query_lengths.scifact == 48
     by = {r.dataset: r for r in run(cfg)}
     assert by["scifact"].details["query_length"] == 48 and by["toy"].details["query_length"] == 32
     # changing one dataset's query length re-evaluates that dataset only (its data spec), same run id
     cfg2 = compose(overrides(tmp_path, toy_beir, "task.train=false", "task.datasets=[toy,scifact]",
-                             "task.query_lengths.scifact=40"))
+                             "task.query_length_recipe=pylate_beir", "task.query_length_recipes.pylate_beir.scifact=40"))
     by2 = {r.dataset: r for r in run(cfg2)}
     assert by2["scifact"].details["query_length"] == 40 and by2["scifact"].run_id == by["scifact"].run_id
     assert len(list((tmp_path / "results").rglob("scifact.superseded-*"))) == 1     # re-evaluated, old one kept
@@ -143,7 +144,9 @@ def test_config_matches_the_paper_and_the_beir_catalog() -> None:
     assert (t.train_query_length, t.train_document_length, t.document_length, t.query_length) == (32, 180, 510, 32)
     assert (t.train_data.hub_path, t.train_data.n_ways, t.train_data.max_samples) == ("lightonai/ms-marco-en-bge",
                                                                                       32, 810000)
-    assert dict(t.query_lengths) == {"scifact": 48, "trec-covid": 48, "scidocs": 48, "arguana": 64, "climate-fever": 64}
+    assert t.query_length_recipe == "authors_code" and dict(t.query_lengths) == {}   # evaluate_pylate.py: 32 everywhere
+    assert dict(t.query_length_recipes.pylate_beir) == {"scifact": 48, "trec-covid": 48, "scidocs": 48, "arguana": 64,
+                                                        "climate-fever": 64}
     beir = compose(["task=beir", "model=modernbert-base"]).task
     assert OmegaConf.to_container(t.catalog) == OmegaConf.to_container(beir.catalog)
     assert list(t.datasets) == list(beir.datasets) and list(t.spec.selection.sets) == list(beir.spec.selection.sets)

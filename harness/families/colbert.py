@@ -55,6 +55,8 @@ class ColbertSettings(RetrievalSettings):
     embedding_size: int = 128
     query_length: int = 32
     query_lengths: dict[str, int] = field(default_factory=dict)
+    query_length_recipe: str = choices("authors_code", "pylate_beir")
+    query_length_recipes: dict[str, dict[str, int]]
     document_length: int = 510
     index: str = choices("plaid", "exact", default="plaid")
     plaid: PlaidSettings = field(default_factory=PlaidSettings)
@@ -71,12 +73,14 @@ class ColbertFamily(RetrievalFamily):
         **RetrievalFamily.identity_exclude,
         "task.maxsim_chunk_tokens": "how exact MaxSim is chunked",
         "task.query_lengths": "each cell's own query length is part of its data spec",
+        "task.query_length_recipes": "the recipe in use (task.query_length_recipe) is in the identity; each cell's "
+                                     "own query length is part of its data spec",
     }
     training_keys = ("task.lr", "task.epochs", "task.warmup_ratio", "task.batch_size",
                      "task.gradient_accumulation_steps", "task.train_seed", "task.train_query_length",
                      "task.train_document_length", "task.normalize_scores", "task.train_data")
     #: keys that change the ranking but not the corpus token embeddings (left out of their cache key)
-    search_only_keys = ("task.top_k", "task.index", "task.plaid", "task.query_length")
+    search_only_keys = ("task.top_k", "task.index", "task.plaid", "task.query_length", "task.query_length_recipe")
 
     def __init__(self, cfg: Any) -> None:
         for key, instead in _NOT_HERE.items():

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -77,6 +78,7 @@ class EfficiencySettings:
     max_batch: MaxBatchSettings = field(default_factory=MaxBatchSettings)
     roofline: bool = True
     roofline_size: int = 2048
+    precision: str | None = choices(None, "auto", "fp32", "bf16", "fp16")
 
 
 class EfficiencyFamily(Family):
@@ -85,6 +87,14 @@ class EfficiencyFamily(Family):
         "task.datasets": "which sets to measure: each one is its own cell of the same run",
         "task.sets": "each cell's own set definition is part of its data spec",
     }
+
+    @cached_property
+    def precision(self) -> str:
+        """``task.precision`` (the paper's fp32 by default) where set, else the top-level ``precision``."""
+        from harness.models import resolve_precision
+
+        chosen = self.settings.precision
+        return resolve_precision(str(self.cfg.precision if chosen is None else chosen), self.device)
 
     # ---------------------------------------------------------------------------------------- leaderboard
     # ---------------------------------------------------------------------------------------- planning

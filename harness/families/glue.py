@@ -31,6 +31,7 @@ from harness.errors import HarnessError, TrainingDivergedError
 from harness.families.base import Cell, Family
 from harness.results import ResultRecord
 from harness.selection.rules import BestConfigPerDataset, Choice
+from harness.typed import choices
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ class GlueSettings:
     mnli_init: str | bool = "if_available"
     init_from: str | None = None
     keep_checkpoints: bool = False
+    weight_decay_convention: str = choices("composer", "torch")
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,8 @@ def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, 
     return {
         "lr": point.lr,
         "weight_decay": point.weight_decay,
+        "weight_decay_convention": str(tcfg.weight_decay_convention),
+        "adamw_weight_decay": adamw_weight_decay(point, tcfg),
         "epochs": point.epochs,
         "seed": point.seed,
         "batch_size": int(tcfg.batch_size),
@@ -240,6 +244,14 @@ def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, 
         "max_train_samples": tcfg.max_train_samples,
         "max_eval_samples": tcfg.max_eval_samples,
     }
+
+
+def adamw_weight_decay(point: GridPoint, tcfg: Any) -> float:
+    """The ``weight_decay`` torch's AdamW gets: ``composer`` (the authors' DecoupledAdamW decays by
+    weight_decay x lr_t / lr, so AdamW's lr_t x wd needs wd = weight_decay / lr) | ``torch`` (as given)."""
+    if tcfg.weight_decay_convention == "composer":
+        return float(point.weight_decay) / float(point.lr)
+    return float(point.weight_decay)
 
 
 def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec: ResultRecord, ctx: RunContext,
@@ -264,7 +276,7 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
     t0 = time.perf_counter()
     try:
         train_cfg = clf.TrainConfig(
-            lr=point.lr, weight_decay=point.weight_decay, epochs=point.epochs, seed=point.seed,
+            lr=point.lr, weight_decay=adamw_weight_decay(point, tcfg), epochs=point.epochs, seed=point.seed,
             batch_size=int(tcfg.batch_size), eval_batch_size=int(tcfg.eval_batch_size),
             gradient_accumulation_steps=int(tcfg.gradient_accumulation_steps), warmup_ratio=float(tcfg.warmup_ratio),
             adam_beta1=float(tcfg.adam_beta1), adam_beta2=float(tcfg.adam_beta2), adam_epsilon=float(tcfg.adam_epsilon),
