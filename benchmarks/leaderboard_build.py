@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.families.beir import BEIR_DATASETS
-from harness.families.glue import GLUE_PAPER_TASKS as GLUE_TASKS
 from harness.leaderboard import build
 from harness.results import ResultRecord, write_record
+from harness.specs.glue import GLUE_PAPER_TASKS as GLUE_TASKS
 
 VERSIONS = {"harness": "0.1.0", "torch": "2.6.0", "transformers": "5.3.0", "sentence-transformers": "5.3.0"}
 FAMILIES = [("BERT", "bert"), ("RoBERTa", "roberta"), ("ModernBERT", "modernbert"), ("GTE-en-MLM", "gte-en-mlm")]

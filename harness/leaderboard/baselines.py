@@ -16,7 +16,6 @@ from pathlib import Path
 
 from harness.families.beir import BEIR_DATASETS
 from harness.families.efficiency import TABLE2_COLUMNS
-from harness.families.glue import GLUE_PAPER_TASKS as GLUE_TASKS
 from harness.families.nanobeir import NANOBEIR_LABELS
 from harness.leaderboard.cells import COMPUTED_MARK, PUBLISHED, Cell, RowKey, fmt
 from harness.leaderboard.layout import AVG, OVERVIEW, table_spec
@@ -29,6 +28,7 @@ from harness.mteb_results import (
     models_in,
     read_file,
 )
+from harness.specs.glue import GLUE_PAPER_TASKS as GLUE_TASKS
 
 MODERNBERT_PAPER = (
     "Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.results import STATUS_FAILED, STATUS_OK, ResultRecord, stable_hash
+from harness.specs.glue import GLUE_PAPER_TASKS, GLUE_SCORE_NOTES, paper_baselines
 
 SCHEMA = "harness.selection/1"
 #: seed-like hyperparameter keys, for records written before ``config_id`` existed
@@ -246,3 +247,41 @@ class BestRunOnSelectionSets(SelectionRule):
             lines.append(f" {mark} lr={c['lr']!s:8s} mean {score}  {c['run_id']}")
         lines.append(f"  next: {s['next_command']}")
         return "\n".join(lines)
+
+
+class GlueSelection(BestConfigPerDataset):
+    """Best configuration per task (mean over seeds), plus the GLUE average and the paper's Table 5 rows."""
+
+    def choose_model(self, records: list[ResultRecord], **kw: Any) -> Choice | None:
+        choice = super().choose_model(records, **kw)
+        if choice is None:
+            return None
+        tasks = choice.summary["tasks"] = {k[-1] if isinstance(k, tuple) else k: v
+                                           for k, v in choice.summary["tasks"].items()}
+        for t, sel in tasks.items():
+            if t in GLUE_SCORE_NOTES:
+                sel["score_definition"] = GLUE_SCORE_NOTES[t]
+        present = [t for t in GLUE_PAPER_TASKS if t in tasks]
+        missing = [t for t in GLUE_PAPER_TASKS if t not in tasks]
+        choice.summary |= {
+            "glue_average": sum(tasks[t]["score"]["mean"] for t in present) / len(present) if present else None,
+            "glue_average_over": present, "glue_average_complete": not missing, "missing_tasks": missing,
+            "paper_baselines": paper_baselines(),
+        }
+        return choice
+
+    def format(self, choice: Choice) -> str:
+        text = super().format(choice)
+        s = choice.summary
+        if s["glue_average"] is not None:
+            scope = "" if s["glue_average_complete"] else f" (partial: {len(s['glue_average_over'])} of 8 tasks)"
+            text += f"\n  GLUE average {s['glue_average']:.2f}{scope}"
+        return text
+
+
+#: selection rules by name (what a task spec's ``selection`` names); add a rule here when you add its class
+RULES: dict[str, type[SelectionRule]] = {
+    "best_config_per_dataset": BestConfigPerDataset,
+    "best_run_on_selection_sets": BestRunOnSelectionSets,
+    "glue_best_config": GlueSelection,
+}
