@@ -113,7 +113,7 @@ def test_mnli_chaining_multirun_runs_mnli_first_and_loads_its_encoder(glue_dir, 
     done = harness_cli(
         "-m", *tiny_overrides(glue_dir, tmp_path), "task.tasks=mnli,rte", "task.mnli_init=required",
         "task.lr=1e-3", "task.weight_decay=0", "task.epochs=1", "task.seed=1", "hydra.sweeper.max_batch_size=1",
-        "+hydra.callbacks.glue_staging._target_=harness.families.glue.StagingCheck", f"hydra.sweep.dir={tmp_path}/multirun",
+        "+hydra.callbacks.glue_staging._target_=harness.hydra_callbacks.StagingCheck", f"hydra.sweep.dir={tmp_path}/multirun",
     )
     assert done.returncode == 0, done.stderr[-3000:]
     recs = {r.dataset: r for _, r in results.iter_records(tmp_path / "results")}

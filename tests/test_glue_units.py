@@ -12,11 +12,12 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from harness import results, selection
+from harness import hydra_callbacks, results, selection
 from harness.data import glue as glue_data
 from harness.errors import DataError, HarnessError
 from harness.evaluation import glue_metrics
-from harness.families import glue
+from harness.families.glue import chain, grid
+from harness.specs import glue as glue_spec
 from harness.training.callbacks import NaNLossGuard as NaNGuard
 from harness.training.classification import TrainConfig
 
@@ -116,7 +117,7 @@ def test_subsample_is_seeded_and_ordered():
 
 
 def test_definitions_and_task_names_are_validated(defs):
-    assert set(defs) >= set(glue.GLUE_PAPER_TASKS)
+    assert set(defs) >= set(glue_spec.paper_tasks())
     assert defs["stsb"].is_regression and defs["mnli"].num_labels == 3 and list(defs["mnli"].local.dev) == ["matched", "mismatched"]
     with pytest.raises(HarnessError, match=r"unknown GLUE task 'rtee'.*closest first\): rte"):
         glue_data.select_tasks(["rtee"], defs)
@@ -137,17 +138,17 @@ def test_hub_offline_fails_fast(defs, monkeypatch):
 # ---------------------------------------------------------------------------------------------- planning
 def test_plan_uses_paper_grid_and_epoch_groups(defs):
     tcfg = compose_cfg().task
-    tasks = glue.order_tasks(glue_data.select_tasks(list(tcfg.tasks), defs), list(tcfg.chain_from_mnli))
+    tasks = grid.order_tasks(glue_data.select_tasks(list(tcfg.tasks), defs), list(tcfg.chain_from_mnli))
     assert next(t.name for t in tasks) == "mnli" and [t.name for t in tasks][-3:] == ["rte", "mrpc", "stsb"]
-    points = glue.plan(tasks, tcfg, 42)
+    points = grid.plan(tasks, tcfg, 42)
     assert len(points) == 8 * 4 * 4 * 3
     assert {p.epochs for p in points if p.task == "rte"} == {1, 2, 3}
     assert {p.epochs for p in points if p.task == "cola"} == {2, 5, 10}
     one = compose_cfg("task.lr=3e-5", "task.weight_decay=1e-6", "task.epoch_slot=2", "task.seed=7").task
-    assert glue.plan(glue_data.select_tasks(["rte", "qnli"], defs), one, 42) == [
-        glue.GridPoint("rte", 3e-5, 1e-6, 3, 7), glue.GridPoint("qnli", 3e-5, 1e-6, 10, 7)]
+    assert grid.plan(glue_data.select_tasks(["rte", "qnli"], defs), one, 42) == [
+        grid.GridPoint("rte", 3e-5, 1e-6, 3, 7), grid.GridPoint("qnli", 3e-5, 1e-6, 10, 7)]
     with pytest.raises(HarnessError, match=r"task.epoch_slot=3 is out of range for rte's epoch set \[1, 2, 3\]"):
-        glue.plan([defs["rte"]], compose_cfg("task.epoch_slot=3").task, 42)
+        grid.plan([defs["rte"]], compose_cfg("task.epoch_slot=3").task, 42)
 
 
 def test_sweep_configs_match_the_task_grid():
@@ -171,32 +172,32 @@ def test_sweep_configs_match_the_task_grid():
 def test_paper_sweep_batches_run_mnli_before_the_chained_tasks():
     """The SLURM ordering without a cluster: each batch is one array, launched after the previous one ends."""
     params = OmegaConf.load(REPO / "conf/sweep/glue-paper.yaml").hydra.sweeper
-    batches = glue.sweep_batches(dict(params.params), [], params.max_batch_size)
-    tasks = [{glue._job_tasks(job)[0] for job in batch} for batch in batches]
+    batches = hydra_callbacks.sweep_batches(dict(params.params), [], params.max_batch_size)
+    tasks = [{hydra_callbacks.job_tasks(job)[0] for job in batch} for batch in batches]
     assert len(batches) == 8 and all(len(b) == 48 and len(t) == 1 for b, t in zip(batches, tasks, strict=True))
     assert tasks[0] == {"mnli"} and {t.pop() for t in tasks[-3:]} == {"rte", "mrpc", "stsb"}
-    glue.check_staging(batches, ["rte", "mrpc", "stsb"])
+    hydra_callbacks.check_staging(batches, ["rte", "mrpc", "stsb"])
     # a smaller grid still puts all of MNLI in batches before the first chained job
-    glue.check_staging(glue.sweep_batches(dict(params.params), ["task.lr=1e-5,3e-5,5e-5"], 48), ["rte"])
+    hydra_callbacks.check_staging(hydra_callbacks.sweep_batches(dict(params.params), ["task.lr=1e-5,3e-5,5e-5"], 48), ["rte"])
     # one array for everything, or the chained task listed first: refused before anything is launched
     for cli, size in ((["task.lr=1e-5"], None), (["task.tasks=rte,mnli"], 48)):
-        bad = glue.sweep_batches(dict(params.params), cli, size)
+        bad = hydra_callbacks.sweep_batches(dict(params.params), cli, size)
         with pytest.raises(HarnessError, match=r"would start MNLI-chained jobs.*max_batch_size"):
-            glue.check_staging(bad, ["rte", "mrpc", "stsb"])
-        glue.check_staging(bad, [])   # nothing chained: any batching is fine
+            hydra_callbacks.check_staging(bad, ["rte", "mrpc", "stsb"])
+        hydra_callbacks.check_staging(bad, [])   # nothing chained: any batching is fine
 
 
 def test_required_mnli_init_without_records_is_an_error(tmp_path):
     tcfg = compose_cfg("task.mnli_init=required").task
     ref = {"fingerprint": "f"}
     with pytest.raises(HarnessError, match=r"rte starts from the selected MNLI checkpoint.*Run the MNLI grid first"):
-        glue.resolve_init("rte", tcfg, tmp_path, ref, "m")
-    assert glue.resolve_init("rte", compose_cfg().task, tmp_path, ref, "m") == glue.PRETRAINED
-    assert glue.resolve_init("cola", tcfg, tmp_path, ref, "m") == glue.PRETRAINED
+        chain.resolve_init("rte", tcfg, tmp_path, ref, "m")
+    assert chain.resolve_init("rte", compose_cfg().task, tmp_path, ref, "m") == chain.PRETRAINED
+    assert chain.resolve_init("cola", tcfg, tmp_path, ref, "m") == chain.PRETRAINED
     with pytest.raises(HarnessError, match="is not a saved model directory"):
-        glue.resolve_init("rte", compose_cfg(f"task.init_from={tmp_path}").task, tmp_path, ref, "m")
+        chain.resolve_init("rte", compose_cfg(f"task.init_from={tmp_path}").task, tmp_path, ref, "m")
     with pytest.raises(HarnessError, match="use required, if_available or off"):
-        glue.resolve_init("rte", compose_cfg("task.mnli_init=sometimes").task, tmp_path, ref, "m")
+        chain.resolve_init("rte", compose_cfg("task.mnli_init=sometimes").task, tmp_path, ref, "m")
 
 
 def test_train_config_and_nan_guard_errors():
@@ -282,7 +283,7 @@ def test_slurm_launcher_composes_to_an_array_with_resources():
     assert launcher["array_parallelism"] == 16 and launcher["timeout_min"] == 360
     assert launcher["additional_parameters"] == {"dependency": "afterok:123"}
     assert h["sweeper"]["max_batch_size"] == 48
-    assert h["callbacks"]["glue_staging"]["_target_"] == "harness.families.glue.StagingCheck"
+    assert h["callbacks"]["glue_staging"]["_target_"] == "harness.hydra_callbacks.StagingCheck"
     assert h["sweeper"]["params"]["task.epoch_slot"] == "0,1,2"
 
 

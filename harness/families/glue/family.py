@@ -1,0 +1,128 @@
+"""The GLUE family: plan every grid point as a cell (in stages: MNLI before the tasks that start from it), run the
+points not yet finished, write the selection after an in-process sweep."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cached_property
+from typing import ClassVar
+
+from harness import results
+from harness.data import glue as glue_data
+from harness.errors import HarnessError
+from harness.families.base import Cell, Family
+from harness.families.glue.chain import resolve_init
+from harness.families.glue.grid import GlueSettings, order_tasks, plan
+from harness.families.glue.point import RunContext, hyperparameters, load_data, run_point
+from harness.results import ResultRecord
+from harness.specs.glue import TASK_FAMILY
+
+log = logging.getLogger(__name__)
+
+
+class GlueFamily(Family):
+    """``task=glue``: one cell per (grid point, GLUE task); RTE/MRPC/STS-B planned after MNLI has run."""
+
+    settings_class = GlueSettings
+    identity_exclude: ClassVar[Mapping[str, str]] = {
+        "seed": "GLUE's seed is task.seed (which defaults to it), replaced by each grid point's seed",
+        "task.tasks": "replaced by the grid point's task",
+        "task.grid": "replaced by the grid point's values (task.lr, task.weight_decay, task.epochs)",
+        "task.epoch_slot": "replaced by the grid point's epochs",
+        "task.definitions": "replaced by the grid point's task definition",
+        "task.data_dir": "replaced by the content fingerprint of the task's files (task.data)",
+        "task.hub": "replaced by hub:<path>@<revision> (task.data)",
+        "task.chain_from_mnli": "replaced by the MNLI run the point starts from (task.init)",
+        "task.mnli_init": "replaced by the MNLI run the point starts from (task.init)",
+        "task.init_from": "replaced by the checkpoint the point starts from (task.init)",
+        "task.eval_batch_size": "how the dev set is batched",
+        "task.logging_steps": "how often the loss is logged",
+        "task.dataloader_num_workers": "data loading processes",
+        "task.keep_checkpoints": "whether checkpoints are kept on disk",
+    }
+
+    n_planned = 0   # grid points planned by this invocation (done or not)
+
+    @cached_property
+    def tasks(self) -> list[glue_data.GlueTask]:
+        s = self.settings
+        defs = glue_data.task_definitions(s.definitions)
+        return order_tasks(glue_data.select_tasks(s.tasks, defs), list(s.chain_from_mnli))
+
+    def stages(self) -> Iterator[list[Cell]]:
+        """MNLI and the tasks that do not chain first; the chained ones once MNLI's records exist."""
+        chained = set(self.settings.chain_from_mnli)
+        first = [t for t in self.tasks if t.name not in chained]
+        if first:
+            yield self.cells_for(first)
+        if len(first) < len(self.tasks):
+            yield self.cells_for([t for t in self.tasks if t.name in chained])
+
+    def cells(self) -> list[Cell]:
+        return [c for stage in self.stages() for c in stage]
+
+    def cells_for(self, tasks: Sequence[glue_data.GlueTask]) -> list[Cell]:
+        s = self.settings
+        data = {t.name: glue_data.data_fingerprint(t, s.data_dir, s.hub.path, s.hub.revision) for t in tasks}
+        out = []
+        for point in plan(tasks, s, int(self.cfg.seed)):
+            init = resolve_init(point.task, s, str(self.cfg.paths.results), self.model_ref, self.model_name)
+            ident = self.identity(replace={
+                "task.tasks": point.task, "task.lr": point.lr, "task.weight_decay": point.weight_decay,
+                "task.epochs": point.epochs, "task.seed": point.seed, "task.definitions": s.definitions[point.task],
+                "task.data": data[point.task], "task.init": init.run_id or init.checkpoint,
+            })
+            rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs,
+                                         "seed": point.seed})
+            out.append(Cell(point.task, rid, ident, payload=(point, init)))
+        self.n_planned += len(out)
+        return out
+
+    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+        from harness.evaluation.glue_metrics import score_key
+
+        s = self.settings
+        names = {c.dataset for c in todo}
+        data = load_data([t for t in self.tasks if t.name in names], s)   # data problems before any model
+        ctx = self.context
+        for i, cell in enumerate(todo, 1):
+            point, init = cell.payload
+            d = data[point.task]
+            rec = self.new_record(
+                cell, model=ctx.model, split="validation", metrics={}, hyperparameters=hyperparameters(point, s, init),
+                main_score=score_key(d.task.metric, len(d.dev) > 1), data_fingerprint=d.fingerprint,
+            )
+            log.info("[%d/%d] %s %s (init: %s)", i, len(todo), point.task, rec.run_id, init.kind)
+            run_point(point, d, init, rec, ctx, self.tracker(cell, folder=False))
+            log.info("[%d/%d] %s %s: %s %s", i, len(todo), point.task, rec.run_id, rec.status,
+                     f"{rec.main_score}={rec.score:.2f}" if rec.status == results.STATUS_OK else rec.error)
+            yield rec
+
+    def finish(self, records: Sequence[ResultRecord]) -> None:
+        """After an in-process sweep, write the GLUE selection (best configuration per task)."""
+        if self.n_planned > 1:
+            from harness import selection
+
+            res = str(self.cfg.paths.results)
+            path = selection.write_selection(TASK_FAMILY, res, selection.default_out_dir(res), self.model_name)
+            if path is not None:
+                log.info("GLUE selection (best configuration per task on dev): %s", path)
+
+    @cached_property
+    def context(self) -> RunContext:
+        from transformers import AutoTokenizer
+
+        from harness import models
+
+        spec = self.spec
+        model_dir, revision = models.resolve_path(spec)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=spec.trust_remote_code)
+        except (OSError, ValueError) as exc:
+            raise HarnessError(f"could not load the tokenizer of model {spec.name!r} from {model_dir}: {exc}") from exc
+        return RunContext(
+            cfg=self.cfg, tcfg=self.settings, spec=spec, model_dir=model_dir,
+            model=models.model_identity(spec, model_dir, revision), tokenizer=tokenizer, device=self.device,
+            precision=self.precision, outputs=str(self.cfg.paths.outputs), run_name=self.cfg.get("run_name"),
+        )

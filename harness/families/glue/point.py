@@ -1,0 +1,171 @@
+"""One GLUE grid point: load every task's data, tokenise it once per (model, data, max length), fine-tune and
+evaluate, fill the record. Compute: torch, transformers and datasets are imported inside the functions."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness import results
+from harness.data import glue as glue_data
+from harness.errors import TrainingDivergedError
+from harness.families.glue.chain import InitSource
+from harness.families.glue.grid import GridPoint
+from harness.results import ResultRecord
+from harness.specs.glue import TASK_FAMILY
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunContext:
+    """What every grid point of one invocation shares: model, tokenizer, devices, tokenised-data cache."""
+
+    cfg: DictConfig
+    tcfg: Any
+    spec: Any
+    model_dir: str
+    model: dict[str, Any]
+    tokenizer: Any
+    device: str
+    precision: str
+    outputs: str
+    run_name: str | None
+
+    def __post_init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    def tokenized(self, data: glue_data.GlueData):
+        """Train and (concatenated) dev sets tokenised once per (model, data, max length), in memory and on disk."""
+        import datasets
+
+        from harness.results import stable_hash
+
+        max_length = int(self.tcfg.max_length)
+        key = stable_hash([self.model["fingerprint"], data.fingerprint, data.task.name, max_length,
+                           self.tcfg.max_train_samples, self.tcfg.max_eval_samples, int(self.tcfg.subsample_seed)], 16)
+        if key not in self._cache:
+            from harness.training.classification import cached_tokenize
+
+            root = Path(str(self.cfg.paths.cache)).expanduser() / "glue-tokenized" / key
+            reg = data.task.is_regression
+            train = cached_tokenize(data.train, self.tokenizer, max_length, reg, root / "train")
+            devs = [cached_tokenize(s, self.tokenizer, max_length, reg, root / f"dev-{n}") for n, s in data.dev.items()]
+            self._cache[key] = (train, devs[0] if len(devs) == 1 else datasets.concatenate_datasets(devs))
+        return self._cache[key]
+
+
+def load_data(tasks: Sequence[glue_data.GlueTask], tcfg: Any) -> dict[str, glue_data.GlueData]:
+    """Every task's data, subsampled as configured: fails before any training if one is missing."""
+    out = {}
+    for t in tasks:
+        data = glue_data.load(t, tcfg.data_dir, str(tcfg.hub.path), tcfg.hub.revision)
+        seed = int(tcfg.subsample_seed)
+        data.train = data.train.subsample(tcfg.max_train_samples, seed)
+        data.dev = {k: v.subsample(tcfg.max_eval_samples, seed) for k, v in data.dev.items()}
+        out[t.name] = data
+    return out
+
+
+def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, Any]:
+    """The record's hyperparameters: the grid point and the settings that shape its training."""
+    return {
+        "lr": point.lr,
+        "weight_decay": point.weight_decay,
+        "epochs": point.epochs,
+        "seed": point.seed,
+        "batch_size": int(tcfg.batch_size),
+        "gradient_accumulation_steps": int(tcfg.gradient_accumulation_steps),
+        "max_length": int(tcfg.max_length),
+        "warmup_ratio": float(tcfg.warmup_ratio),
+        "adam_betas": [float(tcfg.adam_beta1), float(tcfg.adam_beta2)],
+        "adam_epsilon": float(tcfg.adam_epsilon),
+        "max_grad_norm": float(tcfg.max_grad_norm),
+        "evals_per_epoch": int(tcfg.evals_per_epoch),
+        "early_stopping_patience": int(tcfg.early_stopping.patience),
+        "early_stopping_min_delta": float(tcfg.early_stopping.min_delta),
+        "init_from": init.kind,
+        "max_train_samples": tcfg.max_train_samples,
+        "max_eval_samples": tcfg.max_eval_samples,
+    }
+
+
+def train_config(point: GridPoint, tcfg: Any, precision: str, device: str) -> Any:
+    """The classification trainer's settings for one grid point."""
+    from harness.training import classification as clf
+
+    return clf.TrainConfig(
+        lr=point.lr, weight_decay=point.weight_decay, epochs=point.epochs, seed=point.seed,
+        batch_size=int(tcfg.batch_size), eval_batch_size=int(tcfg.eval_batch_size),
+        gradient_accumulation_steps=int(tcfg.gradient_accumulation_steps), warmup_ratio=float(tcfg.warmup_ratio),
+        adam_beta1=float(tcfg.adam_beta1), adam_beta2=float(tcfg.adam_beta2), adam_epsilon=float(tcfg.adam_epsilon),
+        max_grad_norm=float(tcfg.max_grad_norm), evals_per_epoch=int(tcfg.evals_per_epoch),
+        patience=int(tcfg.early_stopping.patience), min_delta=float(tcfg.early_stopping.min_delta),
+        precision=precision, device=device, logging_steps=int(tcfg.logging_steps),
+        dataloader_num_workers=int(tcfg.dataloader_num_workers),
+    )
+
+
+def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec: ResultRecord, ctx: RunContext,
+              tracker: Any = None) -> None:
+    """Fine-tune and evaluate one grid point, filling ``rec`` (status ok or failed; never raises on divergence);
+    ``tracker`` (``logger=``) receives the training curves."""
+    from harness.training import classification as clf
+    from harness.training import tracking
+
+    tracker = tracker or tracking.NONE
+    task = data.task
+    out_dir = Path(ctx.outputs) / TASK_FAMILY / results._safe(rec.model["name"]) / rec.run_id
+    trainer_dir = out_dir / "trainer"
+    groups = [(name, len(split)) for name, split in data.dev.items()]
+    rec.details = {
+        "init_from": init.checkpoint, "init_from_run_id": init.run_id, "mnli_candidates": init.candidates,
+        "n_train": len(data.train), "n_eval": dict(groups), "source": data.source, "checkpoint": None,
+        "run_name": ctx.run_name,
+    }
+    t0 = time.perf_counter()
+    try:
+        train_cfg = train_config(point, ctx.tcfg, rec.precision or "fp32", ctx.device)
+        train_ds, eval_ds = ctx.tokenized(data)
+        from transformers import set_seed
+
+        set_seed(point.seed)  # the fresh head's initialisation follows the run's seed
+        model = clf.load_classifier(
+            ctx.model_dir, task.num_labels, attn_implementation=ctx.spec.attn_implementation,
+            init_from=init.checkpoint, trust_remote_code=ctx.spec.trust_remote_code,
+        )
+        rec.details["tracking"] = tracker.describe()
+        outcome = clf.train_and_evaluate(
+            model, ctx.tokenizer, train_ds, eval_ds,
+            clf.compute_metrics_fn(task.metric, task.is_regression, groups), train_cfg, trainer_dir, tracker,
+        )
+        rec.metrics = {k: v for k, v in outcome.metrics.items() if k != "score"}
+        rec.details.update(
+            best_epoch=outcome.best_epoch, best_step=outcome.best_step, epochs_run=outcome.epochs_run,
+            stopped_early=outcome.stopped_early, eval_history=outcome.eval_history, train_loss=outcome.train_loss,
+        )
+        rec.timings = {"train": round(outcome.train_seconds, 3), "eval": round(outcome.eval_seconds, 3)}
+        if task.name == "mnli" or ctx.tcfg.keep_checkpoints:  # kept for chaining (prune with harness.select)
+            best_dir = out_dir / "best"
+            model.save_pretrained(best_dir)
+            ctx.tokenizer.save_pretrained(best_dir)
+            rec.details["checkpoint"] = str(best_dir.resolve())
+    except TrainingDivergedError as exc:
+        rec.status, rec.error = results.STATUS_FAILED, f"diverged: {exc}"
+        log.error("%s %s failed: %s", point.task, rec.run_id, exc)
+    except (RuntimeError, ValueError) as exc:  # e.g. out of memory: record it, keep the sweep going
+        rec.status, rec.error = results.STATUS_FAILED, f"{type(exc).__name__}: {exc}"
+        log.error("%s %s failed:\n%s", point.task, rec.run_id, traceback.format_exc())
+    finally:
+        shutil.rmtree(trainer_dir, ignore_errors=True)
+        clf.free_memory()
+    rec.timings["total"] = round(time.perf_counter() - t0, 3)

@@ -1,0 +1,78 @@
+"""Hydra callbacks (``hydra.callbacks``), an entry-point concern: checks that run before a multirun launches
+anything. :class:`StagingCheck` (the GLUE sweep configs) refuses a sweep whose batches would start a task that
+chains from MNLI's checkpoint before every MNLI job has finished."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from harness.errors import HarnessError
+
+log = logging.getLogger(__name__)
+
+
+def basic_sweeper() -> Any:
+    """Hydra's basic sweeper class, found through Hydra's public plugin registry (it lives in a private module)."""
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+
+    found = [c for c in Plugins.instance().discover(Sweeper) if c.__name__ == "BasicSweeper"]
+    if not found:
+        raise HarnessError("Hydra's BasicSweeper plugin was not found; is hydra-core installed?")
+    return found[0]
+
+
+def sweep_batches(params: Mapping[str, str], cli_overrides: Sequence[str], max_batch_size: int | None) -> list:
+    """The job batches Hydra's basic sweeper will launch, in order (each batch = one SLURM array, and the
+    next batch starts only when the previous one has finished)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + list(cli_overrides))
+    return basic_sweeper().split_arguments(parsed, max_batch_size)
+
+
+def job_tasks(job: Sequence[str]) -> list[str] | None:
+    """The GLUE tasks a job's overrides name (``task.tasks=...``), or None if it names none."""
+    for o in job:
+        key, _, value = o.partition("=")
+        if key.lstrip("+~") == "task.tasks":
+            return [v.strip() for v in value.strip("[]").split(",") if v.strip()]
+    return None
+
+
+def check_staging(batches: Sequence[Sequence[Sequence[str]]], chained: Sequence[str]) -> None:
+    """Fail unless every job of an MNLI-chained task is in a later batch than every MNLI job."""
+    last_mnli, first_chained = -1, None
+    for i, batch in enumerate(batches):
+        for job in batch:
+            names = job_tasks(job) or []
+            if "mnli" in names:
+                last_mnli = i
+            if any(n in chained for n in names) and "mnli" not in names and first_chained is None:
+                first_chained = i
+    if first_chained is not None and last_mnli >= first_chained:
+        raise HarnessError(
+            f"this multirun would start MNLI-chained jobs (batch {first_chained + 1}) before every MNLI job has "
+            f"finished (batch {last_mnli + 1}). Keep task.tasks the first sweep parameter with mnli first, and set "
+            "hydra.sweeper.max_batch_size to the number of grid points per task (lr x weight decay x epochs x "
+            "seeds), so each task is its own batch; or run MNLI in a separate multirun first."
+        )
+
+
+class StagingCheck(Callback):
+    """Hydra callback (``hydra.callbacks`` in the GLUE sweep configs): before a multirun launches anything,
+    check that MNLI's jobs finish before the jobs that start from MNLI's checkpoint."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweeper = config.hydra.sweeper
+        cli = [o for o in config.hydra.overrides.task]
+        batches = sweep_batches(dict(sweeper.get("params") or {}), cli, sweeper.get("max_batch_size"))
+        chained = list(config.task.chain_from_mnli) if str(config.task.mnli_init) != "off" else []
+        check_staging(batches, chained)
+        log.info("GLUE multirun: %d job(s) in %d batch(es), MNLI before the chained tasks",
+                 sum(len(b) for b in batches), len(batches))

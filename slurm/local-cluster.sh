@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A real single-node SLURM cluster on this machine (Debian's slurm-wlm + munge), for trying the SLURM path on a
+# laptop or workstation and for the test suite's `slurm` tests. Needs root and apt (Debian/Ubuntu).
+#   bash slurm/local-cluster.sh start    # install if missing, configure, start munged/slurmctld/slurmd, wait ready
+#   bash slurm/local-cluster.sh status   # sinfo; exit 0 when the node is idle or mixed
+#   bash slurm/local-cluster.sh stop
+# One partition `local` (CPUs and memory of this machine, no GPUs): GPU stages run there with the `cpu` profile.
+set -euo pipefail
+cmd=${1:-start}
+conf=/etc/slurm/slurm.conf
+host=$(hostname -s)
+
+install() {
+  command -v slurmctld >/dev/null && command -v munged >/dev/null && return
+  [ "$(id -u)" = 0 ] || { echo "error: installing slurm-wlm and munge needs root (or install them yourself)" >&2; exit 2; }
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge) >/dev/null
+}
+
+configure() {
+  local cpus mem
+  cpus=$(nproc)
+  mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 8 / 10 ))   # 80% of RAM, in MB
+  mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/slurm
+  chown slurm:slurm /var/spool/slurmctld /var/log/slurm /run/slurm 2>/dev/null || true
+  # Plugins that work without cgroups or systemd (measured: ../shared/ENVIRONMENT.md); DefMemPerCPU lets array
+  # tasks share the node (without it a job with no --mem takes all of RealMemory and tasks run one at a time).
+  cat > "$conf" <<CONF
+ClusterName=harness-local
+SlurmctldHost=$host
+SlurmUser=slurm
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldPidFile=/run/slurm/slurmctld.pid
+SlurmdPidFile=/run/slurm/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1000
+ReturnToService=2
+MpiDefault=none
+SchedulerType=sched/backfill
+SlurmctldTimeout=30
+SlurmdTimeout=30
+KillWait=5
+MinJobAge=300
+NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
+PartitionName=local Nodes=$host Default=YES MaxTime=INFINITE State=UP
+CONF
+}
+
+start() {
+  install
+  [ -f "$conf" ] && grep -q "ClusterName=harness-local" "$conf" || configure
+  [ -f /etc/munge/munge.key ] || mungekey --create >/dev/null 2>&1 || true
+  mkdir -p /run/munge && chown munge:munge /run/munge
+  munge -n 2>/dev/null | unmunge >/dev/null 2>&1 || runuser -u munge -- /usr/sbin/munged
+  pgrep -x slurmctld >/dev/null || slurmctld
+  pgrep -x slurmd >/dev/null || slurmd
+  for _ in $(seq 60); do
+    if status >/dev/null 2>&1; then status; return 0; fi
+    scontrol update nodename="$host" state=resume >/dev/null 2>&1 || true
+    sleep 1
+  done
+  echo "error: the SLURM node did not become ready in 60 s; see /var/log/slurm/" >&2
+  exit 1
+}
+
+status() {
+  sinfo -h -N -o "%N %T" | grep -Eq " (idle|mixed|allocated)" && sinfo -N -o "%N %P %T %C %m"
+}
+
+stop() {
+  pkill -x slurmd || true
+  pkill -x slurmctld || true
+}
+
+case "$cmd" in
+  start) start ;;
+  status) status ;;
+  stop) stop ;;
+  *) echo "usage: $0 start|status|stop" >&2; exit 2 ;;
+esac
