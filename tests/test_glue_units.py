@@ -255,7 +255,7 @@ def test_select_cli(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "rte" in done.stdout and "70.00" in done.stdout and (tmp_path / "sel" / "glue-m.json").exists()
     bad = subprocess.run([*cmd[:3], "--task", "glu", "--results", str(res)], capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "unknown task family 'glu'" in bad.stderr
+    assert bad.returncode == 2 and "unknown task 'glu'" in bad.stderr
     empty = subprocess.run([*cmd[:3], "--results", str(tmp_path / "none")], capture_output=True, text=True, timeout=120)
     assert empty.returncode == 2 and "does not exist" in empty.stderr
 

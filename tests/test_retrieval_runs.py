@@ -249,7 +249,7 @@ def test_main_job_default_command_offline(tmp_path: Path) -> None:
 def test_console_script_subcommands(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-c", "import sys; from harness.cli import main; sys.argv=['harness','select','--task','nope','--results',str(sys.argv)]; main()"],
                        capture_output=True, text=True, cwd=REPO)
-    assert p.returncode == 2 and "unknown task family 'nope'" in p.stderr
+    assert p.returncode == 2 and "unknown task 'nope'" in p.stderr
 
 
 @pytest.mark.slow
