@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.data import glue as glue_data
 from harness.errors import HarnessError
+from harness.typed import choices
 
 
 @dataclass
@@ -65,6 +66,7 @@ class GlueSettings:
     mnli_init: str | bool = "if_available"
     init_from: str | None = None
     keep_checkpoints: bool = False
+    weight_decay_convention: str = choices("composer", "torch")
 
 
 @dataclass(frozen=True)

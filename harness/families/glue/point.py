@@ -81,6 +81,8 @@ def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, 
     return {
         "lr": point.lr,
         "weight_decay": point.weight_decay,
+        "weight_decay_convention": str(tcfg.weight_decay_convention),
+        "adamw_weight_decay": adamw_weight_decay(point, tcfg),
         "epochs": point.epochs,
         "seed": point.seed,
         "batch_size": int(tcfg.batch_size),
@@ -99,12 +101,20 @@ def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, 
     }
 
 
+def adamw_weight_decay(point: GridPoint, tcfg: Any) -> float:
+    """The ``weight_decay`` torch's AdamW gets: ``composer`` (the authors' DecoupledAdamW decays by
+    weight_decay x lr_t / lr, so AdamW's lr_t x wd needs wd = weight_decay / lr) | ``torch`` (as given)."""
+    if tcfg.weight_decay_convention == "composer":
+        return float(point.weight_decay) / float(point.lr)
+    return float(point.weight_decay)
+
+
 def train_config(point: GridPoint, tcfg: Any, precision: str, device: str) -> Any:
     """The classification trainer's settings for one grid point."""
     from harness.training import classification as clf
 
     return clf.TrainConfig(
-        lr=point.lr, weight_decay=point.weight_decay, epochs=point.epochs, seed=point.seed,
+        lr=point.lr, weight_decay=adamw_weight_decay(point, tcfg), epochs=point.epochs, seed=point.seed,
         batch_size=int(tcfg.batch_size), eval_batch_size=int(tcfg.eval_batch_size),
         gradient_accumulation_steps=int(tcfg.gradient_accumulation_steps), warmup_ratio=float(tcfg.warmup_ratio),
         adam_beta1=float(tcfg.adam_beta1), adam_beta2=float(tcfg.adam_beta2), adam_epsilon=float(tcfg.adam_epsilon),
