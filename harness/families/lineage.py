@@ -59,9 +59,9 @@ def resolve(source: SourceSettings, results_dir: str, model_name: str) -> Lineag
     """The lineage ``source`` names for ``model_name`` (reads records only; loads no model)."""
     if source.run is None:
         return Lineage("model", note="model.path evaluated as is (task.source.run=null)")
-    from harness import families
+    from harness import specs
 
-    families.get(source.task)   # an unknown family fails with the valid names
+    specs.get(source.task)   # an unknown task fails with the valid names
     folder = Path(results_dir) / results._safe(source.task) / results._safe(model_name)   # the record layout
     recs = [r for _, r in results.iter_records(folder, warn=False)
             if r.task == source.task and (r.model or {}).get("name") == model_name

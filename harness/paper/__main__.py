@@ -1,0 +1,108 @@
+"""``python -m harness.paper model=<model> [model.path=...] [paper.<key>=...] [--dry-run | --status]``: the whole
+paper for one model as one dependency graph (``conf/paper/paper.yaml``), run locally stage by stage or submitted to
+SLURM at once (``paper.launcher=slurm paper.cluster=<conf/cluster/...>``). Overrides other than ``paper.*`` are
+given to every job (``model=``, ``model.path=``, ``paths.results=``, ...). Re-running resumes: finished jobs are
+skipped, queued or running ones are not submitted again."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError, one_line
+
+log = logging.getLogger("harness.paper")
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m harness.paper", description=__doc__)
+    p.add_argument("overrides", nargs="*", help="model=..., paths.results=..., paper.launcher=slurm, ...")
+    p.add_argument("--dry-run", action="store_true", help="print the graph, what is done and the GPU-hours; run nothing")
+    p.add_argument("--status", action="store_true", help="each stage's state from the records and the SLURM queue")
+    return p.parse_args(list(argv))
+
+
+def cluster_profile(name: str) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    path = Path(str(resources.files("conf"))) / "cluster" / f"{name}.yaml"
+    if not path.is_file():
+        from harness.errors import unknown_name
+
+        names = [p.stem for p in path.parent.glob("*.yaml")]
+        raise unknown_name("cluster profile", name, names, "Add conf/cluster/<name>.yaml.")
+    out = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    assert isinstance(out, dict)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    try:
+        return run(args)
+    except HarnessError as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.paper import cost, graph, plan, show
+
+    mine = [o for o in args.overrides if o.startswith("paper.")]
+    name = next((o.partition("=")[2] for o in args.overrides if o.startswith("paper=")), "paper")
+    common = [o for o in args.overrides if not o.startswith(("paper.", "paper="))]
+    paper = graph.load_paper(name, mine)
+    cluster = cluster_profile(str(paper["cluster"]))
+    stages = graph.build(paper, common)
+    states = plan.plan(stages)
+    model = next((s.model for s in states.values() if s.model), {})
+    res = next((s.results for s in states.values() if s.results), "results")
+    tp = cost.throughput(model, res)
+    folder = Path(res).resolve().parent / "paper" / str(model.get("name"))
+    if args.dry_run:
+        head = (f"paper graph for {model.get('name')}: results {res}; launcher {paper['launcher']}; "
+                f"cluster {paper['cluster']}")
+        print("\n".join(show.dry_run(stages, states, tp, cluster, head)))
+        return 0
+    if args.status:
+        print("\n".join(status_lines(stages, states, tp, cluster, folder)))
+        return 0
+    folder.mkdir(parents=True, exist_ok=True)
+    context = folder / "context.json"
+    context.write_text(json.dumps({"paper": paper, "common": common}, indent=1))
+    if paper["launcher"] == "local":
+        from harness.paper.local import run_local
+
+        return run_local(stages, states, context)
+    from harness.paper.slurm import submit
+
+    ids = submit(stages, states, context, cluster, folder)
+    for name, got in ids.items():
+        if got:
+            print(f"{name:20s} {', '.join(got)}")
+    print(f"submitted; follow with: python -m harness.paper {' '.join(args.overrides)} --status")
+    return 0
+
+
+def status_lines(stages: Sequence[Any], states: Any, tp: Any, cluster: dict[str, Any], folder: Path) -> list[str]:
+    from harness.paper import show
+    from harness.paper.slurm import queue_states
+
+    ledger_path = folder / "ledger.json"
+    ledger = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
+    queue = queue_states()
+    live = {key: queue[i] for key, i in ledger.items() if i in queue}
+    spent = {s.name: sum(states[j.key].seconds for j in s.jobs) * int(cluster[s.kind].get("gpus") or 0) / 3600
+             for s in stages}
+    return show.status(stages, states, live, spent, tp, str(cluster.get("gpu", "rtx4090")))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

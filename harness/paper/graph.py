@@ -1,0 +1,228 @@
+"""The paper as a dependency graph: stages of jobs, built from ``conf/paper/<name>.yaml`` and the task specs.
+
+Pure: reads YAML files and specs only (no model, no data, no records), so the same graph is built on a login node,
+inside every job and in tests. What waits for what comes from the specs, never from code paths:
+- a stage over a sweep whose task selects one configuration on selection sets (``best_run_on_sets``) is followed by
+  ``<stage>.select`` (CPU, after the sweep has ended, failed points or not) and ``<stage>.report`` (the selected
+  configuration on every dataset, after the selection succeeded);
+- a ``depends_on`` on the task's own datasets (GLUE: RTE, MRPC, STS-B need the selected MNLI run) splits the sweep:
+  ``<stage>.<datasets>`` first, its ``.select``, then ``<stage>.chained``; ``<stage>.select`` closes the task;
+- a ``depends_on`` on another task's selection waits for that task's ``.select`` stage (``task_key``: the config key
+  that names the task, e.g. MLDR's ``task.source.task=colbert``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from harness import specs
+from harness.errors import HarnessError, unknown_name
+
+AFTER_OK, AFTER_ANY = "afterok", "afterany"
+#: sweep parameters that name a task's datasets (GLUE sweeps its tasks, retrieval its datasets)
+DATASET_KEYS = ("task.tasks", "task.datasets")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work. ``mode``: ``run`` (a harness run with ``overrides``), ``select`` (the selection over the
+    records of ``source``'s jobs), ``report`` (``overrides`` plus the values of ``params`` in the run ``source``'s
+    selection picked), ``leaderboard``."""
+
+    key: str
+    stage: str
+    mode: str
+    task: str
+    overrides: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    source: str | None = None
+    datasets: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "stage": self.stage, "mode": self.mode, "task": self.task,
+                "overrides": list(self.overrides), "params": list(self.params), "source": self.source,
+                "datasets": list(self.datasets)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Job:
+        return cls(d["key"], d["stage"], d["mode"], d["task"], tuple(d["overrides"]), tuple(d["params"]),
+                   d["source"], tuple(d["datasets"]))
+
+
+@dataclass
+class Stage:
+    """Jobs of one kind (``train`` | ``eval`` | ``cpu``) that start together, after ``after`` (stage, condition)."""
+
+    name: str
+    kind: str
+    jobs: list[Job]
+    after: list[tuple[str, str]] = field(default_factory=list)
+    task: str = ""
+
+
+@dataclass(frozen=True)
+class StageConf:
+    """One configured stage: a task, optionally over a sweep (``params`` replaces the sweep file's values)."""
+
+    task: str
+    sweep: str | None = None
+    overrides: tuple[str, ...] = ()
+    kind: str | None = None
+    params: Mapping[str, str] | None = None
+
+
+def load_paper(name: str = "paper", dotlist: Sequence[str] = ()) -> dict[str, Any]:
+    """``conf/paper/<name>.yaml`` (or a YAML file's path) with ``paper.<key>=<value>`` overrides applied."""
+    from omegaconf import OmegaConf
+
+    path = Path(name) if name.endswith(".yaml") else Path(str(resources.files("conf"))) / "paper" / f"{name}.yaml"
+    if not path.is_file():
+        raise HarnessError(f"no paper graph {name!r}: {path} does not exist (conf/paper/<name>.yaml or a .yaml path)")
+    cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist([d.removeprefix("paper.") for d in dotlist]))
+    out = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(out, dict)
+    return out
+
+
+def sweep_params(sweep: str, replace: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+    """``hydra.sweeper.params`` of ``conf/sweep/<sweep>.yaml`` (or ``replace``), each value list as override strings."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    path = Path(str(resources.files("conf"))) / "sweep" / f"{sweep}.yaml"
+    if not path.is_file():
+        raise HarnessError(f"no sweep {sweep!r}: conf/sweep/{sweep}.yaml does not exist")
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    params = replace or ((raw.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
+    parser = OverridesParser.create()
+    out = {}
+    for key, values in params.items():
+        (o,) = parser.parse_overrides([f"{key}={values}"])
+        out[str(key)] = list(o.sweep_string_iterator()) if o.is_sweep_override() else [str(o.value())]
+    return out
+
+
+def _points(sweep: str, replace: Mapping[str, str] | None) -> list[dict[str, str]]:
+    params = sweep_params(sweep, replace)
+    return [dict(zip(params, values, strict=True)) for values in itertools.product(*params.values())]
+
+
+def _key(stage: str, point: Mapping[str, str]) -> str:
+    return stage + ("[" + ",".join(f"{k.removeprefix('task.')}={v}" for k, v in point.items()) + "]" if point else "")
+
+
+def build(paper: Mapping[str, Any], common: Sequence[str] = ()) -> list[Stage]:
+    """Every stage of the graph, in dependency order. ``common``: overrides every run job gets (``model=...``)."""
+    confs = {name: StageConf(c["task"], c.get("sweep"), tuple(c.get("overrides") or ()), c.get("kind"),
+                             c.get("params")) for name, c in (paper.get("stages") or {}).items()}
+    base = [*common, *(paper.get("overrides") or ())]
+    stages: list[Stage] = []
+    for name, conf in confs.items():
+        spec = specs.get(conf.task)
+        run = [*base, f"task={conf.task}", *conf.overrides]
+        if conf.sweep:
+            stages += _sweep_stages(name, conf, spec, run, base)
+        else:
+            kind = conf.kind or "eval"
+            stages.append(Stage(name, kind, [Job(name, name, "run", conf.task, tuple(run))], task=conf.task))
+    _link_dependencies(stages, confs)
+    if paper.get("leaderboard", True):
+        ends = [(s.name, AFTER_ANY) for s in stages]
+        stages.append(Stage("leaderboard", "cpu", [Job("leaderboard", "leaderboard", "leaderboard", "", tuple(base))],
+                            ends))
+    return order(stages)
+
+
+def _sweep_stages(name: str, conf: StageConf, spec: specs.TaskSpec, run: list[str], base: list[str]) -> list[Stage]:
+    """A sweep's stages: its jobs (split where the task depends on its own datasets' selection), selections, report."""
+    assert conf.sweep is not None
+    kind = conf.kind or "train"
+    jobs = [Job(_key(name, p), name, "run", conf.task, (*run, f"sweep={conf.sweep}", *(f"{k}={v}" for k, v in p.items())))
+            for p in _points(conf.sweep, conf.params)]
+    inner = [d for d in spec.depends_on if d.task == conf.task and d.for_datasets]
+    out: list[Stage] = []
+    if inner:
+        d = inner[0]
+        first, chained, rest = [], [], []
+        for job in jobs:
+            ds = _datasets_of(job)
+            (first if ds & set(d.datasets) else chained if ds & set(d.for_datasets) else rest).append(job)
+        head = f"{name}.{'+'.join(d.datasets)}"
+        out += [Stage(head, kind, _restage(first, head), task=conf.task),
+                Stage(f"{head}.select", "cpu", [Job(f"{head}.select", f"{head}.select", "select", conf.task,
+                                                    tuple(base), source=head, datasets=d.datasets)],
+                      [(head, AFTER_ANY)], task=conf.task),
+                Stage(name, kind, rest, task=conf.task),
+                Stage(f"{name}.chained", kind, _restage(chained, f"{name}.chained"), [(f"{head}.select", AFTER_OK)],
+                      task=conf.task)]
+        swept = [head, name, f"{name}.chained"]
+    else:
+        out.append(Stage(name, kind, jobs, task=conf.task))
+        swept = [name]
+    select = f"{name}.select"
+    out.append(Stage(select, "cpu", [Job(select, select, "select", conf.task, tuple(base), source=name)],
+                     [(s, AFTER_ANY) for s in swept], task=conf.task))
+    if spec.selection.rule == "best_run_on_sets" and spec.selection.sets:
+        params = tuple(k for k in sweep_params(conf.sweep, conf.params) if k not in DATASET_KEYS)
+        report = f"{name}.report"
+        out.append(Stage(report, "eval", [Job(report, report, "report", conf.task, tuple(run), params, source=name)],
+                         [(select, AFTER_OK)], task=conf.task))
+    return [s for s in out if s.jobs]
+
+
+def _restage(jobs: list[Job], stage: str) -> list[Job]:
+    return [Job(j.key.replace(j.stage, stage, 1), stage, j.mode, j.task, j.overrides) for j in jobs]
+
+
+def _datasets_of(job: Job) -> set[str]:
+    out: set[str] = set()
+    for o in job.overrides:
+        key, _, value = o.partition("=")
+        if key in DATASET_KEYS:
+            out |= {v.strip() for v in value.strip("[]").split(",")}
+    return out
+
+
+def _link_dependencies(stages: list[Stage], confs: Mapping[str, StageConf]) -> None:
+    """A stage that depends on another task's selection waits for that task's ``.select`` stage in the graph."""
+    selects = {s.task: s.name for s in stages if s.name.endswith(".select") and s.name.count(".") == 1}
+    for stage in stages:
+        conf = confs.get(stage.name)
+        if conf is None:
+            continue
+        for dep in specs.get(conf.task).depends_on:
+            task = _override_value(conf.overrides, dep.task_key) or dep.task
+            if task != conf.task and task in selects:
+                stage.after.append((selects[task], AFTER_OK))
+
+
+def _override_value(overrides: Sequence[str], key: str | None) -> str | None:
+    for o in overrides:
+        k, _, v = o.partition("=")
+        if key and k == key:
+            return v
+    return None
+
+
+def order(stages: list[Stage]) -> list[Stage]:
+    """Stages in dependency order (stable: the configured order where nothing forces another)."""
+    by_name = {s.name: s for s in stages}
+    for s in stages:
+        for up, _ in s.after:
+            if up not in by_name:
+                raise unknown_name("stage", up, by_name, f"Stage {s.name} waits for it.")
+    out: list[Stage] = []
+    done: set[str] = set()
+    while len(out) < len(stages):
+        ready = [s for s in stages if s.name not in done and all(u in done for u, _ in s.after)]
+        if not ready:
+            raise HarnessError("the paper graph has a dependency cycle among: "
+                               + ", ".join(s.name for s in stages if s.name not in done))
+        out.append(ready[0])
+        done.add(ready[0].name)
+    return out

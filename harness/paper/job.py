@@ -1,0 +1,107 @@
+"""One job of the paper graph, as SLURM or the local executor runs it: ``python -m harness.paper.job CONTEXT KEY``.
+
+The job rebuilds the graph from the context file (the paper config and the overrides every job gets), finds its own
+entry and runs it: a harness run, a selection over its sweep's records (refused with one line when too few points
+finished), the selected configuration on every dataset, or the leaderboard. A failed job exits non-zero, so the
+scheduler marks it FAILED and ``afterok`` dependents never start.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness import results, selection, specs
+from harness.errors import HarnessError, one_line
+from harness.paper import graph, plan
+
+
+class JobFailed(HarnessError):
+    """A job of the graph did not finish its work (the message is its one line)."""
+
+
+def load(context: str | Path) -> tuple[dict[str, Any], list[str], list[graph.Stage]]:
+    ctx = json.loads(Path(context).read_text())
+    return ctx["paper"], ctx["common"], graph.build(ctx["paper"], ctx["common"])
+
+
+def run_job(context: str, key: str) -> None:
+    """Run the job ``key`` of the graph in ``context``; raises :class:`JobFailed` on failure."""
+    paper, common, stages = load(context)
+    job = next((j for s in stages for j in s.jobs if j.key == key), None)
+    if job is None:
+        raise JobFailed(f"no job {key!r} in the paper graph of {context}")
+    if job.mode == "run":
+        _harness(job.key, job.overrides)
+    elif job.mode == "report":
+        overrides = plan.selected_overrides(job, _upstream(job, stages))
+        if overrides is None:
+            raise JobFailed(f"{job.key}: {job.source}'s runs have no usable record to select from")
+        _harness(job.key, overrides)
+    elif job.mode == "select":
+        select(job, _upstream(job, stages), float(paper.get("min_finished", 0.5)))
+    else:
+        leaderboard(paper, common)
+
+
+def _upstream(job: graph.Job, stages: Sequence[graph.Stage]) -> list[plan.JobState]:
+    return [plan.plan_run(j) for s in stages if plan.feeds(s.name, job) for j in s.jobs]
+
+
+def _harness(key: str, overrides: Sequence[str]) -> None:
+    print(f"[{key}] python -m harness {' '.join(overrides)}", flush=True)
+    rc = subprocess.run([sys.executable, "-m", "harness", *overrides], check=False).returncode
+    if rc != 0:
+        raise JobFailed(f"{key}: python -m harness exited {rc} (its error line is above)")
+
+
+def select(job: graph.Job, upstream: Sequence[plan.JobState], min_finished: float) -> None:
+    """The selection over the sweep's own runs; refuses when fewer than ``min_finished`` of them finished."""
+    relevant = [s for s in upstream if not job.datasets or set(job.datasets) & graph._datasets_of(s.job)]
+    finished = [s for s in relevant if s.finished]
+    failed = [f"{s.job.key}: {s.failed[0]}" for s in relevant if s.failed]
+    if not relevant or len(finished) < min_finished * len(relevant):
+        raise JobFailed(f"{job.key}: {len(finished)} of {len(relevant)} runs finished, fewer than "
+                        f"{min_finished:.0%} (paper.min_finished); failed: {'; '.join(failed) or 'none recorded'}")
+    choice = plan.choose(job.task, relevant, job.datasets)
+    if choice is None:
+        raise JobFailed(f"{job.key}: no usable record among {len(relevant)} runs")
+    res = next(s.results for s in relevant if s.results)
+    name = str(choice.model.get("name"))
+    path = selection.selection_path(selection.default_out_dir(res), job.task, name)
+    results.atomic_write_json(path, selection.jsonable(choice.summary))
+    print(specs.get(job.task).rule.format(choice), f"\n  -> {path}", flush=True)
+    if failed:
+        print(f"{job.key}: {len(failed)} of {len(relevant)} runs failed: {'; '.join(failed)}", flush=True)
+
+
+def leaderboard(paper: dict[str, Any], common: Sequence[str]) -> Path:
+    from harness.leaderboard import build
+
+    with plan.composed(common) as cfg:
+        res = Path(str(cfg.paths.results))
+    out = Path(paper["site"]) if paper.get("site") else res.resolve().parent / "site"
+    build([res], out)
+    print(f"leaderboard: {out / 'index.html'}", flush=True)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2:
+        print("usage: python -m harness.paper.job CONTEXT.json JOB_KEY", file=sys.stderr)
+        return 2
+    try:
+        run_job(*args)
+    except HarnessError as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The local executor: the graph's stages in dependency order on this machine, one job after another, each in
+its own process (``python -m harness.paper.job``), skipping finished jobs. ``afterok`` is honoured (a stage whose
+upstream failed is skipped, saying why); ``afterany`` stages run whatever their upstream's outcome."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from harness.paper.graph import AFTER_OK, Stage
+from harness.paper.plan import JobState
+
+log = logging.getLogger("harness.paper")
+
+
+def run_local(stages: Sequence[Stage], states: Mapping[str, JobState], context: Path) -> int:
+    """Run every unfinished job; 0 when every stage ended well, 1 otherwise (the failures are printed)."""
+    failed: dict[str, list[str]] = {}
+    for k, stage in enumerate(stages, 1):
+        todo = [j for j in stage.jobs if not states[j.key].finished]
+        blocked = [up for up, cond in stage.after if cond == AFTER_OK and up in failed]
+        head = f"stage {k} of {len(stages)}: {stage.name} ({len(stage.jobs)} jobs, {len(stage.jobs) - len(todo)} done)"
+        if blocked:
+            failed[stage.name] = [f"skipped: {', '.join(blocked)} failed"]
+            log.warning("%s: skipped, %s failed", head, ", ".join(blocked))
+            continue
+        log.warning("%s", head)
+        for i, job in enumerate(todo, 1):
+            log.warning("  [%d/%d] %s", i, len(todo), job.key)
+            cmd = [sys.executable, "-m", "harness.paper.job", str(context), job.key]
+            if subprocess.run(cmd, check=False).returncode != 0:
+                failed.setdefault(stage.name, []).append(job.key)
+    for name, keys in failed.items():
+        log.warning("failed: %s: %s", name, ", ".join(keys))
+    return 1 if failed else 0

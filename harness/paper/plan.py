@@ -1,0 +1,181 @@
+"""What each job of the graph has done, from records alone: a job's cells are planned exactly as its run would plan
+them (the task's runner, config only, no model), then looked up in the results folder. A job that cannot be
+planned yet (its upstream selection has no records) is waiting, with the reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from harness import families, results, specs
+from harness.errors import HarnessError
+from harness.paper import cost
+from harness.paper.graph import Job, Stage
+
+
+@dataclass
+class JobState:
+    """A job's cells: how many, how many have an ok record, the failed ones' one-line errors."""
+
+    job: Job
+    cells: int = 0
+    done: int = 0
+    failed: list[str] = field(default_factory=list)
+    run_ids: tuple[str, ...] = ()
+    waiting: str | None = None
+    results: str | None = None      # the results folder its records go to
+    work: cost.Work = field(default_factory=cost.Work)
+    seconds: float = 0.0            # what its records say they took
+    model: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.waiting is None and self.cells > 0 and self.done == self.cells
+
+
+@cache
+def _base(overrides: tuple[str, ...]) -> Any:
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+@contextmanager
+def composed(overrides: Sequence[str]) -> Iterator[Any]:
+    """The job's config as the CLI composes it. Group choices and ``sweep=`` are composed by Hydra once per
+    distinct set; plain ``key=value`` overrides (a sweep's point) are set on that config for the duration of the
+    block and then undone, so planning a 384-point grid composes a handful of configs, not 384."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    groups = tuple(o for o in overrides if "." not in o.partition("=")[0] or o.startswith(("+", "~")))
+    cfg = _base(groups)
+    parser = OverridesParser.create()
+    saved: list[tuple[str, Any]] = []
+    try:
+        for text in overrides:
+            if text not in groups:   # typed as Hydra types them: 1e-5 a float, [a,b] a list
+                (o,) = parser.parse_overrides([text])
+                saved.append((o.key_or_group, OmegaConf.select(cfg, o.key_or_group, throw_on_missing=False)))
+                OmegaConf.update(cfg, o.key_or_group, o.value(), merge=False)
+        yield cfg
+    finally:
+        for key, old in reversed(saved):
+            OmegaConf.update(cfg, key, old, merge=False)
+
+
+def plan_run(job: Job, overrides: Sequence[str] | None = None) -> JobState:
+    """A ``run`` (or resolved ``report``) job's cells and their records."""
+    state = JobState(job)
+    try:
+        with composed(overrides if overrides is not None else job.overrides) as cfg:
+            spec = specs.get(str(cfg.task.name))
+            state.work = cost.job_work(cfg, job.mode, spec.selection.sets if job.mode == "report" else ())
+            state.model = {k: cfg.model.get(k) for k in ("name", "family", "size")}
+            family = families.get(spec.runner)(cfg)
+            cells = [c for stage in family.stages() for c in stage]
+            res = str(cfg.paths.results)
+    except HarnessError as exc:
+        state.waiting = str(exc).split(". ")[0]
+        return state
+    state.results, state.cells, state.run_ids = res, len(cells), tuple(sorted({c.run_id for c in cells}))
+    trained: dict[str, float] = {}
+    for c in cells:
+        path = results.record_path(res, family.name, family.model_name, c.run_id, c.dataset)
+        rec = results.finished_at(path)
+        if rec is not None:
+            state.done += 1
+            state.seconds += _seconds(rec, trained)
+        elif path.is_file():
+            try:
+                failed = results.read_record(path)
+            except (ValueError, OSError):
+                continue
+            state.failed.append(f"{c.dataset} ({c.run_id}): {failed.error}")
+            state.seconds += _seconds(failed, trained)
+    return state
+
+
+def _seconds(rec: results.ResultRecord, trained: dict[str, float]) -> float:
+    """The seconds a record's timings add up to, its run's training counted once (every dataset shares it)."""
+    own = sum(v for v in (rec.timings or {}).values() if isinstance(v, int | float))
+    train = ((rec.model or {}).get("trained") or {}).get("train_s")
+    if isinstance(train, int | float) and rec.run_id not in trained:
+        trained[rec.run_id] = float(train)
+        own += float(train)
+    return float(own)
+
+
+def selected_overrides(job: Job, upstream: Sequence[JobState]) -> list[str] | None:
+    """A report job's overrides: its own plus the sweep values (``job.params``) of the run the upstream sweep's
+    selection rule picks among the upstream jobs' records; None while the sweep has no usable record."""
+    choice = choose(job.task, upstream, job.datasets)
+    if choice is None:
+        return None
+    first = next(iter(choice.cells.values()))[0]
+    return [*job.overrides, *(f"{k}={_get(first.config, k)}" for k in job.params)]
+
+
+def choose(task: str, upstream: Sequence[JobState], datasets: Sequence[str] = ()) -> Any:
+    """The task's selection rule over the records of the upstream jobs' runs only (one model), or None."""
+    ids = {rid for s in upstream for rid in s.run_ids}
+    folders = [s.results for s in upstream if s.results]
+    if not ids or not folders:
+        return None
+    res = folders[0]
+    spec = specs.get(task)
+    recs = [r for _, r in results.iter_records(res, warn=False)
+            if r.task == task and r.run_id in ids and (not datasets or r.dataset in datasets)]
+    choices = spec.rule.choose(recs, key=spec.column_of)
+    return next(iter(choices.values()), None)
+
+
+def _get(config: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def plan(stages: Sequence[Stage]) -> dict[str, JobState]:
+    """Every job's state, by job key, stage by stage (report jobs resolved through their upstream's records)."""
+    out: dict[str, JobState] = {}
+    by_stage: dict[str, list[JobState]] = {}
+    for stage in stages:
+        states = []
+        for job in stage.jobs:
+            states.append(_plan_job(job, by_stage, stages))
+        by_stage[stage.name] = states
+        out |= {s.job.key: s for s in states}
+    return out
+
+
+def _plan_job(job: Job, by_stage: Mapping[str, list[JobState]], stages: Sequence[Stage]) -> JobState:
+    if job.mode == "run":
+        return plan_run(job)
+    upstream = [s for name, states in by_stage.items() if feeds(name, job) for s in states]
+    if job.mode == "report":
+        overrides = selected_overrides(job, upstream)
+        if overrides is None:
+            state = plan_run(job, [*job.overrides, "task.train=false"])   # its size, before the selection exists
+            state.cells, state.done, state.failed, state.run_ids = 0, 0, [], ()
+            state.waiting = f"waits for {job.source}.select"
+            return state
+        return plan_run(job, overrides)
+    state = JobState(job, cells=1)
+    pending = [s for s in upstream if not s.finished]
+    if (job.mode == "select" and upstream and not pending) or (job.mode == "leaderboard" and not any(not s.finished for states in by_stage.values() for s in states)):
+        state.done = 1
+    return state
+
+
+def feeds(stage: str, job: Job) -> bool:
+    """Whether ``stage``'s records are what ``job`` selects among (a sweep, its head and chained parts)."""
+    return job.source is not None and (stage == job.source or stage.startswith(job.source + "."))  \
+        and not stage.endswith((".select", ".report"))
