@@ -14,6 +14,7 @@ from harness.errors import HarnessError
 from harness.leaderboard import build_leaderboard
 from harness.leaderboard.site import site_data
 from harness.runner import run
+from harness.selection.rules import rule_for
 from harness.specs import stages
 from tests.conftest import REPO, compose
 
@@ -78,7 +79,7 @@ def test_unknown_family_and_clashing_registration() -> None:
 
 def test_every_task_spec_declares_what_the_task_is() -> None:
     for name, spec in specs.all_specs().items():
-        assert spec.name == name and spec.main_metric and spec.tables and spec.rule.description
+        assert spec.name == name and spec.main_metric and spec.tables and rule_for(spec.selection).description
         assert spec.runner in families.REGISTRY and isinstance(spec.higher_is_better, bool)
         assert stages.versions(spec.stages)   # every stage is declared with its protocol version
     for fam in families.all_families():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,17 +55,16 @@ class GlueTask:
         return self.labels is None
 
 
-def task_definitions(definitions: Mapping[str, Any]) -> dict[str, GlueTask]:
-    """Validate ``task.definitions`` into :class:`GlueTask` objects, naming the task and key on any error."""
-    from harness.evaluation.glue_metrics import METRICS
-
+def task_definitions(definitions: Mapping[str, Any], metrics: Collection[str] | None = None) -> dict[str, GlueTask]:
+    """Validate ``task.definitions`` into :class:`GlueTask` objects, naming the task and key on any error;
+    ``metrics``: the metric names a definition may use (the evaluation layer's, passed in by the family)."""
     out = {}
     for name, d in definitions.items():
         try:
             d = dict(d)
             labels = d.get("labels")
-            if d["metric"] not in METRICS:
-                raise ValueError(f"metric {d['metric']!r} is not one of {', '.join(METRICS)}")
+            if metrics is not None and d["metric"] not in metrics:
+                raise ValueError(f"metric {d['metric']!r} is not one of {', '.join(metrics)}")
             out[name] = GlueTask(
                 name=name,
                 metric=d["metric"],

@@ -24,6 +24,7 @@ from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, PUBLISHED, SU
 from harness.leaderboard.layout import AVG, OVERVIEW, table_spec, table_specs
 from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records, selected
 from harness.results import STATUS_FAILED, STATUS_OK
+from harness.selection.rules import rule_for
 
 _SIZE_ORDER = {"small": 0, "base": 1, "large": 2}
 
@@ -148,7 +149,7 @@ def build_leaderboard(
         fam = specs.for_record(items[0].record)
         chosen = picks.get((key.name, table, col))
         cell = combine(items, combine_rule, scale_of(table, col), chosen=chosen,
-                       chosen_by=fam.rule.description if fam and chosen else "",
+                       chosen_by=rule_for(fam.selection).description if fam and chosen else "",
                        link_root=link_root, versions=versions, decimals=decimals_of(table, col))
         by_table.setdefault(table, {}).setdefault(key, {})[col] = cell
     user_rows = sorted({k for (k, _, _) in groups}, key=_row_order)

@@ -17,7 +17,7 @@ from harness import specs
 from harness.leaderboard.cells import SUBSET_MARK, Cell, RowKey, fmt
 from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
 from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, evaluated_subset, iter_records
-from harness.selection.rules import BestConfigPerDataset, configuration
+from harness.selection.rules import BestConfigPerDataset, configuration, rule_for
 
 COMBINE_RULES = {
     "latest": "latest: the most recent record (created_at) of each cell, whatever run it came from",
@@ -109,7 +109,7 @@ def selected(loaded: Sequence[Loaded], rule: str) -> dict[tuple[str, str, str], 
         if spec is None:
             continue
         by_id = {id(i.record): i for i in items}
-        choices = spec.rule.choose([i.record for i in items], key=spec.column_of, average_seeds=rule == "mean")
+        choices = rule_for(spec.selection).choose([i.record for i in items], key=spec.column_of, average_seeds=rule == "mean")
         for name, choice in choices.items():
             for (table, col), recs in choice.cells.items():
                 out[(name, table, col)] = [by_id[id(r)] for r in recs]

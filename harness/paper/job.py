@@ -18,6 +18,7 @@ from typing import Any
 from harness import results, selection, specs
 from harness.errors import HarnessError, one_line
 from harness.paper import graph, plan
+from harness.selection.rules import rule_for
 
 
 class JobFailed(HarnessError):
@@ -74,7 +75,7 @@ def select(job: graph.Job, upstream: Sequence[plan.JobState], min_finished: floa
     name = str(choice.model.get("name"))
     path = selection.selection_path(selection.default_out_dir(res), job.task, name)
     results.atomic_write_json(path, selection.jsonable(choice.summary))
-    print(specs.get(job.task).rule.format(choice), f"\n  -> {path}", flush=True)
+    print(rule_for(specs.get(job.task).selection).format(choice), f"\n  -> {path}", flush=True)
     if failed:
         print(f"{job.key}: {len(failed)} of {len(relevant)} runs failed: {'; '.join(failed)}", flush=True)
 

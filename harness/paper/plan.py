@@ -14,6 +14,7 @@ from harness import families, results, specs
 from harness.errors import HarnessError
 from harness.paper import cost
 from harness.paper.graph import Job, Stage
+from harness.selection.rules import rule_for
 
 
 @dataclass
@@ -132,7 +133,7 @@ def choose(task: str, upstream: Sequence[JobState], datasets: Sequence[str] = ()
     spec = specs.get(task)
     recs = [r for _, r in results.iter_records(res, warn=False)
             if r.task == task and r.run_id in ids and (not datasets or r.dataset in datasets)]
-    choices = spec.rule.choose(recs, key=spec.column_of)
+    choices = rule_for(spec.selection).choose(recs, key=spec.column_of)
     return next(iter(choices.values()), None)
 
 

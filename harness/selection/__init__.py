@@ -12,7 +12,7 @@ from typing import Any
 from harness import results, specs
 from harness.errors import HarnessError
 from harness.results import ResultRecord
-from harness.selection.rules import SCHEMA, Choice
+from harness.selection.rules import SCHEMA, Choice, rule_for
 
 __all__ = ["SCHEMA", "Choice", "choose", "default_out_dir", "load_selections", "prune_checkpoints",
            "selection_path", "write_selection"]
@@ -22,7 +22,7 @@ def choose(family: str, records: Iterable[ResultRecord], model: str | None = Non
     """The family's selection over ``records`` (other families' records and other models are ignored)."""
     spec = specs.get(family)
     recs = [r for r in records if r.task == family and (model is None or (r.model or {}).get("name") == model)]
-    return spec.rule.choose(recs, key=spec.column_of)
+    return rule_for(spec.selection).choose(recs, key=spec.column_of)
 
 
 def default_out_dir(results_dir: str | Path) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 from harness import results, specs
 from harness.errors import HarnessError
 from harness.selection import default_out_dir, jsonable, load_selections, prune_checkpoints, selection_path
+from harness.selection.rules import rule_for
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         if not choices:
             raise HarnessError(f"no {args.task} records under {args.results}"
                                + (f" for model {args.model}" if args.model else ""))
-        rule = specs.get(args.task).rule
+        rule = rule_for(specs.get(args.task).selection)
         for name, choice in choices.items():
             path = selection_path(out_dir, args.task, name)
             results.atomic_write_json(path, jsonable(choice.summary))

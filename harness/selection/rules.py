@@ -13,9 +13,11 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from harness.results import STATUS_FAILED, STATUS_OK, ResultRecord, evaluated_subset, stable_hash
+from harness.specs import SelectionSpec
 from harness.specs.glue import GLUE_SCORE_NOTES, paper_baselines, paper_tasks
 
 SCHEMA = "harness.selection/1"
@@ -318,11 +320,12 @@ RULES: dict[str, type[SelectionRule]] = {
 }
 
 
-def make_rule(name: str, sets: Sequence[str] = ()) -> SelectionRule:
-    """The rule ``name`` (with its selection datasets, for the rule that takes them)."""
+@cache
+def rule_for(spec: SelectionSpec) -> SelectionRule:
+    """The rule a task spec's ``selection`` names (with its selection datasets, for the rule that takes them)."""
     from harness.errors import unknown_name
 
-    if name not in RULES:
-        raise unknown_name("selection rule", name, RULES, "Add it to harness.selection.rules.RULES.")
-    cls = RULES[name]
-    return BestRunOnSelectionSets(sets) if cls is BestRunOnSelectionSets else cls()
+    if spec.rule not in RULES:
+        raise unknown_name("selection rule", spec.rule, RULES, "Add it to harness.selection.rules.RULES.")
+    cls = RULES[spec.rule]
+    return BestRunOnSelectionSets(spec.sets) if cls is BestRunOnSelectionSets else cls()

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from harness.typed import choices
 
 if TYPE_CHECKING:
     from harness.results import ResultRecord
-    from harness.selection.rules import SelectionRule
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,13 +111,6 @@ class TaskSpec:
         """(table, column, metric) of the further cells ``record`` fills."""
         return [(self.tables[0].id, x.columns[record.dataset], x.metric) for x in self.extra_columns
                 if record.dataset in x.columns and x.metric in (record.metrics or {})]
-
-    @cached_property
-    def rule(self) -> SelectionRule:
-        """The selection rule object (records-only code)."""
-        from harness.selection.rules import make_rule
-
-        return make_rule(self.selection.rule, self.selection.sets)
 
 
 def spec_from(node: Mapping[str, Any], name: str, where: str) -> TaskSpec:

@@ -47,7 +47,9 @@ class GlueFamily(Family):
     @cached_property
     def tasks(self) -> list[glue_data.GlueTask]:
         s = self.settings
-        defs = glue_data.task_definitions(s.definitions)
+        from harness.evaluation.glue_metrics import METRICS
+
+        defs = glue_data.task_definitions(s.definitions, METRICS)
         return order_tasks(glue_data.select_tasks(s.tasks, defs), list(s.chain_from_mnli))
 
     def stages(self) -> Iterator[list[Cell]]:
