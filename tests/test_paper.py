@@ -1,0 +1,74 @@
+"""The whole-paper graph: built from the task specs, planned from records, costed by a readable model; the
+dry-run needs no hub. (Execution, local and on SLURM, is tested in test_paper_runs.py.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from harness.paper import cost, graph
+from harness.results import ResultRecord, write_record
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def stages() -> dict[str, graph.Stage]:
+    return {s.name: s for s in graph.build(graph.load_paper(), ["model=modernbert-base"])}
+
+
+def test_the_paper_graph_follows_the_specs(stages) -> None:
+    jobs = {name: len(s.jobs) for name, s in stages.items()}
+    assert jobs["glue.mnli"] == 48 and jobs["glue"] == 4 * 48 and jobs["glue.chained"] == 3 * 48   # the 384 points
+    assert jobs["dpr"] == 6 and jobs["colbert"] == 6                                               # six LRs each
+    after = {name: set(s.after) for name, s in stages.items()}
+    assert after["glue.mnli.select"] == {("glue.mnli", "afterany")}        # a sweep ends even if points failed
+    assert after["glue.chained"] == {("glue.mnli.select", "afterok")}      # RTE/MRPC/STS-B: the selected MNLI run
+    assert after["dpr.report"] == {("dpr.select", "afterok")}              # the selected LR on all 15 sets
+    for name in ("mldr_ood", "mldr_id", "code"):                          # spec.depends_on: the selected DPR run
+        assert after[name] == {("dpr.select", "afterok")}, name
+    assert after["mldr_colbert"] == {("colbert.select", "afterok")}        # task.source.task=colbert
+    assert after["efficiency"] == set() and stages["leaderboard"].kind == "cpu"
+    assert {s.kind for n, s in stages.items() if n.endswith(".select")} == {"cpu"}
+    order = list(stages)
+    assert all(order.index(up) < order.index(n) for n, s in stages.items() for up, _ in s.after)
+    rte = next(j for j in stages["glue.chained"].jobs if "task.tasks=rte" in j.overrides)
+    assert {"sweep=glue-paper", "model=modernbert-base", "task=glue"} <= set(rte.overrides)
+    report = stages["dpr.report"].jobs[0]
+    assert report.mode == "report" and report.params == ("task.lr",) and "sweep=beir-lr" not in report.overrides
+
+
+def test_the_cost_model_is_tokens_over_throughput() -> None:
+    tp = cost.Throughput(short=100_000.0, long=50_000.0, source="test")
+    work = cost.Work(train=1e6, short=2e6, long=1e6)
+    c = cost.cost_data()
+    expected = (1e6 * c["train_factor"] + 2e6) / 1e5 / 3600 + 1e6 / 5e4 / 3600
+    assert cost.gpu_hours(work, tp, "rtx4090") == pytest.approx(expected)
+    assert cost.gpu_hours(work, tp, "h100") == pytest.approx(expected / c["gpu_speed"]["h100"])
+    seed = cost.throughput({"name": "modernbert-base", "family": "ModernBERT", "size": "base"}, None)
+    assert (seed.short, seed.long) == (147_300.0, 133_800.0) and "Table 2" in seed.source   # the paper's figures
+
+
+def test_measured_throughput_replaces_the_seed(tmp_path) -> None:
+    for ds, rate in (("short_variable", 5000.0), ("long_variable", 3000.0)):
+        write_record(tmp_path, ResultRecord(task="efficiency", dataset=ds, split="synthetic",
+                                            model={"name": "m"}, metrics={"tokens_per_s": rate},
+                                            main_score="tokens_per_s", run_id="r", details={"device": "cpu"}))
+    tp = cost.throughput({"name": "m", "family": "ModernBERT", "size": "base"}, str(tmp_path))
+    assert (tp.short, tp.long, tp.measured) == (5000.0, 3000.0, True) and "measured here" in tp.source
+    assert cost.gpu_hours(cost.Work(short=5000.0 * 3600), tp, "h100") == pytest.approx(1.0)   # not rescaled
+
+
+def test_dry_run_for_modernbert_base_needs_no_hub(tmp_path) -> None:
+    out = subprocess.run([sys.executable, "-m", "harness.paper", "model=modernbert-base",
+                          f"paths.results={tmp_path}/results", "--dry-run"],
+                         capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for stage in ("glue.mnli", "glue.chained", "dpr", "dpr.select", "dpr.report", "mldr_ood", "mldr_id", "code",
+                  "colbert", "colbert.report", "mldr_colbert", "efficiency", "leaderboard"):
+        assert any(line.split()[:1] == [stage] for line in lines), stage
+    total = next(line for line in lines if line.startswith("total"))
+    assert " 408 " in total and "GPU-hours estimated" in total and float(total.split()[3]) > 0
+    assert not (tmp_path / "results").exists()                       # a preview writes nothing
