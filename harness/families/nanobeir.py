@@ -6,13 +6,7 @@ search, trec_eval nDCG@10), self-match removal as mteb's Nano tasks (none)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
-
-from harness.data.catalog import DatasetEntry, local_folder
-from harness.data.retrieval import RetrievalDataset
-from harness.families.base import Cell, TableSpec
+from harness.families.base import TableSpec
 from harness.families.beir import DenseFamily, DenseSettings
 from harness.selection.rules import BestRunOnSelectionSets
 
@@ -33,38 +27,3 @@ class NanoBeirFamily(DenseFamily):
     tables = (TableSpec("nanobeir", "NanoBEIR", "NanoBEIR nDCG@10", tuple(NANOBEIR_LABELS), NANOBEIR_LABELS,
                         scale=100, note="The mmBERT card prints 0-1 values; they are shown x100 with the printed "
                                         "digits unchanged (0.5151 -> 51.51)."),)
-
-    def __init__(self, cfg: Any) -> None:
-        super().__init__(cfg)
-        self.snapshots: dict[str, Path] = {}
-
-    def check(self, todo: Sequence[Cell]) -> None:
-        """Find every set's data (local folder or hub snapshot) before loading a model: offline without a local
-        copy fails at once, naming it."""
-        self.snapshots = {} if self.settings.data_dir else {c.dataset: self.snapshot(c.payload) for c in todo}
-        super().check(todo)
-
-    def snapshot(self, entry: DatasetEntry) -> Path:
-        from harness.data import hub_layout
-        from harness.errors import DataError
-
-        if entry.hub is None:
-            raise DataError(f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir "
-                            f"containing {entry.local or entry.name}/>.")
-        return hub_layout.snapshot(entry.hub, entry.revision, entry.local or entry.name)
-
-    def load_dataset(self, entry: DatasetEntry) -> RetrievalDataset:
-        """A local folder (task.data_dir) in hub layout or BEIR layout, else the pinned hub copy."""
-        from harness.data import beir, hub_layout
-
-        s = self.settings
-        split = s.split or entry.split
-        if s.data_dir:
-            folder = local_folder(s.data_dir, entry)
-            if (folder / "corpus.jsonl").is_file():
-                return beir.load_local(folder, entry.name, split, s.strict_qrels)
-            return hub_layout.read_hub_layout(folder, entry.name, split, strict_qrels=s.strict_qrels)
-        folder = self.snapshots.get(entry.name) or self.snapshot(entry)
-        return hub_layout.read_hub_layout(folder, entry.name, split, strict_qrels=s.strict_qrels,
-                                          source=f"{entry.hub}@{entry.revision}",
-                                          fingerprint=f"hub:{entry.hub}@{entry.revision}")
