@@ -1,25 +1,19 @@
-"""Dataset names -> loaders, driven by the task's ``catalog`` (data, not code branches)."""
+"""Dataset names -> typed catalog entries, checked and loaded through their data kind (:mod:`harness.data.kinds`;
+no kind's layout is known here)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
+from harness.data.kinds import DEFAULT_KIND, KINDS, get_kind, local_folder, no_hub_copy
 from harness.data.retrieval import RetrievalDataset
-from harness.errors import unknown_name
-from harness.typed import build, choices
+from harness.errors import DataError, HubUnavailableError, unknown_name
+from harness.typed import build
 
-#: kind -> "module:function(entry, data_dir, split, strict_qrels) -> RetrievalDataset" for kinds beyond BEIR
-#: folders and mined functions; the module is imported only when a dataset of that kind is loaded
-LOADERS: dict[str, str] = {
-    "coir_csn": "harness.data.coir:load_entry",          # CoIR CodeSearchNet (hub, its layout, CodeXGLUE JSONL)
-    "cosqa_pairs": "harness.data.coir:load_cosqa_entry",  # CoSQA labelled pairs (CodeXGLUE JSON)
-    "mldr": "harness.data.mldr:load_entry",              # MLDR (mteb's hub copy or a folder in MLDR's layout)
-    "source_files": "harness.data.longdocs:load_entry",  # whole source files as long documents
-}
-
+__all__ = ["DatasetEntry", "check_entries", "check_local", "entry_from_config", "load_entry", "local_folder",
+           "resolve_entries"]
 
 @dataclass
 class DatasetEntry:
@@ -30,11 +24,11 @@ class DatasetEntry:
     hub: str | None = None
     revision: str | None = None
     ignore_identical_ids: bool = False
-    kind: str = choices("beir", "source_tree", *LOADERS, default="beir")   # see LOADERS for the others
+    kind: str = DEFAULT_KIND              # the data kind: a key of harness.data.kinds.KINDS
     hub_config: str | None = None         # the hub subset: a CoIR language (ruby), an MLDR language (en)
-    root: str | None = None               # source_tree/source_files: folder to mine (None = installed stdlib)
-    max_queries: int | None = 500         # source_tree/source_files: queries sampled deterministically
-    max_corpus: int | None = None         # source_tree/source_files: cap the corpus (queries' documents kept)
+    root: str | None = None               # mined kinds: folder to mine (None = installed stdlib)
+    max_queries: int | None = 500         # mined kinds: queries sampled deterministically
+    max_corpus: int | None = None         # mined kinds: cap the corpus (queries' documents kept)
     local: str | None = None              # folder under data_dir (default: the name); members: parent/member
     members: dict[str, DatasetEntry] = field(default_factory=dict)   # composite (CQADupstack): mean over members
     mteb_task: str | None = None          # the mteb task with the same data and protocol (export/import of results)
@@ -62,6 +56,8 @@ def entry_from_config(name: str, raw: Mapping[str, Any] | None) -> DatasetEntry:
     raw = dict(raw or {})
     members_raw = raw.pop("members", None) or {}
     entry = build(DatasetEntry, {"name": name, **raw}, f"catalog entry {name!r}")
+    if entry.kind not in KINDS:
+        get_kind(entry.kind, f"catalog entry {name!r}")   # raises: the valid kinds, closest first
     inherited = {k: raw[k] for k in ("split", "ignore_identical_ids") if k in raw}
     members = {
         m: entry_from_config(f"{name}-{m}", {"local": f"{name}/{m}", **inherited, **dict(mraw or {})})
@@ -83,67 +79,54 @@ def resolve_entries(names: list[str], catalog: Mapping[str, Any]) -> list[Datase
     return [entries[name] for name in names]
 
 
-def local_folder(data_dir: str, entry: DatasetEntry) -> Path:
-    """``<data_dir>/<name>``; a composite member (cqadupstack-android) lives in ``cqadupstack/android``."""
-    return Path(data_dir).expanduser() / (entry.local or entry.name)
-
-
 def load_entry(
     entry: DatasetEntry, *, data_dir: str | None, split: str | None = None, strict_qrels: bool = True
 ) -> RetrievalDataset:
-    """Load one (non-composite) dataset: a kind of :data:`LOADERS`, a mined source tree, a local BEIR folder,
-    or the pinned hub copy."""
-    from harness.data import beir
-
-    split = split or entry.split
-    if entry.kind in LOADERS:
-        import importlib
-
-        module, _, func = LOADERS[entry.kind].partition(":")
-        return getattr(importlib.import_module(module), func)(entry, data_dir, split, strict_qrels)
-    if entry.kind == "source_tree":
-        from harness.data.code import build_code_retrieval_set
-
-        root = Path(entry.root).expanduser() if entry.root else None
-        return build_code_retrieval_set(
-            root, name=entry.name, max_queries=entry.max_queries, max_corpus=entry.max_corpus
-        )
-    if data_dir:
-        return beir.load_local(local_folder(data_dir, entry), entry.name, split, strict_qrels)
-    if entry.hub is None:
-        from harness.errors import DataError
-
-        raise DataError(
-            f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir containing {entry.name}/>."
-        )
-    return beir.load_hub(entry.hub, entry.revision, entry.name, split, strict_qrels)
+    """Load one (non-composite) dataset through its kind: ``<data_dir>/<local>``, what the entry names, or its
+    pinned hub copy."""
+    return get_kind(entry.kind).load(entry, data_dir, split or entry.split, strict_qrels)
 
 
 def check_local(entry: DatasetEntry, data_dir: str | None, split: str | None = None) -> None:
-    """The files a (non-composite) entry reads are there, before any model is loaded: a mined source tree's root,
-    or the dataset's folder (file) under ``data_dir``, and for a BEIR folder its corpus, queries and qrels. Presence
+    """The files a (non-composite) entry reads are there (its kind's check), before any model is loaded. Presence
     only: contents are validated when loaded."""
-    from harness.errors import DataError
+    problem = get_kind(entry.kind).check(entry, data_dir, split or entry.split)
+    if problem:
+        raise DataError(problem)
 
-    if entry.kind in ("source_tree", "source_files"):
-        if entry.root and not Path(entry.root).expanduser().is_dir():
-            raise DataError(f"dataset {entry.name!r}: root folder not found: {entry.root}. Fix the catalog entry's "
-                            "root (null mines the installed Python stdlib).")
+
+def hub_label(entry: DatasetEntry) -> str:
+    """``hub@revision`` of an entry (of a composite's first member, with the number of members)."""
+    members = list(entry.members.values())
+    first = members[0] if members else entry
+    return f"{first.hub}@{first.revision}" + (f", {len(members)} subsets" if members else "")
+
+
+def check_entries(entries: Sequence[DatasetEntry], data_dir: str | None, split: str | None = None) -> None:
+    """Before any model is loaded: every entry's local files are there (``data_dir`` set, or kinds that need
+    neither it nor the hub), or its pinned hub copy exists and the hub is reachable (else one error naming each
+    local alternative); hub copies a kind fetches ahead are fetched."""
+    needs_hub: list[DatasetEntry] = []
+    for entry in entries:
+        parts = list(entry.members.values()) or [entry]
+        if data_dir or not any(get_kind(p.kind).reads_data_dir for p in parts):
+            for p in parts:
+                check_local(p, data_dir, split or p.split)
+        elif not all(get_kind(p.kind).hub_copy(p) for p in parts):
+            raise no_hub_copy(entry)
+        else:
+            needs_hub.append(entry)
+    if not needs_hub:
         return
-    if not data_dir:
-        raise DataError(f"dataset {entry.name!r} reads local files: pass task.data_dir=<dir containing "
-                        f"{entry.local or entry.name}/>.")
-    folder = local_folder(data_dir, entry)
-    if not folder.exists():
-        raise DataError(f"dataset folder not found: {folder}. Set task.data_dir to the directory that contains "
-                        f"{entry.local or entry.name}/ (task.data_dir={data_dir}).")
-    if entry.kind != "beir" or (folder / "corpus").is_dir():   # other layouts, and the hub layout's folders
-        return
-    split = split or entry.split
-    for rel in ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"):
-        if not (folder / rel).is_file():
-            qrels = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
-            hint = f" Splits here: {qrels or 'none'}; choose one with task.split=<split>." if rel.startswith("qrels") else ""
-            raise DataError(f"{folder / rel} not found: a BEIR folder needs corpus.jsonl, queries.jsonl and "
-                            f"qrels/<split>.tsv.{hint} Point task.data_dir at the folder that contains "
-                            f"{entry.local or entry.name}/ in BEIR layout.")
+    from harness.models import hub_reachable
+
+    if not hub_reachable():
+        hints = (get_kind((list(e.members.values()) or [e])[0].kind).offline_hint(e) for e in needs_hub)
+        raise HubUnavailableError(
+            f"{', '.join(e.name for e in needs_hub)}: the pinned hub copies "
+            f"({'; '.join(hub_label(e) for e in needs_hub)}) need the Hugging Face hub, which is not reachable "
+            "from here. Offline: " + " ".join(hints)
+        )
+    for entry in needs_hub:
+        for p in list(entry.members.values()) or [entry]:
+            get_kind(p.kind).fetch(p)

@@ -20,15 +20,12 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.data.files import read_text
 from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError, one_line
-
-if TYPE_CHECKING:
-    from harness.data.catalog import DatasetEntry
 
 log = logging.getLogger(__name__)
 
@@ -287,31 +284,3 @@ def load_cosqa_pairs(path: Path, name: str, split: str = "test") -> RetrievalDat
         name=name, split=split, corpus_ids=[doc_of_code[c] for c in codes], corpus_titles=[""] * len(codes),
         corpus_texts=codes, queries=queries, qrels=qrels, source=str(path.resolve()),
     )
-
-
-# ------------------------------------------------------------------------------------------ catalog entry points
-def load_entry(entry: DatasetEntry, data_dir: str | None, split: str, strict_qrels: bool = True) -> RetrievalDataset:
-    """Catalog kind ``coir_csn``: ``entry.hub_config`` is the language; a local folder when ``data_dir`` is set,
-    else the pinned hub copy."""
-    from harness.data.catalog import local_folder
-
-    lang = entry.hub_config or entry.name.rsplit("-", 1)[-1]
-    if lang not in CSN_LANGUAGES:
-        raise DataError(f"catalog entry {entry.name!r}: hub_config={lang!r} is not a CodeSearchNet language; "
-                        f"use one of {', '.join(CSN_LANGUAGES)}.")
-    if data_dir:
-        return load_csn_local(local_folder(data_dir, entry), lang, entry.name, split, strict_qrels)
-    if entry.hub is None:
-        raise DataError(f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir>.")
-    return load_csn(entry.hub, entry.revision, lang, entry.name, split, strict_qrels)
-
-
-def load_cosqa_entry(entry: DatasetEntry, data_dir: str | None, split: str,
-                     strict_qrels: bool = True) -> RetrievalDataset:
-    """Catalog kind ``cosqa_pairs``: the JSON file ``<data_dir>/<local>`` (local data only)."""
-    from harness.data.catalog import local_folder
-
-    if not data_dir:
-        raise DataError(f"dataset {entry.name!r} is local only: pass task.data_dir=<dir containing "
-                        f"{entry.local or entry.name}> (../shared/data has cosqa/cosqa-dev.json).")
-    return load_cosqa_pairs(local_folder(data_dir, entry), entry.name, split)

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.data.code import (
     DEFAULT_EXCLUDE,
@@ -37,9 +37,6 @@ from harness.data.code import (
 )
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
-
-if TYPE_CHECKING:
-    from harness.data.catalog import DatasetEntry
 
 SPLITS = ("train", "test")
 
@@ -222,9 +219,3 @@ def _negatives(doc_ids: list[str], q: _Query, k: int) -> list[str]:
     """``k`` files other than the query's own, ordered by a hash of (query, file): deterministic, spread out."""
     others = (d for d in doc_ids if d != q.doc_id)
     return sorted(others, key=lambda d: hashlib.sha256(f"{q.qid}\x1f{d}".encode()).digest())[:k]
-
-
-def load_entry(entry: DatasetEntry, data_dir: str | None, split: str, strict_qrels: bool = True) -> RetrievalDataset:
-    """Catalog kind ``source_files``: ``entry.root`` (null: the installed stdlib) mined as long documents."""
-    return build_long_document_set(entry.root, name=entry.name, split=split, max_queries=entry.max_queries,
-                                   max_corpus=entry.max_corpus)

@@ -24,8 +24,6 @@ from harness.errors import DataError
 if TYPE_CHECKING:
     from datasets import Dataset
 
-    from harness.data.catalog import DatasetEntry
-
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "dev", "test")
@@ -168,17 +166,6 @@ def load_hub(path: str, revision: str | None, lang: str, name: str, split: str =
     return RetrievalDataset(name=name, split=split, corpus_ids=ids, corpus_titles=titles,
                             corpus_texts=[str(x or "") for x in corpus["text"]], queries=queries, qrels=qrels,
                             source=f"{path}@{revision}:{lang}", fingerprint=f"hub:{path}@{revision}:{lang}")
-
-
-def load_entry(entry: DatasetEntry, data_dir: str | None, split: str, strict_qrels: bool = True) -> RetrievalDataset:
-    """Catalog kind ``mldr``: ``<data_dir>/<local>`` in MLDR's layout, else mteb's pinned hub copy."""
-    from harness.data.catalog import local_folder
-
-    if data_dir:
-        return load_local(local_folder(data_dir, entry), entry.name, split, strict_qrels)
-    if entry.hub is None:
-        raise DataError(f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir>.")
-    return load_hub(entry.hub, entry.revision, entry.hub_config or "en", entry.name, split, strict_qrels)
 
 
 # ---------------------------------------------------------------------------------------------- training data

@@ -21,7 +21,6 @@ REGISTRY: dict[str, str] = {
     "glue": "harness.families.glue:GlueFamily",
     "mldr": "harness.families.mldr:MldrFamily",
     "mteb": "harness.families.mteb:MtebFamily",
-    "nanobeir": "harness.families.nanobeir:NanoBeirFamily",
 }
 
 _loaded: dict[str, type[Family]] = {}

@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from harness import results
-from harness.data.catalog import DatasetEntry, check_local, load_entry, resolve_entries
+from harness.data.catalog import DatasetEntry, check_entries, load_entry, resolve_entries
 from harness.data.retrieval import RetrievalDataset, subset
-from harness.errors import DataError, HarnessError, HubUnavailableError, TrainingDivergedError
+from harness.errors import HarnessError, TrainingDivergedError
 from harness.evaluation.retriever import Retriever, evaluate
 from harness.evaluation.subgroups import QueryGroups
 from harness.families.base import Cell, Family
@@ -30,32 +30,6 @@ log = logging.getLogger(__name__)
 
 #: the marker of a finished training in its output folder (its content: the training facts of the record)
 TRAIN_DONE = "train_done.json"
-
-#: catalog kinds built from local files with neither task.data_dir nor a hub copy (mined source trees)
-LOCAL_KINDS = ("source_tree", "source_files")
-
-#: the local alternative of a hub dataset, per catalog kind
-LOCAL_HINTS = {
-    "mldr": "{name}: task.data_dir=<dir containing {local}/> in MLDR's layout (corpus.jsonl, test.jsonl; e.g. a "
-            "copy of Shitao/MLDR's mldr-v1.0-en/).",
-    "coir_csn": "{name}: task.data_dir=<dir containing {local}/> (CodeXGLUE {{train,valid,test}}.jsonl or CoIR's hub "
-                "layout); the Ruby slice: task.datasets=[csn-ruby] task.data_dir=../shared/data.",
-    "beir": "{name}: task.data_dir=<dir containing {local}/> in BEIR layout.",
-}
-
-
-def _hub_of(entry: DatasetEntry) -> str:
-    members = list(entry.members.values())
-    first = members[0] if members else entry
-    return f"{first.hub}@{first.revision}" + (f", {len(members)} subsets" if members else "")
-
-
-def _local_hint(entry: DatasetEntry) -> str:
-    members = list(entry.members.values())
-    kind = members[0].kind if members else entry.kind
-    local = f"{entry.local or entry.name}/<{'|'.join(entry.members)}>" if members else entry.local or entry.name
-    return LOCAL_HINTS.get(kind, LOCAL_HINTS["beir"]).format(name=entry.name, local=local)
-
 
 
 
@@ -149,27 +123,7 @@ class RetrievalFamily(Family):
         still has to train."""
         super().check(todo)
         s = self.settings
-        needs_hub: list[DatasetEntry] = []
-        for cell in todo:
-            entry: DatasetEntry = cell.payload
-            parts = list(entry.members.values()) or [entry]
-            if s.data_dir or all(p.kind in LOCAL_KINDS for p in parts):
-                for p in parts:
-                    check_local(p, s.data_dir, s.split or p.split)
-            elif any(p.hub is None for p in parts):
-                raise DataError(f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir "
-                                f"containing {entry.local or entry.name}/>.")
-            else:
-                needs_hub.append(entry)
-        if needs_hub:
-            from harness.models import hub_reachable
-
-            if not hub_reachable():
-                raise HubUnavailableError(
-                    f"{', '.join(e.name for e in needs_hub)}: the pinned hub copies "
-                    f"({'; '.join(_hub_of(e) for e in needs_hub)}) need the Hugging Face hub, which is not reachable "
-                    "from here. Offline: " + " ".join(_local_hint(e) for e in needs_hub)
-                )
+        check_entries([cell.payload for cell in todo], s.data_dir, s.split)
         if self.trains and (self.cfg.overwrite or not self.trained(todo)):
             self.check_training_data()
 

@@ -1,0 +1,32 @@
+"""Kind ``hub_layout``: a hub dataset repository read file by file (mteb's ``Nano*Retrieval`` copies: configs
+``corpus``, ``queries``, ``qrels`` of ``<split>-*.parquet``), as a snapshot fetched before any model loads, or a
+local folder in that layout or in BEIR layout."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from harness.data.kinds.beir import BeirKind
+
+if TYPE_CHECKING:
+    from harness.data.catalog import DatasetEntry
+    from harness.data.retrieval import RetrievalDataset
+
+
+class HubLayoutKind(BeirKind):
+    name = "hub_layout"
+    hint: ClassVar[str] = ("{name}: task.data_dir=<dir> with a copy in <dir>/{local}/ (hub layout: corpus/, "
+                           "queries/, qrels/ folders of <split>-*.parquet or .jsonl; or BEIR layout).")
+
+    def fetch(self, entry: DatasetEntry) -> None:
+        from harness.data import hub_layout
+
+        hub_layout.snapshot(str(entry.hub), entry.revision, entry.local or entry.name)
+
+    def load_hub(self, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
+        from harness.data import hub_layout
+
+        folder = hub_layout.snapshot(str(entry.hub), entry.revision, entry.local or entry.name)
+        return hub_layout.read_hub_layout(folder, entry.name, split, strict_qrels=strict_qrels,
+                                          source=f"{entry.hub}@{entry.revision}",
+                                          fingerprint=f"hub:{entry.hub}@{entry.revision}")
