@@ -1,5 +1,6 @@
-"""The task-family interface: the README's toy family (one module, one config file, one registry entry) is run,
-selected and shown on the leaderboard with no other change; the registry refuses unknown and clashing names."""
+"""Adding a task: the README's retrieval task over a new data kind (one kind module, one registry line, one spec
+file) is run, selected and shown on the leaderboard with no other change; the registries refuse unknown and
+clashing names."""
 
 from __future__ import annotations
 
@@ -20,46 +21,53 @@ from tests.conftest import REPO, compose
 
 
 def readme_blocks() -> tuple[str, str, str]:
-    """(module, yaml, registry line) from the README's "Adding a task family" section."""
+    """(data-kind module, registry line, spec YAML) from the README's "Adding a task" section."""
     text = (REPO / "README.md").read_text()
-    section = text.split("## Adding a task family", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## Adding a task", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
     python = [b for lang, b in blocks if lang == "python"]
     yaml = next(b for lang, b in blocks if lang == "yaml")
-    return python[0], yaml, python[1].strip()
+    return python[0], python[1].strip(), yaml
 
 
 @pytest.fixture()
-def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    module, yaml, entry = readme_blocks()
-    (tmp_path / "toy_family.py").write_text(module)
+def mytsv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The README's three blocks, placed as a user would: the kind module on the path, its registry line in
+    KINDS, the spec in a config folder; and a data folder in the kind's format."""
+    from harness.data.kinds import KINDS
+    from tests.test_data_kinds import write_tsv_folder
+
+    module, entry, yaml = readme_blocks()
+    (tmp_path / "tsv_kind.py").write_text(module)
     (tmp_path / "conf" / "task").mkdir(parents=True)
-    (tmp_path / "conf" / "task" / "toy.yaml").write_text(yaml)
+    (tmp_path / "conf" / "task" / "mytsv.yaml").write_text(yaml)
     monkeypatch.syspath_prepend(str(tmp_path))
     name, _, target = entry.rstrip(",").partition(":")
-    monkeypatch.setitem(families.REGISTRY, name.strip().strip('"'), target.strip().strip('"'))
+    monkeypatch.setitem(KINDS, name.strip().strip('"'), target.strip().strip('"'))
+    write_tsv_folder(tmp_path / "data")
     yield tmp_path
-    families._loaded.pop("toy", None)
-    sys.modules.pop("toy_family", None)
+    sys.modules.pop("tsv_kind", None)
 
 
-def test_readme_toy_family_runs_selects_and_shows(toy: Path, capsys) -> None:
-    overrides = [f"hydra.searchpath=[file://{toy}/conf]", "task=toy", "model=all-minilm-l6-v2",
-                 f"paths.results={toy}/results", f"paths.outputs={toy}/outputs"]
+def test_readme_new_kind_task_runs_selects_and_shows(mytsv: Path) -> None:
+    from tests.test_retrieval_runs import TINY
+
+    overrides = [f"hydra.searchpath=[file://{mytsv}/conf]", "task=mytsv", *TINY, f"task.data_dir={mytsv}/data",
+                 f"paths.results={mytsv}/results", f"paths.outputs={mytsv}/outputs", f"paths.cache={mytsv}/cache"]
     recs = run(compose(overrides))
-    assert [(r.task, r.dataset, r.score, r.higher_is_better) for r in recs] == [
-        ("toy", "scifact", 14.0, True), ("toy", "nq", 4.0, True)]
+    assert [(r.task, r.dataset, r.status) for r in recs] == [("mytsv", "toytsv", "ok")]
+    assert 0.0 < recs[0].score <= 1.0 and recs[0].config["task"]["spec"]["tables"][0]["id"] == "mytsv"
     assert run(compose(overrides))[0].created_at == recs[0].created_at          # finished: skipped
-    assert run(compose([*overrides, "task.factor=3"]))[0].score == 21.0        # a new setting: a new run
 
-    chosen = selection.choose("toy", [r for r in _records(toy)])
-    assert chosen["all-minilm-l6-v2"].cells["toy", "scifact"][0].score == 21.0   # best configuration per dataset
+    chosen = selection.choose("mytsv", _records(mytsv))                       # the spec the records carry
+    assert chosen["tiny-modernbert"].cells["mytsv", "toytsv"][0].run_id == recs[0].run_id
 
-    lb = build_leaderboard([toy / "results"], published=False)
-    table = lb.table("toy")
-    assert table.title == "Toy scores: name length x factor"
-    assert table.cells["run:all-minilm-l6-v2|all-MiniLM-L6-v2|small"]["scifact"].text == "21.0"
-    assert site_data(lb)["labels"]["toy"] == "Toy"                             # the page's filter and charts
+    lb = build_leaderboard([mytsv / "results"], published=False)
+    table = lb.table("mytsv")
+    assert table.title == "My TSV sets: nDCG@10"
+    cell = table.cells["run:tiny-modernbert|all-MiniLM-L6-v2|small"]["toytsv"]
+    assert cell.text == f"{recs[0].score * 100:.1f}"
+    assert site_data(lb)["labels"]["mytsv"] == "My TSV sets"                   # the page's filter and charts
 
 
 def _records(root: Path):

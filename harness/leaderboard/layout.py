@@ -43,7 +43,7 @@ SPLIT_PREFERENCE = ("test", "validation", "dev", "train")
 def table_specs() -> dict[str, TableSpec]:
     """Every known table, in order: the task specs' tables, then the pending published-only ones."""
     out: dict[str, TableSpec] = {}
-    for spec in specs.all_specs().values():
+    for spec in specs.known().values():
         for t in spec.tables:
             out[t.id] = t
     return out | {k: v for k, v in PENDING_TABLES.items() if k not in out}
@@ -63,7 +63,7 @@ def column_of(record: ResultRecord) -> tuple[str, str]:
 
 def higher_is_better(table_id: str) -> bool:
     """Direction of a table's numbers (its task's main metric); open tables: higher is better."""
-    for spec in specs.all_specs().values():
+    for spec in specs.known().values():
         if any(t.id == table_id for t in spec.tables):
             return spec.higher_is_better
     return True

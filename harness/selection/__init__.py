@@ -19,9 +19,13 @@ __all__ = ["SCHEMA", "Choice", "choose", "default_out_dir", "load_selections", "
 
 
 def choose(family: str, records: Iterable[ResultRecord], model: str | None = None) -> dict[str, Choice]:
-    """The family's selection over ``records`` (other families' records and other models are ignored)."""
-    spec = specs.get(family)
+    """The task's selection over ``records`` (other tasks' records and other models are ignored); a task that
+    ``conf/task/`` does not ship (a user's config folder) is selected by the spec its records carry."""
     recs = [r for r in records if r.task == family and (model is None or (r.model or {}).get("name") == model)]
+    spec = specs.find(family) or next((s for r in recs if (s := specs.for_record(r))), None)
+    if spec is None:
+        specs.get(family)   # unknown: the error names the known tasks
+        return {}
     return rule_for(spec.selection).choose(recs, key=spec.column_of)
 
 
@@ -33,7 +37,6 @@ def default_out_dir(results_dir: str | Path) -> Path:
 def load_selections(family: str, results_dir: str | Path, model: str | None = None
                     ) -> tuple[dict[str, Choice], list[ResultRecord]]:
     """Choices per model for ``family`` from the records under ``results_dir`` (and the records read)."""
-    specs.get(family)   # an unknown task fails before reading anything
     if not Path(results_dir).is_dir():
         raise HarnessError(f"results directory {results_dir} does not exist; run a sweep first or pass --results")
     recs = [r for _, r in results.iter_records(results_dir)]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from harness.results import ResultRecord
 
 __all__ = ["Dependency", "ExtraColumn", "Placement", "SelectionSpec", "TableSpec", "TaskSpec", "all_specs", "find",
-           "for_record", "get", "spec_from", "task_node"]
+           "for_record", "get", "known", "spec_from", "task_node"]
 
 
 def _task_dir() -> Path:
@@ -79,10 +79,24 @@ def for_record(record: ResultRecord) -> TaskSpec | None:
     spec = find(record.task)
     if spec is not None:
         return spec
+    if record.task in _carried:
+        return _carried[record.task]
     node = ((record.config or {}).get("task") or {}).get("spec")
     if not isinstance(node, dict):
         return None
     try:
-        return spec_from(node, record.task, f"the spec in a {record.task!r} record")
+        spec = spec_from(node, record.task, f"the spec in a {record.task!r} record")
     except HarnessError:
         return None
+    _carried[record.task] = spec
+    return spec
+
+
+#: specs read from records of tasks ``conf/task/`` does not ship (a user's config folder), by task
+_carried: dict[str, TaskSpec] = {}
+
+
+def known() -> dict[str, TaskSpec]:
+    """The shipped specs, then those seen in records (:func:`for_record`): what the leaderboard lays out."""
+    shipped = all_specs()
+    return {**shipped, **{k: v for k, v in _carried.items() if k not in shipped}}
