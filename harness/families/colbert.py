@@ -174,12 +174,13 @@ class ColbertFamily(RetrievalFamily):
     def fit(self, model: Any, todo: Sequence[Cell], out_dir: Path) -> dict[str, Any]:
         """KD training. Its folder is keyed by :meth:`training_key` (index, top-k, query length and evaluation
         document length do not change it, so runs that differ only in those share one trained model)."""
-        from harness.evaluation.multivector import capped_length, position_limit
+        from harness.evaluation.multivector import capped_length
+        from harness.models import usable_positions
         from harness.training.late_interaction import KdTrainingConfig, train_kd
 
         s = self.settings
         train_ds, facts = self.training_data()
-        limit = position_limit(model)
+        limit = usable_positions(model)
         tcfg = KdTrainingConfig(
             lr=float(s.lr), epochs=s.epochs, warmup_ratio=s.warmup_ratio, batch_size=s.batch_size,
             gradient_accumulation_steps=s.gradient_accumulation_steps, seed=s.train_seed,
