@@ -33,6 +33,7 @@ from harness.families.base import Cell, TableSpec
 from harness.families.beir import DenseFamily, DenseSettings
 from harness.families.lineage import SOURCE_EXCLUDE, SourceSettings, TrainedSource
 from harness.families.retrieval import RetrievalFamily
+from harness.results import file_sha
 from harness.selection.rules import Choice, Key, SelectionRule, _groups, summary
 from harness.typed import choices
 
@@ -203,7 +204,7 @@ class MldrFamily(TrainedSource, DenseFamily):
             from harness.data import mldr
 
             path = mldr.split_file(self.train_folder(), d.split)
-            return {"task.train_data.path": {"sha256": _sha(path) if path else None}}
+            return {"task.train_data.path": {"sha256": file_sha(path)}}
         return {}
 
     def train_folder(self) -> Path:
@@ -371,10 +372,3 @@ def truncation_split(ds: RetrievalDataset, hits: tuple[np.ndarray, np.ndarray], 
     out["median_start_token"] = statistics.median(token_of.values()) if token_of else None
     out["query_starts"] = {q: [starts[q]["char"], token_of[q]] for q in qids}
     return out
-
-
-def _sha(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
