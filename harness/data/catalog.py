@@ -111,11 +111,9 @@ def load_entry(
     if data_dir:
         return beir.load_local(local_folder(data_dir, entry), entry.name, split, strict_qrels)
     if entry.hub is None:
-        from harness.errors import DataError
+        from harness.errors import no_hub_copy
 
-        raise DataError(
-            f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir containing {entry.name}/>."
-        )
+        raise no_hub_copy(entry.name, entry.local)
     return beir.load_hub(entry.hub, entry.revision, entry.name, split, strict_qrels)
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from harness.data.files import read_text
 from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
-from harness.errors import DataError, one_line
+from harness.errors import DataError, no_hub_copy, one_line
 
 if TYPE_CHECKING:
     from harness.data.catalog import DatasetEntry
@@ -302,7 +302,7 @@ def load_entry(entry: DatasetEntry, data_dir: str | None, split: str, strict_qre
     if data_dir:
         return load_csn_local(local_folder(data_dir, entry), lang, entry.name, split, strict_qrels)
     if entry.hub is None:
-        raise DataError(f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir>.")
+        raise no_hub_copy(entry.name, entry.local)
     return load_csn(entry.hub, entry.revision, lang, entry.name, split, strict_qrels)
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
-from harness.errors import DataError
+from harness.errors import DataError, no_hub_copy
 from harness.results import file_sha
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def load_entry(entry: DatasetEntry, data_dir: str | None, split: str, strict_qre
     if data_dir:
         return load_local(local_folder(data_dir, entry), entry.name, split, strict_qrels)
     if entry.hub is None:
-        raise DataError(f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir>.")
+        raise no_hub_copy(entry.name, entry.local)
     return load_hub(entry.hub, entry.revision, entry.hub_config or "en", entry.name, split, strict_qrels)
 
 

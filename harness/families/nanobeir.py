@@ -46,11 +46,10 @@ class NanoBeirFamily(DenseFamily):
 
     def snapshot(self, entry: DatasetEntry) -> Path:
         from harness.data import hub_layout
-        from harness.errors import DataError
+        from harness.errors import no_hub_copy
 
         if entry.hub is None:
-            raise DataError(f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir "
-                            f"containing {entry.local or entry.name}/>.")
+            raise no_hub_copy(entry.name, entry.local)
         return hub_layout.snapshot(entry.hub, entry.revision, entry.local or entry.name)
 
     def load_dataset(self, entry: DatasetEntry) -> RetrievalDataset:

@@ -19,7 +19,7 @@ import numpy as np
 from harness import results
 from harness.data.catalog import DatasetEntry, check_local, load_entry, resolve_entries
 from harness.data.retrieval import RetrievalDataset, subset
-from harness.errors import DataError, HarnessError, HubUnavailableError, TrainingDivergedError
+from harness.errors import HarnessError, HubUnavailableError, TrainingDivergedError, no_hub_copy
 from harness.evaluation.retriever import Retriever, evaluate
 from harness.families.base import Cell, Family
 from harness.identity import drop
@@ -157,8 +157,7 @@ class RetrievalFamily(Family):
                 for p in parts:
                     check_local(p, s.data_dir, s.split or p.split)
             elif any(p.hub is None for p in parts):
-                raise DataError(f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir "
-                                f"containing {entry.local or entry.name}/>.")
+                raise no_hub_copy(entry.name, entry.local)
             else:
                 needs_hub.append(entry)
         if needs_hub:
