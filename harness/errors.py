@@ -22,6 +22,12 @@ class TrainingDivergedError(HarnessError):
     """Training produced a NaN/inf loss."""
 
 
+def no_hub_copy(name: str, folder: str | None = None) -> DataError:
+    """A dataset the catalog gives no hub copy of: the local folder is the only source, so name it."""
+    return DataError(f"dataset {name!r} has no hub copy in the catalog; pass task.data_dir=<dir containing "
+                     f"{folder or name}/>.")
+
+
 def one_line(exc: BaseException | str) -> str:
     """A message on one line (a library's multi-line text inside ours is joined), for the CLI's ``error:`` line."""
     return " ".join(str(exc).split())

@@ -95,6 +95,14 @@ def stable_hash(obj: Any, length: int = 10) -> str:
     return hashlib.sha256(blob).hexdigest()[:length]
 
 
+def file_sha(path: str | os.PathLike | None) -> str | None:
+    """The first 16 hex digits of a file's sha256 (what records and run ids store for a data file); None when
+    ``path`` is empty or not a file."""
+    if not path or not Path(path).is_file():
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
 def _fmt(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 

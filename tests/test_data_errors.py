@@ -344,3 +344,14 @@ def test_coir_triple_refuses_non_integer_grades() -> None:
                              qrels=[{"query-id": "q1", "corpus-id": "d1", "score": 0.5}])
     with pytest.raises(DataError, match=r"toy qrels row 1: score 0\.5 is not an integer; relevance grades must be "):
         coir.dataset_from_triple(triple, "toy", "test", "toy")
+
+
+@pytest.mark.parametrize("kind", ["beir", "mldr", "coir_csn"])
+def test_no_hub_copy_names_the_local_folder(kind: str) -> None:
+    """Every loader of a catalog entry without a hub copy raises the one message, naming the folder to pass."""
+    from harness.data.catalog import DatasetEntry, load_entry
+
+    entry = DatasetEntry(name="toy-ruby", kind=kind, local="toys/ruby", hub_config="ruby")
+    with pytest.raises(DataError, match=r"^dataset 'toy-ruby' has no hub copy in the catalog; pass "
+                                        r"task.data_dir=<dir containing toys/ruby/>\.$"):
+        load_entry(entry, data_dir=None)

@@ -16,7 +16,7 @@ from harness.data.retrieval import RetrievalDataset
 from harness.errors import HarnessError
 from harness.evaluation import multivector as mv
 from harness.evaluation.retriever import evaluate
-from harness.models import ModelSpec
+from harness.models import ModelSpec, usable_positions
 from tests.conftest import TINY_MODEL
 
 TINY_SPEC = ModelSpec(name="tiny", path=str(TINY_MODEL))
@@ -131,10 +131,10 @@ def test_encode_tokens_equals_colbert_encode(tiny_colbert) -> None:
 
 def test_position_limit_and_cap(tiny_colbert) -> None:
     model, block = tiny_colbert
-    assert mv.position_limit(model) == 512 == block["colbert"]["position_limit"]
+    assert usable_positions(model) == 512 == block["colbert"]["position_limit"]
     roberta = [SimpleNamespace(auto_model=SimpleNamespace(config=SimpleNamespace(
         max_position_embeddings=514, model_type="roberta", pad_token_id=1)))]
-    assert mv.position_limit(roberta) == 512
+    assert usable_positions(roberta) == 512
     r = mv.MultiVectorRetriever(model, mv.MultiVectorSettings(document_length=8192, index="exact"), {})
     d = r.describe()
     assert (d["document_length"], d["document_length_requested"], d["position_limit"]) == (512, 8192, 512)

@@ -88,3 +88,13 @@ def test_a_failed_record_never_replaces_a_finished_one(tmp_path: Path) -> None:
     again.status, again.metrics = results.STATUS_FAILED, {}
     assert results.write_record(tmp_path, again) == ok
     assert results.write_record(tmp_path, make(score=0.7)) == ok and results.read_record(ok).score == 0.7
+
+
+def test_file_sha_is_the_files_content_hash(tmp_path: Path) -> None:
+    import hashlib
+
+    f = tmp_path / "train.jsonl"
+    f.write_bytes(b'{"a": 1}\n')
+    assert results.file_sha(f) == results.file_sha(str(f)) == hashlib.sha256(b'{"a": 1}\n').hexdigest()[:16]
+    assert results.file_sha(None) is None and results.file_sha("") is None
+    assert results.file_sha(tmp_path / "missing") is None and results.file_sha(tmp_path) is None

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from harness.data.kinds import DEFAULT_KIND, KINDS, get_kind, local_folder, no_hub_copy
+from harness.data.kinds import DEFAULT_KIND, KINDS, get_kind, local_folder
 from harness.data.retrieval import RetrievalDataset
-from harness.errors import DataError, HubUnavailableError, unknown_name
+from harness.errors import DataError, HubUnavailableError, no_hub_copy, unknown_name
 from harness.typed import build
 
 __all__ = ["DatasetEntry", "check_entries", "check_local", "entry_from_config", "load_entry", "local_folder",
@@ -113,7 +113,7 @@ def check_entries(entries: Sequence[DatasetEntry], data_dir: str | None, split: 
             for p in parts:
                 check_local(p, data_dir, split or p.split)
         elif not all(get_kind(p.kind).hub_copy(p) for p in parts):
-            raise no_hub_copy(entry)
+            raise no_hub_copy(entry.name, entry.local)
         else:
             needs_hub.append(entry)
     if not needs_hub:

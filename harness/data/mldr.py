@@ -10,7 +10,6 @@ with the ``json`` loader; mteb's copy (``mteb/MultiLongDocRetrieval``) has confi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
+from harness.results import file_sha
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -179,7 +179,7 @@ def train_rows_local(folder: Path, split: str = "train") -> tuple[list[dict[str,
     if not rows:
         raise DataError(f"{path} is empty: no training rows; it needs one {{query_id, query, positive_passages, "
                         "negative_passages}} object per line.")
-    return rows, hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return rows, file_sha(path)
 
 
 def train_rows_hub(repo: str, revision: str, subdir: str, split: str = "train") -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from harness.errors import HarnessError
 from harness.evaluation.embedding_cache import cache_key
 from harness.evaluation.encode import token_budget_batches
-from harness.models import autocast
+from harness.models import autocast, usable_positions
 from harness.typed import choices
 
 if TYPE_CHECKING:
@@ -43,9 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: models whose position ids start after the padding index (RoBERTa: 514 positions, 512 usable)
-_OFFSET_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "roberta-prelayernorm",
-                     "data2vec-text"}
 #: C++ extensions PyLate's Stanford PLAID backend compiles on first use
 _STANFORD_EXTENSIONS = ("segmented_lookup_cpp", "filter_pids_cpp", "decompress_residuals_cpp", "segmented_maxsim_cpp")
 _STALE_LOCK_S = 900
@@ -88,17 +85,6 @@ class MultiVectorSettings:
 
 
 # ------------------------------------------------------------------------------------------------ the model
-def position_limit(model: ColBERT) -> int | None:
-    """How many tokens the encoder can position (BERT 512, RoBERTa 514 - 2 = 512, ModernBERT-base 8192)."""
-    cfg = model[0].auto_model.config
-    n = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
-    if n is None:
-        return None
-    if getattr(cfg, "model_type", "") in _OFFSET_POSITIONS and cfg.pad_token_id is not None:
-        n -= cfg.pad_token_id + 1
-    return int(n)
-
-
 def is_colbert_checkpoint(local: str | os.PathLike) -> bool:
     """A directory PyLate saved (it has its projection): loaded as is, no new head."""
     modules, config = Path(local) / "modules.json", Path(local) / "config.json"
@@ -137,7 +123,7 @@ def load_colbert(spec: ModelSpec, *, device: str = "cpu", embedding_size: int = 
     block = model_identity(spec, local, revision)
     block["colbert"] = {
         "head": "loaded from the checkpoint" if checkpoint else f"new projection, seed {seed}",
-        "embedding_size": int(model[-1].out_features), "position_limit": position_limit(model),
+        "embedding_size": int(model[-1].out_features), "position_limit": usable_positions(model),
         "query_prefix": model.query_prefix, "document_prefix": model.document_prefix,
         "do_query_expansion": model.do_query_expansion, "attend_to_expansion_tokens": model.attend_to_expansion_tokens,
     }
@@ -474,7 +460,7 @@ class MultiVectorRetriever:
         self.model = model
         self.settings = settings
         self.cache_identity = dict(cache_identity)
-        self.limit = position_limit(model)
+        self.limit = usable_positions(model)
         self.document_length = capped_length(settings.document_length, self.limit)
         if self.document_length < settings.document_length:
             log.warning("document_length %d exceeds the model's %d positions: capped to %d (recorded)",

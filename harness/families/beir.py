@@ -3,7 +3,6 @@ MS MARCO hard negatives with sentence-transformers, then nDCG@10 on the 15 BEIR 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from harness.errors import DataError, HarnessError
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell
 from harness.families.retrieval import RetrievalFamily, RetrievalSettings
+from harness.results import file_sha
 from harness.typed import choices
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class DenseFamily(RetrievalFamily):
     def training_identity(self) -> dict[str, Any]:
         d = self.settings.train_data
         if d.source == "file":
-            return {"task.train_data.path": {"sha256": _file_sha(d.path)}}
+            return {"task.train_data.path": {"sha256": file_sha(d.path)}}
         if d.source == "beir" and d.dataset:
             (entry,) = resolve_entries([d.dataset], self.settings.catalog)
             return {"task.train_data.data_spec": self.data_spec(entry)}
@@ -90,7 +90,7 @@ class DenseFamily(RetrievalFamily):
             data |= {"hub_path": d.hub_path, "hub_config": d.hub_config, "hub_revision": d.hub_revision,
                      "max_samples": d.max_samples}
         elif d.source == "file":
-            data |= {"path": d.path, "file_sha": _file_sha(d.path), "max_samples": d.max_samples}
+            data |= {"path": d.path, "file_sha": file_sha(d.path), "max_samples": d.max_samples}
         else:
             data |= {"dataset": d.dataset, "split": d.split, "num_negatives": d.num_negatives,
                      "range_min": d.range_min, "range_max": d.range_max}
@@ -180,12 +180,6 @@ class DenseFamily(RetrievalFamily):
         ds = load_entry(entry, data_dir=s.data_dir, split=d.split, strict_qrels=s.strict_qrels)
         return triplets.mine_from_beir(ds, model, num_negatives=d.num_negatives, range_min=d.range_min,
                                        range_max=d.range_max)
-
-
-def _file_sha(path: str | None) -> str | None:
-    if not path or not Path(path).is_file():
-        return None
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 class BeirFamily(DenseFamily):

@@ -4,7 +4,6 @@ then nDCG@10 on the 15 BEIR sets through a PLAID index (or exact MaxSim)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -18,7 +17,7 @@ from harness.evaluation.multivector import MultiVectorSettings, PlaidSettings
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell
 from harness.families.retrieval import RetrievalFamily, RetrievalSettings
-from harness.results import ResultRecord
+from harness.results import ResultRecord, file_sha
 from harness.typed import choices
 
 log = logging.getLogger(__name__)
@@ -105,7 +104,7 @@ class ColbertFamily(RetrievalFamily):
         d = self.settings.train_data
         if d.source != "file":
             return {}
-        return {f"task.train_data.{k}": {"sha256": _file_sha(getattr(d, k))}
+        return {f"task.train_data.{k}": {"sha256": file_sha(getattr(d, k))}
                 for k in ("path", "queries_path", "documents_path") if getattr(d, k)}
 
     def query_length_of(self, entry: DatasetEntry) -> int:
@@ -137,7 +136,7 @@ class ColbertFamily(RetrievalFamily):
             data |= {"hub_path": d.hub_path, "hub_revision": d.hub_revision}
         else:
             data |= {k: getattr(d, k) for k in ("path", "queries_path", "documents_path") if getattr(d, k)}
-            data["file_sha"] = _file_sha(d.path)
+            data["file_sha"] = file_sha(d.path)
         train = {"data": data, "lr": float(s.lr), "epochs": s.epochs, "warmup_ratio": s.warmup_ratio,
                  "batch_size": s.batch_size, "gradient_accumulation_steps": s.gradient_accumulation_steps,
                  "query_length": s.train_query_length, "document_length": s.train_document_length,
@@ -172,12 +171,13 @@ class ColbertFamily(RetrievalFamily):
     def fit(self, model: Any, todo: Sequence[Cell], out_dir: Path) -> dict[str, Any]:
         """KD training. Its folder is keyed by :meth:`training_key` (index, top-k, query length and evaluation
         document length do not change it, so runs that differ only in those share one trained model)."""
-        from harness.evaluation.multivector import capped_length, position_limit
+        from harness.evaluation.multivector import capped_length
+        from harness.models import usable_positions
         from harness.training.late_interaction import KdTrainingConfig, train_kd
 
         s = self.settings
         train_ds, facts = self.training_data()
-        limit = position_limit(model)
+        limit = usable_positions(model)
         tcfg = KdTrainingConfig(
             lr=float(s.lr), epochs=s.epochs, warmup_ratio=s.warmup_ratio, batch_size=s.batch_size,
             gradient_accumulation_steps=s.gradient_accumulation_steps, seed=s.train_seed,
@@ -234,9 +234,3 @@ class ColbertFamily(RetrievalFamily):
                                    seed=self.settings.train_seed)
         return kd.load_kd_hub(d.hub_path, d.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples,
                               seed=self.settings.train_seed)
-
-
-def _file_sha(path: str | None) -> str | None:
-    if not path or not Path(path).is_file():
-        return None
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]

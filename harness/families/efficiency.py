@@ -20,6 +20,7 @@ import numpy as np
 from harness import results
 from harness.errors import HarnessError
 from harness.families.base import Cell, Family
+from harness.models import usable_positions
 from harness.results import ResultRecord
 from harness.typed import build, choices
 
@@ -151,14 +152,6 @@ class EfficiencyFamily(Family):
                 log.error("efficiency/%s failed: %s", cell.dataset, exc)
                 yield self.failed(cell, exc, model=block, split="synthetic")
 
-    def positions(self, hf: Any) -> int:
-        """How many positions the model has (RoBERTa-style embeddings reserve padding_idx + 1 of them)."""
-        cfg = hf.config
-        n = int(getattr(cfg, "max_position_embeddings", 0) or 0)
-        if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl"):
-            n -= int(cfg.pad_token_id or 0) + 1
-        return n
-
     def id_range(self, hf: Any) -> tuple[int, int]:
         """[token_low, token_high) as configured, cut to the vocabulary (a tiny test model has a small one)."""
         s = self.settings
@@ -172,11 +165,11 @@ class EfficiencyFamily(Family):
         s = self.settings
         spec: SetSpec = cell.payload
         lengths = tp.set_lengths(spec, s.n_docs, s.seed)
-        positions = self.positions(hf)
+        positions = usable_positions(hf)   # None: the config does not say, nothing is skipped
         base = {"device": self.device, "device_name": tp.device_name(self.device), "dtype": self.precision,
                 "attn_implementation": hf.config._attn_implementation, "set": asdict(spec),
                 "set_stats": tp.set_stats(lengths), "positions": positions}
-        if spec.max_length > positions:
+        if positions is not None and spec.max_length > positions:
             reason = (f"the model's positions stop at {positions}; set {cell.dataset!r} has sequences of up to "
                       f"{spec.max_length} tokens")
             log.info("efficiency/%s skipped: %s", cell.dataset, reason)

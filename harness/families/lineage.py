@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import results
 from harness.errors import HarnessError, closest_first
+from harness.models import usable_positions
 
 if TYPE_CHECKING:
     from harness.families.base import Cell
@@ -168,7 +169,7 @@ class TrainedSource:
         self.check_lengths(model)
         block["path"] = self.spec.path
         block["lineage"] = lin.record()
-        block["max_positions"] = model_positions(model)
+        block["max_positions"] = usable_positions(model)
         return model, block
 
     def load_weights(self, spec: Any) -> tuple[Any, dict[str, Any]]:
@@ -189,24 +190,9 @@ class TrainedSource:
         return rec
 
 
-def model_positions(model: Any) -> int | None:
-    """How many token positions the encoder has (None when its config does not say): ``max_position_embeddings``
-    (``n_positions`` for NomicBERT), less RoBERTa's offset (positions start after the padding index)."""
-    first = model[0]
-    config = getattr(getattr(first, "auto_model", None), "config", None)
-    if config is None:
-        return None
-    n = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-    if not isinstance(n, int):
-        return None
-    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
-        n -= (getattr(config, "pad_token_id", 1) or 1) + 1
-    return n
-
-
 def check_positions(model: Any, length: int, name: str, key: str) -> None:
     """A length above the model's positions cannot be encoded: say so, and the largest that works."""
-    n = model_positions(model)
+    n = usable_positions(model)
     if n is not None and length > n:
         raise HarnessError(
             f"{key}={length} is above model {name!r}'s {n} token positions; set {key}<={n} (the model's maximum), "

@@ -31,6 +31,7 @@ from harness.families.base import Cell
 from harness.families.beir import DenseFamily, DenseSettings
 from harness.families.lineage import SOURCE_EXCLUDE, SourceSettings, TrainedSource
 from harness.families.retrieval import RetrievalFamily
+from harness.results import file_sha
 from harness.typed import choices
 
 if TYPE_CHECKING:
@@ -157,7 +158,7 @@ class MldrFamily(TrainedSource, DenseFamily):
             from harness.data import mldr
 
             path = mldr.split_file(self.train_folder(), d.split)
-            return {"task.train_data.path": {"sha256": _sha(path) if path else None}}
+            return {"task.train_data.path": {"sha256": file_sha(path)}}
         return {}
 
     def train_folder(self) -> Path:
@@ -279,9 +280,4 @@ class MldrFamily(TrainedSource, DenseFamily):
         rec.details["max_length"] = self.document_length(retriever)
         return rec
 
-
-def _sha(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 

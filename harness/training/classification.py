@@ -21,7 +21,9 @@ import torch
 
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
+from harness.training.arguments import training_arguments as shared_training_arguments
 from harness.training.callbacks import NaNLossGuard
+from harness.training.finish import check_loss
 
 if TYPE_CHECKING:
     import datasets
@@ -171,21 +173,14 @@ def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker
     """TrainingArguments for the paper's protocol: AdamW (betas, eps), linear warmup then decay, evaluation and
     checkpoint ``evals_per_epoch`` times per epoch, best checkpoint (by ``score``) restored at the end; a progress
     bar; ``tracker`` (``logger=``) receives the curves."""
-    from transformers import TrainingArguments
-
     per_epoch = cfg.steps_per_epoch(n_train)
     by_epoch = cfg.evals_per_epoch == 1
     every = max(1, math.ceil(per_epoch / cfg.evals_per_epoch))
-    return TrainingArguments(
-        output_dir=str(output_dir),
-        learning_rate=cfg.lr,
+    return shared_training_arguments(
+        cfg, output_dir, use_cpu=cfg.device == "cpu", tracker=tracker, sentence_transformers=False,
         weight_decay=cfg.weight_decay,
-        num_train_epochs=cfg.epochs,
-        per_device_train_batch_size=cfg.batch_size,
         per_device_eval_batch_size=cfg.eval_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         lr_scheduler_type="linear",
-        warmup_steps=float(cfg.warmup_ratio) if cfg.warmup_ratio > 0 else 0,
         adam_beta1=cfg.adam_beta1,
         adam_beta2=cfg.adam_beta2,
         adam_epsilon=cfg.adam_epsilon,
@@ -201,15 +196,8 @@ def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker
         metric_for_best_model="score",
         greater_is_better=True,
         logging_steps=cfg.logging_steps,
-        logging_nan_inf_filter=False,
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        bf16=cfg.precision == "bf16",
-        fp16=cfg.precision == "fp16",
-        use_cpu=cfg.device == "cpu",
         disable_tqdm=False,
         dataloader_num_workers=cfg.dataloader_num_workers,
-        **(tracker or tracking.NONE).training_args(),
     )
 
 
@@ -261,8 +249,7 @@ def train_and_evaluate(
     with tracker.session():
         result = trainer.train()
     train_seconds = time.perf_counter() - t0
-    if not math.isfinite(result.training_loss):
-        raise TrainingDivergedError(f"mean training loss is {result.training_loss}; lower task.lr or use precision=fp32")
+    check_loss(result.training_loss)
     state = trainer.state
     restore_best_checkpoint(trainer.model, state.best_model_checkpoint)
     history = [

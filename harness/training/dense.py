@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import HarnessError, TrainingDivergedError
+from harness.errors import HarnessError
 from harness.training import tracking
+from harness.training.arguments import training_arguments
 from harness.training.callbacks import NaNLossGuard
+from harness.training.finish import finish_training
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -68,7 +69,6 @@ def train_dense(
     Returns training facts for the record (steps, loss, effective batch size, where the curves are).
     """
     tracker = tracker or tracking.NONE
-    from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.training_args import BatchSamplers
 
     from harness.training.seeding import SeededTrainer
@@ -77,24 +77,11 @@ def train_dense(
     check_batchable(train_dataset, cfg.batch_size)
     model.max_seq_length = cfg.max_seq_length
     steps_per_epoch = max(1, len(train_dataset) // (cfg.batch_size * cfg.gradient_accumulation_steps))
-    args = SentenceTransformerTrainingArguments(
-        output_dir=str(output_dir / "checkpoints"),
-        num_train_epochs=cfg.epochs,
-        per_device_train_batch_size=cfg.batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        learning_rate=cfg.lr,
-        warmup_steps=cfg.warmup_ratio,   # transformers 5: a float < 1 is a ratio of the total steps
-        bf16=cfg.precision == "bf16",
-        fp16=cfg.precision == "fp16",
+    args = training_arguments(
+        cfg, output_dir / "checkpoints", use_cpu=cfg.use_cpu, tracker=tracker,
         batch_sampler=BatchSamplers.NO_DUPLICATES,
         logging_steps=max(1, min(50, steps_per_epoch // 10)),
-        logging_nan_inf_filter=False,   # the NaN guard must see NaN losses
-        save_strategy="no",
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        use_cpu=cfg.use_cpu,
         dataloader_drop_last=True,
-        **tracker.training_args(),
     )
     trainer = SeededTrainer(
         model=model,
@@ -105,23 +92,5 @@ def train_dense(
     )
     with tracker.session():
         result = trainer.train()
-    if result.global_step == 0:
-        raise HarnessError(
-            f"training ran 0 optimisation steps on {len(train_dataset)} triplets (batch {cfg.batch_size} x "
-            f"accumulation {cfg.gradient_accumulation_steps}): lower task.batch_size or "
-            "task.gradient_accumulation_steps, or provide more data."
-        )
-    if not math.isfinite(result.training_loss):
-        raise TrainingDivergedError(
-            f"training loss is {result.training_loss}: the run diverged. Lower task.lr or use precision=fp32."
-        )
-    final = output_dir / "model"
-    model.save(str(final))
-    return {
-        "steps": result.global_step,
-        "train_loss": float(result.training_loss),
-        "n_triplets": len(train_dataset),
-        "effective_batch_size": cfg.batch_size * cfg.gradient_accumulation_steps,
-        "model_dir": str(final),
-        **({"tracking": tracker.describe()} if tracker.enabled else {}),
-    }
+    return finish_training(model, result, output_dir, cfg=cfg, n_rows=len(train_dataset), rows="triplets",
+                           tracker=tracker)

@@ -23,7 +23,7 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from harness.errors import DataError, HarnessError, unknown_name
+from harness.errors import HarnessError, no_hub_copy, unknown_name
 
 if TYPE_CHECKING:
     from harness.data.catalog import DatasetEntry
@@ -66,12 +66,6 @@ def shown_local(entry: DatasetEntry) -> str:
     """An entry's local folder as a message shows it (a composite: ``cqadupstack/<android|english|...>``)."""
     local = entry.local or entry.name
     return f"{local}/<{'|'.join(entry.members)}>" if entry.members else local
-
-
-def no_hub_copy(entry: DatasetEntry) -> DataError:
-    """The error of a dataset read from the hub that has no hub copy in the catalog."""
-    return DataError(f"dataset {entry.name!r} has no hub copy in the catalog; pass task.data_dir=<dir containing "
-                     f"{entry.local or entry.name}/>.")
 
 
 class DataKind:
@@ -118,7 +112,7 @@ class DataKind:
         if data_dir:
             return self.load_local(local_folder(data_dir, entry), entry, split, strict_qrels)
         if not self.hub_copy(entry):
-            raise no_hub_copy(entry)
+            raise no_hub_copy(entry.name, entry.local)
         return self.load_hub(entry, split, strict_qrels)
 
     def load_local(self, folder: Path, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
@@ -127,4 +121,4 @@ class DataKind:
 
     def load_hub(self, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         """The data from the entry's pinned hub copy (fails fast, naming the local alternative, offline)."""
-        raise no_hub_copy(entry)
+        raise no_hub_copy(entry.name, entry.local)

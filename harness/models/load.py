@@ -1,0 +1,104 @@
+"""Loading a :class:`ModelSpec` as a SentenceTransformer, with the configured head, and its record block."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError
+from harness.models.paths import resolve_path
+from harness.models.prune import check_keep_layers, prune_layers
+from harness.models.spec import ModelSpec
+from harness.models.weights import fingerprint
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+
+
+def _check_attn(spec: ModelSpec) -> None:
+    if spec.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+        raise HarnessError(
+            "model.attn_implementation=flash_attention_2 needs flash-attn, which is not installed. "
+            "On a CUDA machine: pip install 'harness[gpu]'; elsewhere use sdpa (the default)."
+        )
+
+
+def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[SentenceTransformer, dict[str, Any]]:
+    """A SentenceTransformer for ``spec`` and the model's identity for records.
+
+    A directory with a sentence-transformers config (modules.json) loads as is; a plain encoder
+    (e.g. ModernBERT-base) gets ``spec.pooling`` pooling on top, like the paper's DPR setup.
+    """
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+
+    _check_attn(spec)
+    local, revision = resolve_path(spec, pruning_applied=True)
+    if spec.keep_layers is not None:
+        check_keep_layers(spec, local)
+    model_kwargs: dict[str, Any] = {"attn_implementation": spec.attn_implementation}
+    if spec.dtype != "float32":
+        model_kwargs["dtype"] = getattr(torch, spec.dtype)
+    try:
+        if (Path(local) / "modules.json").exists():
+            model = SentenceTransformer(
+                local, device=device, trust_remote_code=spec.trust_remote_code, model_kwargs=model_kwargs
+            )
+        else:
+            transformer = models.Transformer(
+                local,
+                max_seq_length=spec.max_length,
+                model_args={**model_kwargs, "trust_remote_code": spec.trust_remote_code},
+                config_args={"trust_remote_code": spec.trust_remote_code},
+                tokenizer_args={"trust_remote_code": spec.trust_remote_code},
+            )
+            modules: list[Any] = [transformer, models.Pooling(transformer.get_word_embedding_dimension(), spec.pooling)]
+            if spec.normalize:
+                modules.append(models.Normalize())
+            model = SentenceTransformer(modules=modules, device=device)
+    except (OSError, ValueError, json.JSONDecodeError) as exc:
+        raise HarnessError(f"could not load model {spec.name!r} from {local}: {exc}") from exc
+    model.max_seq_length = min(spec.max_length, model.max_seq_length or spec.max_length)
+    if spec.keep_layers is not None:
+        prune_layers(model[0].auto_model, spec.keep_layers)
+    apply_head(model, spec)
+    identity = model_identity(spec, local, revision)
+    return model, identity
+
+
+def apply_head(model: SentenceTransformer, spec: ModelSpec) -> None:
+    """Make the pooling and normalisation the config names the ones the model uses: a sentence-transformers
+    directory ships its own, and silently keeping it would make ``model.pooling=cls`` a no-op."""
+    from sentence_transformers import models
+
+    pos = next((i for i, m in enumerate(model) if isinstance(m, models.Pooling)), None)
+    if pos is None:
+        raise HarnessError(f"model {spec.name!r} has no pooling module; it cannot be used as a single-vector encoder")
+    pooling = model[pos]
+    if pooling.get_pooling_mode_str() != spec.pooling:
+        log.info("model %s: pooling %s -> %s (model.pooling)", spec.name, pooling.get_pooling_mode_str(), spec.pooling)
+        model[pos] = models.Pooling(pooling.get_sentence_embedding_dimension(), spec.pooling)
+    norm = [i for i, m in enumerate(model) if isinstance(m, models.Normalize)]
+    if spec.normalize and not norm:
+        model.append(models.Normalize())
+    for i in reversed(norm if not spec.normalize else []):
+        del model[i]
+
+
+def model_identity(spec: ModelSpec, local: str, revision: str | None) -> dict[str, Any]:
+    """The ``model`` block of a result record."""
+    return {
+        "name": spec.name,
+        "path": spec.path,
+        "local_path": local,
+        "revision": revision or spec.revision,
+        "family": spec.family,
+        "size": spec.size,
+        "fingerprint": fingerprint(local),
+        **({"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {}),
+    }

