@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
-from harness.training.callbacks import NaNLossGuard
+from harness.training.callbacks import NaNLossGuard, discard_unfinished
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -103,7 +103,7 @@ def train_dense(
         loss=make_loss(model, cfg),
         callbacks=[NaNLossGuard(), *tracker.callbacks()],
     )
-    with tracker.session():
+    with tracker.session(), discard_unfinished(output_dir / "checkpoints"):
         result = trainer.train()
     if result.global_step == 0:
         raise HarnessError(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
-from harness.training.callbacks import NaNLossGuard
+from harness.training.callbacks import NaNLossGuard, discard_unfinished
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -83,7 +83,7 @@ def train_kd(model: ColBERT, train_dataset: Dataset, cfg: KdTrainingConfig, outp
         data_collator=utils.ColBERTCollator(tokenize_fn=model.tokenize),
         callbacks=[NaNLossGuard(), *tracker.callbacks()],
     )
-    with tracker.session():
+    with tracker.session(), discard_unfinished(output_dir / "checkpoints"):
         result = trainer.train()
     if result.global_step == 0:
         raise HarnessError(
