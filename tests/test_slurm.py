@@ -49,7 +49,8 @@ def slurm_multirun(work: Path, name: str, *overrides: str, timeout: int = 240) -
 
 def job_ids(work: Path) -> list[str]:
     """The SLURM ids (``<array>_<task>``) of the jobs submitit submitted for this multirun."""
-    return sorted(p.name for p in (work / "multirun" / ".submitit").iterdir() if "_" in p.name)
+    folder = work / "multirun" / ".submitit"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name.partition("_")[0].isdigit())
 
 
 def job_state(job: str) -> dict[str, str]:
