@@ -14,6 +14,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from harness import scheduler
 from harness.errors import HarnessError, closest_first, one_line, unknown_name
 from harness.hydra_runtime import is_multirun
 
@@ -234,16 +235,21 @@ def run(cfg: DictConfig):
 
 
 @hydra.main(version_base="1.3", config_path=PRIMARY, config_name="config")
-def _hydra_main(cfg: DictConfig) -> float | None:
+def _hydra_main(cfg: DictConfig) -> float | scheduler.JobFailed | None:
+    scheduler.stop_on_signals()
     try:
         prepare(cfg)
         records = run(cfg)
     except HarnessError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
-        if is_multirun():  # one bad job must not stop its siblings in a sweep; keep it in the job's log
+        if is_multirun():  # one bad job must not stop its siblings in a sweep; the multirun fails at its end
             log.error("%s", exc)
-            return None
-        sys.exit(2)
+            return scheduler.job_failed(one_line(exc))
+        sys.exit(scheduler.FAILED_STATUS)
+    except Exception:
+        if scheduler.in_submitit_job():   # Hydra stores the error in the job's result; SLURM must see it too
+            scheduler.exit_nonzero_at_exit()
+        raise
     scores = [r.score for r in records or [] if r.status == "ok" and r.score is not None]
     return sum(scores) / len(scores) if scores else None
 
@@ -280,6 +286,12 @@ def main() -> None:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         sys.exit(2)
     _hydra_main()
+    failed = scheduler.failed_jobs()
+    if failed:   # a multirun whose jobs had failed cells (each job's error is in its log and its records)
+        first, error = next(iter(failed.items()))
+        more = f" (and {len(failed) - 1} more job(s))" if len(failed) > 1 else ""
+        print(f"error: job {first} failed{more}: {error}", file=sys.stderr)
+        sys.exit(scheduler.FAILED_STATUS)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,19 @@
 """Hydra callbacks (``hydra.callbacks``), an entry-point concern: checks that run before a multirun launches
 anything. :class:`StagingCheck` (the GLUE sweep configs) refuses a sweep whose batches would start a task that
-chains from MNLI's checkpoint before every MNLI job has finished."""
+chains from MNLI's checkpoint before every MNLI job has finished: it exits (status 2) with a one-line error
+before anything is launched."""
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,12 @@ class StagingCheck(Callback):
         cli = [o for o in config.hydra.overrides.task]
         batches = sweep_batches(dict(sweeper.get("params") or {}), cli, sweeper.get("max_batch_size"))
         chained = list(config.task.chain_from_mnli) if str(config.task.mnli_init) != "off" else []
-        check_staging(batches, chained)
+        try:
+            check_staging(batches, chained)
+        except HarnessError as exc:
+            # Hydra turns a callback's Exception into a warning and launches anyway; SystemExit is not one, so
+            # the multirun stops here, before any job is launched or submitted.
+            print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from exc
         log.info("GLUE multirun: %d job(s) in %d batch(es), MNLI before the chained tasks",
                  sum(len(b) for b in batches), len(batches))

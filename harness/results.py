@@ -51,6 +51,7 @@ class ResultRecord:
     error: str | None = None        # failure message when failed; the reason when skipped
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     sweep: str | None = None        # name of the sweep this run belongs to, if any
+    experiment: str | None = None   # the ``experiment`` config key: scopes harness.select in a shared results folder
     details: dict[str, Any] = field(default_factory=dict)   # task-specific extras (best epoch, n queries, ...)
     config: dict[str, Any] = field(default_factory=dict)    # the composed Hydra config
     precision: str | None = None    # precision that produced the number (fp32 | bf16 | fp16)
@@ -58,6 +59,7 @@ class ResultRecord:
     versions: dict[str, str] = field(default_factory=dict)
     git_sha: str | None = None
     timings: dict[str, float] = field(default_factory=dict)   # seconds
+    scheduler: dict[str, Any] = field(default_factory=dict)  # where it ran: node, SLURM job/array ids, GPU, Hydra job
     created_at: str = ""
     schema_version: int = SCHEMA_VERSION
 
@@ -128,11 +130,20 @@ def path_of(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
     return record_path(results_dir, record.task, record.model["name"], record.run_id, record.dataset)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Write to a temp file in the same directory, fsync, rename: a crash never leaves a half-written file."""
+    """Write to a temp file in the same directory, fsync, rename: a crash never leaves a half-written file. The
+    file gets the mode a plain ``open`` would give it (``0o666`` less the umask), not ``mkstemp``'s 0600, so people
+    sharing a results folder can read each other's records."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as fh:
             json.dump(data, fh, indent=2, sort_keys=False, default=str)
             fh.write("\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up (first time only) and run the whole test suite offline, slow real-data tests included.
+# Set up (first time only) and run the whole test suite offline, slow real-data and SLURM tests included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -10,6 +10,12 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   else
     echo "warning: chromium/chromedriver absent and cannot be installed; the browser test will be skipped" >&2
   fi
+fi
+# A single-node SLURM cluster for the `slurm` tests (Debian's slurm-wlm + munge; ~22 s to install). Without root
+# and apt, or if it does not start, those tests are skipped with the reason.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  bash slurm/local-cluster.sh start >/dev/null 2>&1 \
+    || echo "warning: the local SLURM cluster did not start (slurm/local-cluster.sh); the slurm tests will be skipped" >&2
 fi
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false

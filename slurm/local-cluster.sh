@@ -20,8 +20,7 @@ configure() {
   local cpus mem
   cpus=$(nproc)
   mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 8 / 10 ))   # 80% of RAM, in MB
-  mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/slurm
-  chown slurm:slurm /var/spool/slurmctld /var/log/slurm /run/slurm 2>/dev/null || true
+  mkdir -p /etc/slurm
   # Plugins that work without cgroups or systemd (measured: ../shared/ENVIRONMENT.md); DefMemPerCPU lets array
   # tasks share the node (without it a job with no --mem takes all of RealMemory and tasks run one at a time).
   cat > "$conf" <<CONF
@@ -56,6 +55,9 @@ CONF
 start() {
   install
   [ -f "$conf" ] && grep -q "ClusterName=harness-local" "$conf" || configure
+  # state and run-time folders (/run is emptied at boot, so made on every start)
+  mkdir -p /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/slurm
+  chown slurm:slurm /var/spool/slurmctld /var/log/slurm /run/slurm 2>/dev/null || true
   [ -f /etc/munge/munge.key ] || mungekey --create >/dev/null 2>&1 || true
   mkdir -p /run/munge && chown munge:munge /run/munge
   munge -n 2>/dev/null | unmunge >/dev/null 2>&1 || runuser -u munge -- /usr/sbin/munged
@@ -71,12 +73,16 @@ start() {
 }
 
 status() {
-  sinfo -h -N -o "%N %T" | grep -Eq " (idle|mixed|allocated)" && sinfo -N -o "%N %P %T %C %m"
+  # a node that is up: idle, mixed or allocated, without a flag such as `*` (not responding) or `~` (powered off)
+  sinfo -h -N -o "%N %T" 2>/dev/null | grep -Eq " (idle|mixed|allocated)$" && sinfo -N -o "%N %P %T %C %m"
 }
 
 stop() {
-  pkill -x slurmd || true
-  pkill -x slurmctld || true
+  # the daemons this script started, by their PID files (slurm.conf above); running jobs are killed with them
+  local f
+  for f in /run/slurm/slurmd.pid /run/slurm/slurmctld.pid; do
+    [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+  done
 }
 
 case "$cmd" in

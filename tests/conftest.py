@@ -9,8 +9,10 @@ anything imports huggingface_hub; subprocesses inherit it.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -29,6 +31,27 @@ os.environ["HARNESS_CACHE"] = str(ISOLATED / "harness-cache")
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = REPO / "tests" / "fixtures" / "tiny-modernbert"
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@functools.cache
+def slurm_unavailable() -> str | None:
+    """Why the ``slurm`` tests cannot run here (one line), or None when a SLURM node is up."""
+    if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
+        return "no SLURM here (sinfo/sbatch not found); scripts/test.sh installs and starts one when run as root"
+    try:
+        states = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"sinfo failed ({exc}); start the cluster: bash slurm/local-cluster.sh start"
+    if not any(s.strip() in ("idle", "mixed", "allocated") for s in states.splitlines()):
+        return f"no SLURM node is up (states: {' '.join(states.split()) or 'none'}); bash slurm/local-cluster.sh start"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _slurm_gate(request):
+    """Skip ``@pytest.mark.slurm`` tests, with the reason, when no SLURM node is up."""
+    if request.node.get_closest_marker("slurm") is not None and (reason := slurm_unavailable()):
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

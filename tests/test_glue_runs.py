@@ -41,8 +41,11 @@ def _pair_file(path: Path, header: str, n: int, labels: list[str], rng: random.R
 
 @pytest.fixture(scope="module")
 def glue_dir(tmp_path_factory) -> Path:
+    return write_tiny_glue(tmp_path_factory.mktemp("glue"))
+
+
+def write_tiny_glue(root: Path) -> Path:
     """A tiny GLUE folder in the original layout: RTE and MNLI (train, dev_matched, dev_mismatched)."""
-    root = tmp_path_factory.mktemp("glue")
     rng = random.Random(0)
     rte_head = "index\tsentence1\tsentence2\tlabel"
     _pair_file(root / "RTE/train.tsv", rte_head, 32, ["entailment", "not_entailment"], rng)

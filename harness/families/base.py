@@ -151,6 +151,7 @@ class Family(abc.ABC):
     def new_record(self, cell: Cell, *, model: Mapping[str, Any] | None = None, **fields: Any) -> ResultRecord:
         """A record for ``cell`` with the fields every family shares filled in."""
         model = self.model_info if model is None else model
+        from harness import scheduler
         from harness.hydra_runtime import sweep_name
 
         fields.setdefault("dataset", cell.dataset)
@@ -159,7 +160,7 @@ class Family(abc.ABC):
         rec = ResultRecord(
             task=self.name, model={**model, "ref": self.model_ref}, run_id=cell.run_id, higher_is_better=self.higher_is_better,
             config_id=derived_key(cell.identity, without=self.seed_keys), config=self.config, sweep=sweep_name(),
-            **fields,
+            experiment=self.cfg.get("experiment"), scheduler=scheduler.facts(), **fields,
         )
         if cell.spec is not None:
             rec.details.setdefault("data_spec", cell.spec)

@@ -29,17 +29,20 @@ def choose(family: str, records: Iterable[ResultRecord], model: str | None = Non
     return rule_for(spec.selection).choose(recs, key=spec.column_of)
 
 
-def default_out_dir(results_dir: str | Path) -> Path:
-    """``selected/`` beside the results directory (outside the record tree)."""
-    return Path(results_dir).resolve().parent / "selected"
+def default_out_dir(results_dir: str | Path, experiment: str | None = None) -> Path:
+    """``selected/`` beside the results directory (outside the record tree); ``selected/<experiment>/`` for
+    one experiment's selection."""
+    out = Path(results_dir).resolve().parent / "selected"
+    return out / results._safe(experiment) if experiment else out
 
 
-def load_selections(family: str, results_dir: str | Path, model: str | None = None
+def load_selections(family: str, results_dir: str | Path, model: str | None = None, experiment: str | None = None
                     ) -> tuple[dict[str, Choice], list[ResultRecord]]:
-    """Choices per model for ``family`` from the records under ``results_dir`` (and the records read)."""
+    """Choices per model for ``family`` from the records under ``results_dir`` (and the records read); with
+    ``experiment``, only the records of that experiment (the ``experiment`` config key) count."""
     if not Path(results_dir).is_dir():
         raise HarnessError(f"results directory {results_dir} does not exist; run a sweep first or pass --results")
-    recs = [r for _, r in results.iter_records(results_dir)]
+    recs = [r for _, r in results.iter_records(results_dir) if experiment is None or r.experiment == experiment]
     return choose(family, recs, model), recs
 
 
@@ -47,9 +50,10 @@ def selection_path(out_dir: str | Path, family: str, model: str) -> Path:
     return Path(out_dir) / f"{family}-{results._safe(model)}.json"
 
 
-def write_selection(family: str, results_dir: str | Path, out_dir: str | Path, model: str | None = None) -> Path | None:
+def write_selection(family: str, results_dir: str | Path, out_dir: str | Path, model: str | None = None,
+                    experiment: str | None = None) -> Path | None:
     """Select and write ``<out_dir>/<family>-<model>.json`` for each model; returns the last path written."""
-    choices, _ = load_selections(family, results_dir, model)
+    choices, _ = load_selections(family, results_dir, model, experiment)
     path = None
     for name, choice in choices.items():
         path = selection_path(out_dir, family, name)

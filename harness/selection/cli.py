@@ -20,16 +20,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default="results", help="results directory (the record tree)")
     parser.add_argument("--out", default=None, help="output directory (default: selected/ beside --results)")
     parser.add_argument("--model", default=None, help="only this model name")
+    parser.add_argument("--experiment", default=None,
+                        help="only the records of this experiment (the `experiment` config key of the runs); "
+                             "written to selected/<experiment>/ unless --out")
     parser.add_argument("--prune-checkpoints", action="store_true",
                         help="delete kept checkpoints of runs that were not selected")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    out_dir = Path(args.out) if args.out else default_out_dir(args.results)
+    out_dir = Path(args.out) if args.out else default_out_dir(args.results, args.experiment)
     try:
-        choices, recs = load_selections(args.task, args.results, args.model)
+        choices, recs = load_selections(args.task, args.results, args.model, args.experiment)
         if not choices:
             raise HarnessError(f"no {args.task} records under {args.results}"
-                               + (f" for model {args.model}" if args.model else ""))
+                               + (f" for model {args.model}" if args.model else "")
+                               + (f" in experiment {args.experiment!r}" if args.experiment else ""))
         rule = rule_for(specs.get(args.task).selection)
         for name, choice in choices.items():
             path = selection_path(out_dir, args.task, name)

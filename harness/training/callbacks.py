@@ -1,8 +1,12 @@
-"""Trainer callbacks shared by every fine-tuning path."""
+"""Trainer callbacks and guards shared by every fine-tuning path."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 from transformers import TrainerCallback
 
@@ -19,3 +23,14 @@ class NaNLossGuard(TrainerCallback):
                 f"training loss became {loss} at step {state.global_step} (epoch {state.epoch or 0:.2f}): the run "
                 "diverged; lower task.lr, use precision=fp32, or check the training data for empty texts"
             )
+
+
+@contextlib.contextmanager
+def discard_unfinished(folder: Path) -> Iterator[None]:
+    """Remove the trainer's checkpoint ``folder`` when training does not finish (an error, or ``scancel`` / a
+    requeue, which :mod:`harness.scheduler` turns into ``SystemExit``); a finished training's folder stays."""
+    try:
+        yield
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise

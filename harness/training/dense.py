@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import HarnessError
 from harness.training import tracking
 from harness.training.arguments import training_arguments
-from harness.training.callbacks import NaNLossGuard
+from harness.training.callbacks import NaNLossGuard, discard_unfinished
 from harness.training.finish import finish_training
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def train_dense(
         loss=make_loss(model, cfg),
         callbacks=[NaNLossGuard(), *tracker.callbacks()],
     )
-    with tracker.session():
+    with tracker.session(), discard_unfinished(output_dir / "checkpoints"):
         result = trainer.train()
     return finish_training(model, result, output_dir, cfg=cfg, n_rows=len(train_dataset), rows="triplets",
                            tracker=tracker)

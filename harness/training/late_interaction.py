@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import HarnessError
 from harness.training import tracking
 from harness.training.arguments import training_arguments
-from harness.training.callbacks import NaNLossGuard
+from harness.training.callbacks import NaNLossGuard, discard_unfinished
 from harness.training.finish import finish_training
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def train_kd(model: ColBERT, train_dataset: Dataset, cfg: KdTrainingConfig, outp
         data_collator=utils.ColBERTCollator(tokenize_fn=model.tokenize),
         callbacks=[NaNLossGuard(), *tracker.callbacks()],
     )
-    with tracker.session():
+    with tracker.session(), discard_unfinished(output_dir / "checkpoints"):
         result = trainer.train()
     loss = ("pylate.losses.Distillation (KL, min-max normalised student scores)" if cfg.normalize_scores
             else "pylate.losses.Distillation (KL)")

@@ -106,8 +106,9 @@ class GlueFamily(Family):
         if self.n_planned > 1:
             from harness import selection
 
-            res = str(self.cfg.paths.results)
-            path = selection.write_selection(TASK_FAMILY, res, selection.default_out_dir(res), self.model_name)
+            res, experiment = str(self.cfg.paths.results), self.cfg.get("experiment")
+            path = selection.write_selection(TASK_FAMILY, res, selection.default_out_dir(res, experiment),
+                                             self.model_name, experiment)
             if path is not None:
                 log.info("GLUE selection (best configuration per task on dev): %s", path)
 
