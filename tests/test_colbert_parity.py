@@ -23,6 +23,7 @@ SLICE = ["task.datasets=[scifact]", "task.max_queries=50", "task.max_docs=500", 
 
 def scifact_overrides(tmp: Path, data: Path, *extra: str) -> list[str]:
     return ["task=colbert", "model=all-minilm-l6-v2", "precision=fp32", "device=cpu", "task.train=false",
+            "task.query_length_recipe=pylate_beir",   # SciFact at 48 query tokens, the length PyLate is run with
             f"task.data_dir={data}", *SLICE, f"paths.results={tmp}/results", f"paths.outputs={tmp}/outputs",
             f"paths.cache={tmp}/cache", *extra]
 
