@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from harness import results
+from harness.console import step
 from harness.errors import HarnessError
 from harness.families.base import Cell, Family, TableSpec
 from harness.results import ResultRecord
@@ -160,11 +161,16 @@ class EfficiencyFamily(Family):
         from harness.evaluation.encode import pack_mode
         from harness.models import load_sentence_transformer
 
-        model, block = load_sentence_transformer(self.spec, device=self.device)
+        with step(f"efficiency: loading {self.spec.name} on {self.device}"):
+            model, block = load_sentence_transformer(self.spec, device=self.device)
         hf = model[0].auto_model.eval()
         mode = pack_mode(model, self.settings.unpad, self.device)
-        roofline = tp.matmul_flops(self.precision, self.device, self.settings.roofline_size) \
-            if self.settings.roofline else None
+        roofline = None
+        if self.settings.roofline:
+            n = self.settings.roofline_size
+            with step(f"efficiency: roofline, {n}x{n} {self.precision} matmul") as done:
+                roofline = tp.matmul_flops(self.precision, self.device, n)
+                done.outcome = f"{roofline / 1e9:,.1f} GFLOP/s"
         found: dict[int, SearchResult] = {}              # max length -> its max-batch search
         for cell in todo:
             try:
