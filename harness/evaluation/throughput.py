@@ -158,8 +158,9 @@ def time_passes(run_pass: Callable[[], None], *, repeats: int, warmup: int, devi
             if i >= warmup:
                 out.append(seconds)
             spent, todo = time.perf_counter() - t_start, warmup + repeats - i - 1
-            mean = spent / (i + 1)      # a timed pass always runs; then the budget ends them
-            left = None if budget_s is None else min(todo * mean, max(budget_s - spent, mean if not out else 0.0))
+            mean = spent / (i + 1)      # the passes the rule above will still start (a timed one always runs)
+            more = todo if budget_s is None else min(todo, max(int((budget_s - spent) // mean), 0 if out else 1))
+            left = more * mean
             bar.update(1, f"{'warm-up' if i < warmup else 'timed'} {seconds:.1f} s", left)
     return out
 
