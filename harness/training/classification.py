@@ -21,7 +21,7 @@ import torch
 
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
-from harness.training.callbacks import NaNLossGuard
+from harness.training.callbacks import NaNLossGuard, ProgressLines, bars
 
 if TYPE_CHECKING:
     import datasets
@@ -207,7 +207,7 @@ def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker
         bf16=cfg.precision == "bf16",
         fp16=cfg.precision == "fp16",
         use_cpu=cfg.device == "cpu",
-        disable_tqdm=False,
+        disable_tqdm=not bars(),         # off a terminal: ProgressLines, one line per log and evaluation
         dataloader_num_workers=cfg.dataloader_num_workers,
         **(tracker or tracking.NONE).training_args(),
     )
@@ -254,6 +254,7 @@ def train_and_evaluate(
         callbacks=[
             EarlyStoppingCallback(early_stopping_patience=cfg.patience, early_stopping_threshold=cfg.min_delta),
             NaNLossGuard(),
+            ProgressLines("training"),
             *tracker.callbacks(),
         ],
     )

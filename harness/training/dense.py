@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
-from harness.training.callbacks import NaNLossGuard
+from harness.training.callbacks import NaNLossGuard, ProgressLines, bars
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -94,6 +94,7 @@ def train_dense(
         data_seed=cfg.seed,
         use_cpu=cfg.use_cpu,
         dataloader_drop_last=True,
+        disable_tqdm=not bars(),        # off a terminal: ProgressLines
         **tracker.training_args(),
     )
     trainer = SeededTrainer(
@@ -101,7 +102,7 @@ def train_dense(
         args=args,
         train_dataset=train_dataset.select_columns(["anchor", "positive", "negative"]),
         loss=make_loss(model, cfg),
-        callbacks=[NaNLossGuard(), *tracker.callbacks()],
+        callbacks=[NaNLossGuard(), ProgressLines("DPR training"), *tracker.callbacks()],
     )
     with tracker.session():
         result = trainer.train()

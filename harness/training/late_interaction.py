@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
-from harness.training.callbacks import NaNLossGuard
+from harness.training.callbacks import NaNLossGuard, ProgressLines, bars
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -58,6 +58,7 @@ def training_arguments(cfg: KdTrainingConfig, output_dir: Path, n_rows: int, tra
         data_seed=cfg.seed,
         use_cpu=cfg.use_cpu,
         remove_unused_columns=False,     # KDProcessing adds query/documents on the fly from the id columns
+        disable_tqdm=not bars(),         # off a terminal: ProgressLines
         **tracker.training_args(),       # report_to and run name (logger=)
     )
 
@@ -81,7 +82,7 @@ def train_kd(model: ColBERT, train_dataset: Dataset, cfg: KdTrainingConfig, outp
         train_dataset=train_dataset,
         loss=losses.Distillation(model=model, normalize_scores=cfg.normalize_scores),
         data_collator=utils.ColBERTCollator(tokenize_fn=model.tokenize),
-        callbacks=[NaNLossGuard(), *tracker.callbacks()],
+        callbacks=[NaNLossGuard(), ProgressLines("ColBERT KD training"), *tracker.callbacks()],
     )
     with tracker.session():
         result = trainer.train()
