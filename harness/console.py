@@ -3,13 +3,25 @@ library records below ERROR (transformers' "LOAD REPORT" table on every MiniLM l
 sentence-transformers' INFO chatter) go only to the job's log file (``<hydra output dir>/<job name>.log``, e.g. ``outputs/hydra/<time>/cli.log``), and
 transformers' "Loading weights" bars are off (download bars stay). ``log_level=INFO|DEBUG|WARNING`` or
 ``hydra.verbose=...`` brings everything back to the console.
+
+Progress of the harness' own long steps goes through :class:`Progress` (a counted step: a tqdm bar with an ETA on a
+terminal) and :func:`step` (one step of unknown length). Both log one line when the step finishes; on a terminal
+:func:`step` also says when it starts. When stderr is not a terminal (a SLURM log, a pipe) no bar is drawn, so a
+log reads one line per finished step. ``log_level=WARNING`` silences them all.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from harness.errors import HarnessError
+
+log = logging.getLogger("harness.progress")
 
 #: top-level loggers of the libraries whose routine messages a user cannot act on
 LIBRARIES = (
@@ -71,3 +83,79 @@ def configure(log_level: str | None = None, verbose: object = False) -> None:
         for handler in _console_handlers(logger):
             if not any(isinstance(f, LibraryNoise) for f in handler.filters):
                 handler.addFilter(noise)
+
+
+# ------------------------------------------------------------------------------------------------ progress
+def interactive() -> bool:
+    """Whether progress can be redrawn in place: stderr (where bars go) is a terminal."""
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+class Progress:
+    """A counted step (``total`` ``unit``s): a tqdm bar with an ETA on a terminal, one log line when it finishes.
+    ``each_update_is_a_step``: every update is itself a finished step (a timed pass, a training stage) and gets
+    its own line when no bar is drawn. ``show=False`` (tests, benchmarks) or ``log_level=WARNING``: nothing at all."""
+
+    def __init__(self, total: int | None, desc: str, unit: str = "it", *, show: bool = True,
+                 unit_scale: bool = False, each_update_is_a_step: bool = False) -> None:
+        from tqdm.auto import tqdm
+
+        self.total, self.desc, self.unit = total, desc, unit
+        self.show = show and log.isEnabledFor(logging.INFO)      # log_level=WARNING: no bar either
+        self.steps = each_update_is_a_step and not interactive()
+        self.n, self.t0 = 0, time.perf_counter()
+        self.bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, leave=False,
+                        disable=not (self.show and interactive()))
+
+    def update(self, n: int = 1, note: str = "", left_s: float | None = None) -> None:
+        """``n`` more done; ``note`` says how the last step went, ``left_s`` replaces the estimate of what is left
+        (e.g. when a time budget will end the work before ``total``)."""
+        self.n += n
+        self.bar.update(n)
+        if self.show and self.steps:
+            elapsed = time.perf_counter() - self.t0
+            if left_s is None and self.total and 0 < self.n < self.total:
+                left_s = elapsed / self.n * (self.total - self.n)
+            eta = f", about {_duration(left_s)} left" if left_s else ""
+            log.info("%s: %d/%s %s%s (%s in all%s)", self.desc, self.n, self.total or "?", self.unit,
+                     f", {note}" if note else "", _duration(elapsed), eta)
+
+    def stop(self, reason: str) -> None:
+        """Finish before ``total``: one line saying where and why (a budget reached)."""
+        if self.show:
+            log.info("%s: stopped at %d/%s %s: %s", self.desc, self.n, self.total or "?", self.unit, reason)
+        self.show = False
+
+    def close(self, ok: bool = True) -> None:
+        self.bar.close()
+        if self.show and ok and not self.steps:
+            count = f"{self.n:,}" if self.n < 10_000 else f"{self.n / 1000:,.0f}k"
+            log.info("%s: %s %s in %s", self.desc, count, self.unit, _duration(time.perf_counter() - self.t0))
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        self.close(ok=exc_type is None)
+
+
+class Step:
+    """What :func:`step` yields: set ``outcome`` to say how the step ended (default "done")."""
+
+    outcome: str = "done"
+
+
+@contextmanager
+def step(what: str, *, show: bool = True, starting: str = "") -> Iterator[Step]:
+    """One long step of unknown length: on a terminal a line when it starts (``starting`` adds why it may take a
+    while); always one line when it finishes, with its outcome and duration; nothing if it raises."""
+    if show and interactive():
+        log.info("%s ...%s", what, f" ({starting})" if starting else "")
+    t0, result = time.perf_counter(), Step()
+    yield result
+    if show:
+        log.info("%s: %s (%s)", what, result.outcome, _duration(time.perf_counter() - t0))

@@ -89,7 +89,46 @@ def test_main_job_prints_progress_and_summary_without_library_tables(tmp_path: P
     both = p.stdout + p.stderr
     for noise in ("LOAD REPORT", "UNEXPECTED", "Loading weights", "Load pretrained SentenceTransformer"):
         assert noise not in both, noise
-    assert "stdlib: corpus" in p.stderr                                               # encoding progress bar
+    # not a terminal: no bar, one line per finished step (the corpus encoding, the search)
+    assert re.search(r"stdlib: corpus: [\d,.]+k? tokens in [\d.]+ (s|min)", p.stdout), p.stdout[-2000:]
+    assert not re.search(r"stdlib: corpus:\s+\d+%\|", both)                             # ... and no bar
     assert re.search(r"code\s+stdlib\s+all-minilm-l6-v2\s+eval=fp32-\w+\s+ndcg_at_10\s+0\.\d{4}\s+ok", p.stdout)
     (log,) = (tmp_path / "outputs" / "hydra").glob("*/cli.log")
     assert "LOAD REPORT" in log.read_text()                                           # kept for whoever needs it
+
+
+def test_progress_off_a_terminal_is_one_line_per_finished_step(handlers, monkeypatch: pytest.MonkeyPatch) -> None:
+    screen, _ = handlers
+    monkeypatch.setattr(console, "interactive", lambda: False)
+    with console.Progress(3000, "scifact: corpus", "tokens") as bar:
+        for _ in range(3):
+            bar.update(1000)
+    with console.Progress(3, "efficiency/short_fixed", "passes", each_update_is_a_step=True) as passes:
+        passes.update(1, "warm-up 2.0 s")
+        passes.update(1, "timed 2.0 s")
+        passes.stop("1 of 2 timed passes fit in the 5 s budget per set")
+    with console.step("PLAID index over 10 documents") as done:
+        done.outcome = "built"
+    lines = screen.getvalue().splitlines()
+    assert [re.sub(r"[\d.]+ s\b", "T s", line) for line in lines] == [
+        "scifact: corpus: 3,000 tokens in T s",
+        "efficiency/short_fixed: 1/3 passes, warm-up T s (T s in all, about T s left)",
+        "efficiency/short_fixed: 2/3 passes, timed T s (T s in all, about T s left)",
+        "efficiency/short_fixed: stopped at 2/3 passes: 1 of 2 timed passes fit in the T s budget per set",
+        "PLAID index over 10 documents: built (T s)",
+    ]
+
+
+def test_a_terminal_also_sees_a_step_start_and_log_level_warning_silences_progress(handlers, monkeypatch) -> None:
+    screen, _ = handlers
+    monkeypatch.setattr(console, "interactive", lambda: True)
+    with console.step("compiling", starting="first use, about 2 minutes"):
+        pass
+    assert screen.getvalue().splitlines()[0] == "compiling ... (first use, about 2 minutes)"
+    with pytest.raises(RuntimeError), console.step("failing"):
+        raise RuntimeError("boom")
+    assert "failing:" not in screen.getvalue()          # a step that raised says nothing more than its error
+    console.configure("WARNING")
+    with console.Progress(2, "queries", "texts") as bar, console.step("search"):
+        bar.update(2)
+    assert "queries:" not in screen.getvalue() and "search:" not in screen.getvalue() and bar.bar.disable

@@ -106,20 +106,23 @@ def test_progress_counts_tokens(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
     model, _ = tiny
     seen: dict = {}
 
-    class Bar:
-        def __init__(self, total, unit, **kw):
+    class Bar:       # the console's progress (a bar on a terminal, one line when done otherwise)
+        def __init__(self, total, desc, unit, **kw):
             seen.update(total=total, unit=unit, done=0)
 
         def update(self, n):
             seen["done"] += n
 
-        def close(self):
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
             pass
 
-    monkeypatch.setattr(enc, "tqdm", Bar)
+    monkeypatch.setattr(enc, "Progress", Bar)
     encode(model, TEXTS, device="cpu", batch_tokens=64, show_progress=False)
     n_tokens = sum(len(x) for x in enc.tokenize(model, TEXTS))
-    assert seen == {"total": n_tokens, "unit": "tok", "done": n_tokens}
+    assert seen == {"total": n_tokens, "unit": "tokens", "done": n_tokens}
 
 
 def test_long_documents_stay_within_the_token_budget(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -212,6 +212,30 @@ def test_train_config_and_nan_guard_errors():
     NaNGuard().on_log(None, State(), None, logs={"loss": 0.3})
 
 
+def test_training_off_a_terminal_is_a_line_per_evaluation_and_a_few_loss_lines(monkeypatch, caplog) -> None:
+    """No tqdm bar when the output is not a terminal: the console's lines instead (scripted Trainer states)."""
+    import logging
+    from types import SimpleNamespace
+
+    from harness import console
+    from harness.training.callbacks import ProgressLines
+
+    monkeypatch.setattr(console, "interactive", lambda: False)
+    caplog.set_level(logging.INFO, logger="harness.progress")
+    state = SimpleNamespace(max_steps=100, global_step=0, epoch=0.0)
+    cb = ProgressLines("training")
+    cb.on_train_begin(None, state, None)
+    for step in range(1, 101):
+        state.global_step, state.epoch = step, step / 50
+        cb.on_log(None, state, None, logs={"loss": 1.0 / step})       # every step logs: ~1 line in 5 is shown
+        if step % 50 == 0:
+            cb.on_evaluate(None, state, None, metrics={"eval_score": 70.0, "eval_runtime": 1.0})
+    cb.on_train_end(None, state, None)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 20 + 2 and lines[0].startswith("training: 5/100 steps, epoch 0.10, loss 0.2000")
+    assert lines[-1].startswith("training: 100/100 steps, epoch 2.00, score 70.0000")
+
+
 # ---------------------------------------------------------------------------------------------- selection
 def _record(task: str, score: float, lr: float, seed: int, model: str = "m", status: str = "ok") -> results.ResultRecord:
     hp = {"lr": lr, "weight_decay": 1e-6, "epochs": 2, "seed": seed}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
+from harness import console, results
 from harness.errors import HarnessError
 from harness.runner import run
 from harness.training import tracking
@@ -100,7 +100,7 @@ def test_default_is_no_tracker_and_glue_shows_a_progress_bar(tmp_path: Path) -> 
     t = tracking.tracker(cfg, run_id="r", record_path="p", task="beir", model="m")
     assert t.training_args()["report_to"] == "none" and t.callbacks() == [] and t.describe() is None
     args = training_arguments(TrainConfig(lr=1e-5, weight_decay=0.0, epochs=1, seed=1), tmp_path, 10)
-    assert args.disable_tqdm is False and args.report_to == []
+    assert args.disable_tqdm is not console.interactive() and args.report_to == []   # a bar on a terminal only
 
 
 @pytest.mark.parametrize("name", ["wandb", "mlflow"])

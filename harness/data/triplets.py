@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
 
+from harness.console import step
 from harness.data.files import csv_rows
 from harness.data.jsonl import jsonl_rows
 from harness.errors import DataError
@@ -170,13 +171,12 @@ def mine_from_beir(
             f"{ds.source}: {len(docs)} documents leave no room to mine negatives between rank {range_min} and "
             f"{range_max} (a query has {most_positives} positives). Lower task.train_data.range_min."
         )
-    log.info("mining hard negatives for %d pairs of %s/%s: encoding %d documents and the queries", len(pairs),
-             ds.name, ds.split, len(docs))   # sentence-transformers' progress bars follow
-    mined = mine_hard_negatives(
-        pairs, model, corpus=list(docs.values()), num_negatives=num_negatives, range_min=range_min,
-        range_max=range_max, sampling_strategy="top", output_format="triplet", batch_size=batch_size,
-        verbose=False,
-    )
-    mined = mined.rename_columns({c: a for c, a in zip(mined.column_names[:3], COLUMNS, strict=True)})
-    log.info("mined %d triplets from %d pairs of %s/%s", len(mined), len(pairs), ds.name, ds.split)
-    return mined
+    with step(f"mining hard negatives for {len(pairs):,} pairs of {ds.name}/{ds.split} ({len(docs):,} documents)",
+              starting="encoding the corpus and the queries") as done:
+        mined = mine_hard_negatives(
+            pairs, model, corpus=list(docs.values()), num_negatives=num_negatives, range_min=range_min,
+            range_max=range_max, sampling_strategy="top", output_format="triplet", batch_size=batch_size,
+            verbose=False,
+        )
+        done.outcome = f"{len(mined):,} triplets"
+    return mined.rename_columns({c: a for c, a in zip(mined.column_names[:3], COLUMNS, strict=True)})

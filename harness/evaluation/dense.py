@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from harness.console import step
 from harness.evaluation import search as _search
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
 from harness.evaluation.encode import encode
@@ -69,8 +70,9 @@ class DenseRetriever:
         q_emb = self._encode(queries, "queries")
         t1 = time.perf_counter()
         s = self.settings
-        scores, idx = _search.exact_search(q_emb, self.doc_emb, top_k, similarity=s.similarity,
-                                           corpus_chunk_size=s.corpus_chunk_size, device=s.device)
+        with step(f"exact search, {len(queries):,} queries x {len(self.doc_emb):,} documents", show=s.show_progress):
+            scores, idx = _search.exact_search(q_emb, self.doc_emb, top_k, similarity=s.similarity,
+                                               corpus_chunk_size=s.corpus_chunk_size, device=s.device)
         return scores, idx, {"encode_queries_s": t1 - t0, "search_s": time.perf_counter() - t1}
 
     def describe(self) -> dict[str, Any]:

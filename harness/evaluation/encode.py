@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from harness.console import Progress
 from harness.errors import HarnessError
 from harness.models import autocast
 
@@ -259,14 +259,12 @@ def encode(
 
     model.eval()
     out: np.ndarray | None = None
-    bar = tqdm(total=int(lengths.sum()), desc=desc, unit="tok", unit_scale=True, disable=not show_progress,
-               leave=False)
-    for idx, emb in _run_batches(batches, run_batch, n_workers, precision, device):
-        if out is None:
-            out = np.empty((len(texts), emb.shape[1]), dtype=np.float32)
-        out[idx] = emb
-        bar.update(int(lengths[idx].sum()))
-    bar.close()
+    with Progress(int(lengths.sum()), desc, "tokens", show=show_progress, unit_scale=True) as bar:
+        for idx, emb in _run_batches(batches, run_batch, n_workers, precision, device):
+            if out is None:
+                out = np.empty((len(texts), emb.shape[1]), dtype=np.float32)
+            out[idx] = emb
+            bar.update(int(lengths[idx].sum()))
     assert out is not None
     return out
 

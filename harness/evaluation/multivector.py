@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from harness.console import Progress, step
 from harness.errors import HarnessError
 from harness.evaluation.embedding_cache import cache_key
 from harness.evaluation.encode import token_budget_batches
@@ -162,21 +162,21 @@ def encode_tokens(model: ColBERT, texts: list[str], *, is_query: bool, device: s
     lengths = np.full(len(texts), length) if is_query and model.do_query_expansion else \
         _token_lengths(model, texts, length)
     model.eval()
-    bar = tqdm(total=len(texts), desc=desc, unit="text", disable=not show_progress, leave=False)
-    for idx in token_budget_batches(lengths, batch_tokens, max_batch_size):
-        features = model.tokenize([texts[i] for i in idx], is_query=is_query)
-        features = {k: v.to(device) for k, v in features.items()}
-        with torch.inference_mode(), autocast(precision, device):
-            out = model(features)
-        emb = out["token_embeddings"].float()
-        if is_query:
-            masks = torch.ones_like(features["input_ids"], dtype=torch.bool) if model.do_query_expansion \
-                else out["attention_mask"].bool()
-        else:
-            masks = model.skiplist_mask(features["input_ids"], model.skiplist) & out["attention_mask"].bool()
-        yield idx, [torch.nn.functional.normalize(emb[i][m], p=2, dim=-1).cpu().numpy() for i, m in enumerate(masks)]
-        bar.update(len(idx))
-    bar.close()
+    with Progress(len(texts), desc, "texts", show=show_progress) as bar:
+        for idx in token_budget_batches(lengths, batch_tokens, max_batch_size):
+            features = model.tokenize([texts[i] for i in idx], is_query=is_query)
+            features = {k: v.to(device) for k, v in features.items()}
+            with torch.inference_mode(), autocast(precision, device):
+                out = model(features)
+            emb = out["token_embeddings"].float()
+            if is_query:
+                masks = torch.ones_like(features["input_ids"], dtype=torch.bool) if model.do_query_expansion \
+                    else out["attention_mask"].bool()
+            else:
+                masks = model.skiplist_mask(features["input_ids"], model.skiplist) & out["attention_mask"].bool()
+            yield idx, [torch.nn.functional.normalize(emb[i][m], p=2, dim=-1).cpu().numpy()
+                        for i, m in enumerate(masks)]
+            bar.update(len(idx))
 
 
 # ------------------------------------------------------------------------------------------------ token store
@@ -291,7 +291,7 @@ def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk
     if n_q == 0 or k == 0:
         return best_s.cpu().numpy(), best_i.cpu().numpy()
     q = queries.to(device)
-    bar = tqdm(total=len(store), desc="MaxSim", unit="doc", disable=not show_progress, leave=False)
+    bar = Progress(len(store), f"MaxSim search, {n_q} queries", "documents", show=show_progress)
     for docs in _chunks(store, chunk_tokens):
         d = _padded(store, docs, device)
         ids = torch.from_numpy(docs).to(device)
@@ -361,6 +361,14 @@ def prepare_stanford_extensions() -> None:
             lock.unlink(missing_ok=True)
 
 
+def stanford_extensions_built() -> bool:
+    """Whether the Stanford backend's C++ extensions are already compiled (else its first use compiles them)."""
+    from torch.utils import cpp_extension
+
+    return all(any(Path(cpp_extension._get_build_directory(name, verbose=False)).glob(f"{name}*.so"))
+               for name in _STANFORD_EXTENSIONS)
+
+
 class _LogWriter(io.TextIOBase):
     """stdout of the Stanford backend (dozens of lines per index) -> debug log."""
 
@@ -375,8 +383,11 @@ def build_plaid(store: TokenStore, settings: PlaidSettings, backend: str, folder
     """A seeded PyLate PLAID index over the store's documents (ids = corpus positions as strings)."""
     from pylate import indexes
 
+    first_use = ""
     if backend == "stanford":
         prepare_stanford_extensions()
+        if not stanford_extensions_built():
+            first_use = "first use: compiling PyLate's 4 C++ extensions first, about 2 minutes"
     random.seed(settings.seed)
     np.random.seed(settings.seed)
     torch.manual_seed(settings.seed)
@@ -390,7 +401,8 @@ def build_plaid(store: TokenStore, settings: PlaidSettings, backend: str, folder
     else:
         kwargs["embedding_size"] = store.dim
     docs = [np.asarray(store.doc(i), dtype=np.float32) for i in range(len(store))]
-    with contextlib.redirect_stdout(_LogWriter()):
+    with step(f"PLAID index ({backend}) over {len(store):,} documents, {store.n_tokens:,} tokens",
+              show=show_progress, starting=first_use), contextlib.redirect_stdout(_LogWriter()):
         index = indexes.PLAID(**kwargs)
         index.add_documents(documents_ids=[str(i) for i in range(len(store))], documents_embeddings=docs)
     return index
@@ -508,9 +520,12 @@ class MultiVectorRetriever:
         q = self.encode_queries(queries)
         t1 = time.perf_counter()
         if self._mode == "plaid":
-            scores, idx = plaid_search(self._plaid, q, top_k)
-            if s.plaid.rerank:
-                scores, idx = rerank_exact(q, self.store, idx, chunk_tokens=s.maxsim_chunk_tokens, device=s.device)
+            rerank = ", exact MaxSim rerank" if s.plaid.rerank else ""
+            with step(f"PLAID search, {len(q):,} queries{rerank}", show=s.show_progress):
+                scores, idx = plaid_search(self._plaid, q, top_k)
+                if s.plaid.rerank:
+                    scores, idx = rerank_exact(q, self.store, idx, chunk_tokens=s.maxsim_chunk_tokens,
+                                               device=s.device)
         else:
             width = max((len(x) for x in q), default=0)
             padded = torch.zeros((len(q), width, self.store.dim))

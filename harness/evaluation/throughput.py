@@ -1,6 +1,6 @@
 """Inference throughput as the ModernBERT paper measured it (section 4, Tables 2, 10, 11): synthetic sets of
 random ordinary token ids, tokens per second over real tokens, the largest batch that fits, and the device's
-dense matmul throughput as the roofline.
+dense matmul throughput as the roofline. The max-batch search is in :mod:`harness.evaluation.max_batch`.
 
 Why our own: ModernBERT's efficiency script is a GPU-only one-off; this runs the same protocol on any device,
 padded or packed (unpadded), with every number in a result record.
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing as mp
 import os
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -136,23 +135,39 @@ class Timing:
         return self.real_tokens / np.asarray(self.seconds)
 
 
-def time_passes(run_pass: Callable[[], None], *, repeats: int, warmup: int, device: str) -> list[float]:
-    """Seconds of each of ``repeats`` passes after ``warmup`` untimed ones."""
-    for _ in range(warmup):
-        run_pass()
-    out = []
-    for _ in range(repeats):
-        _sync(device)
-        t0 = time.perf_counter()
-        run_pass()
-        _sync(device)
-        out.append(time.perf_counter() - t0)
+def time_passes(run_pass: Callable[[], None], *, repeats: int, warmup: int, device: str,
+                desc: str = "timed passes", show: bool = True, budget_s: float | None = None) -> list[float]:
+    """Seconds of each of ``repeats`` passes after ``warmup`` untimed ones; each pass is a step of the console's
+    progress (a bar with an ETA on a terminal, else one line per pass). With ``budget_s``, no timed pass starts
+    that would end past the budget at the mean pass time so far (warm-up included); the first one always runs."""
+    from harness.console import Progress
+
+    out: list[float] = []
+    t_start = time.perf_counter()
+    with Progress(warmup + repeats, desc, "passes", show=show, each_update_is_a_step=True) as bar:
+        for i in range(warmup + repeats):
+            spent = time.perf_counter() - t_start
+            if budget_s is not None and out and spent + spent / i > budget_s:
+                bar.stop(f"{len(out)} of {repeats} timed passes fit in the {budget_s:g} s budget per set")
+                break
+            _sync(device)
+            t0 = time.perf_counter()
+            run_pass()
+            _sync(device)
+            seconds = time.perf_counter() - t0
+            if i >= warmup:
+                out.append(seconds)
+            spent, todo = time.perf_counter() - t_start, warmup + repeats - i - 1
+            mean = spent / (i + 1)      # the passes the rule above will still start (a timed one always runs)
+            more = todo if budget_s is None else min(todo, max(int((budget_s - spent) // mean), 0 if out else 1))
+            left = more * mean
+            bar.update(1, f"{'warm-up' if i < warmup else 'timed'} {seconds:.1f} s", left)
     return out
 
 
 def measure(hf_model: Any, lengths: np.ndarray, *, batch_size: int, mode: str | None, pad_to: int | None,
             pad_id: int, seed: int, id_range: tuple[int, int], precision: str, device: str, repeats: int,
-            warmup: int) -> Timing:
+            warmup: int, desc: str = "timed passes", show: bool = True, budget_s: float | None = None) -> Timing:
     """Time ``repeats`` passes over the set (batches in set order, as the paper's benchmark); the inputs of
     every batch are built once, before timing, so only the model is timed."""
     batches = []
@@ -166,140 +181,6 @@ def measure(hf_model: Any, lengths: np.ndarray, *, batch_size: int, mode: str | 
             for kwargs in batches:
                 hf_model(**kwargs)
 
-    seconds = time_passes(one_pass, repeats=repeats, warmup=warmup, device=device)
+    seconds = time_passes(one_pass, repeats=repeats, warmup=warmup, device=device, desc=desc, show=show,
+                          budget_s=budget_s)
     return Timing(seconds, int(lengths.sum()))
-
-
-# --------------------------------------------------------------------------------------------- max batch size
-@dataclass
-class Probe:
-    """What one isolated probe needs: the model spec (as a dict), device, precision, the inputs' shape."""
-
-    spec: dict[str, Any]
-    device: str
-    precision: str
-    length: int
-    mode: str | None
-    memory_bytes: int | None
-    id_range: tuple[int, int]
-    pad_id: int
-
-
-def _probe_child(probe: Probe, batch_size: int, queue: Any) -> None:
-    """In a fresh process: load the model, run one forward of ``batch_size`` x ``length`` tokens under the memory
-    budget; report ok, out-of-memory, or another error."""
-    try:
-        import transformers.utils.logging as tlog
-
-        from harness.models import ModelSpec, load_sentence_transformer
-
-        tlog.set_verbosity_error()     # a probe's loading chatter (LOAD REPORT, weight bars) is noise: its outcome
-        tlog.disable_progress_bar()    # and any error reach the parent through the queue
-        model, _ = load_sentence_transformer(ModelSpec(**probe.spec), device=probe.device)
-        hf = model[0].auto_model.eval()
-
-        def forward(n: int, length: int) -> None:
-            seqs = batch_token_ids([length] * n, 0, 0, *probe.id_range)
-            with torch.inference_mode(), autocast(probe.precision, probe.device):
-                kwargs = model_inputs(hf, seqs, mode=probe.mode, pad_to=length, pad_id=probe.pad_id,
-                                      device=probe.device)
-                hf(**kwargs)
-            _sync(probe.device)
-
-        forward(1, 8)                                         # threads, kernels and allocator set up
-        _limit_memory(probe.device, probe.memory_bytes)
-        forward(batch_size, probe.length)
-        queue.put(("ok", ""))
-    except (MemoryError, torch.OutOfMemoryError) as exc:
-        queue.put(("oom", str(exc)[:200]))
-    except RuntimeError as exc:
-        text = str(exc)
-        oom = any(s in text.lower() for s in ("out of memory", "can't allocate", "not enough memory", "bad_alloc"))
-        queue.put(("oom" if oom else "error", text[:300]))
-    except Exception as exc:   # anything else is a real error, reported to the parent
-        queue.put(("error", f"{type(exc).__name__}: {exc}"[:300]))
-
-
-def _limit_memory(device: str, memory_bytes: int | None) -> None:
-    """Cap what the probe may allocate: CUDA through the caching allocator's fraction, CPU through the address
-    space limit (so a failed allocation raises instead of waking the kernel's OOM killer)."""
-    if memory_bytes is None:
-        return
-    if device.startswith("cuda"):
-        total = torch.cuda.get_device_properties(torch.device(device)).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, memory_bytes / total), torch.device(device))
-        return
-    import resource
-
-    with open("/proc/self/statm") as fh:
-        vm_now = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    resource.setrlimit(resource.RLIMIT_AS, (vm_now + memory_bytes, resource.getrlimit(resource.RLIMIT_AS)[1]))
-
-
-def probe_once(probe: Probe, batch_size: int, timeout: float = 1800.0) -> tuple[str, str]:
-    """One probe in its own process (nothing it allocates survives it): ("ok" | "oom" | "error", message)."""
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_probe_child, args=(probe, batch_size, queue), daemon=True)
-    proc.start()
-    proc.join(timeout)
-    if proc.is_alive():
-        proc.kill()
-        proc.join()
-        return "error", f"probe of batch {batch_size} timed out after {timeout:.0f} s"
-    try:
-        return queue.get(timeout=5)
-    except Exception:
-        # killed without reporting (e.g. by the kernel's OOM killer): it did not fit
-        return "oom", f"probe process exited with code {proc.exitcode}"
-
-
-def max_batch_size(probe: Probe, *, start: int, limit: int, resolution: int,
-                   run: Callable[[Probe, int], tuple[str, str]] = probe_once) -> tuple[int, list[dict[str, Any]]]:
-    """The largest batch (<= ``limit``) that runs: double from ``start`` until a probe fails, halve until one
-    runs, then bisect to ``resolution``. Returns (size, the probes made); 0 if not even one sequence fits."""
-    history: list[dict[str, Any]] = []
-
-    def fits(n: int) -> bool:
-        status, msg = run(probe, n)
-        history.append({"batch_size": n, "status": status, **({"message": msg} if msg else {})})
-        if status == "error":
-            from harness.errors import HarnessError
-
-            raise HarnessError(f"max batch size probe of {n} failed with an error that is not out-of-memory: {msg}")
-        return status == "ok"
-
-    n = max(1, min(start, limit))
-    if fits(n):
-        lo, hi = n, None
-        while hi is None and lo < limit:
-            n = min(lo * 2, limit)
-            if fits(n):
-                lo = n
-            else:
-                hi = n
-        if hi is None:
-            return lo, history
-    else:
-        lo, hi = 0, n
-        while lo == 0 and hi > 1:
-            n = hi // 2
-            if fits(n):
-                lo = n
-            else:
-                hi = n
-        if lo == 0:
-            return 0, history
-    while hi - lo > resolution:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo, history
-
-
-def probe_for(spec: Any, *, device: str, precision: str, length: int, mode: str | None, memory_gb: float | None,
-              id_range: tuple[int, int], pad_id: int) -> Probe:
-    return Probe(spec=asdict(spec), device=device, precision=precision, length=length, mode=mode,
-                 memory_bytes=None if memory_gb is None else int(memory_gb * 2**30), id_range=id_range, pad_id=pad_id)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness import results
+from harness.console import step
 from harness.data.catalog import DatasetEntry
 from harness.errors import DataError, HarnessError
 from harness.evaluation.multivector import MultiVectorSettings, PlaidSettings
@@ -226,11 +227,17 @@ class ColbertFamily(RetrievalFamily):
         d = self.settings.train_data
         if d.n_ways < 1:
             raise HarnessError(f"task.train_data.n_ways must be >= 1, got {d.n_ways}.")
-        if d.source == "file":
-            if not d.path:
-                raise HarnessError("task.train_data.source=file needs task.train_data.path=<KD JSONL or Parquet>.")
-            return kd.load_kd_file(d.path, n_ways=d.n_ways, queries_path=d.queries_path,
-                                   documents_path=d.documents_path, max_samples=d.max_samples,
-                                   seed=self.settings.train_seed)
-        return kd.load_kd_hub(d.hub_path, d.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples,
-                              seed=self.settings.train_seed)
+        if d.source == "file" and not d.path:
+            raise HarnessError("task.train_data.source=file needs task.train_data.path=<KD JSONL or Parquet>.")
+        with step(f"KD data: reading, validating and joining {d.path if d.source == 'file' else d.hub_path}",
+                  starting="every query and document id is checked") as done:
+            if d.source == "file":
+                data, facts = kd.load_kd_file(d.path, n_ways=d.n_ways, queries_path=d.queries_path,
+                                              documents_path=d.documents_path, max_samples=d.max_samples,
+                                              seed=self.settings.train_seed)
+            else:
+                data, facts = kd.load_kd_hub(d.hub_path, d.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples,
+                                             seed=self.settings.train_seed)
+            done.outcome = f"{len(data):,} samples, {d.n_ways}-way"
+        return data, facts
+

@@ -11,18 +11,22 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from harness import results
+from harness.console import step
 from harness.errors import HarnessError
 from harness.families.base import Cell, Family
 from harness.models import usable_positions
 from harness.results import ResultRecord
 from harness.typed import build, choices
+
+if TYPE_CHECKING:
+    from harness.evaluation.max_batch import SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +65,7 @@ class MaxBatchSettings:
     limit: int = 4096                 # never probe above this (ModernBERT's script stopped at 4,096)
     resolution: int = 4               # stop bisecting when the bracket is this narrow
     memory_gb: float | None = None    # budget per probe; null: the device's memory (CPU: 80% of MemAvailable)
+    probe_seconds: float | None       # CPU: time budget of a probe's forward (default in conf/task/efficiency.yaml)
 
 
 @dataclass(kw_only=True)
@@ -76,7 +81,8 @@ class EfficiencySettings:
     token_high: int = 16000
     unpad: str = choices("auto", "on", "off", default="auto")
     pad_to: str = choices("set_max", "longest", default="set_max")
-    max_batch: MaxBatchSettings = field(default_factory=MaxBatchSettings)
+    max_batch: MaxBatchSettings
+    set_seconds: float | None         # CPU: time budget of a set's passes (default in conf/task/efficiency.yaml)
     roofline: bool = True
     roofline_size: int = 2048
     precision: str | None = choices(None, "auto", "fp32", "bf16", "fp16")
@@ -139,12 +145,17 @@ class EfficiencyFamily(Family):
         from harness.evaluation.encode import pack_mode
         from harness.models import load_sentence_transformer
 
-        model, block = load_sentence_transformer(self.spec, device=self.device)
+        with step(f"efficiency: loading {self.spec.name} on {self.device}"):
+            model, block = load_sentence_transformer(self.spec, device=self.device)
         hf = model[0].auto_model.eval()
         mode = pack_mode(model, self.settings.unpad, self.device)
-        roofline = tp.matmul_flops(self.precision, self.device, self.settings.roofline_size) \
-            if self.settings.roofline else None
-        found: dict[int, tuple[int, list]] = {}           # max length -> (max batch size, probes)
+        roofline = None
+        if self.settings.roofline:
+            n = self.settings.roofline_size
+            with step(f"efficiency: roofline, {n}x{n} {self.precision} matmul") as done:
+                roofline = tp.matmul_flops(self.precision, self.device, n)
+                done.outcome = f"{roofline / 1e9:,.1f} GFLOP/s"
+        found: dict[int, SearchResult] = {}              # max length -> its max-batch search
         for cell in todo:
             try:
                 yield self.measure_cell(cell, model, hf, block, mode, roofline, found)
@@ -159,7 +170,7 @@ class EfficiencyFamily(Family):
         return min(s.token_low, max(vocab - 1, 0)), min(s.token_high, vocab)
 
     def measure_cell(self, cell: Cell, model: Any, hf: Any, block: dict[str, Any], mode: str | None,
-                     roofline: float | None, found: dict[int, tuple[int, list]]) -> ResultRecord:
+                     roofline: float | None, found: dict[int, SearchResult]) -> ResultRecord:
         from harness.evaluation import throughput as tp
 
         s = self.settings
@@ -181,7 +192,8 @@ class EfficiencyFamily(Family):
         t0 = time.perf_counter()
         timing = tp.measure(hf, lengths, batch_size=spec.batch_size, mode=mode, pad_to=pad_to, pad_id=pad_id,
                             seed=s.seed, id_range=ids, precision=self.precision, device=self.device,
-                            repeats=s.repeats, warmup=s.warmup)
+                            repeats=s.repeats, warmup=s.warmup, desc=f"efficiency/{cell.dataset}",
+                            budget_s=None if self.device.startswith("cuda") else s.set_seconds)
         measure_s = time.perf_counter() - t0
         tps = timing.tokens_per_s
         flops = tp.forward_flops(hf, lengths.tolist())
@@ -192,6 +204,7 @@ class EfficiencyFamily(Family):
         }
         details = {**base, "unpadded": mode is not None, "pack_mode": mode, "pad_to": s.pad_to,
                    "batch_size": spec.batch_size, "n_docs": s.n_docs, "repeats": s.repeats, "warmup": s.warmup,
+                   "timed_passes": len(timing.seconds),
                    "token_ids": list(ids), "real_tokens_per_pass": timing.real_tokens, "pass_seconds": timing.seconds,
                    "flops_per_token": flops / timing.real_tokens}
         if roofline:
@@ -201,9 +214,11 @@ class EfficiencyFamily(Family):
         timings = {"measure_s": measure_s}
         if s.max_batch.search:
             t1 = time.perf_counter()
-            bs, probes = self.max_batch(spec, mode, ids, pad_id, found)
-            metrics["max_batch_size"] = float(bs)
-            details["max_batch"] = {**asdict(s.max_batch), "probes": probes,
+            search = self.max_batch(spec, mode, ids, pad_id, found, metrics["tokens_per_s"])
+            metrics["max_batch_size"] = float(search.size)
+            details["max_batch"] = {**asdict(s.max_batch), "probes": search.probes,
+                                    "lower_bound": search.lower_bound, "stopped": search.stopped or None,
+                                    "start": search.probes[0]["batch_size"] if search.probes else None,
                                     "inputs": f"batches of {spec.max_length}-token sequences"}
             timings["max_batch_s"] = time.perf_counter() - t1
         log.info("efficiency/%s: %.0f +- %.0f tokens/s (%s, %s)", cell.dataset, metrics["tokens_per_s"],
@@ -212,18 +227,24 @@ class EfficiencyFamily(Family):
                                timings=timings, hyperparameters=self.hyperparameters(), data_fingerprint=cell.spec)
 
     def max_batch(self, spec: SetSpec, mode: str | None, ids: tuple[int, int], pad_id: int,
-                  found: dict[int, tuple[int, list]]) -> tuple[int, list]:
-        """The largest batch of the set's longest sequences that fits (sets of equal length share the search)."""
-        from harness.evaluation import throughput as tp
+                  found: dict[int, SearchResult], tokens_per_s: float) -> SearchResult:
+        """The largest batch of the set's longest sequences that fits (sets of equal length share the search).
+        On a CPU each probe's forward stops at ``task.max_batch.probe_seconds`` and the search starts where the
+        measured throughput says a forward takes half that; on a GPU it starts at the set's batch size and every
+        probe runs to the end."""
+        from harness.evaluation import max_batch as mbs
 
         if spec.max_length in found:
             return found[spec.max_length]
         mb = self.settings.max_batch
-        probe = tp.probe_for(self.spec, device=self.device, precision=self.precision, length=spec.max_length,
-                             mode=mode, memory_gb=mb.memory_gb if mb.memory_gb is not None else self.default_memory_gb(),
-                             id_range=ids, pad_id=pad_id)
-        found[spec.max_length] = tp.max_batch_size(probe, start=spec.batch_size, limit=mb.limit,
-                                                   resolution=mb.resolution, run=tp.probe_once)
+        probe = mbs.probe_for(self.spec, device=self.device, precision=self.precision, length=spec.max_length,
+                              mode=mode, memory_gb=mb.memory_gb if mb.memory_gb is not None else self.default_memory_gb(),
+                              id_range=ids, pad_id=pad_id,
+                              seconds=None if self.device.startswith("cuda") else mb.probe_seconds)
+        start = mbs.start_within(spec.batch_size, spec.max_length, tokens_per_s, probe.seconds)
+        found[spec.max_length] = mbs.max_batch_size(probe, start=start, limit=mb.limit,
+                                                    resolution=mb.resolution, run=mbs.probe_once,
+                                                    label=f"max batch at {spec.max_length} tokens")
         return found[spec.max_length]
 
     def default_memory_gb(self) -> float | None:

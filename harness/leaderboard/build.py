@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
+from harness.console import step
 from harness.leaderboard.baselines import (
     OVERVIEW_TABLE,
     SOURCES,
@@ -125,7 +126,9 @@ def build_leaderboard(
     Record links in the output are relative to ``link_root`` (the output directory)."""
     if combine_rule not in COMBINE_RULES:
         raise ValueError(f"unknown combine rule {combine_rule!r}; choose one of {', '.join(COMBINE_RULES)}")
-    loaded, skipped = load_records(dirs)
+    with step(f"leaderboard: reading the records under {', '.join(map(str, dirs))}") as done:
+        loaded, skipped = load_records(dirs)
+        done.outcome = f"{len(loaded):,} records" + (f", {len(skipped)} skipped" if skipped else "")
     groups = group(loaded)
     picks = selected(loaded, combine_rule) if combine_rule != "latest" else {}
     versions = VersionTable()

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.training import tracking
+from harness.training.callbacks import bars
 
 if TYPE_CHECKING:
     from harness.training.tracking import Tracker
@@ -51,6 +52,7 @@ def training_arguments(cfg: TrainingSettings, output_dir: str | Path, *, use_cpu
         "seed": cfg.seed,
         "data_seed": cfg.seed,
         "use_cpu": use_cpu,
+        "disable_tqdm": not bars(),     # off a terminal: the trainer's ProgressLines callback prints instead
         **(tracker or tracking.NONE).training_args(),
     }
     return Arguments(**(shared | fields))

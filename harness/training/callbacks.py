@@ -10,6 +10,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from harness.console import Progress, interactive
 from harness.errors import TrainingDivergedError
 
 
@@ -34,3 +35,40 @@ def discard_unfinished(folder: Path) -> Iterator[None]:
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+def bars() -> bool:
+    """Whether a Trainer draws its own tqdm bar (``disable_tqdm=not bars()``): on a terminal only."""
+    return interactive()
+
+
+class ProgressLines(TrainerCallback):
+    """Training progress through the console when no bar is drawn (SLURM logs, pipes): one line per evaluation
+    and at most ~20 loss lines a run, each with the step count, epoch, loss or score, and an estimate of what is
+    left. On a terminal the Trainer's own tqdm bar shows it instead."""
+
+    def __init__(self, desc: str = "training") -> None:
+        self.desc = desc
+        self.progress: Progress | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.progress = Progress(state.max_steps, self.desc, "steps", show=not interactive(),
+                                 each_update_is_a_step=True)
+
+    def _line(self, state, note: str) -> None:
+        if self.progress is not None:
+            self.progress.update(max(0, state.global_step - self.progress.n), f"epoch {state.epoch or 0:.2f}, {note}")
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        every = max(1, state.max_steps // 20)       # at most ~20 loss lines a run; evaluations always get one
+        if logs and "loss" in logs and self.progress is not None and state.global_step - self.progress.n >= every:
+            self._line(state, f"loss {logs['loss']:.4f}")
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        shown = {k: v for k, v in (metrics or {}).items() if k in ("eval_score", "eval_loss")}
+        self._line(state, ", ".join(f"{k[5:]} {v:.4f}" for k, v in shown.items()) or "evaluated")
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.progress is not None:
+            self.progress.close()
+            self.progress = None

@@ -22,7 +22,7 @@ import torch
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
 from harness.training.arguments import training_arguments as shared_training_arguments
-from harness.training.callbacks import NaNLossGuard
+from harness.training.callbacks import NaNLossGuard, ProgressLines
 from harness.training.finish import check_loss
 
 if TYPE_CHECKING:
@@ -196,7 +196,6 @@ def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker
         metric_for_best_model="score",
         greater_is_better=True,
         logging_steps=cfg.logging_steps,
-        disable_tqdm=False,
         dataloader_num_workers=cfg.dataloader_num_workers,
     )
 
@@ -242,6 +241,7 @@ def train_and_evaluate(
         callbacks=[
             EarlyStoppingCallback(early_stopping_patience=cfg.patience, early_stopping_threshold=cfg.min_delta),
             NaNLossGuard(),
+            ProgressLines("training"),
             *tracker.callbacks(),
         ],
     )

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import HarnessError
 from harness.training import tracking
 from harness.training.arguments import training_arguments
-from harness.training.callbacks import NaNLossGuard, discard_unfinished
+from harness.training.callbacks import NaNLossGuard, ProgressLines, discard_unfinished
 from harness.training.finish import finish_training
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def train_dense(
         args=args,
         train_dataset=train_dataset.select_columns(["anchor", "positive", "negative"]),
         loss=make_loss(model, cfg),
-        callbacks=[NaNLossGuard(), *tracker.callbacks()],
+        callbacks=[NaNLossGuard(), ProgressLines("DPR training"), *tracker.callbacks()],
     )
     with tracker.session(), discard_unfinished(output_dir / "checkpoints"):
         result = trainer.train()

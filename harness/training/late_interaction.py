@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import HarnessError
 from harness.training import tracking
 from harness.training.arguments import training_arguments
-from harness.training.callbacks import NaNLossGuard, discard_unfinished
+from harness.training.callbacks import NaNLossGuard, ProgressLines, discard_unfinished
 from harness.training.finish import finish_training
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def train_kd(model: ColBERT, train_dataset: Dataset, cfg: KdTrainingConfig, outp
         train_dataset=train_dataset,
         loss=losses.Distillation(model=model, normalize_scores=cfg.normalize_scores),
         data_collator=utils.ColBERTCollator(tokenize_fn=model.tokenize),
-        callbacks=[NaNLossGuard(), *tracker.callbacks()],
+        callbacks=[NaNLossGuard(), ProgressLines("ColBERT KD training"), *tracker.callbacks()],
     )
     with tracker.session(), discard_unfinished(output_dir / "checkpoints"):
         result = trainer.train()
