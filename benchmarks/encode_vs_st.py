@@ -27,7 +27,7 @@ import torch
 
 from harness.evaluation import encode as enc
 from harness.evaluation import throughput as tp
-from harness.families.efficiency import SetSpec
+from harness.evaluation.throughput import SetSpec
 from harness.models import ModelSpec, autocast, bf16_supported, load_sentence_transformer
 
 

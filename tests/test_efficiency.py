@@ -14,7 +14,7 @@ from harness import families, results
 from harness.errors import HarnessError
 from harness.evaluation import max_batch as mb
 from harness.evaluation import throughput as tp
-from harness.families.efficiency import SetSpec
+from harness.evaluation.throughput import SetSpec
 from harness.models import ModelSpec, load_sentence_transformer
 from tests.conftest import compose
 

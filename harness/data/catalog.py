@@ -4,10 +4,11 @@ no kind's layout is known here)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from harness.data.kinds import DEFAULT_KIND, KINDS, get_kind, local_folder
+from harness.data.entry import DatasetEntry
+from harness.data.kinds import KINDS, get_kind, local_folder
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError, HubUnavailableError, no_hub_copy, unknown_name
 from harness.typed import build
@@ -15,39 +16,6 @@ from harness.typed import build
 __all__ = ["DatasetEntry", "check_entries", "check_local", "entry_from_config", "load_entry", "local_folder",
            "resolve_entries"]
 
-@dataclass
-class DatasetEntry:
-    """One catalog row: where a dataset lives and the conventions that move its numbers."""
-
-    name: str
-    split: str = "test"
-    hub: str | None = None
-    revision: str | None = None
-    ignore_identical_ids: bool = False
-    kind: str = DEFAULT_KIND              # the data kind: a key of harness.data.kinds.KINDS
-    hub_config: str | None = None         # the hub subset: a CoIR language (ruby), an MLDR language (en)
-    root: str | None = None               # mined kinds: folder to mine (None = installed stdlib)
-    max_queries: int | None = 500         # mined kinds: queries sampled deterministically
-    max_corpus: int | None = None         # mined kinds: cap the corpus (queries' documents kept)
-    local: str | None = None              # folder under data_dir (default: the name); members: parent/member
-    members: dict[str, DatasetEntry] = field(default_factory=dict)   # composite (CQADupstack): mean over members
-    mteb_task: str | None = None          # the mteb task with the same data and protocol (export/import of results)
-    mteb_subset: str | None = None        # its hf_subset when the mteb task has several (None: mteb's main score)
-
-    @property
-    def is_composite(self) -> bool:
-        return bool(self.members)
-
-    def definition(self) -> dict[str, Any]:
-        """The fields that define the data (what a record's data spec hashes): everything but the labels
-        (:data:`LABEL_FIELDS`), so naming a dataset's mteb task never makes finished records out of date."""
-        out = {k: v for k, v in asdict(self).items() if k not in LABEL_FIELDS}
-        out["members"] = {name: m.definition() for name, m in self.members.items()}
-        return out
-
-
-#: catalog fields that label a dataset without changing its data
-LABEL_FIELDS = ("mteb_task", "mteb_subset")
 
 
 def entry_from_config(name: str, raw: Mapping[str, Any] | None) -> DatasetEntry:

@@ -20,6 +20,7 @@ import numpy as np
 from harness import results
 from harness.console import step
 from harness.errors import HarnessError
+from harness.evaluation.throughput import SetSpec
 from harness.families.base import Cell, Family
 from harness.models import usable_positions
 from harness.results import ResultRecord
@@ -32,31 +33,6 @@ log = logging.getLogger(__name__)
 
 SETS = ("short_fixed", "short_variable", "long_fixed", "long_variable")
 #: Table 2's columns: max batch size, fixed-length and variable-length throughput (thousands of tokens/s)
-
-
-@dataclass(kw_only=True)
-class SetSpec:
-    """One synthetic set (Table 10): every document ``length`` tokens, or lengths drawn from
-    normal(``mean``, ``std``), truncated to int and clamped to [``min``, ``max``] (as torch.normal(...).int()
-    .clamp(...) after torch.manual_seed(seed), which reproduces Table 10's statistics exactly)."""
-
-    length: int | None = None
-    mean: float | None = None
-    std: float | None = None
-    min: int | None = None
-    max: int | None = None
-    batch_size: int = 512
-
-    def __post_init__(self) -> None:
-        fixed = self.length is not None
-        drawn = None not in (self.mean, self.std, self.min, self.max)
-        if fixed == drawn or self.batch_size < 1:
-            raise HarnessError("a synthetic set needs either length=<tokens> or mean, std, min and max "
-                               "(and batch_size >= 1), e.g. {mean: 256, std: 64, min: 32, max: 512, batch_size: 512}")
-
-    @property
-    def max_length(self) -> int:
-        return int(self.length if self.length is not None else self.max)  # type: ignore[arg-type]
 
 
 @dataclass(kw_only=True)

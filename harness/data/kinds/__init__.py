@@ -26,11 +26,9 @@ from typing import TYPE_CHECKING, ClassVar
 from harness.errors import HarnessError, no_hub_copy, unknown_name
 
 if TYPE_CHECKING:
-    from harness.data.catalog import DatasetEntry
+    from harness.data.entry import DatasetEntry
     from harness.data.retrieval import RetrievalDataset
 
-#: the kind of a catalog entry that names none
-DEFAULT_KIND = "beir"
 
 #: kind name (a catalog entry's ``kind``) -> "module:Class"; the module is imported only when an entry of that
 #: kind is checked or loaded. One line per kind.

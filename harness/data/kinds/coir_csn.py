@@ -10,7 +10,7 @@ from harness.data.kinds import DataKind
 from harness.errors import DataError
 
 if TYPE_CHECKING:
-    from harness.data.catalog import DatasetEntry
+    from harness.data.entry import DatasetEntry
     from harness.data.retrieval import RetrievalDataset
 
 

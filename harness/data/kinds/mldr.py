@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 from harness.data.kinds import DataKind
 
 if TYPE_CHECKING:
-    from harness.data.catalog import DatasetEntry
+    from harness.data.entry import DatasetEntry
     from harness.data.retrieval import RetrievalDataset
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from harness.data.kinds.source_tree import SourceTreeKind
 
 if TYPE_CHECKING:
-    from harness.data.catalog import DatasetEntry
+    from harness.data.entry import DatasetEntry
     from harness.data.retrieval import RetrievalDataset
 
 
