@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -41,7 +41,7 @@ class SetSpec:
     std: float | None = None
     min: int | None = None
     max: int | None = None
-    batch_size: int = 512
+    batch_size: int
 
     def __post_init__(self) -> None:
         fixed = self.length is not None
@@ -57,10 +57,10 @@ class SetSpec:
 
 @dataclass(kw_only=True)
 class MaxBatchSettings:
-    search: bool = True               # find the largest batch that fits (one process per probe)
-    limit: int = 4096                 # never probe above this (ModernBERT's script stopped at 4,096)
-    resolution: int = 4               # stop bisecting when the bracket is this narrow
-    memory_gb: float | None = None    # budget per probe; null: the device's memory (CPU: 80% of MemAvailable)
+    search: bool                      # find the largest batch that fits (one process per probe)
+    limit: int                        # never probe above this (ModernBERT's script stopped at 4,096)
+    resolution: int                   # stop bisecting when the bracket is this narrow
+    memory_gb: float | None           # budget per probe; null: the device's memory (CPU: 80% of MemAvailable)
 
 
 @dataclass(kw_only=True)
@@ -68,17 +68,17 @@ class EfficiencySettings:
     name: str
     datasets: list[str]
     sets: dict[str, Any]
-    n_docs: int = 8192
-    repeats: int = 10
-    warmup: int = 1
-    seed: int = 42
-    token_low: int = 100
-    token_high: int = 16000
-    unpad: str = choices("auto", "on", "off", default="auto")
-    pad_to: str = choices("set_max", "longest", default="set_max")
-    max_batch: MaxBatchSettings = field(default_factory=MaxBatchSettings)
-    roofline: bool = True
-    roofline_size: int = 2048
+    n_docs: int
+    repeats: int
+    warmup: int
+    seed: int
+    token_low: int
+    token_high: int
+    unpad: str = choices("auto", "on", "off")
+    pad_to: str = choices("set_max", "longest")
+    max_batch: MaxBatchSettings
+    roofline: bool
+    roofline_size: int
     precision: str | None = choices(None, "auto", "fp32", "bf16", "fp16")
 
 
