@@ -53,7 +53,7 @@ def main() -> None:
     if args.max_queries or args.max_docs:
         ds = subset(ds, args.max_queries, args.max_docs)
     model, ident = load_sentence_transformer(
-        ModelSpec(name="bench", path=args.model, max_length=args.max_length, normalize=True))
+        ModelSpec.based_on("bert-base", name="bench", path=args.model, max_length=args.max_length, normalize=True))
     precision = resolve_precision(args.precision, "cpu")
     print(f"machine: {machine_facts()}")
     print(f"data: {ds.source} ({len(ds)} docs, {len(ds.evaluated_queries())} queries); model: {args.model}, "

@@ -37,6 +37,10 @@ from harness.evaluation.multivector import (
 )
 from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec
+from harness.typed import from_conf
+
+#: the tasks' PLAID parameters (conf/plaid/default.yaml)
+PLAID = from_conf(PlaidSettings, "plaid/default")
 
 
 def pylate_exact(model, ds: RetrievalDataset, batch_size: int) -> float:
@@ -76,7 +80,7 @@ def warm_up_plaid(backend: str, dim: int) -> None:
     docs = [rng.standard_normal((40, dim)).astype(np.float32) for _ in range(40)]
     with tempfile.TemporaryDirectory() as tmp:
         store = TokenStore.write(Path(tmp, "store"), iter([(np.arange(40), docs)]), 40, {})
-        build_plaid(store, PlaidSettings(), backend, Path(tmp, "index"), "cpu", False)
+        build_plaid(store, PLAID, backend, Path(tmp, "index"), "cpu", False)
 
 
 def main() -> None:
@@ -101,7 +105,7 @@ def main() -> None:
     ds = load_local(args.data, name, args.split)
     if args.max_queries or args.max_docs:
         ds = subset(ds, args.max_queries, args.max_docs)
-    model, block = load_colbert(ModelSpec(name="bench", path=args.model_path), device="cpu", seed=args.seed)
+    model, block = load_colbert(ModelSpec.based_on("bert-base", name="bench", path=args.model_path), device="cpu", seed=args.seed)
     model.query_length, model.document_length = args.query_length, args.document_length
     backend = plaid_backend("auto")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
@@ -126,8 +130,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as cache:
             for precision in args.precisions.split(","):
                 settings = MultiVectorSettings(precision=precision, query_length=args.query_length,
-                                               document_length=args.document_length, index=index, show_progress=False,
-                                               cache_dir=cache)
+                                               document_length=args.document_length, index=index, plaid=PLAID,
+                                               show_progress=False, cache_dir=cache)
                 retriever = MultiVectorRetriever(model, settings, {"bench": precision})
                 t0 = time.perf_counter()
                 metrics, details, _ = evaluate(retriever, ds, top_k=args.top_k)

@@ -40,7 +40,7 @@ def main() -> None:
     if args.max_queries:
         test = [r for r in rows if r["partition"] == "test"][: args.max_queries]
         rows = [r for r in rows if r["partition"] != "test"] + test
-    model, _ = load_sentence_transformer(ModelSpec(name="bench", path=args.model, max_length=args.max_length,
+    model, _ = load_sentence_transformer(ModelSpec.based_on("bert-base", name="bench", path=args.model, max_length=args.max_length,
                                                    normalize=True))
     with tempfile.TemporaryDirectory() as tmp:
         out = coir.export_coir_layout(coir.coir_from_codexglue(rows, "ruby"), Path(tmp) / "coir", "ruby")

@@ -69,7 +69,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     precisions = args.precisions.split(",") if args.precisions else ["fp32"] + (["bf16"] if bf16_supported("cpu") else [])
 
-    model, _ = load_sentence_transformer(ModelSpec(name="bench", path=args.model, max_length=args.max_length,
+    model, _ = load_sentence_transformer(ModelSpec.based_on("bert-base", name="bench", path=args.model, max_length=args.max_length,
                                                    normalize=True))
     model.max_seq_length = args.max_length
     texts = texts_for(args, model)

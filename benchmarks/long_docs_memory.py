@@ -65,7 +65,7 @@ def child(model_dir: str, length: int, batch: int, precision: str, attn: str) ->
 
     from harness.models import ModelSpec, autocast, load_sentence_transformer
 
-    model, _ = load_sentence_transformer(ModelSpec(name="m", path=model_dir, max_length=length,
+    model, _ = load_sentence_transformer(ModelSpec.based_on("bert-base", name="m", path=model_dir, max_length=length,
                                                    attn_implementation=attn))
     model.eval()
     ids = torch.randint(5, 2000, (batch, length))

@@ -39,8 +39,8 @@ _HELD: set[str] = set()   # tokens of the locks this process holds (a same-pid l
 class LockSettings:
     """``run_lock`` in the config (seconds)."""
 
-    stale_after: float = 300
-    wait: float = 360
+    stale_after: float
+    wait: float
 
     @property
     def heartbeat(self) -> float:

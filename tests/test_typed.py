@@ -40,7 +40,8 @@ def test_typos_through_the_cli_fail_before_any_work(tmp_path) -> None:
 
 
 def test_model_spec_is_typed() -> None:
-    spec = ModelSpec.from_config({"name": "m", "path": "p", "dpr": {"lr": "8e-5"}, "max_length": 128})
+    spec = ModelSpec.based_on("bert-base", name="m", path="p", max_length=128,
+                              dpr={"lr": "8e-5", "batch_size": 16, "gradient_accumulation_steps": 1})
     assert spec.dpr.lr == 8e-5 and spec.max_length == 128       # YAML reads 8e-5 as a string
     with pytest.raises(HarnessError, match=r"model 'm' needs the key 'path'"):
         ModelSpec.from_config({"name": "m"})

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,15 +52,15 @@ _STALE_LOCK_S = 900
 class PlaidSettings:
     """PyLate's ``indexes.PLAID`` parameters (its defaults, as PyLate's BEIR example runs them)."""
 
-    backend: str = choices("auto", "fast", "stanford", default="auto")   # auto: fast-plaid when installed
-    nbits: int = 4
-    kmeans_niters: int = 4
-    n_ivf_probe: int = 8
-    n_full_scores: int = 8192
-    seed: int = 42
+    backend: str = choices("auto", "fast", "stanford")                   # auto: fast-plaid when installed
+    nbits: int
+    kmeans_niters: int
+    n_ivf_probe: int
+    n_full_scores: int
+    seed: int
     #: score PLAID's candidates with exact MaxSim on the stored token embeddings (as PyLate's retrieve.ColBERT
     #: does for a Voyager index, the paper's evaluate_pylate.py); false: keep PLAID's compressed-residual scores
-    rerank: bool = True
+    rerank: bool
 
 
 def token_cache_dir(cache_root: object, enabled: bool) -> str | None:
@@ -75,7 +75,7 @@ class MultiVectorSettings:
     query_length: int = 32
     document_length: int = 510
     index: str = choices("plaid", "exact", default="plaid")
-    plaid: PlaidSettings = field(default_factory=PlaidSettings)
+    plaid: PlaidSettings | None = None  # index=plaid: PyLate's PLAID parameters (task.plaid: conf/plaid/default.yaml)
     batch_tokens: int = 16384           # encoding: padded tokens per batch
     max_batch_size: int = 512
     maxsim_chunk_tokens: int = 1 << 18  # exact MaxSim: document tokens (padded) per corpus chunk
@@ -478,7 +478,10 @@ class MultiVectorRetriever:
             log.warning("document_length %d exceeds the model's %d positions: capped to %d (recorded)",
                         settings.document_length, self.limit, self.document_length)
         self.query_length = settings.query_length
-        self.backend = plaid_backend(settings.plaid.backend) if settings.index == "plaid" else None
+        if settings.index == "plaid" and settings.plaid is None:
+            raise HarnessError("index=plaid needs its PLAID parameters (MultiVectorSettings.plaid; the task's come from "
+                               "conf/plaid/default.yaml): pass them, or use index=exact")
+        self.backend = plaid_backend(settings.plaid.backend) if settings.plaid and settings.index == "plaid" else None
         self.store: TokenStore | None = None
         self._plaid: Any = None
         self._tmp: tempfile.TemporaryDirectory | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,32 +25,34 @@ log = logging.getLogger(__name__)
 class TrainData:
     """Where DPR training triplets come from (``task.train_data``)."""
 
-    source: str = choices("hub", "file", "beir", default="hub")
-    hub_path: str | None = None
-    hub_config: str | None = None
-    hub_revision: str | None = None
-    max_samples: int | None = None
-    path: str | None = None
-    dataset: str | None = None
-    split: str = "train"
-    num_negatives: int = 1
-    range_min: int = 10
-    range_max: int = 50
+    source: str = choices("hub", "file", "beir")
+    hub_path: str | None
+    hub_config: str | None
+    hub_revision: str | None
+    max_samples: int | None
+    path: str | None
+    dataset: str | None
+    split: str
+    num_negatives: int
+    range_min: int
+    range_max: int
 
 
 @dataclass(kw_only=True)
 class DenseSettings(RetrievalSettings):
-    similarity: str = choices("cosine", "dot", default="cosine")
-    lr: float = 2e-5
-    epochs: float = 1
-    warmup_ratio: float = 0.05
-    batch_size: int = 16
-    gradient_accumulation_steps: int = 1
-    loss: str = choices("cached_mnrl", "mnrl", default="cached_mnrl")
-    mini_batch_size: int = 16
-    max_seq_length: int = 512
-    train_seed: int = 12
-    train_data: TrainData = field(default_factory=TrainData)
+    max_length: int
+    corpus_chunk_size: int
+    similarity: str = choices("cosine", "dot")
+    lr: float
+    epochs: float
+    warmup_ratio: float
+    batch_size: int
+    gradient_accumulation_steps: int
+    loss: str = choices("cached_mnrl", "mnrl")
+    mini_batch_size: int
+    max_seq_length: int
+    train_seed: int
+    train_data: TrainData
 
 
 class DenseFamily(RetrievalFamily):

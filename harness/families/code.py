@@ -10,7 +10,7 @@ moves CoIR numbers: ``task.title_convention`` names the one used (default CoIR's
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.families.beir import DenseFamily, DenseSettings
@@ -30,9 +30,9 @@ TITLE_CONVENTIONS = {"coir": "text", "mteb": "title + ' ' + text"}
 
 @dataclass(kw_only=True)
 class CodeSettings(DenseSettings):
-    path: str | None = None      # datasets=[tree]: the source tree to mine
-    title_convention: str = choices(*TITLE_CONVENTIONS, default="coir")
-    source: SourceSettings = field(default_factory=lambda: SourceSettings(required=False))
+    path: str | None             # datasets=[tree]: the source tree to mine
+    title_convention: str = choices(*TITLE_CONVENTIONS)
+    source: SourceSettings
 
 
 class TitleConvention:

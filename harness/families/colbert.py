@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,39 +28,39 @@ log = logging.getLogger(__name__)
 class KdData:
     """Where the distillation data comes from (``task.train_data``); see :mod:`harness.data.kd`."""
 
-    source: str = choices("hub", "file", default="hub")
-    hub_path: str = "lightonai/ms-marco-en-bge"
-    hub_revision: str | None = "main"
-    max_samples: int | None = 810_000
-    n_ways: int = 32
-    path: str | None = None
-    queries_path: str | None = None
-    documents_path: str | None = None
+    source: str = choices("hub", "file")
+    hub_path: str
+    hub_revision: str | None
+    max_samples: int | None
+    n_ways: int
+    path: str | None
+    queries_path: str | None
+    documents_path: str | None
 
 
 @dataclass(kw_only=True)
 class ColbertSettings(RetrievalSettings):
     # training (KD)
-    lr: float = 8e-5
-    epochs: float = 1
-    warmup_ratio: float = 0.05
-    batch_size: int = 16
-    gradient_accumulation_steps: int = 1
-    train_seed: int = 12
-    train_query_length: int = 32
-    train_document_length: int = 180
-    normalize_scores: bool = True
-    train_data: KdData = field(default_factory=KdData)
+    lr: float
+    epochs: float
+    warmup_ratio: float
+    batch_size: int
+    gradient_accumulation_steps: int
+    train_seed: int
+    train_query_length: int
+    train_document_length: int
+    normalize_scores: bool
+    train_data: KdData
     # the model and evaluation
-    embedding_size: int = 128
-    query_length: int = 32
-    query_lengths: dict[str, int] = field(default_factory=dict)
+    embedding_size: int
+    query_length: int
+    query_lengths: dict[str, int]
     query_length_recipe: str = choices("authors_code", "pylate_beir")
     query_length_recipes: dict[str, dict[str, int]]
-    document_length: int = 510
-    index: str = choices("plaid", "exact", default="plaid")
-    plaid: PlaidSettings = field(default_factory=PlaidSettings)
-    maxsim_chunk_tokens: int = 1 << 18
+    document_length: int
+    index: str = choices("plaid", "exact")
+    plaid: PlaidSettings
+    maxsim_chunk_tokens: int
 
 
 #: DPR keys that mean nothing here, and the ColBERT key to use instead

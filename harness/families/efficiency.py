@@ -37,10 +37,10 @@ SETS = ("short_fixed", "short_variable", "long_fixed", "long_variable")
 
 @dataclass(kw_only=True)
 class MaxBatchSettings:
-    search: bool = True               # find the largest batch that fits (one process per probe)
-    limit: int = 4096                 # never probe above this (ModernBERT's script stopped at 4,096)
-    resolution: int = 4               # stop bisecting when the bracket is this narrow
-    memory_gb: float | None = None    # budget per probe; null: the device's memory (CPU: 80% of MemAvailable)
+    search: bool                      # find the largest batch that fits (one process per probe)
+    limit: int                        # never probe above this (ModernBERT's script stopped at 4,096)
+    resolution: int                   # stop bisecting when the bracket is this narrow
+    memory_gb: float | None           # budget per probe; null: the device's memory (CPU: 80% of MemAvailable)
     probe_seconds: float | None       # CPU: time budget of a probe's forward (default in conf/task/efficiency.yaml)
 
 
@@ -49,18 +49,18 @@ class EfficiencySettings:
     name: str
     datasets: list[str]
     sets: dict[str, Any]
-    n_docs: int = 8192
-    repeats: int = 10
-    warmup: int = 1
-    seed: int = 42
-    token_low: int = 100
-    token_high: int = 16000
-    unpad: str = choices("auto", "on", "off", default="auto")
-    pad_to: str = choices("set_max", "longest", default="set_max")
+    n_docs: int
+    repeats: int
+    warmup: int
+    seed: int
+    token_low: int
+    token_high: int
+    unpad: str = choices("auto", "on", "off")
+    pad_to: str = choices("set_max", "longest")
     max_batch: MaxBatchSettings
     set_seconds: float | None         # CPU: time budget of a set's passes (default in conf/task/efficiency.yaml)
-    roofline: bool = True
-    roofline_size: int = 2048
+    roofline: bool
+    roofline_size: int
     precision: str | None = choices(None, "auto", "fp32", "bf16", "fp16")
 
 

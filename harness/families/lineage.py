@@ -28,10 +28,10 @@ if TYPE_CHECKING:
 class SourceSettings:
     """``task.source``: the weights a run evaluates."""
 
-    task: str = "beir"              # the family whose trained runs are read
-    run: str | None = "selected"    # selected | <run id> | null (model.path as is)
-    required: bool = True           # run=selected and this model has no run: error (true) or model.path (false)
-    results: str | None = None      # where that family's records are read (null: paths.results)
+    task: str                       # the family whose trained runs are read
+    run: str | None                 # selected | <run id> | null (model.path as is)
+    required: bool                  # run=selected and this model has no run: error (true) or model.path (false)
+    results: str | None             # where that family's records are read (null: paths.results)
 
 
 @dataclass(frozen=True)

@@ -49,14 +49,14 @@ log = logging.getLogger(__name__)
 class MldrTrainData:
     """``task.train_data``: MLDR training rows (query, positive_passages, negative_passages)."""
 
-    source: str = choices("hub", "local", default="hub")
-    hub_path: str = "Shitao/MLDR"
-    hub_revision: str = "main"
-    hub_dir: str = "mldr-v1.0-en"
-    path: str | None = None         # local: a folder in MLDR's layout (null: the evaluated dataset's folder)
-    split: str = "train"
-    num_negatives: int = 1          # triplets per query: its first positive with each of its first N negatives
-    max_samples: int | None = None  # seeded sample of training rows (null: all)
+    source: str = choices("hub", "local")
+    hub_path: str
+    hub_revision: str
+    hub_dir: str
+    path: str | None                # local: a folder in MLDR's layout (null: the evaluated dataset's folder)
+    split: str
+    num_negatives: int              # triplets per query: its first positive with each of its first N negatives
+    max_samples: int | None         # seeded sample of training rows (null: all)
 
 
 @dataclass(kw_only=True)
@@ -64,23 +64,25 @@ class MultiVectorEval:
     """``task.multi_vector``: how a ColBERT model (``task.retriever=multi_vector``) is evaluated on MLDR: documents
     up to ``task.max_length`` (capped at the model's positions, recorded), queries of ``query_length`` tokens."""
 
-    query_length: int = 32
-    index: str = choices("plaid", "exact", default="plaid")
-    plaid: PlaidSettings = field(default_factory=PlaidSettings)
-    embedding_size: int = 128          # only for a plain encoder (a ColBERT checkpoint keeps its projection)
-    maxsim_chunk_tokens: int = 1 << 18
+    query_length: int
+    index: str = choices("plaid", "exact")
+    plaid: PlaidSettings
+    embedding_size: int                # only for a plain encoder (a ColBERT checkpoint keeps its projection)
+    maxsim_chunk_tokens: int
 
 
 @dataclass(kw_only=True)
 class MldrSettings(DenseSettings):
-    setting: str = choices("ood", "id", default="ood")
-    retriever: str = choices("single_vector", "multi_vector", default="single_vector")
-    multi_vector: MultiVectorEval = field(default_factory=MultiVectorEval)
+    setting: str = choices("ood", "id")
+    retriever: str = choices("single_vector", "multi_vector")
+    multi_vector: MultiVectorEval
     subgroups: list[str]            # query groups also scored (harness.evaluation.subgroups: truncation)
-    lr: float | None = None         # null: the source run's LR (the selected DPR LR), else model.dpr.lr
-    path: str | None = None         # datasets=[files]: the source tree read as long documents
-    source: SourceSettings = field(default_factory=SourceSettings)
-    train_data: MldrTrainData = field(default_factory=MldrTrainData)
+    lr: float | None                # null: the source run's LR (the selected DPR LR), else model.dpr.lr
+    path: str | None                # datasets=[files]: the source tree read as long documents
+    source: SourceSettings
+    train_data: MldrTrainData
+    #: not a config key here: MLDR trains when task.setting=id (:attr:`MldrFamily.trains`)
+    train: bool = field(default=False, init=False)
 
 
 class MldrFamily(TrainedSource, DenseFamily):

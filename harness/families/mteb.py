@@ -15,7 +15,7 @@ import logging
 import statistics
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,10 +34,10 @@ class MtebSettings:
 
     name: str
     tasks: list[str]
-    hf_subsets: dict[str, list[str]] = field(default_factory=dict)
-    eval_splits: dict[str, list[str]] = field(default_factory=dict)
-    task_files: list[str] = field(default_factory=list)
-    batch_size: int = 32
+    hf_subsets: dict[str, list[str]]
+    eval_splits: dict[str, list[str]]
+    task_files: list[str]
+    batch_size: int
 
 
 @dataclass(frozen=True)

@@ -35,23 +35,22 @@ TRAIN_DONE = "train_done.json"
 
 @dataclass(kw_only=True)
 class RetrievalSettings:
-    """Keys every retrieval task config has (conf/task/beir.yaml documents each)."""
+    """Keys every retrieval task config has (conf/task/beir.yaml documents each). No defaults here: each task's YAML
+    writes its values, once (tests/test_defaults.py)."""
 
     name: str
     datasets: list[str]
     catalog: dict[str, Any]
-    data_dir: str | None = None
-    split: str | None = None
-    strict_qrels: bool = True
-    max_queries: int | None = None
-    max_docs: int | None = None
-    train: bool = False
-    max_length: int = 512
-    top_k: int = 1000
-    batch_tokens: int = 16384
-    max_batch_size: int = 512
-    corpus_chunk_size: int = 50_000
-    embedding_cache: bool = True
+    data_dir: str | None
+    split: str | None
+    strict_qrels: bool
+    max_queries: int | None
+    max_docs: int | None
+    train: bool
+    top_k: int
+    batch_tokens: int
+    max_batch_size: int
+    embedding_cache: bool
 
 
 class RetrievalFamily(Family):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.typed import build, choices
+from harness.typed import build, choices, from_conf
 
 
 @dataclass
@@ -14,8 +14,8 @@ class DprDefaults:
     """Per-model DPR defaults (Table 9 LR; batch x accumulation as the authors stated), read by task=beir."""
 
     lr: float
-    batch_size: int = 16
-    gradient_accumulation_steps: int = 1
+    batch_size: int
+    gradient_accumulation_steps: int
 
 
 @dataclass
@@ -31,19 +31,19 @@ class ModelSpec:
 
     name: str
     path: str
-    revision: str | None = None
-    family: str | None = None
-    size: str | None = None
-    max_length: int = 512
-    pooling: str = choices("mean", "cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean", default="mean")
-    normalize: bool = False
-    dtype: str = choices("float32", "bfloat16", "float16", default="float32")
-    attn_implementation: str = choices("sdpa", "eager", "flash_attention_2", "flex_attention", default="sdpa")
-    trust_remote_code: bool = False
-    dpr: DprDefaults | None = None
-    colbert: ColbertDefaults | None = None
+    revision: str | None
+    family: str | None
+    size: str | None
+    max_length: int
+    pooling: str = choices("mean", "cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean")
+    normalize: bool
+    dtype: str = choices("float32", "bfloat16", "float16")
+    attn_implementation: str = choices("sdpa", "eager", "flash_attention_2", "flex_attention")
+    trust_remote_code: bool
+    dpr: DprDefaults | None
+    colbert: ColbertDefaults | None
     #: a layer-pruned variant built at load time: the original indices of the encoder layers to keep, in order
-    keep_layers: list[int] | None = None
+    keep_layers: list[int] | None
 
     def __post_init__(self) -> None:
         if self.keep_layers is not None:
@@ -61,6 +61,11 @@ class ModelSpec:
     def from_config(cls, cfg: Any) -> ModelSpec:
         name = cfg.get("name", "?") if hasattr(cfg, "get") else "?"
         return build(cls, cfg, f"model {name!r}")
+
+    @classmethod
+    def based_on(cls, model: str, **fields: Any) -> ModelSpec:
+        """conf/model/<model>.yaml with ``fields`` replaced (benchmarks, tests): the YAML writes every default."""
+        return from_conf(cls, f"model/{model}", **fields)
 
 
 def variant_suffix(keep_layers: list[int]) -> str:

@@ -4,7 +4,7 @@ records, no model, no data)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from harness.data import glue as glue_data
@@ -21,14 +21,14 @@ class Grid:
 
 @dataclass
 class EarlyStopping:
-    patience: int = 2
-    min_delta: float = 0.0
+    patience: int
+    min_delta: float
 
 
 @dataclass
 class Hub:
-    path: str = "nyu-mll/glue"
-    revision: str | None = None
+    path: str
+    revision: str | None
 
 
 @dataclass(kw_only=True)
@@ -39,33 +39,33 @@ class GlueSettings:
     tasks: list[str] | str
     definitions: dict[str, Any]
     grid: Grid
-    data_dir: str | None = None
-    hub: Hub = field(default_factory=Hub)
-    max_train_samples: int | None = None
-    max_eval_samples: int | None = None
-    subsample_seed: int = 0
-    lr: float | None = None
-    weight_decay: float | None = None
-    epochs: int | None = None
-    epoch_slot: int | None = None
-    seed: int | None = None
-    batch_size: int = 32
-    eval_batch_size: int = 128
-    gradient_accumulation_steps: int = 1
-    max_length: int = 128
-    warmup_ratio: float = 0.1
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.98
-    adam_epsilon: float = 1e-6
-    max_grad_norm: float = 1.0
-    evals_per_epoch: int = 1
-    early_stopping: EarlyStopping = field(default_factory=EarlyStopping)
-    logging_steps: int = 50
-    dataloader_num_workers: int = 0
-    chain_from_mnli: list[str] = field(default_factory=list)
-    mnli_init: str | bool = "if_available"
-    init_from: str | None = None
-    keep_checkpoints: bool = False
+    data_dir: str | None
+    hub: Hub
+    max_train_samples: int | None
+    max_eval_samples: int | None
+    subsample_seed: int
+    lr: float | None
+    weight_decay: float | None
+    epochs: int | None
+    epoch_slot: int | None
+    seed: int | None
+    batch_size: int
+    eval_batch_size: int
+    gradient_accumulation_steps: int
+    max_length: int
+    warmup_ratio: float
+    adam_beta1: float
+    adam_beta2: float
+    adam_epsilon: float
+    max_grad_norm: float
+    evals_per_epoch: int
+    early_stopping: EarlyStopping
+    logging_steps: int
+    dataloader_num_workers: int
+    chain_from_mnli: list[str]
+    mnli_init: str | bool
+    init_from: str | None
+    keep_checkpoints: bool
     weight_decay_convention: str = choices("composer", "torch")
 
 

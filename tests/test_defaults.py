@@ -1,0 +1,222 @@
+"""A default is written once. Task settings, model specs and the root config's typed nodes keep no Python
+defaults for what conf/ sets, so the YAML (what ``--cfg job`` shows) is the one place; the schemas that do keep
+defaults (the task spec, efficiency sets) must not be restated by a YAML key. Every task, model and root YAML
+composes and builds (a key the YAML forgets raises "needs the key").
+
+Exempt: catalog rows (``DatasetEntry``). A row states its split and its mined-corpus knobs even where they equal the
+entry's default, on purpose: ``--cfg job`` shows which split a number is measured on, and a key present in the row
+is overridable from the command line without ``+`` (``task.catalog.stdlib-files.max_corpus=150``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+from harness import families, specs
+from harness.data.catalog import DatasetEntry
+from harness.families.efficiency import SetSpec
+from harness.locks import LockSettings
+from harness.models.spec import ModelSpec
+from harness.specs.schema import TaskSpec
+from harness.typed import build
+from tests.conftest import REPO, compose
+
+CONF = REPO / "conf"
+TASKS = sorted((CONF / "task").glob("*.yaml"))
+MODELS = sorted((CONF / "model").glob("*.yaml"))
+#: keys whose value maps names to entries of a schema that keeps defaults for optional fields (None: exempt)
+ENTRY_MAPS: dict[str, type | None] = {"catalog": None, "sets": SetSpec}
+#: the root config's typed nodes (conf/config.yaml)
+ROOT: dict[str, type] = {"run_lock": LockSettings}
+#: schemas that keep Python defaults (each YAML states only what differs)
+KEEP_DEFAULTS = (TaskSpec, DatasetEntry, SetSpec)
+
+
+def raw(path: Path) -> dict[str, Any]:
+    node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    assert isinstance(node, dict)
+    return node
+
+
+def runner_of(task: str) -> str:
+    return str(specs.task_node(task)["spec"]["runner"])
+
+
+def dataclass_in(tp: Any) -> type | None:
+    """The dataclass ``tp`` is, or holds in an Optional/union."""
+    for arg in typing.get_args(tp) or (tp,):
+        if dataclasses.is_dataclass(arg):
+            return arg   # type: ignore[return-value]
+    return None
+
+
+def default_of(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return plain(dataclasses.asdict(value))
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def restated(node: Mapping[str, Any], cls: type, where: str, inherited: Mapping[str, Any] | None = None) -> Iterator[str]:
+    """``where.key = value`` for each key of ``node`` equal to its default in ``cls`` (recursively). A key that
+    overrides a different value inherited through the file's defaults list (code.yaml's ``selection.sets: []``
+    over beir.yaml's) is needed, not restated."""
+    inherited = inherited or {}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}   # type: ignore[arg-type]
+    hints = typing.get_type_hints(cls)
+    for key, value in node.items():
+        if key not in fields:
+            continue
+        sub, parent = dataclass_in(hints[key]), inherited.get(key)
+        if sub is not None and isinstance(value, Mapping):
+            yield from restated(value, sub, f"{where}.{key}", parent if isinstance(parent, Mapping) else None)
+            continue
+        if key in ENTRY_MAPS and isinstance(value, Mapping):
+            yield from entries_restated(value, ENTRY_MAPS[key], f"{where}.{key}")
+            continue
+        default = default_of(fields[key])
+        needed = key in inherited and plain(parent) != value
+        if default is not dataclasses.MISSING and plain(default) == value and not needed:
+            yield f"{where}.{key} = {value!r}"
+
+
+def entries_restated(entries: Mapping[str, Any], cls: type | None, where: str) -> Iterator[str]:
+    if cls is None:
+        return
+    for name, entry in entries.items():
+        if isinstance(entry, Mapping):
+            yield from restated(entry, cls, f"{where}.{name}")
+            if isinstance(entry.get("members"), Mapping):
+                yield from entries_restated(entry["members"], cls, f"{where}.{name}.members")
+
+
+def task_files(path: Path) -> tuple[dict[str, Any], dict[str, Any], list[tuple[str, Path]]]:
+    """(the file's own keys, what it inherits from same-group parents, [(package, file)] of included groups)."""
+    own = raw(path)
+    inherited: dict[str, Any] = {}
+    included = []
+    for item in own.pop("defaults", []):
+        if isinstance(item, str) and item != "_self_":
+            inherited = OmegaConf.to_container(OmegaConf.merge(inherited, task_merged(CONF / "task" / f"{item}.yaml")))
+        elif isinstance(item, Mapping):
+            ((key, option),) = item.items()
+            group, _, package = key.removeprefix("override ").lstrip("/").partition("@")
+            included.append((package, CONF / group / f"{option}.yaml"))
+    return own, inherited, included
+
+
+def task_merged(path: Path) -> dict[str, Any]:
+    own, inherited, _ = task_files(path)
+    return OmegaConf.to_container(OmegaConf.merge(inherited, own))   # type: ignore[return-value]
+
+
+def at(cls: type, package: str) -> type | None:
+    """The schema of the dotted ``package`` under ``cls`` (None: an entry map or untyped)."""
+    for key in package.split("."):
+        fields = {f.name for f in dataclasses.fields(cls)}   # type: ignore[arg-type]
+        if key not in fields:
+            return None
+        sub = dataclass_in(typing.get_type_hints(cls)[key])
+        if sub is None:
+            return None
+        cls = sub
+    return cls
+
+
+def violations() -> list[str]:
+    out: list[str] = []
+    for path in TASKS:
+        name = path.relative_to(REPO)
+        own, inherited, included = task_files(path)
+        settings = families.get(runner_of(path.stem)).settings_class
+        spec = own.pop("spec", None)
+        out += restated(own, settings, str(name), inherited)
+        if spec:
+            out += restated(spec, TaskSpec, f"{name}: spec", inherited.get("spec"))
+        for package, file in included:
+            node = raw(file)
+            if package in ENTRY_MAPS:
+                out += entries_restated(node, ENTRY_MAPS[package], f"{file.relative_to(REPO)} (as task.{package})")
+            elif (cls := at(settings, package)) is not None:
+                out += restated(node, cls, f"{file.relative_to(REPO)} (as task.{package})")
+    for path in MODELS:
+        out += restated(raw(path), ModelSpec, str(path.relative_to(REPO)))
+    root = raw(CONF / "config.yaml")
+    for key, cls in ROOT.items():
+        out += restated(root[key], cls, f"conf/config.yaml: {key}")
+    return sorted(set(out))
+
+
+def test_no_yaml_key_restates_its_schema_default() -> None:
+    found = violations()
+    assert not found, "keys equal to their schema default (write a default once):\n" + "\n".join(found)
+
+
+def schemas(cls: type) -> Iterator[type]:
+    """``cls`` and every dataclass its fields hold, recursively."""
+    yield cls
+    for tp in typing.get_type_hints(cls).values():
+        for arg in (tp, *typing.get_args(tp), *(a for t in typing.get_args(tp) for a in typing.get_args(t))):
+            if dataclasses.is_dataclass(arg) and arg is not cls:
+                yield from schemas(arg)   # type: ignore[arg-type]
+
+
+def test_settings_schemas_carry_types_only() -> None:
+    """The settings a YAML is validated against write no default (the YAML does): the design makes a restated
+    default impossible there. Exempt: fields that are not config keys (``init=False``) and the schemas that
+    keep defaults on purpose (:data:`KEEP_DEFAULTS`)."""
+    classes = {families.get(runner_of(p.stem)).settings_class for p in TASKS} | {ModelSpec, *ROOT.values()}
+    found = []
+    for top in classes:
+        for cls in schemas(top):
+            if cls in KEEP_DEFAULTS:
+                continue
+            found += [f"{cls.__qualname__}.{f.name}" for f in dataclasses.fields(cls)   # type: ignore[arg-type]
+                      if f.init and default_of(f) is not dataclasses.MISSING]
+    assert not found, "Python defaults for keys conf/ sets: " + ", ".join(sorted(set(found)))
+
+
+@pytest.mark.parametrize("task", [p.stem for p in TASKS])
+def test_every_task_composes_and_builds(task: str) -> None:
+    cfg = compose([f"task={task}"])
+    node = OmegaConf.to_container(cfg.task, resolve=True)
+    assert isinstance(node, dict)
+    spec = node.pop("spec")
+    build(TaskSpec, spec, f"task {task!r}, spec")
+    build(families.get(spec["runner"]).settings_class, node, f"task {task!r}")
+
+
+@pytest.mark.parametrize("model", [p.stem for p in MODELS])
+def test_every_model_composes_and_builds(model: str) -> None:
+    ModelSpec.from_config(compose([f"model={model}"]).model)
+
+
+def test_the_root_config_builds() -> None:
+    cfg = compose([])
+    for key, cls in ROOT.items():
+        build(cls, cfg[key], key)
+
+
+def test_a_restated_default_is_found() -> None:
+    """The check itself: a key equal to a kept default is named; one overriding an inherited value is not."""
+    assert list(restated({"selection": {"sets": []}}, TaskSpec, "x")) == ["x.selection.sets = []"]
+    assert not list(restated({"selection": {"sets": []}}, TaskSpec, "x", {"selection": {"sets": ["a"]}}))
+    assert list(entries_restated({"d": {"split": "test"}}, DatasetEntry, "c")) == ["c.d.split = 'test'"]
+    assert list(entries_restated({"s": {"length": 8, "batch_size": 8}}, SetSpec, "e")) == []
