@@ -163,10 +163,9 @@ class ColbertFamily(RetrievalFamily):
             max_batch_size=s.max_batch_size, maxsim_chunk_tokens=s.maxsim_chunk_tokens, cache_dir=cache_dir,
         ), cache_identity)
 
-    def evaluate_entry(self, cell: Cell, entry: DatasetEntry, retriever: Retriever, block: dict[str, Any],
-                       member_of: str | None = None) -> ResultRecord:
-        retriever.query_length = self.query_length_of(entry)   # type: ignore[attr-defined]
-        return super().evaluate_entry(cell, entry, retriever, block, member_of)
+    def prepare(self, retriever: Retriever, entry: DatasetEntry) -> None:
+        engine = getattr(retriever, "engine", retriever)   # a sharded retriever's engine is the MultiVectorRetriever
+        engine.query_length = self.query_length_of(entry)
 
     def fit(self, model: Any, todo: Sequence[Cell], out_dir: Path) -> dict[str, Any]:
         """KD training. Its folder is keyed by :meth:`training_key` (index, top-k, query length and evaluation
