@@ -11,7 +11,8 @@ import numpy as np
 
 from harness.evaluation import search as _search
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
-from harness.evaluation.encode import batch_plan, encode
+from harness.evaluation.encode import batch_plan as encode_plan
+from harness.evaluation.encode import encode
 from harness.evaluation.shards import texts_key
 
 if TYPE_CHECKING:
@@ -90,9 +91,9 @@ class DenseRetriever:
     def cache_dir(self) -> str | None:
         return self.settings.cache_dir
 
-    def plan(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+    def batch_plan(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
         s = self.settings
-        return batch_plan(self.model, texts, device=s.device, batch_tokens=s.batch_tokens,
+        return encode_plan(self.model, texts, device=s.device, batch_tokens=s.batch_tokens,
                           max_batch_size=s.max_batch_size)
 
     def query_embeddings(self, queries: list[str]) -> np.ndarray:

@@ -549,7 +549,7 @@ class MultiVectorRetriever:
     def cache_dir(self) -> str | None:
         return self.settings.cache_dir
 
-    def plan(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+    def batch_plan(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
         """(document token lengths, the batches :func:`encode_tokens` forms over ``texts``)."""
         if self.settings.index != "exact":
             raise HarnessError("task.shards with ColBERT needs task.index=exact (exact MaxSim merges per-shard top-k "

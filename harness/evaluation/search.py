@@ -48,6 +48,20 @@ def _boundary_ties(scores: torch.Tensor, ids: torch.Tensor, k: int,
     return scores[keep], ids[keep]
 
 
+#: documents per matrix product of the search: every product has this shape (the last block zero-padded)
+SCORE_BLOCK = 1024
+
+
+def block_scores(q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """``q @ d.T``, as products of one fixed shape: a (query, document) score then does not depend on where the
+    document sits in the corpus, its chunk or its shard (BLAS picks kernels by shape, and a product of another
+    width can round differently in the last bit)."""
+    n = d.shape[0]
+    if n % SCORE_BLOCK:
+        d = torch.cat([d, d.new_zeros(SCORE_BLOCK - n % SCORE_BLOCK, d.shape[1])])
+    return torch.cat([q @ d[i : i + SCORE_BLOCK].T for i in range(0, len(d), SCORE_BLOCK)], dim=1)[:, :n]
+
+
 def exact_search(
     query_emb: np.ndarray,
     doc_emb: np.ndarray,
@@ -71,7 +85,7 @@ def exact_search(
     k = min(top_k, n_docs)
     if n_queries == 0 or k == 0:
         return np.zeros((n_queries, 0), dtype=np.float32), np.zeros((n_queries, 0), dtype=np.int64)
-    q = torch.from_numpy(np.ascontiguousarray(query_emb, dtype=np.float32)).to(device)
+    q = torch.from_numpy(np.array(query_emb, dtype=np.float32)).to(device)   # a copy: the cache's arrays are read-only
     if similarity == "cosine":
         q = torch.nn.functional.normalize(q, dim=-1)
     tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
@@ -85,7 +99,7 @@ def exact_search(
         ids = torch.arange(start, start + len(chunk), device=device)
         parts_s, parts_i = [], []
         for qs in range(0, n_queries, query_chunk_size):
-            cs, ci = ranked_topk(q[qs : qs + query_chunk_size] @ d.T, ids, k, tie)
+            cs, ci = ranked_topk(block_scores(q[qs : qs + query_chunk_size], d), ids, k, tie)
             top_s, top_i = ranked_topk(torch.cat([best_s[qs : qs + query_chunk_size], cs], dim=1),
                                        torch.cat([best_i[qs : qs + query_chunk_size], ci], dim=1), k, tie)
             parts_s.append(top_s)

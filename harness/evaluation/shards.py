@@ -143,7 +143,7 @@ class ShardEngine(Protocol):
     cache_dir: str | None
     cache_identity: dict[str, Any]
 
-    def plan(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+    def batch_plan(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
         """(token lengths, the encoder's batches) over the whole corpus."""
         ...
 
@@ -196,7 +196,7 @@ class ShardedRetriever:
 
         t0 = time.perf_counter()
         self.ds, self.texts = ds, ds.documents()
-        lengths, batches = self.engine.plan(self.texts)
+        lengths, batches = self.engine.batch_plan(self.texts)
         self.plan = plan_shards(lengths, batches, self.settings.shards, self.settings.shard_tokens)
         self.rank = id_rank(ds.corpus_ids)
         self.facts = {"shards": len(self.plan), "shard_launcher": self.settings.shard_launcher,
