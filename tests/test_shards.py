@@ -4,6 +4,7 @@ shared by two datasets is encoded once, and a SLURM array of shards plus a merge
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -18,7 +19,7 @@ from harness.errors import HarnessError
 from harness.evaluation import shards
 from harness.evaluation.retriever import evaluate
 from harness.evaluation.search import exact_search, id_rank, ranked_topk
-from tests.conftest import SHARED_DATA, TINY_MODEL, compose, write_beir_folder
+from tests.conftest import SHARED_DATA, compose, write_beir_folder
 from tests.test_colbert import overrides as colbert_overrides
 from tests.test_retrieval_runs import TINY, overrides
 
@@ -34,7 +35,7 @@ def test_plan_cuts_at_batch_boundaries_and_balances_tokens() -> None:
     assert plan.tokens.tolist() == [31, 21]
     assert len(shards.plan_shards(lengths, batches, 9, 0)) == 4            # never more shards than batches
     assert len(shards.plan_shards(lengths, batches, "auto", 20)) == 3      # ceil(52 tokens / 20)
-    with pytest.raises(HarnessError, match="task.shards"):
+    with pytest.raises(HarnessError, match=r"task\.shards"):
         shards.plan_shards(lengths, batches, 0, 0)
 
 
@@ -43,15 +44,15 @@ def test_ranked_topk_is_a_total_order_so_merging_parts_is_exact() -> None:
     scores = rng.integers(0, 4, size=(6, 50)).astype(np.float32)          # ties everywhere
     rank = rng.permutation(50)
     want = [sorted(range(50), key=lambda d, r=r: (-scores[r, d], rank[d]))[:7] for r in range(6)]
-    s, i = ranked_topk(torch.from_numpy(scores), torch.arange(50), 7, torch.from_numpy(rank))
+    _, i = ranked_topk(torch.from_numpy(scores), torch.arange(50), 7, torch.from_numpy(rank))
     assert i.tolist() == want
     for cuts in ([0, 50], [0, 13, 50], [0, 3, 20, 21, 49, 50]):
         parts = []
-        for a, b in zip(cuts, cuts[1:]):
+        for a, b in itertools.pairwise(cuts):
             ps, pi = ranked_topk(torch.from_numpy(scores[:, a:b]), torch.arange(a, b), 7, torch.from_numpy(rank))
             parts.append((ps.numpy(), pi.numpy()))
         assert shards.merge(parts, 7, rank)[1].tolist() == want
-    ds, di = exact_search(np.eye(3, dtype=np.float32), np.ones((5, 3), dtype=np.float32), 3, corpus_chunk_size=2,
+    _, di = exact_search(np.eye(3, dtype=np.float32), np.ones((5, 3), dtype=np.float32), 3, corpus_chunk_size=2,
                           rank=id_rank(["e", "d", "c", "b", "a"]))
     assert di.tolist() == [[4, 3, 2]] * 3                                  # equal scores: by document id
 
@@ -202,3 +203,44 @@ def test_scifact_shards_equal_unsharded(tmp_path_factory, model: list[str]) -> N
         np.testing.assert_array_equal(got_i, want_i)
         np.testing.assert_array_equal(got_s, want_s)
         assert evaluate(sharded, ds, top_k=100)[0] == want_m
+
+
+# ------------------------------------------------------------------------------------------------ SLURM
+@pytest.mark.slurm
+def test_slurm_array_of_shards_then_merge_gives_the_unsharded_record(tmp_path: Path, toy_ds: Path) -> None:
+    """The paper graph on the local cluster: ``toy.shards`` (3 array tasks) then the merge (afterok); its record
+    equals an unsharded run's (same run id: sharding is not part of the identity)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    (want,) = run(compose(overrides(tmp_path / "plain", toy_ds, *SMALL_BATCHES)))
+    work = tmp_path / "graph"
+    job = [f"task.data_dir={toy_ds}", "task.datasets=[toy]", "+task.catalog.toy={split: test}", *SMALL_BATCHES]
+    paper = tmp_path / "paper-shards.yaml"
+    paper.write_text(json.dumps({"stages": {"toy": {"task": "beir", "overrides": job, "shards": 3}},
+                                 "leaderboard": False, "min_finished": 0.5, "overrides": [], "launcher": "slurm",
+                                 "cluster": "local", "site": None}))
+    common = [*TINY, f"paths.results={work}/results", f"paths.outputs={work}/outputs", f"paths.cache={work}/cache"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    ledger = work / "paper" / "tiny-modernbert" / "ledger.json"
+    try:
+        done = subprocess.run([sys.executable, "-m", "harness.paper", f"paper={paper}", *common], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "toy.shards" in done.stdout and "toy " in done.stdout
+        deadline = time.monotonic() + 420
+        while not (got := [r for _, r in results.iter_records(work / "results", warn=False)]):
+            assert time.monotonic() < deadline, f"no merged record after 7 minutes: {done.stdout}"
+            time.sleep(2)
+    finally:
+        ids = sorted(set(json.loads(ledger.read_text()).values())) if ledger.is_file() else []
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
+    (rec,) = got
+    assert rec.status == "ok" and rec.details["shards"] == 3 and rec.details["shard_launcher"] == "external"
+    assert (rec.run_id, rec.data_fingerprint, rec.metrics) == (want.run_id, want.data_fingerprint, want.metrics)
+    assert len(list((work / "cache" / "embeddings" / "shard-topk").glob("*.npz"))) == 3

@@ -11,8 +11,7 @@ import numpy as np
 
 from harness.evaluation import search as _search
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
-from harness.evaluation.encode import batch_plan as encode_plan
-from harness.evaluation.encode import encode
+from harness.evaluation.encode import batch_budget, encode, token_budget_batches, tokenize
 from harness.evaluation.shards import texts_key
 
 if TYPE_CHECKING:
@@ -91,10 +90,12 @@ class DenseRetriever:
     def cache_dir(self) -> str | None:
         return self.settings.cache_dir
 
-    def batch_plan(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+    def token_lengths(self, texts: list[str]) -> np.ndarray:
+        return np.fromiter((len(x) for x in tokenize(self.model, texts)), dtype=np.int64, count=len(texts))
+
+    def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
         s = self.settings
-        return encode_plan(self.model, texts, device=s.device, batch_tokens=s.batch_tokens,
-                          max_batch_size=s.max_batch_size)
+        return token_budget_batches(lengths, batch_budget(s.device, s.batch_tokens), s.max_batch_size)
 
     def query_embeddings(self, queries: list[str]) -> np.ndarray:
         """Query embeddings, cached by the queries' text: encoded once for every shard."""

@@ -67,14 +67,6 @@ def batch_budget(device: str, batch_tokens: int, workers: int | None = None) -> 
     return max(1, min(batch_tokens // n_workers, CPU_BATCH_TOKENS) if device == "cpu" else batch_tokens)
 
 
-def batch_plan(model: SentenceTransformer, texts: list[str], *, device: str, batch_tokens: int = 16384,
-               max_batch_size: int = 512, workers: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(token lengths, the batches :func:`encode` forms over ``texts``). A run of consecutive batches, encoded on its
-    own, forms the same batches again, so its embeddings are bit for bit those of the whole (corpus shards)."""
-    lengths = np.fromiter((len(x) for x in tokenize(model, texts)), dtype=np.int64, count=len(texts))
-    return lengths, token_budget_batches(lengths, batch_budget(device, batch_tokens, workers), max_batch_size)
-
-
 def tokenize(model: SentenceTransformer, texts: list[str]) -> list[list[int]]:
     """Token ids per text, exactly as the model's sentence-transformers module tokenises (strip, lower-case
     when the module says so, truncation at ``max_seq_length``), without padding."""

@@ -549,14 +549,16 @@ class MultiVectorRetriever:
     def cache_dir(self) -> str | None:
         return self.settings.cache_dir
 
-    def batch_plan(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
-        """(document token lengths, the batches :func:`encode_tokens` forms over ``texts``)."""
+    def token_lengths(self, texts: list[str]) -> np.ndarray:
+        """Document tokens per text (prefix included), as :func:`encode_tokens` batches them."""
         if self.settings.index != "exact":
             raise HarnessError("task.shards with ColBERT needs task.index=exact (exact MaxSim merges per-shard top-k "
                                "lists); PLAID builds one index over the whole corpus")
         self.model.document_length = self.document_length
-        lengths = _token_lengths(self.model, texts, self.document_length)
-        return lengths, token_budget_batches(lengths, self.settings.batch_tokens, self.settings.max_batch_size)
+        return _token_lengths(self.model, texts, self.document_length)
+
+    def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
+        return token_budget_batches(lengths, self.settings.batch_tokens, self.settings.max_batch_size)
 
     def query_embeddings(self, queries: list[str]) -> np.ndarray:
         """Queries' token embeddings, zero-padded to one length [n, tokens, dim]; cached by text and query length."""

@@ -1,7 +1,7 @@
 """Sharded corpus evaluation: K shards each encode a slice of the corpus into the embedding cache and search it with
 every query, keeping the top-k per query; the merge combines the shards' top-k lists into the final ranking.
 
-- The plan: the corpus in the encoder's own order (longest first, :func:`harness.evaluation.encode.batch_plan`), cut
+- The plan: the corpus in the encoder's own order (longest first, as :func:`harness.evaluation.encode.encode` batches it), cut
   into K contiguous runs at batch boundaries, balanced by tokens. A shard encodes exactly the batches the unsharded
   run would, so its embeddings are bit for bit the same (slices cut anywhere else differ in the last bits: a
   document's embedding depends on the padding of its batch).
@@ -18,6 +18,7 @@ every query, keeping the top-k per query; the merge combines the shards' top-k l
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -96,7 +97,7 @@ def plan_shards(lengths: np.ndarray, batches: Sequence[np.ndarray], shards: int 
     cuts.append(len(batches))
     order = np.concatenate(list(batches)) if batches else np.zeros(0, dtype=np.int64)
     counts = np.array([0, *(len(b) for b in batches)]).cumsum()
-    return ShardPlan(order, counts[cuts], np.array([int(sizes[a:b].sum()) for a, b in zip(cuts, cuts[1:])]))
+    return ShardPlan(order, counts[cuts], np.array([int(sizes[a:b].sum()) for a, b in itertools.pairwise(cuts)]))
 
 
 def texts_key(texts: Sequence[str]) -> str:
@@ -143,8 +144,12 @@ class ShardEngine(Protocol):
     cache_dir: str | None
     cache_identity: dict[str, Any]
 
-    def batch_plan(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
-        """(token lengths, the encoder's batches) over the whole corpus."""
+    def token_lengths(self, texts: list[str]) -> np.ndarray:
+        """Tokens per text, as the encoder truncates them."""
+        ...
+
+    def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
+        """The batches the encoder forms over texts of these lengths (positions, longest first)."""
         ...
 
     def query_embeddings(self, queries: list[str]) -> np.ndarray:
@@ -192,11 +197,16 @@ class ShardedRetriever:
 
     # -------------------------------------------------------------------- Retriever protocol
     def index(self, ds: Any) -> tuple[dict[str, Any], dict[str, float]]:
+        from harness.evaluation.embedding_cache import cache_key, cached_embeddings
         from harness.evaluation.search import id_rank
 
         t0 = time.perf_counter()
         self.ds, self.texts = ds, ds.documents()
-        lengths, batches = self.engine.batch_plan(self.texts)
+        # token lengths, cached by the corpus' content: every shard job plans from them, one tokenises
+        key = cache_key(self.engine.cache_identity, texts_key(self.texts), side=f"{self.kind}-lengths")
+        lengths = np.asarray(cached_embeddings(self.engine.cache_dir, key,
+                                               lambda: self.engine.token_lengths(self.texts))[0])
+        batches = self.engine.batches(lengths)
         self.plan = plan_shards(lengths, batches, self.settings.shards, self.settings.shard_tokens)
         self.rank = id_rank(ds.corpus_ids)
         self.facts = {"shards": len(self.plan), "shard_launcher": self.settings.shard_launcher,

@@ -17,7 +17,7 @@ from harness.evaluation.multivector import MultiVectorSettings, PlaidSettings
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell
 from harness.families.retrieval import RetrievalFamily, RetrievalSettings
-from harness.results import ResultRecord, file_sha
+from harness.results import file_sha
 from harness.typed import choices
 
 log = logging.getLogger(__name__)
