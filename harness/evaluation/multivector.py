@@ -82,6 +82,7 @@ class MultiVectorSettings:
     maxsim_chunk_tokens: int = 1 << 18  # exact MaxSim: document tokens (padded) per corpus chunk
     maxsim_score_budget: int = 1 << 26  # exact MaxSim: floats of query-token x document-token scores at a time
     cache_dir: str | None = None        # None: token embeddings in a temporary directory, removed afterwards
+    plaid_max_memory_gb: float | None = None   # PLAID: refuse a corpus whose index build needs more (None: no check)
     show_progress: bool = True
 
 
@@ -493,9 +494,10 @@ class MultiVectorRetriever:
         s = self.settings
         self.close()
         t0 = time.perf_counter()
+        memory = self.plaid_memory(ds) if s.index == "plaid" else {}
         self.store, hit = self._corpus_tokens(ds)
         timings = {"encode_corpus_s": time.perf_counter() - t0}
-        details: dict[str, Any] = {"embedding_cache_hit": hit, "n_doc_tokens": self.store.n_tokens}
+        details: dict[str, Any] = {"embedding_cache_hit": hit, "n_doc_tokens": self.store.n_tokens, **memory}
         self.rank = id_rank(ds.corpus_ids)
         self._mode = s.index
         if s.index == "plaid":
@@ -543,6 +545,20 @@ class MultiVectorRetriever:
         else:
             out["index_params"] = {"exact": "pylate.scores.colbert_scores over every document"}
         return out
+
+    def plaid_memory(self, ds: RetrievalDataset) -> dict[str, Any]:
+        """The PLAID build's memory estimate (document tokens x dim x 4 bytes x 2: the float32 embeddings handed to
+        PyLate and the backend's working copy) and its backend; a one-line refusal, before any encoding, when it
+        exceeds ``plaid_max_memory_gb``."""
+        self.model.document_length = self.document_length
+        n_tokens = int(_token_lengths(self.model, ds.documents(), self.document_length).sum())
+        gb = n_tokens * int(self.model[-1].out_features) * 4 * 2 / 2**30
+        limit = self.settings.plaid_max_memory_gb
+        if limit is not None and gb > limit:
+            raise HarnessError(f"{ds.name}: a PLAID index ({self.backend} backend) over {n_tokens:,} document tokens "
+                               f"needs about {gb:.1f} GB, over task.plaid_max_memory_gb={limit:g}: raise the limit on "
+                               "a larger machine, or use task.index=exact (task.shards splits it across GPUs)")
+        return {"index_backend": self.backend, "index_memory_gb_estimate": round(gb, 3)}
 
     # -------------------------------------------------------------------- ShardEngine (harness.evaluation.shards)
     @property

@@ -60,6 +60,7 @@ class ColbertSettings(RetrievalSettings):
     index: str = choices("plaid", "exact", default="plaid")
     plaid: PlaidSettings = field(default_factory=PlaidSettings)
     maxsim_chunk_tokens: int = 1 << 18
+    plaid_max_memory_gb: float
 
 
 #: DPR keys that mean nothing here, and the ColBERT key to use instead
@@ -71,6 +72,7 @@ class ColbertFamily(RetrievalFamily):
     identity_exclude: ClassVar[Mapping[str, str]] = {
         **RetrievalFamily.identity_exclude,
         "task.maxsim_chunk_tokens": "how exact MaxSim is chunked",
+        "task.plaid_max_memory_gb": "a limit that refuses a plan, never changes a number",
         "task.query_lengths": "each cell's own query length is part of its data spec",
         "task.query_length_recipes": "the recipe in use (task.query_length_recipe) is in the identity; each cell's "
                                      "own query length is part of its data spec",
@@ -161,6 +163,7 @@ class ColbertFamily(RetrievalFamily):
             device=self.device, precision=self.precision, query_length=s.query_length,
             document_length=s.document_length, index=s.index, plaid=s.plaid, batch_tokens=s.batch_tokens,
             max_batch_size=s.max_batch_size, maxsim_chunk_tokens=s.maxsim_chunk_tokens, cache_dir=cache_dir,
+            plaid_max_memory_gb=s.plaid_max_memory_gb,
         ), cache_identity)
 
     def prepare(self, retriever: Retriever, entry: DatasetEntry) -> None:
