@@ -43,6 +43,9 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
     family, lock_settings = prepare(cfg)
     results_dir = str(cfg.paths.results)
     overwrite = bool(cfg.overwrite)
+    if family.part_job():
+        run_part(family, results_dir, overwrite)
+        return []
     planned: list[Cell] = []
     new: dict[tuple[str, str], ResultRecord] = {}
     kept: dict[tuple[str, str], Path] = {}   # failures written beside a finished record they must not replace
@@ -68,6 +71,16 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
     if failed:
         raise RunFailed("; ".join(failure_line(r, kept.get((r.run_id, r.dataset))) for r in failed), shown)
     return shown
+
+
+def run_part(family: Family, results_dir: str, overwrite: bool) -> None:
+    """A part job (one corpus shard, ``task.shard``): the unfinished cells' part, into the cache. It takes no run
+    lock (the parts of one run compute side by side) and writes no record (the run that merges them does)."""
+    for cells in family.stages():
+        todo = pending(family, cells, results_dir, overwrite)
+        if todo:
+            family.check(todo)
+            family.run_part(todo)
 
 
 def prepare(cfg: DictConfig) -> tuple[Family, locks.LockSettings]:

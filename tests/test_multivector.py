@@ -18,7 +18,7 @@ from harness.evaluation import multivector as mv
 from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec, usable_positions
 from harness.typed import from_conf
-from tests.conftest import TINY_MODEL
+from tests.conftest import TINY_MODEL, compose
 
 TINY_SPEC = ModelSpec.based_on("bert-base", name="tiny", path=str(TINY_MODEL))
 #: conf/plaid/default.yaml (the tasks' PLAID parameters) on the Stanford backend
@@ -230,3 +230,20 @@ def test_a_plaid_build_failure_is_a_harness_error_naming_the_fix(tiny_colbert, t
     with pytest.raises(HarnessError, match=r"small: building the PLAID index \(stanford\) failed: Error building "
                                            r"extension 'filter_pids_cpp'\. Use task\.index=exact"):
         evaluate(mv.MultiVectorRetriever(model, settings, {"run": 1}), small_dataset(60, 12), top_k=10)
+
+
+def test_a_plaid_plan_that_cannot_fit_is_refused_before_encoding(tmp_path: Path) -> None:
+    """The PLAID build's memory (document tokens x dim x 4 x 2) over task.plaid_max_memory_gb: one line, nothing
+    encoded; under it the estimate and the backend are recorded."""
+    from harness.cli import run
+    from harness.runner import RunFailed
+    from tests.conftest import write_beir_folder
+    from tests.test_colbert import overrides
+
+    write_beir_folder(tmp_path / "data")
+    small = ["task.train=false", "task.index=plaid", "task.plaid_max_memory_gb=0.00001"]
+    with pytest.raises(RunFailed) as exc:
+        run(compose(overrides(tmp_path, tmp_path / "data", *small)))
+    (rec,) = exc.value.records
+    assert "needs about" in rec.error and "task.plaid_max_memory_gb=1e-05" in rec.error and "\n" not in rec.error
+    assert not (tmp_path / "cache" / "colbert-tokens").exists()

@@ -39,6 +39,23 @@ def test_the_paper_graph_follows_the_specs(stages) -> None:
     assert report.mode == "report" and report.params == ("task.lr",) and "sweep=beir-lr" not in report.overrides
 
 
+def test_a_sharded_stage_is_a_shard_array_then_the_merge() -> None:
+    """paper.stages.<stage>.shards=K: the evaluation (a sweep's report) as K shard jobs at once, then the merge after
+    the whole array (afterok); a training stage cannot be sharded."""
+    paper = graph.load_paper("paper", ["paper.stages.dpr.shards=4", "paper.stages.mldr_ood.shards=2"])
+    stages = {s.name: s for s in graph.build(paper, ["model=modernbert-base"])}
+    array, merge = stages["dpr.report.shards"], stages["dpr.report"]
+    assert array.after == [("dpr.select", "afterok")] and merge.after == [("dpr.report.shards", "afterok")]
+    assert [j.key for j in array.jobs] == [f"dpr.report.shard[{i}]" for i in range(4)]
+    assert all(j.mode == "report" and j.source == "dpr" and f"task.shard={i}" in j.overrides
+               for i, j in enumerate(array.jobs))
+    assert {"task.shards=4", "task.shard_launcher=external"} <= set(merge.jobs[0].overrides)
+    assert not any(o.startswith("task.shard=") for o in merge.jobs[0].overrides)
+    assert stages["mldr_ood.shards"].after == [("dpr.select", "afterok")]   # the stage's own dependency moves first
+    with pytest.raises(graph.HarnessError, match="only an evaluation stage"):
+        graph.build(graph.load_paper("paper", ["paper.stages.mldr_id.shards=2"]), ["model=modernbert-base"])
+
+
 def test_the_cost_model_is_tokens_over_throughput() -> None:
     tp = cost.Throughput(short=100_000.0, long=50_000.0, source="test")
     work = cost.Work(train=1e6, short=2e6, long=1e6)

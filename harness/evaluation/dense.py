@@ -12,7 +12,8 @@ import numpy as np
 from harness.console import step
 from harness.evaluation import search as _search
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
-from harness.evaluation.encode import encode
+from harness.evaluation.encode import batch_budget, encode, token_budget_batches, tokenize
+from harness.evaluation.shards import texts_key
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -48,6 +49,7 @@ class DenseRetriever:
         self.settings = settings
         self.cache_identity = dict(cache_identity)
         self.doc_emb: np.ndarray | None = None
+        self.rank: np.ndarray | None = None
         model.max_seq_length = settings.max_length
 
     def _encode(self, texts: list[str], desc: str) -> np.ndarray:
@@ -57,11 +59,13 @@ class DenseRetriever:
 
     def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
         t0 = time.perf_counter()
-        key = cache_key(self.cache_identity, ds.fingerprint)
+        docs = ds.documents()
+        key = cache_key(self.cache_identity, texts_key(docs))   # the corpus' content, not the dataset's name
         self.doc_emb, hit = cached_embeddings(
-            self.settings.cache_dir, key, lambda: self._encode(ds.documents(), f"{ds.name}: corpus"),
+            self.settings.cache_dir, key, lambda: self._encode(docs, f"{ds.name}: corpus"),
             meta={"identity": self.cache_identity, "data": ds.fingerprint, "dataset": ds.name, "n_docs": len(ds)},
         )
+        self.rank = _search.id_rank(ds.corpus_ids)
         return {"embedding_cache_hit": hit}, {"encode_corpus_s": time.perf_counter() - t0}
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
@@ -69,12 +73,43 @@ class DenseRetriever:
         t0 = time.perf_counter()
         q_emb = self._encode(queries, "queries")
         t1 = time.perf_counter()
-        s = self.settings
-        with step(f"exact search, {len(queries):,} queries x {len(self.doc_emb):,} documents", show=s.show_progress):
-            scores, idx = _search.exact_search(q_emb, self.doc_emb, top_k, similarity=s.similarity,
-                                               corpus_chunk_size=s.corpus_chunk_size, device=s.device)
+        with step(f"exact search, {len(queries):,} queries x {len(self.doc_emb):,} documents",
+                  show=self.settings.show_progress):
+            scores, idx = self._exact(q_emb, self.doc_emb, top_k, self.rank)
         return scores, idx, {"encode_queries_s": t1 - t0, "search_s": time.perf_counter() - t1}
+
+    def _exact(self, q_emb: np.ndarray, doc_emb: np.ndarray, top_k: int,
+               rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s = self.settings
+        return _search.exact_search(q_emb, doc_emb, top_k, similarity=s.similarity,
+                                    corpus_chunk_size=s.corpus_chunk_size, device=s.device, rank=rank)
 
     def describe(self) -> dict[str, Any]:
         return {"similarity": self.settings.similarity, "document_text": "title + ' ' + text",
                 "max_length": self.settings.max_length}
+
+    # -------------------------------------------------------------------- ShardEngine (harness.evaluation.shards)
+    @property
+    def cache_dir(self) -> str | None:
+        return self.settings.cache_dir
+
+    def token_lengths(self, texts: list[str]) -> np.ndarray:
+        return np.fromiter((len(x) for x in tokenize(self.model, texts)), dtype=np.int64, count=len(texts))
+
+    def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
+        s = self.settings
+        return token_budget_batches(lengths, batch_budget(s.device, s.batch_tokens), s.max_batch_size)
+
+    def query_embeddings(self, queries: list[str]) -> np.ndarray:
+        """Query embeddings, cached by the queries' text: encoded once for every shard."""
+        key = cache_key(self.cache_identity, texts_key(queries), side="queries")
+        return cached_embeddings(self.settings.cache_dir, key, lambda: self._encode(queries, "queries"))[0]
+
+    def search_shard(self, texts: list[str], key: str, queries: np.ndarray, top_k: int,
+                     rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+        emb, hit = cached_embeddings(self.settings.cache_dir, key, lambda: self._encode(texts, "corpus shard"),
+                                     meta={"identity": self.cache_identity, "n_docs": len(texts)})
+        return *self._exact(queries, emb, top_k, rank), hit
+
+    def search_settings(self) -> dict[str, Any]:
+        return {"similarity": self.settings.similarity}

@@ -60,6 +60,13 @@ def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size:
     return batches
 
 
+def batch_budget(device: str, batch_tokens: int, workers: int | None = None) -> int:
+    """Padded tokens per batch :func:`encode` uses: on CPU each of ``workers`` threads gets a share, at most
+    ``CPU_BATCH_TOKENS``."""
+    n_workers = workers or cpu_workers(device)
+    return max(1, min(batch_tokens // n_workers, CPU_BATCH_TOKENS) if device == "cpu" else batch_tokens)
+
+
 def tokenize(model: SentenceTransformer, texts: list[str]) -> list[list[int]]:
     """Token ids per text, exactly as the model's sentence-transformers module tokenises (strip, lower-case
     when the module says so, truncation at ``max_seq_length``), without padding."""
@@ -246,8 +253,7 @@ def encode(
     lengths = np.fromiter((len(x) for x in input_ids), dtype=np.int64, count=len(input_ids))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     n_workers = workers or cpu_workers(device)
-    budget = min(batch_tokens // n_workers, CPU_BATCH_TOKENS) if device == "cpu" else batch_tokens
-    batches = token_budget_batches(lengths, max(1, budget), max_batch_size)
+    batches = token_budget_batches(lengths, batch_budget(device, batch_tokens, n_workers), max_batch_size)
 
     def run_batch(idx: np.ndarray) -> np.ndarray:
         seqs = [input_ids[i] for i in idx]

@@ -32,6 +32,7 @@ from harness.console import Progress, step
 from harness.errors import HarnessError
 from harness.evaluation.embedding_cache import cache_key
 from harness.evaluation.encode import token_budget_batches
+from harness.evaluation.search import id_rank
 from harness.models import autocast, usable_positions
 from harness.typed import choices
 
@@ -81,6 +82,7 @@ class MultiVectorSettings:
     maxsim_chunk_tokens: int = 1 << 18  # exact MaxSim: document tokens (padded) per corpus chunk
     maxsim_score_budget: int = 1 << 26  # exact MaxSim: floats of query-token x document-token scores at a time
     cache_dir: str | None = None        # None: token embeddings in a temporary directory, removed afterwards
+    plaid_max_memory_gb: float | None = None   # PLAID: refuse a corpus whose index build needs more (None: no check)
     show_progress: bool = True
 
 
@@ -273,16 +275,19 @@ def _padded(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
 
 
 def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk_tokens: int = 1 << 18,
-                  score_budget: int = 1 << 26, device: str = "cpu",
-                  show_progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                  score_budget: int = 1 << 26, device: str = "cpu", show_progress: bool = True,
+                  rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Exact ColBERT scores of every (query, document) and the running top-k: (scores, doc positions), each
-    [n_queries, min(top_k, n_docs)], best first.
+    [n_queries, min(top_k, n_docs)], best first; equal scores in ``rank`` order (a tie key per document; None:
+    corpus position), exactly as :func:`harness.evaluation.search.ranked_topk`.
 
     Scores come from PyLate's ``scores.colbert_scores`` (the function ``rank.rerank`` uses). Why not
     ``rank.rerank`` over all documents: it pads the documents again for every query and returns a dict per
     document; here each corpus chunk is read from the memory-mapped store and padded once for all queries.
     """
     from pylate.scores import colbert_scores
+
+    from harness.evaluation.search import ranked_topk
 
     n_q, q_len = queries.shape[0], queries.shape[1]
     k = min(top_k, len(store))
@@ -291,6 +296,7 @@ def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk
     if n_q == 0 or k == 0:
         return best_s.cpu().numpy(), best_i.cpu().numpy()
     q = queries.to(device)
+    tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
     bar = Progress(len(store), f"MaxSim search, {n_q} queries", "documents", show=show_progress)
     for docs in _chunks(store, chunk_tokens):
         d = _padded(store, docs, device)
@@ -300,15 +306,24 @@ def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk
         for qs in range(0, n_q, step):
             with torch.inference_mode():
                 s = colbert_scores(q[qs : qs + step], d, backend="torch")
-            merged_s = torch.cat([best_s[qs : qs + step], s], dim=1)
-            merged_i = torch.cat([best_i[qs : qs + step], ids.expand(s.shape[0], -1)], dim=1)
-            top_s, pos = torch.topk(merged_s, min(k, merged_s.shape[1]), dim=1)
+            cs, ci = ranked_topk(s, ids, k, tie)
+            top_s, top_i = ranked_topk(torch.cat([best_s[qs : qs + step], cs], dim=1),
+                                       torch.cat([best_i[qs : qs + step], ci], dim=1), k, tie)
             parts_s.append(top_s)
-            parts_i.append(torch.gather(merged_i, 1, pos))
+            parts_i.append(top_i)
         best_s, best_i = torch.cat(parts_s), torch.cat(parts_i)
         bar.update(len(docs))
     bar.close()
     return best_s.cpu().numpy(), best_i.cpu().numpy()
+
+
+def pad_queries(queries: list[np.ndarray], dim: int) -> torch.Tensor:
+    """[n, longest, dim] float32; zero query vectors add 0 to a MaxSim sum, so the padding is exact."""
+    width = max((len(x) for x in queries), default=0)
+    padded = torch.zeros((len(queries), width, dim))
+    for i, x in enumerate(queries):
+        padded[i, : len(x)] = torch.from_numpy(x)
+    return padded
 
 
 # ------------------------------------------------------------------------------------------------ PLAID
@@ -483,6 +498,7 @@ class MultiVectorRetriever:
                                "conf/plaid/default.yaml): pass them, or use index=exact")
         self.backend = plaid_backend(settings.plaid.backend) if settings.plaid and settings.index == "plaid" else None
         self.store: TokenStore | None = None
+        self.rank: np.ndarray | None = None
         self._plaid: Any = None
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._tmp_store: tempfile.TemporaryDirectory | None = None
@@ -493,9 +509,11 @@ class MultiVectorRetriever:
         s = self.settings
         self.close()
         t0 = time.perf_counter()
+        memory = self.plaid_memory(ds) if s.index == "plaid" else {}
         self.store, hit = self._corpus_tokens(ds)
         timings = {"encode_corpus_s": time.perf_counter() - t0}
-        details: dict[str, Any] = {"embedding_cache_hit": hit, "n_doc_tokens": self.store.n_tokens}
+        details: dict[str, Any] = {"embedding_cache_hit": hit, "n_doc_tokens": self.store.n_tokens, **memory}
+        self.rank = id_rank(ds.corpus_ids)
         self._mode = s.index
         if s.index == "plaid":
             ok, why = plaid_fits(self.store.n_tokens)
@@ -530,13 +548,7 @@ class MultiVectorRetriever:
                     scores, idx = rerank_exact(q, self.store, idx, chunk_tokens=s.maxsim_chunk_tokens,
                                                device=s.device)
         else:
-            width = max((len(x) for x in q), default=0)
-            padded = torch.zeros((len(q), width, self.store.dim))
-            for i, x in enumerate(q):   # zero query vectors add 0 to a MaxSim sum: padding is exact
-                padded[i, : len(x)] = torch.from_numpy(x)
-            scores, idx = maxsim_search(padded, self.store, top_k, chunk_tokens=s.maxsim_chunk_tokens,
-                                        score_budget=s.maxsim_score_budget, device=s.device,
-                                        show_progress=s.show_progress)
+            scores, idx = self._maxsim(pad_queries(q, self.store.dim), self.store, top_k, self.rank)
         return scores, idx, {"encode_queries_s": t1 - t0, "search_s": time.perf_counter() - t1}
 
     def describe(self) -> dict[str, Any]:
@@ -552,7 +564,74 @@ class MultiVectorRetriever:
             out["index_params"] = {"exact": "pylate.scores.colbert_scores over every document"}
         return out
 
+    def plaid_memory(self, ds: RetrievalDataset) -> dict[str, Any]:
+        """The PLAID build's memory estimate (document tokens x dim x 4 bytes x 2: the float32 embeddings handed to
+        PyLate and the backend's working copy) and its backend; a one-line refusal, before any encoding, when it
+        exceeds ``plaid_max_memory_gb``."""
+        self.model.document_length = self.document_length
+        n_tokens = int(_token_lengths(self.model, ds.documents(), self.document_length).sum())
+        gb = n_tokens * int(self.model[-1].out_features) * 4 * 2 / 2**30
+        limit = self.settings.plaid_max_memory_gb
+        if limit is not None and gb > limit:
+            raise HarnessError(f"{ds.name}: a PLAID index ({self.backend} backend) over {n_tokens:,} document tokens "
+                               f"needs about {gb:.1f} GB, over task.plaid_max_memory_gb={limit:g}: raise the limit on "
+                               "a larger machine, or use task.index=exact (task.shards splits it across GPUs)")
+        return {"index_backend": self.backend, "index_memory_gb_estimate": round(gb, 3)}
+
+    # -------------------------------------------------------------------- ShardEngine (harness.evaluation.shards)
+    @property
+    def cache_dir(self) -> str | None:
+        return self.settings.cache_dir
+
+    def token_lengths(self, texts: list[str]) -> np.ndarray:
+        """Document tokens per text (prefix included), as :func:`encode_tokens` batches them."""
+        if self.settings.index != "exact":
+            raise HarnessError("task.shards with ColBERT needs task.index=exact (exact MaxSim merges per-shard top-k "
+                               "lists); PLAID builds one index over the whole corpus")
+        self.model.document_length = self.document_length
+        return _token_lengths(self.model, texts, self.document_length)
+
+    def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
+        return token_budget_batches(lengths, self.settings.batch_tokens, self.settings.max_batch_size)
+
+    def query_embeddings(self, queries: list[str]) -> np.ndarray:
+        """Queries' token embeddings, zero-padded to one length [n, tokens, dim]; cached by text and query length."""
+        from harness.evaluation.embedding_cache import cached_embeddings
+        from harness.evaluation.shards import texts_key
+
+        length = capped_length(self.query_length, self.limit)
+        key = cache_key({"identity": self.cache_identity, "query_length": length}, texts_key(queries), side="queries")
+        dim = int(self.model[-1].out_features)
+        return cached_embeddings(self.settings.cache_dir, key,
+                                 lambda: pad_queries(self.encode_queries(queries), dim).numpy())[0]
+
+    def search_shard(self, texts: list[str], key: str, queries: np.ndarray, top_k: int,
+                     rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+        s = self.settings
+        root = Path(str(s.cache_dir)) / key
+        store = TokenStore.read(root)
+        hit = store is not None and len(store) == len(texts)
+        if not hit:
+            self.model.document_length = self.document_length
+            batches = encode_tokens(self.model, texts, is_query=False, device=s.device, precision=s.precision,
+                                    batch_tokens=s.batch_tokens, max_batch_size=s.max_batch_size,
+                                    desc="corpus shard", show_progress=s.show_progress)
+            store = TokenStore.write(root, batches, len(texts), {"identity": self.cache_identity,
+                                                                 "document_length": self.document_length})
+        assert store is not None
+        return *self._maxsim(torch.from_numpy(np.asarray(queries)), store, top_k, rank), hit
+
+    def search_settings(self) -> dict[str, Any]:
+        return {"query_length": capped_length(self.query_length, self.limit), "index": "exact"}
+
     # -------------------------------------------------------------------- helpers
+    def _maxsim(self, queries: torch.Tensor, store: TokenStore, top_k: int,
+                rank: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        s = self.settings
+        return maxsim_search(queries, store, top_k, chunk_tokens=s.maxsim_chunk_tokens,
+                             score_budget=s.maxsim_score_budget, device=s.device, show_progress=s.show_progress,
+                             rank=rank)
+
     def encode_queries(self, queries: list[str]) -> list[np.ndarray]:
         s = self.settings
         self.model.query_length = capped_length(self.query_length, self.limit)

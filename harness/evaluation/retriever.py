@@ -46,6 +46,11 @@ class Retriever(Protocol):
         ...
 
 
+def search_width(top_k: int, ignore_identical_ids: bool) -> int:
+    """How many hits a search keeps: ``top_k``, plus room for the self-match that is dropped."""
+    return top_k + (1 if ignore_identical_ids else 0)
+
+
 def evaluate(
     retriever: Retriever, ds: RetrievalDataset, *, top_k: int = 1000, ignore_identical_ids: bool = False,
     subgroups: Sequence[QueryGroups] = (),
@@ -55,8 +60,7 @@ def evaluate(
     details, timings = retriever.index(ds)
     queries = ds.evaluated_queries()
     qids = list(queries)
-    k = top_k + (1 if ignore_identical_ids else 0)   # room for the self-match that is dropped
-    scores, idx, search_timings = retriever.search(list(queries.values()), k)
+    scores, idx, search_timings = retriever.search(list(queries.values()), search_width(top_k, ignore_identical_ids))
     timings |= search_timings
     t0 = time.perf_counter()
     run = to_run(qids, ds.corpus_ids, scores, idx, top_k=top_k, ignore_identical_ids=ignore_identical_ids)

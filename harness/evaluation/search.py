@@ -11,6 +11,57 @@ import numpy as np
 import torch
 
 
+def ranked_topk(scores: torch.Tensor, ids: torch.Tensor, k: int,
+                rank: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` best of each row of ``scores`` by (score descending, ``rank[id]`` ascending), best first, and their
+    ids. ``ids``: [n] (shared by every row) or [rows, n]; ``rank``: a tie key per id (None: the id itself).
+
+    A total order, so the top-k of a union is the top-k of its parts' top-k lists: chunks, shards and the whole
+    corpus give the same lists, whatever the ties. ``torch.topk`` alone picks among equal scores arbitrarily; rows
+    where a tie straddles the k-th place are resolved exactly (rare: duplicate documents).
+    """
+    rows, n = scores.shape
+    k = min(k, n)
+    ids = ids.expand(rows, -1) if ids.dim() == 1 else ids
+    top_s, pos = torch.topk(scores, k, dim=1)
+    top_i = torch.gather(ids, 1, pos)
+    if 0 < k < n:
+        over = ((scores >= top_s[:, -1:]).sum(dim=1) > k).nonzero().flatten().tolist()
+        for r in over:
+            top_s[r], top_i[r] = _boundary_ties(scores[r], ids[r], k, rank)
+    tie = top_i if rank is None else rank[top_i]
+    by_tie = torch.argsort(tie, dim=1, stable=True)
+    top_s, top_i = torch.gather(top_s, 1, by_tie), torch.gather(top_i, 1, by_tie)
+    by_score = torch.argsort(-top_s, dim=1, stable=True)
+    return torch.gather(top_s, 1, by_score), torch.gather(top_i, 1, by_score)
+
+
+def _boundary_ties(scores: torch.Tensor, ids: torch.Tensor, k: int,
+                   rank: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One row's top-k when several entries equal the k-th score: the tied ones with the lowest tie key win."""
+    kth = torch.topk(scores, k).values[-1]
+    sure = (scores > kth).nonzero().flatten()
+    tied = (scores == kth).nonzero().flatten()
+    key = ids[tied] if rank is None else rank[ids[tied]]
+    tied = tied[torch.argsort(key, stable=True)[: k - len(sure)]]
+    keep = torch.cat([sure, tied])
+    return scores[keep], ids[keep]
+
+
+#: documents per matrix product of the search: every product has this shape (the last block zero-padded)
+SCORE_BLOCK = 1024
+
+
+def block_scores(q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """``q @ d.T``, as products of one fixed shape: a (query, document) score then does not depend on where the
+    document sits in the corpus, its chunk or its shard (BLAS picks kernels by shape, and a product of another
+    width can round differently in the last bit)."""
+    n = d.shape[0]
+    if n % SCORE_BLOCK:
+        d = torch.cat([d, d.new_zeros(SCORE_BLOCK - n % SCORE_BLOCK, d.shape[1])])
+    return torch.cat([q @ d[i : i + SCORE_BLOCK].T for i in range(0, len(d), SCORE_BLOCK)], dim=1)[:, :n]
+
+
 def exact_search(
     query_emb: np.ndarray,
     doc_emb: np.ndarray,
@@ -20,8 +71,10 @@ def exact_search(
     corpus_chunk_size: int = 50_000,
     query_chunk_size: int = 1024,
     device: str = "cpu",
+    rank: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first.
+    """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first; equal scores in ``rank`` order
+    (a tie key per document, e.g. :func:`id_rank`; None: corpus order), exactly as :func:`ranked_topk`.
 
     ``doc_emb`` may be a memory-mapped array: only one chunk of ``corpus_chunk_size`` rows is copied (as float32)
     and moved to ``device`` at a time. Scores in memory are bounded by query_chunk_size x corpus_chunk_size.
@@ -32,9 +85,10 @@ def exact_search(
     k = min(top_k, n_docs)
     if n_queries == 0 or k == 0:
         return np.zeros((n_queries, 0), dtype=np.float32), np.zeros((n_queries, 0), dtype=np.int64)
-    q = torch.from_numpy(np.ascontiguousarray(query_emb, dtype=np.float32)).to(device)
+    q = torch.from_numpy(np.array(query_emb, dtype=np.float32)).to(device)   # a copy: the cache's arrays are read-only
     if similarity == "cosine":
         q = torch.nn.functional.normalize(q, dim=-1)
+    tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
     best_s = torch.full((n_queries, 0), float("-inf"), device=device)
     best_i = torch.zeros((n_queries, 0), dtype=torch.long, device=device)
     for start in range(0, n_docs, corpus_chunk_size):
@@ -42,18 +96,25 @@ def exact_search(
         d = torch.from_numpy(chunk).to(device)
         if similarity == "cosine":
             d = torch.nn.functional.normalize(d, dim=-1)
+        ids = torch.arange(start, start + len(chunk), device=device)
         parts_s, parts_i = [], []
         for qs in range(0, n_queries, query_chunk_size):
-            s = q[qs : qs + query_chunk_size] @ d.T
-            cs, ci = torch.topk(s, min(k, s.shape[1]), dim=1)
-            merged_s = torch.cat([best_s[qs : qs + query_chunk_size], cs], dim=1)
-            merged_i = torch.cat([best_i[qs : qs + query_chunk_size], ci + start], dim=1)
-            top_s, pos = torch.topk(merged_s, min(k, merged_s.shape[1]), dim=1)
+            cs, ci = ranked_topk(block_scores(q[qs : qs + query_chunk_size], d), ids, k, tie)
+            top_s, top_i = ranked_topk(torch.cat([best_s[qs : qs + query_chunk_size], cs], dim=1),
+                                       torch.cat([best_i[qs : qs + query_chunk_size], ci], dim=1), k, tie)
             parts_s.append(top_s)
-            parts_i.append(torch.gather(merged_i, 1, pos))
+            parts_i.append(top_i)
         best_s, best_i = torch.cat(parts_s), torch.cat(parts_i)
         del chunk, d
     return best_s.cpu().numpy(), best_i.cpu().numpy()
+
+
+def id_rank(doc_ids: list[str]) -> np.ndarray:
+    """Each corpus position's place in document-id order: the tie key that breaks equal scores by document id."""
+    order = np.argsort(np.asarray(doc_ids, dtype=str), kind="stable")
+    rank = np.empty(len(doc_ids), dtype=np.int64)
+    rank[order] = np.arange(len(doc_ids))
+    return rank
 
 
 def to_run(

@@ -77,6 +77,14 @@ class Family(abc.ABC):
         from MNLI's records). Most families have one stage."""
         yield self.cells()
 
+    def part_job(self) -> bool:
+        """Whether this run computes only a part of its cells' work (a corpus shard) for another run to merge."""
+        return False
+
+    def run_part(self, todo: Sequence[Cell]) -> None:
+        """A part job's work (no records)."""
+        raise NotImplementedError(f"{type(self).__name__} has no part jobs")
+
     @abc.abstractmethod
     def cells(self) -> list[Cell]:
         """Every cell the config implies. Pure: reads config (and, at most, records and file hashes), never a

@@ -18,7 +18,7 @@ from harness.evaluation.multivector import MultiVectorSettings, PlaidSettings
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell
 from harness.families.retrieval import RetrievalFamily, RetrievalSettings
-from harness.results import ResultRecord, file_sha
+from harness.results import file_sha
 from harness.typed import choices
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ class ColbertSettings(RetrievalSettings):
     index: str = choices("plaid", "exact")
     plaid: PlaidSettings
     maxsim_chunk_tokens: int
+    plaid_max_memory_gb: float
 
 
 #: DPR keys that mean nothing here, and the ColBERT key to use instead
@@ -72,6 +73,7 @@ class ColbertFamily(RetrievalFamily):
     identity_exclude: ClassVar[Mapping[str, str]] = {
         **RetrievalFamily.identity_exclude,
         "task.maxsim_chunk_tokens": "how exact MaxSim is chunked",
+        "task.plaid_max_memory_gb": "a limit that refuses a plan, never changes a number",
         "task.query_lengths": "each cell's own query length is part of its data spec",
         "task.query_length_recipes": "the recipe in use (task.query_length_recipe) is in the identity; each cell's "
                                      "own query length is part of its data spec",
@@ -162,12 +164,12 @@ class ColbertFamily(RetrievalFamily):
             device=self.device, precision=self.precision, query_length=s.query_length,
             document_length=s.document_length, index=s.index, plaid=s.plaid, batch_tokens=s.batch_tokens,
             max_batch_size=s.max_batch_size, maxsim_chunk_tokens=s.maxsim_chunk_tokens, cache_dir=cache_dir,
+            plaid_max_memory_gb=s.plaid_max_memory_gb,
         ), cache_identity)
 
-    def evaluate_entry(self, cell: Cell, entry: DatasetEntry, retriever: Retriever, block: dict[str, Any],
-                       member_of: str | None = None) -> ResultRecord:
-        retriever.query_length = self.query_length_of(entry)   # type: ignore[attr-defined]
-        return super().evaluate_entry(cell, entry, retriever, block, member_of)
+    def prepare(self, retriever: Retriever, entry: DatasetEntry) -> None:
+        engine = getattr(retriever, "engine", retriever)   # a sharded retriever's engine is the MultiVectorRetriever
+        engine.query_length = self.query_length_of(entry)
 
     def fit(self, model: Any, todo: Sequence[Cell], out_dir: Path) -> dict[str, Any]:
         """KD training. Its folder is keyed by :meth:`training_key` (index, top-k, query length and evaluation

@@ -20,11 +20,13 @@ from harness import results
 from harness.data.catalog import DatasetEntry, check_entries, load_entry, resolve_entries
 from harness.data.retrieval import RetrievalDataset, subset
 from harness.errors import HarnessError, TrainingDivergedError
-from harness.evaluation.retriever import Retriever, evaluate
+from harness.evaluation.retriever import Retriever, evaluate, search_width
+from harness.evaluation.shards import LAUNCHERS, ShardedRetriever, ShardSettings
 from harness.evaluation.subgroups import QueryGroups
 from harness.families.base import Cell, Family
 from harness.identity import drop
 from harness.results import ResultRecord
+from harness.typed import choices
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,10 @@ class RetrievalSettings:
     batch_tokens: int
     max_batch_size: int
     embedding_cache: bool
+    shards: int | str                   # conf/sharding/default.yaml (harness.evaluation.shards)
+    shard_tokens: int
+    shard: int | None
+    shard_launcher: str = choices(*LAUNCHERS)
 
 
 class RetrievalFamily(Family):
@@ -65,6 +71,10 @@ class RetrievalFamily(Family):
         "task.max_batch_size": "how texts are batched for the encoder",
         "task.corpus_chunk_size": "how the search is chunked",
         "task.embedding_cache": "whether corpus embeddings are cached",
+        "task.shards": "how the corpus is split for encoding: the merged ranking is the unsharded one",
+        "task.shard_tokens": "how the corpus is split for encoding (task.shards=auto)",
+        "task.shard": "which shard a shard job computes",
+        "task.shard_launcher": "where the shards run",
     }
     #: task keys that only matter when ``task.train`` is true (left out of an evaluation-only run's identity)
     training_keys: ClassVar[tuple[str, ...]] = ()
@@ -191,13 +201,57 @@ class RetrievalFamily(Family):
             "run": drop(todo[0].identity, self.search_only_keys),
             "weights": trained["fingerprint"] if trained else block["fingerprint"],
         }
-        retriever = self.retriever(model, cache_identity)
+        retriever = self.sharded(self.retriever(model, cache_identity))
         for cell in todo:
             try:
                 yield from self.evaluate_cell(cell, retriever, block)
             except HarnessError as exc:
                 log.error("%s/%s failed: %s", self.name, cell.dataset, exc)
                 yield self.failed(cell, exc, model=block, split=self.settings.split or cell.payload.split)
+
+    def sharded(self, retriever: Retriever) -> Retriever:
+        """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (single-vector retrievers and
+        exact MaxSim: their engines implement :class:`~harness.evaluation.shards.ShardEngine`)."""
+        s = self.settings
+        plan = ShardSettings(shards=s.shards, shard_tokens=s.shard_tokens, shard=s.shard,
+                             shard_launcher=s.shard_launcher)
+        if not plan.sharded:
+            return retriever
+        if not hasattr(retriever, "search_shard"):
+            raise HarnessError(f"task.shards: {type(retriever).__name__} cannot be sharded (single-vector retrieval "
+                               "and exact MaxSim can)")
+        launch = None
+        if plan.shard_launcher == "devices":
+            from harness.families.devices import launcher
+
+            launch = launcher(self.cfg)
+        return ShardedRetriever(retriever, plan, launch)
+
+    def part_job(self) -> bool:
+        """Whether this run is a shard job (``task.shard``): it computes one shard and writes no record."""
+        return self.settings.shard is not None
+
+    def run_part(self, todo: Sequence[Cell]) -> None:
+        """A shard job: shard ``task.shard`` of every dataset of ``todo`` into the cache (no record, no run lock:
+        the shards of one run compute side by side)."""
+        model, block = self.load_model()
+        trained = self.train(model, todo) if self.trains and self.trained(todo) else None
+        if self.trains and trained is None:
+            raise HarnessError(f"shard job {self.settings.shard}: this run's training has not finished; shards "
+                               "evaluate a trained model")
+        cache_identity = {"run": drop(todo[0].identity, self.search_only_keys),
+                          "weights": trained["fingerprint"] if trained else block["fingerprint"]}
+        retriever = self.sharded(self.retriever(model, cache_identity))
+        assert isinstance(retriever, ShardedRetriever)
+        for cell in todo:
+            entries = list(cell.payload.members.values()) or [cell.payload]
+            for entry in entries:
+                ds = self.loaded(entry)
+                self.prepare(retriever, entry)
+                retriever.index(ds)
+                queries = list(ds.evaluated_queries().values())
+                retriever.run_shard(int(self.settings.shard), queries,
+                                    search_width(self.settings.top_k, entry.ignore_identical_ids))
 
     def evaluate_cell(self, cell: Cell, retriever: Retriever, block: dict[str, Any]) -> Iterator[ResultRecord]:
         """One dataset's record; a composite yields one record per member, then their mean."""
@@ -229,13 +283,21 @@ class RetrievalFamily(Family):
         s = self.settings
         return load_entry(entry, data_dir=s.data_dir, split=s.split, strict_qrels=s.strict_qrels)
 
+    def prepare(self, retriever: Retriever, entry: DatasetEntry) -> None:
+        """Per-dataset retriever settings (ColBERT: the dataset's query length)."""
+
+    def loaded(self, entry: DatasetEntry) -> RetrievalDataset:
+        """The entry's data as evaluated (``task.max_queries`` / ``task.max_docs`` applied)."""
+        s = self.settings
+        ds = self.load_dataset(entry)
+        return subset(ds, s.max_queries, s.max_docs) if s.max_queries or s.max_docs else ds
+
     def evaluate_entry(self, cell: Cell, entry: DatasetEntry, retriever: Retriever, block: dict[str, Any],
                        member_of: str | None = None) -> ResultRecord:
         s = self.settings
         t0 = time.perf_counter()
-        ds = self.load_dataset(entry)
-        if s.max_queries or s.max_docs:
-            ds = subset(ds, s.max_queries, s.max_docs)
+        self.prepare(retriever, entry)
+        ds = self.loaded(entry)
         load_s = time.perf_counter() - t0
         log.info("%s: %d docs, %d queries (%s)", entry.name, len(ds), len(ds.evaluated_queries()), ds.source)
         metrics, details, timings = evaluate(

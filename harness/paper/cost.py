@@ -89,6 +89,10 @@ def job_work(cfg: Any, mode: str, skip: tuple[str, ...] = ()) -> Work:
         return _efficiency(t)
     cap = int(t.get("document_length") or t.max_length)
     w = retrieval_eval([d for d in t.datasets if d not in skip], cap)
+    if t.get("shard_launcher") == "external" and isinstance(t.get("shards"), int) and t.shards > 1:
+        # a shard job encodes 1/K of the corpora (queries: each shard searches with every query); the merge only reads
+        k = int(t.shards)
+        return Work(short=w.short / k, long=w.long / k) if t.get("shard") is not None else Work()
     if mode == "report" or not _trains(t):
         return w
     d = t.train_data

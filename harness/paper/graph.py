@@ -74,6 +74,7 @@ class StageConf:
     overrides: tuple[str, ...] = ()
     kind: str | None = None
     params: Mapping[str, str] | None = None
+    shards: int | None = None       # its evaluation as this many shard jobs at once plus a merge (task.shards)
 
 
 def load_paper(name: str = "paper", dotlist: Sequence[str] = ()) -> dict[str, Any]:
@@ -119,7 +120,7 @@ def _key(stage: str, point: Mapping[str, str]) -> str:
 def build(paper: Mapping[str, Any], common: Sequence[str] = ()) -> list[Stage]:
     """Every stage of the graph, in dependency order. ``common``: overrides every run job gets (``model=...``)."""
     confs = {name: StageConf(c["task"], c.get("sweep"), tuple(c.get("overrides") or ()), c.get("kind"),
-                             c.get("params")) for name, c in (paper.get("stages") or {}).items()}
+                             c.get("params"), c.get("shards")) for name, c in (paper.get("stages") or {}).items()}
     base = [*common, *(paper.get("overrides") or ())]
     stages: list[Stage] = []
     for name, conf in confs.items():
@@ -131,6 +132,10 @@ def build(paper: Mapping[str, Any], common: Sequence[str] = ()) -> list[Stage]:
             kind = conf.kind or "eval"
             stages.append(Stage(name, kind, [Job(name, name, "run", conf.task, tuple(run))], task=conf.task))
     _link_dependencies(stages, confs)
+    for name, conf in confs.items():
+        if conf.shards and conf.shards > 1:
+            evaluation = f"{name}.report" if conf.sweep else name
+            stages = [x for s in stages for x in (_sharded(s, conf.shards) if s.name == evaluation else [s])]
     if paper.get("leaderboard", True):
         ends = [(s.name, AFTER_ANY) for s in stages]
         stages.append(Stage("leaderboard", "cpu", [Job("leaderboard", "leaderboard", "leaderboard", "", tuple(base))],
@@ -173,6 +178,23 @@ def _sweep_stages(name: str, conf: StageConf, spec: specs.TaskSpec, run: list[st
         out.append(Stage(report, "eval", [Job(report, report, "report", conf.task, tuple(run), params, source=name)],
                          [(select, AFTER_OK)], task=conf.task))
     return [s for s in out if s.jobs]
+
+
+def _sharded(stage: Stage, k: int) -> list[Stage]:
+    """An evaluation stage as ``<stage>.shards`` (one job per corpus shard: ``task.shard=<i>``, k GPUs at once) and
+    the stage itself as the merge, after every shard ended well (``afterok``). Where the stage trains (a sweep's
+    points) nothing is sharded: only evaluations are."""
+    if stage.kind != "eval":
+        raise HarnessError(f"paper.stages.{stage.name}.shards: only an evaluation stage can be sharded (this one "
+                           f"is {stage.kind!r}); a sweep's report is")
+    common = (f"task.shards={k}", "task.shard_launcher=external")
+    name = f"{stage.name}.shards"
+    shard_jobs = [Job(f"{j.key}.shard[{i}]", name, j.mode, j.task, (*j.overrides, *common, f"task.shard={i}"),
+                      j.params, j.source, j.datasets) for j in stage.jobs for i in range(k)]
+    merge = [Job(j.key, j.stage, j.mode, j.task, (*j.overrides, *common), j.params, j.source, j.datasets)
+             for j in stage.jobs]
+    return [Stage(name, stage.kind, shard_jobs, list(stage.after), stage.task),
+            Stage(stage.name, stage.kind, merge, [(name, AFTER_OK)], stage.task)]
 
 
 def _restage(jobs: list[Job], stage: str) -> list[Job]:

@@ -178,5 +178,5 @@ def _plan_job(job: Job, by_stage: Mapping[str, list[JobState]], stages: Sequence
 
 def feeds(stage: str, job: Job) -> bool:
     """Whether ``stage``'s records are what ``job`` selects among (a sweep, its head and chained parts)."""
-    return job.source is not None and (stage == job.source or stage.startswith(job.source + "."))  \
-        and not stage.endswith((".select", ".report"))
+    return job.source is not None and (stage == job.source or stage.startswith(job.source + ".")) \
+        and not stage.endswith((".select", ".report", ".shards"))

@@ -39,6 +39,8 @@ def dry_run(stages: Sequence[Stage], states: Mapping[str, JobState], tp: cost.Th
         hours, todo = stage_hours(s, states, tp, gpu), stage_hours(s, states, tp, gpu, todo_only=True)
         total, left = total + hours, left + todo
         waits = ", ".join(f"{up} ({cond})" for up, cond in s.after) or "-"
+        if s.name.endswith(".shards"):   # a shard array: its jobs run at once, one GPU each
+            waits += f"; {len(ss)} at once: ~{hours / max(1, len(ss)):.1f} h wall"
         lines.append(f"{s.name:20s} {s.kind:5s} {len(ss):5d} {sum(x.finished for x in ss):5d} {hours:8.1f}  "
                      f"{waits if len(waits) < 60 else waits[:57] + '...'}; {resources(s, cluster)}")
         upstream_done = all(states[j.key].finished for up, _ in s.after for st in stages if st.name == up

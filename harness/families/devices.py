@@ -1,0 +1,44 @@
+"""``task.shard_launcher=devices``: a run's missing corpus shards over every visible GPU, one process per device
+(``torch.multiprocessing.spawn``), each running the shard jobs of its share (``task.shard=<i>``) one after another."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from harness.errors import HarnessError
+
+log = logging.getLogger(__name__)
+
+
+def launcher(cfg: Any) -> Callable[[list[int]], None]:
+    """What computes the shards ``todo`` of the run ``cfg``: shard i on device ``i mod n`` (n visible GPUs)."""
+    import torch
+    from omegaconf import OmegaConf
+
+    n = torch.cuda.device_count()
+    if n < 1:
+        raise HarnessError("task.shard_launcher=devices needs visible GPUs (none found); use sequential, or external "
+                           "with a scheduler running task.shard=<i> jobs")
+    config = OmegaConf.to_container(cfg, resolve=True)
+
+    def launch(todo: list[int]) -> None:
+        share = [todo[d::n] for d in range(min(n, len(todo)))]
+        log.info("shards %s over %d GPUs, one process each", todo, len(share))
+        torch.multiprocessing.spawn(_device_shards, args=(config, share), nprocs=len(share), join=True)
+
+    return launch
+
+
+def _device_shards(rank: int, config: dict[str, Any], share: list[list[int]]) -> None:
+    """One device's process: its shard jobs, on ``cuda:<rank>``."""
+    from omegaconf import OmegaConf
+
+    from harness import runner
+
+    for shard in share[rank]:
+        cfg = OmegaConf.create(config)
+        cfg.device = f"cuda:{rank}"
+        cfg.task.shard, cfg.task.shard_launcher = shard, "sequential"
+        runner.run(cfg)
