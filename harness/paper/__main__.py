@@ -93,15 +93,21 @@ def run(args: argparse.Namespace) -> int:
 
 def status_lines(stages: Sequence[Any], states: Any, tp: Any, cluster: dict[str, Any], folder: Path) -> list[str]:
     from harness.paper import show
+    from harness.paper.job import outcomes
     from harness.paper.slurm import queue_states
 
     ledger_path = folder / "ledger.json"
     ledger = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
-    queue = queue_states()
+    queue = queue_states() if ledger else {}
     live = {key: queue[i] for key, i in ledger.items() if i in queue}
-    spent = {s.name: sum(states[j.key].seconds for j in s.jobs) * int(cluster[s.kind].get("gpus") or 0) / 3600
-             for s in stages}
-    return show.status(stages, states, live, spent, tp, str(cluster.get("gpu", "rtx4090")))
+    spent = {s.name: sum(states[j.key].seconds for j in s.jobs) * devices(s.kind, cluster) / 3600 for s in stages}
+    return show.status(stages, states, live, spent, tp, str(cluster.get("gpu", "rtx4090")), outcomes(folder))
+
+
+def devices(kind: str, cluster: dict[str, Any]) -> int:
+    """Devices a job of ``kind`` holds, as the estimate counts them: its GPUs; a training or evaluation job on a
+    CPU-only profile (``gpu: cpu``) counts as one device; selections and the leaderboard (kind cpu) as none."""
+    return 0 if kind == "cpu" else max(int(cluster[kind].get("gpus") or 0), 1)
 
 
 if __name__ == "__main__":

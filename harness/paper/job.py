@@ -8,7 +8,9 @@ scheduler marks it FAILED and ``afterok`` dependents never start.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -30,8 +32,49 @@ def load(context: str | Path) -> tuple[dict[str, Any], list[str], list[graph.Sta
     return ctx["paper"], ctx["common"], graph.build(ctx["paper"], ctx["common"])
 
 
+def outcome_path(folder: Path, key: str) -> Path:
+    """Where job ``key`` notes its last attempt: ``<paper folder>/jobs/<key>.json``."""
+    return folder / "jobs" / f"{key.replace('/', '_')}.json"
+
+
+def outcomes(folder: Path) -> dict[str, dict[str, Any]]:
+    """Every job's last attempt in ``folder`` (key -> started, ended, status, error, slurm ids)."""
+    out = {}
+    for path in sorted((folder / "jobs").glob("*.json")):
+        try:
+            got = json.loads(path.read_text())
+        except (ValueError, OSError):
+            continue
+        out[str(got.get("key"))] = got
+    return out
+
+
+def _note(path: Path, key: str, started: str, error: str | None) -> None:
+    from harness.scheduler import SLURM_VARS
+
+    slurm = {k: os.environ[v] for k, v in SLURM_VARS.items() if os.environ.get(v)}
+    results.atomic_write_json(path, {"key": key, "started": started, "ended": _now(), "status": "failed" if error
+                                     else "ok", "error": error, "slurm": slurm})
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
 def run_job(context: str, key: str) -> None:
-    """Run the job ``key`` of the graph in ``context``; raises :class:`JobFailed` on failure."""
+    """Run the job ``key`` of the graph in ``context``, noting the attempt beside the context (start, end, outcome:
+    what ``--status`` shows for jobs that fail before any record, e.g. a refused selection); raises
+    :class:`JobFailed` on failure."""
+    path, started = outcome_path(Path(context).parent, key), _now()
+    try:
+        _run(context, key)
+    except BaseException as exc:     # SystemExit too: a job stopped by SIGTERM (scancel, requeue) is noted
+        _note(path, key, started, one_line(exc) if isinstance(exc, Exception) else f"stopped ({exc!r})")
+        raise
+    _note(path, key, started, None)
+
+
+def _run(context: str, key: str) -> None:
     paper, common, stages = load(context)
     job = next((j for s in stages for j in s.jobs if j.key == key), None)
     if job is None:

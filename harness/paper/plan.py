@@ -86,7 +86,7 @@ def plan_run(job: Job, overrides: Sequence[str] | None = None) -> JobState:
         state.waiting = str(exc).split(". ")[0]
         return state
     state.results, state.cells, state.run_ids = res, len(cells), tuple(sorted({c.run_id for c in cells}))
-    trained: dict[str, float] = {}
+    trained: dict[str, float] | None = None if job.mode == "report" else {}
     for c in cells:
         path = results.record_path(res, family.name, family.model_name, c.run_id, c.dataset)
         rec = results.finished_at(path)
@@ -103,14 +103,17 @@ def plan_run(job: Job, overrides: Sequence[str] | None = None) -> JobState:
     return state
 
 
-def _seconds(rec: results.ResultRecord, trained: dict[str, float]) -> float:
-    """The seconds a record's timings add up to, its run's training counted once (every dataset shares it)."""
-    own = sum(v for v in (rec.timings or {}).values() if isinstance(v, int | float))
+def _seconds(rec: results.ResultRecord, trained: dict[str, float] | None) -> float:
+    """The seconds a record's timings add up to (their ``total`` where a family records one), plus its run's
+    training counted once (every dataset shares it); ``trained`` None: training not counted (a report job
+    evaluates a run its sweep trained)."""
+    timings = {k: v for k, v in (rec.timings or {}).items() if isinstance(v, int | float)}
+    own = float(timings["total"]) if "total" in timings else float(sum(timings.values()))
     train = ((rec.model or {}).get("trained") or {}).get("train_s")
-    if isinstance(train, int | float) and rec.run_id not in trained:
+    if trained is not None and isinstance(train, int | float) and rec.run_id not in trained:
         trained[rec.run_id] = float(train)
         own += float(train)
-    return float(own)
+    return own
 
 
 def selected_overrides(job: Job, upstream: Sequence[JobState]) -> list[str] | None:

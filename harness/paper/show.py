@@ -55,14 +55,42 @@ def dry_run(stages: Sequence[Stage], states: Mapping[str, JobState], tp: cost.Th
 
 
 def status(stages: Sequence[Stage], states: Mapping[str, JobState], live: Mapping[str, str],
-           spent: Mapping[str, float], tp: cost.Throughput, gpu: str) -> list[str]:
-    """Each stage: done / running / pending / failed jobs, the failing cells' errors, GPU-hours spent vs estimate."""
-    lines = [f"{'stage':20s} {'done':>5s} {'run':>5s} {'queue':>5s} {'fail':>5s} {'GPU-h spent':>12s} {'estimate':>9s}"]
+           spent: Mapping[str, float], tp: cost.Throughput, gpu: str,
+           outcomes: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """Each stage: its state (done / running / queued / failed / pending) and job counts, the failing cells' (or
+    failed jobs') one-line errors, device-hours spent (records) vs the estimate. ``live``: job key -> SLURM state
+    (R, PD, ...) of jobs still in the queue; ``outcomes``: each job's last attempt (:func:`harness.paper.job.outcomes`)."""
+    outcomes = outcomes or {}
+    lines = [f"{'stage':20s} {'state':8s} {'jobs':>4s} {'done':>4s} {'run':>4s} {'queue':>5s} {'fail':>4s} "
+             f"{'GPU-h spent':>11s} {'estimate':>9s}"]
+    total_spent = total_estimate = 0.0
     for s in stages:
         ss = [states[j.key] for j in s.jobs]
-        state = [live.get(j.key, "") for j in s.jobs]
-        failed = [x for x in ss if x.failed and not x.finished]
-        lines.append(f"{s.name:20s} {sum(x.finished for x in ss):5d} {state.count('R'):5d} {state.count('PD'):5d} "
-                     f"{len(failed):5d} {spent.get(s.name, 0.0):12.2f} {stage_hours(s, states, tp, gpu):9.1f}")
-        lines += [f"    {x.job.key}: {x.failed[0]}" for x in failed[:5]]
+        queue = [live.get(j.key, "") for j in s.jobs]
+        errors = {x.job.key: _error(x, outcomes.get(x.job.key)) for x in ss if live.get(x.job.key) is None}
+        failed = {k: e for k, e in errors.items() if e}
+        done, running, queued = sum(x.finished for x in ss), queue.count("R"), sum(q not in ("", "R") for q in queue)
+        state = ("done" if done == len(ss) else "running" if running else "failed" if failed else
+                 "queued" if queued else "pending")
+        estimate = stage_hours(s, states, tp, gpu)
+        total_spent, total_estimate = total_spent + spent.get(s.name, 0.0), total_estimate + estimate
+        lines.append(f"{s.name:20s} {state:8s} {len(ss):4d} {done:4d} {running:4d} {queued:5d} {len(failed):4d} "
+                     f"{spent.get(s.name, 0.0):11.2f} {estimate:9.1f}")
+        lines += [f"    {k}: {e}" for k, e in list(failed.items())[:5]]
+        if len(failed) > 5:
+            lines.append(f"    ... and {len(failed) - 5} more")
+    lines.append(f"{'total':20s} {'':8s} {sum(len(s.jobs) for s in stages):4d} "
+                 f"{sum(states[j.key].finished for s in stages for j in s.jobs):4d} {'':4s} {'':5s} {'':4s} "
+                 f"{total_spent:11.2f} {total_estimate:9.1f}")
     return lines
+
+
+def _error(state: JobState, outcome: Mapping[str, Any] | None) -> str | None:
+    """Why an unfinished job failed: its first failed cell's record, else its last attempt's error."""
+    if state.finished:
+        return None
+    if state.failed:
+        return state.failed[0] + (f" (+{len(state.failed) - 1} more cells)" if len(state.failed) > 1 else "")
+    if outcome and outcome.get("status") == "failed":
+        return str(outcome.get("error"))
+    return None

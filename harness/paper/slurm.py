@@ -1,7 +1,9 @@
 """The SLURM executor: the whole graph submitted at once through submitit, one job array per stage, each array
 waiting on its upstream arrays with SLURM's own ``afterok`` / ``afterany``. Returns as soon as everything is
 queued; nothing stays alive on the login node. A ledger beside the results (job key -> SLURM id) makes a re-submit
-resume: finished jobs are skipped (records), jobs still queued or running are not submitted again but waited on.
+resume: finished jobs are skipped (records), jobs still queued or running are not submitted again but waited on;
+a pending job that can never start (an ``afterok`` upstream ended FAILED) is cancelled and submitted again, waiting on
+the upstream's new attempt.
 """
 
 from __future__ import annotations
@@ -15,12 +17,32 @@ from typing import Any
 from harness.paper.graph import Stage
 from harness.paper.plan import JobState
 
+#: why a pending job will never start (an ``afterok`` upstream failed): re-submitting replaces it
+NEVER = "DependencyNeverSatisfied"
 
-def live_ids() -> set[str]:
-    """SLURM ids (``123`` and ``123_4``) of this user's jobs that are pending or running."""
-    out = subprocess.run(["squeue", "-h", "-r", "--me", "-t", "PD,R,CF,RQ,S", "-o", "%i"], capture_output=True,
-                         text=True, check=False).stdout
-    return {i for line in out.split() for i in (line, line.split("_")[0])}
+
+def queue() -> dict[str, tuple[str, str]]:
+    """SLURM id (``123_4``) -> (state, reason) of this user's queued jobs, one line per array task; empty where
+    SLURM is absent."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "--me", "-o", "%i|%t|%r"], capture_output=True, text=True,
+                             check=False).stdout
+    except FileNotFoundError:
+        return {}
+    return {i: (t, r) for i, t, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
+
+
+def live_ids(ledger: Mapping[str, str]) -> set[str]:
+    """The ledger's SLURM ids still queued or running; pending ones that can never start are cancelled."""
+    q = queue()
+    doomed = sorted({i for i in ledger.values() if q.get(i, ("", ""))[1] == NEVER})
+    if doomed:
+        subprocess.run(["scancel", *doomed], check=False)
+    return {i for i in ledger.values() if i in q and i not in doomed and q[i][0] in LIVE}
+
+
+#: squeue states of a job that will still run (pending, running, configuring, requeued, suspended, completing)
+LIVE = ("PD", "R", "CF", "RQ", "RH", "RF", "RS", "S", "CG")
 
 
 def _executor(folder: Path, stage: Stage, cluster: Mapping[str, Any], dependency: str | None) -> Any:
@@ -50,11 +72,11 @@ def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Pat
 
     ledger_path = folder / "ledger.json"
     ledger: dict[str, str] = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
-    live = live_ids()
+    live = live_ids(ledger)
     ids: dict[str, list[str]] = {}
     for stage in stages:
         todo = [j for j in stage.jobs if not states[j.key].finished]
-        queued = [ledger[j.key] for j in todo if ledger.get(j.key) in live]
+        queued = [ledger[j.key] for j in stage.jobs if ledger.get(j.key) in live]   # still waited on
         new = [j for j in todo if ledger.get(j.key) not in live]
         deps = [f"{cond}:{':'.join(ids[up])}" for up, cond in stage.after if ids.get(up)]
         ids[stage.name] = list(queued)
@@ -71,9 +93,4 @@ def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Pat
 
 def queue_states() -> dict[str, str]:
     """SLURM id -> state (PD, R, ...) of this user's queued jobs; empty where SLURM is absent."""
-    try:
-        out = subprocess.run(["squeue", "-h", "-r", "--me", "-o", "%i %t"], capture_output=True, text=True,
-                             check=False).stdout
-    except FileNotFoundError:
-        return {}
-    return dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+    return {i: t for i, (t, _) in queue().items()}
