@@ -36,7 +36,8 @@ def texts_for(args, model) -> list[str]:
         from harness.data.beir import load_local
 
         return load_local(args.data, os.path.basename(os.path.normpath(args.data)), "test").documents()[: args.n_docs]
-    spec = SetSpec(length=512) if args.set == "short_fixed" else SetSpec(mean=256, std=64, min=32, max=512)
+    spec = (SetSpec(length=512, batch_size=512) if args.set == "short_fixed"
+            else SetSpec(mean=256, std=64, min=32, max=512, batch_size=512))
     lengths = tp.set_lengths(spec, args.n_docs, 42)
     ids = tp.batch_token_ids(lengths.tolist(), 42, 0, 100, 16000)
     return model.tokenizer.batch_decode([x.tolist() for x in ids], skip_special_tokens=True)

@@ -38,7 +38,7 @@ class SetSpec:
     std: float | None = None
     min: int | None = None
     max: int | None = None
-    batch_size: int = 512
+    batch_size: int
 
     def __post_init__(self) -> None:
         fixed = self.length is not None
