@@ -153,7 +153,7 @@ class MtebFamily(Family):
             mteb_version = None
         return self.identity(replace={"task.mteb_version": mteb_version})   # mteb's evaluator makes the number
 
-    def task_spec(self, name: str, split: str) -> str:
+    def mteb_task_spec(self, name: str, split: str) -> str:
         """What defines a cell's data and scoring: the task, its dataset revision, split and subsets."""
         task = self.tasks[name]
         meta = task.metadata
@@ -170,7 +170,7 @@ class MtebFamily(Family):
         for name, task in self.tasks.items():
             first = task.metadata.eval_splits[0]
             for split in task.eval_splits:
-                out.append(Cell(_dataset_name(name, split, first), rid, ident, self.task_spec(name, split),
+                out.append(Cell(_dataset_name(name, split, first), rid, ident, self.mteb_task_spec(name, split),
                                 (name, split)))
         return out
 
