@@ -41,6 +41,7 @@ def load_selections(family: str, results_dir: str | Path, model: str | None = No
     """Choices per model for ``family`` from the records under ``results_dir`` (and the records read); with
     ``experiment``, only the records of that experiment (the ``experiment`` config key) count."""
     if not Path(results_dir).is_dir():
+        specs.find(family) or specs.get(family)   # an unknown task is named first (it may be a typo)
         raise HarnessError(f"results directory {results_dir} does not exist; run a sweep first or pass --results")
     recs = [r for _, r in results.iter_records(results_dir) if experiment is None or r.experiment == experiment]
     return choose(family, recs, model), recs
