@@ -1,0 +1,439 @@
+"""The whole paper for one model as one graph (``python -m harness.paper``), end to end: the shrunk graph of
+tests/fixtures/paper-tiny.yaml (every stage of conf/paper/paper.yaml, a few jobs each) on the tiny ModernBERT and
+tiny local data for every Table 1 column, run locally and on the real single-node SLURM cluster
+(slurm/local-cluster.sh; the ``slurm`` tests skip without one): records, resume, preview, status, failure policy."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from harness import results
+from tests.conftest import REPO, TINY_MODEL, TOPICS, write_beir_folder, write_triplets
+
+PAPER = REPO / "tests" / "fixtures" / "paper-tiny.yaml"
+TABLE1 = ("beir_dpr", "mldr_ood_dpr", "mldr_id_dpr", "beir_colbert", "mldr_ood_colbert", "glue", "csn", "sqa")
+ROW = "run:tiny-modernbert|ModernBERT|base"
+
+
+# ------------------------------------------------------------------------------------------------ data
+BEIR = ["nfcorpus", "scifact", "trec-covid", "fiqa", "arguana", "climate-fever", "dbpedia-entity", "fever", "hotpotqa",
+        "msmarco", "nq", "quora", "scidocs", "webis-touche2020"]
+CQA = ["android", "english", "gaming", "gis", "mathematica", "physics", "programmers", "stats", "tex", "unix",
+       "webmasters", "wordpress"]
+LANGS = ["go", "java", "javascript", "php", "python", "ruby"]
+
+
+def write_paper_data(root: Path) -> Path:
+    """Every folder the shrunk graph's jobs read, under ``root``; returns ``root``."""
+    for name in BEIR:
+        write_beir_folder(root, name, docs_per_topic=3)
+    # msmarco is evaluated on dev: the same judgements as test
+    (root / "msmarco" / "qrels" / "dev.tsv").write_text((root / "msmarco" / "qrels" / "test.tsv").read_text())
+    for member in CQA:
+        write_beir_folder(root / "cqadupstack", member, docs_per_topic=3)
+    write_beir_folder(root, "stackoverflow-qa", docs_per_topic=3)
+    _glue(root)
+    _mldr(root / "mldr-v1.0-en")
+    _codesearchnet(root / "codesearchnet")
+    write_triplets(root / "triplets.tsv", n=32)
+    _kd(root / "kd.jsonl")
+    return root
+
+
+def _glue(root: Path) -> None:
+    from tests.test_glue_runs import _pair_file, _sentence, write_tiny_glue
+
+    write_tiny_glue(root)                                   # MNLI and RTE
+    rng = random.Random(1)
+    binary = ["0", "1"]
+    for folder, head, labels in (("QNLI", "index\tquestion\tsentence\tlabel", ["entailment", "not_entailment"]),
+                                 ("QQP", "id\tquestion1\tquestion2\tis_duplicate", binary),
+                                 ("STS-B", "index\tsentence1\tsentence2\tscore", ["0.5", "2.5", "4.0"])):
+        for split, n in (("train", 24), ("dev", 8)):
+            _pair_file(root / folder / f"{split}.tsv", head, n, labels, rng)
+    for split, n in (("train", 24), ("dev", 8)):
+        mrpc = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"
+        rows = [f"{i % 2}\t{i}\t{i + 1}\t{_sentence(rng)}\t{_sentence(rng)}" for i in range(n)]
+        (root / "MRPC").mkdir(exist_ok=True)
+        (root / "MRPC" / f"{split}.tsv").write_text("\n".join([mrpc, *rows]) + "\n", encoding="utf-8")
+        (root / "SST-2").mkdir(exist_ok=True)
+        sst = [f"{_sentence(rng)}\t{i % 2}" for i in range(n)]
+        (root / "SST-2" / f"{split}.tsv").write_text("\n".join(["sentence\tlabel", *sst]) + "\n")
+        (root / "CoLA").mkdir(exist_ok=True)
+        cola = [f"src\t{i % 2}\t\t{_sentence(rng)}" for i in range(n)]
+        (root / "CoLA" / f"{split}.tsv").write_text("\n".join(cola) + "\n")
+
+
+def _mldr(folder: Path) -> None:
+    """MLDR's layout: each topic's four documents (longer texts), one test and one train query per document."""
+    from harness.data import mldr
+
+    docs: dict[str, str] = {}
+    for topic, words in TOPICS.items():
+        for i in range(4):
+            docs[f"{topic}-{i}"] = f"{topic} {i}. " + " ".join(words.split()[i:] * 6)
+    test, train = [], []
+    for k, did in enumerate(docs):
+        topic, i = did.rsplit("-", 1)
+        word = TOPICS[topic].split()[int(i)]
+        other = list(docs)[(k + 4) % len(docs)]
+        test.append(_mldr_row(f"t{did}", f"{topic} {word}", (did, docs[did])))
+        train.append(_mldr_row(f"r{did}", f"about {topic} {word}", (did, docs[did]), (other, docs[other])))
+    mldr.write_folder(folder, list(docs.items()), {"test": test, "train": train})
+
+
+def _mldr_row(qid: str, query: str, pos: tuple[str, str], neg: tuple[str, str] | None = None) -> dict:
+    return {"query_id": qid, "query": query, "positive_passages": [{"docid": pos[0], "text": pos[1]}],
+            "negative_passages": [{"docid": neg[0], "text": neg[1]}] if neg else []}
+
+
+def _codesearchnet(root: Path) -> None:
+    """CodeXGLUE ``test.jsonl`` per language: one function per topic word, its docstring naming it."""
+    for lang in LANGS:
+        rows = [{"code": f"def {w}_{k}(x): return x + {k}", "docstring": f"{topic}: {w} number {k}",
+                 "partition": "test", "language": lang}
+                for topic, words in TOPICS.items() for k, w in enumerate(words.split()[:3])]
+        (root / lang).mkdir(parents=True, exist_ok=True)
+        (root / lang / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _kd(path: Path, n: int = 16) -> None:
+    """ColBERT KD rows in the ``joined`` layout: a query, four documents, a teacher score each."""
+    topics = list(TOPICS.items())
+    rows = []
+    for i in range(n):
+        (ta, wa), (tb, wb) = topics[i % 5], topics[(i + 1) % 5]
+        docs = [f"{ta}: {wa}", f"{ta} {i}: {wa[::-1]}", f"{tb}: {wb}", f"{tb} {i}"]
+        rows.append({"query": f"{ta} question {i}", "documents": docs, "scores": [9.0, 7.0, 2.0, 1.0]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def common(work: Path, outputs: Path | None = None) -> list[str]:
+    """What every job gets: the tiny ModernBERT (one leaderboard row) and this run's folders."""
+    return ["model=modernbert-base", f"model.path={TINY_MODEL}", "model.name=tiny-modernbert", "model.max_length=128",
+            "precision=fp32", "device=cpu", f"paths.results={work}/results", f"paths.outputs={outputs or work}/outputs",
+            f"paths.cache={outputs or work}/cache"]
+
+
+def paper(work: Path, data: Path, *extra: str, graph: Path = PAPER, outputs: Path | None = None,
+          timeout: int = 1500) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.paper", f"paper={graph}", f"paper.data={data}",
+                           *common(work, outputs), *extra], capture_output=True, text=True, cwd=REPO, timeout=timeout)
+
+
+def records(work: Path) -> dict[tuple[str, str, str], tuple[str, float | None]]:
+    """(task, dataset, run id) -> (status, main score) of every record under ``work``."""
+    return {(r.task, r.dataset, r.run_id): (r.status, r.score) for _, r in results.iter_records(work / "results")}
+
+
+def folder_of(work: Path) -> Path:
+    return work / "paper" / "tiny-modernbert"
+
+
+def outcomes(work: Path) -> dict[str, dict]:
+    from harness.paper.job import outcomes as read
+
+    return read(folder_of(work))
+
+
+def stage_rows(out: str) -> dict[str, list[str]]:
+    """The table lines of --dry-run / --status, by stage name."""
+    return {line.split()[0]: line.split() for line in out.splitlines() if line.split()}
+
+
+def epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def failing_graph(tmp: Path, min_finished: float) -> Path:
+    """The DPR part of the shrunk graph, one LR that diverges (NaN: failed cells) beside the two that finish."""
+    g = OmegaConf.load(PAPER)
+    g.stages = {"dpr": g.stages.dpr}
+    g.stages.dpr.params = {"task.lr": "1e-4,3e-4,1e30"}
+    g.leaderboard, g.min_finished = False, min_finished
+    OmegaConf.save(g, tmp / "failing.yaml")
+    return tmp / "failing.yaml"
+
+
+def expected(work: Path) -> set[tuple[str, str]]:
+    """(task, dataset) of every record the shrunk graph writes: both LRs on the selection sets, the selected one
+    on all 15 BEIR sets (CQADupstack: its 12 subforums and their mean), for DPR and ColBERT; GLUE's 8 tasks; MLDR
+    OOD, ID and OOD ColBERT; CodeSearchNet's six languages and their mean, StackOverflow-QA; efficiency."""
+    beir = {*BEIR, "cqadupstack", *(f"cqadupstack-{m}" for m in CQA)}
+    return ({("glue", t) for t in ("mnli", "sst2", "qnli", "qqp", "cola", "rte", "mrpc", "stsb")}
+            | {(t, d) for t in ("beir", "colbert") for d in beir} | {("mldr", "mldr-en")}
+            | {("code", d) for d in ("codesearchnet", "stackoverflow-qa", *(f"codesearchnet-{x}" for x in LANGS))}
+            | {("efficiency", "short_variable")})
+
+
+# ------------------------------------------------------------------------------------------------ locally
+class Ran:
+    def __init__(self, work: Path, proc: subprocess.CompletedProcess, seconds: float) -> None:
+        self.work, self.proc, self.seconds = work, proc, seconds
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    return write_paper_data(tmp_path_factory.mktemp("paper-data"))
+
+
+@pytest.fixture(scope="module")
+def local_run(data: Path, tmp_path_factory) -> Ran:
+    work = tmp_path_factory.mktemp("paper-local")
+    start = time.time()
+    proc = paper(work, data, "paper.launcher=local")
+    return Ran(work, proc, time.time() - start)
+
+
+def test_local_graph_runs_end_to_end_and_fills_every_table1_column(local_run: Ran) -> None:
+    assert local_run.proc.returncode == 0, local_run.proc.stderr[-3000:]
+    recs = records(local_run.work)
+    assert all(status == "ok" for status, _ in recs.values())
+    assert {(t, d) for t, d, _ in recs} == expected(local_run.work)
+    runs = {t: {r for tt, d, r in recs if tt == t and d == "nfcorpus"} for t in ("beir", "colbert")}
+    assert len(runs["beir"]) == 2 and len(runs["colbert"]) == 2                 # two LRs swept each
+    for task in ("beir", "colbert"):                                            # one LR reported everywhere
+        assert len({r for t, d, r in recs if t == task and d == "arguana"}) == 1
+    mldr = {r.details["setting"] + "/" + r.details["retriever"] for _, r in results.iter_records(
+        local_run.work / "results") if r.task == "mldr"}
+    assert mldr == {"ood/single_vector", "id/single_vector", "ood/multi_vector"}
+    glue = {r.dataset: r for _, r in results.iter_records(local_run.work / "results") if r.task == "glue"}
+    for chained in ("rte", "mrpc", "stsb"):                                     # from the selected MNLI run
+        assert glue[chained].details["init_from_run_id"] == glue["mnli"].run_id
+    from harness.leaderboard import build_leaderboard
+
+    assert (local_run.work / "site" / "index.html").is_file()                  # the graph's last job built it
+    row = build_leaderboard([local_run.work / "results"], published=False).table("overview").cells[ROW]
+    assert set(row) == set(TABLE1), set(TABLE1) - set(row)
+    assert not any(row[c].partial for c in TABLE1)                              # complete means, not partial ones
+    print(f"local end to end: {local_run.seconds:.0f} s")
+
+
+def test_dry_run_on_the_finished_folder_shows_every_job_done(local_run: Ran, data: Path) -> None:
+    p = paper(local_run.work, data, "--dry-run")
+    assert p.returncode == 0, p.stderr
+    rows = stage_rows(p.stdout)
+    for stage in ("glue.mnli", "glue.mnli.select", "glue", "glue.chained", "glue.select", "dpr", "dpr.select",
+                  "dpr.report", "mldr_ood", "mldr_id", "code", "colbert", "colbert.select", "colbert.report",
+                  "mldr_colbert", "efficiency", "leaderboard"):
+        assert rows[stage][2] == rows[stage][3], rows[stage]                     # jobs == done
+    assert rows["total"][1] == rows["total"][2] == "19" and "(0.0 left to run)" in p.stdout
+    assert "measured here" in p.stdout                                          # the efficiency job's throughput
+
+
+def test_a_rerun_does_nothing_new(local_run: Ran, data: Path) -> None:
+    files = sorted((local_run.work / "results").rglob("*.json")) + sorted(folder_of(local_run.work).rglob("*.json"))
+    before = {f: f.stat().st_mtime_ns for f in files if f.name != "context.json"}
+    p = paper(local_run.work, data)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "[1/" not in p.stderr and "python -m harness " not in p.stdout     # no job started
+    after = {f: f.stat().st_mtime_ns for f in files if f.name != "context.json"}
+    assert after == before and not list((local_run.work / "results").rglob("*.lock"))
+
+
+def test_status_on_the_finished_folder(local_run: Ran, data: Path) -> None:
+    p = paper(local_run.work, data, "--status")
+    assert p.returncode == 0, p.stderr
+    rows = stage_rows(p.stdout)
+    assert {rows[s.split()[0]][1] for s in p.stdout.splitlines()[1:-1]} == {"done"}
+    assert rows["total"][1:3] == ["19", "19"] and float(rows["total"][3]) > 0      # device-hours spent
+    assert float(rows["dpr"][7]) > 0 and float(rows["dpr"][8]) > 0                # spent and estimated
+
+
+def test_failure_policy_locally(local_run: Ran, data: Path, tmp_path: Path) -> None:
+    """A sweep point fails (NaN): the selection still runs after the sweep (afterany) and refuses with one line
+    when fewer than paper.min_finished of the points finished; --status names the failed cells and the refusal;
+    with a lower bound the selection goes through, reporting what failed."""
+    shutil.copytree(local_run.work / "results", tmp_path / "results")          # the two good LRs are done
+    graph = failing_graph(tmp_path, 0.9)
+    p = paper(tmp_path, data, graph=graph, outputs=local_run.work)
+    assert p.returncode == 1
+    refusal = [line for line in p.stderr.splitlines() if "paper.min_finished" in line]
+    assert len(refusal) == 1 and refusal[0].startswith("error: dpr.select: 2 of 3 runs finished, fewer than 90%")
+    assert "dpr[lr=1e+30]" in refusal[0] and "nan" in refusal[0]
+    done = outcomes(tmp_path)
+    assert done["dpr[lr=1e+30]"]["status"] == "failed" and done["dpr.select"]["status"] == "failed"
+    assert epoch(done["dpr.select"]["started"]) > epoch(done["dpr[lr=1e+30]"]["ended"])   # after the sweep ended
+    assert "dpr.report" not in done                                             # afterok: never started
+
+    s = paper(tmp_path, data, "--status", graph=graph, outputs=local_run.work)
+    rows, lines = stage_rows(s.stdout), s.stdout.splitlines()
+    assert rows["dpr"][1:7] == ["failed", "3", "2", "0", "0", "1"] and rows["dpr.select"][1] == "failed"
+    assert rows["dpr.report"][1] == "pending"
+    cell = lines[next(i for i, line in enumerate(lines) if line.startswith("dpr ")) + 1]
+    assert cell.strip().startswith("dpr[lr=1e+30]: nfcorpus (") and "training loss became nan" in cell
+    assert any(line.strip().startswith("dpr.select: dpr.select: 2 of 3 runs finished") for line in lines)
+
+    context = folder_of(tmp_path) / "context.json"
+    ctx = json.loads(context.read_text())
+    ctx["paper"]["min_finished"] = 0.5
+    context.write_text(json.dumps(ctx))
+    ok = subprocess.run([sys.executable, "-m", "harness.paper.job", str(context), "dpr.select"], capture_output=True,
+                        text=True, cwd=REPO, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert "dpr.select: 1 of 3 runs failed: dpr[lr=1e+30]" in ok.stdout
+
+
+# ------------------------------------------------------------------------------------------------ on SLURM
+SLURM = ("paper.launcher=slurm", "paper.cluster=local")
+
+
+def squeue() -> dict[str, str]:
+    from harness.paper.slurm import queue_states
+
+    return queue_states()
+
+
+def wait_for(ledger_path: Path, timeout: float = 1500) -> None:
+    """Until none of the ledger's jobs is queued or running."""
+    end = time.time() + timeout
+    while time.time() < end:
+        ids = set(json.loads(ledger_path.read_text()).values())
+        if not ids & set(squeue()):
+            return
+        time.sleep(3)
+    raise AssertionError(f"SLURM jobs still queued after {timeout:.0f} s: {sorted(ids & set(squeue()))}")
+
+
+def scontrol(job_id: str) -> dict[str, str]:
+    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, check=False).stdout
+    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+
+
+class Submitted(Ran):
+    returned: float           # when the submit command returned
+    requeued: str             # the job key requeued while it ran
+    ledger: dict[str, str]    # after the first submission
+    resubmit: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="module")
+def slurm_run(data: Path, tmp_path_factory) -> Submitted:
+    """The shrunk graph submitted at once; while it runs, one running job is requeued (``scontrol requeue``) and
+    the graph re-submitted; then wait until SLURM has run everything."""
+    from tests.conftest import slurm_unavailable
+
+    if reason := slurm_unavailable():
+        pytest.skip(reason)
+    work = tmp_path_factory.mktemp("paper-slurm")
+    start = time.time()
+    proc = paper(work, data, *SLURM, timeout=300)
+    run = Submitted(work, proc, 0.0)
+    run.returned = time.time()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ledger_path = folder_of(work) / "ledger.json"
+    run.ledger = json.loads(ledger_path.read_text())
+    run.requeued = ""
+    while not run.requeued and time.time() - start < 900:
+        q = squeue()
+        running = [k for k, i in run.ledger.items() if q.get(i) == "R" and not k.endswith((".select", "leaderboard"))]
+        if running:
+            time.sleep(4)                                   # let its harness process start
+            if squeue().get(run.ledger[running[0]]) == "R":
+                subprocess.run(["scontrol", "requeue", run.ledger[running[0]]], check=True)
+                run.requeued = running[0]
+        time.sleep(1)
+    run.resubmit = paper(work, data, *SLURM, timeout=300)
+    wait_for(ledger_path)
+    run.seconds = time.time() - start
+    return run
+
+
+@pytest.mark.slurm
+def test_slurm_submit_returns_at_once_and_every_dependency_holds(slurm_run: Submitted) -> None:
+    from harness.paper import graph
+
+    done = outcomes(slurm_run.work)
+    assert set(done) == set(slurm_run.ledger) and all(o["status"] == "ok" for o in done.values()), \
+        {k: o["error"] for k, o in done.items() if o["status"] != "ok"}
+    assert all(o["slurm"].get("array_job_id") for o in done.values())          # each ran as a SLURM array task
+    assert slurm_run.returned < min(epoch(o["ended"]) for o in done.values())   # nothing waited for a job
+    ctx = json.loads((folder_of(slurm_run.work) / "context.json").read_text())
+    stages = {s.name: s for s in graph.build(ctx["paper"], ctx["common"])}
+    held = 0
+    for stage in stages.values():
+        for up, _ in stage.after:
+            for job in stage.jobs:
+                for first in stages[up].jobs:
+                    assert epoch(done[job.key]["started"]) > epoch(done[first.key]["ended"]), (job.key, first.key)
+                    held += 1
+    assert held > 40
+    print(f"SLURM end to end: {slurm_run.seconds:.0f} s")
+
+
+@pytest.mark.slurm
+def test_slurm_gives_the_same_records_as_the_local_run(slurm_run: Submitted, local_run: Ran) -> None:
+    here, there = records(slurm_run.work), records(local_run.work)
+    assert set(here) == set(there)                                              # the same run ids, nothing more
+    for key, (status, score) in there.items():
+        assert here[key][0] == status == "ok"
+        if key[0] != "efficiency":                                              # throughput: this machine's now
+            assert here[key][1] == pytest.approx(score, abs=1e-6), key
+
+
+@pytest.mark.slurm
+def test_slurm_requeue_and_resubmit_lose_and_duplicate_nothing(slurm_run: Submitted, data: Path) -> None:
+    assert slurm_run.requeued and slurm_run.resubmit.returncode == 0, slurm_run.resubmit.stderr[-2000:]
+    after = json.loads((folder_of(slurm_run.work) / "ledger.json").read_text())
+    assert after == slurm_run.ledger                                            # nothing submitted twice
+    assert (len(list((slurm_run.work / "results").rglob("*.json")))
+            == len(records(slurm_run.work)) == len(expected(slurm_run.work)) + 2 * 4)   # the other LR's 4 sets
+    assert not list((slurm_run.work / "results").rglob("*.lock"))
+    assert not [p for p in (slurm_run.work / "outputs").rglob("trainer") if p.is_dir()]
+    p = paper(slurm_run.work, data, *SLURM, "--dry-run")
+    assert p.returncode == 0 and "(0.0 left to run)" in p.stdout
+    rows = stage_rows(p.stdout)
+    assert rows["total"][1] == rows["total"][2] == "19"
+    s = paper(slurm_run.work, data, *SLURM, "--status")
+    assert {row[1] for name, row in stage_rows(s.stdout).items() if name not in ("stage", "total")} == {"done"}
+
+
+@pytest.mark.slurm
+def test_slurm_failed_cell_ends_failed_and_a_resubmit_replaces_what_can_never_start(
+        slurm_run: Submitted, data: Path, tmp_path: Path) -> None:
+    """A diverging LR: its job ends FAILED; the selection runs after the sweep anyway (afterany) and refuses
+    (FAILED); the report, waiting on it with afterok, can never start; re-submitted with a lower bound, the refused
+    selection and the stuck report are replaced and run."""
+    shutil.copytree(slurm_run.work / "results", tmp_path / "results")
+    for _, rec in results.iter_records(tmp_path / "results"):                  # the report has work left to do
+        if rec.task == "beir" and rec.dataset in ("arguana", "scidocs"):
+            results.record_path(tmp_path / "results", "beir", "tiny-modernbert", rec.run_id, rec.dataset).unlink()
+    graph = failing_graph(tmp_path, 0.9)
+    p = paper(tmp_path, data, *SLURM, graph=graph, outputs=slurm_run.work, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    ledger_path = folder_of(tmp_path) / "ledger.json"
+    first = json.loads(ledger_path.read_text())
+    assert set(first) == {"dpr[lr=1e+30]", "dpr.select", "dpr.report"}
+    end = time.time() + 600
+    while squeue().get(first["dpr.report"]) == "PD" and scontrol(first["dpr.report"]).get("Reason") != "DependencyNeverSatisfied":
+        assert time.time() < end
+        time.sleep(3)
+    for key in ("dpr[lr=1e+30]", "dpr.select"):
+        info = scontrol(first[key])
+        assert info["JobState"] == "FAILED" and info["ExitCode"] != "0:0", (key, info.get("JobState"))
+    done = outcomes(tmp_path)
+    assert epoch(done["dpr.select"]["started"]) > epoch(done["dpr[lr=1e+30]"]["ended"])
+    assert "fewer than 90%" in done["dpr.select"]["error"]
+
+    again = paper(tmp_path, data, *SLURM, "paper.min_finished=0.5", graph=graph, outputs=slurm_run.work,
+                  timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    second = json.loads(ledger_path.read_text())
+    assert all(second[k] != first[k] for k in first)                            # replaced, not duplicated
+    assert scontrol(first["dpr.report"]).get("JobState") == "CANCELLED"
+    wait_for(ledger_path, 900)
+    done = outcomes(tmp_path)
+    assert done["dpr.select"]["status"] == "ok" and done["dpr.report"]["status"] == "ok"
+    assert done["dpr[lr=1e+30]"]["status"] == "failed"
+    assert epoch(done["dpr.report"]["started"]) > epoch(done["dpr.select"]["ended"])
