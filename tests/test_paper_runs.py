@@ -156,8 +156,13 @@ def epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp).timestamp()
 
 
-def failing_graph(tmp: Path, min_finished: float) -> Path:
-    """The DPR part of the shrunk graph, one LR that diverges (NaN: failed cells) beside the two that finish."""
+def failing_graph(src: Path, tmp: Path, min_finished: float) -> Path:
+    """The DPR part of the shrunk graph, one LR that diverges (NaN: failed cells) beside the two that finish, over
+    a copy of ``src``'s records less two of the report's (so the report has work left)."""
+    shutil.copytree(src / "results", tmp / "results")
+    for _, rec in results.iter_records(tmp / "results"):
+        if rec.task == "beir" and rec.dataset in ("arguana", "scidocs"):
+            results.record_path(tmp / "results", "beir", "tiny-modernbert", rec.run_id, rec.dataset).unlink()
     g = OmegaConf.load(PAPER)
     g.stages = {"dpr": g.stages.dpr}
     g.stages.dpr.params = {"task.lr": "1e-4,3e-4,1e30"}
@@ -255,8 +260,7 @@ def test_failure_policy_locally(local_run: Ran, data: Path, tmp_path: Path) -> N
     """A sweep point fails (NaN): the selection still runs after the sweep (afterany) and refuses with one line
     when fewer than paper.min_finished of the points finished; --status names the failed cells and the refusal;
     with a lower bound the selection goes through, reporting what failed."""
-    shutil.copytree(local_run.work / "results", tmp_path / "results")          # the two good LRs are done
-    graph = failing_graph(tmp_path, 0.9)
+    graph = failing_graph(local_run.work, tmp_path, 0.9)                        # the two good LRs are done
     p = paper(tmp_path, data, graph=graph, outputs=local_run.work)
     assert p.returncode == 1
     refusal = [line for line in p.stderr.splitlines() if "paper.min_finished" in line]
@@ -357,7 +361,7 @@ def test_slurm_submit_returns_at_once_and_every_dependency_holds(slurm_run: Subm
     done = outcomes(slurm_run.work)
     assert set(done) == set(slurm_run.ledger) and all(o["status"] == "ok" for o in done.values()), \
         {k: o["error"] for k, o in done.items() if o["status"] != "ok"}
-    assert all(o["slurm"].get("array_job_id") for o in done.values())          # each ran as a SLURM array task
+    assert all(o["slurm"].get("job_id") for o in done.values())                # each ran as a SLURM job
     assert slurm_run.returned < min(epoch(o["ended"]) for o in done.values())   # nothing waited for a job
     ctx = json.loads((folder_of(slurm_run.work) / "context.json").read_text())
     stages = {s.name: s for s in graph.build(ctx["paper"], ctx["common"])}
@@ -388,7 +392,8 @@ def test_slurm_requeue_and_resubmit_lose_and_duplicate_nothing(slurm_run: Submit
     after = json.loads((folder_of(slurm_run.work) / "ledger.json").read_text())
     assert after == slurm_run.ledger                                            # nothing submitted twice
     assert (len(list((slurm_run.work / "results").rglob("*.json")))
-            == len(records(slurm_run.work)) == len(expected(slurm_run.work)) + 2 * 4)   # the other LR's 4 sets
+            == len(records(slurm_run.work)) == len(expected(slurm_run.work)) + 2 * 4 + 2)   # the other LRs' 4 sets,
+    # MLDR's three settings (one column each, one dataset)
     assert not list((slurm_run.work / "results").rglob("*.lock"))
     assert not [p for p in (slurm_run.work / "outputs").rglob("trainer") if p.is_dir()]
     p = paper(slurm_run.work, data, *SLURM, "--dry-run")
@@ -405,11 +410,7 @@ def test_slurm_failed_cell_ends_failed_and_a_resubmit_replaces_what_can_never_st
     """A diverging LR: its job ends FAILED; the selection runs after the sweep anyway (afterany) and refuses
     (FAILED); the report, waiting on it with afterok, can never start; re-submitted with a lower bound, the refused
     selection and the stuck report are replaced and run."""
-    shutil.copytree(slurm_run.work / "results", tmp_path / "results")
-    for _, rec in results.iter_records(tmp_path / "results"):                  # the report has work left to do
-        if rec.task == "beir" and rec.dataset in ("arguana", "scidocs"):
-            results.record_path(tmp_path / "results", "beir", "tiny-modernbert", rec.run_id, rec.dataset).unlink()
-    graph = failing_graph(tmp_path, 0.9)
+    graph = failing_graph(slurm_run.work, tmp_path, 0.9)
     p = paper(tmp_path, data, *SLURM, graph=graph, outputs=slurm_run.work, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     ledger_path = folder_of(tmp_path) / "ledger.json"
