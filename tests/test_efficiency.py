@@ -163,7 +163,7 @@ def test_a_failed_probe_does_not_poison_the_next(tiny_model_dir: Path, capfd: py
 
 def test_a_probe_stopped_at_its_budget_is_slow(tiny_model_dir: Path) -> None:
     """A budget no forward can meet (1 ms for 256 x 512 tokens) stops the probe's process."""
-    probe = mb.probe_for(ModelSpec(name="tiny", path=str(tiny_model_dir)), device="cpu", precision="fp32",
+    probe = mb.probe_for(ModelSpec.based_on("bert-base", name="tiny", path=str(tiny_model_dir)), device="cpu", precision="fp32",
                          length=512, mode=None, memory_gb=None, id_range=(5, 1000), pad_id=0, seconds=0.001)
     got = mb.probe_once(probe, 256)
     assert got.status == "slow" and "0.001 s budget" in got.message and got.seconds > 0
