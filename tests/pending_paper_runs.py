@@ -1,3 +1,6 @@
+# Not collected yet (the name is not test_*.py): the end-to-end paper-graph tests, local and on SLURM, were not
+# verified whole after their last fixes and take 8-15 min on 2 cores; rename to test_paper_runs.py once they pass
+# within the suite budget (issue 18 stays open for this).
 """The whole paper for one model as one graph (``python -m harness.paper``), end to end: the shrunk graph of
 tests/fixtures/paper-tiny.yaml (every stage of conf/paper/paper.yaml, a few jobs each) on the tiny ModernBERT and
 tiny local data for every Table 1 column, run locally and on the real single-node SLURM cluster
