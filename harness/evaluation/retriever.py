@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from harness.evaluation.ir_metrics import evaluate_run
-from harness.evaluation.search import to_run
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -62,6 +61,8 @@ def evaluate(
     qids = list(queries)
     scores, idx, search_timings = retriever.search(list(queries.values()), search_width(top_k, ignore_identical_ids))
     timings |= search_timings
+    from harness.evaluation.search import to_run  # torch: planning a retrieval run imports none
+
     t0 = time.perf_counter()
     run = to_run(qids, ds.corpus_ids, scores, idx, top_k=top_k, ignore_identical_ids=ignore_identical_ids)
     metrics = evaluate_run({q: ds.qrels[q] for q in qids}, run)

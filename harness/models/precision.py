@@ -12,6 +12,8 @@ from harness.errors import HarnessError
 def resolve_device(device: str = "auto") -> str:
     """``auto`` -> cuda when torch sees a GPU, else cpu; an explicit device must exist here (checked before any
     work, so ``device=cuda`` on a CPU node fails in a second, not after loading the model)."""
+    if device == "cpu":   # nothing to check: planning a CPU run imports no torch
+        return device
     import torch
 
     if device == "auto":

@@ -100,8 +100,21 @@ def status_lines(stages: Sequence[Any], states: Any, tp: Any, cluster: dict[str,
     ledger = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
     queue = queue_states() if ledger else {}
     live = {key: queue[i] for key, i in ledger.items() if i in queue}
-    spent = {s.name: sum(states[j.key].seconds for j in s.jobs) * devices(s.kind, cluster) / 3600 for s in stages}
-    return show.status(stages, states, live, spent, tp, str(cluster.get("gpu", "rtx4090")), outcomes(folder))
+    done = outcomes(folder)
+    spent = {s.name: sum(job_seconds(done.get(j.key), states[j.key].seconds) for j in s.jobs)
+             * devices(s.kind, cluster) / 3600 for s in stages}
+    return show.status(stages, states, live, spent, tp, str(cluster.get("gpu", "rtx4090")), done)
+
+
+def job_seconds(outcome: dict[str, Any] | None, recorded: float) -> float:
+    """What a job held its devices for: its last attempt's wall time (start to end, loading included) where the
+    graph ran it, else what its records' timings add up to (runs made outside the graph)."""
+    from datetime import datetime
+
+    try:
+        return (datetime.fromisoformat(outcome["ended"]) - datetime.fromisoformat(outcome["started"])).total_seconds()
+    except (TypeError, KeyError, ValueError):
+        return recorded
 
 
 def devices(kind: str, cluster: dict[str, Any]) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -97,9 +96,20 @@ def _upstream(job: graph.Job, stages: Sequence[graph.Stage]) -> list[plan.JobSta
 
 
 def _harness(key: str, overrides: Sequence[str]) -> None:
+    """``python -m harness OVERRIDES`` in this process (a job is one process per run already: SLURM's, or the
+    local executor's), so torch and the libraries are imported once per job, not twice."""
+    from harness import cli
+
     print(f"[{key}] python -m harness {' '.join(overrides)}", flush=True)
-    rc = subprocess.run([sys.executable, "-m", "harness", *overrides], check=False).returncode
-    if rc != 0:
+    argv, sys.argv = sys.argv, [sys.argv[0], *overrides]
+    try:
+        cli.main()
+        rc: object = 0
+    except SystemExit as exc:
+        rc = exc.code
+    finally:
+        sys.argv = argv
+    if rc not in (0, None):
         raise JobFailed(f"{key}: python -m harness exited {rc} (its error line is above)")
 
 
