@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from harness.cli import check_group_overrides, group_options
 from harness.errors import HarnessError
 from harness.results import iter_records
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder, write_triplets
+from tests.forked import run_module
 
 
 @pytest.fixture()
@@ -40,8 +40,7 @@ def user_conf(tmp_path: Path) -> Path:
 
 def cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return run_module("harness", *args, cwd=REPO, env=env, timeout=timeout)
 
 
 def test_user_config_dir_model_task_and_choice_sweep_run(tmp_path: Path, user_conf: Path) -> None:

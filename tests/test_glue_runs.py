@@ -6,7 +6,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from hydra import compose, initialize_config_module
 from harness import results
 from harness.runner import RunFailed, run
 from harness.training.classification import load_classifier
+from tests.forked import run_module
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "fixtures" / "tiny-modernbert"
@@ -78,8 +78,7 @@ def records(work: Path) -> dict[str, results.ResultRecord]:
 
 
 def harness_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env=ENV)
+    return run_module("harness", *args, cwd=REPO, env=ENV, timeout=timeout)
 
 
 def test_sweep_writes_records_resumes_and_survives_nan(glue_dir, tmp_path):

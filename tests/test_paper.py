@@ -3,6 +3,7 @@ dry-run needs no hub. (Execution, local and on SLURM, is tested in test_paper_ru
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -89,3 +90,19 @@ def test_dry_run_for_modernbert_base_needs_no_hub(tmp_path) -> None:
     total = next(line for line in lines if line.startswith("total"))
     assert " 408 " in total and "GPU-hours estimated" in total and float(total.split()[3]) > 0
     assert not (tmp_path / "results").exists()                       # a preview writes nothing
+
+
+def test_a_job_that_ends_while_the_records_are_read_is_not_submitted_again(tmp_path) -> None:
+    """The re-submit race seen on the cluster: the queue is read before the records, so a job that ends in between
+    is still found queued (its id is waited on), never submitted a second time."""
+    from harness.paper import slurm
+    from harness.paper.graph import Job, Stage
+    from harness.paper.plan import JobState
+
+    job = Job(key="glue[lr=1]", stage="glue", mode="run", task="glue")
+    (tmp_path / "ledger.json").write_text(json.dumps({job.key: "126"}))
+    unfinished = {job.key: JobState(job=job, cells=4, done=0)}   # read while it ran
+    ids = slurm.submit([Stage("glue", "train", [job])], unfinished, tmp_path / "context.json", {}, tmp_path,
+                       queued={"126": ("R", "None")})             # the queue, read before: running
+    assert ids == {"glue": ["126"]}
+    assert json.loads((tmp_path / "ledger.json").read_text()) == {job.key: "126"}

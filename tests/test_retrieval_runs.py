@@ -15,6 +15,7 @@ from harness import results
 from harness.cli import run
 from harness.errors import HarnessError, TrainingDivergedError
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder, write_triplets
+from tests.forked import run_module
 
 TINY = [
     "model=all-minilm-l6-v2", f"model.path={TINY_MODEL}", "model.name=tiny-modernbert", "model.normalize=false",
@@ -171,8 +172,7 @@ def test_real_triplets_flatten(shared_data: Path) -> None:
 
 def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)
+    return run_module("harness", *args, cwd=cwd, env=env, timeout=600)
 
 
 def test_cli_unknown_names_closest_first() -> None:

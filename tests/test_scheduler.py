@@ -4,15 +4,13 @@ tests/test_slurm.py): the staging refusal, a non-zero exit when cells failed, th
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from test_glue_runs import ENV, REPO, tiny_overrides, write_tiny_glue
 
 from harness import results
+from tests.forked import run_module
 
 RTE = ["task.tasks=rte", "task.weight_decay=0", "task.epochs=1"]
 
@@ -23,8 +21,7 @@ def glue(tmp_path_factory) -> Path:
 
 
 def cli(*args: str, module: str = "harness", umask: int | None = None, timeout: int = 300):
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, env=ENV, preexec_fn=None if umask is None else (lambda: os.umask(umask)))
+    return run_module(module, *args, cwd=REPO, env=ENV, umask=umask, timeout=timeout)
 
 
 def test_staging_check_refuses_a_bad_glue_sweep_before_running_anything(glue, tmp_path):

@@ -61,6 +61,11 @@ def run(args: argparse.Namespace) -> int:
     paper = graph.load_paper(name, mine)
     cluster = cluster_profile(str(paper["cluster"]))
     stages = graph.build(paper, common)
+    queued = None
+    if paper["launcher"] == "slurm" and not (args.dry_run or args.status):
+        from harness.paper.slurm import queue
+
+        queued = queue()   # before the records are read: a job ending in between is then found in one or the other
     states = plan.plan(stages)
     model = next((s.model for s in states.values() if s.model), {})
     res = next((s.results for s in states.values() if s.results), "results")
@@ -83,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         return run_local(stages, states, context)
     from harness.paper.slurm import submit
 
-    ids = submit(stages, states, context, cluster, folder)
+    ids = submit(stages, states, context, cluster, folder, queued)
     for name, got in ids.items():
         if got:
             print(f"{name:20s} {', '.join(got)}")

@@ -58,7 +58,7 @@ def status(stages: Sequence[Stage], states: Mapping[str, JobState], live: Mappin
            spent: Mapping[str, float], tp: cost.Throughput, gpu: str,
            outcomes: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
     """Each stage: its state (done / running / queued / failed / pending) and job counts, the failing cells' (or
-    failed jobs') one-line errors, device-hours spent (records) vs the estimate. ``live``: job key -> SLURM state
+    failed jobs') one-line errors, device-hours spent (last attempts) vs the estimate. ``live``: job key -> SLURM state
     (R, PD, ...) of jobs still in the queue; ``outcomes``: each job's last attempt (:func:`harness.paper.job.outcomes`)."""
     outcomes = outcomes or {}
     lines = [f"{'stage':20s} {'state':8s} {'jobs':>4s} {'done':>4s} {'run':>4s} {'queue':>5s} {'fail':>4s} "
@@ -75,13 +75,13 @@ def status(stages: Sequence[Stage], states: Mapping[str, JobState], live: Mappin
         estimate = stage_hours(s, states, tp, gpu)
         total_spent, total_estimate = total_spent + spent.get(s.name, 0.0), total_estimate + estimate
         lines.append(f"{s.name:20s} {state:8s} {len(ss):4d} {done:4d} {running:4d} {queued:5d} {len(failed):4d} "
-                     f"{spent.get(s.name, 0.0):11.2f} {estimate:9.1f}")
+                     f"{spent.get(s.name, 0.0):11.3f} {estimate:9.1f}")
         lines += [f"    {k}: {e}" for k, e in list(failed.items())[:5]]
         if len(failed) > 5:
             lines.append(f"    ... and {len(failed) - 5} more")
     lines.append(f"{'total':20s} {'':8s} {sum(len(s.jobs) for s in stages):4d} "
                  f"{sum(states[j.key].finished for s in stages for j in s.jobs):4d} {'':4s} {'':5s} {'':4s} "
-                 f"{total_spent:11.2f} {total_estimate:9.1f}")
+                 f"{total_spent:11.3f} {total_estimate:9.1f}")
     return lines
 
 

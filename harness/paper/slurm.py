@@ -32,9 +32,10 @@ def queue() -> dict[str, tuple[str, str]]:
     return {i: (t, r) for i, t, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
 
 
-def live_ids(ledger: Mapping[str, str]) -> set[str]:
-    """The ledger's SLURM ids still queued or running; pending ones that can never start are cancelled."""
-    q = queue()
+def live_ids(ledger: Mapping[str, str], queued: Mapping[str, tuple[str, str]] | None = None) -> set[str]:
+    """The ledger's SLURM ids still queued or running (in ``queued``, a :func:`queue` taken before the records were
+    read, else now); pending ones that can never start are cancelled."""
+    q = queue() if queued is None else queued
     doomed = sorted({i for i in ledger.values() if q.get(i, ("", ""))[1] == NEVER})
     if doomed:
         subprocess.run(["scancel", *doomed], check=False)
@@ -66,13 +67,15 @@ def _executor(folder: Path, stage: Stage, cluster: Mapping[str, Any], dependency
 
 
 def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Path, cluster: Mapping[str, Any],
-           folder: Path) -> dict[str, list[str]]:
-    """Queue every unfinished job; returns stage -> the SLURM ids it runs as (new or already queued)."""
+           folder: Path, queued: Mapping[str, tuple[str, str]] | None = None) -> dict[str, list[str]]:
+    """Queue every unfinished job; returns stage -> the SLURM ids it runs as (new or already queued). ``queued``:
+    the queue as it was before ``states`` were read from the records (else it is read now, and a job that ended in
+    between would be neither finished nor queued, and submitted again)."""
     from harness.paper.job import run_job
 
     ledger_path = folder / "ledger.json"
     ledger: dict[str, str] = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
-    live = live_ids(ledger)
+    live = live_ids(ledger, queued)
     ids: dict[str, list[str]] = {}
     for stage in stages:
         todo = [j for j in stage.jobs if not states[j.key].finished]
