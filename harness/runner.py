@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from harness import families, locks, preflight, results
 from harness.errors import HarnessError
+from harness.families.parts import pending, run_part
 from harness.results import ResultRecord
 from harness.summary import print_summary
 
@@ -73,16 +74,6 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
     return shown
 
 
-def run_part(family: Family, results_dir: str, overwrite: bool) -> None:
-    """A part job (one corpus shard, ``task.shard``): the unfinished cells' part, into the cache. It takes no run
-    lock (the parts of one run compute side by side) and writes no record (the run that merges them does)."""
-    for cells in family.stages():
-        todo = pending(family, cells, results_dir, overwrite)
-        if todo:
-            family.check(todo)
-            family.run_part(todo)
-
-
 def prepare(cfg: DictConfig) -> tuple[Family, locks.LockSettings]:
     """The run's family and lock settings, after the checks that need no model and no data: output folders
     writable, lock and task settings typed, the device present. A failure here writes nothing."""
@@ -106,21 +97,6 @@ def failure_line(rec: ResultRecord, side: Path | None) -> str:
     if side is None:
         return f"{rec.dataset}: {rec.error}"
     return f"{rec.dataset}: {rec.error} (the earlier ok record is kept; this failure is written to {side})"
-
-
-def pending(family: Family, cells: Sequence[Cell], results_dir: str, overwrite: bool) -> list[Cell]:
-    """The cells without an ok record of the same definition (all of them with ``overwrite``)."""
-    todo = []
-    for cell in cells:
-        rec = results.finished_record(results_dir, family.name, family.model_name, cell.run_id, cell.dataset)
-        if rec is not None and cell.spec is not None and rec.details.get("data_spec") != cell.spec:
-            rec = None   # same run, but the dataset means other data now: evaluate again (see store)
-        if rec is None or overwrite:
-            todo.append(cell)
-        else:
-            log.info("skip %s/%s: record exists for run %s (overwrite=true to redo)", family.name, cell.dataset,
-                     cell.run_id)
-    return todo
 
 
 def store(results_dir: str, rec: ResultRecord) -> Path:

@@ -103,6 +103,19 @@ def test_dense_shards_equal_unsharded_for_any_k(tmp_path: Path, toy_ds: Path) ->
         assert {"merge_s", "shards_s", "encode_queries_s"} <= set(timings)
 
 
+def test_the_devices_launcher_refuses_without_gpus(tmp_path: Path, toy_ds: Path) -> None:
+    """``task.shard_launcher=devices`` needs visible GPUs: without any, one line naming the alternatives, before
+    any encoding (the launcher is built with the retriever)."""
+    import torch
+
+    if torch.cuda.device_count():
+        pytest.skip("GPUs are visible here")
+    cfg = compose(overrides(tmp_path, toy_ds, *SMALL_BATCHES, "task.shards=2", "task.shard_launcher=devices"))
+    family, inner, _ = _retrievers(cfg)
+    with pytest.raises(HarnessError, match=r"needs visible GPUs \(none found\); use sequential, or external"):
+        family.sharded(inner)
+
+
 def test_missing_and_corrupt_shards_stop_the_merge_and_score_nothing(tmp_path: Path, toy_ds: Path) -> None:
     (done,) = run(compose(overrides(tmp_path, toy_ds, *SMALL_BATCHES, "task.shards=3")))
     assert done.details["shards"] == 3 and done.details["shards_from_cache"] == 0

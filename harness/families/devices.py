@@ -35,10 +35,13 @@ def _device_shards(rank: int, config: dict[str, Any], share: list[list[int]]) ->
     """One device's process: its shard jobs, on ``cuda:<rank>``."""
     from omegaconf import OmegaConf
 
-    from harness import runner
+    from harness import families
+    from harness.families.parts import run_part
+    from harness.specs import spec_from
 
     for shard in share[rank]:
         cfg = OmegaConf.create(config)
         cfg.device = f"cuda:{rank}"
         cfg.task.shard, cfg.task.shard_launcher = shard, "sequential"
-        runner.run(cfg)
+        spec = spec_from(cfg.task.get("spec") or {}, str(cfg.task.name), f"task {cfg.task.name!r}, spec")
+        run_part(families.get(spec.runner)(cfg), str(cfg.paths.results), bool(cfg.overwrite))
