@@ -116,6 +116,24 @@ def test_the_devices_launcher_refuses_without_gpus(tmp_path: Path, toy_ds: Path)
         family.sharded(inner)
 
 
+def test_the_devices_launcher_spawns_one_process_per_device_and_merges_exactly(
+        tmp_path: Path, toy_ds: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-GPU path run for real on CPU: with two devices named ``cpu``, ``torch.multiprocessing.spawn`` starts
+    two processes that compute the 3 shards (2 + 1), the parent merges them, and the record equals the unsharded
+    one."""
+    from harness.families import devices
+
+    (want,) = run(compose(overrides(tmp_path / "one", toy_ds, *SMALL_BATCHES)))
+    monkeypatch.setattr(devices, "visible_devices", lambda: ["cpu", "cpu"])
+    (got,) = run(compose(overrides(tmp_path / "dev", toy_ds, *SMALL_BATCHES, "task.shards=3",
+                                   "task.shard_launcher=devices")))
+    assert got.status == "ok" and got.metrics == want.metrics
+    assert got.details["shards"] == 3 and got.details["shard_launcher"] == "devices"
+    assert got.details["shards_from_cache"] == 0            # the device processes encoded them, none was reused
+    topk = list((tmp_path / "dev" / "cache" / "embeddings" / "shard-topk").glob("*.npz"))
+    assert sorted(json.loads(str(np.load(p)["meta"]))["shard"] for p in topk) == [0, 1, 2]
+
+
 def test_missing_and_corrupt_shards_stop_the_merge_and_score_nothing(tmp_path: Path, toy_ds: Path) -> None:
     (done,) = run(compose(overrides(tmp_path, toy_ds, *SMALL_BATCHES, "task.shards=3")))
     assert done.details["shards"] == 3 and done.details["shards_from_cache"] == 0

@@ -12,27 +12,34 @@ from harness.errors import HarnessError
 log = logging.getLogger(__name__)
 
 
+def visible_devices() -> list[str]:
+    """The devices shard processes run on: every visible GPU (``CUDA_VISIBLE_DEVICES`` picks them)."""
+    import torch
+
+    return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+
+
 def launcher(cfg: Any) -> Callable[[list[int]], None]:
     """What computes the shards ``todo`` of the run ``cfg``: shard i on device ``i mod n`` (n visible GPUs)."""
     import torch
     from omegaconf import OmegaConf
 
-    n = torch.cuda.device_count()
-    if n < 1:
+    devices = visible_devices()
+    if not devices:
         raise HarnessError("task.shard_launcher=devices needs visible GPUs (none found); use sequential, or external "
                            "with a scheduler running task.shard=<i> jobs")
     config = OmegaConf.to_container(cfg, resolve=True)
 
     def launch(todo: list[int]) -> None:
-        share = [todo[d::n] for d in range(min(n, len(todo)))]
-        log.info("shards %s over %d GPUs, one process each", todo, len(share))
-        torch.multiprocessing.spawn(_device_shards, args=(config, share), nprocs=len(share), join=True)
+        share = [todo[d::len(devices)] for d in range(min(len(devices), len(todo)))]
+        log.info("shards %s over %d devices, one process each", todo, len(share))
+        torch.multiprocessing.spawn(_device_shards, args=(config, devices, share), nprocs=len(share), join=True)
 
     return launch
 
 
-def _device_shards(rank: int, config: dict[str, Any], share: list[list[int]]) -> None:
-    """One device's process: its shard jobs, on ``cuda:<rank>``."""
+def _device_shards(rank: int, config: dict[str, Any], devices: list[str], share: list[list[int]]) -> None:
+    """One device's process: its shard jobs, on ``devices[rank]``."""
     from omegaconf import OmegaConf
 
     from harness import families
@@ -41,7 +48,7 @@ def _device_shards(rank: int, config: dict[str, Any], share: list[list[int]]) ->
 
     for shard in share[rank]:
         cfg = OmegaConf.create(config)
-        cfg.device = f"cuda:{rank}"
+        cfg.device = devices[rank]
         cfg.task.shard, cfg.task.shard_launcher = shard, "sequential"
         spec = spec_from(cfg.task.get("spec") or {}, str(cfg.task.name), f"task {cfg.task.name!r}, spec")
         run_part(families.get(spec.runner)(cfg), str(cfg.paths.results), bool(cfg.overwrite))
