@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -202,13 +203,20 @@ def test_maxsim_shards_equal_unsharded(tmp_path: Path, toy_ds: Path) -> None:
 SCIFACT = SHARED_DATA / "scifact"
 
 
+# MiniLM's encoding and exact MaxSim over all of SciFact take 5-15 minutes each here, so the suite runs them on 500
+# documents (every judged one, then corpus order); HARNESS_TEST_SCIFACT_DOCS=all runs them on all 5,183.
+SCIFACT_DOCS = os.environ.get("HARNESS_TEST_SCIFACT_DOCS", "500")
+SUBSET = [] if SCIFACT_DOCS == "all" else [f"task.max_docs={SCIFACT_DOCS}"]
+MINILM = ["model=all-minilm-l6-v2", *SUBSET]
+QUERIES = [] if SCIFACT_DOCS == "all" else ["task.max_queries=50"]   # exact MaxSim: PyLate's scorer is the cost
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("model", [["model=all-minilm-l6-v2", "task.max_docs=500"], TINY],
-                         ids=["minilm-500-docs", "tiny-modernbert"])
+@pytest.mark.parametrize("model", [MINILM, TINY], ids=[f"minilm-{SCIFACT_DOCS}-docs", "tiny-modernbert"])
 def test_scifact_shards_equal_unsharded(tmp_path_factory, model: list[str]) -> None:
     """K = 1, 2, 3, 7 on SciFact: identical top-100 lists and nDCG@10; all 5,183 documents with the tiny
-    ModernBERT, 500 of them (every judged one, then corpus order) with MiniLM, whose whole-SciFact encoding
-    takes ~4 minutes here (benchmarks/shards.py checks K=4 on all of SciFact with MiniLM). The corpus is encoded
+    ModernBERT, 500 of them (every judged one, then corpus order) with MiniLM unless HARNESS_TEST_SCIFACT_DOCS says
+    otherwise (benchmarks/shards.py checks K=4 on all of SciFact with MiniLM). The corpus is encoded
     once unsharded; K=7's first and last shards are encoded for real and must be those rows bit for bit, the
     other shards' cache entries are seeded from them."""
     if not SCIFACT.is_dir():
@@ -239,23 +247,55 @@ def test_scifact_shards_equal_unsharded(tmp_path_factory, model: list[str]) -> N
         assert evaluate(sharded, ds, top_k=100)[0] == want_m
 
 
+@pytest.mark.slow
+def test_scifact_maxsim_shards_equal_unsharded(tmp_path: Path) -> None:
+    """Exact MaxSim on SciFact (tiny ModernBERT as ColBERT; 50 queries and 500 documents unless
+    HARNESS_TEST_SCIFACT_DOCS says otherwise): K = 1, 2, 3, 7 give the unsharded top-100 lists and scores, so the same nDCG@10 (checked at K=7)."""
+    if not SCIFACT.is_dir():
+        pytest.skip(f"SciFact not found at {SCIFACT}")
+    common = ["task=colbert", *TINY, f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.index=exact",
+              "task.train=false", *SUBSET, *QUERIES, f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs",
+              f"paths.cache={tmp_path}/cache"]
+    family = families.get("colbert")(compose(common))
+    model, _ = family.load_model()
+    (entry,) = family.entries()
+    ds = family.loaded(entry)
+    inner = family.retriever(model, {"run": "test"})
+    family.prepare(inner, entry)
+    want_s, want_i = _search(inner, ds)
+    want_m, _, _ = evaluate(inner, ds, top_k=100)
+    for k in (1, 2, 3, 7):
+        fam, _, sharded = _retrievers(compose([*common, f"task.shards={k}"]), "colbert", model)
+        fam.prepare(sharded, entry)
+        got_s, got_i = _search(sharded, ds)
+        assert len(sharded.plan) == k
+        np.testing.assert_array_equal(got_i, want_i)
+        np.testing.assert_array_equal(got_s, want_s)
+    assert evaluate(sharded, ds, top_k=100)[0] == want_m
+
+
 # ------------------------------------------------------------------------------------------------ SLURM
 @pytest.mark.slurm
-def test_slurm_array_of_shards_then_merge_gives_the_unsharded_record(tmp_path: Path, toy_ds: Path) -> None:
-    """The paper graph on the local cluster: ``toy.shards`` (3 array tasks) then the merge (afterok); its record
-    equals an unsharded run's (same run id: sharding is not part of the identity)."""
-    import os
+@pytest.mark.slow
+def test_slurm_array_of_shards_then_merge_gives_the_unsharded_record(tmp_path: Path) -> None:
+    """The paper graph on the local cluster, on all of SciFact with the tiny ModernBERT: ``scifact.shards`` (3 array
+    tasks) then the merge (afterok); its record equals an unsharded run's (same run id: sharding is not part of the
+    identity)."""
     import subprocess
     import sys
     import time
 
     from tests.conftest import REPO
 
-    (want,) = run(compose(overrides(tmp_path / "plain", toy_ds, *SMALL_BATCHES)))
+    if not SCIFACT.is_dir():
+        pytest.skip(f"SciFact not found at {SCIFACT}")
+    job = [f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.train=false"]
+    plain = tmp_path / "plain"
+    (want,) = run(compose(["task=beir", *TINY, *job, f"paths.results={plain}/results",
+                           f"paths.outputs={plain}/outputs", f"paths.cache={plain}/cache"]))
     work = tmp_path / "graph"
-    job = [f"task.data_dir={toy_ds}", "task.datasets=[toy]", "+task.catalog.toy={split: test}", *SMALL_BATCHES]
     paper = tmp_path / "paper-shards.yaml"
-    paper.write_text(json.dumps({"stages": {"toy": {"task": "beir", "overrides": job, "shards": 3}},
+    paper.write_text(json.dumps({"stages": {"scifact": {"task": "beir", "overrides": job, "shards": 3}},
                                  "leaderboard": False, "min_finished": 0.5, "overrides": [], "launcher": "slurm",
                                  "cluster": "local", "site": None}))
     common = [*TINY, f"paths.results={work}/results", f"paths.outputs={work}/outputs", f"paths.cache={work}/cache"]
@@ -265,7 +305,7 @@ def test_slurm_array_of_shards_then_merge_gives_the_unsharded_record(tmp_path: P
         done = subprocess.run([sys.executable, "-m", "harness.paper", f"paper={paper}", *common], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
-        assert "toy.shards" in done.stdout and "toy " in done.stdout
+        assert "scifact.shards" in done.stdout and "scifact " in done.stdout
         deadline = time.monotonic() + 900   # the cluster may be busy with another module's jobs
         while not (got := [r for _, r in results.iter_records(work / "results", warn=False)]):
             assert time.monotonic() < deadline, f"no merged record after 15 minutes: {done.stdout}"
