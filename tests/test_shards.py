@@ -180,23 +180,29 @@ def test_two_datasets_over_one_corpus_encode_it_once(tmp_path: Path, toy_ds: Pat
 
 
 # ------------------------------------------------------------------------------------------------ exact MaxSim
-def test_maxsim_shards_equal_unsharded(tmp_path: Path, toy_ds: Path) -> None:
-    base = ["task.train=false", "task.batch_tokens=512", "task.document_length=64"]
-    family = families.get("colbert")(compose(colbert_overrides(tmp_path, toy_ds, *base)))
+def _maxsim_shards_equal_unsharded(common: list[str]) -> None:
+    """K = 1, 2, 3, 7 give the unsharded exact-MaxSim top-100 lists and scores, so the same nDCG@10 (scored at K=7)."""
+    family = families.get("colbert")(compose(common))
     model, _ = family.load_model()
     (entry,) = family.entries()
     ds = family.loaded(entry)
     inner = family.retriever(model, {"run": "test"})
     family.prepare(inner, entry)
     want_s, want_i = _search(inner, ds)
+    want_m, _, _ = evaluate(inner, ds, top_k=100)
     for k in (1, 2, 3, 7):
-        fam, _, sharded = _retrievers(compose(colbert_overrides(tmp_path, toy_ds, *base, f"task.shards={k}")),
-                                      "colbert", model)
+        fam, _, sharded = _retrievers(compose([*common, f"task.shards={k}"]), "colbert", model)
         fam.prepare(sharded, entry)
         got_s, got_i = _search(sharded, ds)
         assert len(sharded.plan) == k
         np.testing.assert_array_equal(got_i, want_i)
         np.testing.assert_array_equal(got_s, want_s)
+    assert evaluate(sharded, ds, top_k=100)[0] == want_m
+
+
+def test_maxsim_shards_equal_unsharded(tmp_path: Path, toy_ds: Path) -> None:
+    _maxsim_shards_equal_unsharded(colbert_overrides(tmp_path, toy_ds, "task.train=false", "task.batch_tokens=512",
+                                                     "task.document_length=64"))
 
 
 # ------------------------------------------------------------------------------------------------ SciFact (real data)
@@ -249,29 +255,14 @@ def test_scifact_shards_equal_unsharded(tmp_path_factory, model: list[str]) -> N
 
 @pytest.mark.slow
 def test_scifact_maxsim_shards_equal_unsharded(tmp_path: Path) -> None:
-    """Exact MaxSim on SciFact (tiny ModernBERT as ColBERT; 50 queries and 500 documents unless
-    HARNESS_TEST_SCIFACT_DOCS says otherwise): K = 1, 2, 3, 7 give the unsharded top-100 lists and scores, so the same nDCG@10 (checked at K=7)."""
+    """Exact MaxSim on SciFact, the tiny ModernBERT as ColBERT (50 queries x 500 documents unless
+    HARNESS_TEST_SCIFACT_DOCS=all)."""
     if not SCIFACT.is_dir():
         pytest.skip(f"SciFact not found at {SCIFACT}")
-    common = ["task=colbert", *TINY, f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.index=exact",
-              "task.train=false", *SUBSET, *QUERIES, f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs",
-              f"paths.cache={tmp_path}/cache"]
-    family = families.get("colbert")(compose(common))
-    model, _ = family.load_model()
-    (entry,) = family.entries()
-    ds = family.loaded(entry)
-    inner = family.retriever(model, {"run": "test"})
-    family.prepare(inner, entry)
-    want_s, want_i = _search(inner, ds)
-    want_m, _, _ = evaluate(inner, ds, top_k=100)
-    for k in (1, 2, 3, 7):
-        fam, _, sharded = _retrievers(compose([*common, f"task.shards={k}"]), "colbert", model)
-        fam.prepare(sharded, entry)
-        got_s, got_i = _search(sharded, ds)
-        assert len(sharded.plan) == k
-        np.testing.assert_array_equal(got_i, want_i)
-        np.testing.assert_array_equal(got_s, want_s)
-    assert evaluate(sharded, ds, top_k=100)[0] == want_m
+    _maxsim_shards_equal_unsharded([
+        "task=colbert", *TINY, f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.index=exact",
+        "task.train=false", *SUBSET, *QUERIES, f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs",
+        f"paths.cache={tmp_path}/cache"])
 
 
 # ------------------------------------------------------------------------------------------------ SLURM
