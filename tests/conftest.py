@@ -87,6 +87,11 @@ def compose(overrides: list[str]):
         return hydra_compose(config_name="config", overrides=overrides)
 
 
+def paths(tmp: Path) -> list[str]:
+    """A run's results, outputs and cache folders under ``tmp``."""
+    return [f"paths.results={tmp}/results", f"paths.outputs={tmp}/outputs", f"paths.cache={tmp}/cache"]
+
+
 TOPICS = {
     "astronomy": "stars planets galaxies telescopes orbit comets nebula",
     "cooking": "recipes ovens flour butter baking bread sauce",

@@ -20,16 +20,12 @@ from unittest import mock
 import pytest
 
 from harness import results
-from tests.conftest import SHARED_DATA, TINY_MODEL, compose, write_beir_folder, write_triplets
+from tests.conftest import SHARED_DATA, TINY_MODEL, compose, paths, write_beir_folder, write_triplets
 
 TINY = [f"model.path={TINY_MODEL}", "model.name=tiny-modernbert", "model.normalize=false", "model.max_length=64",
         "precision=fp32", "device=cpu"]
 KD_SAMPLE = SHARED_DATA / "msmarco-hardneg-sample" / "bge_example_msmarco.jsonl"
 BAD_UTF8 = b"\xff\xfe broken \xc3\x28"
-
-
-def paths(tmp: Path) -> list[str]:
-    return [f"paths.results={tmp}/results", f"paths.outputs={tmp}/outputs", f"paths.cache={tmp}/cache"]
 
 
 def beir(tmp: Path, *extra: str) -> list[str]:

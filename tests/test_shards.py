@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 from harness.evaluation import shards
 from harness.evaluation.retriever import evaluate
 from harness.evaluation.search import exact_search, id_rank, ranked_topk
-from tests.conftest import SHARED_DATA, compose, write_beir_folder
+from tests.conftest import SHARED_DATA, compose, paths, write_beir_folder
 from tests.test_colbert import overrides as colbert_overrides
 from tests.test_retrieval_runs import TINY, overrides
 
@@ -228,8 +228,7 @@ def test_scifact_shards_equal_unsharded(tmp_path_factory, model: list[str]) -> N
     if not SCIFACT.is_dir():
         pytest.skip(f"SciFact not found at {SCIFACT}")
     tmp = tmp_path_factory.mktemp("scifact")
-    common = [*model, f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.train=false",
-              f"paths.results={tmp}/results", f"paths.outputs={tmp}/outputs", f"paths.cache={tmp}/cache"]
+    common = [*model, f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.train=false", *paths(tmp)]
     family, inner, _ = _retrievers(compose(["task=beir", *common]))
     (entry,) = family.entries()
     ds = family.loaded(entry)
@@ -261,8 +260,7 @@ def test_scifact_maxsim_shards_equal_unsharded(tmp_path: Path) -> None:
         pytest.skip(f"SciFact not found at {SCIFACT}")
     _maxsim_shards_equal_unsharded([
         "task=colbert", *TINY, f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.index=exact",
-        "task.train=false", *SUBSET, *QUERIES, f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs",
-        f"paths.cache={tmp_path}/cache"])
+        "task.train=false", *SUBSET, *QUERIES, *paths(tmp_path)])
 
 
 # ------------------------------------------------------------------------------------------------ SLURM
@@ -281,15 +279,13 @@ def test_slurm_array_of_shards_then_merge_gives_the_unsharded_record(tmp_path: P
     if not SCIFACT.is_dir():
         pytest.skip(f"SciFact not found at {SCIFACT}")
     job = [f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.train=false"]
-    plain = tmp_path / "plain"
-    (want,) = run(compose(["task=beir", *TINY, *job, f"paths.results={plain}/results",
-                           f"paths.outputs={plain}/outputs", f"paths.cache={plain}/cache"]))
+    (want,) = run(compose(["task=beir", *TINY, *job, *paths(tmp_path / "plain")]))
     work = tmp_path / "graph"
     paper = tmp_path / "paper-shards.yaml"
     paper.write_text(json.dumps({"stages": {"scifact": {"task": "beir", "overrides": job, "shards": 3}},
                                  "leaderboard": False, "min_finished": 0.5, "overrides": [], "launcher": "slurm",
                                  "cluster": "local", "site": None}))
-    common = [*TINY, f"paths.results={work}/results", f"paths.outputs={work}/outputs", f"paths.cache={work}/cache"]
+    common = [*TINY, *paths(work)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     ledger = work / "paper" / "tiny-modernbert" / "ledger.json"
     try:

@@ -619,7 +619,8 @@ class MultiVectorRetriever:
             store = TokenStore.write(root, batches, len(texts), {"identity": self.cache_identity,
                                                                  "document_length": self.document_length})
         assert store is not None
-        return *self._maxsim(torch.from_numpy(np.array(queries)), store, top_k, rank), hit  # a copy: cached arrays are read-only
+        # a copy: the cached query array is read-only, which torch.from_numpy does not support
+        return *self._maxsim(torch.from_numpy(np.array(queries)), store, top_k, rank), hit
 
     def search_settings(self) -> dict[str, Any]:
         return {"query_length": capped_length(self.query_length, self.limit), "index": "exact"}
