@@ -213,7 +213,7 @@ SCIFACT = SHARED_DATA / "scifact"
 # documents (every judged one, then corpus order); HARNESS_TEST_SCIFACT_DOCS=all runs them on all 5,183.
 SCIFACT_DOCS = os.environ.get("HARNESS_TEST_SCIFACT_DOCS", "500")
 SUBSET = [] if SCIFACT_DOCS == "all" else [f"task.max_docs={SCIFACT_DOCS}"]
-MINILM = ["model=all-minilm-l6-v2", *SUBSET]
+MINILM = ["model=all-minilm-l6-v2", "precision=fp32", *SUBSET]
 QUERIES = [] if SCIFACT_DOCS == "all" else ["task.max_queries=50"]   # exact MaxSim: PyLate's scorer is the cost
 
 
@@ -228,7 +228,8 @@ def test_scifact_shards_equal_unsharded(tmp_path_factory, model: list[str]) -> N
     if not SCIFACT.is_dir():
         pytest.skip(f"SciFact not found at {SCIFACT}")
     tmp = tmp_path_factory.mktemp("scifact")
-    common = [*model, f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.train=false", *paths(tmp)]
+    common = [*model, "device=cpu", f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.train=false",
+              *paths(tmp)]
     family, inner, _ = _retrievers(compose(["task=beir", *common]))
     (entry,) = family.entries()
     ds = family.loaded(entry)
@@ -259,7 +260,7 @@ def test_scifact_maxsim_shards_equal_unsharded(tmp_path: Path) -> None:
     if not SCIFACT.is_dir():
         pytest.skip(f"SciFact not found at {SCIFACT}")
     _maxsim_shards_equal_unsharded([
-        "task=colbert", *TINY, f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.index=exact",
+        "task=colbert", *TINY, "device=cpu", f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.index=exact",
         "task.train=false", *SUBSET, *QUERIES, *paths(tmp_path)])
 
 
@@ -278,7 +279,7 @@ def test_slurm_array_of_shards_then_merge_gives_the_unsharded_record(tmp_path: P
 
     if not SCIFACT.is_dir():
         pytest.skip(f"SciFact not found at {SCIFACT}")
-    job = [f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.train=false"]
+    job = ["device=cpu", f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.train=false"]
     (want,) = run(compose(["task=beir", *TINY, *job, *paths(tmp_path / "plain")]))
     work = tmp_path / "graph"
     paper = tmp_path / "paper-shards.yaml"
