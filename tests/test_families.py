@@ -1,4 +1,4 @@
-"""Adding a task: the README's retrieval task over a new data kind (one kind module, one registry line, one spec
+"""Adding a task (docs/layout.md): retrieval task over a new data kind (one kind module, one registry line, one spec
 file) is run, selected and shown on the leaderboard with no other change; the registries refuse unknown and
 clashing names."""
 
@@ -21,8 +21,8 @@ from tests.conftest import REPO, compose
 
 
 def readme_blocks() -> tuple[str, str, str]:
-    """(data-kind module, registry line, spec YAML) from the README's "Adding a task" section."""
-    text = (REPO / "README.md").read_text()
+    """(data-kind module, registry line, spec YAML) from the "Adding a task" section of docs/layout.md."""
+    text = (REPO / "docs" / "layout.md").read_text()
     section = text.split("## Adding a task", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
     python = [b for lang, b in blocks if lang == "python"]
@@ -32,7 +32,7 @@ def readme_blocks() -> tuple[str, str, str]:
 
 @pytest.fixture()
 def mytsv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The README's three blocks, placed as a user would: the kind module on the path, its registry line in
+    """The three blocks of docs/layout.md, placed as a user would: the kind module on the path, its registry line in
     KINDS, the spec in a config folder; and a data folder in the kind's format."""
     from harness.data.kinds import KINDS
     from tests.test_data_kinds import write_tsv_folder

@@ -1,4 +1,4 @@
-"""README's "Protocol fidelity" table cannot drift from the configs: each row's default equals what
+"""docs/fidelity.md's "Protocol fidelity" table cannot drift from the configs: each row's default equals what
 ``python -m harness <its command> --cfg job`` composes (Hydra's compose API, the CLI's composition), and each
 constant's YAML line cites a source."""
 
@@ -21,8 +21,8 @@ CITATION = re.compile(r"MB@[0-9a-f]{7}:|issue #\d+|appendix E\.\d|Table \d+")
 
 
 def table_rows() -> list[list[str]]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    assert text.count(SECTION) == 1, f"README needs exactly one {SECTION!r} section"
+    text = (REPO / "docs" / "fidelity.md").read_text(encoding="utf-8")
+    assert text.count(SECTION) == 1, f"docs/fidelity.md needs exactly one {SECTION!r} section"
     section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     lines = [line for line in section.splitlines() if line.startswith("|")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]

@@ -208,7 +208,7 @@ class ColbertFamily(RetrievalFamily):
             for key, path in (("path", d.path), ("queries_path", d.queries_path), ("documents_path", d.documents_path)):
                 if path and not Path(path).expanduser().is_file():
                     raise DataError(f"KD training file not found: {path} (task.train_data.{key}). Point it at an "
-                                    "existing file (see the README's ColBERT section for the layouts).")
+                                    "existing file (see docs/retrieval.md, Multi-vector retrieval, for the layouts).")
             return
         from harness.data.kd import HUB_FIX
         from harness.models import require_hub

@@ -192,7 +192,7 @@ class MtebFamily(Family):
                 raise HubUnavailableError(
                     f"mteb task {name} needs its dataset {ds.get('path')}@{ds.get('revision')} from the Hugging Face "
                     "hub, which is not reachable from here (and it is not cached). Run tasks defined on local data: "
-                    f"task.task_files=[my_tasks.py] 'task.tasks=[MyTask]' (see the README). ({type(exc).__name__})"
+                    f"task.task_files=[my_tasks.py] 'task.tasks=[MyTask]' (see docs/integrations.md). ({type(exc).__name__})"
                 ) from exc
             task.unload_data()
 
