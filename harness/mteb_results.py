@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import statistics
 import tempfile
@@ -27,7 +28,7 @@ from typing import Any
 from harness import specs
 from harness.data.catalog import DatasetEntry
 from harness.errors import HarnessError
-from harness.results import STATUS_OK, ResultRecord, iter_records
+from harness.results import STATUS_OK, ResultRecord, iter_records, nonfinite_metrics
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,8 @@ class MtebFile:
             split = next((s for s in SPLITS if s in self.scores), next(iter(self.scores), None))
         if split is None:
             return None
-        entries = [e for e in self.scores[split] if isinstance(e.get("main_score"), int | float)]
+        entries = [e for e in self.scores[split]   # a NaN or infinite score is no score
+                   if isinstance(e.get("main_score"), int | float) and math.isfinite(e["main_score"])]
         if subset is not None:
             entries = [e for e in entries if e.get("hf_subset") == subset]
         if not entries:
@@ -264,11 +266,24 @@ class _Item:
     subset: str | None
 
 
+NONFINITE = "a metric is NaN or infinite: a failed record, never exported"
+
+
+def _nonfinite_subset_scores(record: ResultRecord) -> bool:
+    """A task=mteb record's own subset scores (exported as they are) hold a NaN or infinite number."""
+    info = (record.details or {}).get("mteb")
+    subsets = info.get("scores") if isinstance(info, Mapping) else None
+    return any(nonfinite_metrics(s) for s in subsets or () if isinstance(s, Mapping))
+
+
 def _collect(dirs: Sequence[str | os.PathLike], report: Export) -> list[_Item]:
     items = []
     for path, rec in ((p, r) for d in dirs for p, r in iter_records(d) if p.relative_to(d).parts[0] != "selected"):
         if rec.status != STATUS_OK:
-            report.skip("failed record", path)
+            report.skip(NONFINITE if nonfinite_metrics(rec.metrics) else "failed record", path)
+            continue
+        if _nonfinite_subset_scores(rec):
+            report.skip(NONFINITE, path)
             continue
         hp = rec.hyperparameters or {}
         if hp.get("max_queries") or hp.get("max_docs"):

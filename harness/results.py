@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 2   # 2: higher_is_better, config_id (v1 records read with their defaults)
+#: the record schemas this harness reads; a record of any other (a newer harness's) is refused, never guessed at
+READABLE_SCHEMAS = (1, 2)
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 #: the cell cannot apply to this model (e.g. 8,192-token inputs for a 512-position model); ``error`` says why.
@@ -63,6 +66,9 @@ class ResultRecord:
     created_at: str = ""
     schema_version: int = SCHEMA_VERSION
 
+    def __post_init__(self) -> None:
+        fail_nonfinite(self)
+
     @property
     def score(self) -> float | None:
         return self.metrics.get(self.main_score)
@@ -75,8 +81,36 @@ class ResultRecord:
         missing = [k for k in ("task", "dataset", "split", "model", "metrics", "main_score", "run_id") if k not in data]
         if missing:
             raise ValueError(f"not a harness result record: missing keys {missing}")
+        version = data.get("schema_version", SCHEMA_VERSION)
+        if isinstance(version, bool) or version not in READABLE_SCHEMAS:
+            raise UnknownSchemaError(f"schema_version {version!r} is not one this harness reads "
+                                     f"({', '.join(map(str, READABLE_SCHEMAS))}): written by another harness version; "
+                                     "read it with that version, or move it out of the results folder")
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class UnknownSchemaError(ValueError):
+    """A record whose ``schema_version`` this harness does not read (a newer harness's, or a corrupt field)."""
+
+
+def _nonfinite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def nonfinite_metrics(metrics: Mapping[str, Any]) -> list[str]:
+    """``name=value`` of each metric that is a number but not a finite one (NaN, inf)."""
+    return [f"{k}={v}" for k, v in (metrics or {}).items() if _nonfinite(v)]
+
+
+def fail_nonfinite(record: ResultRecord) -> None:
+    """An ok record with a NaN or infinite metric is a failed record (it is no number to rank, average or export):
+    its status becomes failed and its error names the metrics. Applied when a record is built or read."""
+    bad = nonfinite_metrics(record.metrics) if record.status == STATUS_OK else []
+    if bad:
+        record.status = STATUS_FAILED
+        record.error = (f"metric {', '.join(bad)} is not a finite number: the evaluation produced no valid score "
+                        "(a diverged model or a degenerate evaluation set); rerun it")
 
 
 #: hyperparameters that shrink the evaluated data below the whole dataset (a quick run, not a full-set number)
@@ -166,12 +200,15 @@ def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
         record.versions = library_versions()
     if record.git_sha is None:
         record.git_sha = git_sha()
+    fail_nonfinite(record)   # metrics may have been set after the record was built
     if record.main_score not in record.metrics and record.status == STATUS_OK:
         raise ValueError(f"record for {record.dataset}: main_score {record.main_score!r} not in metrics")
     path = path_of(results_dir, record)
     if record.status == STATUS_FAILED and finished_at(path) is not None:
         path = failure_path(path, record.created_at)
-    atomic_write_json(path, record.to_dict())
+    data = record.to_dict()
+    data["metrics"] = {k: None if _nonfinite(v) else v for k, v in record.metrics.items()}
+    atomic_write_json(path, data)   # strict JSON: a NaN is written as null (the error names its value)
     return path
 
 
@@ -210,10 +247,11 @@ def is_done(results_dir: str | os.PathLike, task: str, model_name: str, rid: str
 
 
 def iter_records(
-    dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True
+    dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True, strict_schema: bool = False
 ) -> Iterator[tuple[Path, ResultRecord]]:
     """Every record under one or more results directories. Malformed or foreign JSON is skipped with a
-    warning naming the file; it never stops the iteration."""
+    warning naming the file; it never stops the iteration. A record of a schema this harness does not read is
+    skipped with that warning too, or, ``strict_schema``, raised (:class:`UnknownSchemaError`, naming the file)."""
     if isinstance(dirs, str | os.PathLike):
         dirs = [dirs]
     for d in dirs:
@@ -226,6 +264,11 @@ def iter_records(
                 if not isinstance(data, dict):
                     raise ValueError("top-level JSON is not an object")
                 yield path, ResultRecord.from_dict(data)
+            except UnknownSchemaError as exc:
+                if strict_schema:
+                    raise UnknownSchemaError(f"{path}: {exc}") from None
+                if warn:
+                    warnings.warn(f"skipping {path}: {exc}", stacklevel=2)
             except (ValueError, json.JSONDecodeError, OSError, TypeError) as exc:
                 if warn:
                     warnings.warn(f"skipping {path}: {exc}", stacklevel=2)

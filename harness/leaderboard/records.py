@@ -42,8 +42,10 @@ class Loaded:
 
 
 def load_records(dirs: Sequence[str | os.PathLike]) -> tuple[list[Loaded], list[str]]:
-    """Every record under ``dirs`` (derived ``selected/`` summaries excluded). Malformed or foreign JSON
-    is skipped with a warning naming the file; the warnings are also returned for the page."""
+    """Every record under ``dirs`` (derived ``selected/`` summaries excluded). Malformed or foreign JSON, and a
+    record of a schema this harness does not read (``schema_version``), is skipped with a warning naming the file;
+    the warnings are also returned for the page. An ok record with a NaN or infinite metric reads as failed
+    (:func:`harness.results.fail_nonfinite`): never a number in a cell or an average."""
     loaded: list[Loaded] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -184,7 +186,9 @@ def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded
         srcs = [provenance(i, scale, link_root, versions) for i in items]
         if all(i.record.status == STATUS_SKIPPED for i in items):   # does not apply to this model (e.g. too long)
             return Cell(None, "–", n=0, note=f"skipped: {items[0].record.error}", sources=srcs)
-        return Cell(None, "failed", failed=True, n=0, note=f"{len(items)} failed record(s), no score", sources=srcs)
+        why = next((i.record.error for i in items if i.record.error), "")
+        return Cell(None, "failed", failed=True, n=0, sources=srcs,
+                    note=f"{len(items)} failed record(s), no score" + (f": {why[:200]}" if why else ""))
     ok, split_note = _pick_split(ok)
     std = None
     if rule == "latest":

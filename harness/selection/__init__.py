@@ -39,11 +39,16 @@ def default_out_dir(results_dir: str | Path, experiment: str | None = None) -> P
 def load_selections(family: str, results_dir: str | Path, model: str | None = None, experiment: str | None = None
                     ) -> tuple[dict[str, Choice], list[ResultRecord]]:
     """Choices per model for ``family`` from the records under ``results_dir`` (and the records read); with
-    ``experiment``, only the records of that experiment (the ``experiment`` config key) count."""
+    ``experiment``, only the records of that experiment (the ``experiment`` config key) count. A record of a schema
+    this harness does not read is refused (it might be the one to select), naming the file."""
     if not Path(results_dir).is_dir():
         specs.find(family) or specs.get(family)   # an unknown task is named first (it may be a typo)
         raise HarnessError(f"results directory {results_dir} does not exist; run a sweep first or pass --results")
-    recs = [r for _, r in results.iter_records(results_dir) if experiment is None or r.experiment == experiment]
+    try:
+        recs = [r for _, r in results.iter_records(results_dir, strict_schema=True)
+                if experiment is None or r.experiment == experiment]
+    except results.UnknownSchemaError as exc:   # a record it cannot read could be the one to select: refuse
+        raise HarnessError(f"record {exc}") from None
     return choose(family, recs, model), recs
 
 
