@@ -90,3 +90,11 @@ def test_an_unknown_schema_is_refused_by_select_and_skipped_by_the_leaderboard(t
     assert f"skipping {v99}: schema_version '2' is not one this harness reads" in lb.stderr
     md = (tmp_path / "site" / "leaderboard.md").read_text()
     assert "| future |" not in md and "## Skipped files" in md and str(v99) in md
+
+
+def test_a_published_mteb_score_that_is_not_finite_is_no_score(tmp_path: Path) -> None:
+    from harness.mteb_results import read_file
+
+    path = tmp_path / "SciFact.json"
+    path.write_text('{"task_name": "SciFact", "scores": {"test": [{"hf_subset": "default", "main_score": NaN}]}}')
+    assert read_file(path).main_score("test") is None
