@@ -133,10 +133,18 @@ def load_hub_triplets(path: str, config: str, revision: str | None, max_samples:
     return sample(ds, max_samples, seed)
 
 
+#: rows the authors held out before taking the training rows (MB@8c57a0f:examples/train_st.py test_size=1_000)
+HELD_OUT = 1_000
+
+
 def sample(ds: Dataset, max_samples: int | None, seed: int) -> Dataset:
-    """A seeded random ``max_samples`` rows (all of them when there are fewer)."""
+    """The authors' subset: ``train_test_split(test_size=1_000, seed=seed)["train"].select(range(max_samples))``
+    (MB@8c57a0f:examples/train_st.py, seed 12, 1,250,000 rows), so the same rows in the same order; all rows when
+    there are no more than ``max_samples``. A set with fewer than ``max_samples + 1,000`` rows holds out only the
+    rows beyond ``max_samples``."""
     if max_samples and len(ds) > max_samples:
-        return ds.train_test_split(test_size=max_samples, seed=seed)["test"]
+        held_out = min(HELD_OUT, len(ds) - max_samples)
+        return ds.train_test_split(test_size=held_out, seed=seed)["train"].select(range(max_samples))
     return ds
 
 

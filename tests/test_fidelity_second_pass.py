@@ -1,0 +1,31 @@
+"""Issue 30, fidelity second pass: DPR's training rows are the authors' rows; efficiency's attention resolves as the
+paper ran it (flash-attention 2, unpadded, on CUDA with flash-attn); PyLate's Voyager path as evaluate_pylate.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from datasets import Dataset
+
+from harness.data import triplets
+
+
+def _write_triplets(path: Path, n: int) -> Path:
+    lines = ["query\tpositive\tnegative"] + [f"q{i}\tp{i}\tn{i}" for i in range(n)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_dpr_subset_is_the_authors_split(tmp_path: Path) -> None:
+    """train_st.py: ``train_test_split(test_size=1_000, seed=12)["train"].select(range(1_250_000))``, here on a
+    3,000-row file with select(range(1,250)): the harness's rows are the same rows in the same order."""
+    ds = triplets.load_triplets_file(_write_triplets(tmp_path / "t.tsv", 3000))
+    authors = Dataset.from_dict({"anchor": ds["anchor"]}).train_test_split(test_size=1_000, seed=12)["train"]
+    authors = authors.select(range(1_250))
+    ours = triplets.sample(ds, 1_250, 12)
+    assert len(ours) == 1_250
+    assert (ours[0]["anchor"], ours[-1]["anchor"]) == (authors[0]["anchor"], authors[-1]["anchor"])
+    assert ours["anchor"] == authors["anchor"]
+    assert triplets.sample(ds, 5_000, 12)["anchor"] == ds["anchor"]       # fewer rows than asked: all of them
+    small = triplets.sample(ds, 2_500, 12)                               # < max_samples + 1,000: 500 held out
+    assert len(small) == 2_500 and len(set(small["anchor"])) == 2_500
