@@ -289,6 +289,47 @@ def test_failure_policy_locally(local_run: Ran, data: Path, tmp_path: Path) -> N
     assert "dpr.select: 1 of 3 runs failed: dpr[lr=1e+30]" in ok.stdout
 
 
+def test_status_of_a_graph_never_submitted_says_so(data: Path, tmp_path: Path) -> None:
+    s = paper(tmp_path, data, *SLURM, "--status")
+    assert s.returncode == 0, s.stderr
+    assert s.stdout.startswith("not submitted yet")
+    assert {row[1] for name, row in stage_rows(s.stdout).items() if name not in ("stage", "total", "not")} == {"todo"}
+
+
+def test_a_failed_harness_run_is_reported_with_its_own_error_line() -> None:
+    from harness.paper.job import JobFailed, _harness
+
+    with pytest.raises(JobFailed) as got:
+        _harness("k", ["task=no-such-task"])
+    assert str(got.value).startswith("k: python -m harness: ") and "no-such-task" in str(got.value)
+    assert "error line is above" not in str(got.value)
+
+
+def test_a_resubmit_replaces_what_waits_on_a_replaced_job(tmp_path: Path, monkeypatch) -> None:
+    """Issue 28, without a cluster: what :func:`harness.paper.slurm.decide` keeps and submits again."""
+    from harness.paper import slurm
+    from harness.paper.graph import AFTER_ANY, AFTER_OK, Job, Stage
+    from harness.paper.plan import JobState
+
+    jobs = {k: Job(k, k, "run", "beir") for k in ("a", "b", "c", "lb")}
+    stages = [Stage("a", "train", [jobs["a"]]), Stage("b", "eval", [jobs["b"]], [("a", AFTER_OK)]),
+              Stage("c", "eval", [jobs["c"]]),
+              Stage("lb", "cpu", [jobs["lb"]], [("a", AFTER_ANY), ("b", AFTER_ANY), ("c", AFTER_ANY)])]
+    states = {k: JobState(j, cells=1) for k, j in jobs.items()}
+    ledger = {"a": "1_0", "b": "2_0", "c": "3_0", "lb": "4_0"}
+    tries = {"1_0": {"after": []}, "2_0": {"after": ["1"]}, "3_0": {"after": []}, "4_0": {"after": ["1", "2", "3"]}}
+    assert slurm.decide(stages, states, ledger, tries, set(tries)) == ({"a", "b", "c", "lb"}, {})   # all queued
+    # a was cancelled while queued: a again, and b and lb, which waited on it, not c
+    assert slurm.decide(stages, states, ledger, tries, {"2_0", "3_0", "4_0"}) == (
+        {"c"}, {"a": ["a"], "b": ["b"], "lb": ["lb"]})
+    # lb waits on an attempt of c that is not the current one (a re-submit cut short): lb is replaced
+    tries["4_0"]["after"] = ["1", "2", "9"]
+    assert slurm.decide(stages, states, ledger, tries, set(tries)) == ({"a", "b", "c"}, {"lb": ["lb"]})
+    # everything finished but c: only c; then lb, downstream of it, although its records say done
+    states["a"].done = states["b"].done = states["lb"].done = 1
+    assert slurm.decide(stages, states, ledger, tries, set()) == (set(), {"c": ["c"], "lb": ["lb"]})
+
+
 # ------------------------------------------------------------------------------------------------ on SLURM
 SLURM = ("paper.launcher=slurm", "paper.cluster=local")
 
@@ -315,31 +356,64 @@ def scontrol(job_id: str) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
 
 
+def stuck(ledger_path: Path, timeout: float = 900) -> None:
+    """Until none of the ledger's jobs runs and every one still queued waits on jobs that can never start (seen on
+    two polls in a row: a job's reason can lag its upstream's end by a scheduling pass)."""
+    from harness.paper.slurm import NEVER, queue
+
+    end, calm = time.time() + timeout, 0
+    while calm < 2:
+        assert time.time() < end, f"SLURM jobs still running after {timeout:.0f} s"
+        q = queue()
+        mine = [q[i] for i in json.loads(ledger_path.read_text()).values() if i in q]
+        calm = calm + 1 if all(t == "PD" and r in (NEVER, "Dependency") for t, r in mine) else 0
+        time.sleep(4)
+
+
+def attempts(work: Path) -> dict[str, dict]:
+    return json.loads((folder_of(work) / "attempts.json").read_text())
+
+
 class Submitted(Ran):
-    returned: float           # when the submit command returned
+    returned: float           # when the first submit command returned
     requeued: str             # the job key requeued while it ran
-    ledger: dict[str, str]    # after the first submission
+    cancelled: str            # the job key cancelled (scancel) while it was queued
+    broken: dict[str, str]    # the ledger of the submission with a data folder that holds nothing
+    broken_status: subprocess.CompletedProcess
+    ledger: dict[str, str]    # after the submission with the right data folder
     resubmit: subprocess.CompletedProcess
+    status: subprocess.CompletedProcess      # --status once everything has ended
 
 
 @pytest.fixture(scope="module")
 def slurm_run(data: Path, tmp_path_factory) -> Submitted:
-    """The shrunk graph submitted at once; while it runs, one running job is requeued (``scontrol requeue``) and
-    the graph re-submitted; then wait until SLURM has run everything."""
+    """The shrunk graph on SLURM as it goes wrong on a real cluster: submitted with a data folder that holds
+    nothing, left to fail (its jobs fail; what waits on them with afterok can never start), re-submitted with the
+    right folder; while that runs, one queued job is cancelled (``scancel``), one running job is requeued
+    (``scontrol requeue``) and the graph re-submitted; then wait until SLURM has run everything."""
     from tests.conftest import slurm_unavailable
 
     if reason := slurm_unavailable():
         pytest.skip(reason)
     work = tmp_path_factory.mktemp("paper-slurm")
-    start = time.time()
-    proc = paper(work, data, *SLURM, timeout=300)
-    run = Submitted(work, proc, 0.0)
-    run.returned = time.time()
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    (work / "no-data").mkdir()
     ledger_path = folder_of(work) / "ledger.json"
+    start = time.time()
+    first = paper(work, work / "no-data", *SLURM, timeout=300)
+    run = Submitted(work, first, 0.0)
+    run.returned = time.time()
+    assert first.returncode == 0, first.stderr[-3000:]
+    run.broken = json.loads(ledger_path.read_text())
+    stuck(ledger_path)
+    run.broken_status = paper(work, work / "no-data", *SLURM, "--status", timeout=300)
+    run.proc = paper(work, data, *SLURM, timeout=300)
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
     run.ledger = json.loads(ledger_path.read_text())
+    run.cancelled = "colbert.report"                     # queued behind the ColBERT sweep and its selection
+    assert squeue().get(run.ledger[run.cancelled]) == "PD"
+    subprocess.run(["scancel", run.ledger[run.cancelled]], check=True)
     run.requeued = ""
-    while not run.requeued and time.time() - start < 900:
+    while not run.requeued and time.time() - start < 1200:
         q = squeue()
         running = [k for k, i in run.ledger.items() if q.get(i) == "R" and not k.endswith((".select", "leaderboard"))]
         if running:
@@ -351,6 +425,7 @@ def slurm_run(data: Path, tmp_path_factory) -> Submitted:
     run.resubmit = paper(work, data, *SLURM, timeout=300)
     wait_for(ledger_path)
     run.seconds = time.time() - start
+    run.status = paper(work, data, *SLURM, "--status", timeout=300)      # notes every attempt's final state
     return run
 
 
@@ -390,7 +465,8 @@ def test_slurm_gives_the_same_records_as_the_local_run(slurm_run: Submitted, loc
 def test_slurm_requeue_and_resubmit_lose_and_duplicate_nothing(slurm_run: Submitted, data: Path) -> None:
     assert slurm_run.requeued and slurm_run.resubmit.returncode == 0, slurm_run.resubmit.stderr[-2000:]
     after = json.loads((folder_of(slurm_run.work) / "ledger.json").read_text())
-    assert after == slurm_run.ledger                                            # nothing submitted twice
+    changed = {k for k in after if after[k] != slurm_run.ledger[k]}
+    assert changed == {slurm_run.cancelled, "leaderboard"}                     # nothing else submitted twice
     assert (len(list((slurm_run.work / "results").rglob("*.json")))
             == len(records(slurm_run.work)) == len(expected(slurm_run.work)) + 2 * 4 + 2)   # the other LRs' 4 sets,
     # MLDR's three settings (one column each, one dataset)
@@ -400,8 +476,8 @@ def test_slurm_requeue_and_resubmit_lose_and_duplicate_nothing(slurm_run: Submit
     assert p.returncode == 0 and "(0.0 left to run)" in p.stdout
     rows = stage_rows(p.stdout)
     assert rows["total"][1] == rows["total"][2] == "19"
-    s = paper(slurm_run.work, data, *SLURM, "--status")
-    assert {row[1] for name, row in stage_rows(s.stdout).items() if name not in ("stage", "total")} == {"done"}
+    assert {row[1] for name, row in stage_rows(slurm_run.status.stdout).items()
+            if name not in ("stage", "total")} == {"done"}
 
 
 @pytest.mark.slurm
@@ -438,3 +514,49 @@ def test_slurm_failed_cell_ends_failed_and_a_resubmit_replaces_what_can_never_st
     assert done["dpr.select"]["status"] == "ok" and done["dpr.report"]["status"] == "ok"
     assert done["dpr[lr=1e+30]"]["status"] == "failed"
     assert epoch(done["dpr.report"]["started"]) > epoch(done["dpr.select"]["ended"])
+
+
+@pytest.mark.slurm
+def test_slurm_a_graph_that_failed_on_a_wrong_data_folder_is_replaced_whole_when_resubmitted(
+        slurm_run: Submitted, local_run: Ran) -> None:
+    """Issue 28: after the submission with an empty data folder, --status shows the harness's own error line, the
+    jobs that can never start as blocked and no selection as done; the re-submit with the right folder replaces
+    every job that did not complete and everything downstream of one (the afterany selections and leaderboard
+    still queued from the first submission included); every job then ends COMPLETED, --status says done, and the
+    leaderboard row is the clean local run's."""
+    rows, out = stage_rows(slurm_run.broken_status.stdout), slurm_run.broken_status.stdout
+    assert "dataset folder not found" in out and "(its error line is above)" not in out
+    assert rows["dpr"][1] == "failed" and rows["dpr.select"][1] == "failed" and rows["dpr.report"][1] == "blocked"
+    assert "blocked: an afterok upstream failed" in out and rows["leaderboard"][1] == "queued"
+    assert {name for name, row in rows.items() if row[1:2] == ["done"]} == {"efficiency"}   # needs no data
+    tries = attempts(slurm_run.work)
+    for key, old in slurm_run.broken.items():
+        kept = (tries[old]["state"] or "").startswith("COMPLETED")
+        assert (slurm_run.ledger[key] == old) == kept, (key, tries[old])
+    assert slurm_run.ledger["leaderboard"] != slurm_run.broken["leaderboard"]
+    assert tries[slurm_run.broken["leaderboard"]]["state"].startswith("CANCELLED")        # never ran on nothing
+    final = json.loads((folder_of(slurm_run.work) / "ledger.json").read_text())
+    assert {k: tries[i]["state"].split()[0] for k, i in final.items()} == dict.fromkeys(final, "COMPLETED")
+    assert {row[1] for name, row in stage_rows(slurm_run.status.stdout).items()
+            if name not in ("stage", "total")} == {"done"}
+    from harness.leaderboard import build_leaderboard
+
+    def row(work: Path) -> dict:
+        cells = build_leaderboard([work / "results"], published=False).table("overview").cells[ROW]
+        return {c: (cells[c].value, cells[c].partial) for c in TABLE1}
+
+    assert row(slurm_run.work) == row(local_run.work)
+
+
+@pytest.mark.slurm
+def test_slurm_scancel_of_a_queued_job_and_a_resubmit_replace_it_and_what_waits_on_it(slurm_run: Submitted) -> None:
+    """Issue 28: a queued job cancelled mid-graph, then a re-submit: the job runs again under a new id, and the
+    leaderboard (which waited on it with afterany) is replaced to wait on the new attempt, so it is built last."""
+    tries, done = attempts(slurm_run.work), outcomes(slurm_run.work)
+    final = json.loads((folder_of(slurm_run.work) / "ledger.json").read_text())
+    old, new = slurm_run.ledger[slurm_run.cancelled], final[slurm_run.cancelled]
+    assert old != new and tries[old]["state"].startswith("CANCELLED") and tries[new]["state"].startswith("COMPLETED")
+    assert tries[slurm_run.ledger["leaderboard"]]["state"].startswith("CANCELLED")
+    assert new.split("_")[0] in tries[final["leaderboard"]]["after"]             # waits on the new attempt
+    assert epoch(done["leaderboard"]["started"]) > epoch(done[slurm_run.cancelled]["ended"])
+    assert final[slurm_run.requeued] == slurm_run.ledger[slurm_run.requeued]       # requeued: still the same job

@@ -54,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from harness.paper import cost, graph, plan, show
+    from harness.paper.job import settle
 
     mine = [o for o in args.overrides if o.startswith("paper.")]
     name = next((o.partition("=")[2] for o in args.overrides if o.startswith("paper=")), "paper")
@@ -66,13 +67,13 @@ def run(args: argparse.Namespace) -> int:
         from harness.paper.slurm import queue
 
         queued = queue()   # before the records are read: a job ending in between is then found in one or the other
-    states = plan.plan(stages)
+    states = settle(stages, plan.plan(stages), paper)   # 'done': selections and the site built from the records
     model = next((s.model for s in states.values() if s.model), {})
     res = next((s.results for s in states.values() if s.results), "results")
     tp = cost.throughput(model, res)
     folder = Path(res).resolve().parent / "paper" / str(model.get("name"))
     if args.dry_run:
-        head = (f"paper graph for {model.get('name')}: results {res}; launcher {paper['launcher']}; "
+        head = (f"paper graph for {model.get('name')}: results folder {res}; launcher {paper['launcher']}; "
                 f"cluster {paper['cluster']}")
         print("\n".join(show.dry_run(stages, states, tp, cluster, head)))
         return 0
@@ -99,12 +100,9 @@ def run(args: argparse.Namespace) -> int:
 def status_lines(stages: Sequence[Any], states: Any, tp: Any, cluster: dict[str, Any], folder: Path) -> list[str]:
     from harness.paper import show
     from harness.paper.job import outcomes
-    from harness.paper.slurm import queue_states
+    from harness.paper.slurm import job_states
 
-    ledger_path = folder / "ledger.json"
-    ledger = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
-    queue = queue_states() if ledger else {}
-    live = {key: queue[i] for key, i in ledger.items() if i in queue}
+    live = job_states(folder)   # each job's SLURM attempt: queued, running, blocked, or its final state
     done = outcomes(folder)
     spent = {s.name: sum(job_seconds(done.get(j.key), states[j.key].seconds) for j in s.jobs)
              * devices(s.kind, cluster) / 3600 for s in stages}

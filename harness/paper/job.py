@@ -12,7 +12,7 @@ import datetime as _dt
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,15 +102,33 @@ def _harness(key: str, overrides: Sequence[str]) -> None:
 
     print(f"[{key}] python -m harness {' '.join(overrides)}", flush=True)
     argv, sys.argv = sys.argv, [sys.argv[0], *overrides]
+    stderr = sys.stderr = _ErrorLine(sys.stderr)
     try:
         cli.main()
         rc: object = 0
     except SystemExit as exc:
         rc = exc.code
     finally:
-        sys.argv = argv
+        sys.argv, sys.stderr = argv, stderr.stream
     if rc not in (0, None):
-        raise JobFailed(f"{key}: python -m harness exited {rc} (its error line is above)")
+        said = stderr.line or f"exited {rc} without an error line (see the job's log)"
+        raise JobFailed(f"{key}: python -m harness: {said.removeprefix('error: ')}")
+
+
+class _ErrorLine:
+    """``sys.stderr`` as it is, remembering the last ``error: ...`` line written to it (the harness's own)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.line, self._part = stream, "", ""
+
+    def write(self, text: str) -> int:
+        self._part += text
+        *lines, self._part = self._part.split("\n")
+        self.line = next((x for x in reversed(lines) if x.startswith("error: ")), self.line)
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 def select(job: graph.Job, upstream: Sequence[plan.JobState], min_finished: float) -> None:
@@ -131,6 +149,54 @@ def select(job: graph.Job, upstream: Sequence[plan.JobState], min_finished: floa
     print(rule_for(specs.get(job.task).selection).format(choice), f"\n  -> {path}", flush=True)
     if failed:
         print(f"{job.key}: {len(failed)} of {len(relevant)} runs failed: {'; '.join(failed)}", flush=True)
+
+
+def settle(stages: Sequence[graph.Stage], states: dict[str, plan.JobState], paper: Mapping[str, Any]
+           ) -> dict[str, plan.JobState]:
+    """'Done' means the products are there and built from the records: a selection job is done only when its
+    selection file was written after every attempt of its sweep's jobs ended (and its own last attempt did not fail
+    since), the leaderboard only when every other job is done and the site is newer than every record and
+    selection. A selection or site made before a re-run's records is made again."""
+    res = next((s.results for s in states.values() if s.results), None)
+    name = next((str(s.model.get("name")) for s in states.values() if s.model.get("name")), None)
+    if res is None or name is None:
+        return states
+    notes = outcomes(Path(res).resolve().parent / "paper" / name)
+    for stage in stages:
+        for job in stage.jobs:
+            state = states[job.key]
+            if job.mode == "select" and state.finished and not _selection_current(job, stages, res, name, notes):
+                state.done = 0
+    others = all(s.finished for s in states.values() if s.job.mode != "leaderboard")
+    for state in states.values():
+        if state.job.mode == "leaderboard" and state.finished and not (others and _site_current(paper, res)):
+            state.done = 0
+    return states
+
+
+def _stamp(note: Mapping[str, Any] | None) -> float:
+    try:
+        return _dt.datetime.fromisoformat(str((note or {})["ended"])).timestamp()
+    except (KeyError, ValueError):
+        return 0.0
+
+
+def _selection_current(job: graph.Job, stages: Sequence[graph.Stage], res: str, name: str,
+                       notes: Mapping[str, Mapping[str, Any]]) -> bool:
+    path = selection.selection_path(selection.default_out_dir(res), job.task, name)
+    if not path.is_file():
+        return False
+    made = path.stat().st_mtime
+    ended = max((_stamp(notes.get(j.key)) for s in stages if plan.feeds(s.name, job) for j in s.jobs), default=0.0)
+    own = notes.get(job.key) or {}
+    return made >= ended and not (own.get("status") == "failed" and _stamp(own) >= made)
+
+
+def _site_current(paper: Mapping[str, Any], res: str) -> bool:
+    index = (Path(paper["site"]) if paper.get("site") else Path(res).resolve().parent / "site") / "index.html"
+    inputs = [*Path(res).rglob("*.json"), *selection.default_out_dir(res).glob("*.json")]
+    newest = max((f.stat().st_mtime for f in inputs if f.is_file()), default=0.0)
+    return index.is_file() and index.stat().st_mtime >= newest
 
 
 def leaderboard(paper: dict[str, Any], common: Sequence[str]) -> Path:

@@ -26,23 +26,31 @@ def stage_hours(stage: Stage, states: Mapping[str, JobState], tp: cost.Throughpu
     return sum(cost.gpu_hours(s.work, tp, gpu) for s in jobs)
 
 
+def _waits(stage: Stage, stages: Sequence[Stage]) -> str:
+    """What a stage waits for, in full: ``every other stage (afterany)`` where it waits for all of them alike."""
+    conds = {cond for _, cond in stage.after}
+    if len(stage.after) > 1 and len(stage.after) == len(stages) - 1 and len(conds) == 1:
+        return f"every other stage ({conds.pop()})"
+    return ", ".join(f"{up} ({cond})" for up, cond in stage.after) or "-"
+
+
 def dry_run(stages: Sequence[Stage], states: Mapping[str, JobState], tp: cost.Throughput,
             cluster: Mapping[str, Any], header: str) -> list[str]:
     """The graph as a table, then the GPU-hour total (all of it, and what is left)."""
     gpu = str(cluster.get("gpu", "rtx4090"))
     lines = [header, f"throughput: {tp.short / 1000:.1f}k tokens/s (<= 512 tokens), {tp.long / 1000:.1f}k (long), "
              f"{tp.source}; GPU: {gpu} (x{cost.cost_data()['gpu_speed'].get(gpu, 1.0) if not tp.measured else 1:g})",
-             f"{'stage':20s} {'kind':5s} {'jobs':>5s} {'done':>5s} {'GPU-h':>8s}  waits for / resources"]
+             f"{'stage':20s} {'kind':5s} {'jobs':>5s} {'done':>5s} {'GPU-h':>8s}  resources; waits for"]
     total = left = 0.0
     for s in stages:
         ss = [states[j.key] for j in s.jobs]
         hours, todo = stage_hours(s, states, tp, gpu), stage_hours(s, states, tp, gpu, todo_only=True)
         total, left = total + hours, left + todo
-        waits = ", ".join(f"{up} ({cond})" for up, cond in s.after) or "-"
+        waits = _waits(s, stages)
         if s.name.endswith(".shards"):   # a shard array: its jobs run at once, one GPU each
             waits += f"; {len(ss)} at once: ~{hours / max(1, len(ss)):.1f} h wall"
         lines.append(f"{s.name:20s} {s.kind:5s} {len(ss):5d} {sum(x.finished for x in ss):5d} {hours:8.1f}  "
-                     f"{waits if len(waits) < 60 else waits[:57] + '...'}; {resources(s, cluster)}")
+                     f"{resources(s, cluster)}; {waits}")
         upstream_done = all(states[j.key].finished for up, _ in s.after for st in stages if st.name == up
                             for j in st.jobs)
         why = next((x.waiting for x in ss if x.waiting and not x.waiting.startswith("waits for")), None)
@@ -54,41 +62,74 @@ def dry_run(stages: Sequence[Stage], states: Mapping[str, JobState], tp: cost.Th
     return lines
 
 
+#: stage states, the first that any of its jobs is in wins (``done`` only when every job is done)
+ORDER = ("running", "blocked", "failed", "queued", "stopped", "pending", "todo")
+RUNNING, QUEUED = ("R", "CG", "CF"), ("PD", "RQ", "RH", "RF", "RS", "S")
+
+
 def status(stages: Sequence[Stage], states: Mapping[str, JobState], live: Mapping[str, str],
            spent: Mapping[str, float], tp: cost.Throughput, gpu: str,
            outcomes: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
-    """Each stage: its state (done / running / queued / failed / pending) and job counts, the failing cells' (or
-    failed jobs') one-line errors, device-hours spent (last attempts) vs the estimate. ``live``: job key -> SLURM state
-    (R, PD, ...) of jobs still in the queue; ``outcomes``: each job's last attempt (:func:`harness.paper.job.outcomes`)."""
+    """Each stage: its state and job counts, the failing cells' (or failed jobs') one-line errors and the jobs
+    that can never start, device-hours spent (last attempts) vs the estimate. ``live``: job key -> its SLURM
+    attempt's state (:func:`harness.paper.slurm.job_states`); ``outcomes``: each job's last attempt
+    (:func:`harness.paper.job.outcomes`). States: done (records there, selections and site built from them),
+    running, blocked (queued but can never start: re-submit to replace), failed, queued, stopped (ended in SLURM
+    without finishing, e.g. cancelled: re-submit), pending (not queued: waits for a re-submit or its upstream),
+    todo (the graph was never submitted or run)."""
     outcomes = outcomes or {}
+    started = bool(live or outcomes)
     lines = [f"{'stage':20s} {'state':8s} {'jobs':>4s} {'done':>4s} {'run':>4s} {'queue':>5s} {'fail':>4s} "
              f"{'GPU-h spent':>11s} {'estimate':>9s}"]
+    if not started:
+        lines.insert(0, "not submitted yet: no ledger and no job has run (submit with the same command without "
+                        "--status)")
     total_spent = total_estimate = 0.0
     for s in stages:
         ss = [states[j.key] for j in s.jobs]
-        queue = [live.get(j.key, "") for j in s.jobs]
-        errors = {x.job.key: _error(x, outcomes.get(x.job.key)) for x in ss if live.get(x.job.key) is None}
-        failed = {k: e for k, e in errors.items() if e}
-        done, running, queued = sum(x.finished for x in ss), queue.count("R"), sum(q not in ("", "R") for q in queue)
-        state = ("done" if done == len(ss) else "running" if running else "failed" if failed else
-                 "queued" if queued else "pending")
+        each = {x.job.key: _job_state(x, live.get(x.job.key, ""), outcomes.get(x.job.key), started) for x in ss}
+        kinds = [k for k, _ in each.values()]
+        notes = {key: why for key, (k, why) in each.items() if why and k in ("failed", "blocked", "stopped")}
+        done = kinds.count("done")
+        state = "done" if done == len(ss) else next(k for k in ORDER if k in kinds)
         estimate = stage_hours(s, states, tp, gpu)
         total_spent, total_estimate = total_spent + spent.get(s.name, 0.0), total_estimate + estimate
-        lines.append(f"{s.name:20s} {state:8s} {len(ss):4d} {done:4d} {running:4d} {queued:5d} {len(failed):4d} "
+        lines.append(f"{s.name:20s} {state:8s} {len(ss):4d} {done:4d} {kinds.count('running'):4d} "
+                     f"{kinds.count('queued') + kinds.count('blocked'):5d} {kinds.count('failed'):4d} "
                      f"{spent.get(s.name, 0.0):11.3f} {estimate:9.1f}")
-        lines += [f"    {k}: {e}" for k, e in list(failed.items())[:5]]
-        if len(failed) > 5:
-            lines.append(f"    ... and {len(failed) - 5} more")
+        lines += [f"    {k}: {e}" for k, e in list(notes.items())[:5]]
+        if len(notes) > 5:
+            lines.append(f"    ... and {len(notes) - 5} more")
     lines.append(f"{'total':20s} {'':8s} {sum(len(s.jobs) for s in stages):4d} "
                  f"{sum(states[j.key].finished for s in stages for j in s.jobs):4d} {'':4s} {'':5s} {'':4s} "
                  f"{total_spent:11.3f} {total_estimate:9.1f}")
     return lines
 
 
+def _job_state(state: JobState, slurm: str, outcome: Mapping[str, Any] | None, started: bool
+               ) -> tuple[str, str | None]:
+    """One job's state for ``--status`` and why (the error line, or what SLURM said)."""
+    if state.finished:
+        return "done", None
+    if slurm in RUNNING:
+        return "running", None
+    if slurm == "BLOCKED":
+        return "blocked", "blocked: an afterok upstream failed, so it can never start (re-submit to replace)"
+    if slurm in QUEUED:
+        return "queued", None
+    error = _error(state, outcome)
+    final = slurm.split()[0] if slurm else ""
+    if error:
+        return "failed", error
+    if final in ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED"):
+        return "failed", f"SLURM: {slurm} (before it noted an error; see its .err file)"
+    if final in ("CANCELLED", "ENDED"):
+        return "stopped", f"SLURM: {slurm}; re-submit to run it again"
+    return ("pending" if started else "todo"), None
+
+
 def _error(state: JobState, outcome: Mapping[str, Any] | None) -> str | None:
     """Why an unfinished job failed: its first failed cell's record, else its last attempt's error."""
-    if state.finished:
-        return None
     if state.failed:
         return state.failed[0] + (f" (+{len(state.failed) - 1} more cells)" if len(state.failed) > 1 else "")
     if outcome and outcome.get("status") == "failed":

@@ -1,9 +1,17 @@
 """The SLURM executor: the whole graph submitted at once through submitit, one job array per stage, each array
 waiting on its upstream arrays with SLURM's own ``afterok`` / ``afterany``. Returns as soon as everything is
-queued; nothing stays alive on the login node. A ledger beside the results (job key -> SLURM id) makes a re-submit
-resume: finished jobs are skipped (records), jobs still queued or running are not submitted again but waited on;
-a pending job that can never start (an ``afterok`` upstream ended FAILED) is cancelled and submitted again, waiting on
-the upstream's new attempt.
+queued; nothing stays alive on the login node.
+
+Beside the results, ``ledger.json`` maps each job key to its current SLURM id and ``attempts.json`` notes, per
+SLURM id, the ids it waits on and the scheduler's final state once it has ended (read from ``scontrol``, or
+``sacct`` where accounting is on, whenever the graph is submitted or ``--status`` runs), so a job's end stays
+known after SLURM forgets it. A re-submit resumes:
+- finished jobs are skipped (records); jobs still queued or running are kept and waited on;
+- a job is replaced (cancelled where still queued, submitted again) when it can never start (an ``afterok``
+  upstream ended FAILED) or when it waits on anything but the current attempts of its upstream jobs;
+- when anything upstream is replaced, everything downstream of it is replaced too, finished or not (a selection,
+  a report, the leaderboard must see the new attempt's records). Stale jobs are cancelled downstream first, so
+  none is released by its upstream's cancellation.
 """
 
 from __future__ import annotations
@@ -16,9 +24,16 @@ from typing import Any
 
 from harness.paper.graph import Stage
 from harness.paper.plan import JobState
+from harness.results import atomic_write_json
 
 #: why a pending job will never start (an ``afterok`` upstream failed): re-submitting replaces it
 NEVER = "DependencyNeverSatisfied"
+#: squeue states of a job that will still run (pending, running, configuring, requeued, suspended, completing)
+LIVE = ("PD", "R", "CF", "RQ", "RH", "RF", "RS", "S", "CG")
+#: scheduler states of a job that has ended
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+         "DEADLINE")
+REPLACED = "CANCELLED (replaced by a re-submit)"
 
 
 def queue() -> dict[str, tuple[str, str]]:
@@ -32,18 +47,113 @@ def queue() -> dict[str, tuple[str, str]]:
     return {i: (t, r) for i, t, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
 
 
-def live_ids(ledger: Mapping[str, str], queued: Mapping[str, tuple[str, str]] | None = None) -> set[str]:
-    """The ledger's SLURM ids still queued or running (in ``queued``, a :func:`queue` taken before the records were
-    read, else now); pending ones that can never start are cancelled."""
-    q = queue() if queued is None else queued
-    doomed = sorted({i for i in ledger.values() if q.get(i, ("", ""))[1] == NEVER})
-    if doomed:
-        subprocess.run(["scancel", *doomed], check=False)
-    return {i for i in ledger.values() if i in q and i not in doomed and q[i][0] in LIVE}
+def queue_states() -> dict[str, str]:
+    """SLURM id -> state (PD, R, ...) of this user's queued jobs; empty where SLURM is absent."""
+    return {i: t for i, (t, _) in queue().items()}
 
 
-#: squeue states of a job that will still run (pending, running, configuring, requeued, suspended, completing)
-LIVE = ("PD", "R", "CF", "RQ", "RH", "RF", "RS", "S", "CG")
+# ------------------------------------------------------------------------------------------------ ledger
+def read_ledger(folder: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """``ledger.json`` (job key -> SLURM id) and ``attempts.json`` (SLURM id -> key, after, state)."""
+    out: list[dict[str, Any]] = []
+    for name in ("ledger.json", "attempts.json"):
+        path = folder / name
+        try:
+            out.append(json.loads(path.read_text()) if path.is_file() else {})
+        except ValueError:
+            out.append({})
+    return out[0], out[1]
+
+
+def write_ledger(folder: Path, ledger: Mapping[str, str], attempts: Mapping[str, Any]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(folder / "attempts.json", dict(attempts))
+    atomic_write_json(folder / "ledger.json", dict(ledger))
+
+
+def ended_states(ids: Sequence[str]) -> dict[str, str]:
+    """SLURM id -> final state (``FAILED exit 2:0``) of the jobs among ``ids`` that have ended, from ``scontrol``
+    (which forgets a job MinJobAge after it ended), else ``sacct`` (where accounting is on)."""
+    out: dict[str, str] = {}
+    try:
+        text = subprocess.run(["scontrol", "-o", "show", "job"], capture_output=True, text=True, check=False,
+                              timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return out
+    wanted = set(ids)
+    for line in text.splitlines():
+        info = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        task = info.get("ArrayTaskId")
+        i = f"{info.get('ArrayJobId')}_{task}" if task and task.isdigit() else info.get("JobId", "")
+        if i in wanted and info.get("JobState") in ENDED:
+            out[i] = f"{info['JobState']} exit {info.get('ExitCode', '?')}"
+    missing = [i for i in ids if i not in out]
+    if missing:
+        try:
+            text = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,State,ExitCode", "-j", ",".join(missing)],
+                                  capture_output=True, text=True, check=False, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return out
+        for line in text.splitlines():
+            i, state, code = [*line.split("|"), "", ""][:3]
+            if i in missing and state.split()[:1] and state.split()[0] in ENDED:
+                out[i] = f"{state.split()[0]} exit {code}"
+    return out
+
+
+def note_ended(ledger: Mapping[str, str], attempts: dict[str, dict[str, Any]],
+               q: Mapping[str, tuple[str, str]]) -> bool:
+    """Record the final state of every attempt no longer in the queue ``q``; True when something was noted."""
+    for key, i in ledger.items():
+        attempts.setdefault(i, {"key": key, "after": [], "state": None})
+    gone = [i for i, a in attempts.items() if not a.get("state") and q.get(i, ("", ""))[0] not in LIVE]
+    got = ended_states(gone) if gone else {}
+    for i, state in got.items():
+        attempts[i]["state"] = state
+    return bool(got)
+
+
+def job_states(folder: Path) -> dict[str, str]:
+    """Job key -> its current attempt's state for ``--status``: the queue's (``R``, ``PD``; ``BLOCKED`` for a
+    pending job that can never start), else the final state noted when it ended (``COMPLETED exit 0:0``), else
+    ``ENDED`` (gone from the queue, final state unknown). Notes newly ended attempts in ``attempts.json``."""
+    ledger, attempts = read_ledger(folder)
+    if not ledger:
+        return {}
+    q = queue()
+    if note_ended(ledger, attempts, q):
+        write_ledger(folder, ledger, attempts)
+    out = {}
+    for key, i in ledger.items():
+        state, reason = q.get(i, ("", ""))
+        out[key] = ("BLOCKED" if reason == NEVER else state) if state in LIVE else attempts[i].get("state") or "ENDED"
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ submission
+def _array(i: str) -> str:
+    return i.split("_")[0]
+
+
+def decide(stages: Sequence[Stage], states: Mapping[str, JobState], ledger: Mapping[str, str],
+           attempts: Mapping[str, Mapping[str, Any]], live: set[str]) -> tuple[set[str], dict[str, list[str]]]:
+    """Which jobs are kept (key set: still queued or running, waiting on the current attempts of their upstream)
+    and which are submitted (stage -> keys): unfinished ones not kept, and every job of a stage downstream of a
+    stage with new submissions."""
+    kept: set[str] = set()
+    new: dict[str, list[str]] = {}
+    for stage in stages:
+        stale = any(new.get(up) for up, _ in stage.after)
+        upstream = {_array(ledger[j.key]) for up, _ in stage.after for s in stages if s.name == up for j in s.jobs
+                    if j.key in kept}
+        for j in stage.jobs:
+            i = ledger.get(j.key)
+            after = {_array(a) for a in (attempts.get(i or "", {}).get("after") or [])}
+            if i in live and not stale and upstream <= after:
+                kept.add(j.key)
+            elif stale or i in live or not states[j.key].finished:
+                new.setdefault(stage.name, []).append(j.key)
+    return kept, new
 
 
 def _executor(folder: Path, stage: Stage, cluster: Mapping[str, Any], dependency: str | None) -> Any:
@@ -66,34 +176,45 @@ def _executor(folder: Path, stage: Stage, cluster: Mapping[str, Any], dependency
     return ex
 
 
+def _cancel(stages: Sequence[Stage], ledger: Mapping[str, str], attempts: dict[str, dict[str, Any]],
+            kept: set[str], q: Mapping[str, tuple[str, str]]) -> None:
+    """Cancel every queued job that is not kept, downstream stages first (so no ``afterany`` dependent of a
+    cancelled job starts before it is cancelled itself)."""
+    for stage in reversed(stages):
+        doomed = [ledger[j.key] for j in stage.jobs if j.key not in kept and q.get(ledger.get(j.key, ""),
+                                                                                       ("", ""))[0] in LIVE]
+        if doomed:
+            subprocess.run(["scancel", *doomed], check=False)
+            for i in doomed:
+                attempts[i]["state"] = REPLACED
+
+
 def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Path, cluster: Mapping[str, Any],
            folder: Path, queued: Mapping[str, tuple[str, str]] | None = None) -> dict[str, list[str]]:
-    """Queue every unfinished job; returns stage -> the SLURM ids it runs as (new or already queued). ``queued``:
+    """Queue every job :func:`decide` picks; returns stage -> the SLURM ids it runs as (new or kept). ``queued``:
     the queue as it was before ``states`` were read from the records (else it is read now, and a job that ended in
-    between would be neither finished nor queued, and submitted again)."""
+    between would be neither finished nor queued, and submitted again). The ledger is written after each stage."""
     from harness.paper.job import run_job
 
-    ledger_path = folder / "ledger.json"
-    ledger: dict[str, str] = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
-    live = live_ids(ledger, queued)
+    ledger, attempts = read_ledger(folder)
+    q = queue() if queued is None else queued
+    note_ended(ledger, attempts, q)
+    live = {i for i in ledger.values() if q.get(i, ("", ""))[0] in LIVE and q[i][1] != NEVER}
+    kept, new = decide(stages, states, ledger, attempts, live)
+    _cancel(stages, ledger, attempts, kept, q)
     ids: dict[str, list[str]] = {}
     for stage in stages:
-        todo = [j for j in stage.jobs if not states[j.key].finished]
-        queued = [ledger[j.key] for j in stage.jobs if ledger.get(j.key) in live]   # still waited on
-        new = [j for j in todo if ledger.get(j.key) not in live]
-        deps = [f"{cond}:{':'.join(ids[up])}" for up, cond in stage.after if ids.get(up)]
-        ids[stage.name] = list(queued)
-        if new:
-            ex = _executor(folder, stage, cluster, ",".join(deps) or None)
-            jobs = ex.map_array(run_job, [str(context)] * len(new), [j.key for j in new])
-            for j, sj in zip(new, jobs, strict=True):
-                ledger[j.key] = str(sj.job_id)
-            ids[stage.name].append(str(jobs[0].job_id).split("_")[0])
-    folder.mkdir(parents=True, exist_ok=True)
-    ledger_path.write_text(json.dumps(ledger, indent=1))
+        ids[stage.name] = [ledger[j.key] for j in stage.jobs if j.key in kept]
+        keys = new.get(stage.name)
+        if not keys:
+            continue
+        after = [(cond, ids[up]) for up, cond in stage.after if ids.get(up)]
+        ex = _executor(folder, stage, cluster, ",".join(f"{c}:{':'.join(w)}" for c, w in after) or None)
+        jobs = ex.map_array(run_job, [str(context)] * len(keys), keys)
+        for key, sj in zip(keys, jobs, strict=True):
+            ledger[key] = str(sj.job_id)
+            attempts[ledger[key]] = {"key": key, "after": [i for _, w in after for i in w], "state": None}
+        ids[stage.name].append(_array(str(jobs[0].job_id)))
+        write_ledger(folder, ledger, attempts)
+    write_ledger(folder, ledger, attempts)
     return ids
-
-
-def queue_states() -> dict[str, str]:
-    """SLURM id -> state (PD, R, ...) of this user's queued jobs; empty where SLURM is absent."""
-    return {i: t for i, (t, _) in queue().items()}
