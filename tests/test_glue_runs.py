@@ -82,7 +82,8 @@ def harness_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 
 def test_sweep_writes_records_resumes_and_survives_nan(glue_dir, tmp_path):
-    base = [*tiny_overrides(glue_dir, tmp_path), "task.tasks=[rte]", "task.grid.learning_rates=[1e30,1e-4,3e-4]", "task.grid.weight_decays=[0.01]", "task.epochs=2", "task.seed=3"]
+    base = [*tiny_overrides(glue_dir, tmp_path), "task.tasks=[rte]", "task.grid.learning_rates=[1e30,1e-4,3e-4]", "task.grid.weight_decays=[0.01]", "task.epochs=2", "task.seed=3",
+            "task.scoring_protocol=best_epoch"]       # per-epoch evaluations, the best restored (authors: test_glue_protocol)
     with pytest.raises(RunFailed, match="diverged") as failed:   # the NaN run fails; the sweep goes on
         run(compose_cfg(base))
     recs = failed.value.records
@@ -148,7 +149,7 @@ def test_mnli_chaining_multirun_runs_mnli_first_and_loads_its_encoder(glue_dir, 
 def test_submitit_local_runs_a_two_point_multirun(glue_dir, tmp_path):
     done = harness_cli(
         "-m", *tiny_overrides(glue_dir, tmp_path), "task.tasks=rte", "task.lr=1e-4,3e-4",
-        "task.weight_decay=0", "task.epochs=1", "hydra/launcher=submitit_local",
+        "task.weight_decay=0", "task.epochs=1", "task.seed=1", "hydra/launcher=submitit_local",
         "hydra.launcher.timeout_min=10", "hydra.launcher.cpus_per_task=1", f"hydra.sweep.dir={tmp_path}/multirun",
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -141,7 +141,10 @@ def test_plan_uses_paper_grid_and_epoch_groups(defs):
     tasks = grid.order_tasks(glue_data.select_tasks(list(tcfg.tasks), defs), list(tcfg.chain_from_mnli))
     assert next(t.name for t in tasks) == "mnli" and [t.name for t in tasks][-3:] == ["rte", "mrpc", "stsb"]
     points = grid.plan(tasks, tcfg, 42)
-    assert len(points) == 8 * 4 * 4 * 3
+    assert len(points) == 8 * 4 * 4 * 3 * 3                            # authors: three seeds per grid point
+    assert [p.seed for p in points[:4]] == [1618, 42, 6033, 1618]
+    best_epoch = grid.plan(tasks, compose_cfg("task.scoring_protocol=best_epoch").task, 42)
+    assert len(best_epoch) == 8 * 4 * 4 * 3 and {p.seed for p in best_epoch} == {42}
     assert {p.epochs for p in points if p.task == "rte"} == {1, 2, 3}
     assert {p.epochs for p in points if p.task == "cola"} == {2, 5, 10}
     one = compose_cfg("task.lr=3e-5", "task.weight_decay=1e-6", "task.epoch_slot=2", "task.seed=7").task

@@ -83,6 +83,7 @@ def test_glue_training_writes_tensorboard_loss_and_eval(tmp_path: Path) -> None:
         "task=glue", "logger=tensorboard", "model=all-minilm-l6-v2", f"model.path={TINY_MODEL}",
         "model.name=tiny-modernbert", f"task.data_dir={_rte(tmp_path / 'glue')}", "task.tasks=[rte]", "task.lr=3e-5",
         "task.weight_decay=1e-6", "task.epochs=2", "task.seed=1", "task.max_length=32", "task.batch_size=8",
+        "task.scoring_protocol=best_epoch",    # one evaluation per epoch
         "task.logging_steps=1", "precision=fp32", "device=cpu", f"paths.results={tmp_path}/results",
         f"paths.outputs={tmp_path}/outputs", f"paths.cache={tmp_path}/cache"]))
     assert rec.status == "ok", rec.error

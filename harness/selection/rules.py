@@ -281,13 +281,22 @@ class LatestConfigPerColumn(SelectionRule):
         return "\n".join(lines)
 
 
+def scoring_protocol(r: ResultRecord) -> str:
+    """A GLUE record's ``task.scoring_protocol`` (records written before protocols existed: ``best_epoch``)."""
+    return str((r.hyperparameters or {}).get("scoring_protocol", "best_epoch"))
+
+
 class GlueSelection(BestConfigPerDataset):
-    """Best configuration per task (mean over seeds), plus the GLUE average and the paper's Table 5 rows."""
+    """Best configuration per task (mean over seeds), plus the GLUE average and the paper's Table 5 rows. One
+    scoring protocol per model: that of its newest record (runs of another protocol are counted, not mixed in)."""
 
     def choose_model(self, records: list[ResultRecord], **kw: Any) -> Choice | None:
-        choice = super().choose_model(records, **kw)
+        protocol = scoring_protocol(max(records, key=lambda r: (r.created_at, r.run_id)))
+        same = [r for r in records if scoring_protocol(r) == protocol]
+        choice = super().choose_model(same, **kw)
         if choice is None:
             return None
+        choice.summary |= {"scoring_protocol": protocol, "other_protocol_runs": len(records) - len(same)}
         tasks = choice.summary["tasks"] = {k[-1] if isinstance(k, tuple) else k: v
                                            for k, v in choice.summary["tasks"].items()}
         for t, sel in tasks.items():
@@ -308,7 +317,8 @@ class GlueSelection(BestConfigPerDataset):
         if s["glue_average"] is not None:
             scope = "" if s["glue_average_complete"] else f" (partial: {len(s['glue_average_over'])} of 8 tasks)"
             text += f"\n  GLUE average {s['glue_average']:.2f}{scope}"
-        return text
+        other = f"; {s['other_protocol_runs']} runs of another protocol left out" if s["other_protocol_runs"] else ""
+        return text + f"\n  scoring protocol: {s['scoring_protocol']} (task.scoring_protocol{other})"
 
 
 #: selection rules by the name a task spec gives (``spec.selection.rule``); add a rule here when you add its class

@@ -26,7 +26,7 @@ STAGES: Mapping[str, Stage] = {
     "load.classifier": Stage(1, "harness.training.classification", "a sequence classifier (fresh head)"),
     "train.dense": Stage(2, "harness.training.dense", "sentence-transformers (Cached)MNRL on triplets"),
     "train.kd": Stage(1, "harness.training.late_interaction", "PyLate KL distillation from teacher scores"),
-    "train.glue": Stage(1, "harness.training.classification", "transformers Trainer, early stopping, best restored"),
+    "train.glue": Stage(2, "harness.training.classification", "Trainer; authors (last eval, seeds) or best_epoch"),
     "retrieve.single_vector": Stage(1, "harness.evaluation.dense", "encode + exact search (cosine, top-k)"),
     "retrieve.multi_vector": Stage(1, "harness.evaluation.multivector", "token embeddings + exact MaxSim or PLAID"),
     "score.ir": Stage(1, "harness.evaluation.ir_metrics", "trec_eval metrics (pytrec_eval), self-matches dropped"),

@@ -72,3 +72,23 @@ class ProgressLines(TrainerCallback):
         if self.progress is not None:
             self.progress.close()
             self.progress = None
+
+
+class BatchPatienceStopping(TrainerCallback):
+    """Early stopping as Composer's ``EarlyStopper`` (the ModernBERT authors' GLUE runs): one monitored dev
+    metric; an evaluation improves on the best only by more than ``min_delta``; training stops at the first
+    evaluation more than ``patience_batches`` optimizer steps after the best one."""
+
+    def __init__(self, metric: str, patience_batches: int, min_delta: float) -> None:
+        self.metric, self.patience, self.min_delta = metric, int(patience_batches), float(min_delta)
+        self.best: float | None = None
+        self.best_step = 0
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        value = (metrics or {}).get(f"eval_{self.metric}")
+        if value is None:
+            raise KeyError(f"early stopping watches eval_{self.metric}, which the evaluation did not return")
+        if self.best is None or (value > self.best and abs(value - self.best) > self.min_delta):
+            self.best, self.best_step = float(value), state.global_step
+        elif state.global_step - self.best_step > self.patience:
+            control.should_training_stop = True

@@ -1,4 +1,7 @@
-"""Sequence-classification fine-tuning for GLUE: transformers' Trainer with early stopping, best checkpoint restored.
+"""Sequence-classification fine-tuning for GLUE: transformers' Trainer with early stopping, under one of two
+scoring protocols (:data:`PROTOCOLS`): ``authors`` (the ModernBERT authors' Composer runs: evaluation every N
+batches, patience in batches on one metric, every parameter decayed, the last evaluation scored) or ``best_epoch``
+(per-epoch evaluations, patience in evaluations on the task score, HF's decay groups, the best one restored).
 
 The pieces are the library's: ``AutoModelForSequenceClassification``, ``Trainer``, ``EarlyStoppingCallback``,
 ``DataCollatorWithPadding``. This module adds tokenisation with an on-disk cache, loading an encoder from
@@ -22,7 +25,7 @@ import torch
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
 from harness.training.arguments import training_arguments as shared_training_arguments
-from harness.training.callbacks import NaNLossGuard, ProgressLines
+from harness.training.callbacks import BatchPatienceStopping, NaNLossGuard, ProgressLines
 from harness.training.finish import check_loss
 
 if TYPE_CHECKING:
@@ -33,6 +36,9 @@ if TYPE_CHECKING:
     from harness.training.tracking import Tracker
 
 log = logging.getLogger(__name__)
+
+#: scoring protocols: what is evaluated when, when training stops, which weights decay, which evaluation is scored
+PROTOCOLS = ("authors", "best_epoch")
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,10 @@ class TrainConfig:
     device: str = "cpu"
     logging_steps: int = 50
     dataloader_num_workers: int = 0
+    protocol: str = "best_epoch"     # authors | best_epoch (PROTOCOLS)
+    eval_steps: int = 100            # authors: optimizer steps between evaluations
+    patience_batches: int = 1000     # authors: steps without improvement before stopping
+    monitor: str = "score"           # authors: the one dev metric early stopping watches
 
     def __post_init__(self) -> None:
         problems = []
@@ -73,6 +83,10 @@ class TrainConfig:
             problems.append(f"warmup_ratio={self.warmup_ratio} must be in [0, 1)")
         if self.evals_per_epoch < 1 or self.patience < 1:
             problems.append("evals_per_epoch and early_stopping.patience must be >= 1")
+        if self.protocol not in PROTOCOLS:
+            problems.append(f"scoring_protocol={self.protocol!r} must be one of {', '.join(PROTOCOLS)}")
+        if self.eval_steps < 1 or self.patience_batches < 0:
+            problems.append("eval_interval must be >= 1 and early_stopping.patience_batches >= 0")
         if problems:
             raise HarnessError("invalid GLUE training settings: " + "; ".join(problems) + " (set them under task.)")
 
@@ -82,7 +96,7 @@ class TrainConfig:
 
 @dataclass
 class TrainOutcome:
-    """Dev metrics of the restored best checkpoint and how early stopping got there."""
+    """Dev metrics of the scored weights (best restored, or the last) and how early stopping got there."""
 
     metrics: dict[str, float]
     best_step: int | None
@@ -93,6 +107,7 @@ class TrainOutcome:
     train_loss: float | None = None
     train_seconds: float = 0.0
     eval_seconds: float = 0.0
+    scored: str = "best"             # best (restored) | last (the final weights)
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -170,12 +185,23 @@ def load_classifier(
 
 # ---------------------------------------------------------------------------------------------- training
 def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker: Tracker | None = None):
-    """TrainingArguments for the paper's protocol: AdamW (betas, eps), linear warmup then decay, evaluation and
-    checkpoint ``evals_per_epoch`` times per epoch, best checkpoint (by ``score``) restored at the end; a progress
-    bar; ``tracker`` (``logger=``) receives the curves."""
+    """TrainingArguments: AdamW (betas, eps), linear warmup then decay; ``best_epoch``: evaluation and checkpoint
+    ``evals_per_epoch`` times per epoch, best checkpoint (by ``score``) restored at the end; ``authors``: evaluation
+    every ``eval_steps`` steps, no checkpoints; ``tracker`` (``logger=``) receives the curves."""
     per_epoch = cfg.steps_per_epoch(n_train)
     by_epoch = cfg.evals_per_epoch == 1
     every = max(1, math.ceil(per_epoch / cfg.evals_per_epoch))
+    if cfg.protocol == "authors":
+        schedule: dict[str, Any] = {"eval_strategy": "steps", "eval_steps": cfg.eval_steps, "save_strategy": "no",
+                                    "load_best_model_at_end": False}
+    else:
+        schedule = {
+            "eval_strategy": "epoch" if by_epoch else "steps", "save_strategy": "epoch" if by_epoch else "steps",
+            "eval_steps": None if by_epoch else every, "save_steps": None if by_epoch else every,
+            "save_total_limit": 1,           # with load_best_model_at_end: the best and the latest are kept
+            "save_only_model": True, "load_best_model_at_end": True, "metric_for_best_model": "score",
+            "greater_is_better": True,
+        }
     return shared_training_arguments(
         cfg, output_dir, use_cpu=cfg.device == "cpu", tracker=tracker, sentence_transformers=False,
         weight_decay=cfg.weight_decay,
@@ -186,18 +212,34 @@ def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker
         adam_epsilon=cfg.adam_epsilon,
         optim="adamw_torch",
         max_grad_norm=cfg.max_grad_norm,
-        eval_strategy="epoch" if by_epoch else "steps",
-        save_strategy="epoch" if by_epoch else "steps",
-        eval_steps=None if by_epoch else every,
-        save_steps=None if by_epoch else every,
-        save_total_limit=1,              # with load_best_model_at_end: the best and the latest are kept
-        save_only_model=True,
-        load_best_model_at_end=True,
-        metric_for_best_model="score",
-        greater_is_better=True,
         logging_steps=cfg.logging_steps,
         dataloader_num_workers=cfg.dataloader_num_workers,
+        **schedule,
     )
+
+
+def trainer_class(protocol: str) -> type:
+    """``Trainer``; under ``authors`` one whose AdamW decays every parameter, as Composer's ``DecoupledAdamW``
+    over ``model.parameters()`` did (MB@8c57a0f:src/evals/glue_jobs.py); HF's own skips biases and LayerNorms."""
+    from transformers import Trainer
+
+    if protocol != "authors":
+        return Trainer
+
+    class DecayAllTrainer(Trainer):
+        def get_decay_parameter_names(self, model) -> list[str]:
+            return [name for name, _ in model.named_parameters()]
+
+    return DecayAllTrainer
+
+
+def stopper(cfg: TrainConfig) -> Any:
+    """The early-stopping callback of ``cfg.protocol``."""
+    from transformers import EarlyStoppingCallback
+
+    if cfg.protocol == "authors":
+        return BatchPatienceStopping(cfg.monitor, cfg.patience_batches, cfg.min_delta)
+    return EarlyStoppingCallback(early_stopping_patience=cfg.patience, early_stopping_threshold=cfg.min_delta)
 
 
 def compute_metrics_fn(metric: str, regression: bool, groups: list[tuple[str, int]] | None) -> Callable:
@@ -224,13 +266,14 @@ def train_and_evaluate(
     output_dir: Path,
     tracker: Tracker | None = None,
 ) -> TrainOutcome:
-    """Fine-tune with early stopping, restore the best checkpoint and evaluate it on ``eval_ds``; ``tracker``: the
-    experiment tracker the run reports to (``logger=``; default none)."""
-    from transformers import DataCollatorWithPadding, EarlyStoppingCallback, Trainer
+    """Fine-tune with early stopping and evaluate on ``eval_ds`` the weights ``cfg.protocol`` scores (``best_epoch``:
+    the restored best checkpoint; ``authors``: the last weights); ``tracker``: the experiment tracker the run
+    reports to (``logger=``; default none)."""
+    from transformers import DataCollatorWithPadding
 
     tracker = tracker or tracking.NONE
     args = training_arguments(cfg, output_dir, len(train_ds), tracker)
-    trainer = Trainer(
+    trainer = trainer_class(cfg.protocol)(
         model=model,
         args=args,
         train_dataset=train_ds,
@@ -239,7 +282,7 @@ def train_and_evaluate(
         data_collator=DataCollatorWithPadding(tokenizer),
         compute_metrics=compute_metrics,
         callbacks=[
-            EarlyStoppingCallback(early_stopping_patience=cfg.patience, early_stopping_threshold=cfg.min_delta),
+            stopper(cfg),
             NaNLossGuard(),
             ProgressLines("training"),
             *tracker.callbacks(),
@@ -251,16 +294,21 @@ def train_and_evaluate(
     train_seconds = time.perf_counter() - t0
     check_loss(result.training_loss)
     state = trainer.state
-    restore_best_checkpoint(trainer.model, state.best_model_checkpoint)
+    last = cfg.protocol == "authors"
+    if not last:
+        restore_best_checkpoint(trainer.model, state.best_model_checkpoint)
+    t1 = time.perf_counter()
+    evals = [h for h in state.log_history if "eval_score" in h]
+    ended_on_eval = last and bool(evals) and evals[-1]["step"] == state.global_step
+    # authors: an evaluation at the last step is the one scored; else the restored best checkpoint or the last weights
+    metrics = evals[-1] if ended_on_eval else trainer.evaluate()
+    eval_seconds = time.perf_counter() - t1
     history = [
         {"epoch": round(h["epoch"], 4), "step": h["step"], "score": h["eval_score"]}
-        for h in state.log_history if "eval_score" in h
+        for h in (state.log_history if last else evals) if "eval_score" in h
     ]
-    t1 = time.perf_counter()
-    metrics = trainer.evaluate()  # the restored best checkpoint
-    eval_seconds = time.perf_counter() - t1
     per_epoch = cfg.steps_per_epoch(len(train_ds))
-    best_step = state.best_global_step
+    best_step = state.global_step if last else state.best_global_step
     clean = {k[len("eval_"):]: float(v) for k, v in metrics.items() if k.startswith("eval_") and _is_metric(k)}
     if any(not math.isfinite(v) for v in clean.values()):
         raise TrainingDivergedError(f"dev metrics are not finite ({clean}); the model diverged")
@@ -274,6 +322,7 @@ def train_and_evaluate(
         train_loss=float(result.training_loss),
         train_seconds=train_seconds,
         eval_seconds=eval_seconds,
+        scored="last" if last else "best",
     )
 
 

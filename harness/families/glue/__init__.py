@@ -3,8 +3,9 @@
 The package reads as the pipeline, one module per job:
 
 - :mod:`.grid`: ``task.*`` settings and the grid points they imply, in run order (pure);
-- :mod:`.chain`: which encoder a point starts from: pretrained, ``task.init_from``, or the best MNLI record's
-  checkpoint for the ``task.chain_from_mnli`` tasks (records only);
+- :mod:`.chain`: which encoder a point starts from: pretrained, ``task.init_from``, or an MNLI record's kept
+  checkpoint for the ``task.chain_from_mnli`` tasks (``task.scoring_protocol``: the best record's restored best
+  weights, or the first seed's final weights of the best configuration; records only);
 - :mod:`.point`: one point's data, tokenisation cache, fine-tuning and evaluation (compute, imported lazily);
 - :mod:`.family`: :class:`GlueFamily` plans every point as a cell (MNLI and the tasks that do not chain first,
   the chained ones once MNLI's records exist); a point with an ok record is skipped unless ``overwrite=true``;

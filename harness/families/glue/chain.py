@@ -1,5 +1,5 @@
-"""MNLI chaining: which encoder a grid point starts from (the pretrained model, ``task.init_from``, or the best
-MNLI record's kept checkpoint). Reads records only: no model, no data."""
+"""MNLI chaining: which encoder a grid point starts from (the pretrained model, ``task.init_from``, or the kept
+checkpoint of the MNLI run :func:`pick_mnli` picks). Reads records only: no model, no data."""
 
 from __future__ import annotations
 
@@ -31,14 +31,18 @@ class InitSource:
 PRETRAINED = InitSource("pretrained")
 
 
-def mnli_candidates(results_dir: str | Path, model_ref: Mapping[str, Any], max_length: int) -> list[ResultRecord]:
-    """Ok MNLI records of this model (same weights, same max length) whose checkpoint still exists."""
+def mnli_candidates(results_dir: str | Path, model_ref: Mapping[str, Any], max_length: int,
+                    protocol: str = "best_epoch") -> list[ResultRecord]:
+    """Ok MNLI records of this model (same weights, same max length, same scoring ``protocol``; records written
+    before protocols existed are ``best_epoch``) whose checkpoint still exists."""
     root = Path(results_dir) / TASK_FAMILY
     out = []
     for _, rec in results.iter_records(root, warn=False) if root.exists() else []:
         if rec.dataset != "mnli" or rec.status != results.STATUS_OK:
             continue
         if rec.model.get("ref") != dict(model_ref) or rec.hyperparameters.get("max_length") != max_length:
+            continue
+        if rec.hyperparameters.get("scoring_protocol", "best_epoch") != protocol:
             continue
         ckpt = rec.details.get("checkpoint")
         if ckpt and Path(ckpt, "config.json").exists():
@@ -48,8 +52,8 @@ def mnli_candidates(results_dir: str | Path, model_ref: Mapping[str, Any], max_l
 
 def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model_ref: Mapping[str, Any], model_name: str
                  ) -> InitSource:
-    """The encoder a run starts from: ``task.init_from`` if set; for ``task.chain_from_mnli`` tasks the best MNLI
-    record's checkpoint (by dev score; ``task.mnli_init`` says whether one is required); else pretrained."""
+    """The encoder a run starts from: ``task.init_from`` if set; for ``task.chain_from_mnli`` tasks an MNLI
+    record's checkpoint (:func:`pick_mnli`; ``task.mnli_init`` says whether one is required); else pretrained."""
     if tcfg.init_from:
         path = Path(str(tcfg.init_from)).expanduser()
         if not (path / "config.json").exists():
@@ -60,7 +64,7 @@ def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model_ref: Mappi
         raise HarnessError(f"task.mnli_init={mode!r}: use required, if_available or off")
     if mode == "off" or task not in list(tcfg.chain_from_mnli) or task == "mnli":
         return PRETRAINED
-    found = mnli_candidates(results_dir, model_ref, int(tcfg.max_length))
+    found = mnli_candidates(results_dir, model_ref, int(tcfg.max_length), str(tcfg.scoring_protocol))
     if not found:
         if mode == "required":
             raise HarnessError(
@@ -70,5 +74,28 @@ def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model_ref: Mappi
             )
         log.warning("%s: no MNLI checkpoint of %s found; starting from the pretrained encoder", task, model_name)
         return PRETRAINED
-    best = max(found, key=lambda r: (r.score if r.score is not None else -math.inf, r.run_id))
+    best = pick_mnli(found, tcfg)
     return InitSource("mnli", best.details["checkpoint"], best.run_id, len(found))
+
+
+def pick_mnli(found: list[ResultRecord], tcfg: Any) -> ResultRecord:
+    """The MNLI record to chain from. ``best_epoch``: the best single record (its restored best checkpoint).
+    ``authors``: the configuration with the best seed-mean score, and of its runs the first seed's (in
+    ``task.seeds`` order), whose checkpoint is its final weights: the authors' eval.py chains from
+    ``checkpoints[-1]`` of the first MNLI job (MB@2fed0f2:eval.py)."""
+    def score(r: ResultRecord) -> float:
+        return r.score if r.score is not None else -math.inf
+
+    if str(tcfg.scoring_protocol) != "authors":
+        return max(found, key=lambda r: (score(r), r.run_id))
+    configs: dict[str, list[ResultRecord]] = {}
+    for r in found:
+        configs.setdefault(r.config_id or r.run_id, []).append(r)
+    best = max(configs.values(), key=lambda rs: (sum(map(score, rs)) / len(rs), min(r.run_id for r in rs)))
+    order = [int(s) for s in tcfg.seeds]
+
+    def rank(r: ResultRecord) -> tuple[int, str]:
+        seed = r.hyperparameters.get("seed")
+        return (order.index(seed) if seed in order else len(order), r.run_id)
+
+    return min(best, key=rank)

@@ -31,6 +31,8 @@ class GlueFamily(Family):
         "task.grid": "replaced by the grid point's values (task.lr, task.weight_decay, task.epochs)",
         "task.epoch_slot": "replaced by the grid point's epochs",
         "task.definitions": "replaced by the grid point's task definition",
+        "task.seeds": "replaced by each grid point's seed (task.seed)",
+        "task.eval_interval": "replaced by the grid point's task's interval (task.eval_batches)",
         "task.data_dir": "replaced by the content fingerprint of the task's files (task.data)",
         "task.hub": "replaced by hub:<path>@<revision> (task.data)",
         "task.chain_from_mnli": "replaced by the MNLI run the point starts from (task.init)",
@@ -74,6 +76,7 @@ class GlueFamily(Family):
                 "task.tasks": point.task, "task.lr": point.lr, "task.weight_decay": point.weight_decay,
                 "task.epochs": point.epochs, "task.seed": point.seed, "task.definitions": s.definitions[point.task],
                 "task.data": data[point.task], "task.init": init.run_id or init.checkpoint,
+                "task.eval_batches": s.eval_interval.get(point.task),
             })
             rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs,
                                          "seed": point.seed})

@@ -23,6 +23,7 @@ class Grid:
 class EarlyStopping:
     patience: int
     min_delta: float
+    patience_batches: int
 
 
 @dataclass
@@ -66,7 +67,10 @@ class GlueSettings:
     mnli_init: str | bool
     init_from: str | None
     keep_checkpoints: bool
+    seeds: list[int]
+    eval_interval: dict[str, int]
     weight_decay_convention: str = choices("composer", "torch")
+    scoring_protocol: str = choices("authors", "best_epoch")
 
 
 @dataclass(frozen=True)
@@ -108,15 +112,29 @@ def epoch_values(task: glue_data.GlueTask, tcfg: Any) -> list[int]:
     return values
 
 
+def seeds(tcfg: Any, default_seed: int) -> list[int]:
+    """The seeds every grid point runs (averaged by the selection): ``task.seed`` if set; else under the
+    ``authors`` protocol ``task.seeds``, under ``best_epoch`` the top-level ``seed``."""
+    if tcfg.seed is not None:
+        return [int(tcfg.seed)]
+    if str(tcfg.scoring_protocol) == "authors":
+        out = [int(s) for s in tcfg.seeds]
+        if not out or len(set(out)) != len(out):
+            raise HarnessError(f"task.seeds={list(tcfg.seeds)} must be a non-empty list of distinct seeds")
+        return out
+    return [int(default_seed)]
+
+
 def plan(tasks: Sequence[glue_data.GlueTask], tcfg: Any, default_seed: int) -> list[GridPoint]:
-    """Every grid point the config implies, in run order. A set ``task.lr`` etc. pins that axis."""
+    """Every grid point the config implies, in run order (each point's seeds one after another). A set
+    ``task.lr`` etc. pins that axis."""
     lrs = [float(tcfg.lr)] if tcfg.lr is not None else [float(v) for v in tcfg.grid.learning_rates]
     wds = [float(tcfg.weight_decay)] if tcfg.weight_decay is not None else [float(v) for v in tcfg.grid.weight_decays]
-    seed = int(tcfg.seed) if tcfg.seed is not None else int(default_seed)
     return [
         GridPoint(t.name, lr, wd, ep, seed)
         for t in tasks
         for lr in lrs
         for wd in wds
         for ep in epoch_values(t, tcfg)
+        for seed in seeds(tcfg, default_seed)
     ]

@@ -92,13 +92,47 @@ def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, 
         "adam_betas": [float(tcfg.adam_beta1), float(tcfg.adam_beta2)],
         "adam_epsilon": float(tcfg.adam_epsilon),
         "max_grad_norm": float(tcfg.max_grad_norm),
-        "evals_per_epoch": int(tcfg.evals_per_epoch),
-        "early_stopping_patience": int(tcfg.early_stopping.patience),
+        **protocol_hyperparameters(point, tcfg),
         "early_stopping_min_delta": float(tcfg.early_stopping.min_delta),
         "init_from": init.kind,
         "max_train_samples": tcfg.max_train_samples,
         "max_eval_samples": tcfg.max_eval_samples,
     }
+
+
+#: the one dev metric the authors' early stopping watches, per GLUE metric kind (MNLI: matched accuracy)
+MONITOR = {"accuracy": "accuracy", "f1_accuracy": "accuracy", "matthews": "matthews", "spearman_pearson": "spearman"}
+
+
+def monitor(task: glue_data.GlueTask, groups: Sequence[tuple[str, int]]) -> str:
+    """The metric early stopping watches under ``authors``: one metric (MNLI: its first dev set), not the score."""
+    key = MONITOR[task.metric]
+    return f"{key}_{groups[0][0]}" if len(groups) > 1 else key
+
+
+def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
+    """What the scoring protocol sets: evaluation schedule, patience, decayed parameters, the scored evaluation."""
+    if str(tcfg.scoring_protocol) == "authors":
+        return {
+            "scoring_protocol": "authors", "eval_interval_batches": eval_interval(point.task, tcfg),
+            "early_stopping_patience_batches": int(tcfg.early_stopping.patience_batches),
+            "early_stopping_metric": "one dev metric (details.early_stopping_metric)",
+            "weight_decay_params": "all", "scored_evaluation": "last",
+        }
+    return {
+        "scoring_protocol": "best_epoch", "evals_per_epoch": int(tcfg.evals_per_epoch),
+        "early_stopping_patience": int(tcfg.early_stopping.patience), "early_stopping_metric": "score",
+        "weight_decay_params": "hf_default (no bias, no LayerNorm)", "scored_evaluation": "best (restored)",
+    }
+
+
+def eval_interval(task: str, tcfg: Any) -> int:
+    """Optimizer steps between dev evaluations under ``authors`` (``task.eval_interval``, per task)."""
+    from harness.errors import HarnessError
+
+    if task not in tcfg.eval_interval:
+        raise HarnessError(f"task.eval_interval has no entry for {task}; add task.eval_interval.{task}=<batches>")
+    return int(tcfg.eval_interval[task])
 
 
 def adamw_weight_decay(point: GridPoint, tcfg: Any) -> float:
@@ -109,8 +143,9 @@ def adamw_weight_decay(point: GridPoint, tcfg: Any) -> float:
     return float(point.weight_decay)
 
 
-def train_config(point: GridPoint, tcfg: Any, precision: str, device: str) -> Any:
-    """The classification trainer's settings for one grid point."""
+def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metric: str = "score") -> Any:
+    """The classification trainer's settings for one grid point; ``metric``: what ``authors`` early stopping
+    watches (``best_epoch`` watches ``score``)."""
     from harness.training import classification as clf
 
     return clf.TrainConfig(
@@ -121,7 +156,9 @@ def train_config(point: GridPoint, tcfg: Any, precision: str, device: str) -> An
         max_grad_norm=float(tcfg.max_grad_norm), evals_per_epoch=int(tcfg.evals_per_epoch),
         patience=int(tcfg.early_stopping.patience), min_delta=float(tcfg.early_stopping.min_delta),
         precision=precision, device=device, logging_steps=int(tcfg.logging_steps),
-        dataloader_num_workers=int(tcfg.dataloader_num_workers),
+        dataloader_num_workers=int(tcfg.dataloader_num_workers), protocol=str(tcfg.scoring_protocol),
+        eval_steps=eval_interval(point.task, tcfg) if str(tcfg.scoring_protocol) == "authors" else 100,
+        patience_batches=int(tcfg.early_stopping.patience_batches), monitor=metric,
     )
 
 
@@ -144,7 +181,9 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
     }
     t0 = time.perf_counter()
     try:
-        train_cfg = train_config(point, ctx.tcfg, rec.precision or "fp32", ctx.device)
+        watched = monitor(task, groups) if str(ctx.tcfg.scoring_protocol) == "authors" else "score"
+        rec.details["early_stopping_metric"] = watched
+        train_cfg = train_config(point, ctx.tcfg, rec.precision or "fp32", ctx.device, watched)
         train_ds, eval_ds = ctx.tokenized(data)
         from transformers import set_seed
 
@@ -162,13 +201,14 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
         rec.details.update(
             best_epoch=outcome.best_epoch, best_step=outcome.best_step, epochs_run=outcome.epochs_run,
             stopped_early=outcome.stopped_early, eval_history=outcome.eval_history, train_loss=outcome.train_loss,
+            scored=outcome.scored,
         )
         rec.timings = {"train": round(outcome.train_seconds, 3), "eval": round(outcome.eval_seconds, 3)}
         if task.name == "mnli" or ctx.tcfg.keep_checkpoints:  # kept for chaining (prune with harness.select)
-            best_dir = out_dir / "best"
-            model.save_pretrained(best_dir)
-            ctx.tokenizer.save_pretrained(best_dir)
-            rec.details["checkpoint"] = str(best_dir.resolve())
+            kept = out_dir / ("final" if outcome.scored == "last" else "best")   # the weights that were scored
+            model.save_pretrained(kept)
+            ctx.tokenizer.save_pretrained(kept)
+            rec.details["checkpoint"] = str(kept.resolve())
     except TrainingDivergedError as exc:
         rec.status, rec.error = results.STATUS_FAILED, f"diverged: {exc}"
         log.error("%s %s failed: %s", point.task, rec.run_id, exc)

@@ -1,0 +1,145 @@
+"""GLUE's scoring protocols: ``authors`` (the default: the ModernBERT authors' eval.py on the said/sweep branch,
+MB@2fed0f2) and ``best_epoch`` (the harness's earlier protocol, kept as an option): evaluation schedule, batch
+patience on one metric, the scored evaluation, decayed parameters, seeds averaged, the MNLI weights chained."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from harness import results
+from harness.families.glue import chain
+from harness.runner import run
+from harness.training import classification as clf
+from tests.test_glue_runs import TINY, compose_cfg, tiny_overrides, write_tiny_glue
+from tests.test_glue_units import compose_cfg as compose_task
+
+
+@pytest.fixture(scope="module")
+def glue_dir(tmp_path_factory) -> Path:
+    return write_tiny_glue(tmp_path_factory.mktemp("glue"))
+
+
+# ---------------------------------------------------------------------------------------------- one training run
+def _tiny_run(protocol: str, scores: list[float], tmp_path: Path, **cfg: object) -> clf.TrainOutcome:
+    """Train the tiny classifier on 32 toy pairs (4 steps per epoch) with a scripted dev accuracy per evaluation."""
+    from transformers import AutoTokenizer
+
+    from harness.data.glue import Split
+
+    tok = AutoTokenizer.from_pretrained(TINY)
+    split = Split([f"the cat sat {i}" for i in range(32)], [f"a dog ran {i}" for i in range(32)], [i % 2 for i in range(32)])
+    train = clf.tokenize(split, tok, 16, False)
+    dev = clf.tokenize(Split(split.text_a[:4], split.text_b[:4], split.labels[:4]), tok, 16, False)
+    seq = iter(scores)
+
+    def metrics(_pred) -> dict[str, float]:
+        value = next(seq)
+        return {"accuracy": value, "score": 100.0 - value}   # the composite moves the other way
+
+    config = clf.TrainConfig(lr=1e-4, weight_decay=0.0, epochs=3, seed=0, batch_size=8, eval_batch_size=8,
+                             min_delta=1.0, logging_steps=1, protocol=protocol, **cfg)
+    model = clf.load_classifier(str(TINY), 2)
+    return clf.train_and_evaluate(model, tok, train, dev, metrics, config, tmp_path / "trainer")
+
+
+def test_authors_evaluates_every_n_steps_stops_on_batch_patience_and_scores_the_last_evaluation(tmp_path):
+    # evaluations at steps 2, 4, 6, 8: the best accuracy is at step 4; at step 8 it is 4 > 2 batches old: stop
+    out = _tiny_run("authors", [50.0, 60.0, 60.5, 58.0, 99.0, 99.0], tmp_path, eval_steps=2, patience_batches=2,
+                    monitor="accuracy")
+    assert [h["step"] for h in out.eval_history] == [2, 4, 6, 8]
+    assert out.stopped_early and out.best_step == 8 and out.scored == "last"
+    assert out.metrics["accuracy"] == 58.0            # the last evaluation, not the best (60.5 is within min_delta)
+
+
+def test_best_epoch_restores_the_best_of_per_epoch_evaluations(tmp_path):
+    out = _tiny_run("best_epoch", [50.0, 40.0, 45.0, 0.0], tmp_path, patience=5)   # score = 100 - accuracy
+    assert [h["step"] for h in out.eval_history] == [4, 8, 12]
+    assert out.scored == "best" and out.best_step == 8
+
+
+def _decayed(protocol: str, tmp_path: Path) -> tuple[set[str], set[str]]:
+    model = clf.load_classifier(str(TINY), 2)
+    config = clf.TrainConfig(lr=1e-4, weight_decay=0.1, epochs=1, seed=0, protocol=protocol)
+    trainer = clf.trainer_class(protocol)(model=model, args=clf.training_arguments(config, tmp_path, 8), eval_dataset=[])
+    trainer.create_optimizer()
+    names = {id(p): n for n, p in model.named_parameters()}
+    groups = trainer.optimizer.param_groups
+    return ({names[id(p)] for g in groups if g["weight_decay"] > 0 for p in g["params"]},
+            {names[id(p)] for g in groups if g["weight_decay"] == 0 for p in g["params"]})
+
+
+def test_authors_decays_every_parameter_best_epoch_skips_bias_and_layernorm(tmp_path):
+    decayed, skipped = _decayed("authors", tmp_path)
+    assert not skipped and any("norm" in n for n in decayed) and any(n.endswith("bias") for n in decayed)
+    decayed, skipped = _decayed("best_epoch", tmp_path)
+    assert skipped and all("norm" in n or n.endswith("bias") for n in skipped)
+
+
+def test_early_stopping_watches_one_metric_mnli_matched_accuracy():
+    from harness.data import glue as glue_data
+    from harness.families.glue.point import monitor
+
+    defs = glue_data.task_definitions(compose_task().task.definitions)
+    assert monitor(defs["mnli"], [("matched", 9), ("mismatched", 6)]) == "accuracy_matched"
+    assert monitor(defs["mrpc"], [("validation", 8)]) == "accuracy"
+    assert monitor(defs["stsb"], [("validation", 8)]) == "spearman"
+    assert monitor(defs["cola"], [("validation", 8)]) == "matthews"
+
+
+# ---------------------------------------------------------------------------------------------- the sweep
+def test_authors_runs_three_seeds_per_point_and_the_selection_averages_them(glue_dir, tmp_path):
+    cfg = compose_cfg([*tiny_overrides(glue_dir, tmp_path), "task.tasks=[rte]", "task.grid.learning_rates=[1e-4,3e-4]",
+                       "task.grid.weight_decays=[0]", "task.epochs=1", "task.eval_interval.rte=2",
+                       "task.early_stopping.patience_batches=1"])
+    run(cfg)
+    recs = [r for _, r in results.iter_records(tmp_path / "results")]
+    assert sorted(r.hyperparameters["seed"] for r in recs) == [42, 42, 1618, 1618, 6033, 6033]
+    for r in recs:
+        assert r.hyperparameters["scoring_protocol"] == "authors" and r.details["scored"] == "last"
+        assert r.hyperparameters["eval_interval_batches"] == 2 and r.hyperparameters["weight_decay_params"] == "all"
+        assert r.details["early_stopping_metric"] == "accuracy"
+        assert [h["step"] for h in r.details["eval_history"]][:2] == [2, 4]      # 32 examples / 8 = 4 steps
+    by_config: dict[str, list[results.ResultRecord]] = {}
+    for r in recs:
+        by_config.setdefault(r.config_id, []).append(r)
+    assert sorted(len(v) for v in by_config.values()) == [3, 3]                  # the seeds share config_id
+    sel = json.loads((tmp_path / "selected" / "glue-tiny-modernbert.json").read_text())
+    rte = sel["tasks"]["rte"]
+    best = max(by_config.values(), key=lambda rs: (statistics.fmean(r.score for r in rs), len(rs),
+                                                     min(r.run_id for r in rs)))
+    assert rte["n_seeds"] == 3 and sorted(rte["run_ids"]) == sorted(r.run_id for r in best)
+    assert rte["score"]["mean"] == pytest.approx(statistics.fmean(r.score for r in best))
+    assert sel["scoring_protocol"] == "authors" and sel["other_protocol_runs"] == 0
+
+
+# ---------------------------------------------------------------------------------------------- MNLI chaining
+def _mnli(root: Path, lr: float, seed: int, score: float, protocol: str = "authors") -> results.ResultRecord:
+    ckpt = root / "ckpt" / f"{lr}-{seed}-{protocol}"
+    ckpt.mkdir(parents=True)
+    (ckpt / "config.json").write_text("{}")
+    hp = {"lr": lr, "seed": seed, "max_length": 32, "scoring_protocol": protocol}
+    rec = results.ResultRecord(
+        task="glue", dataset="mnli", split="validation", model={"name": "m", "ref": {"path": "p"}},
+        metrics={"accuracy_mean": score}, main_score="accuracy_mean", hyperparameters=hp, data_fingerprint="d",
+        run_id=results.run_id({"lr": lr, "seed": seed, "p": protocol}), config_id=f"{lr}-{protocol}",
+        details={"checkpoint": str(ckpt)},
+    )
+    results.write_record(root / "results", rec)
+    return rec
+
+
+def test_mnli_chain_takes_the_first_seeds_final_weights_of_the_best_mean_configuration(tmp_path):
+    a = [_mnli(tmp_path, 1e-5, s, v) for s, v in ((1618, 70.0), (42, 90.0), (6033, 50.0))]     # mean 70, best single run
+    b = [_mnli(tmp_path, 3e-5, s, v) for s, v in ((6033, 81.0), (42, 80.0), (1618, 79.0))]     # mean 80
+    old = _mnli(tmp_path, 8e-5, 42, 95.0, protocol="best_epoch")                              # another protocol
+    task = compose_task("task.max_length=32").task
+    init = chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m")
+    assert init.kind == "mnli" and init.run_id == b[2].run_id and init.candidates == 6        # seed 1618 of b
+    assert init.checkpoint == b[2].details["checkpoint"]
+    task = compose_task("task.max_length=32", "task.scoring_protocol=best_epoch").task
+    assert chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m").run_id == old.run_id
+    assert max(a + b, key=lambda r: r.score) is a[1]                                          # not the best single run
