@@ -19,6 +19,7 @@ GLOBAL_EXCLUDE: Mapping[str, str] = {
     "overwrite": "whether to redo a finished run",
     "run_lock": "how concurrent processes share runs (lock staleness, waiting)",
     "run_name": "a free label stored in records",
+    "save_run": "whether the ranking is also written as a TREC run file",
     "experiment": "which experiment's selection a run belongs to (scopes harness.select; stored in records)",
     "hydra": "Hydra's own settings (output dirs, launcher, sweeper)",
     "logger": "which experiment tracker receives the logs",

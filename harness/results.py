@@ -65,6 +65,8 @@ class ResultRecord:
     scheduler: dict[str, Any] = field(default_factory=dict)  # where it ran: node, SLURM job/array ids, GPU, Hydra job
     created_at: str = ""
     schema_version: int = SCHEMA_VERSION
+    #: per-query / per-example scores, written beside the record (harness.per_query), never into its JSON
+    per_query: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         fail_nonfinite(self)
@@ -74,7 +76,13 @@ class ResultRecord:
         return self.metrics.get(self.main_score)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        kept, self.per_query = self.per_query, None   # not deep-copied by asdict, not in the JSON
+        try:
+            data = asdict(self)
+        finally:
+            self.per_query = kept
+        data.pop("per_query")
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ResultRecord:
@@ -86,7 +94,7 @@ class ResultRecord:
             raise UnknownSchemaError(f"schema_version {version!r} is not one this harness reads "
                                      f"({', '.join(map(str, READABLE_SCHEMAS))}): written by another harness version; "
                                      "read it with that version, or move it out of the results folder")
-        known = {f for f in cls.__dataclass_fields__}
+        known = {f for f in cls.__dataclass_fields__} - {"per_query"}
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
@@ -206,6 +214,10 @@ def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
     path = path_of(results_dir, record)
     if record.status == STATUS_FAILED and finished_at(path) is not None:
         path = failure_path(path, record.created_at)
+    if record.per_query is not None and record.status == STATUS_OK:
+        from harness import per_query
+
+        record.details["per_query"] = per_query.write(path, record.per_query)   # first: the JSON claims it
     data = record.to_dict()
     data["metrics"] = {k: None if _nonfinite(v) else v for k, v in record.metrics.items()}
     atomic_write_json(path, data)   # strict JSON: a NaN is written as null (the error names its value)

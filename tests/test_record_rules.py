@@ -63,8 +63,8 @@ def test_the_writer_turns_a_nan_metric_into_a_failed_record(tmp_path: Path, capf
     """A run whose evaluation gives NaN: a failed record (strict JSON, the error naming the metric), exit 2."""
     from harness.evaluation import retriever
 
-    real = retriever.evaluate_run
-    monkeypatch.setattr(retriever, "evaluate_run", lambda qrels, run: real(qrels, run) | {"ndcg_at_10": math.nan})
+    real = retriever.means
+    monkeypatch.setattr(retriever, "means", lambda per_query: real(per_query) | {"ndcg_at_10": math.nan})
     write_beir_folder(tmp_path / "data")
     code, printed = invoke([a for a in beir(tmp_path) if a != "overwrite=true"], capfd)
     assert code == 2, printed[-3000:]

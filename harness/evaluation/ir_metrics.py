@@ -17,31 +17,42 @@ _MEASURES = {
 }
 
 
-def mrr_at_k(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], k: int) -> float:
-    """Mean reciprocal rank of the first relevant (grade > 0) doc in the top k, ties by doc id as trec_eval."""
-    total = 0.0
+def reciprocal_ranks(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], k: int) -> dict[str, float]:
+    """Per query: 1 / rank of the first relevant (grade > 0) doc in the top k (0 if none), ties by doc id as
+    trec_eval."""
+    out = {}
     for qid, judged in qrels.items():
         ranked = sorted(run.get(qid, {}).items(), key=lambda x: (-x[1], x[0]))[:k]
-        for rank, (did, _) in enumerate(ranked, start=1):
-            if judged.get(did, 0) > 0:
-                total += 1.0 / rank
-                break
-    return total / len(qrels) if qrels else 0.0
+        out[qid] = next((1.0 / rank for rank, (did, _) in enumerate(ranked, start=1) if judged.get(did, 0) > 0), 0.0)
+    return out
 
 
-def evaluate_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, float]:
-    """ndcg@10 (main), ndcg@100, map@10, recall@10/100/1000, mrr@10; mean over queries with judgements."""
+def mrr_at_k(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], k: int) -> float:
+    """Mean reciprocal rank of the first relevant (grade > 0) doc in the top k, ties by doc id as trec_eval."""
+    return sum(reciprocal_ranks(qrels, run, k).values()) / len(qrels) if qrels else 0.0
+
+
+def per_query_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Each record metric per judged query (metric -> query id -> value), trec_eval conventions: a judged query
+    with an empty run counts as zero, as in ``trec_eval -c``."""
     evaluator = pytrec_eval.RelevanceEvaluator(
         qrels, {"ndcg_cut.10,100", "map_cut.10", "recall.10,100,1000"}
     )
-    # a judged query with an empty run still counts (as zero), as in trec_eval -c
     per_query = evaluator.evaluate({q: run.get(q) or {"__none__": 0.0} for q in qrels})
-    metrics: dict[str, float] = {}
-    for name, measure in _MEASURES.items():
-        values = [per_query[q][measure] for q in qrels]
-        metrics[name] = float(sum(values) / len(values))
-    metrics["mrr_at_10"] = mrr_at_k(qrels, run, 10)
+    out = {name: {q: float(per_query[q][measure]) for q in qrels} for name, measure in _MEASURES.items()}
+    out["mrr_at_10"] = reciprocal_ranks(qrels, run, 10)
+    return out
+
+
+def means(per_query: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The record's metrics: each per-query metric's mean over the judged queries; a NaN is an error."""
+    metrics = {name: float(sum(v.values()) / len(v)) if v else 0.0 for name, v in per_query.items()}
     for name, value in metrics.items():
         if math.isnan(value):
             raise ValueError(f"metric {name} is NaN")
     return metrics
+
+
+def evaluate_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, float]:
+    """ndcg@10 (main), ndcg@100, map@10, recall@10/100/1000, mrr@10; mean over queries with judgements."""
+    return means(per_query_scores(qrels, run))

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from harness.evaluation.ir_metrics import evaluate_run
+from harness.evaluation.ir_metrics import evaluate_run, means, per_query_scores
+from harness.per_query import PerQuery, fingerprint, from_metrics
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -56,6 +57,17 @@ def evaluate(
 ) -> tuple[dict[str, float], Details, Timings]:
     """(metrics, details, timings) of ``retriever`` on ``ds``: nDCG@10 (main), MAP, recall, MRR; ``subgroups``
     score the same run on groups of the queries too (``ndcg_at_10_<group>_<name>``, details under ``<name>``)."""
+    metrics, details, timings, _ = evaluate_per_query(retriever, ds, top_k=top_k,
+                                                      ignore_identical_ids=ignore_identical_ids, subgroups=subgroups)
+    return metrics, details, timings
+
+
+def evaluate_per_query(
+    retriever: Retriever, ds: RetrievalDataset, *, top_k: int = 1000, ignore_identical_ids: bool = False,
+    subgroups: Sequence[QueryGroups] = (),
+) -> tuple[dict[str, float], Details, Timings, PerQuery]:
+    """:func:`evaluate`, plus each metric per judged query (what the record's metrics are the means of), with
+    fingerprints of the query texts and qrels it was scored on."""
     details, timings = retriever.index(ds)
     queries = ds.evaluated_queries()
     qids = list(queries)
@@ -65,7 +77,9 @@ def evaluate(
 
     t0 = time.perf_counter()
     run = to_run(qids, ds.corpus_ids, scores, idx, top_k=top_k, ignore_identical_ids=ignore_identical_ids)
-    metrics = evaluate_run({q: ds.qrels[q] for q in qids}, run)
+    qrels = {q: ds.qrels[q] for q in qids}
+    per_query = per_query_scores(qrels, run)
+    metrics = means(per_query)
     details = {
         "retriever": retriever.kind, "n_docs": len(ds), "n_queries": len(qids), "top_k": top_k,
         "ignore_identical_ids": ignore_identical_ids, "source": ds.source, **retriever.describe(), **details,
@@ -79,4 +93,8 @@ def evaluate(
                 metrics[f"ndcg_at_10_{name}_{scorer.name}"] = score
         details[scorer.name] = facts
     timings["metrics_s"] = time.perf_counter() - t0
-    return metrics, details, timings
+    data = {"queries": fingerprint(queries), "qrels": fingerprint(qrels), "corpus": str(ds.fingerprint),
+            "top_k": str(top_k), "ignore_identical_ids": str(ignore_identical_ids)}
+    out = from_metrics(per_query, data)
+    out.run = run
+    return metrics, details, timings, out

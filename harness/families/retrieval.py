@@ -20,7 +20,7 @@ from harness import results
 from harness.data.catalog import DatasetEntry, check_entries, load_entry, resolve_entries
 from harness.data.retrieval import RetrievalDataset, subset
 from harness.errors import HarnessError, TrainingDivergedError
-from harness.evaluation.retriever import Retriever, evaluate, search_width
+from harness.evaluation.retriever import Retriever, evaluate_per_query, search_width
 from harness.evaluation.shards import LAUNCHERS, ShardedRetriever, ShardSettings
 from harness.evaluation.subgroups import QueryGroups
 from harness.families.base import Cell, Family
@@ -300,11 +300,15 @@ class RetrievalFamily(Family):
         ds = self.loaded(entry)
         load_s = time.perf_counter() - t0
         log.info("%s: %d docs, %d queries (%s)", entry.name, len(ds), len(ds.evaluated_queries()), ds.source)
-        metrics, details, timings = evaluate(
+        metrics, details, timings, per_query = evaluate_per_query(
             retriever, ds, top_k=s.top_k, ignore_identical_ids=entry.ignore_identical_ids,
             subgroups=self.subgroups(retriever),
         )
         if member_of:
             details["member_of"] = member_of
-        return self.new_record(cell, model=block, split=ds.split, metrics=metrics, details=details,
-                               timings={"load_s": load_s, **timings}, data_fingerprint=ds.fingerprint)
+        rec = self.new_record(cell, model=block, split=ds.split, metrics=metrics, details=details,
+                              timings={"load_s": load_s, **timings}, data_fingerprint=ds.fingerprint)
+        if not self.cfg.get("save_run"):
+            per_query.run = None
+        rec.per_query = per_query
+        return rec

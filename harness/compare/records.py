@@ -1,0 +1,54 @@
+"""Which records a ``harness.compare`` argument names: a record file, a run folder, or a model name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.results import STATUS_OK, ResultRecord, iter_records
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: a label and its ok records by dataset (with their paths)."""
+
+    label: str
+    records: dict[str, tuple[Path, ResultRecord]]
+
+
+def resolve(arg: str, results: Path, task: str | None) -> Side:
+    """``arg``: a record (``.json``), a folder of records (a run), or a model name under ``results`` (``task``
+    picks among its tasks). One ok record per dataset, else a one-line error saying how to narrow it."""
+    path = Path(arg)
+    if path.is_file():
+        found = list(iter_records([path.parent], warn=False))
+        found = [(p, r) for p, r in found if p.resolve() == path.resolve()]
+        if not found:
+            raise HarnessError(f"{arg} is not a harness result record")
+        where = arg
+    elif path.is_dir():
+        found, where = list(iter_records([path], warn=False)), arg
+    else:
+        if not results.is_dir():
+            raise HarnessError(f"{arg} is neither a record, a folder, nor a model under --results {results} "
+                               "(no such folder); pass --results <folder>")
+        found = [(p, r) for p, r in iter_records([results], warn=False) if r.model.get("name") == arg]
+        where = f"model {arg} in {results}"
+    found = [(p, r) for p, r in found if r.status == STATUS_OK and (task is None or r.task == task)]
+    if not found:
+        raise HarnessError(f"no ok record for {where}{f' (task {task})' if task else ''}")
+    tasks = sorted({r.task for _, r in found})
+    if len(tasks) > 1:
+        raise HarnessError(f"{where} has records of several tasks ({', '.join(tasks)}): pass --task")
+    by: dict[str, list[tuple[Path, ResultRecord]]] = {}
+    for p, r in found:
+        if r.details.get("aggregate") is None:   # composite averages have no per-query scores of their own
+            by.setdefault(r.dataset, []).append((p, r))
+    twice = {d: rs for d, rs in by.items() if len({r.run_id for _, r in rs}) > 1}
+    if twice:
+        d, rs = next(iter(twice.items()))
+        runs = ", ".join(sorted(str(p.parent) for p, _ in rs))
+        raise HarnessError(f"{where} has {len(rs)} runs of {d} ({runs}): pass one run folder instead")
+    label = arg if path.exists() else f"{arg} ({tasks[0]})"
+    return Side(label, {d: rs[0] for d, rs in sorted(by.items())})

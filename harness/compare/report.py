@@ -1,0 +1,82 @@
+"""The comparison table: per dataset, the macro average, and the test over per-dataset scores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from harness import per_query
+from harness.compare import stats
+from harness.compare.records import Side, resolve
+from harness.errors import HarnessError
+
+
+def compare_lines(a: str, b: str, *, task: str | None, results: Path, metric: str | None, permutations: int,
+                  seed: int, level: float, alpha: float, correction: str) -> list[str]:
+    """Everything ``python -m harness.compare`` prints."""
+    left, right = resolve(a, results, task), resolve(b, results, task)
+    shared = [d for d in left.records if d in right.records]
+    if not shared:
+        raise HarnessError(f"{left.label} and {right.label} share no dataset "
+                           f"({', '.join(left.records)} vs {', '.join(right.records)})")
+    metric = metric or left.records[shared[0]][1].main_score
+    pairs = {d: aligned(left, right, d, metric) for d in shared}
+    results_ = {d: stats.paired(x, y, permutations, seed, level) for d, (x, y) in pairs.items()}
+    adjusted = dict(zip(shared, stats.CORRECTIONS[correction]([r.p_randomization for r in results_.values()]),
+                        strict=True))
+    pct = f"{level:.0%}"
+    lines = [f"A = {left.label}", f"B = {right.label}",
+             f"metric {metric}; B - A; paired randomization test (two-sided, {permutations} permutations, seed {seed});"
+             f" paired bootstrap {pct} interval ({permutations} resamples); p corrected across {len(shared)} "
+             f"dataset(s): {correction}; * where the corrected p < {alpha:g}",
+             f"{'dataset':24s} {'n':>6s} {'A':>8s} {'B':>8s} {'B-A':>8s} {pct + ' interval':>20s} {'p':>8s} "
+             f"{'p ' + correction:>10s}"]
+    for d, r in results_.items():
+        lines.append(row(d, r, adjusted[d], alpha))
+    if len(shared) > 1:
+        lines += average_lines(pairs, permutations, seed, level, alpha)
+    return lines
+
+
+def aligned(left: Side, right: Side, dataset: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    sides = []
+    for side in (left, right):
+        path, rec = side.records[dataset]
+        try:
+            sides.append(per_query.read(path, rec.details.get("per_query")))
+        except per_query.PerQueryError as exc:
+            raise HarnessError(f"{dataset}: {exc}") from None
+    try:
+        x, y, _ = per_query.aligned(sides[0], sides[1], metric)
+    except per_query.PerQueryError as exc:
+        raise HarnessError(f"{dataset}: {exc}") from None
+    return x, y
+
+
+def row(name: str, r: stats.Paired, p_adj: float | None, alpha: float) -> str:
+    interval = f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}]"
+    adj = f"{p_adj:10.4f}" if p_adj is not None else f"{'':10s}"
+    mark = " *" if (p_adj if p_adj is not None else r.p_randomization) < alpha else ""
+    return (f"{name:24s} {r.n:6d} {r.mean_a:8.4f} {r.mean_b:8.4f} {r.diff:+8.4f} {interval:>20s} "
+            f"{r.p_randomization:8.4f} {adj}{mark}")
+
+
+def average_lines(pairs: dict[str, tuple[np.ndarray, np.ndarray]], permutations: int, seed: int, level: float,
+                  alpha: float) -> list[str]:
+    """The macro average over datasets: per query, stratified by dataset; then over the per-dataset scores."""
+    x = np.concatenate([p[0] for p in pairs.values()])
+    y = np.concatenate([p[1] for p in pairs.values()])
+    strata = np.concatenate([np.full(len(p[0]), i) for i, p in enumerate(pairs.values())])
+    macro = stats.paired(x, y, permutations, seed, level, strata=strata)
+    per_set = stats.paired([p[0].mean() for p in pairs.values()], [p[1].mean() for p in pairs.values()],
+                           permutations, seed, level)
+    k = len(pairs)
+    how = f"exact over all 2^{k} sign flips" if k <= 16 else f"{permutations} permutations"
+    return [row(f"average ({k} sets)", macro, None, alpha),
+            "  (macro average of the datasets' means; queries permuted and resampled within their dataset)",
+            f"over the {k} per-dataset scores: B-A {per_set.diff:+.4f}, randomization p {per_set.p_randomization:.4f} "
+            f"({how}), t-test p {per_set.p_t:.4f}, {level:.0%} interval [{per_set.ci_low:+.4f}, "
+            f"{per_set.ci_high:+.4f}]",
+            f"  caveat: {k} datasets are few; this asks whether B is better on datasets like these, and has little "
+            "power (with 5 or fewer sets no p can fall below 0.06)"]

@@ -1,0 +1,161 @@
+"""Is a difference real (issue 33): the paired tests, per-query scores beside each record, ``harness.compare``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.compare import stats
+from tests.conftest import paths, write_beir_folder
+
+# ------------------------------------------------------------------------------------------------ statistics
+
+
+def test_randomization_p_is_exact_for_few_items_and_converges_to_it() -> None:
+    a, b = [0.1, 0.5, 0.3, 0.9, 0.4, 0.2], [0.3, 0.6, 0.2, 1.0, 0.7, 0.5]
+    d = np.subtract(b, a)
+    flips = [np.array([(m >> i) & 1 for i in range(6)]) * -2 + 1 for m in range(64)]
+    exact = np.mean([abs((s * d).mean()) >= abs(d.mean()) - 1e-12 for s in flips])
+    assert stats.randomization_p(a, b) == pytest.approx(exact)        # 6 items: all 64 sign flips
+    rng = np.random.default_rng(3)
+    x = rng.random(40)
+    y = x + rng.normal(0.03, 0.1, 40)
+    p = stats.randomization_p(x, y, permutations=20_000, seed=1)
+    assert stats.randomization_p(x, y, permutations=20_000, seed=1) == p          # the seed fixes it
+    t = stats.t_test_p(x, y)
+    assert abs(p - t) < 0.05                                           # the two tests roughly agree on 40 items
+
+
+def test_holm_matches_the_step_down_by_hand() -> None:
+    # sorted 0.005, 0.01, 0.03, 0.04 -> x4, x3, x2, x1 = 0.02, 0.03, 0.06, 0.04 -> monotone 0.02, 0.03, 0.06, 0.06
+    assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+def test_the_bootstrap_interval_covers_the_true_difference_at_its_stated_rate() -> None:
+    """A simulated case whose true difference is known (0.02): a 90% interval covers it in about 90% of 300 draws."""
+    rng = np.random.default_rng(0)
+    covered = 0
+    for trial in range(300):
+        a = rng.random(150)
+        b = a + 0.02 + rng.normal(0, 0.1, 150)
+        low, high = stats.bootstrap_ci(a, b, resamples=1000, seed=trial, level=0.90)
+        covered += low <= 0.02 <= high
+    assert 0.84 <= covered / 300 <= 0.95          # binomial sd at 0.9 over 300 draws: 0.017
+
+
+def test_the_macro_average_weights_datasets_equally() -> None:
+    a = [0.0] * 10 + [0.0]
+    b = [0.1] * 10 + [0.9]            # dataset 0: +0.1 over 10 queries; dataset 1: +0.9 over 1 query
+    r = stats.paired(a, b, permutations=200, strata=[0] * 10 + [1])
+    assert r.diff == pytest.approx(0.5)                     # (0.1 + 0.9) / 2, not the query mean 0.173
+    assert np.isnan(r.p_t)
+
+
+def test_unequal_or_non_finite_vectors_are_refused() -> None:
+    with pytest.raises(ValueError, match="equal-length"):
+        stats.paired([0.1, 0.2], [0.1])
+    with pytest.raises(ValueError, match="finite"):
+        stats.paired([0.1, float("nan")], [0.1, 0.2])
+
+
+# ------------------------------------------------------------------------------------------------ the command
+def minilm(tmp: Path, *extra: str) -> list[str]:
+    return ["task=beir", "model=all-minilm-l6-v2", "precision=fp32", "device=cpu", f"task.data_dir={tmp}/data",
+            "task.datasets=[toy]", "+task.catalog.toy={split: test}", "task.train=false", *paths(tmp), *extra]
+
+
+def run_harness(args: list[str]) -> None:
+    """``python -m harness <args>`` in this process (its logging set-up undone after)."""
+    import logging
+    import sys
+    from unittest import mock
+
+    from harness import cli
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    with mock.patch.object(sys, "argv", ["harness", *args]):
+        try:
+            cli.main()
+        finally:
+            root.handlers[:] = handlers
+            root.setLevel(level)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> Path:
+    """The packaged all-MiniLM-L6-v2 and its first two layers on the toy set, the ranking saved as TREC too."""
+    tmp = tmp_path_factory.mktemp("compare")
+    write_beir_folder(tmp / "data", docs_per_topic=8)
+    for extra in ([], ["model.keep_layers=[0,1]"]):
+        run_harness(minilm(tmp, "save_run=true", *extra))
+    return tmp
+
+
+def compare(*args: str, capfd) -> tuple[int, str, str]:
+    from harness.compare.__main__ import main
+
+    capfd.readouterr()
+    code = main(list(args))
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+def record(tmp: Path, model: str) -> Path:
+    (path,) = (tmp / "results" / "beir" / model).rglob("toy.json")
+    return path
+
+
+def test_a_retrieval_record_keeps_its_per_query_scores_and_ranking_beside_it(two_runs: Path) -> None:
+    path = record(two_runs, "all-minilm-l6-v2")
+    data = json.loads(path.read_text())
+    claim = data["details"]["per_query"]
+    assert claim["n"] == 5 and "ndcg_at_10" in claim["metrics"] and set(claim["data"]) >= {"queries", "qrels"}
+    from harness import per_query
+
+    pq = per_query.read(path, claim)
+    assert pq.scores["ndcg_at_10"].mean() == pytest.approx(data["metrics"]["ndcg_at_10"], abs=1e-12)
+    lines = gzip.decompress((path.parent / "toy.run.trec.gz").read_bytes()).decode().splitlines()
+    assert lines[0].split()[1] == "Q0" and lines[0].split()[3] == "1" and len({ln.split()[0] for ln in lines}) == 5
+
+
+def test_compare_prints_scores_difference_p_value_and_interval(two_runs: Path, capfd) -> None:
+    code, out, err = compare("all-minilm-l6-v2", "all-minilm-l6-v2[0,1]", "--results", str(two_runs / "results"),
+                             "--permutations", "500", "--seed", "7", capfd=capfd)
+    assert code == 0, err
+    assert "500 permutations, seed 7" in out and "holm" in out
+    (row,) = [ln for ln in out.splitlines() if ln.startswith("toy ")]
+    n, a, b, diff = row.split()[1:5]
+    assert n == "5" and float(diff) == pytest.approx(float(b) - float(a), abs=2e-4)
+    a_rec = json.loads(record(two_runs, "all-minilm-l6-v2").read_text())
+    assert float(a) == pytest.approx(a_rec["metrics"]["ndcg_at_10"], abs=1e-4)
+
+
+def test_compare_refuses_a_sidecar_that_is_not_the_one_its_record_claims(two_runs: Path, tmp_path: Path, capfd) -> None:
+    import shutil
+
+    copy = tmp_path / "results"
+    shutil.copytree(two_runs / "results", copy)
+    side = record(tmp_path, "all-minilm-l6-v2").parent / "toy.perquery.npz"
+    other = record(tmp_path, "all-minilm-l6-v2_0_1_").parent / "toy.perquery.npz"
+    shutil.copy(other, side)                                    # another model's scores under this record
+    code, out, err = compare("all-minilm-l6-v2", "all-minilm-l6-v2[0,1]", "--results", str(copy), capfd=capfd)
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: toy: ") and "not the file its record claims" in line
+
+
+def test_compare_refuses_records_scored_on_other_queries(two_runs: Path, tmp_path: Path, capfd) -> None:
+    write_beir_folder(tmp_path / "data", docs_per_topic=8)
+    q = tmp_path / "data" / "toy" / "queries.jsonl"
+    q.write_text(q.read_text().replace("astronomy", "astronomy please"))
+    run_harness(minilm(tmp_path))
+    code, _, err = compare(str(record(two_runs, "all-minilm-l6-v2")), str(record(tmp_path, "all-minilm-l6-v2")),
+                             capfd=capfd)
+    assert code == 2
+    assert "scored on different data (" in err and "queries" in err and len(err.strip().splitlines()) == 1
