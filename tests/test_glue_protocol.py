@@ -143,3 +143,17 @@ def test_mnli_chain_takes_the_first_seeds_final_weights_of_the_best_mean_configu
     task = compose_task("task.max_length=32", "task.scoring_protocol=best_epoch").task
     assert chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m").run_id == old.run_id
     assert max(a + b, key=lambda r: r.score) is a[1]                                          # not the best single run
+
+
+def test_a_bad_eval_interval_or_seed_list_is_refused_before_any_work():
+    from harness.data import glue as glue_data
+    from harness.errors import HarnessError
+    from harness.families.glue import grid
+
+    rte = glue_data.task_definitions(compose_task().task.definitions)["rte"]
+    with pytest.raises(HarnessError, match=r"task.eval_interval.rte=0: set it to the batches between dev evaluations"):
+        grid.plan([rte], compose_task("task.eval_interval.rte=0").task, 42)
+    with pytest.raises(HarnessError, match=r"task.seeds=\[1, 1\] must be a non-empty list of distinct seeds"):
+        grid.plan([rte], compose_task("task.seeds=[1,1]").task, 42)
+    assert grid.plan([rte], compose_task("task.eval_interval.rte=0", "task.scoring_protocol=best_epoch",
+                                         "task.epochs=1").task, 42)   # best_epoch does not use it

@@ -125,9 +125,23 @@ def seeds(tcfg: Any, default_seed: int) -> list[int]:
     return [int(default_seed)]
 
 
+def check_schedule(tasks: Sequence[glue_data.GlueTask], tcfg: Any) -> None:
+    """Under ``authors``: every task has a positive ``task.eval_interval`` and the batch patience is >= 0."""
+    if str(tcfg.scoring_protocol) != "authors":
+        return
+    for t in tasks:
+        value = tcfg.eval_interval.get(t.name)
+        if not isinstance(value, int) or value < 1:
+            raise HarnessError(f"task.eval_interval.{t.name}={value!r}: set it to the batches between dev "
+                               f"evaluations (an int >= 1), e.g. task.eval_interval.{t.name}=100")
+    if int(tcfg.early_stopping.patience_batches) < 0:
+        raise HarnessError("task.early_stopping.patience_batches must be >= 0 (batches since the best evaluation)")
+
+
 def plan(tasks: Sequence[glue_data.GlueTask], tcfg: Any, default_seed: int) -> list[GridPoint]:
     """Every grid point the config implies, in run order (each point's seeds one after another). A set
     ``task.lr`` etc. pins that axis."""
+    check_schedule(tasks, tcfg)
     lrs = [float(tcfg.lr)] if tcfg.lr is not None else [float(v) for v in tcfg.grid.learning_rates]
     wds = [float(tcfg.weight_decay)] if tcfg.weight_decay is not None else [float(v) for v in tcfg.grid.weight_decays]
     return [
