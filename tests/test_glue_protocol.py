@@ -157,3 +157,20 @@ def test_a_bad_eval_interval_or_seed_list_is_refused_before_any_work():
         grid.plan([rte], compose_task("task.seeds=[1,1]").task, 42)
     assert grid.plan([rte], compose_task("task.eval_interval.rte=0", "task.scoring_protocol=best_epoch",
                                          "task.epochs=1").task, 42)   # best_epoch does not use it
+
+
+def test_the_selection_keeps_one_protocol_per_model_the_newest_records():
+    from harness import selection
+
+    def rec(protocol: str, seed: int, score: float, created: str) -> results.ResultRecord:
+        hp = {"lr": 1e-5, "seed": seed, "scoring_protocol": protocol}
+        return results.ResultRecord(
+            task="glue", dataset="rte", split="validation", model={"name": "m"}, metrics={"accuracy": score},
+            main_score="accuracy", hyperparameters=hp, run_id=results.run_id({**hp}), config_id=protocol,
+            created_at=created)
+
+    old = [rec("best_epoch", 42, 90.0, "2026-01-01T00:00:00")]               # better, but another protocol
+    new = [rec("authors", s, v, "2026-02-01T00:00:00") for s, v in ((1618, 60.0), (42, 70.0), (6033, 80.0))]
+    sel = selection.choose("glue", old + new)["m"].summary
+    assert sel["scoring_protocol"] == "authors" and sel["other_protocol_runs"] == 1
+    assert sel["tasks"]["rte"]["score"]["mean"] == pytest.approx(70.0) and sel["tasks"]["rte"]["n_seeds"] == 3
