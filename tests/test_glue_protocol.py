@@ -101,7 +101,7 @@ def test_authors_runs_three_seeds_per_point_and_the_selection_averages_them(glue
     for r in recs:
         assert r.hyperparameters["scoring_protocol"] == "authors" and r.details["scored"] == "last"
         assert r.hyperparameters["eval_interval_batches"] == 2 and r.hyperparameters["weight_decay_params"] == "all"
-        assert r.details["early_stopping_metric"] == "accuracy"
+        assert r.details["early_stopping_metric"] == r.hyperparameters["early_stopping_metric"] == "accuracy"
         assert [h["step"] for h in r.details["eval_history"]][:2] == [2, 4]      # 32 examples / 8 = 4 steps
     by_config: dict[str, list[results.ResultRecord]] = {}
     for r in recs:

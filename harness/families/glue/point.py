@@ -116,7 +116,7 @@ def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
         return {
             "scoring_protocol": "authors", "eval_interval_batches": eval_interval(point.task, tcfg),
             "early_stopping_patience_batches": int(tcfg.early_stopping.patience_batches),
-            "early_stopping_metric": "one dev metric (details.early_stopping_metric)",
+            "early_stopping_metric": None,   # one dev metric, set by run_point (it knows the dev sets)
             "weight_decay_params": "all", "scored_evaluation": "last",
         }
     return {
@@ -182,7 +182,7 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
     t0 = time.perf_counter()
     try:
         watched = monitor(task, groups) if str(ctx.tcfg.scoring_protocol) == "authors" else "score"
-        rec.details["early_stopping_metric"] = watched
+        rec.details["early_stopping_metric"] = rec.hyperparameters["early_stopping_metric"] = watched
         train_cfg = train_config(point, ctx.tcfg, rec.precision or "fp32", ctx.device, watched)
         train_ds, eval_ds = ctx.tokenized(data)
         from transformers import set_seed
