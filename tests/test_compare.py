@@ -206,3 +206,39 @@ def test_ranx_gives_the_same_p_values_from_the_exported_trec_runs(tmp_path: Path
 def record_of(tmp: Path, model: str) -> Path:
     (path,) = (tmp / "results" / "beir" / model).rglob("scifact.json")
     return path
+
+
+# ------------------------------------------------------------------------------------------------ GLUE
+def test_glue_records_keep_each_dev_prediction_and_compare_rescores_the_task(tmp_path: Path, capfd) -> None:
+    """Two MNLI runs (tiny model, toy data): each record keeps its 15 dev predictions; compare re-scores the task
+    score (the mean of matched and mismatched accuracy) from them, equal to the records' own."""
+    from tests.test_glue_runs import tiny_overrides, write_tiny_glue
+
+    glue = write_tiny_glue(tmp_path / "glue")
+    run_harness([*tiny_overrides(glue, tmp_path), "task.tasks=[mnli]", "task.grid.learning_rates=[1e-4,3e-3]",
+                 "task.grid.weight_decays=[0.01]", "task.epochs=1", "task.seed=1", "task.eval_interval.mnli=2"])
+    recs = sorted((tmp_path / "results" / "glue").rglob("mnli.json"))
+    assert len(recs) == 2
+    data = [json.loads(r.read_text()) for r in recs]
+    assert data[0]["details"]["per_query"]["unit"] == "example" and data[0]["details"]["per_query"]["n"] == 15
+    code, out, err = compare(str(recs[0]), str(recs[1]), "--permutations", "300", capfd=capfd)
+    assert code == 0, err
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("mnli ")]
+    n, a, b = line.split()[1:4]
+    assert n == "15"
+    assert float(a) == pytest.approx(data[0]["metrics"]["accuracy_mean"], abs=1e-4)
+    assert float(b) == pytest.approx(data[1]["metrics"]["accuracy_mean"], abs=1e-4)
+
+
+def test_a_score_that_is_not_a_mean_is_rescored_for_every_permutation() -> None:
+    from harness.evaluation.glue_metrics import compute
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 200)
+    a = np.where(rng.random(200) < 0.7, labels, 1 - labels)
+    b = np.where(rng.random(200) < 0.8, labels, 1 - labels)
+    r = stats.paired_statistic(a, b, lambda idx, p: compute("matthews", p, labels[idx])["score"], 400, 0)
+    assert r.mean_a == pytest.approx(compute("matthews", a, labels)["matthews"])
+    assert r.diff == pytest.approx(r.mean_b - r.mean_a) and r.ci_low < r.diff < r.ci_high
+    same = stats.paired_statistic(a, a.copy(), lambda idx, p: compute("matthews", p, labels[idx])["score"], 100, 0)
+    assert same.diff == 0 and same.p_randomization == 1.0

@@ -21,8 +21,8 @@ def compare_lines(a: str, b: str, *, task: str | None, results: Path, metric: st
         raise HarnessError(f"{left.label} and {right.label} share no dataset "
                            f"({', '.join(left.records)} vs {', '.join(right.records)})")
     metric = metric or left.records[shared[0]][1].main_score
-    pairs = {d: aligned(left, right, d, metric) for d in shared}
-    results_ = {d: stats.paired(x, y, permutations, seed, level) for d, (x, y) in pairs.items()}
+    tests = {d: dataset_test(left, right, d, metric, permutations, seed, level) for d in shared}
+    results_ = {d: t[0] for d, t in tests.items()}
     adjusted = dict(zip(shared, stats.CORRECTIONS[correction]([r.p_randomization for r in results_.values()]),
                         strict=True))
     pct = f"{level:.0%}"
@@ -35,23 +35,53 @@ def compare_lines(a: str, b: str, *, task: str | None, results: Path, metric: st
     for d, r in results_.items():
         lines.append(row(d, r, adjusted[d], alpha))
     if len(shared) > 1:
-        lines += average_lines(pairs, permutations, seed, level, alpha)
+        pairs = {d: t[1] for d, t in tests.items() if t[1] is not None}
+        lines += average_lines(pairs if len(pairs) == len(shared) else {}, results_, permutations, seed, level, alpha)
     return lines
 
 
-def aligned(left: Side, right: Side, dataset: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    sides = []
+def sides(left: Side, right: Side, dataset: str) -> list[per_query.PerQuery]:
+    out = []
     for side in (left, right):
         path, rec = side.records[dataset]
         try:
-            sides.append(per_query.read(path, rec.details.get("per_query")))
+            out.append(per_query.read(path, rec.details.get("per_query")))
         except per_query.PerQueryError as exc:
             raise HarnessError(f"{dataset}: {exc}") from None
+    return out
+
+
+def dataset_test(left: Side, right: Side, dataset: str, metric: str, permutations: int, seed: int, level: float
+                 ) -> tuple[stats.Paired, tuple[np.ndarray, np.ndarray] | None]:
+    """One dataset's paired tests, and (per-query metrics) the two aligned score vectors."""
+    a, b = sides(left, right, dataset)
     try:
-        x, y, _ = per_query.aligned(sides[0], sides[1], metric)
+        if a.unit == "example":
+            return examples_test(a, b, permutations, seed, level), None
+        x, y, _ = per_query.aligned(a, b, metric)
     except per_query.PerQueryError as exc:
         raise HarnessError(f"{dataset}: {exc}") from None
-    return x, y
+    return stats.paired(x, y, permutations, seed, level), (x, y)
+
+
+def examples_test(a: per_query.PerQuery, b: per_query.PerQuery, permutations: int, seed: int, level: float
+                  ) -> stats.Paired:
+    """GLUE: the task score (x100) re-computed from each example's prediction. Accuracy (MNLI: the mean of the
+    matched and mismatched accuracies) is a mean over examples, tested as per-query scores (stratified by dev set);
+    Matthews, F1 and Spearman are re-scored for every permutation and resample."""
+    from harness.evaluation.glue_metrics import compute
+
+    pa, pb, ids = per_query.aligned(a, b, "prediction")
+    labels = a.scores["label"]
+    dev = [i.rsplit(":", 1)[0] for i in ids]
+    kind = a.data.get("glue_metric", "accuracy")
+    if kind == "accuracy":
+        strata = np.unique(dev, return_inverse=True)[1] if len(set(dev)) > 1 else None
+        return stats.paired(100.0 * (pa == labels), 100.0 * (pb == labels), permutations, seed, level, strata)
+    if len(set(dev)) > 1:
+        raise HarnessError(f"a {kind} score over several dev sets cannot be re-scored per example here")
+    return stats.paired_statistic(pa, pb, lambda idx, preds: compute(kind, preds, labels[idx])["score"],
+                                  permutations, seed, level)
 
 
 def row(name: str, r: stats.Paired, p_adj: float | None, alpha: float) -> str:
@@ -62,19 +92,22 @@ def row(name: str, r: stats.Paired, p_adj: float | None, alpha: float) -> str:
             f"{r.p_randomization:8.4f} {adj}{mark}")
 
 
-def average_lines(pairs: dict[str, tuple[np.ndarray, np.ndarray]], permutations: int, seed: int, level: float,
-                  alpha: float) -> list[str]:
-    """The macro average over datasets: per query, stratified by dataset; then over the per-dataset scores."""
-    x = np.concatenate([p[0] for p in pairs.values()])
-    y = np.concatenate([p[1] for p in pairs.values()])
-    strata = np.concatenate([np.full(len(p[0]), i) for i, p in enumerate(pairs.values())])
-    macro = stats.paired(x, y, permutations, seed, level, strata=strata)
-    per_set = stats.paired([p[0].mean() for p in pairs.values()], [p[1].mean() for p in pairs.values()],
-                           permutations, seed, level)
-    k = len(pairs)
+def average_lines(pairs: dict[str, tuple[np.ndarray, np.ndarray]], each: dict[str, stats.Paired], permutations: int,
+                  seed: int, level: float, alpha: float) -> list[str]:
+    """The macro average over datasets: per query, stratified by dataset (where every dataset keeps per-query
+    scores); then a test over the per-dataset scores, with its caveat."""
+    lines = []
+    k = len(each)
+    if pairs:
+        x = np.concatenate([p[0] for p in pairs.values()])
+        y = np.concatenate([p[1] for p in pairs.values()])
+        strata = np.concatenate([np.full(len(p[0]), i) for i, p in enumerate(pairs.values())])
+        lines += [row(f"average ({k} sets)", stats.paired(x, y, permutations, seed, level, strata=strata), None, alpha),
+                  "  (macro average of the datasets' means; queries permuted and resampled within their dataset)"]
+    per_set = stats.paired([r.mean_a for r in each.values()], [r.mean_b for r in each.values()], permutations, seed,
+                           level)
     how = f"exact over all 2^{k} sign flips" if k <= 16 else f"{permutations} permutations"
-    return [row(f"average ({k} sets)", macro, None, alpha),
-            "  (macro average of the datasets' means; queries permuted and resampled within their dataset)",
+    return [*lines,
             f"over the {k} per-dataset scores: B-A {per_set.diff:+.4f}, randomization p {per_set.p_randomization:.4f} "
             f"({how}), t-test p {per_set.p_t:.4f}, {level:.0%} interval [{per_set.ci_low:+.4f}, "
             f"{per_set.ci_high:+.4f}]",

@@ -7,7 +7,7 @@ numba version reseeds numpy's global state.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,3 +136,31 @@ def bonferroni(pvalues: Sequence[float]) -> list[float]:
 
 
 CORRECTIONS = {"holm": holm, "bonferroni": bonferroni, "none": lambda p: [float(x) for x in p]}
+
+
+def paired_statistic(pred_a: np.ndarray, pred_b: np.ndarray, stat: Callable[[np.ndarray, np.ndarray], float],
+                     permutations: int = 10_000, seed: int = 0, level: float = 0.95) -> Paired:
+    """The paired tests for a score that is not a mean over items (Matthews, F1, Spearman): ``stat(idx, preds)``
+    scores the predictions ``preds`` of the items ``idx``. Randomization: each item's two predictions are swapped
+    with probability 1/2 and both systems re-scored; bootstrap: items resampled, both re-scored."""
+    if pred_a.shape != pred_b.shape or len(pred_a) == 0:
+        raise ValueError(f"paired predictions must have equal, non-empty shapes ({pred_a.shape}, {pred_b.shape})")
+    n = len(pred_a)
+    every = np.arange(n)
+    sa, sb = stat(every, pred_a), stat(every, pred_b)
+    observed = abs(sb - sa)
+    tol = 1e-12 * max(1.0, observed)
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(permutations):
+        swap = rng.integers(0, 2, n).astype(bool)
+        hits += abs(stat(every, np.where(swap, pred_a, pred_b)) - stat(every, np.where(swap, pred_b, pred_a))) \
+            >= observed - tol
+    diffs = []
+    for _ in range(permutations):
+        idx = rng.integers(0, n, n)
+        diffs.append(stat(idx, pred_b[idx]) - stat(idx, pred_a[idx]))
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(diffs, [tail, 100 - tail])
+    return Paired(n, float(sa), float(sb), float(sb - sa), (hits + 1) / (permutations + 1), float("nan"),
+                  float(low), float(high), level, permutations, seed)

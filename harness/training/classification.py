@@ -108,6 +108,8 @@ class TrainOutcome:
     train_seconds: float = 0.0
     eval_seconds: float = 0.0
     scored: str = "best"             # best (restored) | last (the final weights)
+    predictions: np.ndarray | None = None   # per dev example, in eval order: class id, or value (regression)
+    labels: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -273,6 +275,12 @@ def train_and_evaluate(
 
     tracker = tracker or tracking.NONE
     args = training_arguments(cfg, output_dir, len(train_ds), tracker)
+    seen: dict[str, Any] = {}
+
+    def recording(pred: Any) -> dict[str, float]:
+        seen["pred"] = pred   # the per-example predictions of the evaluation that is scored last
+        return compute_metrics(pred)
+
     trainer = trainer_class(cfg.protocol)(
         model=model,
         args=args,
@@ -280,7 +288,7 @@ def train_and_evaluate(
         eval_dataset=eval_ds,
         processing_class=tokenizer,
         data_collator=DataCollatorWithPadding(tokenizer),
-        compute_metrics=compute_metrics,
+        compute_metrics=recording,
         callbacks=[
             stopper(cfg),
             NaNLossGuard(),
@@ -302,6 +310,7 @@ def train_and_evaluate(
     ended_on_eval = last and bool(evals) and evals[-1]["step"] == state.global_step
     # authors: an evaluation at the last step is the one scored; else the restored best checkpoint or the last weights
     metrics = evals[-1] if ended_on_eval else trainer.evaluate()
+    scored = seen.get("pred")    # that evaluation's predictions (the last compute_metrics call saw them)
     eval_seconds = time.perf_counter() - t1
     history = [
         {"epoch": round(h["epoch"], 4), "step": h["step"], "score": h["eval_score"]}
@@ -323,7 +332,15 @@ def train_and_evaluate(
         train_seconds=train_seconds,
         eval_seconds=eval_seconds,
         scored="last" if last else "best",
+        predictions=_predicted(scored.predictions) if scored is not None else None,
+        labels=np.asarray(scored.label_ids) if scored is not None else None,
     )
+
+
+def _predicted(predictions: Any) -> np.ndarray:
+    """Class ids (argmax of the logits) or, for one output (regression), the predicted values."""
+    logits = np.asarray(predictions[0] if isinstance(predictions, tuple) else predictions, dtype=np.float32)
+    return logits.reshape(-1) if logits.ndim == 1 or logits.shape[-1] == 1 else logits.argmax(-1)
 
 
 def restore_best_checkpoint(model: PreTrainedModel, checkpoint: str | None) -> None:

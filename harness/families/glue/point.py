@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from harness import results
 from harness.data import glue as glue_data
 from harness.errors import TrainingDivergedError
@@ -204,6 +206,7 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
             scored=outcome.scored,
         )
         rec.timings = {"train": round(outcome.train_seconds, 3), "eval": round(outcome.eval_seconds, 3)}
+        rec.per_query = per_example(outcome, groups, task.metric, rec.data_fingerprint)
         if task.name == "mnli" or ctx.tcfg.keep_checkpoints:  # kept for chaining (prune with harness.select)
             kept = out_dir / ("final" if outcome.scored == "last" else "best")   # the weights that were scored
             model.save_pretrained(kept)
@@ -219,3 +222,18 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
         shutil.rmtree(trainer_dir, ignore_errors=True)
         clf.free_memory()
     rec.timings["total"] = round(time.perf_counter() - t0, 3)
+
+
+def per_example(outcome: Any, groups: Sequence[tuple[str, int]], metric: str, data: str | None) -> Any:
+    """Each dev example's prediction and label (``<dev set>:<row>``), kept beside the record for paired tests."""
+    from harness.per_query import PerQuery, fingerprint
+
+    if outcome.predictions is None or outcome.labels is None:
+        return None
+    ids = [f"{name}:{i}" for name, n in groups for i in range(n)]
+    if len(ids) != len(outcome.labels):
+        return None
+    labels = outcome.labels.astype(np.float64)
+    return PerQuery(ids, {"prediction": outcome.predictions.astype(np.float64), "label": labels},
+                    {"dev": str(data), "labels": fingerprint(labels.tolist()), "glue_metric": metric,
+                     "groups": fingerprint([list(g) for g in groups])}, unit="example")
