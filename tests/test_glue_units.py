@@ -307,7 +307,7 @@ def test_slurm_launcher_composes_to_an_array_with_resources():
     launcher = h["launcher"]
     assert launcher["_target_"] == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
     assert launcher["partition"] == "a100" and launcher["gpus_per_node"] == 1
-    assert launcher["array_parallelism"] == 16 and launcher["timeout_min"] == 360
+    assert launcher["array_parallelism"] == 16 and launcher["timeout_min"] == 1080   # 3 seeds per point
     assert launcher["additional_parameters"] == {"dependency": "afterok:123"}
     assert h["sweeper"]["max_batch_size"] == 48
     assert h["callbacks"]["glue_staging"]["_target_"] == "harness.hydra_callbacks.StagingCheck"
