@@ -8,6 +8,7 @@ import numpy as np
 
 from harness import per_query
 from harness.compare import stats
+from harness.compare.pairs import pair_test
 from harness.compare.records import Side, resolve
 from harness.errors import HarnessError
 
@@ -56,32 +57,9 @@ def dataset_test(left: Side, right: Side, dataset: str, metric: str, permutation
     """One dataset's paired tests, and (per-query metrics) the two aligned score vectors."""
     a, b = sides(left, right, dataset)
     try:
-        if a.unit == "example":
-            return examples_test(a, b, permutations, seed, level), None
-        x, y, _ = per_query.aligned(a, b, metric)
+        return pair_test(a, b, metric, permutations, seed, level)
     except per_query.PerQueryError as exc:
         raise HarnessError(f"{dataset}: {exc}") from None
-    return stats.paired(x, y, permutations, seed, level), (x, y)
-
-
-def examples_test(a: per_query.PerQuery, b: per_query.PerQuery, permutations: int, seed: int, level: float
-                  ) -> stats.Paired:
-    """GLUE: the task score (x100) re-computed from each example's prediction. Accuracy (MNLI: the mean of the
-    matched and mismatched accuracies) is a mean over examples, tested as per-query scores (stratified by dev set);
-    Matthews, F1 and Spearman are re-scored for every permutation and resample."""
-    from harness.evaluation.glue_metrics import compute
-
-    pa, pb, ids = per_query.aligned(a, b, "prediction")
-    labels = a.scores["label"]
-    dev = [i.rsplit(":", 1)[0] for i in ids]
-    kind = a.data.get("glue_metric", "accuracy")
-    if kind == "accuracy":
-        strata = np.unique(dev, return_inverse=True)[1] if len(set(dev)) > 1 else None
-        return stats.paired(100.0 * (pa == labels), 100.0 * (pb == labels), permutations, seed, level, strata)
-    if len(set(dev)) > 1:
-        raise HarnessError(f"a {kind} score over several dev sets cannot be re-scored per example here")
-    return stats.paired_statistic(pa, pb, lambda idx, preds: compute(kind, preds, labels[idx])["score"],
-                                  permutations, seed, level)
 
 
 def row(name: str, r: stats.Paired, p_adj: float | None, alpha: float) -> str:
