@@ -242,3 +242,63 @@ def test_a_score_that_is_not_a_mean_is_rescored_for_every_permutation() -> None:
     assert r.diff == pytest.approx(r.mean_b - r.mean_a) and r.ci_low < r.diff < r.ci_high
     same = stats.paired_statistic(a, a.copy(), lambda idx, p: compute("matthews", p, labels[idx])["score"], 100, 0)
     assert same.diff == 0 and same.p_randomization == 1.0
+
+
+# ------------------------------------------------------------------------------------------------ the page
+def built_site(two_runs: Path, out: Path, *extra: str) -> dict:
+    from harness.leaderboard.__main__ import main
+
+    assert main([str(two_runs / "results"), "--out", str(out), "--no-published", *extra]) == 0
+    text = (out / "data.js").read_text()
+    return json.loads(text[text.index("=") + 1:].strip().rstrip(";"))
+
+
+def test_the_leaderboard_tests_every_pair_of_run_rows_per_cell(two_runs: Path, tmp_path: Path, capfd) -> None:
+    data = built_site(two_runs, tmp_path / "site", "--baseline", "all-minilm-l6-v2", "--permutations", "500")
+    assert data["sig"]["settings"] == {"permutations": 500, "seed": 0, "level": 0.95, "alpha": 0.05,
+                                       "baseline": "all-minilm-l6-v2"}
+    ((key, t),) = data["sig"]["pairs"]["beir"]["toy"].items()
+    a, b = key.split("\t")
+    cells = next(x for x in data["tables"] if x["id"] == "beir")["cells"]
+    assert t["d"] == pytest.approx(cells[b]["toy"]["v"] - cells[a]["toy"]["v"], abs=1e-3)   # x100, as shown
+    assert t["lo"] <= t["d"] <= t["hi"] and 0 < t["p"] <= 1
+    _, out, _ = compare(str(record(two_runs, "all-minilm-l6-v2")), str(record(two_runs, "all-minilm-l6-v2_0_1_")),
+                        "--permutations", "500", capfd=capfd)
+    (row,) = [ln for ln in out.splitlines() if ln.startswith("toy ")]
+    assert float(row.split()[-2 if row.endswith("*") else -1]) == pytest.approx(t["p"], abs=1e-4)   # same test
+    assert "significance" not in json.dumps(built_site(two_runs, tmp_path / "plain")["sig"] or {})
+
+
+def test_a_baseline_that_is_not_a_run_row_is_refused(two_runs: Path, tmp_path: Path, capfd) -> None:
+    from harness.leaderboard.__main__ import main
+
+    capfd.readouterr()
+    assert main([str(two_runs / "results"), "--out", str(tmp_path / "s"), "--baseline", "ModernBERT-base"]) == 2
+    (line,) = capfd.readouterr().err.strip().splitlines()
+    assert line.startswith("error: --baseline ModernBERT-base: it is a published row") and "all-minilm-l6-v2" in line
+
+
+@pytest.mark.browser
+def test_the_page_marks_cells_against_the_chosen_baseline(two_runs: Path, tmp_path: Path,
+                                                         driver) -> None:  # noqa: F811 (the imported fixture)
+    import shutil
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    shutil.copytree(two_runs / "results", tmp_path / "results")
+    for path in (tmp_path / "results").rglob("toy.json"):        # shown in a column of the page's BEIR table
+        data = json.loads(path.read_text())
+        path.with_name("scifact.json").write_text(json.dumps({**data, "dataset": "scifact"}))
+        path.unlink()
+    built_site(tmp_path, tmp_path / "site", "--significance", "--permutations", "500")
+    driver.get((tmp_path / "site" / "index.html").resolve().as_uri())
+    assert not driver.find_elements(By.CSS_SELECTOR, "span.sig")             # no baseline chosen yet
+    Select(driver.find_element(By.ID, "baseline")).select_by_visible_text("all-minilm-l6-v2")
+    (mark,) = driver.find_elements(By.CSS_SELECTOR, '#t-beir td[data-col="scifact"] span.sig')
+    cell = mark.find_element(By.XPATH, "..")
+    assert mark.text in ("▲", "▼", "=") and cell.get_attribute("title").startswith("vs all-minilm-l6-v2: ")
+    assert "Published rows carry no mark" in driver.find_element(By.ID, "baseline-note").text
+
+
+from tests.test_leaderboard_browser import driver  # noqa: E402,F401  (the headless Chromium fixture)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.leaderboard.build import Leaderboard, build_leaderboard
 from harness.leaderboard.records import COMBINE_RULES
@@ -20,13 +21,23 @@ __all__ = ["COMBINE_RULES", "Leaderboard", "build", "build_leaderboard"]
 def build(
     dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, combine: str = "mean", published: bool = True,
     mteb_results: Sequence[str | os.PathLike] = (), mteb_models: Sequence[str] = (),
+    significance: dict[str, Any] | None = None,
 ) -> tuple[Leaderboard, list[Path]]:
     """Build everything into ``out``: index.html + data.js (+ app.js, style.css), leaderboard.md, one CSV
-    per table. ``mteb_results``: folders of mteb result files shown as published rows. Returns the leaderboard
-    and the files written."""
+    per table. ``mteb_results``: folders of mteb result files shown as published rows. ``significance``
+    (permutations, seed, level, alpha, baseline): paired tests between run rows for the page's baseline marks.
+    Returns the leaderboard and the files written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     lb = build_leaderboard(dirs, combine_rule=combine, published=published, link_root=out,
                            mteb_results=mteb_results, mteb_models=mteb_models)
-    files = [*write_site(lb, out), write_markdown(lb, out), *write_csvs(lb, out)]
+    sig = None
+    if significance is not None:
+        from harness.leaderboard.significance import check_baseline, pairwise
+
+        check_baseline(lb, significance.get("baseline"))
+        sig = {"settings": dict(significance),
+               "pairs": pairwise(lb.tables, out.resolve(), permutations=int(significance["permutations"]),
+                                 seed=int(significance["seed"]), level=float(significance["level"]))}
+    files = [*write_site(lb, out, sig), write_markdown(lb, out), *write_csvs(lb, out)]
     return lb, files

@@ -32,6 +32,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    "NanoBEIR and mteb columns (repeatable)")
     p.add_argument("--mteb-models", action="append", default=[], metavar="PATTERN",
                    help="only the --mteb-results models whose name matches this pattern, e.g. '*MiniLM*' (repeatable)")
+    p.add_argument("--significance", action="store_true",
+                   help="paired tests between run rows (per query / per example) for the page's baseline marks")
+    p.add_argument("--baseline", metavar="MODEL",
+                   help="the run row the page compares every other row with at first (implies --significance)")
+    p.add_argument("--permutations", type=int, default=2000,
+                   help="randomization permutations and bootstrap resamples per test (default 2000)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level of the marks (default 0.05)")
     return p.parse_args(argv)
 
 
@@ -40,8 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     t0 = time.perf_counter()
     try:
+        sig = ({"permutations": args.permutations, "seed": 0, "level": 0.95, "alpha": args.alpha,
+                "baseline": args.baseline} if args.significance or args.baseline else None)
+        if sig and (args.permutations < 1 or not 0 < args.alpha < 1):
+            raise HarnessError("--permutations must be >= 1 and --alpha in (0, 1)")
         lb, files = build(args.results, args.out, combine=args.combine, published=not args.no_published,
-                          mteb_results=args.mteb_results, mteb_models=args.mteb_models)
+                          mteb_results=args.mteb_results, mteb_models=args.mteb_models, significance=sig)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -21,8 +21,9 @@ def template_dir() -> Path:
     return Path(str(resources.files("harness.leaderboard") / "site_template"))
 
 
-def site_data(lb: Leaderboard) -> dict[str, Any]:
-    """Everything the page shows: rows, tables with per-cell provenance, build meta, version table."""
+def site_data(lb: Leaderboard, sig: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything the page shows: rows, tables with per-cell provenance, build meta, version table, and (``sig``)
+    the paired tests between run rows behind the baseline marks."""
     tables = {c.table for c in OVERVIEW} | {t.id for t in lb.tables}
     return {
         "meta": lb.meta,
@@ -39,15 +40,16 @@ def site_data(lb: Leaderboard) -> dict[str, Any]:
             }
             for t in lb.tables
         ],
+        "sig": sig,
     }
 
 
-def write_site(lb: Leaderboard, out: Path) -> list[Path]:
+def write_site(lb: Leaderboard, out: Path, sig: dict[str, Any] | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name in TEMPLATE_FILES:
         paths.append(Path(shutil.copyfile(template_dir() / name, out / name)))
-    blob = json.dumps(site_data(lb), separators=(",", ":"), default=str)
+    blob = json.dumps(site_data(lb, sig), separators=(",", ":"), default=str)
     data = out / "data.js"
     data.write_text(f"window.LEADERBOARD = {blob};\n")
     return [*paths, data]

@@ -15,7 +15,8 @@
   ];
   var rowsById = {};
   D.rows.forEach(function (r) { rowsById[r.id] = r; });
-  var state = { model: "", size: "", family: "", origin: "", sort: {} };
+  var state = { model: "", size: "", family: "", origin: "", sort: {}, baseline: "" };
+  var SIG = D.sig || null;   /* paired tests between run rows (python -m harness.leaderboard --significance) */
 
   function el(tag, attrs, text) {
     var e = document.createElement(tag);
@@ -76,6 +77,25 @@
     return (s.used ? "✔ " : "· ") + s.run_id + " | " + s.created_at + " | " + s.status +
       (s.score !== null && s.score !== undefined ? " " + s.metric + "=" + s.score : "") +
       (s.hp && Object.keys(s.hp).length ? " | " + hpText(s.hp) : "") + " | " + versionsText(s.ver) + " | " + s.path;
+  }
+  /* The paired test of this row against the chosen baseline row: {d, lo, hi, p} as B - A (this row - baseline). */
+  function versus(table, col, id) {
+    if (!SIG || !state.baseline || id === state.baseline) return null;
+    var pairs = (SIG.pairs[table.id] || {})[col.id] || {};
+    var t = pairs[state.baseline + "\t" + id];
+    if (t) return t;
+    t = pairs[id + "\t" + state.baseline];
+    return t ? { d: -t.d, lo: -t.hi, hi: -t.lo, p: t.p } : null;
+  }
+  function markOf(table, t) {
+    if (!t) return null;
+    var better = table.hib === false ? t.d < 0 : t.d > 0;
+    var sig = t.p < SIG.settings.alpha;
+    return { sym: !sig ? "=" : better ? "▲" : "▼", cls: !sig ? "sig-same" : better ? "sig-better" : "sig-worse",
+      text: "vs " + rowsById[state.baseline].name + ": " + (t.d >= 0 ? "+" : "") + t.d.toFixed(2) + ", " +
+        Math.round(SIG.settings.level * 100) + "% interval [" + t.lo.toFixed(2) + ", " + t.hi.toFixed(2) + "], p = " +
+        t.p.toPrecision(2) + (sig ? (better ? " (significantly better" : " (significantly worse") : " (no significant difference") +
+        " at " + SIG.settings.alpha + "; paired randomization test, " + SIG.settings.permutations + " permutations)" };
   }
   function tooltip(table, col, row, cell) {
     var lines = [row.name + " (" + row.origin + ") — " + col.label + ": " + cell.t];
@@ -194,6 +214,11 @@
           if (cell.f) td.classList.add("failed");
           if (cell.v !== null && !cell.p && !cell.sub && cell.v === best[c.id]) td.classList.add("best");
           td.title = tooltip(table, c, row, cell);
+          var mk = markOf(table, versus(table, c, id));
+          if (mk) {
+            td.appendChild(el("span", { class: "sig " + mk.cls }, " " + mk.sym));
+            td.title = mk.text + "\n" + td.title;
+          }
           td.addEventListener("click", function () { showDetail(table, c, row, cell); });
         }
         r.appendChild(td);
@@ -280,6 +305,13 @@
     });
     renderCharts(visibleRowIds);
     $("shown").textContent = nVisible + " of " + D.rows.length + " rows match";
+    var note = $("baseline-note");
+    note.hidden = !(SIG && state.baseline);
+    if (!note.hidden) note.textContent = "▲ / ▼: significantly better / worse than " + rowsById[state.baseline].name +
+      " (paired randomization test on the queries or examples both scored, p < " + SIG.settings.alpha +
+      ", not corrected across cells); =: no significant difference; hover for the difference, interval and p. " +
+      "Published rows carry no mark: no per-query scores were published. Cells averaged over several records " +
+      "(seeds, datasets) carry none either.";
   }
 
   function init() {
@@ -308,6 +340,16 @@
       $(p[0]).addEventListener("change", function (e) { state[p[1]] = e.target.value; render(); });
     });
     $("detail-close").addEventListener("click", function () { $("detail").hidden = true; });
+    if (SIG) {
+      $("baseline-label").hidden = false;
+      D.rows.forEach(function (r) {
+        if (r.origin !== "published") $("baseline").appendChild(el("option", { value: r.id }, r.name));
+      });
+      var pre = SIG.settings.baseline;
+      D.rows.forEach(function (r) { if (pre && r.origin !== "published" && r.name === pre) state.baseline = r.id; });
+      $("baseline").value = state.baseline;
+      $("baseline").addEventListener("change", function (e) { state.baseline = e.target.value; render(); });
+    }
     var foot = $("sources");
     if (m.sources.length) {
       foot.appendChild(el("h2", {}, "Published sources"));
