@@ -136,7 +136,8 @@ def test_scancel_releases_the_lock_and_removes_the_unfinished_checkpoint(glue, t
     """Defect 5: a cancelled run leaves no ``.lock`` and no half-written ``trainer/`` folder."""
     run = subprocess.Popen(
         [sys.executable, "-m", "harness", "-m", *point(glue, tmp_path, "task.lr=1e-4", "task.epochs=1000",
-                                                       "task.early_stopping.patience=1000"),
+                                                       "task.early_stopping.patience=1000",
+                                                       "task.scoring_protocol=best_epoch"),   # checkpoints
          "hydra/launcher=slurm_cpu", "hydra.launcher.partition=local", f"hydra.launcher.name={job_name}",
          f"hydra.sweep.dir={tmp_path}/multirun"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=JOB_ENV)
