@@ -1,10 +1,15 @@
 """On-disk cache of corpus embeddings, keyed by everything that changes them.
 
 Why our own: mteb's CachedEmbeddingWrapper keys by text only, not by the model settings that change embeddings.
+
+Every entry carries a claim beside it (``<key>.claim.json``: its key, shape, dtype, size and content hash), written
+with it and checked before use: a file copied in under another key, another model's or corpus' embeddings, a
+truncated or altered file, or one with no claim is computed again (with a warning naming it), never used.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -26,25 +31,76 @@ def cache_key(identity: Mapping[str, Any], data_fingerprint: str, side: str = "c
     return stable_hash({"identity": identity, "data": data_fingerprint, "side": side}, length=24)
 
 
+#: files up to this size are hashed whole; larger ones by FILE_SAMPLES evenly spaced blocks plus their size
+FULL_HASH_BYTES = 1 << 30
+FILE_SAMPLES, SAMPLE_BYTES = 256, 1 << 16
+
+
+def content_hash(path: Path) -> str:
+    """sha256 of the file (``full:``), or of its size and evenly spaced blocks for files over FULL_HASH_BYTES
+    (``sampled:``): a claim check costs at most ~16 MB of reading."""
+    size = path.stat().st_size
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        if size <= FULL_HASH_BYTES:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+            return "full:" + h.hexdigest()
+        h.update(str(size).encode())
+        for k in range(FILE_SAMPLES):
+            fh.seek((size - SAMPLE_BYTES) * k // (FILE_SAMPLES - 1))
+            h.update(fh.read(SAMPLE_BYTES))
+    return "sampled:" + h.hexdigest()
+
+
+def file_claim(path: Path, key: str, **facts: Any) -> dict[str, Any]:
+    """What a cache file claims to be: its key, facts about its content, its size and content hash."""
+    return {"key": key, **facts, "bytes": path.stat().st_size, "hash": content_hash(path)}
+
+
+def claim_problem(path: Path, claim_path: Path, key: str, **facts: Any) -> str | None:
+    """Why ``path`` is not what its claim says (or has none), or None when it is."""
+    try:
+        claim = json.loads(claim_path.read_text())
+    except (OSError, ValueError):
+        return "has no readable claim"
+    if claim.get("key") != key:
+        return f"claims key {claim.get('key')!r}, not {key!r} (a file of another run copied in)"
+    for name, value in facts.items():
+        if claim.get(name) != value:
+            return f"claims {name}={claim.get(name)!r}, expected {value!r}"
+    if claim.get("bytes") != path.stat().st_size:
+        return f"is {path.stat().st_size} bytes, its claim says {claim.get('bytes')} (truncated or replaced)"
+    if claim.get("hash") != content_hash(path):
+        return "does not match its claimed content hash (altered or replaced)"
+    return None
+
+
 def cached_embeddings(
     cache_dir: str | os.PathLike | None, key: str, compute: Callable[[], np.ndarray], meta: dict | None = None
 ) -> tuple[np.ndarray, bool]:
-    """(embeddings, hit). With ``cache_dir=None`` always computes. Writes are atomic (temp file + rename)."""
+    """(embeddings, hit). With ``cache_dir=None`` always computes. Writes are atomic (temp file + rename); an entry
+    is used only where its claim (key, size, content hash) holds."""
     if cache_dir is None:
         return compute(), False
     root = Path(cache_dir)
-    path = root / f"{key}.npy"
+    path, claim_path = root / f"{key}.npy", root / f"{key}.claim.json"
     if path.exists():
-        try:
-            return np.load(path, mmap_mode="r"), True
-        except (OSError, ValueError) as exc:  # a damaged entry is recomputed, never trusted
-            log.warning("ignoring unreadable embedding cache %s: %s", path, exc)
+        why = claim_problem(path, claim_path, key)
+        if why is None:
+            try:
+                return np.load(path, mmap_mode="r"), True
+            except (OSError, ValueError) as exc:  # a damaged entry is recomputed, never trusted
+                why = f"is unreadable ({exc})"
+        log.warning("embedding cache %s %s: computing it again", path, why)
     emb = compute()
     root.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=root, suffix=".npy.tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             np.save(fh, emb)
+        claim = file_claim(Path(tmp), key, shape=list(np.shape(emb)), dtype=str(np.asarray(emb).dtype))
+        _write_json(claim_path, claim)      # the claim first: a file without its claim is never used
         os.replace(tmp, path)
         if meta is not None:
             (root / f"{key}.json").write_text(json.dumps(meta, indent=2, default=str))
@@ -52,3 +108,9 @@ def cached_embeddings(
         Path(tmp).unlink(missing_ok=True)
         raise
     return emb, False
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)

@@ -30,7 +30,7 @@ import torch
 
 from harness.console import Progress, step
 from harness.errors import HarnessError
-from harness.evaluation.embedding_cache import cache_key
+from harness.evaluation.embedding_cache import cache_key, content_hash
 from harness.evaluation.encode import token_budget_batches
 from harness.evaluation.search import id_rank
 from harness.models import autocast, usable_positions
@@ -189,6 +189,14 @@ class TokenStore:
 
     def __init__(self, root: Path):
         meta = json.loads((root / "meta.json").read_text())
+        if meta.get("key") != root.name:
+            raise ValueError(f"claims key {meta.get('key')!r}, not {root.name!r} (another store copied in, or one "
+                             "written before claims were kept)")
+        for name, claimed in (meta.get("files") or {}).items():
+            if content_hash(root / name) != claimed:
+                raise ValueError(f"{name} does not match its claimed content hash (altered, truncated or replaced)")
+        if set(meta.get("files") or {}) != {"tokens.f16", "starts.npy", "lengths.npy"}:
+            raise ValueError("keeps no content hashes of its files")
         self.root, self.dim, self.n_tokens = root, int(meta["dim"]), int(meta["n_tokens"])
         self.starts = np.load(root / "starts.npy")
         self.lengths = np.load(root / "lengths.npy")
@@ -224,8 +232,12 @@ class TokenStore:
                 raise HarnessError(f"encoding produced no embeddings for {int((starts < 0).sum())} documents")
             np.save(tmp / "starts.npy", starts)
             np.save(tmp / "lengths.npy", lengths)
+            files = {name: content_hash(tmp / name) for name in ("tokens.f16", "starts.npy", "lengths.npy")}
             (tmp / "meta.json").write_text(json.dumps({**meta, "dim": dim, "n_tokens": pos, "n_docs": n_docs,
-                                                       "dtype": "float16"}, default=str, indent=2))
+                                                       "dtype": "float16", "key": root.name, "files": files},
+                                                      default=str, indent=2))
+            if root.exists() and TokenStore.read(root) is None:   # a store that is not what it claims: set aside
+                shutil.rmtree(root, ignore_errors=True)
             if root.exists():   # another process finished the same store first: keep theirs
                 shutil.rmtree(tmp, ignore_errors=True)
             else:
@@ -241,8 +253,8 @@ class TokenStore:
             return None
         try:
             return TokenStore(root)
-        except (OSError, ValueError, KeyError) as exc:   # damaged: re-encode, never trust it
-            log.warning("ignoring unreadable token-embedding cache %s: %s", root, exc)
+        except (OSError, ValueError, KeyError) as exc:   # damaged or foreign: re-encode, never trust it
+            log.warning("token-embedding cache %s is not usable (%s): encoding it again", root, exc)
             return None
 
 

@@ -116,20 +116,29 @@ def save_topk(path: Path, scores: np.ndarray, positions: np.ndarray, meta: dict[
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, scores=scores, positions=positions, meta=np.array(json.dumps(meta)))
+            np.savez(fh, scores=scores, positions=positions, meta=np.array(json.dumps(meta, default=str)))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def load_topk(path: Path, n_queries: int, n_docs: int) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """A shard's top-k, checked (zip CRCs, shapes, positions in range); raises ValueError when unusable."""
+def load_topk(path: Path, n_queries: int, n_docs: int, claim: dict[str, Any] | None = None
+              ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """A shard's top-k, checked (zip CRCs, shapes, positions in range, and what it claims to be: shard index,
+    document ids, model and corpus (its embedding key), queries, top_k, search settings); raises ValueError when
+    unusable."""
     try:
         with np.load(path) as z:
             scores, positions, meta = z["scores"], z["positions"], json.loads(str(z["meta"]))
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"unreadable ({type(exc).__name__}: {exc})") from None
+    claim = json.loads(json.dumps(claim, default=str)) if claim is not None else None   # as written
+    if claim is not None and meta.get("claim") != claim:
+        said = meta.get("claim") or {}
+        what = [k for k in claim if said.get(k) != claim[k]] or ["everything"]
+        raise ValueError(f"not what it claims to be ({', '.join(what)} differ: another shard's, model's, corpus' or "
+                         "query set's top-k, or a file written before claims were kept)")
     if scores.shape != positions.shape or scores.shape[0] != n_queries:
         raise ValueError(f"holds {scores.shape} hits, expected {n_queries} queries")
     if positions.size and (positions.min() < 0 or positions.max() >= n_docs):
@@ -256,10 +265,16 @@ class ShardedRetriever:
         self._compute(i, self.engine.query_embeddings(queries), qkey, top_k)
         return True
 
-    def _path(self, i: int, qkey: str, top_k: int) -> Path:
+    def _claim(self, i: int, qkey: str, top_k: int) -> dict[str, Any]:
+        """What shard ``i``'s top-k file is: written into it, checked before it is merged."""
         pos = self.plan.positions(i)
-        key = stable_hash({"embeddings": self._embedding_key(i), "ids": texts_key([self.ds.corpus_ids[p] for p in pos]),
-                           "queries": qkey, "top_k": top_k, "search": self.engine.search_settings()}, length=24)
+        return {"shard": i, "of": len(self.plan), "embeddings": self._embedding_key(i),
+                "ids": texts_key([self.ds.corpus_ids[p] for p in pos]), "queries": qkey, "top_k": top_k,
+                "search": self.engine.search_settings()}
+
+    def _path(self, i: int, qkey: str, top_k: int) -> Path:
+        c = self._claim(i, qkey, top_k)
+        key = stable_hash({k: c[k] for k in ("embeddings", "ids", "queries", "top_k", "search")}, length=24)
         return Path(str(self.engine.cache_dir)) / "shard-topk" / f"{key}.npz"
 
     def _embedding_key(self, i: int) -> str:
@@ -274,7 +289,8 @@ class ShardedRetriever:
         scores, local, hit = self.engine.search_shard([self.texts[p] for p in pos], self._embedding_key(i), q, top_k,
                                                       self.rank[pos])
         meta = {"shard": i, "of": len(self.plan), "n_docs": len(pos), "tokens": int(self.plan.tokens[i]),
-                "embeddings_from_cache": hit, "encode_s": 0.0 if hit else time.perf_counter() - t0}
+                "embeddings_from_cache": hit, "encode_s": 0.0 if hit else time.perf_counter() - t0,
+                "claim": self._claim(i, qkey, top_k)}
         save_topk(self._path(i, qkey, top_k), scores, local, meta)
         log.info("%s: shard %d of %d done (%d docs%s)", self.ds.name, i, len(self.plan), len(pos),
                  ", embeddings from the cache" if hit else "")
@@ -284,7 +300,7 @@ class ShardedRetriever:
         if not path.exists():
             return None
         try:
-            return load_topk(path, n_queries, len(self.plan.positions(i)))
+            return load_topk(path, n_queries, len(self.plan.positions(i)), self._claim(i, qkey, top_k))
         except ValueError as exc:
             log.warning("%s: shard %d: %s is %s; computing it again", self.ds.name, i, path, exc)
             return None
@@ -296,7 +312,7 @@ class ShardedRetriever:
         if not path.exists():
             raise ShardMissing(f"{where} is missing ({path}); {fix}")
         try:
-            return load_topk(path, n_queries, len(self.plan.positions(i)))
+            return load_topk(path, n_queries, len(self.plan.positions(i)), self._claim(i, qkey, top_k))
         except ValueError as exc:
             raise ShardMissing(f"{where} is {exc} ({path}); {fix}") from None
 

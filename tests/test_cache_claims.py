@@ -1,0 +1,112 @@
+"""Issue 28: no wrong ``ok`` record from a swapped, foreign, corrupted or claim-less cache file. Every cache file
+carries what it claims to be (shard top-k lists: shard index, document ids, model and corpus, queries, top_k;
+embeddings: key, size and content hash; token stores: key and each file's content hash) and is checked before use:
+a run computes it again, the merge of externally computed shards refuses it in one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import results
+from harness.cli import run
+from harness.errors import HarnessError
+from tests.conftest import compose, write_beir_folder
+from tests.test_colbert import overrides as colbert_overrides
+from tests.test_retrieval_runs import overrides
+
+SMALL = ["task.train=false", "task.batch_tokens=1024"]
+
+
+@pytest.fixture()
+def toy(tmp_path: Path) -> Path:
+    write_beir_folder(tmp_path / "data", docs_per_topic=40)
+    return tmp_path / "data"
+
+
+def shard_files(cache: Path) -> dict[int, Path]:
+    return {json.loads(str(np.load(p)["meta"]))["shard"]: p for p in (cache / "embeddings" / "shard-topk").glob("*.npz")}
+
+
+def test_swapped_or_foreign_shard_files_never_make_an_ok_record(tmp_path: Path, toy: Path) -> None:
+    (done,) = run(compose(overrides(tmp_path, toy, *SMALL, "task.shards=3")))
+    files = shard_files(tmp_path / "cache")
+    merge_only = [*SMALL, "task.shards=3", "task.shard_launcher=external", "overwrite=true"]
+    first, last = files[0].read_bytes(), files[2].read_bytes()
+    files[0].write_bytes(last)                            # shard 0 and 2 swapped in the cache
+    files[2].write_bytes(first)
+    with pytest.raises(HarnessError) as exc:
+        run(compose(overrides(tmp_path, toy, *merge_only)))
+    (rec,) = exc.value.records
+    assert rec.status == results.STATUS_FAILED and "\n" not in rec.error
+    assert "shard 0 of 3" in rec.error and "not what it claims to be (shard, embeddings, ids differ" in rec.error
+    (kept,) = [r for _, r in results.iter_records(tmp_path / "results")]
+    assert kept.status == "ok" and kept.metrics == done.metrics            # the earlier good record stays
+    (again,) = run(compose(overrides(tmp_path, toy, *SMALL, "task.shards=3", "overwrite=true")))
+    assert again.metrics == done.metrics
+    assert {i: p for i, p in shard_files(tmp_path / "cache").items()} == files   # each file recomputed in its place
+
+    # another model's shard (same corpus, CLS pooling) in shard 1's place
+    other = tmp_path / "other"
+    run(compose(overrides(other, toy, *SMALL, "task.shards=3", "model.pooling=cls", f"paths.cache={tmp_path}/cache")))
+    theirs = {i: p for i, p in shard_files(tmp_path / "cache").items() if p not in shard_files_of(tmp_path, files)}
+    mine = shard_files_of(tmp_path, files)
+    assert theirs and mine
+    target = next(p for p in mine if json.loads(str(np.load(p)["meta"]))["shard"] == 1)
+    source = next(p for p in theirs.values() if json.loads(str(np.load(p)["meta"]))["shard"] == 1)
+    shutil.copy(source, target)
+    with pytest.raises(HarnessError) as exc:
+        run(compose(overrides(tmp_path, toy, *merge_only)))
+    (rec,) = exc.value.records
+    assert "shard 1 of 3" in rec.error and "embeddings" in rec.error and "nothing was scored" in rec.error
+
+
+def shard_files_of(tmp_path: Path, first_run: dict[int, Path]) -> list[Path]:
+    """This run's shard files (their names are keyed by what they hold, so the first run's names are this run's)."""
+    return [p for p in first_run.values() if p.exists()]
+
+
+def test_an_embedding_cache_entry_that_is_not_what_it_claims_is_computed_again(tmp_path: Path, toy: Path) -> None:
+    cache = tmp_path / "cache" / "embeddings"
+    (want,) = run(compose(overrides(tmp_path, toy, "task.train=false")))
+    mine = {p.name for p in cache.glob("*.npy")}
+    run(compose(overrides(tmp_path / "b", toy, "task.train=false", "model.pooling=cls", f"paths.cache={tmp_path}/cache")))
+    theirs = sorted((p for p in cache.glob("*.npy") if p.name not in mine), key=lambda p: p.stat().st_size)
+    ours = sorted((cache / n for n in mine), key=lambda p: p.stat().st_size)
+    corpus, foreign = ours[-1], theirs[-1]                              # the corpus embeddings: the largest entries
+    assert corpus.stat().st_size == foreign.stat().st_size
+    for how in ("copied with its claim", "copied without a claim", "altered in place"):
+        if how == "altered in place":
+            run(compose(overrides(tmp_path, toy, "task.train=false", "overwrite=true")))   # a good entry again
+            blob = bytearray(corpus.read_bytes())
+            blob[-8:] = bytes(8)
+            corpus.write_bytes(bytes(blob))
+        else:
+            shutil.copy(foreign, corpus)
+            claim = corpus.with_name(corpus.stem + ".claim.json")
+            if how == "copied with its claim":
+                shutil.copy(foreign.with_name(foreign.stem + ".claim.json"), claim)
+            else:
+                claim.unlink()
+        (got,) = run(compose(overrides(tmp_path, toy, "task.train=false", "overwrite=true")))
+        assert got.details["embedding_cache_hit"] is False, how
+        assert got.metrics == want.metrics, how
+
+
+def test_a_token_store_that_is_not_what_it_claims_is_encoded_again(tmp_path: Path, toy: Path) -> None:
+    (want,) = run(compose(colbert_overrides(tmp_path, toy, "task.train=false")))
+    (store,) = [p.parent for p in (tmp_path / "cache").rglob("tokens.f16")]
+    tokens = store / "tokens.f16"
+    for how in ("truncated", "foreign"):
+        if how == "truncated":
+            tokens.write_bytes(tokens.read_bytes()[:-256])
+        else:
+            meta = json.loads((store / "meta.json").read_text())
+            (store / "meta.json").write_text(json.dumps({**meta, "key": "0123456789abcdef01234567"}))
+        (got,) = run(compose(colbert_overrides(tmp_path, toy, "task.train=false", "overwrite=true")))
+        assert got.status == "ok" and got.metrics == want.metrics, how
+        assert got.details.get("embedding_cache_hit") is not True, how
