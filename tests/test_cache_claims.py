@@ -110,3 +110,21 @@ def test_a_token_store_that_is_not_what_it_claims_is_encoded_again(tmp_path: Pat
         (got,) = run(compose(colbert_overrides(tmp_path, toy, "task.train=false", "overwrite=true")))
         assert got.status == "ok" and got.metrics == want.metrics, how
         assert got.details.get("embedding_cache_hit") is not True, how
+
+
+def test_a_glue_tokenisation_cache_of_other_labels_is_rebuilt(tmp_path: Path) -> None:
+    """A tokenised split whose claim is another split's (here: the same texts, other labels) is rebuilt."""
+    from transformers import AutoTokenizer
+
+    from harness.data.glue import Split
+    from harness.training.classification import cached_tokenize
+    from tests.conftest import TINY_MODEL
+
+    tok = AutoTokenizer.from_pretrained(TINY_MODEL)
+    texts = [f"the cat sat {i}" for i in range(8)]
+    good = Split(texts, None, [i % 2 for i in range(8)])
+    bad = Split(texts, None, [1 - i % 2 for i in range(8)])
+    other = cached_tokenize(bad, tok, 16, False, tmp_path / "k" / "other")
+    target = tmp_path / "k" / "train"
+    shutil.copytree(tmp_path / "k" / "other", target)                       # another split's cache in this key
+    assert list(cached_tokenize(good, tok, 16, False, target)["labels"]) == good.labels != list(other["labels"])

@@ -10,6 +10,8 @@ another task's checkpoint with a fresh head (MNLI chaining), and turning a NaN l
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import shutil
@@ -126,28 +128,42 @@ def tokenize(split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, 
 def cached_tokenize(
     split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, regression: bool, cache_dir: Path | None
 ) -> datasets.Dataset:
-    """:func:`tokenize`, stored under ``cache_dir`` (keyed by the caller: model, data, max length) and reused."""
+    """:func:`tokenize`, stored under ``cache_dir`` (keyed by the caller: model, data, max length) and reused only
+    where it is what it claims (``claim.json``: its folder's key and the content hash of the texts and labels it
+    was made from) and holds this split's labels; else rebuilt, with a warning."""
     import datasets
 
     datasets.disable_progress_bars()
     if cache_dir is None:
         return tokenize(split, tokenizer, max_length, regression)
+    claim = {"key": f"{cache_dir.parent.name}/{cache_dir.name}", "data": _split_hash(split), "max_length": max_length}
     if (cache_dir / "dataset_info.json").exists():
         try:
             ds = datasets.load_from_disk(str(cache_dir))
-            if len(ds) == len(split):
+            found = json.loads((cache_dir / "claim.json").read_text()) if (cache_dir / "claim.json").exists() else None
+            labels = [float(v) for v in split.labels] if regression else [int(v) for v in split.labels]
+            if found == claim and len(ds) == len(split) and list(ds["labels"]) == labels:
                 return ds
+            log.warning("rebuilding tokenisation cache %s: not the texts and labels it claims (or no claim)", cache_dir)
         except Exception as exc:  # a corrupt cache entry is rebuilt, never trusted
             log.warning("rebuilding tokenisation cache %s: %s", cache_dir, exc)
     ds = tokenize(split, tokenizer, max_length, regression)
     tmp = cache_dir.with_name(cache_dir.name + f".tmp{time.time_ns()}")
     ds.save_to_disk(str(tmp))
+    (tmp / "claim.json").write_text(json.dumps(claim))
     shutil.rmtree(cache_dir, ignore_errors=True)
     try:
         tmp.rename(cache_dir)
     except OSError:  # another job wrote it first
         shutil.rmtree(tmp, ignore_errors=True)
     return datasets.load_from_disk(str(cache_dir))
+
+
+def _split_hash(split: Split) -> str:
+    h = hashlib.sha256()
+    for a, b, y in zip(split.text_a, split.text_b or [None] * len(split.text_a), split.labels, strict=True):
+        h.update(json.dumps([a, b, y]).encode())
+    return h.hexdigest()[:24]
 
 
 # ---------------------------------------------------------------------------------------------- model
