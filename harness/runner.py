@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from harness.families.base import Cell, Family
+    from harness.specs.schema import TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,20 @@ def prepare(cfg: DictConfig) -> tuple[Family, locks.LockSettings]:
 
     spec = spec_from(cfg.task.get("spec") or {}, str(cfg.task.name), f"task {cfg.task.name!r}, spec")
     family = families.get(spec.runner)(cfg)
+    check_spec(spec, family)
     _ = family.device
     return family, lock_settings
+
+
+def check_spec(spec: TaskSpec, family: Family) -> None:
+    """Before any work: the spec's main metric is one the family's scorer produces, its selection rule exists."""
+    from harness.selection.rules import rule_for
+
+    produced = family.metrics
+    if produced is not None and spec.main_metric not in produced:
+        raise HarnessError(f"task {spec.name!r}: spec.main_metric={spec.main_metric!r} is not a metric the "
+                           f"{spec.runner} scorer produces ({', '.join(produced)}): set spec.main_metric to one of them")
+    rule_for(spec.selection)
 
 
 def run_dir(family: Family, results_dir: str, cell: Cell) -> Path:

@@ -132,6 +132,12 @@ def _bad_queries_line(tmp: Path, text: str | bytes) -> list[str]:
     return beir(tmp)
 
 
+def _regrade_second_judgement(tmp: Path) -> None:
+    """A second line for the first (query, doc) pair, with another grade."""
+    q, d, g = lines_of(qrels(tmp))[1].split("\t")
+    replace_line(qrels(tmp), 3, f"{q}\t{d}\t{int(g) + 1}")
+
+
 def _triplets(tmp: Path, name: str, content: str | bytes) -> list[str]:
     path = tmp / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -189,6 +195,16 @@ CASES = [
          r"fix or remove that line", upfront=False),
     Case("queries-invalid-utf8", lambda t: _bad_queries_line(t, BAD_UTF8), QUERIES + r" line 2.*byte", UTF8_FIX,
          upfront=False),
+    Case("queries-duplicate-id", lambda t: _bad_queries_line(t, '{"_id": "q0", "text": "another text"}'),
+         QUERIES + r" line 2: query id 'q0' appears twice with different texts \(first at .*line 1\)",
+         r"rename or remove one", upfront=False),
+    Case("queries-null-text", lambda t: _bad_queries_line(t, '{"_id": "q1", "text": null}'),
+         r"toy \({tmp}/data/toy\): 1 judged query has a null text \('q1'\)", r"give each a text", upfront=False),
+    Case("queries-empty-text", lambda t: _bad_queries_line(t, '{"_id": "q1", "text": "  "}'),
+         r"1 judged query has an empty text \('q1'\)", r"drop their qrels lines", upfront=False),
+    Case("qrels-conflicting-grades", lambda t: (_regrade_second_judgement(t), beir(t))[1],
+         QRELS + r" line 4: query 'q0' judges document 'd0-0' 3, but .*line 2 judges it 2", r"keep one of the lines",
+         upfront=False),
     Case("qrels-non-numeric", lambda t: (set_qrels_score(t, "high"), beir(t))[1], QRELS + r" line 3",
          r"integer relevance grade", upfront=False),
     Case("qrels-fraction-1.5", lambda t: (set_qrels_score(t, "1.5"), beir(t))[1], QRELS + r" line 3",
@@ -201,6 +217,15 @@ CASES = [
                                          beir(t))[1], r"{tmp}/data/toy", r"task\.strict_qrels=false", upfront=False),
     Case("qrels-invalid-utf8", lambda t: (replace_line(qrels(t), 2, BAD_UTF8), beir(t))[1],
          QRELS + r" line 3.*byte", UTF8_FIX, upfront=False),
+    # --- retrieval settings and task specs (up front) ----------------------------------------------------------
+    Case("config-top-k-below-cutoff", lambda t: beir(t, "task.top_k=5"), r"task\.top_k=5 is below 10",
+         r"at least 10"),
+    Case("config-shard-out-of-range", lambda t: beir(t, "task.shards=3", "task.shard=3"), r"task\.shard=3",
+         r"< task\.shards=3"),
+    Case("config-spec-main-metric", lambda t: beir(t, "task.spec.main_metric=ndcg_at_11"),
+         r"spec\.main_metric='ndcg_at_11'", r"ndcg_at_10, ndcg_at_100"),
+    Case("config-spec-selection-rule", lambda t: beir(t, "task.spec.selection.rule=bestest"),
+         r"selection rule 'bestest'", r"best_run_on_sets"),
     # --- triplet files (DPR training) --------------------------------------------------------------------------
     Case("triplets-missing", lambda t: dpr(t, f"{t}/nope.tsv"), r"{tmp}/nope\.tsv", r"task\.train_data\.path"),
     Case("triplets-no-path", lambda t: beir(t, "task.train=true", "task.train_data.source=file"),
@@ -390,3 +415,16 @@ def test_checks_run_before_the_model_loads(kind: str, tmp_path: Path, monkeypatc
     with pytest.raises(HarnessError, match=message):
         run(compose(cli_args))
     assert not (tmp_path / "results").exists()
+
+
+def test_a_top_k_below_a_metrics_cutoff_leaves_that_metric_out(seeded: Path, tmp_path: Path, capfd) -> None:
+    """task.top_k=10 over a 48-document corpus: metrics at 100 and 1000 would count only 10 hits, so the record
+    leaves them out and says why (nDCG@10 and recall@10 stay)."""
+    shutil.copytree(seeded / "data", tmp_path / "data")
+    code, printed = invoke(beir(tmp_path, "task.top_k=10"), capfd)
+    assert code == 0, printed[-3000:]
+    (path,) = (tmp_path / "results").rglob("toy.json")
+    rec = results.read_record(path)
+    assert set(rec.metrics) == {"ndcg_at_10", "map_at_10", "recall_at_10", "mrr_at_10"}
+    assert rec.details["metrics_left_out"] == {
+        "metrics": ["ndcg_at_100", "recall_at_100", "recall_at_1000"], "why": "their cutoff exceeds top_k=10"}

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from harness.data.checks import query_text, unique_judgements, unique_queries
 from harness.data.files import text_lines
 from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
@@ -51,7 +52,8 @@ def read_corpus(path: Path) -> tuple[list[str], list[str], list[str]]:
 
 def read_queries(path: Path) -> dict[str, str]:
     _require_file(path, "queries file")
-    queries = {str(row["_id"]): str(row["text"]) for _, row in jsonl_rows(path, ("_id", "text"))}
+    queries = unique_queries((f"{path} line {n}", str(row["_id"]), query_text(row["text"]))
+                             for n, row in jsonl_rows(path, ("_id", "text")))
     if not queries:
         raise DataError(f"{path} is empty: no queries. Check the file or the dataset folder "
                         '(one {"_id", "text"} object per line).')
@@ -110,15 +112,17 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
             f"qrels file not found: {path}. Splits available here: {avail or 'none'}; "
             "choose one with task.split=<split>."
         )
-    qrels: dict[str, dict[str, int]] = {}
-    for lineno, line in enumerate(text_lines(path), start=1):
-        line = line.rstrip("\r\n")
-        if not line.strip():
-            continue
-        qid, did, score = _qrels_fields(path, lineno, line)
-        if lineno == 1 and as_number(score) is None:
-            continue  # header
-        qrels.setdefault(qid, {})[did] = relevance_grade(score, f"{path} line {lineno}")
+    def rows():
+        for lineno, line in enumerate(text_lines(path), start=1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            qid, did, score = _qrels_fields(path, lineno, line)
+            if lineno == 1 and as_number(score) is None:
+                continue  # header
+            yield f"{path} line {lineno}", qid, did, relevance_grade(score, f"{path} line {lineno}")
+
+    qrels = unique_judgements(rows())
     if not qrels:
         raise DataError(f"{path} has no judgements. Each line needs query-id, corpus-id and an integer score, "
                         "tab separated.")
@@ -188,7 +192,8 @@ def load_hub(path: str, revision: str | None, name: str, split: str = "test", st
     ids = [str(x) for x in corpus["_id"]]
     titles = [str(x or "") for x in corpus["title"]] if "title" in corpus.column_names else [""] * len(ids)
     texts = [str(x or "") for x in corpus["text"]]
-    queries = {str(q): str(t) for q, t in zip(queries_ds["_id"], queries_ds["text"], strict=True)}
+    queries = unique_queries((f"{path}@{revision} queries row {i}", str(q), query_text(t))
+                             for i, (q, t) in enumerate(zip(queries_ds["_id"], queries_ds["text"], strict=True), 1))
     qrels = hub_qrels(qrels_ds, f"{path}@{revision} qrels ({split})")
     if not ids:
         raise DataError(f"hub dataset {path}@{revision}: empty corpus; check task.catalog's hub and revision.")
@@ -206,9 +211,8 @@ def hub_qrels(rows: Any, where: str) -> dict[str, dict[str, int]]:
     if missing:
         raise DataError(f"{where}: no column(s) {missing} (has {rows.column_names}); a qrels table needs query-id, "
                         "corpus-id and score: check the dataset and its revision.")
-    qrels: dict[str, dict[str, int]] = {}
     number_fix = "the score column must hold integer relevance grades"
     grade_fix = "relevance grades must be integers (0, 1, 2, ...): round or map the scores in the dataset"
-    for i, (q, d, s) in enumerate(zip(rows["query-id"], rows["corpus-id"], rows["score"], strict=True), start=1):
-        qrels.setdefault(str(q), {})[str(d)] = relevance_grade(s, f"{where} row {i}", number_fix, grade_fix)
-    return qrels
+    return unique_judgements(
+        (f"{where} row {i}", str(q), str(d), relevance_grade(s, f"{where} row {i}", number_fix, grade_fix))
+        for i, (q, d, s) in enumerate(zip(rows["query-id"], rows["corpus-id"], rows["score"], strict=True), start=1))

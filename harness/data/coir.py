@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.data.checks import query_text, unique_judgements, unique_queries
 from harness.data.files import read_text
 from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
@@ -100,12 +101,12 @@ def dataset_from_triple(triple: CoirTriple, name: str, split: str, source: str, 
         dup = next(i for i, n in Counter(ids).items() if n > 1)
         raise DataError(f"{source}: duplicate document id {dup!r} in the corpus; document ids must be unique: rename "
                         "or remove one of them.")
-    queries = {str(q["_id"]): str(q["text"]) for q in triple.queries if q.get("partition", split) == split}
-    qrels: dict[str, dict[str, int]] = {}
-    for i, r in enumerate(triple.qrels, start=1):
-        grade = relevance_grade(r["score"], f"{source} qrels row {i}", "the score column must hold integer "
-                                "relevance grades")
-        qrels.setdefault(str(r["query-id"]), {})[str(r["corpus-id"])] = grade
+    queries = unique_queries((f"{source} queries row {i}", str(q["_id"]), query_text(q["text"]))
+                             for i, q in enumerate(triple.queries, 1) if q.get("partition", split) == split)
+    fix = "the score column must hold integer relevance grades"
+    qrels = unique_judgements((f"{source} qrels row {i}", str(r["query-id"]), str(r["corpus-id"]),
+                               relevance_grade(r["score"], f"{source} qrels row {i}", fix))
+                              for i, r in enumerate(triple.qrels, start=1))
     qrels = check_qrels_ids(qrels, queries, set(ids), source, strict=strict_qrels)
     return RetrievalDataset(
         name=name, split=split, corpus_ids=ids, corpus_titles=[str(r.get("title") or "") for r in triple.corpus],

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.beir import check_qrels_ids, relevance_grade
+from harness.data.checks import query_text, unique_judgements, unique_queries
 from harness.data.files import parquet_rows
 from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
@@ -86,13 +87,12 @@ def _corpus(folder: Path, rows: list[Row]) -> tuple[list[str], list[str], list[s
 
 def _qrels(rows: list[Row]) -> dict[str, dict[str, int]]:
     number_fix = "the score field must be an integer relevance grade"
-    qrels: dict[str, dict[str, int]] = {}
+    judged = []
     for path, n, r in rows:
         qid, cid = str(_field(path, n, r, "query-id")), _field(path, n, r, "corpus-id")
         grade = relevance_grade(r.get("score", 1), _where(path, n), number_fix)
-        for d in cid if isinstance(cid, list) else [cid]:
-            qrels.setdefault(qid, {})[str(d)] = grade
-    return qrels
+        judged += [(_where(path, n), qid, str(d), grade) for d in (cid if isinstance(cid, list) else [cid])]
+    return unique_judgements(judged)
 
 
 def read_hub_layout(folder: str | Path, name: str, split: str, *, strict_qrels: bool = True, source: str = "",
@@ -104,8 +104,8 @@ def read_hub_layout(folder: str | Path, name: str, split: str, *, strict_qrels: 
                         "(and qrels/ or default/) with <split>-*.parquet or .jsonl files")
     qconfig = "qrels" if (folder / "qrels").is_dir() else "default"
     ids, titles, texts = _corpus(folder, _rows(_files(folder, "corpus", split)))
-    queries = {str(_field(p, n, r, "_id", "id")): str(_field(p, n, r, "text"))
-               for p, n, r in _rows(_files(folder, "queries", split))}
+    queries = unique_queries((_where(p, n), str(_field(p, n, r, "_id", "id")), query_text(_field(p, n, r, "text")))
+                             for p, n, r in _rows(_files(folder, "queries", split)))
     qrels = _qrels(_rows(_files(folder, qconfig, split)))
     qrels = check_qrels_ids(qrels, queries, set(ids), str(folder), strict=strict_qrels)
     return RetrievalDataset(name=name, split=split, corpus_ids=ids, corpus_titles=titles, corpus_texts=texts,

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.data.checks import query_text, unique_judgements, unique_queries
 from harness.data.jsonl import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
@@ -93,13 +94,13 @@ def check_row(row: dict[str, Any], where: str) -> list[dict[str, Any]]:
 
 def read_queries(folder: Path, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
     path = _require(folder, split)
-    queries: dict[str, str] = {}
-    qrels: dict[str, dict[str, int]] = {}
+    rows, judged = [], []
     for lineno, row in jsonl_rows(path):
         positives = check_row(row, f"{path} line {lineno}")
         qid = str(row["query_id"])
-        queries[qid] = str(row["query"])
-        qrels[qid] = {str(p["docid"]): 1 for p in positives}
+        rows.append((f"{path} line {lineno}", qid, query_text(row["query"])))
+        judged += [(f"{path} line {lineno}", qid, str(p["docid"]), 1) for p in positives]
+    queries, qrels = unique_queries(rows), unique_judgements(judged)
     if not queries:
         raise DataError(f"{path} is empty: no queries; it needs one {{query_id, query, positive_passages}} object "
                         "per line.")
@@ -159,7 +160,8 @@ def load_hub(path: str, revision: str | None, lang: str, name: str, split: str =
     ids = [str(x) for x in corpus[id_col]]
     titles = [str(x or "") for x in corpus["title"]] if "title" in corpus.column_names else [""] * len(ids)
     qcol = "_id" if "_id" in queries_ds.column_names else "id"
-    queries = {str(q): str(t) for q, t in zip(queries_ds[qcol], queries_ds["text"], strict=True)}
+    queries = unique_queries((f"{path}@{revision} queries row {i}", str(q), query_text(t))
+                             for i, (q, t) in enumerate(zip(queries_ds[qcol], queries_ds["text"], strict=True), 1))
     qrels = hub_qrels(qrels_ds, f"{path}@{revision} {lang}-qrels")
     qrels = check_positives(qrels, set(ids), f"{path}@{revision}", strict_qrels)
     queries = {q: queries[q] for q in qrels if q in queries}

@@ -25,6 +25,9 @@ class RetrievalDataset:
     meta: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        from harness.data.checks import check_query_texts
+
+        check_query_texts(self.queries, self.qrels, f"{self.name} ({self.source or 'queries'})")
         if not self.fingerprint:
             self.fingerprint = content_fingerprint(self)
 

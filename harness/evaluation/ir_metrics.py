@@ -15,6 +15,8 @@ _MEASURES = {
     "recall_at_100": "recall_100",
     "recall_at_1000": "recall_1000",
 }
+#: every metric a retrieval record reports (nDCG@10 is the main one)
+METRICS = (*_MEASURES, "mrr_at_10")
 
 
 def reciprocal_ranks(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], k: int) -> dict[str, float]:

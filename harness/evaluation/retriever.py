@@ -46,6 +46,12 @@ class Retriever(Protocol):
         ...
 
 
+def cutoff(metric: str) -> int:
+    """The rank cutoff of a metric named ``<name>_at_<k>`` (0 for none)."""
+    head, _, k = metric.rpartition("_at_")
+    return int(k) if head and k.isdigit() else 0
+
+
 def search_width(top_k: int, ignore_identical_ids: bool) -> int:
     """How many hits a search keeps: ``top_k``, plus room for the self-match that is dropped."""
     return top_k + (1 if ignore_identical_ids else 0)
@@ -79,11 +85,15 @@ def evaluate_per_query(
     run = to_run(qids, ds.corpus_ids, scores, idx, top_k=top_k, ignore_identical_ids=ignore_identical_ids)
     qrels = {q: ds.qrels[q] for q in qids}
     per_query = per_query_scores(qrels, run)
+    beyond = sorted(m for m in per_query if min(cutoff(m), len(ds)) > top_k)   # would count only top_k hits
+    per_query = {m: v for m, v in per_query.items() if m not in beyond}
     metrics = means(per_query)
     details = {
         "retriever": retriever.kind, "n_docs": len(ds), "n_queries": len(qids), "top_k": top_k,
         "ignore_identical_ids": ignore_identical_ids, "source": ds.source, **retriever.describe(), **details,
     }
+    if beyond:
+        details["metrics_left_out"] = {"metrics": beyond, "why": f"their cutoff exceeds top_k={top_k}"}
     for scorer in (s for s in subgroups if s.applies(ds)):
         groups, facts = scorer.split(ds)
         for name, group in groups.items():

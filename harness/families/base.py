@@ -45,6 +45,8 @@ class Family(abc.ABC):
     settings_class: ClassVar[type]            # typed task settings: unknown keys in cfg.task are an error
     #: task keys (dotted from the config root) that do not change a number, and why; everything else is identity
     identity_exclude: ClassVar[Mapping[str, str]] = {}
+    #: the metrics its scorer produces (a spec's main_metric must be one); None: set per record (GLUE, mteb)
+    metrics: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, cfg: DictConfig) -> None:
         from omegaconf import OmegaConf

@@ -20,6 +20,7 @@ from harness import results
 from harness.data.catalog import DatasetEntry, check_entries, load_entry, resolve_entries
 from harness.data.retrieval import RetrievalDataset, subset
 from harness.errors import HarnessError, TrainingDivergedError
+from harness.evaluation.ir_metrics import METRICS
 from harness.evaluation.retriever import Retriever, evaluate_per_query, search_width
 from harness.evaluation.shards import LAUNCHERS, ShardedRetriever, ShardSettings
 from harness.evaluation.subgroups import QueryGroups
@@ -29,6 +30,9 @@ from harness.results import ResultRecord
 from harness.typed import choices
 
 log = logging.getLogger(__name__)
+
+#: the cutoff of every retrieval family's main metric (nDCG@10): task.top_k may not be smaller
+MAIN_CUTOFF = 10
 
 #: the marker of a finished training in its output folder (its content: the training facts of the record)
 TRAIN_DONE = "train_done.json"
@@ -58,6 +62,17 @@ class RetrievalSettings:
     shard: int | None
     shard_launcher: str = choices(*LAUNCHERS)
 
+    def __post_init__(self) -> None:
+        """Values no run can score right, refused before any work (typed checks come first)."""
+        if self.top_k < MAIN_CUTOFF:
+            raise HarnessError(f"task.top_k={self.top_k} is below {MAIN_CUTOFF}, the cutoff of the main metric "
+                               f"(nDCG@{MAIN_CUTOFF}): set task.top_k to at least {MAIN_CUTOFF} (1000 reports every "
+                               "metric; a smaller top_k leaves out the metrics whose cutoff exceeds it)")
+        if self.shard is not None and (self.shard < 0 or (isinstance(self.shards, int) and self.shard >= self.shards)):
+            upper = f"< task.shards={self.shards}" if isinstance(self.shards, int) else "a shard of the plan"
+            raise HarnessError(f"task.shard={self.shard} is not a shard of this run: it must be >= 0 and {upper} "
+                               "(shards are numbered from 0)")
+
 
 class RetrievalFamily(Family):
     """Plan -> (train) -> evaluate each dataset -> one record per dataset (and per composite member)."""
@@ -76,6 +91,7 @@ class RetrievalFamily(Family):
         "task.shard": "which shard a shard job computes",
         "task.shard_launcher": "where the shards run",
     }
+    metrics: ClassVar[tuple[str, ...] | None] = METRICS
     #: task keys that only matter when ``task.train`` is true (left out of an evaluation-only run's identity)
     training_keys: ClassVar[tuple[str, ...]] = ()
     #: identity keys that change the ranking but not the corpus encoding (left out of the cache key)
