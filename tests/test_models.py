@@ -37,3 +37,44 @@ def test_the_suite_does_not_see_the_machines_hf_cache() -> None:
     assert constants.HF_HUB_OFFLINE
     assert str(ISOLATED) in constants.HF_HUB_CACHE
     assert os.environ["HARNESS_CACHE"].startswith(str(ISOLATED))
+
+
+# ------------------------------------------------------------------ attention: the paper's FA2 + unpadding by default
+@pytest.mark.parametrize(("cuda", "flash", "unpads", "expected"), [
+    (True, True, True, "flash_attention_2"),      # the paper's setting: FA2, unpadded
+    (False, True, True, "sdpa"),                  # CPU: padded sdpa
+    (True, False, True, "sdpa"),                  # no [gpu] extra
+    (True, True, False, "sdpa"),                  # an encoder that cannot unpad
+])
+def test_auto_attention_is_a_function_of_three_facts(cuda: bool, flash: bool, unpads: bool, expected: str) -> None:
+    from harness.models.attention import resolve_attention
+
+    assert resolve_attention("auto", cuda=cuda, flash_attn=flash, unpads=unpads) == expected
+    assert resolve_attention("eager", cuda=cuda, flash_attn=flash, unpads=unpads) == "eager"
+
+
+def _facts(monkeypatch: pytest.MonkeyPatch, *, cuda: bool, flash: bool) -> None:
+    from harness.models import attention
+
+    monkeypatch.setattr(attention, "cuda_available", lambda: cuda)
+    monkeypatch.setattr(attention, "flash_attn_importable", lambda: flash)
+
+
+def test_modernbert_efficiency_resolves_to_unpadded_flash_attention_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """task=efficiency model=modernbert-base on CUDA with flash-attn: FA2, and unpad=auto packs (varlen)."""
+    from types import SimpleNamespace
+
+    from harness.evaluation.encode import pack_mode
+    from harness.models.spec import ModelSpec
+
+    _facts(monkeypatch, cuda=True, flash=True)
+    spec = ModelSpec.based_on("modernbert-base")
+    assert spec.attn_implementation == "flash_attention_2"
+    assert ModelSpec.based_on("bert-base").attn_implementation == "sdpa"        # its conf names sdpa
+    hf = SimpleNamespace(config=SimpleNamespace(_attn_implementation=spec.attn_implementation,
+                                                model_type="modernbert"))
+    assert pack_mode([SimpleNamespace(auto_model=hf)], "auto", "cuda") == "varlen"
+    _facts(monkeypatch, cuda=False, flash=True)
+    assert ModelSpec.based_on("modernbert-base").attn_implementation == "sdpa"  # CPU keeps padded sdpa
+    _facts(monkeypatch, cuda=True, flash=False)
+    assert ModelSpec.based_on("modernbert-large").attn_implementation == "sdpa"
