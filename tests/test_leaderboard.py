@@ -300,10 +300,28 @@ def test_mmbert_values_are_rescaled_without_changing_digits():
         scaled_text("0.5", 3)
 
 
-def test_table5_average_is_labelled_as_computed(published_site):
+@pytest.mark.parametrize(("row", "printed"), [
+    ("DeBERTaV3-base|DeBERTaV3|base", "88.1"), ("NomicBERT-base|NomicBERT|base", "84.0"),
+    ("ModernBERT-base|ModernBERT|base", "88.4"), ("ModernBERT-large|ModernBERT|large", "90.4"),
+])
+def test_table5_rows_show_the_published_glue_average(published_site, row, printed):
+    """One GLUE average per published row: Table 1's printed one, not a mean of Table 5's rounded cells."""
     lb, _ = published_site
-    avg = lb.table("glue").cells["pub:ModernBERT-base|ModernBERT|base"]["avg"]
-    assert avg.computed and avg.text == "88.5†" and "not a published number" in avg.note
+    avg = lb.table("glue").cells[f"pub:{row}"]["avg"]
+    assert not avg.computed and avg.text == printed and avg.text == lb.table("overview").cells[f"pub:{row}"]["glue"].text
+
+
+def test_table5_average_is_computed_and_marked_only_where_none_was_published(published_site):
+    lb, _ = published_site
+    avg = lb.table("glue").cells["pub:MosaicBERT-128-base|MosaicBERT-128|base"]["avg"]
+    assert avg.computed and avg.text.endswith("†") and "not a published number" in avg.note
+
+
+def test_table5_cells_name_the_paper_each_row_was_copied_from(published_site):
+    lb, _ = published_site
+    cola = lb.table("glue").cells["pub:BERT-base|BERT|base"]["cola"]
+    assert cola.sources[0]["copied_from"] == "Portes et al. 2023 Table S3"
+    assert "copied there from Portes et al. 2023 Table S3" in cola.note
 
 
 # ---- outputs ---------------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ class PublishedSource:
     model_column: str = "model"
     size_column: str | None = "size"
     family_aliases: Mapping[str, str] = field(default_factory=dict)   # printed name -> Table 1 family
+    origin_column: str | None = None         # a column naming the paper a row was copied from (Table 5's source)
 
     def row_key(self, printed: str, size: str) -> RowKey:
         if self.size_column is None:   # mmBERT card: "mmBERT-small (22 layers)" or "L13H384-<kept layers>"
@@ -79,7 +80,8 @@ SOURCES: tuple[PublishedSource, ...] = (
     PublishedSource("modernbert-table2", "modernbert_table2_efficiency.csv", MODERNBERT_PAPER, "efficiency", "Table 2",
                     {c: c for c in _columns("efficiency")}),
     PublishedSource("modernbert-table5", "modernbert_table5_glue.csv", MODERNBERT_PAPER, "glue", "Table 5",
-                    {t: t for t in _columns("glue")}, family_aliases={"DeBERTav3": "DeBERTaV3", "NomicBERT-2048": "NomicBERT"}),
+                    {t: t for t in _columns("glue")}, family_aliases={"DeBERTav3": "DeBERTaV3", "NomicBERT-2048": "NomicBERT"},
+                    origin_column="source"),
     PublishedSource("modernbert-table7", "modernbert_table7_beir_dpr.csv", MODERNBERT_PAPER, "beir", "Table 7", _BEIR_CSV),
     PublishedSource("modernbert-table8", "modernbert_table8_beir_colbert.csv", MODERNBERT_PAPER, "colbert", "Table 8", _BEIR_CSV),
     PublishedSource("mmbert-pruned-nanobeir", "mmbert_pruned_nanobeir.csv", MMBERT_CARD, "nanobeir", "model card table",
@@ -156,7 +158,11 @@ def read_source(source: PublishedSource, directory: Path | None = None) -> list[
                 text = scaled_text(raw, source.scale)
                 src = {"source": source.id, "citation": source.citation, "where": source.where, "file": source.file,
                        "row": i + 1, "model": printed, "column": header, "printed": raw}
-                cells[(source.table, column)] = Cell(float(text), text, note=f"published, {source.where}", sources=[src])
+                note = f"published, {source.where}"
+                if source.origin_column and line.get(source.origin_column, "").strip():
+                    src["copied_from"] = line[source.origin_column].strip()
+                    note += f" (copied there from {src['copied_from']})"
+                cells[(source.table, column)] = Cell(float(text), text, note=note, sources=[src])
             rows.append(PublishedRow(key, printed, cells))
     return rows
 

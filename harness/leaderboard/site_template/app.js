@@ -72,7 +72,8 @@
   }
   function sourceLine(s) {
     if (s.citation) return s.where + " — " + s.citation + " (" + s.file + (s.row ? ", row " + s.row : "") +
-      (s.column ? ", column " + s.column : "") + ", printed " + s.printed + ")";
+      (s.column ? ", column " + s.column : "") + ", printed " + s.printed + ")" +
+      (s.copied_from ? "; copied there from " + s.copied_from : "");
     if (s.component) return s.component + ": " + s.text;
     return (s.used ? "✔ " : "· ") + s.run_id + " | " + s.created_at + " | " + s.status +
       (s.score !== null && s.score !== undefined ? " " + s.metric + "=" + s.score : "") +
