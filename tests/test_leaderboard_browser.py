@@ -189,3 +189,18 @@ def test_mteb_published_cell_beside_this_run(mteb_page):
     assert shown == [MINILM_ROW, MTEB_MINILM_ROW]
     sqa = d.find_element(By.CSS_SELECTOR, f'#t-code tr[data-row="{MTEB_MINILM_ROW}"] td[data-col="stackoverflow-qa"]')
     assert sqa.text == "84.0"
+
+
+def test_avg_column_is_on_screen_at_1400px_in_every_table(page):
+    """Issue 31: at 1,400 px a wide table's Avg column must not hide behind a horizontal scroll."""
+    d = page
+    assert d.execute_script("return window.innerWidth") <= 1400
+    offscreen = d.execute_script("""
+        var width = document.documentElement.clientWidth, out = [];
+        document.querySelectorAll('th[data-col="avg"], td[data-col="avg"]').forEach(function (c) {
+          var r = c.getBoundingClientRect();
+          if (c.offsetParent !== null && (r.right > width || r.left < 0)) out.push(c.closest('table').id);
+        });
+        return out;""")
+    tables = d.execute_script("return document.querySelectorAll('th[data-col=\"avg\"]').length")
+    assert tables >= 2 and not offscreen, f"Avg off-screen in {sorted(set(offscreen))}"
