@@ -29,3 +29,40 @@ def test_dpr_subset_is_the_authors_split(tmp_path: Path) -> None:
     assert triplets.sample(ds, 5_000, 12)["anchor"] == ds["anchor"]       # fewer rows than asked: all of them
     small = triplets.sample(ds, 2_500, 12)                               # < max_samples + 1,000: 500 held out
     assert len(small) == 2_500 and len(set(small["anchor"])) == 2_500
+
+
+# ------------------------------------------------------------------ the authors' Voyager index (issue 30 item 5)
+def test_voyager_index_returns_exact_maxsim_top_k_on_toy_tokens(tmp_path) -> None:
+    """PyLate's Voyager path (evaluate_pylate.py: M 200, ef 500, exact rerank) finds the exact MaxSim top-k on a
+    small corpus, offline, with scores equal to MaxSim."""
+    import numpy as np
+
+    from harness.evaluation.voyager_index import VoyagerSettings, build_voyager, voyager_search
+
+    rng = np.random.default_rng(0)
+
+    def unit(x):
+        return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+    docs = [unit(rng.normal(size=(int(rng.integers(3, 9)), 16))) for _ in range(40)]
+    queries = [unit(rng.normal(size=(4, 16))) for _ in range(3)]
+    index = build_voyager(docs, 16, VoyagerSettings(), tmp_path)
+    scores, idx = voyager_search(index, queries, top_k=5)
+    for q, row_s, row_i in zip(queries, scores, idx, strict=True):
+        exact = np.array([(q @ d.T).max(axis=1).sum() for d in docs])
+        np.testing.assert_array_equal(row_i, np.argsort(-exact, kind="stable")[:5])
+        np.testing.assert_allclose(row_s, exact[row_i], rtol=1e-5)
+
+
+def test_voyager_missing_package_is_one_clear_error(monkeypatch) -> None:
+    import importlib.util
+
+    import pytest
+
+    from harness.errors import HarnessError
+    from harness.evaluation import voyager_index
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "voyager" else real(name, *a))
+    with pytest.raises(HarnessError, match="pip install voyager"):
+        voyager_index.check_voyager()
