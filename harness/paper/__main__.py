@@ -59,9 +59,14 @@ def run(args: argparse.Namespace) -> int:
     mine = [o for o in args.overrides if o.startswith("paper.")]
     name = next((o.partition("=")[2] for o in args.overrides if o.startswith("paper=")), "paper")
     common = [o for o in args.overrides if not o.startswith(("paper.", "paper="))]
+    from harness.paper import validate
+
     paper = graph.load_paper(name, mine)
+    validate.check_paper(paper, validate.file_keys(name))
     cluster = cluster_profile(str(paper["cluster"]))
     stages = graph.build(paper, common)
+    submitting = not (args.dry_run or args.status)
+    validate.check_runs(stages, deep=submitting)   # before the records are planned: every job's names and keys
     queued = None
     if paper["launcher"] == "slurm" and not (args.dry_run or args.status):
         from harness.paper.slurm import queue
@@ -80,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.status:
         print("\n".join(status_lines(stages, states, tp, cluster, folder)))
         return 0
+    validate.check_folder(folder)      # with check_runs: everything a single run checks, before any job exists
     folder.mkdir(parents=True, exist_ok=True)
     context = folder / "context.json"
     context.write_text(json.dumps({"paper": paper, "common": common}, indent=1))

@@ -1,7 +1,8 @@
 """The graph's cost model (``conf/paper/cost.yaml``): tokens each job processes, over a throughput for the model.
 
-GPU-hours = (training tokens x ``train_factor`` + evaluation tokens) / (tokens/s x the GPU's ``gpu_speed``) / 3600.
-Tokens come from the job's own config (datasets, epochs, samples, lengths) and the sizes in the cost file; the
+GPU-hours = ((training tokens x ``train_factor`` + evaluation tokens) / (tokens/s x the GPU's ``gpu_speed``)
++ ``job_overhead_s``) / 3600. Tokens come from the job's own config (datasets, epochs, samples, seeds, lengths) and
+the sizes of its local data files where it has some (:mod:`harness.paper.sizes`), else the cost file's; the
 throughput from the paper's Table 2 for the model's family and size, or from this results folder's own
 ``task=efficiency`` records of the model once there are any. Pure: reads config, YAML, CSV and records.
 """
@@ -9,6 +10,7 @@ throughput from the paper's Table 2 for the model's family and size, or from thi
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -28,9 +30,14 @@ class Work:
     train: float = 0.0
     short: float = 0.0
     long: float = 0.0
+    fixed_s: float = 0.0            # seconds whatever the data: process start, imports, model load
+    local: int = 0                  # datasets or files sized from the configured local data
+    published: int = 0              # datasets sized from the cost file (hub copies)
 
     def __iadd__(self, other: Work) -> Work:
         self.train, self.short, self.long = self.train + other.train, self.short + other.short, self.long + other.long
+        self.fixed_s += other.fixed_s
+        self.local, self.published = self.local + other.local, self.published + other.published
         return self
 
 
@@ -66,21 +73,40 @@ def _docs(size: list[float], length_cap: int, per_word: bool) -> Work:
     return w
 
 
-def retrieval_eval(datasets: list[str], cap: int) -> Work:
+def retrieval_eval(datasets: list[str], cap: int, data_dir: Any = None, catalog: Any = None) -> Work:
+    """Evaluation tokens of ``datasets``: from the local files under ``data_dir`` (each in its catalog entry's
+    ``local`` folder) where there are some, else from the cost file's published sizes."""
+    from harness.paper import sizes
+
     c, w = cost_data(), Work()
     for d in datasets:
+        entry = (catalog or {}).get(d) or {}
+        local = sizes.retrieval_set(data_dir, str(entry.get("local") or d))
+        if local is not None:
+            w += _docs(local, cap, per_word=False)
+            w.local += 1
+            continue
         if d in c["beir"]:
             w += _docs(c["beir"][d], cap, per_word=True)
         elif d in c["code"]:
             w += _docs(c["code"][d], cap, per_word=False)
         elif d in c:
             w += _docs(c[d], cap, per_word=False)
+        w.published += 1
     return w
 
 
 def job_work(cfg: Any, mode: str, skip: tuple[str, ...] = ()) -> Work:
     """What one job of ``cfg`` processes; ``mode`` report: evaluation only (the training is the sweep's), on the
     datasets the sweep did not already encode (``skip``)."""
+    w = _job_work(cfg, mode, skip)
+    w.fixed_s += float(cost_data()["job_overhead_s"])
+    return w
+
+
+def _job_work(cfg: Any, mode: str, skip: tuple[str, ...]) -> Work:
+    from harness.paper import sizes
+
     t, c = cfg.task, cost_data()
     runner = str(t.spec.runner)
     if runner == "glue":
@@ -88,7 +114,7 @@ def job_work(cfg: Any, mode: str, skip: tuple[str, ...] = ()) -> Work:
     if runner == "efficiency":
         return _efficiency(t)
     cap = int(t.get("document_length") or t.max_length)
-    w = retrieval_eval([d for d in t.datasets if d not in skip], cap)
+    w = retrieval_eval([d for d in t.datasets if d not in skip], cap, t.get("data_dir"), t.get("catalog"))
     if t.get("shard_launcher") == "external" and isinstance(t.get("shards"), int) and t.shards > 1:
         # a shard job encodes 1/K of the corpora (queries: each shard searches with every query); the merge only reads
         k = int(t.shards)
@@ -96,12 +122,21 @@ def job_work(cfg: Any, mode: str, skip: tuple[str, ...] = ()) -> Work:
     if mode == "report" or not _trains(t):
         return w
     d = t.train_data
+    rows = sizes.train_file(d.get("path")) if d.get("source") == "file" else None
+    cap_rows = float(d.max_samples) if d.get("max_samples") else None
+    if rows is not None:
+        w.local += 1
     if runner == "colbert":
         per = c["query_tokens"] + int(d.n_ways) * min(c["kd_doc_tokens"], int(t.train_document_length))
-        w.train += float(d.max_samples or 0) * per * int(t.epochs)
+        n = rows[0] if rows else float(d.max_samples or 0)
+        w.train += min(n, cap_rows or n) * per * int(t.epochs)
     elif runner == "mldr":
         docs = min(c["mldr-en"][2], int(t.max_seq_length)) * (int(d.num_negatives) + 1)
-        w.train += c["mldr_train_queries"] * (docs + c["query_tokens"]) * int(t.epochs)
+        local = sizes.retrieval_set(t.get("data_dir"), str(((t.get("catalog") or {}).get("mldr-en") or {}).get("local")))
+        queries = local[1] if local else c["mldr_train_queries"]
+        w.train += queries * (docs + c["query_tokens"]) * int(t.epochs)
+    elif rows is not None:
+        w.train += min(rows[0], cap_rows or rows[0]) * rows[1] * int(t.epochs)
     else:
         w.train += float(d.max_samples or 0) * c["dpr_sample_tokens"] * int(t.epochs)
     return w
@@ -112,12 +147,26 @@ def _trains(t: Any) -> bool:
 
 
 def _glue(t: Any) -> Work:
+    """Training and dev-evaluation tokens of GLUE jobs: per task, every seed the protocol runs; dev passes every
+    ``eval_interval`` batches plus one at the end (authors), or ``evals_per_epoch`` per epoch plus the restored
+    best's (best_epoch). Early stopping makes both upper bounds."""
+    from harness.paper import sizes
+
     c, w = cost_data(), Work()
+    authors = str(t.get("scoring_protocol", "best_epoch")) == "authors"
+    seeds = 1 if t.get("seed") is not None or not authors else len(list(t.seeds))
     for name in [t.tasks] if isinstance(t.tasks, str) else list(t.tasks):
-        train, dev, tokens = c["glue"][name]
+        local = sizes.glue_task(t.get("data_dir"), t.definitions[name].get("local"))
+        train, dev, tokens = local or c["glue"][name]
+        w.local, w.published = w.local + (local is not None), w.published + (local is None)
         epochs = _glue_epochs(t, name)
-        w.train += train * tokens * epochs
-        w.short += dev * tokens * epochs * int(t.evals_per_epoch)
+        if authors:
+            steps = math.ceil(train / int(t.batch_size)) * epochs
+            passes = steps // max(int(t.eval_interval.get(name, steps) or steps), 1) + 1
+        else:
+            passes = epochs * int(t.evals_per_epoch) + 1
+        w.train += train * tokens * epochs * seeds
+        w.short += dev * tokens * passes * seeds
     return w
 
 
@@ -170,7 +219,8 @@ def _measured(model: str, results_dir: str) -> Throughput | None:
     got: dict[str, tuple[str, float, str]] = {}
     for _, r in results.iter_records(folder, warn=False):
         rate = (r.metrics or {}).get("tokens_per_s")
-        usable = r.status == results.STATUS_OK and rate and r.dataset in ("short_variable", "long_variable")
+        finite = isinstance(rate, int | float) and not isinstance(rate, bool) and math.isfinite(rate) and rate > 0
+        usable = r.status == results.STATUS_OK and finite and r.dataset in ("short_variable", "long_variable")
         if usable and (r.dataset not in got or r.created_at > got[r.dataset][0]):
             got[r.dataset] = (r.created_at, float(rate), str((r.details or {}).get("device", "")))
     if "short_variable" not in got:
@@ -185,4 +235,4 @@ def gpu_hours(work: Work, tp: Throughput, gpu: str) -> float:
     c = cost_data()
     speed = 1.0 if tp.measured else float(c["gpu_speed"].get(gpu, 1.0))
     seconds = (work.train * c["train_factor"] + work.short) / (tp.short * speed) + work.long / (tp.long * speed)
-    return seconds / 3600.0
+    return (seconds + work.fixed_s) / 3600.0

@@ -40,6 +40,7 @@ def dry_run(stages: Sequence[Stage], states: Mapping[str, JobState], tp: cost.Th
     gpu = str(cluster.get("gpu", "rtx4090"))
     lines = [header, f"throughput: {tp.short / 1000:.1f}k tokens/s (<= 512 tokens), {tp.long / 1000:.1f}k (long), "
              f"{tp.source}; GPU: {gpu} (x{cost.cost_data()['gpu_speed'].get(gpu, 1.0) if not tp.measured else 1:g})",
+             sizes_line(states),
              f"{'stage':20s} {'kind':5s} {'jobs':>5s} {'done':>5s} {'GPU-h':>8s}  resources; waits for"]
     total = left = 0.0
     for s in stages:
@@ -60,6 +61,14 @@ def dry_run(stages: Sequence[Stage], states: Mapping[str, JobState], tp: cost.Th
                  f"{sum(states[j.key].finished for s in stages for j in s.jobs):5d} {total:8.1f}  "
                  f"GPU-hours estimated ({left:.1f} left to run)")
     return lines
+
+
+def sizes_line(states: Mapping[str, JobState]) -> str:
+    """Which sizes the estimate rests on: the configured local data's, the cost file's published ones, or both."""
+    local = sum(x.work.local for x in states.values())
+    published = sum(x.work.published for x in states.values())
+    return (f"sizes: {local} dataset/file size(s) read from this run's local data, {published} from "
+            f"conf/paper/cost.yaml (published); plus {cost.cost_data()['job_overhead_s']} s per job")
 
 
 #: stage states, the first that any of its jobs is in wins (``done`` only when every job is done)

@@ -194,7 +194,6 @@ def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Pat
     """Queue every job :func:`decide` picks; returns stage -> the SLURM ids it runs as (new or kept). ``queued``:
     the queue as it was before ``states`` were read from the records (else it is read now, and a job that ended in
     between would be neither finished nor queued, and submitted again). The ledger is written after each stage."""
-    from harness.paper.job import run_job
 
     ledger, attempts = read_ledger(folder)
     q = queue() if queued is None else queued
@@ -210,7 +209,7 @@ def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Pat
             continue
         after = [(cond, ids[up]) for up, cond in stage.after if ids.get(up)]
         ex = _executor(folder, stage, cluster, ",".join(f"{c}:{':'.join(w)}" for c, w in after) or None)
-        jobs = ex.map_array(run_job, [str(context)] * len(keys), keys)
+        jobs = _sbatch(ex, stage.name, context, keys)
         for key, sj in zip(keys, jobs, strict=True):
             ledger[key] = str(sj.job_id)
             attempts[ledger[key]] = {"key": key, "after": [i for _, w in after for i in w], "state": None}
@@ -218,3 +217,19 @@ def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Pat
         write_ledger(folder, ledger, attempts)
     write_ledger(folder, ledger, attempts)
     return ids
+
+
+def _sbatch(ex: Any, stage: str, context: Path, keys: list[str]) -> list[Any]:
+    """One stage's array through submitit; sbatch refusing it is one line (the stages before it stay submitted,
+    in the ledger, and a re-submit goes on from there)."""
+    from submitit.core.utils import FailedJobError
+
+    from harness.errors import HarnessError
+    from harness.paper.job import run_job
+
+    try:
+        return ex.map_array(run_job, [str(context)] * len(keys), keys)
+    except (FailedJobError, OSError) as exc:
+        said = " ".join(str(exc).split()) or type(exc).__name__
+        raise HarnessError(f"sbatch refused stage {stage} ({len(keys)} jobs): {said[-300:]}; the stages before it "
+                           "are submitted and in the ledger: fix the cause and submit again") from None

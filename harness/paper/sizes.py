@@ -1,0 +1,66 @@
+"""The sizes of the data a job is configured with, where they can be read cheaply (line counts and file sizes of
+local files; a large file's lines estimated from its first MiB), for the cost preview. None where the data is not
+local (hub copies): the cost file's published sizes are used instead, and the preview says which."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+#: bytes of UTF-8 text per model token (English prose and code, WordPiece/BPE vocabularies)
+BYTES_PER_TOKEN = 4.0
+#: files up to this size are counted line by line; larger ones from their first SAMPLE bytes
+COUNT_BYTES, SAMPLE = 64 << 20, 1 << 20
+
+
+def lines(path: Path) -> float:
+    """Lines of ``path`` (estimated from its first MiB when it is larger than COUNT_BYTES)."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        if size <= COUNT_BYTES:
+            return float(sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 20), b"")))
+        head = fh.read(SAMPLE)
+    return size / max(len(head) / max(head.count(b"\n"), 1), 1.0)
+
+
+def retrieval_set(data_dir: Any, dataset: str) -> list[float] | None:
+    """[documents, queries, tokens per document] of a local retrieval set (BEIR layout, or a folder of jsonl files
+    named after the dataset), else None."""
+    if not data_dir:
+        return None
+    root = Path(str(data_dir)).expanduser()
+    folder = next((p for p in (root / dataset, *sorted(root.glob(f"{dataset}*"))) if p.is_dir()), None)
+    if folder is None:
+        return None
+    corpus = folder / "corpus.jsonl"
+    files = [corpus] if corpus.is_file() else [p for p in folder.rglob("*.jsonl") if "train" not in p.name]
+    if not files:
+        return None
+    docs = sum(lines(p) for p in files)
+    queries = folder / "queries.jsonl"
+    n_queries = lines(queries) if queries.is_file() else docs
+    tokens = sum(p.stat().st_size for p in files) / BYTES_PER_TOKEN / max(docs, 1.0)
+    return [docs, n_queries, tokens]
+
+
+def glue_task(data_dir: Any, local: Any) -> list[float] | None:
+    """[train examples, dev examples, tokens per example] of a local GLUE task (``definitions.<task>.local``)."""
+    if not data_dir or local is None:
+        return None
+    folder = Path(str(data_dir)).expanduser() / str(local.dir)
+    train = folder / str(local.train)
+    devs = [folder / str(f) for f in dict(local.dev).values()]
+    if not train.is_file() or not all(d.is_file() for d in devs):
+        return None
+    n_train, n_dev = lines(train), sum(lines(d) for d in devs)
+    tokens = (train.stat().st_size + sum(d.stat().st_size for d in devs)) / BYTES_PER_TOKEN / max(n_train + n_dev, 1)
+    return [n_train, n_dev, tokens]
+
+
+def train_file(path: Any) -> tuple[float, float] | None:
+    """(rows, tokens per row) of a local training file (triplets TSV, KD jsonl), else None."""
+    p = Path(str(path)).expanduser() if path else None
+    if p is None or not p.is_file():
+        return None
+    rows = max(lines(p) - (1 if p.suffix == ".tsv" else 0), 1.0)
+    return rows, p.stat().st_size / BYTES_PER_TOKEN / rows

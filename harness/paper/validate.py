@@ -1,0 +1,131 @@
+"""Everything a paper graph needs, checked before the first job exists (no sbatch, no local run): every
+``paper.*`` value (typed: unknown keys, wrong types and out-of-range values are one line naming the fix), every
+stage's run as a single run checks it up front (task and model names, config keys, data folders or hub access,
+writable results and cache folders, the device), the paper folder writable and its ledger readable."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError, unknown_name
+from harness.typed import build, choices
+
+LAUNCHERS = ("local", "slurm")
+KINDS = ("train", "eval", "cpu")
+
+
+@dataclass(kw_only=True)
+class StageSettings:
+    """One ``paper.stages.<name>`` entry (conf/paper/paper.yaml documents each key)."""
+
+    task: str
+    sweep: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    kind: str | None = choices(None, *KINDS, default=None)
+    params: dict[str, Any] | None = None
+    shards: int | None = None
+
+
+@dataclass(kw_only=True)
+class PaperSettings:
+    """``conf/paper/<name>.yaml`` with the ``paper.*`` overrides applied."""
+
+    stages: dict[str, StageSettings]
+    leaderboard: bool
+    min_finished: float
+    overrides: list[str]
+    launcher: str = choices(*LAUNCHERS)
+    cluster: str
+    site: str | None
+
+
+def file_keys(name: str) -> dict[str, Any]:
+    """The graph file's own top-level keys and stage names, before any override (nothing resolved)."""
+    from importlib import resources
+
+    from omegaconf import OmegaConf
+
+    path = Path(name) if name.endswith(".yaml") else Path(str(resources.files("conf"))) / "paper" / f"{name}.yaml"
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    return raw if isinstance(raw, dict) else {}
+
+
+def check_paper(paper: Mapping[str, Any], base: Mapping[str, Any]) -> PaperSettings:
+    """The typed graph settings (``base``: the graph file before the ``paper.*`` overrides, whose own extra keys
+    are variables its values interpolate, e.g. the test graph's ``data``); a stage override naming no stage of the
+    graph is refused with the closest."""
+    from dataclasses import fields
+
+    stages = list(base.get("stages") or {})
+    for name, conf in (paper.get("stages") or {}).items():
+        if name not in stages and not (isinstance(conf, Mapping) and conf.get("task")):
+            raise unknown_name("paper stage", name, stages, "Define a new stage with its task: "
+                               f"paper.stages.{name}.task=<task>.")
+    schema = {f.name for f in fields(PaperSettings)}
+    s = build(PaperSettings, {k: v for k, v in paper.items() if k in schema or k not in base}, "paper")
+    if not 0 < s.min_finished <= 1:
+        raise HarnessError(f"paper.min_finished={s.min_finished} must be in (0, 1]: the share of a sweep's points "
+                           "that must finish before its selection runs")
+    for name, st in s.stages.items():
+        if st.shards is not None and st.shards < 1:
+            raise HarnessError(f"paper.stages.{name}.shards={st.shards} must be >= 1 (1: not sharded)")
+    return s
+
+
+def check_folder(folder: Path) -> None:
+    """The paper folder (ledger, context, job logs) is writable and its ledger, if any, is readable."""
+    from harness.preflight import check_writable_dir
+
+    check_writable_dir(folder, "the paper folder (beside paths.results)")
+    for name in ("ledger.json", "attempts.json"):
+        path = folder / name
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text())
+            except ValueError as exc:
+                raise HarnessError(f"{path} is not valid JSON ({exc}): it maps jobs to SLURM ids; restore it, or move "
+                                   "it away to forget the earlier submission (queued jobs are then not tracked)") from None
+            if not isinstance(data, dict):
+                raise HarnessError(f"{path} is not a JSON object: restore it, or move it away")
+
+
+def check_runs(stages: Sequence[Any], deep: bool = True) -> None:
+    """Each stage's first run, checked as ``python -m harness <its overrides>`` checks before any work (names and
+    keys; ``deep``: also the composed config's settings, folders, device and data)."""
+    from harness.cli import check_group_overrides, check_key_overrides
+
+    seen: set[tuple[str, ...]] = set()
+    for stage in stages:
+        job = next((j for j in stage.jobs if j.mode == "run"), None)
+        if job is None or job.overrides in seen:
+            continue
+        seen.add(job.overrides)
+        argv = list(job.overrides)
+        try:
+            check_group_overrides(argv)
+            check_key_overrides(argv)
+            if deep:
+                _check_composed(argv, plan=not stage.after)   # a stage that waits plans from its upstream's records
+        except HarnessError as exc:
+            raise HarnessError(f"stage {stage.name} ({job.key}): {exc}") from None
+
+
+def _check_composed(argv: list[str], plan: bool) -> None:
+    """Compose the run's config and run the single run's up-front checks (typed settings, spec, device, output
+    folders; with ``plan``, data folders or hub access for every dataset) without loading a model or reading
+    data."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from harness.runner import prepare
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=argv)
+    family, _ = prepare(cfg)
+    if plan:
+        family.check(family.cells())
