@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from datasets import Dataset
 
 from harness.data import triplets
@@ -66,3 +67,17 @@ def test_voyager_missing_package_is_one_clear_error(monkeypatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "voyager" else real(name, *a))
     with pytest.raises(HarnessError, match="pip install voyager"):
         voyager_index.check_voyager()
+
+
+def test_colbert_task_index_voyager_scores_as_exact_maxsim_on_toy_data(tmp_path) -> None:
+    """task=colbert task.index=voyager (the authors' evaluate_pylate.py path) runs end to end offline; on a toy
+    corpus its HNSW candidates, reranked by exact MaxSim, give the exact index's numbers."""
+    from harness.cli import run
+    from tests.conftest import compose, write_beir_folder
+    from tests.test_colbert import overrides
+
+    write_beir_folder(tmp_path / "data", docs_per_topic=6)
+    (exact,) = run(compose(overrides(tmp_path / "e", tmp_path / "data", "task.train=false")))
+    (voy,) = run(compose(overrides(tmp_path / "v", tmp_path / "data", "task.train=false", "task.index=voyager")))
+    assert voy.status == "ok" and voy.details["index"] == "voyager" and voy.details["index_params"]["M"] == 200
+    assert voy.metrics["ndcg_at_10"] == pytest.approx(exact.metrics["ndcg_at_10"], abs=1e-6)

@@ -75,7 +75,7 @@ class MultiVectorSettings:
     precision: str = "fp32"
     query_length: int = 32
     document_length: int = 510
-    index: str = choices("plaid", "exact", default="plaid")
+    index: str = choices("plaid", "exact", "voyager", default="plaid")   # voyager: the authors' PyLate HNSW
     plaid: PlaidSettings | None = None  # index=plaid: PyLate's PLAID parameters (task.plaid: conf/plaid/default.yaml)
     batch_tokens: int = 16384           # encoding: padded tokens per batch
     max_batch_size: int = 512
@@ -509,6 +509,15 @@ class MultiVectorRetriever:
             raise HarnessError("index=plaid needs its PLAID parameters (MultiVectorSettings.plaid; the task's come from "
                                "conf/plaid/default.yaml): pass them, or use index=exact")
         self.backend = plaid_backend(settings.plaid.backend) if settings.plaid and settings.index == "plaid" else None
+        if settings.index == "voyager":
+            from harness.evaluation.voyager_index import check_voyager
+
+            check_voyager()                      # before any encoding
+            from harness.evaluation.voyager_index import VoyagerSettings
+
+            self.max_depth: int | None = VoyagerSettings().ef_search   # documents a search returns at most
+        else:
+            self.max_depth = None
         self.store: TokenStore | None = None
         self.rank: np.ndarray | None = None
         self._plaid: Any = None
@@ -544,6 +553,14 @@ class MultiVectorRetriever:
                                        "Use task.index=exact, or fix the backend (README: Multi-vector retrieval).") \
                         from exc
                 timings["index_s"] = time.perf_counter() - t1
+        elif s.index == "voyager":
+            from harness.evaluation.voyager_index import VoyagerSettings, build_voyager
+
+            t1 = time.perf_counter()
+            self._tmp = tempfile.TemporaryDirectory(prefix="harness-voyager-")
+            self._plaid = build_voyager([self.store.doc(i) for i in range(len(self.store))], self.store.dim,
+                                        VoyagerSettings(), Path(self._tmp.name))
+            timings["index_s"] = time.perf_counter() - t1
         return details, timings
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
@@ -552,7 +569,12 @@ class MultiVectorRetriever:
         t0 = time.perf_counter()
         q = self.encode_queries(queries)
         t1 = time.perf_counter()
-        if self._mode == "plaid":
+        if self._mode == "voyager":
+            from harness.evaluation.voyager_index import voyager_search
+
+            with step(f"Voyager search, {len(q):,} queries, exact MaxSim rerank", show=s.show_progress):
+                scores, idx = voyager_search(self._plaid, q, top_k)
+        elif self._mode == "plaid":
             rerank = ", exact MaxSim rerank" if s.plaid.rerank else ""
             with step(f"PLAID search, {len(q):,} queries{rerank}", show=s.show_progress):
                 scores, idx = plaid_search(self._plaid, q, top_k)
@@ -572,6 +594,10 @@ class MultiVectorRetriever:
         }
         if s.index == "plaid":
             out["index_params"] = {**asdict(s.plaid), "backend": self.backend}
+        elif s.index == "voyager":
+            from harness.evaluation.voyager_index import VoyagerSettings
+
+            out["index_params"] = {**asdict(VoyagerSettings()), "rerank": "exact MaxSim (pylate retrieve.ColBERT)"}
         else:
             out["index_params"] = {"exact": "pylate.scores.colbert_scores over every document"}
         return out

@@ -85,7 +85,8 @@ def evaluate_per_query(
     run = to_run(qids, ds.corpus_ids, scores, idx, top_k=top_k, ignore_identical_ids=ignore_identical_ids)
     qrels = {q: ds.qrels[q] for q in qids}
     per_query = per_query_scores(qrels, run)
-    beyond = sorted(m for m in per_query if min(cutoff(m), len(ds)) > top_k)   # would count only top_k hits
+    depth = min(top_k, getattr(retriever, "max_depth", None) or top_k)   # hits a query can have
+    beyond = sorted(m for m in per_query if min(cutoff(m), len(ds)) > depth)   # would count too few hits
     per_query = {m: v for m, v in per_query.items() if m not in beyond}
     metrics = means(per_query)
     details = {
@@ -93,7 +94,9 @@ def evaluate_per_query(
         "ignore_identical_ids": ignore_identical_ids, "source": ds.source, **retriever.describe(), **details,
     }
     if beyond:
-        details["metrics_left_out"] = {"metrics": beyond, "why": f"their cutoff exceeds top_k={top_k}"}
+        why = f"their cutoff exceeds top_k={top_k}" if depth == top_k else \
+            f"their cutoff exceeds the {depth} documents the index returns per query"
+        details["metrics_left_out"] = {"metrics": beyond, "why": why}
     for scorer in (s for s in subgroups if s.applies(ds)):
         groups, facts = scorer.split(ds)
         for name, group in groups.items():

@@ -49,14 +49,16 @@ def build_voyager(docs: Sequence[np.ndarray], dim: int, settings: VoyagerSetting
     return index
 
 
-def voyager_search(index: Any, queries: Sequence[np.ndarray], top_k: int) -> tuple[np.ndarray, np.ndarray]:
+def voyager_search(index: Any, queries: Sequence[np.ndarray], top_k: int, depth: int = VoyagerSettings.ef_search
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """PyLate's ``retrieve.ColBERT`` over the index (token candidates, exact MaxSim rerank): [queries, k] scores
-    and corpus positions, -inf / -1 where fewer than k documents came back."""
+    and corpus positions, -inf / -1 where fewer than k documents came back. At most ``depth`` (ef_search) documents
+    come back: Voyager refuses to search deeper than its ef."""
     from pylate import retrieve
 
     with contextlib.redirect_stderr(io.StringIO()):
         hits = retrieve.ColBERT(index=index).retrieve(
-            queries_embeddings=[np.asarray(q, dtype=np.float32) for q in queries], k=top_k)
+            queries_embeddings=[np.asarray(q, dtype=np.float32) for q in queries], k=min(top_k, depth))
     scores = np.full((len(hits), top_k), -np.inf, dtype=np.float32)
     idx = np.full((len(hits), top_k), -1, dtype=np.int64)
     for row, h in enumerate(hits):

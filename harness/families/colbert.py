@@ -58,7 +58,7 @@ class ColbertSettings(RetrievalSettings):
     query_length_recipe: str = choices("authors_code", "pylate_beir")
     query_length_recipes: dict[str, dict[str, int]]
     document_length: int
-    index: str = choices("plaid", "exact")
+    index: str = choices("plaid", "exact", "voyager")
     plaid: PlaidSettings
     maxsim_chunk_tokens: int
     plaid_max_memory_gb: float
