@@ -125,6 +125,10 @@ def fail_nonfinite(record: ResultRecord) -> None:
 SUBSET_KEYS = ("max_queries", "max_docs", "max_eval_samples")
 
 
+#: beside every number computed on part of a dataset (terminal summary, leaderboard): never comparable to full sets
+SUBSET_MARK = "§"
+
+
 def evaluated_subset(record: ResultRecord) -> str | None:
     """How a record's data was cut below the whole dataset (``max_queries=50, max_docs=1000``), or None for a
     full-set record. Published columns mean full sets, so a subset's number is never ranked against them."""

@@ -428,3 +428,15 @@ def test_a_top_k_below_a_metrics_cutoff_leaves_that_metric_out(seeded: Path, tmp
     assert set(rec.metrics) == {"ndcg_at_10", "map_at_10", "recall_at_10", "mrr_at_10"}
     assert rec.details["metrics_left_out"] == {
         "metrics": ["ndcg_at_100", "recall_at_100", "recall_at_1000"], "why": "their cutoff exceeds top_k=10"}
+
+
+def test_a_subset_run_is_marked_in_the_terminal_summary(seeded: Path, tmp_path: Path, capfd) -> None:
+    """Issue 31: the page marks a number computed on part of a dataset; the terminal summary marks it too."""
+    shutil.copytree(seeded / "data", tmp_path / "data")
+    code, printed = invoke(beir(tmp_path, "task.max_queries=2"), capfd)
+    assert code == 0, printed[-3000:]
+    (row,) = [ln for ln in printed.splitlines() if ln.startswith("beir ") and " toy " in ln]
+    assert row.split()[5].endswith("§")
+    assert "§ toy: evaluated on part of the dataset (max_queries=2); not comparable with full-set numbers" in printed
+    code, printed = invoke(beir(tmp_path), capfd)
+    assert "§" not in printed

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.results import SUBSET_MARK  # noqa: F401  (re-exported: the page's marks live here)
+
 PUBLISHED = "published"
 THIS_RUN = "this run"
 PARTIAL_MARK = "*"
 COMPUTED_MARK = "†"
-SUBSET_MARK = "§"
 
 
 @dataclass(frozen=True)
