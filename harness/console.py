@@ -13,6 +13,7 @@ log reads one line per finished step. ``log_level=WARNING`` silences them all.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -91,6 +92,14 @@ def interactive() -> bool:
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
+def progress_interval() -> float:
+    """Seconds between progress lines where no bar is drawn: ``HARNESS_PROGRESS_S`` (default 30)."""
+    try:
+        return float(os.environ.get("HARNESS_PROGRESS_S", "30"))
+    except ValueError:
+        return 30.0
+
+
 def _duration(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
@@ -108,6 +117,7 @@ class Progress:
         self.show = show and log.isEnabledFor(logging.INFO)      # log_level=WARNING: no bar either
         self.steps = each_update_is_a_step and not interactive()
         self.n, self.t0 = 0, time.perf_counter()
+        self.last = self.t0                                       # when the last progress line was written
         self.bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, leave=False,
                         disable=not (self.show and interactive()))
 
@@ -116,6 +126,14 @@ class Progress:
         (e.g. when a time budget will end the work before ``total``)."""
         self.n += n
         self.bar.update(n)
+        now = time.perf_counter()
+        if self.show and not self.steps and not interactive() and now - self.last >= progress_interval():
+            self.last = now                  # no bar (a SLURM log, a pipe): a line every progress_interval() s
+            left = (now - self.t0) / self.n * (self.total - self.n) if self.total and 0 < self.n < self.total else None
+            done = f"{self.n:,}/{self.total:,}" if self.total else f"{self.n:,}"
+            pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
+            log.info("%s: %s %s%s, %s so far%s", self.desc, done, self.unit, pct, _duration(now - self.t0),
+                     f", about {_duration(left)} left" if left else "")
         if self.show and self.steps:
             elapsed = time.perf_counter() - self.t0
             if left_s is None and self.total and 0 < self.n < self.total:

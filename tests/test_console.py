@@ -132,3 +132,27 @@ def test_a_terminal_also_sees_a_step_start_and_log_level_warning_silences_progre
     with console.Progress(2, "queries", "texts") as bar, console.step("search"):
         bar.update(2)
     assert "queries:" not in screen.getvalue() and "search:" not in screen.getvalue() and bar.bar.disable
+
+
+def test_progress_writes_a_line_every_interval_when_no_bar_is_drawn(monkeypatch, caplog) -> None:
+    """Issue 31: with output to a file (a SLURM log) a long step writes done/total, the share and an ETA at least
+    every HARNESS_PROGRESS_S seconds (30 by default), not only when it ends."""
+    import logging
+
+    from harness import console
+
+    monkeypatch.setenv("HARNESS_PROGRESS_S", "0")
+    monkeypatch.setattr(console, "interactive", lambda: False)
+    caplog.set_level(logging.INFO, logger=console.log.name)
+    with console.Progress(100, "corpus", "tokens") as bar:
+        for _ in range(4):
+            bar.update(25)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("corpus: 25/100 tokens (25%), ") and "left" in lines[0]
+    assert any(line.startswith("corpus: 75/100 tokens (75%)") for line in lines)
+    assert len(lines) == 5 and lines[-1].startswith("corpus: 100 tokens in ")      # 4 progress lines, then the end
+    monkeypatch.setenv("HARNESS_PROGRESS_S", "3600")
+    caplog.clear()
+    with console.Progress(100, "corpus", "tokens") as bar:
+        bar.update(50)
+    assert len(caplog.records) == 1                                                 # only the final line

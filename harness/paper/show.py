@@ -50,7 +50,7 @@ def dry_run(stages: Sequence[Stage], states: Mapping[str, JobState], tp: cost.Th
         waits = _waits(s, stages)
         if s.name.endswith(".shards"):   # a shard array: its jobs run at once, one GPU each
             waits += f"; {len(ss)} at once: ~{hours / max(1, len(ss)):.1f} h wall"
-        lines.append(f"{s.name:20s} {s.kind:5s} {len(ss):5d} {sum(x.finished for x in ss):5d} {hours:8.1f}  "
+        lines.append(f"{s.name:20s} {s.kind:5s} {len(ss):5d} {sum(x.finished for x in ss):5d} {hours_text(hours):>8s}  "
                      f"{resources(s, cluster)}; {waits}")
         upstream_done = all(states[j.key].finished for up, _ in s.after for st in stages if st.name == up
                             for j in st.jobs)
@@ -58,9 +58,14 @@ def dry_run(stages: Sequence[Stage], states: Mapping[str, JobState], tp: cost.Th
         if why and upstream_done:
             lines.append(f"{'':20s} not plannable yet: {why}")
     lines.append(f"{'total':20s} {'':5s} {sum(len(s.jobs) for s in stages):5d} "
-                 f"{sum(states[j.key].finished for s in stages for j in s.jobs):5d} {total:8.1f}  "
-                 f"GPU-hours estimated ({left:.1f} left to run)")
+                 f"{sum(states[j.key].finished for s in stages for j in s.jobs):5d} {hours_text(total):>8s}  "
+                 f"GPU-hours estimated ({hours_text(left)} left to run)")
     return lines
+
+
+def hours_text(hours: float) -> str:
+    """GPU-hours as printed: one decimal from 1 h (and for none), three below (a small graph's jobs are not 0.0)."""
+    return f"{hours:.1f}" if hours >= 1 or hours == 0 else f"{hours:.3f}"
 
 
 def sizes_line(states: Mapping[str, JobState]) -> str:
@@ -105,13 +110,13 @@ def status(stages: Sequence[Stage], states: Mapping[str, JobState], live: Mappin
         total_spent, total_estimate = total_spent + spent.get(s.name, 0.0), total_estimate + estimate
         lines.append(f"{s.name:20s} {state:8s} {len(ss):4d} {done:4d} {kinds.count('running'):4d} "
                      f"{kinds.count('queued') + kinds.count('blocked'):5d} {kinds.count('failed'):4d} "
-                     f"{spent.get(s.name, 0.0):11.3f} {estimate:9.1f}")
+                     f"{spent.get(s.name, 0.0):11.3f} {hours_text(estimate):>9s}")
         lines += [f"    {k}: {e}" for k, e in list(notes.items())[:5]]
         if len(notes) > 5:
             lines.append(f"    ... and {len(notes) - 5} more")
     lines.append(f"{'total':20s} {'':8s} {sum(len(s.jobs) for s in stages):4d} "
                  f"{sum(states[j.key].finished for s in stages for j in s.jobs):4d} {'':4s} {'':5s} {'':4s} "
-                 f"{total_spent:11.3f} {total_estimate:9.1f}")
+                 f"{total_spent:11.3f} {hours_text(total_estimate):>9s}")
     return lines
 
 
