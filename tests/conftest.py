@@ -28,6 +28,8 @@ os.environ["HF_HUB_CACHE"] = str(ISOLATED / "hf" / "hub")
 os.environ["HF_DATASETS_CACHE"] = str(ISOLATED / "hf" / "datasets")
 os.environ["HARNESS_CACHE"] = str(ISOLATED / "harness-cache")
 
+from harness.trial.toy_data import TOPICS, write_beir_folder, write_triplets  # noqa: E402,F401  (re-exported)
+
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = REPO / "tests" / "fixtures" / "tiny-modernbert"
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -92,36 +94,10 @@ def paths(tmp: Path) -> list[str]:
     return [f"paths.results={tmp}/results", f"paths.outputs={tmp}/outputs", f"paths.cache={tmp}/cache"]
 
 
-TOPICS = {
-    "astronomy": "stars planets galaxies telescopes orbit comets nebula",
-    "cooking": "recipes ovens flour butter baking bread sauce",
-    "football": "goals players referee stadium league match striker",
-    "medicine": "patients doctors vaccine clinical trial disease therapy",
-    "finance": "stocks bonds interest rates markets inflation banks",
-}
 
 
-def write_beir_folder(root: Path, name: str = "toy", docs_per_topic: int = 8, crlf: bool = False) -> Path:
-    """A small, real-shaped BEIR folder: one query per topic, every doc of the topic relevant (grade 1 or 2)."""
-    import json
 
-    folder = root / name
-    (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    docs, queries, qrels = [], [], []
-    for t, (topic, words) in enumerate(TOPICS.items()):
-        w = words.split()
-        for i in range(docs_per_topic):
-            did = f"d{t}-{i}"
-            docs.append({"_id": did, "title": f"{topic} note {i}", "text": " ".join(w[i % 7:] + w[: i % 7])})
-            qrels.append((f"q{t}", did, 2 if i == 0 else 1))
-        queries.append({"_id": f"q{t}", "text": f"{topic} {w[0]} {w[1]}"})
-    nl = "\r\n" if crlf else "\n"
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + nl for d in docs))
-    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + nl for q in queries))
-    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, d, s in qrels]
-    (folder / "qrels" / "test.tsv").write_text(nl.join(lines) + nl)
-    (folder / "qrels" / "train.tsv").write_text(nl.join(lines) + nl)
-    return folder
+
 
 
 @pytest.fixture()
@@ -129,13 +105,3 @@ def toy_beir(tmp_path: Path) -> Path:
     """tmp data dir holding toy/ (BEIR layout)."""
     write_beir_folder(tmp_path / "data")
     return tmp_path / "data"
-
-
-def write_triplets(path: Path, n: int = 48) -> Path:
-    topics = list(TOPICS.items())
-    rows = ["query\tpositive\tnegative"]
-    for i in range(n):
-        (ta, wa), (tb, wb) = topics[i % 5], topics[(i + 1) % 5]
-        rows.append(f"{ta} question {i}\t{ta}: {wa} {i}\t{tb}: {wb} {i}")
-    path.write_text("\n".join(rows) + "\n")
-    return path

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 from pathlib import Path
 
@@ -15,28 +14,20 @@ from hydra import compose, initialize_config_module
 from harness import results
 from harness.runner import RunFailed, run
 from harness.training.classification import load_classifier
+from harness.trial.toy_data import WORDS, write_tiny_glue  # noqa: F401  (re-exported)
+from harness.trial.toy_data import pair_file as _pair_file  # noqa: F401
+from harness.trial.toy_data import sentence as _sentence  # noqa: F401
 from tests.forked import run_module
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "fixtures" / "tiny-modernbert"
-WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "park", "big", "small", "red", "blue", "man", "woman", "saw", "heard"]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def _sentence(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9))) + " ."
 
 
-def _pair_file(path: Path, header: str, n: int, labels: list[str], rng: random.Random, mnli: bool = False) -> None:
-    lines = [header]
-    for i in range(n):
-        a, b, y = _sentence(rng), _sentence(rng), labels[i % len(labels)]
-        if mnli:  # MNLI's columns: index ... sentence1 sentence2 label1 gold_label
-            lines.append(f"{i}\t{i}\t{i}e\tfiction\t(x)\t(y)\t(x)\t(y)\t{a}\t{b}\t{y}\t{y}")
-        else:
-            lines.append(f"{i}\t{a}\t{b}\t{y}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+
+
 
 
 @pytest.fixture(scope="module")
@@ -44,19 +35,7 @@ def glue_dir(tmp_path_factory) -> Path:
     return write_tiny_glue(tmp_path_factory.mktemp("glue"))
 
 
-def write_tiny_glue(root: Path) -> Path:
-    """A tiny GLUE folder in the original layout: RTE and MNLI (train, dev_matched, dev_mismatched)."""
-    rng = random.Random(0)
-    rte_head = "index\tsentence1\tsentence2\tlabel"
-    _pair_file(root / "RTE/train.tsv", rte_head, 32, ["entailment", "not_entailment"], rng)
-    _pair_file(root / "RTE/dev.tsv", rte_head, 12, ["entailment", "not_entailment"], rng)
-    mnli_head = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
-                 "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label")
-    classes = ["entailment", "neutral", "contradiction"]
-    _pair_file(root / "MNLI/train.tsv", mnli_head, 36, classes, rng, mnli=True)
-    _pair_file(root / "MNLI/dev_matched.tsv", mnli_head, 9, classes, rng, mnli=True)
-    _pair_file(root / "MNLI/dev_mismatched.tsv", mnli_head, 6, classes, rng, mnli=True)
-    return root
+
 
 
 def tiny_overrides(glue_dir: Path, work: Path) -> list[str]:

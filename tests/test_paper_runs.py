@@ -6,7 +6,6 @@ tiny local data for every Table 1 column, run locally and on the real single-nod
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import subprocess
 import sys
@@ -18,7 +17,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness import results
-from tests.conftest import REPO, TINY_MODEL, TOPICS, write_beir_folder, write_triplets
+from harness.trial.toy_data import BEIR, CQA, LANGS, write_paper_data
+from tests.conftest import REPO, TINY_MODEL
 
 PAPER = REPO / "tests" / "fixtures" / "paper-tiny.yaml"
 TABLE1 = ("beir_dpr", "mldr_ood_dpr", "mldr_id_dpr", "beir_colbert", "mldr_ood_colbert", "glue", "csn", "sqa")
@@ -26,98 +26,6 @@ ROW = "run:tiny-modernbert|ModernBERT|base"
 
 
 # ------------------------------------------------------------------------------------------------ data
-BEIR = ["nfcorpus", "scifact", "trec-covid", "fiqa", "arguana", "climate-fever", "dbpedia-entity", "fever", "hotpotqa",
-        "msmarco", "nq", "quora", "scidocs", "webis-touche2020"]
-CQA = ["android", "english", "gaming", "gis", "mathematica", "physics", "programmers", "stats", "tex", "unix",
-       "webmasters", "wordpress"]
-LANGS = ["go", "java", "javascript", "php", "python", "ruby"]
-
-
-def write_paper_data(root: Path) -> Path:
-    """Every folder the shrunk graph's jobs read, under ``root``; returns ``root``."""
-    for name in BEIR:
-        write_beir_folder(root, name, docs_per_topic=3)
-    # msmarco is evaluated on dev: the same judgements as test
-    (root / "msmarco" / "qrels" / "dev.tsv").write_text((root / "msmarco" / "qrels" / "test.tsv").read_text())
-    for member in CQA:
-        write_beir_folder(root / "cqadupstack", member, docs_per_topic=3)
-    write_beir_folder(root, "stackoverflow-qa", docs_per_topic=3)
-    _glue(root)
-    _mldr(root / "mldr-v1.0-en")
-    _codesearchnet(root / "codesearchnet")
-    write_triplets(root / "triplets.tsv", n=32)
-    _kd(root / "kd.jsonl")
-    return root
-
-
-def _glue(root: Path) -> None:
-    from tests.test_glue_runs import _pair_file, _sentence, write_tiny_glue
-
-    write_tiny_glue(root)                                   # MNLI and RTE
-    rng = random.Random(1)
-    binary = ["0", "1"]
-    for folder, head, labels in (("QNLI", "index\tquestion\tsentence\tlabel", ["entailment", "not_entailment"]),
-                                 ("QQP", "id\tquestion1\tquestion2\tis_duplicate", binary),
-                                 ("STS-B", "index\tsentence1\tsentence2\tscore", ["0.5", "2.5", "4.0"])):
-        for split, n in (("train", 24), ("dev", 8)):
-            _pair_file(root / folder / f"{split}.tsv", head, n, labels, rng)
-    for split, n in (("train", 24), ("dev", 8)):
-        mrpc = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"
-        rows = [f"{i % 2}\t{i}\t{i + 1}\t{_sentence(rng)}\t{_sentence(rng)}" for i in range(n)]
-        (root / "MRPC").mkdir(exist_ok=True)
-        (root / "MRPC" / f"{split}.tsv").write_text("\n".join([mrpc, *rows]) + "\n", encoding="utf-8")
-        (root / "SST-2").mkdir(exist_ok=True)
-        sst = [f"{_sentence(rng)}\t{i % 2}" for i in range(n)]
-        (root / "SST-2" / f"{split}.tsv").write_text("\n".join(["sentence\tlabel", *sst]) + "\n")
-        (root / "CoLA").mkdir(exist_ok=True)
-        cola = [f"src\t{i % 2}\t\t{_sentence(rng)}" for i in range(n)]
-        (root / "CoLA" / f"{split}.tsv").write_text("\n".join(cola) + "\n")
-
-
-def _mldr(folder: Path) -> None:
-    """MLDR's layout: each topic's four documents (longer texts), one test and one train query per document."""
-    from harness.data import mldr
-
-    docs: dict[str, str] = {}
-    for topic, words in TOPICS.items():
-        for i in range(4):
-            docs[f"{topic}-{i}"] = f"{topic} {i}. " + " ".join(words.split()[i:] * 6)
-    test, train = [], []
-    for k, did in enumerate(docs):
-        topic, i = did.rsplit("-", 1)
-        word = TOPICS[topic].split()[int(i)]
-        other = list(docs)[(k + 4) % len(docs)]
-        test.append(_mldr_row(f"t{did}", f"{topic} {word}", (did, docs[did])))
-        train.append(_mldr_row(f"r{did}", f"about {topic} {word}", (did, docs[did]), (other, docs[other])))
-    mldr.write_folder(folder, list(docs.items()), {"test": test, "train": train})
-
-
-def _mldr_row(qid: str, query: str, pos: tuple[str, str], neg: tuple[str, str] | None = None) -> dict:
-    return {"query_id": qid, "query": query, "positive_passages": [{"docid": pos[0], "text": pos[1]}],
-            "negative_passages": [{"docid": neg[0], "text": neg[1]}] if neg else []}
-
-
-def _codesearchnet(root: Path) -> None:
-    """CodeXGLUE ``test.jsonl`` per language: one function per topic word, its docstring naming it."""
-    for lang in LANGS:
-        rows = [{"code": f"def {w}_{k}(x): return x + {k}", "docstring": f"{topic}: {w} number {k}",
-                 "partition": "test", "language": lang}
-                for topic, words in TOPICS.items() for k, w in enumerate(words.split()[:3])]
-        (root / lang).mkdir(parents=True, exist_ok=True)
-        (root / lang / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-def _kd(path: Path, n: int = 16) -> None:
-    """ColBERT KD rows in the ``joined`` layout: a query, four documents, a teacher score each."""
-    topics = list(TOPICS.items())
-    rows = []
-    for i in range(n):
-        (ta, wa), (tb, wb) = topics[i % 5], topics[(i + 1) % 5]
-        docs = [f"{ta}: {wa}", f"{ta} {i}: {wa[::-1]}", f"{tb}: {wb}", f"{tb} {i}"]
-        rows.append({"query": f"{ta} question {i}", "documents": docs, "scores": [9.0, 7.0, 2.0, 1.0]})
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
 # ------------------------------------------------------------------------------------------------ helpers
 def common(work: Path, outputs: Path | None = None) -> list[str]:
     """What every job gets: the tiny ModernBERT (one leaderboard row) and this run's folders."""
