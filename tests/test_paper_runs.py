@@ -145,6 +145,17 @@ def test_dry_run_on_the_finished_folder_shows_every_job_done(local_run: Ran, dat
     assert "measured here" in p.stdout                                          # the efficiency job's throughput
 
 
+def test_efficiency_measured_on_another_machine_counts_as_done(local_run: Ran, data: Path, tmp_path: Path) -> None:
+    """The efficiency run id holds the executing machine's hardware, which a planner on a login node cannot know:
+    the planner finds the record by the identity without it (``details.plan_key``), so the stage is done."""
+    shutil.copytree(local_run.work / "results", tmp_path / "results")
+    runs = tmp_path / "results" / "efficiency" / "tiny-modernbert"
+    (run,) = [d for d in runs.iterdir() if d.is_dir()]
+    run.rename(runs / "prec=fp32_n=16-0000000000")                              # measured elsewhere
+    rows = stage_rows(paper(tmp_path, data, "--dry-run").stdout)
+    assert rows["efficiency"][2] == rows["efficiency"][3] == "1", rows["efficiency"]
+
+
 def test_a_rerun_does_nothing_new(local_run: Ran, data: Path) -> None:
     files = sorted((local_run.work / "results").rglob("*.json")) + sorted(folder_of(local_run.work).rglob("*.json"))
     before = {f: f.stat().st_mtime_ns for f in files if f.name != "context.json"}

@@ -30,13 +30,16 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Cell:
     """One record to be: a (run, dataset) pair. ``identity`` is what ``run_id`` hashes; ``spec`` is a hash of the
-    dataset's definition (an ok record with another spec is out of date); ``payload`` is the family's own."""
+    dataset's definition (an ok record with another spec is out of date); ``payload`` is the family's own.
+    ``plan_key``: where the run id holds what only the executing machine knows (the efficiency task's hardware),
+    the hash of the identity without it, stored in the record, so a planner elsewhere still finds the record."""
 
     dataset: str
     run_id: str
     identity: Mapping[str, Any]
     spec: str | None = None
     payload: Any = None
+    plan_key: str | None = None
 
 
 class Family(abc.ABC):
@@ -174,6 +177,8 @@ class Family(abc.ABC):
         )
         if cell.spec is not None:
             rec.details.setdefault("data_spec", cell.spec)
+        if cell.plan_key is not None:
+            rec.details.setdefault("plan_key", cell.plan_key)
         return rec
 
     def tracker(self, cell: Cell, *, folder: bool = True) -> Any:

@@ -103,11 +103,12 @@ class EfficiencyFamily(Family):
                                f"[{s.token_low}, {s.token_high}))")
         ident = self.identity(replace={"hardware": self.hardware()})
         rid = results.run_id(ident, {"prec": self.precision, "n": s.n_docs})
+        plan_key = results.stable_hash(self.identity())   # what a planner on another machine computes too
         cells = []
         for name in s.datasets:
             spec = self.set_spec(name)
             data = {"set": asdict(spec), "n_docs": s.n_docs, "seed": s.seed, "ids": [s.token_low, s.token_high]}
-            cells.append(Cell(name, rid, ident, results.stable_hash(data), spec))
+            cells.append(Cell(name, rid, ident, results.stable_hash(data), spec, plan_key=plan_key))
         return cells
 
     def hyperparameters(self) -> dict[str, Any]:

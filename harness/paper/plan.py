@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from harness import families, results, specs
@@ -85,10 +86,11 @@ def plan_run(job: Job, overrides: Sequence[str] | None = None) -> JobState:
     except HarnessError as exc:
         state.waiting = str(exc).split(". ")[0]
         return state
-    state.results, state.cells, state.run_ids = res, len(cells), tuple(sorted({c.run_id for c in cells}))
+    paths = [_cell_path(res, family.name, family.model_name, c) for c in cells]
+    state.results, state.cells = res, len(cells)
+    state.run_ids = tuple(sorted({c.run_id for c in cells} | {p.parent.name for p in paths}))
     trained: dict[str, float] | None = None if job.mode == "report" else {}
-    for c in cells:
-        path = results.record_path(res, family.name, family.model_name, c.run_id, c.dataset)
+    for c, path in zip(cells, paths, strict=True):
         rec = results.finished_at(path)
         if rec is not None:
             state.done += 1
@@ -101,6 +103,26 @@ def plan_run(job: Job, overrides: Sequence[str] | None = None) -> JobState:
             state.failed.append(f"{c.dataset} ({c.run_id}): {failed.error}")
             state.seconds += _seconds(failed, trained)
     return state
+
+
+def _cell_path(res: str, task: str, model: str, cell: Any) -> Path:
+    """Where ``cell``'s record is: its run id's path, or for a cell with a ``plan_key`` (a run id holding the
+    executing machine's hardware) the record that claims the key, finished ones first."""
+    path = results.record_path(res, task, model, cell.run_id, cell.dataset)
+    if cell.plan_key is None or path.is_file():
+        return path
+    claims = []
+    for other in sorted(path.parent.parent.glob(f"*/{path.name}")):
+        try:
+            rec = results.read_record(other)
+        except (ValueError, OSError, TypeError):
+            continue
+        if (rec.details or {}).get("plan_key") == cell.plan_key:
+            claims.append((rec.status not in (results.STATUS_OK, results.STATUS_SKIPPED), rec.created_at, other))
+    if not claims:
+        return path
+    finished = [c for c in claims if not c[0]] or claims
+    return max(finished, key=lambda c: c[1])[2]
 
 
 def _seconds(rec: results.ResultRecord, trained: dict[str, float] | None) -> float:
