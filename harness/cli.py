@@ -214,6 +214,8 @@ def check_key_overrides(argv: list[str]) -> None:
             raise HarnessError(f"unknown config key {key!r} (from {o.input_line!r}); closest valid keys: "
                                f"{', '.join(near)}. Fix the name (a key added with +{key}=... is refused too "
                                "unless the task reads it).")
+    if args.cfg:
+        _note_attention(cfg, keys)
     if args.cfg or args.help or args.hydra_help or args.info or args.shell_completion:
         return
     OmegaConf.set_struct(cfg, False)
@@ -225,6 +227,17 @@ def check_key_overrides(argv: list[str]) -> None:
     from harness.preflight import check_output_paths
 
     check_output_paths(cfg.paths)
+
+
+def _note_attention(cfg: DictConfig, keys: list) -> None:
+    """``--cfg`` shows the config as written (``auto`` keeps run ids machine-independent); say what it resolves to."""
+    from harness.models.attention import describe
+
+    requested = next((str(o.value()) for o in keys if o.key_or_group == "model.attn_implementation"),
+                     str(cfg.model.get("attn_implementation", "")))
+    line = describe(requested, cfg.model.get("family"))
+    if line:
+        print(line, file=sys.stderr)
 
 
 def run(cfg: DictConfig):

@@ -44,3 +44,13 @@ def resolve_for(requested: str, family: str | None) -> str:
         return requested
     unpads, flash = can_unpad(family), flash_attn_importable()
     return resolve_attention(requested, cuda=unpads and flash and cuda_available(), flash_attn=flash, unpads=unpads)
+
+
+def describe(requested: str, family: str | None) -> str:
+    """One line for ``--cfg``: what ``auto`` resolves to on this machine and why (empty unless ``auto``)."""
+    if requested != "auto":
+        return ""
+    got = resolve_for(requested, family)
+    why = ("CUDA, flash-attn installed, an unpadding model: unpadded batches" if got == "flash_attention_2" else
+           "padded batches; flash_attention_2 unpadded needs CUDA, the [gpu] extra and a ModernBERT-family model")
+    return f"# model.attn_implementation: auto -> {got} on this machine ({why})"
