@@ -11,9 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from harness import specs
 from harness.errors import HarnessError, one_line
+from harness.specs import dependencies
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +49,24 @@ def job_tasks(job: Sequence[str]) -> list[str] | None:
     return None
 
 
-def check_staging(batches: Sequence[Sequence[Sequence[str]]], chained: Sequence[str]) -> None:
-    """Fail unless every job of an MNLI-chained task is in a later batch than every MNLI job."""
-    last_mnli, first_chained = -1, None
+def check_staging(batches: Sequence[Sequence[Sequence[str]]], chain: Mapping[str, Sequence[str]]) -> None:
+    """Fail unless every job of a chained task (``chain``: :func:`harness.specs.dependencies.chained`, GLUE's
+    RTE/MRPC/STS-B on MNLI) is in a later batch than every job of a task it starts from."""
+    ups = {u for names in chain.values() for u in names}
+    last_up, first_chained = -1, None
     for i, batch in enumerate(batches):
         for job in batch:
             names = job_tasks(job) or []
-            if "mnli" in names:
-                last_mnli = i
-            if any(n in chained for n in names) and "mnli" not in names and first_chained is None:
+            if ups & set(names):
+                last_up = i
+            elif any(n in chain for n in names) and first_chained is None:
                 first_chained = i
-    if first_chained is not None and last_mnli >= first_chained:
+    if first_chained is not None and last_up >= first_chained:
+        first = "/".join(sorted(ups))
         raise HarnessError(
-            f"this multirun would start MNLI-chained jobs (batch {first_chained + 1}) before every MNLI job has "
-            f"finished (batch {last_mnli + 1}). Keep task.tasks the first sweep parameter with mnli first, and set "
+            f"this multirun would start {first.upper()}-chained jobs (batch {first_chained + 1}) before every "
+            f"{first.upper()} job has finished (batch {last_up + 1}). Keep task.tasks the first sweep parameter with "
+            f"{first} first, and set "
             "hydra.sweeper.max_batch_size to the number of grid points per task (lr x weight decay x epochs x "
             "seeds), so each task is its own batch; or run MNLI in a separate multirun first."
         )
@@ -74,9 +80,10 @@ class StagingCheck(Callback):
         sweeper = config.hydra.sweeper
         cli = [o for o in config.hydra.overrides.task]
         batches = sweep_batches(dict(sweeper.get("params") or {}), cli, sweeper.get("max_batch_size"))
-        chained = list(config.task.chain_from_mnli) if str(config.task.mnli_init) != "off" else []
+        spec = specs.spec_from(OmegaConf.to_container(config.task.spec, resolve=True), str(config.task.name),
+                               "task.spec")
         try:
-            check_staging(batches, chained)
+            check_staging(batches, dependencies.chained(spec, config.task))
         except HarnessError as exc:
             # Hydra turns a callback's Exception into a warning and launches anyway; SystemExit is not one, so
             # the multirun stops here, before any job is launched or submitted.

@@ -21,6 +21,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness.layout import record_path
+
 SCHEMA_VERSION = 2   # 2: higher_is_better, config_id (v1 records read with their defaults)
 #: the record schemas this harness reads; a record of any other (a newer harness's) is refused, never guessed at
 READABLE_SCHEMAS = (1, 2)
@@ -162,14 +164,6 @@ def run_id(identity: Mapping[str, Any], readable: Mapping[str, Any] | None = Non
     slug = "".join(c if c.isalnum() or c in "=._-" else "-" for c in slug)[:80]
     h = stable_hash(identity)
     return f"{slug}-{h}" if slug else h
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
-
-
-def record_path(results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str) -> Path:
-    return Path(results_dir) / _safe(task) / _safe(model_name) / _safe(rid) / f"{_safe(dataset)}.json"
 
 
 def path_of(results_dir: str | os.PathLike, record: ResultRecord) -> Path:

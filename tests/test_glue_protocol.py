@@ -15,6 +15,7 @@ from harness.families.glue import chain
 from harness.runner import run
 from harness.training import classification as clf
 from tests.test_glue_runs import TINY, compose_cfg, tiny_overrides, write_tiny_glue
+from tests.test_glue_units import CHAIN, glue_train_config
 from tests.test_glue_units import compose_cfg as compose_task
 
 
@@ -40,8 +41,8 @@ def _tiny_run(protocol: str, scores: list[float], tmp_path: Path, **cfg: object)
         value = next(seq)
         return {"accuracy": value, "score": 100.0 - value}   # the composite moves the other way
 
-    config = clf.TrainConfig(lr=1e-4, weight_decay=0.0, epochs=3, seed=0, batch_size=8, eval_batch_size=8,
-                             min_delta=1.0, logging_steps=1, protocol=protocol, **cfg)
+    config = glue_train_config(lr=1e-4, weight_decay=0.0, epochs=3, seed=0, batch_size=8, eval_batch_size=8,
+                               min_delta=1.0, logging_steps=1, protocol=protocol, **cfg)
     model = clf.load_classifier(str(TINY), 2)
     return clf.train_and_evaluate(model, tok, train, dev, metrics, config, tmp_path / "trainer")
 
@@ -63,7 +64,7 @@ def test_best_epoch_restores_the_best_of_per_epoch_evaluations(tmp_path):
 
 def _decayed(protocol: str, tmp_path: Path) -> tuple[set[str], set[str]]:
     model = clf.load_classifier(str(TINY), 2)
-    config = clf.TrainConfig(lr=1e-4, weight_decay=0.1, epochs=1, seed=0, protocol=protocol)
+    config = glue_train_config(lr=1e-4, weight_decay=0.1, epochs=1, seed=0, protocol=protocol)
     trainer = clf.trainer_class(protocol)(model=model, args=clf.training_arguments(config, tmp_path, 8), eval_dataset=[])
     trainer.create_optimizer()
     names = {id(p): n for n, p in model.named_parameters()}
@@ -137,11 +138,11 @@ def test_mnli_chain_takes_the_first_seeds_final_weights_of_the_best_mean_configu
     b = [_mnli(tmp_path, 3e-5, s, v) for s, v in ((6033, 81.0), (42, 80.0), (1618, 79.0))]     # mean 80
     old = _mnli(tmp_path, 8e-5, 42, 95.0, protocol="best_epoch")                              # another protocol
     task = compose_task("task.max_length=32").task
-    init = chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m")
+    init = chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m", chain=CHAIN)
     assert init.kind == "mnli" and init.run_id == b[2].run_id and init.candidates == 6        # seed 1618 of b
     assert init.checkpoint == b[2].details["checkpoint"]
     task = compose_task("task.max_length=32", "task.scoring_protocol=best_epoch").task
-    assert chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m").run_id == old.run_id
+    assert chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m", chain=CHAIN).run_id == old.run_id
     assert max(a + b, key=lambda r: r.score) is a[1]                                          # not the best single run
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 
-from harness import results
+from harness import layout, results
 from harness.runner import RunFailed, run
 from harness.training.classification import load_classifier
 from harness.trial.toy_data import WORDS, write_tiny_glue  # noqa: F401  (re-exported)
@@ -74,7 +74,8 @@ def test_sweep_writes_records_resumes_and_survives_nan(glue_dir, tmp_path):
     assert ok.details["best_epoch"] in (1.0, 2.0) and len(ok.details["eval_history"]) == 2
     assert ok.details["n_train"] == 32 and ok.details["n_eval"] == {"validation": 12}
     assert ok.details["init_from"] is None and ok.data_fingerprint.startswith("sha256:")
-    assert not (tmp_path / "outputs/glue/tiny-modernbert" / ok.run_id / "trainer").exists()  # checkpoints removed
+    out = layout.trained_model_dir(tmp_path / "outputs", "glue", "tiny-modernbert", ok.run_id)
+    assert out.is_dir() and not (out / "trainer").exists()                          # checkpoints removed
     selected = json.loads((tmp_path / "selected/glue-tiny-modernbert.json").read_text())
     assert selected["tasks"]["rte"]["score"]["mean"] == max(r.score for r in recs[1:])
 

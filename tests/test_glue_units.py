@@ -19,7 +19,6 @@ from harness.evaluation import glue_metrics
 from harness.families.glue import chain, grid
 from harness.specs import glue as glue_spec
 from harness.training.callbacks import NaNLossGuard as NaNGuard
-from harness.training.classification import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_GLUE = REPO.parent / "shared" / "data" / "glue"
@@ -28,6 +27,22 @@ SHARED_GLUE = REPO.parent / "shared" / "data" / "glue"
 def compose_cfg(*overrides: str):
     with initialize_config_module("conf", version_base="1.3"):
         return compose("config", overrides=["task=glue", *overrides])
+
+
+#: the chain conf/task/glue.yaml's spec declares (RTE, MRPC and STS-B start from MNLI)
+CHAIN = {"rte": ("mnli",), "mrpc": ("mnli",), "stsb": ("mnli",)}
+
+
+def glue_train_config(**fields):
+    """The trainer settings conf/task/glue.yaml gives an RTE point (fp32, CPU), with ``fields`` replaced: the
+    trainer has no defaults of its own, so tests start from the YAML too."""
+    from dataclasses import replace
+
+    from harness.families.glue.grid import GridPoint
+    from harness.families.glue.point import train_config
+
+    base = train_config(GridPoint("rte", 1e-5, 1e-6, 1, 0), compose_cfg().task, "fp32", "cpu")
+    return replace(base, **fields)
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +153,7 @@ def test_hub_offline_fails_fast(defs, monkeypatch):
 # ---------------------------------------------------------------------------------------------- planning
 def test_plan_uses_paper_grid_and_epoch_groups(defs):
     tcfg = compose_cfg().task
-    tasks = grid.order_tasks(glue_data.select_tasks(list(tcfg.tasks), defs), list(tcfg.chain_from_mnli))
+    tasks = grid.order_tasks(glue_data.select_tasks(list(tcfg.tasks), defs), CHAIN)
     assert next(t.name for t in tasks) == "mnli" and [t.name for t in tasks][-3:] == ["rte", "mrpc", "stsb"]
     points = grid.plan(tasks, tcfg, 42)
     assert len(points) == 8 * 4 * 4 * 3 * 3                            # authors: three seeds per grid point
@@ -179,33 +194,34 @@ def test_paper_sweep_batches_run_mnli_before_the_chained_tasks():
     tasks = [{hydra_callbacks.job_tasks(job)[0] for job in batch} for batch in batches]
     assert len(batches) == 8 and all(len(b) == 48 and len(t) == 1 for b, t in zip(batches, tasks, strict=True))
     assert tasks[0] == {"mnli"} and {t.pop() for t in tasks[-3:]} == {"rte", "mrpc", "stsb"}
-    hydra_callbacks.check_staging(batches, ["rte", "mrpc", "stsb"])
+    hydra_callbacks.check_staging(batches, CHAIN)
     # a smaller grid still puts all of MNLI in batches before the first chained job
-    hydra_callbacks.check_staging(hydra_callbacks.sweep_batches(dict(params.params), ["task.lr=1e-5,3e-5,5e-5"], 48), ["rte"])
+    hydra_callbacks.check_staging(hydra_callbacks.sweep_batches(dict(params.params), ["task.lr=1e-5,3e-5,5e-5"], 48),
+                                  {"rte": ("mnli",)})
     # one array for everything, or the chained task listed first: refused before anything is launched
     for cli, size in ((["task.lr=1e-5"], None), (["task.tasks=rte,mnli"], 48)):
         bad = hydra_callbacks.sweep_batches(dict(params.params), cli, size)
         with pytest.raises(HarnessError, match=r"would start MNLI-chained jobs.*max_batch_size"):
-            hydra_callbacks.check_staging(bad, ["rte", "mrpc", "stsb"])
-        hydra_callbacks.check_staging(bad, [])   # nothing chained: any batching is fine
+            hydra_callbacks.check_staging(bad, CHAIN)
+        hydra_callbacks.check_staging(bad, {})   # nothing chained: any batching is fine
 
 
 def test_required_mnli_init_without_records_is_an_error(tmp_path):
     tcfg = compose_cfg("task.mnli_init=required").task
     ref = {"fingerprint": "f"}
     with pytest.raises(HarnessError, match=r"rte starts from the selected MNLI checkpoint.*Run the MNLI grid first"):
-        chain.resolve_init("rte", tcfg, tmp_path, ref, "m")
-    assert chain.resolve_init("rte", compose_cfg().task, tmp_path, ref, "m") == chain.PRETRAINED
-    assert chain.resolve_init("cola", tcfg, tmp_path, ref, "m") == chain.PRETRAINED
+        chain.resolve_init("rte", tcfg, tmp_path, ref, "m", chain=CHAIN)
+    assert chain.resolve_init("rte", compose_cfg().task, tmp_path, ref, "m", chain=CHAIN) == chain.PRETRAINED
+    assert chain.resolve_init("cola", tcfg, tmp_path, ref, "m", chain=CHAIN) == chain.PRETRAINED
     with pytest.raises(HarnessError, match="is not a saved model directory"):
-        chain.resolve_init("rte", compose_cfg(f"task.init_from={tmp_path}").task, tmp_path, ref, "m")
+        chain.resolve_init("rte", compose_cfg(f"task.init_from={tmp_path}").task, tmp_path, ref, "m", chain=CHAIN)
     with pytest.raises(HarnessError, match="use required, if_available or off"):
-        chain.resolve_init("rte", compose_cfg("task.mnli_init=sometimes").task, tmp_path, ref, "m")
+        chain.resolve_init("rte", compose_cfg("task.mnli_init=sometimes").task, tmp_path, ref, "m", chain=CHAIN)
 
 
 def test_train_config_and_nan_guard_errors():
     with pytest.raises(HarnessError, match=r"lr=0.0 must be > 0.*warmup_ratio=1.5"):
-        TrainConfig(lr=0.0, weight_decay=0.0, epochs=1, seed=0, warmup_ratio=1.5)
+        glue_train_config(lr=0.0, warmup_ratio=1.5)
 
     class State:
         global_step, epoch = 7, 0.5
@@ -323,3 +339,31 @@ def test_prune_keeps_only_the_selected_checkpoints(tmp_path):
     sel = selection.choose("glue", recs)["m"]
     assert selection.prune_checkpoints(sel, recs) == [recs[1].details["checkpoint"]]
     assert Path(recs[0].details["checkpoint"]).is_dir() and not Path(recs[1].details["checkpoint"]).exists()
+
+
+def test_trainer_settings_come_from_the_yaml_only():
+    """The trainer's dataclass has no defaults that could disagree with conf/task/glue.yaml (it once said batch 32
+    and max_grad_norm 1.0 where the YAML says 64 and 0.0)."""
+    from dataclasses import MISSING, fields
+
+    from harness.training.classification import TrainConfig
+
+    assert [f.name for f in fields(TrainConfig) if f.default is not MISSING or f.default_factory is not MISSING] == []
+    tcfg = compose_cfg().task
+    got = glue_train_config()
+    assert (got.batch_size, got.max_grad_norm, got.min_delta) == (tcfg.batch_size, tcfg.max_grad_norm,
+                                                                   tcfg.early_stopping.min_delta) == (64, 0.0, 1.0)
+    assert got.eval_steps == tcfg.eval_interval.rte == 100 and got.protocol == tcfg.scoring_protocol == "authors"
+
+
+def test_the_mnli_chain_is_read_from_the_spec_once():
+    """The family, the sweep staging check and the paper graph read the chain from ``spec.depends_on`` through one
+    resolver; ``task.mnli_init=off`` (the dependency's ``via``) turns it off."""
+    from harness import specs
+    from harness.specs import dependencies
+
+    spec = specs.get("glue")
+    assert dependencies.chained(spec, compose_cfg().task) == CHAIN
+    assert dependencies.chained(spec, compose_cfg("task.mnli_init=off").task) == {}
+    assert [d.for_datasets for d in dependencies.inner(spec)] == [("rte", "mrpc", "stsb")]
+    assert "chain_from_mnli" not in compose_cfg().task                  # declared once: in the spec

@@ -13,8 +13,9 @@ from harness import console, results
 from harness.errors import HarnessError
 from harness.runner import run
 from harness.training import tracking
-from harness.training.classification import TrainConfig, training_arguments
+from harness.training.classification import training_arguments
 from tests.conftest import TINY_MODEL, compose, write_triplets
+from tests.test_glue_units import glue_train_config
 from tests.test_retrieval_runs import overrides
 
 
@@ -100,7 +101,7 @@ def test_default_is_no_tracker_and_glue_shows_a_progress_bar(tmp_path: Path) -> 
     assert tracking.settings(cfg).name == "none"
     t = tracking.tracker(cfg, run_id="r", record_path="p", task="beir", model="m")
     assert t.training_args()["report_to"] == "none" and t.callbacks() == [] and t.describe() is None
-    args = training_arguments(TrainConfig(lr=1e-5, weight_decay=0.0, epochs=1, seed=1), tmp_path, 10)
+    args = training_arguments(glue_train_config(lr=1e-5, weight_decay=0.0, epochs=1, seed=1), tmp_path, 10)
     assert args.disable_tqdm is not console.interactive() and args.report_to == []   # a bar on a terminal only
 
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness import results
+from harness import layout, results
 from harness.console import step
 from harness.data.catalog import DatasetEntry
 from harness.errors import DataError, HarnessError
@@ -192,7 +192,7 @@ class ColbertFamily(RetrievalFamily):
 
     def train_dir(self, todo: Sequence[Cell]) -> Path:
         """Where this training's model goes (``train_done.json`` marks it finished)."""
-        return Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / self.training_key(todo)
+        return layout.trained_model_dir(str(self.cfg.paths.outputs), self.name, self.model_name, self.training_key(todo))
 
     def load_trained(self, model_dir: str) -> Any:
         from pylate.models import ColBERT

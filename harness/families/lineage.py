@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import results
+from harness import layout, results
 from harness.errors import HarnessError, closest_first
 from harness.models import usable_positions
 
@@ -63,7 +63,7 @@ def resolve(source: SourceSettings, results_dir: str, model_name: str) -> Lineag
     from harness import specs
 
     specs.get(source.task)   # an unknown task fails with the valid names
-    folder = Path(results_dir) / results._safe(source.task) / results._safe(model_name)   # the record layout
+    folder = layout.model_folder(results_dir, source.task, model_name)
     recs = [r for _, r in results.iter_records(folder, warn=False)
             if r.task == source.task and (r.model or {}).get("name") == model_name
             and r.status == results.STATUS_OK] if folder.is_dir() else []

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness import results
+from harness import layout, results
 from harness.data.catalog import DatasetEntry, check_entries, load_entry, resolve_entries
 from harness.data.retrieval import RetrievalDataset, subset
 from harness.errors import HarnessError, TrainingDivergedError
@@ -154,7 +154,7 @@ class RetrievalFamily(Family):
 
     def train_dir(self, todo: Sequence[Cell]) -> Path:
         """Where this run's trained model goes (``train_done.json`` marks it finished)."""
-        return Path(str(self.cfg.paths.outputs)) / "models" / self.name / self.model_name / todo[0].run_id
+        return layout.trained_model_dir(str(self.cfg.paths.outputs), self.name, self.model_name, todo[0].run_id)
 
     def trained(self, todo: Sequence[Cell]) -> bool:
         """This run's training already finished (its model is reused, its data not read)."""

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness import results
+from harness import layout, results
 
 LONG = 512    # documents past this many tokens use the long-document throughput
 
@@ -213,7 +213,7 @@ def _table2() -> dict[tuple[str, str], dict[str, str]]:
 
 
 def _measured(model: str, results_dir: str) -> Throughput | None:
-    folder = Path(results_dir) / "efficiency" / results._safe(model)
+    folder = layout.model_folder(results_dir, "efficiency", model)
     if not folder.is_dir():
         return None
     got: dict[str, tuple[str, float, str]] = {}

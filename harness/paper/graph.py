@@ -22,6 +22,7 @@ from typing import Any
 
 from harness import specs
 from harness.errors import HarnessError, unknown_name
+from harness.specs import dependencies
 
 AFTER_OK, AFTER_ANY = "afterok", "afterany"
 #: sweep parameters that name a task's datasets (GLUE sweeps its tasks, retrieval its datasets)
@@ -149,7 +150,7 @@ def _sweep_stages(name: str, conf: StageConf, spec: specs.TaskSpec, run: list[st
     kind = conf.kind or "train"
     jobs = [Job(_key(name, p), name, "run", conf.task, (*run, f"sweep={conf.sweep}", *(f"{k}={v}" for k, v in p.items())))
             for p in _points(conf.sweep, conf.params)]
-    inner = [d for d in spec.depends_on if d.task == conf.task and d.for_datasets]
+    inner = dependencies.inner(spec)
     out: list[Stage] = []
     if inner:
         d = inner[0]

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness import results, specs
+from harness import layout, results, specs
 from harness.errors import HarnessError
 from harness.results import ResultRecord
 from harness.selection.rules import SCHEMA, Choice, rule_for
@@ -32,8 +32,7 @@ def choose(family: str, records: Iterable[ResultRecord], model: str | None = Non
 def default_out_dir(results_dir: str | Path, experiment: str | None = None) -> Path:
     """``selected/`` beside the results directory (outside the record tree); ``selected/<experiment>/`` for
     one experiment's selection."""
-    out = Path(results_dir).resolve().parent / "selected"
-    return out / results._safe(experiment) if experiment else out
+    return layout.selection_dir(results_dir, experiment)
 
 
 def load_selections(family: str, results_dir: str | Path, model: str | None = None, experiment: str | None = None
@@ -53,7 +52,7 @@ def load_selections(family: str, results_dir: str | Path, model: str | None = No
 
 
 def selection_path(out_dir: str | Path, family: str, model: str) -> Path:
-    return Path(out_dir) / f"{family}-{results._safe(model)}.json"
+    return layout.selection_path(out_dir, family, model)
 
 
 def write_selection(family: str, results_dir: str | Path, out_dir: str | Path, model: str | None = None,

@@ -43,33 +43,34 @@ log = logging.getLogger(__name__)
 PROTOCOLS = ("authors", "best_epoch")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """Everything that shapes one fine-tuning run (one GLUE grid point)."""
+    """Everything that shapes one fine-tuning run (one GLUE grid point). No defaults: every value comes from the
+    task's YAML node (conf/task/glue.yaml, through ``families.glue.point.train_config``), so none can disagree."""
 
     lr: float
     weight_decay: float
     epochs: int
     seed: int
-    batch_size: int = 32
-    eval_batch_size: int = 128
-    gradient_accumulation_steps: int = 1
-    warmup_ratio: float = 0.1
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.98
-    adam_epsilon: float = 1e-6
-    max_grad_norm: float = 1.0
-    evals_per_epoch: int = 1
-    patience: int = 2
-    min_delta: float = 0.0
-    precision: str = "fp32"          # fp32 | bf16 | fp16
-    device: str = "cpu"
-    logging_steps: int = 50
-    dataloader_num_workers: int = 0
-    protocol: str = "best_epoch"     # authors | best_epoch (PROTOCOLS)
-    eval_steps: int = 100            # authors: optimizer steps between evaluations
-    patience_batches: int = 1000     # authors: steps without improvement before stopping
-    monitor: str = "score"           # authors: the one dev metric early stopping watches
+    batch_size: int
+    eval_batch_size: int
+    gradient_accumulation_steps: int
+    warmup_ratio: float
+    adam_beta1: float
+    adam_beta2: float
+    adam_epsilon: float
+    max_grad_norm: float
+    evals_per_epoch: int
+    patience: int
+    min_delta: float
+    precision: str                   # fp32 | bf16 | fp16
+    device: str
+    logging_steps: int
+    dataloader_num_workers: int
+    protocol: str                    # authors | best_epoch (PROTOCOLS)
+    eval_steps: int | None           # authors: optimizer steps between evaluations (best_epoch: None, unused)
+    patience_batches: int            # authors: steps without improvement before stopping
+    monitor: str                     # authors: the one dev metric early stopping watches
 
     def __post_init__(self) -> None:
         problems = []
@@ -87,7 +88,7 @@ class TrainConfig:
             problems.append("evals_per_epoch and early_stopping.patience must be >= 1")
         if self.protocol not in PROTOCOLS:
             problems.append(f"scoring_protocol={self.protocol!r} must be one of {', '.join(PROTOCOLS)}")
-        if self.eval_steps < 1 or self.patience_batches < 0:
+        if (self.protocol == "authors" and (self.eval_steps or 0) < 1) or self.patience_batches < 0:
             problems.append("eval_interval must be >= 1 and early_stopping.patience_batches >= 0")
         if problems:
             raise HarnessError("invalid GLUE training settings: " + "; ".join(problems) + " (set them under task.)")

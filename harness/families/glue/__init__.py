@@ -4,7 +4,7 @@ The package reads as the pipeline, one module per job:
 
 - :mod:`.grid`: ``task.*`` settings and the grid points they imply, in run order (pure);
 - :mod:`.chain`: which encoder a point starts from: pretrained, ``task.init_from``, or an MNLI record's kept
-  checkpoint for the ``task.chain_from_mnli`` tasks (``task.scoring_protocol``: the best record's restored best
+  checkpoint for the tasks the spec's ``depends_on`` chains from MNLI (``task.scoring_protocol``: the best record's restored best
   weights, or the first seed's final weights of the best configuration; records only);
 - :mod:`.point`: one point's data, tokenisation cache, fine-tuning and evaluation (compute, imported lazily);
 - :mod:`.family`: :class:`GlueFamily` plans every point as a cell (MNLI and the tasks that do not chain first,

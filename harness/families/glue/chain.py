@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import results
+from harness import layout, results
 from harness.errors import HarnessError
 from harness.results import ResultRecord
 from harness.specs.glue import TASK_FAMILY
@@ -32,13 +32,13 @@ PRETRAINED = InitSource("pretrained")
 
 
 def mnli_candidates(results_dir: str | Path, model_ref: Mapping[str, Any], max_length: int,
-                    protocol: str = "best_epoch") -> list[ResultRecord]:
-    """Ok MNLI records of this model (same weights, same max length, same scoring ``protocol``; records written
-    before protocols existed are ``best_epoch``) whose checkpoint still exists."""
-    root = Path(results_dir) / TASK_FAMILY
+                    protocol: str = "best_epoch", upstream: str = "mnli") -> list[ResultRecord]:
+    """Ok ``upstream`` (MNLI) records of this model (same weights, same max length, same scoring ``protocol``;
+    records written before protocols existed are ``best_epoch``) whose checkpoint still exists."""
+    root = layout.task_folder(results_dir, TASK_FAMILY)
     out = []
     for _, rec in results.iter_records(root, warn=False) if root.exists() else []:
-        if rec.dataset != "mnli" or rec.status != results.STATUS_OK:
+        if rec.dataset != upstream or rec.status != results.STATUS_OK:
             continue
         if rec.model.get("ref") != dict(model_ref) or rec.hyperparameters.get("max_length") != max_length:
             continue
@@ -50,10 +50,11 @@ def mnli_candidates(results_dir: str | Path, model_ref: Mapping[str, Any], max_l
     return out
 
 
-def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model_ref: Mapping[str, Any], model_name: str
-                 ) -> InitSource:
-    """The encoder a run starts from: ``task.init_from`` if set; for ``task.chain_from_mnli`` tasks an MNLI
-    record's checkpoint (:func:`pick_mnli`; ``task.mnli_init`` says whether one is required); else pretrained."""
+def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model_ref: Mapping[str, Any], model_name: str, *,
+                 chain: Mapping[str, Sequence[str]]) -> InitSource:
+    """The encoder a run starts from: ``task.init_from`` if set; for a task ``chain`` (the spec's ``depends_on``,
+    :func:`harness.specs.dependencies.chained`) starts from MNLI, an MNLI record's checkpoint (:func:`pick_mnli`;
+    ``task.mnli_init`` says whether one is required); else pretrained."""
     if tcfg.init_from:
         path = Path(str(tcfg.init_from)).expanduser()
         if not (path / "config.json").exists():
@@ -62,9 +63,9 @@ def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model_ref: Mappi
     mode = "off" if tcfg.mnli_init is False else str(tcfg.mnli_init)
     if mode not in ("required", "if_available", "off"):
         raise HarnessError(f"task.mnli_init={mode!r}: use required, if_available or off")
-    if mode == "off" or task not in list(tcfg.chain_from_mnli) or task == "mnli":
+    if mode == "off" or not chain.get(task):
         return PRETRAINED
-    found = mnli_candidates(results_dir, model_ref, int(tcfg.max_length), str(tcfg.scoring_protocol))
+    found = mnli_candidates(results_dir, model_ref, int(tcfg.max_length), str(tcfg.scoring_protocol), chain[task][0])
     if not found:
         if mode == "required":
             raise HarnessError(

@@ -16,6 +16,7 @@ from harness.families.glue.chain import resolve_init
 from harness.families.glue.grid import GlueSettings, order_tasks, plan
 from harness.families.glue.point import RunContext, hyperparameters, load_data, run_point
 from harness.results import ResultRecord
+from harness.specs import dependencies
 from harness.specs.glue import TASK_FAMILY
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,6 @@ class GlueFamily(Family):
         "task.eval_interval": "replaced by the grid point's task's interval (task.eval_batches)",
         "task.data_dir": "replaced by the content fingerprint of the task's files (task.data)",
         "task.hub": "replaced by hub:<path>@<revision> (task.data)",
-        "task.chain_from_mnli": "replaced by the MNLI run the point starts from (task.init)",
         "task.mnli_init": "replaced by the MNLI run the point starts from (task.init)",
         "task.init_from": "replaced by the checkpoint the point starts from (task.init)",
         "task.eval_batch_size": "how the dev set is batched",
@@ -52,11 +52,16 @@ class GlueFamily(Family):
         from harness.evaluation.glue_metrics import METRICS
 
         defs = glue_data.task_definitions(s.definitions, METRICS)
-        return order_tasks(glue_data.select_tasks(s.tasks, defs), list(s.chain_from_mnli))
+        return order_tasks(glue_data.select_tasks(s.tasks, defs), self.chain)
+
+    @cached_property
+    def chain(self) -> dict[str, tuple[str, ...]]:
+        """Which tasks start from which run (the spec's ``depends_on``, unless ``task.mnli_init=off``)."""
+        return dependencies.chained(self.task_spec, self.settings)
 
     def stages(self) -> Iterator[list[Cell]]:
         """MNLI and the tasks that do not chain first; the chained ones once MNLI's records exist."""
-        chained = set(self.settings.chain_from_mnli)
+        chained = set(self.chain)
         first = [t for t in self.tasks if t.name not in chained]
         if first:
             yield self.cells_for(first)
@@ -71,7 +76,8 @@ class GlueFamily(Family):
         data = {t.name: glue_data.data_fingerprint(t, s.data_dir, s.hub.path, s.hub.revision) for t in tasks}
         out = []
         for point in plan(tasks, s, int(self.cfg.seed)):
-            init = resolve_init(point.task, s, str(self.cfg.paths.results), self.model_ref, self.model_name)
+            init = resolve_init(point.task, s, str(self.cfg.paths.results), self.model_ref, self.model_name,
+                                chain=self.chain)
             ident = self.identity(replace={
                 "task.tasks": point.task, "task.lr": point.lr, "task.weight_decay": point.weight_decay,
                 "task.epochs": point.epochs, "task.seed": point.seed, "task.definitions": s.definitions[point.task],

@@ -3,7 +3,7 @@ records, no model, no data)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +63,6 @@ class GlueSettings:
     early_stopping: EarlyStopping
     logging_steps: int
     dataloader_num_workers: int
-    chain_from_mnli: list[str]
     mnli_init: str | bool
     init_from: str | None
     keep_checkpoints: bool
@@ -84,9 +83,11 @@ class GridPoint:
     seed: int
 
 
-def order_tasks(tasks: Sequence[glue_data.GlueTask], chained: Sequence[str]) -> list[glue_data.GlueTask]:
-    """MNLI first, then tasks that do not chain, then the MNLI-chained ones (each group in the given order)."""
-    rank = {t.name: (0 if t.name == "mnli" else 2 if t.name in chained else 1) for t in tasks}
+def order_tasks(tasks: Sequence[glue_data.GlueTask], chain: Mapping[str, Sequence[str]]) -> list[glue_data.GlueTask]:
+    """The tasks others start from (MNLI) first, then those that do not chain, then the chained ones (``chain``:
+    :func:`harness.specs.dependencies.chained`; each group in the given order)."""
+    ups = {u for names in chain.values() for u in names}
+    rank = {t.name: (0 if t.name in ups else 2 if t.name in chain else 1) for t in tasks}
     return sorted(tasks, key=lambda t: rank[t.name])
 
 

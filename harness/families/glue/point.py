@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness import results
+from harness import layout, results
 from harness.data import glue as glue_data
 from harness.errors import TrainingDivergedError
 from harness.families.glue.chain import InitSource
@@ -159,7 +159,7 @@ def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metri
         patience=int(tcfg.early_stopping.patience), min_delta=float(tcfg.early_stopping.min_delta),
         precision=precision, device=device, logging_steps=int(tcfg.logging_steps),
         dataloader_num_workers=int(tcfg.dataloader_num_workers), protocol=str(tcfg.scoring_protocol),
-        eval_steps=eval_interval(point.task, tcfg) if str(tcfg.scoring_protocol) == "authors" else 100,
+        eval_steps=eval_interval(point.task, tcfg) if str(tcfg.scoring_protocol) == "authors" else None,
         patience_batches=int(tcfg.early_stopping.patience_batches), monitor=metric,
     )
 
@@ -173,7 +173,7 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
 
     tracker = tracker or tracking.NONE
     task = data.task
-    out_dir = Path(ctx.outputs) / TASK_FAMILY / results._safe(rec.model["name"]) / rec.run_id
+    out_dir = layout.trained_model_dir(ctx.outputs, TASK_FAMILY, rec.model["name"], rec.run_id)
     trainer_dir = out_dir / "trainer"
     groups = [(name, len(split)) for name, split in data.dev.items()]
     rec.details = {
