@@ -96,3 +96,33 @@ def test_bumping_a_stage_protocol_version_makes_old_records_unfinished(tmp_path:
     assert new.run_id != old.run_id          # a new cell, computed again (created_at has whole seconds: not a test)
     assert (tmp_path / "results").exists() and len(list((tmp_path / "results").rglob("toy.json"))) == 2  # both kept
     assert cell_of().identity["protocol"]["score.ir"] == 2
+
+
+def test_a_run_is_versioned_by_the_stages_that_compute_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLDR dense and MLDR ColBERT share a spec: a ColBERT stage's version enters only the ColBERT runs' ids, so a
+    ColBERT fix leaves dense MLDR records finished (and training enters only setting=id)."""
+    from harness.specs import stages
+
+    def protocol(*extra: str) -> dict[str, int]:
+        cfg = compose(["task=mldr", "model=all-minilm-l6-v2", "task.source.run=null", *extra])
+        return families.get("mldr")(cfg).identity()["protocol"]
+
+    colbert_ood = ("task.retriever=multi_vector", "task.source.task=colbert")
+    dense, colbert = protocol(), protocol(*colbert_ood)
+    assert list(dense) == ["load.encoder", "retrieve.single_vector", "score.ir"]
+    assert list(colbert) == ["load.colbert", "retrieve.multi_vector", "score.ir"]
+    assert "train.dense" in protocol("task.setting=id")
+    bumped = {**stages.STAGES, "retrieve.multi_vector": stages.Stage(2, "harness.evaluation.multivector", "fixed")}
+    monkeypatch.setattr(stages, "STAGES", bumped)
+    assert protocol() == dense and protocol(*colbert_ood)["retrieve.multi_vector"] == 2
+
+
+def test_a_stage_condition_on_an_unlisted_stage_is_refused() -> None:
+    from harness.errors import HarnessError
+    from harness.specs.schema import spec_from
+
+    node = {"runner": "beir", "main_metric": "ndcg_at_10", "tables": [{"id": "t", "label": "T", "title": "T"}],
+            "selection": {"rule": "latest_config_per_column"}, "stages": ["score.ir"],
+            "stage_when": {"train.kd": {"task.retriever": "multi_vector"}}}
+    with pytest.raises(HarnessError, match=r"stage_when names train\.kd, which stages does not list"):
+        spec_from(node, "x", "task 'x', spec")

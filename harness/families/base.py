@@ -148,11 +148,11 @@ class Family(abc.ABC):
     def identity(self, exclude: Sequence[str] = (), replace: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The run identity: resolved config minus the global and family exclusions (and ``exclude``), with the
         resolved precision and the model's content reference in place of ``precision`` and ``model.path``, and the
-        protocol version of every stage the task's spec composes (``protocol``)."""
+        protocol version of every stage that computes this run (``protocol``: the spec's stages_for the config)."""
         return run_identity(
             self.config, exclude=[*self.identity_exclude, *exclude],
             replace={"precision": self.precision, "model.ref": self.model_ref,
-                     "protocol": stages.versions(self.task_spec.stages), **(replace or {})},
+                     "protocol": stages.versions(self.task_spec.stages_for(self.config)), **(replace or {})},
         )
 
     @property

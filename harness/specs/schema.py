@@ -100,8 +100,18 @@ class TaskSpec:
     extra_columns: tuple[ExtraColumn, ...] = ()
     selection: SelectionSpec
     stages: tuple[str, ...]
+    #: ``{stage: {dotted config key: value}}``: a stage that runs only under these values (MLDR's ColBERT stages
+    #: only with ``task.retriever: multi_vector``); it versions only the runs it computes
+    stage_when: dict[str, dict[str, Any]] = field(default_factory=dict)
     depends_on: tuple[Dependency, ...] = ()
     name: str = ""                  # filled from the task config's ``name``
+
+    def stages_for(self, config: Mapping[str, Any]) -> tuple[str, ...]:
+        """The stages that compute a run of ``config`` (the resolved config): those whose ``stage_when`` holds."""
+        def holds(stage: str) -> bool:
+            return all(_dotted(config, key) == value for key, value in self.stage_when.get(stage, {}).items())
+
+        return tuple(s for s in self.stages if holds(s))
 
     def column_of(self, record: ResultRecord) -> tuple[str, str]:
         """(table id, column) of a record; selection rules treat each column as a dataset."""
@@ -117,6 +127,20 @@ def spec_from(node: Mapping[str, Any], name: str, where: str) -> TaskSpec:
     """A typed spec from a mapping (a YAML node or a record's config), named ``name``."""
     from dataclasses import replace
 
+    from harness.errors import HarnessError
     from harness.typed import build
 
-    return replace(build(TaskSpec, node, where), name=name)
+    spec = replace(build(TaskSpec, node, where), name=name)
+    stray = sorted(set(spec.stage_when) - set(spec.stages))
+    if stray:
+        raise HarnessError(f"{where}: stage_when names {', '.join(stray)}, which stages does not list; "
+                           f"list it under stages or drop it from stage_when")
+    return spec
+
+
+def _dotted(tree: Mapping[str, Any], key: str) -> Any:
+    """``tree[a][b]`` for ``a.b`` (None where a level is missing)."""
+    node: Any = tree
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
