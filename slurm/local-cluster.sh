@@ -60,7 +60,9 @@ start() {
   chown slurm:slurm /var/spool/slurmctld /var/log/slurm /run/slurm 2>/dev/null || true
   [ -f /etc/munge/munge.key ] || mungekey --create >/dev/null 2>&1 || true
   mkdir -p /run/munge && chown munge:munge /run/munge
-  munge -n 2>/dev/null | unmunge >/dev/null 2>&1 || runuser -u munge -- /usr/sbin/munged
+  if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+    runuser -u munge -- /usr/sbin/munged && touch /run/slurm/munged.ours   # `stop` stops only a munged it started
+  fi
   pgrep -x slurmctld >/dev/null || slurmctld
   pgrep -x slurmd >/dev/null || slurmd
   for _ in $(seq 60); do
@@ -78,11 +80,22 @@ status() {
 }
 
 stop() {
-  # the daemons this script started, by their PID files (slurm.conf above); running jobs are killed with them
-  local f
+  # the daemons this script started, by their PID files (slurm.conf above); running jobs are killed with them.
+  # munged too when `start` started it (a munged that was already running serves others and is left alone).
+  local f pids=()
   for f in /run/slurm/slurmd.pid /run/slurm/slurmctld.pid; do
-    [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+    [ -s "$f" ] && pids+=("$(cat "$f")")
   done
+  [ -f /run/slurm/munged.ours ] && [ -s /run/munge/munged.pid ] && pids+=("$(cat /run/munge/munged.pid)")
+  [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 30); do   # gone before returning, so a `start` right after starts afresh
+    local alive=0
+    for f in "${pids[@]}"; do kill -0 "$f" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.5
+  done
+  rm -f /run/slurm/munged.ours
+  echo "stopped: slurmctld, slurmd$([ ${#pids[@]} -gt 2 ] && echo ', munged')"
 }
 
 case "$cmd" in
