@@ -26,15 +26,10 @@ import torch
 
 from harness.data.beir import load_local
 from harness.data.retrieval import RetrievalDataset, subset
+from harness.evaluation.colbert_model import load_colbert
 from harness.evaluation.ir_metrics import evaluate_run
-from harness.evaluation.multivector import (
-    MultiVectorRetriever,
-    MultiVectorSettings,
-    PlaidSettings,
-    build_plaid,
-    load_colbert,
-    plaid_backend,
-)
+from harness.evaluation.multivector import MultiVectorRetriever, MultiVectorSettings
+from harness.evaluation.plaid_index import PlaidSettings, build_plaid, plaid_backend
 from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec
 from harness.typed import from_conf
@@ -74,7 +69,7 @@ def pylate_plaid(model, ds: RetrievalDataset, batch_size: int, backend: str, top
 
 def warm_up_plaid(backend: str, dim: int) -> None:
     """Build (and so compile, for the Stanford backend) a throwaway index before anything is timed."""
-    from harness.evaluation.multivector import TokenStore
+    from harness.evaluation.token_store import TokenStore
 
     rng = np.random.default_rng(0)
     docs = [rng.standard_normal((40, dim)).astype(np.float32) for _ in range(40)]

@@ -34,7 +34,7 @@ def pylate_ndcg10(cfg, data: Path) -> float:
 
     from harness.data.beir import load_local
     from harness.data.retrieval import subset
-    from harness.evaluation.multivector import load_colbert
+    from harness.evaluation.colbert_model import load_colbert
     from harness.models import ModelSpec
 
     ds = subset(load_local(data / "scifact", "scifact", "test"), 50, 500)

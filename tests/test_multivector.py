@@ -3,6 +3,7 @@ encoding against ColBERT.encode, length caps, PLAID's small-corpus rule and its 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import torch
 
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import HarnessError
+from harness.evaluation import colbert_model, maxsim, plaid_index, token_store
 from harness.evaluation import multivector as mv
 from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec, usable_positions
@@ -22,19 +24,19 @@ from tests.conftest import TINY_MODEL, compose
 
 TINY_SPEC = ModelSpec.based_on("bert-base", name="tiny", path=str(TINY_MODEL))
 #: conf/plaid/default.yaml (the tasks' PLAID parameters) on the Stanford backend
-STANFORD_PLAID = from_conf(mv.PlaidSettings, "plaid/default", backend="stanford")
+STANFORD_PLAID = from_conf(plaid_index.PlaidSettings, "plaid/default", backend="stanford")
 
 
 @pytest.fixture(scope="module")
 def tiny_colbert():
-    model, block = mv.load_colbert(TINY_SPEC, device="cpu", seed=7)
+    model, block = colbert_model.load_colbert(TINY_SPEC, device="cpu", seed=7)
     return model, block
 
 
-def make_store(tmp: Path, docs: list[np.ndarray]) -> mv.TokenStore:
+def make_store(tmp: Path, docs: list[np.ndarray]) -> token_store.TokenStore:
     order = np.argsort([-len(d) for d in docs], kind="stable")   # written longest first, like encoding does
     batches = ((order[i : i + 3], [docs[j] for j in order[i : i + 3]]) for i in range(0, len(docs), 3))
-    return mv.TokenStore.write(tmp / "store", batches, len(docs), {"test": True})
+    return token_store.TokenStore.write(tmp / "store", batches, len(docs), {"test": True})
 
 
 def random_docs(rng: np.random.Generator, n: int, dim: int = 8, positive: bool = False) -> list[np.ndarray]:
@@ -60,7 +62,7 @@ def test_maxsim_equals_brute_force_across_chunks_even_with_negative_similarities
     q = rng.standard_normal((5, 4, 8)).astype(np.float32)
     want = brute_force(q, docs)
     for chunk_tokens, budget in ((12, 1), (40, 64), (1 << 18, 1 << 26)):   # 1 doc per chunk ... all at once
-        scores, idx = mv.maxsim_search(torch.from_numpy(q), store, 7, chunk_tokens=chunk_tokens, score_budget=budget,
+        scores, idx = maxsim.maxsim_search(torch.from_numpy(q), store, 7, chunk_tokens=chunk_tokens, score_budget=budget,
                                        show_progress=False)
         assert idx.shape == (5, 7)
         np.testing.assert_allclose(scores, np.take_along_axis(want, idx, 1), rtol=1e-5, atol=1e-5)
@@ -76,7 +78,7 @@ def test_maxsim_ranks_as_pylate_rank_rerank(tmp_path: Path) -> None:
     docs = random_docs(rng, 15, positive=True)
     store = make_store(tmp_path, docs)
     q = np.abs(rng.standard_normal((3, 4, 8))).astype(np.float32)
-    scores, idx = mv.maxsim_search(torch.from_numpy(q), store, 15, chunk_tokens=30, show_progress=False)
+    scores, idx = maxsim.maxsim_search(torch.from_numpy(q), store, 15, chunk_tokens=30, show_progress=False)
     ranked = rank.rerank(documents_ids=[list(range(15))] * 3, queries_embeddings=list(q),
                          documents_embeddings=[docs] * 3)
     for row, hits in enumerate(ranked):
@@ -86,7 +88,7 @@ def test_maxsim_ranks_as_pylate_rank_rerank(tmp_path: Path) -> None:
 
 def test_maxsim_fewer_documents_than_k(tmp_path: Path) -> None:
     store = make_store(tmp_path, random_docs(np.random.default_rng(2), 3))
-    scores, idx = mv.maxsim_search(torch.ones((2, 4, 8)), store, 1000, show_progress=False)
+    scores, idx = maxsim.maxsim_search(torch.ones((2, 4, 8)), store, 1000, show_progress=False)
     assert scores.shape == idx.shape == (2, 3) and sorted(idx[0]) == [0, 1, 2]
 
 
@@ -95,7 +97,7 @@ def test_maxsim_fewer_documents_than_k(tmp_path: Path) -> None:
 def test_token_store_round_trip_is_fp16_and_memory_mapped(tmp_path: Path) -> None:
     docs = random_docs(np.random.default_rng(3), 10)
     store = make_store(tmp_path, docs)
-    again = mv.TokenStore.read(tmp_path / "store")
+    again = token_store.TokenStore.read(tmp_path / "store")
     assert again is not None and len(again) == 10 and again.emb.dtype == np.float16
     assert isinstance(again.emb, np.memmap)
     for i, d in enumerate(docs):
@@ -109,9 +111,9 @@ def test_interrupted_store_write_leaves_nothing(tmp_path: Path) -> None:
         raise RuntimeError("pre-empted")
 
     with pytest.raises(RuntimeError, match="pre-empted"):
-        mv.TokenStore.write(tmp_path / "store", failing(), 2, {})
+        token_store.TokenStore.write(tmp_path / "store", failing(), 2, {})
     assert list(tmp_path.iterdir()) == []
-    assert mv.TokenStore.read(tmp_path / "store") is None
+    assert token_store.TokenStore.read(tmp_path / "store") is None
 
 
 # ---- encoding ------------------------------------------------------------------------------------------------
@@ -123,7 +125,7 @@ def test_encode_tokens_equals_colbert_encode(tiny_colbert) -> None:
     for is_query in (False, True):
         want = model.encode(texts, is_query=is_query, batch_size=2, show_progress_bar=False)
         got: list = [None] * len(texts)
-        for idx, embs in mv.encode_tokens(model, texts, is_query=is_query, device="cpu", batch_tokens=80,
+        for idx, embs in colbert_model.encode_tokens(model, texts, is_query=is_query, device="cpu", batch_tokens=80,
                                           show_progress=False):
             for i, e in zip(idx, embs, strict=True):
                 got[i] = e
@@ -145,8 +147,8 @@ def test_position_limit_and_cap(tiny_colbert) -> None:
 
 def test_new_head_is_seeded(tiny_colbert) -> None:
     model, block = tiny_colbert
-    again, _ = mv.load_colbert(TINY_SPEC, device="cpu", seed=7)
-    other, _ = mv.load_colbert(TINY_SPEC, device="cpu", seed=8)
+    again, _ = colbert_model.load_colbert(TINY_SPEC, device="cpu", seed=7)
+    other, _ = colbert_model.load_colbert(TINY_SPEC, device="cpu", seed=8)
     assert block["colbert"]["head"] == "new projection, seed 7" and block["colbert"]["embedding_size"] == 128
     assert torch.equal(model[1].linear.weight, again[1].linear.weight)
     assert not torch.equal(model[1].linear.weight, other[1].linear.weight)
@@ -182,10 +184,10 @@ def test_plaid_on_a_tiny_corpus_falls_back_to_exact_and_says_so(tiny_colbert, tm
 
 def test_plaid_fits_follows_the_kmeans_rule_measured_on_stanford_plaid() -> None:
     # measured: 60 tokens failed ("Number of training points (57) is less than k (64)"), 240 worked (128 centroids)
-    ok, why = mv.plaid_fits(60)
+    ok, why = plaid_index.plaid_fits(60)
     assert not ok and why.startswith("corpus too small for PLAID's k-means (57 training token embeddings < 64 centroids)")
-    assert mv.plaid_fits(240) == (True, "")
-    assert mv.plaid_fits(0)[0] is False
+    assert plaid_index.plaid_fits(240) == (True, "")
+    assert plaid_index.plaid_fits(0)[0] is False
 
 
 def test_stanford_backend_without_a_compiler_fails_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -193,7 +195,7 @@ def test_stanford_backend_without_a_compiler_fails_at_once(monkeypatch: pytest.M
     monkeypatch.setenv("CXX", "no-such-compiler-xyz")
     with pytest.raises(HarnessError, match=r"compiles C\+\+ extensions on first use and needs a C\+\+ compiler "
                                            r"\('no-such-compiler-xyz' not found\).*task\.index=exact"):
-        mv.prepare_stanford_extensions()
+        plaid_index.prepare_stanford_extensions()
 
 
 def test_stale_extension_build_lock_is_removed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -206,16 +208,16 @@ def test_stale_extension_build_lock_is_removed(monkeypatch: pytest.MonkeyPatch, 
         lock.write_text("")
     old = time.time() - 3600
     os.utime(stale, (old, old))
-    mv.prepare_stanford_extensions()
+    plaid_index.prepare_stanford_extensions()
     assert not stale.exists() and fresh.exists()   # a build in progress elsewhere keeps its lock
 
 
 def test_fast_backend_requested_but_absent() -> None:
-    if mv.importlib.util.find_spec("fast_plaid") is not None:
+    if importlib.util.find_spec("fast_plaid") is not None:
         pytest.skip("fast-plaid is installed here")
-    assert mv.plaid_backend("auto") == "stanford"
+    assert plaid_index.plaid_backend("auto") == "stanford"
     with pytest.raises(HarnessError, match=r"task\.plaid\.backend=fast needs fast-plaid, which is not installed"):
-        mv.plaid_backend("fast")
+        plaid_index.plaid_backend("fast")
 
 
 def test_a_plaid_build_failure_is_a_harness_error_naming_the_fix(tiny_colbert, tmp_path: Path,

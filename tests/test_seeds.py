@@ -82,7 +82,7 @@ def write_kd(path: Path, n: int = 12) -> Path:
 def train_colbert(tmp: Path, seed: int, run: str) -> tuple[Weights, float]:
     """The tiny ModernBERT (one fixed head, seed 0) distilled on 12 rows in 3 batches of 4."""
     from harness.data.kd import load_kd_file
-    from harness.evaluation.multivector import load_colbert
+    from harness.evaluation.colbert_model import load_colbert
     from harness.training.late_interaction import KdTrainingConfig, train_kd
 
     model, _ = load_colbert(SPEC, seed=0)
@@ -99,7 +99,7 @@ def test_colbert_kd_seed_changes_the_run_and_repeats_bit_identically(tmp_path: P
 def test_colbert_projection_head_follows_the_seed() -> None:
     """``load_colbert`` (given ``task.train_seed`` by task=colbert when training) seeds what it adds to a plain
     encoder: the 128-d projection and the [Q]/[D] token embeddings."""
-    from harness.evaluation.multivector import load_colbert
+    from harness.evaluation.colbert_model import load_colbert
 
     def built(seed: int) -> Weights:
         model, _ = load_colbert(SPEC, seed=seed)

@@ -33,7 +33,7 @@ def _call(target: str) -> str:
 def build(loaders: Sequence[str] = tuple(LOADERS)) -> float:
     """Build every extension (already built ones are only loaded); returns the seconds it took. Raises
     ``RuntimeError`` naming the extension and the compiler's last lines when one fails."""
-    from harness.evaluation.multivector import prepare_stanford_extensions
+    from harness.evaluation.plaid_index import prepare_stanford_extensions
 
     prepare_stanford_extensions()   # ninja on PATH, a compiler, no stale lock: or a one-line error
     start = time.perf_counter()

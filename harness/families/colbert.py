@@ -14,7 +14,8 @@ from harness import layout, results
 from harness.console import step
 from harness.data.catalog import DatasetEntry
 from harness.errors import DataError, HarnessError
-from harness.evaluation.multivector import MultiVectorSettings, PlaidSettings
+from harness.evaluation.multivector import MultiVectorSettings
+from harness.evaluation.plaid_index import PlaidSettings
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell
 from harness.families.retrieval import RetrievalFamily, RetrievalSettings
@@ -98,7 +99,7 @@ class ColbertFamily(RetrievalFamily):
     def run_identity(self) -> dict[str, Any]:
         ident = super().run_identity()
         if self.settings.index == "plaid":   # auto resolves per machine, and the two backends differ
-            from harness.evaluation.multivector import plaid_backend
+            from harness.evaluation.plaid_index import plaid_backend
 
             ident.setdefault("task", {}).setdefault("plaid", {})["backend"] = plaid_backend(self.settings.plaid.backend)
         return ident
@@ -128,7 +129,7 @@ class ColbertFamily(RetrievalFamily):
             "top_k": s.top_k, "max_queries": s.max_queries, "max_docs": s.max_docs,
         }
         if s.index == "plaid":
-            from harness.evaluation.multivector import plaid_backend
+            from harness.evaluation.plaid_index import plaid_backend
 
             hp["plaid"] = asdict(s.plaid) | {"backend": plaid_backend(s.plaid.backend)}
         if not self.trains:
@@ -149,7 +150,7 @@ class ColbertFamily(RetrievalFamily):
 
     # ---------------------------------------------------------------------------------------- running
     def load_model(self) -> tuple[Any, dict[str, Any]]:
-        from harness.evaluation.multivector import load_colbert
+        from harness.evaluation.colbert_model import load_colbert
 
         s = self.settings
         return load_colbert(self.spec, device=self.device, embedding_size=s.embedding_size,
@@ -174,7 +175,7 @@ class ColbertFamily(RetrievalFamily):
     def fit(self, model: Any, todo: Sequence[Cell], out_dir: Path) -> dict[str, Any]:
         """KD training. Its folder is keyed by :meth:`training_key` (index, top-k, query length and evaluation
         document length do not change it, so runs that differ only in those share one trained model)."""
-        from harness.evaluation.multivector import capped_length
+        from harness.evaluation.colbert_model import capped_length
         from harness.models import usable_positions
         from harness.training.late_interaction import KdTrainingConfig, train_kd
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.errors import DataError, HarnessError, unknown_name
-from harness.evaluation.multivector import PlaidSettings
+from harness.evaluation.plaid_index import PlaidSettings
 from harness.families.base import Cell
 from harness.families.beir import DenseFamily, DenseSettings
 from harness.families.lineage import SOURCE_EXCLUDE, SourceSettings, TrainedSource
@@ -207,7 +207,7 @@ class MldrFamily(TrainedSource, DenseFamily):
     def load_weights(self, spec: Any) -> tuple[Any, dict[str, Any]]:
         if not self.multi_vector:
             return super().load_weights(spec)
-        from harness.evaluation.multivector import load_colbert
+        from harness.evaluation.colbert_model import load_colbert
 
         return load_colbert(spec, device=self.device, embedding_size=self.settings.multi_vector.embedding_size,
                             seed=int(self.cfg.seed))

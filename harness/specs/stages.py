@@ -22,7 +22,7 @@ class Stage:
 
 STAGES: Mapping[str, Stage] = {
     "load.encoder": Stage(1, "harness.models", "a SentenceTransformer from a hub id, folder or package; pruning"),
-    "load.colbert": Stage(1, "harness.evaluation.multivector:load_colbert", "a PyLate ColBERT model"),
+    "load.colbert": Stage(1, "harness.evaluation.colbert_model:load_colbert", "a PyLate ColBERT model"),
     "load.classifier": Stage(1, "harness.training.classification", "a sequence classifier (fresh head)"),
     "train.dense": Stage(2, "harness.training.dense", "sentence-transformers (Cached)MNRL on triplets"),
     "train.kd": Stage(1, "harness.training.late_interaction", "PyLate KL distillation from teacher scores"),

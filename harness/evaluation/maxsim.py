@@ -1,0 +1,126 @@
+"""Exact MaxSim (the parity reference): every query token against every document token, chunked to a memory
+budget; and the exact rerank of an index's candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from harness.console import Progress
+from harness.evaluation.token_store import TokenStore
+
+
+def _chunks(store: TokenStore, chunk_tokens: int) -> Iterator[np.ndarray]:
+    """Consecutive documents in storage order, each chunk's count x longest <= ``chunk_tokens``."""
+    order = store.storage_order()
+    start, longest = 0, 0
+    for j, i in enumerate(order):
+        n = max(int(store.lengths[i]), 1)
+        if j > start and (j - start + 1) * max(longest, n) > chunk_tokens:
+            yield order[start:j]
+            start, longest = j, 0
+        longest = max(longest, n)
+    if start < len(order):
+        yield order[start:]
+
+
+def _padded(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
+    """[docs, longest, dim] float32; a shorter document is padded with copies of its own first token, so the
+    max over its tokens, hence its MaxSim score, is exactly the unpadded one (no mask needed)."""
+    s0 = int(store.starts[docs[0]])
+    end = int(store.starts[docs[-1]] + store.lengths[docs[-1]])
+    flat = torch.from_numpy(np.asarray(store.emb[s0:end], dtype=np.float32)).to(device)
+    lens = torch.from_numpy(store.lengths[docs]).to(device)
+    rel = torch.from_numpy(store.starts[docs] - s0).to(device)
+    steps = torch.arange(int(lens.max()), device=device)
+    gather = rel[:, None] + torch.where(steps[None, :] < lens[:, None], steps[None, :], 0)
+    return flat[gather]
+
+
+def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk_tokens: int = 1 << 18,
+                  score_budget: int = 1 << 26, device: str = "cpu", show_progress: bool = True,
+                  rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Exact ColBERT scores of every (query, document) and the running top-k: (scores, doc positions), each
+    [n_queries, min(top_k, n_docs)], best first; equal scores in ``rank`` order (a tie key per document; None:
+    corpus position), exactly as :func:`harness.evaluation.search.ranked_topk`.
+
+    Scores come from PyLate's ``scores.colbert_scores`` (the function ``rank.rerank`` uses). Why not
+    ``rank.rerank`` over all documents: it pads the documents again for every query and returns a dict per
+    document; here each corpus chunk is read from the memory-mapped store and padded once for all queries.
+    """
+    from pylate.scores import colbert_scores
+
+    from harness.evaluation.search import ranked_topk
+
+    n_q, q_len = queries.shape[0], queries.shape[1]
+    k = min(top_k, len(store))
+    best_s = torch.full((n_q, 0), float("-inf"), device=device)
+    best_i = torch.zeros((n_q, 0), dtype=torch.long, device=device)
+    if n_q == 0 or k == 0:
+        return best_s.cpu().numpy(), best_i.cpu().numpy()
+    q = queries.to(device)
+    tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
+    bar = Progress(len(store), f"MaxSim search, {n_q} queries", "documents", show=show_progress)
+    for docs in _chunks(store, chunk_tokens):
+        d = _padded(store, docs, device)
+        ids = torch.from_numpy(docs).to(device)
+        step = max(1, score_budget // (q_len * d.shape[0] * d.shape[1]))
+        parts_s, parts_i = [], []
+        for qs in range(0, n_q, step):
+            with torch.inference_mode():
+                s = colbert_scores(q[qs : qs + step], d, backend="torch")
+            cs, ci = ranked_topk(s, ids, k, tie)
+            top_s, top_i = ranked_topk(torch.cat([best_s[qs : qs + step], cs], dim=1),
+                                       torch.cat([best_i[qs : qs + step], ci], dim=1), k, tie)
+            parts_s.append(top_s)
+            parts_i.append(top_i)
+        best_s, best_i = torch.cat(parts_s), torch.cat(parts_i)
+        bar.update(len(docs))
+    bar.close()
+    return best_s.cpu().numpy(), best_i.cpu().numpy()
+
+
+def pad_queries(queries: list[np.ndarray], dim: int) -> torch.Tensor:
+    """[n, longest, dim] float32; zero query vectors add 0 to a MaxSim sum, so the padding is exact."""
+    width = max((len(x) for x in queries), default=0)
+    padded = torch.zeros((len(queries), width, dim))
+    for i, x in enumerate(queries):
+        padded[i, : len(x)] = torch.from_numpy(x)
+    return padded
+
+
+def rerank_exact(queries: list[np.ndarray], store: TokenStore, idx: np.ndarray, *, chunk_tokens: int = 1 << 18,
+                 device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+    """Exact MaxSim scores of each query's candidates (``idx``, -1 = none), re-sorted best first."""
+    from pylate.scores import colbert_scores
+
+    scores = np.full(idx.shape, -np.inf, dtype=np.float32)
+    for row, q in enumerate(queries):
+        cands = idx[row][idx[row] >= 0]
+        cands = cands[np.argsort(-store.lengths[cands], kind="stable")]   # longest first: little padding
+        qt = torch.from_numpy(np.ascontiguousarray(q, dtype=np.float32))[None].to(device)
+        out, start = [], 0
+        while start < len(cands):
+            n = max(1, chunk_tokens // max(int(store.lengths[cands[start]]), 1))
+            part = cands[start : start + n]
+            with torch.inference_mode():
+                out.append(colbert_scores(qt, _padded_docs(store, part, device), backend="torch")[0].cpu().numpy())
+            start += n
+        s = np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+        order = np.argsort(-s, kind="stable")
+        scores[row, : len(cands)], idx[row, : len(cands)] = s[order], cands[order]
+        idx[row, len(cands) :] = -1
+    return scores, idx
+
+
+def _padded_docs(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
+    """Like :func:`_padded` for documents anywhere in the store (each padded with its own first token)."""
+    longest = int(store.lengths[docs].max())
+    out = np.empty((len(docs), longest, store.dim), dtype=np.float32)
+    for j, i in enumerate(docs):
+        e = store.doc(int(i))
+        out[j, : len(e)] = e
+        out[j, len(e) :] = e[0]
+    return torch.from_numpy(out).to(device)

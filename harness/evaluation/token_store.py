@@ -1,0 +1,96 @@
+"""Corpus token embeddings on disk: fp16, memory-mapped, written atomically with the claim they were computed
+for (checked before use)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.evaluation.embedding_cache import content_hash
+
+log = logging.getLogger(__name__)
+
+
+class TokenStore:
+    """Every document's token embeddings, fp16, in one memory-mapped file (in encoding order: longest first)
+    with per-document ``starts`` and ``lengths``. Written to a temporary directory and renamed, so a
+    half-written store is never read."""
+
+    def __init__(self, root: Path):
+        meta = json.loads((root / "meta.json").read_text())
+        if meta.get("key") != root.name:
+            raise ValueError(f"claims key {meta.get('key')!r}, not {root.name!r} (another store copied in, or one "
+                             "written before claims were kept)")
+        for name, claimed in (meta.get("files") or {}).items():
+            if content_hash(root / name) != claimed:
+                raise ValueError(f"{name} does not match its claimed content hash (altered, truncated or replaced)")
+        if set(meta.get("files") or {}) != {"tokens.f16", "starts.npy", "lengths.npy"}:
+            raise ValueError("keeps no content hashes of its files")
+        self.root, self.dim, self.n_tokens = root, int(meta["dim"]), int(meta["n_tokens"])
+        self.starts = np.load(root / "starts.npy")
+        self.lengths = np.load(root / "lengths.npy")
+        self.emb = np.memmap(root / "tokens.f16", dtype=np.float16, mode="r", shape=(self.n_tokens, self.dim)) \
+            if self.n_tokens else np.zeros((0, self.dim), dtype=np.float16)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def doc(self, i: int) -> np.ndarray:
+        s = int(self.starts[i])
+        return self.emb[s : s + int(self.lengths[i])]
+
+    def storage_order(self) -> np.ndarray:
+        return np.argsort(self.starts, kind="stable")
+
+    @staticmethod
+    def write(root: Path, batches: Iterator[tuple[np.ndarray, list[np.ndarray]]], n_docs: int,
+              meta: Mapping[str, Any]) -> TokenStore:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.tmp"))
+        try:
+            starts = np.full(n_docs, -1, dtype=np.int64)
+            lengths = np.zeros(n_docs, dtype=np.int64)
+            pos, dim = 0, 0
+            with open(tmp / "tokens.f16", "wb") as fh:
+                for idx, embs in batches:
+                    for i, e in zip(idx, embs, strict=True):
+                        starts[i], lengths[i], dim = pos, len(e), e.shape[1]
+                        fh.write(np.ascontiguousarray(e, dtype=np.float16).tobytes())
+                        pos += len(e)
+            if (starts < 0).any():
+                raise HarnessError(f"encoding produced no embeddings for {int((starts < 0).sum())} documents")
+            np.save(tmp / "starts.npy", starts)
+            np.save(tmp / "lengths.npy", lengths)
+            files = {name: content_hash(tmp / name) for name in ("tokens.f16", "starts.npy", "lengths.npy")}
+            (tmp / "meta.json").write_text(json.dumps({**meta, "dim": dim, "n_tokens": pos, "n_docs": n_docs,
+                                                       "dtype": "float16", "key": root.name, "files": files},
+                                                      default=str, indent=2))
+            if root.exists() and TokenStore.read(root) is None:   # a store that is not what it claims: set aside
+                shutil.rmtree(root, ignore_errors=True)
+            if root.exists():   # another process finished the same store first: keep theirs
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                os.replace(tmp, root)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return TokenStore(root)
+
+    @staticmethod
+    def read(root: Path) -> TokenStore | None:
+        if not (root / "meta.json").exists():
+            return None
+        try:
+            return TokenStore(root)
+        except (OSError, ValueError, KeyError) as exc:   # damaged or foreign: re-encode, never trust it
+            log.warning("token-embedding cache %s is not usable (%s): encoding it again", root, exc)
+            return None
