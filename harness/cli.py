@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from types import ModuleType
 
 import hydra
 from omegaconf import DictConfig
@@ -17,6 +18,7 @@ from omegaconf import DictConfig
 from harness import scheduler
 from harness.errors import HarnessError, closest_first, one_line, unknown_name
 from harness.hydra_runtime import is_multirun
+from harness.registry import Registry
 
 log = logging.getLogger("harness")
 
@@ -144,16 +146,15 @@ def _first(o) -> str | None:
 def compose_first(args: argparse.Namespace, overrides: Sequence) -> tuple[DictConfig, list] | None:
     """The config the first job composes from the group choices and ``+``-added keys alone, and the plain key
     overrides left to check against it (None when it cannot be composed this way: Hydra then reports)."""
-    from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
+
+    from harness.compose import compose_config
 
     sources = config_sources(args, overrides)
     groups = _groups(sources)
     base, keys = [], []
-    if args.config_dir:
-        if any(o.key_or_group == "hydra.searchpath" for o in overrides):
-            return None
-        base.append(f"hydra.searchpath=[file://{Path(args.config_dir).resolve()}]")
+    if args.config_dir and any(o.key_or_group == "hydra.searchpath" for o in overrides):
+        return None
     for o in overrides:
         if o.key_or_group in groups or o.key_or_group.startswith("hydra"):
             text = _first(o)
@@ -169,8 +170,7 @@ def compose_first(args: argparse.Namespace, overrides: Sequence) -> tuple[DictCo
     if GlobalHydra.instance().is_initialized():
         return None
     try:
-        with initialize_config_module(config_module="conf", version_base="1.3"):
-            return compose(config_name="config", overrides=base), keys
+        return compose_config(base, config_dir=args.config_dir), keys
     except Exception:   # Hydra's own errors (a bad group, a syntax error) are Hydra's to report
         return None
 
@@ -283,14 +283,13 @@ def prepare(cfg: DictConfig) -> None:
 
 
 #: ``harness <subcommand>`` (the console script) -> the module whose ``main(argv)`` runs it
-SUBCOMMANDS = {"leaderboard": "harness.leaderboard.__main__", "select": "harness.select", "export": "harness.export"}
+SUBCOMMANDS: Registry[ModuleType] = Registry("subcommand", {
+    "leaderboard": "harness.leaderboard.__main__", "select": "harness.select", "export": "harness.export"}, lazy=True)
 
 
 def main() -> None:
     if sys.argv[1:2] and sys.argv[1] in SUBCOMMANDS:
-        import importlib
-
-        sys.exit(importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:]))
+        sys.exit(SUBCOMMANDS[sys.argv[1]].main(sys.argv[2:]))
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] %(message)s")
     try:
         check_group_overrides(sys.argv[1:])

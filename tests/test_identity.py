@@ -90,7 +90,7 @@ def test_bumping_a_stage_protocol_version_makes_old_records_unfinished(tmp_path:
     assert old.config["task"]["spec"]["stages"] and cell_of().identity["protocol"]["score.ir"] == 1
     (same,) = run(compose(cfg))
     assert same.created_at == old.created_at                    # finished: skipped, nothing recomputed
-    bumped = {**stages.STAGES, "score.ir": stages.Stage(2, "harness.evaluation.ir_metrics", "fixed")}
+    bumped = stages.STAGES.replaced(**{"score.ir": stages.Stage(2, "harness.evaluation.ir_metrics", "fixed")})
     monkeypatch.setattr(stages, "STAGES", bumped)
     (new,) = run(compose(cfg))
     assert new.run_id != old.run_id          # a new cell, computed again (created_at has whole seconds: not a test)
@@ -112,7 +112,8 @@ def test_a_run_is_versioned_by_the_stages_that_compute_it(monkeypatch: pytest.Mo
     assert list(dense) == ["load.encoder", "retrieve.single_vector", "score.ir"]
     assert list(colbert) == ["load.colbert", "retrieve.multi_vector", "score.ir"]
     assert "train.dense" in protocol("task.setting=id")
-    bumped = {**stages.STAGES, "retrieve.multi_vector": stages.Stage(2, "harness.evaluation.multivector", "fixed")}
+    bumped = stages.STAGES.replaced(**{"retrieve.multi_vector": stages.Stage(2, "harness.evaluation.multivector",
+                                                                             "fixed")})
     monkeypatch.setattr(stages, "STAGES", bumped)
     assert protocol() == dense and protocol(*colbert_ood)["retrieve.multi_vector"] == 2
 

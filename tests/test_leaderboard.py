@@ -92,7 +92,9 @@ def test_preferred_split_wins_and_the_other_is_noted():
 
 
 def test_unknown_rule_is_an_error():
-    with pytest.raises(ValueError, match="latest, best, mean"):
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match=r"unknown combine rule 'median'\. Valid combine rules .*mean.*--combine"):
         combine(loaded(record("beir", "nq", 0.5)), "median", 100)
 
 

@@ -12,6 +12,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from harness.registry import Registry
+
 if TYPE_CHECKING:
     from harness.data.retrieval import RetrievalDataset
 
@@ -81,4 +83,5 @@ class TruncationSplit:
 
 
 #: the subgroup scorers a task config can name (``task.subgroups``)
-SUBGROUPS = {"truncation": TruncationSplit}
+SUBGROUPS: Registry[type] = Registry("subgroup scorer", {"truncation": TruncationSplit},
+                                     hint="Set task.subgroups to a list of them.")

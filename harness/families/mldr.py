@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.errors import DataError, HarnessError, unknown_name
+from harness.errors import DataError, HarnessError
 from harness.evaluation.plaid_index import PlaidSettings
 from harness.families.base import Cell
 from harness.families.beir import DenseFamily, DenseSettings
@@ -107,8 +107,7 @@ class MldrFamily(TrainedSource, DenseFamily):
         from harness.evaluation.subgroups import SUBGROUPS
 
         for name in s.subgroups:
-            if name not in SUBGROUPS:
-                raise unknown_name("subgroup scorer", name, SUBGROUPS, "Set task.subgroups to a list of them.")
+            SUBGROUPS.lookup(name)
         self._model: Any = None
         self._train_stats: dict[str, Any] = {}
 

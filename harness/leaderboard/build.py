@@ -135,8 +135,7 @@ def build_leaderboard(
     """Read every record under ``dirs``, combine each cell by ``combine_rule``, add the published rows (and the
     models in ``mteb_results`` folders of mteb result files, ``mteb_models`` patterns picking some).
     Record links in the output are relative to ``link_root`` (the output directory)."""
-    if combine_rule not in COMBINE_RULES:
-        raise ValueError(f"unknown combine rule {combine_rule!r}; choose one of {', '.join(COMBINE_RULES)}")
+    COMBINE_RULES.lookup(combine_rule)
     with step(f"leaderboard: reading the records under {', '.join(map(str, dirs))}") as done:
         loaded, skipped = load_records(dirs)
         done.outcome = f"{len(loaded):,} records" + (f", {len(skipped)} skipped" if skipped else "")

@@ -16,17 +16,18 @@ from typing import Any
 from harness import specs
 from harness.leaderboard.cells import SUBSET_MARK, Cell, RowKey, fmt
 from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
+from harness.registry import Registry
 from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, evaluated_subset, iter_records
 from harness.selection.rules import BestConfigPerDataset, configuration, rule_for
 
-COMBINE_RULES = {
+COMBINE_RULES: Registry[str] = Registry("combine rule", {
     "latest": "latest: the most recent record (created_at) of each cell, whatever run it came from",
     "best": "best: the task family's selection rule (as harness.select) applied to single runs: e.g. BEIR: the "
             "one run with the best mean nDCG@10 on the selection sets, on every dataset; GLUE: the best run per task",
     "mean": "mean: the task family's selection rule (as harness.select): mean ± std over the seeds of the selected "
             "configuration (runs that differ only in seed); e.g. BEIR: one configuration chosen on the selection "
             "sets, reported on every dataset; GLUE: the best configuration per task",
-}
+}, hint="Pass --combine latest, best or mean.")
 #: Subdirectories of a results directory that hold derived files, not runs (GLUE selection summaries).
 DERIVED_DIRS = ("selected",)
 #: the rule of a cell whose family is not registered: the best configuration among the cell's records
@@ -177,8 +178,7 @@ def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded
     """One cell from its records. ``chosen``: the records a family's selection rule picked for this cell (its
     description in ``chosen_by``); otherwise ``rule`` decides among the cell's own records (latest | best |
     mean). Failed records never give a number."""
-    if rule not in COMBINE_RULES:
-        raise ValueError(f"unknown combine rule {rule!r}; choose one of {', '.join(COMBINE_RULES)}")
+    COMBINE_RULES.lookup(rule)
     versions = versions or VersionTable()
     ok = [i for i in items if i.record.status == STATUS_OK and isinstance(i.record.score, int | float)]
     n_failed = len(items) - len(ok)

@@ -40,12 +40,9 @@ class JobState:
 
 @cache
 def _base(overrides: tuple[str, ...]) -> Any:
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
+    from harness.compose import compose_config
 
-    GlobalHydra.instance().clear()
-    with initialize_config_module(config_module="conf", version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose_config(overrides)
 
 
 @contextmanager

@@ -118,14 +118,9 @@ def _check_composed(argv: list[str], plan: bool) -> None:
     """Compose the run's config and run the single run's up-front checks (typed settings, spec, device, output
     folders; with ``plan``, data folders or hub access for every dataset) without loading a model or reading
     data."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
+    from harness.compose import compose_config
     from harness.runner import prepare
 
-    GlobalHydra.instance().clear()
-    with initialize_config_module(config_module="conf", version_base="1.3"):
-        cfg = compose(config_name="config", overrides=argv)
-    family, _ = prepare(cfg)
+    family, _ = prepare(compose_config(argv))
     if plan:
         family.check(family.cells())

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from harness.registry import Registry
 from harness.results import STATUS_FAILED, STATUS_OK, ResultRecord, evaluated_subset, stable_hash
 from harness.specs import SelectionSpec
 from harness.specs.glue import GLUE_SCORE_NOTES, paper_baselines, paper_tasks
@@ -322,20 +323,16 @@ class GlueSelection(BestConfigPerDataset):
 
 
 #: selection rules by the name a task spec gives (``spec.selection.rule``); add a rule here when you add its class
-RULES: dict[str, type[SelectionRule]] = {
+RULES: Registry[type[SelectionRule]] = Registry("selection rule", {
     "best_run_on_sets": BestRunOnSelectionSets,
     "best_config_per_dataset": BestConfigPerDataset,
     "latest_config_per_column": LatestConfigPerColumn,
     "glue_best_config": GlueSelection,
-}
+}, hint="Add it to harness.selection.rules.RULES.")
 
 
 @cache
 def rule_for(spec: SelectionSpec) -> SelectionRule:
     """The rule a task spec's ``selection`` names (with its selection datasets, for the rule that takes them)."""
-    from harness.errors import unknown_name
-
-    if spec.rule not in RULES:
-        raise unknown_name("selection rule", spec.rule, RULES, "Add it to harness.selection.rules.RULES.")
-    cls = RULES[spec.rule]
+    cls = RULES.lookup(spec.rule)
     return BestRunOnSelectionSets(spec.sets) if cls is BestRunOnSelectionSets else cls()

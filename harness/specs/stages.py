@@ -5,10 +5,10 @@ the change stops counting as finished (it is recomputed on the next run; the old
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness.errors import unknown_name
+from harness.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Stage:
     what: str
 
 
-STAGES: Mapping[str, Stage] = {
+STAGES: Registry[Stage] = Registry("stage", {
     "load.encoder": Stage(1, "harness.models", "a SentenceTransformer from a hub id, folder or package; pruning"),
     "load.colbert": Stage(1, "harness.evaluation.colbert_model:load_colbert", "a PyLate ColBERT model"),
     "load.classifier": Stage(1, "harness.training.classification", "a sequence classifier (fresh head)"),
@@ -33,14 +33,9 @@ STAGES: Mapping[str, Stage] = {
     "score.glue": Stage(1, "harness.evaluation.glue_metrics", "GLUE dev metrics (sklearn/scipy)"),
     "measure.throughput": Stage(1, "harness.evaluation.throughput", "timed passes, max-batch probes (Table 2)"),
     "evaluate.mteb": Stage(1, "harness.families.mteb", "mteb's own evaluation of a task by name"),
-}
+}, hint="Declare it in harness/specs/stages.py.")
 
 
 def versions(names: Iterable[str]) -> dict[str, int]:
     """``{stage: version}`` for ``names`` (what a run identity holds); an unknown stage is an error."""
-    out = {}
-    for name in names:
-        if name not in STAGES:
-            raise unknown_name("stage", name, STAGES, "Declare it in harness/specs/stages.py.")
-        out[name] = STAGES[name].version
-    return out
+    return {name: STAGES.lookup(name).version for name in names}

@@ -19,11 +19,11 @@ error and the offline hint.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from harness.errors import HarnessError, no_hub_copy, unknown_name
+from harness.errors import HarnessError, no_hub_copy
+from harness.registry import Registry
 
 if TYPE_CHECKING:
     from harness.data.entry import DatasetEntry
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 #: kind name (a catalog entry's ``kind``) -> "module:Class"; the module is imported only when an entry of that
 #: kind is checked or loaded. One line per kind.
-KINDS: dict[str, str] = {
+KINDS: Registry[type[DataKind]] = Registry("data kind", {
     "beir": "harness.data.kinds.beir:BeirKind",                       # BEIR folder, or mteb's hub copy (datasets)
     "hub_layout": "harness.data.kinds.hub_layout:HubLayoutKind",      # a hub repository's files (NanoBEIR)
     "mldr": "harness.data.kinds.mldr:MldrKind",                       # MLDR's layout, or mteb's hub copy
@@ -40,18 +40,15 @@ KINDS: dict[str, str] = {
     "cosqa_pairs": "harness.data.kinds.cosqa_pairs:CosqaPairsKind",   # CoSQA labelled pairs (CodeXGLUE JSON)
     "source_tree": "harness.data.kinds.source_tree:SourceTreeKind",   # functions mined from a source tree
     "source_files": "harness.data.kinds.source_files:SourceFilesKind",  # whole source files as long documents
-}
+}, lazy=True)
 
 
 def get_kind(name: str, where: str = "the catalog entry") -> DataKind:
     """The kind registered as ``name``; an unknown name fails with the valid ones, closest first."""
-    if name not in KINDS:
-        raise unknown_name("data kind", name, KINDS,
-                           f"Set {where}'s kind to one of them, or register a new kind in harness.data.kinds.KINDS.")
-    module, _, cls = KINDS[name].partition(":")
-    kind = getattr(importlib.import_module(module), cls)()
+    cls = KINDS.lookup(name, f"Set {where}'s kind to one of them, or register a new kind in harness.data.kinds.KINDS.")
+    kind = cls()
     if not isinstance(kind, DataKind):
-        raise HarnessError(f"data kind {name!r}: {KINDS[name]} is not a harness.data.kinds.DataKind")
+        raise HarnessError(f"data kind {name!r}: {KINDS.target(name)} is not a harness.data.kinds.DataKind")
     return kind
 
 
