@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from harness import families, selection, specs
 from harness.errors import HarnessError
@@ -89,6 +90,7 @@ def test_every_task_spec_declares_what_the_task_is() -> None:
     for name, spec in specs.all_specs().items():
         assert spec.name == name and spec.main_metric and spec.tables and rule_for(spec.selection).description
         assert spec.runner in families.REGISTRY and isinstance(spec.higher_is_better, bool)
-        assert stages.versions(spec.stages)   # every stage is declared with its protocol version
+        config = OmegaConf.to_container(compose([f"task={name}"]), resolve=True)
+        assert stages.versions(spec.stages_for(config))   # every stage is declared with its protocol version
     for fam in families.all_families():
         assert all(k.startswith("task.") or k == "seed" for k in fam.identity_exclude), fam

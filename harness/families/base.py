@@ -150,7 +150,7 @@ class Family(abc.ABC):
         resolved precision and the model's content reference in place of ``precision`` and ``model.path``, and the
         protocol version of every stage that computes this run (``protocol``: the spec's stages_for the config)."""
         return run_identity(
-            self.config, exclude=[*self.identity_exclude, *exclude],
+            self.config, exclude=[*self.identity_exclude, *self.task_spec.chosen_keys(), *exclude],
             replace={"precision": self.precision, "model.ref": self.model_ref,
                      "protocol": stages.versions(self.task_spec.stages_for(self.config)), **(replace or {})},
         )

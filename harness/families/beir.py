@@ -40,6 +40,7 @@ class TrainData:
 
 @dataclass(kw_only=True)
 class DenseSettings(RetrievalSettings):
+    retriever: str                      # the retrieve.<name> stage (harness/specs/stages.py) that evaluates
     max_length: int
     corpus_chunk_size: int
     similarity: str = choices("cosine", "dot")
@@ -109,15 +110,10 @@ class DenseFamily(RetrievalFamily):
         return load_sentence_transformer(self.spec, device=self.device)
 
     def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
-        from harness.evaluation.dense import DenseRetriever, DenseSettings
+        """The ``retrieve.<task.retriever>`` stage's retriever (:mod:`harness.families.retrievers`)."""
+        from harness.families.retrievers import build
 
-        s = self.settings
-        cache_dir = str(Path(str(self.cfg.paths.cache)).expanduser() / "embeddings") if s.embedding_cache else None
-        return DenseRetriever(model, DenseSettings(
-            device=self.device, precision=self.precision, max_length=s.max_length, similarity=s.similarity,
-            batch_tokens=s.batch_tokens, max_batch_size=s.max_batch_size, corpus_chunk_size=s.corpus_chunk_size,
-            cache_dir=cache_dir,
-        ), cache_identity)
+        return build(self, model, cache_identity)
 
     def load_trained(self, model_dir: str) -> Any:
         from sentence_transformers import SentenceTransformer

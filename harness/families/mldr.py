@@ -74,7 +74,6 @@ class MultiVectorEval:
 @dataclass(kw_only=True)
 class MldrSettings(DenseSettings):
     setting: str = choices("ood", "id")
-    retriever: str = choices("single_vector", "multi_vector")
     multi_vector: MultiVectorEval
     subgroups: list[str]            # query groups also scored (harness.evaluation.subgroups: truncation)
     lr: float | None                # null: the source run's LR (the selected DPR LR), else model.dpr.lr
@@ -214,19 +213,6 @@ class MldrFamily(TrainedSource, DenseFamily):
     def check_lengths(self, model: Any) -> None:
         if not self.multi_vector:   # ColBERT: document length capped at the positions and recorded, as the paper
             super().check_lengths(model)
-
-    def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
-        if not self.multi_vector:
-            return super().retriever(model, cache_identity)
-        from harness.evaluation.multivector import MultiVectorRetriever, MultiVectorSettings, token_cache_dir
-
-        s, mv = self.settings, self.settings.multi_vector
-        cache_dir = token_cache_dir(self.cfg.paths.cache, s.embedding_cache)
-        return MultiVectorRetriever(model, MultiVectorSettings(
-            device=self.device, precision=self.precision, query_length=mv.query_length,
-            document_length=s.max_length, index=mv.index, plaid=mv.plaid, batch_tokens=s.batch_tokens,
-            max_batch_size=s.max_batch_size, maxsim_chunk_tokens=mv.maxsim_chunk_tokens, cache_dir=cache_dir,
-        ), cache_identity)
 
     def check_training_data(self) -> None:
         """In-domain training: the hub reachable for the hub set, or the local folder's train file present."""

@@ -8,6 +8,7 @@ the leaderboard and the whole-paper graph read nothing but specs and records.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -107,11 +108,17 @@ class TaskSpec:
     name: str = ""                  # filled from the task config's ``name``
 
     def stages_for(self, config: Mapping[str, Any]) -> tuple[str, ...]:
-        """The stages that compute a run of ``config`` (the resolved config): those whose ``stage_when`` holds."""
+        """The stages that compute a run of ``config`` (the resolved config): those whose ``stage_when`` holds, a
+        ``{dotted.key}`` in a stage's name replaced by the config's value (``retrieve.{task.retriever}``)."""
         def holds(stage: str) -> bool:
             return all(_dotted(config, key) == value for key, value in self.stage_when.get(stage, {}).items())
 
-        return tuple(s for s in self.stages if holds(s))
+        return tuple(_filled(s, config) for s in self.stages if holds(s))
+
+    def chosen_keys(self) -> tuple[str, ...]:
+        """The config keys stage names are filled from: a run's ``protocol`` holds them (the stage and its
+        version), so the identity need not hash them again."""
+        return tuple(k for s in self.stages for k in _TEMPLATE.findall(s))
 
     def column_of(self, record: ResultRecord) -> tuple[str, str]:
         """(table id, column) of a record; selection rules treat each column as a dataset."""
@@ -136,6 +143,13 @@ def spec_from(node: Mapping[str, Any], name: str, where: str) -> TaskSpec:
         raise HarnessError(f"{where}: stage_when names {', '.join(stray)}, which stages does not list; "
                            f"list it under stages or drop it from stage_when")
     return spec
+
+
+_TEMPLATE = re.compile(r"\{([\w.]+)\}")
+
+
+def _filled(stage: str, config: Mapping[str, Any]) -> str:
+    return _TEMPLATE.sub(lambda m: str(_dotted(config, m.group(1))), stage)
 
 
 def _dotted(tree: Mapping[str, Any], key: str) -> Any:

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from harness.registry import Registry
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage: its protocol version and where its code lives (for readers; nothing imports it from here)."""
+    """One stage: its protocol version and where its code lives. A ``retrieve.<name>`` stage's ``code`` is the
+    builder the retrieval runners call for ``task.retriever: <name>`` (``module:function(family, model,
+    cache_identity) -> Retriever``): a new retriever is its module plus this one registration."""
 
     version: int
     code: str
@@ -27,13 +30,24 @@ STAGES: Registry[Stage] = Registry("stage", {
     "train.dense": Stage(2, "harness.training.dense", "sentence-transformers (Cached)MNRL on triplets"),
     "train.kd": Stage(1, "harness.training.late_interaction", "PyLate KL distillation from teacher scores"),
     "train.glue": Stage(2, "harness.training.classification", "Trainer; authors (last eval, seeds) or best_epoch"),
-    "retrieve.single_vector": Stage(1, "harness.evaluation.dense", "encode + exact search (cosine, top-k)"),
-    "retrieve.multi_vector": Stage(1, "harness.evaluation.multivector", "token embeddings + exact MaxSim or PLAID"),
+    "retrieve.single_vector": Stage(1, "harness.families.retrievers:single_vector",
+                                    "encode + exact search (cosine, top-k): harness.evaluation.dense"),
+    "retrieve.multi_vector": Stage(1, "harness.families.retrievers:multi_vector",
+                                   "token embeddings + exact MaxSim or PLAID: harness.evaluation.multivector"),
     "score.ir": Stage(1, "harness.evaluation.ir_metrics", "trec_eval metrics (pytrec_eval), self-matches dropped"),
     "score.glue": Stage(1, "harness.evaluation.glue_metrics", "GLUE dev metrics (sklearn/scipy)"),
     "measure.throughput": Stage(1, "harness.evaluation.throughput", "timed passes, max-batch probes (Table 2)"),
     "evaluate.mteb": Stage(1, "harness.families.mteb", "mteb's own evaluation of a task by name"),
 }, hint="Declare it in harness/specs/stages.py.")
+
+
+def code_of(name: str) -> Any:
+    """The object a stage's ``code`` names (``module:attr``), imported now."""
+    import importlib
+
+    module, _, attr = STAGES.lookup(name).code.partition(":")
+    loaded = importlib.import_module(module)
+    return getattr(loaded, attr) if attr else loaded
 
 
 def versions(names: Iterable[str]) -> dict[str, int]:
