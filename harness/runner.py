@@ -52,7 +52,7 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
     new: dict[tuple[str, str], ResultRecord] = {}
     kept: dict[tuple[str, str], Path] = {}   # failures written beside a finished record they must not replace
     try:
-        for cells in family.stages():
+        for cells in family.rounds():
             planned += cells
             todo = pending(family, cells, results_dir, overwrite)
             if not todo:

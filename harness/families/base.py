@@ -77,9 +77,10 @@ class Family(abc.ABC):
         """Identity keys that only pick a seed: runs that differ only in these are averaged by selection."""
         return self.task_spec.seed_keys
 
-    def stages(self) -> Iterator[list[Cell]]:
-        """Cells in stages: a stage is planned only after the previous one has run (GLUE: chained tasks start
-        from MNLI's records). Most families have one stage."""
+    def rounds(self) -> Iterator[list[Cell]]:
+        """Cells in rounds: a round is planned only after the previous one has run (GLUE: chained tasks start
+        from MNLI's records). Most families have one round. ("Stage" means one thing: a step of the computation,
+        ``spec.stages``; the paper graph's stages are its SLURM job arrays.)"""
         yield self.cells()
 
     def part_job(self) -> bool:

@@ -30,7 +30,7 @@ def pending(family: Family, cells: Sequence[Cell], results_dir: str, overwrite: 
 def run_part(family: Family, results_dir: str, overwrite: bool) -> None:
     """A part job (one corpus shard, ``task.shard``): the unfinished cells' part, into the cache. It takes no run
     lock (the parts of one run compute side by side) and writes no record (the run that merges them does)."""
-    for cells in family.stages():
+    for cells in family.rounds():
         todo = pending(family, cells, results_dir, overwrite)
         if todo:
             family.check(todo)

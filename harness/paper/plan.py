@@ -78,7 +78,7 @@ def plan_run(job: Job, overrides: Sequence[str] | None = None) -> JobState:
             state.work = cost.job_work(cfg, job.mode, spec.selection.sets if job.mode == "report" else ())
             state.model = {k: cfg.model.get(k) for k in ("name", "family", "size")}
             family = families.get(spec.runner)(cfg)
-            cells = [c for stage in family.stages() for c in stage]
+            cells = [c for cells in family.rounds() for c in cells]
             res = str(cfg.paths.results)
     except HarnessError as exc:
         state.waiting = str(exc).split(". ")[0]

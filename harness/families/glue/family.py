@@ -1,4 +1,4 @@
-"""The GLUE family: plan every grid point as a cell (in stages: MNLI before the tasks that start from it), run the
+"""The GLUE family: plan every grid point as a cell (in rounds: MNLI before the tasks that start from it), run the
 points not yet finished, write the selection after an in-process sweep."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class GlueFamily(Family):
         """Which tasks start from which run (the spec's ``depends_on``, unless ``task.mnli_init=off``)."""
         return dependencies.chained(self.task_spec, self.settings)
 
-    def stages(self) -> Iterator[list[Cell]]:
+    def rounds(self) -> Iterator[list[Cell]]:
         """MNLI and the tasks that do not chain first; the chained ones once MNLI's records exist."""
         chained = set(self.chain)
         first = [t for t in self.tasks if t.name not in chained]
@@ -69,7 +69,7 @@ class GlueFamily(Family):
             yield self.cells_for([t for t in self.tasks if t.name in chained])
 
     def cells(self) -> list[Cell]:
-        return [c for stage in self.stages() for c in stage]
+        return [c for cells in self.rounds() for c in cells]
 
     def cells_for(self, tasks: Sequence[glue_data.GlueTask]) -> list[Cell]:
         s = self.settings
