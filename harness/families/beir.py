@@ -9,12 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.data.catalog import check_local, resolve_entries
-from harness.errors import DataError, HarnessError
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell
 from harness.families.retrieval import RetrievalFamily, RetrievalSettings
-from harness.results import file_sha
 from harness.typed import choices
 
 log = logging.getLogger(__name__)
@@ -73,30 +70,22 @@ class DenseFamily(RetrievalFamily):
     def readable(self) -> dict[str, Any]:
         return {"lr": self.lr} if self.trains else {"eval": self.precision}
 
+    @property
+    def triplets(self) -> Any:
+        """Where the training triplets come from (:mod:`harness.families.triplet_sources`)."""
+        from harness.families.triplet_sources import TRIPLET_SOURCES
+
+        return TRIPLET_SOURCES.lookup(self.settings.train_data.source)
+
     def training_identity(self) -> dict[str, Any]:
-        d = self.settings.train_data
-        if d.source == "file":
-            return {"task.train_data.path": {"sha256": file_sha(d.path)}}
-        if d.source == "beir" and d.dataset:
-            (entry,) = resolve_entries([d.dataset], self.settings.catalog)
-            return {"task.train_data.data_spec": self.data_spec(entry)}
-        return {}
+        return self.triplets.identity(self)
 
     def hyperparameters(self) -> dict[str, Any]:
         s = self.settings
         hp = super().hyperparameters()
         if not self.trains:
             return hp
-        d = s.train_data
-        data: dict[str, Any] = {"source": d.source}
-        if d.source == "hub":
-            data |= {"hub_path": d.hub_path, "hub_config": d.hub_config, "hub_revision": d.hub_revision,
-                     "max_samples": d.max_samples}
-        elif d.source == "file":
-            data |= {"path": d.path, "file_sha": file_sha(d.path), "max_samples": d.max_samples}
-        else:
-            data |= {"dataset": d.dataset, "split": d.split, "num_negatives": d.num_negatives,
-                     "range_min": d.range_min, "range_max": d.range_max}
+        data = {"source": s.train_data.source, **self.triplets.describe(s.train_data)}
         train = {"data": data, "lr": self.lr, "epochs": s.epochs, "warmup_ratio": s.warmup_ratio,
                  "batch_size": s.batch_size, "gradient_accumulation_steps": s.gradient_accumulation_steps,
                  "loss": s.loss, "mini_batch_size": s.mini_batch_size, "max_seq_length": s.max_seq_length,
@@ -122,29 +111,7 @@ class DenseFamily(RetrievalFamily):
 
     def check_training_data(self) -> None:
         """The triplets' file exists, the hub is reachable for the hub set, or the BEIR set's folder is there."""
-        d, s = self.settings.train_data, self.settings
-        if d.source == "file":
-            if not d.path:
-                raise HarnessError("task.train_data.source=file needs task.train_data.path=<triplets .tsv/.csv/.jsonl>")
-            if not Path(d.path).expanduser().is_file():
-                raise DataError(f"training triplets not found: task.train_data.path={d.path}. Point it at a "
-                                ".tsv/.csv/.jsonl file of (query, positive, negative) rows.")
-        elif d.source == "hub":
-            from harness.models import require_hub
-
-            require_hub(f"DPR training data {d.hub_path}@{d.hub_revision}",
-                        "Offline, train on a local file: task.train_data.source=file task.train_data.path=<triplets "
-                        ".tsv/.jsonl>, or mine from a local BEIR train split: task.train_data.source=beir "
-                        "task.train_data.dataset=<name> task.data_dir=<dir>.")
-        else:
-            if not d.dataset:
-                raise HarnessError("task.train_data.source=beir needs task.train_data.dataset=<BEIR name with a train "
-                                   "split>")
-            (entry,) = resolve_entries([d.dataset], s.catalog)
-            if not s.data_dir:
-                raise DataError(f"task.train_data.source=beir reads {d.dataset}'s {d.split} split from a local folder: "
-                                f"pass task.data_dir=<dir containing {entry.local or entry.name}/>.")
-            check_local(entry, s.data_dir, d.split)
+        self.triplets.check(self)
 
     def fit(self, model: Any, todo: Sequence[Cell], out_dir: Path) -> dict[str, Any]:
         """DPR fine-tuning (sentence-transformers' trainer, (Cached)MNRL)."""
@@ -160,24 +127,7 @@ class DenseFamily(RetrievalFamily):
         return train_dense(model, train_ds, tcfg, out_dir, self.tracker(todo[0]))
 
     def training_data(self, model: Any):
-        from harness.data import triplets
-        from harness.data.catalog import load_entry
-
-        s = self.settings
-        d = s.train_data
-        if d.source == "file":
-            if not d.path:
-                raise HarnessError("task.train_data.source=file needs task.train_data.path=<triplets .tsv/.csv/.jsonl>")
-            return triplets.sample(triplets.load_triplets_file(d.path), d.max_samples, s.train_seed)
-        if d.source == "hub":
-            return triplets.load_hub_triplets(str(d.hub_path), str(d.hub_config), d.hub_revision, d.max_samples,
-                                              s.train_seed)
-        if not d.dataset:
-            raise HarnessError("task.train_data.source=beir needs task.train_data.dataset=<BEIR name with a train split>")
-        (entry,) = resolve_entries([d.dataset], s.catalog)
-        ds = load_entry(entry, data_dir=s.data_dir, split=d.split, strict_qrels=s.strict_qrels)
-        return triplets.mine_from_beir(ds, model, num_negatives=d.num_negatives, range_min=d.range_min,
-                                       range_max=d.range_max)
+        return self.triplets.load(self, model)
 
 
 class BeirFamily(DenseFamily):

@@ -1,0 +1,114 @@
+"""Where DPR training triplets come from (``task.train_data.source``): one class per source, found in one
+registry. Each says what enters the run identity, what a record shows, what is checked before any work, and how
+the rows load. A new source is one class here (or in a user's module) and one registry entry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.errors import DataError, HarnessError
+from harness.registry import Registry
+from harness.results import file_sha
+
+
+class HubTriplets:
+    """The paper's MS MARCO hard-negative triplets from the hub (a pinned revision, a seeded sample)."""
+
+    def identity(self, family: Any) -> dict[str, Any]:
+        return {}
+
+    def describe(self, d: Any) -> dict[str, Any]:
+        return {"hub_path": d.hub_path, "hub_config": d.hub_config, "hub_revision": d.hub_revision,
+                "max_samples": d.max_samples}
+
+    def check(self, family: Any) -> None:
+        from harness.models import require_hub
+
+        d = family.settings.train_data
+        require_hub(f"DPR training data {d.hub_path}@{d.hub_revision}",
+                    "Offline, train on a local file: task.train_data.source=file task.train_data.path=<triplets "
+                    ".tsv/.jsonl>, or mine from a local BEIR train split: task.train_data.source=beir "
+                    "task.train_data.dataset=<name> task.data_dir=<dir>.")
+
+    def load(self, family: Any, model: Any) -> Any:
+        from harness.data import triplets
+
+        s, d = family.settings, family.settings.train_data
+        return triplets.load_hub_triplets(str(d.hub_path), str(d.hub_config), d.hub_revision, d.max_samples,
+                                          s.train_seed)
+
+
+class FileTriplets:
+    """A local TSV/CSV/JSONL of (query, positive, negative) rows; its content hash enters the run identity."""
+
+    def identity(self, family: Any) -> dict[str, Any]:
+        return {"task.train_data.path": {"sha256": file_sha(family.settings.train_data.path)}}
+
+    def describe(self, d: Any) -> dict[str, Any]:
+        return {"path": d.path, "file_sha": file_sha(d.path), "max_samples": d.max_samples}
+
+    def check(self, family: Any) -> None:
+        path = _path(family.settings.train_data)
+        if not Path(path).expanduser().is_file():
+            raise DataError(f"training triplets not found: task.train_data.path={path}. Point it at a "
+                            ".tsv/.csv/.jsonl file of (query, positive, negative) rows.")
+
+    def load(self, family: Any, model: Any) -> Any:
+        from harness.data import triplets
+
+        s, d = family.settings, family.settings.train_data
+        return triplets.sample(triplets.load_triplets_file(_path(d)), d.max_samples, s.train_seed)
+
+
+class BeirMined:
+    """(query, positive) pairs from a local BEIR train split, hard negatives mined with the model being trained."""
+
+    def identity(self, family: Any) -> dict[str, Any]:
+        d = family.settings.train_data
+        return {"task.train_data.data_spec": family.data_spec(self.entry(family))} if d.dataset else {}
+
+    def describe(self, d: Any) -> dict[str, Any]:
+        return {"dataset": d.dataset, "split": d.split, "num_negatives": d.num_negatives, "range_min": d.range_min,
+                "range_max": d.range_max}
+
+    def entry(self, family: Any) -> Any:
+        from harness.data.catalog import resolve_entries
+
+        s, d = family.settings, family.settings.train_data
+        if not d.dataset:
+            raise HarnessError("task.train_data.source=beir needs task.train_data.dataset=<BEIR name with a train "
+                               "split>")
+        (entry,) = resolve_entries([d.dataset], s.catalog)
+        return entry
+
+    def check(self, family: Any) -> None:
+        from harness.data.catalog import check_local
+
+        s, d = family.settings, family.settings.train_data
+        entry = self.entry(family)
+        if not s.data_dir:
+            raise DataError(f"task.train_data.source=beir reads {d.dataset}'s {d.split} split from a local folder: "
+                            f"pass task.data_dir=<dir containing {entry.local or entry.name}/>.")
+        check_local(entry, s.data_dir, d.split)
+
+    def load(self, family: Any, model: Any) -> Any:
+        from harness.data import triplets
+        from harness.data.catalog import load_entry
+
+        s, d = family.settings, family.settings.train_data
+        ds = load_entry(self.entry(family), data_dir=s.data_dir, split=d.split, strict_qrels=s.strict_qrels)
+        return triplets.mine_from_beir(ds, model, num_negatives=d.num_negatives, range_min=d.range_min,
+                                       range_max=d.range_max)
+
+
+def _path(d: Any) -> str:
+    if not d.path:
+        raise HarnessError("task.train_data.source=file needs task.train_data.path=<triplets .tsv/.csv/.jsonl>")
+    return str(d.path)
+
+
+#: ``task.train_data.source`` -> the source
+TRIPLET_SOURCES: Registry[Any] = Registry("training data source", {
+    "hub": HubTriplets(), "file": FileTriplets(), "beir": BeirMined(),
+}, hint="Set task.train_data.source to one of them.")
