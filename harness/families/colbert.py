@@ -13,13 +13,12 @@ from typing import Any, ClassVar
 from harness import layout, results
 from harness.console import step
 from harness.data.catalog import DatasetEntry
-from harness.errors import DataError, HarnessError
+from harness.errors import HarnessError
 from harness.evaluation.multivector import MultiVectorSettings
 from harness.evaluation.plaid_index import PlaidSettings
 from harness.evaluation.retriever import Retriever
 from harness.families.base import Cell
 from harness.families.retrieval import RetrievalFamily, RetrievalSettings
-from harness.results import file_sha
 from harness.typed import choices
 
 log = logging.getLogger(__name__)
@@ -104,12 +103,15 @@ class ColbertFamily(RetrievalFamily):
             ident.setdefault("task", {}).setdefault("plaid", {})["backend"] = plaid_backend(self.settings.plaid.backend)
         return ident
 
+    @property
+    def kd_source(self) -> Any:
+        """Where the distillation data comes from (:mod:`harness.families.kd_sources`)."""
+        from harness.families.kd_sources import KD_SOURCES
+
+        return KD_SOURCES.lookup(self.settings.train_data.source)
+
     def training_identity(self) -> dict[str, Any]:
-        d = self.settings.train_data
-        if d.source != "file":
-            return {}
-        return {f"task.train_data.{k}": {"sha256": file_sha(getattr(d, k))}
-                for k in ("path", "queries_path", "documents_path") if getattr(d, k)}
+        return self.kd_source.identity(self.settings.train_data)
 
     def query_length_of(self, entry: DatasetEntry) -> int:
         """``task.query_lengths[<dataset>]`` (a composite's member: its own, else the composite's), else
@@ -135,12 +137,7 @@ class ColbertFamily(RetrievalFamily):
         if not self.trains:
             return hp
         d = s.train_data
-        data = {"source": d.source, "n_ways": d.n_ways, "max_samples": d.max_samples}
-        if d.source == "hub":
-            data |= {"hub_path": d.hub_path, "hub_revision": d.hub_revision}
-        else:
-            data |= {k: getattr(d, k) for k in ("path", "queries_path", "documents_path") if getattr(d, k)}
-            data["file_sha"] = file_sha(d.path)
+        data = {"source": d.source, "n_ways": d.n_ways, "max_samples": d.max_samples, **self.kd_source.describe(d)}
         train = {"data": data, "lr": float(s.lr), "epochs": s.epochs, "warmup_ratio": s.warmup_ratio,
                  "batch_size": s.batch_size, "gradient_accumulation_steps": s.gradient_accumulation_steps,
                  "query_length": s.train_query_length, "document_length": s.train_document_length,
@@ -202,19 +199,7 @@ class ColbertFamily(RetrievalFamily):
 
     def check_training_data(self) -> None:
         """The KD file (and its queries/documents files) exist, or the hub is reachable for the hub set."""
-        d = self.settings.train_data
-        if d.source == "file":
-            if not d.path:
-                raise HarnessError("task.train_data.source=file needs task.train_data.path=<KD JSONL or Parquet>.")
-            for key, path in (("path", d.path), ("queries_path", d.queries_path), ("documents_path", d.documents_path)):
-                if path and not Path(path).expanduser().is_file():
-                    raise DataError(f"KD training file not found: {path} (task.train_data.{key}). Point it at an "
-                                    "existing file (see docs/retrieval.md, Multi-vector retrieval, for the layouts).")
-            return
-        from harness.data.kd import HUB_FIX
-        from harness.models import require_hub
-
-        require_hub(f"KD training set {d.hub_path!r}", HUB_FIX)
+        self.kd_source.check(self.settings.train_data)
 
     def training_key(self, todo: Sequence[Cell]) -> str:
         """Hash of what the trained weights depend on: the run identity without its evaluation-only task keys."""
@@ -225,22 +210,12 @@ class ColbertFamily(RetrievalFamily):
         return "train-" + results.stable_hash({**ident, "task": kept}, length=16)
 
     def training_data(self):
-        from harness.data import kd
-
-        d = self.settings.train_data
+        d, source = self.settings.train_data, self.kd_source
         if d.n_ways < 1:
             raise HarnessError(f"task.train_data.n_ways must be >= 1, got {d.n_ways}.")
-        if d.source == "file" and not d.path:
-            raise HarnessError("task.train_data.source=file needs task.train_data.path=<KD JSONL or Parquet>.")
-        with step(f"KD data: reading, validating and joining {d.path if d.source == 'file' else d.hub_path}",
+        with step(f"KD data: reading, validating and joining {source.name(d)}",
                   starting="every query and document id is checked") as done:
-            if d.source == "file":
-                data, facts = kd.load_kd_file(d.path, n_ways=d.n_ways, queries_path=d.queries_path,
-                                              documents_path=d.documents_path, max_samples=d.max_samples,
-                                              seed=self.settings.train_seed)
-            else:
-                data, facts = kd.load_kd_hub(d.hub_path, d.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples,
-                                             seed=self.settings.train_seed)
+            data, facts = source.load(d, self.settings.train_seed)
             done.outcome = f"{len(data):,} samples, {d.n_ways}-way"
         return data, facts
 

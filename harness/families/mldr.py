@@ -22,16 +22,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.errors import DataError, HarnessError
+from harness.errors import HarnessError
 from harness.evaluation.plaid_index import PlaidSettings
 from harness.families.base import Cell
 from harness.families.beir import DenseFamily, DenseSettings
 from harness.families.lineage import SOURCE_EXCLUDE, SourceSettings, TrainedSource
 from harness.families.retrieval import RetrievalFamily
-from harness.results import file_sha
 from harness.typed import choices
 
 if TYPE_CHECKING:
@@ -152,26 +150,15 @@ class MldrFamily(TrainedSource, DenseFamily):
         return {"setting": s.setting + ("-colbert" if self.multi_vector else ""),
                 **({"lr": self.effective_lr} if self.trains else {})}
 
+    @property
+    def train_source(self) -> Any:
+        """Where the in-domain training rows come from (:mod:`harness.families.mldr_sources`)."""
+        from harness.families.mldr_sources import MLDR_SOURCES
+
+        return MLDR_SOURCES.lookup(self.settings.train_data.source)
+
     def training_identity(self) -> dict[str, Any]:
-        d = self.settings.train_data
-        if d.source == "local":
-            from harness.data import mldr
-
-            path = mldr.split_file(self.train_folder(), d.split)
-            return {"task.train_data.path": {"sha256": file_sha(path)}}
-        return {}
-
-    def train_folder(self) -> Path:
-        d, s = self.settings.train_data, self.settings
-        if d.path:
-            return Path(d.path).expanduser()
-        entries = [e for e in self.entries() if e.kind == "mldr"]
-        if not s.data_dir or not entries:
-            raise HarnessError("task.train_data.source=local needs a folder: task.train_data.path=<folder in MLDR's "
-                               "layout>, or task.data_dir with an mldr dataset whose folder holds train.jsonl.")
-        from harness.data.catalog import local_folder
-
-        return local_folder(s.data_dir, entries[0])
+        return self.train_source.identity(self)
 
     def hyperparameters(self) -> dict[str, Any]:
         s = self.settings
@@ -179,11 +166,8 @@ class MldrFamily(TrainedSource, DenseFamily):
         if not self.trains:
             return hp
         d = s.train_data
-        data = {"source": d.source, "split": d.split, "num_negatives": d.num_negatives, "max_samples": d.max_samples}
-        if d.source == "hub":
-            data |= {"hub_path": d.hub_path, "hub_revision": d.hub_revision, "hub_dir": d.hub_dir}
-        else:
-            data |= {"path": str(self.train_folder()), "file_sha": self.training_identity()["task.train_data.path"]}
+        data = {"source": d.source, "split": d.split, "num_negatives": d.num_negatives, "max_samples": d.max_samples,
+                **self.train_source.describe(self)}
         lr = self.effective_lr
         train = {"data": data, "lr": lr, "epochs": s.epochs, "warmup_ratio": s.warmup_ratio, "batch_size": s.batch_size,
                  "gradient_accumulation_steps": s.gradient_accumulation_steps, "loss": s.loss,
@@ -216,21 +200,7 @@ class MldrFamily(TrainedSource, DenseFamily):
 
     def check_training_data(self) -> None:
         """In-domain training: the hub reachable for the hub set, or the local folder's train file present."""
-        d = self.settings.train_data
-        if d.source == "hub":
-            from harness.models import require_hub
-
-            require_hub(f"MLDR training data {d.hub_path}@{d.hub_revision} ({d.hub_dir}/{d.split}.jsonl.gz)",
-                        "Offline, train on a local folder in MLDR's layout: task.train_data.source=local "
-                        "task.train_data.path=<folder with train.jsonl> (null: the mldr dataset's folder under "
-                        "task.data_dir).")
-            return
-        from harness.data import mldr
-
-        folder = self.train_folder()
-        if mldr.split_file(folder, d.split) is None:
-            raise DataError(f"MLDR training file not found: {folder}/{d.split}.jsonl(.gz). Point "
-                            "task.train_data.path at a folder in MLDR's layout holding it.")
+        self.train_source.check(self)
 
     def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
         if not self.trains:
@@ -243,10 +213,7 @@ class MldrFamily(TrainedSource, DenseFamily):
         from harness.data import mldr
 
         s, d = self.settings, self.settings.train_data
-        if d.source == "local":
-            rows, _ = mldr.train_rows_local(self.train_folder(), d.split)
-        else:
-            rows = mldr.train_rows_hub(d.hub_path, d.hub_revision, d.hub_dir, d.split)
+        rows = self.train_source.rows(self)
         ds, self._train_stats = mldr.triplets(rows, d.num_negatives, d.max_samples, s.train_seed)
         log.info("MLDR training data: %s", self._train_stats)
         return ds

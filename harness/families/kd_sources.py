@@ -1,0 +1,78 @@
+"""Where ColBERT's distillation data comes from (``task.train_data.source``, :mod:`harness.data.kd`): one class per
+source, found in one registry. Each says what enters the run identity, what a record shows, what is checked before
+any work, and how the samples load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.errors import DataError, HarnessError
+from harness.registry import Registry
+from harness.results import file_sha
+
+#: the KD file and the files it may join
+FILE_KEYS = ("path", "queries_path", "documents_path")
+
+
+class HubKd:
+    """A hub dataset of queries, documents and teacher scores (PyLate's MS MARCO KD set by default)."""
+
+    def identity(self, d: Any) -> dict[str, Any]:
+        return {}
+
+    def describe(self, d: Any) -> dict[str, Any]:
+        return {"hub_path": d.hub_path, "hub_revision": d.hub_revision}
+
+    def check(self, d: Any) -> None:
+        from harness.data.kd import HUB_FIX
+        from harness.models import require_hub
+
+        require_hub(f"KD training set {d.hub_path!r}", HUB_FIX)
+
+    def name(self, d: Any) -> str:
+        return str(d.hub_path)
+
+    def load(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+        from harness.data import kd
+
+        return kd.load_kd_hub(d.hub_path, d.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples, seed=seed)
+
+
+class FileKd:
+    """A local JSONL or Parquet KD file (and the queries and documents files it joins); their hashes enter the
+    run identity."""
+
+    def identity(self, d: Any) -> dict[str, Any]:
+        return {f"task.train_data.{k}": {"sha256": file_sha(getattr(d, k))} for k in FILE_KEYS if getattr(d, k)}
+
+    def describe(self, d: Any) -> dict[str, Any]:
+        return {**{k: getattr(d, k) for k in FILE_KEYS if getattr(d, k)}, "file_sha": file_sha(d.path)}
+
+    def check(self, d: Any) -> None:
+        _path(d)
+        for key in FILE_KEYS:
+            path = getattr(d, key)
+            if path and not Path(path).expanduser().is_file():
+                raise DataError(f"KD training file not found: {path} (task.train_data.{key}). Point it at an "
+                                "existing file (see docs/retrieval.md, Multi-vector retrieval, for the layouts).")
+
+    def name(self, d: Any) -> str:
+        return _path(d)
+
+    def load(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+        from harness.data import kd
+
+        return kd.load_kd_file(_path(d), n_ways=d.n_ways, queries_path=d.queries_path,
+                               documents_path=d.documents_path, max_samples=d.max_samples, seed=seed)
+
+
+def _path(d: Any) -> str:
+    if not d.path:
+        raise HarnessError("task.train_data.source=file needs task.train_data.path=<KD JSONL or Parquet>.")
+    return str(d.path)
+
+
+#: ``task.train_data.source`` -> the source
+KD_SOURCES: Registry[Any] = Registry("KD data source", {"hub": HubKd(), "file": FileKd()},
+                                     hint="Set task.train_data.source to one of them.")

@@ -1,0 +1,83 @@
+"""Where MLDR's in-domain training rows come from (``task.train_data.source``): one class per source, found in one
+registry. Each says what enters the run identity, what a record shows, what is checked before any work, and how
+the rows load (:mod:`harness.data.mldr`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.errors import DataError, HarnessError
+from harness.registry import Registry
+from harness.results import file_sha
+
+
+class HubMldr:
+    """``Shitao/MLDR``'s English train file at a pinned revision."""
+
+    def identity(self, family: Any) -> dict[str, Any]:
+        return {}
+
+    def describe(self, family: Any) -> dict[str, Any]:
+        d = family.settings.train_data
+        return {"hub_path": d.hub_path, "hub_revision": d.hub_revision, "hub_dir": d.hub_dir}
+
+    def check(self, family: Any) -> None:
+        from harness.models import require_hub
+
+        d = family.settings.train_data
+        require_hub(f"MLDR training data {d.hub_path}@{d.hub_revision} ({d.hub_dir}/{d.split}.jsonl.gz)",
+                    "Offline, train on a local folder in MLDR's layout: task.train_data.source=local "
+                    "task.train_data.path=<folder with train.jsonl> (null: the mldr dataset's folder under "
+                    "task.data_dir).")
+
+    def rows(self, family: Any) -> Any:
+        from harness.data import mldr
+
+        d = family.settings.train_data
+        return mldr.train_rows_hub(d.hub_path, d.hub_revision, d.hub_dir, d.split)
+
+
+class LocalMldr:
+    """A folder in MLDR's layout (``task.train_data.path``, else the evaluated mldr dataset's folder); the train
+    file's hash enters the run identity."""
+
+    def folder(self, family: Any) -> Path:
+        d, s = family.settings.train_data, family.settings
+        if d.path:
+            return Path(d.path).expanduser()
+        entries = [e for e in family.entries() if e.kind == "mldr"]
+        if not s.data_dir or not entries:
+            raise HarnessError("task.train_data.source=local needs a folder: task.train_data.path=<folder in MLDR's "
+                               "layout>, or task.data_dir with an mldr dataset whose folder holds train.jsonl.")
+        from harness.data.catalog import local_folder
+
+        return local_folder(s.data_dir, entries[0])
+
+    def identity(self, family: Any) -> dict[str, Any]:
+        from harness.data import mldr
+
+        path = mldr.split_file(self.folder(family), family.settings.train_data.split)
+        return {"task.train_data.path": {"sha256": file_sha(path)}}
+
+    def describe(self, family: Any) -> dict[str, Any]:
+        return {"path": str(self.folder(family)), "file_sha": self.identity(family)["task.train_data.path"]}
+
+    def check(self, family: Any) -> None:
+        from harness.data import mldr
+
+        folder, split = self.folder(family), family.settings.train_data.split
+        if mldr.split_file(folder, split) is None:
+            raise DataError(f"MLDR training file not found: {folder}/{split}.jsonl(.gz). Point "
+                            "task.train_data.path at a folder in MLDR's layout holding it.")
+
+    def rows(self, family: Any) -> Any:
+        from harness.data import mldr
+
+        rows, _ = mldr.train_rows_local(self.folder(family), family.settings.train_data.split)
+        return rows
+
+
+#: ``task.train_data.source`` -> the source
+MLDR_SOURCES: Registry[Any] = Registry("MLDR training source", {"hub": HubMldr(), "local": LocalMldr()},
+                                       hint="Set task.train_data.source to one of them.")
