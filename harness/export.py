@@ -41,7 +41,7 @@ def _names(pairs: Sequence[str]) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from harness.mteb_results import describe, export_mteb
+    from harness.mteb_results.export import describe, export_mteb
 
     try:
         report = export_mteb(args.results, args.out, org=args.org, names=_names(args.name))

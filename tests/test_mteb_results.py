@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from harness import mteb_results
 from harness.data.catalog import resolve_entries
 from harness.data.entry import LABEL_FIELDS
 from harness.errors import HarnessError
 from harness.export import main as export_main
 from harness.leaderboard import build_leaderboard
 from harness.leaderboard.baselines import load_mteb_published
+from harness.mteb_results import catalog as mteb_catalog
+from harness.mteb_results import export as mteb_export
 from harness.results import ResultRecord, write_record
 from harness.runner import run
 from tests.conftest import compose
@@ -56,7 +57,7 @@ def test_catalog_mteb_tasks_are_mteb_tasks_on_the_same_data(task: str) -> None:
 
 
 def test_the_issue_names_and_the_placement_come_from_the_catalogs() -> None:
-    cols = mteb_results.catalog_columns()
+    cols = mteb_catalog.catalog_columns()
     assert (cols["SciFact"].table, cols["SciFact"].column) == ("beir", "scifact")
     assert (cols["Touche2020"].table, cols["Touche2020"].column) == ("beir", "webis-touche2020")
     assert (cols["CQADupstackRetrieval"].table, cols["CQADupstackRetrieval"].column) == ("beir", "cqadupstack")
@@ -119,7 +120,7 @@ def test_export_round_trips_through_mteb_result_classes(tmp_path: Path, toy_beir
     (real,) = run(compose(overrides(tmp_path, toy_beir, "task.train=false", "+task.catalog.toy.mteb_task=SciFact")))
     made = _synthetic(res)
     out = tmp_path / "cache" / "results"
-    report = mteb_results.export_mteb([res], out, names={"all-minilm-l6-v2": MINILM_PUBLISHED})
+    report = mteb_export.export_mteb([res], out, names={"all-minilm-l6-v2": MINILM_PUBLISHED})
 
     skipped = {r: len(p) for r, p in report.skipped.items()}
     assert skipped == {"failed record": 1, "a local task, not one of mteb's": 1,

@@ -76,7 +76,7 @@ def test_catalog_is_mtebs_pinned_copies() -> None:
 def test_catalog_is_only_nanobeirs_and_names_the_mteb_tasks() -> None:
     """BEIR's catalog is replaced, not inherited (it would enter the run id), and every entry names its mteb task
     so published mteb results and ``harness export`` place NanoBEIR cells."""
-    from harness.mteb_results import catalog_columns
+    from harness.mteb_results.catalog import catalog_columns
 
     cfg = compose(["task=nanobeir"])
     assert set(cfg.task.catalog) == set(NANOBEIR_LABELS)

@@ -93,7 +93,7 @@ def test_an_unknown_schema_is_refused_by_select_and_skipped_by_the_leaderboard(t
 
 
 def test_a_published_mteb_score_that_is_not_finite_is_no_score(tmp_path: Path) -> None:
-    from harness.mteb_results import read_file
+    from harness.mteb_results.reading import read_file
 
     path = tmp_path / "SciFact.json"
     path.write_text('{"task_name": "SciFact", "scores": {"test": [{"hf_subset": "default", "main_score": NaN}]}}')

@@ -108,7 +108,7 @@ class MtebFamily(Family):
     # ---------------------------------------------------------------------------------------- planning
     @cached_property
     def mteb(self):
-        from harness.mteb_results import require_mteb
+        from harness.mteb_results.catalog import require_mteb
 
         return require_mteb("task=mteb")
 

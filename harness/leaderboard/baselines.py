@@ -17,15 +17,8 @@ from pathlib import Path
 from harness import specs
 from harness.leaderboard.cells import COMPUTED_MARK, PUBLISHED, Cell, RowKey, fmt
 from harness.leaderboard.layout import AVG, OVERVIEW, table_spec
-from harness.mteb_results import (
-    MTEB_FAMILY,
-    MtebColumn,
-    MtebModel,
-    catalog_columns,
-    configured_subsets,
-    models_in,
-    read_file,
-)
+from harness.mteb_results.catalog import MTEB_FAMILY, MtebColumn, catalog_columns, configured_subsets
+from harness.mteb_results.reading import MtebModel, models_in, read_file
 
 MODERNBERT_PAPER = (
     "Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "
