@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import check_group_overrides, group_options
 from harness.errors import HarnessError
+from harness.overrides import check_group_overrides, group_options
 from harness.results import iter_records
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder, write_triplets
 from tests.forked import run_module

@@ -83,14 +83,14 @@ def test_modernbert_efficiency_resolves_to_unpadded_flash_attention_on_cuda(monk
 def test_cfg_job_says_what_auto_attention_resolves_to(monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """``--cfg job`` prints the config as written (``auto``); the CLI adds the machine's resolution on stderr."""
-    from harness import cli
+    from harness import overrides
 
     _facts(monkeypatch, cuda=True, flash=True)
-    cli.check_key_overrides(["task=efficiency", "model=modernbert-base", "--cfg", "job"])
+    overrides.check_key_overrides(["task=efficiency", "model=modernbert-base", "--cfg", "job"])
     assert "auto -> flash_attention_2 on this machine (CUDA, flash-attn installed" in capsys.readouterr().err
     _facts(monkeypatch, cuda=False, flash=True)
-    cli.check_key_overrides(["task=efficiency", "model=modernbert-base", "model.attn_implementation=eager",
+    overrides.check_key_overrides(["task=efficiency", "model=modernbert-base", "model.attn_implementation=eager",
                              "--cfg", "job"])
     assert capsys.readouterr().err == ""                                        # a named implementation is as written
-    cli.check_key_overrides(["task=efficiency", "model=modernbert-base", "--cfg", "job"])
+    overrides.check_key_overrides(["task=efficiency", "model=modernbert-base", "--cfg", "job"])
     assert "auto -> sdpa on this machine (padded batches" in capsys.readouterr().err

@@ -96,7 +96,7 @@ def check_folder(folder: Path) -> None:
 def check_runs(stages: Sequence[Any], deep: bool = True) -> None:
     """Each stage's first run, checked as ``python -m harness <its overrides>`` checks before any work (names and
     keys; ``deep``: also the composed config's settings, folders, device and data)."""
-    from harness.cli import check_group_overrides, check_key_overrides
+    from harness.overrides import check_group_overrides, check_key_overrides
 
     seen: set[tuple[str, ...]] = set()
     for stage in stages:
