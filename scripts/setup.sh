@@ -8,8 +8,9 @@ PY=${PYTHON:-python3}
 stamp=".venv/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ]; then exit 0; fi
 echo "set-up (first run only): a virtual environment in .venv with CPU torch 2.13, transformers, sentence-transformers," \
-     "PyLate, mteb and the test tools, then PyLate's PLAID C++ extensions: 2.3 min measured here with the wheels" \
-     "already downloaded (torch 14 s, the rest 38 s, PLAID 80 s), plus the downloads on a fresh machine (2.5 GB installed)" >&2
+     "PyLate, mteb and the test tools, then PyLate's PLAID C++ extensions: 2.3-2.9 min measured on this project's" \
+     "machines with the wheels already downloaded (PLAID about 80 s of it), plus the downloads on a fresh machine" \
+     "(2.5 GB installed)" >&2
 START=$SECONDS
 stage() {   # stage <n> <what> <command...>: one line when it starts, its duration when it ends
   local n=$1 what=$2 t0=$SECONDS
