@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from harness.errors import HarnessError, unknown_name
 
@@ -30,9 +30,7 @@ class Registry(MutableMapping[str, T], Generic[T]):
         if not (self.lazy and isinstance(target, str)):
             return target  # type: ignore[return-value]
         if name not in self._loaded:
-            module, _, attr = target.partition(":")
-            loaded = importlib.import_module(module)
-            self._loaded[name] = getattr(loaded, attr) if attr else loaded  # type: ignore[assignment]
+            self._loaded[name] = load_target(target)
         return self._loaded[name]
 
     def __setitem__(self, name: str, target: T | str) -> None:
@@ -74,6 +72,13 @@ class Registry(MutableMapping[str, T], Generic[T]):
         out: Registry[T] = Registry(self.what, {**self._targets, **entries}, hint=self.hint, lazy=self.lazy)
         out._loaded = {k: v for k, v in self._loaded.items() if k not in entries}
         return out
+
+
+def load_target(target: str) -> Any:
+    """The object ``"package.module[:attr]"`` names, imported now (the module itself without ``:attr``)."""
+    module, _, attr = target.partition(":")
+    loaded = importlib.import_module(module)
+    return getattr(loaded, attr) if attr else loaded
 
 
 def _key(target: object) -> str:

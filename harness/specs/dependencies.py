@@ -6,7 +6,7 @@ and the paper graph all ask this module, so they cannot disagree; the spec is th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.specs.schema import Dependency, TaskSpec
@@ -39,6 +39,6 @@ def chained(spec: TaskSpec, task_cfg: Mapping[str, Any] | Any | None = None) -> 
     return out
 
 
-def upstream(chain: Mapping[str, tuple[str, ...]]) -> set[str]:
+def upstream(chain: Mapping[str, Sequence[str]]) -> set[str]:
     """Every dataset some chained dataset starts from."""
     return {u for ups in chain.values() for u in ups}

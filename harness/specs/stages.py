@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.registry import Registry
+from harness.registry import Registry, load_target
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,7 @@ STAGES: Registry[Stage] = Registry("stage", {
 
 def code_of(name: str) -> Any:
     """The object a stage's ``code`` names (``module:attr``), imported now."""
-    import importlib
-
-    module, _, attr = STAGES.lookup(name).code.partition(":")
-    loaded = importlib.import_module(module)
-    return getattr(loaded, attr) if attr else loaded
+    return load_target(STAGES.lookup(name).code)
 
 
 def versions(names: Iterable[str]) -> dict[str, int]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.data import glue as glue_data
 from harness.errors import HarnessError
+from harness.specs import dependencies
 from harness.typed import choices
 
 
@@ -86,7 +87,7 @@ class GridPoint:
 def order_tasks(tasks: Sequence[glue_data.GlueTask], chain: Mapping[str, Sequence[str]]) -> list[glue_data.GlueTask]:
     """The tasks others start from (MNLI) first, then those that do not chain, then the chained ones (``chain``:
     :func:`harness.specs.dependencies.chained`; each group in the given order)."""
-    ups = {u for names in chain.values() for u in names}
+    ups = dependencies.upstream(chain)
     rank = {t.name: (0 if t.name in ups else 2 if t.name in chain else 1) for t in tasks}
     return sorted(tasks, key=lambda t: rank[t.name])
 
