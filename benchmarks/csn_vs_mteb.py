@@ -21,8 +21,8 @@ import torch
 
 from harness.data import coir
 from harness.evaluation.dense import DenseRetriever, DenseSettings
+from harness.evaluation.documents import TitleConvention
 from harness.evaluation.retriever import evaluate
-from harness.families.code import TitleConvention
 from harness.models import ModelSpec, load_sentence_transformer
 from harness.peers.mteb_coir import mteb_coir_csn_ndcg_at_10
 

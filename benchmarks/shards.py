@@ -32,11 +32,12 @@ def evaluate_once(cfg, k: int | None, top_k: int) -> tuple[float, dict, object]:
     from harness import families
     from harness.evaluation import shards
     from harness.evaluation.retriever import evaluate
+    from harness.families import retrieval_eval
 
     family = families.get("beir")(cfg)
     model, _ = family.load_model()
     (entry,) = family.entries()
-    ds = family.loaded(entry)
+    ds = retrieval_eval.loaded(family, entry)
     retriever = family.retriever(model, {"run": "benchmark"})
     if k is not None:
         s = family.settings

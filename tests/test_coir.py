@@ -13,7 +13,7 @@ from harness import results
 from harness.data import coir
 from harness.data.catalog import load_entry, resolve_entries
 from harness.errors import DataError, HarnessError, HubUnavailableError
-from harness.families.code import TitleConvention
+from harness.evaluation.documents import TitleConvention
 from harness.runner import run
 from tests.conftest import TINY_MODEL, compose
 

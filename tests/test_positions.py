@@ -16,7 +16,7 @@ from transformers import (
 )
 
 from harness.errors import HarnessError
-from harness.families.lineage import check_positions
+from harness.families.loaders import check_positions
 from harness.models import model_config, usable_positions
 
 

@@ -18,8 +18,10 @@ from harness import families, results
 from harness.cli import run
 from harness.errors import HarnessError
 from harness.evaluation import shards
+from harness.evaluation.embedding_cache import cached_embeddings
 from harness.evaluation.retriever import evaluate
 from harness.evaluation.search import exact_search, id_rank, ranked_topk
+from harness.families import retrieval_eval
 from tests.conftest import SHARED_DATA, compose, paths, write_beir_folder
 from tests.test_colbert import overrides as colbert_overrides
 from tests.test_retrieval_runs import TINY, overrides
@@ -89,7 +91,7 @@ def test_dense_shards_equal_unsharded_for_any_k(tmp_path: Path, toy_ds: Path) ->
     cfg = compose(overrides(tmp_path, toy_ds, *SMALL_BATCHES))
     family, inner, _ = _retrievers(cfg)
     (entry,) = family.entries()
-    ds = family.loaded(entry)
+    ds = retrieval_eval.loaded(family, entry)
     want_s, want_i = _search(inner, ds)
     want_m, _, _ = evaluate(inner, ds, top_k=100)
     for k in (1, 2, 3, 7):
@@ -114,7 +116,7 @@ def test_the_devices_launcher_refuses_without_gpus(tmp_path: Path, toy_ds: Path)
     cfg = compose(overrides(tmp_path, toy_ds, *SMALL_BATCHES, "task.shards=2", "task.shard_launcher=devices"))
     family, inner, _ = _retrievers(cfg)
     with pytest.raises(HarnessError, match=r"needs visible GPUs \(none found\); use sequential, or external"):
-        family.sharded(inner)
+        retrieval_eval.sharded(family, inner)
 
 
 def test_the_devices_launcher_spawns_one_process_per_device_and_merges_exactly(
@@ -185,14 +187,14 @@ def _maxsim_shards_equal_unsharded(common: list[str]) -> None:
     family = families.get("colbert")(compose(common))
     model, _ = family.load_model()
     (entry,) = family.entries()
-    ds = family.loaded(entry)
+    ds = retrieval_eval.loaded(family, entry)
     inner = family.retriever(model, {"run": "test"})
-    family.prepare(inner, entry)
+    retrieval_eval.prepare(family, inner, entry)
     want_s, want_i = _search(inner, ds)
     want_m, _, _ = evaluate(inner, ds, top_k=100)
     for k in (1, 2, 3, 7):
         fam, _, sharded = _retrievers(compose([*common, f"task.shards={k}"]), "colbert", model)
-        fam.prepare(sharded, entry)
+        retrieval_eval.prepare(fam, sharded, entry)
         got_s, got_i = _search(sharded, ds)
         assert len(sharded.plan) == k
         np.testing.assert_array_equal(got_i, want_i)
@@ -218,6 +220,15 @@ QUERIES = [] if SCIFACT_DOCS == "all" else ["task.max_queries=50"]
 MINILM = ["model=all-minilm-l6-v2", "precision=fp32", *SUBSET, *QUERIES]
 
 
+def _queries_only(encode):
+    """``encode`` for queries; a corpus shard encoded again fails the test (its cache entry was seeded)."""
+    def guarded(texts, what):
+        if what == "corpus shard":
+            pytest.fail("a corpus shard was encoded again: its seeded cache entry was not used")
+        return encode(texts, what)
+    return guarded
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", [MINILM, TINY], ids=[f"minilm-{SCIFACT_DOCS}-docs", "tiny-modernbert"])
 def test_scifact_shards_equal_unsharded(tmp_path_factory, model: list[str]) -> None:
@@ -233,12 +244,12 @@ def test_scifact_shards_equal_unsharded(tmp_path_factory, model: list[str]) -> N
               *paths(tmp)]
     family, inner, _ = _retrievers(compose(["task=beir", *common]))
     (entry,) = family.entries()
-    ds = family.loaded(entry)
+    ds = retrieval_eval.loaded(family, entry)
     want_s, want_i = _search(inner, ds)
     want_m, _, _ = evaluate(inner, ds, top_k=100)
     emb = np.asarray(inner.doc_emb)
     for k in (1, 2, 3, 7):
-        sharded = _retrievers(compose(["task=beir", *common, f"task.shards={k}"]))[2]
+        sharded = _retrievers(compose(["task=beir", *common, f"task.shards={k}"]), model=inner.model)[2]
         sharded.index(ds)
         real = {0, len(sharded.plan) - 1} if k == 7 else set()
         for i in range(len(sharded.plan)):
@@ -246,8 +257,9 @@ def test_scifact_shards_equal_unsharded(tmp_path_factory, model: list[str]) -> N
             if i in real:   # encoded for real: must equal the unsharded rows
                 sharded.engine.search_shard([sharded.texts[p] for p in pos], key, emb[:1], 1, pos)
                 np.testing.assert_array_equal(np.load(Path(sharded.engine.cache_dir) / f"{key}.npy"), emb[pos])
-            else:
-                np.save(Path(sharded.engine.cache_dir) / f"{key}.npy", emb[pos])
+            else:   # a cache entry with its claim, as an earlier run of these shards leaves it
+                cached_embeddings(sharded.engine.cache_dir, key, lambda pos=pos: emb[pos])
+        sharded.engine._encode = _queries_only(sharded.engine._encode)
         got_s, got_i = _search(sharded, ds)
         np.testing.assert_array_equal(got_i, want_i)
         np.testing.assert_array_equal(got_s, want_s)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-import pytrec_eval
-
 #: metric name in records -> pytrec_eval measure
 _MEASURES = {
     "ndcg_at_10": "ndcg_cut_10",
@@ -37,6 +35,8 @@ def mrr_at_k(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]],
 def per_query_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     """Each record metric per judged query (metric -> query id -> value), trec_eval conventions: a judged query
     with an empty run counts as zero, as in ``trec_eval -c``."""
+    import pytrec_eval  # here: planning a run reads METRICS without loading the scorer
+
     evaluator = pytrec_eval.RelevanceEvaluator(
         qrels, {"ndcg_cut.10,100", "map_cut.10", "recall.10,100,1000"}
     )

@@ -26,7 +26,8 @@ from harness.evaluation.colbert_model import capped_length, encode_tokens, token
 from harness.evaluation.embedding_cache import cache_key
 from harness.evaluation.encode import token_budget_batches
 from harness.evaluation.maxsim import maxsim_search, pad_queries, rerank_exact
-from harness.evaluation.plaid_index import PlaidSettings, build_plaid, plaid_backend, plaid_fits, plaid_search
+from harness.evaluation.multivector_settings import PlaidSettings, plaid_backend
+from harness.evaluation.plaid_index import build_plaid, plaid_fits, plaid_search
 from harness.evaluation.search import id_rank
 from harness.evaluation.token_store import TokenStore
 from harness.models import usable_positions

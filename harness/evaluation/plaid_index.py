@@ -4,7 +4,6 @@ extensions), a memory check before building, the build, and the search."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import logging
 import os
@@ -12,7 +11,6 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +19,8 @@ import torch
 
 from harness.console import step
 from harness.errors import HarnessError
+from harness.evaluation.multivector_settings import PlaidSettings
 from harness.evaluation.token_store import TokenStore
-from harness.typed import choices
 
 log = logging.getLogger(__name__)
 
@@ -30,33 +28,6 @@ log = logging.getLogger(__name__)
 #: C++ extensions PyLate's Stanford PLAID backend compiles on first use
 _STANFORD_EXTENSIONS = ("segmented_lookup_cpp", "filter_pids_cpp", "decompress_residuals_cpp", "segmented_maxsim_cpp")
 _STALE_LOCK_S = 900
-
-
-@dataclass(kw_only=True)
-class PlaidSettings:
-    """PyLate's ``indexes.PLAID`` parameters (its defaults, as PyLate's BEIR example runs them)."""
-
-    backend: str = choices("auto", "fast", "stanford")                   # auto: fast-plaid when installed
-    nbits: int
-    kmeans_niters: int
-    n_ivf_probe: int
-    n_full_scores: int
-    seed: int
-    #: score PLAID's candidates with exact MaxSim on the stored token embeddings (as PyLate's retrieve.ColBERT
-    #: does for a Voyager index, the paper's evaluate_pylate.py); false: keep PLAID's compressed-residual scores
-    rerank: bool
-
-
-def plaid_backend(requested: str) -> str:
-    """auto -> ``fast`` when fast-plaid is installed, else ``stanford`` (PyLate's bundled backend)."""
-    if requested == "auto":
-        return "fast" if importlib.util.find_spec("fast_plaid") is not None else "stanford"
-    if requested == "fast" and importlib.util.find_spec("fast_plaid") is None:
-        raise HarnessError(
-            "task.plaid.backend=fast needs fast-plaid, which is not installed (pip install fast-plaid; it pins a "
-            "torch build). Use task.plaid.backend=stanford or auto, or task.index=exact."
-        )
-    return requested
 
 
 def plaid_fits(n_tokens: int) -> tuple[bool, str]:

@@ -1,43 +1,55 @@
 """The registry of runners: how a task is computed. A task spec (``spec.runner`` in ``conf/task/<name>.yaml``)
-names one of these; the class composes the task's stages. Imported on first use (importing the registry loads no
-model library). ``harness.select``, the leaderboard and the paper graph never import it: they read specs.
+names one of these: a :class:`~harness.families.base.Family` class, or a declaration that makes one (the retrieval
+tasks: :class:`~harness.families.retrieval.RetrievalKind`, one runner composed from the stages their specs list).
+Called with a composed config, it gives the runner of that config; its ``settings_class`` types ``cfg.task``.
+Imported on first use (importing the registry loads no model library). ``harness.select`` and the leaderboard
+never import it: they read specs.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.registry import Registry
 
 if TYPE_CHECKING:
     from harness.families.base import Family
 
-REGISTRY: Registry[type[Family]] = Registry("runner", {
-    "beir": "harness.families.beir:BeirFamily",
-    "code": "harness.families.code:CodeFamily",
-    "colbert": "harness.families.colbert:ColbertFamily",
+
+class Runner(Protocol):
+    """What the registry holds: typed settings, and a runner per composed config."""
+
+    settings_class: type
+
+    def __call__(self, cfg: Any) -> Family: ...
+
+
+REGISTRY: Registry[Runner] = Registry("runner", {
+    "beir": "harness.families.beir:BEIR",
+    "code": "harness.families.code:CODE",
+    "colbert": "harness.families.colbert:COLBERT",
     "efficiency": "harness.families.efficiency:EfficiencyFamily",
     "glue": "harness.families.glue:GlueFamily",
-    "mldr": "harness.families.mldr:MldrFamily",
+    "mldr": "harness.families.mldr:MLDR",
     "mteb": "harness.families.mteb:MtebFamily",
 }, hint="Register it in harness/families/__init__.py.", lazy=True)
 
 
-def register(name: str, target: str | type[Family]) -> None:
+def register(name: str, target: str | Runner) -> None:
     """Add a family (``"package.module:Class"`` or the class); another target under a taken name is an error."""
     REGISTRY.register(name, target)
 
 
-def get(name: str) -> type[Family]:
+def get(name: str) -> Runner:
     """The family class registered as ``name``; an unknown name lists the known ones, closest first."""
     return REGISTRY.lookup(name)
 
 
-def find(name: str) -> type[Family] | None:
+def find(name: str) -> Runner | None:
     """``get(name)``, or None for a name no family is registered under (e.g. records of a removed family)."""
     return REGISTRY.get(name)
 
 
-def all_families() -> list[type[Family]]:
+def all_families() -> list[Runner]:
     """Every registered family, in registry order."""
     return list(REGISTRY.values())

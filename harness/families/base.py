@@ -1,6 +1,7 @@
-"""The task-family interface. A family is one module (a :class:`Family` subclass), one ``conf/task/<name>.yaml``
-and one entry in :data:`harness.families.REGISTRY`; the runner, ``harness.select`` and the leaderboard read
-everything else from the class: settings schema, identity exclusions, selection rule, tables and labels.
+"""The runner interface. A runner is a :class:`Family` (the only harness base class a runner has: the retrieval
+tasks share one, :class:`~harness.families.retrieval.RetrievalFamily`, composed from their specs' stages), one
+``conf/task/<name>.yaml`` and one entry in :data:`harness.families.REGISTRY`. What a task is (metric, tables,
+selection, dependencies) is its spec; the runner types its settings, plans its cells and computes them.
 
 The shared loop (:mod:`harness.runner`) asks a family for its :class:`Cell` s (pure: no model, no data), skips
 the cells that already have an ok record, and asks it to run the rest; the family yields result records and the
@@ -149,9 +150,11 @@ class Family(abc.ABC):
     def identity(self, exclude: Sequence[str] = (), replace: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The run identity: resolved config minus the global and family exclusions (and ``exclude``), with the
         resolved precision and the model's content reference in place of ``precision`` and ``model.path``, and the
-        protocol version of every stage that computes this run (``protocol``: the spec's stages_for the config)."""
+        protocol version of every stage that computes this run (``protocol``: the spec's stages_for the config); the
+        keys only a stage that does not run reads (``spec.stage_keys``) are left out."""
         return run_identity(
-            self.config, exclude=[*self.identity_exclude, *self.task_spec.chosen_keys(), *exclude],
+            self.config, exclude=[*self.identity_exclude, *self.task_spec.chosen_keys(),
+                                  *self.task_spec.unused_keys(self.config), *exclude],
             replace={"precision": self.precision, "model.ref": self.model_ref,
                      "protocol": stages.versions(self.task_spec.stages_for(self.config)), **(replace or {})},
         )

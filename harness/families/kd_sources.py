@@ -18,22 +18,26 @@ FILE_KEYS = ("path", "queries_path", "documents_path")
 class HubKd:
     """A hub dataset of queries, documents and teacher scores (PyLate's MS MARCO KD set by default)."""
 
-    def identity(self, d: Any) -> dict[str, Any]:
+    def identity(self, family: Any) -> dict[str, Any]:
         return {}
 
-    def describe(self, d: Any) -> dict[str, Any]:
+    def describe(self, family: Any) -> dict[str, Any]:
+        d = family.settings.train_data
         return {"hub_path": d.hub_path, "hub_revision": d.hub_revision}
 
-    def check(self, d: Any) -> None:
+    def check(self, family: Any) -> None:
         from harness.data.kd import HUB_FIX
         from harness.models import require_hub
 
-        require_hub(f"KD training set {d.hub_path!r}", HUB_FIX)
+        require_hub(f"KD training set {family.settings.train_data.hub_path!r}", HUB_FIX)
 
     def name(self, d: Any) -> str:
         return str(d.hub_path)
 
-    def load(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    def load(self, family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+        return load(self, family)
+
+    def read(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
         from harness.data import kd
 
         return kd.load_kd_hub(d.hub_path, d.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples, seed=seed)
@@ -43,13 +47,16 @@ class FileKd:
     """A local JSONL or Parquet KD file (and the queries and documents files it joins); their hashes enter the
     run identity."""
 
-    def identity(self, d: Any) -> dict[str, Any]:
+    def identity(self, family: Any) -> dict[str, Any]:
+        d = family.settings.train_data
         return {f"task.train_data.{k}": {"sha256": file_sha(getattr(d, k))} for k in FILE_KEYS if getattr(d, k)}
 
-    def describe(self, d: Any) -> dict[str, Any]:
+    def describe(self, family: Any) -> dict[str, Any]:
+        d = family.settings.train_data
         return {**{k: getattr(d, k) for k in FILE_KEYS if getattr(d, k)}, "file_sha": file_sha(d.path)}
 
-    def check(self, d: Any) -> None:
+    def check(self, family: Any) -> None:
+        d = family.settings.train_data
         _path(d)
         for key in FILE_KEYS:
             path = getattr(d, key)
@@ -60,11 +67,28 @@ class FileKd:
     def name(self, d: Any) -> str:
         return _path(d)
 
-    def load(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    def load(self, family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+        return load(self, family)
+
+    def read(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
         from harness.data import kd
 
         return kd.load_kd_file(_path(d), n_ways=d.n_ways, queries_path=d.queries_path,
                                documents_path=d.documents_path, max_samples=d.max_samples, seed=seed)
+
+
+def load(source: Any, family: Any) -> tuple[Any, dict[str, Any]]:
+    """``source``'s samples for ``family`` (every query and document id checked) and their facts."""
+    from harness.console import step
+
+    d = family.settings.train_data
+    if d.n_ways < 1:
+        raise HarnessError(f"task.train_data.n_ways must be >= 1, got {d.n_ways}.")
+    with step(f"KD data: reading, validating and joining {source.name(d)}",
+              starting="every query and document id is checked") as done:
+        data, facts = source.read(d, family.settings.train_seed)
+        done.outcome = f"{len(data):,} samples, {d.n_ways}-way"
+    return data, facts
 
 
 def _path(d: Any) -> str:

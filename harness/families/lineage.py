@@ -10,17 +10,14 @@ identity, so a new selection is a new run, and every record carries the lineage 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
-from functools import cached_property
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import layout, results
 from harness.errors import HarnessError, closest_first
-from harness.models import usable_positions
 
 if TYPE_CHECKING:
-    from harness.families.base import Cell
     from harness.results import ResultRecord
 
 
@@ -125,76 +122,3 @@ def _from_run(source: SourceSettings, run_id: str, recs: list[ResultRecord], mod
 
 #: identity_exclude entry of every family that evaluates a source run: the source is hashed as what it resolves to
 SOURCE_EXCLUDE = {"task.source": "resolved into model.ref: the source run id and its trained weights' fingerprint"}
-
-
-class TrainedSource:
-    """Mixin for :class:`~harness.families.beir.DenseFamily` subclasses whose settings have ``source``: evaluate
-    the lineage's weights, hash them into the run identity, record the lineage, and refuse a document length
-    above the model's positions before any expensive work."""
-
-    cfg: Any
-    settings: Any
-    spec: Any
-    device: str
-    model_name: str
-
-    @cached_property
-    def lineage(self) -> Lineage:
-        src: SourceSettings = self.settings.source
-        return resolve(src, str(src.results or self.cfg.paths.results), self.model_name)
-
-    @cached_property
-    def model_ref(self) -> dict[str, Any]:
-        from harness.models import model_ref
-
-        if self.lineage.model_dir is not None:
-            return self.lineage.ref({})
-        return self.lineage.ref(model_ref(self.spec))
-
-    def check_model(self) -> None:
-        """Only ``model.path`` needs checking when it is what runs (the lineage's trained weights are local)."""
-        if self.lineage.model_dir is None:
-            super().check_model()  # type: ignore[misc]
-
-    def load_model(self) -> tuple[Any, dict[str, Any]]:
-        lin = self.lineage
-        spec = replace(self.spec, path=lin.model_dir) if lin.model_dir else self.spec
-        model, block = self.load_weights(spec)
-        if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
-            raise HarnessError(
-                f"the weights in {lin.model_dir} changed since task={lin.task} run {lin.run_id} recorded them "
-                f"(fingerprint {block['fingerprint']} != {lin.fingerprint}); re-run that configuration or pass the "
-                "directory as model.path=<dir> with task.source.run=null."
-            )
-        self.check_lengths(model)
-        block["path"] = self.spec.path
-        block["lineage"] = lin.record()
-        block["max_positions"] = usable_positions(model)
-        return model, block
-
-    def load_weights(self, spec: Any) -> tuple[Any, dict[str, Any]]:
-        """The model at ``spec`` (the lineage's weights) and its record block: a SentenceTransformer by default."""
-        from harness.models import load_sentence_transformer
-
-        return load_sentence_transformer(spec, device=self.device)
-
-    def check_lengths(self, model: Any) -> None:
-        """Refuse lengths above the model's positions before any expensive work."""
-        check_positions(model, self.settings.max_length, self.spec.name, "task.max_length")
-        if getattr(self.settings, "train", False):
-            check_positions(model, self.settings.max_seq_length, self.spec.name, "task.max_seq_length")
-
-    def new_record(self, cell: Cell, **fields: Any) -> ResultRecord:
-        rec = super().new_record(cell, **fields)  # type: ignore[misc]
-        rec.details.setdefault("lineage", self.lineage.record())
-        return rec
-
-
-def check_positions(model: Any, length: int, name: str, key: str) -> None:
-    """A length above the model's positions cannot be encoded: say so, and the largest that works."""
-    n = usable_positions(model)
-    if n is not None and length > n:
-        raise HarnessError(
-            f"{key}={length} is above model {name!r}'s {n} token positions; set {key}<={n} (the model's maximum), "
-            "or use a model with longer positions."
-        )

@@ -31,6 +31,9 @@ class HubMldr:
                     "task.train_data.path=<folder with train.jsonl> (null: the mldr dataset's folder under "
                     "task.data_dir).")
 
+    def load(self, family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+        return load(family, model)
+
     def rows(self, family: Any) -> Any:
         from harness.data import mldr
 
@@ -71,11 +74,28 @@ class LocalMldr:
             raise DataError(f"MLDR training file not found: {folder}/{split}.jsonl(.gz). Point "
                             "task.train_data.path at a folder in MLDR's layout holding it.")
 
+    def load(self, family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+        return load(family, model)
+
     def rows(self, family: Any) -> Any:
         from harness.data import mldr
 
         rows, _ = mldr.train_rows_local(self.folder(family), family.settings.train_data.split)
         return rows
+
+
+def load(family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+    """The training triplets of ``family``'s source (each query's positive with its first N negatives, a seeded
+    sample) and their counts, for the record."""
+    import logging
+
+    from harness.data import mldr
+
+    s, d = family.settings, family.settings.train_data
+    rows = MLDR_SOURCES.lookup(d.source).rows(family)
+    ds, stats = mldr.triplets(rows, d.num_negatives, d.max_samples, s.train_seed)
+    logging.getLogger(__name__).info("MLDR training data: %s", stats)
+    return ds, stats
 
 
 #: ``task.train_data.source`` -> the source

@@ -1,42 +1,60 @@
-"""What every retrieval family shares (beir, code; later colbert, mldr, nanobeir): datasets from a typed
-catalog, one cell per dataset under one run id, composite datasets (CQADupstack) as the mean of their members,
-and evaluation through a :class:`~harness.evaluation.retriever.Retriever`. A subclass supplies the model, the
-optional training, and the retriever."""
+"""The retrieval runner (task=beir, nanobeir, code, mldr, colbert): datasets from a typed catalog, one cell per
+dataset under one run id, composite datasets (CQADupstack) as the mean of their members.
+
+A run is composed from the stages its spec lists: the ``load.*`` stage that computes it loads the weights
+(:mod:`~harness.families.loaders`; ``task.source``'s trained weights where the task has a source), the ``train.*``
+stage fine-tunes them when the run trains (:mod:`~harness.families.trainers`, rows from the ``train_data`` node's
+source registry), the ``retrieve.*`` stage builds the retriever (:mod:`~harness.families.retrievers`), and
+``score.ir`` scores it (:mod:`~harness.families.retrieval_eval`). What differs between tasks is declared: their
+typed settings and a :class:`RetrievalKind` (identity exclusions, the run-id slug, what a record shows).
+"""
 
 from __future__ import annotations
 
-import abc
 import json
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
-
-from harness import layout, results
-from harness.data.catalog import DatasetEntry, check_entries, load_entry, resolve_entries
-from harness.data.retrieval import RetrievalDataset, subset
+from harness import results
+from harness.data.catalog import DatasetEntry, check_entries, resolve_entries
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.evaluation.ir_metrics import METRICS
-from harness.evaluation.retriever import Retriever, evaluate_per_query, search_width
-from harness.evaluation.shards import LAUNCHERS, ShardedRetriever, ShardSettings
-from harness.evaluation.subgroups import QueryGroups
+from harness.evaluation.shards import LAUNCHERS
 from harness.families.base import Cell, Family
-from harness.identity import drop
+from harness.families.lineage import SOURCE_EXCLUDE, Lineage, resolve
+from harness.registry import load_target
 from harness.results import ResultRecord
+from harness.specs import stages
 from harness.typed import choices
 
 log = logging.getLogger(__name__)
 
-#: the cutoff of every retrieval family's main metric (nDCG@10): task.top_k may not be smaller
+#: the cutoff of every retrieval task's main metric (nDCG@10): task.top_k may not be smaller
 MAIN_CUTOFF = 10
 
 #: the marker of a finished training in its output folder (its content: the training facts of the record)
 TRAIN_DONE = "train_done.json"
 
+#: task keys of every retrieval task that do not change a number, and why
+IDENTITY_EXCLUDE: Mapping[str, str] = {
+    "task.datasets": "which datasets to evaluate: each one is its own cell of the same run",
+    "task.catalog": "each cell's own catalog entry is part of its data spec",
+    "task.data_dir": "part of each cell's data spec",
+    "task.strict_qrels": "part of each cell's data spec",
+    "task.batch_tokens": "how texts are batched for the encoder",
+    "task.max_batch_size": "how texts are batched for the encoder",
+    "task.corpus_chunk_size": "how the search is chunked",
+    "task.embedding_cache": "whether corpus embeddings are cached",
+    "task.shards": "how the corpus is split for encoding: the merged ranking is the unsharded one",
+    "task.shard_tokens": "how the corpus is split for encoding (task.shards=auto)",
+    "task.shard": "which shard a shard job computes",
+    "task.shard_launcher": "where the shards run",
+}
 
 
 @dataclass(kw_only=True)
@@ -52,7 +70,6 @@ class RetrievalSettings:
     strict_qrels: bool
     max_queries: int | None
     max_docs: int | None
-    train: bool
     top_k: int
     batch_tokens: int
     max_batch_size: int
@@ -61,6 +78,14 @@ class RetrievalSettings:
     shard_tokens: int
     shard: int | None
     shard_launcher: str = choices(*LAUNCHERS)
+    # training (the train.* stage): whether, and the keys every trainer reads
+    train: bool
+    lr: float
+    epochs: float
+    warmup_ratio: float
+    batch_size: int
+    gradient_accumulation_steps: int
+    train_seed: int
 
     def __post_init__(self) -> None:
         """Values no run can score right, refused before any work (typed checks come first)."""
@@ -74,74 +99,159 @@ class RetrievalSettings:
                                "(shards are numbered from 0)")
 
 
-class RetrievalFamily(Family):
-    """Plan -> (train) -> evaluate each dataset -> one record per dataset (and per composite member)."""
+def _none(task_config: Any) -> None:
+    return None
 
-    identity_exclude: ClassVar[Mapping[str, str]] = {
-        "task.datasets": "which datasets to evaluate: each one is its own cell of the same run",
-        "task.catalog": "each cell's own catalog entry is part of its data spec",
-        "task.data_dir": "part of each cell's data spec",
-        "task.strict_qrels": "part of each cell's data spec",
-        "task.batch_tokens": "how texts are batched for the encoder",
-        "task.max_batch_size": "how texts are batched for the encoder",
-        "task.corpus_chunk_size": "how the search is chunked",
-        "task.embedding_cache": "whether corpus embeddings are cached",
-        "task.shards": "how the corpus is split for encoding: the merged ranking is the unsharded one",
-        "task.shard_tokens": "how the corpus is split for encoding (task.shards=auto)",
-        "task.shard": "which shard a shard job computes",
-        "task.shard_launcher": "where the shards run",
-    }
-    metrics: ClassVar[tuple[str, ...] | None] = METRICS
-    #: task keys that only matter when ``task.train`` is true (left out of an evaluation-only run's identity)
-    training_keys: ClassVar[tuple[str, ...]] = ()
-    #: identity keys that change the ranking but not the corpus encoding (left out of the cache key)
-    search_only_keys: ClassVar[tuple[str, ...]] = ("task.top_k",)
+
+def lr_or_eval(task: RetrievalFamily) -> dict[str, Any]:
+    """The run-id slug of most tasks: the learning rate when training, else the evaluation precision."""
+    return {"lr": task.lr} if task.trains else {"eval": task.precision}
+
+
+@dataclass(frozen=True)
+class RetrievalKind:
+    """What one retrieval task declares beyond its YAML: its typed settings, the task keys that change no number,
+    the run-id slug, the record's hyperparameters and details, a per-dataset query length (ColBERT), checks of
+    combinations the types cannot express, and identity facts only the executing machine resolves. Calling it
+    with a composed config gives the runner for it."""
+
+    settings_class: type
+    hyperparameters: Callable[[RetrievalFamily], dict[str, Any]]
+    identity_exclude: Mapping[str, str] = field(default_factory=dict)
+    readable: Callable[[RetrievalFamily], dict[str, Any]] = lr_or_eval
+    details: Callable[[RetrievalFamily], dict[str, Any]] = lambda task: {}
+    query_length: Callable[[RetrievalFamily, DatasetEntry], int] | None = None
+    validate: Callable[[Any], None] = _none       # on the task's config node, before it is typed
+    resolved: Callable[[RetrievalFamily], dict[str, Any]] = lambda task: {}
+
+    def __call__(self, cfg: Any) -> RetrievalFamily:
+        return RetrievalFamily(cfg, self)
+
+
+class RetrievalFamily(Family):
+    """Plan -> load -> (train) -> retrieve each dataset -> score -> one record per dataset (and composite member)."""
+
+    metrics = METRICS
+
+    def __init__(self, cfg: Any, kind: RetrievalKind) -> None:
+        self.kind = kind
+        self.settings_class = kind.settings_class
+        kind.validate(cfg.task)
+        super().__init__(cfg)
+        source = {**SOURCE_EXCLUDE} if self.source is not None else {}
+        self.identity_exclude = {**IDENTITY_EXCLUDE, **source, **kind.identity_exclude}
+        self.model: Any = None
+
+    # ---------------------------------------------------------------------------------------- composition
+    def stage(self, kind: str) -> str | None:
+        """The ``<kind>.*`` stage that computes this run (None: the spec lists none)."""
+        return next((s for s in self.task_spec.stages_for(self.config) if s.startswith(kind + ".")), None)
+
+    @cached_property
+    def trainer(self) -> Any:
+        """The ``train.*`` stage the spec lists (:mod:`harness.families.trainers`), or None."""
+        name = next((s for s in self.task_spec.stages if s.startswith("train.")), None)
+        return stages.code_of(name) if name else None
+
+    @property
+    def training_source(self) -> Any:
+        """Where the training rows come from: ``task.train_data.source`` in the registry its typed node names."""
+        data = self.settings.train_data
+        return load_target(type(data).sources).lookup(data.source)
+
+    @property
+    def source(self) -> Any:
+        """``task.source`` (the weights of another task's run) where the task has one, else None."""
+        return getattr(self.settings, "source", None)
+
+    @cached_property
+    def lineage(self) -> Lineage | None:
+        src = self.source
+        return None if src is None else resolve(src, str(src.results or self.cfg.paths.results), self.model_name)
 
     # ---------------------------------------------------------------------------------------- planning
-    def entries(self) -> list[DatasetEntry]:
-        return resolve_entries(list(self.settings.datasets), self.settings.catalog)
-
-    def training_identity(self) -> dict[str, Any]:
-        """Replacements for the run identity when training (e.g. a data file's path -> its content hash)."""
-        return {}
-
-    def readable(self) -> dict[str, Any]:
-        return {"eval": self.precision}
-
     @property
     def trains(self) -> bool:
         """Whether this run fine-tunes before it evaluates (``task.train``; MLDR derives it from its setting)."""
         return bool(self.settings.train)
 
+    @property
+    def lr(self) -> float:
+        """``task.lr``; null: the source run's LR (the selected DPR LR), else the model's Table 9 DPR LR."""
+        if self.settings.lr is not None:
+            return float(self.settings.lr)
+        if self.lineage is not None and self.lineage.lr is not None:
+            return self.lineage.lr
+        dpr = self.cfg.model.get("dpr")
+        if dpr is None or dpr.get("lr") is None:
+            raise HarnessError(f"task={self.name} needs a learning rate to train: the source has no recorded LR and "
+                               "the model config no dpr.lr; set task.lr=<value>.")
+        return float(dpr.lr)
+
+    def entries(self) -> list[DatasetEntry]:
+        return resolve_entries(list(self.settings.datasets), self.settings.catalog)
+
     def run_identity(self) -> dict[str, Any]:
         if self.trains:
-            return self.identity(replace=self.training_identity())
-        return self.identity(exclude=self.training_keys)
+            replace_ = {**self.training_source.identity(self)}
+            if self.settings.lr is None:
+                replace_["task.lr"] = self.lr
+            ident = self.identity(replace=replace_)
+        else:
+            ident = self.identity(exclude=self.trainer.keys if self.trainer else ())
+        for key, value in self.kind.resolved(self).items():
+            from harness.identity import put
+
+            put(ident, key, value)
+        return ident
 
     def data_spec(self, entry: DatasetEntry) -> str:
-        """Hash of what defines a dataset's data (catalog entry, local folder, split, qrels strictness)."""
+        """Hash of what defines a dataset's data (catalog entry, local folder, split, qrels strictness; ColBERT: the
+        dataset's query length)."""
         s = self.settings
-        return results.stable_hash({
+        spec = results.stable_hash({
             "entry": entry.definition(), "data_dir": str(Path(s.data_dir).expanduser().resolve()) if s.data_dir else None,
             "split": s.split, "strict_qrels": s.strict_qrels,
         })
+        if self.kind.query_length is None:
+            return spec
+        return results.stable_hash({"data": spec, "query_length": self.kind.query_length(self, entry)})
 
     def cells(self) -> list[Cell]:
         ident = self.run_identity()
-        rid = results.run_id(ident, self.readable())
+        rid = results.run_id(ident, self.kind.readable(self))
         return [Cell(e.name, rid, ident, self.data_spec(e), e) for e in self.entries()]
 
-    def hyperparameters(self) -> dict[str, Any]:
-        """The settings a record shows (selection and the leaderboard read them; the run id hashes more)."""
-        s = self.settings
-        return {"train": None, "precision": self.precision, "max_length": s.max_length, "top_k": s.top_k,
-                "max_queries": s.max_queries, "max_docs": s.max_docs}
+    def cache_exclude(self) -> tuple[str, ...]:
+        """Identity keys that change the ranking but not the corpus encoding (left out of the corpus cache key)."""
+        from harness.families.retrievers import search_only_keys
+
+        return search_only_keys(stages.code_of(str(self.stage("retrieve"))), self)
 
     def new_record(self, cell: Cell, **fields: Any) -> ResultRecord:
-        fields.setdefault("hyperparameters", self.hyperparameters())
-        return super().new_record(cell, **fields)
+        fields.setdefault("hyperparameters", self.kind.hyperparameters(self))
+        rec = super().new_record(cell, **fields)
+        for key, value in self.kind.details(self).items():
+            rec.details.setdefault(key, value)   # failed records too: the right column
+        if self.lineage is not None:
+            rec.details.setdefault("lineage", self.lineage.record())
+        return rec
 
     # ---------------------------------------------------------------------------------------- checking
+    @cached_property
+    def model_ref(self) -> dict[str, Any]:
+        """The model's content reference; with a source, the source run and its trained weights' fingerprint."""
+        from harness.models import model_ref
+
+        if self.lineage is None:
+            return model_ref(self.spec)
+        return self.lineage.ref({} if self.lineage.model_dir is not None else model_ref(self.spec))
+
+    def check_model(self) -> None:
+        """``model.path`` is checked when it is what runs (a source run's trained weights are local)."""
+        if self.lineage is None or self.lineage.model_dir is None:
+            super().check_model()
+
     def check(self, todo: Sequence[Cell]) -> None:
         """Before any model is loaded: every dataset's local folder and files are there, or the hub is reachable
         for its pinned copy (else one error naming each local alternative); then the training data, when this run
@@ -150,60 +260,75 @@ class RetrievalFamily(Family):
         s = self.settings
         check_entries([cell.payload for cell in todo], s.data_dir, s.split)
         if self.trains and (self.cfg.overwrite or not self.trained(todo)):
-            self.check_training_data()
+            self.training_source.check(self)
 
     def train_dir(self, todo: Sequence[Cell]) -> Path:
         """Where this run's trained model goes (``train_done.json`` marks it finished)."""
-        return layout.trained_model_dir(str(self.cfg.paths.outputs), self.name, self.model_name, todo[0].run_id)
+        return self.require_trainer().train_dir(self, todo)
 
     def trained(self, todo: Sequence[Cell]) -> bool:
         """This run's training already finished (its model is reused, its data not read)."""
         return (self.train_dir(todo) / TRAIN_DONE).exists()
 
-    def load_trained(self, model_dir: str) -> Any:
-        """A model this family trained, from its folder (to reuse a finished training)."""
-        raise NotImplementedError(f"{type(self).__name__} does not train")
-
-    def check_training_data(self) -> None:
-        """The training data is where the config says (a file exists, the hub is reachable): no parsing."""
+    def require_trainer(self) -> Any:
+        if self.trainer is None:
+            raise HarnessError(f"task={self.name} trains (task.train=true) but its spec lists no train.* stage: add "
+                               "one (e.g. train.dense) to spec.stages, or set task.train=false.")
+        return self.trainer
 
     # ---------------------------------------------------------------------------------------- running
-    @abc.abstractmethod
     def load_model(self) -> tuple[Any, dict[str, Any]]:
-        """(model, the record's model block). Fails fast, naming the local alternative, when the hub is needed
-        and unreachable."""
+        """(model, the record's model block) from the load stage; with a source, its trained weights, checked
+        against the fingerprint that run recorded. Fails fast, naming the local alternative, when the hub is
+        needed and unreachable."""
+        lin = self.lineage
+        spec = replace(self.spec, path=lin.model_dir) if lin is not None and lin.model_dir else self.spec
+        model, block = stages.code_of(str(self.stage("load")))(self, spec)
+        if lin is not None:
+            if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
+                raise HarnessError(
+                    f"the weights in {lin.model_dir} changed since task={lin.task} run {lin.run_id} recorded them "
+                    f"(fingerprint {block['fingerprint']} != {lin.fingerprint}); re-run that configuration or pass "
+                    "the directory as model.path=<dir> with task.source.run=null."
+                )
+            from harness.models import usable_positions
+
+            block |= {"path": self.spec.path, "lineage": lin.record(), "max_positions": usable_positions(model)}
+        self.model = model
+        return model, block
 
     def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
-        """Fine-tune ``model`` in place when ``task.train`` (:meth:`fit`), or load this run's finished training
-        (unless ``overwrite``; e.g. after a pre-emption during evaluation); returns the training facts for the
-        record (``train_s`` and the trained weights' ``fingerprint`` included), or None."""
+        """Fine-tune ``model`` in place when the run trains, or load this run's finished training (unless
+        ``overwrite``; e.g. after a pre-emption during evaluation); returns the training facts for the record
+        (``train_s`` and the trained weights' ``fingerprint`` included), or None."""
         if not self.trains:
             return None
-        out_dir = self.train_dir(todo)
+        trainer = self.require_trainer()
+        out_dir = trainer.train_dir(self, todo)
         marker = out_dir / TRAIN_DONE
         if marker.exists() and not self.cfg.overwrite:
             info = json.loads(marker.read_text())
             log.info("reusing trained model %s", info["model_dir"])
-            model.load_state_dict(self.load_trained(info["model_dir"]).state_dict())
-            return info
-        from harness.models import fingerprint
-        from harness.results import atomic_write_json
+            model.load_state_dict(trainer.load_trained(self, info["model_dir"]).state_dict())
+        else:
+            from harness.models import fingerprint
+            from harness.results import atomic_write_json
 
-        t0 = time.perf_counter()
-        info = self.fit(model, todo, out_dir)
-        info |= {"train_s": time.perf_counter() - t0, "fingerprint": fingerprint(info["model_dir"])}
-        atomic_write_json(marker, info)
+            t0 = time.perf_counter()
+            info = trainer.fit(self, model, todo, out_dir)
+            info |= {"train_s": time.perf_counter() - t0, "fingerprint": fingerprint(info["model_dir"])}
+            atomic_write_json(marker, info)
+        if self.lineage is not None:
+            info["fine_tuned_from"] = self.lineage.record()
         return info
 
-    def fit(self, model: Any, todo: Sequence[Cell], out_dir: Path) -> dict[str, Any]:
-        """Train ``model`` in place, saving it under ``out_dir``; the training facts (``model_dir`` included)."""
-        raise NotImplementedError(f"{type(self).__name__} does not train")
-
-    @abc.abstractmethod
-    def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
-        """The retriever that evaluates ``model``; ``cache_identity`` keys its on-disk corpus cache."""
+    def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Any:
+        """The retrieve stage's retriever for ``model``; ``cache_identity`` keys its on-disk corpus cache."""
+        return stages.code_of(str(self.stage("retrieve")))(self, model, cache_identity)
 
     def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+        from harness.families import retrieval_eval
+
         model, block = self.load_model()
         try:
             trained = self.train(model, todo)
@@ -213,118 +338,26 @@ class RetrievalFamily(Family):
             raise
         if trained:
             block["trained"] = trained
-        cache_identity = {
-            "run": drop(todo[0].identity, self.search_only_keys),
-            "weights": trained["fingerprint"] if trained else block["fingerprint"],
-        }
-        retriever = self.sharded(self.retriever(model, cache_identity))
+        retriever = retrieval_eval.sharded(self, self.retriever(model, self.cache_identity(todo, block, trained)))
         for cell in todo:
             try:
-                yield from self.evaluate_cell(cell, retriever, block)
+                yield from retrieval_eval.evaluate_cell(self, cell, retriever, block)
             except HarnessError as exc:
                 log.error("%s/%s failed: %s", self.name, cell.dataset, exc)
                 yield self.failed(cell, exc, model=block, split=self.settings.split or cell.payload.split)
 
-    def sharded(self, retriever: Retriever) -> Retriever:
-        """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (single-vector retrievers and
-        exact MaxSim: their engines implement :class:`~harness.evaluation.shards.ShardEngine`)."""
-        s = self.settings
-        plan = ShardSettings(shards=s.shards, shard_tokens=s.shard_tokens, shard=s.shard,
-                             shard_launcher=s.shard_launcher)
-        if not plan.sharded:
-            return retriever
-        if not hasattr(retriever, "search_shard"):
-            raise HarnessError(f"task.shards: {type(retriever).__name__} cannot be sharded (single-vector retrieval "
-                               "and exact MaxSim can)")
-        launch = None
-        if plan.shard_launcher == "devices":
-            from harness.families.devices import launcher
+    def cache_identity(self, todo: Sequence[Cell], block: Mapping[str, Any],
+                       trained: Mapping[str, Any] | None) -> dict[str, Any]:
+        from harness.identity import drop
 
-            launch = launcher(self.cfg)
-        return ShardedRetriever(retriever, plan, launch)
+        return {"run": drop(todo[0].identity, self.cache_exclude()),
+                "weights": trained["fingerprint"] if trained else block["fingerprint"]}
 
     def part_job(self) -> bool:
         """Whether this run is a shard job (``task.shard``): it computes one shard and writes no record."""
         return self.settings.shard is not None
 
     def run_part(self, todo: Sequence[Cell]) -> None:
-        """A shard job: shard ``task.shard`` of every dataset of ``todo`` into the cache (no record, no run lock:
-        the shards of one run compute side by side)."""
-        model, block = self.load_model()
-        trained = self.train(model, todo) if self.trains and self.trained(todo) else None
-        if self.trains and trained is None:
-            raise HarnessError(f"shard job {self.settings.shard}: this run's training has not finished; shards "
-                               "evaluate a trained model")
-        cache_identity = {"run": drop(todo[0].identity, self.search_only_keys),
-                          "weights": trained["fingerprint"] if trained else block["fingerprint"]}
-        retriever = self.sharded(self.retriever(model, cache_identity))
-        assert isinstance(retriever, ShardedRetriever)
-        for cell in todo:
-            entries = list(cell.payload.members.values()) or [cell.payload]
-            for entry in entries:
-                ds = self.loaded(entry)
-                self.prepare(retriever, entry)
-                retriever.index(ds)
-                queries = list(ds.evaluated_queries().values())
-                retriever.run_shard(int(self.settings.shard), queries,
-                                    search_width(self.settings.top_k, entry.ignore_identical_ids))
+        from harness.families import retrieval_eval
 
-    def evaluate_cell(self, cell: Cell, retriever: Retriever, block: dict[str, Any]) -> Iterator[ResultRecord]:
-        """One dataset's record; a composite yields one record per member, then their mean."""
-        entry: DatasetEntry = cell.payload
-        members = list(entry.members.values())
-        if not members:
-            yield self.evaluate_entry(cell, entry, retriever, block)
-            return
-        parts = []
-        for m in members:
-            mcell = Cell(m.name, cell.run_id, cell.identity, self.data_spec(m), m)
-            rec = self.evaluate_entry(mcell, m, retriever, block, member_of=entry.name)
-            parts.append(rec)
-            yield rec
-        yield self.new_record(
-            cell, model=block, split=self.settings.split or entry.split,
-            metrics={k: float(np.mean([p.metrics[k] for p in parts])) for k in parts[0].metrics},
-            details={"members": [m.name for m in members], "aggregate": "mean over members"},
-            timings={k: float(sum(p.timings.get(k, 0.0) for p in parts)) for k in parts[0].timings},
-            data_fingerprint=results.stable_hash([p.data_fingerprint for p in parts], length=16),
-        )
-
-    def subgroups(self, retriever: Retriever) -> list[QueryGroups]:
-        """Query groups the evaluation also scores (``task.subgroups`` where a task has it; none by default)."""
-        return []
-
-    def load_dataset(self, entry: DatasetEntry) -> RetrievalDataset:
-        """One catalog entry's data (a family with its own storage layout overrides this)."""
-        s = self.settings
-        return load_entry(entry, data_dir=s.data_dir, split=s.split, strict_qrels=s.strict_qrels)
-
-    def prepare(self, retriever: Retriever, entry: DatasetEntry) -> None:
-        """Per-dataset retriever settings (ColBERT: the dataset's query length)."""
-
-    def loaded(self, entry: DatasetEntry) -> RetrievalDataset:
-        """The entry's data as evaluated (``task.max_queries`` / ``task.max_docs`` applied)."""
-        s = self.settings
-        ds = self.load_dataset(entry)
-        return subset(ds, s.max_queries, s.max_docs) if s.max_queries or s.max_docs else ds
-
-    def evaluate_entry(self, cell: Cell, entry: DatasetEntry, retriever: Retriever, block: dict[str, Any],
-                       member_of: str | None = None) -> ResultRecord:
-        s = self.settings
-        t0 = time.perf_counter()
-        self.prepare(retriever, entry)
-        ds = self.loaded(entry)
-        load_s = time.perf_counter() - t0
-        log.info("%s: %d docs, %d queries (%s)", entry.name, len(ds), len(ds.evaluated_queries()), ds.source)
-        metrics, details, timings, per_query = evaluate_per_query(
-            retriever, ds, top_k=s.top_k, ignore_identical_ids=entry.ignore_identical_ids,
-            subgroups=self.subgroups(retriever),
-        )
-        if member_of:
-            details["member_of"] = member_of
-        rec = self.new_record(cell, model=block, split=ds.split, metrics=metrics, details=details,
-                              timings={"load_s": load_s, **timings}, data_fingerprint=ds.fingerprint)
-        if not self.cfg.get("save_run"):
-            per_query.run = None
-        rec.per_query = per_query
-        return rec
+        retrieval_eval.run_part(self, todo)

@@ -1,6 +1,6 @@
 """Where DPR training triplets come from (``task.train_data.source``): one class per source, found in one
 registry. Each says what enters the run identity, what a record shows, what is checked before any work, and how
-the rows load. A new source is one class here (or in a user's module) and one registry entry."""
+the rows load (``load``: the training dataset and the facts a record shows, None here). A new source is one class here (or in a user's module) and one registry entry."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ class HubTriplets:
     def identity(self, family: Any) -> dict[str, Any]:
         return {}
 
-    def describe(self, d: Any) -> dict[str, Any]:
+    def describe(self, family: Any) -> dict[str, Any]:
+        d = family.settings.train_data
         return {"hub_path": d.hub_path, "hub_config": d.hub_config, "hub_revision": d.hub_revision,
                 "max_samples": d.max_samples}
 
@@ -31,12 +32,12 @@ class HubTriplets:
                     ".tsv/.jsonl>, or mine from a local BEIR train split: task.train_data.source=beir "
                     "task.train_data.dataset=<name> task.data_dir=<dir>.")
 
-    def load(self, family: Any, model: Any) -> Any:
+    def load(self, family: Any, model: Any) -> tuple[Any, None]:
         from harness.data import triplets
 
         s, d = family.settings, family.settings.train_data
         return triplets.load_hub_triplets(str(d.hub_path), str(d.hub_config), d.hub_revision, d.max_samples,
-                                          s.train_seed)
+                                          s.train_seed), None
 
 
 class FileTriplets:
@@ -45,7 +46,8 @@ class FileTriplets:
     def identity(self, family: Any) -> dict[str, Any]:
         return {"task.train_data.path": {"sha256": file_sha(family.settings.train_data.path)}}
 
-    def describe(self, d: Any) -> dict[str, Any]:
+    def describe(self, family: Any) -> dict[str, Any]:
+        d = family.settings.train_data
         return {"path": d.path, "file_sha": file_sha(d.path), "max_samples": d.max_samples}
 
     def check(self, family: Any) -> None:
@@ -54,11 +56,11 @@ class FileTriplets:
             raise DataError(f"training triplets not found: task.train_data.path={path}. Point it at a "
                             ".tsv/.csv/.jsonl file of (query, positive, negative) rows.")
 
-    def load(self, family: Any, model: Any) -> Any:
+    def load(self, family: Any, model: Any) -> tuple[Any, None]:
         from harness.data import triplets
 
         s, d = family.settings, family.settings.train_data
-        return triplets.sample(triplets.load_triplets_file(_path(d)), d.max_samples, s.train_seed)
+        return triplets.sample(triplets.load_triplets_file(_path(d)), d.max_samples, s.train_seed), None
 
 
 class BeirMined:
@@ -68,7 +70,8 @@ class BeirMined:
         d = family.settings.train_data
         return {"task.train_data.data_spec": family.data_spec(self.entry(family))} if d.dataset else {}
 
-    def describe(self, d: Any) -> dict[str, Any]:
+    def describe(self, family: Any) -> dict[str, Any]:
+        d = family.settings.train_data
         return {"dataset": d.dataset, "split": d.split, "num_negatives": d.num_negatives, "range_min": d.range_min,
                 "range_max": d.range_max}
 
@@ -92,14 +95,14 @@ class BeirMined:
                             f"pass task.data_dir=<dir containing {entry.local or entry.name}/>.")
         check_local(entry, s.data_dir, d.split)
 
-    def load(self, family: Any, model: Any) -> Any:
+    def load(self, family: Any, model: Any) -> tuple[Any, None]:
         from harness.data import triplets
         from harness.data.catalog import load_entry
 
         s, d = family.settings, family.settings.train_data
         ds = load_entry(self.entry(family), data_dir=s.data_dir, split=d.split, strict_qrels=s.strict_qrels)
         return triplets.mine_from_beir(ds, model, num_negatives=d.num_negatives, range_min=d.range_min,
-                                       range_max=d.range_max)
+                                       range_max=d.range_max), None
 
 
 def _path(d: Any) -> str:

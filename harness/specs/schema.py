@@ -104,6 +104,9 @@ class TaskSpec:
     #: ``{stage: {dotted config key: value}}``: a stage that runs only under these values (MLDR's ColBERT stages
     #: only with ``task.retriever: multi_vector``); it versions only the runs it computes
     stage_when: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``{stage: [dotted config keys]}``: keys only that stage reads; a run that does not compute the stage leaves
+    #: them out of its identity (MLDR's ``task.multi_vector`` node is read by ``retrieve.multi_vector`` alone)
+    stage_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     depends_on: tuple[Dependency, ...] = ()
     name: str = ""                  # filled from the task config's ``name``
 
@@ -114,6 +117,11 @@ class TaskSpec:
             return all(_dotted(config, key) == value for key, value in self.stage_when.get(stage, {}).items())
 
         return tuple(_filled(s, config) for s in self.stages if holds(s))
+
+    def unused_keys(self, config: Mapping[str, Any]) -> tuple[str, ...]:
+        """The ``stage_keys`` of the stages that do not compute a run of ``config``."""
+        active = set(self.stages_for(config))
+        return tuple(k for stage, keys in self.stage_keys.items() if stage not in active for k in keys)
 
     def chosen_keys(self) -> tuple[str, ...]:
         """The config keys stage names are filled from: a run's ``protocol`` holds them (the stage and its
@@ -142,6 +150,10 @@ def spec_from(node: Mapping[str, Any], name: str, where: str) -> TaskSpec:
     if stray:
         raise HarnessError(f"{where}: stage_when names {', '.join(stray)}, which stages does not list; "
                            f"list it under stages or drop it from stage_when")
+    from harness.specs.stages import STAGES
+
+    for stage in spec.stage_keys:
+        STAGES.lookup(stage)   # an unknown stage fails with the closest names
     return spec
 
 

@@ -14,9 +14,11 @@ from harness.registry import Registry, load_target
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage: its protocol version and where its code lives. A ``retrieve.<name>`` stage's ``code`` is the
-    builder the retrieval runners call for ``task.retriever: <name>`` (``module:function(family, model,
-    cache_identity) -> Retriever``): a new retriever is its module plus this one registration."""
+    """One stage: its protocol version and where its code lives. The retrieval runner calls the code of the
+    ``load.*``, ``train.*`` and ``retrieve.*`` stages a run's spec lists (:mod:`harness.families.loaders`,
+    :mod:`~harness.families.trainers`, :mod:`~harness.families.retrievers`); a ``retrieve.<name>`` stage's code is
+    ``module:function(task, model, cache_identity) -> Retriever`` for ``task.retriever: <name>``: a new retriever
+    is its module plus this one registration."""
 
     version: int
     code: str
@@ -24,11 +26,14 @@ class Stage:
 
 
 STAGES: Registry[Stage] = Registry("stage", {
-    "load.encoder": Stage(1, "harness.models", "a SentenceTransformer from a hub id, folder or package; pruning"),
-    "load.colbert": Stage(1, "harness.evaluation.colbert_model:load_colbert", "a PyLate ColBERT model"),
+    "load.encoder": Stage(1, "harness.families.loaders:encoder",
+                          "a SentenceTransformer from a hub id, folder or package (harness.models); pruning"),
+    "load.colbert": Stage(1, "harness.families.loaders:colbert", "a PyLate ColBERT model"),
     "load.classifier": Stage(1, "harness.training.classification", "a sequence classifier (fresh head)"),
-    "train.dense": Stage(2, "harness.training.dense", "sentence-transformers (Cached)MNRL on triplets"),
-    "train.kd": Stage(1, "harness.training.late_interaction", "PyLate KL distillation from teacher scores"),
+    "train.dense": Stage(2, "harness.families.trainers:DENSE",
+                         "sentence-transformers (Cached)MNRL on triplets (harness.training.dense)"),
+    "train.kd": Stage(1, "harness.families.trainers:KD",
+                      "PyLate KL distillation from teacher scores (harness.training.late_interaction)"),
     "train.glue": Stage(2, "harness.training.classification", "Trainer; authors (last eval, seeds) or best_epoch"),
     "retrieve.single_vector": Stage(1, "harness.families.retrievers:single_vector",
                                     "encode + exact search (cosine, top-k): harness.evaluation.dense"),

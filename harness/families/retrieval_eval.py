@@ -1,0 +1,136 @@
+"""The retrieval runner's search and score stages: each dataset loaded (``task.max_queries`` / ``max_docs``
+applied), retrieved and scored by ``score.ir`` (:func:`~harness.evaluation.retriever.evaluate_per_query`, with
+the task's query subgroups), shard by shard where ``task.shards`` asks for it; composites (CQADupstack) as the mean
+of their members; and a shard job's part."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from harness import results
+from harness.data.catalog import DatasetEntry, load_entry
+from harness.data.retrieval import RetrievalDataset, subset
+from harness.errors import HarnessError
+from harness.evaluation.retriever import Retriever, evaluate_per_query, search_width
+from harness.evaluation.shards import ShardedRetriever, ShardSettings
+from harness.evaluation.subgroups import SUBGROUPS, QueryGroups
+from harness.families.base import Cell
+from harness.results import ResultRecord
+
+log = logging.getLogger(__name__)
+
+
+def sharded(task: Any, retriever: Retriever) -> Retriever:
+    """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (single-vector retrievers and
+    exact MaxSim: their engines implement :class:`~harness.evaluation.shards.ShardEngine`)."""
+    s = task.settings
+    plan = ShardSettings(shards=s.shards, shard_tokens=s.shard_tokens, shard=s.shard, shard_launcher=s.shard_launcher)
+    if not plan.sharded:
+        return retriever
+    if not hasattr(retriever, "search_shard"):
+        raise HarnessError(f"task.shards: {type(retriever).__name__} cannot be sharded (single-vector retrieval "
+                           "and exact MaxSim can)")
+    launch = None
+    if plan.shard_launcher == "devices":
+        from harness.families.devices import launcher
+
+        launch = launcher(task.cfg)
+    return ShardedRetriever(retriever, plan, launch)
+
+
+def run_part(task: Any, todo: Sequence[Cell]) -> None:
+    """A shard job: shard ``task.shard`` of every dataset of ``todo`` into the cache (no record, no run lock: the
+    shards of one run compute side by side)."""
+    model, block = task.load_model()
+    trained = task.train(model, todo) if task.trains and task.trained(todo) else None
+    if task.trains and trained is None:
+        raise HarnessError(f"shard job {task.settings.shard}: this run's training has not finished; shards "
+                           "evaluate a trained model")
+    retriever = sharded(task, task.retriever(model, task.cache_identity(todo, block, trained)))
+    assert isinstance(retriever, ShardedRetriever)
+    for cell in todo:
+        for entry in list(cell.payload.members.values()) or [cell.payload]:
+            ds = loaded(task, entry)
+            prepare(task, retriever, entry)
+            retriever.index(ds)
+            queries = list(ds.evaluated_queries().values())
+            retriever.run_shard(int(task.settings.shard), queries,
+                                search_width(task.settings.top_k, entry.ignore_identical_ids))
+
+
+def evaluate_cell(task: Any, cell: Cell, retriever: Retriever, block: dict[str, Any]) -> Iterator[ResultRecord]:
+    """One dataset's record; a composite yields one record per member, then their mean."""
+    entry: DatasetEntry = cell.payload
+    members = list(entry.members.values())
+    if not members:
+        yield evaluate_entry(task, cell, entry, retriever, block)
+        return
+    parts = []
+    for m in members:
+        mcell = Cell(m.name, cell.run_id, cell.identity, task.data_spec(m), m)
+        rec = evaluate_entry(task, mcell, m, retriever, block, member_of=entry.name)
+        parts.append(rec)
+        yield rec
+    yield task.new_record(
+        cell, model=block, split=task.settings.split or entry.split,
+        metrics={k: float(np.mean([p.metrics[k] for p in parts])) for k in parts[0].metrics},
+        details={"members": [m.name for m in members], "aggregate": "mean over members"},
+        timings={k: float(sum(p.timings.get(k, 0.0) for p in parts)) for k in parts[0].timings},
+        data_fingerprint=results.stable_hash([p.data_fingerprint for p in parts], length=16),
+    )
+
+
+def prepare(task: Any, retriever: Retriever, entry: DatasetEntry) -> None:
+    """Per-dataset retriever settings: the dataset's query length where the task sets one (ColBERT)."""
+    if task.kind.query_length is not None:
+        engine = getattr(retriever, "engine", retriever)   # a sharded retriever's engine is the retriever
+        engine.query_length = task.kind.query_length(task, entry)
+
+
+def loaded(task: Any, entry: DatasetEntry) -> RetrievalDataset:
+    """The entry's data as evaluated (``task.max_queries`` / ``task.max_docs`` applied)."""
+    s = task.settings
+    ds = load_entry(entry, data_dir=s.data_dir, split=s.split, strict_qrels=s.strict_qrels)
+    return subset(ds, s.max_queries, s.max_docs) if s.max_queries or s.max_docs else ds
+
+
+def document_length(retriever: Retriever) -> int | None:
+    """The length documents are encoded at, as the retriever says (ColBERT: capped at the model's positions)."""
+    described = retriever.describe()
+    length = described.get("document_length", described.get("max_length"))
+    return None if length is None else int(length)
+
+
+def subgroups(task: Any, retriever: Retriever) -> list[QueryGroups]:
+    """The query groups ``task.subgroups`` names, where the task has the key (MLDR: before/after truncation)."""
+    names = getattr(task.settings, "subgroups", ())
+    return [SUBGROUPS[name](task.model[0].tokenizer, document_length(retriever)) for name in names]
+
+
+def evaluate_entry(task: Any, cell: Cell, entry: DatasetEntry, retriever: Retriever, block: dict[str, Any],
+                   member_of: str | None = None) -> ResultRecord:
+    s = task.settings
+    t0 = time.perf_counter()
+    prepare(task, retriever, entry)
+    ds = loaded(task, entry)
+    load_s = time.perf_counter() - t0
+    log.info("%s: %d docs, %d queries (%s)", entry.name, len(ds), len(ds.evaluated_queries()), ds.source)
+    metrics, details, timings, per_query = evaluate_per_query(
+        retriever, ds, top_k=s.top_k, ignore_identical_ids=entry.ignore_identical_ids,
+        subgroups=subgroups(task, retriever),
+    )
+    if document_length(retriever) is not None:
+        details["max_length"] = document_length(retriever)
+    if member_of:
+        details["member_of"] = member_of
+    rec = task.new_record(cell, model=block, split=ds.split, metrics=metrics, details=details,
+                          timings={"load_s": load_s, **timings}, data_fingerprint=ds.fingerprint)
+    if not task.cfg.get("save_run"):
+        per_query.run = None
+    rec.per_query = per_query
+    return rec
