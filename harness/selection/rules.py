@@ -287,14 +287,18 @@ def scoring_protocol(r: ResultRecord) -> str:
     return str((r.hyperparameters or {}).get("scoring_protocol", "best_epoch"))
 
 
-class GlueSelection(BestConfigPerDataset):
-    """Best configuration per task (mean over seeds), plus the GLUE average and the paper's Table 5 rows. One
-    scoring protocol per model: that of its newest record (runs of another protocol are counted, not mixed in)."""
+class GlueSelection(SelectionRule):
+    """Best configuration per task (mean over seeds: :class:`BestConfigPerDataset`), plus the GLUE average and the
+    paper's Table 5 rows. One scoring protocol per model: that of its newest record (runs of another protocol are
+    counted, not mixed in)."""
+
+    per_task = BestConfigPerDataset()
+    description = per_task.description
 
     def choose_model(self, records: list[ResultRecord], **kw: Any) -> Choice | None:
         protocol = scoring_protocol(max(records, key=lambda r: (r.created_at, r.run_id)))
         same = [r for r in records if scoring_protocol(r) == protocol]
-        choice = super().choose_model(same, **kw)
+        choice = self.per_task.choose_model(same, **kw)
         if choice is None:
             return None
         choice.summary |= {"scoring_protocol": protocol, "other_protocol_runs": len(records) - len(same)}
@@ -313,7 +317,7 @@ class GlueSelection(BestConfigPerDataset):
         return choice
 
     def format(self, choice: Choice) -> str:
-        text = super().format(choice)
+        text = self.per_task.format(choice)
         s = choice.summary
         if s["glue_average"] is not None:
             scope = "" if s["glue_average_complete"] else f" (partial: {len(s['glue_average_over'])} of 8 tasks)"

@@ -22,29 +22,33 @@ def read_folder(folder: Path, name: str, split: str, strict_qrels: bool) -> Retr
     return beir.load_local(folder, name, split, strict_qrels)
 
 
+def check_folder(kind: DataKind, entry: DatasetEntry, data_dir: str | None, split: str) -> str | None:
+    """The folder is there, and (unless in the hub layout) its corpus, queries and ``split``'s qrels."""
+    from harness.data.hub_layout import is_hub_layout
+
+    problem = DataKind.check(kind, entry, data_dir, split)
+    if problem or data_dir is None:
+        return problem
+    folder = local_folder(data_dir, entry)
+    if is_hub_layout(folder):
+        return None
+    for rel in ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"):
+        if not (folder / rel).is_file():
+            qrels = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+            hint = f" Splits here: {qrels or 'none'}; choose one with task.split=<split>." if rel.startswith("qrels") else ""
+            return (f"{folder / rel} not found: a BEIR folder needs corpus.jsonl, queries.jsonl and "
+                    f"qrels/<split>.tsv.{hint} Point task.data_dir at the folder that contains "
+                    f"{entry.local or entry.name}/ in BEIR layout.")
+    return None
+
+
 class BeirKind(DataKind):
     name = "beir"
     has_hub = True
     hint: ClassVar[str] = "{name}: task.data_dir=<dir containing {local}/> in BEIR layout."
 
     def check(self, entry: DatasetEntry, data_dir: str | None, split: str) -> str | None:
-        """The folder is there, and (unless in the hub layout) its corpus, queries and ``split``'s qrels."""
-        from harness.data.hub_layout import is_hub_layout
-
-        problem = super().check(entry, data_dir, split)
-        if problem or data_dir is None:
-            return problem
-        folder = local_folder(data_dir, entry)
-        if is_hub_layout(folder):
-            return None
-        for rel in ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"):
-            if not (folder / rel).is_file():
-                qrels = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
-                hint = f" Splits here: {qrels or 'none'}; choose one with task.split=<split>." if rel.startswith("qrels") else ""
-                return (f"{folder / rel} not found: a BEIR folder needs corpus.jsonl, queries.jsonl and "
-                        f"qrels/<split>.tsv.{hint} Point task.data_dir at the folder that contains "
-                        f"{entry.local or entry.name}/ in BEIR layout.")
-        return None
+        return check_folder(self, entry, data_dir, split)
 
     def load_local(self, folder: Path, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         return read_folder(folder, entry.name, split, strict_qrels)

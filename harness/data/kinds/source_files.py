@@ -5,15 +5,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.data.kinds.source_tree import SourceTreeKind
+from harness.data.kinds import DataKind
+from harness.data.kinds.source_tree import check_root
 
 if TYPE_CHECKING:
     from harness.data.entry import DatasetEntry
     from harness.data.retrieval import RetrievalDataset
 
 
-class SourceFilesKind(SourceTreeKind):   # the same root check
+class SourceFilesKind(DataKind):
     name = "source_files"
+    reads_data_dir = False
+
+    def check(self, entry: DatasetEntry, data_dir: str | None, split: str) -> str | None:
+        return check_root(entry)
 
     def load(self, entry: DatasetEntry, data_dir: str | None, split: str,
              strict_qrels: bool = True) -> RetrievalDataset:

@@ -13,15 +13,20 @@ if TYPE_CHECKING:
     from harness.data.retrieval import RetrievalDataset
 
 
+def check_root(entry: DatasetEntry) -> str | None:
+    """The entry's ``root`` folder exists (null: the installed Python stdlib)."""
+    if entry.root and not Path(entry.root).expanduser().is_dir():
+        return (f"dataset {entry.name!r}: root folder not found: {entry.root}. Fix the catalog entry's root "
+                "(null mines the installed Python stdlib).")
+    return None
+
+
 class SourceTreeKind(DataKind):
     name = "source_tree"
     reads_data_dir = False
 
     def check(self, entry: DatasetEntry, data_dir: str | None, split: str) -> str | None:
-        if entry.root and not Path(entry.root).expanduser().is_dir():
-            return (f"dataset {entry.name!r}: root folder not found: {entry.root}. Fix the catalog entry's root "
-                    "(null mines the installed Python stdlib).")
-        return None
+        return check_root(entry)
 
     def load(self, entry: DatasetEntry, data_dir: str | None, split: str,
              strict_qrels: bool = True) -> RetrievalDataset:
