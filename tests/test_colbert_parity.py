@@ -18,7 +18,7 @@ from tests.conftest import REPO, TINY_MODEL, compose
 
 pytestmark = pytest.mark.slow
 
-SLICE = ["task.datasets=[scifact]", "task.max_queries=50", "task.max_docs=500", "task.document_length=180"]
+SLICE = ["task.datasets=[scifact]", "task.max_queries=50", "task.max_docs=250", "task.document_length=180"]
 
 
 def scifact_overrides(tmp: Path, data: Path, *extra: str) -> list[str]:
@@ -37,7 +37,7 @@ def pylate_ndcg10(cfg, data: Path) -> float:
     from harness.evaluation.colbert_model import load_colbert
     from harness.models import ModelSpec
 
-    ds = subset(load_local(data / "scifact", "scifact", "test"), 50, 500)
+    ds = subset(load_local(data / "scifact", "scifact", "test"), 50, 250)
     model, _ = load_colbert(ModelSpec.from_config(cfg.model), device="cpu", seed=int(cfg.seed))
     model.query_length, model.document_length = 48, 180
     evaluator = PyLateInformationRetrievalEvaluator(
@@ -58,7 +58,7 @@ def _can_build_plaid() -> bool:
 @pytest.mark.skipif(not _can_build_plaid(), reason="no fast-plaid and no C++ compiler for PLAID's Stanford backend")
 def test_exact_maxsim_equals_pylate_and_plaid_is_close(tmp_path: Path, shared_data: Path, capsys) -> None:
     (exact,) = run(compose(scifact_overrides(tmp_path, shared_data, "task.index=exact")))
-    assert exact.details["query_length"] == 48 and exact.details["n_queries"] == 50 and exact.details["n_docs"] == 500
+    assert exact.details["query_length"] == 48 and exact.details["n_queries"] == 50 and exact.details["n_docs"] == 250
     theirs = pylate_ndcg10(compose(scifact_overrides(tmp_path, shared_data)), shared_data)
     ours = exact.metrics["ndcg_at_10"]
     (plaid,) = run(compose(scifact_overrides(tmp_path, shared_data, "task.index=plaid")))
@@ -67,7 +67,7 @@ def test_exact_maxsim_equals_pylate_and_plaid_is_close(tmp_path: Path, shared_da
     assert plaid.details["index_params"]["rerank"] is True and raw.details["index_params"]["rerank"] is False
     gap, raw_gap = plaid.metrics["ndcg_at_10"] - ours, raw.metrics["ndcg_at_10"] - ours
     with capsys.disabled():
-        print(f"\nSciFact slice (50 queries, 500 docs, MiniLM ColBERT with a new head, fp32): exact MaxSim nDCG@10 "
+        print(f"\nSciFact slice (50 queries, 250 docs, MiniLM ColBERT with a new head, fp32): exact MaxSim nDCG@10 "
               f"{ours:.6f}, PyLate evaluator {theirs:.6f} (diff {abs(ours - theirs):.2e}); PLAID "
               f"({plaid.details['index_params']['backend']}) candidates + exact rerank {plaid.metrics['ndcg_at_10']:.6f} "
               f"(gap {gap:+.4f}), PLAID's own scores {raw.metrics['ndcg_at_10']:.6f} (gap {raw_gap:+.4f})")
