@@ -27,6 +27,7 @@ from harness.evaluation.ir_metrics import METRICS
 from harness.evaluation.shards import LAUNCHERS
 from harness.families.base import Cell, Family
 from harness.families.lineage import SOURCE_EXCLUDE, Lineage, resolve
+from harness.identity import drop, put
 from harness.registry import load_target
 from harness.results import ResultRecord
 from harness.specs import stages
@@ -200,8 +201,6 @@ class RetrievalFamily(Family):
         else:
             ident = self.identity(exclude=self.trainer.keys if self.trainer else ())
         for key, value in self.kind.resolved(self).items():
-            from harness.identity import put
-
             put(ident, key, value)
         return ident
 
@@ -348,8 +347,6 @@ class RetrievalFamily(Family):
 
     def cache_identity(self, todo: Sequence[Cell], block: Mapping[str, Any],
                        trained: Mapping[str, Any] | None) -> dict[str, Any]:
-        from harness.identity import drop
-
         return {"run": drop(todo[0].identity, self.cache_exclude()),
                 "weights": trained["fingerprint"] if trained else block["fingerprint"]}
 
