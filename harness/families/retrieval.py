@@ -11,6 +11,7 @@ typed settings and a :class:`RetrievalKind` (identity exclusions, the run-id slu
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
@@ -100,10 +101,6 @@ class RetrievalSettings:
                                "(shards are numbered from 0)")
 
 
-def _none(task_config: Any) -> None:
-    return None
-
-
 def lr_or_eval(task: RetrievalFamily) -> dict[str, Any]:
     """The run-id slug of most tasks: the learning rate when training, else the evaluation precision."""
     return {"lr": task.lr} if task.trains else {"eval": task.precision}
@@ -122,7 +119,7 @@ class RetrievalKind:
     readable: Callable[[RetrievalFamily], dict[str, Any]] = lr_or_eval
     details: Callable[[RetrievalFamily], dict[str, Any]] = lambda task: {}
     query_length: Callable[[RetrievalFamily, DatasetEntry], int] | None = None
-    validate: Callable[[Any], None] = _none       # on the task's config node, before it is typed
+    validate: Callable[[Any], None] = lambda task_config: None   # on the task's config node, before it is typed
     resolved: Callable[[RetrievalFamily], dict[str, Any]] = lambda task: {}
 
     def __call__(self, cfg: Any) -> RetrievalFamily:
@@ -227,8 +224,14 @@ class RetrievalFamily(Family):
 
         return search_only_keys(stages.code_of(str(self.stage("retrieve"))), self)
 
+    @cached_property
+    def hyperparameters(self) -> dict[str, Any]:
+        """The settings every record of this run shows, worked out once per run (a training file is hashed for
+        them, not once per record)."""
+        return self.kind.hyperparameters(self)
+
     def new_record(self, cell: Cell, **fields: Any) -> ResultRecord:
-        fields.setdefault("hyperparameters", self.kind.hyperparameters(self))
+        fields.setdefault("hyperparameters", copy.deepcopy(self.hyperparameters))
         rec = super().new_record(cell, **fields)
         for key, value in self.kind.details(self).items():
             rec.details.setdefault(key, value)   # failed records too: the right column

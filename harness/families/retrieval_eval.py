@@ -124,8 +124,9 @@ def evaluate_entry(task: Any, cell: Cell, entry: DatasetEntry, retriever: Retrie
         retriever, ds, top_k=s.top_k, ignore_identical_ids=entry.ignore_identical_ids,
         subgroups=subgroups(task, retriever),
     )
-    if document_length(retriever) is not None:
-        details["max_length"] = document_length(retriever)
+    length = document_length(retriever)
+    if length is not None:
+        details["max_length"] = length
     if member_of:
         details["member_of"] = member_of
     rec = task.new_record(cell, model=block, split=ds.split, metrics=metrics, details=details,
