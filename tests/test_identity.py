@@ -127,3 +127,29 @@ def test_a_stage_condition_on_an_unlisted_stage_is_refused() -> None:
             "stage_when": {"train.kd": {"task.retriever": "multi_vector"}}}
     with pytest.raises(HarnessError, match=r"stage_when names train\.kd, which stages does not list"):
         spec_from(node, "x", "task 'x', spec")
+
+
+def test_stage_keys_on_an_unknown_stage_are_refused_with_the_closest_names() -> None:
+    from harness.errors import HarnessError
+    from harness.specs.schema import spec_from
+
+    node = {"runner": "beir", "main_metric": "ndcg_at_10", "tables": [{"id": "t", "label": "T", "title": "T"}],
+            "selection": {"rule": "latest_config_per_column"}, "stages": ["score.ir"],
+            "stage_keys": {"retrieve.multivector": ["task.multi_vector"]}}
+    with pytest.raises(HarnessError, match=r"unknown stage 'retrieve\.multivector'.*retrieve\.multi_vector"):
+        spec_from(node, "x", "task 'x', spec")
+
+
+def test_a_training_run_of_a_spec_without_a_train_stage_is_refused_before_any_work(tmp_path: Path,
+                                                                                   toy_beir: Path) -> None:
+    """task.train=true where the spec lists no train.* stage: one line naming both fixes, at the up-front check."""
+    from harness.errors import HarnessError
+
+    cfg = compose(overrides(tmp_path, toy_beir, "task.train=true",
+                            "task.spec.stages=[load.encoder,'retrieve.{task.retriever}',score.ir]"))
+    runner = families.get("beir")(cfg)
+    (cells,) = runner.rounds()
+    with pytest.raises(HarnessError, match=r"task=beir trains \(task\.train=true\) but its spec lists no train\.\* "
+                                           r"stage: add one \(e\.g\. train\.dense\) to spec\.stages, or set "
+                                           r"task\.train=false\."):
+        runner.check(cells)
