@@ -81,10 +81,13 @@ def run(args: argparse.Namespace) -> int:
         head = (f"paper graph for {model.get('name')}: results folder {res}; launcher {paper['launcher']}; "
                 f"cluster {paper['cluster']}")
         print("\n".join(show.dry_run(stages, states, tp, cluster, head)))
+        check_readable(states)
         return 0
     if args.status:
         print("\n".join(status_lines(stages, states, tp, cluster, folder)))
+        check_readable(states)
         return 0
+    check_readable(states)
     validate.check_folder(folder)      # with check_runs: everything a single run checks, before any job exists
     folder.mkdir(parents=True, exist_ok=True)
     context = folder / "context.json"
@@ -101,6 +104,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:20s} {', '.join(got)}")
     print(f"submitted; follow with: python -m harness.paper {' '.join(args.overrides)} --status")
     return 0
+
+
+def check_readable(states: Any) -> None:
+    """Every record the graph's jobs were planned from could be read: a record file there that cannot be (truncated,
+    not a record) leaves its cell's state unknown, so what was shown cannot be trusted and nothing is submitted."""
+    bad = [(key, u) for key, s in states.items() for u in s.unreadable]
+    if bad:
+        (key, first), more = bad[0], f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise HarnessError(f"job {key}: the record {first} cannot be read{more}, so the graph's state cannot be "
+                           "trusted: restore it from a copy, or remove it to compute that cell again")
 
 
 def status_lines(stages: Sequence[Any], states: Any, tp: Any, cluster: dict[str, Any], folder: Path) -> list[str]:

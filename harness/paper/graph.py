@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
-from harness.errors import HarnessError, unknown_name
+from harness.errors import HarnessError, closest_first, one_line, unknown_name
 from harness.specs import dependencies
 
 AFTER_OK, AFTER_ANY = "afterok", "afterany"
@@ -84,10 +84,21 @@ def load_paper(name: str = "paper", dotlist: Sequence[str] = ()) -> dict[str, An
 
     path = Path(name) if name.endswith(".yaml") else Path(str(resources.files("conf"))) / "paper" / f"{name}.yaml"
     if not path.is_file():
-        raise HarnessError(f"no paper graph {name!r}: {path} does not exist (conf/paper/<name>.yaml or a .yaml path)")
-    cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist([d.removeprefix("paper.") for d in dotlist]))
-    out = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(out, dict)
+        graphs = [g.stem for g in path.parent.glob("*.yaml") if g.stem != "cost"] if not name.endswith(".yaml") else []
+        shown = f"graphs in conf/paper/ (closest first): {', '.join(closest_first(name, graphs))}" if graphs else \
+            "a paper graph is conf/paper/<name>.yaml or a .yaml path"
+        raise HarnessError(f"no paper graph {name!r}: {path} does not exist; {shown}. Pass paper=<graph>.")
+    from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
+
+    try:
+        cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist([d.removeprefix("paper.") for d in dotlist]))
+        out = OmegaConf.to_container(cfg, resolve=True)
+    except (OmegaConfBaseException, YAMLError, ValueError) as exc:   # a ??? left unset, a YAML syntax error
+        raise HarnessError(f"paper graph {path}: {one_line(exc)[:300]}: set the value with paper.<key>=<value>, or fix the "
+                           "file") from None
+    if not isinstance(out, dict):
+        raise HarnessError(f"paper graph {path} is not a mapping of paper settings: see conf/paper/paper.yaml")
     return out
 
 

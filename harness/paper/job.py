@@ -44,7 +44,8 @@ def outcomes(folder: Path) -> dict[str, dict[str, Any]]:
             got = json.loads(path.read_text())
         except (ValueError, OSError):
             continue
-        out[str(got.get("key"))] = got
+        if isinstance(got, dict):    # a job's own note of its attempt; the records stay what decides 'done'
+            out[str(got.get("key"))] = got
     return out
 
 

@@ -32,6 +32,7 @@ class JobState:
     work: cost.Work = field(default_factory=cost.Work)
     seconds: float = 0.0            # what its records say they took
     model: dict[str, Any] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)   # '<record path> (why)': a record there, not readable
 
     @property
     def finished(self) -> bool:
@@ -95,7 +96,8 @@ def plan_run(job: Job, overrides: Sequence[str] | None = None) -> JobState:
         elif path.is_file():
             try:
                 failed = results.read_record(path)
-            except (ValueError, OSError):
+            except (ValueError, OSError, TypeError) as exc:   # truncated, not a record: the cell's state is unknown
+                state.unreadable.append(f"{path} ({' '.join(str(exc).split())[:120]})")
                 continue
             state.failed.append(f"{c.dataset} ({c.run_id}): {failed.error}")
             state.seconds += _seconds(failed, trained)

@@ -114,6 +114,7 @@ def status(stages: Sequence[Stage], states: Mapping[str, JobState], live: Mappin
         lines += [f"    {k}: {e}" for k, e in list(notes.items())[:5]]
         if len(notes) > 5:
             lines.append(f"    ... and {len(notes) - 5} more")
+        lines += [f"    {x.job.key}: unreadable record {u}" for x in ss for u in x.unreadable][:5]
     lines.append(f"{'total':20s} {'':8s} {sum(len(s.jobs) for s in stages):4d} "
                  f"{sum(states[j.key].finished for s in stages for j in s.jobs):4d} {'':4s} {'':5s} {'':4s} "
                  f"{total_spent:11.3f} {hours_text(total_estimate):>9s}")

@@ -17,11 +17,13 @@ known after SLURM forgets it. A re-submit resumes:
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from harness.errors import HarnessError
 from harness.paper.graph import Stage
 from harness.paper.plan import JobState
 from harness.results import atomic_write_json
@@ -53,16 +55,50 @@ def queue_states() -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------------ ledger
+#: what to do with a ledger file that cannot be trusted, for its error line
+LEDGER_FIX = ("restore it, or remove ledger.json and attempts.json to start the graph's bookkeeping afresh (jobs "
+              "still queued are then not tracked: cancel them with scancel, then re-submit)")
+SLURM_ID = re.compile(r"\d+(_\d+)?")
+
+
 def read_ledger(folder: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-    """``ledger.json`` (job key -> SLURM id) and ``attempts.json`` (SLURM id -> key, after, state)."""
-    out: list[dict[str, Any]] = []
-    for name in ("ledger.json", "attempts.json"):
-        path = folder / name
-        try:
-            out.append(json.loads(path.read_text()) if path.is_file() else {})
-        except ValueError:
-            out.append({})
-    return out[0], out[1]
+    """``ledger.json`` (job key -> SLURM id) and ``attempts.json`` (SLURM id -> key, after, state), each checked
+    for its shape: a file that is not JSON or not that shape is one line naming it and the fix (never read as an
+    empty ledger, which would submit every queued job a second time)."""
+    ledger, attempts = (_read_json(folder / name) for name in ("ledger.json", "attempts.json"))
+    for key, i in ledger.items():
+        if not isinstance(i, str) or not SLURM_ID.fullmatch(i):
+            _bad(folder / "ledger.json", f"maps job {key!r} to {json.dumps(i)[:60]}, not to a SLURM id like \"123_4\"")
+    for i, entry in attempts.items():
+        if not isinstance(entry, dict):
+            _bad(folder / "attempts.json", f"has {json.dumps(entry)[:60]} for SLURM id {i!r}, not an object with "
+                 "key, after and state")
+        after, state = entry.get("after") or [], entry.get("state")
+        if not isinstance(entry.get("key", ""), str) or not isinstance(after, list) \
+                or not all(isinstance(a, str) for a in after) or not isinstance(state, str | None):
+            _bad(folder / "attempts.json", f"has {json.dumps(entry)[:80]} for SLURM id {i!r}: key must be a job key, "
+                 "after a list of SLURM ids, state a string or null")
+    return ledger, attempts
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A ledger file's object ({} where the file is absent)."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        _bad(path, f"cannot be read ({exc.strerror or exc})")
+    except ValueError as exc:
+        _bad(path, f"is not valid JSON ({' '.join(str(exc).split())})")
+    if not isinstance(data, dict):
+        _bad(path, f"is a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _bad(path: Path, what: str) -> NoReturn:
+    role = "job key -> SLURM id" if path.name == "ledger.json" else "SLURM id -> its job, waits and final state"
+    raise HarnessError(f"{path} {what} (it maps {role}): {LEDGER_FIX}")
 
 
 def write_ledger(folder: Path, ledger: Mapping[str, str], attempts: Mapping[str, Any]) -> None:
@@ -224,7 +260,6 @@ def _sbatch(ex: Any, stage: str, context: Path, keys: list[str]) -> list[Any]:
     in the ledger, and a re-submit goes on from there)."""
     from submitit.core.utils import FailedJobError
 
-    from harness.errors import HarnessError
     from harness.paper.job import run_job
 
     try:

@@ -5,7 +5,6 @@ writable results and cache folders, the device), the paper folder writable and i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,20 +76,13 @@ def check_paper(paper: Mapping[str, Any], base: Mapping[str, Any]) -> PaperSetti
 
 
 def check_folder(folder: Path) -> None:
-    """The paper folder (ledger, context, job logs) is writable and its ledger, if any, is readable."""
+    """The paper folder (ledger, context, job logs) is writable and its ledger, if any, is readable and of its
+    shape (:func:`harness.paper.slurm.read_ledger`)."""
+    from harness.paper.slurm import read_ledger
     from harness.preflight import check_writable_dir
 
     check_writable_dir(folder, "the paper folder (beside paths.results)")
-    for name in ("ledger.json", "attempts.json"):
-        path = folder / name
-        if path.is_file():
-            try:
-                data = json.loads(path.read_text())
-            except ValueError as exc:
-                raise HarnessError(f"{path} is not valid JSON ({exc}): it maps jobs to SLURM ids; restore it, or move "
-                                   "it away to forget the earlier submission (queued jobs are then not tracked)") from None
-            if not isinstance(data, dict):
-                raise HarnessError(f"{path} is not a JSON object: restore it, or move it away")
+    read_ledger(folder)
 
 
 def check_runs(stages: Sequence[Any], deep: bool = True) -> None:
