@@ -115,6 +115,34 @@ def test_authors_runs_three_seeds_per_point_and_the_selection_averages_them(glue
     assert rte["n_seeds"] == 3 and sorted(rte["run_ids"]) == sorted(r.run_id for r in best)
     assert rte["score"]["mean"] == pytest.approx(statistics.fmean(r.score for r in best))
     assert sel["scoring_protocol"] == "authors" and sel["other_protocol_runs"] == 0
+    _one_seed_removed_is_never_selected(tmp_path, by_config, best)
+
+
+def _one_seed_removed_is_never_selected(tmp_path: Path, by_config: dict, best: list) -> None:
+    """Issue 38: remove one seed's record of the configuration that won: it no longer competes on its two
+    remaining seeds; the complete configuration is selected and the incomplete one is named on the terminal and in
+    the selection file. With both incomplete, RTE is left unselected, saying why."""
+    import subprocess
+    import sys
+
+    from harness import selection
+
+    other = next(v for v in by_config.values() if v is not best)
+    dropped = max(best, key=lambda r: r.score)        # the removed seed is the winner's best run
+    results.path_of(tmp_path / "results", dropped).unlink()
+    cmd = [sys.executable, "-m", "harness.select", "--task", "glue", "--results", str(tmp_path / "results")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+    sel = json.loads((tmp_path / "selected" / "glue-tiny-modernbert.json").read_text())
+    rte = sel["tasks"]["rte"]
+    assert sorted(rte["run_ids"]) == sorted(r.run_id for r in other) and rte["n_seeds"] == 3
+    (partial,) = rte["incomplete_configurations"]
+    assert partial["expected_seeds"] == 3 and len(partial["seeds"]) == 2 and dropped.run_id not in partial["run_ids"]
+    assert "not selected, incomplete: 2 of 3 seeds finished" in done.stdout, done.stdout
+    results.path_of(tmp_path / "results", other[0]).unlink()
+    choice = selection.load_selections("glue", tmp_path / "results")[0]["tiny-modernbert"]
+    assert "rte" not in choice.summary["tasks"] and choice.cells == {}
+    assert len(choice.summary["unselected"]["rte"]["incomplete_configurations"]) == 2
+    assert choice.summary["glue_average"] is None and "rte" in choice.summary["missing_tasks"]
 
 
 # ---------------------------------------------------------------------------------------------- MNLI chaining
@@ -144,6 +172,25 @@ def test_mnli_chain_takes_the_first_seeds_final_weights_of_the_best_mean_configu
     task = compose_task("task.max_length=32", "task.scoring_protocol=best_epoch").task
     assert chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m", chain=CHAIN).run_id == old.run_id
     assert max(a + b, key=lambda r: r.score) is a[1]                                          # not the best single run
+
+
+def test_the_mnli_chain_starts_only_from_a_configuration_that_finished_every_seed(tmp_path, caplog):
+    """Issue 38: a one-seed configuration with the better mean does not win the chain; with none complete, the
+    chain refuses (required) or starts from the pretrained encoder, saying why (if_available)."""
+    _mnli(tmp_path, 1e-5, 1618, 99.0)                                                         # 1 of 3 seeds
+    full = [_mnli(tmp_path, 3e-5, s, v) for s, v in ((6033, 81.0), (42, 80.0), (1618, 79.0))]
+    task = compose_task("task.max_length=32").task
+    init = chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m", chain=CHAIN)
+    assert init.run_id == full[2].run_id
+    for r in full:
+        results.path_of(tmp_path / "results", r).unlink()
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match=r"no MNLI configuration of m has finished all 3 seeds"):
+        chain.resolve_init("rte", compose_task("task.max_length=32", "task.mnli_init=required").task,
+                           tmp_path / "results", {"path": "p"}, "m", chain=CHAIN)
+    init = chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m", chain=CHAIN)
+    assert init.kind == "pretrained" and "starts only from a complete one" in caplog.text
 
 
 def test_a_bad_eval_interval_or_seed_list_is_refused_before_any_work():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,9 +93,9 @@ class MultiVectorRetriever:
             from harness.evaluation.voyager_index import check_voyager
 
             check_voyager()                      # before any encoding
-            from harness.evaluation.voyager_index import VoyagerSettings
+            from harness.evaluation.multivector_settings import VoyagerSettings
 
-            self.max_depth: int | None = VoyagerSettings().ef_search   # documents a search returns at most
+            self.max_depth: int | None = VoyagerSettings().k   # documents a search returns at most (the authors' k)
         else:
             self.max_depth = None
         self.store: TokenStore | None = None
@@ -175,7 +175,7 @@ class MultiVectorRetriever:
         if s.index == "plaid":
             out["index_params"] = {**asdict(s.plaid), "backend": self.backend}
         elif s.index == "voyager":
-            from harness.evaluation.voyager_index import VoyagerSettings
+            from harness.evaluation.multivector_settings import VoyagerSettings
 
             out["index_params"] = {**asdict(VoyagerSettings()), "rerank": "exact MaxSim (pylate retrieve.ColBERT)"}
         else:
@@ -226,17 +226,9 @@ class MultiVectorRetriever:
     def search_shard(self, texts: list[str], key: str, queries: np.ndarray, top_k: int,
                      rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
         s = self.settings
-        root = Path(str(s.cache_dir)) / key
-        store = TokenStore.read(root)
-        hit = store is not None and len(store) == len(texts)
-        if not hit:
-            self.model.document_length = self.document_length
-            batches = encode_tokens(self.model, texts, is_query=False, device=s.device, precision=s.precision,
-                                    batch_tokens=s.batch_tokens, max_batch_size=s.max_batch_size,
-                                    desc="corpus shard", show_progress=s.show_progress)
-            store = TokenStore.write(root, batches, len(texts), {"identity": self.cache_identity,
-                                                                 "document_length": self.document_length})
-        assert store is not None
+        store, hit = TokenStore.cached(Path(str(s.cache_dir)) / key, len(texts),
+                                       lambda: self._document_batches(texts, "corpus shard"),
+                                       {"identity": self.cache_identity, "document_length": self.document_length})
         # a copy: the cached query array is read-only, which torch.from_numpy does not support
         return *self._maxsim(torch.from_numpy(np.array(queries)), store, top_k, rank), hit
 
@@ -266,21 +258,23 @@ class MultiVectorRetriever:
         s = self.settings
         key = cache_key({"identity": self.cache_identity, "document_length": self.document_length},
                         ds.fingerprint, side="colbert-tokens")
-        if s.cache_dir is not None:
-            root = Path(s.cache_dir) / key
-            store = TokenStore.read(root)
-            if store is not None and len(store) == len(ds):
-                return store, True
-        else:
-            self._tmp_store = tempfile.TemporaryDirectory(prefix="harness-tokens-")
-            root = Path(self._tmp_store.name) / key
-        self.model.document_length = self.document_length
-        batches = encode_tokens(self.model, ds.documents(), is_query=False, device=s.device, precision=s.precision,
-                                batch_tokens=s.batch_tokens, max_batch_size=s.max_batch_size,
-                                desc=f"{ds.name}: corpus", show_progress=s.show_progress)
         meta = {"identity": self.cache_identity, "data": ds.fingerprint, "dataset": ds.name,
                 "document_length": self.document_length}
-        return TokenStore.write(root, batches, len(ds), meta), False
+        if s.cache_dir is not None:
+            return TokenStore.cached(Path(s.cache_dir) / key, len(ds),
+                                     lambda: self._document_batches(ds.documents(), f"{ds.name}: corpus"), meta)
+        self._tmp_store = tempfile.TemporaryDirectory(prefix="harness-tokens-")
+        root = Path(self._tmp_store.name) / key
+        return TokenStore.write(root, self._document_batches(ds.documents(), f"{ds.name}: corpus"), len(ds),
+                                meta), False
+
+    def _document_batches(self, texts: list[str], desc: str) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
+        """The documents' token embeddings, batch by batch (encoded as the batches are read)."""
+        s = self.settings
+        self.model.document_length = self.document_length
+        return encode_tokens(self.model, texts, is_query=False, device=s.device, precision=s.precision,
+                             batch_tokens=s.batch_tokens, max_batch_size=s.max_batch_size, desc=desc,
+                             show_progress=s.show_progress)
 
     def close(self) -> None:
         """Drop the last dataset's index and temporary files (the cache stays)."""

@@ -5,10 +5,10 @@ model library imported."""
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from harness.errors import HarnessError
-from harness.typed import choices
+from harness.typed import choices, count, positive
 
 
 @dataclass(kw_only=True)
@@ -16,10 +16,10 @@ class PlaidSettings:
     """PyLate's ``indexes.PLAID`` parameters (its defaults, as PyLate's BEIR example runs them)."""
 
     backend: str = choices("auto", "fast", "stanford")                   # auto: fast-plaid when installed
-    nbits: int
-    kmeans_niters: int
-    n_ivf_probe: int
-    n_full_scores: int
+    nbits: int = count()
+    kmeans_niters: int = count()
+    n_ivf_probe: int = count()
+    n_full_scores: int = count()
     seed: int
     #: score PLAID's candidates with exact MaxSim on the stored token embeddings (as PyLate's retrieve.ColBERT
     #: does for a Voyager index, the paper's evaluate_pylate.py); false: keep PLAID's compressed-residual scores
@@ -38,15 +38,33 @@ def plaid_backend(requested: str) -> str:
     return requested
 
 
+@dataclass(frozen=True)
+class VoyagerSettings:
+    """The authors' PyLate ``indexes.Voyager`` HNSW and search (MB@8c57a0f:examples/evaluate_pylate.py:23 M 200,
+    ef_construction 500, ef_search 500; :53 ``retrieve(k=100)``, so PyLate keeps its 100 neighbours per query
+    token). Constants of the ``voyager`` path, not settings: they enter the run identity of voyager runs only."""
+
+    M: int = 200                 # PyLate's name
+    ef_construction: int = 500
+    ef_search: int = 500
+    k: int = 100                 # documents a query's search returns (metrics past it are left out, listed)
+
+
+def voyager_identity(index: str) -> dict[str, int]:
+    """What a ``voyager`` run's identity holds besides its config (the constants above); {} for other indexes."""
+    return asdict(VoyagerSettings()) if index == "voyager" else {}
+
+
 @dataclass(kw_only=True)
 class MultiVectorEval:
     """How a multi-vector (ColBERT) model is evaluated: queries of ``query_length`` tokens, the index, the
     projection size of a plain encoder (a ColBERT checkpoint keeps its own). task=colbert has these keys at the
     task's top level, MLDR under ``task.multi_vector`` (the settings say where: ``multi_vector_node``)."""
 
-    query_length: int
+    query_length: int = count()
     index: str = choices("plaid", "exact", "voyager")
     plaid: PlaidSettings
-    embedding_size: int
-    maxsim_chunk_tokens: int
-    plaid_max_memory_gb: float | None   # PLAID: refuse a corpus whose index build needs more (null: no check)
+    embedding_size: int = count()
+    maxsim_chunk_tokens: int = count()
+    #: PLAID: refuse a corpus whose index build needs more
+    plaid_max_memory_gb: float | None = positive(null="no check")

@@ -1,6 +1,6 @@
 """The authors' ColBERT index: PyLate's Voyager HNSW over document tokens, then PyLate's exact MaxSim rerank of the
 candidates (``retrieve.ColBERT``), with the parameters of MB@8c57a0f:examples/evaluate_pylate.py:23 (M 200,
-ef_construction 500, ef_search 500) and k as the search asks (the script: 100, :53). Needs the ``voyager``
+ef_construction 500, ef_search 500) and its search depth k=100 (:53): :class:`VoyagerSettings`. Needs the ``voyager``
 package (a PyLate dependency); it runs offline on CPU. Document ids are corpus positions as strings, as in
 :func:`harness.evaluation.multivector.build_plaid`, so the results are (scores, positions) arrays like PLAID's.
 """
@@ -11,22 +11,13 @@ import contextlib
 import importlib.util
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.errors import HarnessError
-
-
-@dataclass(frozen=True)
-class VoyagerSettings:
-    """PyLate ``indexes.Voyager`` parameters (defaults: the authors' evaluate_pylate.py:23)."""
-
-    M: int = 200                 # PyLate's name
-    ef_construction: int = 500
-    ef_search: int = 500
+from harness.evaluation.multivector_settings import VoyagerSettings
 
 
 def check_voyager() -> None:
@@ -49,11 +40,12 @@ def build_voyager(docs: Sequence[np.ndarray], dim: int, settings: VoyagerSetting
     return index
 
 
-def voyager_search(index: Any, queries: Sequence[np.ndarray], top_k: int, depth: int = VoyagerSettings.ef_search
+def voyager_search(index: Any, queries: Sequence[np.ndarray], top_k: int, depth: int = VoyagerSettings.k
                    ) -> tuple[np.ndarray, np.ndarray]:
-    """PyLate's ``retrieve.ColBERT`` over the index (token candidates, exact MaxSim rerank): [queries, k] scores
-    and corpus positions, -inf / -1 where fewer than k documents came back. At most ``depth`` (ef_search) documents
-    come back: Voyager refuses to search deeper than its ef."""
+    """PyLate's ``retrieve.ColBERT`` over the index (token candidates, exact MaxSim rerank): [queries, top_k]
+    scores and corpus positions, -inf / -1 where fewer came back. At most ``depth`` documents come back: the
+    authors asked for k=100 (PyLate then keeps its default 100 neighbours per query token; a deeper k raises
+    them to k, a different search)."""
     from pylate import retrieve
 
     with contextlib.redirect_stderr(io.StringIO()):

@@ -70,7 +70,7 @@ def _multi_vector(task: Any, model: Any, cache_identity: Mapping[str, Any]) -> R
 def _multi_vector_search_only(task: Any) -> tuple[str, ...]:
     node = type(task.settings).multi_vector_node
     return ("task.top_k", "task.similarity", "task.query_length_recipe",
-            *(f"{node}.{key}" for key in ("index", "plaid", "query_length")))
+            *(f"{node}.{key}" for key in ("index", "plaid", "query_length", "voyager")))
 
 
 single_vector = Builder(_single_vector, lambda task: ("task.top_k", "task.similarity"))

@@ -21,7 +21,7 @@ class HubTriplets:
     def describe(self, family: Any) -> dict[str, Any]:
         d = family.settings.train_data
         return {"hub_path": d.hub_path, "hub_config": d.hub_config, "hub_revision": d.hub_revision,
-                "max_samples": d.max_samples}
+                "max_samples": d.max_samples, "split_seed": d.split_seed}
 
     def check(self, family: Any) -> None:
         from harness.models import require_hub
@@ -35,9 +35,9 @@ class HubTriplets:
     def load(self, family: Any, model: Any) -> tuple[Any, None]:
         from harness.data import triplets
 
-        s, d = family.settings, family.settings.train_data
+        d = family.settings.train_data
         return triplets.load_hub_triplets(str(d.hub_path), str(d.hub_config), d.hub_revision, d.max_samples,
-                                          s.train_seed), None
+                                          d.split_seed), None
 
 
 class FileTriplets:
@@ -48,7 +48,7 @@ class FileTriplets:
 
     def describe(self, family: Any) -> dict[str, Any]:
         d = family.settings.train_data
-        return {"path": d.path, "file_sha": file_sha(d.path), "max_samples": d.max_samples}
+        return {"path": d.path, "file_sha": file_sha(d.path), "max_samples": d.max_samples, "split_seed": d.split_seed}
 
     def check(self, family: Any) -> None:
         path = _path(family.settings.train_data)
@@ -59,8 +59,8 @@ class FileTriplets:
     def load(self, family: Any, model: Any) -> tuple[Any, None]:
         from harness.data import triplets
 
-        s, d = family.settings, family.settings.train_data
-        return triplets.sample(triplets.load_triplets_file(_path(d)), d.max_samples, s.train_seed), None
+        d = family.settings.train_data
+        return triplets.sample(triplets.load_triplets_file(_path(d)), d.max_samples, d.split_seed), None
 
 
 class BeirMined:

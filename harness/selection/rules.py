@@ -19,7 +19,7 @@ from typing import Any
 from harness.registry import Registry
 from harness.results import STATUS_FAILED, STATUS_OK, ResultRecord, evaluated_subset, stable_hash
 from harness.specs import SelectionSpec
-from harness.specs.glue import GLUE_SCORE_NOTES, paper_baselines, paper_tasks
+from harness.specs.glue import expected_seed_count, paper_baselines, paper_tasks, score_note
 
 SCHEMA = "harness.selection/1"
 #: seed-like hyperparameter keys, for records written before ``config_id`` existed
@@ -118,26 +118,63 @@ def _groups(records: Iterable[ResultRecord], *, per_dataset: bool, average_seeds
     return list(groups.values())
 
 
+def _distinct_seeds(group: list[ResultRecord]) -> list[Any]:
+    return sorted({(r.hyperparameters or {}).get("seed") for r in group}, key=str)
+
+
+def incomplete(group: list[ResultRecord], expected: int) -> dict[str, Any]:
+    """What the selection file says of a configuration some of whose seeds did not finish."""
+    return {"hyperparameters": {k: v for k, v in (group[0].hyperparameters or {}).items() if k != "seed"},
+            "seeds": _distinct_seeds(group), "expected_seeds": expected,
+            "score": summary([float(r.score) for r in group]), "run_ids": sorted(r.run_id for r in group)}
+
+
 class BestConfigPerDataset(SelectionRule):
-    """GLUE's rule (appendix E.1): per dataset, the configuration with the best mean score over its seeds."""
+    """GLUE's rule (appendix E.1): per dataset, the configuration with the best mean score over its seeds. With
+    ``expected`` (how many seeds a record's protocol asks each configuration for), only complete configurations
+    compete: one with fewer finished seeds is listed, never selected (its mean is over fewer runs), and a dataset
+    with no complete configuration is left unselected, saying why."""
 
     description = ("per dataset, the configuration (every setting but the seed) with the best mean score over "
                    "its seeds")
+
+    def __init__(self, expected: Callable[[ResultRecord], int | None] | None = None) -> None:
+        self.expected = expected
 
     def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
         sign = 1 if records[0].higher_is_better else -1
         by_cell: dict[Any, list[ResultRecord]] = defaultdict(list)
         for r in records:
             by_cell[key(r)].append(r)
-        cells, tasks = {}, {}
+        cells, tasks, unselected = {}, {}, {}
         for cell, recs in sorted(by_cell.items(), key=lambda kv: str(kv[0])):
             groups = _groups(recs, per_dataset=True, average_seeds=average_seeds)
-            best = max(groups, key=lambda g: (sign * statistics.fmean(r.score for r in g), len(g),
-                                              min(r.run_id for r in g)))
+            complete, partial = self._split(groups) if average_seeds else (groups, [])
+            if not complete:
+                unselected[cell] = {"why": "no configuration finished every seed its protocol asks for",
+                                    "incomplete_configurations": partial}
+                continue
+            best = max(complete, key=lambda g: (sign * statistics.fmean(r.score for r in g), len(g),
+                                                min(r.run_id for r in g)))
             best.sort(key=_seed)
             cells[cell] = best
-            tasks[cell] = self.describe_cell(best, groups, recs)
-        return Choice(records[0].model, cells, {"tasks": tasks})
+            tasks[cell] = self.describe_cell(best, groups, recs) | (
+                {"incomplete_configurations": partial} if partial else {})
+        if not cells and not unselected:
+            return None
+        extra = {"unselected": unselected} if unselected else {}
+        return Choice(records[0].model, cells, {"tasks": tasks, **extra})
+
+    def _split(self, groups: list[list[ResultRecord]]) -> tuple[list[list[ResultRecord]], list[dict[str, Any]]]:
+        """(complete configurations, what is said of the incomplete ones)."""
+        complete, partial = [], []
+        for g in groups:
+            want = self.expected(g[0]) if self.expected else None
+            if want is None or len(_distinct_seeds(g)) >= want:
+                complete.append(g)
+            else:
+                partial.append(incomplete(g, want))
+        return complete, partial
 
     @staticmethod
     def describe_cell(best: list[ResultRecord], groups: list[list[ResultRecord]], recs: list[ResultRecord]) -> dict:
@@ -164,7 +201,19 @@ class BestConfigPerDataset(SelectionRule):
             shown = ", ".join(f"{k}={hp[k]}" for k in list(hp)[:5])
             lines.append(f"  {cell!s:12s} {t['main_score']:18s} {t['score']['mean']:8.2f}"
                          f"{f' ± {std:.2f}' if std is not None else ''} (n={t['n_seeds']})  {shown}")
+            lines += [f"  {'':12s} not selected, incomplete: {_incomplete_line(c)}"
+                      for c in t.get("incomplete_configurations", ())]
+        for cell, u in choice.summary.get("unselected", {}).items():
+            lines.append(f"  {cell!s:12s} nothing selected: {u['why']}")
+            lines += [f"  {'':12s} incomplete: {_incomplete_line(c)}" for c in u["incomplete_configurations"]]
         return "\n".join(lines)
+
+
+def _incomplete_line(c: dict[str, Any]) -> str:
+    hp = c["hyperparameters"]
+    shown = ", ".join(f"{k}={hp[k]}" for k in list(hp)[:3])
+    return (f"{len(c['seeds'])} of {c['expected_seeds']} seeds finished (seeds {c['seeds']}; mean "
+            f"{c['score']['mean']:.2f}), {shown}")
 
 
 class BestRunOnSelectionSets(SelectionRule):
@@ -292,7 +341,7 @@ class GlueSelection(SelectionRule):
     paper's Table 5 rows. One scoring protocol per model: that of its newest record (runs of another protocol are
     counted, not mixed in)."""
 
-    per_task = BestConfigPerDataset()
+    per_task = BestConfigPerDataset(expected=lambda r: expected_seed_count(r.config))
     description = per_task.description
 
     def choose_model(self, records: list[ResultRecord], **kw: Any) -> Choice | None:
@@ -304,9 +353,12 @@ class GlueSelection(SelectionRule):
         choice.summary |= {"scoring_protocol": protocol, "other_protocol_runs": len(records) - len(same)}
         tasks = choice.summary["tasks"] = {k[-1] if isinstance(k, tuple) else k: v
                                            for k, v in choice.summary["tasks"].items()}
+        if "unselected" in choice.summary:
+            choice.summary["unselected"] = {k[-1] if isinstance(k, tuple) else k: v
+                                            for k, v in choice.summary["unselected"].items()}
         for t, sel in tasks.items():
-            if t in GLUE_SCORE_NOTES:
-                sel["score_definition"] = GLUE_SCORE_NOTES[t]
+            if note := score_note(t, sel.get("main_score")):
+                sel["score_definition"] = note
         present = [t for t in paper_tasks() if t in tasks]
         missing = [t for t in paper_tasks() if t not in tasks]
         choice.summary |= {

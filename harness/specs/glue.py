@@ -3,17 +3,26 @@ name, how each task's score is defined, and Table 5's published rows. Pure: the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 TASK_FAMILY = "glue"
 #: how each GLUE task's score is defined, written into the selection so a reader knows
 GLUE_SCORE_NOTES = {
     "mnli": "mean of matched and mismatched accuracy (the paper's MNLI)",
-    "qqp": "mean of F1 and accuracy (both recorded)",
-    "mrpc": "mean of F1 and accuracy (both recorded)",
+    "qqp": "F1 of the positive class, as the authors' eval.py reported it (accuracy and mean(F1, accuracy) recorded)",
+    "mrpc": "F1 of the positive class, as the authors' eval.py reported it (accuracy and mean(F1, accuracy) recorded)",
     "stsb": "Spearman correlation (Pearson recorded)",
     "cola": "Matthews correlation",
 }
+
+#: a score key whose definition does not depend on the task (a user's ``task.definitions.<t>.metric``)
+SCORE_KEY_NOTES = {"f1_accuracy_mean": "mean of F1 and accuracy (both recorded)"}
+
+
+def score_note(task: str, main_score: str | None) -> str | None:
+    """How ``task``'s score is defined, read from the record's main score where that says it."""
+    return SCORE_KEY_NOTES.get(str(main_score)) or GLUE_SCORE_NOTES.get(task)
 
 
 def paper_tasks() -> tuple[str, ...]:
@@ -31,3 +40,26 @@ def paper_baselines() -> list[dict[str, Any]]:
 
     text = (resources.files("conf") / "task" / "glue" / "paper_baselines.yaml").read_text()
     return list(yaml.safe_load(text)["rows"])
+
+
+def planned_seeds(protocol: str, seeds: Sequence[int] | None, seed: int | None, default_seed: int | None) -> list[int]:
+    """The seeds every GLUE grid point runs under ``task.scoring_protocol``: ``task.seed`` if set; else under
+    ``authors`` the list ``task.seeds``; under ``best_epoch`` the top-level ``seed`` (one run). The grid plans with it
+    and the selection reads it back from a record's config, to tell a complete configuration from one whose seeds
+    did not all finish."""
+    if seed is not None:
+        return [int(seed)]
+    if protocol == "authors":
+        return [int(s) for s in seeds or ()]
+    return [] if default_seed is None else [int(default_seed)]
+
+
+def expected_seed_count(config: Mapping[str, Any] | None) -> int | None:
+    """How many seeds the protocol of a GLUE record's config asks each configuration for (None: a record without
+    its config, whose protocol cannot be known)."""
+    task = (config or {}).get("task")
+    if not isinstance(task, Mapping):
+        return None
+    protocol = str(task.get("scoring_protocol", "best_epoch"))
+    seeds = task.get("seeds") if isinstance(task.get("seeds"), list) else None
+    return len(planned_seeds(protocol, seeds, task.get("seed"), 0)) or None

@@ -13,7 +13,7 @@ from typing import Any
 from harness import layout, results
 from harness.errors import HarnessError
 from harness.results import ResultRecord
-from harness.specs.glue import TASK_FAMILY
+from harness.specs.glue import TASK_FAMILY, planned_seeds
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +76,28 @@ def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model_ref: Mappi
         log.warning("%s: no MNLI checkpoint of %s found; starting from the pretrained encoder", task, model_name)
         return PRETRAINED
     best = pick_mnli(found, tcfg)
+    if best is None:
+        why = (f"no MNLI configuration of {model_name} has finished all {len(planned(tcfg))} seeds of task.seeds "
+               f"({len(found)} MNLI record(s), all in incomplete configurations); the chain starts only from a "
+               "complete one")
+        if mode == "required":
+            raise HarnessError(f"{task}: {why}. Finish the MNLI grid's missing seeds first (re-run task.tasks=[mnli]), "
+                               "or set task.mnli_init=if_available/off.")
+        log.warning("%s: %s; starting from the pretrained encoder", task, why)
+        return PRETRAINED
     return InitSource("mnli", best.details["checkpoint"], best.run_id, len(found))
 
 
-def pick_mnli(found: list[ResultRecord], tcfg: Any) -> ResultRecord:
+def planned(tcfg: Any) -> list[int]:
+    """The seeds each MNLI configuration runs under the ``authors`` protocol (``task.seed`` or ``task.seeds``)."""
+    return planned_seeds("authors", list(tcfg.seeds or ()), tcfg.seed, None)
+
+
+def pick_mnli(found: list[ResultRecord], tcfg: Any) -> ResultRecord | None:
     """The MNLI record to chain from. ``best_epoch``: the best single record (its restored best checkpoint).
-    ``authors``: the configuration with the best seed-mean score, and of its runs the first seed's (in
-    ``task.seeds`` order), whose checkpoint is its final weights: the authors' eval.py chains from
-    ``checkpoints[-1]`` of the first MNLI job (MB@2fed0f2:eval.py)."""
+    ``authors``: among the configurations that finished every seed (None when none did), the one with the best
+    seed-mean score, and of its runs the first seed's (in ``task.seeds`` order), whose checkpoint is its final
+    weights: the authors' eval.py chains from ``checkpoints[-1]`` of the first MNLI job (MB@2fed0f2:eval.py)."""
     def score(r: ResultRecord) -> float:
         return r.score if r.score is not None else -math.inf
 
@@ -92,8 +106,11 @@ def pick_mnli(found: list[ResultRecord], tcfg: Any) -> ResultRecord:
     configs: dict[str, list[ResultRecord]] = {}
     for r in found:
         configs.setdefault(r.config_id or r.run_id, []).append(r)
-    best = max(configs.values(), key=lambda rs: (sum(map(score, rs)) / len(rs), min(r.run_id for r in rs)))
-    order = [int(s) for s in tcfg.seeds]
+    order = planned(tcfg)
+    complete = [rs for rs in configs.values() if set(order) <= {r.hyperparameters.get("seed") for r in rs}]
+    if not complete:
+        return None
+    best = max(complete, key=lambda rs: (sum(map(score, rs)) / len(rs), min(r.run_id for r in rs)))
 
     def rank(r: ResultRecord) -> tuple[int, str]:
         seed = r.hyperparameters.get("seed")

@@ -10,21 +10,22 @@ from typing import Any
 from harness.data import glue as glue_data
 from harness.errors import HarnessError
 from harness.specs import dependencies
-from harness.typed import choices
+from harness.specs.glue import planned_seeds
+from harness.typed import at_least, choices, count, nonempty, positive
 
 
 @dataclass
 class Grid:
-    learning_rates: list[float]
-    weight_decays: list[float]
-    epochs: dict[str, list[int]]
+    learning_rates: list[float] = positive(nonempty=True)
+    weight_decays: list[float] = at_least(0, nonempty=True)
+    epochs: dict[str, list[int]] = count(nonempty=True)
 
 
 @dataclass
 class EarlyStopping:
-    patience: int
-    min_delta: float
-    patience_batches: int
+    patience: int = count()
+    min_delta: float = at_least(0)
+    patience_batches: int = at_least(0)
 
 
 @dataclass
@@ -38,37 +39,37 @@ class GlueSettings:
     """``task.*`` of conf/task/glue.yaml (documented there)."""
 
     name: str
-    tasks: list[str] | str
+    tasks: list[str] | str = nonempty("definitions")
     definitions: dict[str, Any]
     grid: Grid
     data_dir: str | None
     hub: Hub
-    max_train_samples: int | None
-    max_eval_samples: int | None
+    max_train_samples: int | None = count(null="every training example")
+    max_eval_samples: int | None = count(null="every dev example")
     subsample_seed: int
-    lr: float | None
-    weight_decay: float | None
-    epochs: int | None
-    epoch_slot: int | None
+    lr: float | None = positive(null="the grid's learning rates")
+    weight_decay: float | None = at_least(0, null="the grid's weight decays")
+    epochs: int | None = count(null="the task's epoch set")
+    epoch_slot: int | None = at_least(0, null="the task's whole epoch set")
     seed: int | None
-    batch_size: int
-    eval_batch_size: int
-    gradient_accumulation_steps: int
-    max_length: int
-    warmup_ratio: float
+    batch_size: int = count()
+    eval_batch_size: int = count()
+    gradient_accumulation_steps: int = count()
+    max_length: int = count()
+    warmup_ratio: float = at_least(0, below=1)
     adam_beta1: float
     adam_beta2: float
     adam_epsilon: float
-    max_grad_norm: float
-    evals_per_epoch: int
+    max_grad_norm: float = at_least(0)           # 0: no clipping
+    evals_per_epoch: int = count()
     early_stopping: EarlyStopping
-    logging_steps: int
-    dataloader_num_workers: int
+    logging_steps: int = count()
+    dataloader_num_workers: int = at_least(0)    # 0: load in the main process
     mnli_init: str | bool
     init_from: str | None
     keep_checkpoints: bool
-    seeds: list[int]
-    eval_interval: dict[str, int]
+    seeds: list[int] = nonempty()
+    eval_interval: dict[str, int] = count()
     weight_decay_convention: str = choices("composer", "torch")
     scoring_protocol: str = choices("authors", "best_epoch")
 
@@ -117,14 +118,10 @@ def epoch_values(task: glue_data.GlueTask, tcfg: Any) -> list[int]:
 def seeds(tcfg: Any, default_seed: int) -> list[int]:
     """The seeds every grid point runs (averaged by the selection): ``task.seed`` if set; else under the
     ``authors`` protocol ``task.seeds``, under ``best_epoch`` the top-level ``seed``."""
-    if tcfg.seed is not None:
-        return [int(tcfg.seed)]
-    if str(tcfg.scoring_protocol) == "authors":
-        out = [int(s) for s in tcfg.seeds]
-        if not out or len(set(out)) != len(out):
-            raise HarnessError(f"task.seeds={list(tcfg.seeds)} must be a non-empty list of distinct seeds")
-        return out
-    return [int(default_seed)]
+    out = planned_seeds(str(tcfg.scoring_protocol), list(tcfg.seeds or ()), tcfg.seed, default_seed)
+    if not out or len(set(out)) != len(out):
+        raise HarnessError(f"task.seeds={list(tcfg.seeds)} must be a non-empty list of distinct seeds")
+    return out
 
 
 def check_schedule(tasks: Sequence[glue_data.GlueTask], tcfg: Any) -> None:

@@ -103,7 +103,8 @@ def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, 
 
 
 #: the one dev metric the authors' early stopping watches, per GLUE metric kind (MNLI: matched accuracy)
-MONITOR = {"accuracy": "accuracy", "f1_accuracy": "accuracy", "matthews": "matthews", "spearman_pearson": "spearman"}
+MONITOR = {"accuracy": "accuracy", "f1": "accuracy", "f1_accuracy": "accuracy", "matthews": "matthews",
+           "spearman_pearson": "spearman"}
 
 
 def monitor(task: glue_data.GlueTask, groups: Sequence[tuple[str, int]]) -> str:

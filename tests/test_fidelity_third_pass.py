@@ -1,0 +1,101 @@
+"""Issue 38, fidelity third pass (the authors' code at the commits docs/fidelity.md pins): DPR's split seed apart
+from its training seed, its training data at a pinned revision, PyLate's Voyager search at the authors' k=100, and
+MRPC/QQP scored by F1 as the authors' result collection kept it. (The fourth detail, GLUE selection among complete
+configurations only, is in tests/test_glue_protocol.py.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.families import get as family_of
+from tests.conftest import TINY_MODEL, compose, paths, write_beir_folder, write_triplets
+
+
+def _dpr(tmp: Path, *extra: str):
+    write_beir_folder(tmp / "data")
+    triplets = write_triplets(tmp / "t.tsv", n=48)
+    cfg = compose(["task=beir", "model=all-minilm-l6-v2", f"model.path={TINY_MODEL}", "device=cpu",
+                   f"task.data_dir={tmp}/data", "task.datasets=[toy]", "+task.catalog.toy={split: test}",
+                   "task.train_data.source=file", f"task.train_data.path={triplets}",
+                   "task.train_data.max_samples=20", *paths(tmp), *extra])
+    return family_of("beir")(cfg)
+
+
+def test_dpr_defaults_are_the_authors_split_seed_training_seed_and_a_pinned_revision() -> None:
+    """train_st.py splits with seed=12 and passes no training seed (sentence-transformers' default, 42); the
+    training set is pinned to a commit, as every evaluation set is."""
+    task = compose(["task=beir"]).task
+    assert task.train_data.split_seed == 12 and task.train_seed == 42
+    assert re.fullmatch(r"[0-9a-f]{40}", task.train_data.hub_revision)
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    assert SentenceTransformerTrainingArguments(output_dir="x").seed == task.train_seed
+
+
+def test_a_training_seed_sweep_trains_on_the_same_rows(tmp_path: Path) -> None:
+    """Only ``task.train_data.split_seed`` picks the rows; ``task.train_seed`` changes the run (its id), not them."""
+    def rows(*extra: str) -> tuple[list[str], str]:
+        family = _dpr(tmp_path, *extra)
+        data, _ = family.training_source.load(family, None)
+        return list(data["anchor"]), family.cells()[0].run_id
+
+    base, base_id = rows()
+    other_seed, other_id = rows("task.train_seed=7")
+    other_split, _ = rows("task.train_data.split_seed=13")
+    assert len(base) == 20 and base == other_seed and base_id != other_id
+    assert other_split != base
+    hp = _dpr(tmp_path, "task.train_seed=7").hyperparameters
+    assert hp["train"]["seed"] == 7 and hp["train"]["split_seed"] == 12 and hp["train"]["data"]["split_seed"] == 12
+
+
+def test_voyager_searches_the_authors_k_and_leaves_deeper_metrics_out(monkeypatch) -> None:
+    """evaluate_pylate.py:53 asks ``retrieve(k=100)``, so PyLate keeps its 100 neighbours per query token; the
+    harness used to ask min(top_k, 500) = 500, which PyLate 1.6 turns into 500 neighbours per token."""
+    import pylate.retrieve
+
+    from harness.evaluation.multivector_settings import VoyagerSettings, voyager_identity
+    from harness.evaluation.voyager_index import voyager_search
+
+    asked: list[int] = []
+
+    class Spy:
+        def __init__(self, index: object) -> None:
+            pass
+
+        def retrieve(self, queries_embeddings, k):
+            asked.append(k)
+            return [[{"id": "0", "score": 1.0}] for _ in queries_embeddings]
+
+    monkeypatch.setattr(pylate.retrieve, "ColBERT", Spy)
+    scores, idx = voyager_search(object(), [np.ones((2, 4), np.float32)], top_k=1000)
+    assert asked == [100] == [VoyagerSettings().k] and scores.shape == (1, 1000) and idx[0, 0] == 0
+    assert voyager_identity("voyager")["k"] == 100 and voyager_identity("plaid") == {}
+
+
+def test_only_voyager_runs_hold_the_voyager_constants_in_their_identity() -> None:
+    def identity(index: str) -> dict:
+        cfg = compose(["task=colbert", "model=modernbert-base", f"model.path={TINY_MODEL}", "device=cpu",
+                       "task.train=false", f"task.index={index}"])
+        return family_of("colbert")(cfg).run_identity()
+
+    assert identity("voyager")["task"]["voyager"] == {"M": 200, "ef_construction": 500, "ef_search": 500, "k": 100}
+    assert "voyager" not in identity("exact")["task"] and "voyager" not in identity("plaid")["task"]
+
+
+@pytest.mark.parametrize("task", ["mrpc", "qqp"])
+def test_mrpc_and_qqp_are_scored_by_f1_with_accuracy_and_the_mean_recorded(task: str) -> None:
+    """The authors' finetuning_jobs.py keeps one metric per evaluator, the last one written: BinaryF1Score after
+    MulticlassAccuracy (src/flex_bert.py's metric order), so Table 5's MRPC and QQP are F1."""
+    from harness.evaluation import glue_metrics
+    from harness.specs.glue import score_note
+
+    assert compose(["task=glue"]).task.definitions[task].metric == "f1"
+    out = glue_metrics.compute("f1", [1, 1, 0, 0], [1, 0, 0, 0])
+    assert out["score"] == out["f1"] == pytest.approx(200 / 3)
+    assert out["accuracy"] == 75.0 and out["f1_accuracy_mean"] == pytest.approx((200 / 3 + 75) / 2)
+    assert glue_metrics.score_key("f1", False) == "f1"
+    assert score_note(task, "f1").startswith("F1") and score_note(task, "f1_accuracy_mean").startswith("mean of F1")
