@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from harness.errors import HarnessError
+from harness import results
+from harness.errors import HarnessError, one_line
 
 FORMATS = ("mteb",)
 
@@ -39,20 +42,54 @@ def _names(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def check_paths(args: argparse.Namespace) -> None:
+    """Before any record is read: every results folder exists, ``--out`` can be a folder (nothing created)."""
+    from harness.preflight import check_writable_dir
+
+    for folder in args.results:
+        if not Path(folder).is_dir():
+            what = "is a file" if Path(folder).exists() else "does not exist"
+            raise HarnessError(f"results folder {folder} {what}: pass the folder the records were written to (a "
+                               "run's paths.results), e.g. harness export --format mteb results/ --out DIR")
+    check_writable_dir(Path(args.out), "--out")
+
+
+def nothing_exported(args: argparse.Namespace, report: Any) -> HarnessError:
+    """Why nothing was written: no records, only failed ones (the first one's error), or each left out (listed)."""
+    from harness.mteb_results.export import NONFINITE
+
+    where = ", ".join(args.results)
+    failed = [p for reason in (NONFINITE, "failed record") for p in report.skipped.get(reason, [])]
+    if failed and sum(map(len, report.skipped.values())) == len(failed):
+        try:
+            error = results.read_record(failed[0]).error
+        except (ValueError, OSError, TypeError):
+            error = "its error cannot be read"
+        return HarnessError(f"nothing to export from {where}: its {len(failed)} record(s) failed, the first "
+                            f"{failed[0]} with: {error}; fix that and run the task again (failed cells are computed "
+                            "again), then export")
+    if report.skipped:
+        return HarnessError(f"nothing to export from {where}: every record was left out, for the reasons listed "
+                            "above; export records of datasets mteb has a task for, evaluated on whole datasets")
+    return HarnessError(f"nothing to export from {where}: no harness result records there; pass the folder a "
+                        "run wrote its records to (its paths.results)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from harness.mteb_results.export import describe, export_mteb
 
     try:
-        report = export_mteb(args.results, args.out, org=args.org, names=_names(args.name))
+        names = _names(args.name)
+        check_paths(args)
+        report = export_mteb(args.results, args.out, org=args.org, names=names)
+        for line in describe(report):
+            print(line)
+        if not report.written:
+            raise nothing_exported(args, report)
     except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
-    for line in describe(report):
-        print(line)
-    if not report.written:
-        print(f"error: nothing to export from {', '.join(args.results)}", file=sys.stderr)
-        return 1
     return 0
 
 

@@ -165,7 +165,7 @@ def test_export_command(tmp_path: Path, capsys) -> None:
                         "--name", "all-minilm-l6-v2=MiniLM"]) == 2
     assert "--name 'all-minilm-l6-v2=MiniLM': write MODEL=ORG/NAME" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
-    assert export_main([str(tmp_path / "empty"), "--format", "mteb", "--out", str(tmp_path / "o3")]) == 1
+    assert export_main([str(tmp_path / "empty"), "--format", "mteb", "--out", str(tmp_path / "o3")]) == 2
 
 
 # ---- import ------------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, one_line
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,15 +36,17 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from harness.compare.report import compare_lines
+    from harness.compare.settings import check_alpha, check_level, check_permutations
 
     try:
-        if args.permutations < 1 or not 0 < args.level < 1 or not 0 < args.alpha < 1:
-            raise HarnessError("--permutations must be >= 1, --level and --alpha in (0, 1)")
+        check_permutations(args.permutations)
+        check_level(args.level)
+        check_alpha(args.alpha)
         print("\n".join(compare_lines(args.a, args.b, task=args.task, results=Path(args.results),
                                       metric=args.metric, permutations=args.permutations, seed=args.seed,
                                       level=args.level, alpha=args.alpha, correction=args.correction)))
     except (HarnessError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     return 0
 

@@ -7,8 +7,9 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, one_line
 from harness.leaderboard import COMBINE_RULES, build
 
 log = logging.getLogger("harness.leaderboard")
@@ -42,6 +43,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def check_args(args: argparse.Namespace, significance: bool) -> None:
+    """Before anything is read: every results folder exists, ``--out`` can be a folder, the test settings."""
+    from harness.compare.settings import check_alpha, check_permutations
+    from harness.preflight import check_writable_dir
+
+    for folder in [*args.results, *args.mteb_results]:
+        if not Path(folder).is_dir():
+            what = "is a file" if Path(folder).exists() else "does not exist"
+            flag = "--mteb-results " if folder in args.mteb_results else "results folder "
+            raise HarnessError(f"{flag}{folder} {what}: pass the folder the records were written to (a run's "
+                               "paths.results), e.g. python -m harness.leaderboard results/")
+    check_writable_dir(Path(args.out), "--out")
+    if significance:
+        check_permutations(args.permutations)
+        check_alpha(args.alpha)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = parse_args(argv)
@@ -49,12 +67,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         sig = ({"permutations": args.permutations, "seed": 0, "level": 0.95, "alpha": args.alpha,
                 "baseline": args.baseline} if args.significance or args.baseline else None)
-        if sig and (args.permutations < 1 or not 0 < args.alpha < 1):
-            raise HarnessError("--permutations must be >= 1 and --alpha in (0, 1)")
+        check_args(args, significance=sig is not None)
         lb, files = build(args.results, args.out, combine=args.combine, published=not args.no_published,
                           mteb_results=args.mteb_results, mteb_models=args.mteb_models, significance=sig)
     except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     m = lb.meta
     log.info("leaderboard: %d record(s) (%d failed), %d skipped file(s), %d row(s), combine=%s, %.2f s",

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from harness import results, specs
-from harness.errors import HarnessError
+from harness.errors import HarnessError, one_line
+from harness.preflight import check_writable_dir
 from harness.selection import default_out_dir, jsonable, load_selections, prune_checkpoints, selection_path
 from harness.selection.rules import rule_for
 
@@ -29,11 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out_dir = Path(args.out) if args.out else default_out_dir(args.results, args.experiment)
     try:
+        if Path(args.results).is_dir():   # a missing one is named by load_selections (an unknown task first)
+            check_out(out_dir, given=args.out is not None)
         choices, recs = load_selections(args.task, args.results, args.model, args.experiment)
         if not choices:
-            raise HarnessError(f"no {args.task} records under {args.results}"
-                               + (f" for model {args.model}" if args.model else "")
-                               + (f" in experiment {args.experiment!r}" if args.experiment else ""))
+            raise nothing_to_select(args, recs)
         rule = rule_for(specs.get(args.task).selection)
         for name, choice in choices.items():
             path = selection_path(out_dir, args.task, name)
@@ -44,6 +45,30 @@ def main(argv: list[str] | None = None) -> int:
                 for d in prune_checkpoints(choice, recs):
                     print(f"  pruned {d}")
     except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     return 0
+
+
+def check_out(out_dir: Path, given: bool) -> None:
+    """The selection folder can be written (nothing is created), before any record is read."""
+    try:
+        check_writable_dir(out_dir, "--out")
+    except HarnessError as exc:
+        raise HarnessError(str(exc) if given else str(exc).replace(
+            ". Choose", " (the default --out: selected/ beside --results). Choose", 1)) from None
+
+
+def nothing_to_select(args: argparse.Namespace, recs: list[results.ResultRecord]) -> HarnessError:
+    """Why no model has a selection: no record of the task there, or only failed ones (the first one's error)."""
+    where = (f"under {args.results}" + (f" for model {args.model}" if args.model else "")
+             + (f" in experiment {args.experiment!r}" if args.experiment else ""))
+    failed = [r for r in recs if r.task == args.task and r.status == results.STATUS_FAILED
+              and (args.model is None or (r.model or {}).get("name") == args.model)]
+    if not failed:
+        return HarnessError(f"no {args.task} records {where}: run the task first (python -m harness task="
+                            f"{args.task} ...) or pass --results <the folder its records are in>")
+    first = failed[0]
+    return HarnessError(f"no {args.task} record {where} can be selected: {len(failed)} exist and failed, the first "
+                        f"{results.path_of(args.results, first)} with: {first.error}; fix that and run the task again "
+                        "(failed cells are computed again), then select")
