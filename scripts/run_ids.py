@@ -1,0 +1,128 @@
+"""What a change does to run identities: prints, for a fixed list of configurations, every planned cell's run id,
+data spec and plan key, and (retrieval) the corpus-cache key part, the trained-model folder, the record's
+hyperparameters and details, as JSON. Run it on two trees and diff the outputs:
+
+    python scripts/run_ids.py > after.json
+    git worktree add /tmp/before <commit> && (cd /tmp/before && python <this tree>/scripts/run_ids.py --repo .) > before.json
+    python scripts/run_ids.py --diff before.json after.json
+
+Needs no model hub and no GPU: models are the tiny test ModernBERT and the packaged MiniLM, data are local copies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parents[1]
+DATA = HERE.parent / "shared" / "data"
+
+#: name -> overrides; {tiny} {data} {tmp} {triplets} {kd} are filled in
+CONFIGS: dict[str, list[str]] = {
+    "beir-as-is": ["task=beir", "task.train=false", "task.datasets=[scifact]", "task.data_dir={data}"],
+    "beir-trained-hub": ["task=beir", "task.datasets=[scifact]", "task.data_dir={data}"],
+    "beir-trained-file": ["task=beir", "task.datasets=[scifact]", "task.data_dir={data}",
+                          "task.train_data.source=file", "task.train_data.path={triplets}"],
+    "beir-trained-mined": ["task=beir", "task.datasets=[scifact]", "task.data_dir={data}",
+                           "task.train_data.source=beir", "task.train_data.dataset=scifact"],
+    "beir-top-k-100": ["task=beir", "task.train=false", "task.datasets=[scifact]", "task.data_dir={data}",
+                       "task.top_k=100"],
+    "beir-all-hub-sets": ["task=beir", "task.train=false"],
+    "nanobeir": ["task=nanobeir"],
+    "nanobeir-trained": ["task=nanobeir", "task.train=true"],
+    "code-csn-ruby": ["task=code", "task.source.run=null", "task.datasets=[csn-ruby]", "task.data_dir={data}"],
+    "code-title-convention": ["task=code", "task.source.run=null", "task.datasets=[csn-ruby]",
+                              "task.data_dir={data}", "task.title_convention=mteb"],
+    "code-paper": ["task=code", "task.source.run=null"],
+    "mldr-ood": ["task=mldr", "task.source.run=null"],
+    "mldr-id-hub": ["task=mldr", "task.source.run=null", "task.setting=id", "task.lr=3e-5"],
+    "mldr-colbert-plaid": ["task=mldr", "task.source.run=null", "task.retriever=multi_vector",
+                           "task.source.task=colbert"],
+    "mldr-colbert-exact": ["task=mldr", "task.source.run=null", "task.retriever=multi_vector",
+                           "task.source.task=colbert", "task.multi_vector.index=exact"],
+    "colbert-trained-hub": ["task=colbert", "task.datasets=[scifact]", "task.data_dir={data}"],
+    "colbert-as-is-exact": ["task=colbert", "task.train=false", "task.index=exact", "task.datasets=[scifact]",
+                            "task.data_dir={data}"],
+    "colbert-kd-file": ["task=colbert", "task.datasets=[scifact]", "task.data_dir={data}",
+                        "task.train_data.source=file", "task.train_data.path={kd}", "task.train_data.n_ways=26"],
+    "colbert-voyager": ["task=colbert", "task.train=false", "task.index=voyager", "task.datasets=[scifact]",
+                        "task.data_dir={data}"],
+    "glue-rte-grid": ["task=glue", "task.tasks=[rte]", "task.data_dir={data}/glue"],
+    "glue-mrpc-point": ["task=glue", "task.tasks=[mrpc]", "task.data_dir={data}/glue", "task.lr=3e-5",
+                        "task.weight_decay=1e-6", "task.epochs=2"],
+    "glue-stsb-best-epoch": ["task=glue", "task.tasks=[stsb]", "task.data_dir={data}/glue",
+                             "task.scoring_protocol=best_epoch"],
+    "efficiency": ["task=efficiency", "task.n_docs=128"],
+    "mteb": ["task=mteb", "task.tasks=[SciFact]"],
+}
+COMMON = ["model=modernbert-base", "model.path={tiny}", "model.name=tiny-modernbert", "device=cpu",
+          "paths.results={tmp}/results", "paths.outputs={tmp}/outputs", "paths.cache={tmp}/cache"]
+
+
+def describe(name: str, overrides: list[str]) -> dict[str, Any]:
+    """Everything a change to identities would show for one configuration (or the error it raised)."""
+    from harness import families, specs
+    from harness.compose import compose_config
+
+    try:
+        cfg = compose_config(overrides)
+        family = families.get(specs.get(str(cfg.task.name)).runner)(cfg)
+        cells = [c for r in family.rounds() for c in r]
+    except Exception as exc:   # a configuration a tree refuses is a difference too
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    out: dict[str, Any] = {"cells": [[c.dataset, c.run_id, c.spec, c.plan_key] for c in cells]}
+    if hasattr(family, "cache_exclude") and cells:
+        from harness.identity import drop
+        from harness.results import stable_hash
+
+        out["corpus_cache_part"] = stable_hash(drop(cells[0].identity, family.cache_exclude()))
+        out["hyperparameters"] = family.hyperparameters
+        out["details"] = family.kind.details(family)
+        if family.trains:
+            out["train_dir"] = str(family.train_dir(cells)).replace(os.environ["RUN_IDS_TMP"], "{tmp}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repo", type=Path, default=HERE, help="the tree whose harness is imported")
+    ap.add_argument("--diff", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    args = ap.parse_args()
+    if args.diff:
+        return diff(*args.diff)
+    sys.path.insert(0, str(args.repo.resolve()))
+    os.chdir(args.repo)
+    import logging
+
+    logging.disable(logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["RUN_IDS_TMP"] = tmp
+        triplets = Path(tmp) / "triplets.tsv"
+        triplets.write_text("query\tpositive\tnegative\n" + "".join(f"q{i}\tp{i}\tn{i}\n" for i in range(64)))
+        fill = {"tiny": str(HERE / "tests" / "fixtures" / "tiny-modernbert"), "data": str(DATA), "tmp": tmp,
+                "triplets": str(triplets), "kd": str(DATA / "msmarco-hardneg-sample" / "bge_example_msmarco.jsonl")}
+        report = {name: describe(name, [o.format(**fill) for o in [*over, *COMMON]])
+                  for name, over in CONFIGS.items()}
+    json.dump(report, sys.stdout, indent=1, sort_keys=True, default=str)
+    print()
+
+
+def diff(before: Path, after: Path) -> None:
+    """One line per configuration: same, or what differs."""
+    a, b = json.loads(before.read_text()), json.loads(after.read_text())
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name), b.get(name)
+        if x == y:
+            print(f"same     {name}")
+            continue
+        keys = sorted(k for k in set(x or {}) | set(y or {}) if (x or {}).get(k) != (y or {}).get(k))
+        print(f"DIFFERS  {name}: {', '.join(keys)}")
+
+
+if __name__ == "__main__":
+    main()
