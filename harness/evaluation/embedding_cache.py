@@ -4,7 +4,8 @@ Why our own: mteb's CachedEmbeddingWrapper keys by text only, not by the model s
 
 Every entry carries a claim beside it (``<key>.claim.json``: its key, shape, dtype, size and content hash), written
 with it and checked before use: a file copied in under another key, another model's or corpus' embeddings, a
-truncated or altered file, or one with no claim is computed again (with a warning naming it), never used.
+truncated or altered file, or one with no claim is computed again (with a warning naming it), never used. Concurrent
+jobs needing the same entry compute it once (:func:`harness.cache_entry.get_or_build`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.cache_entry import Unusable, get_or_build, lock_path, publish
 from harness.results import stable_hash
 
 log = logging.getLogger(__name__)
@@ -79,20 +82,33 @@ def claim_problem(path: Path, claim_path: Path, key: str, **facts: Any) -> str |
 def cached_embeddings(
     cache_dir: str | os.PathLike | None, key: str, compute: Callable[[], np.ndarray], meta: dict | None = None
 ) -> tuple[np.ndarray, bool]:
-    """(embeddings, hit). With ``cache_dir=None`` always computes. Writes are atomic (temp file + rename); an entry
-    is used only where its claim (key, size, content hash) holds."""
+    """(embeddings, hit). With ``cache_dir=None`` always computes. An entry is used only where its claim (key, size,
+    content hash) holds; a missing or bad one is computed by one process at a time (the lock ``<key>.npy.lock``:
+    the others wait and read it), written aside and renamed into place (a valid entry is never replaced)."""
     if cache_dir is None:
         return compute(), False
     root = Path(cache_dir)
     path, claim_path = root / f"{key}.npy", root / f"{key}.claim.json"
-    if path.exists():
+
+    def read() -> np.ndarray | None:
+        if not path.exists():
+            return None
         why = claim_problem(path, claim_path, key)
-        if why is None:
-            try:
-                return np.load(path, mmap_mode="r"), True
-            except (OSError, ValueError) as exc:  # a damaged entry is recomputed, never trusted
-                why = f"is unreadable ({exc})"
-        log.warning("embedding cache %s %s: computing it again", path, why)
+        if why is not None:
+            raise Unusable(why)
+        try:
+            return np.load(path, mmap_mode="r")
+        except ValueError as exc:  # a damaged entry is recomputed, never trusted
+            raise Unusable(f"is unreadable ({exc})") from None
+
+    emb, built = get_or_build(read, lambda: _build(root, path, claim_path, key, compute, meta), lock_path(path),
+                              what=f"embedding cache {path}", aside=[path])
+    return emb, not built
+
+
+def _build(root: Path, path: Path, claim_path: Path, key: str, compute: Callable[[], np.ndarray],
+           meta: dict | None) -> np.ndarray:
+    """Compute, write aside, claim, then rename into place (under the entry's lock)."""
     emb = compute()
     root.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=root, suffix=".npy.tmp")
@@ -101,16 +117,19 @@ def cached_embeddings(
             np.save(fh, emb)
         claim = file_claim(Path(tmp), key, shape=list(np.shape(emb)), dtype=str(np.asarray(emb).dtype))
         _write_json(claim_path, claim)      # the claim first: a file without its claim is never used
-        os.replace(tmp, path)
         if meta is not None:
-            (root / f"{key}.json").write_text(json.dumps(meta, indent=2, default=str))
+            _write_json(root / f"{key}.json", meta, indent=2)
+        publish(Path(tmp), path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return emb, False
+    return emb
 
 
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+def _write_json(path: Path, data: Any, indent: int = 1) -> None:
+    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=indent, default=str))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from harness.cache_entry import Unusable, get_or_build, lock_path, publish
 from harness.errors import HarnessError
 from harness.results import stable_hash
 from harness.typed import choices
@@ -111,13 +112,14 @@ def texts_key(texts: Sequence[str]) -> str:
 
 # ------------------------------------------------------------------------------------------------ shard results
 def save_topk(path: Path, scores: np.ndarray, positions: np.ndarray, meta: dict[str, Any]) -> None:
-    """One shard's top-k (scores, shard-local positions) and facts, written atomically."""
+    """One shard's top-k (scores, shard-local positions) and facts, written aside and renamed into place (a file
+    already there, another process' finished one, is kept)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, scores=scores, positions=positions, meta=np.array(json.dumps(meta, default=str)))
-        os.replace(tmp, path)
+        publish(Path(tmp), path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -227,9 +229,9 @@ class ShardedRetriever:
         qkey = texts_key(queries)
         todo = [i for i in range(len(self.plan)) if self._read(i, qkey, top_k, len(queries)) is None]
         t0 = time.perf_counter()
+        fresh = set(todo)
         if todo and self.settings.shard_launcher == "sequential":
-            for i in todo:
-                self._compute(i, q, qkey, top_k)
+            fresh = {i for i in todo if self._compute(i, lambda: q, qkey, top_k, len(queries))}
         elif todo and self.launch is not None:
             self.launch(todo)
         shards_s = time.perf_counter() - t0
@@ -241,7 +243,8 @@ class ShardedRetriever:
             metas.append(meta)
         scores, idx = merge(parts, top_k, self.rank)
         # a shard that was done before this run is from the cache; the others say how they were computed
-        fresh = set(range(len(metas))) if self.settings.shard_launcher == "external" else set(todo)
+        if self.settings.shard_launcher == "external":
+            fresh = set(range(len(metas)))
         cached = [i not in fresh or bool(m.get("embeddings_from_cache")) for i, m in enumerate(metas)]
         self.facts |= {"embedding_cache_hit": all(cached), "shards_from_cache": sum(cached)}
         return scores, idx, {"encode_queries_s": encode_s, "shards_s": shards_s,
@@ -259,11 +262,10 @@ class ShardedRetriever:
                      self.settings.shards, len(self.plan))
             return False
         qkey = texts_key(queries)
-        if self._read(i, qkey, top_k, len(queries)) is not None:
-            log.info("%s: shard %d of %d already done", self.ds.name, i, len(self.plan))
-            return False
-        self._compute(i, self.engine.query_embeddings(queries), qkey, top_k)
-        return True
+        if self._compute(i, lambda: self.engine.query_embeddings(queries), qkey, top_k, len(queries)):
+            return True
+        log.info("%s: shard %d of %d already done", self.ds.name, i, len(self.plan))
+        return False
 
     def _claim(self, i: int, qkey: str, top_k: int) -> dict[str, Any]:
         """What shard ``i``'s top-k file is: written into it, checked before it is merged."""
@@ -283,7 +285,15 @@ class ShardedRetriever:
         content = texts_key([self.texts[p] for p in self.plan.positions(i)])
         return cache_key(self.engine.cache_identity, content, side=f"{self.kind}-shard")
 
-    def _compute(self, i: int, q: Any, qkey: str, top_k: int) -> None:
+    def _compute(self, i: int, q: Callable[[], Any], qkey: str, top_k: int, n_queries: int) -> bool:
+        """Shard ``i``'s top-k list, unless it is there or another process finishes it meanwhile (one process at a
+        time computes it, under the lock beside its file): True when computed here. ``q``: the query embeddings."""
+        path = self._path(i, qkey, top_k)
+        return get_or_build(lambda: self._load(i, qkey, top_k, n_queries), lambda: self._build(i, q(), qkey, top_k),
+                            lock_path(path), what=f"{self.ds.name}: shard {i} of {len(self.plan)}: {path}",
+                            aside=[path])[1]
+
+    def _build(self, i: int, q: Any, qkey: str, top_k: int) -> bool:
         pos = self.plan.positions(i)
         t0 = time.perf_counter()
         scores, local, hit = self.engine.search_shard([self.texts[p] for p in pos], self._embedding_key(i), q, top_k,
@@ -294,15 +304,23 @@ class ShardedRetriever:
         save_topk(self._path(i, qkey, top_k), scores, local, meta)
         log.info("%s: shard %d of %d done (%d docs%s)", self.ds.name, i, len(self.plan), len(pos),
                  ", embeddings from the cache" if hit else "")
+        return True
 
-    def _read(self, i: int, qkey: str, top_k: int, n_queries: int) -> tuple | None:
+    def _load(self, i: int, qkey: str, top_k: int, n_queries: int) -> tuple | None:
+        """Shard ``i``'s checked top-k, None when absent; :class:`Unusable` when it is not what it claims."""
         path = self._path(i, qkey, top_k)
         if not path.exists():
             return None
         try:
             return load_topk(path, n_queries, len(self.plan.positions(i)), self._claim(i, qkey, top_k))
         except ValueError as exc:
-            log.warning("%s: shard %d: %s is %s; computing it again", self.ds.name, i, path, exc)
+            raise Unusable(f"is {exc}") from None
+
+    def _read(self, i: int, qkey: str, top_k: int, n_queries: int) -> tuple | None:
+        """Shard ``i``'s top-k when it is there and what it claims, else None (the locked path decides)."""
+        try:
+            return self._load(i, qkey, top_k, n_queries)
+        except (Unusable, OSError):
             return None
 
     def _require(self, i: int, qkey: str, top_k: int, n_queries: int) -> tuple[np.ndarray, np.ndarray, dict]:

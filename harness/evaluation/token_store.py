@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from harness.cache_entry import Unusable, get_or_build, lock_path, publish
 from harness.errors import HarnessError
 from harness.evaluation.embedding_cache import content_hash
 
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 class TokenStore:
     """Every document's token embeddings, fp16, in one memory-mapped file (in encoding order: longest first)
     with per-document ``starts`` and ``lengths``. Written to a temporary directory and renamed, so a
-    half-written store is never read."""
+    half-written store is never read; a store already in place is never replaced."""
 
     def __init__(self, root: Path):
         meta = json.loads((root / "meta.json").read_text())
@@ -74,16 +74,32 @@ class TokenStore:
             (tmp / "meta.json").write_text(json.dumps({**meta, "dim": dim, "n_tokens": pos, "n_docs": n_docs,
                                                        "dtype": "float16", "key": root.name, "files": files},
                                                       default=str, indent=2))
-            if root.exists() and TokenStore.read(root) is None:   # a store that is not what it claims: set aside
-                shutil.rmtree(root, ignore_errors=True)
-            if root.exists():   # another process finished the same store first: keep theirs
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                os.replace(tmp, root)
+            publish(tmp, root)   # a store already there (another process finished it first) is kept
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return TokenStore(root)
+
+    @staticmethod
+    def cached(root: Path, n_docs: int, batches: Callable[[], Iterator[tuple[np.ndarray, list[np.ndarray]]]],
+               meta: Mapping[str, Any]) -> tuple[TokenStore, bool]:
+        """(the store at ``root`` holding ``n_docs`` documents, hit): one that is not what it claims is set aside and
+        written again from ``batches()``; concurrent processes write it once (the lock ``<root>.lock``)."""
+
+        def read() -> TokenStore | None:
+            if not root.exists():
+                return None
+            try:
+                store = TokenStore(root)
+            except (ValueError, KeyError) as exc:
+                raise Unusable(f"is not usable ({exc})") from None
+            if len(store) != n_docs:
+                raise Unusable(f"holds {len(store)} documents, not {n_docs}")
+            return store
+
+        store, built = get_or_build(read, lambda: TokenStore.write(root, batches(), n_docs, meta), lock_path(root),
+                                    what=f"token-embedding cache {root}", aside=[root])
+        return store, not built
 
     @staticmethod
     def read(root: Path) -> TokenStore | None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from harness.cache_entry import Unusable, get_or_build, lock_path, publish
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
 from harness.training.arguments import training_arguments as shared_training_arguments
@@ -131,33 +132,41 @@ def cached_tokenize(
 ) -> datasets.Dataset:
     """:func:`tokenize`, stored under ``cache_dir`` (keyed by the caller: model, data, max length) and reused only
     where it is what it claims (``claim.json``: its folder's key and the content hash of the texts and labels it
-    was made from) and holds this split's labels; else rebuilt, with a warning."""
+    was made from) and holds this split's labels; else rebuilt, with a warning. Concurrent jobs build it once
+    (the lock ``<cache_dir>.lock``); it is written aside and renamed into place, a valid entry never replaced."""
     import datasets
 
     datasets.disable_progress_bars()
     if cache_dir is None:
         return tokenize(split, tokenizer, max_length, regression)
     claim = {"key": f"{cache_dir.parent.name}/{cache_dir.name}", "data": _split_hash(split), "max_length": max_length}
-    if (cache_dir / "dataset_info.json").exists():
+    labels = [float(v) for v in split.labels] if regression else [int(v) for v in split.labels]
+
+    def read() -> datasets.Dataset | None:
+        if not cache_dir.exists():
+            return None
         try:
             ds = datasets.load_from_disk(str(cache_dir))
-            found = json.loads((cache_dir / "claim.json").read_text()) if (cache_dir / "claim.json").exists() else None
-            labels = [float(v) for v in split.labels] if regression else [int(v) for v in split.labels]
-            if found == claim and len(ds) == len(split) and list(ds["labels"]) == labels:
-                return ds
-            log.warning("rebuilding tokenisation cache %s: not the texts and labels it claims (or no claim)", cache_dir)
-        except Exception as exc:  # a corrupt cache entry is rebuilt, never trusted
-            log.warning("rebuilding tokenisation cache %s: %s", cache_dir, exc)
-    ds = tokenize(split, tokenizer, max_length, regression)
-    tmp = cache_dir.with_name(cache_dir.name + f".tmp{time.time_ns()}")
-    ds.save_to_disk(str(tmp))
-    (tmp / "claim.json").write_text(json.dumps(claim))
-    shutil.rmtree(cache_dir, ignore_errors=True)
-    try:
-        tmp.rename(cache_dir)
-    except OSError:  # another job wrote it first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return datasets.load_from_disk(str(cache_dir))
+            found = json.loads((cache_dir / "claim.json").read_text())
+        except Exception as exc:  # a corrupt or vanishing entry goes through the lock, never trusted
+            raise Unusable(f"is unreadable ({type(exc).__name__}: {exc})") from None
+        if found != claim or len(ds) != len(split) or list(ds["labels"]) != labels:
+            raise Unusable("is not the texts and labels it claims (or has no claim)")
+        return ds
+
+    def build() -> datasets.Dataset:
+        ds = tokenize(split, tokenizer, max_length, regression)
+        tmp = cache_dir.with_name(f".{cache_dir.name}.tmp{time.time_ns()}")
+        try:
+            ds.save_to_disk(str(tmp))
+            (tmp / "claim.json").write_text(json.dumps(claim))
+            publish(tmp, cache_dir)   # an entry already there (another job finished it first) is kept
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return datasets.load_from_disk(str(cache_dir))
+
+    return get_or_build(read, build, lock_path(cache_dir), what=f"tokenisation cache {cache_dir}",
+                        aside=[cache_dir])[0]
 
 
 def _split_hash(split: Split) -> str:
@@ -176,7 +185,10 @@ def load_classifier(
     classifier, e.g. MNLI's best checkpoint), the encoder weights come from there and the head stays fresh."""
     from transformers import AutoModelForSequenceClassification
 
-    kwargs: dict[str, Any] = {"attn_implementation": attn_implementation, "trust_remote_code": trust_remote_code}
+    from harness.models.load import attention_for, unpad_if_varlen
+
+    kwargs: dict[str, Any] = {"attn_implementation": attention_for(attn_implementation, model_dir),
+                              "trust_remote_code": trust_remote_code}
     problem_type = "regression" if num_labels == 1 else "single_label_classification"
     try:
         model = AutoModelForSequenceClassification.from_pretrained(
@@ -199,6 +211,7 @@ def load_classifier(
                 "fine-tuned from the same model"
             ) from exc
         del source
+    unpad_if_varlen(model.base_model)     # harness_varlen (CUDA): padded batches run as one packed row
     return model
 
 
