@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, closest_first
 from harness.results import STATUS_OK, ResultRecord, iter_records
 
 
@@ -15,6 +15,7 @@ class Side:
 
     label: str
     records: dict[str, tuple[Path, ResultRecord]]
+    task: str = ""
 
 
 def resolve(arg: str, results: Path, task: str | None) -> Side:
@@ -33,8 +34,11 @@ def resolve(arg: str, results: Path, task: str | None) -> Side:
         if not results.is_dir():
             raise HarnessError(f"{arg} is neither a record, a folder, nor a model under --results {results} "
                                "(no such folder); pass --results <folder>")
-        found = [(p, r) for p, r in iter_records([results], warn=False) if r.model.get("name") == arg]
+        everything = list(iter_records([results], warn=False))
+        found = [(p, r) for p, r in everything if r.model.get("name") == arg]
         where = f"model {arg} in {results}"
+        if not any(r.status == STATUS_OK and (task is None or r.task == task) for _, r in found):
+            raise no_model(arg, results, task, everything)
     found = [(p, r) for p, r in found if r.status == STATUS_OK and (task is None or r.task == task)]
     if not found:
         raise HarnessError(f"no ok record for {where}{f' (task {task})' if task else ''}")
@@ -51,4 +55,17 @@ def resolve(arg: str, results: Path, task: str | None) -> Side:
         runs = ", ".join(sorted(str(p.parent) for p, _ in rs))
         raise HarnessError(f"{where} has {len(rs)} runs of {d} ({runs}): pass one run folder instead")
     label = arg if path.exists() else f"{arg} ({tasks[0]})"
-    return Side(label, {d: rs[0] for d, rs in sorted(by.items())})
+    return Side(label, {d: rs[0] for d, rs in sorted(by.items())}, tasks[0])
+
+
+def no_model(name: str, results: Path, task: str | None, records: list[tuple[Path, ResultRecord]]) -> HarnessError:
+    """A model name with no ok record (of ``task``) under ``results``: the models that have one, closest first."""
+    ok = [r for _, r in records if r.status == STATUS_OK and (task is None or r.task == task)]
+    models = closest_first(name, {str(r.model.get("name")) for r in ok})
+    mine = [r for _, r in records if r.model.get("name") == name]
+    had = f" (it has {len(mine)} record(s), none ok{f' for task {task}' if task else ''})" if mine else ""
+    listed = (f"models with ok records there{f' for task {task}' if task else ''} (closest first): "
+              f"{', '.join(models[:12])}{' ...' if len(models) > 12 else ''}" if models else "no model has an ok "
+              "record there")
+    return HarnessError(f"no ok record for model {name} in {results}{had}; {listed}. Pass one of them, a record "
+                        "(.json) or a run folder, or --results <folder>")

@@ -11,12 +11,14 @@ from harness.compare import stats
 from harness.compare.pairs import pair_test
 from harness.compare.records import Side, resolve
 from harness.errors import HarnessError
+from harness.results import ResultRecord
 
 
 def compare_lines(a: str, b: str, *, task: str | None, results: Path, metric: str | None, permutations: int,
                   seed: int, level: float, alpha: float, correction: str) -> list[str]:
     """Everything ``python -m harness.compare`` prints."""
     left, right = resolve(a, results, task), resolve(b, results, task)
+    check_comparable(left, right)
     shared = [d for d in left.records if d in right.records]
     if not shared:
         raise HarnessError(f"{left.label} and {right.label} share no dataset "
@@ -39,6 +41,27 @@ def compare_lines(a: str, b: str, *, task: str | None, results: Path, metric: st
         pairs = {d: t[1] for d, t in tests.items() if t[1] is not None}
         lines += average_lines(pairs if len(pairs) == len(shared) else {}, results_, permutations, seed, level, alpha)
     return lines
+
+
+def check_comparable(left: Side, right: Side) -> None:
+    """Two runs of one task: records of different tasks, or the same records on both sides, are refused."""
+    if left.task != right.task:
+        raise HarnessError(f"A ({left.label}) holds {left.task} records and B ({right.label}) {right.task} ones: "
+                           "different tasks, nothing to compare; pass two runs of the same task")
+    shared = [d for d in left.records if d in right.records]
+    if shared and all(same_record(left.records[d], right.records[d]) for d in shared):
+        run = left.records[shared[0]][1].run_id
+        raise HarnessError(f"A ({left.label}) and B ({right.label}) are the same run ({run}): its records compared "
+                           "with themselves; pass two different runs")
+
+
+def same_record(a: tuple[Path, ResultRecord], b: tuple[Path, ResultRecord]) -> bool:
+    """One record (or a copy of it): the same file, or the same cell of the same run written at the same time."""
+    (pa, ra), (pb, rb) = a, b
+    if pa.resolve() == pb.resolve():
+        return True
+    keys = ("task", "dataset", "split", "run_id", "created_at")
+    return all(getattr(ra, k) == getattr(rb, k) for k in keys) and ra.model.get("name") == rb.model.get("name")
 
 
 def sides(left: Side, right: Side, dataset: str) -> list[per_query.PerQuery]:

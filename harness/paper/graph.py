@@ -14,6 +14,7 @@ inside every job and in tests. What waits for what comes from the specs, never f
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -95,8 +96,10 @@ def load_paper(name: str = "paper", dotlist: Sequence[str] = ()) -> dict[str, An
         cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist([d.removeprefix("paper.") for d in dotlist]))
         out = OmegaConf.to_container(cfg, resolve=True)
     except (OmegaConfBaseException, YAMLError, ValueError) as exc:   # a ??? left unset, a YAML syntax error
-        raise HarnessError(f"paper graph {path}: {one_line(exc)[:300]}: set the value with paper.<key>=<value>, or fix the "
-                           "file") from None
+        unset = re.search(r"Missing mandatory value: ([\w.]+)", str(exc))
+        how = f"set it with paper.{unset.group(1)}=<value>" if unset else "fix the file, or set the value with " \
+            "paper.<key>=<value>"
+        raise HarnessError(f"paper graph {path}: {one_line(exc)[:300]}: {how}") from None
     if not isinstance(out, dict):
         raise HarnessError(f"paper graph {path} is not a mapping of paper settings: see conf/paper/paper.yaml")
     return out
