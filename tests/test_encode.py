@@ -132,13 +132,13 @@ def test_long_documents_stay_within_the_token_budget(tiny_model_dir: Path, monke
     model.max_seq_length = 8192
     docs = ["word " * 9000, "word " * 5000, "short text", "word " * 3000]
     widths: list[tuple[int, int]] = []
-    real = enc._forward_padded
+    real = enc.forward_batch
 
-    def spy(model, seqs, *a, **k):
-        widths.append((len(seqs), max(len(s) for s in seqs)))
-        return real(model, seqs, *a, **k)
+    def spy(model, batch, *a, **k):
+        widths.append(tuple(batch.tensors["input_ids"].shape))
+        return real(model, batch, *a, **k)
 
-    monkeypatch.setattr(enc, "_forward_padded", spy)
+    monkeypatch.setattr(enc, "forward_batch", spy)
     out = encode(model, docs, device="cpu", batch_tokens=8192, show_progress=False)
     assert out.shape[0] == 4 and np.isfinite(out).all()
     assert widths[0] == (1, 8192)
@@ -186,7 +186,7 @@ def test_a_worker_error_reaches_the_caller(tiny, monkeypatch: pytest.MonkeyPatch
     def boom(*a, **k):
         raise RuntimeError("kernel exploded")
 
-    monkeypatch.setattr(enc, "_forward_padded", boom)
+    monkeypatch.setattr(enc, "forward_batch", boom)
     with pytest.raises(RuntimeError, match="kernel exploded"):
         encode(model, LONG_TEXTS * 3, device="cpu", workers=2, batch_tokens=64, show_progress=False)
     assert torch.get_num_threads() == threads

@@ -39,18 +39,20 @@ def test_the_suite_does_not_see_the_machines_hf_cache() -> None:
     assert os.environ["HARNESS_CACHE"].startswith(str(ISOLATED))
 
 
-# ------------------------------------------------------------------ attention: the paper's FA2 + unpadding by default
-@pytest.mark.parametrize(("cuda", "flash", "unpads", "expected"), [
-    (True, True, True, "flash_attention_2"),      # the paper's setting: FA2, unpadded
-    (False, True, True, "sdpa"),                  # CPU: padded sdpa
-    (True, False, True, "sdpa"),                  # no [gpu] extra
-    (True, True, False, "sdpa"),                  # an encoder that cannot unpad
+# ------------------------------------------------------------------ attention: unpadded on any CUDA GPU by default
+@pytest.mark.parametrize(("requested", "cuda", "packs", "expected"), [
+    ("auto", True, True, "harness_varlen"),             # the paper's setting: unpadded, torch's or flash-attn's kernel
+    ("auto", False, True, "sdpa"),                      # CPU: padded sdpa
+    ("auto", True, False, "sdpa"),                      # an architecture the harness does not pack
+    ("flash_attention_2", True, True, "harness_varlen"),  # flash-attn's kernel through the harness (bf16 around it)
+    ("flash_attention_2", True, False, "flash_attention_2"),
+    ("eager", True, True, "eager"),                     # a named implementation is as written
+    ("harness_varlen", False, True, "harness_varlen"),  # on CPU: the plain-torch reference
 ])
-def test_auto_attention_is_a_function_of_three_facts(cuda: bool, flash: bool, unpads: bool, expected: str) -> None:
+def test_attention_is_a_function_of_the_facts(requested: str, cuda: bool, packs: bool, expected: str) -> None:
     from harness.models.attention import resolve_attention
 
-    assert resolve_attention("auto", cuda=cuda, flash_attn=flash, unpads=unpads) == expected
-    assert resolve_attention("eager", cuda=cuda, flash_attn=flash, unpads=unpads) == "eager"
+    assert resolve_attention(requested, cuda=cuda, packs=packs) == expected
 
 
 def _facts(monkeypatch: pytest.MonkeyPatch, *, cuda: bool, flash: bool) -> None:
@@ -60,24 +62,37 @@ def _facts(monkeypatch: pytest.MonkeyPatch, *, cuda: bool, flash: bool) -> None:
     monkeypatch.setattr(attention, "flash_attn_importable", lambda: flash)
 
 
-def test_modernbert_efficiency_resolves_to_unpadded_flash_attention_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    """task=efficiency model=modernbert-base on CUDA with flash-attn: FA2, and unpad=auto packs (varlen)."""
-    from types import SimpleNamespace
+def test_kernel_named_for_each_machine() -> None:
+    from harness.models.attention import kernel_name
 
+    assert kernel_name("harness_varlen", cuda=True, flash_attn=False) == "torch.ops.aten._flash_attention_forward"
+    assert kernel_name("harness_varlen", cuda=True, flash_attn=True) == "flash_attn.flash_attn_varlen_func"
+    assert kernel_name("harness_varlen", cuda=False, flash_attn=True).startswith("reference")
+    assert kernel_name("sdpa", cuda=True, flash_attn=True) == "transformers sdpa"
+
+
+def test_modernbert_and_bert_resolve_to_the_varlen_path_on_cuda(monkeypatch: pytest.MonkeyPatch,
+                                                                 tiny_model_dir) -> None:
+    """``auto`` stays in the spec (run ids do not depend on the machine); the loader resolves it from the folder's
+    architecture: harness_varlen on a CUDA machine (faked here: the model loads and runs its CPU reference), with
+    the encoder packing (varlen) and padded batches unpadded at the model's entry; sdpa on a CPU."""
     from harness.evaluation.encode import pack_mode
+    from harness.models.attention import model_type_of, resolve_for
     from harness.models.spec import ModelSpec
+    from harness.models.unpad import installed
 
-    _facts(monkeypatch, cuda=True, flash=True)
-    spec = ModelSpec.based_on("modernbert-base")
-    assert spec.attn_implementation == "flash_attention_2"
-    assert ModelSpec.based_on("bert-base").attn_implementation == "sdpa"        # its conf names sdpa
-    hf = SimpleNamespace(config=SimpleNamespace(_attn_implementation=spec.attn_implementation,
-                                                model_type="modernbert"))
-    assert pack_mode([SimpleNamespace(auto_model=hf)], "auto", "cuda") == "varlen"
-    _facts(monkeypatch, cuda=False, flash=True)
-    assert ModelSpec.based_on("modernbert-base").attn_implementation == "sdpa"  # CPU keeps padded sdpa
     _facts(monkeypatch, cuda=True, flash=False)
-    assert ModelSpec.based_on("modernbert-large").attn_implementation == "sdpa"
+    assert ModelSpec.based_on("modernbert-base").attn_implementation == "auto"
+    assert model_type_of(tiny_model_dir) == "modernbert" and model_type_of("/nonexistent") is None
+    assert resolve_for("auto", "bert") == "harness_varlen" and resolve_for("auto", "deberta-v2") == "sdpa"
+    spec = ModelSpec.based_on("modernbert-base", name="tiny", path=str(tiny_model_dir), max_length=128)
+    model, _ = models.load_sentence_transformer(spec)
+    hf = model[0].auto_model
+    assert hf.config._attn_implementation == "harness_varlen" and installed(hf)
+    assert pack_mode(model, "auto", "cuda") == "varlen" and pack_mode(model, "off", "cuda") is None
+    _facts(monkeypatch, cuda=False, flash=False)
+    model, _ = models.load_sentence_transformer(spec)
+    assert model[0].auto_model.config._attn_implementation == "sdpa" and not installed(model[0].auto_model)
 
 
 def test_cfg_job_says_what_auto_attention_resolves_to(monkeypatch: pytest.MonkeyPatch,
@@ -85,12 +100,17 @@ def test_cfg_job_says_what_auto_attention_resolves_to(monkeypatch: pytest.Monkey
     """``--cfg job`` prints the config as written (``auto``); the CLI adds the machine's resolution on stderr."""
     from harness import overrides
 
+    _facts(monkeypatch, cuda=True, flash=False)
+    overrides.check_key_overrides(["task=efficiency", "model=modernbert-base", "--cfg", "job"])
+    err = capsys.readouterr().err
+    assert "auto -> harness_varlen on this machine for modernbert/bert architectures" in err
+    assert "torch.ops.aten._flash_attention_forward" in err
     _facts(monkeypatch, cuda=True, flash=True)
     overrides.check_key_overrides(["task=efficiency", "model=modernbert-base", "--cfg", "job"])
-    assert "auto -> flash_attention_2 on this machine (CUDA, flash-attn installed" in capsys.readouterr().err
+    assert "flash_attn.flash_attn_varlen_func" in capsys.readouterr().err
     _facts(monkeypatch, cuda=False, flash=True)
     overrides.check_key_overrides(["task=efficiency", "model=modernbert-base", "model.attn_implementation=eager",
                              "--cfg", "job"])
     assert capsys.readouterr().err == ""                                        # a named implementation is as written
     overrides.check_key_overrides(["task=efficiency", "model=modernbert-base", "--cfg", "job"])
-    assert "auto -> sdpa on this machine (padded batches" in capsys.readouterr().err
+    assert "auto -> sdpa on this machine (no CUDA: padded batches" in capsys.readouterr().err

@@ -41,10 +41,11 @@ def load_colbert(spec: ModelSpec, *, device: str = "cpu", embedding_size: int = 
     from pylate import models
 
     from harness.models import _check_attn, model_identity, resolve_path
+    from harness.models.load import attention_for, unpad_if_varlen
 
     _check_attn(spec)
     local, revision = resolve_path(spec)
-    model_kwargs: dict[str, Any] = {"attn_implementation": spec.attn_implementation}
+    model_kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local)}
     if spec.dtype != "float32":
         model_kwargs["dtype"] = getattr(torch, spec.dtype)
     checkpoint = is_colbert_checkpoint(local)
@@ -58,6 +59,7 @@ def load_colbert(spec: ModelSpec, *, device: str = "cpu", embedding_size: int = 
         )
     except (OSError, ValueError, json.JSONDecodeError) as exc:
         raise HarnessError(f"could not load model {spec.name!r} from {local} as a ColBERT model: {exc}") from exc
+    unpad_if_varlen(model[0].auto_model, keep_padded=lambda inputs: expanded_queries(model, inputs))
     block = model_identity(spec, local, revision)
     block["colbert"] = {
         "head": "loaded from the checkpoint" if checkpoint else f"new projection, seed {seed}",
@@ -66,6 +68,18 @@ def load_colbert(spec: ModelSpec, *, device: str = "cpu", embedding_size: int = 
         "do_query_expansion": model.do_query_expansion, "attend_to_expansion_tokens": model.attend_to_expansion_tokens,
     }
     return model, block
+
+
+def expanded_queries(model: ColBERT, inputs: dict[str, Any]) -> bool:
+    """Whether a batch must run padded: PyLate's expanded queries embed their [MASK] tokens, which have attention
+    mask 0 (unless ``attend_to_expansion_tokens``); documents' padded positions are masked out, so they unpad.
+    A query batch is told by its prefix token ([Q]) after [CLS]; without a query prefix every batch runs padded."""
+    if not model.do_query_expansion or model.attend_to_expansion_tokens:
+        return False
+    ids, prefix = inputs["input_ids"], model.query_prefix_id
+    if prefix is None or ids.shape[1] < 2:
+        return True
+    return bool((ids[:, 1] == prefix).any())
 
 
 def capped_length(requested: int, limit: int | None) -> int:

@@ -1,24 +1,28 @@
-"""The retrieval encoder: tokenise once, sort by length, fill batches up to a token budget, run padded or packed.
+"""The retrieval encoder: tokenise, group by a token budget, run padded or packed, pool with the model's modules.
 
 Why not only ``SentenceTransformer.encode``: it re-tokenises per fixed-size batch of texts, so a batch of
 8,192-token documents is as many texts as a batch of titles; a token budget keeps short-text batches large and
-long-text batches within memory, and progress is counted in tokens. The pooling and normalisation after the
-encoder are the model's own sentence-transformers modules, so the embeddings are the same (a test checks it).
+long-text batches within memory. The pooling and normalisation after the encoder are the model's own
+sentence-transformers modules, so the embeddings are the same (a test checks it).
 
-Packed batches (no padding at all): where the attention implementation takes variable-length sequences
-(flash-attn varlen: ``cu_seq_lens``), a batch is one row of concatenated sequences with restarting position
-ids. ``pack="on"`` also packs with sdpa/eager by bin-packing sequences into rows of the batch's longest length
-with a block-diagonal mask (ModernBERT: one per attention type), which is how the CPU test checks the packed
-path equals the padded one.
+Two ways to run (:func:`encode`): on a CPU the texts are tokenised at once, sorted by length, and each of
+``torch.get_num_threads()`` workers runs its own batches single-threaded; on a GPU (``prefetch``) tokenisation runs
+ahead in worker threads, chunk by chunk (:mod:`harness.evaluation.prefetch`), batches are built in pinned host
+memory and copied asynchronously, outputs come back without synchronising, and the progress line says how much of
+the time the GPU waited for input. Where the attention takes packed sequences (``harness_varlen``), a batch is one
+packed row with ``cu_seq_lens`` (:mod:`harness.evaluation.packing`), holding real tokens only.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import queue
 import threading
+import time
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +31,19 @@ import torch
 
 from harness.console import Progress
 from harness.errors import HarnessError
+from harness.evaluation.packing import (  # noqa: F401  (re-exported: the encoder's layouts)
+    Packed,
+    block_masks,
+    cu_seq_lens,
+    pack_rows,
+    packed_batches,
+    packed_inputs,
+    padded_arrays,
+    padded_inputs,
+    token_budget_batches,
+    unpack_index,
+)
+from harness.evaluation.prefetch import HostSink, Prefetcher, chunk_bounds, default_workers, pinned
 from harness.models import autocast
 
 if TYPE_CHECKING:
@@ -34,30 +51,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: architectures whose forward takes restarting ``position_ids`` and a prepared 4-D mask (or flash-attn
-#: ``cu_seq_lens`` kwargs) as given; others are encoded padded
+#: architectures whose forward takes restarting ``position_ids`` and ``cu_seq_lens`` (or a prepared 4-D mask) as
+#: given; others are encoded padded
 PACKABLE = ("bert", "modernbert")
 PACK_MODES = ("auto", "on", "off")
 #: on CPU, the most tokens one worker's batch holds: a few thousand tokens of activations stay in the caches
 #: (all-MiniLM-L6-v2, one thread: 2-4k tokens per batch ran 5-10% faster than 16k)
 CPU_BATCH_TOKENS = 4096
-
-
-def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) -> list[np.ndarray]:
-    """Indices grouped into batches, longest first, with ``len(batch) * longest <= batch_tokens``.
-
-    A single text longer than the budget still gets a batch of its own.
-    """
-    order = np.argsort(-lengths, kind="stable")
-    batches: list[np.ndarray] = []
-    start = 0
-    n = len(order)
-    while start < n:
-        longest = max(int(lengths[order[start]]), 1)
-        size = max(1, min(max_batch_size, batch_tokens // longest))
-        batches.append(order[start : start + size])
-        start += size
-    return batches
 
 
 def batch_budget(device: str, batch_tokens: int, workers: int | None = None) -> int:
@@ -67,20 +67,25 @@ def batch_budget(device: str, batch_tokens: int, workers: int | None = None) -> 
     return max(1, min(batch_tokens // n_workers, CPU_BATCH_TOKENS) if device == "cpu" else batch_tokens)
 
 
-def tokenize(model: SentenceTransformer, texts: list[str]) -> list[list[int]]:
+def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None) -> list[list[int]]:
     """Token ids per text, exactly as the model's sentence-transformers module tokenises (strip, lower-case
-    when the module says so, truncation at ``max_seq_length``), without padding."""
+    when the module says so, truncation at ``max_seq_length``), without padding. ``tokenizer``: a copy to use
+    instead of the module's own (one per thread)."""
     module = model[0]
     stripped = [str(t).strip() for t in texts]
     if getattr(module, "do_lower_case", False):
         stripped = [t.lower() for t in stripped]
-    enc = module.tokenizer(stripped, truncation="longest_first", max_length=model.max_seq_length, padding=False)
+    enc = (tokenizer or module.tokenizer)(stripped, truncation="longest_first", max_length=model.max_seq_length,
+                                          padding=False)
     return enc["input_ids"]
 
 
 def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
-    """How batches are packed: ``"varlen"`` (flash-attn, one row + ``cu_seq_lens``), ``"mask"`` (rows with a
-    block-diagonal mask) or None (padded). ``auto`` packs only where it saves work: flash-attn varlen."""
+    """How batches are packed: ``"varlen"`` (one row + ``cu_seq_lens``: ``harness_varlen``, or flash-attn on a
+    GPU), ``"mask"`` (rows with a block-diagonal mask) or None (padded). ``auto`` packs only where it saves work:
+    varlen."""
+    from harness.models.attention import VARLEN
+
     if pack not in PACK_MODES:
         raise HarnessError(f"pack={pack!r}: use one of {', '.join(PACK_MODES)}")
     if pack == "off":
@@ -93,71 +98,38 @@ def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
             raise HarnessError(f"packed batches are implemented for {', '.join(PACKABLE)} encoders, not {kind!r}; "
                                "use pack=off (or auto)")
         return None
-    if impl == "flash_attention_2" and device.startswith("cuda"):
+    if impl == VARLEN or (impl == "flash_attention_2" and device.startswith("cuda")):
         return "varlen"
     if pack == "on":
         if impl not in ("sdpa", "eager"):
-            raise HarnessError(f"packed batches need attn_implementation flash_attention_2 (GPU), sdpa or eager, "
-                               f"not {impl!r}; use pack=off")
+            raise HarnessError(f"packed batches need attn_implementation {VARLEN}, flash_attention_2 (GPU), sdpa "
+                               f"or eager, not {impl!r}; use pack=off")
         return "mask"
     return None
 
 
+# ------------------------------------------------------------------------------------------------ one batch
 @dataclass
-class Packed:
-    """Sequences packed into rows: ``input_ids``/``position_ids`` [rows, width]; ``where[i]`` = (row, start) of
-    sequence i; ``segment`` [rows, width] numbers the sequences of a row (-1 for the tail padding)."""
+class HostBatch:
+    """One batch laid out on the host: text positions, tensors (pinned for a GPU), longest sequence, real tokens."""
 
-    input_ids: np.ndarray
-    position_ids: np.ndarray
-    segment: np.ndarray
-    where: list[tuple[int, int]]
-    lengths: list[int]
+    idx: np.ndarray
+    tensors: dict[str, torch.Tensor]
+    longest: int
+    tokens: int
 
 
-def pack_rows(seqs: list[list[int]], capacity: int | None, pad_id: int) -> Packed:
-    """First-fit packing of ``seqs`` (longest first works best) into rows of ``capacity`` tokens; ``None``:
-    one row holding everything (flash-attn varlen)."""
-    lengths = [len(s) for s in seqs]
-    cap = capacity or sum(lengths)
-    free: list[int] = []
-    where: list[tuple[int, int]] = []
-    for n in lengths:
-        row = next((r for r, left in enumerate(free) if left >= n), None)
-        if row is None:
-            free.append(cap)
-            row = len(free) - 1
-        where.append((row, cap - free[row]))
-        free[row] -= n
-    ids = np.full((len(free), cap), pad_id, dtype=np.int64)
-    pos = np.zeros((len(free), cap), dtype=np.int64)
-    seg = np.full((len(free), cap), -1, dtype=np.int64)
-    for i, (seq, (row, start)) in enumerate(zip(seqs, where, strict=True)):
-        ids[row, start : start + len(seq)] = seq
-        pos[row, start : start + len(seq)] = np.arange(len(seq))
-        seg[row, start : start + len(seq)] = i
-    return Packed(ids, pos, seg, where, lengths)
-
-
-def block_masks(hf_model: Any, segment: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | dict[str, torch.Tensor]:
-    """Additive 4-D masks [rows, 1, width, width]: a token sees the tokens of its own sequence (padding sees only
-    itself, so no row of the softmax is empty). ModernBERT gets one mask per attention type (local layers also
-    limit the distance to ``config.sliding_window``, as transformers' own sliding mask does)."""
-    same = segment[:, :, None] == segment[:, None, :]
-    pad = segment < 0
-    eye = torch.eye(segment.shape[1], dtype=torch.bool, device=segment.device)
-    allowed = (same & ~pad[:, :, None]) | (pad[:, :, None] & eye)
-
-    def additive(ok: torch.Tensor) -> torch.Tensor:
-        out = torch.zeros(ok.shape, dtype=dtype, device=ok.device)
-        return out.masked_fill_(~ok, torch.finfo(dtype).min)[:, None]
-
-    cfg = hf_model.config
-    if getattr(cfg, "model_type", "") != "modernbert":
-        return additive(allowed)
-    idx = torch.arange(segment.shape[1], device=segment.device)
-    near = (idx[:, None] - idx[None, :]).abs() <= cfg.sliding_window
-    return {"full_attention": additive(allowed), "sliding_attention": additive(allowed & (near | (pad[:, :, None] & eye)))}
+def host_batch(seqs: list[list[int]], idx: np.ndarray, mode: str | None, pad_id: int, pin: bool = False) -> HostBatch:
+    """``seqs`` padded (``mode`` None) or packed, with the indices that gather a packed output back per text."""
+    longest = max(len(s) for s in seqs)
+    if mode is None:
+        arrays = padded_arrays(seqs, longest, pad_id)
+    else:
+        packed = pack_rows(seqs, None if mode == "varlen" else longest, pad_id)
+        index, mask = unpack_index(packed)
+        arrays = {"input_ids": packed.input_ids, "position_ids": packed.position_ids, "index": index, "mask": mask}
+        arrays |= {"cu_seq_lens": cu_seq_lens(packed.lengths)} if mode == "varlen" else {"segment": packed.segment}
+    return HostBatch(idx, {k: pinned(v, pin) for k, v in arrays.items()}, longest, sum(len(s) for s in seqs))
 
 
 def _pool(model: SentenceTransformer, features: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -167,56 +139,29 @@ def _pool(model: SentenceTransformer, features: dict[str, torch.Tensor]) -> torc
     return features["sentence_embedding"]
 
 
-def padded_inputs(seqs: list, width: int, pad_id: int, device: str) -> dict[str, torch.Tensor]:
-    """``input_ids`` + ``attention_mask`` of sequences right-padded to ``width``."""
-    ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(seqs), width), dtype=np.int64)
-    for row, seq in enumerate(seqs):
-        ids[row, : len(seq)] = seq
-        mask[row, : len(seq)] = 1
-    return {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
-
-
-def packed_inputs(hf: Any, packed: Any, mode: str, device: str) -> dict[str, Any]:
-    """Forward kwargs of packed rows: restarting position ids plus ``cu_seq_lens`` (``varlen``, flash-attn) or a
-    block-diagonal mask per attention type (``mask``, sdpa/eager)."""
-    kwargs: dict[str, Any] = {"input_ids": torch.from_numpy(packed.input_ids).to(device),
-                              "position_ids": torch.from_numpy(packed.position_ids).to(device)}
+def forward_batch(model: SentenceTransformer, batch: HostBatch, mode: str | None, device: str,
+                  type_ids: bool) -> torch.Tensor:
+    """Sentence embeddings of one batch on ``device`` (inputs copied asynchronously from pinned memory)."""
+    t = {k: v.to(device, non_blocking=True) for k, v in batch.tensors.items()}
+    if mode is None:
+        features = {"input_ids": t["input_ids"], "attention_mask": t["attention_mask"]}
+        if type_ids:
+            features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+        return model(features)["sentence_embedding"]
+    hf = model[0].auto_model
+    kwargs: dict[str, Any] = {"input_ids": t["input_ids"], "position_ids": t["position_ids"]}
     if mode == "varlen":
-        cu = torch.tensor(np.concatenate([[0], np.cumsum(packed.lengths)]), dtype=torch.int32, device=device)
-        longest = max(packed.lengths)
-        kwargs |= {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
+        kwargs |= {"cu_seq_lens_q": t["cu_seq_lens"], "cu_seq_lens_k": t["cu_seq_lens"],
+                   "max_length_q": batch.longest, "max_length_k": batch.longest}
     else:
         dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else hf.dtype
-        kwargs["attention_mask"] = block_masks(hf, torch.from_numpy(packed.segment).to(device), dtype)
-    return kwargs
-
-
-def _forward_padded(model: SentenceTransformer, seqs: list[list[int]], pad_id: int, device: str,
-                    type_ids: bool) -> torch.Tensor:
-    features = padded_inputs(seqs, max(len(s) for s in seqs), pad_id, device)
-    if type_ids:
-        features["token_type_ids"] = torch.zeros_like(features["input_ids"])
-    return model(features)["sentence_embedding"]
-
-
-def _forward_packed(model: SentenceTransformer, seqs: list[list[int]], pad_id: int, device: str, mode: str,
-                    type_ids: bool) -> torch.Tensor:
-    hf = model[0].auto_model
-    packed = pack_rows(seqs, None if mode == "varlen" else max(len(s) for s in seqs), pad_id)
-    kwargs = packed_inputs(hf, packed, mode, device)
+        kwargs["attention_mask"] = block_masks(hf, t["segment"], dtype)
     if type_ids:
         kwargs["token_type_ids"] = torch.zeros_like(kwargs["input_ids"])
-    tokens = hf(**kwargs, return_dict=True).last_hidden_state          # [rows, width, hidden]
-    # back to [batch, longest, hidden] + mask, for the model's own pooling modules
-    longest = max(packed.lengths)
-    rows = torch.tensor([r for r, _ in packed.where], device=device)
-    starts = torch.tensor([s for _, s in packed.where], device=device)
-    lens = torch.tensor(packed.lengths, device=device)
-    offs = torch.arange(longest, device=device)
-    mask = offs[None, :] < lens[:, None]
-    cols = (starts[:, None] + offs[None, :]).clamp(max=tokens.shape[1] - 1)
-    token_embeddings = tokens[rows[:, None], cols] * mask[..., None].to(tokens.dtype)
+    tokens = hf(**kwargs, return_dict=True).last_hidden_state
+    tokens = tokens.reshape(-1, tokens.shape[-1])                            # every row's tokens, flattened
+    mask = t["mask"]
+    token_embeddings = tokens[t["index"]] * mask[..., None].to(tokens.dtype)  # [batch, longest, hidden]
     return _pool(model, {"token_embeddings": token_embeddings, "attention_mask": mask.long()})
 
 
@@ -225,6 +170,7 @@ def cpu_workers(device: str) -> int:
     return max(1, torch.get_num_threads()) if device == "cpu" else 1
 
 
+# ------------------------------------------------------------------------------------------------ the encoder
 def encode(
     model: SentenceTransformer,
     texts: list[str],
@@ -235,42 +181,95 @@ def encode(
     max_batch_size: int = 512,
     pack: str = "auto",
     workers: int | None = None,
+    prefetch: bool | None = None,
     desc: str = "encoding",
     show_progress: bool = True,
+    stats: dict[str, float] | None = None,
 ) -> np.ndarray:
-    """Embeddings (float32, shape [len(texts), dim]) in input order. Progress is shown in tokens.
+    """Embeddings (float32, shape [len(texts), dim]) in input order.
 
-    ``batch_tokens`` bounds the padded tokens in flight. On CPU, ``workers`` threads (default: torch's intra-op
-    thread count) each encode their own batches single-threaded, with at most ``CPU_BATCH_TOKENS`` tokens per
-    batch: whole batches in parallel instead of every operator split across threads with a barrier after it.
+    ``batch_tokens`` bounds the tokens of a batch (padded: batch x longest; packed: real tokens). ``prefetch``
+    (default: on any device but the CPU) runs the GPU pipeline (tokenisation ahead, pinned memory, asynchronous
+    copies; progress in texts, then one line with the GPU's wait). Otherwise, on CPU, ``workers`` threads (default:
+    torch's intra-op thread count) each encode their own batches single-threaded, at most ``CPU_BATCH_TOKENS``
+    tokens each: whole batches in parallel instead of every operator split across threads with a barrier after
+    it; progress in tokens. ``stats`` (a dict) receives the wall time, tokens, batches and the wait for input.
     """
     mode = pack_mode(model, pack, device)
     if not texts:
         return np.zeros((0, model.get_sentence_embedding_dimension() or 0), dtype=np.float32)
-    input_ids = tokenize(model, texts)
+    model.eval()
+    run = _encode_prefetched if (device != "cpu" if prefetch is None else prefetch) else _encode_in_threads
+    return run(model, texts, mode=mode, device=device, precision=precision, batch_tokens=batch_tokens,
+               max_batch_size=max_batch_size, workers=workers, desc=desc, show_progress=show_progress,
+               stats=stats if stats is not None else {})
+
+
+def _setup(model: SentenceTransformer) -> tuple[int, bool]:
     tokenizer = model[0].tokenizer
-    type_ids = "token_type_ids" in inspect.signature(model[0].auto_model.forward).parameters
-    lengths = np.fromiter((len(x) for x in input_ids), dtype=np.int64, count=len(input_ids))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    return pad_id, "token_type_ids" in inspect.signature(model[0].auto_model.forward).parameters
+
+
+def _encode_prefetched(model: SentenceTransformer, texts: list[str], *, mode: str | None, device: str,
+                       precision: str, batch_tokens: int, max_batch_size: int, workers: int | None, desc: str,
+                       show_progress: bool, stats: dict[str, float]) -> np.ndarray:
+    """The GPU pipeline: chunks tokenised and laid out by worker threads ahead of the device."""
+    pad_id, type_ids = _setup(model)
+    pin = device.startswith("cuda")
+    group = token_budget_batches if mode is None else packed_batches
+    local = threading.local()
+
+    def prepare(start: int, stop: int) -> list[HostBatch]:
+        if not hasattr(local, "tokenizer"):        # a tokenizer is not safe to share between threads
+            local.tokenizer = copy.deepcopy(model[0].tokenizer)
+        ids = tokenize(model, texts[start:stop], local.tokenizer)
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        return [host_batch([ids[i] for i in b], b + start, mode, pad_id, pin)
+                for b in group(lengths, batch_tokens, max_batch_size)]
+
+    feed = Prefetcher(prepare, chunk_bounds(len(texts)), workers=workers or default_workers())
+    sink = HostSink(len(texts), device)
+    t0, tokens, n_batches = time.perf_counter(), 0, 0
+    with Progress(len(texts), desc, "texts", show=show_progress) as bar, torch.inference_mode(), \
+            autocast(precision, device), closing(iter(feed)) as batches:
+        for batch in batches:
+            sink.put(batch.idx, forward_batch(model, batch, mode, device, type_ids))
+            tokens, n_batches = tokens + batch.tokens, n_batches + 1
+            bar.update(len(batch.idx))
+        out = sink.result()
+    wall = time.perf_counter() - t0
+    stats.update(wall_s=wall, wait_s=feed.waited_s, tokens=tokens, batches=n_batches)
+    if show_progress:
+        log.info("%s: %s tokens in %.1f s (%s tokens/s, %s); the %s waited for input %.0f%% of the time", desc,
+                 f"{tokens:,}", wall, f"{tokens / wall:,.0f}", "packed" if mode else "padded", device,
+                 100 * feed.waited_s / wall)
+    return out
+
+
+def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: str | None, device: str,
+                       precision: str, batch_tokens: int, max_batch_size: int, workers: int | None, desc: str,
+                       show_progress: bool, stats: dict[str, float]) -> np.ndarray:
+    """The CPU encoder: tokenised at once, sorted by length, batches run by ``workers`` threads."""
+    pad_id, type_ids = _setup(model)
+    input_ids = tokenize(model, texts)
+    lengths = np.fromiter((len(x) for x in input_ids), dtype=np.int64, count=len(input_ids))
     n_workers = workers or cpu_workers(device)
     batches = token_budget_batches(lengths, batch_budget(device, batch_tokens, n_workers), max_batch_size)
 
     def run_batch(idx: np.ndarray) -> np.ndarray:
-        seqs = [input_ids[i] for i in idx]
-        if mode is None:
-            emb = _forward_padded(model, seqs, pad_id, device, type_ids)
-        else:
-            emb = _forward_packed(model, seqs, pad_id, device, mode, type_ids)
-        return emb.float().cpu().numpy()
+        batch = host_batch([input_ids[i] for i in idx], idx, mode, pad_id)
+        return forward_batch(model, batch, mode, device, type_ids).float().cpu().numpy()
 
-    model.eval()
     out: np.ndarray | None = None
+    t0 = time.perf_counter()
     with Progress(int(lengths.sum()), desc, "tokens", show=show_progress, unit_scale=True) as bar:
         for idx, emb in _run_batches(batches, run_batch, n_workers, precision, device):
             if out is None:
                 out = np.empty((len(texts), emb.shape[1]), dtype=np.float32)
             out[idx] = emb
             bar.update(int(lengths[idx].sum()))
+    stats.update(wall_s=time.perf_counter() - t0, wait_s=0.0, tokens=int(lengths.sum()), batches=len(batches))
     assert out is not None
     return out
 

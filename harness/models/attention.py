@@ -1,21 +1,30 @@
-"""Which attention an ``attn_implementation: auto`` model runs with: the paper's setting where the machine allows.
+"""Which attention a model loads with, and which kernel runs it: the paper's setting where the machine allows.
 
-The ModernBERT paper timed and trained ModernBERT with flash-attention 2 on unpadded batches. ``auto`` gives that
-on a CUDA machine with flash-attn installed (the optional ``[gpu]`` extra) for encoders that can unpad, and sdpa
-(padded) everywhere else. The choice is a pure function of three facts so it can be tested without a GPU.
+The ModernBERT paper timed and trained ModernBERT unpadded (flash-attention on packed sequences). ``auto`` gives
+that on any CUDA machine for an architecture the harness packs (ModernBERT, BERT): the harness' own attention
+function, ``harness_varlen`` (:mod:`harness.models.varlen_attention`), whose kernel is flash-attn's varlen function
+where flash-attn is installed and torch's own flash kernel otherwise; everywhere else sdpa on padded batches. An
+explicit ``flash_attention_2`` on such an architecture also loads ``harness_varlen`` (flash-attn's kernel, bf16
+around it when the weights are fp32, which transformers' own path hands to flash-attn as fp32). The choice is a
+pure function of facts (:func:`resolve_attention`), so it is tested without a GPU by faking them.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+from pathlib import Path
 
-#: model families (conf/model ``family``) whose Hugging Face implementation unpads under flash-attention 2
-UNPADDING_FAMILIES = ("modernbert", "mmbert")
+#: the harness' attention function for packed sequences (registered with transformers when a model needs it)
+VARLEN = "harness_varlen"
+#: Hugging Face ``model_type``s whose forward the harness packs: restarting positions and ``cu_seq_lens`` reach
+#: the attention function unchanged (tests compare them with the padded model)
+PACKABLE_TYPES = ("modernbert", "bert")
 
 
-def can_unpad(family: str | None) -> bool:
-    """Whether a model of ``family`` runs unpadded (varlen) under flash-attention 2."""
-    return (family or "").lower() in UNPADDING_FAMILIES
+def can_pack(model_type: str | None) -> bool:
+    """Whether the harness runs an encoder of this architecture on packed sequences."""
+    return (model_type or "").lower() in PACKABLE_TYPES
 
 
 def flash_attn_importable() -> bool:
@@ -30,27 +39,49 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def resolve_attention(requested: str, *, cuda: bool, flash_attn: bool, unpads: bool) -> str:
-    """The attention implementation to load: ``requested`` unless it is ``auto``, which gives
-    ``flash_attention_2`` (unpadded batches) when all three facts hold and ``sdpa`` (padded) otherwise."""
+def model_type_of(local: str | Path) -> str | None:
+    """``model_type`` of the config.json in a model folder (None when there is none: nothing is packed)."""
+    try:
+        return json.loads((Path(local) / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError):
+        return None
+
+
+def resolve_attention(requested: str, *, cuda: bool, packs: bool) -> str:
+    """The implementation to load: ``auto`` -> ``harness_varlen`` on CUDA for a packable architecture, else
+    ``sdpa``; ``flash_attention_2`` on a packable architecture -> ``harness_varlen`` (its kernel is flash-attn's);
+    any other name as given."""
+    if requested == "flash_attention_2" and packs:
+        return VARLEN
     if requested != "auto":
         return requested
-    return "flash_attention_2" if cuda and flash_attn and unpads else "sdpa"
+    return VARLEN if cuda and packs else "sdpa"
 
 
-def resolve_for(requested: str, family: str | None) -> str:
-    """:func:`resolve_attention` on this machine (torch is imported only when the other two facts hold)."""
-    if requested != "auto":
-        return requested
-    unpads, flash = can_unpad(family), flash_attn_importable()
-    return resolve_attention(requested, cuda=unpads and flash and cuda_available(), flash_attn=flash, unpads=unpads)
+def resolve_for(requested: str, model_type: str | None) -> str:
+    """:func:`resolve_attention` on this machine (torch is imported only for ``auto`` on a packable model)."""
+    packs = can_pack(model_type)
+    cuda = requested == "auto" and packs and cuda_available()
+    return resolve_attention(requested, cuda=cuda, packs=packs)
 
 
-def describe(requested: str, family: str | None) -> str:
+def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
+    """What computes attention under ``implementation``: for ``harness_varlen`` flash-attn's varlen function
+    (installed, CUDA), torch's flash kernel (CUDA), or the plain-torch reference (elsewhere)."""
+    if implementation != VARLEN:
+        return f"transformers {implementation}"
+    if not cuda:
+        return "reference: per-sequence sdpa with the window (plain torch)"
+    return "flash_attn.flash_attn_varlen_func" if flash_attn else "torch.ops.aten._flash_attention_forward"
+
+
+def describe(requested: str, family: str | None = None) -> str:
     """One line for ``--cfg``: what ``auto`` resolves to on this machine and why (empty unless ``auto``)."""
     if requested != "auto":
         return ""
-    got = resolve_for(requested, family)
-    why = ("CUDA, flash-attn installed, an unpadding model: unpadded batches" if got == "flash_attention_2" else
-           "padded batches; flash_attention_2 unpadded needs CUDA, the [gpu] extra and a ModernBERT-family model")
-    return f"# model.attn_implementation: auto -> {got} on this machine ({why})"
+    if not cuda_available():
+        return ("# model.attn_implementation: auto -> sdpa on this machine (no CUDA: padded batches; "
+                f"{VARLEN}, unpadded, on a CUDA machine)")
+    kernel = kernel_name(VARLEN, cuda=True, flash_attn=flash_attn_importable())
+    return (f"# model.attn_implementation: auto -> {VARLEN} on this machine for {'/'.join(PACKABLE_TYPES)} "
+            f"architectures (CUDA: unpadded batches, kernel {kernel}), sdpa for others")

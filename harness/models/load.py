@@ -24,8 +24,32 @@ def _check_attn(spec: ModelSpec) -> None:
     if spec.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
         raise HarnessError(
             "model.attn_implementation=flash_attention_2 needs flash-attn, which is not installed. "
-            "On a CUDA machine: pip install 'harness[gpu]'; elsewhere use sdpa (the default)."
+            "On a CUDA machine: pip install 'harness[gpu]', or use auto (unpadded with torch's own flash kernel "
+            "on CUDA); elsewhere use sdpa (the default)."
         )
+
+
+def attention_for(requested: str, local: str) -> str:
+    """The implementation a model in ``local`` loads with on this machine (``auto`` resolved for its
+    architecture); ``harness_varlen`` is registered with transformers first."""
+    from harness.models.attention import VARLEN, model_type_of, resolve_for
+
+    implementation = resolve_for(requested, model_type_of(local))
+    if implementation == VARLEN:
+        from harness.models.varlen_attention import register
+
+        register()
+    return implementation
+
+
+def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
+    """Padded batches into ``encoder`` run as one packed row where it loaded ``harness_varlen``."""
+    from harness.models.attention import VARLEN
+
+    if getattr(encoder.config, "_attn_implementation", None) == VARLEN:
+        from harness.models.unpad import install
+
+        install(encoder, keep_padded)
 
 
 def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[SentenceTransformer, dict[str, Any]]:
@@ -41,7 +65,7 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
     local, revision = resolve_path(spec, pruning_applied=True)
     if spec.keep_layers is not None:
         check_keep_layers(spec, local)
-    model_kwargs: dict[str, Any] = {"attn_implementation": spec.attn_implementation}
+    model_kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local)}
     if spec.dtype != "float32":
         model_kwargs["dtype"] = getattr(torch, spec.dtype)
     try:
@@ -66,6 +90,7 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
     model.max_seq_length = min(spec.max_length, model.max_seq_length or spec.max_length)
     if spec.keep_layers is not None:
         prune_layers(model[0].auto_model, spec.keep_layers)
+    unpad_if_varlen(model[0].auto_model)
     apply_head(model, spec)
     identity = model_identity(spec, local, revision)
     return model, identity

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.models.attention import resolve_for
 from harness.typed import build, choices, from_conf
 
 
@@ -39,7 +38,10 @@ class ModelSpec:
     pooling: str = choices("mean", "cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean")
     normalize: bool
     dtype: str = choices("float32", "bfloat16", "float16")
-    attn_implementation: str = choices("sdpa", "eager", "flash_attention_2", "flex_attention", "auto")
+    #: as written (``auto`` keeps run ids machine-independent); the loaders resolve it on the machine that loads
+    #: (:func:`harness.models.attention.resolve_for`: ``harness_varlen`` on CUDA for ModernBERT/BERT, else sdpa)
+    attn_implementation: str = choices("sdpa", "eager", "flash_attention_2", "flex_attention", "auto",
+                                       "harness_varlen")
     trust_remote_code: bool
     dpr: DprDefaults | None
     colbert: ColbertDefaults | None
@@ -47,8 +49,6 @@ class ModelSpec:
     keep_layers: list[int] | None
 
     def __post_init__(self) -> None:
-        # auto: flash-attention 2, unpadded, on CUDA with flash-attn for encoders that unpad; else sdpa
-        self.attn_implementation = resolve_for(self.attn_implementation, self.family)
         if self.keep_layers is not None:
             keep = list(self.keep_layers)
             if not keep or any(not isinstance(i, int) or i < 0 for i in keep) or keep != sorted(set(keep)):

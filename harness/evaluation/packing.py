@@ -1,0 +1,153 @@
+"""Batches of token sequences: grouped by a token budget, laid out padded or packed, as forward kwargs.
+
+Packed batches have no padding at all: where the attention takes variable-length sequences (``harness_varlen``,
+flash-attn: ``cu_seq_lens``) a batch is one row of concatenated sequences with restarting position ids
+(``varlen``); with sdpa/eager, sequences are bin-packed into rows of the batch's longest length with a
+block-diagonal mask (``mask``; ModernBERT: one per attention type), which is how a CPU test checks the packed
+layout against the padded one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) -> list[np.ndarray]:
+    """Indices grouped into batches, longest first, with ``len(batch) * longest <= batch_tokens`` (padded tokens).
+
+    A single text longer than the budget still gets a batch of its own.
+    """
+    order = np.argsort(-lengths, kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    n = len(order)
+    while start < n:
+        longest = max(int(lengths[order[start]]), 1)
+        size = max(1, min(max_batch_size, batch_tokens // longest))
+        batches.append(order[start : start + size])
+        start += size
+    return batches
+
+
+def packed_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) -> list[np.ndarray]:
+    """Indices grouped into packed batches, longest first, with at most ``batch_tokens`` real tokens each (a packed
+    batch holds no padding) and ``max_batch_size`` sequences; a text longer than the budget gets its own batch."""
+    order = np.argsort(-lengths, kind="stable")
+    batches: list[np.ndarray] = []
+    start, n = 0, len(order)
+    ends = np.cumsum(np.maximum(lengths[order], 1))
+    while start < n:
+        before = ends[start - 1] if start else 0
+        fits = int(np.searchsorted(ends, before + batch_tokens, side="right"))   # first that no longer fits
+        stop = min(max(fits, start + 1), start + max_batch_size, n)
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
+@dataclass
+class Packed:
+    """Sequences packed into rows: ``input_ids``/``position_ids`` [rows, width]; ``where[i]`` = (row, start) of
+    sequence i; ``segment`` [rows, width] numbers the sequences of a row (-1 for the tail padding)."""
+
+    input_ids: np.ndarray
+    position_ids: np.ndarray
+    segment: np.ndarray
+    where: list[tuple[int, int]]
+    lengths: list[int]
+
+
+def pack_rows(seqs: list[list[int]], capacity: int | None, pad_id: int) -> Packed:
+    """First-fit packing of ``seqs`` (longest first works best) into rows of ``capacity`` tokens; ``None``:
+    one row holding everything (varlen)."""
+    lengths = [len(s) for s in seqs]
+    cap = capacity or sum(lengths)
+    free: list[int] = []
+    where: list[tuple[int, int]] = []
+    for n in lengths:
+        row = next((r for r, left in enumerate(free) if left >= n), None)
+        if row is None:
+            free.append(cap)
+            row = len(free) - 1
+        where.append((row, cap - free[row]))
+        free[row] -= n
+    ids = np.full((len(free), cap), pad_id, dtype=np.int64)
+    pos = np.zeros((len(free), cap), dtype=np.int64)
+    seg = np.full((len(free), cap), -1, dtype=np.int64)
+    for i, (seq, (row, start)) in enumerate(zip(seqs, where, strict=True)):
+        ids[row, start : start + len(seq)] = seq
+        pos[row, start : start + len(seq)] = np.arange(len(seq))
+        seg[row, start : start + len(seq)] = i
+    return Packed(ids, pos, seg, where, lengths)
+
+
+def unpack_index(packed: Packed) -> tuple[np.ndarray, np.ndarray]:
+    """Where each sequence's tokens are in the flattened rows, as [sequences, longest] indices (clamped past a
+    sequence's end) and the mask of real tokens: gathers the packed output back to [batch, longest, hidden]."""
+    longest = max(packed.lengths)
+    width = packed.input_ids.shape[1]
+    offs = np.arange(longest)
+    starts = np.array([row * width + start for row, start in packed.where])
+    mask = offs[None, :] < np.asarray(packed.lengths)[:, None]
+    index = np.minimum(starts[:, None] + offs[None, :], packed.input_ids.size - 1)
+    return index, mask
+
+
+def block_masks(hf_model: Any, segment: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | dict[str, torch.Tensor]:
+    """Additive 4-D masks [rows, 1, width, width]: a token sees the tokens of its own sequence (padding sees only
+    itself, so no row of the softmax is empty). ModernBERT gets one mask per attention type (local layers also
+    limit the distance to ``config.sliding_window``, as transformers' own sliding mask does)."""
+    same = segment[:, :, None] == segment[:, None, :]
+    pad = segment < 0
+    eye = torch.eye(segment.shape[1], dtype=torch.bool, device=segment.device)
+    allowed = (same & ~pad[:, :, None]) | (pad[:, :, None] & eye)
+
+    def additive(ok: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(ok.shape, dtype=dtype, device=ok.device)
+        return out.masked_fill_(~ok, torch.finfo(dtype).min)[:, None]
+
+    cfg = hf_model.config
+    if getattr(cfg, "model_type", "") != "modernbert":
+        return additive(allowed)
+    idx = torch.arange(segment.shape[1], device=segment.device)
+    near = (idx[:, None] - idx[None, :]).abs() <= cfg.sliding_window
+    return {"full_attention": additive(allowed), "sliding_attention": additive(allowed & (near | (pad[:, :, None] & eye)))}
+
+
+def padded_arrays(seqs: list, width: int, pad_id: int) -> dict[str, np.ndarray]:
+    """``input_ids`` + ``attention_mask`` of sequences right-padded to ``width`` (host arrays)."""
+    ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(seqs), width), dtype=np.int64)
+    for row, seq in enumerate(seqs):
+        ids[row, : len(seq)] = seq
+        mask[row, : len(seq)] = 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def padded_inputs(seqs: list, width: int, pad_id: int, device: str) -> dict[str, torch.Tensor]:
+    """``input_ids`` + ``attention_mask`` of sequences right-padded to ``width``."""
+    return {k: torch.from_numpy(v).to(device) for k, v in padded_arrays(seqs, width, pad_id).items()}
+
+
+def cu_seq_lens(lengths: list[int]) -> np.ndarray:
+    """Cumulative sequence lengths of a packed row (int32, as the flash kernels take them)."""
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+
+
+def packed_inputs(hf: Any, packed: Packed, mode: str, device: str) -> dict[str, Any]:
+    """Forward kwargs of packed rows: restarting position ids plus ``cu_seq_lens`` (``varlen``) or a
+    block-diagonal mask per attention type (``mask``, sdpa/eager)."""
+    kwargs: dict[str, Any] = {"input_ids": torch.from_numpy(packed.input_ids).to(device),
+                              "position_ids": torch.from_numpy(packed.position_ids).to(device)}
+    if mode == "varlen":
+        cu = torch.from_numpy(cu_seq_lens(packed.lengths)).to(device)
+        longest = max(packed.lengths)
+        kwargs |= {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
+    else:
+        dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else hf.dtype
+        kwargs["attention_mask"] = block_masks(hf, torch.from_numpy(packed.segment).to(device), dtype)
+    return kwargs

@@ -1,0 +1,110 @@
+"""An encoder that never waits: inputs prepared ahead of the device, outputs copied back without stopping it.
+
+:class:`Prefetcher` runs ``prepare(start, stop)`` (tokenise a chunk of texts, group it into batches, lay them out
+in pinned host memory) for the next chunks in worker threads while the consumer computes the current ones (the
+tokenizers release the GIL), and counts how long the consumer blocked waiting for a chunk: the device's wait for
+input. Chunks start small (the device starts at once) and double. :class:`HostSink` copies each batch's outputs
+to pinned host memory asynchronously and moves them into the result array once their copy has finished, so the
+consumer never synchronises with the device except to bound the copies in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import torch
+
+#: texts in the first chunk (small, so the device starts at once) and the most in one (chunks double up to it)
+FIRST_CHUNK, MAX_CHUNK = 64, 2048
+#: output copies in flight before the sink waits for the oldest
+PENDING_COPIES = 8
+
+
+def chunk_bounds(n: int, first: int = FIRST_CHUNK, most: int = MAX_CHUNK) -> list[tuple[int, int]]:
+    """[start, stop) of consecutive chunks covering ``n`` items, ``first`` long, doubling up to ``most``."""
+    bounds, start, size = [], 0, max(1, first)
+    while start < n:
+        bounds.append((start, min(n, start + size)))
+        start, size = start + size, min(size * 2, max(most, 1))
+    return bounds
+
+
+def default_workers() -> int:
+    """Preparing threads: the cores but one (the consumer's), at least one, at most eight."""
+    return max(1, min(8, (os.cpu_count() or 2) - 1))
+
+
+class Prefetcher:
+    """The items of every chunk in order, each chunk prepared ahead by a pool of ``workers`` threads
+    (``ahead`` chunks in flight). ``waited_s``: how long the consumer blocked on a chunk not ready yet."""
+
+    def __init__(self, prepare: Callable[[int, int], list[Any]], chunks: list[tuple[int, int]], *,
+                 workers: int, ahead: int | None = None) -> None:
+        self.prepare, self.chunks, self.workers = prepare, chunks, max(1, workers)
+        self.ahead = max(1, ahead or 2 * self.workers)
+        self.waited_s = 0.0
+
+    def __iter__(self) -> Iterator[Any]:
+        pool = ThreadPoolExecutor(self.workers, thread_name_prefix="encode-prefetch")
+        pending: deque[Future] = deque()
+        todo = iter(self.chunks)
+        try:
+            for bounds in todo:
+                pending.append(pool.submit(self.prepare, *bounds))
+                if len(pending) >= self.ahead:
+                    break
+            while pending:
+                future = pending.popleft()
+                if (bounds := next(todo, None)) is not None:
+                    pending.append(pool.submit(self.prepare, *bounds))
+                t0 = time.perf_counter()
+                items = future.result()
+                self.waited_s += time.perf_counter() - t0
+                yield from items
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def pinned(array: np.ndarray, pin: bool) -> torch.Tensor:
+    """A host tensor of ``array``, page-locked when ``pin`` (copies to the device can then be asynchronous)."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    return tensor.pin_memory() if pin else tensor
+
+
+class HostSink:
+    """Rows of a float32 [n, dim] result, filled batch by batch from device tensors without stopping the device."""
+
+    def __init__(self, n: int, device: str) -> None:
+        self.n, self.cuda = n, device.startswith("cuda")
+        self.out: np.ndarray | None = None
+        self.pending: deque[tuple[np.ndarray, torch.Tensor, Any]] = deque()
+
+    def put(self, idx: np.ndarray, emb: torch.Tensor) -> None:
+        if self.out is None:
+            self.out = np.empty((self.n, emb.shape[1]), dtype=np.float32)
+        if not self.cuda:
+            self.out[idx] = emb.float().cpu().numpy()
+            return
+        host = torch.empty(emb.shape, dtype=torch.float32, pin_memory=True)
+        host.copy_(emb.float(), non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        self.pending.append((idx, host, done))
+        self._drain(keep=PENDING_COPIES)
+
+    def _drain(self, keep: int) -> None:
+        while self.pending and (len(self.pending) > keep or self.pending[0][2].query()):
+            idx, host, done = self.pending.popleft()
+            done.synchronize()
+            self.out[idx] = host.numpy()                                  # type: ignore[index]
+
+    def result(self) -> np.ndarray:
+        self._drain(keep=0)
+        assert self.out is not None
+        return self.out

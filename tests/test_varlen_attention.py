@@ -1,0 +1,176 @@
+"""``harness_varlen``: the packed path (packing, restarting positions, cu_seq_lens, the local window) run through the
+attention function's CPU reference equals the padded sdpa model within 1e-5 in fp32, for the single-vector encoder,
+a classifier's gradients, ColBERT's queries and documents, BERT and the tiny ModernBERT (window 8 either side,
+sequences of up to ~60 tokens, so the window matters); the CUDA branch's dtype handling and kernel calls are
+checked with the kernels faked (and torch's kernel signature on meta tensors)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from harness.evaluation.encode import encode
+from harness.models import ModelSpec, load_sentence_transformer
+from harness.models import varlen_attention as va
+from tests.test_encode import LONG_TEXTS
+
+ATOL = 1e-5
+
+
+def _load(path: Path, attn: str, **kw):
+    return load_sentence_transformer(ModelSpec.based_on("bert-base", name="t", path=str(path), max_length=128,
+                                                        attn_implementation=attn, **kw))[0]
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
+    """A random two-layer BERT (token type ids, learned positions, a pooler) with the tiny ModernBERT's tokenizer."""
+    from transformers import BertConfig, BertModel
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=2000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=256)).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tiny_model_dir / name, folder / name)
+    return folder
+
+
+def test_the_window_matters_for_these_texts(tiny_model_dir: Path) -> None:
+    """Without the local layers' window the outputs differ: the comparisons below exercise it."""
+    model = _load(tiny_model_dir, "sdpa")
+    assert model[0].auto_model.config.sliding_window == 8
+    q = torch.randn(60, 4, 16)
+    cu = torch.tensor([0, 60], dtype=torch.int32)
+    windowed = va.reference(q, q, q, cu, scale=None, window=8)
+    assert not torch.allclose(windowed, va.reference(q, q, q, cu, scale=None, window=-1), atol=1e-3)
+
+
+@pytest.mark.parametrize("which", ["modernbert", "bert"])
+def test_packed_and_unpadded_equal_padded_sdpa(which: str, tiny_model_dir: Path, tiny_bert_dir: Path) -> None:
+    """The encoder's packed rows (cu_seq_lens), sentence-transformers' padded batches unpadded at the model's entry,
+    and the threads and prefetch paths all give the padded sdpa embeddings."""
+    folder = tiny_model_dir if which == "modernbert" else tiny_bert_dir
+    padded = _load(folder, "sdpa")
+    varlen = _load(folder, "harness_varlen")
+    assert varlen[0].auto_model.config._attn_implementation == "harness_varlen"
+    ref = encode(padded, LONG_TEXTS, device="cpu", pack="off", show_progress=False)
+    np.testing.assert_allclose(ref, padded.encode(LONG_TEXTS, batch_size=2), atol=ATOL)
+    for budget in (64, 256, 100_000):
+        for prefetch in (False, True):
+            got = encode(varlen, LONG_TEXTS, device="cpu", batch_tokens=budget, prefetch=prefetch, show_progress=False)
+            np.testing.assert_allclose(got, ref, rtol=0, atol=ATOL)
+    np.testing.assert_allclose(varlen.encode(LONG_TEXTS, batch_size=3), ref, rtol=0, atol=ATOL)
+
+
+def test_the_hook_packs_real_tokens_only(tiny_model_dir: Path) -> None:
+    """A padded batch reaches the layers as one row of its real tokens with restarting positions and cu_seq_lens."""
+    model = _load(tiny_model_dir, "harness_varlen")
+    hf = model[0].auto_model
+    seen: dict = {}
+    real = va.attention_forward
+
+    def spy(module, query, *a, **kw):
+        seen.setdefault("shape", tuple(query.shape))
+        seen.setdefault("cu", kw.get("cu_seq_lens_q"))
+        return real(module, query, *a, **kw)
+
+    from transformers import AttentionInterface
+
+    AttentionInterface.register("harness_varlen", spy)
+    try:
+        features = model.tokenize(["one two three", "a much longer text with many more words in it"])
+        out = hf(**features).last_hidden_state
+    finally:
+        va.register()
+    lengths = features["attention_mask"].sum(1).tolist()
+    assert seen["cu"].tolist() == [0, lengths[0], sum(lengths)] and seen["shape"][2] == sum(lengths)
+    assert out.shape[:2] == features["input_ids"].shape and (out[0, lengths[0]:] == 0).all()
+
+
+def test_classifier_logits_and_gradients_equal_padded(tiny_model_dir: Path) -> None:
+    """GLUE's classifier: unpadded forward and backward through the reference equal padded sdpa's."""
+    from harness.training.classification import load_classifier
+
+    def run(attn: str):
+        torch.manual_seed(3)                    # the same fresh head
+        model = load_classifier(str(tiny_model_dir), 2, attn_implementation=attn)
+        ids = torch.randint(5, 1500, (3, 50))
+        mask = torch.ones_like(ids)
+        mask[1, 12:] = 0
+        mask[2, 31:] = 0
+        out = model(input_ids=ids, attention_mask=mask, labels=torch.tensor([0, 1, 1]))
+        out.loss.backward()
+        return out.logits.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+    logits, grads = run("sdpa")
+    logits_v, grads_v = run("harness_varlen")
+    torch.testing.assert_close(logits_v, logits, rtol=0, atol=ATOL)
+    assert grads.keys() == grads_v.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(grads_v[name], grad, rtol=0, atol=ATOL, msg=name)
+
+
+def test_colbert_queries_and_documents_equal_padded(tiny_model_dir: Path) -> None:
+    """Documents unpad; expanded queries (their [MASK] tokens carry embeddings) run padded through the function's
+    mask path; both equal padded sdpa's token embeddings."""
+    from harness.evaluation.colbert_model import encode_tokens, load_colbert
+
+    def tokens(attn: str, is_query: bool) -> list[np.ndarray]:
+        spec = ModelSpec.based_on("modernbert-base", name="t", path=str(tiny_model_dir), attn_implementation=attn)
+        model, _ = load_colbert(spec)
+        model.document_length = 64
+        out = [None] * len(LONG_TEXTS)
+        for idx, embs in encode_tokens(model, LONG_TEXTS, is_query=is_query, device="cpu", batch_tokens=100,
+                                       show_progress=False):
+            for i, e in zip(idx, embs, strict=True):
+                out[i] = e
+        return out
+
+    for is_query in (True, False):
+        ref, got = tokens("sdpa", is_query), tokens("harness_varlen", is_query)
+        for a, b in zip(ref, got, strict=True):
+            np.testing.assert_allclose(b, a, rtol=0, atol=ATOL)
+
+
+# ------------------------------------------------------------------------------- the CUDA branch, kernels faked
+def test_torch_kernel_call_matches_the_ops_signature() -> None:
+    q = torch.empty(100, 4, 64, device="meta", dtype=torch.bfloat16)
+    cu = torch.tensor([0, 40, 100], dtype=torch.int32, device="meta")
+    assert va.torch_kernel(q, q, q, cu, 60, scale=0.125, window=64, causal=False, dropout=0.0).shape == q.shape
+
+
+@pytest.mark.parametrize(("flash", "dtype", "kernel_dtype"), [
+    (False, torch.float32, torch.bfloat16),        # fp32 weights: bf16 around the kernel, fp32 out
+    (True, torch.float32, torch.bfloat16),         # explicit flash_attention_2 with fp32 weights works too
+    (False, torch.bfloat16, torch.bfloat16),       # precision=bf16: bf16 throughout
+])
+def test_cuda_branch_casts_and_calls_the_kernel(monkeypatch: pytest.MonkeyPatch, flash: bool, dtype: torch.dtype,
+                                                kernel_dtype: torch.dtype) -> None:
+    calls: list[dict] = []
+
+    def fake(q, k, v, cu, max_len, *, scale, window, causal, dropout):
+        calls.append({"dtype": q.dtype, "cu": cu.dtype, "max": max_len, "window": window})
+        return va.reference(q.float(), k.float(), v.float(), cu, scale=scale, window=window).to(q.dtype)
+
+    def fake_flash(q, k, v, cu_q, cu_k, max_q, max_k, *, dropout_p, softmax_scale, causal, window_size):
+        assert window_size == (8, 8) and cu_q is cu_k and max_q == max_k
+        return fake(q, k, v, cu_q, max_q, scale=softmax_scale, window=window_size[0], causal=causal, dropout=dropout_p)
+
+    monkeypatch.setattr(va, "on_cuda", lambda t: True)
+    monkeypatch.setattr(va, "flash_attn_importable", lambda: flash)
+    monkeypatch.setattr(va, "torch_kernel", fake)
+    monkeypatch.setitem(sys.modules, "flash_attn", types.SimpleNamespace(flash_attn_varlen_func=fake_flash))
+    q = torch.randn(30, 2, 8).to(dtype)
+    cu = torch.tensor([0, 12, 30])
+    out = va.varlen(q, q, q, cu, 18, scale=None, window=8)
+    assert calls == [{"dtype": kernel_dtype, "cu": torch.int32, "max": 18, "window": 8}]
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.float(), va.reference(q.float(), q.float(), q.float(), cu, scale=None, window=8),
+                               atol=3e-2, rtol=0)
