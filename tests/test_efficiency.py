@@ -54,14 +54,13 @@ def test_token_ids_are_seeded_ordinary_ids() -> None:
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    (["task.n_docs=0"], "n_docs >= 1"),
+    (["task.n_docs=0"], r"task\.n_docs=0 is below 1: set task\.n_docs to an integer >= 1"),
     (["task.datasets=[short_fixd]"], "short_fixed"),
     (["+task.sets.odd={batch_size:4}", "task.datasets=[odd]"], "either length=<tokens> or mean, std, min and max"),
 ])
 def test_bad_settings_fail_before_any_work(overrides: list[str], message: str) -> None:
-    fam, _ = _family(overrides)
     with pytest.raises(HarnessError, match=message):
-        fam.cells()
+        _family(overrides)[0].cells()
 
 
 def test_run_identity_includes_the_hardware(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,6 +199,7 @@ def test_scaled_down_run_writes_one_record_per_set_and_skips_too_long_sets(tmp_p
         assert r.metrics["tokens_per_s"] > 0 and len(r.details["pass_seconds"]) == 2
         assert r.details["real_tokens_per_pass"] == r.details["set_stats"]["total_tokens"]
         assert r.details["dtype"] == "fp32" and r.details["attn_implementation"] == "sdpa"
+        assert r.details["attn_requested"] == "sdpa" and r.details["attention_kernel"] == "transformers sdpa"
         assert r.details["unpadded"] is False and "threads" in r.details["device_name"]
         # measured rates are recorded, finite and positive, never bounded: a busy machine may time the
         # roofline's matmul in a slower moment than the model (a fraction above 1 is a measurement, not a bug)
@@ -216,6 +216,17 @@ def test_scaled_down_run_writes_one_record_per_set_and_skips_too_long_sets(tmp_p
     monkeypatch.setattr("harness.models.load_sentence_transformer", lambda *a, **k: pytest.fail("model loaded"))
     again = _run(tmp_path, tiny_model_dir)
     assert {r.created_at for r in again} == {r.created_at for r in recs.values()}
+
+
+def test_the_varlen_path_times_packed_batches_and_says_which_kernel(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """``harness_varlen`` (auto's choice on CUDA; here its CPU reference): packed rows, real tokens only, and the
+    record says which attention and kernel ran; the max-batch probes load it in their own process too."""
+    (rec,) = _run(tmp_path, tiny_model_dir, ["task.datasets=[short_variable]", "model.attn_implementation=harness_varlen",
+                                             "task.max_batch.limit=4"])
+    d = rec.details
+    assert rec.status == "ok" and d["attn_implementation"] == d["attn_requested"] == "harness_varlen"
+    assert d["attention_kernel"].startswith("reference") and d["unpadded"] is True and d["pack_mode"] == "varlen"
+    assert rec.metrics["max_batch_size"] == 4 and rec.metrics["tokens_per_s"] > 0
 
 
 def test_every_probe_and_pass_is_one_console_line(tmp_path: Path, tiny_model_dir: Path,

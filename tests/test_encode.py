@@ -190,3 +190,61 @@ def test_a_worker_error_reaches_the_caller(tiny, monkeypatch: pytest.MonkeyPatch
     with pytest.raises(RuntimeError, match="kernel exploded"):
         encode(model, LONG_TEXTS * 3, device="cpu", workers=2, batch_tokens=64, show_progress=False)
     assert torch.get_num_threads() == threads
+
+
+# ------------------------------------------------------------------ the GPU pipeline (run on CPU: prefetch=True)
+def test_chunks_start_small_and_double() -> None:
+    from harness.evaluation.prefetch import chunk_bounds
+
+    assert chunk_bounds(20, first=2, most=8) == [(0, 2), (2, 6), (6, 14), (14, 20)]
+    assert chunk_bounds(0) == [] and chunk_bounds(3, first=64) == [(0, 3)]
+
+
+def test_packed_batches_count_real_tokens() -> None:
+    lengths = np.array([5, 300, 12, 12, 7, 300, 1, 64])
+    batches = enc.packed_batches(lengths, batch_tokens=320, max_batch_size=3)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    assert all(lengths[b].sum() <= 320 or len(b) == 1 for b in batches) and all(len(b) <= 3 for b in batches)
+    assert [b.tolist() for b in batches][:2] == [[1], [5]]          # longest first; 300 + 300 > 320
+    assert [len(b) for b in enc.packed_batches(np.array([400, 2]), 100, 8)] == [1, 1]
+
+
+def test_pipeline_equals_the_threads_path_and_counts_its_wait(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.evaluation import prefetch
+
+    model, _ = tiny
+    monkeypatch.setattr(enc, "chunk_bounds", lambda n: prefetch.chunk_bounds(n, first=1, most=2))
+    ref = encode(model, TEXTS * 3, device="cpu", batch_tokens=64, show_progress=False)
+    stats: dict = {}
+    got = encode(model, TEXTS * 3, device="cpu", batch_tokens=64, prefetch=True, workers=2, show_progress=False,
+                 stats=stats)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6)
+    assert stats["tokens"] == sum(len(x) for x in enc.tokenize(model, TEXTS * 3)) and stats["batches"] >= 9
+    assert 0 <= stats["wait_s"] <= stats["wall_s"]
+
+
+def test_pipeline_progress_line_says_how_long_the_device_waited(tiny, caplog: pytest.LogCaptureFixture) -> None:
+    model, _ = tiny
+    with caplog.at_level("INFO"):
+        encode(model, TEXTS, device="cpu", prefetch=True, desc="corpus")
+    (line,) = [r.getMessage() for r in caplog.records if "waited for input" in r.getMessage()]
+    assert line.startswith("corpus: ") and " tokens in " in line and "% of the time" in line
+
+
+def test_prefetcher_counts_the_consumers_wait_and_raises_a_workers_error() -> None:
+    import time
+
+    from harness.evaluation.prefetch import Prefetcher
+
+    def slow(start: int, stop: int) -> list[int]:
+        time.sleep(0.05)
+        return list(range(start, stop))
+
+    feed = Prefetcher(slow, [(0, 2), (2, 3), (3, 6)], workers=1, ahead=1)
+    assert list(feed) == list(range(6)) and feed.waited_s >= 0.1          # one chunk ahead, each 50 ms
+
+    def broken(start: int, stop: int) -> list[int]:
+        raise ValueError(f"chunk {start}")
+
+    with pytest.raises(ValueError, match="chunk 0"):
+        list(Prefetcher(broken, [(0, 1), (1, 2)], workers=2))

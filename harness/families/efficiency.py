@@ -24,7 +24,7 @@ from harness.evaluation.throughput import SetSpec
 from harness.families.base import Cell, Family
 from harness.models import usable_positions
 from harness.results import ResultRecord
-from harness.typed import build, choices
+from harness.typed import at_least, build, choices, count, nonempty, positive
 
 if TYPE_CHECKING:
     from harness.evaluation.max_batch import SearchResult
@@ -38,30 +38,43 @@ SETS = ("short_fixed", "short_variable", "long_fixed", "long_variable")
 @dataclass(kw_only=True)
 class MaxBatchSettings:
     search: bool                      # find the largest batch that fits (one process per probe)
-    limit: int                        # never probe above this (ModernBERT's script stopped at 4,096)
-    resolution: int                   # stop bisecting when the bracket is this narrow
-    memory_gb: float | None           # budget per probe; null: the device's memory (CPU: 80% of MemAvailable)
-    probe_seconds: float | None       # CPU: time budget of a probe's forward (default in conf/task/efficiency.yaml)
+    limit: int = count()              # never probe above this (ModernBERT's script stopped at 4,096)
+    resolution: int = count()         # stop bisecting when the bracket is this narrow
+    #: budget per probe; null: the device's memory (CPU: 80% of MemAvailable)
+    memory_gb: float | None = positive(null="the device's memory")
+    #: CPU: time budget of a probe's forward (default in conf/task/efficiency.yaml)
+    probe_seconds: float | None = positive(null="no time budget")
 
 
 @dataclass(kw_only=True)
 class EfficiencySettings:
     name: str
-    datasets: list[str]
+    datasets: list[str] = nonempty("sets")
     sets: dict[str, Any]
-    n_docs: int
-    repeats: int
-    warmup: int
+    n_docs: int = count()
+    repeats: int = count()
+    warmup: int = at_least(0)
     seed: int
-    token_low: int
-    token_high: int
+    token_low: int = at_least(0)
+    token_high: int = count()
     unpad: str = choices("auto", "on", "off")
     pad_to: str = choices("set_max", "longest")
     max_batch: MaxBatchSettings
-    set_seconds: float | None         # CPU: time budget of a set's passes (default in conf/task/efficiency.yaml)
+    #: CPU: time budget of a set's passes (default in conf/task/efficiency.yaml)
+    set_seconds: float | None = positive(null="no time budget")
     roofline: bool
-    roofline_size: int
+    roofline_size: int = count()
     precision: str | None = choices(None, "auto", "fp32", "bf16", "fp16")
+
+
+def attention_facts(requested: str, hf: Any, device: str) -> dict[str, Any]:
+    """Which attention ran and on which kernel (``auto`` stays the config value; what it resolved to is here)."""
+    from harness.models.attention import flash_attn_importable, kernel_name
+
+    implementation = hf.config._attn_implementation
+    return {"attn_implementation": implementation, "attn_requested": requested,
+            "attention_kernel": kernel_name(implementation, cuda=device.startswith("cuda"),
+                                            flash_attn=flash_attn_importable())}
 
 
 class EfficiencyFamily(Family):
@@ -97,10 +110,9 @@ class EfficiencyFamily(Family):
 
     def cells(self) -> list[Cell]:
         s = self.settings
-        if s.n_docs < 1 or s.repeats < 1 or s.warmup < 0 or not 0 <= s.token_low < s.token_high:
-            raise HarnessError("task=efficiency needs n_docs >= 1, repeats >= 1, warmup >= 0 and "
-                               f"0 <= token_low < token_high (got {s.n_docs}, {s.repeats}, {s.warmup}, "
-                               f"[{s.token_low}, {s.token_high}))")
+        if s.token_low >= s.token_high:   # each bound alone is typed (harness.typed.count, at_least)
+            raise HarnessError(f"task.token_low={s.token_low} must be below task.token_high={s.token_high}: token "
+                               "ids are drawn from [token_low, token_high)")
         ident = self.identity(replace={"hardware": self.hardware()})
         rid = results.run_id(ident, {"prec": self.precision, "n": s.n_docs})
         plan_key = results.stable_hash(self.identity())   # what a planner on another machine computes too
@@ -155,7 +167,7 @@ class EfficiencyFamily(Family):
         lengths = tp.set_lengths(spec, s.n_docs, s.seed)
         positions = usable_positions(hf)   # None: the config does not say, nothing is skipped
         base = {"device": self.device, "device_name": tp.device_name(self.device), "dtype": self.precision,
-                "attn_implementation": hf.config._attn_implementation, "set": asdict(spec),
+                **attention_facts(self.spec.attn_implementation, hf, self.device), "set": asdict(spec),
                 "set_stats": tp.set_stats(lengths), "positions": positions}
         if positions is not None and spec.max_length > positions:
             reason = (f"the model's positions stop at {positions}; set {cell.dataset!r} has sequences of up to "
