@@ -1,5 +1,11 @@
 """Typed settings from config mappings: unknown keys fail with the closest valid one, values are checked.
 
+Constraints are declared on the field, next to its type, and checked here, in one place: :func:`choices` (one of
+a few values), :func:`count` (an integer count or size, >= 1 unless told), :func:`positive` (a number > 0),
+:func:`at_least` (a number >= a bound, e.g. 0), :func:`nonempty` (a list that selects what runs). A bound applies
+to each number of a list or mapping field, and never to null (whose meaning the field states) or to a string
+(``task.shards=auto``). :func:`constraints` lists them (docs/reliability.md, "Counts and sizes").
+
 Why our own and not Hydra structured configs or pydantic: both reject unknown keys, but neither names the
 closest valid key in a one-line message, and a typo such as ``ignore_identical_id`` must say what was meant.
 """
@@ -23,6 +29,35 @@ def choices(*values: Any, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
     return dataclasses.field(default=default, metadata={"choices": values}, **kw)
 
 
+def at_least(low: float, *, below: float | None = None, null: str = "", nonempty: bool = False,
+             default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+    """A numeric field whose value (each number of a list or mapping) is >= ``low`` (and < ``below`` if given);
+    ``null``: what null means where the type allows it (the error line offers it); ``nonempty``: a list that
+    must not be empty either (see :func:`nonempty`)."""
+    meta = {"min": low, "below": below, "null": null, "nonempty": nonempty}
+    return dataclasses.field(default=default, metadata=meta, **kw)
+
+
+def count(low: int = 1, *, null: str = "", nonempty: bool = False, default: Any = dataclasses.MISSING,
+          **kw: Any) -> Any:
+    """A count or size: an integer >= ``low`` (1 unless told; 0 is not "no limit": null is, where ``null`` says
+    what it means)."""
+    return at_least(low, null=null, nonempty=nonempty, default=default, **kw)
+
+
+def positive(*, null: str = "", nonempty: bool = False, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+    """A number > 0 (a learning rate, a number of epochs, a time or memory budget)."""
+    meta = {"min": 0, "open": True, "null": null, "nonempty": nonempty}
+    return dataclasses.field(default=default, metadata=meta, **kw)
+
+
+def nonempty(names_from: str = "", *, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+    """A list that selects what runs (datasets, tasks, seeds): empty would run nothing and say nothing.
+    ``names_from``: the sibling field whose keys are the valid names (named in the error). A mapping of lists
+    (GLUE's epoch groups) needs each list non-empty."""
+    return dataclasses.field(default=default, metadata={"nonempty": True, "names_from": names_from}, **kw)
+
+
 def unknown_key_error(key: str, valid: list[str], where: str) -> HarnessError:
     options = closest_first(key, valid)
     return HarnessError(
@@ -36,9 +71,10 @@ def check_keys(data: Mapping[str, Any], valid: list[str], where: str) -> None:
             raise unknown_key_error(str(key), valid, where)
 
 
-def build(cls: type[T], data: Mapping[str, Any] | None, where: str) -> T:
-    """``cls(**data)`` for a dataclass ``cls``, recursively; unknown keys, missing keys and wrong types raise
-    a :class:`HarnessError` naming ``where`` (e.g. ``model 'modernbert-base'``) and the key."""
+def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "") -> T:
+    """``cls(**data)`` for a dataclass ``cls``, recursively; unknown keys, missing keys, wrong types and values
+    outside a field's constraint raise a :class:`HarnessError` naming ``where`` (e.g. ``model 'modernbert-base'``)
+    and the key; ``key``: the mapping's dotted config key (``task``), so a constraint names ``task.max_queries``."""
     data = _plain(data) or {}
     if not isinstance(data, Mapping):
         raise HarnessError(f"{where} must be a mapping of keys to values, got {type(data).__name__}")
@@ -51,7 +87,7 @@ def build(cls: type[T], data: Mapping[str, Any] | None, where: str) -> T:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise HarnessError(f"{where} needs the key {name!r}")
             continue
-        value = _coerce(data[name], hints[name], f"{where}, {name}")
+        value = _coerce(data[name], hints[name], f"{where}, {name}", f"{key}.{name}" if key else "")
         allowed = f.metadata.get("choices")
         if allowed and value not in allowed:
             raise HarnessError(
@@ -59,7 +95,81 @@ def build(cls: type[T], data: Mapping[str, Any] | None, where: str) -> T:
                 + (f" (closest: {closest_first(str(value), map(str, allowed))[0]})" if isinstance(value, str) else "")
             )
         kwargs[name] = value
+    for name, value in kwargs.items():
+        check_constraint(fields[name].metadata, value, f"{key}.{name}" if key else f"{where}, {name}", kwargs)
     return cls(**kwargs)
+
+
+def check_constraint(meta: Mapping[str, Any], value: Any, label: str, siblings: Mapping[str, Any]) -> None:
+    """``value`` (of the field whose metadata is ``meta``, named ``label``) within the field's bounds and, for
+    :func:`nonempty`, not empty; one line naming the key, the value and the fix otherwise."""
+    if meta.get("nonempty"):
+        _check_nonempty(value, label, siblings.get(meta.get("names_from") or ""))
+    if meta.get("min") is None:
+        return
+    low, below, is_open, null = meta["min"], meta.get("below"), meta.get("open", False), meta.get("null") or ""
+    for where, number in _numbers(value, label):
+        if is_open and number <= low:
+            problem, want = f"must be above {low}", f"a number > {low}"
+        elif number < low or (below is not None and number >= below):
+            problem = f"is below {low}" if number < low else f"must be below {below}"
+            want = (f"a number in [{low}, {below})" if below is not None else
+                    f"{'an integer' if isinstance(number, int) else 'a number'} >= {low}")
+        else:
+            continue
+        raise HarnessError(f"{where}={number!r} {problem}: set {where} to {want}"
+                           + (f", or to null ({null})" if null else ""))
+
+
+def _numbers(value: Any, label: str) -> list[tuple[str, float]]:
+    """Every number in ``value`` (a number, or a list or mapping of them, nested) with its key."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return []
+    if isinstance(value, int | float):
+        return [(label, value)]
+    if isinstance(value, Mapping):
+        return [n for k, v in value.items() for n in _numbers(v, f"{label}.{k}")]
+    if isinstance(value, list | tuple):
+        return [n for i, v in enumerate(value) for n in _numbers(v, f"{label}[{i}]")]
+    return []
+
+
+def _check_nonempty(value: Any, label: str, names: Any) -> None:
+    """A list that selects what runs is not empty (nor is each list of a mapping of lists)."""
+    empty = []
+    if isinstance(value, list | tuple) and not value:
+        empty = [label]
+    elif isinstance(value, Mapping):
+        empty = [label] if not value else [f"{label}.{k}" for k, v in value.items() if isinstance(v, list | tuple)
+                                           and not v]
+    if empty:
+        valid = sorted(map(str, names)) if isinstance(names, Mapping) else []
+        example = f", e.g. {empty[0]}=[{valid[0]}] (valid names: {', '.join(valid)})" if valid else ""
+        raise HarnessError(f"{empty[0]}=[] selects nothing, so nothing would run: list at least one{example}")
+
+
+def constraints(cls: type, key: str) -> list[tuple[str, str]]:
+    """(dotted key, rule) of every constrained field of ``cls`` and its nested settings (docs and tests)."""
+    out = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if not f.init:
+            continue
+        name, meta = f"{key}.{f.name}", f.metadata
+        if meta.get("nonempty"):
+            out.append((name, "not empty"))
+        if meta.get("min") is not None:
+            rule = f"> {meta['min']}" if meta.get("open") else f">= {meta['min']}"
+            rule += f" and < {meta['below']}" if meta.get("below") is not None else ""
+            out.append((name, rule + (f"; null: {meta['null']}" if meta.get("null") else "")))
+        out += [c for tp in _dataclasses_in(hints[f.name]) for c in constraints(tp, name)]
+    return out
+
+
+def _dataclasses_in(tp: Any) -> list[type]:
+    if dataclasses.is_dataclass(tp):
+        return [tp]  # type: ignore[list-item]
+    return [a for arg in get_args(tp) for a in _dataclasses_in(arg)]
 
 
 def from_conf(cls: type[T], file: str, /, **overrides: Any) -> T:
@@ -85,8 +195,9 @@ def _plain(data: Any) -> Any:
     return data
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """``value`` as type ``tp`` (dataclasses, Optional/unions, list/tuple/dict, str/int/float/bool, Any)."""
+def _coerce(value: Any, tp: Any, where: str, key: str = "") -> Any:
+    """``value`` as type ``tp`` (dataclasses, Optional/unions, list/tuple/dict, str/int/float/bool, Any); ``key``:
+    its dotted config key, for a nested dataclass's constraints."""
     origin = get_origin(tp)
     if tp is Any:
         return value
@@ -97,12 +208,12 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         errors = []
         for arg in (a for a in args if a is not type(None)):
             try:
-                return _coerce(value, arg, where)
+                return _coerce(value, arg, where, key)
             except HarnessError as exc:
                 errors.append(str(exc))
         raise HarnessError(errors[0] if len(errors) == 1 else f"{where}: {value!r} has the wrong type")
     if dataclasses.is_dataclass(tp):
-        return build(tp, value, where)
+        return build(tp, value, where, key)
     if origin in (list, tuple):
         if not isinstance(value, list | tuple):
             raise HarnessError(f"{where} must be a list, got {value!r}")

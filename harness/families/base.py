@@ -62,7 +62,7 @@ class Family(abc.ABC):
         task = dict(config["task"])
         self.name: str = str(task["name"])    # = the records' ``task`` and the record path's first folder
         self.task_spec: TaskSpec = spec_from(task.pop("spec"), self.name, f"task {self.name!r}, spec")
-        self.settings = build(self.settings_class, task, f"task {self.name!r}")
+        self.settings = build(self.settings_class, task, f"task {self.name!r}", key="task")
 
     # -------------------------------------------------------------------------------- declared by the spec
     @property

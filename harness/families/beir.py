@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
-from harness.typed import choices
+from harness.typed import at_least, choices, count
 
 
 @dataclass(kw_only=True)
@@ -20,24 +20,24 @@ class TrainData:
     hub_path: str | None
     hub_config: str | None
     hub_revision: str | None
-    max_samples: int | None
+    max_samples: int | None = count(null="every row")
     path: str | None
     dataset: str | None
     split: str
-    num_negatives: int
-    range_min: int
-    range_max: int
+    num_negatives: int = count()
+    range_min: int = at_least(0)
+    range_max: int = count()
 
 
 @dataclass(kw_only=True)
 class DenseSettings(RetrievalSettings):
     retriever: str                      # the retrieve.<name> stage (harness/specs/stages.py) that evaluates
-    max_length: int
-    corpus_chunk_size: int
+    max_length: int = count()
+    corpus_chunk_size: int = count()
     similarity: str = choices("cosine", "dot")
     loss: str = choices("cached_mnrl", "mnrl")
-    mini_batch_size: int
-    max_seq_length: int
+    mini_batch_size: int = count()
+    max_seq_length: int = count()
     train_data: TrainData
 
 

@@ -15,19 +15,19 @@ from harness.families import beir
 from harness.families.beir import TrainData
 from harness.families.lineage import SourceSettings
 from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
-from harness.typed import choices
+from harness.typed import choices, count
 
 
 @dataclass(kw_only=True)
 class CodeSettings(RetrievalSettings):
     # task=beir's single-vector keys (conf/task/code.yaml extends beir.yaml)
     retriever: str
-    max_length: int
-    corpus_chunk_size: int
+    max_length: int = count()
+    corpus_chunk_size: int = count()
     similarity: str = choices("cosine", "dot")
     loss: str = choices("cached_mnrl", "mnrl")
-    mini_batch_size: int
-    max_seq_length: int
+    mini_batch_size: int = count()
+    max_seq_length: int = count()
     train_data: TrainData
     # code's own
     path: str | None             # datasets=[tree]: the source tree to mine

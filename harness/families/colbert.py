@@ -12,7 +12,7 @@ from harness.data.catalog import DatasetEntry
 from harness.errors import HarnessError
 from harness.evaluation.multivector_settings import MultiVectorEval, PlaidSettings
 from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
-from harness.typed import choices
+from harness.typed import choices, count, positive
 
 
 @dataclass(kw_only=True)
@@ -23,8 +23,8 @@ class KdData:
     source: str = choices("hub", "file")
     hub_path: str
     hub_revision: str | None
-    max_samples: int | None
-    n_ways: int
+    max_samples: int | None = count(null="every row")
+    n_ways: int = count(2)              # a query's documents: one alone gives the KL loss nothing to compare
     path: str | None
     queries_path: str | None
     documents_path: str | None
@@ -35,21 +35,21 @@ class ColbertSettings(RetrievalSettings):
     #: where the multi-vector keys are (retrieve.multi_vector's search-only keys): the task's top level
     multi_vector_node: ClassVar[str] = "task"
     # training (KD)
-    train_query_length: int
-    train_document_length: int
+    train_query_length: int = count()
+    train_document_length: int = count()
     normalize_scores: bool
     train_data: KdData
     # the model and evaluation
-    embedding_size: int
-    query_length: int
-    query_lengths: dict[str, int]
+    embedding_size: int = count()
+    query_length: int = count()
+    query_lengths: dict[str, int] = count()
     query_length_recipe: str = choices("authors_code", "pylate_beir")
     query_length_recipes: dict[str, dict[str, int]]
-    document_length: int
+    document_length: int = count()
     index: str = choices("plaid", "exact", "voyager")
     plaid: PlaidSettings
-    maxsim_chunk_tokens: int
-    plaid_max_memory_gb: float
+    maxsim_chunk_tokens: int = count()
+    plaid_max_memory_gb: float = positive()
 
     @property
     def multi_vector(self) -> MultiVectorEval:

@@ -26,7 +26,7 @@ from harness.evaluation.multivector_settings import MultiVectorEval
 from harness.families import beir
 from harness.families.lineage import SourceSettings
 from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
-from harness.typed import choices
+from harness.typed import choices, count, positive
 
 
 @dataclass(kw_only=True)
@@ -40,8 +40,8 @@ class MldrTrainData:
     hub_dir: str
     path: str | None                # local: a folder in MLDR's layout (null: the evaluated dataset's folder)
     split: str
-    num_negatives: int              # triplets per query: its first positive with each of its first N negatives
-    max_samples: int | None         # seeded sample of training rows (null: all)
+    num_negatives: int = count()    # triplets per query: its first positive with each of its first N negatives
+    max_samples: int | None = count(null="every row")   # seeded sample of training rows
 
 
 @dataclass(kw_only=True)
@@ -50,17 +50,17 @@ class MldrSettings(RetrievalSettings):
     multi_vector_node: ClassVar[str] = "task.multi_vector"
     # task=beir's single-vector keys
     retriever: str
-    max_length: int
-    corpus_chunk_size: int
+    max_length: int = count()
+    corpus_chunk_size: int = count()
     similarity: str = choices("cosine", "dot")
     loss: str = choices("cached_mnrl", "mnrl")
-    mini_batch_size: int
-    max_seq_length: int
+    mini_batch_size: int = count()
+    max_seq_length: int = count()
     # MLDR's own
     setting: str = choices("ood", "id")
     multi_vector: MultiVectorEval
     subgroups: list[str]            # query groups also scored (harness.evaluation.subgroups: truncation)
-    lr: float | None                # null: the source run's LR (the selected DPR LR), else model.dpr.lr
+    lr: float | None = positive(null="the source run's LR, else model.dpr.lr")
     path: str | None                # datasets=[files]: the source tree read as long documents
     source: SourceSettings
     train_data: MldrTrainData

@@ -24,6 +24,7 @@ from harness import results
 from harness.errors import HarnessError, HubUnavailableError, closest_first
 from harness.families.base import Cell, Family
 from harness.results import ResultRecord
+from harness.typed import count, nonempty
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +34,11 @@ class MtebSettings:
     """``task.*`` of conf/task/mteb.yaml (documented there)."""
 
     name: str
-    tasks: list[str]
+    tasks: list[str] = nonempty()
     hf_subsets: dict[str, list[str]]
     eval_splits: dict[str, list[str]]
     task_files: list[str]
-    batch_size: int
+    batch_size: int = count()
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from harness.identity import drop, put
 from harness.registry import load_target
 from harness.results import ResultRecord
 from harness.specs import stages
-from harness.typed import choices
+from harness.typed import at_least, choices, count, nonempty, positive
 
 log = logging.getLogger(__name__)
 
@@ -65,28 +65,28 @@ class RetrievalSettings:
     writes its values, once (tests/test_defaults.py)."""
 
     name: str
-    datasets: list[str]
+    datasets: list[str] = nonempty("catalog")
     catalog: dict[str, Any]
     data_dir: str | None
     split: str | None
     strict_qrels: bool
-    max_queries: int | None
-    max_docs: int | None
+    max_queries: int | None = count(null="every judged query")
+    max_docs: int | None = count(null="the whole corpus")
     top_k: int
-    batch_tokens: int
-    max_batch_size: int
+    batch_tokens: int = count()
+    max_batch_size: int = count()
     embedding_cache: bool
-    shards: int | str                   # conf/sharding/default.yaml (harness.evaluation.shards)
-    shard_tokens: int
+    shards: int | str = count()         # conf/sharding/default.yaml (harness.evaluation.shards)
+    shard_tokens: int = count()
     shard: int | None
     shard_launcher: str = choices(*LAUNCHERS)
     # training (the train.* stage): whether, and the keys every trainer reads
     train: bool
-    lr: float
-    epochs: float
-    warmup_ratio: float
-    batch_size: int
-    gradient_accumulation_steps: int
+    lr: float = positive()
+    epochs: float = positive()
+    warmup_ratio: float = at_least(0, below=1)
+    batch_size: int = count()
+    gradient_accumulation_steps: int = count()
     train_seed: int
 
     def __post_init__(self) -> None:
