@@ -13,6 +13,7 @@ from harness.data import glue as glue_data
 from harness.errors import HarnessError
 from harness.families.base import Cell, Family
 from harness.families.glue.chain import resolve_init
+from harness.families.glue.decay import check_decay
 from harness.families.glue.grid import GlueSettings, order_tasks, plan
 from harness.families.glue.point import RunContext, hyperparameters, load_data, run_point
 from harness.results import ResultRecord
@@ -96,6 +97,7 @@ class GlueFamily(Family):
         s = self.settings
         names = {c.dataset for c in todo}
         data = load_data([t for t in self.tasks if t.name in names], s)   # data problems before any model
+        check_decay([c.payload[0] for c in todo], {t: len(d.train) for t, d in data.items()}, s)
         ctx = self.context
         for i, cell in enumerate(todo, 1):
             point, init = cell.payload

@@ -18,6 +18,7 @@ from harness import layout, results
 from harness.data import glue as glue_data
 from harness.errors import TrainingDivergedError
 from harness.families.glue.chain import InitSource
+from harness.families.glue.decay import adamw_weight_decay
 from harness.families.glue.grid import GridPoint
 from harness.results import ResultRecord
 from harness.specs.glue import TASK_FAMILY
@@ -136,14 +137,6 @@ def eval_interval(task: str, tcfg: Any) -> int:
     if task not in tcfg.eval_interval:
         raise HarnessError(f"task.eval_interval has no entry for {task}; add task.eval_interval.{task}=<batches>")
     return int(tcfg.eval_interval[task])
-
-
-def adamw_weight_decay(point: GridPoint, tcfg: Any) -> float:
-    """The ``weight_decay`` torch's AdamW gets: ``composer`` (the authors' DecoupledAdamW decays by
-    weight_decay x lr_t / lr, so AdamW's lr_t x wd needs wd = weight_decay / lr) | ``torch`` (as given)."""
-    if tcfg.weight_decay_convention == "composer":
-        return float(point.weight_decay) / float(point.lr)
-    return float(point.weight_decay)
 
 
 def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metric: str = "score") -> Any:
