@@ -61,6 +61,19 @@ def sidecar_path(record_path: Path) -> Path:
     return record_path.with_name(record_path.name.removesuffix(".json") + SUFFIX)
 
 
+def run_path(record_path: Path) -> Path:
+    """Where ``save_run=true`` writes the record's ranking (a TREC run file)."""
+    return record_path.with_name(record_path.name.removesuffix(".json") + RUN_SUFFIX)
+
+
+def files_of(record_path: Path, save_run: bool) -> dict[Path, str]:
+    """Every file a record at ``record_path`` is written to, and what each holds (checked before any work)."""
+    files = {record_path: "the record", sidecar_path(record_path): "its per-query scores"}
+    if save_run:
+        files[run_path(record_path)] = "its TREC run file (save_run=true)"
+    return files
+
+
 def write(record_path: Path, pq: PerQuery) -> dict[str, Any]:
     """Write ``pq`` beside ``record_path`` atomically; returns what the record's ``details.per_query`` says."""
     buf = io.BytesIO()
@@ -72,9 +85,9 @@ def write(record_path: Path, pq: PerQuery) -> dict[str, Any]:
              "metrics": sorted(pq.scores), "data": dict(pq.data), "bytes": len(blob)}
     if pq.run is not None:
         run_blob = gzip.compress(trec_lines(pq.run, record_path.parent.name).encode(), mtime=0)
-        run_path = record_path.with_name(record_path.name.removesuffix(".json") + RUN_SUFFIX)
-        _atomic(run_path, run_blob)
-        claim["run_file"] = {"file": run_path.name, "sha256": hashlib.sha256(run_blob).hexdigest()}
+        trec = run_path(record_path)
+        _atomic(trec, run_blob)
+        claim["run_file"] = {"file": trec.name, "sha256": hashlib.sha256(run_blob).hexdigest()}
     return claim
 
 

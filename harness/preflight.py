@@ -39,6 +39,20 @@ def check_writable_dir(path: Path, key: str) -> None:
                            f"with {key}=<dir>.") from None
 
 
+def check_output_files(files: Mapping[Path, str]) -> None:
+    """Each file a run will write (path -> what it holds) can be written: the path is not a folder and no
+    part of its parent is a file. Checked before any work (a folder in the way would fail after the whole
+    evaluation, losing its record)."""
+    for path, what in files.items():
+        if path.is_dir():
+            raise HarnessError(f"{path} is a folder, but this run writes {what} there: move or remove that folder "
+                               "(or choose another paths.results=<dir>).")
+        found = existing_ancestor(path.parent)
+        if not found.is_dir():
+            raise HarnessError(f"{found} is a file, but this run writes {what} to {path} under it: move or remove "
+                               "that file (or choose another paths.results=<dir>).")
+
+
 def check_output_paths(paths: Mapping[str, Any]) -> None:
     """Every output folder of the config (``paths.results``, ``paths.outputs``, ``paths.cache``) is writable."""
     for key in OUTPUT_PATHS:

@@ -57,6 +57,7 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
             todo = pending(family, cells, results_dir, overwrite)
             if not todo:
                 continue
+            preflight.check_output_files(output_files(family, results_dir, todo, bool(cfg.get("save_run"))))
             family.check(todo)
             with locks.hold(todo, lambda c: run_dir(family, results_dir, c), lock_settings,
                             lambda cs: pending(family, cs, results_dir, overwrite)) as mine:
@@ -103,6 +104,18 @@ def check_spec(spec: TaskSpec, family: Family) -> None:
 def run_dir(family: Family, results_dir: str, cell: Cell) -> Path:
     """The folder of ``cell``'s run (its records and its lock)."""
     return results.record_path(results_dir, family.name, family.model_name, cell.run_id, cell.dataset).parent
+
+
+def output_files(family: Family, results_dir: str, todo: Sequence[Cell], save_run: bool) -> dict[Path, str]:
+    """Every file the records of ``todo`` are written to (a composite's members' records too)."""
+    from harness.per_query import files_of
+
+    out: dict[Path, str] = {}
+    for cell in todo:
+        for dataset in [cell.dataset, *(m.name for m in (getattr(cell.payload, "members", None) or {}).values())]:
+            path = results.record_path(results_dir, family.name, family.model_name, cell.run_id, dataset)
+            out |= files_of(path, save_run)
+    return out
 
 
 def failure_line(rec: ResultRecord, side: Path | None) -> str:

@@ -23,7 +23,12 @@ def _is_local(path: str) -> bool:
 
 
 def _check_not_missing_dir(path: str) -> None:
-    """A path that looks like a folder (not a hub id ``org/name``) must exist."""
+    """A path that looks like a folder (not a hub id ``org/name``) must exist, and be a folder: a file (the
+    weights, config.json) is named as such, with its folder."""
+    found = Path(path).expanduser()
+    if found.is_file():
+        raise HarnessError(f"model.path={path} is a file, not the model's folder: model.path must be the folder "
+                           f"that holds config.json and the weights (here perhaps model.path={found.parent}).")
     if path.startswith((".", "/", "~")) or os.sep in path.strip("/").split("/", 1)[-1]:
         raise HarnessError(f"model directory {path!r} does not exist. Pass an existing directory or a hub id as model.path=")
 
