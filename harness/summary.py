@@ -3,34 +3,46 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TextIO
 
+from harness.data_origin import LOCAL_MARK, local_data
 from harness.results import STATUS_OK, STATUS_SKIPPED, SUBSET_MARK, ResultRecord, evaluated_subset
 
 
+def seconds(timings: Mapping[str, float]) -> float:
+    """A record's wall time: its ``total`` where it has one (GLUE: ``train`` and ``eval`` are parts of it),
+    else the sum of its parts."""
+    return float(timings["total"]) if "total" in timings else float(sum(timings.values()))
+
+
 def format_summary(records: Sequence[ResultRecord]) -> str:
-    """One row per record: task, dataset, model, main score (``§``: on part of the dataset, explained below the
-    table), status, seconds."""
+    """One row per record: task, dataset, model, main score (``§``: on part of the dataset; ``‡``: on data that
+    is not the official copy; each explained below the table), status, seconds."""
     rows = [("task", "dataset", "model", "run", "metric", "score", "status", "time (s)")]
     cut: dict[str, str] = {}
+    local: dict[str, str] = {}
     for r in records:
         score = r.score
-        subset = evaluated_subset(r)
-        if subset and r.status == STATUS_OK:
-            cut[r.dataset] = subset
+        subset, other = evaluated_subset(r), local_data(r)
+        if r.status == STATUS_OK:
+            cut |= {r.dataset: subset} if subset else {}
+            local |= {r.dataset: other} if other else {}
+        marks = (SUBSET_MARK if subset else "") + (LOCAL_MARK if other else "")
         rows.append((
             r.task, r.dataset, r.model.get("name", "?"), r.run_id, r.main_score,
-            (f"{score:.4f}" + (SUBSET_MARK if subset else "")) if r.status == STATUS_OK and score is not None else "-",
+            f"{score:.4f}{marks}" if r.status == STATUS_OK and score is not None else "-",
             r.status if r.status == STATUS_OK else
             f"skipped: {(r.error or '')[:60]}" if r.status == STATUS_SKIPPED else f"FAILED: {(r.error or '')[:60]}",
-            f"{sum(r.timings.values()):.1f}" if r.timings else "-",
+            f"{seconds(r.timings):.1f}" if r.timings else "-",
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += [f"{SUBSET_MARK} {d}: evaluated on part of the dataset ({why}); not comparable with full-set numbers"
               for d, why in cut.items()]
+    lines += [f"{LOCAL_MARK} {d}: {why}, not the pinned official copy; not comparable with published numbers"
+              for d, why in local.items()]
     return "\n".join(lines)
 
 

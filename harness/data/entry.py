@@ -28,6 +28,9 @@ class DatasetEntry:
     members: dict[str, DatasetEntry] = field(default_factory=dict)   # composite (CQADupstack): mean over members
     mteb_task: str | None = None          # the mteb task with the same data and protocol (export/import of results)
     mteb_subset: str | None = None        # its hf_subset when the mteb task has several (None: mteb's main score)
+    #: content fingerprints of local copies verified to equal the pinned hub copy: a record on one of them is on
+    #: the official data (harness.data_origin); any other local copy is marked as local data
+    official_fingerprints: list[str] = field(default_factory=list)
 
     @property
     def is_composite(self) -> bool:
@@ -42,4 +45,4 @@ class DatasetEntry:
 
 
 #: catalog fields that label a dataset without changing its data
-LABEL_FIELDS = ("mteb_task", "mteb_subset")
+LABEL_FIELDS = ("mteb_task", "mteb_subset", "official_fingerprints")

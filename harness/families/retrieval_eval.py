@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from harness import results
+from harness import data_origin, results
 from harness.data.catalog import DatasetEntry, load_entry
 from harness.data.retrieval import RetrievalDataset, subset
 from harness.errors import HarnessError
@@ -79,7 +79,8 @@ def evaluate_cell(task: Any, cell: Cell, retriever: Retriever, block: dict[str, 
     yield task.new_record(
         cell, model=block, split=task.settings.split or entry.split,
         metrics={k: float(np.mean([p.metrics[k] for p in parts])) for k in parts[0].metrics},
-        details={"members": [m.name for m in members], "aggregate": "mean over members"},
+        details={"members": [m.name for m in members], "aggregate": "mean over members",
+                 "data": data_origin.combined([p.details.get("data") or {} for p in parts])},
         timings={k: float(sum(p.timings.get(k, 0.0) for p in parts)) for k in parts[0].timings},
         data_fingerprint=results.stable_hash([p.data_fingerprint for p in parts], length=16),
     )
@@ -127,6 +128,9 @@ def evaluate_entry(task: Any, cell: Cell, entry: DatasetEntry, retriever: Retrie
     length = document_length(retriever)
     if length is not None:
         details["max_length"] = length
+    details["data"] = data_origin.origin((ds.meta.get("subset") or {}).get("of") or ds.fingerprint, ds.source,
+                                         hub=entry.hub, revision=entry.revision,
+                                         official_fingerprints=entry.official_fingerprints)
     if member_of:
         details["member_of"] = member_of
     rec = task.new_record(cell, model=block, split=ds.split, metrics=metrics, details=details,

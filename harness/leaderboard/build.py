@@ -13,6 +13,7 @@ from typing import Any
 
 from harness import specs
 from harness.console import step
+from harness.data_origin import LOCAL_MARK, MEANING
 from harness.leaderboard.baselines import (
     OVERVIEW_TABLE,
     SOURCES,
@@ -68,6 +69,9 @@ def rules_text(combine_rule: str) -> list[str]:
         f"{SUBSET_MARK} marks a number evaluated on part of a dataset (task.max_queries / max_docs / "
         "max_eval_samples): published columns mean whole datasets, so it is never marked best and sorts after "
         "full-set numbers; an average over such a cell carries the mark too.",
+        f"{LOCAL_MARK} marks a number {MEANING} (records say where their data came from; one written before they "
+        "did is local data when it read task.data_dir for a dataset whose catalog entry names a hub copy); it sorts "
+        "after other numbers and an average over such a cell carries the mark too.",
         "Best value per column (among complete full-set values of the rows shown) is marked in bold.",
     ]
 
@@ -86,14 +90,17 @@ def average_cell(cells: dict[str, Cell], expected: Sequence[str], decimals: int 
     parts = [{"component": d, "text": cells[d].text} for d in present]
     cut = [d for d in present if cells[d].subset]
     mark, extra = (SUBSET_MARK, f"; subset: {', '.join(cut)} evaluated on part of the dataset") if cut else ("", "")
+    local = [d for d in present if cells[d].local]
+    if local:
+        mark, extra = mark + LOCAL_MARK, extra + f"; local data: {', '.join(local)} not the official copy"
     if len(present) == len(expected):
         return Cell(mean, fmt(mean, decimals) + mark, n=len(present), sources=parts, subset=bool(cut),
-                    note=f"mean of all {len(expected)} datasets{extra}")
+                    local=bool(local), note=f"mean of all {len(expected)} datasets{extra}")
     missing = [d for d in expected if d not in present]
     note = (f"partial: {len(present)}/{len(expected)} datasets (missing: {', '.join(missing)}); mean of those "
             f"present only, not comparable with complete rows{extra}")
     return Cell(mean, fmt(mean, decimals) + PARTIAL_MARK + mark, n=len(present), partial=True, note=note,
-                sources=parts, subset=bool(cut))
+                sources=parts, subset=bool(cut), local=bool(local))
 
 
 def _published_mean(cells: dict[str, Cell], expected: Sequence[str], where: str) -> Cell | None:

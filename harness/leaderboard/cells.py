@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.results import SUBSET_MARK  # noqa: F401  (re-exported: the page's marks live here)
+from harness.data_origin import LOCAL_MARK  # noqa: F401  (re-exported: the page's marks live here)
+from harness.results import SUBSET_MARK  # noqa: F401
 
 PUBLISHED = "published"
 THIS_RUN = "this run"
@@ -42,6 +43,7 @@ class Cell:
     failed: bool = False              # only failed records for this cell
     computed: bool = False            # derived here from published numbers (not itself published)
     subset: bool = False              # evaluated on part of a dataset (max_queries/...): never ranked, never best
+    local: bool = False               # computed on data that is not the official copy: never ranked, never best
     note: str = ""                    # shown in tooltips and footnotes
     sources: list[dict[str, Any]] = field(default_factory=list)   # provenance, one dict per record/source
 
@@ -59,6 +61,8 @@ class Cell:
             out["c"] = 1
         if self.subset:
             out["sub"] = 1
+        if self.local:
+            out["loc"] = 1
         if self.note:
             out["note"] = self.note
         if self.sources:
@@ -67,8 +71,8 @@ class Cell:
 
 
 def ranked(cell: Cell) -> bool:
-    """A cell that competes for best: a number, complete, on the full datasets."""
-    return cell.value is not None and not cell.partial and not cell.subset
+    """A cell that competes for best: a number, complete, on the full official datasets."""
+    return cell.value is not None and not cell.partial and not cell.subset and not cell.local
 
 
 def fmt(value: float, decimals: int = 1) -> str:

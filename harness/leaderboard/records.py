@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
-from harness.leaderboard.cells import SUBSET_MARK, Cell, RowKey, fmt
+from harness.data_origin import MEANING, local_data
+from harness.leaderboard.cells import LOCAL_MARK, SUBSET_MARK, Cell, RowKey, fmt
 from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
 from harness.registry import Registry
 from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, evaluated_subset, iter_records
@@ -226,7 +227,12 @@ def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded
         text += SUBSET_MARK
         notes.insert(0, f"subset: evaluated on part of the dataset ({'; '.join(cut)}); not comparable with "
                         "full-set numbers, never marked best")
-    return Cell(value, text, std=std, n=len(used), note="; ".join(notes), sources=srcs, subset=bool(cut))
+    local = sorted({why for i in used if (why := local_data(i.record))})
+    if local:
+        text += LOCAL_MARK
+        notes.insert(0, f"local data: {'; '.join(local)}; {MEANING}")
+    return Cell(value, text, std=std, n=len(used), note="; ".join(notes), sources=srcs, subset=bool(cut),
+                local=bool(local))
 
 
 def _best_configuration(ok: list[Loaded], *, average_seeds: bool) -> list[Loaded]:

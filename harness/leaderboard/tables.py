@@ -7,7 +7,15 @@ import math
 from pathlib import Path
 
 from harness.leaderboard.build import Leaderboard, Table
-from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, SUBSET_MARK, Cell, RowKey, ranked
+from harness.leaderboard.cells import (
+    COMPUTED_MARK,
+    LOCAL_MARK,
+    PARTIAL_MARK,
+    SUBSET_MARK,
+    Cell,
+    RowKey,
+    ranked,
+)
 from harness.leaderboard.layout import higher_is_better
 
 _ROW_HEADERS = ("model", "family", "size", "origin")
@@ -19,8 +27,8 @@ def table_rows(lb: Leaderboard, table: Table) -> list[RowKey]:
 
 
 def best_by_column(lb: Leaderboard, table: Table) -> dict[str, float]:
-    """Best complete full-set value per column, in the table's direction (partial means, subsets and failed
-    cells never count)."""
+    """Best complete full-set value per column, in the table's direction (partial means, subsets, local data
+    and failed cells never count)."""
     sign = 1 if higher_is_better(table.family) else -1
     best: dict[str, float] = {}
     for key in table_rows(lb, table):
@@ -34,14 +42,14 @@ def csv_value(cell: Cell | None) -> str:
     """The number alone: published text verbatim; partial marker and ±std moved to the notes column."""
     if cell is None:
         return ""
-    return cell.text.rstrip(PARTIAL_MARK + COMPUTED_MARK + SUBSET_MARK).split("±")[0]
+    return cell.text.rstrip(PARTIAL_MARK + COMPUTED_MARK + SUBSET_MARK + LOCAL_MARK).split("±")[0]
 
 
 def _notes(table: Table, key: RowKey) -> list[str]:
     labels = dict(table.columns)
     out = []
     for col, cell in table.cells[key.id].items():
-        if cell.partial or cell.failed or cell.computed or cell.subset or cell.std is not None:
+        if cell.partial or cell.failed or cell.computed or cell.subset or cell.local or cell.std is not None:
             out.append(f"{labels.get(col, col)}: {cell.note}")
     return out
 

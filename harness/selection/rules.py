@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from harness.data_origin import local_data
 from harness.registry import Registry
 from harness.results import STATUS_FAILED, STATUS_OK, ResultRecord, evaluated_subset, stable_hash
 from harness.specs import SelectionSpec
@@ -93,7 +94,8 @@ class SelectionRule(abc.ABC):
                 failed[name] += 1
         out = {}
         for name, recs in sorted(by_model.items()):
-            full = [r for r in recs if evaluated_subset(r) is None]   # a subset run never competes with a full one
+            # a subset run, or one on local data, never competes with a full run on the official data
+            full = [r for r in recs if evaluated_subset(r) is None and local_data(r) is None]
             choice = self.choose_model(full or recs, key=key, average_seeds=average_seeds)
             if choice is not None:
                 choice.summary = {"schema": SCHEMA, "task": recs[0].task, "model": choice.model,

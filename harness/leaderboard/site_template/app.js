@@ -144,7 +144,7 @@
       if (s.col === "_family") return r.family.toLowerCase();
       return r.name.toLowerCase();
     }
-    function rank(c) { return !c || c.v === null ? 2 : (c.p || c.sub ? 1 : 0); }
+    function rank(c) { return !c || c.v === null ? 2 : (c.p || c.sub || c.loc ? 1 : 0); }
     return ids.slice().sort(function (a, b) {
       if (s.col.charAt(0) === "_") {
         var ka = textKey(a), kb = textKey(b);
@@ -152,7 +152,7 @@
       }
       var ca = table.cells[a][s.col], cb = table.cells[b][s.col];
       var ra = rank(ca), rb = rank(cb);
-      if (ra !== rb) return ra - rb;           // empty, partial and subset values always after complete ones
+      if (ra !== rb) return ra - rb;           // empty, partial, subset and local-data values after complete ones
       if (ra === 2) return 0;
       return sign * (ca.v - cb.v);
     });
@@ -192,7 +192,7 @@
       shown.forEach(function (id) {
         var cell = table.cells[id][c.id];
         var sign = table.hib === false ? -1 : 1;
-        if (cell && cell.v !== null && !cell.p && !cell.sub && (best[c.id] === undefined || sign * cell.v > sign * best[c.id])) best[c.id] = cell.v;
+        if (cell && cell.v !== null && !cell.p && !cell.sub && !cell.loc && (best[c.id] === undefined || sign * cell.v > sign * best[c.id])) best[c.id] = cell.v;
       });
     });
     var tbody = el("tbody");
@@ -212,8 +212,9 @@
           td.textContent = cell.t;
           if (cell.p) td.classList.add("partial");
           if (cell.sub) td.classList.add("subset");
+          if (cell.loc) td.classList.add("local");
           if (cell.f) td.classList.add("failed");
-          if (cell.v !== null && !cell.p && !cell.sub && cell.v === best[c.id]) td.classList.add("best");
+          if (cell.v !== null && !cell.p && !cell.sub && !cell.loc && cell.v === best[c.id]) td.classList.add("best");
           td.title = tooltip(table, c, row, cell);
           var mk = markOf(table, versus(table, c, id));
           if (mk) {
@@ -283,7 +284,7 @@
         if (!visibleRowIds[id] || !cell || cell.v === null) return;
         var row = rowsById[id];
         bars.push({ label: row.name + (row.origin === "published" ? " (pub.)" : " (run)"), v: cell.v, text: cell.t,
-          partial: !!cell.p || !!cell.sub, origin: row.origin });
+          partial: !!cell.p || !!cell.sub || !!cell.loc, origin: row.origin });
       });
       if (!bars.length) return;
       bars.sort(function (a, b) { return (a.partial - b.partial) || (b.v - a.v); });

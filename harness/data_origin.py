@@ -1,0 +1,72 @@
+"""Whether a record was computed on the official copy of its dataset: the pinned hub copy its catalog entry names,
+or a local copy whose content fingerprint the entry lists as verified (``official_fingerprints``). A number
+computed on other data under an official dataset's name (a local folder, a toy set) is marked :data:`LOCAL_MARK`
+wherever it is shown (the terminal summary, the leaderboard): it is never ranked against published numbers.
+
+A retrieval record carries the fact in ``details.data`` (:func:`origin`): ``source`` (``hub`` | ``local``),
+``official`` (true, false, or null where the dataset has no official copy to differ from: a set mined here, a
+dataset the catalog names no hub copy of), the copy's ``fingerprint`` and ``path``. Records written before it
+was recorded: a dataset read from ``task.data_dir`` whose catalog entry (in the record's config) names a hub
+copy is local data; anything else is left unmarked (:func:`local_data`). Reads records only (ground layer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+#: beside every number computed on data that is not the official copy of its dataset
+LOCAL_MARK = "‡"
+
+#: what the mark means, for footnotes (terminal summary, leaderboard rules)
+MEANING = ("computed on data that is not the pinned official copy of the dataset (a local folder or a toy set under "
+           "its name): not comparable with published numbers, never marked best")
+
+
+def origin(fingerprint: str, source: str, *, hub: str | None, revision: str | None,
+           official_fingerprints: Iterable[str] = ()) -> dict[str, Any]:
+    """``details.data`` of a record whose data has ``fingerprint`` (``hub:<id>@<rev>`` for a hub copy, else the
+    content hash) and came from ``source`` (a folder, or the hub id); ``hub``/``revision``: the official copy
+    the catalog entry pins (None: the dataset has none)."""
+    if fingerprint.startswith("hub:"):
+        return {"source": "hub", "official": revision is not None, "fingerprint": fingerprint, "path": source}
+    official = None if hub is None else fingerprint in set(official_fingerprints)
+    return {"source": "local", "official": official, "fingerprint": fingerprint, "path": source}
+
+
+def combined(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A composite's ``details.data`` from its members': official only if every member is; local data if any is."""
+    flags = [p.get("official") for p in parts]
+    official = False if False in flags else (True if flags and all(f is True for f in flags) else None)
+    return {"source": "+".join(sorted({str(p.get("source")) for p in parts})), "official": official,
+            "members": len(parts)}
+
+
+def local_data(record: Any) -> str | None:
+    """Why ``record``'s number is not on the official data (one short phrase), or None where it is, or where
+    the dataset has no official copy."""
+    data = (record.details or {}).get("data")
+    if isinstance(data, Mapping):
+        if data.get("official") is False:
+            return f"{data.get('source', 'local')} data at {data.get('path') or '?'}"
+        return None
+    task = (record.config or {}).get("task") or {}
+    data_dir = task.get("data_dir") if isinstance(task, Mapping) else None
+    if data_dir and _has_official_copy(task.get("catalog") or {}, record.dataset):
+        return f"local data (task.data_dir={data_dir}; written before records said where their data came from)"
+    return None
+
+
+def _has_official_copy(catalog: Mapping[str, Any], dataset: str) -> bool:
+    """The record config's catalog names a hub copy of ``dataset`` (a composite: of one of its members; a member
+    ``<composite>-<member>``: its own or the composite's)."""
+    entry = catalog.get(dataset)
+    if entry is None and "-" in dataset:
+        parent, _, member = dataset.partition("-")
+        members = (catalog.get(parent) or {}).get("members") or {}
+        if member in members:
+            entry = {**catalog[parent], "members": {}, **(members[member] or {})}
+    if not isinstance(entry, Mapping):
+        return False
+    members = entry.get("members") or {}
+    return bool(entry.get("hub")) or any(isinstance(m, Mapping) and m.get("hub") for m in members.values())
