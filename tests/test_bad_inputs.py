@@ -150,9 +150,16 @@ def _model(tmp: Path, breaker: Callable[[Path], None]) -> list[str]:
     return beir(tmp, f"model.path={m}")
 
 
-def _glue_file(tmp: Path, **kw: str) -> list[str]:
+def _glue_file(tmp: Path, *extra: str, **kw: str) -> list[str]:
     write_glue(tmp / "glue", **kw)
-    return glue(tmp)
+    return glue(tmp, *extra)
+
+
+def _run_file_taken(tmp: Path) -> list[str]:
+    """The seeded record's TREC run file path holds a folder (save_run=true would write the file there)."""
+    (record,) = (tmp / "results").rglob("toy.json")
+    record.with_name("toy.run.trec.gz").mkdir()
+    return beir(tmp, "save_run=true")
 
 
 def _glue_bytes(tmp: Path) -> list[str]:
@@ -226,6 +233,30 @@ CASES = [
          r"spec\.main_metric='ndcg_at_11'", r"ndcg_at_10, ndcg_at_100"),
     Case("config-spec-selection-rule", lambda t: beir(t, "task.spec.selection.rule=bestest"),
          r"selection rule 'bestest'", r"best_run_on_sets"),
+    # --- empty selections, counts and sizes (harness.typed: nonempty, count, positive) ------------------------
+    Case("config-datasets-empty", lambda t: beir(t, "task.datasets=[]"), r"task\.datasets=\[\] selects nothing",
+         r"list at least one, e\.g\. task\.datasets=\[arguana\] \(valid names: .*toy"),
+    Case("config-max-queries-zero", lambda t: beir(t, "task.max_queries=0"), r"task\.max_queries=0 is below 1",
+         r"integer >= 1, or to null \(every judged query\)"),
+    Case("config-batch-tokens-zero", lambda t: beir(t, "task.batch_tokens=0"), r"task\.batch_tokens=0",
+         r"set task\.batch_tokens to an integer >= 1"),
+    Case("config-lr-negative", lambda t: beir(t, "task.lr=-1e-5"), r"task\.lr=-1e-05 must be above 0",
+         r"a number > 0"),
+    Case("config-plaid-nbits-zero", lambda t: colbert(t, "unused.jsonl", "task.plaid.nbits=0"),
+         r"task\.plaid\.nbits=0", r"integer >= 1"),
+    Case("config-glue-tasks-empty", lambda t: glue(t, "task.tasks=[]"), r"task\.tasks=\[\]",
+         r"valid names: cola, mnli"),
+    Case("config-glue-grid-empty", lambda t: glue(t, "task.grid.learning_rates=[]"),
+         r"task\.grid\.learning_rates=\[\]", r"list at least one"),
+    Case("config-glue-eval-interval-zero", lambda t: glue(t, "task.eval_interval.rte=0"),
+         r"task\.eval_interval\.rte=0", r"integer >= 1"),
+    Case("config-glue-weight-decay", lambda t: _glue_file(t, "task.weight_decay=0.2", "task.batch_size=1",
+                                                          "task.lr=5e-5"),
+         r"task\.weight_decay: weight decay 0\.2 under task\.weight_decay_convention=composer .* would shrink every "
+         r"weight to \d+% of itself over the 12 steps", r"task\.weight_decay_convention=torch"),
+    Case("config-glue-grid-weight-decay", lambda t: _glue_file(t, "task.grid.weight_decays=[1e-5,0.2]",
+                                                               "task.batch_size=1", "task.lr=5e-5"),
+         r"task\.grid\.weight_decays: weight decay 0\.2 ", r"task\.weight_decay_convention=torch"),
     # --- triplet files (DPR training) --------------------------------------------------------------------------
     Case("triplets-missing", lambda t: dpr(t, f"{t}/nope.tsv"), r"{tmp}/nope\.tsv", r"task\.train_data\.path"),
     Case("triplets-no-path", lambda t: beir(t, "task.train=true", "task.train_data.source=file"),
@@ -271,6 +302,8 @@ CASES = [
          r"config\.json"),
     Case("model-hub-offline", lambda t: beir(t, "model.path=answerdotai/ModernBERT-base"),
          r"answerdotai/ModernBERT-base", r"model\.path=/path/to/model"),
+    Case("model-path-is-a-file", lambda t: beir(t, f"model.path={model_copy(t)}/config.json"),
+         r"model\.path={tmp}/model/config\.json is a file", r"folder that holds config\.json"),
     # --- config values -------------------------------------------------------------------------------------
     Case("config-unknown-task", lambda t: ["task=beri", *paths(t)], r"'beri'", r"beir"),
     Case("config-unknown-model", lambda t: ["model=modernbert-bas", *paths(t)], r"'modernbert-bas'",
@@ -294,6 +327,8 @@ CASES = [
          r"writable folder"),
     Case("cache-is-a-file", lambda t: ((t / "f").write_text("x"), [*beir(t), f"paths.cache={t}/f"])[1],
          r"paths\.cache={tmp}/f", r"point paths\.cache at a directory"),
+    Case("results-run-file-is-a-folder", _run_file_taken, r"{tmp}/results/.*/toy\.run\.trec\.gz is a folder",
+         r"move or remove that folder", upfront=False),   # the folder the case makes is new: checked below
 ]
 
 
@@ -440,3 +475,28 @@ def test_a_subset_run_is_marked_in_the_terminal_summary(seeded: Path, tmp_path: 
     assert "§ toy: evaluated on part of the dataset (max_queries=2); not comparable with full-set numbers" in printed
     code, printed = invoke(beir(tmp_path), capfd)
     assert "§" not in printed
+
+
+def test_a_folder_in_a_records_way_and_a_weight_decay_fail_before_the_model_loads(seeded: Path, tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """The run file's path taken by a folder (it used to fail with a traceback after the whole evaluation, writing
+    no record) and a GLUE weight decay that would shrink the weights (it used to train to Spearman -0.03) are
+    refused before any model is loaded."""
+    from harness import models
+    from harness.cli import run
+    from harness.errors import HarnessError
+    from harness.families.glue.family import GlueFamily
+
+    def no_model(*a: object, **k: object) -> None:
+        raise AssertionError("a model was loaded before the bad input was reported")
+
+    monkeypatch.setattr(models, "load_sentence_transformer", no_model)
+    monkeypatch.setattr(GlueFamily, "context", property(no_model))
+    shutil.copytree(seeded / "results", tmp_path / "results")
+    shutil.copytree(seeded / "data", tmp_path / "data")
+    with pytest.raises(HarnessError, match=r"toy\.run\.trec\.gz is a folder"):
+        run(compose(_run_file_taken(tmp_path)))
+    write_glue(tmp_path / "glue")
+    with pytest.raises(HarnessError, match=r"would shrink every weight to 27% of itself over the 12 steps"):
+        run(compose(glue(tmp_path, "task.weight_decay=0.2", "task.batch_size=1", "task.lr=5e-5")))
+    assert not list((tmp_path / "results").glob("glue"))
