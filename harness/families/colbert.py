@@ -84,11 +84,14 @@ def readable(task: RetrievalFamily) -> dict[str, Any]:
 
 
 def resolved(task: RetrievalFamily) -> dict[str, Any]:
-    """PLAID's backend: ``auto`` resolves per machine, and the two backends differ."""
+    """PLAID's backend (``auto`` resolves per machine, and the two backends differ); Voyager's constants (the
+    authors' index and search depth: a change to them changes the numbers, so it changes the run id)."""
+    from harness.evaluation.multivector_settings import plaid_backend, voyager_identity
+
+    if task.settings.index == "voyager":
+        return {"task.voyager": voyager_identity("voyager")}
     if task.settings.index != "plaid":
         return {}
-    from harness.evaluation.multivector_settings import plaid_backend
-
     return {"task.plaid.backend": plaid_backend(task.settings.plaid.backend)}
 
 

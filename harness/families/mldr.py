@@ -110,8 +110,17 @@ def hyperparameters(task: RetrievalFamily) -> dict[str, Any]:
     return hp | beir.dense_training(task, data)
 
 
+def resolved(task: RetrievalFamily) -> dict[str, Any]:
+    """A ColBERT run through the authors' Voyager index holds its constants (see :mod:`harness.families.colbert`)."""
+    from harness.evaluation.multivector_settings import voyager_identity
+
+    s = task.settings
+    found = voyager_identity(s.multi_vector.index) if s.retriever == "multi_vector" else {}
+    return {"task.multi_vector.voyager": found} if found else {}
+
+
 MLDR = RetrievalKind(
-    MldrSettings, hyperparameters, readable=readable, validate=check,
+    MldrSettings, hyperparameters, readable=readable, validate=check, resolved=resolved,
     details=lambda task: {"setting": task.settings.setting},
     identity_exclude={
         "task.path": "the tree's root is part of the `files` catalog entry (each cell's data spec)",
