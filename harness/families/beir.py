@@ -55,7 +55,7 @@ def dense_training(task: RetrievalFamily, data: dict[str, Any]) -> dict[str, Any
     train = {"data": data, "lr": task.lr, "epochs": s.epochs, "warmup_ratio": s.warmup_ratio,
              "batch_size": s.batch_size, "gradient_accumulation_steps": s.gradient_accumulation_steps,
              "loss": s.loss, "mini_batch_size": s.mini_batch_size, "max_seq_length": s.max_seq_length,
-             "seed": s.train_seed, "split_seed": s.train_data.split_seed}
+             "seed": s.train_seed}
     return {"train": train, "lr": task.lr, "epochs": s.epochs, "batch_size": s.batch_size,
             "gradient_accumulation_steps": s.gradient_accumulation_steps, "seed": s.train_seed}
 
