@@ -138,11 +138,22 @@ def _one_seed_removed_is_never_selected(tmp_path: Path, by_config: dict, best: l
     (partial,) = rte["incomplete_configurations"]
     assert partial["expected_seeds"] == 3 and len(partial["seeds"]) == 2 and dropped.run_id not in partial["run_ids"]
     assert "not selected, incomplete: 2 of 3 seeds finished" in done.stdout, done.stdout
+    assert "incomplete configuration(s) left out" in _rte_cell(tmp_path).note            # the page says it too
     results.path_of(tmp_path / "results", other[0]).unlink()
     choice = selection.load_selections("glue", tmp_path / "results")[0]["tiny-modernbert"]
     assert "rte" not in choice.summary["tasks"] and choice.cells == {}
     assert len(choice.summary["unselected"]["rte"]["incomplete_configurations"]) == 2
     assert choice.summary["glue_average"] is None and "rte" in choice.summary["missing_tasks"]
+    cell = _rte_cell(tmp_path)
+    assert cell.value is None and cell.text == "incomplete" and "no configuration finished every seed" in cell.note
+
+
+def _rte_cell(tmp_path: Path):
+    from harness.leaderboard import build_leaderboard
+
+    lb = build_leaderboard([tmp_path / "results"], published=False)
+    (table,) = [t for t in lb.tables if t.id == "glue"]
+    return next(cells["rte"] for cells in table.cells.values() if "rte" in cells)
 
 
 # ---------------------------------------------------------------------------------------------- MNLI chaining

@@ -114,7 +114,7 @@ def test_sweep_cells_come_from_the_one_selected_run_not_per_dataset_bests():
         items = loaded(*recs)
         picks = selected(items, rule)
         for (key, table, col), its in group(items).items():
-            cells[col] = combine(its, rule, 100, chosen=picks.get((key.name, table, col)), chosen_by="x")
+            cells[col] = combine(its, rule, 100, chosen=picks[(key.name, table, col)].used, chosen_by="x")
         assert cells["scifact"].text == "73.0" and cells["nfcorpus"].text == "35.0", rule   # not 74.0 / 36.0
         assert cells["nq"].text == "45.0", rule            # a non-selection dataset: the selected run too
         assert [s["run_id"] for s in cells["scifact"].sources if s["used"]] == ["lr8"]

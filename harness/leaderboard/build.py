@@ -167,10 +167,12 @@ def build_leaderboard(
     by_table: dict[str, dict[RowKey, dict[str, Cell]]] = {}
     for (key, table, col), items in groups.items():
         fam = specs.for_record(items[0].record)
-        chosen = picks.get((key.name, table, col))
+        pick = picks.get((key.name, table, col))
+        chosen = pick.used if pick else None
         cell = combine(items, combine_rule, scale_of(table, col), chosen=chosen,
                        chosen_by=rule_for(fam.selection).description if fam and chosen else "",
-                       link_root=link_root, versions=versions, decimals=decimals_of(table, col))
+                       link_root=link_root, versions=versions, decimals=decimals_of(table, col),
+                       remark=pick.remark if pick else "", withheld=pick.withheld if pick else "")
         by_table.setdefault(table, {}).setdefault(key, {})[col] = cell
     user_rows = sorted({k for (k, _, _) in groups}, key=_row_order)
 

@@ -101,13 +101,23 @@ def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded
     return cells
 
 
-def selected(loaded: Sequence[Loaded], rule: str) -> dict[tuple[str, str, str], list[Loaded]]:
-    """What each registered family's selection rule picks: (model name, table, column) -> the records used.
+@dataclass(frozen=True)
+class Pick:
+    """What a family's selection rule says of one cell: the records used (none: ``withheld`` says why) and what a
+    reader must know of the pick (``remark``: e.g. incomplete configurations left out)."""
+
+    used: list[Loaded]
+    remark: str = ""
+    withheld: str = ""
+
+
+def selected(loaded: Sequence[Loaded], rule: str) -> dict[tuple[str, str, str], Pick]:
+    """What each registered family's selection rule picks: (model name, table, column) -> its :class:`Pick`.
     ``best`` applies the rule to single runs, ``mean`` to configurations averaged over their seeds."""
     by_task: dict[str, list[Loaded]] = defaultdict(list)
     for item in loaded:
         by_task[item.record.task].append(item)
-    out: dict[tuple[str, str, str], list[Loaded]] = {}
+    out: dict[tuple[str, str, str], Pick] = {}
     for items in by_task.values():
         spec = specs.for_record(items[0].record)
         if spec is None:
@@ -116,7 +126,9 @@ def selected(loaded: Sequence[Loaded], rule: str) -> dict[tuple[str, str, str], 
         choices = rule_for(spec.selection).choose([i.record for i in items], key=spec.column_of, average_seeds=rule == "mean")
         for name, choice in choices.items():
             for (table, col), recs in choice.cells.items():
-                out[(name, table, col)] = [by_id[id(r)] for r in recs]
+                out[(name, table, col)] = Pick([by_id[id(r)] for r in recs], choice.remarks.get((table, col), ""))
+            for (table, col), why in choice.withheld.items():
+                out[(name, table, col)] = Pick([], withheld=why)
     return out
 
 
@@ -175,12 +187,16 @@ def _pick_split(ok: list[Loaded]) -> tuple[list[Loaded], str]:
 
 def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded] | None = None,
             chosen_by: str = "", link_root: Path | None = None, versions: VersionTable | None = None,
-            decimals: int = 1) -> Cell:
+            decimals: int = 1, remark: str = "", withheld: str = "") -> Cell:
     """One cell from its records. ``chosen``: the records a family's selection rule picked for this cell (its
-    description in ``chosen_by``); otherwise ``rule`` decides among the cell's own records (latest | best |
-    mean). Failed records never give a number."""
+    description in ``chosen_by``, what a reader must know of the pick in ``remark``; ``withheld``: why the rule
+    picked none, e.g. no GLUE configuration finished its seeds); otherwise ``rule`` decides among the cell's own
+    records (latest | best | mean). Failed records never give a number."""
     COMBINE_RULES.lookup(rule)
     versions = versions or VersionTable()
+    if withheld:
+        return Cell(None, "incomplete", n=0, note=withheld,
+                    sources=[provenance(i, scale, link_root, versions) for i in items])
     ok = [i for i in items if i.record.status == STATUS_OK and isinstance(i.record.score, int | float)]
     n_failed = len(items) - len(ok)
     if not ok:
@@ -213,7 +229,7 @@ def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded
             note += f"; best of {n_configs} hyperparameter settings"
     if std is not None:
         note += f"; {len(scores)} seeds, std {std:.2f}"
-    notes = [note] + [x for x in (split_note, f"{n_failed} failed record(s) ignored" if n_failed else "") if x]
+    notes = [note] + [x for x in (split_note, f"{n_failed} failed record(s) ignored" if n_failed else "", remark) if x]
     used_ids = {id(i) for i in used}
     ordered = sorted(items, key=lambda i: (id(i) not in used_ids, -_when(i.record).timestamp()))
     srcs = []

@@ -69,11 +69,15 @@ def _seed(r: ResultRecord) -> int:
 
 @dataclass
 class Choice:
-    """What a rule picked for one model: per cell (dataset or column), the records whose mean is reported."""
+    """What a rule picked for one model: per cell (dataset or column), the records whose mean is reported;
+    ``remarks``: per cell, what a reader must know of the pick (incomplete configurations left out), and for a
+    cell with nothing picked, why (``withheld``)."""
 
     model: dict[str, Any]
     cells: dict[Any, list[ResultRecord]]
     summary: dict[str, Any] = field(default_factory=dict)
+    remarks: dict[Any, str] = field(default_factory=dict)
+    withheld: dict[Any, str] = field(default_factory=dict)
 
 
 class SelectionRule(abc.ABC):
@@ -165,7 +169,11 @@ class BestConfigPerDataset(SelectionRule):
         if not cells and not unselected:
             return None
         extra = {"unselected": unselected} if unselected else {}
-        return Choice(records[0].model, cells, {"tasks": tasks, **extra})
+        return Choice(records[0].model, cells, {"tasks": tasks, **extra},
+                      remarks={c: _remark(t["incomplete_configurations"]) for c, t in tasks.items()
+                               if t.get("incomplete_configurations")},
+                      withheld={c: f"not selected: {u['why']}; {_remark(u['incomplete_configurations'])}"
+                                for c, u in unselected.items()})
 
     def _split(self, groups: list[list[ResultRecord]]) -> tuple[list[list[ResultRecord]], list[dict[str, Any]]]:
         """(complete configurations, what is said of the incomplete ones)."""
@@ -209,6 +217,12 @@ class BestConfigPerDataset(SelectionRule):
             lines.append(f"  {cell!s:12s} nothing selected: {u['why']}")
             lines += [f"  {'':12s} incomplete: {_incomplete_line(c)}" for c in u["incomplete_configurations"]]
         return "\n".join(lines)
+
+
+def _remark(partial: list[dict[str, Any]]) -> str:
+    """The page's note on the incomplete configurations of a cell."""
+    return (f"{len(partial)} incomplete configuration(s) left out of the selection: "
+            + "; ".join(_incomplete_line(c) for c in partial))
 
 
 def _incomplete_line(c: dict[str, Any]) -> str:
