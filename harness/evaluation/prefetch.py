@@ -36,8 +36,8 @@ def chunk_bounds(n: int, first: int = FIRST_CHUNK, most: int = MAX_CHUNK) -> lis
 
 
 def default_workers() -> int:
-    """Preparing threads: the cores but one (the consumer's), at least one, at most eight."""
-    return max(1, min(8, (os.cpu_count() or 2) - 1))
+    """Preparing threads: the cores but one (the consumer's), at least one, at most sixteen."""
+    return max(1, min(16, (os.cpu_count() or 2) - 1))
 
 
 class Prefetcher:

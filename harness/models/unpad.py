@@ -35,6 +35,9 @@ class _State(threading.local):
     def __init__(self) -> None:
         self.stack: list[tuple[torch.Tensor, int, int] | None] = []
 
+    def __reduce__(self) -> tuple:             # a copied or pickled model (deepcopy, torch.save) starts afresh
+        return (_State, ())
+
 
 def install(encoder: torch.nn.Module, keep_padded: Callable[[dict[str, Any]], bool] | None = None) -> None:
     """Unpad ``encoder``'s padded batches (idempotent). ``keep_padded(inputs)``: True for a batch to run padded."""

@@ -22,7 +22,6 @@ tests check the whole packed path against the padded model.
 
 from __future__ import annotations
 
-from itertools import pairwise
 from typing import Any
 
 import torch
@@ -106,25 +105,30 @@ def band(n: int, window: int, causal: bool, device: torch.device) -> torch.Tenso
     if window < 0 and not causal:
         return None
     i = torch.arange(n, device=device)
-    ok = torch.ones(n, n, dtype=torch.bool, device=device)
-    if window >= 0:
-        ok &= (i[:, None] - i[None, :]).abs() <= window
-    if causal:
-        ok &= i[:, None] >= i[None, :]
-    return ok
+    gap = i[:, None] - i[None, :]
+    ok = gap.abs() <= window if window >= 0 else None
+    return ok if not causal else (gap >= 0 if ok is None else ok & (gap >= 0))
 
 
 def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, *, scale: float | None,
               window: int, causal: bool = False, dropout: float = 0.0) -> torch.Tensor:
-    """:func:`varlen` in plain torch: each sequence's attention on its own (sdpa, the window as a mask)."""
-    bounds = cu_seqlens.tolist()
-    parts = []
-    for start, stop in pairwise(bounds):
-        qs, ks, vs = (t[start:stop].transpose(0, 1) for t in (q, k, v))          # [heads, n, dim]
-        mask = band(stop - start, window, causal, q.device)
-        out = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask, dropout_p=dropout, scale=scale)
-        parts.append(out.transpose(0, 1))
-    return torch.cat(parts) if parts else q.new_empty(q.shape)
+    """:func:`varlen` in plain torch: each sequence's attention on its own (sdpa, the window as a mask); the
+    sequences of one length go through sdpa together, as a batch."""
+    starts, lengths = cu_seqlens[:-1].long(), cu_seqlens.diff().long()
+    indices, parts = [], []
+    for n in lengths.unique().tolist():
+        if n == 0:
+            continue
+        first = starts[lengths == n]
+        index = (first[:, None] + torch.arange(n, device=q.device)).reshape(-1)
+        qs, ks, vs = (t[index].view(len(first), n, *t.shape[1:]).transpose(1, 2) for t in (q, k, v))
+        part = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=band(n, window, causal, q.device),
+                                              dropout_p=dropout, scale=scale)           # [sequences, heads, n, dim]
+        indices.append(index)
+        parts.append(part.transpose(1, 2).reshape(-1, *q.shape[1:]))
+    if not parts:
+        return torch.zeros_like(q)
+    return torch.zeros_like(q).index_copy(0, torch.cat(indices), torch.cat(parts))
 
 
 def padded(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor, *,
