@@ -9,6 +9,10 @@ from harness.errors import HarnessError, closest_first
 from harness.results import STATUS_OK, ResultRecord, iter_records
 
 
+class SeveralRuns(HarnessError):
+    """A model name with several runs of one dataset: a seed-averaged selection (the many-model comparison)."""
+
+
 @dataclass(frozen=True)
 class Side:
     """One side of a comparison: a label and its ok records by dataset (with their paths)."""
@@ -53,7 +57,8 @@ def resolve(arg: str, results: Path, task: str | None) -> Side:
     if twice:
         d, rs = next(iter(twice.items()))
         runs = ", ".join(sorted(str(p.parent) for p, _ in rs))
-        raise HarnessError(f"{where} has {len(rs)} runs of {d} ({runs}): pass one run folder instead")
+        raise (SeveralRuns if not path.exists() else HarnessError)(
+            f"{where} has {len(rs)} runs of {d} ({runs}): pass one run folder instead")
     label = arg if path.exists() else f"{arg} ({tasks[0]})"
     return Side(label, {d: rs[0] for d, rs in sorted(by.items())}, tasks[0])
 

@@ -135,7 +135,25 @@ def bonferroni(pvalues: Sequence[float]) -> list[float]:
     return [min(1.0, float(p) * len(pvalues)) for p in pvalues]
 
 
-CORRECTIONS = {"holm": holm, "bonferroni": bonferroni, "none": lambda p: [float(x) for x in p]}
+def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (step-up, monotone, capped at 1), in the input order: the false
+    discovery rate, not the chance of any false rejection, is held at the level they are compared with."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    m = len(p)
+    order = np.argsort(p, kind="stable")[::-1]
+    adjusted = np.empty_like(p)
+    running = 1.0
+    for rank, i in zip(range(m, 0, -1), order, strict=True):
+        running = min(running, m * p[i] / rank)
+        adjusted[i] = running
+    return adjusted.tolist()
+
+
+CORRECTIONS = {"holm": holm, "bh": benjamini_hochberg, "bonferroni": bonferroni,
+               "none": lambda p: [float(x) for x in p]}
+#: what each correction holds at --alpha, for the report's statement of its family
+CONTROLS = {"holm": "family-wise error rate (Holm)", "bh": "false discovery rate (Benjamini-Hochberg)",
+            "bonferroni": "family-wise error rate (Bonferroni)", "none": "nothing: uncorrected p-values"}
 
 
 def paired_statistic(pred_a: np.ndarray, pred_b: np.ndarray, stat: Callable[[np.ndarray, np.ndarray], float],

@@ -1,0 +1,117 @@
+"""The two-level bootstrap over items and seeds: shared item resamples (paired across models), then each model's
+runs (seeds) resampled within it.
+
+A cell averaged over k seeds has two sources of chance: the items scored and the seeds drawn. Each replicate
+resamples the items (within their strata; the same resample for every model, so the comparison stays paired) and
+scores every run on them, then draws k of the model's runs with replacement. The seed draw is scaled around the
+runs' mean so that its variance is the seeds' own share of the runs' sample variance over k (resampling k values
+alone gives (k-1)/k of it, 2/3 at three seeds, and the runs' spread also holds the seed x item interaction that the
+item resamples already count). The difference's standard error is the replicates' spread; its p and
+interval come from Student's t with Welch-Satterthwaite degrees of freedom, because three seeds estimate their
+variance with two degrees of freedom each and a normal reference would reject a true null too often.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.compare.outcomes import Outcomes
+
+
+def item_resamples(strata: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(resamples x items) indices: each stratum's items drawn with replacement within it, in place."""
+    idx = np.empty((resamples, len(strata)), dtype=np.int64)
+    for s in np.unique(strata):
+        members = np.flatnonzero(strata == s)
+        idx[:, members] = members[rng.integers(0, len(members), size=(resamples, len(members)))]
+    return idx
+
+
+@dataclass(frozen=True)
+class Replicates:
+    """One model on one cell: ``base[b]``, the mean of its runs' scores on item resample b; ``drawn[b]``, that plus
+    the seed draw; ``full``: each run's score on every item; ``seed_var``: the variance of one run's score that
+    its seed alone causes."""
+
+    base: np.ndarray
+    drawn: np.ndarray
+    full: np.ndarray
+    seed_var: float = 0.0
+
+    @property
+    def k(self) -> int:
+        return len(self.full)
+
+    def seed_variance(self) -> float:
+        """The variance the seeds add to the cell's score (the mean of k runs); 0 for one run."""
+        return self.seed_var / self.k if self.k > 1 else 0.0
+
+
+def replicates(o: Outcomes, idx: np.ndarray, rng: np.random.Generator, chunk: int = 250) -> Replicates:
+    """The replicates of ``o`` on the item resamples ``idx`` (its seeds drawn with ``rng``).
+
+    The runs' scores differ by their seeds and by how each run happened to do on these items (the seed x item
+    interaction, which the item resamples already carry): the seed-only variance is the runs' sample variance less
+    that interaction (read from how far each run strays from the runs' mean across item resamples), and the seed
+    draw is scaled to it."""
+    per_run = np.concatenate([o.run_scores(idx[i:i + chunk]) for i in range(0, len(idx), chunk)])
+    base = per_run.mean(axis=1)
+    full = o.scores()
+    if o.k == 1:
+        return Replicates(base, base, full)
+    k = o.k
+    total = float(np.var(full, ddof=1))
+    interaction = k / (k - 1) * float(np.var(per_run - base[:, None], axis=0, ddof=1).mean())
+    seed_var = max(0.0, total - interaction)
+    draws = rng.integers(0, k, size=per_run.shape)
+    picked = np.take_along_axis(per_run, draws, axis=1).mean(axis=1)
+    # resampling k runs gives (k-1)/k of their variance: widened by sqrt(k/(k-1)), then narrowed to the seeds' share
+    scale = np.sqrt(k / (k - 1) * seed_var / total) if total > 0 else 0.0
+    return Replicates(base, base + scale * (picked - base), full, seed_var)
+
+
+@dataclass(frozen=True)
+class TwoLevel:
+    """B - A from the two-level bootstrap: the difference, its standard error, degrees of freedom, p, interval."""
+
+    diff: float
+    se: float
+    df: float
+    p: float
+    low: float
+    high: float
+
+
+def two_level(a: Sequence[Replicates], b: Sequence[Replicates], n_items: int, level: float) -> TwoLevel:
+    """B - A on the mean over cells (one cell, or a table's cells with equal weight): the observed difference of the
+    seed-averaged scores, the replicates' standard error and Welch-Satterthwaite's degrees of freedom (items:
+    ``n_items`` - 1; each model's seeds in each cell: k - 1)."""
+    from scipy import stats as sps
+
+    c = len(a)
+    diff = float(np.mean([rb.full.mean() - ra.full.mean() for ra, rb in zip(a, b, strict=True)]))
+    drawn = np.mean([rb.drawn - ra.drawn for ra, rb in zip(a, b, strict=True)], axis=0)
+    items = float(np.var(np.mean([rb.base - ra.base for ra, rb in zip(a, b, strict=True)], axis=0), ddof=1))
+    seeds = [(r.seed_variance() / c ** 2, r.k - 1) for r in (*a, *b) if r.k > 1]
+    se = float(np.std(drawn, ddof=1))
+    total = items + sum(v for v, _ in seeds)
+    denom = items ** 2 / max(n_items - 1, 1) + sum(v ** 2 / d for v, d in seeds)
+    df = total ** 2 / denom if denom > 0 else float("inf")
+    if se == 0:
+        return TwoLevel(diff, 0.0, df, 1.0 if diff == 0 else 0.0, diff, diff)
+    q = float(sps.t.ppf((1 + level) / 2, df))
+    return TwoLevel(diff, se, df, float(2 * sps.t.sf(abs(diff) / se, df)), diff - q * se, diff + q * se)
+
+
+def rank_intervals(drawn: dict[str, np.ndarray], higher_is_better: bool, level: float
+                   ) -> dict[str, tuple[int, int]]:
+    """Each model's rank (1 = best) on every replicate, and the central ``level`` interval of it."""
+    names = list(drawn)
+    m = np.stack([drawn[x] for x in names], axis=1) * (1 if higher_is_better else -1)
+    ranks = 1 + (m[:, None, :] > m[:, :, None]).sum(axis=2)
+    tail = (1 - level) / 2
+    return {x: (int(np.quantile(ranks[:, i], tail, method="inverted_cdf")),
+                int(np.quantile(ranks[:, i], 1 - tail, method="inverted_cdf"))) for i, x in enumerate(names)}

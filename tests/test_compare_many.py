@@ -1,0 +1,171 @@
+"""Which models are really different (issue 41): every pair per cell and table average, corrected together, tie
+groups, rank intervals, GLUE's seeds in the test; checked against statsmodels, ranx and simulations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import per_query
+from harness.compare import many, stats, twolevel
+from harness.compare.outcomes import Outcomes
+from harness.results import ResultRecord, path_of, write_record
+
+GLUE_CONFIG = {"task": {"scoring_protocol": "authors", "seeds": [1618, 42, 6033]}}
+
+
+def write(res: Path, task: str, model: str, dataset: str, run: str, values: np.ndarray, *, seed: int | None = None,
+          config_id: str | None = None, labels: np.ndarray | None = None) -> Path:
+    """A record with its kept scores: per-query nDCG@10 (BEIR) or per-example predictions (GLUE accuracy)."""
+    ids = [f"q{i}" for i in range(len(values))] if labels is None else [f"validation:{i}" for i in range(len(values))]
+    glue = labels is not None
+    rec = ResultRecord(task=task, dataset=dataset, split="validation" if glue else "test",
+                       model={"name": model, "family": model, "size": "small"},
+                       metrics={"accuracy" if glue else "ndcg_at_10": float(
+                           100 * np.mean(values == labels) if glue else np.mean(values))},
+                       main_score="accuracy" if glue else "ndcg_at_10", run_id=run, config_id=config_id,
+                       hyperparameters={"lr": 1e-4, **({"seed": seed} if seed is not None else {})},
+                       config=GLUE_CONFIG if glue else {}, created_at="2026-01-01T00:00:00+00:00")
+    path = path_of(res, rec)
+    scores = {"prediction": values.astype(float), "label": labels.astype(float)} if glue else {"ndcg_at_10": values}
+    data = {"examples": "x", "glue_metric": "accuracy"} if glue else {"queries": "q", "qrels": "r"}
+    rec.details["per_query"] = per_query.write(path, per_query.PerQuery(ids, scores, data,
+                                                                          "example" if glue else "query"))
+    write_record(res, rec)
+    return path
+
+
+def compare(*args: str, capfd) -> tuple[int, str, str]:
+    from harness.compare.__main__ import main
+
+    capfd.readouterr()
+    code = main(list(args))
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+# ------------------------------------------------------------------------------------------------ pieces
+def test_benjamini_hochberg_and_holm_equal_statsmodels_multipletests() -> None:
+    multipletests = pytest.importorskip("statsmodels.stats.multitest").multipletests
+    rng = np.random.default_rng(4)
+    for p in (rng.random(30) ** 3, np.array([0.01, 0.04, 0.03, 0.005, 0.04, 1.0]), rng.random(7)):
+        assert stats.benjamini_hochberg(p) == pytest.approx(multipletests(p, method="fdr_bh")[1], abs=1e-12)
+        assert stats.holm(p) == pytest.approx(multipletests(p, method="holm")[1], abs=1e-12)
+        assert stats.bonferroni(p) == pytest.approx(multipletests(p, method="bonferroni")[1], abs=1e-12)
+
+
+def test_compact_letters_share_a_letter_exactly_where_no_test_separates() -> None:
+    ranked = ["A", "B", "C", "D"]
+    assert many.letters(ranked, set()) == {x: "a" for x in ranked}
+    assert many.letters(ranked, {frozenset("AD")}) == {"A": "a", "B": "ab", "C": "ab", "D": "b"}
+    different = {frozenset(p) for p in ("AC", "AD", "BD")}
+    groups = many.letters(ranked, different)
+    assert groups == {"A": "a", "B": "ab", "C": "bc", "D": "c"}
+    for i, x in enumerate(ranked):
+        for y in ranked[i + 1:]:
+            share = bool(set(groups[x]) & set(groups[y]))
+            assert share == (frozenset((x, y)) not in different)
+
+
+def test_rank_intervals_from_replicates() -> None:
+    rng = np.random.default_rng(0)
+    drawn = {"far": 10 + rng.normal(0, 0.1, 500), "near1": 5 + rng.normal(0, 1, 500), "near2": 5 + rng.normal(0, 1, 500)}
+    ranks = twolevel.rank_intervals(drawn, True, 0.95)
+    assert ranks["far"] == (1, 1) and ranks["near1"] == (2, 3) and ranks["near2"] == (2, 3)
+    assert twolevel.rank_intervals(drawn, False, 0.95)["far"] == (3, 3)
+
+
+# ------------------------------------------------------------------------------------------------ the command
+@pytest.fixture(scope="module")
+def beir_three(tmp_path_factory) -> Path:
+    """Three models on two BEIR sets (200 queries each): 'strong' clearly above two models that are the same."""
+    res = tmp_path_factory.mktemp("many") / "results"
+    rng = np.random.default_rng(1)
+    for dataset in ("scifact", "nfcorpus"):
+        base = rng.random(200)
+        for model, shift in (("strong", 0.15), ("same-1", 0.0), ("same-2", 0.0)):
+            values = np.clip(base + shift + rng.normal(0, 0.05, 200), 0, 1)
+            write(res, "beir", model, dataset, f"run-{model}", values)
+    return res
+
+
+def test_three_models_every_pair_per_cell_and_average_corrected_together(beir_three: Path, capfd) -> None:
+    code, out, err = compare("strong", "same-1", "same-2", "--results", str(beir_three), "--permutations", "400",
+                             capfd=capfd)
+    assert code == 0, err
+    assert "family: 9 tests (3 row(s) x their model pairs) corrected together by holm" in out
+    blocks = out.split("\n\n")
+    cell = next(b for b in blocks if b.startswith("beir / scifact"))
+    rows = {ln.split()[1]: ln.split() for ln in cell.splitlines()[2:5]}
+    assert rows["strong"][0] == "1" and rows["strong"][4] == "a"                    # rank 1, group a alone
+    assert rows["same-1"][4] == rows["same-2"][4] == "b"                             # tied: one group
+    assert rows["strong"][5:] == ["[1,", "1]"]
+    avg = next(b for b in blocks if "average over 2 cells" in b)
+    assert "(randomization)" in avg
+    pairs = [ln for ln in out.splitlines() if " p holm " in ln]
+    assert len(pairs) == 9
+    p = [float(ln.split("  p ")[1].split()[0]) for ln in pairs]
+    q = [float(ln.split(" p holm ")[1].split()[0]) for ln in pairs]
+    assert q == pytest.approx(stats.holm(p), abs=2e-4)       # one family: all nine tests (as printed)
+
+
+def test_the_cell_test_of_single_runs_is_the_two_run_compare(beir_three: Path, capfd) -> None:
+    _, many_out, _ = compare("strong", "same-1", "same-2", "--results", str(beir_three), "--permutations", "400",
+                             capfd=capfd)
+    _, two_out, _ = compare("same-1", "same-2", "--results", str(beir_three), "--permutations", "400", capfd=capfd)
+    (two,) = [ln for ln in two_out.splitlines() if ln.startswith("scifact ")]
+    cell = next(b for b in many_out.split("\n\n") if b.startswith("beir / scifact"))
+    (pair,) = [ln for ln in cell.splitlines() if "same-" in ln and " - same-" in ln]
+    assert float(pair.split("  p ")[1].split()[0]) == pytest.approx(float(two.split()[-2]), abs=1e-4)
+
+
+def test_bh_is_chosen_by_flag_and_its_family_is_stated(beir_three: Path, capfd) -> None:
+    code, out, _ = compare("strong", "same-1", "same-2", "--results", str(beir_three), "--permutations", "300",
+                           "--correction", "bh", capfd=capfd)
+    assert code == 0 and "false discovery rate (Benjamini-Hochberg) at 0.05" in out and " p bh " in out
+
+
+def test_all_models_of_a_task_and_bad_input(beir_three: Path, capfd) -> None:
+    code, out, _ = compare("--all", "--task", "beir", "--results", str(beir_three), "--permutations", "200",
+                           capfd=capfd)
+    assert code == 0 and all(f"  {m}: what harness.select picks" in out
+                             for m in ("strong", "same-1", "same-2"))
+    for args, says in ((["--all"], "--all needs --task"), (["strong"], "1 run(s) given"),
+                       (["strong", "strong", "same-1"], "given more than once"),
+                       (["strong", "same-1", "nobody"], "no ok record for model nobody")):
+        code, out, err = compare(*args, "--results", str(beir_three), capfd=capfd)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and says in err, (args, err)
+
+
+# ------------------------------------------------------------------------------------------------ GLUE seeds
+@pytest.fixture(scope="module")
+def glue_seeds(tmp_path_factory) -> Path:
+    """RTE (277 dev examples), three models x three seeds under the authors protocol; 'partial' finished 2 of 3."""
+    res = tmp_path_factory.mktemp("glue") / "results"
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 2, 277)
+    for model, acc, seeds in (("good", 0.80, 3), ("fair", 0.62, 3), ("fair-too", 0.61, 3), ("partial", 0.9, 2)):
+        for s, seed in enumerate([1618, 42, 6033][:seeds]):
+            right = rng.random(277) < acc + rng.normal(0, 0.01)
+            write(res, "glue", model, "rte", f"lr=1e-4-{seed}", np.where(right, labels, 1 - labels), seed=seed,
+                  config_id=f"cfg-{model}", labels=labels)
+    return res
+
+
+def test_glue_cells_average_their_seeds_and_an_incomplete_one_is_not_tested(glue_seeds: Path, capfd) -> None:
+    code, out, err = compare("good", "fair", "fair-too", "partial", "--results", str(glue_seeds),
+                             "--permutations", "500", capfd=capfd)
+    assert code == 0, err
+    cell = next(b for b in out.split("\n\n") if b.startswith("glue / rte"))
+    rows = {ln.split()[1]: ln.split() for ln in cell.splitlines()[2:5]}
+    assert set(rows) == {"good", "fair", "fair-too"} and all(r[3] == "3" for r in rows.values())   # 3 runs each
+    recs = [json.loads(p.read_text()) for p in (glue_seeds / "glue" / "good").rglob("rte.json")]
+    assert float(rows["good"][2]) == pytest.approx(np.mean([r["metrics"]["accuracy"] for r in recs]), abs=0.01)
+    assert rows["good"][4] == "a" and rows["fair"][4] == rows["fair-too"][4] == "b"
+    assert "(two-level df " in cell
+    assert "glue/rte: partial: incomplete, not tested: not selected: no configuration finished every seed" in out
+    code, out, _ = compare("good", "fair", "--results", str(glue_seeds), "--permutations", "300", capfd=capfd)
+    assert code == 0 and "two-level" in out          # two model names with seeds: the seed-aware test
