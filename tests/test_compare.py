@@ -258,7 +258,7 @@ def built_site(two_runs: Path, out: Path, *extra: str) -> dict:
 def test_the_leaderboard_tests_every_pair_of_run_rows_per_cell(two_runs: Path, tmp_path: Path, capfd) -> None:
     data = built_site(two_runs, tmp_path / "site", "--baseline", "all-minilm-l6-v2", "--permutations", "500")
     assert data["sig"]["settings"] == {"permutations": 500, "seed": 0, "level": 0.95, "alpha": 0.05,
-                                       "baseline": "all-minilm-l6-v2"}
+                                       "correction": "holm", "baseline": "all-minilm-l6-v2"}
     ((key, t),) = data["sig"]["pairs"]["beir"]["toy"].items()
     a, b = key.split("\t")
     cells = next(x for x in data["tables"] if x["id"] == "beir")["cells"]

@@ -204,3 +204,63 @@ def test_avg_column_is_on_screen_at_1400px_in_every_table(page):
         return out;""")
     tables = d.execute_script("return document.querySelectorAll('th[data-col=\"avg\"]').length")
     assert tables >= 2 and not offscreen, f"Avg off-screen in {sorted(set(offscreen))}"
+
+
+# ---- tie groups (issue 41): letters per cell, corrected p on hover, GLUE's seeds tested, published rows unmarked --
+
+@pytest.fixture(scope="module")
+def groups_page(driver, tmp_path_factory):
+    """Three BEIR rows on SciFact (one clearly ahead of two equal ones) and GLUE RTE under the three-seed protocol
+    (one ahead, two equal, one configuration missing a seed), with per-query / per-example scores kept."""
+    import numpy as np
+
+    from tests.test_compare_many import write
+
+    res = tmp_path_factory.mktemp("results")
+    out = tmp_path_factory.mktemp("site")
+    rng = np.random.default_rng(1)
+    base = rng.random(200)
+    for model, shift in (("strong", 0.15), ("same-1", 0.0), ("same-2", 0.0)):
+        write(res, "beir", model, "scifact", f"run-{model}", np.clip(base + shift + rng.normal(0, 0.05, 200), 0, 1))
+    labels = rng.integers(0, 2, 277)
+    for model, acc, seeds in (("strong", 0.80, 3), ("same-1", 0.62, 3), ("same-2", 0.61, 3), ("partial", 0.9, 2)):
+        for seed in [1618, 42, 6033][:seeds]:
+            right = rng.random(277) < acc
+            write(res, "glue", model, "rte", f"lr=1e-4-{seed}", np.where(right, labels, 1 - labels), seed=seed,
+                  config_id=f"cfg-{model}", labels=labels)
+    build([res], out, significance={"permutations": 500, "seed": 0, "level": 0.95, "alpha": 0.05,
+                                    "correction": "holm", "baseline": None})
+    driver.get((out / "index.html").resolve().as_uri())
+    return driver
+
+
+def _letters(driver, table: str, col: str) -> dict[str, str]:
+    from selenium.webdriver.common.by import By
+
+    out = {}
+    for cell in driver.find_elements(By.CSS_SELECTOR, f'#t-{table} td[data-col="{col}"]'):
+        row = cell.find_element(By.XPATH, "..").get_attribute("data-row")
+        marks = cell.find_elements(By.CSS_SELECTOR, "sup.cld")
+        out[row.split("|")[0]] = marks[0].text if marks else ""
+    return out
+
+
+def test_tie_groups_next_to_the_rows_with_corrected_p_on_hover(groups_page):
+    from selenium.webdriver.common.by import By
+
+    d = groups_page
+    beir = _letters(d, "beir", "scifact")
+    assert beir["run:strong"] == "a" and beir["run:same-1"] == beir["run:same-2"] == "b"
+    assert all(v == "" for k, v in beir.items() if k.startswith("pub:"))          # published rows: no letters
+    glue = _letters(d, "glue", "rte")
+    assert glue["run:strong"] == "a" and glue["run:same-1"] == glue["run:same-2"] == "b"   # three seeds each
+    partial = d.find_element(By.CSS_SELECTOR, '#t-glue tr[data-row^="run:partial|"] td[data-col="rte"]')
+    assert partial.text == "incomplete" and glue["run:partial"] == ""                # 2 of 3 seeds: not tested
+    tip = d.find_element(By.CSS_SELECTOR, '#t-beir tr[data-row^="run:same-1|"] td[data-col="scifact"]'
+                         ).get_attribute("title")
+    assert tip.startswith("tie group b; rank ") and "corrected p (holm across this table's 3 tests):" in tip
+    assert "vs strong: p = " in tip and "(different)" in tip and "vs same-2: p = " in tip and "(tied)" in tip
+    note = d.find_element(By.CSS_SELECTOR, "#section-beir .groups-note").text
+    assert "Published rows carry no letters: no per-query scores were published" in note
+    ARTIFACTS.mkdir(exist_ok=True)
+    d.save_screenshot(str(ARTIFACTS / "leaderboard-groups.png"))

@@ -33,11 +33,9 @@ def build(
                            mteb_results=mteb_results, mteb_models=mteb_models)
     sig = None
     if significance is not None:
-        from harness.leaderboard.significance import check_baseline, pairwise
+        from harness.leaderboard.significance import check_baseline, tests
 
         check_baseline(lb, significance.get("baseline"))
-        sig = {"settings": dict(significance),
-               "pairs": pairwise(lb.tables, out.resolve(), permutations=int(significance["permutations"]),
-                                 seed=int(significance["seed"]), level=float(significance["level"]))}
+        sig = tests(lb.tables, out.resolve(), significance)
     files = [*write_site(lb, out, sig), write_markdown(lb, out), *write_csvs(lb, out)]
     return lb, files

@@ -40,6 +40,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--permutations", type=int, default=2000,
                    help="randomization permutations and bootstrap resamples per test (default 2000)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the marks (default 0.05)")
+    p.add_argument("--correction", default="holm", choices=("holm", "bh", "bonferroni", "none"),
+                   help="correction of the tie groups' tests across each table's tests (default holm)")
     return p.parse_args(argv)
 
 
@@ -66,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         sig = ({"permutations": args.permutations, "seed": 0, "level": 0.95, "alpha": args.alpha,
-                "baseline": args.baseline} if args.significance or args.baseline else None)
+                "correction": args.correction, "baseline": args.baseline}
+               if args.significance or args.baseline else None)
         check_args(args, significance=sig is not None)
         lb, files = build(args.results, args.out, combine=args.combine, published=not args.no_published,
                           mteb_results=args.mteb_results, mteb_models=args.mteb_models, significance=sig)

@@ -1,20 +1,24 @@
-"""Paired significance between the leaderboard's run rows, per cell, for the page's baseline marks.
+"""Paired significance between the leaderboard's run rows, per cell and per table average, for the page: the
+baseline marks, tie groups (compact letters) corrected across each table's tests, and rank intervals.
 
-A cell is testable when one ok record stands behind it and that record keeps its per-query (or per-example)
-scores (``harness.per_query``). Published rows have no per-query data and are never marked.
+A cell is testable when ok records stand behind it and each keeps its per-query (or per-example) scores
+(``harness.per_query``): one record is tested as ``harness.compare A B`` tests it, several (the seeds of a
+selected configuration) by the two-level bootstrap over items and seeds (``harness.compare.many``). A cell the
+selection withheld (a GLUE configuration missing seeds) has no value and is not tested. Published rows have no
+per-query data and are never marked.
 """
 
 from __future__ import annotations
 
-import json
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from harness import per_query
-from harness.compare.pairs import pair_test
+from harness.compare import many
+from harness.compare.outcomes import claim_of
 from harness.errors import HarnessError
 from harness.leaderboard.cells import PUBLISHED, Cell
+from harness.leaderboard.layout import AVG, higher_is_better
 
 
 def check_baseline(lb: Any, name: str | None) -> None:
@@ -28,40 +32,114 @@ def check_baseline(lb: Any, name: str | None) -> None:
         raise HarnessError(f"--baseline {name}: {why}; run rows: {', '.join(runs) or 'none'}")
 
 
-def _kept(cell: Cell, link_root: Path | None, cache: dict[Path, Any]) -> tuple[per_query.PerQuery, str] | None:
-    """The kept scores behind ``cell`` and its metric, or None (several records, none kept, a file missing)."""
-    used = [s for s in cell.sources if s.get("used") and s.get("status") == "ok"]
-    if cell.value is None or len(used) != 1:
+def _kept(cell: Cell, link_root: Path | None, cache: dict[Path, Any]) -> tuple[list[per_query.PerQuery], str] | None:
+    """The kept scores of every record behind ``cell`` (its seeds) and their metric, or None (no value, a record
+    that keeps none, a file missing or not the one its record claims)."""
+    used = [s for s in cell.sources if s.get("used") and s.get("status") == "ok" and s.get("path")]
+    if cell.value is None or not used:
         return None
-    path = Path(used[0]["path"])
-    path = (link_root / path).resolve() if link_root and not path.is_absolute() else path
-    if path not in cache:
-        try:
-            claim = json.loads(path.read_text()).get("details", {}).get("per_query")
-            cache[path] = per_query.read(path, claim)
-        except (OSError, ValueError):
-            cache[path] = None
-    return (cache[path], str(used[0].get("metric"))) if cache[path] is not None else None
+    runs = []
+    for src in used:
+        path = Path(src["path"])
+        path = (link_root / path).resolve() if link_root and not path.is_absolute() else path
+        if path not in cache:
+            try:
+                cache[path] = per_query.read(path, claim_of(path))
+            except (OSError, ValueError):
+                cache[path] = None
+        if cache[path] is None:
+            return None
+        runs.append(cache[path])
+    return runs, str(used[0].get("metric"))
 
 
-def pairwise(tables: list[Any], link_root: Path | None, *, permutations: int = 2000, seed: int = 0,
-             level: float = 0.95) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
-    """table -> column -> ``<row a><TAB><row b>`` -> {d: B - A (display scale), lo, hi, p} for every pair of run rows
-    whose cells are both testable on the same items (a before b in row id order)."""
+def tests(tables: list[Any], link_root: Path | None, settings: dict[str, Any]) -> dict[str, Any]:
+    """The page's ``sig``: ``pairs`` (table -> column -> ``<row a><TAB><row b>`` -> {d: B - A on the display scale,
+    lo, hi, p, q: p corrected across the table's tests}, a before b in row id order), ``groups`` (table -> column
+    -> row -> letters), ``ranks`` (table -> column -> row -> [rank, low, high]) and ``family`` (table -> tests)."""
+    s = many.Settings(int(settings["permutations"]), int(settings["seed"]), float(settings["level"]),
+                      float(settings["alpha"]), str(settings.get("correction", "holm")))
+    out: dict[str, Any] = {"settings": dict(settings), "pairs": {}, "groups": {}, "ranks": {}, "family": {}}
     cache: dict[Path, Any] = {}
-    out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     for table in tables:
-        rows = sorted(r for r in table.cells if r.startswith("run:"))
-        for col in {c for r in rows for c in table.cells[r]}:
-            kept = {r: _kept(table.cells[r][col], link_root, cache) for r in rows if col in table.cells[r]}
-            for a, b in combinations([r for r in rows if kept.get(r)], 2):
-                (pa, metric), (pb, _) = kept[a], kept[b]
-                try:
-                    r, _ = pair_test(pa, pb, metric, permutations, seed, level)
-                except (ValueError, per_query.PerQueryError):
-                    continue   # other queries or qrels: no test
-                scale = 100.0 if pa.unit == "query" else 1.0     # IR shown x100; GLUE's scores are x100 already
-                out.setdefault(table.id, {}).setdefault(col, {})[f"{a}\t{b}"] = {
-                    "d": round(r.diff * scale, 4), "lo": round(r.ci_low * scale, 4),
-                    "hi": round(r.ci_high * scale, 4), "p": round(r.p_randomization, 6)}
+        rows = _table_rows(table, link_root, cache, s)
+        if not rows:
+            continue
+        out["family"][table.id] = many.correct([r for r, _ in rows], s.correction)
+        for row, scale in rows:
+            many.group(row, s.alpha, higher_is_better(table.family))
+            col = AVG if row.over else row.name
+            out["pairs"].setdefault(table.id, {})[col] = {k: v for p in row.pairs for k, v in [_pair(p, scale)]}
+            out["groups"].setdefault(table.id, {})[col] = row.groups
+            out["ranks"].setdefault(table.id, {})[col] = {x: list(r) for x, r in row.ranks.items()}
     return out
+
+
+def _pair(p: many.Pair, scale: float) -> tuple[str, dict[str, float]]:
+    """The page's record of one pair, a before b in row id order (B - A)."""
+    sign, a, b = (1, p.a, p.b) if p.a < p.b else (-1, p.b, p.a)
+    lo, hi = sorted((sign * p.low * scale, sign * p.high * scale))
+    return f"{a}\t{b}", {"d": round(sign * p.diff * scale, 4), "lo": round(lo, 4), "hi": round(hi, 4),
+                         "p": round(p.p, 6), "q": round(p.p_adjusted, 6)}
+
+
+def _table_rows(table: Any, link_root: Path | None, cache: dict[Path, Any], s: many.Settings
+                ) -> list[tuple[many.Row, float]]:
+    """Every tested column of one table, then its average over the columns every complete row has."""
+    hib = higher_is_better(table.family)
+    rows_ids = sorted(r for r in table.cells if r.startswith("run:"))
+    tested: list[tuple[many.Row, float]] = []
+    kept_by_col: dict[str, dict[str, many.Outcomes]] = {}
+    reps_by_col: dict[str, dict[str, Any]] = {}
+    columns = sorted({c for r in rows_ids for c in table.cells[r]} - {AVG})
+    for i, col in enumerate(columns):
+        runs = {r: k for r in rows_ids if col in table.cells[r] and (k := _kept(table.cells[r][col], link_root, cache))}
+        kept = _outcomes(runs, table.id, col)
+        if len(kept) < 2:
+            continue
+        scale = 100.0 if next(iter(kept.values())).runs[0].unit == "query" else 1.0
+        row, reps_by_col[col] = many.cell_row(table.id, col, kept, s, hib, i)
+        kept_by_col[col] = kept
+        tested.append((row, scale))
+    average = _average(table, rows_ids, kept_by_col, reps_by_col, s, hib)
+    return tested + average
+
+
+def _outcomes(runs: dict[str, tuple[list[per_query.PerQuery], str]], table: str, col: str
+              ) -> dict[str, many.Outcomes]:
+    """The rows' outcomes on one column, among rows scored on the same items as each other (the largest such set)."""
+    from harness.compare.outcomes import outcomes
+
+    out: dict[str, many.Outcomes] = {}
+    for r, (pqs, metric) in runs.items():
+        try:
+            out[r] = outcomes(pqs, "prediction" if pqs[0].unit == "example" else metric)
+        except (ValueError, HarnessError):
+            continue   # runs of one cell scored on different items: not testable
+    groups: dict[tuple, list[str]] = {}
+    for r, o in out.items():
+        groups.setdefault((frozenset(o.ids), tuple(sorted(o.runs[0].data.items()))), []).append(r)
+    best = max(groups.values(), key=len, default=[])
+    return {r: out[r] for r in best}
+
+
+def _average(table: Any, rows_ids: list[str], kept: dict[str, dict[str, many.Outcomes]], reps: dict[str, Any],
+             s: many.Settings, hib: bool) -> list[tuple[many.Row, float]]:
+    """The table's Avg column tested over its components, among rows whose average is complete and tested in every
+    component."""
+    complete = {}
+    for r in rows_ids:
+        cell = table.cells[r].get(AVG)
+        if cell is not None and cell.value is not None and not cell.partial and cell.sources:
+            complete[r] = tuple(src.get("component") for src in cell.sources)
+    parts = set(complete.values())
+    if len(parts) != 1:
+        return []
+    names = list(next(iter(parts)))
+    ready = [r for r in complete if all(c in kept and r in kept[c] for c in names)]
+    if len(ready) < 2 or len(names) < 2:
+        return []
+    cells = {c: {r: kept[c][r] for r in ready} for c in names}
+    row = many.average_row(table.id, names, cells, {c: reps[c] for c in names}, s, hib)
+    scale = 100.0 if cells[names[0]][ready[0]].runs[0].unit == "query" else 1.0
+    return [(row, scale)]

@@ -98,6 +98,25 @@
         t.p.toPrecision(2) + (sig ? (better ? " (significantly better" : " (significantly worse") : " (no significant difference") +
         " at " + SIG.settings.alpha + "; paired randomization test, " + SIG.settings.permutations + " permutations)" };
   }
+  /* Tie group (compact letters), rank interval and every pair's corrected p of this row's cell, or null. */
+  function groupOf(table, col, id) {
+    if (!SIG || !SIG.groups) return null;
+    var letters = ((SIG.groups[table.id] || {})[col.id] || {})[id];
+    if (letters === undefined) return null;
+    var rank = ((SIG.ranks[table.id] || {})[col.id] || {})[id];
+    var pairs = (SIG.pairs[table.id] || {})[col.id] || {};
+    var lines = ["tie group " + letters + "; rank " + rank[0] + " (" + Math.round(SIG.settings.level * 100) +
+      "% interval " + rank[1] + "-" + rank[2] + "); corrected p (" + (SIG.settings.correction || "holm") +
+      " across this table's " + SIG.family[table.id] + " tests):"];
+    Object.keys(pairs).forEach(function (k) {
+      var ab = k.split("\t");
+      if (ab[0] !== id && ab[1] !== id) return;
+      var other = ab[0] === id ? ab[1] : ab[0];
+      lines.push("  vs " + rowsById[other].name + ": p = " + pairs[k].q.toPrecision(2) +
+        (pairs[k].q < SIG.settings.alpha ? " (different)" : " (tied)"));
+    });
+    return { letters: letters, text: lines.join("\n") };
+  }
   function tooltip(table, col, row, cell) {
     var lines = [row.name + " (" + row.origin + ") — " + col.label + ": " + cell.t];
     if (cell.note) lines.push(cell.note);
@@ -171,6 +190,14 @@
     var section = el("section", { class: "lb-table", id: "section-" + table.id });
     section.appendChild(el("h2", {}, table.title));
     if (table.note) section.appendChild(el("p", { class: "note" }, table.note));
+    if (SIG && SIG.groups && SIG.groups[table.id]) {
+      section.appendChild(el("p", { class: "note groups-note" }, "Letters: tie groups per column. Run rows that " +
+        "share a letter are separated by no test after the " + (SIG.settings.correction || "holm") + " correction " +
+        "across this table's " + SIG.family[table.id] + " tests (every pair of run rows in every column and the " +
+        "average, at " + SIG.settings.alpha + "); hover a cell for each pair's corrected p and the bootstrap " +
+        "interval of the row's rank. Published rows carry no letters: no per-query scores were published, so " +
+        "nothing can be tested against them."));
+    }
     var wrap = el("div", { class: "table-wrap" });
     var t = el("table", { id: "t-" + table.id, "data-family": table.family });
     var tr = el("tr");
@@ -216,6 +243,11 @@
           if (cell.f) td.classList.add("failed");
           if (cell.v !== null && !cell.p && !cell.sub && !cell.loc && cell.v === best[c.id]) td.classList.add("best");
           td.title = tooltip(table, c, row, cell);
+          var grp = groupOf(table, c, id);
+          if (grp) {
+            td.appendChild(el("sup", { class: "cld" }, grp.letters));
+            td.title = grp.text + "\n" + td.title;
+          }
           var mk = markOf(table, versus(table, c, id));
           if (mk) {
             td.appendChild(el("span", { class: "sig " + mk.cls }, " " + mk.sym));
@@ -312,8 +344,8 @@
     if (!note.hidden) note.textContent = "▲ / ▼: significantly better / worse than " + rowsById[state.baseline].name +
       " (paired randomization test on the queries or examples both scored, p < " + SIG.settings.alpha +
       ", not corrected across cells); =: no significant difference; hover for the difference, interval and p. " +
-      "Published rows carry no mark: no per-query scores were published. Cells averaged over several records " +
-      "(seeds, datasets) carry none either.";
+      "Published rows carry no mark: no per-query scores were published. A cell averaged over seeds is tested " +
+      "over its items and seeds (two-level bootstrap); an incomplete one is not tested.";
   }
 
   function init() {
