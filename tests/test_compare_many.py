@@ -243,3 +243,68 @@ def test_the_two_level_interval_covers_the_true_difference_at_its_nominal_rate()
         t = twolevel.two_level([reps[0]], [reps[1]], 100, 0.90)
         covered += t.low <= 0.1 <= t.high
     assert 0.86 <= covered / 300 <= 0.96            # binomial sd at 0.9 over 300 draws: 0.017; 93% measured
+
+
+# ------------------------------------------------------------------------------------------------ against ranx
+@pytest.mark.slow
+def test_ranx_multi_run_compare_gives_the_same_p_values_on_three_scifact_runs(tmp_path: Path) -> None:
+    """all-MiniLM-L6-v2 at its full length, at 128 and at 64 tokens on SciFact (the first 100 judged test queries;
+    their judged docs topped up to 250): ranx's multi-run ``compare`` reads the three TREC run files the harness
+    wrote and the qrels, and tests every pair itself. Its paired t-test p equals ours for every pair, its Fisher
+    randomization p (its own permutations) is within Monte-Carlo error of ours, and the corrections of our p-values
+    equal statsmodels' ``multipletests``."""
+    pytest.importorskip("ranx")
+    multipletests = pytest.importorskip("statsmodels.stats.multitest").multipletests
+    import csv
+    import gzip
+
+    from ranx import Qrels, Run
+    from ranx import compare as ranx_compare
+
+    from harness.compare.entrants import Records, entrants
+    from harness.compare.manyreport import compare_entrants
+    from tests.conftest import SHARED_DATA, paths
+    from tests.test_compare import run_harness
+
+    common = ["task=beir", "model=all-minilm-l6-v2", "precision=fp32", "device=cpu", f"task.data_dir={SHARED_DATA}",
+              "task.datasets=[scifact]", "task.train=false", "task.max_queries=100", "task.max_docs=250",
+              "save_run=true", *paths(tmp_path)]
+    models = {"all-minilm-l6-v2": [], "minilm-128": ["model.max_length=128"], "minilm-64": ["model.max_length=64"]}
+    for name, extra in models.items():
+        run_harness([*common, *extra, *([f"model.name={name}"] if extra else [])])
+    n = 10_000
+    found = entrants(list(models), Records(tmp_path / "results"), "beir", False)
+    cmp = compare_entrants(found, many.Settings(permutations=n), None)
+    (row,) = cmp.rows
+    ours = {frozenset((p.a, p.b)): p for p in row.pairs}
+
+    qrels: dict[str, dict[str, int]] = {}
+    ids = set(per_query.read(*_claimed(found[0])).ids)
+    with open(SHARED_DATA / "scifact" / "qrels" / "test.tsv") as fh:
+        for r in list(csv.reader(fh, delimiter="\t"))[1:]:
+            if r[0] in ids:
+                qrels.setdefault(r[0], {})[r[1]] = int(r[2])
+    runs = []
+    for e in found:
+        ((path, _),) = e.cells[("beir", "scifact")]
+        trec = tmp_path / f"{e.label}.trec"
+        trec.write_bytes(gzip.decompress((path.parent / "scifact.run.trec.gz").read_bytes()))
+        run = Run.from_file(str(trec), kind="trec")
+        run.name = e.label
+        runs.append(run)
+    student = ranx_compare(Qrels(qrels), runs, ["ndcg@10"], stat_test="student").comparisons
+    fisher = ranx_compare(Qrels(qrels), runs, ["ndcg@10"], stat_test="fisher", n_permutations=n).comparisons
+    assert row.n == 100 and len(ours) == 3
+    for a, b in [(x.name, y.name) for i, x in enumerate(runs) for y in runs[i + 1:]]:
+        p = ours[frozenset((a, b))]
+        assert p.p_t == pytest.approx(student[(a, b)]["ndcg@10"]["p_value"], rel=1e-9)
+        p_ranx = fisher[(a, b)]["ndcg@10"]["p_value"]
+        assert abs(p.p - p_ranx) <= 4 * max(np.sqrt(p_ranx * (1 - p_ranx) / n), 1 / n) + 2 / n, (a, b, p.p, p_ranx)
+    pvalues = [p.p for p in row.pairs]
+    assert [p.p_adjusted for p in row.pairs] == pytest.approx(multipletests(pvalues, method="holm")[1], abs=1e-12)
+    assert stats.benjamini_hochberg(pvalues) == pytest.approx(multipletests(pvalues, method="fdr_bh")[1], abs=1e-12)
+
+
+def _claimed(e) -> tuple[Path, dict]:
+    ((path, rec),) = e.cells[("beir", "scifact")]
+    return path, rec.details["per_query"]
