@@ -18,24 +18,30 @@ GLUE_CONFIG = {"task": {"scoring_protocol": "authors", "seeds": [1618, 42, 6033]
 
 
 def write(res: Path, task: str, model: str, dataset: str, run: str, values: np.ndarray, *, seed: int | None = None,
-          config_id: str | None = None, labels: np.ndarray | None = None) -> Path:
+          config_id: str | None = None, labels: np.ndarray | None = None, kind: str = "accuracy") -> Path:
     """A record with its kept scores: per-query nDCG@10 (BEIR) or per-example predictions (GLUE accuracy)."""
     ids = [f"q{i}" for i in range(len(values))] if labels is None else [f"validation:{i}" for i in range(len(values))]
     glue = labels is not None
     rec = ResultRecord(task=task, dataset=dataset, split="validation" if glue else "test",
                        model={"name": model, "family": model, "size": "small"},
-                       metrics={"accuracy" if glue else "ndcg_at_10": float(
-                           100 * np.mean(values == labels) if glue else np.mean(values))},
-                       main_score="accuracy" if glue else "ndcg_at_10", run_id=run, config_id=config_id,
+                       metrics={kind if glue else "ndcg_at_10": float(
+                           glue_score(kind, values, labels) if glue else np.mean(values))},
+                       main_score=kind if glue else "ndcg_at_10", run_id=run, config_id=config_id,
                        hyperparameters={"lr": 1e-4, **({"seed": seed} if seed is not None else {})},
                        config=GLUE_CONFIG if glue else {}, created_at="2026-01-01T00:00:00+00:00")
     path = path_of(res, rec)
     scores = {"prediction": values.astype(float), "label": labels.astype(float)} if glue else {"ndcg_at_10": values}
-    data = {"examples": "x", "glue_metric": "accuracy"} if glue else {"queries": "q", "qrels": "r"}
+    data = {"examples": "x", "glue_metric": kind} if glue else {"queries": "q", "qrels": "r"}
     rec.details["per_query"] = per_query.write(path, per_query.PerQuery(ids, scores, data,
                                                                           "example" if glue else "query"))
     write_record(res, rec)
     return path
+
+
+def glue_score(kind: str, preds: np.ndarray, labels: np.ndarray) -> float:
+    from harness.evaluation.glue_metrics import compute
+
+    return float(compute(kind, preds, labels)["score"])
 
 
 def compare(*args: str, capfd) -> tuple[int, str, str]:
@@ -169,6 +175,26 @@ def test_glue_cells_average_their_seeds_and_an_incomplete_one_is_not_tested(glue
     assert "glue/rte: partial: incomplete, not tested: not selected: no configuration finished every seed" in out
     code, out, _ = compare("good", "fair", "--results", str(glue_seeds), "--permutations", "300", capfd=capfd)
     assert code == 0 and "two-level" in out          # two model names with seeds: the seed-aware test
+
+
+def test_a_score_that_is_not_a_mean_is_rescored_per_run_on_every_resample(tmp_path: Path, capfd) -> None:
+    """CoLA's Matthews correlation, two models x three seeds: each cell's score is the mean of its runs' own
+    scores, and the test re-scores every run on every resample."""
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, 300)
+    scores: dict[str, list[float]] = {}
+    for model, acc in (("better", 0.85), ("worse", 0.7)):
+        for seed in (1618, 42, 6033):
+            preds = np.where(rng.random(300) < acc, labels, 1 - labels)
+            write(tmp_path, "glue", model, "cola", f"lr=1e-4-{seed}", preds, seed=seed, config_id=f"c-{model}",
+                  labels=labels, kind="matthews")
+            scores.setdefault(model, []).append(glue_score("matthews", preds, labels))
+    code, out, err = compare("better", "worse", "--results", str(tmp_path), "--permutations", "200", capfd=capfd)
+    assert code == 0, err
+    rows = {ln.split()[1]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["1"], ["2"])}
+    assert float(rows["better"][2]) == pytest.approx(np.mean(scores["better"]), abs=0.01)
+    assert float(rows["worse"][2]) == pytest.approx(np.mean(scores["worse"]), abs=0.01)
+    assert "glue / cola: matthews, 300 items" in out and "(two-level df" in out and rows["worse"][4] == "b"
 
 
 # ------------------------------------------------------------------------------------------------ simulations
