@@ -96,6 +96,8 @@ def lines(cmp: Comparison, entrants: list[Entrant]) -> list[str]:
             f"rank {pct}: the bootstrap interval of the model's rank"]
     for row in cmp.rows:
         out += ["", *row_lines(row, cmp)]
+    if not cmp.rows:
+        out += ["", "no cell has two models to test (each needs kept per-query scores and complete seeds)"]
     quiet = {c: w for c, w in cmp.untested.items() if w}
     if quiet:
         out += ["", "not tested:"]
@@ -116,10 +118,14 @@ def row_lines(row: many.Row, cmp: Comparison) -> list[str]:
                    f"[{lo}, {hi}]")
     for p in row.pairs:
         df = f" df {p.df:.0f}" if p.df is not None and p.df < 1e6 else ""
-        out.append(f"    {p.b} - {p.a}: {p.diff:+.{dec}f} [{p.low:+.{dec}f}, {p.high:+.{dec}f}]  p {p.p:.4f}  "
-                   f"p {cmp.settings.correction} {p.p_adjusted:.4f}{' *' if p.p_adjusted < cmp.settings.alpha else ''}"
-                   f"  ({p.method}{df})")
+        out.append(f"    {p.b} - {p.a}: {p.diff:+.{dec}f} [{p.low:+.{dec}f}, {p.high:+.{dec}f}]  p {_p(p.p)}  "
+                   f"p {cmp.settings.correction} {_p(p.p_adjusted)}"
+                   f"{' *' if p.p_adjusted < cmp.settings.alpha else ''}  ({p.method}{df})")
     return out
+
+
+def _p(value: float) -> str:
+    return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
 
 
 def check(entrants: list[Entrant]) -> None:
