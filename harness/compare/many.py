@@ -75,9 +75,7 @@ def cell_row(table: str, name: str, cells: dict[str, Outcomes], s: Settings, hig
     labels = list(cells)
     ids = cells[labels[0]].ids
     outs = {x: cells[x].reorder(ids) for x in labels}
-    rng = np.random.default_rng([s.seed, index])
-    idx = twolevel.item_resamples(outs[labels[0]].strata, s.permutations, rng)
-    reps = {x: twolevel.replicates(o, idx, rng) for x, o in outs.items()}
+    reps = twolevel.replicates(outs, s.permutations, (s.seed, index))
     row = Row(table, name, {x: o.score() for x, o in outs.items()}, {x: o.k for x, o in outs.items()}, len(ids),
               metric=outs[labels[0]].metric)
     for a, b in combinations(order(row.scores, higher_is_better), 2):
