@@ -271,7 +271,7 @@ def run_gradients(args: argparse.Namespace) -> dict[str, Any]:
             out = model(input_ids=ids.to(device), attention_mask=mask.to(device),
                         labels=torch.arange(8, device=device) % 2)
         out.loss.backward()
-        grads = torch.cat([p.grad.flatten().float() for p in model.parameters() if p.grad is not None])
+        grads = torch.cat([p.grad.flatten().double() for p in model.parameters() if p.grad is not None])
         return model.config._attn_implementation, out.logits.detach().float(), grads
 
     print(f"device: {machine(device)}\nmodel: {args.model_dir}; 8 sequences of 32-512 tokens padded to 512\n")

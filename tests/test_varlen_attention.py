@@ -174,3 +174,24 @@ def test_cuda_branch_casts_and_calls_the_kernel(monkeypatch: pytest.MonkeyPatch,
     assert out.dtype == dtype
     torch.testing.assert_close(out.float(), va.reference(q.float(), q.float(), q.float(), cu, scale=None, window=8),
                                atol=3e-2, rtol=0)
+
+
+def test_dpr_training_through_the_varlen_path_equals_padded(tmp_path: Path, toy_beir: Path) -> None:
+    """task=beir trains (MNRL, padded batches unpadded at the model's entry) and evaluates through harness_varlen as
+    through sdpa: the same loss curve and the same nDCG."""
+    from harness.cli import run
+    from tests.conftest import compose, write_triplets
+    from tests.test_retrieval_runs import overrides
+
+    triplets = write_triplets(tmp_path / "triplets.tsv")
+    recs = {}
+    for attn in ("sdpa", "harness_varlen"):
+        (recs[attn],) = run(compose(overrides(
+            tmp_path / attn, toy_beir, "task.train_data.source=file", f"task.train_data.path={triplets}",
+            "task.batch_size=8", "task.gradient_accumulation_steps=1", "task.lr=1e-4", "task.loss=mnrl",
+            f"model.attn_implementation={attn}")))
+    ref, got = recs["sdpa"], recs["harness_varlen"]
+    assert got.status == "ok" and got.model["trained"]["steps"] == ref.model["trained"]["steps"] == 6
+    assert got.model["trained"]["train_loss"] == pytest.approx(ref.model["trained"]["train_loss"], abs=1e-5)
+    for name, value in ref.metrics.items():
+        assert got.metrics[name] == pytest.approx(value, abs=1e-6), name
