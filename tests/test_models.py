@@ -89,10 +89,16 @@ def test_modernbert_and_bert_resolve_to_the_varlen_path_on_cuda(monkeypatch: pyt
     model, _ = models.load_sentence_transformer(spec)
     hf = model[0].auto_model
     assert hf.config._attn_implementation == "harness_varlen" and installed(hf)
+    assert models.load_sentence_transformer(spec)[1]["attention"] == {
+        "requested": "auto", "implementation": "harness_varlen", "kernel": "reference: per-sequence sdpa with the "
+        "window (plain torch)", "unpadded": True}      # the record's model block (loaded on CPU: the reference)
     assert pack_mode(model, "auto", "cuda") == "varlen" and pack_mode(model, "off", "cuda") is None
     _facts(monkeypatch, cuda=False, flash=False)
     model, _ = models.load_sentence_transformer(spec)
     assert model[0].auto_model.config._attn_implementation == "sdpa" and not installed(model[0].auto_model)
+    assert models.load_sentence_transformer(spec)[1]["attention"]["implementation"] == "sdpa"
+    assert "attention" not in models.load_sentence_transformer(ModelSpec.based_on(
+        "bert-base", name="t", path=str(tiny_model_dir)))[1]     # a named sdpa: the record as before
 
 
 def test_cfg_job_says_what_auto_attention_resolves_to(monkeypatch: pytest.MonkeyPatch,

@@ -41,7 +41,7 @@ def load_colbert(spec: ModelSpec, *, device: str = "cpu", embedding_size: int = 
     from pylate import models
 
     from harness.models import _check_attn, model_identity, resolve_path
-    from harness.models.load import attention_for, unpad_if_varlen
+    from harness.models.load import attention_for, attention_record, unpad_if_varlen
 
     _check_attn(spec)
     local, revision = resolve_path(spec)
@@ -60,7 +60,8 @@ def load_colbert(spec: ModelSpec, *, device: str = "cpu", embedding_size: int = 
     except (OSError, ValueError, json.JSONDecodeError) as exc:
         raise HarnessError(f"could not load model {spec.name!r} from {local} as a ColBERT model: {exc}") from exc
     unpad_if_varlen(model[0].auto_model, keep_padded=lambda inputs: expanded_queries(model, inputs))
-    block = model_identity(spec, local, revision)
+    block = model_identity(spec, local, revision) | attention_record(spec.attn_implementation, model[0].auto_model,
+                                                                      device)
     block["colbert"] = {
         "head": "loaded from the checkpoint" if checkpoint else f"new projection, seed {seed}",
         "embedding_size": int(model[-1].out_features), "position_limit": usable_positions(model),

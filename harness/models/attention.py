@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 #: the harness' attention function for packed sequences (registered with transformers when a model needs it)
 VARLEN = "harness_varlen"
@@ -73,6 +74,17 @@ def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
     if not cuda:
         return "reference: per-sequence sdpa with the window (plain torch)"
     return "flash_attn.flash_attn_varlen_func" if flash_attn else "torch.ops.aten._flash_attention_forward"
+
+
+def record(requested: str, implementation: str, device: str) -> dict[str, Any]:
+    """What a record's model block says about attention where the config left the choice to the machine (``auto``)
+    or the harness changed it (``flash_attention_2``, ``harness_varlen``); empty for a named sdpa/eager/flex."""
+    if requested not in ("auto", "flash_attention_2", VARLEN):
+        return {}
+    cuda = device.startswith("cuda")
+    return {"attention": {"requested": requested, "implementation": implementation,
+                          "kernel": kernel_name(implementation, cuda=cuda, flash_attn=flash_attn_importable()),
+                          "unpadded": implementation == VARLEN}}
 
 
 def describe(requested: str, family: str | None = None) -> str:

@@ -42,6 +42,13 @@ def attention_for(requested: str, local: str) -> str:
     return implementation
 
 
+def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any]:
+    """The record's ``attention`` entry (which implementation, kernel, unpadded) where ``auto`` was resolved."""
+    from harness.models.attention import record
+
+    return record(requested, str(getattr(encoder.config, "_attn_implementation", "")), device)
+
+
 def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
     """Padded batches into ``encoder`` run as one packed row where it loaded ``harness_varlen``."""
     from harness.models.attention import VARLEN
@@ -93,6 +100,7 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
     unpad_if_varlen(model[0].auto_model)
     apply_head(model, spec)
     identity = model_identity(spec, local, revision)
+    identity |= attention_record(spec.attn_implementation, model[0].auto_model, device)
     return model, identity
 
 
