@@ -194,10 +194,12 @@ def test_a_worker_error_reaches_the_caller(tiny, monkeypatch: pytest.MonkeyPatch
 
 # ------------------------------------------------------------------ the GPU pipeline (run on CPU: prefetch=True)
 def test_chunks_start_small_and_double() -> None:
-    from harness.evaluation.prefetch import chunk_bounds
+    from harness.evaluation.prefetch import chunk_bounds, text_chunks
 
-    assert chunk_bounds(20, first=2, most=8) == [(0, 2), (2, 6), (6, 14), (14, 20)]
-    assert chunk_bounds(0) == [] and chunk_bounds(3, first=64) == [(0, 3)]
+    assert chunk_bounds(np.ones(20, dtype=int), first=2, most=8) == [(0, 2), (2, 6), (6, 14), (14, 20)]
+    assert chunk_bounds(np.array([5, 50, 1, 1]), first=10, most=10) == [(0, 1), (1, 2), (2, 4)]  # one item at least
+    assert chunk_bounds(np.zeros(0, dtype=int), 4, 8) == [] and chunk_bounds(np.ones(3, dtype=int), 64, 64) == [(0, 3)]
+    assert text_chunks(["abcd"] * 10, batch_tokens=2) == [(0, 2), (2, 6), (6, 10)]        # 8 characters, then 16, 32
 
 
 def test_packed_batches_count_real_tokens() -> None:
@@ -213,7 +215,7 @@ def test_pipeline_equals_the_threads_path_and_counts_its_wait(tiny, monkeypatch:
     from harness.evaluation import prefetch
 
     model, _ = tiny
-    monkeypatch.setattr(enc, "chunk_bounds", lambda n: prefetch.chunk_bounds(n, first=1, most=2))
+    monkeypatch.setattr(enc, "text_chunks", lambda texts, _: prefetch.chunk_bounds(np.ones(len(texts)), 1, 2))
     ref = encode(model, TEXTS * 3, device="cpu", batch_tokens=64, show_progress=False)
     stats: dict = {}
     got = encode(model, TEXTS * 3, device="cpu", batch_tokens=64, prefetch=True, workers=2, show_progress=False,

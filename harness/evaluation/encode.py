@@ -43,7 +43,7 @@ from harness.evaluation.packing import (  # noqa: F401  (re-exported: the encode
     token_budget_batches,
     unpack_index,
 )
-from harness.evaluation.prefetch import HostSink, Prefetcher, chunk_bounds, default_workers, pinned
+from harness.evaluation.prefetch import HostSink, Prefetcher, default_workers, pinned, text_chunks
 from harness.models import autocast
 
 if TYPE_CHECKING:
@@ -228,7 +228,7 @@ def _encode_prefetched(model: SentenceTransformer, texts: list[str], *, mode: st
         return [host_batch([ids[i] for i in b], b + start, mode, pad_id, pin)
                 for b in group(lengths, batch_tokens, max_batch_size)]
 
-    feed = Prefetcher(prepare, chunk_bounds(len(texts)), workers=workers or default_workers())
+    feed = Prefetcher(prepare, text_chunks(texts, batch_tokens), workers=workers or default_workers())
     sink = HostSink(len(texts), device)
     t0, tokens, n_batches = time.perf_counter(), 0, 0
     with Progress(len(texts), desc, "texts", show=show_progress) as bar, torch.inference_mode(), \

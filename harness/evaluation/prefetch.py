@@ -3,7 +3,8 @@
 :class:`Prefetcher` runs ``prepare(start, stop)`` (tokenise a chunk of texts, group it into batches, lay them out
 in pinned host memory) for the next chunks in worker threads while the consumer computes the current ones (the
 tokenizers release the GIL), and counts how long the consumer blocked waiting for a chunk: the device's wait for
-input. Chunks start small (the device starts at once) and double. :class:`HostSink` copies each batch's outputs
+input. Chunks are sized in characters (the tokens are not known yet): about one batch first (the device starts
+at once), doubling to a few. :class:`HostSink` copies each batch's outputs
 to pinned host memory asynchronously and moves them into the result array once their copy has finished, so the
 consumer never synchronises with the device except to bound the copies in flight.
 """
@@ -20,19 +21,31 @@ from typing import Any
 import numpy as np
 import torch
 
-#: texts in the first chunk (small, so the device starts at once) and the most in one (chunks double up to it)
-FIRST_CHUNK, MAX_CHUNK = 64, 2048
+#: characters per token assumed when sizing chunks before tokenising (English word pieces: about 4)
+CHARS_PER_TOKEN = 4
+#: a chunk holds about one batch's worth of text at first (the device starts at once), doubling up to this many
+GROWTH = 4
 #: output copies in flight before the sink waits for the oldest
 PENDING_COPIES = 8
 
 
-def chunk_bounds(n: int, first: int = FIRST_CHUNK, most: int = MAX_CHUNK) -> list[tuple[int, int]]:
-    """[start, stop) of consecutive chunks covering ``n`` items, ``first`` long, doubling up to ``most``."""
-    bounds, start, size = [], 0, max(1, first)
-    while start < n:
-        bounds.append((start, min(n, start + size)))
-        start, size = start + size, min(size * 2, max(most, 1))
+def chunk_bounds(sizes: np.ndarray, first: int, most: int) -> list[tuple[int, int]]:
+    """[start, stop) of consecutive chunks covering items of ``sizes`` (e.g. characters), the first holding about
+    ``first`` of it, each next one twice as much, up to ``most``; at least one item per chunk."""
+    ends = np.cumsum(sizes)
+    bounds, start, target = [], 0, max(1, first)
+    while start < len(sizes):
+        before = ends[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, before + target, side="right")))
+        bounds.append((start, min(stop, len(sizes))))
+        start, target = stop, min(target * 2, max(most, 1))
     return bounds
+
+
+def text_chunks(texts: list[str], batch_tokens: int) -> list[tuple[int, int]]:
+    """Chunks of ``texts`` for the preparing threads: about one batch of characters first, up to ``GROWTH``."""
+    size = batch_tokens * CHARS_PER_TOKEN
+    return chunk_bounds(np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)), size, GROWTH * size)
 
 
 def default_workers() -> int:
