@@ -4,6 +4,7 @@ not see the machine's Hugging Face cache."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -74,31 +75,33 @@ def test_kernel_named_for_each_machine() -> None:
 def test_modernbert_and_bert_resolve_to_the_varlen_path_on_cuda(monkeypatch: pytest.MonkeyPatch,
                                                                  tiny_model_dir) -> None:
     """``auto`` stays in the spec (run ids do not depend on the machine); the loader resolves it from the folder's
-    architecture: harness_varlen on a CUDA machine (faked here: the model loads and runs its CPU reference), with
-    the encoder packing (varlen) and padded batches unpadded at the model's entry; sdpa on a CPU."""
+    architecture and the device: harness_varlen for a model on a CUDA device (faked), sdpa on the CPU (also on a
+    machine with a GPU); a model loaded with harness_varlen (here on CPU: its reference) packs in the encoder,
+    unpads padded batches at its entry, and its records say so."""
     from harness.evaluation.encode import pack_mode
     from harness.models.attention import model_type_of, resolve_for
+    from harness.models.load import attention_for
     from harness.models.spec import ModelSpec
     from harness.models.unpad import installed
 
     _facts(monkeypatch, cuda=True, flash=False)
     assert ModelSpec.based_on("modernbert-base").attn_implementation == "auto"
     assert model_type_of(tiny_model_dir) == "modernbert" and model_type_of("/nonexistent") is None
-    assert resolve_for("auto", "bert") == "harness_varlen" and resolve_for("auto", "deberta-v2") == "sdpa"
+    assert resolve_for("auto", "bert", "cuda:0") == "harness_varlen" and resolve_for("auto", "deberta-v2") == "sdpa"
+    assert resolve_for("auto", "modernbert", "cpu") == "sdpa"                 # device=cpu on a GPU machine
+    assert attention_for("auto", str(tiny_model_dir), "cuda") == "harness_varlen"
     spec = ModelSpec.based_on("modernbert-base", name="tiny", path=str(tiny_model_dir), max_length=128)
-    model, _ = models.load_sentence_transformer(spec)
+    model, block = models.load_sentence_transformer(spec)                     # on the CPU: padded sdpa
+    assert model[0].auto_model.config._attn_implementation == "sdpa" and not installed(model[0].auto_model)
+    assert block["attention"] == {"requested": "auto", "implementation": "sdpa", "kernel": "transformers sdpa",
+                                  "unpadded": False}
+    model, block = models.load_sentence_transformer(replace(spec, attn_implementation="harness_varlen"))
     hf = model[0].auto_model
     assert hf.config._attn_implementation == "harness_varlen" and installed(hf)
-    assert models.load_sentence_transformer(spec)[1]["attention"] == {
-        "requested": "auto", "implementation": "harness_varlen", "kernel": "reference: per-sequence sdpa with the "
-        "window (plain torch)", "unpadded": True}      # the record's model block (loaded on CPU: the reference)
     assert pack_mode(model, "auto", "cuda") == "varlen" and pack_mode(model, "off", "cuda") is None
-    _facts(monkeypatch, cuda=False, flash=False)
-    model, _ = models.load_sentence_transformer(spec)
-    assert model[0].auto_model.config._attn_implementation == "sdpa" and not installed(model[0].auto_model)
-    assert models.load_sentence_transformer(spec)[1]["attention"]["implementation"] == "sdpa"
+    assert block["attention"]["unpadded"] is True and block["attention"]["kernel"].startswith("reference")
     assert "attention" not in models.load_sentence_transformer(ModelSpec.based_on(
-        "bert-base", name="t", path=str(tiny_model_dir)))[1]     # a named sdpa: the record as before
+        "bert-base", name="t", path=str(tiny_model_dir)))[1]                 # a named sdpa: the record as before
 
 
 def test_cfg_job_says_what_auto_attention_resolves_to(monkeypatch: pytest.MonkeyPatch,

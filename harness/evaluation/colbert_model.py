@@ -45,7 +45,7 @@ def load_colbert(spec: ModelSpec, *, device: str = "cpu", embedding_size: int = 
 
     _check_attn(spec)
     local, revision = resolve_path(spec)
-    model_kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local)}
+    model_kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local, device)}
     if spec.dtype != "float32":
         model_kwargs["dtype"] = getattr(torch, spec.dtype)
     checkpoint = is_colbert_checkpoint(local)

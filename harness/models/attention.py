@@ -59,10 +59,12 @@ def resolve_attention(requested: str, *, cuda: bool, packs: bool) -> str:
     return VARLEN if cuda and packs else "sdpa"
 
 
-def resolve_for(requested: str, model_type: str | None) -> str:
-    """:func:`resolve_attention` on this machine (torch is imported only for ``auto`` on a packable model)."""
+def resolve_for(requested: str, model_type: str | None, device: str | None = None) -> str:
+    """:func:`resolve_attention` on this machine for a model that runs on ``device`` (None: wherever torch finds a
+    GPU; ``cpu`` never counts as CUDA). torch is imported only for ``auto`` on a packable model."""
     packs = can_pack(model_type)
-    cuda = requested == "auto" and packs and cuda_available()
+    on_cpu = device is not None and not device.startswith("cuda")
+    cuda = requested == "auto" and packs and not on_cpu and cuda_available()
     return resolve_attention(requested, cuda=cuda, packs=packs)
 
 

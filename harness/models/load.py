@@ -29,12 +29,12 @@ def _check_attn(spec: ModelSpec) -> None:
         )
 
 
-def attention_for(requested: str, local: str) -> str:
-    """The implementation a model in ``local`` loads with on this machine (``auto`` resolved for its
-    architecture); ``harness_varlen`` is registered with transformers first."""
+def attention_for(requested: str, local: str, device: str | None = None) -> str:
+    """The implementation a model in ``local`` loads with to run on ``device`` (``auto`` resolved for its
+    architecture; None: this machine's GPU if it has one); ``harness_varlen`` is registered with transformers first."""
     from harness.models.attention import VARLEN, model_type_of, resolve_for
 
-    implementation = resolve_for(requested, model_type_of(local))
+    implementation = resolve_for(requested, model_type_of(local), device)
     if implementation == VARLEN:
         from harness.models.varlen_attention import register
 
@@ -72,7 +72,7 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
     local, revision = resolve_path(spec, pruning_applied=True)
     if spec.keep_layers is not None:
         check_keep_layers(spec, local)
-    model_kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local)}
+    model_kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local, device)}
     if spec.dtype != "float32":
         model_kwargs["dtype"] = getattr(torch, spec.dtype)
     try:
