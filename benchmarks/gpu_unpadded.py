@@ -23,6 +23,7 @@ GPU, the fraction of the wall time the GPU ran kernels (torch.profiler). ``--jso
 from __future__ import annotations
 
 import argparse
+import atexit
 import copy
 import csv
 import json
@@ -111,6 +112,7 @@ def random_modernbert(shape: str) -> str:
     from transformers import ModernBertConfig, ModernBertModel
 
     folder = Path(tempfile.mkdtemp(prefix=f"modernbert-{shape}-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     small = dict(vocab_size=2000, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
                  local_attention=16, pad_token_id=0, cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3)
     torch.manual_seed(0)
