@@ -195,3 +195,20 @@ def test_dpr_training_through_the_varlen_path_equals_padded(tmp_path: Path, toy_
     assert got.model["trained"]["train_loss"] == pytest.approx(ref.model["trained"]["train_loss"], abs=1e-5)
     for name, value in ref.metrics.items():
         assert got.metrics[name] == pytest.approx(value, abs=1e-6), name
+
+
+def test_the_corpus_cache_keeps_unpadded_and_padded_encodings_apart(tmp_path) -> None:
+    """The unpadded GPU path computes attention in bf16: its cached embeddings must never be read by a padded
+    run (or the reverse), so the resolved attention enters the cache identity, and padded sdpa keeps the old key."""
+    from harness.families import get as family_of
+    from tests.conftest import TINY_MODEL, compose
+
+    cfg = compose(["task=beir", "model=modernbert-base", f"model.path={TINY_MODEL}", "task.train=false",
+                   "device=cpu", f"paths.results={tmp_path}"])
+    family = family_of("beir")(cfg)
+    cells = family.cells()
+    block = {"fingerprint": "w"}
+    padded = family.cache_identity(cells, block | {"attention": {"implementation": "sdpa"}}, None)
+    assert padded == family.cache_identity(cells, block, None) and "attention" not in padded
+    unpadded = family.cache_identity(cells, block | {"attention": {"implementation": "harness_varlen"}}, None)
+    assert unpadded["attention"] == "harness_varlen" and unpadded != padded

@@ -350,8 +350,15 @@ class RetrievalFamily(Family):
 
     def cache_identity(self, todo: Sequence[Cell], block: Mapping[str, Any],
                        trained: Mapping[str, Any] | None) -> dict[str, Any]:
-        return {"run": drop(todo[0].identity, self.cache_exclude()),
-                "weights": trained["fingerprint"] if trained else block["fingerprint"]}
+        """What the cached corpus encodings depend on: the run (less its search-only keys), the weights, and the
+        attention ``auto`` resolved to where it is not padded sdpa (the unpadded GPU path runs attention in bf16:
+        its embeddings are never handed to a padded run, or back)."""
+        out = {"run": drop(todo[0].identity, self.cache_exclude()),
+               "weights": trained["fingerprint"] if trained else block["fingerprint"]}
+        attention = (block.get("attention") or {}).get("implementation")
+        if attention not in (None, "sdpa"):
+            out["attention"] = attention
+        return out
 
     def part_job(self) -> bool:
         """Whether this run is a shard job (``task.shard``): it computes one shard and writes no record."""
