@@ -1,6 +1,9 @@
 """What a change does to run identities: prints, for a fixed list of configurations, every planned cell's run id,
-data spec and plan key, and (retrieval) the corpus-cache key part, the trained-model folder, the record's
-hyperparameters and details, as JSON. Run it on two trees and diff the outputs:
+data spec and plan key, the paper graph's work estimate (run and report jobs), and (retrieval) the corpus-cache key
+part, the whole corpus-cache identity as the runner hands it to the retriever (tiny weights loaded on the CPU), the
+retriever's settings, the trained-model folder, the record's hyperparameters and details; (GLUE) each point's
+record hyperparameters, trainer settings and tokenisation cache key, as JSON. Run it on two trees and diff the
+outputs:
 
     python scripts/run_ids.py > after.json
     git worktree add /tmp/before <commit> && (cd /tmp/before && python <this tree>/scripts/run_ids.py --repo .) > before.json
@@ -57,10 +60,14 @@ CONFIGS: dict[str, list[str]] = {
                         "task.weight_decay=1e-6", "task.epochs=2"],
     "glue-stsb-best-epoch": ["task=glue", "task.tasks=[stsb]", "task.data_dir={data}/glue",
                              "task.scoring_protocol=best_epoch"],
+    "glue-rte-epoch-slot": ["task=glue", "task.tasks=[rte]", "task.data_dir={data}/glue", "task.epoch_slot=1",
+                            "task.scoring_protocol=best_epoch"],
+    "beir-shard-job": ["task=beir", "task.train=false", "task.datasets=[scifact]", "task.data_dir={data}",
+                       "task.shards=4", "task.shard_launcher=external", "task.shard=1"],
     "efficiency": ["task=efficiency", "task.n_docs=128"],
     "mteb": ["task=mteb", "task.tasks=[SciFact]"],
 }
-COMMON = ["model=modernbert-base", "model.path={tiny}", "model.name=tiny-modernbert", "device=cpu",
+COMMON = ["model=modernbert-base", "model.path={tiny}", "model.name=tiny-modernbert", "model.max_length=512", "device=cpu",
           "paths.results={tmp}/results", "paths.outputs={tmp}/outputs", "paths.cache={tmp}/cache"]
 
 
@@ -76,6 +83,8 @@ def describe(name: str, overrides: list[str]) -> dict[str, Any]:
     except Exception as exc:   # a configuration a tree refuses is a difference too
         return {"error": f"{type(exc).__name__}: {exc}"}
     out: dict[str, Any] = {"cells": [[c.dataset, c.run_id, c.spec, c.plan_key] for c in cells]}
+    if name != "mteb":   # task=mteb is no job of the paper graph, which alone estimates work
+        out |= guarded(work, name, overrides)
     if hasattr(family, "cache_exclude") and cells:
         from harness.identity import drop
         from harness.results import stable_hash
@@ -84,8 +93,83 @@ def describe(name: str, overrides: list[str]) -> dict[str, Any]:
         out["hyperparameters"] = family.hyperparameters
         out["details"] = family.kind.details(family)
         if family.trains:
-            out["train_dir"] = str(family.train_dir(cells)).replace(os.environ["RUN_IDS_TMP"], "{tmp}")
+            out["train_dir"] = scrub(family.train_dir(cells))
+        out |= guarded(retriever, family, cells)
+    if str(cfg.task.name) == "glue":
+        out |= guarded(glue_points, family, cells)
     return out
+
+
+def guarded(part: Any, *args: Any) -> dict[str, Any]:
+    """``part(*args)``, or the error it raised (a difference too)."""
+    try:
+        return part(*args)
+    except Exception as exc:
+        return {f"{part.__name__}_error": f"{type(exc).__name__}: {exc}"}
+
+
+def scrub(value: Any) -> str:
+    return str(value).replace(os.environ["RUN_IDS_TMP"], "{tmp}")
+
+
+def work(name: str, overrides: list[str]) -> dict[str, Any]:
+    """The paper graph's work estimate of this configuration as a run job and as a report job."""
+    from dataclasses import asdict
+
+    from harness.paper.graph import Job
+    from harness.paper.plan import plan_run
+
+    task = next(o.split("=", 1)[1] for o in overrides if o.startswith("task="))
+    return {"work": {mode: asdict(plan_run(Job(name, "s", mode, task), overrides).work) for mode in ("run", "report")}}
+
+
+def flat(obj: Any) -> dict[str, Any]:
+    """A settings object's leaf values by field name (nested settings flattened), paths scrubbed."""
+    import dataclasses
+
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value) and f.name != "plaid":
+            out |= flat(value)
+        else:
+            out[f.name] = scrub(value) if isinstance(value, str) else (
+                dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value)
+    return out
+
+
+def retriever(family: Any, cells: list[Any]) -> dict[str, Any]:
+    """The corpus-cache identity the runner builds for the retriever (weights loaded; a run that trains gets a
+    stand-in fingerprint for its trained weights) and the settings the retrieve stage gives the retriever."""
+    from harness.results import stable_hash
+
+    model, block = family.load_model()
+    trained = {"fingerprint": "trained-weights"} if family.trains else None
+    identity = family.cache_identity(cells, block, trained)
+    built = family.retriever(model, identity)
+    engine = getattr(built, "inner", built)
+    return {"corpus_cache_identity": stable_hash(identity, length=64), "retriever": type(engine).__name__,
+            "retriever_settings": flat(engine.settings), "describe": built.describe()}
+
+
+def glue_points(family: Any, cells: list[Any]) -> list[dict[str, Any]]:
+    """Each grid point's record hyperparameters and trainer settings, and its task data's tokenisation key."""
+    import dataclasses
+
+    from harness import models
+    from harness.families.glue import point as glue_point
+
+    s = family.settings
+    fp = models.model_identity(family.spec, *models.resolve_path(family.spec))["fingerprint"]
+    data = glue_point.load_data(family.tasks, s)
+    out = []
+    for cell in cells:
+        p, init = cell.payload
+        tcfg = glue_point.train_config(p, s, family.precision, family.device)
+        out.append({"run_id": cell.run_id, "hyperparameters": glue_point.hyperparameters(p, s, init),
+                    "train_config": dataclasses.asdict(tcfg),
+                    "tokenization_key": glue_point.tokenization_key(fp, data[p.task], s)})
+    return {"points": out}
 
 
 def main() -> None:

@@ -51,11 +51,8 @@ class RunContext:
         """Train and (concatenated) dev sets tokenised once per (model, data, max length), in memory and on disk."""
         import datasets
 
-        from harness.results import stable_hash
-
         max_length = int(self.tcfg.max_length)
-        key = stable_hash([self.model["fingerprint"], data.fingerprint, data.task.name, max_length,
-                           self.tcfg.max_train_samples, self.tcfg.max_eval_samples, int(self.tcfg.subsample_seed)], 16)
+        key = tokenization_key(self.model["fingerprint"], data, self.tcfg)
         if key not in self._cache:
             from harness.training.classification import cached_tokenize
 
@@ -65,6 +62,12 @@ class RunContext:
             devs = [cached_tokenize(s, self.tokenizer, max_length, reg, root / f"dev-{n}") for n, s in data.dev.items()]
             self._cache[key] = (train, devs[0] if len(devs) == 1 else datasets.concatenate_datasets(devs))
         return self._cache[key]
+
+
+def tokenization_key(model_fingerprint: str, data: glue_data.GlueData, tcfg: Any) -> str:
+    """The tokenised-data cache key of one task's data: the weights' tokenizer, the data, the length, the subsample."""
+    return results.stable_hash([model_fingerprint, data.fingerprint, data.task.name, int(tcfg.max_length),
+                                tcfg.max_train_samples, tcfg.max_eval_samples, int(tcfg.subsample_seed)], 16)
 
 
 def load_data(tasks: Sequence[glue_data.GlueTask], tcfg: Any) -> dict[str, glue_data.GlueData]:
