@@ -6,6 +6,13 @@ a few values), :func:`count` (an integer count or size, >= 1 unless told), :func
 to each number of a list or mapping field, and never to null (whose meaning the field states) or to a string
 (``task.shards=auto``). :func:`constraints` lists them (docs/reliability.md, "Counts and sizes").
 
+A task's settings are composed of the typed nodes of its stages: a field declared :func:`flat` holds a node whose
+keys are the parent's own (``task.max_length`` is a key of the encode node; users type it as before), a plain
+dataclass field a nested one (``task.train_data``). What a key is follows from where it is declared:
+:func:`excluded` (on the field: it changes no number, so the run identity leaves it out), and a node's ``role``
+(``search``: it changes the ranking but not the corpus encoding; ``train``: it only counts when the run trains):
+:func:`excluded_keys` and :func:`role_keys` read them.
+
 Why our own and not Hydra structured configs or pydantic: both reject unknown keys, but neither names the
 closest valid key in a one-line message, and a typo such as ``ignore_identical_id`` must say what was meant.
 """
@@ -24,38 +31,109 @@ from harness.errors import HarnessError, closest_first
 T = TypeVar("T")
 
 
-def choices(*values: Any, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+def _field(meta: dict[str, Any], excluded: str, default: Any, kw: dict[str, Any]) -> Any:
+    return dataclasses.field(default=default, metadata={**meta, **({"excluded": excluded} if excluded else {})}, **kw)
+
+
+def choices(*values: Any, excluded: str = "", default: Any = dataclasses.MISSING, **kw: Any) -> Any:
     """A dataclass field restricted to ``values`` (checked by :func:`build`)."""
-    return dataclasses.field(default=default, metadata={"choices": values}, **kw)
+    return _field({"choices": values}, excluded, default, kw)
 
 
-def at_least(low: float, *, below: float | None = None, null: str = "", nonempty: bool = False,
+def at_least(low: float, *, below: float | None = None, null: str = "", nonempty: bool = False, excluded: str = "",
              default: Any = dataclasses.MISSING, **kw: Any) -> Any:
     """A numeric field whose value (each number of a list or mapping) is >= ``low`` (and < ``below`` if given);
     ``null``: what null means where the type allows it (the error line offers it); ``nonempty``: a list that
-    must not be empty either (see :func:`nonempty`)."""
-    meta = {"min": low, "below": below, "null": null, "nonempty": nonempty}
-    return dataclasses.field(default=default, metadata=meta, **kw)
+    must not be empty either (see :func:`nonempty`); ``excluded``: see :func:`excluded`."""
+    return _field({"min": low, "below": below, "null": null, "nonempty": nonempty}, excluded, default, kw)
 
 
-def count(low: int = 1, *, null: str = "", nonempty: bool = False, default: Any = dataclasses.MISSING,
-          **kw: Any) -> Any:
+def count(low: int = 1, *, null: str = "", nonempty: bool = False, excluded: str = "",
+          default: Any = dataclasses.MISSING, **kw: Any) -> Any:
     """A count or size: an integer >= ``low`` (1 unless told; 0 is not "no limit": null is, where ``null`` says
     what it means)."""
-    return at_least(low, null=null, nonempty=nonempty, default=default, **kw)
+    return at_least(low, null=null, nonempty=nonempty, excluded=excluded, default=default, **kw)
 
 
-def positive(*, null: str = "", nonempty: bool = False, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+def positive(*, null: str = "", nonempty: bool = False, excluded: str = "", default: Any = dataclasses.MISSING,
+             **kw: Any) -> Any:
     """A number > 0 (a learning rate, a number of epochs, a time or memory budget)."""
-    meta = {"min": 0, "open": True, "null": null, "nonempty": nonempty}
-    return dataclasses.field(default=default, metadata=meta, **kw)
+    return _field({"min": 0, "open": True, "null": null, "nonempty": nonempty}, excluded, default, kw)
 
 
-def nonempty(names_from: str = "", *, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+def nonempty(names_from: str = "", *, excluded: str = "", default: Any = dataclasses.MISSING, **kw: Any) -> Any:
     """A list that selects what runs (datasets, tasks, seeds): empty would run nothing and say nothing.
     ``names_from``: the sibling field whose keys are the valid names (named in the error). A mapping of lists
     (GLUE's epoch groups) needs each list non-empty."""
-    return dataclasses.field(default=default, metadata={"nonempty": True, "names_from": names_from}, **kw)
+    return _field({"nonempty": True, "names_from": names_from}, excluded, default, kw)
+
+
+def excluded(why: str, *, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+    """A field the run identity leaves out, and ``why``: it changes no number (how texts are batched), or the
+    identity holds what it resolves to instead (a source run's id). :func:`excluded_keys` lists them."""
+    return _field({}, why, default, kw)
+
+
+def flat() -> Any:
+    """A field holding a stage's settings node whose keys are the parent's own: ``task.batch_tokens``, not
+    ``task.encode.batch_tokens``. The node is built from those keys (its constraints name ``task.<key>``); a key
+    belongs to one node only."""
+    return dataclasses.field(metadata={"flat": True})
+
+
+def init_fields(cls: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+
+
+def _node_of(cls: type, f: dataclasses.Field) -> type | None:
+    """The dataclass a field holds (itself, or in an Optional/union), or None."""
+    found = _dataclasses_in(typing.get_type_hints(cls)[f.name])
+    return found[0] if found else None
+
+
+def config_keys(cls: type) -> list[str]:
+    """The keys a mapping for ``cls`` may have: its own fields, and the keys of its :func:`flat` nodes."""
+    out: list[str] = []
+    for name, f in init_fields(cls).items():
+        node = _node_of(cls, f) if f.metadata.get("flat") else None
+        found = config_keys(node) if node is not None else [name]
+        clash = set(found) & set(out)
+        if clash:
+            raise TypeError(f"{cls.__qualname__}: key {sorted(clash)[0]!r} is declared by two of its nodes")
+        out += found
+    return out
+
+
+def excluded_keys(cls: type, prefix: str) -> dict[str, str]:
+    """``{dotted key: why}`` of every :func:`excluded` field of ``cls`` and its nodes (``prefix``: the key ``cls``
+    is read from, e.g. ``task``)."""
+    out: dict[str, str] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.metadata.get("excluded"):
+            out[f"{prefix}.{f.name}"] = f.metadata["excluded"]
+        elif (node := _node_of(cls, f)) is not None:
+            out |= excluded_keys(node, prefix if f.metadata.get("flat") else f"{prefix}.{f.name}")
+    return out
+
+
+def role_keys(cls: type, role: str, prefix: str) -> tuple[str, ...]:
+    """The dotted keys of every node of ``cls`` whose ``role`` (a class attribute) is ``role``: a node's own keys
+    (flat nodes' keys at their parent's level; a nested field as one key) and the keys the run resolves into it
+    (its ``derived``, e.g. ``voyager``); a nested node of that role counts as one key."""
+    if getattr(cls, "role", None) == role:
+        return tuple(f"{prefix}.{k}" for k in (*config_keys(cls), *getattr(cls, "derived", ())))
+    out: list[str] = []
+    for name, f in init_fields(cls).items():
+        node = _node_of(cls, f)
+        if node is None:
+            continue
+        if f.metadata.get("flat"):
+            out += role_keys(node, role, prefix)
+        elif getattr(node, "role", None) == role:
+            out.append(f"{prefix}.{name}")
+        else:
+            out += role_keys(node, role, f"{prefix}.{name}")
+    return tuple(out)
 
 
 def unknown_key_error(key: str, valid: list[str], where: str) -> HarnessError:
@@ -78,11 +156,15 @@ def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "
     data = _plain(data) or {}
     if not isinstance(data, Mapping):
         raise HarnessError(f"{where} must be a mapping of keys to values, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
-    check_keys(data, list(fields), where)
+    fields = init_fields(cls)
+    check_keys(data, config_keys(cls), where)
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, f in fields.items():
+        if f.metadata.get("flat"):
+            node = _dataclasses_in(hints[name])[0]
+            kwargs[name] = build(node, {k: data[k] for k in config_keys(node) if k in data}, where, key)
+            continue
         if name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise HarnessError(f"{where} needs the key {name!r}")
@@ -96,7 +178,8 @@ def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "
             )
         kwargs[name] = value
     for name, value in kwargs.items():
-        check_constraint(fields[name].metadata, value, f"{key}.{name}" if key else f"{where}, {name}", kwargs)
+        if not fields[name].metadata.get("flat"):
+            check_constraint(fields[name].metadata, value, f"{key}.{name}" if key else f"{where}, {name}", kwargs)
     return cls(**kwargs)
 
 
@@ -156,6 +239,9 @@ def constraints(cls: type, key: str) -> list[tuple[str, str]]:
         if not f.init:
             continue
         name, meta = f"{key}.{f.name}", f.metadata
+        if meta.get("flat"):
+            out += [c for tp in _dataclasses_in(hints[f.name]) for c in constraints(tp, key)]
+            continue
         if meta.get("nonempty"):
             out.append((name, "not empty"))
         if meta.get("min") is not None:
@@ -172,15 +258,20 @@ def _dataclasses_in(tp: Any) -> list[type]:
     return [a for arg in get_args(tp) for a in _dataclasses_in(arg)]
 
 
-def from_conf(cls: type[T], file: str, /, **overrides: Any) -> T:
+def from_conf(cls: type[T], file: str, /, *, part: bool = False, **overrides: Any) -> T:
     """``cls`` built from ``conf/<file>.yaml`` (the one place its defaults are written) with ``overrides`` on top:
-    for code outside a composed config (benchmarks, tests), e.g. ``from_conf(PlaidSettings, "plaid/default")``."""
+    for code outside a composed config (benchmarks, tests), e.g. ``from_conf(PlaidSettings, "plaid/default")``.
+    ``part``: the file holds more than ``cls``; only ``cls``'s keys are read (a stage's node from a task's file:
+    ``from_conf(ExactSearch, "task/beir", part=True)``), and each is resolved alone."""
     from omegaconf import OmegaConf
 
     import conf
 
     node = OmegaConf.load(Path(conf.__file__).parent / f"{file}.yaml")
-    data = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "defaults"}
+    if part:
+        data = {k: _plain(node[k]) for k in config_keys(cls) if k in node and k not in overrides}
+    else:
+        data = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "defaults"}
     return build(cls, {**data, **overrides}, f"conf/{file}.yaml")
 
 

@@ -10,7 +10,8 @@ from harness.data.catalog import resolve_entries
 from harness.errors import HarnessError
 from harness.models import ModelSpec
 from harness.runner import run
-from harness.typed import build, choices
+from harness.typed import build, choices, constraints, count, excluded_keys, flat, role_keys
+from harness.typed import excluded as excluded_field
 from tests.conftest import compose
 
 
@@ -69,3 +70,58 @@ def test_build_nested_lists_unions_and_choices() -> None:
         build(Outer, {"mode": "c"}, "x")
     with pytest.raises(HarnessError, match=r"x, maybe"):
         build(Outer, {"maybe": "seven"}, "x")
+
+
+@dataclass(kw_only=True)
+class _Search:
+    role = "search"
+    derived = ("voyager",)
+    top_k: int
+    chunk: int = excluded_field("how the search is chunked")
+
+
+@dataclass(kw_only=True)
+class _Encode:
+    max_length: int = count()
+    search: _Search = flat()
+
+
+@dataclass(kw_only=True)
+class _Task:
+    name: str
+    encode: _Encode = flat()
+    nested: _Search
+
+
+def test_flat_nodes_take_their_keys_from_the_parent() -> None:
+    """A flat node's keys are the parent's own: built into the node, named ``task.<key>`` by its constraints, typos
+    answered with the closest key of any node; a nested node keeps its own mapping."""
+    got = build(_Task, {"name": "x", "max_length": 8, "top_k": 10, "chunk": 2, "nested": {"top_k": 1, "chunk": 3}},
+                "task 'x'", key="task")
+    assert got.encode.max_length == 8 and got.encode.search.top_k == 10 and got.nested.chunk == 3
+    with pytest.raises(HarnessError, match=r"unknown key 'top_kk' in task 'x'; did you mean 'top_k'"):
+        build(_Task, {"name": "x", "max_length": 8, "top_kk": 10}, "task 'x'", key="task")
+    with pytest.raises(HarnessError, match=r"task\.max_length=0 is below 1"):
+        build(_Task, {"name": "x", "max_length": 0, "top_k": 1, "chunk": 1, "nested": {"top_k": 1, "chunk": 1}},
+              "task 'x'", key="task")
+    with pytest.raises(HarnessError, match=r"task 'x' needs the key 'chunk'"):
+        build(_Task, {"name": "x", "max_length": 8, "top_k": 1}, "task 'x'", key="task")
+    assert ("task.max_length", ">= 1") in constraints(_Task, "task")
+
+
+def test_what_a_key_is_follows_from_where_it_is_declared() -> None:
+    """Excluded keys from the field, search-only (or train-only) keys from the node's role, at their dotted key."""
+    assert excluded_keys(_Task, "task") == {"task.chunk": "how the search is chunked",
+                                            "task.nested.chunk": "how the search is chunked"}
+    assert role_keys(_Task, "search", "task") == ("task.top_k", "task.chunk", "task.voyager", "task.nested")
+    assert role_keys(_Task, "train", "task") == ()
+
+
+def test_a_key_declared_by_two_nodes_is_refused() -> None:
+    @dataclass(kw_only=True)
+    class Twice:
+        encode: _Encode = flat()
+        max_length: int
+
+    with pytest.raises(TypeError, match="key 'max_length' is declared by two of its nodes"):
+        build(Twice, {}, "x")
