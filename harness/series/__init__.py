@@ -1,0 +1,8 @@
+"""A training run's checkpoints as one series: ``python -m harness.series``.
+
+discover.py (which folders are checkpoints, at which step), complete.py (a checkpoint still being written is never
+read), settings.py (the command line, checked), plan.py (each checkpoint's run per task, planned as the runner
+plans it; the ``series`` config key the records carry), show.py (the plan, its cost, the series table), run.py
+(here, one after another), watch.py (``--watch``), slurm.py (one array task per checkpoint), best.py (the selected
+step handed to the next stage).
+"""

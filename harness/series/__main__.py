@@ -1,0 +1,127 @@
+"""``python -m harness.series model=<model> model.path=<training run folder> task=<task> [--watch] [--launcher slurm]``:
+every checkpoint of a training run as its own run, resumable; the plan and its cost first, the series table last.
+
+``python -m harness.series --best NAME [paths.results=...]`` prints the overrides of the series' selected step
+(``python -m harness.select --series NAME --task T``), for the next stage:
+``python -m harness task=mldr $(python -m harness.series --best NAME)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from harness.errors import HarnessError, one_line
+from harness.series import plan as planning
+from harness.series.settings import Settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    try:
+        if "--best" in argv:
+            return best(argv)
+        return run(argv)
+    except HarnessError as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
+        return 2
+
+
+def best(argv: list[str]) -> int:
+    from harness.series.best import best_overrides
+
+    i = argv.index("--best")
+    if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+        raise HarnessError("--best needs the series' name: python -m harness.series --best <name>")
+    rest = argv[:i] + argv[i + 2:]
+    bad = [a for a in rest if not a.startswith("paths.results=")]
+    if bad:
+        raise HarnessError(f"--best takes the series' name and paths.results=<folder> only, not {bad[0]!r}")
+    results = str(planning.base_config(tuple(rest)).paths.results)
+    print(" ".join(best_overrides(results, argv[i + 1])))
+    return 0
+
+
+def check(settings: Settings) -> dict:
+    """Everything checked before a checkpoint is read: names and keys of the overrides (closest first), output
+    folders, each task's settings, the cluster profile."""
+    from harness.overrides import check_group_overrides, check_key_overrides
+    from harness.paper.__main__ import cluster_profile
+
+    for task in settings.tasks:
+        argv = settings.task_overrides(task)
+        check_group_overrides(argv)
+        check_key_overrides(argv)
+    cluster = cluster_profile(settings.cluster)
+    planning.check_tasks(settings)
+    return cluster
+
+
+def run(argv: list[str]) -> int:
+    from harness.series import settings as parse
+    from harness.series.show import cost_text, plan_lines, series_tables
+
+    settings = parse.from_args(argv)
+    cluster = check(settings)
+    plan = planning.make_plan(settings)
+    if not plan.units and not settings.watch:
+        raise nothing_found(settings, plan)
+    check_plannable(plan)
+    print("\n".join(plan_lines(plan, cost_text(plan, cluster))), flush=True)
+    if settings.dry_run:
+        return 0
+    act = launcher(settings, cluster)
+    if settings.watch:
+        from harness.series.watch import Watch
+
+        watch = Watch(settings, act)
+        failures = watch.run()
+        plan = watch.last or plan
+    else:
+        failures, _ = act(plan)
+    tables = series_tables(plan)
+    if tables:
+        print("\n" + tables + "\n", flush=True)
+    if failures:
+        first_key, first = next(iter(failures.items()))
+        raise HarnessError(f"{len(failures)} checkpoint run(s) failed, the first ({first_key}): {first}; the "
+                           "others are done: fix the cause and run the series again (only failed and new "
+                           "checkpoints are computed)")
+    return 0
+
+
+def launcher(settings: Settings, cluster: dict):
+    """What evaluates a plan's runs: here, one after another, or SLURM array tasks."""
+    if settings.launcher == "slurm":
+        from harness.series.slurm import submit
+
+        return lambda plan: submit(plan, cluster)
+    from harness.series.run import run_all
+
+    return run_all
+
+
+def nothing_found(settings: Settings, plan: planning.Plan) -> HarnessError:
+    there = ", ".join(plan.ignored[:6]) or "nothing"
+    return HarnessError(f"no checkpoints under {settings.root}: no folder matches {settings.pattern.pattern!r} "
+                        f"(found: {there}); pass --step-pattern '<regex with one group for the step>' for other "
+                        "names, list them with --checkpoints, or add --watch to wait for a training job to write them")
+
+
+def check_plannable(plan: planning.Plan) -> None:
+    """A problem every complete checkpoint has (a dataset or setting its runs cannot use) is the command's error,
+    not one skip per checkpoint."""
+    complete = [u for u in plan.units if not (u.skipped or "").startswith("still being written")]
+    reasons = {u.skipped for u in complete}
+    if complete and len(reasons) == 1 and None not in reasons:
+        raise HarnessError(str(next(iter(reasons))).removeprefix("cannot be planned: "))
+    for task in plan.settings.tasks:   # the runner's cheap checks (data present, weights fit) before any work
+        unit = next((u for u in plan.todo if u.task == task), None)
+        if unit is not None:
+            unit.family.check(unit.pending)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
