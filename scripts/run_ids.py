@@ -97,7 +97,7 @@ def describe(name: str, overrides: list[str]) -> dict[str, Any]:
         out |= guarded(retriever, family, cells)
     if str(cfg.task.name) == "glue":
         out |= guarded(glue_points, family, cells)
-    return out
+    return json.loads(scrub(json.dumps(out, default=str)))
 
 
 def guarded(part: Any, *args: Any) -> dict[str, Any]:
