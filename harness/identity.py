@@ -21,6 +21,8 @@ GLOBAL_EXCLUDE: Mapping[str, str] = {
     "run_name": "a free label stored in records",
     "save_run": "whether the ranking is also written as a TREC run file",
     "experiment": "which experiment's selection a run belongs to (scopes harness.select; stored in records)",
+    "series": "which checkpoint of a series a run evaluates (step, folder, tokens seen; stored in records): the "
+              "weights themselves enter the identity as model.ref",
     "hydra": "Hydra's own settings (output dirs, launcher, sweeper)",
     "logger": "which experiment tracker receives the logs",
     "log_level": "how much the run prints",

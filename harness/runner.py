@@ -62,6 +62,7 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
             with locks.hold(todo, lambda c: run_dir(family, results_dir, c), lock_settings,
                             lambda cs: pending(family, cs, results_dir, overwrite)) as mine:
                 for rec in family.run(mine) if mine else ():
+                    with_series(cfg, rec)
                     path = store(results_dir, rec)
                     new[(rec.run_id, rec.dataset)] = rec
                     if path != results.path_of(results_dir, rec):
@@ -99,6 +100,16 @@ def check_spec(spec: TaskSpec, family: Family) -> None:
         raise HarnessError(f"task {spec.name!r}: spec.main_metric={spec.main_metric!r} is not a metric the "
                            f"{spec.runner} scorer produces ({', '.join(produced)}): set spec.main_metric to one of them")
     rule_for(spec.selection)
+
+
+def with_series(cfg: DictConfig, rec: ResultRecord) -> None:
+    """A run that ``python -m harness.series`` started for one checkpoint: its ``series`` config key (name, step,
+    folder, fingerprint, tokens seen) goes into the record's ``details.series``, the one place readers look."""
+    series = cfg.get("series")
+    if series:
+        from omegaconf import OmegaConf
+
+        rec.details["series"] = OmegaConf.to_container(series, resolve=True)
 
 
 def run_dir(family: Family, results_dir: str, cell: Cell) -> Path:

@@ -49,3 +49,25 @@ def format_summary(records: Sequence[ResultRecord]) -> str:
 def print_summary(records: Sequence[ResultRecord], stream: TextIO | None = None) -> None:
     if records:
         print("\n" + format_summary(records) + "\n", file=stream or sys.stdout, flush=True)
+
+
+def format_series(title: str, rows: Sequence[tuple[int, float | None, str]], higher_is_better: bool = True) -> str:
+    """A series as a table: one row per step (its score, the difference to the previous step that has one, or why
+    it has none), the best step marked ``*``."""
+    scored = [(step, score) for step, score, _ in rows if score is not None]
+    best = (max if higher_is_better else min)(scored, key=lambda p: p[1])[0] if scored else None
+    table = [("step", "score", "vs previous")]
+    previous: float | None = None
+    for step, score, note in rows:
+        if score is None:
+            table.append((str(step), "-", note))
+            continue
+        change = f"{score - previous:+.4f}" if previous is not None else "-"
+        table.append((str(step), f"{score:.4f}" + ("*" if step == best else " "), change))
+        previous = score
+    widths = [max(len(r[i]) for r in table) for i in range(3)]
+    lines = [title] + ["  " + "  ".join([r[0].rjust(widths[0]), r[1].rjust(widths[1]), r[2].rjust(widths[2])
+                                         if r[1] != "-" else r[2]]).rstrip() for r in table]
+    if best is not None:
+        lines.append(f"  * best step: {best} ({'highest' if higher_is_better else 'lowest'} score)")
+    return "\n".join(lines)

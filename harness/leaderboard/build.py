@@ -25,6 +25,7 @@ from harness.leaderboard.baselines import (
 from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, PUBLISHED, SUBSET_MARK, Cell, RowKey, fmt
 from harness.leaderboard.layout import AVG, OVERVIEW, table_spec, table_specs
 from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records, selected
+from harness.leaderboard.series import collect, latest_only
 from harness.results import STATUS_FAILED, STATUS_OK
 from harness.selection.rules import rule_for
 
@@ -47,6 +48,7 @@ class Leaderboard:
     tables: list[Table]
     meta: dict[str, Any]
     versions: list[dict[str, str]]
+    series: list[Any] = field(default_factory=list)   # harness.leaderboard.series.Plot: the series view
 
     def table(self, table_id: str) -> Table:
         return next(t for t in self.tables if t.id == table_id)
@@ -146,6 +148,7 @@ def build_leaderboard(
     with step(f"leaderboard: reading the records under {', '.join(map(str, dirs))}") as done:
         loaded, skipped = load_records(dirs)
         done.outcome = f"{len(loaded):,} records" + (f", {len(skipped)} skipped" if skipped else "")
+    everything, loaded = loaded, latest_only(loaded)   # a series' earlier steps: the series view only
     groups = group(loaded)
     picks = selected(loaded, combine_rule) if combine_rule != "latest" else {}
     versions = VersionTable()
@@ -201,15 +204,20 @@ def build_leaderboard(
         "combine": combine_rule,
         "combine_text": COMBINE_RULES[combine_rule],
         "results_dirs": [str(d) for d in dirs],
-        "n_records": len(loaded),
-        "n_failed": sum(1 for i in loaded if i.record.status == STATUS_FAILED),
+        "n_records": len(everything),
+        "n_failed": sum(1 for i in everything if i.record.status == STATUS_FAILED),
         "skipped": skipped,
         "rules": rules_text(combine_rule),
         "sources": ([{"id": s.id, "citation": s.citation, "where": s.where, "file": s.file}
                      for s in (*SOURCES, *TASK_ROW_SOURCES)] if published else [])
         + [mteb_source(d) for d in mteb_results],
     }
-    return Leaderboard(rows, [overview, *tables], meta, versions.items)
+    plots = collect(everything, load_published() if published else [])
+    meta["series"] = sorted({p.series for p in plots})
+    if plots:
+        meta["rules"].append("A series (python -m harness.series) shows its latest step in the tables, as the row "
+                             "<series>-step<N>; series.html plots every step against the training step.")
+    return Leaderboard(rows, [overview, *tables], meta, versions.items, plots)
 
 
 def _family_table(table_id: str, rows: dict[RowKey, dict[str, Cell]], scale: float | None) -> Table:

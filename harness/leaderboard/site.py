@@ -41,6 +41,7 @@ def site_data(lb: Leaderboard, sig: dict[str, Any] | None = None) -> dict[str, A
             for t in lb.tables
         ],
         "sig": sig,
+        "series": lb.meta.get("series", []),
     }
 
 
@@ -52,4 +53,6 @@ def write_site(lb: Leaderboard, out: Path, sig: dict[str, Any] | None = None) ->
     blob = json.dumps(site_data(lb, sig), separators=(",", ":"), default=str)
     data = out / "data.js"
     data.write_text(f"window.LEADERBOARD = {blob};\n")
-    return [*paths, data]
+    from harness.leaderboard.series import write
+
+    return [*paths, data, *write(lb.series, out)]

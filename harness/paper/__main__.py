@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     mine = [o for o in args.overrides if o.startswith("paper.")]
     name = next((o.partition("=")[2] for o in args.overrides if o.startswith("paper=")), "paper")
-    common = [o for o in args.overrides if not o.startswith(("paper.", "paper="))]
+    common = best_step([o for o in args.overrides if not o.startswith(("paper.", "paper="))])
     from harness.paper import validate
 
     paper = graph.load_paper(name, mine)
@@ -104,6 +104,24 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:20s} {', '.join(got)}")
     print(f"submitted; follow with: python -m harness.paper {' '.join(args.overrides)} --status")
     return 0
+
+
+def best_step(common: list[str]) -> list[str]:
+    """``model.path=series:<name>``: the graph evaluates that series' selected step (``harness.select --series``),
+    resolved here, so every job gets the checkpoint's folder and row name."""
+    from harness.series.best import PREFIX, resolve
+
+    if not any(o.partition("=")[0].lstrip("+") == "model.path" and o.partition("=")[2].startswith(PREFIX)
+               for o in common):
+        return common
+    from harness.compose import compose_config
+
+    plain = [o for o in common if not o.partition("=")[2].startswith(PREFIX)]
+    try:
+        results = str(compose_config(plain).paths.results)
+    except Exception as exc:   # Hydra's own errors: the graph's checks name them the same way
+        raise HarnessError(f"the overrides do not compose ({one_line(exc)}): fix them as for python -m harness") from None
+    return resolve(common, results)
 
 
 def check_readable(states: Any) -> None:

@@ -17,7 +17,8 @@ from harness.selection.rules import rule_for
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.select",
                                      description="Pick, per model, the records a task family's rule selects.")
-    parser.add_argument("--task", default="glue", help=f"task ({', '.join(specs.all_specs())})")
+    parser.add_argument("--task", default=None, help=f"task ({', '.join(specs.all_specs())}; default glue, or with "
+                        "--series the task the series was run on)")
     parser.add_argument("--results", default="results", help="results directory (the record tree)")
     parser.add_argument("--out", default=None, help="output directory (default: selected/ beside --results)")
     parser.add_argument("--model", default=None, help="only this model name")
@@ -26,9 +27,17 @@ def main(argv: list[str] | None = None) -> int:
                              "written to selected/<experiment>/ unless --out")
     parser.add_argument("--prune-checkpoints", action="store_true",
                         help="delete kept checkpoints of runs that were not selected")
+    parser.add_argument("--series", default=None, metavar="NAME",
+                        help="the best step of this series (python -m harness.series) on --task: written to "
+                             "selected/series-NAME.json")
+    parser.add_argument("--datasets", default=None, help="with --series: the datasets the step is chosen on, "
+                        "comma-separated (default: the task's selection sets, else every dataset of the series)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out_dir = Path(args.out) if args.out else default_out_dir(args.results, args.experiment)
+    if args.series is not None:
+        return select_series(args, out_dir)
+    args.task = args.task or "glue"
     try:
         if Path(args.results).is_dir():   # a missing one is named by load_selections (an unknown task first)
             check_out(out_dir, given=args.out is not None)
@@ -72,3 +81,35 @@ def nothing_to_select(args: argparse.Namespace, recs: list[results.ResultRecord]
     return HarnessError(f"no {args.task} record {where} can be selected: {len(failed)} exist and failed, the first "
                         f"{results.path_of(args.results, first)} with: {first.error}; fix that and run the task again "
                         "(failed cells are computed again), then select")
+
+
+def select_series(args: argparse.Namespace, out_dir: Path) -> int:
+    """``--series NAME``: the series' best step on ``--task``, printed and written to ``selected/series-NAME.json``."""
+    from harness.selection.series import choose_step, format_choice, names, selection_file
+
+    try:
+        if not Path(args.results).is_dir():
+            raise HarnessError(f"results directory {args.results} does not exist; run the series first or pass "
+                               "--results")
+        check_out(out_dir, given=args.out is not None)
+        recs = [r for _, r in results.iter_records(args.results, warn=False)
+                if args.experiment is None or r.experiment == args.experiment]
+        tasks = names(recs).get(args.series)
+        if not tasks:
+            known = sorted(names(recs))
+            raise HarnessError(f"no series {args.series!r} under {args.results} (series there: "
+                               f"{', '.join(known) or 'none'}): pass --series <one of them>, or run it first with "
+                               "python -m harness.series")
+        if args.task is None and len(tasks) > 1:
+            raise HarnessError(f"series {args.series!r} has records of {', '.join(sorted(tasks))}: pass --task <the "
+                               "validation task to choose the step on>")
+        task = args.task or next(iter(tasks))
+        choice = choose_step(recs, args.series, task, [d for d in (args.datasets or "").split(",") if d])
+        path = selection_file(out_dir, args.series)
+        results.atomic_write_json(path, choice)
+        print(format_choice(choice))
+        print(f"  -> {path}")
+    except HarnessError as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    return 0

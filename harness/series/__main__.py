@@ -76,7 +76,7 @@ def run(argv: list[str]) -> int:
     if settings.watch:
         from harness.series.watch import Watch
 
-        watch = Watch(settings, act)
+        watch = Watch(settings, act, first=plan)
         failures = watch.run()
         plan = watch.last or plan
     else:
@@ -105,7 +105,7 @@ def launcher(settings: Settings, cluster: dict):
 
 def nothing_found(settings: Settings, plan: planning.Plan) -> HarnessError:
     there = ", ".join(plan.ignored[:6]) or "nothing"
-    return HarnessError(f"no checkpoints under {settings.root}: no folder matches {settings.pattern.pattern!r} "
+    return HarnessError(f"no checkpoints under {settings.root}: no folder matches '{settings.pattern.pattern}' "
                         f"(found: {there}); pass --step-pattern '<regex with one group for the step>' for other "
                         "names, list them with --checkpoints, or add --watch to wait for a training job to write them")
 

@@ -38,7 +38,7 @@ def plan_lines(plan: Plan, cost: str | None = None) -> list[str]:
     rows += [(str(u.step), _folder(u, s.root), u.task or "-", _state(u)) for u in plan.units]
     lines = [head, *_table(rows, indent="  ")]
     if plan.ignored:
-        lines.append(f"  not checkpoints (no step in the name, {s.pattern.pattern!r}): {', '.join(plan.ignored[:8])}"
+        lines.append(f"  not checkpoints (no step in the name, '{s.pattern.pattern}'): {', '.join(plan.ignored[:8])}"
                      + (f" and {len(plan.ignored) - 8} more" if len(plan.ignored) > 8 else ""))
     todo, skipped = plan.todo, [u for u in plan.units if u.skipped]
     lines.append(f"  {len(todo)} to run, {sum(1 for u in plan.units if not u.todo and not u.skipped)} done, "
@@ -69,7 +69,8 @@ def cost_text(plan: Plan, cluster: dict[str, Any]) -> str:
         parts.append(f"estimate {hours:.2f} GPU-hours on {gpu} ({source}; python -m harness.paper's cost model)")
     done = [u.seconds for u in plan.units if not u.todo and not u.skipped and u.seconds > 0]
     if done:
-        parts.append(f"measured here: {statistics.fmean(done):.1f} s per checkpoint run ({len(done)} done)")
+        parts.append(f"measured here: {statistics.fmean(done):.3g} s of recorded work per checkpoint run ({len(done)} "
+                     "done)")
     return "; ".join(parts)
 
 

@@ -16,10 +16,11 @@ class Watch:
     """The polling loop; ``act`` evaluates or submits a plan's runs: (unit key -> failure, how many it started)."""
 
     def __init__(self, settings: Settings, act: Callable[[Plan], tuple[dict[str, str], int]], *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, first: Plan | None = None) -> None:
         self.settings, self.act, self.clock, self.sleep = settings, act, clock, sleep
-        self.known: dict[tuple[str | None, Path], Unit] = {}
-        self.seen: dict[tuple[str | None, Path], tuple[float, str | None]] = {}
+        units = first.units if first else []   # the plan already printed: only changes to it are reported
+        self.known: dict[tuple[str | None, Path], Unit] = {(u.task, u.checkpoint.folder): u for u in units}
+        self.seen = {(u.task, u.checkpoint.folder): (u.changed, u.skipped) for u in units}
         self.failures: dict[str, str] = {}
         self.last: Plan | None = None
 

@@ -384,6 +384,10 @@
       $("baseline").value = state.baseline;
       $("baseline").addEventListener("change", function (e) { state.baseline = e.target.value; render(); });
     }
+    if (D.series && D.series.length) {   /* python -m harness.series: series.html, drawn by the build */
+      $("series-link").hidden = false;
+      $("series-names").textContent = D.series.join(", ");
+    }
     var foot = $("sources");
     if (m.sources.length) {
       foot.appendChild(el("h2", {}, "Published sources"));

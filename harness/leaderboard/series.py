@@ -1,0 +1,176 @@
+"""The leaderboard's series view: the records of ``python -m harness.series`` (``details.series``) as the metric
+against the training step, per series, task and dataset, on the leaderboard's scale.
+
+Each step shows the records of its newest weights (:func:`harness.selection.series.current`), seeds averaged.
+The band around a step is its seed spread (mean ± 1 sd) where it has two or more seeds, else a 95% bootstrap
+interval over its queries (or examples) where the record keeps per-query scores whose mean is the score; a step
+with neither has no band. Reference lines are the published numbers of the same column: the rows of the series
+model's family (e.g. ModernBERT-base and -large), else those of its size, else every row (at most
+:data:`MAX_REFS`, best first). The best step is the one with the best mean (ties: the earlier step).
+
+In the main tables a series contributes its latest step only (one row, ``<series>-step<N>``); every step is here.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.leaderboard.layout import column_of, higher_is_better, table_spec
+from harness.leaderboard.records import Loaded
+from harness.selection.series import current, series_of
+
+MAX_REFS = 6
+BOOTSTRAP = 1000
+
+
+@dataclass
+class Point:
+    step: int
+    value: float                      # mean over the step's records, display scale
+    lo: float | None = None           # band (seed spread or bootstrap interval), display scale
+    hi: float | None = None
+    band: str = ""                    # "seeds" | "bootstrap" | ""
+    n: int = 1                        # records behind the value
+    tokens_seen: int | None = None
+    records: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plot:
+    """One series on one task and dataset (a leaderboard column)."""
+
+    series: str
+    task: str
+    table: str
+    column: str
+    label: str                        # the column's label ("SciFact")
+    metric: str
+    scale: float
+    higher_is_better: bool
+    points: list[Point]
+    refs: list[tuple[str, float]] = field(default_factory=list)   # (published row, value)
+    marks: str = ""                   # § / ‡ where the records say so
+
+    @property
+    def best(self) -> Point | None:
+        if not self.points:
+            return None
+        pick = max if self.higher_is_better else min
+        return pick(self.points, key=lambda p: (p.value, -p.step if self.higher_is_better else p.step))
+
+
+def latest_only(loaded: Sequence[Loaded]) -> list[Loaded]:
+    """The records the main tables show: every record outside a series, and of each series its latest step."""
+    last: dict[tuple[str, str], int] = {}
+    for item in loaded:
+        s = series_of(item.record)
+        if s is not None:
+            key = (s["name"], item.record.task)
+            last[key] = max(last.get(key, s["step"]), s["step"])
+    out = []
+    for item in loaded:
+        s = series_of(item.record)
+        if s is None or s["step"] == last[(s["name"], item.record.task)]:
+            out.append(item)
+    return out
+
+
+def _scale(table: str, column: str, values: Iterable[float]) -> float:
+    spec = table_spec(table)
+    if column in spec.column_scale:
+        return spec.column_scale[column]
+    if spec.scale:
+        return spec.scale
+    return 100.0 if all(0.0 <= v <= 1.0 for v in values) else 1.0
+
+
+def bootstrap(item: Loaded) -> tuple[float, float] | None:
+    """A 95% bootstrap interval of the record's score over its queries (or examples), when it keeps per-query
+    scores whose mean is its score; None otherwise."""
+    import numpy as np
+
+    from harness import per_query
+
+    rec = item.record
+    try:
+        pq = per_query.read(item.path, (rec.details or {}).get("per_query"))
+    except (per_query.PerQueryError, OSError, ValueError, KeyError):
+        return None
+    values = pq.scores.get(rec.main_score)
+    if values is None or len(values) < 2 or not math.isclose(float(values.mean()), float(rec.score or 0), abs_tol=1e-6):
+        return None
+    rng = np.random.default_rng(0)
+    means = values[rng.integers(0, len(values), size=(BOOTSTRAP, len(values)))].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def _point(step: int, items: list[Loaded], scale: float) -> Point:
+    scores = [float(i.record.score) * scale for i in items]   # type: ignore[arg-type]
+    p = Point(step, statistics.fmean(scores), n=len(items), records=[str(i.path) for i in items],
+              tokens_seen=(series_of(items[0].record) or {}).get("tokens_seen"))
+    if len(items) >= 2:
+        sd = statistics.stdev(scores)
+        p.lo, p.hi, p.band = p.value - sd, p.value + sd, "seeds"
+    elif (ci := bootstrap(items[0])) is not None:
+        p.lo, p.hi, p.band = ci[0] * scale, ci[1] * scale, "bootstrap"
+    return p
+
+
+def _refs(published: Sequence[Any], table: str, column: str, model: dict[str, Any]) -> list[tuple[str, float]]:
+    have = [(row.key, row.cells[(table, column)].value) for row in published
+            if (table, column) in row.cells and row.cells[(table, column)].value is not None]
+    for wanted in (lambda k: k.family == model.get("family"), lambda k: k.size == model.get("size"), lambda k: True):
+        chosen = [(k, v) for k, v in have if wanted(k)]
+        if chosen:
+            chosen.sort(key=lambda kv: -kv[1])
+            return [(k.name, float(v)) for k, v in chosen[:MAX_REFS]]
+    return []
+
+
+def collect(loaded: Sequence[Loaded], published: Sequence[Any] = ()) -> list[Plot]:
+    """Every (series, task, column) among ``loaded`` as a plot, with its published reference lines."""
+    groups: dict[tuple[str, str, str, str], list[Loaded]] = {}
+    for item in loaded:
+        s = series_of(item.record)
+        if s is not None:
+            table, column = column_of(item.record)
+            groups.setdefault((s["name"], item.record.task, table, column), []).append(item)
+    plots = []
+    for (name, task, table, column), items in sorted(groups.items()):
+        by_id = {id(i.record): i for i in items}
+        steps = current(i.record for i in items)
+        if not steps:
+            continue
+        scale = _scale(table, column, [float(r.score) for rs in steps.values() for r in rs])   # type: ignore[arg-type]
+        points = [_point(step, [by_id[id(r)] for r in rs], scale) for step, rs in steps.items()]
+        first = next(iter(steps.values()))[0]
+        spec = table_spec(table)
+        plot = Plot(name, task, table, column, spec.labels.get(column, column), first.main_score, scale,
+                    higher_is_better(table), points, _refs(published, table, column, first.model or {}))
+        plot.marks = _marks([r for rs in steps.values() for r in rs])
+        plots.append(plot)
+    return plots
+
+
+def _marks(records: Sequence[Any]) -> str:
+    from harness.data_origin import LOCAL_MARK, local_data
+    from harness.results import SUBSET_MARK, evaluated_subset
+
+    return ((SUBSET_MARK if any(evaluated_subset(r) for r in records) else "")
+            + (LOCAL_MARK if any(local_data(r) for r in records) else ""))
+
+
+def write(plots: Sequence[Plot], out: Path) -> list[Path]:
+    """``series.html`` in ``out`` (nothing when there is no series)."""
+    if not plots:
+        return []
+    from harness.leaderboard.series_page import page
+
+    path = out / "series.html"
+    path.write_text(page(plots), encoding="utf-8")
+    return [path]
