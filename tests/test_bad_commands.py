@@ -1,5 +1,5 @@
 """The bad-input catalogue of the commands that read records (``harness.paper``, ``harness.leaderboard``,
-``harness.select``, ``harness export``, ``harness.compare``), in the style of tests/test_bad_inputs.py: each case goes
+``harness.select``, ``harness export``, ``harness.compare``) and of ``harness.series``, in the style of tests/test_bad_inputs.py: each case goes
 through the command's real ``main()`` in process and must end with exit code 2, no traceback, exactly one ``error:``
 line naming the file or flag and the fix, and nothing written anywhere under the case's folder.
 
@@ -27,7 +27,8 @@ from tests.test_bad_inputs import snapshot, unwritable
 
 MODEL = {"name": "enc", "path": "/models/enc", "revision": None, "family": "enc", "size": "base", "fingerprint": "f00d"}
 COMMANDS = {"paper": "harness.paper.__main__", "leaderboard": "harness.leaderboard.__main__",
-            "select": "harness.selection.cli", "export": "harness.export", "compare": "harness.compare.__main__"}
+            "select": "harness.selection.cli", "export": "harness.export", "compare": "harness.compare.__main__",
+            "series": "harness.series.__main__"}
 GRAPH = """data: ???
 stages:
   dpr:
@@ -116,6 +117,22 @@ def ledger(tmp: Path, ledger_json: str, attempts_json: str | None = None) -> lis
 
 def unset_graph_value(tmp: Path) -> list[str]:
     return [a for a in paper(tmp) if not a.startswith("paper.data=")] + ["--status"]
+
+
+# ------------------------------------------------------------------------------------------------ a series
+def series(tmp: Path, *extra: str, run: str | None = "run") -> list[str]:
+    """python -m harness.series over ``tmp/<run>`` (made, with a logs/ folder and no checkpoint, on first use)."""
+    if run is not None and not (tmp / run).exists():
+        (tmp / run / "logs").mkdir(parents=True)
+    where = [f"model.path={tmp / run}"] if run is not None else []
+    return ["task=beir", "model=all-minilm-l6-v2", *where, "task.train=false", f"task.data_dir={tmp}/data",
+            "task.datasets=[toy]", "+task.catalog.toy={split: test}", "device=cpu", *paths(tmp), *extra]
+
+
+def two_folders_one_step(tmp: Path) -> list[str]:
+    for name in ("a", "b"):
+        (tmp / name).mkdir()
+    return series(tmp, "--checkpoints", f"5={tmp}/a,5={tmp}/b", run=None)
 
 
 # ------------------------------------------------------------------------------------------------ the catalogue
@@ -211,6 +228,43 @@ CASES = [
          lambda t: [record_of(ok_records(t), "beir", "enc", "r1", "scifact"), f"{t}/results/beir/enc/r1"],
          r"are the same run \(r1\)", r"pass two different runs"),
 ]
+
+
+SERIES = [
+    Case("series-no-checkpoints", "series", lambda t: series(t), r"no checkpoints under {tmp}/run: no folder matches "
+         r"'checkpoint-\(\\d\+\)' \(found: logs\)", r"pass --step-pattern .*--checkpoints.*--watch"),
+    Case("series-pattern-not-a-regex", "series", lambda t: series(t, "--step-pattern", "step_(\\d+"),
+         r"--step-pattern 'step_\(\\\\d\+' is not a regular expression", r"one group for the step"),
+    Case("series-pattern-without-a-group", "series", lambda t: series(t, "--step-pattern", "step_\\d+"),
+         r"--step-pattern .* has 0 groups, not one", r"put exactly the step in parentheses"),
+    Case("series-no-run-named", "series", lambda t: series(t, run=None), r"no training run named",
+         r"model\.path=<the run's folder.*--checkpoints"),
+    Case("series-run-folder-missing", "series", lambda t: series(t, "model.path=" + f"{t}/nowhere", run=None),
+         r"model\.path={tmp}/nowhere does not exist", r"pass the training run's folder"),
+    Case("series-idle-without-watch", "series", lambda t: series(t, "--idle", "60"), r"--idle 60",
+         r"add --watch, or drop --idle"),
+    Case("series-poll-zero", "series", lambda t: series(t, "--watch", "--poll", "0"), r"--poll 0: not a number of "
+         r"seconds > 0", r"pass e\.g\. --poll 30"),
+    Case("series-sets-the-series-key", "series", lambda t: series(t, "+series.step=3"), r"'\+series\.step=3'",
+         r"sets series\.step itself for each checkpoint: drop it"),
+    Case("series-listed-checkpoint-missing", "series",
+         lambda t: series(t, "--checkpoints", f"{t}/nope", run=None), r"--checkpoints: {tmp}/nope does not exist",
+         r"PATH or STEP=PATH"),
+    Case("series-two-folders-one-step", "series", two_folders_one_step, r"step 5 is both {tmp}/a and {tmp}/b",
+         r"narrow --step-pattern or list the checkpoints"),
+    Case("series-unknown-task", "series", lambda t: ["task=beirr", *series(t)[1:]], r"unknown task 'beirr'",
+         r"closest first\): beir\b"),
+    Case("series-unknown-key", "series", lambda t: series(t, "task.lrr=1"), r"unknown config key 'task\.lrr'",
+         r"closest valid keys: task\.lr\b"),
+    Case("series-unknown-launcher", "series", lambda t: series(t, "--launcher", "pbs"), r"--launcher pbs",
+         r"--launcher local or --launcher slurm"),
+    Case("series-overwrite", "series", lambda t: series(t, "overwrite=true"), r"'overwrite=true'",
+         r"remove its records"),
+    Case("series-best-not-selected", "series", lambda t: ["--best", "run", f"paths.results={t}/results"],
+         r"series 'run' has no selected step \({tmp}/selected/series-run\.json does not exist\)",
+         r"python -m harness\.select --series run --task"),
+]
+CASES += SERIES
 
 
 # ------------------------------------------------------------------------------------------------ running

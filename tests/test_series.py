@@ -223,3 +223,43 @@ def test_a_bad_step_pattern_is_refused(text: str) -> None:
 
     with pytest.raises(HarnessError, match="--step-pattern"):
         compile_pattern(text)
+
+
+# ------------------------------------------------------------------------------------------------ SLURM
+@pytest.mark.slurm
+def test_each_checkpoint_is_one_array_task_on_slurm(tmp_path: Path, capsys, monkeypatch) -> None:
+    """slurm/local-cluster.sh's cluster: two checkpoints submitted as one array of two tasks; a second look while
+    they are queued or running submits nothing; once they have ended, their records are there and a third look
+    has nothing to run."""
+    import subprocess
+    import time
+
+    from tests.conftest import REPO
+
+    monkeypatch.setenv("PYTHONPATH", str(REPO))          # the jobs run this checkout's code
+    for step in STEPS[:2]:
+        write_checkpoint(tmp_path / "run", step)
+    write_beir_folder(tmp_path / "data", "scifact")
+    args = series_args(tmp_path, "--launcher", "slurm", "--cluster", "local")
+    ids: list[str] = []
+    try:
+        code, out = series(args, capsys)
+        assert code == 0 and out.count("submitted as SLURM job") == 2, out
+        ids = list(json.loads((tmp_path / "series" / "run" / "ledger.json").read_text()).values())
+        assert len(ids) == 2 and len({i.split("_")[0] for i in ids}) == 1              # one array, two tasks
+        code, out = series(args, capsys)
+        assert code == 0 and "submitted as SLURM job" not in out                       # queued: not again
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            queued = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True).stdout.split()
+            if not set(ids) & set(queued):
+                break
+            time.sleep(2)
+        got = records(tmp_path)
+        assert list(got) == list(STEPS[:2]), out
+        assert {r[0].scheduler["slurm"]["array_job_id"] for r in got.values()} == {ids[0].split("_")[0]}
+        code, out = series(args, capsys)
+        assert code == 0 and "0 to run, 2 done, 0 skipped" in out and "submitted" not in out
+    finally:
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True)

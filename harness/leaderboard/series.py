@@ -53,7 +53,7 @@ class Plot:
     scale: float
     higher_is_better: bool
     points: list[Point]
-    refs: list[tuple[str, float]] = field(default_factory=list)   # (published row, value)
+    refs: list[tuple[str, float, str]] = field(default_factory=list)   # (published row, value, printed text)
     marks: str = ""                   # § / ‡ where the records say so
 
     @property
@@ -121,14 +121,13 @@ def _point(step: int, items: list[Loaded], scale: float) -> Point:
     return p
 
 
-def _refs(published: Sequence[Any], table: str, column: str, model: dict[str, Any]) -> list[tuple[str, float]]:
-    have = [(row.key, row.cells[(table, column)].value) for row in published
-            if (table, column) in row.cells and row.cells[(table, column)].value is not None]
+def _refs(published: Sequence[Any], table: str, column: str, model: dict[str, Any]) -> list[tuple[str, float, str]]:
+    cells = [(row.key, row.cells[(table, column)]) for row in published
+             if (table, column) in row.cells and row.cells[(table, column)].value is not None]
     for wanted in (lambda k: k.family == model.get("family"), lambda k: k.size == model.get("size"), lambda k: True):
-        chosen = [(k, v) for k, v in have if wanted(k)]
+        chosen = sorted(((k, c) for k, c in cells if wanted(k)), key=lambda kc: -kc[1].value)
         if chosen:
-            chosen.sort(key=lambda kv: -kv[1])
-            return [(k.name, float(v)) for k, v in chosen[:MAX_REFS]]
+            return [(k.name, float(c.value), c.text) for k, c in chosen[:MAX_REFS]]
     return []
 
 

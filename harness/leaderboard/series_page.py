@@ -28,7 +28,7 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 def _ranges(plot: Plot) -> tuple[float, float, float, float]:
     steps = [p.step for p in plot.points]
     ys = [p.value for p in plot.points] + [v for p in plot.points for v in (p.lo, p.hi) if v is not None]
-    ys += [v for _, v in plot.refs]
+    ys += [v for _, v, _ in plot.refs]
     lo, hi = min(ys), max(ys)
     pad = (hi - lo) * 0.08 or max(abs(hi) * 0.05, 0.5)
     x0, x1 = min(steps), max(steps)
@@ -97,15 +97,15 @@ def _band(f: Frame, points: Sequence[Point]) -> list[str]:
 def _refs(f: Frame, plot: Plot) -> list[str]:
     """Dashed published lines, labelled in the right margin (labels pushed apart so none overlap)."""
     out, placed = [], []
-    for name, value in sorted(plot.refs, key=lambda r: -r[1]):
+    for name, value, text in sorted(plot.refs, key=lambda r: -r[1]):
         y = f.y(value)
         label_y = max(y, placed[-1] + 12) if placed else y
         placed.append(label_y)
         out.append(f'<g class="ref" data-ref="{escape(name)}" data-value="{value:g}">'
-                   f'<title>{escape(name)}: {value:g} (published)</title>'
+                   f'<title>{escape(name)}: {escape(text)} (published)</title>'
                    f'<line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" stroke="{REF}" '
                    'stroke-dasharray="6 4" stroke-width="1.2"/>'
-                   f'<text x="{W - RIGHT + 6}" y="{label_y + 4:.1f}" fill="{REF}">{escape(name)} {value:g}</text></g>')
+                   f'<text x="{W - RIGHT + 6}" y="{label_y + 4:.1f}" fill="{REF}">{escape(name)} {escape(text)}</text></g>')
     return out
 
 
@@ -122,9 +122,11 @@ def _series(f: Frame, plot: Plot) -> list[str]:
     best = plot.best
     if best is not None:
         x, y = f.x(best.step), f.y(best.value)
+        right = x > (LEFT + W - RIGHT) / 2      # the label on the side with room, clear of the axis
         out.append(f'<g class="best" data-step="{best.step}"><circle cx="{x:.1f}" cy="{y:.1f}" r="8" fill="none" '
-                   f'stroke="{BEST}" stroke-width="2"/><text x="{x:.1f}" y="{max(y - 12, TOP - 6):.1f}" '
-                   f'text-anchor="middle" fill="{BEST}">best: step {best.step}</text></g>')
+                   f'stroke="{BEST}" stroke-width="2"/><text x="{x - 12 if right else x + 12:.1f}" y="{y - 10:.1f}" '
+                   f'text-anchor="{"end" if right else "start"}" fill="{BEST}" font-weight="600">best: step '
+                   f'{best.step}</text></g>')
     return out
 
 

@@ -127,7 +127,9 @@ def from_args(argv: Sequence[str]) -> Settings:
     if args.launcher == "slurm" and not args.dry_run and shutil.which("sbatch") is None:
         raise HarnessError("--launcher slurm: sbatch is not on this machine's PATH: run the command on a SLURM "
                            "login node (or start the one-node cluster: bash slurm/local-cluster.sh start)")
-    label = args.name or name or (root.name if root else Path(args.checkpoints.split(",")[0]).resolve().parent.name)
+    first = (args.checkpoints or "").split(",")[0]
+    label = args.name or name or (root.name if root else Path(first.partition("=")[2] if re.match(r"\d+=", first)
+                                                              else first).resolve().parent.name)
     if not safe_name(label).strip("._-"):
         raise HarnessError(f"--name {label!r}: the series needs a name with letters or digits: pass --name <name>")
     return Settings(
