@@ -263,3 +263,55 @@ def test_each_checkpoint_is_one_array_task_on_slurm(tmp_path: Path, capsys, monk
     finally:
         if ids:
             subprocess.run(["scancel", *ids], capture_output=True)
+
+
+# ------------------------------------------------------------------------------------------------ the series view
+def hand_record(res: Path, step: int, score: float, *, seed: int = 42, fingerprint: str = "", when: str = "") -> None:
+    """A series record as the runner writes it (details.series), for the view's rules."""
+    fp = fingerprint or f"fp{step}"
+    model = {"name": f"s-step{step}", "path": f"/run/checkpoint-{step}", "revision": None, "family": "ModernBERT",
+             "size": "base", "ref": {"fingerprint": fp}}
+    results.write_record(res, results.ResultRecord(
+        task="beir", dataset="scifact", split="test", model=model, metrics={"ndcg_at_10": score},
+        main_score="ndcg_at_10", run_id=f"eval-{fp}-{seed}", hyperparameters={"seed": seed},
+        details={"series": {"name": "s", "step": step, "folder": f"/run/checkpoint-{step}", "fingerprint": fp}},
+        created_at=when or f"2026-01-0{1 + step // 100}T00:00:00+00:00"))
+
+
+def test_series_view_seed_bands_newest_weights_and_latest_row(tmp_path: Path) -> None:
+    """Two seeds at a step: mean ± 1 sd; a step rewritten on disk: only its newest weights count; the tables show the
+    series' latest step only; the page draws every step with Table 7's SciFact lines."""
+    import statistics
+
+    from harness.leaderboard import build, build_leaderboard
+
+    res = tmp_path / "results"
+    for seed, score in ((1, 0.50), (2, 0.54)):
+        hand_record(res, 100, score, seed=seed)
+    hand_record(res, 200, 0.40, fingerprint="old", when="2026-01-01T00:00:00+00:00")
+    hand_record(res, 200, 0.58, fingerprint="new", when="2026-02-01T00:00:00+00:00")
+    hand_record(res, 300, 0.56)
+    lb = build_leaderboard([res])
+    (plot,) = lb.series
+    by_step = {p.step: p for p in plot.points}
+    sd = statistics.stdev([50.0, 54.0])
+    assert by_step[100].band == "seeds" and by_step[100].value == pytest.approx(52.0)
+    assert (by_step[100].lo, by_step[100].hi) == pytest.approx((52.0 - sd, 52.0 + sd))
+    assert by_step[200].value == pytest.approx(58.0) and by_step[200].n == 1          # the old weights: history
+    assert plot.best.step == 200 and [name for name, _, _ in plot.refs] == ["ModernBERT-large", "ModernBERT-base"]
+    runs = [k.name for k in lb.rows if k.origin != "published"]
+    assert runs == ["s-step300"]                                                      # the tables: latest step
+    _, files = build([res], tmp_path / "site")
+    page = (tmp_path / "site" / "series.html").read_text()
+    assert tmp_path / "site" / "series.html" in files and page.count('class="point"') == 3
+    assert page.count('class="ref"') == 2 and 'class="best" data-step="200"' in page and "nan" not in page.lower()
+
+
+def test_task_list_and_own_keys_in_the_overrides() -> None:
+    from harness.errors import HarnessError
+    from harness.series.settings import split_overrides
+
+    rest, tasks, path, name = split_overrides(["task=beir,nanobeir", "model.path=/r", "model.name=x", "seed=1"])
+    assert (rest, tasks, path, name) == (["seed=1"], ["beir", "nanobeir"], "/r", "x")
+    with pytest.raises(HarnessError, match="sets series itself"):
+        split_overrides(["series={step: 3}"])

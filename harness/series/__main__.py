@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from harness.errors import HarnessError, one_line
 from harness.series import plan as planning
@@ -77,13 +77,21 @@ def run(argv: list[str]) -> int:
         from harness.series.watch import Watch
 
         watch = Watch(settings, act, first=plan)
-        failures = watch.run()
+        try:
+            failures = watch.run()
+        except KeyboardInterrupt:
+            print(f"[series {settings.name}] interrupted: what finished is recorded; run the command again to go "
+                  "on", file=sys.stderr, flush=True)
+            return 130
         plan = watch.last or plan
     else:
         failures, _ = act(plan)
     tables = series_tables(plan)
     if tables:
         print("\n" + tables + "\n", flush=True)
+    if settings.launcher == "slurm":
+        print(f"[series {settings.name}] follow the jobs with: python -m harness.series "
+              f"{' '.join(a for a in settings.argv if a != '--watch')} --dry-run", flush=True)
     if failures:
         first_key, first = next(iter(failures.items()))
         raise HarnessError(f"{len(failures)} checkpoint run(s) failed, the first ({first_key}): {first}; the "
@@ -92,12 +100,12 @@ def run(argv: list[str]) -> int:
     return 0
 
 
-def launcher(settings: Settings, cluster: dict):
+def launcher(settings: Settings, cluster: dict) -> Callable[[planning.Plan], tuple[dict[str, str], int]]:
     """What evaluates a plan's runs: here, one after another, or SLURM array tasks."""
     if settings.launcher == "slurm":
-        from harness.series.slurm import submit
+        from harness.series.slurm import Submitter
 
-        return lambda plan: submit(plan, cluster)
+        return Submitter(cluster)
     from harness.series.run import run_all
 
     return run_all

@@ -61,12 +61,16 @@ def cost_text(plan: Plan, cluster: dict[str, Any]) -> str:
     if todo:
         gpu = str(cluster.get("gpu", "rtx4090"))
         hours, source = 0.0, ""
-        for u in todo:
-            cfg = u.config
-            tp = cost.throughput({k: cfg.model.get(k) for k in ("name", "family", "size")}, str(cfg.paths.results))
-            hours += cost.gpu_hours(cost.job_work(cfg, "run"), tp, gpu)
-            source = tp.source
-        parts.append(f"estimate {hours:.2f} GPU-hours on {gpu} ({source}; python -m harness.paper's cost model)")
+        try:
+            for u in todo:
+                cfg = u.config
+                tp = cost.throughput({k: cfg.model.get(k) for k in ("name", "family", "size")}, str(cfg.paths.results))
+                hours += cost.gpu_hours(cost.job_work(cfg, "run"), tp, gpu)
+                source = tp.source
+        except Exception as exc:   # a task the cost model does not size: say so, never stop the series for it
+            parts.append(f"no GPU-hour estimate for this task ({type(exc).__name__}: {str(exc)[:80]})")
+        else:
+            parts.append(f"estimate {hours:.2f} GPU-hours on {gpu} ({source}; python -m harness.paper's cost model)")
     done = [u.seconds for u in plan.units if not u.todo and not u.skipped and u.seconds > 0]
     if done:
         parts.append(f"measured here: {statistics.fmean(done):.3g} s of recorded work per checkpoint run ({len(done)} "

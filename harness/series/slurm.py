@@ -77,21 +77,42 @@ def _executor(folder: Path, cluster: dict[str, Any], name: str, trains: bool) ->
     return ex
 
 
-def submit(plan: Plan, cluster: dict[str, Any]) -> tuple[dict[str, str], int]:
-    """Submit the plan's runs that are not queued or running already, as one array; (failures: none, how many
-    were submitted). The ledger is written as soon as sbatch has answered."""
+class Submitter:
+    """The SLURM launcher of one command: each run is submitted at most once by it (a watch does not resubmit a job
+    that failed every poll: it reports it; the next command submits it again)."""
+
+    def __init__(self, cluster: dict[str, Any]) -> None:
+        self.cluster = cluster
+        self.submitted: dict[str, str] = {}   # run key -> SLURM id, by this command
+
+    def __call__(self, plan: Plan) -> tuple[dict[str, str], int]:
+        from harness.paper.slurm import LIVE, queue
+
+        if not plan.todo:
+            return {}, 0
+        q = queue()
+        live = {k for k, i in self.submitted.items() if q.get(i, ("", ""))[0] in LIVE}
+        failures = {u.key: f"SLURM job {self.submitted[u.key]} ended without every record (its log: "
+                           f"{folder_of(plan) / 'jobs' / self.submitted[u.key]})"
+                    for u in plan.todo if u.key in self.submitted and u.key not in live}
+        todo = [u for u in plan.todo if u.key not in self.submitted]
+        started = submit(Plan(plan.settings, todo, plan.ignored), self.cluster, q) if todo else {}
+        self.submitted |= started
+        return failures, len(started)
+
+
+def submit(plan: Plan, cluster: dict[str, Any], q: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """Submit the plan's runs that are not queued or running already (``q``: the queue), as one array; returns run
+    key -> SLURM id of what it submitted. The ledger is written as soon as sbatch has answered."""
     from submitit.core.utils import FailedJobError
 
-    from harness.paper.slurm import LIVE, queue
+    from harness.paper.slurm import LIVE
 
-    if not plan.todo:
-        return {}, 0
     folder = folder_of(plan)
     ledger = read_ledger(folder / "ledger.json")
-    q = queue()
     todo = [u for u in plan.todo if q.get(ledger.get(u.key, ""), ("", ""))[0] not in LIVE]
     if not todo:
-        return {}, 0
+        return {}
     trains = any(bool(u.config.task.get("train")) for u in todo)
     ex = _executor(folder, cluster, plan.settings.name, trains)
     try:
@@ -103,4 +124,4 @@ def submit(plan: Plan, cluster: dict[str, Any]) -> tuple[dict[str, str], int]:
         ledger[unit.key] = str(job.job_id)
         print(f"[series {plan.settings.name}] step {unit.step}: submitted as SLURM job {job.job_id}", flush=True)
     atomic_write_json(folder / "ledger.json", ledger)
-    return {}, len(todo)
+    return {u.key: ledger[u.key] for u in todo}
