@@ -104,6 +104,15 @@ def config_keys(cls: type) -> list[str]:
     return out
 
 
+def key_fields(cls: type) -> dict[str, tuple[type, dataclasses.Field]]:
+    """``{key: (the class that declares it, its field)}`` for every key :func:`config_keys` lists."""
+    out: dict[str, tuple[type, dataclasses.Field]] = {}
+    for name, f in init_fields(cls).items():
+        node = _node_of(cls, f) if f.metadata.get("flat") else None
+        out |= key_fields(node) if node is not None else {name: (cls, f)}
+    return out
+
+
 def excluded_keys(cls: type, prefix: str) -> dict[str, str]:
     """``{dotted key: why}`` of every :func:`excluded` field of ``cls`` and its nodes (``prefix``: the key ``cls``
     is read from, e.g. ``task``)."""

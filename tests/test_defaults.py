@@ -24,7 +24,7 @@ from harness.families.efficiency import SetSpec
 from harness.locks import LockSettings
 from harness.models.spec import ModelSpec
 from harness.specs.schema import TaskSpec
-from harness.typed import build
+from harness.typed import build, key_fields
 from tests.conftest import REPO, compose
 
 CONF = REPO / "conf"
@@ -79,19 +79,19 @@ def restated(node: Mapping[str, Any], cls: type, where: str, inherited: Mapping[
     overrides a different value inherited through the file's defaults list (code.yaml's ``selection.sets: []``
     over beir.yaml's) is needed, not restated."""
     inherited = inherited or {}
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}   # type: ignore[arg-type]
-    hints = typing.get_type_hints(cls)
+    fields = key_fields(cls)   # flat nodes' keys are the parent's own
     for key, value in node.items():
         if key not in fields:
             continue
-        sub, parent = dataclass_in(hints[key]), inherited.get(key)
+        owner, f = fields[key]
+        sub, parent = dataclass_in(typing.get_type_hints(owner)[key]), inherited.get(key)
         if sub is not None and isinstance(value, Mapping):
             yield from restated(value, sub, f"{where}.{key}", parent if isinstance(parent, Mapping) else None)
             continue
         if key in ENTRY_MAPS and isinstance(value, Mapping):
             yield from entries_restated(value, ENTRY_MAPS[key], f"{where}.{key}")
             continue
-        default = default_of(fields[key])
+        default = default_of(f)
         needed = key in inherited and plain(parent) != value
         if default is not dataclasses.MISSING and plain(default) == value and not needed:
             yield f"{where}.{key} = {value!r}"
@@ -130,10 +130,11 @@ def task_merged(path: Path) -> dict[str, Any]:
 def at(cls: type, package: str) -> type | None:
     """The schema of the dotted ``package`` under ``cls`` (None: an entry map or untyped)."""
     for key in package.split("."):
-        fields = {f.name for f in dataclasses.fields(cls)}   # type: ignore[arg-type]
+        fields = key_fields(cls)
         if key not in fields:
             return None
-        sub = dataclass_in(typing.get_type_hints(cls)[key])
+        owner, _ = fields[key]
+        sub = dataclass_in(typing.get_type_hints(owner)[key])
         if sub is None:
             return None
         cls = sub

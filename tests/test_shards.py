@@ -63,9 +63,7 @@ def test_ranked_topk_is_a_total_order_so_merging_parts_is_exact() -> None:
 # ------------------------------------------------------------------------------------------------ dense, tiny model
 def _sharded(family, inner) -> shards.ShardedRetriever:
     """The family's retriever, sharded as its settings say (K=1 included: the sharded path with one shard)."""
-    s = family.settings
-    return shards.ShardedRetriever(inner, shards.ShardSettings(
-        shards=s.shards, shard_tokens=s.shard_tokens, shard=s.shard, shard_launcher=s.shard_launcher))
+    return shards.ShardedRetriever(inner, family.settings.sharding)
 
 
 def _retrievers(cfg, task: str = "beir", model=None):

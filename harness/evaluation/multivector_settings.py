@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 from harness.errors import HarnessError
-from harness.typed import choices, count, positive
+from harness.typed import choices, count, flat, positive
 
 
 @dataclass(kw_only=True)
@@ -56,15 +57,26 @@ def voyager_identity(index: str) -> dict[str, int]:
 
 
 @dataclass(kw_only=True)
-class MultiVectorEval:
-    """How a multi-vector (ColBERT) model is evaluated: queries of ``query_length`` tokens, the index, the
-    projection size of a plain encoder (a ColBERT checkpoint keeps its own). task=colbert has these keys at the
-    task's top level, MLDR under ``task.multi_vector`` (the settings say where: ``multi_vector_node``)."""
+class MultiVectorSearch:
+    """How a multi-vector model's ranking is searched: queries of ``query_length`` tokens, the index (PLAID with its
+    parameters, exact MaxSim, or the authors' Voyager, whose constants the run resolves into ``voyager``)."""
 
+    role: ClassVar[str] = "search"
+    derived: ClassVar[tuple[str, ...]] = ("voyager",)
     query_length: int = count()
     index: str = choices("plaid", "exact", "voyager")
     plaid: PlaidSettings
-    embedding_size: int = count()
-    maxsim_chunk_tokens: int = count()
     #: PLAID: refuse a corpus whose index build needs more
-    plaid_max_memory_gb: float | None = positive(null="no check")
+    plaid_max_memory_gb: float | None = positive(null="no check",
+                                                 excluded="a limit that refuses a plan, never changes a number")
+
+
+@dataclass(kw_only=True)
+class MultiVectorEval:
+    """How a multi-vector (ColBERT) model is evaluated: the projection size of a plain encoder (a ColBERT checkpoint
+    keeps its own), exact MaxSim's chunking, and the search. task=colbert has these keys at the task's top level
+    (a flat node), MLDR under ``task.multi_vector``."""
+
+    embedding_size: int = count()
+    maxsim_chunk_tokens: int = count(excluded="how exact MaxSim is chunked")
+    search: MultiVectorSearch = flat()

@@ -36,7 +36,7 @@ import numpy as np
 from harness.cache_entry import Unusable, get_or_build, lock_path, publish
 from harness.errors import HarnessError
 from harness.results import stable_hash
-from harness.typed import choices
+from harness.typed import choices, count, excluded
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +52,16 @@ class ShardSettings:
     """``task.shards`` (K, or ``auto``: ``shard_tokens`` tokens per shard), ``task.shard`` (a shard job: only this
     one, no record) and ``task.shard_launcher`` (where the shards run)."""
 
-    shards: int | str
-    shard_tokens: int
-    shard: int | None
-    shard_launcher: str = choices(*LAUNCHERS)
+    shards: int | str = count(excluded="how the corpus is split for encoding: the merged ranking is the unsharded one")
+    shard_tokens: int = count(excluded="how the corpus is split for encoding (task.shards=auto)")
+    shard: int | None = excluded("which shard a shard job computes")
+    shard_launcher: str = choices(*LAUNCHERS, excluded="where the shards run")
+
+    def __post_init__(self) -> None:
+        if self.shard is not None and (self.shard < 0 or (isinstance(self.shards, int) and self.shard >= self.shards)):
+            upper = f"< task.shards={self.shards}" if isinstance(self.shards, int) else "a shard of the plan"
+            raise HarnessError(f"task.shard={self.shard} is not a shard of this run: it must be >= 0 and {upper} "
+                               "(shards are numbered from 0)")
 
     @property
     def sharded(self) -> bool:

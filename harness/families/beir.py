@@ -7,13 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from harness.evaluation.settings import SingleVectorEval
 from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
-from harness.typed import at_least, choices, count
+from harness.training.settings import DenseTraining, TrainRows
+from harness.typed import at_least, choices, count, flat
 
 
 @dataclass(kw_only=True)
-class TrainData:
-    """Where DPR training triplets come from (``task.train_data``)."""
+class TrainData(TrainRows):
+    """Where DPR training triplets come from: the hub's MS MARCO set, a local file, or mined from a BEIR train split."""
 
     sources: ClassVar[str] = "harness.families.triplet_sources:TRIPLET_SOURCES"
     source: str = choices("hub", "file", "beir")
@@ -32,32 +34,36 @@ class TrainData:
 
 @dataclass(kw_only=True)
 class DenseSettings(RetrievalSettings):
+    """task=beir's stages: ``retrieve.<retriever>`` (single-vector: its evaluation node) and ``train.dense``."""
+
     retriever: str                      # the retrieve.<name> stage (harness/specs/stages.py) that evaluates
-    max_length: int = count()
-    corpus_chunk_size: int = count()
-    similarity: str = choices("cosine", "dot")
-    loss: str = choices("cached_mnrl", "mnrl")
-    mini_batch_size: int = count()
-    max_seq_length: int = count()
+    evaluation: SingleVectorEval = flat()
+    training: DenseTraining = flat()
     train_data: TrainData
 
 
 def evaluation(task: RetrievalFamily) -> dict[str, Any]:
     """The evaluation settings a single-vector record shows (selection and the leaderboard read them)."""
     s = task.settings
-    return {"train": None, "precision": task.precision, "max_length": s.max_length, "top_k": s.top_k,
-            "max_queries": s.max_queries, "max_docs": s.max_docs}
+    return {"train": None, "precision": task.precision, "max_length": s.evaluation.max_length,
+            "top_k": s.ranking.top_k, "max_queries": s.max_queries, "max_docs": s.max_docs}
 
 
 def dense_training(task: RetrievalFamily, data: dict[str, Any]) -> dict[str, Any]:
     """The DPR training settings a record shows (``data``: what the source says of its rows)."""
-    s = task.settings
-    train = {"data": data, "lr": task.lr, "epochs": s.epochs, "warmup_ratio": s.warmup_ratio,
-             "batch_size": s.batch_size, "gradient_accumulation_steps": s.gradient_accumulation_steps,
-             "loss": s.loss, "mini_batch_size": s.mini_batch_size, "max_seq_length": s.max_seq_length,
-             "seed": s.train_seed}
-    return {"train": train, "lr": task.lr, "epochs": s.epochs, "batch_size": s.batch_size,
-            "gradient_accumulation_steps": s.gradient_accumulation_steps, "seed": s.train_seed}
+    t = task.settings.training
+    train = {"data": data, "lr": task.lr, "epochs": t.epochs, "warmup_ratio": t.warmup_ratio,
+             "batch_size": t.batch_size, "gradient_accumulation_steps": t.gradient_accumulation_steps,
+             "loss": t.loss, "mini_batch_size": t.mini_batch_size, "max_seq_length": t.max_seq_length,
+             "seed": t.train_seed}
+    return {"train": train, **schedule(task)}
+
+
+def schedule(task: RetrievalFamily) -> dict[str, Any]:
+    """The training schedule every trained retrieval record shows at its top level (selection reads it)."""
+    t = task.settings.training
+    return {"lr": task.lr, "epochs": t.epochs, "batch_size": t.batch_size,
+            "gradient_accumulation_steps": t.gradient_accumulation_steps, "seed": t.train_seed}
 
 
 def hyperparameters(task: RetrievalFamily) -> dict[str, Any]:

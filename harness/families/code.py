@@ -11,34 +11,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.evaluation.documents import TITLE_CONVENTIONS
+from harness.evaluation.settings import SingleVectorEval
 from harness.families import beir
 from harness.families.beir import TrainData
-from harness.families.lineage import SourceSettings
+from harness.families.lineage import SOURCE, SourceSettings
 from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
-from harness.typed import choices, count
+from harness.training.settings import DenseTraining
+from harness.typed import choices, excluded, flat
 
 
 @dataclass(kw_only=True)
 class CodeSettings(RetrievalSettings):
-    # task=beir's single-vector keys (conf/task/code.yaml extends beir.yaml)
+    """task=beir's stages (conf/task/code.yaml extends beir.yaml), and how documents are written."""
+
     retriever: str
-    max_length: int = count()
-    corpus_chunk_size: int = count()
-    similarity: str = choices("cosine", "dot")
-    loss: str = choices("cached_mnrl", "mnrl")
-    mini_batch_size: int = count()
-    max_seq_length: int = count()
+    evaluation: SingleVectorEval = flat()
+    training: DenseTraining = flat()
     train_data: TrainData
-    # code's own
-    path: str | None             # datasets=[tree]: the source tree to mine
+    #: datasets=[tree]: the source tree to mine
+    path: str | None = excluded("the tree's root is part of the `tree` catalog entry (each cell's data spec)")
     title_convention: str = choices(*TITLE_CONVENTIONS)
-    source: SourceSettings
+    source: SourceSettings = excluded(SOURCE)
 
 
 def hyperparameters(task: RetrievalFamily) -> dict[str, Any]:
     return beir.hyperparameters(task) | {"title_convention": task.settings.title_convention}
 
 
-CODE = RetrievalKind(CodeSettings, hyperparameters, identity_exclude={
-    "task.path": "the tree's root is part of the `tree` catalog entry (each cell's data spec)",
-})
+CODE = RetrievalKind(CodeSettings, hyperparameters)

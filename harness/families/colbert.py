@@ -10,53 +10,50 @@ from typing import Any, ClassVar
 
 from harness.data.catalog import DatasetEntry
 from harness.errors import HarnessError
-from harness.evaluation.multivector_settings import MultiVectorEval, PlaidSettings
+from harness.evaluation.multivector_settings import MultiVectorEval
+from harness.families import beir
 from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
-from harness.typed import choices, count, positive
+from harness.training.settings import HubRows, KdTraining, TrainRows
+from harness.typed import choices, count, excluded, flat
 
 
 @dataclass(kw_only=True)
-class KdData:
-    """Where the distillation data comes from (``task.train_data``); see :mod:`harness.data.kd`."""
+class KdData(TrainRows):
+    """Teacher scores to distil (:mod:`harness.data.kd`): the hub's, or a local file's."""
 
     sources: ClassVar[str] = "harness.families.kd_sources:KD_SOURCES"
     source: str = choices("hub", "file")
-    hub_path: str
-    hub_revision: str | None
-    max_samples: int | None = count(null="every row")
     n_ways: int = count(2)              # a query's documents: one alone gives the KL loss nothing to compare
+    max_samples: int | None = count(null="every row")
+    hub: HubRows = flat()
     path: str | None
     queries_path: str | None
     documents_path: str | None
 
 
 @dataclass(kw_only=True)
-class ColbertSettings(RetrievalSettings):
-    #: where the multi-vector keys are (retrieve.multi_vector's search-only keys): the task's top level
-    multi_vector_node: ClassVar[str] = "task"
-    # training (KD)
-    train_query_length: int = count()
-    train_document_length: int = count()
-    normalize_scores: bool
-    train_data: KdData
-    # the model and evaluation
-    embedding_size: int = count()
-    query_length: int = count()
-    query_lengths: dict[str, int] = count()
-    query_length_recipe: str = choices("authors_code", "pylate_beir")
-    query_length_recipes: dict[str, dict[str, int]]
-    document_length: int = count()
-    index: str = choices("plaid", "exact", "voyager")
-    plaid: PlaidSettings
-    maxsim_chunk_tokens: int = count()
-    plaid_max_memory_gb: float = positive()
+class QueryLengths:
+    """Per-dataset query lengths by recipe: which recipe changes the ranking (not the corpus encoding); each cell's
+    own length is part of its data spec."""
 
-    @property
-    def multi_vector(self) -> MultiVectorEval:
-        """The evaluation keys as ``retrieve.multi_vector`` and ``load.colbert`` read them."""
-        return MultiVectorEval(query_length=self.query_length, index=self.index, plaid=self.plaid,
-                               embedding_size=self.embedding_size, maxsim_chunk_tokens=self.maxsim_chunk_tokens,
-                               plaid_max_memory_gb=self.plaid_max_memory_gb)
+    role: ClassVar[str] = "search"
+    query_length_recipe: str = choices("authors_code", "pylate_beir")
+    query_length_recipes: dict[str, dict[str, int]] = excluded(
+        "the recipe in use (task.query_length_recipe) is in the identity; each cell's own query length is part of "
+        "its data spec")
+    query_lengths: dict[str, int] = count(excluded="each cell's own query length is part of its data spec")
+
+
+@dataclass(kw_only=True)
+class ColbertSettings(RetrievalSettings):
+    """task=colbert's stages: ``train.kd`` (its training node and data), ``load.colbert`` and
+    ``retrieve.multi_vector`` (the multi-vector evaluation at the task's top level, per-dataset query lengths)."""
+
+    training: KdTraining = flat()
+    train_data: KdData
+    multi_vector: MultiVectorEval = flat()
+    queries: QueryLengths = flat()
+    document_length: int = count()
 
 
 #: DPR keys that mean nothing here, and the ColBERT key to use instead
@@ -73,14 +70,15 @@ def check(task_config: Any) -> None:
 def query_length(task: RetrievalFamily, entry: DatasetEntry) -> int:
     """``task.query_lengths[<dataset>]`` (a composite's member: its own, else the composite's), else
     ``task.query_length``."""
-    lengths = task.settings.query_lengths
+    s = task.settings
+    lengths = s.queries.query_lengths
     parent = (entry.local or "").split("/")[0] if "/" in (entry.local or "") else None
-    return int(lengths.get(entry.name, lengths.get(parent or "", task.settings.query_length)))
+    return int(lengths.get(entry.name, lengths.get(parent or "", s.multi_vector.search.query_length)))
 
 
 def readable(task: RetrievalFamily) -> dict[str, Any]:
-    s = task.settings
-    return {"lr": float(s.lr), "index": s.index} if task.trains else {"eval": task.precision, "index": s.index}
+    index = task.settings.multi_vector.search.index
+    return {"lr": task.lr, "index": index} if task.trains else {"eval": task.precision, "index": index}
 
 
 def resolved(task: RetrievalFamily) -> dict[str, Any]:
@@ -88,44 +86,37 @@ def resolved(task: RetrievalFamily) -> dict[str, Any]:
     authors' index and search depth: a change to them changes the numbers, so it changes the run id)."""
     from harness.evaluation.multivector_settings import plaid_backend, voyager_identity
 
-    if task.settings.index == "voyager":
+    search = task.settings.multi_vector.search
+    if search.index == "voyager":
         return {"task.voyager": voyager_identity("voyager")}
-    if task.settings.index != "plaid":
+    if search.index != "plaid":
         return {}
-    return {"task.plaid.backend": plaid_backend(task.settings.plaid.backend)}
+    return {"task.plaid.backend": plaid_backend(search.plaid.backend)}
 
 
 def hyperparameters(task: RetrievalFamily) -> dict[str, Any]:
     s = task.settings
+    mv = s.multi_vector
     hp: dict[str, Any] = {
-        "train": None, "precision": task.precision, "embedding_size": s.embedding_size,
-        "query_length": s.query_length, "document_length": s.document_length, "index": s.index,
-        "top_k": s.top_k, "max_queries": s.max_queries, "max_docs": s.max_docs,
+        "train": None, "precision": task.precision, "embedding_size": mv.embedding_size,
+        "query_length": mv.search.query_length, "document_length": s.document_length, "index": mv.search.index,
+        "top_k": s.ranking.top_k, "max_queries": s.max_queries, "max_docs": s.max_docs,
     }
-    if s.index == "plaid":
+    if mv.search.index == "plaid":
         from harness.evaluation.multivector_settings import plaid_backend
 
-        hp["plaid"] = asdict(s.plaid) | {"backend": plaid_backend(s.plaid.backend)}
+        hp["plaid"] = asdict(mv.search.plaid) | {"backend": plaid_backend(mv.search.plaid.backend)}
     if not task.trains:
         return hp
-    d = s.train_data
+    d, t = s.train_data, s.training
     data = {"source": d.source, "n_ways": d.n_ways, "max_samples": d.max_samples,
             **task.training_source.describe(task)}
-    train = {"data": data, "lr": float(s.lr), "epochs": s.epochs, "warmup_ratio": s.warmup_ratio,
-             "batch_size": s.batch_size, "gradient_accumulation_steps": s.gradient_accumulation_steps,
-             "query_length": s.train_query_length, "document_length": s.train_document_length,
-             "loss": "distillation", "normalize_scores": s.normalize_scores, "seed": s.train_seed}
-    return hp | {"train": train, "lr": float(s.lr), "epochs": s.epochs, "batch_size": s.batch_size,
-                 "gradient_accumulation_steps": s.gradient_accumulation_steps, "seed": s.train_seed}
+    train = {"data": data, "lr": task.lr, "epochs": t.epochs, "warmup_ratio": t.warmup_ratio,
+             "batch_size": t.batch_size, "gradient_accumulation_steps": t.gradient_accumulation_steps,
+             "query_length": t.train_query_length, "document_length": t.train_document_length,
+             "loss": "distillation", "normalize_scores": t.normalize_scores, "seed": t.train_seed}
+    return hp | {"train": train, **beir.schedule(task)}
 
 
-COLBERT = RetrievalKind(
-    ColbertSettings, hyperparameters, readable=readable, validate=check, query_length=query_length, resolved=resolved,
-    identity_exclude={
-        "task.maxsim_chunk_tokens": "how exact MaxSim is chunked",
-        "task.plaid_max_memory_gb": "a limit that refuses a plan, never changes a number",
-        "task.query_lengths": "each cell's own query length is part of its data spec",
-        "task.query_length_recipes": "the recipe in use (task.query_length_recipe) is in the identity; each cell's "
-                                     "own query length is part of its data spec",
-    },
-)
+COLBERT = RetrievalKind(ColbertSettings, hyperparameters, readable=readable, validate=check,
+                        query_length=query_length, resolved=resolved)

@@ -4,6 +4,7 @@ any work, and how the samples load."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +23,16 @@ class HubKd:
         return {}
 
     def describe(self, family: Any) -> dict[str, Any]:
-        d = family.settings.train_data
-        return {"hub_path": d.hub_path, "hub_revision": d.hub_revision}
+        return asdict(family.settings.train_data.hub)
 
     def check(self, family: Any) -> None:
         from harness.data.kd import HUB_FIX
         from harness.models import require_hub
 
-        require_hub(f"KD training set {family.settings.train_data.hub_path!r}", HUB_FIX)
+        require_hub(f"KD training set {family.settings.train_data.hub.hub_path!r}", HUB_FIX)
 
     def name(self, d: Any) -> str:
-        return str(d.hub_path)
+        return str(d.hub.hub_path)
 
     def load(self, family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
         return load(self, family)
@@ -40,7 +40,7 @@ class HubKd:
     def read(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
         from harness.data import kd
 
-        return kd.load_kd_hub(d.hub_path, d.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples, seed=seed)
+        return kd.load_kd_hub(d.hub.hub_path, d.hub.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples, seed=seed)
 
 
 class FileKd:
@@ -86,7 +86,7 @@ def load(source: Any, family: Any) -> tuple[Any, dict[str, Any]]:
         raise HarnessError(f"task.train_data.n_ways must be >= 1, got {d.n_ways}.")
     with step(f"KD data: reading, validating and joining {source.name(d)}",
               starting="every query and document id is checked") as done:
-        data, facts = source.read(d, family.settings.train_seed)
+        data, facts = source.read(d, family.settings.training.train_seed)
         done.outcome = f"{len(data):,} samples, {d.n_ways}-way"
     return data, facts
 

@@ -120,5 +120,5 @@ def _from_run(source: SourceSettings, run_id: str, recs: list[ResultRecord], mod
                    float(lr) if isinstance(lr, int | float) else None)
 
 
-#: identity_exclude entry of every family that evaluates a source run: the source is hashed as what it resolves to
-SOURCE_EXCLUDE = {"task.source": "resolved into model.ref: the source run id and its trained weights' fingerprint"}
+#: why ``task.source`` is left out of the run identity: it is hashed as what it resolves to
+SOURCE = "resolved into model.ref: the source run id and its trained weights' fingerprint"

@@ -17,9 +17,9 @@ def encoder(task: Any, spec: Any) -> tuple[Any, dict[str, Any]]:
 
     model, block = load_sentence_transformer(spec, device=task.device)
     s = task.settings
-    check_positions(model, s.max_length, spec.name, "task.max_length")
+    check_positions(model, s.evaluation.max_length, spec.name, "task.max_length")
     if task.trains:
-        check_positions(model, s.max_seq_length, spec.name, "task.max_seq_length")
+        check_positions(model, s.training.max_seq_length, spec.name, "task.max_seq_length")
     return model, block
 
 
@@ -30,7 +30,7 @@ def colbert(task: Any, spec: Any) -> tuple[Any, dict[str, Any]]:
     from harness.evaluation.colbert_model import load_colbert
 
     s = task.settings
-    seed = s.train_seed if task.trains else int(task.cfg.seed)
+    seed = s.training.train_seed if task.trains else int(task.cfg.seed)
     return load_colbert(spec, device=task.device, embedding_size=s.multi_vector.embedding_size, seed=seed)
 
 

@@ -23,21 +23,23 @@ from typing import Any, ClassVar
 
 from harness.errors import HarnessError
 from harness.evaluation.multivector_settings import MultiVectorEval
+from harness.evaluation.settings import SingleVectorEval
 from harness.families import beir
-from harness.families.lineage import SourceSettings
+from harness.families.lineage import SOURCE, SourceSettings
 from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
-from harness.typed import choices, count, positive
+from harness.training.settings import DenseTraining, HubRows, TrainRows
+from harness.typed import choices, count, excluded, flat
 
 
 @dataclass(kw_only=True)
-class MldrTrainData:
-    """``task.train_data``: MLDR training rows (query, positive_passages, negative_passages)."""
+class MldrTrainData(TrainRows):
+    """MLDR training rows (query, positive_passages, negative_passages): the hub's English train file, or a local
+    folder in MLDR's layout."""
 
     sources: ClassVar[str] = "harness.families.mldr_sources:MLDR_SOURCES"
     source: str = choices("hub", "local")
-    hub_path: str
-    hub_revision: str
     hub_dir: str
+    hub: HubRows = flat()
     path: str | None                # local: a folder in MLDR's layout (null: the evaluated dataset's folder)
     split: str
     num_negatives: int = count()    # triplets per query: its first positive with each of its first N negatives
@@ -46,35 +48,31 @@ class MldrTrainData:
 
 @dataclass(kw_only=True)
 class MldrSettings(RetrievalSettings):
-    #: where the multi-vector keys are (retrieve.multi_vector's search-only keys)
-    multi_vector_node: ClassVar[str] = "task.multi_vector"
-    # task=beir's single-vector keys
+    """task=beir's stages, the ColBERT evaluation of task.retriever=multi_vector (``task.multi_vector``), and MLDR's
+    own keys."""
+
     retriever: str
-    max_length: int = count()
-    corpus_chunk_size: int = count()
-    similarity: str = choices("cosine", "dot")
-    loss: str = choices("cached_mnrl", "mnrl")
-    mini_batch_size: int = count()
-    max_seq_length: int = count()
-    # MLDR's own
+    evaluation: SingleVectorEval = flat()
+    training: DenseTraining = flat()    # lr null: the source run's LR, else model.dpr.lr
+    train_data: MldrTrainData
     setting: str = choices("ood", "id")
     multi_vector: MultiVectorEval
     subgroups: list[str]            # query groups also scored (harness.evaluation.subgroups: truncation)
-    lr: float | None = positive(null="the source run's LR, else model.dpr.lr")
-    path: str | None                # datasets=[files]: the source tree read as long documents
-    source: SourceSettings
-    train_data: MldrTrainData
+    #: datasets=[files]: the source tree read as long documents
+    path: str | None = excluded("the tree's root is part of the `files` catalog entry (each cell's data spec)")
+    source: SourceSettings = excluded(SOURCE)
     #: not a config key here: MLDR trains when task.setting=id
-    train: bool = field(default=False, init=False)
+    train: bool = field(default=False, init=False, metadata={"excluded": "derived from task.setting (id trains, ood "
+                                                                         "does not)"})
+    kept: ClassVar[tuple[str, ...]] = ("task.multi_vector.maxsim_chunk_tokens",)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         self.train = self.setting == "id"
 
     @property
     def document_length(self) -> int:
         """Documents are encoded up to ``task.max_length`` (ColBERT: capped at the model's positions)."""
-        return self.max_length
+        return self.evaluation.max_length
 
 
 def check(task_config: Any) -> None:
@@ -115,16 +113,9 @@ def resolved(task: RetrievalFamily) -> dict[str, Any]:
     from harness.evaluation.multivector_settings import voyager_identity
 
     s = task.settings
-    found = voyager_identity(s.multi_vector.index) if s.retriever == "multi_vector" else {}
+    found = voyager_identity(s.multi_vector.search.index) if s.retriever == "multi_vector" else {}
     return {"task.multi_vector.voyager": found} if found else {}
 
 
-MLDR = RetrievalKind(
-    MldrSettings, hyperparameters, readable=readable, validate=check, resolved=resolved,
-    details=lambda task: {"setting": task.settings.setting},
-    identity_exclude={
-        "task.path": "the tree's root is part of the `files` catalog entry (each cell's data spec)",
-        "task.train": "derived from task.setting (id trains, ood does not)",
-        "task.multi_vector.plaid_max_memory_gb": "a limit that refuses a plan, never changes a number",
-    },
-)
+MLDR = RetrievalKind(MldrSettings, hyperparameters, readable=readable, validate=check, resolved=resolved,
+                     details=lambda task: {"setting": task.settings.setting})

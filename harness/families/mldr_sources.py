@@ -4,6 +4,7 @@ the rows load (:mod:`harness.data.mldr`)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,13 @@ class HubMldr:
 
     def describe(self, family: Any) -> dict[str, Any]:
         d = family.settings.train_data
-        return {"hub_path": d.hub_path, "hub_revision": d.hub_revision, "hub_dir": d.hub_dir}
+        return {**asdict(d.hub), "hub_dir": d.hub_dir}
 
     def check(self, family: Any) -> None:
         from harness.models import require_hub
 
         d = family.settings.train_data
-        require_hub(f"MLDR training data {d.hub_path}@{d.hub_revision} ({d.hub_dir}/{d.split}.jsonl.gz)",
+        require_hub(f"MLDR training data {d.hub.hub_path}@{d.hub.hub_revision} ({d.hub_dir}/{d.split}.jsonl.gz)",
                     "Offline, train on a local folder in MLDR's layout: task.train_data.source=local "
                     "task.train_data.path=<folder with train.jsonl> (null: the mldr dataset's folder under "
                     "task.data_dir).")
@@ -38,7 +39,7 @@ class HubMldr:
         from harness.data import mldr
 
         d = family.settings.train_data
-        return mldr.train_rows_hub(d.hub_path, d.hub_revision, d.hub_dir, d.split)
+        return mldr.train_rows_hub(d.hub.hub_path, d.hub.hub_revision, d.hub_dir, d.split)
 
 
 class LocalMldr:
@@ -93,7 +94,7 @@ def load(family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
 
     s, d = family.settings, family.settings.train_data
     rows = MLDR_SOURCES.lookup(d.source).rows(family)
-    ds, stats = mldr.triplets(rows, d.num_negatives, d.max_samples, s.train_seed)
+    ds, stats = mldr.triplets(rows, d.num_negatives, d.max_samples, s.training.train_seed)
     logging.getLogger(__name__).info("MLDR training data: %s", stats)
     return ds, stats
 

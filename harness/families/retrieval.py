@@ -16,89 +16,54 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from harness import results
 from harness.data.catalog import DatasetEntry, check_entries, resolve_entries
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.evaluation.ir_metrics import METRICS
-from harness.evaluation.shards import LAUNCHERS
+from harness.evaluation.settings import Batching, Ranking
+from harness.evaluation.shards import ShardSettings
 from harness.families.base import Cell, Family
-from harness.families.lineage import SOURCE_EXCLUDE, Lineage, resolve
+from harness.families.lineage import Lineage, resolve
 from harness.identity import drop, put
 from harness.registry import load_target
 from harness.results import ResultRecord
 from harness.specs import stages
-from harness.typed import at_least, choices, count, nonempty, positive
+from harness.typed import count, excluded, excluded_keys, flat, nonempty, role_keys
 
 log = logging.getLogger(__name__)
-
-#: the cutoff of every retrieval task's main metric (nDCG@10): task.top_k may not be smaller
-MAIN_CUTOFF = 10
 
 #: the marker of a finished training in its output folder (its content: the training facts of the record)
 TRAIN_DONE = "train_done.json"
 
-#: task keys of every retrieval task that do not change a number, and why
-IDENTITY_EXCLUDE: Mapping[str, str] = {
-    "task.datasets": "which datasets to evaluate: each one is its own cell of the same run",
-    "task.catalog": "each cell's own catalog entry is part of its data spec",
-    "task.data_dir": "part of each cell's data spec",
-    "task.strict_qrels": "part of each cell's data spec",
-    "task.batch_tokens": "how texts are batched for the encoder",
-    "task.max_batch_size": "how texts are batched for the encoder",
-    "task.corpus_chunk_size": "how the search is chunked",
-    "task.embedding_cache": "whether corpus embeddings are cached",
-    "task.shards": "how the corpus is split for encoding: the merged ranking is the unsharded one",
-    "task.shard_tokens": "how the corpus is split for encoding (task.shards=auto)",
-    "task.shard": "which shard a shard job computes",
-    "task.shard_launcher": "where the shards run",
-}
-
 
 @dataclass(kw_only=True)
 class RetrievalSettings:
-    """Keys every retrieval task config has (conf/task/beir.yaml documents each). No defaults here: each task's YAML
-    writes its values, once (tests/test_defaults.py)."""
+    """Keys every retrieval task config has (conf/task/beir.yaml documents each), and the nodes of the stages every
+    retrieval task composes; each task adds the nodes of its own stages. No defaults here: each task's YAML writes
+    its values, once (tests/test_defaults.py). What a key does to the run identity is declared where the key is
+    (:func:`~harness.typed.excluded`, a node's ``role``)."""
 
     name: str
-    datasets: list[str] = nonempty("catalog")
-    catalog: dict[str, Any]
-    data_dir: str | None
+    datasets: list[str] = nonempty("catalog", excluded="which datasets to evaluate: each one is its own cell of the "
+                                               "same run")
+    catalog: dict[str, Any] = excluded("each cell's own catalog entry is part of its data spec")
+    data_dir: str | None = excluded("part of each cell's data spec")
     split: str | None
-    strict_qrels: bool
+    strict_qrels: bool = excluded("part of each cell's data spec")
     max_queries: int | None = count(null="every judged query")
     max_docs: int | None = count(null="the whole corpus")
-    top_k: int
-    batch_tokens: int = count()
-    max_batch_size: int = count()
-    embedding_cache: bool
-    shards: int | str = count()         # conf/sharding/default.yaml (harness.evaluation.shards)
-    shard_tokens: int = count()
-    shard: int | None
-    shard_launcher: str = choices(*LAUNCHERS)
-    # training (the train.* stage): whether, and the keys every trainer reads
-    train: bool
-    lr: float = positive()
-    epochs: float = positive()
-    warmup_ratio: float = at_least(0, below=1)
-    batch_size: int = count()
-    gradient_accumulation_steps: int = count()
-    train_seed: int
-
-    def __post_init__(self) -> None:
-        """Values no run can score right, refused before any work (typed checks come first)."""
-        if self.top_k < MAIN_CUTOFF:
-            raise HarnessError(f"task.top_k={self.top_k} is below {MAIN_CUTOFF}, the cutoff of the main metric "
-                               f"(nDCG@{MAIN_CUTOFF}): set task.top_k to at least {MAIN_CUTOFF} (1000 reports every "
-                               "metric; a smaller top_k leaves out the metrics whose cutoff exceeds it)")
-        if self.shard is not None and (self.shard < 0 or (isinstance(self.shards, int) and self.shard >= self.shards)):
-            upper = f"< task.shards={self.shards}" if isinstance(self.shards, int) else "a shard of the plan"
-            raise HarnessError(f"task.shard={self.shard} is not a shard of this run: it must be >= 0 and {upper} "
-                               "(shards are numbered from 0)")
+    ranking: Ranking = flat()
+    batching: Batching = flat()
+    embedding_cache: bool = excluded("whether corpus embeddings are cached")
+    sharding: ShardSettings = flat()    # conf/sharding/default.yaml (harness.evaluation.shards)
+    train: bool                         # whether the run fine-tunes first (the train.* stage; its node: training)
+    #: excluded keys this task's run ids have always hashed: kept, so those ids do not change
+    kept: ClassVar[tuple[str, ...]] = ()
 
 
 def lr_or_eval(task: RetrievalFamily) -> dict[str, Any]:
@@ -108,14 +73,12 @@ def lr_or_eval(task: RetrievalFamily) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RetrievalKind:
-    """What one retrieval task declares beyond its YAML: its typed settings, the task keys that change no number,
-    the run-id slug, the record's hyperparameters and details, a per-dataset query length (ColBERT), checks of
+    """What one retrieval task declares beyond its YAML: its typed settings (the nodes of its stages), the run-id slug, the record's hyperparameters and details, a per-dataset query length (ColBERT), checks of
     combinations the types cannot express, and identity facts only the executing machine resolves. Calling it
     with a composed config gives the runner for it."""
 
     settings_class: type
     hyperparameters: Callable[[RetrievalFamily], dict[str, Any]]
-    identity_exclude: Mapping[str, str] = field(default_factory=dict)
     readable: Callable[[RetrievalFamily], dict[str, Any]] = lr_or_eval
     details: Callable[[RetrievalFamily], dict[str, Any]] = lambda task: {}
     query_length: Callable[[RetrievalFamily, DatasetEntry], int] | None = None
@@ -136,8 +99,8 @@ class RetrievalFamily(Family):
         self.settings_class = kind.settings_class
         kind.validate(cfg.task)
         super().__init__(cfg)
-        source = {**SOURCE_EXCLUDE} if self.source is not None else {}
-        self.identity_exclude = {**IDENTITY_EXCLUDE, **source, **kind.identity_exclude}
+        kept = set(self.settings_class.kept)
+        self.identity_exclude = {k: v for k, v in excluded_keys(self.settings_class, "task").items() if k not in kept}
         self.model: Any = None
 
     # ---------------------------------------------------------------------------------------- composition
@@ -175,16 +138,21 @@ class RetrievalFamily(Family):
 
     @property
     def lr(self) -> float:
-        """``task.lr``; null: the source run's LR (the selected DPR LR), else the model's Table 9 DPR LR."""
-        if self.settings.lr is not None:
-            return float(self.settings.lr)
+        """``task.lr``; null: the source run's LR (the selected DPR LR), else the model's Table 9 DPR LR (tasks with
+        a ``task.source`` only: a task without one names its LR)."""
+        if self.settings.training.lr is not None:
+            return float(self.settings.training.lr)
         if self.lineage is not None and self.lineage.lr is not None:
             return self.lineage.lr
-        dpr = self.cfg.model.get("dpr")
+        dpr = self.cfg.model.get("dpr") if self.source is not None else None
         if dpr is None or dpr.get("lr") is None:
             raise HarnessError(f"task={self.name} needs a learning rate to train: the source has no recorded LR and "
                                "the model config no dpr.lr; set task.lr=<value>.")
         return float(dpr.lr)
+
+    def train_keys(self) -> tuple[str, ...]:
+        """The keys that count only when the run trains: those of its ``train`` nodes (the trainer's, the data's)."""
+        return role_keys(self.settings_class, "train", "task")
 
     def entries(self) -> list[DatasetEntry]:
         return resolve_entries(list(self.settings.datasets), self.settings.catalog)
@@ -192,11 +160,11 @@ class RetrievalFamily(Family):
     def run_identity(self) -> dict[str, Any]:
         if self.trains:
             replace_ = {**self.training_source.identity(self)}
-            if self.settings.lr is None:
+            if self.settings.training.lr is None:
                 replace_["task.lr"] = self.lr
             ident = self.identity(replace=replace_)
         else:
-            ident = self.identity(exclude=self.trainer.keys if self.trainer else ())
+            ident = self.identity(exclude=self.train_keys() if self.trainer else ())
         for key, value in self.kind.resolved(self).items():
             put(ident, key, value)
         return ident
@@ -219,10 +187,9 @@ class RetrievalFamily(Family):
         return [Cell(e.name, rid, ident, self.data_spec(e), e) for e in self.entries()]
 
     def cache_exclude(self) -> tuple[str, ...]:
-        """Identity keys that change the ranking but not the corpus encoding (left out of the corpus cache key)."""
-        from harness.families.retrievers import search_only_keys
-
-        return search_only_keys(stages.code_of(str(self.stage("retrieve"))), self)
+        """Identity keys that change the ranking but not the corpus encoding (left out of the corpus cache key): the
+        keys of the settings' ``search`` nodes."""
+        return role_keys(self.settings_class, "search", "task")
 
     @cached_property
     def hyperparameters(self) -> dict[str, Any]:
@@ -362,7 +329,7 @@ class RetrievalFamily(Family):
 
     def part_job(self) -> bool:
         """Whether this run is a shard job (``task.shard``): it computes one shard and writes no record."""
-        return self.settings.shard is not None
+        return self.settings.sharding.shard is not None
 
     def run_part(self, todo: Sequence[Cell]) -> None:
         from harness.families import retrieval_eval

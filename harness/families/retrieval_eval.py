@@ -17,7 +17,7 @@ from harness.data.catalog import DatasetEntry, load_entry
 from harness.data.retrieval import RetrievalDataset, subset
 from harness.errors import HarnessError
 from harness.evaluation.retriever import Retriever, evaluate_per_query, search_width
-from harness.evaluation.shards import ShardedRetriever, ShardSettings
+from harness.evaluation.shards import ShardedRetriever
 from harness.evaluation.subgroups import SUBGROUPS, QueryGroups
 from harness.families.base import Cell
 from harness.results import ResultRecord
@@ -28,8 +28,7 @@ log = logging.getLogger(__name__)
 def sharded(task: Any, retriever: Retriever) -> Retriever:
     """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (single-vector retrievers and
     exact MaxSim: their engines implement :class:`~harness.evaluation.shards.ShardEngine`)."""
-    s = task.settings
-    plan = ShardSettings(shards=s.shards, shard_tokens=s.shard_tokens, shard=s.shard, shard_launcher=s.shard_launcher)
+    plan = task.settings.sharding
     if not plan.sharded:
         return retriever
     if not hasattr(retriever, "search_shard"):
@@ -49,7 +48,7 @@ def run_part(task: Any, todo: Sequence[Cell]) -> None:
     model, block = task.load_model()
     trained = task.train(model, todo) if task.trains and task.trained(todo) else None
     if task.trains and trained is None:
-        raise HarnessError(f"shard job {task.settings.shard}: this run's training has not finished; shards "
+        raise HarnessError(f"shard job {task.settings.sharding.shard}: this run's training has not finished; shards "
                            "evaluate a trained model")
     retriever = sharded(task, task.retriever(model, task.cache_identity(todo, block, trained)))
     assert isinstance(retriever, ShardedRetriever)
@@ -59,8 +58,8 @@ def run_part(task: Any, todo: Sequence[Cell]) -> None:
             prepare(task, retriever, entry)
             retriever.index(ds)
             queries = list(ds.evaluated_queries().values())
-            retriever.run_shard(int(task.settings.shard), queries,
-                                search_width(task.settings.top_k, entry.ignore_identical_ids))
+            retriever.run_shard(int(task.settings.sharding.shard), queries,
+                                search_width(task.settings.ranking.top_k, entry.ignore_identical_ids))
 
 
 def evaluate_cell(task: Any, cell: Cell, retriever: Retriever, block: dict[str, Any]) -> Iterator[ResultRecord]:
@@ -122,7 +121,7 @@ def evaluate_entry(task: Any, cell: Cell, entry: DatasetEntry, retriever: Retrie
     load_s = time.perf_counter() - t0
     log.info("%s: %d docs, %d queries (%s)", entry.name, len(ds), len(ds.evaluated_queries()), ds.source)
     metrics, details, timings, per_query = evaluate_per_query(
-        retriever, ds, top_k=s.top_k, ignore_identical_ids=entry.ignore_identical_ids,
+        retriever, ds, top_k=s.ranking.top_k, ignore_identical_ids=entry.ignore_identical_ids,
         subgroups=subgroups(task, retriever),
     )
     length = document_length(retriever)

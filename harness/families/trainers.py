@@ -12,15 +12,9 @@ from typing import Any
 
 from harness import layout, results
 
-#: training keys every trainer has
-_COMMON = ("task.lr", "task.epochs", "task.warmup_ratio", "task.batch_size", "task.gradient_accumulation_steps",
-           "task.train_seed", "task.train_data")
-
 
 class DenseTrainer:
     """``train.dense``: sentence-transformers' trainer, (Cached)MNRL on (query, positive, negative) triplets."""
-
-    keys = (*_COMMON, "task.loss", "task.mini_batch_size", "task.max_seq_length")
 
     def train_dir(self, task: Any, todo: Sequence[Any]) -> Path:
         return layout.trained_model_dir(str(task.cfg.paths.outputs), task.name, task.model_name, todo[0].run_id)
@@ -33,7 +27,7 @@ class DenseTrainer:
     def fit(self, task: Any, model: Any, todo: Sequence[Any], out_dir: Path) -> dict[str, Any]:
         from harness.training.dense import DenseTrainingConfig, train_dense
 
-        s = task.settings
+        s = task.settings.training
         data, facts = task.training_source.load(task, model)
         tcfg = DenseTrainingConfig(
             lr=task.lr, epochs=s.epochs, warmup_ratio=s.warmup_ratio, batch_size=s.batch_size,
@@ -44,21 +38,25 @@ class DenseTrainer:
         return {**info, "data": facts} if facts else info
 
 
+#: task keys besides the training's that the weights train.kd produces depend on: the new projection's size, the task
+TRAINED_WEIGHTS_ALSO = ("embedding_size", "name")
+
+
 class KdTrainer:
     """``train.kd``: PyLate's KL distillation of teacher scores. Its folder is keyed by :meth:`training_key`, so runs
     that differ only in evaluation keys (index, top-k, query and document length) share one trained model."""
 
-    keys = (*_COMMON, "task.train_query_length", "task.train_document_length", "task.normalize_scores")
-
     def train_dir(self, task: Any, todo: Sequence[Any]) -> Path:
         return layout.trained_model_dir(str(task.cfg.paths.outputs), task.name, task.model_name,
-                                        self.training_key(todo))
+                                        self.training_key(task.train_keys(), todo))
 
-    def training_key(self, todo: Sequence[Any]) -> str:
-        """Hash of what the trained weights depend on: the run identity without its evaluation-only task keys."""
+    def training_key(self, train_keys: Sequence[str], todo: Sequence[Any]) -> str:
+        """Hash of what the trained weights depend on: the run identity with, of its task keys, only those of the
+        training (``train_keys``: its ``train`` nodes), the projection's size and the task's name."""
         ident = dict(todo[0].identity)
         task = ident.get("task", {})
-        kept = {k: task[k] for k in (*(t.split(".", 1)[1] for t in self.keys), "embedding_size", "name") if k in task}
+        names = (*(t.split(".", 1)[1] for t in train_keys), *TRAINED_WEIGHTS_ALSO)
+        kept = {k: task[k] for k in names if k in task}
         return "train-" + results.stable_hash({**ident, "task": kept}, length=16)
 
     def load_trained(self, task: Any, model_dir: str) -> Any:
@@ -71,7 +69,7 @@ class KdTrainer:
         from harness.models import usable_positions
         from harness.training.late_interaction import KdTrainingConfig, train_kd
 
-        s = task.settings
+        s = task.settings.training
         data, facts = task.training_source.load(task, model)
         limit = usable_positions(model)
         tcfg = KdTrainingConfig(

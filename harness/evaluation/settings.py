@@ -1,0 +1,54 @@
+"""The typed settings nodes of the single-vector stages and of every retriever's encoder, importable without torch:
+each is at once the schema of its keys in a task's YAML (flat: ``task.max_length``, ``task.top_k``) and what the
+stage receives. A node's ``role`` says what its keys do to a run (``search``: they change the ranking, not the
+corpus encoding; see :mod:`harness.typed`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.errors import HarnessError
+from harness.typed import choices, count, flat
+
+#: the cutoff of every retrieval task's main metric (nDCG@10): task.top_k may not be smaller
+MAIN_CUTOFF = 10
+
+
+@dataclass(kw_only=True)
+class Batching:
+    """How an encoder batches texts (longest first, up to a token budget): changes no number."""
+
+    batch_tokens: int = count(excluded="how texts are batched for the encoder")
+    max_batch_size: int = count(excluded="how texts are batched for the encoder")
+
+
+@dataclass(kw_only=True)
+class Ranking:
+    """How deep every retriever ranks: ``score.ir`` reports the metrics whose cutoff is within it."""
+
+    role: ClassVar[str] = "search"
+    top_k: int
+
+    def __post_init__(self) -> None:
+        if self.top_k < MAIN_CUTOFF:
+            raise HarnessError(f"task.top_k={self.top_k} is below {MAIN_CUTOFF}, the cutoff of the main metric "
+                               f"(nDCG@{MAIN_CUTOFF}): set task.top_k to at least {MAIN_CUTOFF} (1000 reports every "
+                               "metric; a smaller top_k leaves out the metrics whose cutoff exceeds it)")
+
+
+@dataclass(kw_only=True)
+class ExactSearch:
+    """Exact top-k search over the corpus embeddings (:func:`harness.evaluation.search.exact_search`)."""
+
+    role: ClassVar[str] = "search"
+    similarity: str = choices("cosine", "dot")
+    corpus_chunk_size: int = count(excluded="how the search is chunked")
+
+
+@dataclass(kw_only=True)
+class SingleVectorEval:
+    """``retrieve.single_vector``: texts encoded up to ``max_length`` tokens, searched exactly."""
+
+    max_length: int = count()
+    search: ExactSearch = flat()

@@ -1,0 +1,74 @@
+"""The typed settings nodes of the training stages, importable without torch (planning reads them): each is at once
+the schema of its keys in a task's YAML (flat: ``task.lr``) and what the trainer receives. Their ``role`` is
+``train``: the keys count only when the run trains (see :mod:`harness.typed`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.typed import at_least, choices, count, positive
+
+
+@dataclass(kw_only=True)
+class Training:
+    """What every trainer reads: the optimisation schedule and the seed of the training run."""
+
+    role: ClassVar[str] = "train"
+    lr: float | None = positive(null="the source run's LR (a task with task.source), else the model's DPR LR")
+    epochs: float = positive()
+    warmup_ratio: float = at_least(0, below=1)
+    batch_size: int = count()
+    gradient_accumulation_steps: int = count()
+    train_seed: int
+
+
+@dataclass(kw_only=True)
+class DenseTraining(Training):
+    """``train.dense``: sentence-transformers' (Cached)MNRL on (query, positive, negative) triplets."""
+
+    loss: str = choices("cached_mnrl", "mnrl")
+    mini_batch_size: int = count()
+    max_seq_length: int = count()
+
+
+@dataclass(kw_only=True)
+class KdTraining(Training):
+    """``train.kd``: PyLate's KL distillation of teacher scores."""
+
+    train_query_length: int = count()
+    train_document_length: int = count()
+    normalize_scores: bool
+
+
+@dataclass(kw_only=True)
+class TrainRows:
+    """Where a trainer's rows come from (``task.train_data``): a task's node names the registry of its sources
+    (``sources``: ``module:NAME``), ``task.train_data.source`` the entry; the keys count only when training."""
+
+    role: ClassVar[str] = "train"
+    sources: ClassVar[str]
+
+
+@dataclass(kw_only=True)
+class HubRows:
+    """Training rows from a hub dataset at a revision (recorded: ``describe`` shows these keys as they are)."""
+
+    hub_path: str
+    hub_revision: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainRun:
+    """What a training run gets beside its node: the values the run resolves (the learning rate: ``task.lr``, or
+    the source run's; the seed; the epochs of a GLUE grid point), the mixed precision and the device."""
+
+    lr: float
+    epochs: float
+    seed: int
+    precision: str      # fp32 | bf16 | fp16 (mixed-precision training)
+    device: str
+
+    @property
+    def use_cpu(self) -> bool:
+        return self.device == "cpu"
