@@ -18,6 +18,8 @@ from harness.series.discover import TRAINER_PATTERN, compile_pattern
 #: the keys the series command sets for each checkpoint's run: a user's value would be silently replaced
 OWN_KEYS = ("series",)
 LAUNCHERS = ("local", "slurm")
+#: seconds: the quiet period of a folder without the trainer's marker, the watch's poll and idle time
+SETTLE, POLL, IDLE = 60.0, 30.0, 3600.0
 
 
 @dataclass
@@ -32,8 +34,8 @@ class Settings:
     name: str
     settle: float
     watch: bool = False
-    poll: float = 30.0
-    idle: float = 3600.0
+    poll: float = POLL
+    idle: float = IDLE
     launcher: str = "local"
     cluster: str = "gpu"
     dry_run: bool = False
@@ -52,19 +54,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="model=..., model.path=<run folder>, task=<t>[,<t2>], task.*=...")
     p.add_argument("--name", help="the series' name (default: model.name if given, else the run folder's name)")
     p.add_argument("--step-pattern", help=r"a regex with one group for the step, matched against each folder's path "
-                   rf"below model.path (default {TRAINER_PATTERN!r}, the trainers' folders), e.g. 'step_(\d+)/hf'")
+                   rf"below model.path (default '{TRAINER_PATTERN}', the trainers' folders), e.g. 'step_(\d+)/hf'")
     p.add_argument("--checkpoints", help="an explicit list instead: PATH or STEP=PATH, separated by commas")
-    p.add_argument("--settle", default="60", help="seconds without a change after which a folder with no "
-                   "trainer_state.json counts as written (default 60)")
+    p.add_argument("--settle", default=None, help="seconds without a change after which a folder with no "
+                   f"trainer_state.json counts as written (default {SETTLE:g})")
     p.add_argument("--watch", action="store_true", help="keep polling for new checkpoints; stop after --idle")
-    p.add_argument("--poll", default=None, help="seconds between looks at the folder when watching (default 30)")
-    p.add_argument("--idle", default=None, help="stop watching after this many seconds with nothing new "
-                   "(default 3600)")
+    p.add_argument("--poll", default=None, help=f"seconds between looks at the folder when watching (default {POLL:g})")
+    p.add_argument("--idle", default=None, help=f"stop watching after this many seconds with nothing new "
+                   f"(default {IDLE:g})")
     p.add_argument("--launcher", default="local", help="local (here, one checkpoint after another) or slurm (one "
                    "array task per checkpoint, submitted as they appear)")
     p.add_argument("--cluster", default="gpu", help="conf/cluster/<name>.yaml: resources of the SLURM jobs and the "
                    "GPU of the cost estimate (default gpu)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
+    p.add_argument("--best", metavar="NAME", help="print model.path=... model.name=... of series NAME's selected step "
+                   "(python -m harness.select --series NAME --task T) for the next stage; takes paths.results= only")
     return p
 
 
@@ -134,8 +138,8 @@ def from_args(argv: Sequence[str]) -> Settings:
         raise HarnessError(f"--name {label!r}: the series needs a name with letters or digits: pass --name <name>")
     return Settings(
         overrides=rest, tasks=tasks, root=root, entries=[e for e in (args.checkpoints or "").split(",") if e],
-        pattern=pattern, name=safe_name(label), settle=_seconds("--settle", args.settle, 60.0, zero=True),
-        watch=watch, poll=_seconds("--poll", args.poll, 30.0), idle=_seconds("--idle", args.idle, 3600.0),
+        pattern=pattern, name=safe_name(label), settle=_seconds("--settle", args.settle, SETTLE, zero=True),
+        watch=watch, poll=_seconds("--poll", args.poll, POLL), idle=_seconds("--idle", args.idle, IDLE),
         launcher=args.launcher, cluster=args.cluster, dry_run=bool(args.dry_run), argv=list(argv))
 
 
