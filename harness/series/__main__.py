@@ -9,6 +9,7 @@ every checkpoint of a training run as its own run, resumable; the plan and its c
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 
@@ -91,7 +92,7 @@ def run(argv: list[str]) -> int:
         print("\n" + tables + "\n", flush=True)
     if settings.launcher == "slurm":
         print(f"[series {settings.name}] follow the jobs with: python -m harness.series "
-              f"{' '.join(a for a in settings.argv if a != '--watch')} --dry-run", flush=True)
+              f"{' '.join(shlex.quote(a) for a in settings.argv if a != '--watch')} --dry-run", flush=True)
     if failures:
         first_key, first = next(iter(failures.items()))
         raise HarnessError(f"{len(failures)} checkpoint run(s) failed, the first ({first_key}): {first}; the "
