@@ -62,7 +62,8 @@ def prepare(cfg: DictConfig) -> None:
 
 #: ``harness <subcommand>`` (the console script) -> the module whose ``main(argv)`` runs it
 SUBCOMMANDS: Registry[ModuleType] = Registry("subcommand", {
-    "leaderboard": "harness.leaderboard.__main__", "select": "harness.select", "export": "harness.export"}, lazy=True)
+    "leaderboard": "harness.leaderboard.__main__", "select": "harness.select", "export": "harness.export",
+    "series": "harness.series.__main__"}, lazy=True)
 
 
 def main() -> None:
