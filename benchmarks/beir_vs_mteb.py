@@ -22,7 +22,7 @@ import time
 
 from harness.data.beir import load_local
 from harness.data.retrieval import subset
-from harness.evaluation.dense import DenseRetriever, DenseSettings
+from harness.evaluation.dense import DenseRetriever, dense_settings
 from harness.evaluation.retriever import evaluate
 from harness.evaluation.throughput import machine_facts
 from harness.models import ModelSpec, bf16_supported, load_sentence_transformer, resolve_precision
@@ -60,8 +60,8 @@ def main() -> None:
           f"max_length {args.max_length}; harness precision {args.precision} -> {precision}; {args.repeats} round(s)\n")
 
     def harness(prec: str, cache: str | None = None) -> tuple[float, dict]:
-        retriever = DenseRetriever(model, DenseSettings(precision=prec, max_length=args.max_length, cache_dir=cache,
-                                                        show_progress=False), ident)
+        retriever = DenseRetriever(model, dense_settings(precision=prec, max_length=args.max_length, cache_dir=cache),
+                                   ident)
         metrics, details, _ = evaluate(retriever, ds)
         return metrics["ndcg_at_10"], details
 

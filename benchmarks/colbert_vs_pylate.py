@@ -28,7 +28,7 @@ from harness.data.beir import load_local
 from harness.data.retrieval import RetrievalDataset, subset
 from harness.evaluation.colbert_model import load_colbert
 from harness.evaluation.ir_metrics import evaluate_run
-from harness.evaluation.multivector import MultiVectorRetriever, MultiVectorSettings
+from harness.evaluation.multivector import MultiVectorRetriever, multi_vector_settings
 from harness.evaluation.multivector_settings import PlaidSettings, plaid_backend
 from harness.evaluation.plaid_index import build_plaid
 from harness.evaluation.retriever import evaluate
@@ -101,7 +101,8 @@ def main() -> None:
     ds = load_local(args.data, name, args.split)
     if args.max_queries or args.max_docs:
         ds = subset(ds, args.max_queries, args.max_docs)
-    model, block = load_colbert(ModelSpec.based_on("bert-base", name="bench", path=args.model_path), device="cpu", seed=args.seed)
+    model, block = load_colbert(ModelSpec.based_on("bert-base", name="bench", path=args.model_path), device="cpu",
+                                embedding_size=128, seed=args.seed)
     model.query_length, model.document_length = args.query_length, args.document_length
     backend = plaid_backend("auto")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
@@ -125,9 +126,9 @@ def main() -> None:
         rows.append((label, theirs, ndcg, ""))
         with tempfile.TemporaryDirectory() as cache:
             for precision in args.precisions.split(","):
-                settings = MultiVectorSettings(precision=precision, query_length=args.query_length,
-                                               document_length=args.document_length, index=index, plaid=PLAID,
-                                               show_progress=False, cache_dir=cache)
+                settings = multi_vector_settings(precision=precision, query_length=args.query_length,
+                                                 document_length=args.document_length, index=index, plaid=PLAID,
+                                                 cache_dir=cache)
                 retriever = MultiVectorRetriever(model, settings, {"bench": precision})
                 t0 = time.perf_counter()
                 metrics, details, _ = evaluate(retriever, ds, top_k=args.top_k)

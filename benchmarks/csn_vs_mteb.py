@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from harness.data import coir
-from harness.evaluation.dense import DenseRetriever, DenseSettings
+from harness.evaluation.dense import DenseRetriever, dense_settings
 from harness.evaluation.documents import TitleConvention
 from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec, load_sentence_transformer
@@ -54,8 +54,8 @@ def main() -> None:
               f"{time.perf_counter() - t0:.1f} s", flush=True)
         for precision in args.precisions.split(","):
             t0 = time.perf_counter()
-            retriever = TitleConvention(DenseRetriever(model, DenseSettings(
-                precision=precision, max_length=args.max_length, show_progress=False), {}), "coir")
+            retriever = TitleConvention(DenseRetriever(model, dense_settings(
+                precision=precision, max_length=args.max_length), {}), "coir")
             ours, _, _ = evaluate(retriever, ds)
             print(f"  harness ({precision}): nDCG@10 {ours['ndcg_at_10']:.6f}  {time.perf_counter() - t0:.1f} s  "
                   f"|diff| {abs(ours['ndcg_at_10'] - theirs):.2e}", flush=True)

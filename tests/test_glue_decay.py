@@ -22,7 +22,8 @@ EPOCHS = {"mnli": [1, 2, 3], "sst2": [1, 2, 3], "rte": [1, 2, 3], "qqp": [2, 5, 
 def settings(convention: str = "composer", weight_decay: float | None = None, **kw: object) -> SimpleNamespace:
     """The keys the check reads, at the paper's values (conf/task/glue.yaml)."""
     base = {"batch_size": 64, "gradient_accumulation_steps": 1, "warmup_ratio": 0.1}
-    return SimpleNamespace(**(base | kw), weight_decay_convention=convention, weight_decay=weight_decay)
+    return SimpleNamespace(training=SimpleNamespace(**(base | kw)), weight_decay_convention=convention,
+                           weight_decay=weight_decay)
 
 
 def test_the_factor_is_what_torch_adamw_does_under_the_trainers_schedule() -> None:

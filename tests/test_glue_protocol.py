@@ -15,7 +15,7 @@ from harness.families.glue import chain
 from harness.runner import run
 from harness.training import classification as clf
 from tests.test_glue_runs import TINY, compose_cfg, tiny_overrides, write_tiny_glue
-from tests.test_glue_units import CHAIN, glue_train_config
+from tests.test_glue_units import CHAIN, glue_settings, glue_train_config
 from tests.test_glue_units import compose_cfg as compose_task
 
 
@@ -176,11 +176,11 @@ def test_mnli_chain_takes_the_first_seeds_final_weights_of_the_best_mean_configu
     a = [_mnli(tmp_path, 1e-5, s, v) for s, v in ((1618, 70.0), (42, 90.0), (6033, 50.0))]     # mean 70, best single run
     b = [_mnli(tmp_path, 3e-5, s, v) for s, v in ((6033, 81.0), (42, 80.0), (1618, 79.0))]     # mean 80
     old = _mnli(tmp_path, 8e-5, 42, 95.0, protocol="best_epoch")                              # another protocol
-    task = compose_task("task.max_length=32").task
+    task = glue_settings("task.max_length=32")
     init = chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m", chain=CHAIN)
     assert init.kind == "mnli" and init.run_id == b[2].run_id and init.candidates == 6        # seed 1618 of b
     assert init.checkpoint == b[2].details["checkpoint"]
-    task = compose_task("task.max_length=32", "task.scoring_protocol=best_epoch").task
+    task = glue_settings("task.max_length=32", "task.scoring_protocol=best_epoch")
     assert chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m", chain=CHAIN).run_id == old.run_id
     assert max(a + b, key=lambda r: r.score) is a[1]                                          # not the best single run
 
@@ -190,7 +190,7 @@ def test_the_mnli_chain_starts_only_from_a_configuration_that_finished_every_see
     chain refuses (required) or starts from the pretrained encoder, saying why (if_available)."""
     _mnli(tmp_path, 1e-5, 1618, 99.0)                                                         # 1 of 3 seeds
     full = [_mnli(tmp_path, 3e-5, s, v) for s, v in ((6033, 81.0), (42, 80.0), (1618, 79.0))]
-    task = compose_task("task.max_length=32").task
+    task = glue_settings("task.max_length=32")
     init = chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m", chain=CHAIN)
     assert init.run_id == full[2].run_id
     for r in full:
@@ -198,7 +198,7 @@ def test_the_mnli_chain_starts_only_from_a_configuration_that_finished_every_see
     from harness.errors import HarnessError
 
     with pytest.raises(HarnessError, match=r"no MNLI configuration of m has finished all 3 seeds"):
-        chain.resolve_init("rte", compose_task("task.max_length=32", "task.mnli_init=required").task,
+        chain.resolve_init("rte", glue_settings("task.max_length=32", "task.mnli_init=required"),
                            tmp_path / "results", {"path": "p"}, "m", chain=CHAIN)
     init = chain.resolve_init("rte", task, tmp_path / "results", {"path": "p"}, "m", chain=CHAIN)
     assert init.kind == "pretrained" and "starts only from a complete one" in caplog.text
@@ -209,13 +209,20 @@ def test_a_bad_eval_interval_or_seed_list_is_refused_before_any_work():
     from harness.errors import HarnessError
     from harness.families.glue import grid
 
+    def no_interval(*overrides: str):
+        """Settings whose RTE interval is 0 (the typed config refuses it on its own: the grid checks it again)."""
+        s = glue_settings(*overrides)
+        s.eval_interval["rte"] = 0
+        return s
+
     rte = glue_data.task_definitions(compose_task().task.definitions)["rte"]
     with pytest.raises(HarnessError, match=r"task.eval_interval.rte=0: set it to the batches between dev evaluations"):
-        grid.plan([rte], compose_task("task.eval_interval.rte=0").task, 42)
+        grid.plan([rte], no_interval(), 42)
+    with pytest.raises(HarnessError, match=r"task.eval_interval.rte=0 is below 1: set task.eval_interval.rte to"):
+        glue_settings("task.eval_interval.rte=0")
     with pytest.raises(HarnessError, match=r"task.seeds=\[1, 1\] must be a non-empty list of distinct seeds"):
-        grid.plan([rte], compose_task("task.seeds=[1,1]").task, 42)
-    assert grid.plan([rte], compose_task("task.eval_interval.rte=0", "task.scoring_protocol=best_epoch",
-                                         "task.epochs=1").task, 42)   # best_epoch does not use it
+        grid.plan([rte], glue_settings("task.seeds=[1,1]"), 42)
+    assert grid.plan([rte], no_interval("task.scoring_protocol=best_epoch", "task.epochs=1"), 42)   # not used
 
 
 def test_the_selection_keeps_one_protocol_per_model_the_newest_records():

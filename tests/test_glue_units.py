@@ -29,6 +29,13 @@ def compose_cfg(*overrides: str):
         return compose("config", overrides=["task=glue", *overrides])
 
 
+def glue_settings(*overrides: str):
+    """task=glue's typed settings (what the grid, the chain and the trainer read)."""
+    from harness import families
+
+    return families.get("glue")(compose_cfg(*overrides)).settings
+
+
 #: the chain conf/task/glue.yaml's spec declares (RTE, MRPC and STS-B start from MNLI)
 CHAIN = {"rte": ("mnli",), "mrpc": ("mnli",), "stsb": ("mnli",)}
 
@@ -41,8 +48,14 @@ def glue_train_config(**fields):
     from harness.families.glue.grid import GridPoint
     from harness.families.glue.point import train_config
 
-    base = train_config(GridPoint("rte", 1e-5, 1e-6, 1, 0), compose_cfg().task, "fp32", "cpu")
-    return replace(base, **fields)
+    base = train_config(GridPoint("rte", 1e-5, 1e-6, 1, 0), glue_settings(), "fp32", "cpu")
+    run = {k: fields.pop(k) for k in ("lr", "epochs", "seed", "precision", "device") if k in fields}
+    stop = {k: fields.pop(k) for k in ("patience", "min_delta", "patience_batches") if k in fields}
+    own = {k: fields.pop(k) for k in ("weight_decay", "eval_steps", "monitor") if k in fields}
+    if "protocol" in fields:
+        fields["scoring_protocol"] = fields.pop("protocol")
+    node = replace(base.node, early_stopping=replace(base.node.early_stopping, **stop), **fields)
+    return replace(base, node=node, run=replace(base.run, **run), **own)
 
 
 @pytest.fixture(scope="module")
@@ -152,21 +165,21 @@ def test_hub_offline_fails_fast(defs, monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- planning
 def test_plan_uses_paper_grid_and_epoch_groups(defs):
-    tcfg = compose_cfg().task
+    tcfg = glue_settings()
     tasks = grid.order_tasks(glue_data.select_tasks(list(tcfg.tasks), defs), CHAIN)
     assert next(t.name for t in tasks) == "mnli" and [t.name for t in tasks][-3:] == ["rte", "mrpc", "stsb"]
     points = grid.plan(tasks, tcfg, 42)
     assert len(points) == 8 * 4 * 4 * 3 * 3                            # authors: three seeds per grid point
     assert [p.seed for p in points[:4]] == [1618, 42, 6033, 1618]
-    best_epoch = grid.plan(tasks, compose_cfg("task.scoring_protocol=best_epoch").task, 42)
+    best_epoch = grid.plan(tasks, glue_settings("task.scoring_protocol=best_epoch"), 42)
     assert len(best_epoch) == 8 * 4 * 4 * 3 and {p.seed for p in best_epoch} == {42}
     assert {p.epochs for p in points if p.task == "rte"} == {1, 2, 3}
     assert {p.epochs for p in points if p.task == "cola"} == {2, 5, 10}
-    one = compose_cfg("task.lr=3e-5", "task.weight_decay=1e-6", "task.epoch_slot=2", "task.seed=7").task
+    one = glue_settings("task.lr=3e-5", "task.weight_decay=1e-6", "task.epoch_slot=2", "task.seed=7")
     assert grid.plan(glue_data.select_tasks(["rte", "qnli"], defs), one, 42) == [
         grid.GridPoint("rte", 3e-5, 1e-6, 3, 7), grid.GridPoint("qnli", 3e-5, 1e-6, 10, 7)]
     with pytest.raises(HarnessError, match=r"task.epoch_slot=3 is out of range for rte's epoch set \[1, 2, 3\]"):
-        grid.plan([defs["rte"]], compose_cfg("task.epoch_slot=3").task, 42)
+        grid.plan([defs["rte"]], glue_settings("task.epoch_slot=3"), 42)
 
 
 def test_sweep_configs_match_the_task_grid():
@@ -207,16 +220,16 @@ def test_paper_sweep_batches_run_mnli_before_the_chained_tasks():
 
 
 def test_required_mnli_init_without_records_is_an_error(tmp_path):
-    tcfg = compose_cfg("task.mnli_init=required").task
+    tcfg = glue_settings("task.mnli_init=required")
     ref = {"fingerprint": "f"}
     with pytest.raises(HarnessError, match=r"rte starts from the selected MNLI checkpoint.*Run the MNLI grid first"):
         chain.resolve_init("rte", tcfg, tmp_path, ref, "m", chain=CHAIN)
-    assert chain.resolve_init("rte", compose_cfg().task, tmp_path, ref, "m", chain=CHAIN) == chain.PRETRAINED
+    assert chain.resolve_init("rte", glue_settings(), tmp_path, ref, "m", chain=CHAIN) == chain.PRETRAINED
     assert chain.resolve_init("cola", tcfg, tmp_path, ref, "m", chain=CHAIN) == chain.PRETRAINED
     with pytest.raises(HarnessError, match="is not a saved model directory"):
-        chain.resolve_init("rte", compose_cfg(f"task.init_from={tmp_path}").task, tmp_path, ref, "m", chain=CHAIN)
+        chain.resolve_init("rte", glue_settings(f"task.init_from={tmp_path}"), tmp_path, ref, "m", chain=CHAIN)
     with pytest.raises(HarnessError, match="use required, if_available or off"):
-        chain.resolve_init("rte", compose_cfg("task.mnli_init=sometimes").task, tmp_path, ref, "m", chain=CHAIN)
+        chain.resolve_init("rte", glue_settings("task.mnli_init=sometimes"), tmp_path, ref, "m", chain=CHAIN)
 
 
 def test_train_config_and_nan_guard_errors():
@@ -349,11 +362,11 @@ def test_trainer_settings_come_from_the_yaml_only():
     from harness.training.classification import TrainConfig
 
     assert [f.name for f in fields(TrainConfig) if f.default is not MISSING or f.default_factory is not MISSING] == []
-    tcfg = compose_cfg().task
+    tcfg = glue_settings()
     got = glue_train_config()
-    assert (got.batch_size, got.max_grad_norm, got.min_delta) == (tcfg.batch_size, tcfg.max_grad_norm,
-                                                                   tcfg.early_stopping.min_delta) == (64, 0.0, 1.0)
-    assert got.eval_steps == tcfg.eval_interval.rte == 100 and got.protocol == tcfg.scoring_protocol == "authors"
+    assert got.node == tcfg.training                                     # the node itself, not a copy
+    assert (got.node.batch_size, got.node.max_grad_norm, got.node.early_stopping.min_delta) == (64, 0.0, 1.0)
+    assert got.eval_steps == tcfg.eval_interval["rte"] == 100 and got.protocol == "authors"
 
 
 def test_the_mnli_chain_is_read_from_the_spec_once():

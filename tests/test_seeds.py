@@ -27,20 +27,21 @@ def identical(a: Weights, b: Weights) -> bool:
 
 # ---- DPR: sentence-transformers' NO_DUPLICATES sampler ------------------------------------------------------
 
-def train_dpr(tmp: Path, seed: int, run: str, dropout: float = 0.0) -> tuple[Weights, float]:
+def train_dpr(tmp: Path, seed: int, name: str, dropout: float = 0.0) -> tuple[Weights, float]:
     """The tiny ModernBERT trained on 24 triplets, 3 batches of 8 (in-batch negatives: the batch order matters).
     Its config has no dropout, so only the batch order can tell two seeds apart; ``dropout`` turns it on."""
     from harness.data.triplets import load_triplets_file
     from harness.models import load_sentence_transformer
-    from harness.training.dense import DenseTrainingConfig, train_dense
+    from harness.training.dense import train_dense
+    from tests.test_training import dense, run
 
     model, _ = load_sentence_transformer(SPEC)
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = dropout
     data = load_triplets_file(write_triplets(tmp / "triplets.tsv", n=24))
-    cfg = DenseTrainingConfig(lr=1e-3, batch_size=8, loss="mnrl", max_seq_length=16, seed=seed)
-    info = train_dense(model, data, cfg, tmp / run)
+    node = dense(batch_size=8, loss="mnrl", max_seq_length=16, train_seed=seed)
+    info = train_dense(model, data, node, run(lr=1e-3, seed=seed), tmp / name)
     return snapshot(model), info["train_loss"]
 
 
@@ -79,16 +80,17 @@ def write_kd(path: Path, n: int = 12) -> Path:
     return path
 
 
-def train_colbert(tmp: Path, seed: int, run: str) -> tuple[Weights, float]:
+def train_colbert(tmp: Path, seed: int, name: str) -> tuple[Weights, float]:
     """The tiny ModernBERT (one fixed head, seed 0) distilled on 12 rows in 3 batches of 4."""
     from harness.data.kd import load_kd_file
     from harness.evaluation.colbert_model import load_colbert
-    from harness.training.late_interaction import KdTrainingConfig, train_kd
+    from harness.training.late_interaction import train_kd
+    from tests.test_training import kd, run
 
-    model, _ = load_colbert(SPEC, seed=0)
+    model, _ = load_colbert(SPEC, device="cpu", embedding_size=128, seed=0)
     data, _ = load_kd_file(write_kd(tmp / "kd.jsonl"), n_ways=4)
-    cfg = KdTrainingConfig(lr=1e-3, batch_size=4, query_length=8, document_length=16, seed=seed)
-    info = train_kd(model, data, cfg, tmp / run)
+    node = kd(batch_size=4, train_query_length=8, train_document_length=16, train_seed=seed)
+    info = train_kd(model, data, node, run(lr=1e-3, seed=seed), tmp / name)
     return snapshot(model), info["train_loss"]
 
 
@@ -102,7 +104,7 @@ def test_colbert_projection_head_follows_the_seed() -> None:
     from harness.evaluation.colbert_model import load_colbert
 
     def built(seed: int) -> Weights:
-        model, _ = load_colbert(SPEC, seed=seed)
+        model, _ = load_colbert(SPEC, device="cpu", embedding_size=128, seed=seed)
         return snapshot(model)
 
     a, again, b = built(12), built(12), built(13)

@@ -55,8 +55,8 @@ def test_ranked_topk_is_a_total_order_so_merging_parts_is_exact() -> None:
             ps, pi = ranked_topk(torch.from_numpy(scores[:, a:b]), torch.arange(a, b), 7, torch.from_numpy(rank))
             parts.append((ps.numpy(), pi.numpy()))
         assert shards.merge(parts, 7, rank)[1].tolist() == want
-    _, di = exact_search(np.eye(3, dtype=np.float32), np.ones((5, 3), dtype=np.float32), 3, corpus_chunk_size=2,
-                          rank=id_rank(["e", "d", "c", "b", "a"]))
+    _, di = exact_search(np.eye(3, dtype=np.float32), np.ones((5, 3), dtype=np.float32), 3, similarity="cosine",
+                         corpus_chunk_size=2, rank=id_rank(["e", "d", "c", "b", "a"]))
     assert di.tolist() == [[4, 3, 2]] * 3                                  # equal scores: by document id
 
 
@@ -68,8 +68,9 @@ def _sharded(family, inner) -> shards.ShardedRetriever:
 
 def _retrievers(cfg, task: str = "beir", model=None):
     family = families.get(task)(cfg)
-    model = model if model is not None else family.load_model()[0]
-    inner = family.retriever(model, {"run": "test"})
+    run = family.compute()
+    model = model if model is not None else run.load_model()[0]
+    inner = run.retriever(model, {"run": "test"})
     return family, inner, _sharded(family, inner)
 
 
@@ -183,10 +184,11 @@ def test_two_datasets_over_one_corpus_encode_it_once(tmp_path: Path, toy_ds: Pat
 def _maxsim_shards_equal_unsharded(common: list[str]) -> None:
     """K = 1, 2, 3, 7 give the unsharded exact-MaxSim top-100 lists and scores, so the same nDCG@10 (scored at K=7)."""
     family = families.get("colbert")(compose(common))
-    model, _ = family.load_model()
+    run = family.compute()
+    model, _ = run.load_model()
     (entry,) = family.entries()
     ds = retrieval_eval.loaded(family, entry)
-    inner = family.retriever(model, {"run": "test"})
+    inner = run.retriever(model, {"run": "test"})
     retrieval_eval.prepare(family, inner, entry)
     want_s, want_i = _search(inner, ds)
     want_m, _, _ = evaluate(inner, ds, top_k=100)

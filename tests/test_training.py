@@ -11,15 +11,30 @@ import pytest
 
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training.arguments import training_arguments
-from harness.training.dense import DenseTrainingConfig
 from harness.training.finish import check_loss, finish_training
-from harness.training.late_interaction import KdTrainingConfig
+from harness.training.settings import DenseTraining, KdTraining, TrainRun
+from harness.typed import from_conf
+
+
+def dense(**keys: object) -> DenseTraining:
+    """task=beir's ``train.dense`` node (conf/task/beir.yaml; the model's DPR keys given), ``keys`` on top."""
+    return from_conf(DenseTraining, "task/beir", part=True, **{"lr": 3e-5, "batch_size": 16,
+                                                               "gradient_accumulation_steps": 1, **keys})
+
+
+def kd(**keys: object) -> KdTraining:
+    """task=colbert's ``train.kd`` node (conf/task/colbert.yaml; the model's LR given), ``keys`` on top."""
+    return from_conf(KdTraining, "task/colbert", part=True, **{"lr": 1e-4, **keys})
+
+
+def run(**values: object) -> TrainRun:
+    return TrainRun(**{"lr": 1e-4, "epochs": 1.0, "seed": 12, "precision": "fp32", "device": "cpu", **values})
 
 
 def test_shared_fields_come_from_the_settings_node(tmp_path: Path) -> None:
-    cfg = DenseTrainingConfig(lr=3e-5, epochs=2, warmup_ratio=0.05, batch_size=8, gradient_accumulation_steps=4,
-                              seed=7, precision="bf16")
-    args = training_arguments(cfg, tmp_path / "checkpoints", use_cpu=True, logging_steps=3)
+    node = dense(warmup_ratio=0.05, batch_size=8, gradient_accumulation_steps=4)
+    args = training_arguments(node, run(lr=3e-5, epochs=2, seed=7, precision="bf16"), tmp_path / "checkpoints",
+                              logging_steps=3)
     assert (args.learning_rate, args.num_train_epochs, args.warmup_steps) == (3e-5, 2, 0.05)
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (8, 4)
     assert (args.seed, args.data_seed, args.bf16, args.fp16, args.use_cpu) == (7, 7, True, False, True)
@@ -29,9 +44,8 @@ def test_shared_fields_come_from_the_settings_node(tmp_path: Path) -> None:
 
 
 def test_a_caller_adds_or_overrides_fields(tmp_path: Path) -> None:
-    cfg = KdTrainingConfig(lr=1e-4, warmup_ratio=0.0, precision="fp32")
-    args = training_arguments(cfg, tmp_path, use_cpu=True, sentence_transformers=False, save_strategy="epoch",
-                              eval_strategy="epoch", weight_decay=0.1)
+    args = training_arguments(kd(warmup_ratio=0.0), run(), tmp_path, sentence_transformers=False,
+                              save_strategy="epoch", eval_strategy="epoch", weight_decay=0.1)
     assert type(args).__name__ == "TrainingArguments"
     assert (args.save_strategy, args.weight_decay, args.warmup_steps) == ("epoch", 0.1, 0)
 
@@ -45,7 +59,7 @@ class Saved:
 
 
 def test_finish_checks_saves_and_reports(tmp_path: Path) -> None:
-    cfg = KdTrainingConfig(lr=1e-4, batch_size=4, gradient_accumulation_steps=2)
+    cfg = kd(batch_size=4, gradient_accumulation_steps=2)
     model = Saved()
     facts = finish_training(model, SimpleNamespace(global_step=3, training_loss=0.25), tmp_path, cfg=cfg, n_rows=30,
                             rows="samples", facts={"loss": "kl"})
@@ -55,7 +69,7 @@ def test_finish_checks_saves_and_reports(tmp_path: Path) -> None:
 
 
 def test_zero_steps_and_divergence_fail_before_saving(tmp_path: Path) -> None:
-    cfg = DenseTrainingConfig(lr=1e-4, batch_size=16, gradient_accumulation_steps=2)
+    cfg = dense(batch_size=16, gradient_accumulation_steps=2)
     model = Saved()
     with pytest.raises(HarnessError, match=r"^training ran 0 optimisation steps on 5 triplets \(batch 16 x "
                                            r"accumulation 2\): lower task.batch_size"):

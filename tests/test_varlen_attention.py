@@ -18,6 +18,7 @@ import torch
 from harness.evaluation.encode import encode
 from harness.models import ModelSpec, load_sentence_transformer
 from harness.models import varlen_attention as va
+from tests.conftest import batching
 from tests.test_encode import LONG_TEXTS
 
 ATOL = 1e-5
@@ -60,11 +61,12 @@ def test_packed_and_unpadded_equal_padded_sdpa(which: str, tiny_model_dir: Path,
     padded = _load(folder, "sdpa")
     varlen = _load(folder, "harness_varlen")
     assert varlen[0].auto_model.config._attn_implementation == "harness_varlen"
-    ref = encode(padded, LONG_TEXTS, device="cpu", pack="off", show_progress=False)
+    ref = encode(padded, LONG_TEXTS, batching=batching(), device="cpu", pack="off", show_progress=False)
     np.testing.assert_allclose(ref, padded.encode(LONG_TEXTS, batch_size=2), atol=ATOL)
     for budget in (64, 256, 100_000):
         for prefetch in (False, True):
-            got = encode(varlen, LONG_TEXTS, device="cpu", batch_tokens=budget, prefetch=prefetch, show_progress=False)
+            got = encode(varlen, LONG_TEXTS, device="cpu", batching=batching(batch_tokens=budget),
+                         prefetch=prefetch, show_progress=False)
             np.testing.assert_allclose(got, ref, rtol=0, atol=ATOL)
     np.testing.assert_allclose(varlen.encode(LONG_TEXTS, batch_size=3), ref, rtol=0, atol=ATOL)
 
@@ -124,10 +126,11 @@ def test_colbert_queries_and_documents_equal_padded(tiny_model_dir: Path) -> Non
 
     def tokens(attn: str, is_query: bool) -> list[np.ndarray]:
         spec = ModelSpec.based_on("modernbert-base", name="t", path=str(tiny_model_dir), attn_implementation=attn)
-        model, _ = load_colbert(spec)
+        model, _ = load_colbert(spec, device="cpu", embedding_size=128, seed=42)
         model.document_length = 64
         out = [None] * len(LONG_TEXTS)
-        for idx, embs in encode_tokens(model, LONG_TEXTS, is_query=is_query, device="cpu", batch_tokens=100,
+        for idx, embs in encode_tokens(model, LONG_TEXTS, is_query=is_query, device="cpu",
+                                       batching=batching(batch_tokens=100),
                                        show_progress=False):
             for i, e in zip(idx, embs, strict=True):
                 out[i] = e
@@ -206,9 +209,9 @@ def test_the_corpus_cache_keeps_unpadded_and_padded_encodings_apart(tmp_path) ->
     cfg = compose(["task=beir", "model=modernbert-base", f"model.path={TINY_MODEL}", "task.train=false",
                    "device=cpu", f"paths.results={tmp_path}"])
     family = family_of("beir")(cfg)
-    cells = family.cells()
+    cells, run = family.cells(), family.compute()
     block = {"fingerprint": "w"}
-    padded = family.cache_identity(cells, block | {"attention": {"implementation": "sdpa"}}, None)
-    assert padded == family.cache_identity(cells, block, None) and "attention" not in padded
-    unpadded = family.cache_identity(cells, block | {"attention": {"implementation": "harness_varlen"}}, None)
+    padded = run.cache_identity(cells, block | {"attention": {"implementation": "sdpa"}}, None)
+    assert padded == run.cache_identity(cells, block, None) and "attention" not in padded
+    unpadded = run.cache_identity(cells, block | {"attention": {"implementation": "harness_varlen"}}, None)
     assert unpadded["attention"] == "harness_varlen" and unpadded != padded

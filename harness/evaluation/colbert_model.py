@@ -15,6 +15,7 @@ import torch
 from harness.console import Progress
 from harness.errors import HarnessError
 from harness.evaluation.encode import token_budget_batches
+from harness.evaluation.settings import Batching
 from harness.models import autocast, usable_positions
 
 if TYPE_CHECKING:
@@ -31,8 +32,8 @@ def is_colbert_checkpoint(local: str | os.PathLike) -> bool:
     return config.exists() and "HF_ColBERT" in config.read_text()   # a Stanford ColBERT checkpoint
 
 
-def load_colbert(spec: ModelSpec, *, device: str = "cpu", embedding_size: int = 128,
-                 seed: int = 42) -> tuple[ColBERT, dict[str, Any]]:
+def load_colbert(spec: ModelSpec, *, device: str, embedding_size: int,
+                 seed: int) -> tuple[ColBERT, dict[str, Any]]:
     """A PyLate ColBERT for ``spec`` (``[Q] ``/``[D] `` prefixes, query expansion) and the record's model block.
 
     A PyLate checkpoint loads with its own projection; a plain encoder (ModernBERT-base, MiniLM) gets a new
@@ -99,8 +100,8 @@ def token_lengths(model: ColBERT, texts: list[str], max_length: int) -> np.ndarr
     return np.fromiter((len(x) + prefix for x in enc["input_ids"]), dtype=np.int64, count=len(texts))
 
 
-def encode_tokens(model: ColBERT, texts: list[str], *, is_query: bool, device: str, precision: str = "fp32",
-                  batch_tokens: int = 16384, max_batch_size: int = 512, desc: str = "encoding",
+def encode_tokens(model: ColBERT, texts: list[str], *, is_query: bool, batching: Batching, device: str,
+                  precision: str = "fp32", desc: str = "encoding",
                   show_progress: bool = True) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
     """(text positions, their L2-normalised token embeddings as float32) batch by batch, longest texts first.
 
@@ -116,7 +117,7 @@ def encode_tokens(model: ColBERT, texts: list[str], *, is_query: bool, device: s
         token_lengths(model, texts, length)
     model.eval()
     with Progress(len(texts), desc, "texts", show=show_progress) as bar:
-        for idx in token_budget_batches(lengths, batch_tokens, max_batch_size):
+        for idx in token_budget_batches(lengths, batching.batch_tokens, batching.max_batch_size):
             features = model.tokenize([texts[i] for i in idx], is_query=is_query)
             features = {k: v.to(device) for k, v in features.items()}
             with torch.inference_mode(), autocast(precision, device):

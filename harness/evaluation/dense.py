@@ -13,7 +13,9 @@ from harness.console import step
 from harness.evaluation import search as _search
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
 from harness.evaluation.encode import batch_budget, encode, token_budget_batches, tokenize
+from harness.evaluation.settings import Batching, SingleVectorEval
 from harness.evaluation.shards import texts_key
+from harness.typed import nodes_from_conf
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -21,17 +23,26 @@ if TYPE_CHECKING:
     from harness.data.retrieval import RetrievalDataset
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DenseSettings:
-    device: str = "cpu"
-    precision: str = "fp32"
-    max_length: int = 512
-    similarity: str = "cosine"
-    batch_tokens: int = 16384
-    max_batch_size: int = 512
-    corpus_chunk_size: int = 50_000
-    cache_dir: str | None = None     # None: no embedding cache
+    """What the single-vector retriever gets: the run's device and precision, the task's batching and evaluation
+    nodes (their values: the task's YAML), where embeddings are cached (None: nowhere)."""
+
+    device: str
+    precision: str
+    batching: Batching
+    evaluation: SingleVectorEval
+    cache_dir: str | None
     show_progress: bool = True
+
+
+def dense_settings(*, max_length: int, device: str = "cpu", precision: str = "fp32", cache_dir: str | None = None,
+                   show_progress: bool = False, **keys: Any) -> DenseSettings:
+    """For code outside a composed config (benchmarks, tests): task=beir's values (conf/task/beir.yaml) with
+    ``max_length`` and any other flat task ``keys`` (``similarity="dot"``) on top."""
+    batching, evaluation = nodes_from_conf("task/beir", Batching, SingleVectorEval, max_length=max_length, **keys)
+    return DenseSettings(device=device, precision=precision, batching=batching, evaluation=evaluation,
+                         cache_dir=cache_dir, show_progress=show_progress)
 
 
 class DenseRetriever:
@@ -50,12 +61,12 @@ class DenseRetriever:
         self.cache_identity = dict(cache_identity)
         self.doc_emb: np.ndarray | None = None
         self.rank: np.ndarray | None = None
-        model.max_seq_length = settings.max_length
+        model.max_seq_length = settings.evaluation.max_length
 
     def _encode(self, texts: list[str], desc: str) -> np.ndarray:
         s = self.settings
-        return encode(self.model, texts, device=s.device, precision=s.precision, batch_tokens=s.batch_tokens,
-                      max_batch_size=s.max_batch_size, desc=desc, show_progress=s.show_progress)
+        return encode(self.model, texts, batching=s.batching, device=s.device, precision=s.precision, desc=desc,
+                      show_progress=s.show_progress)
 
     def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
         t0 = time.perf_counter()
@@ -81,12 +92,13 @@ class DenseRetriever:
     def _exact(self, q_emb: np.ndarray, doc_emb: np.ndarray, top_k: int,
                rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         s = self.settings
-        return _search.exact_search(q_emb, doc_emb, top_k, similarity=s.similarity,
-                                    corpus_chunk_size=s.corpus_chunk_size, device=s.device, rank=rank)
+        search = s.evaluation.search
+        return _search.exact_search(q_emb, doc_emb, top_k, similarity=search.similarity,
+                                    corpus_chunk_size=search.corpus_chunk_size, device=s.device, rank=rank)
 
     def describe(self) -> dict[str, Any]:
-        return {"similarity": self.settings.similarity, "document_text": "title + ' ' + text",
-                "max_length": self.settings.max_length}
+        e = self.settings.evaluation
+        return {"similarity": e.search.similarity, "document_text": "title + ' ' + text", "max_length": e.max_length}
 
     # -------------------------------------------------------------------- ShardEngine (harness.evaluation.shards)
     @property
@@ -98,7 +110,8 @@ class DenseRetriever:
 
     def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
         s = self.settings
-        return token_budget_batches(lengths, batch_budget(s.device, s.batch_tokens), s.max_batch_size)
+        return token_budget_batches(lengths, batch_budget(s.device, s.batching.batch_tokens),
+                                    s.batching.max_batch_size)
 
     def query_embeddings(self, queries: list[str]) -> np.ndarray:
         """Query embeddings, cached by the queries' text: encoded once for every shard."""
@@ -112,4 +125,4 @@ class DenseRetriever:
         return *self._exact(queries, emb, top_k, rank), hit
 
     def search_settings(self) -> dict[str, Any]:
-        return {"similarity": self.settings.similarity}
+        return {"similarity": self.settings.evaluation.search.similarity}

@@ -44,6 +44,7 @@ from harness.evaluation.packing import (  # noqa: F401  (re-exported: the encode
     unpack_index,
 )
 from harness.evaluation.prefetch import HostSink, Prefetcher, default_workers, pinned, text_chunks
+from harness.evaluation.settings import Batching
 from harness.models import autocast
 
 if TYPE_CHECKING:
@@ -175,10 +176,9 @@ def encode(
     model: SentenceTransformer,
     texts: list[str],
     *,
+    batching: Batching,
     device: str,
     precision: str = "fp32",
-    batch_tokens: int = 16384,
-    max_batch_size: int = 512,
     pack: str = "auto",
     workers: int | None = None,
     prefetch: bool | None = None,
@@ -188,7 +188,8 @@ def encode(
 ) -> np.ndarray:
     """Embeddings (float32, shape [len(texts), dim]) in input order.
 
-    ``batch_tokens`` bounds the tokens of a batch (padded: batch x longest; packed: real tokens). ``prefetch``
+    ``batching.batch_tokens`` bounds the tokens of a batch (padded: batch x longest; packed: real tokens), at most
+    ``batching.max_batch_size`` texts each. ``prefetch``
     (default: on any device but the CPU) runs the GPU pipeline (tokenisation ahead, pinned memory, asynchronous
     copies; progress in texts, then one line with the GPU's wait). Otherwise, on CPU, ``workers`` threads (default:
     torch's intra-op thread count) each encode their own batches single-threaded, at most ``CPU_BATCH_TOKENS``
@@ -200,8 +201,8 @@ def encode(
         return np.zeros((0, model.get_sentence_embedding_dimension() or 0), dtype=np.float32)
     model.eval()
     run = _encode_prefetched if (device != "cpu" if prefetch is None else prefetch) else _encode_in_threads
-    return run(model, texts, mode=mode, device=device, precision=precision, batch_tokens=batch_tokens,
-               max_batch_size=max_batch_size, workers=workers, desc=desc, show_progress=show_progress,
+    return run(model, texts, mode=mode, device=device, precision=precision, batch_tokens=batching.batch_tokens,
+               max_batch_size=batching.max_batch_size, workers=workers, desc=desc, show_progress=show_progress,
                stats=stats if stats is not None else {})
 
 

@@ -3,8 +3,9 @@ memory-mapped), then a PLAID index (fast-plaid when installed, else PyLate's Sta
 exact MaxSim over every document (the parity reference).
 
 Reusable by any family: ``load_colbert(spec, ...)`` gives the model, ``MultiVectorRetriever(model,
-MultiVectorSettings(document_length=..., query_length=...), cache_identity)`` evaluates it (e.g. MLDR with
-``document_length=8192``); lengths beyond the model's position limit are capped and the cap is recorded.
+MultiVectorSettings(...), cache_identity)`` evaluates it with the task's batching and multi-vector search nodes
+(e.g. MLDR with ``document_length=8192``; outside a composed config, :func:`multi_vector_settings` reads
+task=colbert's values); lengths beyond the model's position limit are capped and the cap is recorded.
 """
 
 from __future__ import annotations
@@ -26,12 +27,18 @@ from harness.evaluation.colbert_model import capped_length, encode_tokens, token
 from harness.evaluation.embedding_cache import cache_key
 from harness.evaluation.encode import token_budget_batches
 from harness.evaluation.maxsim import maxsim_search, pad_queries, rerank_exact
-from harness.evaluation.multivector_settings import PlaidSettings, plaid_backend
+from harness.evaluation.multivector_settings import (
+    MultiVectorEval,
+    MultiVectorSearch,
+    PlaidSettings,
+    plaid_backend,
+)
 from harness.evaluation.plaid_index import build_plaid, plaid_fits, plaid_search
 from harness.evaluation.search import id_rank
+from harness.evaluation.settings import Batching
 from harness.evaluation.token_store import TokenStore
 from harness.models import usable_positions
-from harness.typed import choices
+from harness.typed import from_conf, nodes_from_conf
 
 if TYPE_CHECKING:
     from pylate.models import ColBERT
@@ -41,26 +48,33 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def token_cache_dir(cache_root: object, enabled: bool) -> str | None:
-    """Where a family keeps corpus token embeddings (``<paths.cache>/colbert-tokens``), or None when caching is off."""
-    return str(Path(str(cache_root)).expanduser() / "colbert-tokens") if enabled else None
-
-
 @dataclass(kw_only=True)
 class MultiVectorSettings:
-    device: str = "cpu"
-    precision: str = "fp32"
-    query_length: int = 32
-    document_length: int = 510
-    index: str = choices("plaid", "exact", "voyager", default="plaid")   # voyager: the authors' PyLate HNSW
-    plaid: PlaidSettings | None = None  # index=plaid: PyLate's PLAID parameters (task.plaid: conf/plaid/default.yaml)
-    batch_tokens: int = 16384           # encoding: padded tokens per batch
-    max_batch_size: int = 512
-    maxsim_chunk_tokens: int = 1 << 18  # exact MaxSim: document tokens (padded) per corpus chunk
+    """What the multi-vector retriever gets: the run's device and precision, the task's batching and multi-vector
+    search nodes and exact MaxSim's chunking (their values: the task's YAML), the document length, where corpus
+    token embeddings are cached (None: a temporary directory, removed afterwards)."""
+
+    device: str
+    precision: str
+    batching: Batching
+    search: MultiVectorSearch
+    maxsim_chunk_tokens: int            # exact MaxSim: document tokens (padded) per corpus chunk
+    document_length: int
+    cache_dir: str | None
     maxsim_score_budget: int = 1 << 26  # exact MaxSim: floats of query-token x document-token scores at a time
-    cache_dir: str | None = None        # None: token embeddings in a temporary directory, removed afterwards
-    plaid_max_memory_gb: float | None = None   # PLAID: refuse a corpus whose index build needs more (None: no check)
     show_progress: bool = True
+
+
+def multi_vector_settings(*, document_length: int, device: str = "cpu", precision: str = "fp32",
+                          cache_dir: str | None = None, show_progress: bool = False,
+                          **keys: Any) -> MultiVectorSettings:
+    """For code outside a composed config (benchmarks, tests): task=colbert's values (conf/task/colbert.yaml,
+    PLAID's conf/plaid/default.yaml) with ``document_length`` and flat task ``keys`` (``index="exact"``) on top."""
+    keys.setdefault("plaid", from_conf(PlaidSettings, "plaid/default"))
+    batching, mv = nodes_from_conf("task/colbert", Batching, MultiVectorEval, **keys)
+    return MultiVectorSettings(device=device, precision=precision, batching=batching, search=mv.search,
+                               maxsim_chunk_tokens=mv.maxsim_chunk_tokens, document_length=document_length,
+                               cache_dir=cache_dir, show_progress=show_progress)
 
 
 # ------------------------------------------------------------------------------------------------ the retriever
@@ -84,12 +98,10 @@ class MultiVectorRetriever:
         if self.document_length < settings.document_length:
             log.warning("document_length %d exceeds the model's %d positions: capped to %d (recorded)",
                         settings.document_length, self.limit, self.document_length)
-        self.query_length = settings.query_length
-        if settings.index == "plaid" and settings.plaid is None:
-            raise HarnessError("index=plaid needs its PLAID parameters (MultiVectorSettings.plaid; the task's come from "
-                               "conf/plaid/default.yaml): pass them, or use index=exact")
-        self.backend = plaid_backend(settings.plaid.backend) if settings.plaid and settings.index == "plaid" else None
-        if settings.index == "voyager":
+        search = settings.search
+        self.query_length = search.query_length
+        self.backend = plaid_backend(search.plaid.backend) if search.index == "plaid" else None
+        if search.index == "voyager":
             from harness.evaluation.voyager_index import check_voyager
 
             check_voyager()                      # before any encoding
@@ -103,20 +115,20 @@ class MultiVectorRetriever:
         self._plaid: Any = None
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._tmp_store: tempfile.TemporaryDirectory | None = None
-        self._mode = settings.index
+        self._mode = search.index
 
     # -------------------------------------------------------------------- Retriever protocol
     def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
         s = self.settings
         self.close()
         t0 = time.perf_counter()
-        memory = self.plaid_memory(ds) if s.index == "plaid" else {}
+        memory = self.plaid_memory(ds) if s.search.index == "plaid" else {}
         self.store, hit = self._corpus_tokens(ds)
         timings = {"encode_corpus_s": time.perf_counter() - t0}
         details: dict[str, Any] = {"embedding_cache_hit": hit, "n_doc_tokens": self.store.n_tokens, **memory}
         self.rank = id_rank(ds.corpus_ids)
-        self._mode = s.index
-        if s.index == "plaid":
+        self._mode = s.search.index
+        if s.search.index == "plaid":
             ok, why = plaid_fits(self.store.n_tokens)
             if not ok:
                 log.warning("%s: %s", ds.name, why)
@@ -126,14 +138,14 @@ class MultiVectorRetriever:
                 t1 = time.perf_counter()
                 self._tmp = tempfile.TemporaryDirectory(prefix="harness-plaid-")
                 try:
-                    self._plaid = build_plaid(self.store, s.plaid, str(self.backend), Path(self._tmp.name), s.device,
-                                              s.show_progress)
+                    self._plaid = build_plaid(self.store, s.search.plaid, str(self.backend), Path(self._tmp.name),
+                                              s.device, s.show_progress)
                 except (RuntimeError, OSError, ImportError) as exc:   # e.g. a C++ extension that does not build
                     raise HarnessError(f"{ds.name}: building the PLAID index ({self.backend}) failed: {exc}. "
                                        "Use task.index=exact, or fix the backend (README: Multi-vector retrieval).") \
                         from exc
                 timings["index_s"] = time.perf_counter() - t1
-        elif s.index == "voyager":
+        elif s.search.index == "voyager":
             from harness.evaluation.voyager_index import VoyagerSettings, build_voyager
 
             t1 = time.perf_counter()
@@ -155,10 +167,10 @@ class MultiVectorRetriever:
             with step(f"Voyager search, {len(q):,} queries, exact MaxSim rerank", show=s.show_progress):
                 scores, idx = voyager_search(self._plaid, q, top_k)
         elif self._mode == "plaid":
-            rerank = ", exact MaxSim rerank" if s.plaid.rerank else ""
+            rerank = ", exact MaxSim rerank" if s.search.plaid.rerank else ""
             with step(f"PLAID search, {len(q):,} queries{rerank}", show=s.show_progress):
                 scores, idx = plaid_search(self._plaid, q, top_k)
-                if s.plaid.rerank:
+                if s.search.plaid.rerank:
                     scores, idx = rerank_exact(q, self.store, idx, chunk_tokens=s.maxsim_chunk_tokens,
                                                device=s.device)
         else:
@@ -170,11 +182,12 @@ class MultiVectorRetriever:
         out: dict[str, Any] = {
             "similarity": "MaxSim", "document_text": "title + ' ' + text", "query_length": self.query_length,
             "document_length": self.document_length, "document_length_requested": s.document_length,
-            "position_limit": self.limit, "index": s.index, "token_embeddings": "float16 on disk, L2-normalised",
+            "position_limit": self.limit, "index": s.search.index,
+            "token_embeddings": "float16 on disk, L2-normalised",
         }
-        if s.index == "plaid":
-            out["index_params"] = {**asdict(s.plaid), "backend": self.backend}
-        elif s.index == "voyager":
+        if s.search.index == "plaid":
+            out["index_params"] = {**asdict(s.search.plaid), "backend": self.backend}
+        elif s.search.index == "voyager":
             from harness.evaluation.multivector_settings import VoyagerSettings
 
             out["index_params"] = {**asdict(VoyagerSettings()), "rerank": "exact MaxSim (pylate retrieve.ColBERT)"}
@@ -189,7 +202,7 @@ class MultiVectorRetriever:
         self.model.document_length = self.document_length
         n_tokens = int(token_lengths(self.model, ds.documents(), self.document_length).sum())
         gb = n_tokens * int(self.model[-1].out_features) * 4 * 2 / 2**30
-        limit = self.settings.plaid_max_memory_gb
+        limit = self.settings.search.plaid_max_memory_gb
         if limit is not None and gb > limit:
             raise HarnessError(f"{ds.name}: a PLAID index ({self.backend} backend) over {n_tokens:,} document tokens "
                                f"needs about {gb:.1f} GB, over task.plaid_max_memory_gb={limit:g}: raise the limit on "
@@ -203,14 +216,15 @@ class MultiVectorRetriever:
 
     def token_lengths(self, texts: list[str]) -> np.ndarray:
         """Document tokens per text (prefix included), as :func:`encode_tokens` batches them."""
-        if self.settings.index != "exact":
+        if self.settings.search.index != "exact":
             raise HarnessError("task.shards with ColBERT needs task.index=exact (exact MaxSim merges per-shard top-k "
                                "lists); PLAID builds one index over the whole corpus")
         self.model.document_length = self.document_length
         return token_lengths(self.model, texts, self.document_length)
 
     def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
-        return token_budget_batches(lengths, self.settings.batch_tokens, self.settings.max_batch_size)
+        b = self.settings.batching
+        return token_budget_batches(lengths, b.batch_tokens, b.max_batch_size)
 
     def query_embeddings(self, queries: list[str]) -> np.ndarray:
         """Queries' token embeddings, zero-padded to one length [n, tokens, dim]; cached by text and query length."""
@@ -248,7 +262,7 @@ class MultiVectorRetriever:
         self.model.query_length = capped_length(self.query_length, self.limit)
         out: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(queries)
         for idx, embs in encode_tokens(self.model, queries, is_query=True, device=s.device, precision=s.precision,
-                                       batch_tokens=s.batch_tokens, max_batch_size=s.max_batch_size, desc="queries",
+                                       batching=s.batching, desc="queries",
                                        show_progress=s.show_progress):
             for i, e in zip(idx, embs, strict=True):
                 out[i] = e
@@ -273,7 +287,7 @@ class MultiVectorRetriever:
         s = self.settings
         self.model.document_length = self.document_length
         return encode_tokens(self.model, texts, is_query=False, device=s.device, precision=s.precision,
-                             batch_tokens=s.batch_tokens, max_batch_size=s.max_batch_size, desc=desc,
+                             batching=s.batching, desc=desc,
                              show_progress=s.show_progress)
 
     def close(self) -> None:

@@ -20,7 +20,8 @@ from harness import results
 from harness.identity import derived_key, run_identity
 from harness.results import ResultRecord
 from harness.specs import TaskSpec, spec_from, stages
-from harness.typed import build
+from harness.typed import build, excluded_keys
+from harness.work import Work
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -47,8 +48,9 @@ class Family(abc.ABC):
     """A task family: declared by class attributes, run by an instance made from one composed config."""
 
     settings_class: ClassVar[type]            # typed task settings: unknown keys in cfg.task are an error
-    #: task keys (dotted from the config root) that do not change a number, and why; everything else is identity
-    identity_exclude: ClassVar[Mapping[str, str]] = {}
+    #: keys outside ``task`` (dotted from the config root) that do not change a number, and why (a task key says
+    #: so where its settings declare it: :func:`harness.typed.excluded`)
+    root_exclude: ClassVar[Mapping[str, str]] = {}
     #: the metrics its scorer produces (a spec's main_metric must be one); None: set per record (GLUE, mteb)
     metrics: ClassVar[tuple[str, ...] | None] = None
 
@@ -63,6 +65,14 @@ class Family(abc.ABC):
         self.name: str = str(task["name"])    # = the records' ``task`` and the record path's first folder
         self.task_spec: TaskSpec = spec_from(task.pop("spec"), self.name, f"task {self.name!r}, spec")
         self.settings = build(self.settings_class, task, f"task {self.name!r}", key="task")
+
+    @cached_property
+    def identity_exclude(self) -> dict[str, str]:
+        """Every key (dotted from the config root) that does not change a number, and why; everything else is
+        identity. A task's ``kept`` (a settings class attribute): excluded keys its run ids have always hashed."""
+        kept = set(getattr(self.settings_class, "kept", ()))
+        task = {k: v for k, v in excluded_keys(self.settings_class, "task").items() if k not in kept}
+        return {**self.root_exclude, **task}
 
     # -------------------------------------------------------------------------------- declared by the spec
     @property
@@ -113,6 +123,12 @@ class Family(abc.ABC):
         from harness.models import check_available
 
         check_available(self.spec)
+
+    def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
+        """The tokens a job of this run processes, for the paper graph's cost preview (:mod:`harness.work`);
+        ``mode`` report: evaluation only, on the datasets not in ``skip``. A runner that does not estimate its work
+        reports none."""
+        return Work()
 
     def finish(self, records: Sequence[ResultRecord]) -> None:  # noqa: B027 - optional hook
         """Called once after every stage has run (e.g. GLUE writes its selection)."""

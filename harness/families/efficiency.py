@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,7 +24,8 @@ from harness.evaluation.throughput import SetSpec
 from harness.families.base import Cell, Family
 from harness.models import usable_positions
 from harness.results import ResultRecord
-from harness.typed import at_least, build, choices, count, nonempty, positive
+from harness.typed import at_least, build, choices, count, excluded, nonempty, positive
+from harness.work import Work
 
 if TYPE_CHECKING:
     from harness.evaluation.max_batch import SearchResult
@@ -49,8 +50,8 @@ class MaxBatchSettings:
 @dataclass(kw_only=True)
 class EfficiencySettings:
     name: str
-    datasets: list[str] = nonempty("sets")
-    sets: dict[str, Any]
+    datasets: list[str] = nonempty("sets", excluded="which sets to measure: each one is its own cell of the same run")
+    sets: dict[str, Any] = excluded("each cell's own set definition is part of its data spec")
     n_docs: int = count()
     repeats: int = count()
     warmup: int = at_least(0)
@@ -79,10 +80,6 @@ def attention_facts(requested: str, hf: Any, device: str) -> dict[str, Any]:
 
 class EfficiencyFamily(Family):
     settings_class = EfficiencySettings
-    identity_exclude: ClassVar[Mapping[str, str]] = {
-        "task.datasets": "which sets to measure: each one is its own cell of the same run",
-        "task.sets": "each cell's own set definition is part of its data spec",
-    }
 
     @cached_property
     def precision(self) -> str:
@@ -101,6 +98,15 @@ class EfficiencyFamily(Family):
             raise unknown_name("synthetic set", name, self.settings.sets,
                                "Define it under task.sets (length, or mean/std/min/max, and batch_size).")
         return build(SetSpec, self.settings.sets[name], f"task.sets.{name}")
+
+    def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
+        """The tokens of every set's timed and warm-up passes."""
+        s, w = self.settings, Work()
+        for name in s.datasets:
+            spec = self.set_spec(name)
+            length = float(spec.length if spec.length is not None else spec.mean)   # type: ignore[arg-type]
+            w.add_tokens(float(s.n_docs) * length * (s.repeats + s.warmup), length)
+        return w
 
     def hardware(self) -> dict[str, Any]:
         """Part of the run identity: throughput depends on the device (excluded from other families' ids)."""

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import DataError, HarnessError
 from harness.registry import Registry
 from harness.results import file_sha
+from harness.work import Work, cost_data
+
+if TYPE_CHECKING:
+    from harness.families.retrieval import RetrievalFamily
 
 #: the KD file and the files it may join
 FILE_KEYS = ("path", "queries_path", "documents_path")
@@ -19,13 +23,13 @@ FILE_KEYS = ("path", "queries_path", "documents_path")
 class HubKd:
     """A hub dataset of queries, documents and teacher scores (PyLate's MS MARCO KD set by default)."""
 
-    def identity(self, family: Any) -> dict[str, Any]:
+    def identity(self, family: RetrievalFamily) -> dict[str, Any]:
         return {}
 
-    def describe(self, family: Any) -> dict[str, Any]:
+    def describe(self, family: RetrievalFamily) -> dict[str, Any]:
         return asdict(family.settings.train_data.hub)
 
-    def check(self, family: Any) -> None:
+    def check(self, family: RetrievalFamily) -> None:
         from harness.data.kd import HUB_FIX
         from harness.models import require_hub
 
@@ -34,7 +38,10 @@ class HubKd:
     def name(self, d: Any) -> str:
         return str(d.hub.hub_path)
 
-    def load(self, family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+    def work(self, family: RetrievalFamily) -> Work:
+        return kd_work(family, None)
+
+    def load(self, family: RetrievalFamily, model: Any) -> tuple[Any, dict[str, Any]]:
         return load(self, family)
 
     def read(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
@@ -47,15 +54,15 @@ class FileKd:
     """A local JSONL or Parquet KD file (and the queries and documents files it joins); their hashes enter the
     run identity."""
 
-    def identity(self, family: Any) -> dict[str, Any]:
+    def identity(self, family: RetrievalFamily) -> dict[str, Any]:
         d = family.settings.train_data
         return {f"task.train_data.{k}": {"sha256": file_sha(getattr(d, k))} for k in FILE_KEYS if getattr(d, k)}
 
-    def describe(self, family: Any) -> dict[str, Any]:
+    def describe(self, family: RetrievalFamily) -> dict[str, Any]:
         d = family.settings.train_data
         return {**{k: getattr(d, k) for k in FILE_KEYS if getattr(d, k)}, "file_sha": file_sha(d.path)}
 
-    def check(self, family: Any) -> None:
+    def check(self, family: RetrievalFamily) -> None:
         d = family.settings.train_data
         _path(d)
         for key in FILE_KEYS:
@@ -67,7 +74,15 @@ class FileKd:
     def name(self, d: Any) -> str:
         return _path(d)
 
-    def load(self, family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+    def work(self, family: RetrievalFamily) -> Work:
+        from harness.data.sizes import train_file
+
+        rows = train_file(family.settings.train_data.path)
+        w = kd_work(family, rows)
+        w.local += rows is not None
+        return w
+
+    def load(self, family: RetrievalFamily, model: Any) -> tuple[Any, dict[str, Any]]:
         return load(self, family)
 
     def read(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
@@ -77,7 +92,7 @@ class FileKd:
                                documents_path=d.documents_path, max_samples=d.max_samples, seed=seed)
 
 
-def load(source: Any, family: Any) -> tuple[Any, dict[str, Any]]:
+def load(source: Any, family: RetrievalFamily) -> tuple[Any, dict[str, Any]]:
     """``source``'s samples for ``family`` (every query and document id checked) and their facts."""
     from harness.console import step
 
@@ -89,6 +104,16 @@ def load(source: Any, family: Any) -> tuple[Any, dict[str, Any]]:
         data, facts = source.read(d, family.settings.training.train_seed)
         done.outcome = f"{len(data):,} samples, {d.n_ways}-way"
     return data, facts
+
+
+def kd_work(family: RetrievalFamily, rows: tuple[float, float] | None) -> Work:
+    """Training tokens of the samples (a file's rows, else ``max_samples``; at most ``max_samples``): a query and
+    its ``n_ways`` documents each, at most ``train_document_length`` tokens (the cost file's document length)."""
+    c, d, t = cost_data(), family.settings.train_data, family.settings.training
+    per = c["query_tokens"] + int(d.n_ways) * min(c["kd_doc_tokens"], int(t.train_document_length))
+    n = rows[0] if rows else float(d.max_samples or 0)
+    cap = float(d.max_samples) if d.max_samples else None
+    return Work(train=min(n, cap or n) * per * int(t.epochs))
 
 
 def _path(d: Any) -> str:

@@ -1,37 +1,57 @@
 """The ``load.<name>`` stages of the retrieval runner: the spec's load stage that computes a run (MLDR: chosen by
-``task.retriever`` through ``stage_when``) loads the weights. A loader gets the running task and the model spec to
-load (``model.path``, or the trained weights of the task's source run) and returns (model, the record's model
-block); lengths no model position can encode are refused here, before any expensive work."""
+``task.retriever`` through ``stage_when``) loads the weights. A loader gets the run's
+:class:`~harness.families.context.StageContext` and the model spec to load (``model.path``, or the trained weights
+of the task's source run) and returns (model, the record's model block); lengths no model position can encode are
+refused here, before any expensive work."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.errors import HarnessError
 from harness.models import usable_positions
 
+if TYPE_CHECKING:
+    from harness.evaluation.multivector_settings import MultiVectorEval
+    from harness.evaluation.settings import SingleVectorEval
+    from harness.families.context import StageContext
+    from harness.models import ModelSpec
+    from harness.training.settings import DenseTraining
 
-def encoder(task: Any, spec: Any) -> tuple[Any, dict[str, Any]]:
+
+class EncoderTask(Protocol):
+    """The nodes ``load.encoder`` reads: the lengths it checks."""
+
+    evaluation: SingleVectorEval
+    training: DenseTraining
+
+
+class ColbertTask(Protocol):
+    """The node ``load.colbert`` reads: the projection's size."""
+
+    multi_vector: MultiVectorEval
+
+
+def encoder(ctx: StageContext[EncoderTask], spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
     """A SentenceTransformer (hub id, folder or package; pruned per ``model.keep_layers``)."""
     from harness.models import load_sentence_transformer
 
-    model, block = load_sentence_transformer(spec, device=task.device)
-    s = task.settings
+    model, block = load_sentence_transformer(spec, device=ctx.device)
+    s = ctx.settings
     check_positions(model, s.evaluation.max_length, spec.name, "task.max_length")
-    if task.trains:
+    if ctx.trains:
         check_positions(model, s.training.max_seq_length, spec.name, "task.max_seq_length")
     return model, block
 
 
-def colbert(task: Any, spec: Any) -> tuple[Any, dict[str, Any]]:
+def colbert(ctx: StageContext[ColbertTask], spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
     """A PyLate ColBERT (a ColBERT checkpoint as is; a plain encoder gets the ``embedding_size`` projection, seeded
-    by ``task.train_seed`` when training, else ``seed``). Document lengths are capped at the positions and recorded
-    by the retriever, as the paper's evaluation does."""
+    by the run's seed: ``task.train_seed`` when training, else ``seed``). Document lengths are capped at the
+    positions and recorded by the retriever, as the paper's evaluation does."""
     from harness.evaluation.colbert_model import load_colbert
 
-    s = task.settings
-    seed = s.training.train_seed if task.trains else int(task.cfg.seed)
-    return load_colbert(spec, device=task.device, embedding_size=s.multi_vector.embedding_size, seed=seed)
+    return load_colbert(spec, device=ctx.device, embedding_size=ctx.settings.multi_vector.embedding_size,
+                        seed=ctx.seed)
 
 
 def check_positions(model: Any, length: int, name: str, key: str) -> None:

@@ -6,24 +6,28 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import DataError, HarnessError
 from harness.registry import Registry
 from harness.results import file_sha
+from harness.work import Work, cost_data
+
+if TYPE_CHECKING:
+    from harness.families.retrieval import RetrievalFamily
 
 
 class HubMldr:
     """``Shitao/MLDR``'s English train file at a pinned revision."""
 
-    def identity(self, family: Any) -> dict[str, Any]:
+    def identity(self, family: RetrievalFamily) -> dict[str, Any]:
         return {}
 
-    def describe(self, family: Any) -> dict[str, Any]:
+    def describe(self, family: RetrievalFamily) -> dict[str, Any]:
         d = family.settings.train_data
         return {**asdict(d.hub), "hub_dir": d.hub_dir}
 
-    def check(self, family: Any) -> None:
+    def check(self, family: RetrievalFamily) -> None:
         from harness.models import require_hub
 
         d = family.settings.train_data
@@ -32,10 +36,13 @@ class HubMldr:
                     "task.train_data.path=<folder with train.jsonl> (null: the mldr dataset's folder under "
                     "task.data_dir).")
 
-    def load(self, family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+    def load(self, family: RetrievalFamily, model: Any) -> tuple[Any, dict[str, Any]]:
         return load(family, model)
 
-    def rows(self, family: Any) -> Any:
+    def work(self, family: RetrievalFamily) -> Work:
+        return work(family)
+
+    def rows(self, family: RetrievalFamily) -> Any:
         from harness.data import mldr
 
         d = family.settings.train_data
@@ -46,7 +53,7 @@ class LocalMldr:
     """A folder in MLDR's layout (``task.train_data.path``, else the evaluated mldr dataset's folder); the train
     file's hash enters the run identity."""
 
-    def folder(self, family: Any) -> Path:
+    def folder(self, family: RetrievalFamily) -> Path:
         d, s = family.settings.train_data, family.settings
         if d.path:
             return Path(d.path).expanduser()
@@ -58,16 +65,16 @@ class LocalMldr:
 
         return local_folder(s.data_dir, entries[0])
 
-    def identity(self, family: Any) -> dict[str, Any]:
+    def identity(self, family: RetrievalFamily) -> dict[str, Any]:
         from harness.data import mldr
 
         path = mldr.split_file(self.folder(family), family.settings.train_data.split)
         return {"task.train_data.path": {"sha256": file_sha(path)}}
 
-    def describe(self, family: Any) -> dict[str, Any]:
+    def describe(self, family: RetrievalFamily) -> dict[str, Any]:
         return {"path": str(self.folder(family)), "file_sha": self.identity(family)["task.train_data.path"]}
 
-    def check(self, family: Any) -> None:
+    def check(self, family: RetrievalFamily) -> None:
         from harness.data import mldr
 
         folder, split = self.folder(family), family.settings.train_data.split
@@ -75,17 +82,20 @@ class LocalMldr:
             raise DataError(f"MLDR training file not found: {folder}/{split}.jsonl(.gz). Point "
                             "task.train_data.path at a folder in MLDR's layout holding it.")
 
-    def load(self, family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+    def load(self, family: RetrievalFamily, model: Any) -> tuple[Any, dict[str, Any]]:
         return load(family, model)
 
-    def rows(self, family: Any) -> Any:
+    def work(self, family: RetrievalFamily) -> Work:
+        return work(family)
+
+    def rows(self, family: RetrievalFamily) -> Any:
         from harness.data import mldr
 
         rows, _ = mldr.train_rows_local(self.folder(family), family.settings.train_data.split)
         return rows
 
 
-def load(family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+def load(family: RetrievalFamily, model: Any) -> tuple[Any, dict[str, Any]]:
     """The training triplets of ``family``'s source (each query's positive with its first N negatives, a seeded
     sample) and their counts, for the record."""
     import logging
@@ -97,6 +107,19 @@ def load(family: Any, model: Any) -> tuple[Any, dict[str, Any]]:
     ds, stats = mldr.triplets(rows, d.num_negatives, d.max_samples, s.training.train_seed)
     logging.getLogger(__name__).info("MLDR training data: %s", stats)
     return ds, stats
+
+
+def work(family: RetrievalFamily) -> Work:
+    """Training tokens of MLDR's training queries (the local mldr-en folder's, else the cost file's count), each
+    with its positive and ``num_negatives`` documents of at most ``max_seq_length`` tokens."""
+    from harness.data.sizes import retrieval_set
+
+    c, s = cost_data(), family.settings
+    d, t = s.train_data, s.training
+    docs = min(c["mldr-en"][2], int(t.max_seq_length)) * (int(d.num_negatives) + 1)
+    local = retrieval_set(s.data_dir, str((s.catalog.get("mldr-en") or {}).get("local")))
+    queries = local[1] if local else c["mldr_train_queries"]
+    return Work(train=queries * (docs + c["query_tokens"]) * int(t.epochs))
 
 
 #: ``task.train_data.source`` -> the source

@@ -14,17 +14,17 @@ import importlib.util
 import logging
 import statistics
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from harness import results
 from harness.errors import HarnessError, HubUnavailableError, closest_first
 from harness.families.base import Cell, Family
 from harness.results import ResultRecord
-from harness.typed import count, nonempty
+from harness.typed import count, excluded, nonempty
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +34,11 @@ class MtebSettings:
     """``task.*`` of conf/task/mteb.yaml (documented there)."""
 
     name: str
-    tasks: list[str] = nonempty()
-    hf_subsets: dict[str, list[str]]
-    eval_splits: dict[str, list[str]]
-    task_files: list[str]
-    batch_size: int = count()
+    tasks: list[str] = nonempty(excluded="which tasks to run: each task and split is its own cell of the same run")
+    hf_subsets: dict[str, list[str]] = excluded("each cell's subsets are part of its task spec")
+    eval_splits: dict[str, list[str]] = excluded("each cell's split is part of its task spec")
+    task_files: list[str] = excluded("a local task's file content is part of its task spec")
+    batch_size: int = count(excluded="how texts are batched for the encoder")
 
 
 @dataclass(frozen=True)
@@ -98,13 +98,6 @@ class MtebFamily(Family):
     """mteb's evaluation, the harness' model loading, one record per (task, split)."""
 
     settings_class = MtebSettings
-    identity_exclude: ClassVar[Mapping[str, str]] = {
-        "task.tasks": "which tasks to run: each task and split is its own cell of the same run",
-        "task.hf_subsets": "each cell's subsets are part of its task spec",
-        "task.eval_splits": "each cell's split is part of its task spec",
-        "task.task_files": "a local task's file content is part of its task spec",
-        "task.batch_size": "how texts are batched for the encoder",
-    }
 
     # ---------------------------------------------------------------------------------------- planning
     @cached_property

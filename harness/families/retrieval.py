@@ -12,34 +12,34 @@ typed settings and a :class:`RetrievalKind` (identity exclusions, the run-id slu
 from __future__ import annotations
 
 import copy
-import json
 import logging
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness import results
 from harness.data.catalog import DatasetEntry, check_entries, resolve_entries
-from harness.errors import HarnessError, TrainingDivergedError
+from harness.errors import HarnessError
 from harness.evaluation.ir_metrics import METRICS
 from harness.evaluation.settings import Batching, Ranking
 from harness.evaluation.shards import ShardSettings
 from harness.families.base import Cell, Family
+from harness.families.context import StageContext
 from harness.families.lineage import Lineage, resolve
-from harness.identity import drop, put
+from harness.identity import put
 from harness.registry import load_target
 from harness.results import ResultRecord
 from harness.specs import stages
-from harness.typed import count, excluded, excluded_keys, flat, nonempty, role_keys
+from harness.training.settings import Training
+from harness.typed import count, excluded, flat, nonempty, role_keys
+from harness.work import Work
+
+if TYPE_CHECKING:
+    from harness.families.retrieval_run import RetrievalRun
 
 log = logging.getLogger(__name__)
-
-#: the marker of a finished training in its output folder (its content: the training facts of the record)
-TRAIN_DONE = "train_done.json"
-
 
 @dataclass(kw_only=True)
 class RetrievalSettings:
@@ -61,7 +61,8 @@ class RetrievalSettings:
     batching: Batching = flat()
     embedding_cache: bool = excluded("whether corpus embeddings are cached")
     sharding: ShardSettings = flat()    # conf/sharding/default.yaml (harness.evaluation.shards)
-    train: bool                         # whether the run fine-tunes first (the train.* stage; its node: training)
+    train: bool                         # whether the run fine-tunes first (the train.* stage)
+    training: Training = flat()         # the train.* stage's node (each task's trainer narrows it)
     #: excluded keys this task's run ids have always hashed: kept, so those ids do not change
     kept: ClassVar[tuple[str, ...]] = ()
 
@@ -99,9 +100,6 @@ class RetrievalFamily(Family):
         self.settings_class = kind.settings_class
         kind.validate(cfg.task)
         super().__init__(cfg)
-        kept = set(self.settings_class.kept)
-        self.identity_exclude = {k: v for k, v in excluded_keys(self.settings_class, "task").items() if k not in kept}
-        self.model: Any = None
 
     # ---------------------------------------------------------------------------------------- composition
     def stage(self, kind: str) -> str | None:
@@ -228,110 +226,54 @@ class RetrievalFamily(Family):
         super().check(todo)
         s = self.settings
         check_entries([cell.payload for cell in todo], s.data_dir, s.split)
-        if self.trains and (self.cfg.overwrite or not self.trained(todo)):
+        if self.trains and (self.cfg.overwrite or not self.compute().trained(todo)):
             self.training_source.check(self)
 
-    def train_dir(self, todo: Sequence[Cell]) -> Path:
-        """Where this run's trained model goes (``train_done.json`` marks it finished)."""
-        return self.require_trainer().train_dir(self, todo)
+    def document_length(self) -> int:
+        """The length documents are encoded at (the work estimate's cap): ``task.document_length`` where the task
+        has it (ColBERT; MLDR: its ``max_length``), else ``task.max_length``."""
+        s: Any = self.settings
+        return int(getattr(s, "document_length", None) or s.evaluation.max_length)
 
-    def trained(self, todo: Sequence[Cell]) -> bool:
-        """This run's training already finished (its model is reused, its data not read)."""
-        return (self.train_dir(todo) / TRAIN_DONE).exists()
+    def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
+        """Evaluation tokens of the datasets not in ``skip`` (a shard job's: its share; the merge's: none), and when
+        the run trains (``mode`` run), its training source's."""
+        from harness.data.sizes import retrieval_work
 
-    def require_trainer(self) -> Any:
-        if self.trainer is None:
-            raise HarnessError(f"task={self.name} trains (task.train=true) but its spec lists no train.* stage: add "
-                               "one (e.g. train.dense) to spec.stages, or set task.train=false.")
-        return self.trainer
+        s = self.settings
+        w = retrieval_work([d for d in s.datasets if d not in skip], self.document_length(), s.data_dir, s.catalog)
+        shards = s.sharding
+        if shards.shard_launcher == "external" and isinstance(shards.shards, int) and shards.shards > 1:
+            # a shard job encodes 1/K of the corpora (queries: each shard searches with every query); the merge reads
+            k = shards.shards
+            return Work(short=w.short / k, long=w.long / k) if shards.shard is not None else Work()
+        if mode == "report" or not self.trains:
+            return w
+        w += self.training_source.work(self)
+        return w
 
-    # ---------------------------------------------------------------------------------------- running
-    def load_model(self) -> tuple[Any, dict[str, Any]]:
-        """(model, the record's model block) from the load stage; with a source, its trained weights, checked
-        against the fingerprint that run recorded. Fails fast, naming the local alternative, when the hub is
-        needed and unreachable."""
-        lin = self.lineage
-        spec = replace(self.spec, path=lin.model_dir) if lin is not None and lin.model_dir else self.spec
-        model, block = stages.code_of(str(self.stage("load")))(self, spec)
-        if lin is not None:
-            if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
-                raise HarnessError(
-                    f"the weights in {lin.model_dir} changed since task={lin.task} run {lin.run_id} recorded them "
-                    f"(fingerprint {block['fingerprint']} != {lin.fingerprint}); re-run that configuration or pass "
-                    "the directory as model.path=<dir> with task.source.run=null."
-                )
-            from harness.models import usable_positions
+    def context(self) -> StageContext[Any]:
+        """What this run's stages get: the typed settings and the run's facts, never the runner."""
+        from harness.layout import RunLayout
 
-            block |= {"path": self.spec.path, "lineage": lin.record(), "max_positions": usable_positions(model)}
-        self.model = model
-        return model, block
+        s = self.settings
+        return StageContext(settings=s, task=self.name, model=self.model_name, device=self.device,
+                            precision=self.precision, trains=self.trains, lr=self.lr if self.trains else None,
+                            seed=s.training.train_seed if self.trains else int(self.cfg.seed),
+                            layout=RunLayout.of(self.cfg.paths))
 
-    def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
-        """Fine-tune ``model`` in place when the run trains, or load this run's finished training (unless
-        ``overwrite``; e.g. after a pre-emption during evaluation); returns the training facts for the record
-        (``train_s`` and the trained weights' ``fingerprint`` included), or None."""
-        if not self.trains:
-            return None
-        trainer = self.require_trainer()
-        out_dir = trainer.train_dir(self, todo)
-        marker = out_dir / TRAIN_DONE
-        if marker.exists() and not self.cfg.overwrite:
-            info = json.loads(marker.read_text())
-            log.info("reusing trained model %s", info["model_dir"])
-            model.load_state_dict(trainer.load_trained(self, info["model_dir"]).state_dict())
-        else:
-            from harness.models import fingerprint
-            from harness.results import atomic_write_json
+    def compute(self) -> RetrievalRun:
+        """This run's computing half (:mod:`~harness.families.retrieval_run`)."""
+        from harness.families.retrieval_run import RetrievalRun
 
-            t0 = time.perf_counter()
-            info = trainer.fit(self, model, todo, out_dir)
-            info |= {"train_s": time.perf_counter() - t0, "fingerprint": fingerprint(info["model_dir"])}
-            atomic_write_json(marker, info)
-        if self.lineage is not None:
-            info["fine_tuned_from"] = self.lineage.record()
-        return info
-
-    def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Any:
-        """The retrieve stage's retriever for ``model``; ``cache_identity`` keys its on-disk corpus cache."""
-        return stages.code_of(str(self.stage("retrieve")))(self, model, cache_identity)
+        return RetrievalRun(self)
 
     def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
-        from harness.families import retrieval_eval
-
-        model, block = self.load_model()
-        try:
-            trained = self.train(model, todo)
-        except TrainingDivergedError as exc:
-            for cell in todo:
-                yield self.failed(cell, exc, model=block, split=self.settings.split or cell.payload.split)
-            raise
-        if trained:
-            block["trained"] = trained
-        retriever = retrieval_eval.sharded(self, self.retriever(model, self.cache_identity(todo, block, trained)))
-        for cell in todo:
-            try:
-                yield from retrieval_eval.evaluate_cell(self, cell, retriever, block)
-            except HarnessError as exc:
-                log.error("%s/%s failed: %s", self.name, cell.dataset, exc)
-                yield self.failed(cell, exc, model=block, split=self.settings.split or cell.payload.split)
-
-    def cache_identity(self, todo: Sequence[Cell], block: Mapping[str, Any],
-                       trained: Mapping[str, Any] | None) -> dict[str, Any]:
-        """What the cached corpus encodings depend on: the run (less its search-only keys), the weights, and the
-        attention ``auto`` resolved to where it is not padded sdpa (the unpadded GPU path runs attention in bf16:
-        its embeddings are never handed to a padded run, or back)."""
-        out = {"run": drop(todo[0].identity, self.cache_exclude()),
-               "weights": trained["fingerprint"] if trained else block["fingerprint"]}
-        attention = (block.get("attention") or {}).get("implementation")
-        if attention not in (None, "sdpa"):
-            out["attention"] = attention
-        return out
+        return self.compute().run(todo)
 
     def part_job(self) -> bool:
         """Whether this run is a shard job (``task.shard``): it computes one shard and writes no record."""
         return self.settings.sharding.shard is not None
 
     def run_part(self, todo: Sequence[Cell]) -> None:
-        from harness.families import retrieval_eval
-
-        retrieval_eval.run_part(self, todo)
+        self.compute().run_part(todo)

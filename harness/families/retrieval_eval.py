@@ -1,14 +1,14 @@
 """The retrieval runner's search and score stages: each dataset loaded (``task.max_queries`` / ``max_docs``
 applied), retrieved and scored by ``score.ir`` (:func:`~harness.evaluation.retriever.evaluate_per_query`, with
 the task's query subgroups), shard by shard where ``task.shards`` asks for it; composites (CQADupstack) as the mean
-of their members; and a shard job's part."""
+of their members."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,16 +16,19 @@ from harness import data_origin, results
 from harness.data.catalog import DatasetEntry, load_entry
 from harness.data.retrieval import RetrievalDataset, subset
 from harness.errors import HarnessError
-from harness.evaluation.retriever import Retriever, evaluate_per_query, search_width
+from harness.evaluation.retriever import Retriever, evaluate_per_query
 from harness.evaluation.shards import ShardedRetriever
 from harness.evaluation.subgroups import SUBGROUPS, QueryGroups
 from harness.families.base import Cell
 from harness.results import ResultRecord
 
+if TYPE_CHECKING:
+    from harness.families.retrieval import RetrievalFamily
+
 log = logging.getLogger(__name__)
 
 
-def sharded(task: Any, retriever: Retriever) -> Retriever:
+def sharded(task: RetrievalFamily, retriever: Retriever) -> Retriever:
     """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (single-vector retrievers and
     exact MaxSim: their engines implement :class:`~harness.evaluation.shards.ShardEngine`)."""
     plan = task.settings.sharding
@@ -42,37 +45,19 @@ def sharded(task: Any, retriever: Retriever) -> Retriever:
     return ShardedRetriever(retriever, plan, launch)
 
 
-def run_part(task: Any, todo: Sequence[Cell]) -> None:
-    """A shard job: shard ``task.shard`` of every dataset of ``todo`` into the cache (no record, no run lock: the
-    shards of one run compute side by side)."""
-    model, block = task.load_model()
-    trained = task.train(model, todo) if task.trains and task.trained(todo) else None
-    if task.trains and trained is None:
-        raise HarnessError(f"shard job {task.settings.sharding.shard}: this run's training has not finished; shards "
-                           "evaluate a trained model")
-    retriever = sharded(task, task.retriever(model, task.cache_identity(todo, block, trained)))
-    assert isinstance(retriever, ShardedRetriever)
-    for cell in todo:
-        for entry in list(cell.payload.members.values()) or [cell.payload]:
-            ds = loaded(task, entry)
-            prepare(task, retriever, entry)
-            retriever.index(ds)
-            queries = list(ds.evaluated_queries().values())
-            retriever.run_shard(int(task.settings.sharding.shard), queries,
-                                search_width(task.settings.ranking.top_k, entry.ignore_identical_ids))
-
-
-def evaluate_cell(task: Any, cell: Cell, retriever: Retriever, block: dict[str, Any]) -> Iterator[ResultRecord]:
-    """One dataset's record; a composite yields one record per member, then their mean."""
+def evaluate_cell(task: RetrievalFamily, cell: Cell, retriever: Retriever, block: dict[str, Any],
+                  tokenizer: Any) -> Iterator[ResultRecord]:
+    """One dataset's record; a composite yields one record per member, then their mean. ``tokenizer``: the loaded
+    model's (query subgroups count tokens with it)."""
     entry: DatasetEntry = cell.payload
     members = list(entry.members.values())
     if not members:
-        yield evaluate_entry(task, cell, entry, retriever, block)
+        yield evaluate_entry(task, cell, entry, retriever, block, tokenizer)
         return
     parts = []
     for m in members:
         mcell = Cell(m.name, cell.run_id, cell.identity, task.data_spec(m), m)
-        rec = evaluate_entry(task, mcell, m, retriever, block, member_of=entry.name)
+        rec = evaluate_entry(task, mcell, m, retriever, block, tokenizer, member_of=entry.name)
         parts.append(rec)
         yield rec
     yield task.new_record(
@@ -85,14 +70,14 @@ def evaluate_cell(task: Any, cell: Cell, retriever: Retriever, block: dict[str, 
     )
 
 
-def prepare(task: Any, retriever: Retriever, entry: DatasetEntry) -> None:
+def prepare(task: RetrievalFamily, retriever: Retriever, entry: DatasetEntry) -> None:
     """Per-dataset retriever settings: the dataset's query length where the task sets one (ColBERT)."""
     if task.kind.query_length is not None:
         engine = getattr(retriever, "engine", retriever)   # a sharded retriever's engine is the retriever
         engine.query_length = task.kind.query_length(task, entry)
 
 
-def loaded(task: Any, entry: DatasetEntry) -> RetrievalDataset:
+def loaded(task: RetrievalFamily, entry: DatasetEntry) -> RetrievalDataset:
     """The entry's data as evaluated (``task.max_queries`` / ``task.max_docs`` applied)."""
     s = task.settings
     ds = load_entry(entry, data_dir=s.data_dir, split=s.split, strict_qrels=s.strict_qrels)
@@ -106,14 +91,14 @@ def document_length(retriever: Retriever) -> int | None:
     return None if length is None else int(length)
 
 
-def subgroups(task: Any, retriever: Retriever) -> list[QueryGroups]:
+def subgroups(task: RetrievalFamily, retriever: Retriever, tokenizer: Any) -> list[QueryGroups]:
     """The query groups ``task.subgroups`` names, where the task has the key (MLDR: before/after truncation)."""
     names = getattr(task.settings, "subgroups", ())
-    return [SUBGROUPS[name](task.model[0].tokenizer, document_length(retriever)) for name in names]
+    return [SUBGROUPS[name](tokenizer, document_length(retriever)) for name in names]
 
 
-def evaluate_entry(task: Any, cell: Cell, entry: DatasetEntry, retriever: Retriever, block: dict[str, Any],
-                   member_of: str | None = None) -> ResultRecord:
+def evaluate_entry(task: RetrievalFamily, cell: Cell, entry: DatasetEntry, retriever: Retriever,
+                   block: dict[str, Any], tokenizer: Any, member_of: str | None = None) -> ResultRecord:
     s = task.settings
     t0 = time.perf_counter()
     prepare(task, retriever, entry)
@@ -122,7 +107,7 @@ def evaluate_entry(task: Any, cell: Cell, entry: DatasetEntry, retriever: Retrie
     log.info("%s: %d docs, %d queries (%s)", entry.name, len(ds), len(ds.evaluated_queries()), ds.source)
     metrics, details, timings, per_query = evaluate_per_query(
         retriever, ds, top_k=s.ranking.top_k, ignore_identical_ids=entry.ignore_identical_ids,
-        subgroups=subgroups(task, retriever),
+        subgroups=subgroups(task, retriever, tokenizer),
     )
     length = document_length(retriever)
     if length is not None:

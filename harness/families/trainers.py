@@ -1,40 +1,59 @@
 """The ``train.<name>`` stages of the retrieval runner: the ``train.*`` stage a task's spec lists fine-tunes the
-loaded model when the run trains (``task.train``; MLDR: ``task.setting=id``). A trainer says which task keys only
-matter when training (left out of an evaluation-only run's identity), where its trained model goes, how it fits
-and how a finished training reloads. The rows come from the task's ``train_data`` source: the registry its typed
-node names (``sources``), the entry ``task.train_data.source`` names."""
+loaded model when the run trains (``task.train``; MLDR: ``task.setting=id``). A trainer gets the run's
+:class:`~harness.families.context.StageContext` (its ``training`` node, the resolved learning rate, the precision
+and device) and the rows the runner loaded from the task's ``train_data`` source; it says under which key its
+trained model is kept, how it fits and how a finished training reloads. Which task keys count only when training
+follows from the settings (their ``train`` nodes)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from harness import layout, results
+from harness import results
+
+if TYPE_CHECKING:
+    from harness.families.base import Cell
+    from harness.families.context import StageContext
+    from harness.training.settings import DenseTraining, KdTraining, TrainRun
+
+
+class DenseTask(Protocol):
+    training: DenseTraining
+
+
+class KdTask(Protocol):
+    training: KdTraining
+
+
+def train_run(ctx: StageContext[Any]) -> TrainRun:
+    """The values a training run resolves: the learning rate, the epochs and seed of the training node, where it
+    runs."""
+    from harness.training.settings import TrainRun
+
+    t = ctx.settings.training
+    assert ctx.lr is not None, "a run that trains has a learning rate"
+    return TrainRun(lr=ctx.lr, epochs=t.epochs, seed=t.train_seed, precision=ctx.precision, device=ctx.device)
 
 
 class DenseTrainer:
-    """``train.dense``: sentence-transformers' trainer, (Cached)MNRL on (query, positive, negative) triplets."""
+    """``train.dense``: sentence-transformers' trainer, (Cached)MNRL on (query, positive, negative) triplets; its
+    model is kept under the run id."""
 
-    def train_dir(self, task: Any, todo: Sequence[Any]) -> Path:
-        return layout.trained_model_dir(str(task.cfg.paths.outputs), task.name, task.model_name, todo[0].run_id)
+    def key(self, cell: Cell, train_keys: Sequence[str]) -> str:
+        return cell.run_id
 
-    def load_trained(self, task: Any, model_dir: str) -> Any:
+    def load_trained(self, ctx: StageContext[DenseTask], model_dir: str) -> Any:
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(model_dir, device=task.device)
+        return SentenceTransformer(model_dir, device=ctx.device)
 
-    def fit(self, task: Any, model: Any, todo: Sequence[Any], out_dir: Path) -> dict[str, Any]:
-        from harness.training.dense import DenseTrainingConfig, train_dense
+    def fit(self, ctx: StageContext[DenseTask], model: Any, data: Any, facts: Mapping[str, Any] | None,
+            out_dir: Path, tracker: Any) -> dict[str, Any]:
+        from harness.training.dense import train_dense
 
-        s = task.settings.training
-        data, facts = task.training_source.load(task, model)
-        tcfg = DenseTrainingConfig(
-            lr=task.lr, epochs=s.epochs, warmup_ratio=s.warmup_ratio, batch_size=s.batch_size,
-            gradient_accumulation_steps=s.gradient_accumulation_steps, loss=s.loss, mini_batch_size=s.mini_batch_size,
-            max_seq_length=s.max_seq_length, seed=s.train_seed, precision=task.precision, use_cpu=task.device == "cpu",
-        )
-        info = train_dense(model, data, tcfg, out_dir, task.tracker(todo[0]))
+        info = train_dense(model, data, ctx.settings.training, train_run(ctx), out_dir, tracker)
         return {**info, "data": facts} if facts else info
 
 
@@ -43,43 +62,28 @@ TRAINED_WEIGHTS_ALSO = ("embedding_size", "name")
 
 
 class KdTrainer:
-    """``train.kd``: PyLate's KL distillation of teacher scores. Its folder is keyed by :meth:`training_key`, so runs
-    that differ only in evaluation keys (index, top-k, query and document length) share one trained model."""
+    """``train.kd``: PyLate's KL distillation of teacher scores. Its model is kept under :meth:`key`, so runs that
+    differ only in evaluation keys (index, top-k, query and document length) share one trained model."""
 
-    def train_dir(self, task: Any, todo: Sequence[Any]) -> Path:
-        return layout.trained_model_dir(str(task.cfg.paths.outputs), task.name, task.model_name,
-                                        self.training_key(task.train_keys(), todo))
-
-    def training_key(self, train_keys: Sequence[str], todo: Sequence[Any]) -> str:
+    def key(self, cell: Cell, train_keys: Sequence[str]) -> str:
         """Hash of what the trained weights depend on: the run identity with, of its task keys, only those of the
         training (``train_keys``: its ``train`` nodes), the projection's size and the task's name."""
-        ident = dict(todo[0].identity)
+        ident = dict(cell.identity)
         task = ident.get("task", {})
         names = (*(t.split(".", 1)[1] for t in train_keys), *TRAINED_WEIGHTS_ALSO)
         kept = {k: task[k] for k in names if k in task}
         return "train-" + results.stable_hash({**ident, "task": kept}, length=16)
 
-    def load_trained(self, task: Any, model_dir: str) -> Any:
+    def load_trained(self, ctx: StageContext[KdTask], model_dir: str) -> Any:
         from pylate.models import ColBERT
 
-        return ColBERT(model_dir, device=task.device)
+        return ColBERT(model_dir, device=ctx.device)
 
-    def fit(self, task: Any, model: Any, todo: Sequence[Any], out_dir: Path) -> dict[str, Any]:
-        from harness.evaluation.colbert_model import capped_length
-        from harness.models import usable_positions
-        from harness.training.late_interaction import KdTrainingConfig, train_kd
+    def fit(self, ctx: StageContext[KdTask], model: Any, data: Any, facts: Mapping[str, Any] | None,
+            out_dir: Path, tracker: Any) -> dict[str, Any]:
+        from harness.training.late_interaction import train_kd
 
-        s = task.settings.training
-        data, facts = task.training_source.load(task, model)
-        limit = usable_positions(model)
-        tcfg = KdTrainingConfig(
-            lr=task.lr, epochs=s.epochs, warmup_ratio=s.warmup_ratio, batch_size=s.batch_size,
-            gradient_accumulation_steps=s.gradient_accumulation_steps, seed=s.train_seed,
-            query_length=capped_length(s.train_query_length, limit),
-            document_length=capped_length(s.train_document_length, limit), normalize_scores=s.normalize_scores,
-            precision=task.precision, use_cpu=task.device == "cpu",
-        )
-        return {**train_kd(model, data, tcfg, out_dir, task.tracker(todo[0])), "data": facts}
+        return {**train_kd(model, data, ctx.settings.training, train_run(ctx), out_dir, tracker), "data": facts}
 
 
 DENSE = DenseTrainer()

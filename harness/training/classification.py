@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from harness.data.glue import Split
+    from harness.training.settings import GlueTraining, TrainRun
     from harness.training.tracking import Tracker
 
 log = logging.getLogger(__name__)
@@ -46,56 +47,44 @@ PROTOCOLS = ("authors", "best_epoch")
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """Everything that shapes one fine-tuning run (one GLUE grid point). No defaults: every value comes from the
-    task's YAML node (conf/task/glue.yaml, through ``families.glue.point.train_config``), so none can disagree."""
+    """Everything that shapes one fine-tuning run (one GLUE grid point): the task's ``train.glue`` node (its values:
+    conf/task/glue.yaml), the point's resolved values (``run``: learning rate, epochs, seed, precision, device), and
+    what the point works out from its node (through ``families.glue.point.train_config``)."""
 
-    lr: float
-    weight_decay: float
-    epochs: int
-    seed: int
-    batch_size: int
-    eval_batch_size: int
-    gradient_accumulation_steps: int
-    warmup_ratio: float
-    adam_beta1: float
-    adam_beta2: float
-    adam_epsilon: float
-    max_grad_norm: float
-    evals_per_epoch: int
-    patience: int
-    min_delta: float
-    precision: str                   # fp32 | bf16 | fp16
-    device: str
-    logging_steps: int
-    dataloader_num_workers: int
-    protocol: str                    # authors | best_epoch (PROTOCOLS)
+    node: GlueTraining
+    run: TrainRun
+    weight_decay: float              # AdamW's, as task.weight_decay_convention makes it
     eval_steps: int | None           # authors: optimizer steps between evaluations (best_epoch: None, unused)
-    patience_batches: int            # authors: steps without improvement before stopping
     monitor: str                     # authors: the one dev metric early stopping watches
 
     def __post_init__(self) -> None:
+        n, r, stop = self.node, self.run, self.node.early_stopping
         problems = []
-        if not self.lr > 0:
-            problems.append(f"lr={self.lr} must be > 0")
+        if not r.lr > 0:
+            problems.append(f"lr={r.lr} must be > 0")
         if self.weight_decay < 0:
             problems.append(f"weight_decay={self.weight_decay} must be >= 0")
-        if int(self.epochs) < 1:
-            problems.append(f"epochs={self.epochs} must be >= 1")
-        if self.batch_size < 1 or self.eval_batch_size < 1 or self.gradient_accumulation_steps < 1:
+        if int(r.epochs) < 1:
+            problems.append(f"epochs={r.epochs} must be >= 1")
+        if n.batch_size < 1 or n.eval_batch_size < 1 or n.gradient_accumulation_steps < 1:
             problems.append("batch_size, eval_batch_size and gradient_accumulation_steps must be >= 1")
-        if not 0 <= self.warmup_ratio < 1:
-            problems.append(f"warmup_ratio={self.warmup_ratio} must be in [0, 1)")
-        if self.evals_per_epoch < 1 or self.patience < 1:
+        if not 0 <= n.warmup_ratio < 1:
+            problems.append(f"warmup_ratio={n.warmup_ratio} must be in [0, 1)")
+        if n.evals_per_epoch < 1 or stop.patience < 1:
             problems.append("evals_per_epoch and early_stopping.patience must be >= 1")
-        if self.protocol not in PROTOCOLS:
-            problems.append(f"scoring_protocol={self.protocol!r} must be one of {', '.join(PROTOCOLS)}")
-        if (self.protocol == "authors" and (self.eval_steps or 0) < 1) or self.patience_batches < 0:
+        if n.scoring_protocol not in PROTOCOLS:
+            problems.append(f"scoring_protocol={n.scoring_protocol!r} must be one of {', '.join(PROTOCOLS)}")
+        if (n.scoring_protocol == "authors" and (self.eval_steps or 0) < 1) or stop.patience_batches < 0:
             problems.append("eval_interval must be >= 1 and early_stopping.patience_batches >= 0")
         if problems:
             raise HarnessError("invalid GLUE training settings: " + "; ".join(problems) + " (set them under task.)")
 
+    @property
+    def protocol(self) -> str:
+        return self.node.scoring_protocol
+
     def steps_per_epoch(self, n_train: int) -> int:
-        return max(1, math.ceil(math.ceil(n_train / self.batch_size) / self.gradient_accumulation_steps))
+        return max(1, math.ceil(math.ceil(n_train / self.node.batch_size) / self.node.gradient_accumulation_steps))
 
 
 @dataclass
@@ -220,9 +209,10 @@ def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker
     """TrainingArguments: AdamW (betas, eps), linear warmup then decay; ``best_epoch``: evaluation and checkpoint
     ``evals_per_epoch`` times per epoch, best checkpoint (by ``score``) restored at the end; ``authors``: evaluation
     every ``eval_steps`` steps, no checkpoints; ``tracker`` (``logger=``) receives the curves."""
+    n = cfg.node
     per_epoch = cfg.steps_per_epoch(n_train)
-    by_epoch = cfg.evals_per_epoch == 1
-    every = max(1, math.ceil(per_epoch / cfg.evals_per_epoch))
+    by_epoch = n.evals_per_epoch == 1
+    every = max(1, math.ceil(per_epoch / n.evals_per_epoch))
     if cfg.protocol == "authors":
         schedule: dict[str, Any] = {"eval_strategy": "steps", "eval_steps": cfg.eval_steps, "save_strategy": "no",
                                     "load_best_model_at_end": False}
@@ -235,17 +225,17 @@ def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker
             "greater_is_better": True,
         }
     return shared_training_arguments(
-        cfg, output_dir, use_cpu=cfg.device == "cpu", tracker=tracker, sentence_transformers=False,
+        n, cfg.run, output_dir, tracker=tracker, sentence_transformers=False,
         weight_decay=cfg.weight_decay,
-        per_device_eval_batch_size=cfg.eval_batch_size,
+        per_device_eval_batch_size=n.eval_batch_size,
         lr_scheduler_type="linear",
-        adam_beta1=cfg.adam_beta1,
-        adam_beta2=cfg.adam_beta2,
-        adam_epsilon=cfg.adam_epsilon,
+        adam_beta1=n.adam_beta1,
+        adam_beta2=n.adam_beta2,
+        adam_epsilon=n.adam_epsilon,
         optim="adamw_torch",
-        max_grad_norm=cfg.max_grad_norm,
-        logging_steps=cfg.logging_steps,
-        dataloader_num_workers=cfg.dataloader_num_workers,
+        max_grad_norm=n.max_grad_norm,
+        logging_steps=n.logging_steps,
+        dataloader_num_workers=n.dataloader_num_workers,
         **schedule,
     )
 
@@ -269,9 +259,10 @@ def stopper(cfg: TrainConfig) -> Any:
     """The early-stopping callback of ``cfg.protocol``."""
     from transformers import EarlyStoppingCallback
 
+    stop = cfg.node.early_stopping
     if cfg.protocol == "authors":
-        return BatchPatienceStopping(cfg.monitor, cfg.patience_batches, cfg.min_delta)
-    return EarlyStoppingCallback(early_stopping_patience=cfg.patience, early_stopping_threshold=cfg.min_delta)
+        return BatchPatienceStopping(cfg.monitor, stop.patience_batches, stop.min_delta)
+    return EarlyStoppingCallback(early_stopping_patience=stop.patience, early_stopping_threshold=stop.min_delta)
 
 
 def compute_metrics_fn(metric: str, regression: bool, groups: list[tuple[str, int]] | None) -> Callable:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,24 +16,10 @@ if TYPE_CHECKING:
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer
 
+    from harness.training.settings import DenseTraining, TrainRun
     from harness.training.tracking import Tracker
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class DenseTrainingConfig:
-    lr: float
-    epochs: float = 1
-    warmup_ratio: float = 0.05
-    batch_size: int = 16
-    gradient_accumulation_steps: int = 1
-    loss: str = "cached_mnrl"
-    mini_batch_size: int = 16
-    max_seq_length: int = 512
-    seed: int = 12
-    precision: str = "fp32"     # bf16 | fp16 | fp32 (mixed precision training)
-    use_cpu: bool = True
 
 
 def check_batchable(train_dataset: Dataset, batch_size: int) -> None:
@@ -49,22 +34,21 @@ def check_batchable(train_dataset: Dataset, batch_size: int) -> None:
         )
 
 
-def make_loss(model: SentenceTransformer, cfg: DenseTrainingConfig):
+def make_loss(model: SentenceTransformer, node: DenseTraining):
     from sentence_transformers import losses
 
-    if cfg.loss == "cached_mnrl":
-        return losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=cfg.mini_batch_size)
-    if cfg.loss == "mnrl":
+    if node.loss == "cached_mnrl":
+        return losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=node.mini_batch_size)
+    if node.loss == "mnrl":
         return losses.MultipleNegativesRankingLoss(model)
-    raise HarnessError(f"unknown task.loss {cfg.loss!r}: use cached_mnrl or mnrl")
+    raise HarnessError(f"unknown task.loss {node.loss!r}: use cached_mnrl or mnrl")
 
 
-def train_dense(
-    model: SentenceTransformer, train_dataset: Dataset, cfg: DenseTrainingConfig, output_dir: str | Path,
-    tracker: Tracker | None = None,
-) -> dict[str, Any]:
-    """Fine-tune ``model`` in place on (anchor, positive, negative) triplets; save it to ``output_dir``.
-    ``tracker``: the experiment tracker the run reports to (``logger=``; default none).
+def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseTraining, run: TrainRun,
+                output_dir: str | Path, tracker: Tracker | None = None) -> dict[str, Any]:
+    """Fine-tune ``model`` in place on (anchor, positive, negative) triplets as ``node`` (the task's ``train.dense``
+    settings) says, at ``run``'s learning rate, seed and precision; save it to ``output_dir``. ``tracker``: the
+    experiment tracker the run reports to (``logger=``; default none).
 
     Returns training facts for the record (steps, loss, effective batch size, where the curves are).
     """
@@ -74,11 +58,11 @@ def train_dense(
     from harness.training.seeding import SeededTrainer
 
     output_dir = Path(output_dir)
-    check_batchable(train_dataset, cfg.batch_size)
-    model.max_seq_length = cfg.max_seq_length
-    steps_per_epoch = max(1, len(train_dataset) // (cfg.batch_size * cfg.gradient_accumulation_steps))
+    check_batchable(train_dataset, node.batch_size)
+    model.max_seq_length = node.max_seq_length
+    steps_per_epoch = max(1, len(train_dataset) // (node.batch_size * node.gradient_accumulation_steps))
     args = training_arguments(
-        cfg, output_dir / "checkpoints", use_cpu=cfg.use_cpu, tracker=tracker,
+        node, run, output_dir / "checkpoints", tracker=tracker,
         batch_sampler=BatchSamplers.NO_DUPLICATES,
         logging_steps=max(1, min(50, steps_per_epoch // 10)),
         dataloader_drop_last=True,
@@ -87,10 +71,10 @@ def train_dense(
         model=model,
         args=args,
         train_dataset=train_dataset.select_columns(["anchor", "positive", "negative"]),
-        loss=make_loss(model, cfg),
+        loss=make_loss(model, node),
         callbacks=[NaNLossGuard(), ProgressLines("DPR training"), *tracker.callbacks()],
     )
     with tracker.session(), discard_unfinished(output_dir / "checkpoints"):
         result = trainer.train()
-    return finish_training(model, result, output_dir, cfg=cfg, n_rows=len(train_dataset), rows="triplets",
+    return finish_training(model, result, output_dir, cfg=node, n_rows=len(train_dataset), rows="triplets",
                            tracker=tracker)

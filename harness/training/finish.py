@@ -12,11 +12,11 @@ from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
 
 if TYPE_CHECKING:
-    from harness.training.arguments import TrainingSettings
+    from harness.training.arguments import Batches
     from harness.training.tracking import Tracker
 
 
-def check_steps(steps: int, n_rows: int, rows: str, cfg: TrainingSettings) -> None:
+def check_steps(steps: int, n_rows: int, rows: str, cfg: Batches) -> None:
     """Zero optimisation steps means the data did not fill one (accumulated) batch: fail, naming the fix."""
     if steps == 0:
         raise HarnessError(
@@ -34,7 +34,7 @@ def check_loss(loss: float) -> None:
         )
 
 
-def finish_training(model: Any, result: Any, output_dir: str | Path, *, cfg: TrainingSettings, n_rows: int,
+def finish_training(model: Any, result: Any, output_dir: str | Path, *, cfg: Batches, n_rows: int,
                     rows: str, tracker: Tracker | None = None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Check the run (:func:`check_steps`, :func:`check_loss`), save ``model`` to ``output_dir/model`` and return
     the record's training facts: steps, mean loss, ``n_<rows>``, effective batch size, ``facts``, where the model

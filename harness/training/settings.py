@@ -58,6 +58,33 @@ class HubRows:
     hub_revision: str | None
 
 
+@dataclass(kw_only=True)
+class EarlyStopping:
+    patience: int = count()
+    min_delta: float = at_least(0)
+    patience_batches: int = at_least(0)
+
+
+@dataclass(kw_only=True)
+class GlueTraining:
+    """``train.glue``: what task=glue's trainer reads besides a grid point's learning rate, weight decay, epochs and
+    seed (:class:`~harness.training.classification.TrainConfig`), and the scoring protocol."""
+
+    batch_size: int = count()
+    eval_batch_size: int = count(excluded="how the dev set is batched")
+    gradient_accumulation_steps: int = count()
+    warmup_ratio: float = at_least(0, below=1)
+    adam_beta1: float
+    adam_beta2: float
+    adam_epsilon: float
+    max_grad_norm: float = at_least(0)           # 0: no clipping
+    evals_per_epoch: int = count()
+    early_stopping: EarlyStopping
+    logging_steps: int = count(excluded="how often the loss is logged")
+    dataloader_num_workers: int = at_least(0, excluded="data loading processes")   # 0: the main process
+    scoring_protocol: str = choices("authors", "best_epoch")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainRun:
     """What a training run gets beside its node: the values the run resolves (the learning rate: ``task.lr``, or

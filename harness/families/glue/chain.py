@@ -12,6 +12,7 @@ from typing import Any
 
 from harness import layout, results
 from harness.errors import HarnessError
+from harness.families.glue.grid import GlueSettings
 from harness.results import ResultRecord
 from harness.specs.glue import TASK_FAMILY, planned_seeds
 
@@ -50,7 +51,7 @@ def mnli_candidates(results_dir: str | Path, model_ref: Mapping[str, Any], max_l
     return out
 
 
-def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model_ref: Mapping[str, Any], model_name: str, *,
+def resolve_init(task: str, tcfg: GlueSettings, results_dir: str | Path, model_ref: Mapping[str, Any], model_name: str, *,
                  chain: Mapping[str, Sequence[str]]) -> InitSource:
     """The encoder a run starts from: ``task.init_from`` if set; for a task ``chain`` (the spec's ``depends_on``,
     :func:`harness.specs.dependencies.chained`) starts from MNLI, an MNLI record's checkpoint (:func:`pick_mnli`;
@@ -65,7 +66,8 @@ def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model_ref: Mappi
         raise HarnessError(f"task.mnli_init={mode!r}: use required, if_available or off")
     if mode == "off" or not chain.get(task):
         return PRETRAINED
-    found = mnli_candidates(results_dir, model_ref, int(tcfg.max_length), str(tcfg.scoring_protocol), chain[task][0])
+    found = mnli_candidates(results_dir, model_ref, int(tcfg.max_length), str(tcfg.training.scoring_protocol),
+                             chain[task][0])
     if not found:
         if mode == "required":
             raise HarnessError(
@@ -88,12 +90,12 @@ def resolve_init(task: str, tcfg: Any, results_dir: str | Path, model_ref: Mappi
     return InitSource("mnli", best.details["checkpoint"], best.run_id, len(found))
 
 
-def planned(tcfg: Any) -> list[int]:
+def planned(tcfg: GlueSettings) -> list[int]:
     """The seeds each MNLI configuration runs under the ``authors`` protocol (``task.seed`` or ``task.seeds``)."""
     return planned_seeds("authors", list(tcfg.seeds or ()), tcfg.seed, None)
 
 
-def pick_mnli(found: list[ResultRecord], tcfg: Any) -> ResultRecord | None:
+def pick_mnli(found: list[ResultRecord], tcfg: GlueSettings) -> ResultRecord | None:
     """The MNLI record to chain from. ``best_epoch``: the best single record (its restored best checkpoint).
     ``authors``: among the configurations that finished every seed (None when none did), the one with the best
     seed-mean score, and of its runs the first seed's (in ``task.seeds`` order), whose checkpoint is its final
@@ -101,7 +103,7 @@ def pick_mnli(found: list[ResultRecord], tcfg: Any) -> ResultRecord | None:
     def score(r: ResultRecord) -> float:
         return r.score if r.score is not None else -math.inf
 
-    if str(tcfg.scoring_protocol) != "authors":
+    if str(tcfg.training.scoring_protocol) != "authors":
         return max(found, key=lambda r: (score(r), r.run_id))
     configs: dict[str, list[ResultRecord]] = {}
     for r in found:

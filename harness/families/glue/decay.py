@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.families.glue.grid import GridPoint
+from harness.families.glue.grid import GlueSettings, GridPoint
 
 #: the least fraction of itself weight decay alone may leave of a weight over a run's planned steps
 KEEP_AT_LEAST = 0.5
 
 
-def adamw_weight_decay(point: GridPoint, tcfg: Any, convention: str | None = None) -> float:
+def adamw_weight_decay(point: GridPoint, tcfg: GlueSettings, convention: str | None = None) -> float:
     """The ``weight_decay`` torch's AdamW gets: ``composer`` (the authors' DecoupledAdamW decays by
     weight_decay x lr_t / lr, so AdamW's lr_t x wd needs wd = weight_decay / lr) | ``torch`` (as given)."""
     if (convention or tcfg.weight_decay_convention) == "composer":
@@ -36,9 +35,10 @@ def adamw_weight_decay(point: GridPoint, tcfg: Any, convention: str | None = Non
     return float(point.weight_decay)
 
 
-def planned_steps(n_train: int, tcfg: Any, epochs: int) -> int:
+def planned_steps(n_train: int, tcfg: GlueSettings, epochs: int) -> int:
     """Optimizer steps the Trainer plans: ceil(ceil(rows / batch) / accumulation) per epoch, at least 1."""
-    per_epoch = max(1, math.ceil(math.ceil(n_train / int(tcfg.batch_size)) / int(tcfg.gradient_accumulation_steps)))
+    t = tcfg.training
+    per_epoch = max(1, math.ceil(math.ceil(n_train / int(t.batch_size)) / int(t.gradient_accumulation_steps)))
     return per_epoch * int(epochs)
 
 
@@ -50,17 +50,18 @@ def lr_multipliers(steps: int, warmup_ratio: float) -> np.ndarray:
     return np.where(t < warm, t / max(1, warm), np.maximum(0.0, (steps - t) / max(1, steps - warm)))
 
 
-def decay_factor(point: GridPoint, tcfg: Any, n_train: int, convention: str | None = None) -> tuple[float, int]:
+def decay_factor(point: GridPoint, tcfg: GlueSettings, n_train: int, convention: str | None = None) -> tuple[float, int]:
     """(what weight decay alone leaves of every decayed weight over the run, the run's planned steps): the
     product over the steps of ``1 - lr_t * adamw_weight_decay`` (0 where a step's factor reaches 0)."""
     steps = planned_steps(n_train, tcfg, point.epochs)
-    rates = float(point.lr) * adamw_weight_decay(point, tcfg, convention) * lr_multipliers(steps, float(tcfg.warmup_ratio))
+    warmup = lr_multipliers(steps, float(tcfg.training.warmup_ratio))
+    rates = float(point.lr) * adamw_weight_decay(point, tcfg, convention) * warmup
     if (rates >= 1).any():
         return 0.0, steps
     return float(np.exp(np.log1p(-rates).sum())), steps
 
 
-def check_decay(points: Sequence[GridPoint], sizes: Mapping[str, int], tcfg: Any) -> None:
+def check_decay(points: Sequence[GridPoint], sizes: Mapping[str, int], tcfg: GlueSettings) -> None:
     """Before any training: no grid point's weight decay leaves less than :data:`KEEP_AT_LEAST` of the weights
     (``sizes``: each task's number of training rows, as subsampled). One line naming the point and the fix."""
     seen = set()

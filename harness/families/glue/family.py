@@ -4,6 +4,7 @@ points not yet finished, write the selection after an in-process sweep."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import ClassVar
@@ -14,11 +15,13 @@ from harness.errors import HarnessError
 from harness.families.base import Cell, Family
 from harness.families.glue.chain import resolve_init
 from harness.families.glue.decay import check_decay
-from harness.families.glue.grid import GlueSettings, order_tasks, plan
+from harness.families.glue.grid import GlueSettings, epoch_values, order_tasks, plan, seeds
 from harness.families.glue.point import RunContext, hyperparameters, load_data, run_point
+from harness.layout import RunLayout
 from harness.results import ResultRecord
 from harness.specs import dependencies
 from harness.specs.glue import TASK_FAMILY
+from harness.work import Work, cost_data
 
 log = logging.getLogger(__name__)
 
@@ -27,22 +30,8 @@ class GlueFamily(Family):
     """``task=glue``: one cell per (grid point, GLUE task); RTE/MRPC/STS-B planned after MNLI has run."""
 
     settings_class = GlueSettings
-    identity_exclude: ClassVar[Mapping[str, str]] = {
+    root_exclude: ClassVar[Mapping[str, str]] = {
         "seed": "GLUE's seed is task.seed (which defaults to it), replaced by each grid point's seed",
-        "task.tasks": "replaced by the grid point's task",
-        "task.grid": "replaced by the grid point's values (task.lr, task.weight_decay, task.epochs)",
-        "task.epoch_slot": "replaced by the grid point's epochs",
-        "task.definitions": "replaced by the grid point's task definition",
-        "task.seeds": "replaced by each grid point's seed (task.seed)",
-        "task.eval_interval": "replaced by the grid point's task's interval (task.eval_batches)",
-        "task.data_dir": "replaced by the content fingerprint of the task's files (task.data)",
-        "task.hub": "replaced by hub:<path>@<revision> (task.data)",
-        "task.mnli_init": "replaced by the MNLI run the point starts from (task.init)",
-        "task.init_from": "replaced by the checkpoint the point starts from (task.init)",
-        "task.eval_batch_size": "how the dev set is batched",
-        "task.logging_steps": "how often the loss is logged",
-        "task.dataloader_num_workers": "data loading processes",
-        "task.keep_checkpoints": "whether checkpoints are kept on disk",
     }
 
     n_planned = 0   # grid points planned by this invocation (done or not)
@@ -91,6 +80,30 @@ class GlueFamily(Family):
         self.n_planned += len(out)
         return out
 
+    def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
+        """Training and dev-evaluation tokens: per task, each epoch of its grid points and every seed the protocol
+        runs; dev passes every ``eval_interval`` batches plus one at the end (authors), or ``evals_per_epoch`` per
+        epoch plus the restored best's (best_epoch). Early stopping makes both upper bounds."""
+        from harness.data.sizes import glue_task
+
+        s, c, w = self.settings, cost_data(), Work()
+        authors = s.training.scoring_protocol == "authors"
+        n_seeds = len(seeds(s, int(self.cfg.seed)))
+        tasks = {t.name: t for t in self.tasks}
+        for name in [s.tasks] if isinstance(s.tasks, str) else s.tasks:
+            local = glue_task(s.data_dir, tasks[name].local)
+            train, dev, tokens = local or c["glue"][name]
+            w.local, w.published = w.local + (local is not None), w.published + (local is None)
+            epochs = sum(epoch_values(tasks[name], s))
+            if authors:
+                steps = math.ceil(train / s.training.batch_size) * epochs
+                passes = steps // max(int(s.eval_interval.get(name, steps) or steps), 1) + 1
+            else:
+                passes = epochs * s.training.evals_per_epoch + 1
+            w.train += train * tokens * epochs * n_seeds
+            w.short += dev * tokens * passes * n_seeds
+        return w
+
     def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
         from harness.evaluation.glue_metrics import score_key
 
@@ -136,7 +149,7 @@ class GlueFamily(Family):
         except (OSError, ValueError) as exc:
             raise HarnessError(f"could not load the tokenizer of model {spec.name!r} from {model_dir}: {exc}") from exc
         return RunContext(
-            cfg=self.cfg, tcfg=self.settings, spec=spec, model_dir=model_dir,
+            tcfg=self.settings, spec=spec, model_dir=model_dir,
             model=models.model_identity(spec, model_dir, revision), tokenizer=tokenizer, device=self.device,
-            precision=self.precision, outputs=str(self.cfg.paths.outputs), run_name=self.cfg.get("run_name"),
+            precision=self.precision, layout=RunLayout.of(self.cfg.paths), run_name=self.cfg.get("run_name"),
         )

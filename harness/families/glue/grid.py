@@ -11,7 +11,8 @@ from harness.data import glue as glue_data
 from harness.errors import HarnessError
 from harness.specs import dependencies
 from harness.specs.glue import planned_seeds
-from harness.typed import at_least, choices, count, nonempty, positive
+from harness.training.settings import GlueTraining
+from harness.typed import at_least, choices, count, excluded, flat, nonempty, positive
 
 
 @dataclass
@@ -19,13 +20,6 @@ class Grid:
     learning_rates: list[float] = positive(nonempty=True)
     weight_decays: list[float] = at_least(0, nonempty=True)
     epochs: dict[str, list[int]] = count(nonempty=True)
-
-
-@dataclass
-class EarlyStopping:
-    patience: int = count()
-    min_delta: float = at_least(0)
-    patience_batches: int = at_least(0)
 
 
 @dataclass
@@ -39,39 +33,28 @@ class GlueSettings:
     """``task.*`` of conf/task/glue.yaml (documented there)."""
 
     name: str
-    tasks: list[str] | str = nonempty("definitions")
-    definitions: dict[str, Any]
-    grid: Grid
-    data_dir: str | None
-    hub: Hub
+    tasks: list[str] | str = nonempty("definitions", excluded="replaced by the grid point's task")
+    definitions: dict[str, Any] = excluded("replaced by the grid point's task definition")
+    grid: Grid = excluded("replaced by the grid point's values (task.lr, task.weight_decay, task.epochs)")
+    data_dir: str | None = excluded("replaced by the content fingerprint of the task's files (task.data)")
+    hub: Hub = excluded("replaced by hub:<path>@<revision> (task.data)")
     max_train_samples: int | None = count(null="every training example")
     max_eval_samples: int | None = count(null="every dev example")
     subsample_seed: int
     lr: float | None = positive(null="the grid's learning rates")
     weight_decay: float | None = at_least(0, null="the grid's weight decays")
     epochs: int | None = count(null="the task's epoch set")
-    epoch_slot: int | None = at_least(0, null="the task's whole epoch set")
+    epoch_slot: int | None = at_least(0, null="the task's whole epoch set", excluded="replaced by the grid point's "
+                                                                                      "epochs")
     seed: int | None
-    batch_size: int = count()
-    eval_batch_size: int = count()
-    gradient_accumulation_steps: int = count()
     max_length: int = count()
-    warmup_ratio: float = at_least(0, below=1)
-    adam_beta1: float
-    adam_beta2: float
-    adam_epsilon: float
-    max_grad_norm: float = at_least(0)           # 0: no clipping
-    evals_per_epoch: int = count()
-    early_stopping: EarlyStopping
-    logging_steps: int = count()
-    dataloader_num_workers: int = at_least(0)    # 0: load in the main process
-    mnli_init: str | bool
-    init_from: str | None
-    keep_checkpoints: bool
-    seeds: list[int] = nonempty()
-    eval_interval: dict[str, int] = count()
+    training: GlueTraining = flat()
+    mnli_init: str | bool = excluded("replaced by the MNLI run the point starts from (task.init)")
+    init_from: str | None = excluded("replaced by the checkpoint the point starts from (task.init)")
+    keep_checkpoints: bool = excluded("whether checkpoints are kept on disk")
+    seeds: list[int] = nonempty(excluded="replaced by each grid point's seed (task.seed)")
+    eval_interval: dict[str, int] = count(excluded="replaced by the grid point's task's interval (task.eval_batches)")
     weight_decay_convention: str = choices("composer", "torch")
-    scoring_protocol: str = choices("authors", "best_epoch")
 
 
 @dataclass(frozen=True)
@@ -93,7 +76,7 @@ def order_tasks(tasks: Sequence[glue_data.GlueTask], chain: Mapping[str, Sequenc
     return sorted(tasks, key=lambda t: rank[t.name])
 
 
-def epoch_values(task: glue_data.GlueTask, tcfg: Any) -> list[int]:
+def epoch_values(task: glue_data.GlueTask, tcfg: GlueSettings) -> list[int]:
     """The epochs this task runs: ``task.epochs``, or the ``task.epoch_slot``-th of its group, or the group."""
     groups = tcfg.grid.epochs
     if task.epoch_group not in groups:
@@ -115,29 +98,29 @@ def epoch_values(task: glue_data.GlueTask, tcfg: Any) -> list[int]:
     return values
 
 
-def seeds(tcfg: Any, default_seed: int) -> list[int]:
+def seeds(tcfg: GlueSettings, default_seed: int) -> list[int]:
     """The seeds every grid point runs (averaged by the selection): ``task.seed`` if set; else under the
     ``authors`` protocol ``task.seeds``, under ``best_epoch`` the top-level ``seed``."""
-    out = planned_seeds(str(tcfg.scoring_protocol), list(tcfg.seeds or ()), tcfg.seed, default_seed)
+    out = planned_seeds(str(tcfg.training.scoring_protocol), list(tcfg.seeds or ()), tcfg.seed, default_seed)
     if not out or len(set(out)) != len(out):
         raise HarnessError(f"task.seeds={list(tcfg.seeds)} must be a non-empty list of distinct seeds")
     return out
 
 
-def check_schedule(tasks: Sequence[glue_data.GlueTask], tcfg: Any) -> None:
+def check_schedule(tasks: Sequence[glue_data.GlueTask], tcfg: GlueSettings) -> None:
     """Under ``authors``: every task has a positive ``task.eval_interval`` and the batch patience is >= 0."""
-    if str(tcfg.scoring_protocol) != "authors":
+    if str(tcfg.training.scoring_protocol) != "authors":
         return
     for t in tasks:
         value = tcfg.eval_interval.get(t.name)
         if not isinstance(value, int) or value < 1:
             raise HarnessError(f"task.eval_interval.{t.name}={value!r}: set it to the batches between dev "
                                f"evaluations (an int >= 1), e.g. task.eval_interval.{t.name}=100")
-    if int(tcfg.early_stopping.patience_batches) < 0:
+    if int(tcfg.training.early_stopping.patience_batches) < 0:
         raise HarnessError("task.early_stopping.patience_batches must be >= 0 (batches since the best evaluation)")
 
 
-def plan(tasks: Sequence[glue_data.GlueTask], tcfg: Any, default_seed: int) -> list[GridPoint]:
+def plan(tasks: Sequence[glue_data.GlueTask], tcfg: GlueSettings, default_seed: int) -> list[GridPoint]:
     """Every grid point the config implies, in run order (each point's seeds one after another). A set
     ``task.lr`` etc. pins that axis."""
     check_schedule(tasks, tcfg)

@@ -9,39 +9,39 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness import layout, results
+from harness import results
 from harness.data import glue as glue_data
 from harness.errors import TrainingDivergedError
 from harness.families.glue.chain import InitSource
 from harness.families.glue.decay import adamw_weight_decay
-from harness.families.glue.grid import GridPoint
+from harness.families.glue.grid import GlueSettings, GridPoint
+from harness.layout import RunLayout
 from harness.results import ResultRecord
 from harness.specs.glue import TASK_FAMILY
 
 if TYPE_CHECKING:
-    from omegaconf import DictConfig
+    pass
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class RunContext:
-    """What every grid point of one invocation shares: model, tokenizer, devices, tokenised-data cache."""
+    """What every grid point of one invocation shares: the typed settings, model, tokenizer, device, where its
+    files go (the tokenised-data cache, the kept checkpoints)."""
 
-    cfg: DictConfig
-    tcfg: Any
+    tcfg: GlueSettings
     spec: Any
     model_dir: str
     model: dict[str, Any]
     tokenizer: Any
     device: str
     precision: str
-    outputs: str
+    layout: RunLayout
     run_name: str | None
 
     def __post_init__(self) -> None:
@@ -56,7 +56,7 @@ class RunContext:
         if key not in self._cache:
             from harness.training.classification import cached_tokenize
 
-            root = Path(str(self.cfg.paths.cache)).expanduser() / "glue-tokenized" / key
+            root = self.layout.glue_tokenized(key)
             reg = data.task.is_regression
             train = cached_tokenize(data.train, self.tokenizer, max_length, reg, root / "train")
             devs = [cached_tokenize(s, self.tokenizer, max_length, reg, root / f"dev-{n}") for n, s in data.dev.items()]
@@ -64,13 +64,13 @@ class RunContext:
         return self._cache[key]
 
 
-def tokenization_key(model_fingerprint: str, data: glue_data.GlueData, tcfg: Any) -> str:
+def tokenization_key(model_fingerprint: str, data: glue_data.GlueData, tcfg: GlueSettings) -> str:
     """The tokenised-data cache key of one task's data: the weights' tokenizer, the data, the length, the subsample."""
     return results.stable_hash([model_fingerprint, data.fingerprint, data.task.name, int(tcfg.max_length),
                                 tcfg.max_train_samples, tcfg.max_eval_samples, int(tcfg.subsample_seed)], 16)
 
 
-def load_data(tasks: Sequence[glue_data.GlueTask], tcfg: Any) -> dict[str, glue_data.GlueData]:
+def load_data(tasks: Sequence[glue_data.GlueTask], tcfg: GlueSettings) -> dict[str, glue_data.GlueData]:
     """Every task's data, subsampled as configured: fails before any training if one is missing."""
     out = {}
     for t in tasks:
@@ -82,8 +82,9 @@ def load_data(tasks: Sequence[glue_data.GlueTask], tcfg: Any) -> dict[str, glue_
     return out
 
 
-def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, Any]:
+def hyperparameters(point: GridPoint, tcfg: GlueSettings, init: InitSource) -> dict[str, Any]:
     """The record's hyperparameters: the grid point and the settings that shape its training."""
+    t = tcfg.training
     return {
         "lr": point.lr,
         "weight_decay": point.weight_decay,
@@ -91,15 +92,15 @@ def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, 
         "adamw_weight_decay": adamw_weight_decay(point, tcfg),
         "epochs": point.epochs,
         "seed": point.seed,
-        "batch_size": int(tcfg.batch_size),
-        "gradient_accumulation_steps": int(tcfg.gradient_accumulation_steps),
+        "batch_size": int(t.batch_size),
+        "gradient_accumulation_steps": int(t.gradient_accumulation_steps),
         "max_length": int(tcfg.max_length),
-        "warmup_ratio": float(tcfg.warmup_ratio),
-        "adam_betas": [float(tcfg.adam_beta1), float(tcfg.adam_beta2)],
-        "adam_epsilon": float(tcfg.adam_epsilon),
-        "max_grad_norm": float(tcfg.max_grad_norm),
+        "warmup_ratio": float(t.warmup_ratio),
+        "adam_betas": [float(t.adam_beta1), float(t.adam_beta2)],
+        "adam_epsilon": float(t.adam_epsilon),
+        "max_grad_norm": float(t.max_grad_norm),
         **protocol_hyperparameters(point, tcfg),
-        "early_stopping_min_delta": float(tcfg.early_stopping.min_delta),
+        "early_stopping_min_delta": float(t.early_stopping.min_delta),
         "init_from": init.kind,
         "max_train_samples": tcfg.max_train_samples,
         "max_eval_samples": tcfg.max_eval_samples,
@@ -117,23 +118,24 @@ def monitor(task: glue_data.GlueTask, groups: Sequence[tuple[str, int]]) -> str:
     return f"{key}_{groups[0][0]}" if len(groups) > 1 else key
 
 
-def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
+def protocol_hyperparameters(point: GridPoint, tcfg: GlueSettings) -> dict[str, Any]:
     """What the scoring protocol sets: evaluation schedule, patience, decayed parameters, the scored evaluation."""
-    if str(tcfg.scoring_protocol) == "authors":
+    t = tcfg.training
+    if str(t.scoring_protocol) == "authors":
         return {
             "scoring_protocol": "authors", "eval_interval_batches": eval_interval(point.task, tcfg),
-            "early_stopping_patience_batches": int(tcfg.early_stopping.patience_batches),
+            "early_stopping_patience_batches": int(t.early_stopping.patience_batches),
             "early_stopping_metric": None,   # one dev metric, set by run_point (it knows the dev sets)
             "weight_decay_params": "all", "scored_evaluation": "last",
         }
     return {
-        "scoring_protocol": "best_epoch", "evals_per_epoch": int(tcfg.evals_per_epoch),
-        "early_stopping_patience": int(tcfg.early_stopping.patience), "early_stopping_metric": "score",
+        "scoring_protocol": "best_epoch", "evals_per_epoch": int(t.evals_per_epoch),
+        "early_stopping_patience": int(t.early_stopping.patience), "early_stopping_metric": "score",
         "weight_decay_params": "hf_default (no bias, no LayerNorm)", "scored_evaluation": "best (restored)",
     }
 
 
-def eval_interval(task: str, tcfg: Any) -> int:
+def eval_interval(task: str, tcfg: GlueSettings) -> int:
     """Optimizer steps between dev evaluations under ``authors`` (``task.eval_interval``, per task)."""
     from harness.errors import HarnessError
 
@@ -142,22 +144,17 @@ def eval_interval(task: str, tcfg: Any) -> int:
     return int(tcfg.eval_interval[task])
 
 
-def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metric: str = "score") -> Any:
+def train_config(point: GridPoint, tcfg: GlueSettings, precision: str, device: str, metric: str = "score") -> Any:
     """The classification trainer's settings for one grid point; ``metric``: what ``authors`` early stopping
     watches (``best_epoch`` watches ``score``)."""
     from harness.training import classification as clf
+    from harness.training.settings import TrainRun
 
+    authors = tcfg.training.scoring_protocol == "authors"
     return clf.TrainConfig(
-        lr=point.lr, weight_decay=adamw_weight_decay(point, tcfg), epochs=point.epochs, seed=point.seed,
-        batch_size=int(tcfg.batch_size), eval_batch_size=int(tcfg.eval_batch_size),
-        gradient_accumulation_steps=int(tcfg.gradient_accumulation_steps), warmup_ratio=float(tcfg.warmup_ratio),
-        adam_beta1=float(tcfg.adam_beta1), adam_beta2=float(tcfg.adam_beta2), adam_epsilon=float(tcfg.adam_epsilon),
-        max_grad_norm=float(tcfg.max_grad_norm), evals_per_epoch=int(tcfg.evals_per_epoch),
-        patience=int(tcfg.early_stopping.patience), min_delta=float(tcfg.early_stopping.min_delta),
-        precision=precision, device=device, logging_steps=int(tcfg.logging_steps),
-        dataloader_num_workers=int(tcfg.dataloader_num_workers), protocol=str(tcfg.scoring_protocol),
-        eval_steps=eval_interval(point.task, tcfg) if str(tcfg.scoring_protocol) == "authors" else None,
-        patience_batches=int(tcfg.early_stopping.patience_batches), monitor=metric,
+        node=tcfg.training, weight_decay=adamw_weight_decay(point, tcfg), monitor=metric,
+        run=TrainRun(lr=point.lr, epochs=point.epochs, seed=point.seed, precision=precision, device=device),
+        eval_steps=eval_interval(point.task, tcfg) if authors else None,
     )
 
 
@@ -170,7 +167,7 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
 
     tracker = tracker or tracking.NONE
     task = data.task
-    out_dir = layout.trained_model_dir(ctx.outputs, TASK_FAMILY, rec.model["name"], rec.run_id)
+    out_dir = ctx.layout.trained_model(TASK_FAMILY, rec.model["name"], rec.run_id)
     trainer_dir = out_dir / "trainer"
     groups = [(name, len(split)) for name, split in data.dev.items()]
     rec.details = {
@@ -180,7 +177,7 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
     }
     t0 = time.perf_counter()
     try:
-        watched = monitor(task, groups) if str(ctx.tcfg.scoring_protocol) == "authors" else "score"
+        watched = monitor(task, groups) if str(ctx.tcfg.training.scoring_protocol) == "authors" else "score"
         rec.details["early_stopping_metric"] = rec.hyperparameters["early_stopping_metric"] = watched
         train_cfg = train_config(point, ctx.tcfg, rec.precision or "fp32", ctx.device, watched)
         train_ds, eval_ds = ctx.tokenized(data)

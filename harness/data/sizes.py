@@ -1,11 +1,14 @@
 """The sizes of the data a job is configured with, where they can be read cheaply (line counts and file sizes of
-local files; a large file's lines estimated from its first MiB), for the cost preview. None where the data is not
-local (hub copies): the cost file's published sizes are used instead, and the preview says which."""
+local files; a large file's lines estimated from its first MiB), for the cost preview, and the evaluation work of a
+retrieval job from them. None where the data is not local (hub copies): the cost file's published sizes are used
+instead, and the preview says which."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from harness.work import Work, cost_data
 
 #: bytes of UTF-8 text per model token (English prose and code, WordPiece/BPE vocabularies)
 BYTES_PER_TOKEN = 4.0
@@ -64,3 +67,35 @@ def train_file(path: Any) -> tuple[float, float] | None:
         return None
     rows = max(lines(p) - (1 if p.suffix == ".tsv" else 0), 1.0)
     return rows, p.stat().st_size / BYTES_PER_TOKEN / rows
+
+
+def documents_work(size: list[float], length_cap: int, per_word: bool) -> Work:
+    """Evaluation tokens of one retrieval set of ``size`` ([documents, queries, length]): its documents (capped at
+    ``length_cap`` tokens; ``per_word``: the length is in words) and its queries."""
+    c = cost_data()
+    docs, queries, length = size
+    tokens = min(length * (c["tokens_per_word"] if per_word else 1.0), length_cap)
+    w = Work(short=queries * c["query_tokens"])
+    w.add_tokens(docs * tokens, tokens)
+    return w
+
+
+def retrieval_work(datasets: list[str], cap: int, data_dir: Any = None, catalog: Any = None) -> Work:
+    """Evaluation tokens of ``datasets``: from the local files under ``data_dir`` (each in its catalog entry's
+    ``local`` folder) where there are some, else from the cost file's published sizes."""
+    c, w = cost_data(), Work()
+    for d in datasets:
+        entry = (catalog or {}).get(d) or {}
+        local = retrieval_set(data_dir, str(entry.get("local") or d))
+        if local is not None:
+            w += documents_work(local, cap, per_word=False)
+            w.local += 1
+            continue
+        if d in c["beir"]:
+            w += documents_work(c["beir"][d], cap, per_word=True)
+        elif d in c["code"]:
+            w += documents_work(c["code"][d], cap, per_word=False)
+        elif d in c:
+            w += documents_work(c[d], cap, per_word=False)
+        w.published += 1
+    return w
