@@ -90,7 +90,7 @@ def test_only_voyager_runs_hold_the_voyager_constants_in_their_identity() -> Non
 def test_mrpc_and_qqp_are_scored_by_f1_with_accuracy_and_the_mean_recorded(task: str) -> None:
     """The authors' finetuning_jobs.py keeps one metric per evaluator, the last one written: BinaryF1Score after
     MulticlassAccuracy (src/flex_bert.py's metric order), so Table 5's MRPC and QQP are F1."""
-    from harness.evaluation import glue_metrics
+    from harness import glue_metrics
     from harness.specs.glue import score_note
 
     assert compose(["task=glue"]).task.definitions[task].metric == "f1"

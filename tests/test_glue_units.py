@@ -12,10 +12,9 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from harness import hydra_callbacks, results, selection
+from harness import glue_metrics, hydra_callbacks, results, selection
 from harness.data import glue as glue_data
 from harness.errors import DataError, HarnessError
-from harness.evaluation import glue_metrics
 from harness.families.glue import chain, grid
 from harness.specs import glue as glue_spec
 from harness.training.callbacks import NaNLossGuard as NaNGuard

@@ -420,3 +420,37 @@ def test_building_the_site_imports_no_compute_code(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout + out.stderr
     assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_the_significance_marks_import_no_compute_code(tmp_path):
+    """The page's significance marks re-score kept GLUE predictions (Matthews is not a mean over examples): the
+    scoring functions are the ground layer's (harness.glue_metrics), so building the site with them, in a fresh
+    process, imports no module of harness.evaluation, harness.training or harness.families, nor torch."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from tests.test_compare_many import write
+
+    res = tmp_path / "results"
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, 120)
+    for model, acc in (("good", 0.85), ("fair", 0.6)):
+        for seed in (1618, 42, 6033):
+            right = rng.random(120) < acc
+            write(res, "glue", model, "cola", f"lr=1e-4-{seed}", np.where(right, labels, 1 - labels), seed=seed,
+                  config_id=f"cfg-{model}", labels=labels, kind="matthews")
+    code = (
+        "import sys\n"
+        "from harness.leaderboard.__main__ import main\n"
+        f"rc = main([{str(res)!r}, '--out', {str(tmp_path / 'site')!r}, '--significance', '--permutations', '200'])\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'sentence_transformers',"
+        " 'pylate') or m.startswith(('harness.evaluation', 'harness.training', 'harness.families')))\n"
+        "print(rc, bad, 'harness.glue_metrics' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "0 [] True", out.stdout + out.stderr
+    text = (tmp_path / "site" / "data.js").read_text()
+    pairs = json.loads(text[text.index("=") + 1:].strip().rstrip(";"))["sig"]["pairs"]
+    assert pairs["glue"]["cola"]                 # the cell was tested: the GLUE scores were computed

@@ -24,7 +24,7 @@ def examples_test(a: per_query.PerQuery, b: per_query.PerQuery, permutations: in
     """GLUE: the task score (x100) re-computed from each example's prediction. Accuracy (MNLI: the mean of the
     matched and mismatched accuracies) is a mean over examples, tested as per-query scores (stratified by dev set);
     Matthews, F1 and Spearman are re-scored for every permutation and resample."""
-    from harness.evaluation.glue_metrics import compute
+    from harness.glue_metrics import compute
 
     pa, pb, ids = per_query.aligned(a, b, "prediction")
     labels = a.scores["label"]

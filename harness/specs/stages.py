@@ -40,7 +40,7 @@ STAGES: Registry[Stage] = Registry("stage", {
     "retrieve.multi_vector": Stage(1, "harness.families.retrievers:multi_vector",
                                    "token embeddings + exact MaxSim or PLAID: harness.evaluation.multivector"),
     "score.ir": Stage(1, "harness.evaluation.ir_metrics", "trec_eval metrics (pytrec_eval), self-matches dropped"),
-    "score.glue": Stage(1, "harness.evaluation.glue_metrics", "GLUE dev metrics (sklearn/scipy)"),
+    "score.glue": Stage(1, "harness.glue_metrics", "GLUE dev metrics (sklearn/scipy)"),
     "measure.throughput": Stage(1, "harness.evaluation.throughput", "timed passes, max-batch probes (Table 2)"),
     "evaluate.mteb": Stage(1, "harness.families.mteb", "mteb's own evaluation of a task by name"),
 }, hint="Declare it in harness/specs/stages.py.")

@@ -267,7 +267,7 @@ def stopper(cfg: TrainConfig) -> Any:
 
 def compute_metrics_fn(metric: str, regression: bool, groups: list[tuple[str, int]] | None) -> Callable:
     """A Trainer ``compute_metrics`` returning GLUE metrics (x100) and ``score``, the task score."""
-    from harness.evaluation.glue_metrics import compute
+    from harness.glue_metrics import compute
 
     def fn(pred) -> dict[str, float]:
         logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions

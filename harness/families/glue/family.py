@@ -39,7 +39,7 @@ class GlueFamily(Family):
     @cached_property
     def tasks(self) -> list[glue_data.GlueTask]:
         s = self.settings
-        from harness.evaluation.glue_metrics import METRICS
+        from harness.glue_metrics import METRICS
 
         defs = glue_data.task_definitions(s.definitions, METRICS)
         return order_tasks(glue_data.select_tasks(s.tasks, defs), self.chain)
@@ -105,7 +105,7 @@ class GlueFamily(Family):
         return w
 
     def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
-        from harness.evaluation.glue_metrics import score_key
+        from harness.glue_metrics import score_key
 
         s = self.settings
         names = {c.dataset for c in todo}

@@ -1,4 +1,7 @@
-"""GLUE dev-set metrics computed locally with sklearn/scipy (``evaluate.load`` needs the hub), x100 as the paper.
+"""GLUE dev-set metrics computed locally with sklearn/scipy (``evaluate.load`` needs the hub), x100 as the paper:
+the ``score.glue`` stage, and the comparison's re-scoring of kept predictions (``harness.compare``, the
+leaderboard's significance marks), so it lives in the ground layer and imports no compute code (sklearn and scipy
+only where a metric is computed).
 
 Each metric function takes predictions (class ids, or scores for regression) and gold labels and returns a
 dict of named values; :data:`METRICS` says which key is the task score:
