@@ -62,7 +62,7 @@ def main() -> None:
     def harness(prec: str, cache: str | None = None) -> tuple[float, dict]:
         retriever = DenseRetriever(model, dense_settings(precision=prec, max_length=args.max_length, cache_dir=cache),
                                    ident)
-        metrics, details, _ = evaluate(retriever, ds)
+        metrics, details, _ = evaluate(retriever, ds, top_k=1000)   # mteb's retrieval depth
         return metrics["ndcg_at_10"], details
 
     contenders = {"mteb 2.x (fp32, batch 32)": lambda: mteb_ndcg_at_10(model, ds),

@@ -56,7 +56,7 @@ def main() -> None:
             t0 = time.perf_counter()
             retriever = TitleConvention(DenseRetriever(model, dense_settings(
                 precision=precision, max_length=args.max_length), {}), "coir")
-            ours, _, _ = evaluate(retriever, ds)
+            ours, _, _ = evaluate(retriever, ds, top_k=1000)   # mteb's retrieval depth
             print(f"  harness ({precision}): nDCG@10 {ours['ndcg_at_10']:.6f}  {time.perf_counter() - t0:.1f} s  "
                   f"|diff| {abs(ours['ndcg_at_10'] - theirs):.2e}", flush=True)
 

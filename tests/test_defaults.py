@@ -10,6 +10,7 @@ is overridable from the command line without ``+`` (``task.catalog.stdlib-files.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import typing
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -221,3 +222,105 @@ def test_a_restated_default_is_found() -> None:
     assert not list(restated({"selection": {"sets": []}}, TaskSpec, "x", {"selection": {"sets": ["a"]}}))
     assert list(entries_restated({"d": {"split": "test"}}, DatasetEntry, "c")) == ["c.d.split = 'test'"]
     assert list(entries_restated({"s": {"length": 8, "batch_size": 8}}, SetSpec, "e")) == []
+
+
+# ------------------------------------------------------------------------------------------------ module defaults
+#: (module, parameter) defaults that equal a conf/ value of a key of the same name but are not that key, and why
+NOT_THE_KEY: dict[tuple[str, str], str] = {
+    ("harness/data/*", "strict_qrels"): "the loaders' contract: qrels are checked strictly unless a caller says "
+                                        "otherwise (every task passes its task.strict_qrels)",
+    ("harness/data/triplets.py", "batch_size"): "the mining encoder's batch, not task=glue's training batch",
+    ("harness/evaluation/throughput.py", "repeats"): "the roofline matmul's repeats, not task=efficiency's passes",
+    ("harness/families/mldr.py", "train"): "not a config key of task=mldr (init=False: derived from task.setting)",
+    ("harness/peers/*", "batch_size"): "mteb run as mteb runs by default (its encode batch of 32), for parity",
+    ("harness/*", "precision"): "the run's resolved precision (fp32 | bf16 | fp16), not task=efficiency's "
+                                "precision choice (auto | fp32 | ...)",
+}
+
+
+def conf_values() -> dict[str, set[tuple[str, Any]]]:
+    """``{key: {(type name, value)}}`` of every scalar leaf of every task as composed (catalogs, GLUE's task
+    definitions and specs aside: data, not settings), and the root ``seed``."""
+    out: dict[str, set[tuple[str, Any]]] = {}
+
+    def leaves(node: Any) -> None:
+        items = node.items() if isinstance(node, Mapping) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            if isinstance(value, Mapping | list):
+                leaves(value)
+            elif value is not None and not isinstance(key, int):
+                out.setdefault(str(key), set()).add((type(value).__name__, value))
+
+    for path in TASKS:
+        task = OmegaConf.to_container(compose([f"task={path.stem}"]).task, resolve=True)
+        assert isinstance(task, dict)
+        leaves({k: v for k, v in task.items() if k not in ("spec", "catalog", "definitions")})
+    out.setdefault("seed", set()).add(("int", int(compose([]).seed)))
+    return out
+
+
+def module_defaults(path: Path) -> Iterator[tuple[str, int, Any]]:
+    """(name, line, value) of every literal default in ``path``: function parameters and class fields (a field
+    constructor's ``default=`` too)."""
+    import ast
+
+    def literal(node: ast.expr) -> Any:
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            try:   # constant arithmetic (1 << 18)
+                return eval(compile(ast.Expression(node), str(path), "eval"), {"__builtins__": {}})
+            except Exception:
+                return None
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        pairs: list[tuple[str, ast.expr]] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            positional = [*a.posonlyargs, *a.args]
+            pairs += [(x.arg, d) for x, d in zip(positional[len(positional) - len(a.defaults):], a.defaults,
+                                                 strict=True)]
+            pairs += [(x.arg, d) for x, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None]
+        elif isinstance(node, ast.ClassDef):
+            for st in node.body:
+                if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
+                    value = st.value
+                    if isinstance(value, ast.Call):
+                        value = next((k.value for k in value.keywords if k.arg == "default"), None)
+                    if value is not None:
+                        pairs.append((st.target.id, value))
+        for name, value in pairs:
+            got = literal(value)
+            if got is not None:
+                yield name, value.lineno, got
+
+
+def restated_in_modules() -> list[str]:
+    conf = conf_values()
+    found = []
+    for path in sorted((REPO / "harness").rglob("*.py")):
+        module = str(path.relative_to(REPO))
+        for name, line, value in module_defaults(path):
+            if (type(value).__name__, value) not in conf.get(name, ()):
+                continue
+            if not any(name == key and fnmatch.fnmatch(module, where) for where, key in NOT_THE_KEY):
+                found.append(f"{module}:{line} {name}={value!r}")
+    return found
+
+
+def test_no_module_default_repeats_a_conf_default() -> None:
+    """A default is written once, in conf/: no function or class under harness/ defaults a parameter to the value
+    conf/ gives the key of that name (a stage takes its node, or the value is required)."""
+    found = restated_in_modules()
+    assert not found, "module defaults equal to conf/ (take the node, or make them required):\n" + "\n".join(found)
+
+
+def test_a_module_default_equal_to_conf_is_found(tmp_path: Path) -> None:
+    """The check itself: a parameter and a field defaulting to conf/'s values are read, literal or computed."""
+    path = tmp_path / "m.py"
+    path.write_text("def f(x, *, batch_tokens=16384, top_k=3):\n    pass\n\n\nclass C:\n"
+                    "    maxsim_chunk_tokens: int = 1 << 18\n    similarity: str = field(default='cosine')\n")
+    conf = conf_values()
+    hits = [(name, value) for name, _, value in module_defaults(path) if (type(value).__name__, value) in
+            conf.get(name, ())]
+    assert hits == [("batch_tokens", 16384), ("maxsim_chunk_tokens", 262144), ("similarity", "cosine")]

@@ -105,7 +105,7 @@ def test_export_in_mldr_layout_round_trips(tmp_path: Path) -> None:
     test = mldr.load_local(out, "x", "test")
     built = longdocs.build(lds, name="x", split="test", max_queries=None)
     assert test.qrels == built.qrels and test.queries == built.queries
-    rows, _ = mldr.train_rows_local(out)
+    rows, _ = mldr.train_rows_local(out, "train")
     assert len(rows) == len(lds.split_queries("train"))
     for r in rows:
         negs = [n["docid"] for n in r["negative_passages"]]

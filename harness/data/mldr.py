@@ -171,7 +171,7 @@ def load_hub(path: str, revision: str | None, lang: str, name: str, split: str =
 
 
 # ---------------------------------------------------------------------------------------------- training data
-def train_rows_local(folder: Path, split: str = "train") -> tuple[list[dict[str, Any]], str]:
+def train_rows_local(folder: Path, split: str) -> tuple[list[dict[str, Any]], str]:
     """The rows of a local MLDR split (validated) and the file's sha256."""
     path = _require(folder, split)
     rows = []
@@ -184,7 +184,7 @@ def train_rows_local(folder: Path, split: str = "train") -> tuple[list[dict[str,
     return rows, file_sha(path)
 
 
-def train_rows_hub(repo: str, revision: str, subdir: str, split: str = "train") -> list[dict[str, Any]]:
+def train_rows_hub(repo: str, revision: str | None, subdir: str, split: str) -> list[dict[str, Any]]:
     """``<repo>@<revision>/<subdir>/<split>.jsonl.gz`` with the ``json`` loader (the repo's loading script is
     refused by datasets 5), validated row by row."""
     from datasets import load_dataset
@@ -205,8 +205,8 @@ def train_rows_hub(repo: str, revision: str, subdir: str, split: str = "train") 
     return rows
 
 
-def triplets(rows: Sequence[dict[str, Any]], num_negatives: int = 1, max_samples: int | None = None,
-             seed: int = 12) -> tuple[Dataset, dict[str, int]]:
+def triplets(rows: Sequence[dict[str, Any]], num_negatives: int, max_samples: int | None,
+             seed: int) -> tuple[Dataset, dict[str, int]]:
     """(anchor, positive, negative) triplets for MNRL: per row, its first positive with each of its first
     ``num_negatives`` negatives. Rows without negatives are skipped (counted); ``max_samples`` keeps a seeded
     random sample of rows."""

@@ -152,9 +152,9 @@ def mine_from_beir(
     ds: RetrievalDataset,
     model: SentenceTransformer,
     *,
-    num_negatives: int = 1,
-    range_min: int = 10,
-    range_max: int = 50,
+    num_negatives: int,
+    range_min: int,
+    range_max: int,
     batch_size: int = 64,
 ) -> Dataset:
     """(query, positive) pairs from ``ds``'s qrels (grade > 0), hard negatives mined from its corpus by

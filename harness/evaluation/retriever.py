@@ -58,7 +58,7 @@ def search_width(top_k: int, ignore_identical_ids: bool) -> int:
 
 
 def evaluate(
-    retriever: Retriever, ds: RetrievalDataset, *, top_k: int = 1000, ignore_identical_ids: bool = False,
+    retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
     subgroups: Sequence[QueryGroups] = (),
 ) -> tuple[dict[str, float], Details, Timings]:
     """(metrics, details, timings) of ``retriever`` on ``ds``: nDCG@10 (main), MAP, recall, MRR; ``subgroups``
@@ -69,7 +69,7 @@ def evaluate(
 
 
 def evaluate_per_query(
-    retriever: Retriever, ds: RetrievalDataset, *, top_k: int = 1000, ignore_identical_ids: bool = False,
+    retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
     subgroups: Sequence[QueryGroups] = (),
 ) -> tuple[dict[str, float], Details, Timings, PerQuery]:
     """:func:`evaluate`, plus each metric per judged query (what the record's metrics are the means of), with
