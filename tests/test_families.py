@@ -95,3 +95,52 @@ def test_every_task_spec_declares_what_the_task_is() -> None:
     for name in specs.all_specs():
         fam = families.get(specs.get(name).runner)(compose([f"task={name}"]))
         assert all(k.startswith("task.") or k == "seed" for k in fam.identity_exclude), name
+
+
+def stage_nodes(cls: type) -> set[type]:
+    """The stage nodes ``cls`` composes (the typed nodes the evaluation and training modules define), recursively."""
+    import dataclasses
+    import typing
+
+    out: set[type] = set()
+    for tp in typing.get_type_hints(cls).values():
+        for node in (tp, *typing.get_args(tp)):
+            if dataclasses.is_dataclass(node) and isinstance(node, type):
+                if node.__module__.startswith(("harness.evaluation", "harness.training")):
+                    out.add(node)
+                out |= stage_nodes(node)
+    return out
+
+
+def copied_fields(cls: type, nodes: set[type]) -> set[str]:
+    """Fields ``cls`` itself declares that a stage node already declares (a copy, not a composition)."""
+    import inspect
+
+    from harness.typed import config_keys, init_fields
+
+    own = {name for name, f in init_fields(cls).items() if name in inspect.get_annotations(cls)
+           and not f.metadata.get("flat")}
+    return own & {key for node in nodes for key in config_keys(node)}
+
+
+def test_a_retrieval_task_composes_its_stages_nodes_and_copies_no_field() -> None:
+    """Each retrieval task's settings are the nodes of its stages plus its own keys ("Adding a task" in
+    docs/layout.md): none declares a key one of the stage nodes declares; the check sees a copy."""
+    from dataclasses import dataclass
+
+    from harness.families.retrieval import RetrievalKind, RetrievalSettings
+
+    kinds = [r for r in families.all_families() if isinstance(r, RetrievalKind)]
+    assert {k.settings_class.__name__ for k in kinds} == {"DenseSettings", "CodeSettings", "MldrSettings",
+                                                           "ColbertSettings"}
+    nodes = {n for k in kinds for n in stage_nodes(k.settings_class)}
+    assert {n.__name__ for n in nodes} >= {"Batching", "Ranking", "SingleVectorEval", "ExactSearch", "DenseTraining",
+                                           "KdTraining", "MultiVectorEval", "MultiVectorSearch", "ShardSettings"}
+    assert {k.settings_class.__name__: copied_fields(k.settings_class, nodes) for k in kinds} == {
+        k.settings_class.__name__: set() for k in kinds}
+
+    @dataclass(kw_only=True)
+    class Copying(RetrievalSettings):
+        similarity: str
+
+    assert copied_fields(Copying, nodes) == {"similarity"}
