@@ -71,17 +71,17 @@ def test_a_dead_owners_lock_is_taken_over(owner: str, tmp_path: Path, toy_beir: 
 def test_a_second_run_waits_then_computes_nothing_twice(tmp_path: Path, toy_beir: Path, monkeypatch) -> None:
     """Two runners of one run at once (threads of one process, two lock tokens): the first computes, the second
     waits for its lock, plans again, finds the record and loads no model."""
-    from harness.families.retrieval import RetrievalFamily
+    from harness.families.retrieval_run import RetrievalRun
 
     loads = []
-    original = RetrievalFamily.load_model
+    original = RetrievalRun.load_model
 
     def slow_load(self):
         loads.append(threading.current_thread().name)
         time.sleep(1.5)                    # holds the lock while the second runner arrives
         return original(self)
 
-    monkeypatch.setattr(RetrievalFamily, "load_model", slow_load)
+    monkeypatch.setattr(RetrievalRun, "load_model", slow_load)
     cfg = cfg_for(tmp_path, toy_beir, "run_lock.wait=60", "run_lock.stale_after=10")
     out: dict[str, list] = {}
     first = threading.Thread(target=lambda: out.setdefault("first", run(cfg)), name="first")
