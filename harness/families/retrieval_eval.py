@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -20,15 +20,13 @@ from harness.evaluation.retriever import Retriever, evaluate_per_query
 from harness.evaluation.shards import ShardedRetriever
 from harness.evaluation.subgroups import SUBGROUPS, QueryGroups
 from harness.families.base import Cell
+from harness.families.context import RetrievalTask
 from harness.results import ResultRecord
-
-if TYPE_CHECKING:
-    from harness.families.retrieval import RetrievalFamily
 
 log = logging.getLogger(__name__)
 
 
-def sharded(task: RetrievalFamily, retriever: Retriever) -> Retriever:
+def sharded(task: RetrievalTask, retriever: Retriever) -> Retriever:
     """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (single-vector retrievers and
     exact MaxSim: their engines implement :class:`~harness.evaluation.shards.ShardEngine`)."""
     plan = task.settings.sharding
@@ -45,7 +43,7 @@ def sharded(task: RetrievalFamily, retriever: Retriever) -> Retriever:
     return ShardedRetriever(retriever, plan, launch)
 
 
-def evaluate_cell(task: RetrievalFamily, cell: Cell, retriever: Retriever, block: dict[str, Any],
+def evaluate_cell(task: RetrievalTask, cell: Cell, retriever: Retriever, block: dict[str, Any],
                   tokenizer: Any) -> Iterator[ResultRecord]:
     """One dataset's record; a composite yields one record per member, then their mean. ``tokenizer``: the loaded
     model's (query subgroups count tokens with it)."""
@@ -70,14 +68,14 @@ def evaluate_cell(task: RetrievalFamily, cell: Cell, retriever: Retriever, block
     )
 
 
-def prepare(task: RetrievalFamily, retriever: Retriever, entry: DatasetEntry) -> None:
+def prepare(task: RetrievalTask, retriever: Retriever, entry: DatasetEntry) -> None:
     """Per-dataset retriever settings: the dataset's query length where the task sets one (ColBERT)."""
     if task.kind.query_length is not None:
         engine = getattr(retriever, "engine", retriever)   # a sharded retriever's engine is the retriever
         engine.query_length = task.kind.query_length(task, entry)
 
 
-def loaded(task: RetrievalFamily, entry: DatasetEntry) -> RetrievalDataset:
+def loaded(task: RetrievalTask, entry: DatasetEntry) -> RetrievalDataset:
     """The entry's data as evaluated (``task.max_queries`` / ``task.max_docs`` applied)."""
     s = task.settings
     ds = load_entry(entry, data_dir=s.data_dir, split=s.split, strict_qrels=s.strict_qrels)
@@ -91,13 +89,13 @@ def document_length(retriever: Retriever) -> int | None:
     return None if length is None else int(length)
 
 
-def subgroups(task: RetrievalFamily, retriever: Retriever, tokenizer: Any) -> list[QueryGroups]:
+def subgroups(task: RetrievalTask, retriever: Retriever, tokenizer: Any) -> list[QueryGroups]:
     """The query groups ``task.subgroups`` names, where the task has the key (MLDR: before/after truncation)."""
     names = getattr(task.settings, "subgroups", ())
     return [SUBGROUPS[name](tokenizer, document_length(retriever)) for name in names]
 
 
-def evaluate_entry(task: RetrievalFamily, cell: Cell, entry: DatasetEntry, retriever: Retriever,
+def evaluate_entry(task: RetrievalTask, cell: Cell, entry: DatasetEntry, retriever: Retriever,
                    block: dict[str, Any], tokenizer: Any, member_of: str | None = None) -> ResultRecord:
     s = task.settings
     t0 = time.perf_counter()

@@ -13,17 +13,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.families.base import Cell
-from harness.families.context import StageContext
+from harness.families.context import RetrievalTask, StageContext
 from harness.identity import drop
 from harness.results import ResultRecord
 from harness.specs import stages
-
-if TYPE_CHECKING:
-    from harness.families.retrieval import RetrievalFamily
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +31,7 @@ TRAIN_DONE = "train_done.json"
 class RetrievalRun:
     """The stages of one run of ``family``, composed: load -> (train) -> retrieve -> score each cell."""
 
-    def __init__(self, family: RetrievalFamily) -> None:
+    def __init__(self, family: RetrievalTask) -> None:
         self.family = family
         self.model: Any = None
 

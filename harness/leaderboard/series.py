@@ -17,7 +17,6 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.leaderboard.layout import column_of, higher_is_better, table_spec
@@ -162,14 +161,3 @@ def _marks(records: Sequence[Any]) -> str:
 
     return ((SUBSET_MARK if any(evaluated_subset(r) for r in records) else "")
             + (LOCAL_MARK if any(local_data(r) for r in records) else ""))
-
-
-def write(plots: Sequence[Plot], out: Path) -> list[Path]:
-    """``series.html`` in ``out`` (nothing when there is no series)."""
-    if not plots:
-        return []
-    from harness.leaderboard.series_page import page
-
-    path = out / "series.html"
-    path.write_text(page(plots), encoding="utf-8")
-    return [path]

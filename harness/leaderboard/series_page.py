@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from html import escape
+from pathlib import Path
 
 from harness.leaderboard.series import Plot, Point
 
@@ -176,3 +177,12 @@ def page(plots: Sequence[Plot]) -> str:
             "step</title><link rel=\"stylesheet\" href=\"style.css\"></head><body><header><h1>Series: metric against "
             f"training step</h1><p><a href=\"index.html\">← leaderboard</a></p><p class=\"note\">{escape(NOTE)}</p>"
             "</header><main>" + "".join(sections) + "</main></body></html>\n")
+
+
+def write(plots: Sequence[Plot], out: Path) -> list[Path]:
+    """``series.html`` in ``out`` (nothing when there is no series)."""
+    if not plots:
+        return []
+    path = out / "series.html"
+    path.write_text(page(plots), encoding="utf-8")
+    return [path]

@@ -53,6 +53,6 @@ def write_site(lb: Leaderboard, out: Path, sig: dict[str, Any] | None = None) ->
     blob = json.dumps(site_data(lb, sig), separators=(",", ":"), default=str)
     data = out / "data.js"
     data.write_text(f"window.LEADERBOARD = {blob};\n")
-    from harness.leaderboard.series import write
+    from harness.leaderboard.series_page import write
 
     return [*paths, data, *write(lb.series, out)]

@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def best(argv: list[str]) -> int:
-    from harness.series.best import best_overrides
+    from harness.selection.series import best_overrides
 
     i = argv.index("--best")
     if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
