@@ -23,7 +23,7 @@ import pytest
 from harness import results
 from harness.trial.toy_data import write_beir_folder
 from tests.conftest import TINY_MODEL, paths
-from tests.test_bad_inputs import snapshot, unwritable
+from tests.test_bad_inputs import assert_one_error_line, snapshot, unwritable
 
 MODEL = {"name": "enc", "path": "/models/enc", "revision": None, "family": "enc", "size": "base", "fingerprint": "f00d"}
 COMMANDS = {"paper": "harness.paper.__main__", "leaderboard": "harness.leaderboard.__main__",
@@ -296,13 +296,7 @@ def test_bad_command(case: Case, tmp_path: Path, capfd, monkeypatch) -> None:
     args = case.args(tmp_path)
     before = tree(tmp_path)
     code, printed = invoke(case.command, args, capfd)
-    errors = [line for line in printed.splitlines() if line.startswith("error:")]
-    assert code == 2, printed[-3000:]
-    assert "Traceback" not in printed, printed[-3000:]
-    assert len(errors) == 1, printed[-3000:]
-    line = errors[0]
-    assert re.search(case.names.format(tmp=re.escape(str(tmp_path))), line), line
-    assert re.search(case.fix, line), line
+    assert_one_error_line(code, printed, case.names.format(tmp=re.escape(str(tmp_path))), case.fix)
     assert tree(tmp_path) == before                 # nothing written, nothing created, nothing changed
 
 

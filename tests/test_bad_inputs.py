@@ -372,6 +372,17 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def assert_one_error_line(code: int, printed: str, names: str, fix: str) -> None:
+    """A refusal as the catalogues want it: exit 2, no traceback, one ``error:`` line naming ``names`` (a regex)
+    and the ``fix``."""
+    errors = [line for line in printed.splitlines() if line.startswith("error:")]
+    assert code == 2, printed[-3000:]
+    assert "Traceback" not in printed, printed[-3000:]
+    assert len(errors) == 1, printed[-3000:]
+    assert re.search(names, errors[0]), errors[0]
+    assert re.search(fix, errors[0]), errors[0]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input(case: Case, seeded: Path, tmp_path: Path, capfd) -> None:
     shutil.copytree(seeded / "results", tmp_path / "results")
@@ -380,13 +391,7 @@ def test_bad_input(case: Case, seeded: Path, tmp_path: Path, capfd) -> None:
     if case.id.startswith("kd-") and not KD_SAMPLE.parent.is_dir():
         pytest.skip("needs ../shared/data")
     code, printed = invoke(case.args(tmp_path), capfd)
-    errors = [line for line in printed.splitlines() if line.startswith("error:")]
-    assert code == 2, printed[-3000:]
-    assert "Traceback" not in printed, printed[-3000:]
-    assert len(errors) == 1, printed[-3000:]
-    line = errors[0]
-    assert re.search(case.names.format(tmp=re.escape(str(tmp_path))), line), line
-    assert re.search(case.fix, line), line
+    assert_one_error_line(code, printed, case.names.format(tmp=re.escape(str(tmp_path))), case.fix)
     after = snapshot(tmp_path / "results")
     assert {k: v for k, v in after.items() if k in before} == before          # the ok record is untouched
     new = set(after) - set(before)

@@ -399,8 +399,6 @@ def test_a_subset_run_is_marked_everywhere_and_never_best(tmp_path):
 def test_building_the_site_imports_no_compute_code(tmp_path):
     """Presentation reads records and specs only: building the whole site (every table kind) in a fresh process
     imports neither torch nor any module of harness.evaluation, harness.training or harness.families."""
-    import subprocess
-    import sys
 
     res = tmp_path / "results"
     for task, ds, metric, score in [("beir", "scifact", "ndcg_at_10", 0.6), ("colbert", "scifact", "ndcg_at_10", 0.7),
@@ -409,16 +407,7 @@ def test_building_the_site_imports_no_compute_code(tmp_path):
                                     "ndcg_at_10", 0.5), ("efficiency", "short_fixed", "tokens_per_s", 1e5),
                                     ("mteb", "STS12", "main_score", 0.7)]:
         write_record(res, record(task, ds, score, metric=metric, model=MODERNBERT))
-    code = (
-        "import sys\n"
-        "from harness.leaderboard.__main__ import main\n"
-        f"rc = main([{str(res)!r}, '--out', {str(tmp_path / 'site')!r}])\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'sentence_transformers',"
-        " 'pylate') or m.startswith(('harness.evaluation', 'harness.training', 'harness.families')))\n"
-        "print(rc, bad)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout + out.stderr
+    assert build_in_a_fresh_process(res, tmp_path / "site") == "0 [] False"
     assert (tmp_path / "site" / "index.html").is_file()
 
 
@@ -426,8 +415,6 @@ def test_the_significance_marks_import_no_compute_code(tmp_path):
     """The page's significance marks re-score kept GLUE predictions (Matthews is not a mean over examples): the
     scoring functions are the ground layer's (harness.glue_metrics), so building the site with them, in a fresh
     process, imports no module of harness.evaluation, harness.training or harness.families, nor torch."""
-    import subprocess
-    import sys
 
     import numpy as np
 
@@ -441,16 +428,25 @@ def test_the_significance_marks_import_no_compute_code(tmp_path):
             right = rng.random(120) < acc
             write(res, "glue", model, "cola", f"lr=1e-4-{seed}", np.where(right, labels, 1 - labels), seed=seed,
                   config_id=f"cfg-{model}", labels=labels, kind="matthews")
+    assert build_in_a_fresh_process(res, tmp_path / "site", "--significance", "--permutations", "200") == "0 [] True"
+    text = (tmp_path / "site" / "data.js").read_text()
+    pairs = json.loads(text[text.index("=") + 1:].strip().rstrip(";"))["sig"]["pairs"]
+    assert pairs["glue"]["cola"]                 # the cell was tested: the GLUE scores were computed
+
+
+def build_in_a_fresh_process(res: Path, out: Path, *flags: str) -> str:
+    """``python -m harness.leaderboard res --out out *flags`` in a new interpreter: "<exit code> <compute modules
+    it imported> <whether it imported harness.glue_metrics>"."""
+    import subprocess
+    import sys
+
     code = (
         "import sys\n"
         "from harness.leaderboard.__main__ import main\n"
-        f"rc = main([{str(res)!r}, '--out', {str(tmp_path / 'site')!r}, '--significance', '--permutations', '200'])\n"
+        f"rc = main([{str(res)!r}, '--out', {str(out)!r}, *{list(flags)!r}])\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'sentence_transformers',"
         " 'pylate') or m.startswith(('harness.evaluation', 'harness.training', 'harness.families')))\n"
         "print(rc, bad, 'harness.glue_metrics' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "0 [] True", out.stdout + out.stderr
-    text = (tmp_path / "site" / "data.js").read_text()
-    pairs = json.loads(text[text.index("=") + 1:].strip().rstrip(";"))["sig"]["pairs"]
-    assert pairs["glue"]["cola"]                 # the cell was tested: the GLUE scores were computed
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.strip().splitlines()[-1]
