@@ -177,9 +177,9 @@ def glue_points(family: Any, cells: list[Any]) -> list[dict[str, Any]]:
     for cell in cells:
         p, init = cell.payload
         point = {"run_id": cell.run_id, "hyperparameters": glue_point.hyperparameters(p, s, init)}
-        point |= guarded(lambda: {"train_config": flat(glue_point.train_config(p, s, family.precision,
-                                                                               family.device))})
-        point |= guarded(lambda: {"tokenization_key": glue_point.tokenization_key(fp, data[p.task], s)})
+        point |= guarded(lambda p=p: {"train_config": flat(glue_point.train_config(p, s, family.precision,
+                                                                                   family.device))})
+        point |= guarded(lambda p=p: {"tokenization_key": glue_point.tokenization_key(fp, data[p.task], s)})
         out.append(point)
     return {"points": out}
 
