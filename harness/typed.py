@@ -93,23 +93,20 @@ def _node_of(cls: type, f: dataclasses.Field) -> type | None:
 
 def config_keys(cls: type) -> list[str]:
     """The keys a mapping for ``cls`` may have: its own fields, and the keys of its :func:`flat` nodes."""
-    out: list[str] = []
-    for name, f in init_fields(cls).items():
-        node = _node_of(cls, f) if f.metadata.get("flat") else None
-        found = config_keys(node) if node is not None else [name]
-        clash = set(found) & set(out)
-        if clash:
-            raise TypeError(f"{cls.__qualname__}: key {sorted(clash)[0]!r} is declared by two of its nodes")
-        out += found
-    return out
+    return list(key_fields(cls))
 
 
 def key_fields(cls: type) -> dict[str, tuple[type, dataclasses.Field]]:
-    """``{key: (the class that declares it, its field)}`` for every key :func:`config_keys` lists."""
+    """``{key: (the class that declares it, its field)}`` for every key a mapping for ``cls`` may have: its own
+    fields, and the keys of its :func:`flat` nodes (a key declared by two of them is an error in ``cls``)."""
     out: dict[str, tuple[type, dataclasses.Field]] = {}
     for name, f in init_fields(cls).items():
         node = _node_of(cls, f) if f.metadata.get("flat") else None
-        out |= key_fields(node) if node is not None else {name: (cls, f)}
+        found = key_fields(node) if node is not None else {name: (cls, f)}
+        clash = set(found) & set(out)
+        if clash:
+            raise TypeError(f"{cls.__qualname__}: key {sorted(clash)[0]!r} is declared by two of its nodes")
+        out |= found
     return out
 
 
