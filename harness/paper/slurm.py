@@ -192,13 +192,15 @@ def decide(stages: Sequence[Stage], states: Mapping[str, JobState], ledger: Mapp
     return kept, new
 
 
-def _executor(folder: Path, stage: Stage, cluster: Mapping[str, Any], dependency: str | None) -> Any:
+def executor(folder: Path, name: str, cluster: Mapping[str, Any], kind: str, dependency: str | None = None) -> Any:
+    """A submitit executor of SLURM arrays named ``name`` with the cluster profile's ``kind`` resources (``train`` |
+    ``eval`` | ``cpu``), each job's log under ``folder/<id>``; ``dependency``: sbatch's, if any."""
     import submitit
 
-    res = cluster[stage.kind]
+    res = cluster[kind]
     ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
     params: dict[str, Any] = {
-        "name": f"paper-{stage.name}", "timeout_min": int(res["timeout_min"]), "cpus_per_task": int(res["cpus"]),
+        "name": name, "timeout_min": int(res["timeout_min"]), "cpus_per_task": int(res["cpus"]),
         "mem_gb": float(res["mem_gb"]), "slurm_array_parallelism": int(cluster.get("array_parallelism", 64)),
         "slurm_setup": list(cluster.get("setup") or []),
     }
@@ -244,7 +246,8 @@ def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Pat
         if not keys:
             continue
         after = [(cond, ids[up]) for up, cond in stage.after if ids.get(up)]
-        ex = _executor(folder, stage, cluster, ",".join(f"{c}:{':'.join(w)}" for c, w in after) or None)
+        ex = executor(folder, f"paper-{stage.name}", cluster, stage.kind,
+                      ",".join(f"{c}:{':'.join(w)}" for c, w in after) or None)
         jobs = _sbatch(ex, stage.name, context, keys)
         for key, sj in zip(keys, jobs, strict=True):
             ledger[key] = str(sj.job_id)

@@ -60,23 +60,6 @@ def run_job(spec: dict[str, Any]) -> None:
     runner.run(cfg)
 
 
-def _executor(folder: Path, cluster: dict[str, Any], name: str, trains: bool) -> Any:
-    import submitit
-
-    res = cluster["train" if trains else "eval"]
-    ex = submitit.AutoExecutor(folder=folder / "jobs" / "%j", cluster="slurm")
-    params: dict[str, Any] = {
-        "name": f"series-{name}", "timeout_min": int(res["timeout_min"]), "cpus_per_task": int(res["cpus"]),
-        "mem_gb": float(res["mem_gb"]), "slurm_array_parallelism": int(cluster.get("array_parallelism", 64)),
-        "slurm_setup": list(cluster.get("setup") or [])}
-    if res.get("partition"):
-        params["slurm_partition"] = str(res["partition"])
-    if int(res.get("gpus") or 0) > 0:
-        params["gpus_per_node"] = int(res["gpus"])
-    ex.update_parameters(**params)
-    return ex
-
-
 class Submitter:
     """The SLURM launcher of one command: each run is submitted at most once by it (a watch does not resubmit a job
     that failed every poll: it reports it; the next command submits it again)."""
@@ -106,7 +89,7 @@ def submit(plan: Plan, cluster: dict[str, Any], q: dict[str, tuple[str, str]]) -
     key -> SLURM id of what it submitted. The ledger is written as soon as sbatch has answered."""
     from submitit.core.utils import FailedJobError
 
-    from harness.paper.slurm import LIVE
+    from harness.paper.slurm import LIVE, executor
 
     folder = folder_of(plan)
     ledger = read_ledger(folder / "ledger.json")
@@ -114,7 +97,7 @@ def submit(plan: Plan, cluster: dict[str, Any], q: dict[str, tuple[str, str]]) -
     if not todo:
         return {}
     trains = any(bool(u.config.task.get("train")) for u in todo)
-    ex = _executor(folder, cluster, plan.settings.name, trains)
+    ex = executor(folder / "jobs", f"series-{plan.settings.name}", cluster, "train" if trains else "eval")
     try:
         jobs = ex.map_array(run_job, [job_spec(plan, u) for u in todo])
     except (FailedJobError, OSError) as exc:
