@@ -33,7 +33,6 @@ class RetrievalRun:
 
     def __init__(self, family: RetrievalTask) -> None:
         self.family = family
-        self.model: Any = None
 
     @cached_property
     def ctx(self) -> StageContext[Any]:
@@ -78,7 +77,6 @@ class RetrievalRun:
             from harness.models import usable_positions
 
             block |= {"path": f.spec.path, "lineage": lin.record(), "max_positions": usable_positions(model)}
-        self.model = model
         return model, block
 
     def train(self, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
