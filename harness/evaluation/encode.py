@@ -36,8 +36,10 @@ from harness.evaluation.packing import (  # noqa: F401  (re-exported: the encode
     block_masks,
     cu_seq_lens,
     pack_rows,
+    packed_arrays,
     packed_batches,
     packed_inputs,
+    packed_kwargs,
     padded_arrays,
     padded_inputs,
     token_budget_batches,
@@ -128,8 +130,7 @@ def host_batch(seqs: list[list[int]], idx: np.ndarray, mode: str | None, pad_id:
     else:
         packed = pack_rows(seqs, None if mode == "varlen" else longest, pad_id)
         index, mask = unpack_index(packed)
-        arrays = {"input_ids": packed.input_ids, "position_ids": packed.position_ids, "index": index, "mask": mask}
-        arrays |= {"cu_seq_lens": cu_seq_lens(packed.lengths)} if mode == "varlen" else {"segment": packed.segment}
+        arrays = packed_arrays(packed, mode) | {"index": index, "mask": mask}
     return HostBatch(idx, {k: pinned(v, pin) for k, v in arrays.items()}, longest, sum(len(s) for s in seqs))
 
 
@@ -150,13 +151,7 @@ def forward_batch(model: SentenceTransformer, batch: HostBatch, mode: str | None
             features["token_type_ids"] = torch.zeros_like(features["input_ids"])
         return model(features)["sentence_embedding"]
     hf = model[0].auto_model
-    kwargs: dict[str, Any] = {"input_ids": t["input_ids"], "position_ids": t["position_ids"]}
-    if mode == "varlen":
-        kwargs |= {"cu_seq_lens_q": t["cu_seq_lens"], "cu_seq_lens_k": t["cu_seq_lens"],
-                   "max_length_q": batch.longest, "max_length_k": batch.longest}
-    else:
-        dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else hf.dtype
-        kwargs["attention_mask"] = block_masks(hf, t["segment"], dtype)
+    kwargs = packed_kwargs(hf, t, mode, batch.longest)
     if type_ids:
         kwargs["token_type_ids"] = torch.zeros_like(kwargs["input_ids"])
     tokens = hf(**kwargs, return_dict=True).last_hidden_state

@@ -138,16 +138,27 @@ def cu_seq_lens(lengths: list[int]) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
 
 
-def packed_inputs(hf: Any, packed: Packed, mode: str, device: str) -> dict[str, Any]:
-    """Forward kwargs of packed rows: restarting position ids plus ``cu_seq_lens`` (``varlen``) or a
-    block-diagonal mask per attention type (``mask``, sdpa/eager)."""
-    kwargs: dict[str, Any] = {"input_ids": torch.from_numpy(packed.input_ids).to(device),
-                              "position_ids": torch.from_numpy(packed.position_ids).to(device)}
+def packed_arrays(packed: Packed, mode: str) -> dict[str, np.ndarray]:
+    """Host arrays of packed rows: ids, restarting positions, and ``cu_seq_lens`` (``varlen``) or the rows'
+    ``segment`` numbering (``mask``)."""
+    arrays = {"input_ids": packed.input_ids, "position_ids": packed.position_ids}
+    return arrays | ({"cu_seq_lens": cu_seq_lens(packed.lengths)} if mode == "varlen" else {"segment": packed.segment})
+
+
+def packed_kwargs(hf: Any, tensors: dict[str, torch.Tensor], mode: str, longest: int) -> dict[str, Any]:
+    """Forward kwargs of packed rows from :func:`packed_arrays`' tensors on the device: restarting position ids plus
+    ``cu_seq_lens`` (``varlen``) or a block-diagonal mask per attention type (``mask``, sdpa/eager)."""
+    kwargs: dict[str, Any] = {"input_ids": tensors["input_ids"], "position_ids": tensors["position_ids"]}
     if mode == "varlen":
-        cu = torch.from_numpy(cu_seq_lens(packed.lengths)).to(device)
-        longest = max(packed.lengths)
+        cu = tensors["cu_seq_lens"]
         kwargs |= {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
     else:
         dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else hf.dtype
-        kwargs["attention_mask"] = block_masks(hf, torch.from_numpy(packed.segment).to(device), dtype)
+        kwargs["attention_mask"] = block_masks(hf, tensors["segment"], dtype)
     return kwargs
+
+
+def packed_inputs(hf: Any, packed: Packed, mode: str, device: str) -> dict[str, Any]:
+    """Forward kwargs of packed rows (:func:`packed_kwargs`), copied to ``device``."""
+    tensors = {k: torch.from_numpy(v).to(device) for k, v in packed_arrays(packed, mode).items()}
+    return packed_kwargs(hf, tensors, mode, max(packed.lengths))
