@@ -38,7 +38,6 @@ class Unit:
     paths: list[Path] = field(default_factory=list)   # where its records are, one per cell
     pending: list[Any] = field(default_factory=list)  # its cells without an ok record (the runner's pending)
     skipped: str | None = None              # why it is not run
-    hours: float | None = None              # the cost model's GPU-hours for its unfinished cells
     seconds: float = 0.0                    # what its finished records say they took
     changed: float = 0.0                    # the folder's newest modification time when planned
 
@@ -61,7 +60,6 @@ class Plan:
     settings: Settings
     units: list[Unit]
     ignored: list[str]
-    throughput: str = ""
 
     @property
     def todo(self) -> list[Unit]:

@@ -16,9 +16,7 @@ def run_unit(unit: Unit) -> str | None:
           f"{unit.task or 'default task'}, {unit.cells - unit.done} of {unit.cells} cells", flush=True)
     try:
         runner.run(unit.config)
-    except runner.RunFailed as exc:
-        error = one_line(exc)
-    except HarnessError as exc:
+    except HarnessError as exc:   # runner.RunFailed (failed cells) among them
         error = one_line(exc)
     else:
         error = None
