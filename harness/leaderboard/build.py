@@ -180,7 +180,8 @@ def build_leaderboard(
     user_rows = sorted({k for (k, _, _) in groups}, key=_row_order)
 
     overview_published: dict[RowKey, dict[str, Cell]] = {}
-    pub_rows = load_published() if published else []
+    papers = load_published() if published else []   # also the series view's reference lines
+    pub_rows = papers
     for prow in pub_rows:
         for (table, col), cell in prow.cells.items():
             target = overview_published if table == OVERVIEW_TABLE else by_table.setdefault(table, {})
@@ -212,7 +213,7 @@ def build_leaderboard(
                      for s in (*SOURCES, *TASK_ROW_SOURCES)] if published else [])
         + [mteb_source(d) for d in mteb_results],
     }
-    plots = collect(everything, load_published() if published else [])
+    plots = collect(everything, papers)
     meta["series"] = sorted({p.series for p in plots})
     if plots:
         meta["rules"].append("A series (python -m harness.series) shows its latest step in the tables, as the row "
