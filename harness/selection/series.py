@@ -161,9 +161,10 @@ def best_overrides(results_dir: str | Path, name: str) -> list[str]:
     if not folder.is_dir():
         raise HarnessError(f"the selected step of series {name!r} ({folder}) is gone: restore the checkpoint, or "
                            f"select again among those left ({select})")
-    if fingerprint(folder) != fp:
+    now = fingerprint(folder)
+    if now != fp:
         raise HarnessError(f"the selected step of series {name!r} ({folder}) was rewritten since it was selected "
-                           f"(fingerprint {fingerprint(folder)}, selected {fp}): evaluate the series again, then "
+                           f"(fingerprint {now}, selected {fp}): evaluate the series again, then "
                            f"{select}")
     return [f"model.path={folder}", f"model.name={row}"]
 
