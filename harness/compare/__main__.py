@@ -72,7 +72,6 @@ def run(args: argparse.Namespace) -> list[str]:
         raise HarnessError(f"{len(args.runs)} run(s) given: pass two or more runs or model names, or --all --task "
                            "<task> for every model of a task")
     models = entrants(args.runs, Records(Path(args.results)), args.task, args.every)
-    manyreport.check(models)
     settings = Settings(args.permutations, args.seed, args.level, args.alpha, args.correction)
     return manyreport.lines(manyreport.compare_entrants(models, settings, args.metric), models)
 

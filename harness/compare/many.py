@@ -50,7 +50,6 @@ class Row:
     pairs: list[Pair] = field(default_factory=list)
     ranks: dict[str, tuple[int, int, int]] = field(default_factory=dict)    # rank, interval low, high
     groups: dict[str, str] = field(default_factory=dict)
-    untested: dict[str, str] = field(default_factory=dict)
     over: tuple[str, ...] = ()
     metric: str = ""
 

@@ -10,7 +10,6 @@ from harness.compare import many
 from harness.compare.entrants import Cell, Entrant
 from harness.compare.outcomes import read_runs
 from harness.compare.stats import CONTROLS
-from harness.errors import HarnessError
 
 
 @dataclass
@@ -126,9 +125,3 @@ def row_lines(row: many.Row, cmp: Comparison) -> list[str]:
 
 def _p(value: float) -> str:
     return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
-
-
-def check(entrants: list[Entrant]) -> None:
-    """Two or more distinct models, each named once."""
-    if len(entrants) < 2:
-        raise HarnessError("a comparison needs two or more runs or models: pass them, or --all --task <task>")
