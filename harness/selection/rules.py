@@ -367,11 +367,9 @@ class GlueSelection(SelectionRule):
         if choice is None:
             return None
         choice.summary |= {"scoring_protocol": protocol, "other_protocol_runs": len(records) - len(same)}
-        tasks = choice.summary["tasks"] = {k[-1] if isinstance(k, tuple) else k: v
-                                           for k, v in choice.summary["tasks"].items()}
+        tasks = choice.summary["tasks"] = {_column(k): v for k, v in choice.summary["tasks"].items()}
         if "unselected" in choice.summary:
-            choice.summary["unselected"] = {k[-1] if isinstance(k, tuple) else k: v
-                                            for k, v in choice.summary["unselected"].items()}
+            choice.summary["unselected"] = {_column(k): v for k, v in choice.summary["unselected"].items()}
         for t, sel in tasks.items():
             if note := score_note(t, sel.get("main_score")):
                 sel["score_definition"] = note
