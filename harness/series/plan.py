@@ -162,24 +162,37 @@ def make_plan(settings: Settings, known: dict[tuple[str | None, Path], Unit] | N
     units = []
     for ckpt in found.checkpoints:
         changed = newest_change(ckpt.folder)
+        looked: tuple[str | None, dict[str, Any]] | None = None   # once per checkpoint, whatever the tasks
         for task in settings.tasks:
             old = (known or {}).get((task, ckpt.folder))
             if old is not None and old.changed == changed and not old.todo and old.skipped is None:
                 units.append(old)
                 continue
-            units.append(_unit(settings, ckpt, task, changed))
+            looked = looked or _look(settings, ckpt)
+            units.append(_unit(settings, ckpt, task, changed, *looked))
     return Plan(settings, units, found.ignored)
 
 
-def _unit(settings: Settings, ckpt: Checkpoint, task: str | None, changed: float) -> Unit:
-    unit = Unit(ckpt, task, {}, model_name(settings.name, ckpt.step), changed=changed)
+def _look(settings: Settings, ckpt: Checkpoint) -> tuple[str | None, dict[str, Any]]:
+    """Why the checkpoint cannot be read (None: it can), and its ``series`` value (its weights' fingerprint)."""
     why = incomplete(ckpt.folder, settings.settle)
     if why:
-        unit.skipped = why
+        return why, {}
+    try:
+        return None, series_value(settings, ckpt)
+    except HarnessError as exc:
+        return f"cannot be planned: {one_line(exc)}", {}
+    except FileNotFoundError as exc:
+        return f"removed while read ({exc.filename})", {}
+
+
+def _unit(settings: Settings, ckpt: Checkpoint, task: str | None, changed: float, why: str | None,
+          series: dict[str, Any]) -> Unit:
+    unit = Unit(ckpt, task, series, model_name(settings.name, ckpt.step), changed=changed, skipped=why)
+    if why:
         return unit
     try:
-        unit.series = series_value(settings, ckpt)
-        unit.config = composed(settings, task, ckpt, unit.series)
+        unit.config = composed(settings, task, ckpt, series)
         return plan_unit(unit)
     except HarnessError as exc:
         unit.skipped = f"cannot be planned: {one_line(exc)}"
