@@ -17,7 +17,7 @@ import numpy as np
 
 from harness import per_query
 from harness.compare import stats, twolevel
-from harness.compare.outcomes import Outcomes
+from harness.compare.outcomes import Outcomes, aligned_on, outcomes
 from harness.compare.pairs import pair_test
 from harness.errors import HarnessError
 
@@ -158,15 +158,13 @@ def group(row: Row, alpha: float, higher_is_better: bool) -> None:
 
 def cell_outcomes(runs: dict[str, list[per_query.PerQuery]], metric: str, where: str) -> dict[str, Outcomes]:
     """Each model's :class:`Outcomes` on one cell; refuses models scored on other items than the first."""
-    from harness.compare.outcomes import outcomes
-
     out: dict[str, Outcomes] = {}
     first = None
     for label, pqs in runs.items():
         try:
             o = outcomes(pqs, metric)
             if first is not None:
-                per_query.aligned(runs[first][0], pqs[0], "prediction" if pqs[0].unit == "example" else metric)
+                per_query.aligned(runs[first][0], pqs[0], aligned_on(pqs[0], metric))
         except per_query.PerQueryError as exc:
             raise HarnessError(f"{where}: {label}: {exc}") from None
         first = first or label

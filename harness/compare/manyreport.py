@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness import per_query
 from harness.compare import many
 from harness.compare.entrants import Cell, Entrant
 from harness.compare.outcomes import read_runs
@@ -49,7 +48,7 @@ def compare_entrants(entrants: list[Entrant], s: many.Settings, metric: str | No
             continue
         where = "/".join(cell)
         runs = {e.label: read_runs(e.cells[cell], where) for e in ready}
-        name = metric or ("prediction" if _unit(runs) == "example" else ready[0].cells[cell][0][1].main_score)
+        name = metric or ready[0].cells[cell][0][1].main_score
         kept[cell] = many.cell_outcomes(runs, name, where)
         row, reps[cell] = many.cell_row(cell[0], cell[1], kept[cell], s, hib, i)
         out.rows.append(row)
@@ -59,10 +58,6 @@ def compare_entrants(entrants: list[Entrant], s: many.Settings, metric: str | No
     for row in out.rows:
         many.group(row, s.alpha, hib)
     return out
-
-
-def _unit(runs: dict[str, list[per_query.PerQuery]]) -> str:
-    return next(iter(runs.values()))[0].unit
 
 
 def _average(table: str, kept: dict[Cell, dict[str, many.Outcomes]], reps: dict, s: many.Settings, hib: bool

@@ -81,12 +81,17 @@ def read_runs(records: Sequence[tuple[Path, ResultRecord]], where: str) -> list[
     return out
 
 
+def aligned_on(pq: per_query.PerQuery, metric: str) -> str:
+    """The kept score two runs are aligned on: each example's prediction (GLUE), else ``metric``."""
+    return "prediction" if pq.unit == "example" else metric
+
+
 def outcomes(runs: Sequence[per_query.PerQuery], metric: str) -> Outcomes:
     """The runs of one cell as :class:`Outcomes`; :class:`per_query.PerQueryError` where they scored different
-    items or do not keep ``metric``."""
+    items or do not keep ``metric`` (GLUE: ``metric`` is not used, the predictions are re-scored)."""
     first = runs[0]
     for other in runs[1:]:
-        per_query.aligned(first, other, "prediction" if first.unit == "example" else metric)
+        per_query.aligned(first, other, aligned_on(first, metric))
     if first.unit == "example":
         return _examples(runs)
     vals = np.stack([per_query.aligned(first, r, metric)[1] for r in runs])

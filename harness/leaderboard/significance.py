@@ -15,7 +15,7 @@ from typing import Any
 
 from harness import per_query
 from harness.compare import many
-from harness.compare.outcomes import claim_of
+from harness.compare.outcomes import claim_of, outcomes
 from harness.errors import HarnessError
 from harness.leaderboard.cells import PUBLISHED, Cell
 from harness.leaderboard.layout import AVG, higher_is_better
@@ -108,12 +108,10 @@ def _table_rows(table: Any, link_root: Path | None, cache: dict[Path, Any], s: m
 def _outcomes(runs: dict[str, tuple[list[per_query.PerQuery], str]], table: str, col: str
               ) -> dict[str, many.Outcomes]:
     """The rows' outcomes on one column, among rows scored on the same items as each other (the largest such set)."""
-    from harness.compare.outcomes import outcomes
-
     out: dict[str, many.Outcomes] = {}
     for r, (pqs, metric) in runs.items():
         try:
-            out[r] = outcomes(pqs, "prediction" if pqs[0].unit == "example" else metric)
+            out[r] = outcomes(pqs, metric)
         except (ValueError, HarnessError):
             continue   # runs of one cell scored on different items: not testable
     groups: dict[tuple, list[str]] = {}
