@@ -8,6 +8,7 @@ import numpy as np
 
 from harness import per_query
 from harness.compare import stats
+from harness.compare.outcomes import read_runs
 from harness.compare.pairs import pair_test
 from harness.compare.records import Side, resolve
 from harness.errors import HarnessError
@@ -64,21 +65,10 @@ def same_record(a: tuple[Path, ResultRecord], b: tuple[Path, ResultRecord]) -> b
     return all(getattr(ra, k) == getattr(rb, k) for k in keys) and ra.model.get("name") == rb.model.get("name")
 
 
-def sides(left: Side, right: Side, dataset: str) -> list[per_query.PerQuery]:
-    out = []
-    for side in (left, right):
-        path, rec = side.records[dataset]
-        try:
-            out.append(per_query.read(path, rec.details.get("per_query")))
-        except per_query.PerQueryError as exc:
-            raise HarnessError(f"{dataset}: {exc}") from None
-    return out
-
-
 def dataset_test(left: Side, right: Side, dataset: str, metric: str, permutations: int, seed: int, level: float
                  ) -> tuple[stats.Paired, tuple[np.ndarray, np.ndarray] | None]:
     """One dataset's paired tests, and (per-query metrics) the two aligned score vectors."""
-    a, b = sides(left, right, dataset)
+    a, b = read_runs([left.records[dataset], right.records[dataset]], dataset)
     try:
         return pair_test(a, b, metric, permutations, seed, level)
     except per_query.PerQueryError as exc:
