@@ -232,14 +232,20 @@ class ShardedRetriever:
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
         q, encode_s = _timed(lambda: self.engine.query_embeddings(queries))
-        qkey = texts_key(queries)
-        todo = [i for i in range(len(self.plan)) if self._read(i, qkey, top_k, len(queries)) is None]
+        qkey, every, launcher = texts_key(queries), range(len(self.plan)), self.settings.shard_launcher
         t0 = time.perf_counter()
-        fresh = set(todo)
-        if todo and self.settings.shard_launcher == "sequential":
-            fresh = {i for i in todo if self._compute(i, lambda: q, qkey, top_k, len(queries))}
-        elif todo and self.launch is not None:
-            self.launch(todo)
+        # the shards computed for this run (one done before it is from the cache; the others' files say how they were
+        # computed): here, each one not there yet (its own locked read decides); externally, all of them; by
+        # ``launch``, those with no top-k list yet
+        if launcher == "sequential":
+            fresh = {i for i in every if self._compute(i, lambda: q, qkey, top_k, len(queries))}
+        elif launcher == "external":
+            fresh = set(every)
+        else:
+            todo = [i for i in every if self._read(i, qkey, top_k, len(queries)) is None]
+            if todo and self.launch is not None:
+                self.launch(todo)
+            fresh = set(todo)
         shards_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         parts, metas = [], []
@@ -248,9 +254,6 @@ class ShardedRetriever:
             parts.append((scores, self.plan.positions(i)[local]))
             metas.append(meta)
         scores, idx = merge(parts, top_k, self.rank)
-        # a shard that was done before this run is from the cache; the others say how they were computed
-        if self.settings.shard_launcher == "external":
-            fresh = set(range(len(metas)))
         cached = [i not in fresh or bool(m.get("embeddings_from_cache")) for i, m in enumerate(metas)]
         self.facts |= {"embedding_cache_hit": all(cached), "shards_from_cache": sum(cached)}
         return scores, idx, {"encode_queries_s": encode_s, "shards_s": shards_s,
