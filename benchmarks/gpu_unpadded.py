@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from harness.evaluation import encode as enc
+from harness.evaluation import packing
 from harness.evaluation import throughput as tp
 from harness.evaluation.settings import Batching
 from harness.evaluation.throughput import SetSpec
@@ -93,11 +94,11 @@ def parity(varlen_hf: Any, padded_hf: Any, lengths: list[int], device: str, prec
     """Smallest per-text cosine between the packed path's and the padded model's mean-pooled hidden states."""
     seqs = tp.batch_token_ids(lengths, 7, 0, *ids)
     with torch.inference_mode(), autocast(precision, device):
-        packed = enc.pack_rows([list(s) for s in seqs], None, 0)
-        out = varlen_hf(**enc.packed_inputs(varlen_hf, packed, "varlen", device)).last_hidden_state[0].float()
-        bounds = enc.cu_seq_lens(packed.lengths)
+        packed = packing.pack_rows([list(s) for s in seqs], None, 0)
+        out = varlen_hf(**packing.packed_inputs(varlen_hf, packed, "varlen", device)).last_hidden_state[0].float()
+        bounds = packing.cu_seq_lens(packed.lengths)
         ours = torch.stack([out[a:b].mean(0) for a, b in pairwise(bounds)])
-        inputs = enc.padded_inputs(seqs, max(lengths), 0, device)
+        inputs = packing.padded_inputs(seqs, max(lengths), 0, device)
         hidden = padded_hf(**inputs).last_hidden_state.float()
         mask = inputs["attention_mask"][..., None].float()
         theirs = (hidden * mask).sum(1) / mask.sum(1)

@@ -11,7 +11,8 @@ import pytest
 from harness.errors import HarnessError
 from harness.evaluation import encode as enc
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
-from harness.evaluation.encode import encode, pack_rows, token_budget_batches
+from harness.evaluation.encode import encode
+from harness.evaluation.packing import pack_rows, packed_batches, token_budget_batches
 from harness.models import ModelSpec, load_sentence_transformer
 from tests.conftest import batching
 
@@ -212,11 +213,11 @@ def test_chunks_start_small_and_double() -> None:
 
 def test_packed_batches_count_real_tokens() -> None:
     lengths = np.array([5, 300, 12, 12, 7, 300, 1, 64])
-    batches = enc.packed_batches(lengths, batch_tokens=320, max_batch_size=3)
+    batches = packed_batches(lengths, batch_tokens=320, max_batch_size=3)
     assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
     assert all(lengths[b].sum() <= 320 or len(b) == 1 for b in batches) and all(len(b) <= 3 for b in batches)
     assert [b.tolist() for b in batches][:2] == [[1], [5]]          # longest first; 300 + 300 > 320
-    assert [len(b) for b in enc.packed_batches(np.array([400, 2]), 100, 8)] == [1, 1]
+    assert [len(b) for b in packed_batches(np.array([400, 2]), 100, 8)] == [1, 1]
 
 
 def test_pipeline_equals_the_threads_path_and_counts_its_wait(tiny, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,7 @@ import torch
 
 from harness.console import Progress
 from harness.errors import HarnessError
-from harness.evaluation.encode import token_budget_batches
+from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.settings import Batching
 from harness.models import autocast, usable_positions
 

@@ -12,7 +12,8 @@ import numpy as np
 from harness.console import step
 from harness.evaluation import search as _search
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
-from harness.evaluation.encode import batch_budget, encode, token_budget_batches, tokenize
+from harness.evaluation.encode import batch_budget, encode, tokenize
+from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.settings import Batching, SingleVectorEval
 from harness.evaluation.shards import texts_key
 from harness.typed import nodes_from_conf

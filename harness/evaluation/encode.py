@@ -31,17 +31,12 @@ import torch
 
 from harness.console import Progress
 from harness.errors import HarnessError
-from harness.evaluation.packing import (  # noqa: F401  (re-exported: the encoder's layouts)
-    Packed,
-    block_masks,
-    cu_seq_lens,
+from harness.evaluation.packing import (
     pack_rows,
     packed_arrays,
     packed_batches,
-    packed_inputs,
     packed_kwargs,
     padded_arrays,
-    padded_inputs,
     token_budget_batches,
     unpack_index,
 )

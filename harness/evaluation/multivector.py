@@ -25,7 +25,6 @@ from harness.console import step
 from harness.errors import HarnessError
 from harness.evaluation.colbert_model import capped_length, encode_tokens, token_lengths
 from harness.evaluation.embedding_cache import cache_key
-from harness.evaluation.encode import token_budget_batches
 from harness.evaluation.maxsim import maxsim_search, pad_queries, rerank_exact
 from harness.evaluation.multivector_settings import (
     MultiVectorEval,
@@ -33,6 +32,7 @@ from harness.evaluation.multivector_settings import (
     PlaidSettings,
     plaid_backend,
 )
+from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.plaid_index import build_plaid, plaid_fits, plaid_search
 from harness.evaluation.search import id_rank
 from harness.evaluation.settings import Batching

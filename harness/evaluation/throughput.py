@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from harness.errors import HarnessError
-from harness.evaluation.encode import pack_rows, packed_inputs, padded_inputs
+from harness.evaluation.packing import pack_rows, packed_inputs, padded_inputs
 from harness.models import autocast, layer_list
 
 log = logging.getLogger(__name__)
