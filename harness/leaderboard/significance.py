@@ -59,7 +59,8 @@ def tests(tables: list[Any], link_root: Path | None, settings: dict[str, Any]) -
     -> row -> letters), ``ranks`` (table -> column -> row -> [rank, low, high]) and ``family`` (table -> tests)."""
     s = many.Settings(int(settings["permutations"]), int(settings["seed"]), float(settings["level"]),
                       float(settings["alpha"]), str(settings.get("correction", "holm")))
-    out: dict[str, Any] = {"settings": dict(settings), "pairs": {}, "groups": {}, "ranks": {}, "family": {}}
+    out: dict[str, Any] = {"settings": {**settings, "correction": s.correction}, "pairs": {}, "groups": {},
+                           "ranks": {}, "family": {}}
     cache: dict[Path, Any] = {}
     for table in tables:
         rows = _table_rows(table, link_root, cache, s)
@@ -69,7 +70,7 @@ def tests(tables: list[Any], link_root: Path | None, settings: dict[str, Any]) -
         for row, scale in rows:
             many.group(row, s.alpha, higher_is_better(table.family))
             col = AVG if row.over else row.name
-            out["pairs"].setdefault(table.id, {})[col] = {k: v for p in row.pairs for k, v in [_pair(p, scale)]}
+            out["pairs"].setdefault(table.id, {})[col] = dict(_pair(p, scale) for p in row.pairs)
             out["groups"].setdefault(table.id, {})[col] = row.groups
             out["ranks"].setdefault(table.id, {})[col] = {x: list(r) for x, r in row.ranks.items()}
     return out
@@ -94,7 +95,7 @@ def _table_rows(table: Any, link_root: Path | None, cache: dict[Path, Any], s: m
     columns = sorted({c for r in rows_ids for c in table.cells[r]} - {AVG})
     for i, col in enumerate(columns):
         runs = {r: k for r in rows_ids if col in table.cells[r] and (k := _kept(table.cells[r][col], link_root, cache))}
-        kept = _outcomes(runs, table.id, col)
+        kept = _outcomes(runs)
         if len(kept) < 2:
             continue
         scale = 100.0 if next(iter(kept.values())).runs[0].unit == "query" else 1.0
@@ -105,8 +106,7 @@ def _table_rows(table: Any, link_root: Path | None, cache: dict[Path, Any], s: m
     return tested + average
 
 
-def _outcomes(runs: dict[str, tuple[list[per_query.PerQuery], str]], table: str, col: str
-              ) -> dict[str, many.Outcomes]:
+def _outcomes(runs: dict[str, tuple[list[per_query.PerQuery], str]]) -> dict[str, many.Outcomes]:
     """The rows' outcomes on one column, among rows scored on the same items as each other (the largest such set)."""
     out: dict[str, many.Outcomes] = {}
     for r, (pqs, metric) in runs.items():

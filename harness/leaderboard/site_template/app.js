@@ -106,7 +106,7 @@
     var rank = ((SIG.ranks[table.id] || {})[col.id] || {})[id];
     var pairs = (SIG.pairs[table.id] || {})[col.id] || {};
     var lines = ["tie group " + letters + "; rank " + rank[0] + " (" + Math.round(SIG.settings.level * 100) +
-      "% interval " + rank[1] + "-" + rank[2] + "); corrected p (" + (SIG.settings.correction || "holm") +
+      "% interval " + rank[1] + "-" + rank[2] + "); corrected p (" + SIG.settings.correction +
       " across this table's " + SIG.family[table.id] + " tests):"];
     Object.keys(pairs).forEach(function (k) {
       var ab = k.split("\t");
@@ -192,7 +192,7 @@
     if (table.note) section.appendChild(el("p", { class: "note" }, table.note));
     if (SIG && SIG.groups && SIG.groups[table.id]) {
       section.appendChild(el("p", { class: "note groups-note" }, "Letters: tie groups per column. Run rows that " +
-        "share a letter are separated by no test after the " + (SIG.settings.correction || "holm") + " correction " +
+        "share a letter are separated by no test after the " + SIG.settings.correction + " correction " +
         "across this table's " + SIG.family[table.id] + " tests (every pair of run rows in every column and the " +
         "average, at " + SIG.settings.alpha + "); hover a cell for each pair's corrected p and the bootstrap " +
         "interval of the row's rank. Published rows carry no letters: no per-query scores were published, so " +
