@@ -20,16 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.cache_entry import FileLock, Heartbeat, Holder, is_stale, read_holder
+from harness.cache_entry import FileLock, Heartbeat, Holder
 from harness.typed import build
 
 if TYPE_CHECKING:
     from harness.families.base import Cell
 
 log = logging.getLogger(__name__)
-
-__all__ = ["LOCK_NAME", "Heartbeat", "Holder", "LockSettings", "RunLock", "hold", "is_stale", "read_holder",
-           "settings_from"]
 
 LOCK_NAME = ".lock"
 
