@@ -32,6 +32,8 @@
   }
   function familyLabel(f) { return FAMILY_LABELS[f] || f; }
   function originClass(o) { return o === "published" ? "published" : "this-run"; }
+  /* A cell that competes for best (cells.ranked): a number, complete, on the full official datasets. */
+  function ranked(c) { return !!c && c.v !== null && !c.p && !c.sub && !c.loc; }
 
   /* ---------- filters ---------- */
   function rowVisible(row) {
@@ -163,7 +165,7 @@
       if (s.col === "_family") return r.family.toLowerCase();
       return r.name.toLowerCase();
     }
-    function rank(c) { return !c || c.v === null ? 2 : (c.p || c.sub || c.loc ? 1 : 0); }
+    function rank(c) { return !c || c.v === null ? 2 : (ranked(c) ? 0 : 1); }
     return ids.slice().sort(function (a, b) {
       if (s.col.charAt(0) === "_") {
         var ka = textKey(a), kb = textKey(b);
@@ -219,7 +221,7 @@
       shown.forEach(function (id) {
         var cell = table.cells[id][c.id];
         var sign = table.hib === false ? -1 : 1;
-        if (cell && cell.v !== null && !cell.p && !cell.sub && !cell.loc && (best[c.id] === undefined || sign * cell.v > sign * best[c.id])) best[c.id] = cell.v;
+        if (ranked(cell) && (best[c.id] === undefined || sign * cell.v > sign * best[c.id])) best[c.id] = cell.v;
       });
     });
     var tbody = el("tbody");
@@ -241,7 +243,7 @@
           if (cell.sub) td.classList.add("subset");
           if (cell.loc) td.classList.add("local");
           if (cell.f) td.classList.add("failed");
-          if (cell.v !== null && !cell.p && !cell.sub && !cell.loc && cell.v === best[c.id]) td.classList.add("best");
+          if (ranked(cell) && cell.v === best[c.id]) td.classList.add("best");
           td.title = tooltip(table, c, row, cell);
           var grp = groupOf(table, c, id);
           if (grp) {
@@ -316,7 +318,7 @@
         if (!visibleRowIds[id] || !cell || cell.v === null) return;
         var row = rowsById[id];
         bars.push({ label: row.name + (row.origin === "published" ? " (pub.)" : " (run)"), v: cell.v, text: cell.t,
-          partial: !!cell.p || !!cell.sub || !!cell.loc, origin: row.origin });
+          partial: !ranked(cell), origin: row.origin });
       });
       if (!bars.length) return;
       bars.sort(function (a, b) { return (a.partial - b.partial) || (b.v - a.v); });
