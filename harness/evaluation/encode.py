@@ -49,9 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: architectures whose forward takes restarting ``position_ids`` and ``cu_seq_lens`` (or a prepared 4-D mask) as
-#: given; others are encoded padded
-PACKABLE = ("bert", "modernbert")
 PACK_MODES = ("auto", "on", "off")
 #: on CPU, the most tokens one worker's batch holds: a few thousand tokens of activations stay in the caches
 #: (all-MiniLM-L6-v2, one thread: 2-4k tokens per batch ran 5-10% faster than 16k)
@@ -82,7 +79,7 @@ def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
     """How batches are packed: ``"varlen"`` (one row + ``cu_seq_lens``: ``harness_varlen``, or flash-attn on a
     GPU), ``"mask"`` (rows with a block-diagonal mask) or None (padded). ``auto`` packs only where it saves work:
     varlen."""
-    from harness.models.attention import VARLEN
+    from harness.models.attention import PACKABLE_TYPES, VARLEN, can_pack
 
     if pack not in PACK_MODES:
         raise HarnessError(f"pack={pack!r}: use one of {', '.join(PACK_MODES)}")
@@ -91,9 +88,9 @@ def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
     hf = model[0].auto_model
     impl = getattr(hf.config, "_attn_implementation", None)
     kind = getattr(hf.config, "model_type", "")
-    if kind not in PACKABLE:
+    if not can_pack(kind):           # others are encoded padded
         if pack == "on":
-            raise HarnessError(f"packed batches are implemented for {', '.join(PACKABLE)} encoders, not {kind!r}; "
+            raise HarnessError(f"packed batches are implemented for {', '.join(PACKABLE_TYPES)} encoders, not {kind!r}; "
                                "use pack=off (or auto)")
         return None
     if impl == VARLEN or (impl == "flash_attention_2" and device.startswith("cuda")):
