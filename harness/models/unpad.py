@@ -41,7 +41,7 @@ class _State(threading.local):
 
 def install(encoder: torch.nn.Module, keep_padded: Callable[[dict[str, Any]], bool] | None = None) -> None:
     """Unpad ``encoder``'s padded batches (idempotent). ``keep_padded(inputs)``: True for a batch to run padded."""
-    if getattr(encoder, "_harness_unpad", None) is not None:
+    if installed(encoder):
         return
     encoder._harness_unpad = _State()                                 # type: ignore[assignment]
     encoder._harness_keep_padded = keep_padded                        # type: ignore[assignment]
