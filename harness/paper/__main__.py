@@ -81,13 +81,11 @@ def run(args: argparse.Namespace) -> int:
         head = (f"paper graph for {model.get('name')}: results folder {res}; launcher {paper['launcher']}; "
                 f"cluster {paper['cluster']}")
         print("\n".join(show.dry_run(stages, states, tp, cluster, head)))
-        check_readable(states)
-        return 0
-    if args.status:
+    elif args.status:
         print("\n".join(status_lines(stages, states, tp, cluster, folder)))
-        check_readable(states)
+    check_readable(states)             # after what --dry-run or --status print, before anything is written
+    if not submitting:
         return 0
-    check_readable(states)
     validate.check_folder(folder)      # with check_runs: everything a single run checks, before any job exists
     folder.mkdir(parents=True, exist_ok=True)
     context = folder / "context.json"
