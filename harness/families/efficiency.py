@@ -70,12 +70,11 @@ class EfficiencySettings:
 
 def attention_facts(requested: str, hf: Any, device: str) -> dict[str, Any]:
     """Which attention ran and on which kernel (``auto`` stays the config value; what it resolved to is here)."""
-    from harness.models.attention import flash_attn_importable, kernel_name
+    from harness.models.attention import kernel_on
 
     implementation = hf.config._attn_implementation
     return {"attn_implementation": implementation, "attn_requested": requested,
-            "attention_kernel": kernel_name(implementation, cuda=device.startswith("cuda"),
-                                            flash_attn=flash_attn_importable())}
+            "attention_kernel": kernel_on(implementation, device)}
 
 
 class EfficiencyFamily(Family):

@@ -78,15 +78,18 @@ def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
     return "flash_attn.flash_attn_varlen_func" if flash_attn else "torch.ops.aten._flash_attention_forward"
 
 
+def kernel_on(implementation: str, device: str) -> str:
+    """:func:`kernel_name` for a model that runs on ``device`` on this machine."""
+    return kernel_name(implementation, cuda=device.startswith("cuda"), flash_attn=flash_attn_importable())
+
+
 def record(requested: str, implementation: str, device: str) -> dict[str, Any]:
     """What a record's model block says about attention where the config left the choice to the machine (``auto``)
     or the harness changed it (``flash_attention_2``, ``harness_varlen``); empty for a named sdpa/eager/flex."""
     if requested not in ("auto", "flash_attention_2", VARLEN):
         return {}
-    cuda = device.startswith("cuda")
     return {"attention": {"requested": requested, "implementation": implementation,
-                          "kernel": kernel_name(implementation, cuda=cuda, flash_attn=flash_attn_importable()),
-                          "unpadded": implementation == VARLEN}}
+                          "kernel": kernel_on(implementation, device), "unpadded": implementation == VARLEN}}
 
 
 def describe(requested: str, family: str | None = None) -> str:
