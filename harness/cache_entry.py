@@ -163,6 +163,11 @@ class FileLock:
             self.path.unlink(missing_ok=True)
 
 
+def beat_every(stale_after: float) -> float:
+    """How often (seconds) a held lock is touched: ten times within ``stale_after``, at most every 0.05 s."""
+    return max(0.05, stale_after / 10)
+
+
 class Heartbeat:
     """A daemon thread that touches held locks until stopped."""
 
@@ -216,7 +221,7 @@ def entry_lock(path: Path, what: str, *, stale_after: float = STALE_AFTER, wait:
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(2.0, stale_after / 20, pause * 2)
     try:
-        with Heartbeat([lock], max(0.05, stale_after / 10)):
+        with Heartbeat([lock], beat_every(stale_after)):
             yield
     finally:
         lock.release()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.cache_entry import FileLock, Heartbeat, Holder
+from harness.cache_entry import FileLock, Heartbeat, Holder, beat_every
 from harness.typed import build
 
 if TYPE_CHECKING:
@@ -37,10 +37,6 @@ class LockSettings:
 
     stale_after: float
     wait: float
-
-    @property
-    def heartbeat(self) -> float:
-        return max(0.05, self.stale_after / 10)
 
     @property
     def poll(self) -> float:
@@ -92,7 +88,8 @@ def hold(todo: Sequence[Cell], run_dir: Callable[[Cell], Path], settings: LockSe
     for cell in todo:
         dirs.setdefault(cell.run_id, run_dir(cell))
     held: dict[str, RunLock] = {}
-    with Heartbeat([], settings.heartbeat) as beat:   # beats for the locks taken while waiting for the others
+    # beats for the locks taken while waiting for the others
+    with Heartbeat([], beat_every(settings.stale_after)) as beat:
         try:
             busy = _acquire_all(dirs, settings, held, beat.locks)
             for rid, holder in busy.items():
