@@ -192,7 +192,7 @@ def test_dpr_training_through_the_varlen_path_equals_padded(tmp_path: Path, toy_
         (recs[attn],) = run(compose(overrides(
             tmp_path / attn, toy_beir, "task.train_data.source=file", f"task.train_data.path={triplets}",
             "task.batch_size=8", "task.gradient_accumulation_steps=1", "task.lr=1e-4", "task.loss=mnrl",
-            f"model.attn_implementation={attn}")))
+            f"model.attn_implementation={attn}", "device=cpu")))
     ref, got = recs["sdpa"], recs["harness_varlen"]
     assert got.status == "ok" and got.model["trained"]["steps"] == ref.model["trained"]["steps"] == 6
     assert got.model["trained"]["train_loss"] == pytest.approx(ref.model["trained"]["train_loss"], abs=1e-5)
