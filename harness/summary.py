@@ -25,9 +25,10 @@ def format_summary(records: Sequence[ResultRecord]) -> str:
     for r in records:
         score = r.score
         subset, other = evaluated_subset(r), local_data(r)
-        if r.status == STATUS_OK:
-            cut |= {r.dataset: subset} if subset else {}
-            local |= {r.dataset: other} if other else {}
+        if subset and r.status == STATUS_OK:
+            cut[r.dataset] = subset
+        if other and r.status == STATUS_OK:
+            local[r.dataset] = other
         marks = (SUBSET_MARK if subset else "") + (LOCAL_MARK if other else "")
         rows.append((
             r.task, r.dataset, r.model.get("name", "?"), r.run_id, r.main_score,
