@@ -30,6 +30,7 @@ from harness.evaluation.multivector_settings import (
     MultiVectorEval,
     MultiVectorSearch,
     PlaidSettings,
+    VoyagerSettings,
     plaid_backend,
 )
 from harness.evaluation.packing import token_budget_batches
@@ -105,8 +106,6 @@ class MultiVectorRetriever:
             from harness.evaluation.voyager_index import check_voyager
 
             check_voyager()                      # before any encoding
-            from harness.evaluation.multivector_settings import VoyagerSettings
-
             self.max_depth: int | None = VoyagerSettings().k   # documents a search returns at most (the authors' k)
         else:
             self.max_depth = None
@@ -146,7 +145,7 @@ class MultiVectorRetriever:
                         from exc
                 timings["index_s"] = time.perf_counter() - t1
         elif s.search.index == "voyager":
-            from harness.evaluation.voyager_index import VoyagerSettings, build_voyager
+            from harness.evaluation.voyager_index import build_voyager
 
             t1 = time.perf_counter()
             self._tmp = tempfile.TemporaryDirectory(prefix="harness-voyager-")
@@ -188,8 +187,6 @@ class MultiVectorRetriever:
         if s.search.index == "plaid":
             out["index_params"] = {**asdict(s.search.plaid), "backend": self.backend}
         elif s.search.index == "voyager":
-            from harness.evaluation.multivector_settings import VoyagerSettings
-
             out["index_params"] = {**asdict(VoyagerSettings()), "rerank": "exact MaxSim (pylate retrieve.ColBERT)"}
         else:
             out["index_params"] = {"exact": "pylate.scores.colbert_scores over every document"}
