@@ -177,6 +177,19 @@ def test_glue_cells_average_their_seeds_and_an_incomplete_one_is_not_tested(glue
     assert code == 0 and "two-level" in out          # two model names with seeds: the seed-aware test
 
 
+def test_models_whose_every_cell_is_incomplete_are_one_error_line(tmp_path: Path, capfd) -> None:
+    """Three models with one of three seeds each: nothing can be tested; one line naming why, no traceback."""
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 2, 40)
+    for model in ("half-a", "half-b", "half-c"):
+        write(tmp_path, "glue", model, "rte", "lr=1e-4-1618", labels.copy(), seed=1618, config_id=f"cfg-{model}",
+              labels=labels)
+    code, out, err = compare("half-a", "half-b", "half-c", "--results", str(tmp_path), capfd=capfd)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("error: nothing to test: no model has a cell its selection kept (half-a, glue/rte: "
+                          "not selected: no configuration finished every seed"), err
+
+
 def test_a_score_that_is_not_a_mean_is_rescored_per_run_on_every_resample(tmp_path: Path, capfd) -> None:
     """CoLA's Matthews correlation, two models x three seeds: each cell's score is the mean of its runs' own
     scores, and the test re-scores every run on every resample."""

@@ -9,6 +9,7 @@ from harness.compare import many
 from harness.compare.entrants import Cell, Entrant
 from harness.compare.outcomes import read_runs
 from harness.compare.stats import CONTROLS
+from harness.errors import HarnessError
 
 
 @dataclass
@@ -35,7 +36,11 @@ def untested_reason(e: Entrant, cell: Cell) -> str | None:
 def compare_entrants(entrants: list[Entrant], s: many.Settings, metric: str | None) -> Comparison:
     """Each cell's rows, then each table's average, then the correction across all their pairs and the groups."""
     cells = sorted({c for e in entrants for c in (*e.cells, *e.withheld)})
-    first = next(r for e in entrants for recs in e.cells.values() for _, r in recs)
+    first = next((r for e in entrants for recs in e.cells.values() for _, r in recs), None)
+    if first is None:   # every cell of every model was withheld by its selection (seeds missing everywhere)
+        said = next((f" ({e.label}, {'/'.join(c)}: {why})" for e in entrants for c, why in e.withheld.items()), "")
+        raise HarnessError(f"nothing to test: no model has a cell its selection kept{said}; finish the missing runs "
+                           "(python -m harness.select lists them), then compare again")
     hib = bool(first.higher_is_better)
     out = Comparison([], s, hib)
     kept: dict[Cell, dict[str, many.Outcomes]] = {}
