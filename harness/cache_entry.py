@@ -25,7 +25,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -270,23 +270,21 @@ def _link(tmp: Path, path: Path) -> None:
     tmp.unlink()
 
 
-def get_or_build(read: Callable[[], T | None], build: Callable[[], T], lock: Path, *, what: str,
-                 aside: Iterable[Path] = (), stale_after: float = STALE_AFTER, wait: float = WAIT) -> tuple[T, bool]:
-    """(entry, built here): ``read`` it (None: absent; :class:`Unusable` or OSError: bad or vanishing); on a miss
-    take ``lock``, read again (another job may have built it meanwhile), and only then set a bad entry's
-    ``aside`` paths aside and ``build`` it (``build`` writes aside and publishes)."""
+def get_or_build(read: Callable[[], T | None], build: Callable[[], T], entry: Path, *, what: str) -> tuple[T, bool]:
+    """(the entry at ``entry``, built here): ``read`` it (None: absent; :class:`Unusable` or OSError: bad or
+    vanishing); on a miss take its lock (:func:`lock_path`), read again (another job may have built it meanwhile),
+    and only then set a bad entry aside and ``build`` it (``build`` writes aside and publishes)."""
     with contextlib.suppress(Unusable, OSError):
         got = read()
         if got is not None:
             return got, False
-    with entry_lock(lock, what, stale_after=stale_after, wait=wait):
+    with entry_lock(lock_path(entry), what):
         try:
             got = read()
         except (Unusable, OSError) as exc:
             why = str(exc) if isinstance(exc, Unusable) else f"is unreadable ({type(exc).__name__}: {exc})"
             log.warning("%s %s: computing it again", what, why)
-            for path in aside:
-                set_aside(path)
+            set_aside(entry)
             got = None
         if got is not None:
             return got, False

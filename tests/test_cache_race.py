@@ -301,8 +301,7 @@ def test_a_reader_that_meets_a_vanishing_entry_reads_again_under_the_lock(tmp_pa
             raise FileNotFoundError(entry)
         return entry.read_text()
 
-    got, built = cache_entry.get_or_build(read, lambda: pytest.fail("built"), cache_entry.lock_path(entry),
-                                          what="entry", aside=[entry])
+    got, built = cache_entry.get_or_build(read, lambda: pytest.fail("built"), entry, what="entry")
     assert (got, built, len(reads)) == ("finished", False, 2) and entry.exists()
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.cache_entry import Unusable, get_or_build, lock_path, publish
+from harness.cache_entry import Unusable, get_or_build, publish
 from harness.results import stable_hash
 
 log = logging.getLogger(__name__)
@@ -101,8 +101,8 @@ def cached_embeddings(
         except ValueError as exc:  # a damaged entry is recomputed, never trusted
             raise Unusable(f"is unreadable ({exc})") from None
 
-    emb, built = get_or_build(read, lambda: _build(root, path, claim_path, key, compute, meta), lock_path(path),
-                              what=f"embedding cache {path}", aside=[path])
+    emb, built = get_or_build(read, lambda: _build(root, path, claim_path, key, compute, meta), path,
+                              what=f"embedding cache {path}")
     return emb, not built
 
 

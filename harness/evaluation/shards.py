@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from harness.cache_entry import Unusable, get_or_build, lock_path, publish
+from harness.cache_entry import Unusable, get_or_build, publish
 from harness.errors import HarnessError
 from harness.results import stable_hash
 from harness.typed import choices, count, excluded
@@ -299,8 +299,7 @@ class ShardedRetriever:
         time computes it, under the lock beside its file): True when computed here. ``q``: the query embeddings."""
         path = self._path(i, qkey, top_k)
         return get_or_build(lambda: self._load(i, qkey, top_k, n_queries), lambda: self._build(i, q(), qkey, top_k),
-                            lock_path(path), what=f"{self.ds.name}: shard {i} of {len(self.plan)}: {path}",
-                            aside=[path])[1]
+                            path, what=f"{self.ds.name}: shard {i} of {len(self.plan)}: {path}")[1]
 
     def _build(self, i: int, q: Any, qkey: str, top_k: int) -> bool:
         pos = self.plan.positions(i)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.cache_entry import Unusable, get_or_build, lock_path, publish
+from harness.cache_entry import Unusable, get_or_build, publish
 from harness.errors import HarnessError
 from harness.evaluation.embedding_cache import content_hash
 
@@ -97,8 +97,8 @@ class TokenStore:
                 raise Unusable(f"holds {len(store)} documents, not {n_docs}")
             return store
 
-        store, built = get_or_build(read, lambda: TokenStore.write(root, batches(), n_docs, meta), lock_path(root),
-                                    what=f"token-embedding cache {root}", aside=[root])
+        store, built = get_or_build(read, lambda: TokenStore.write(root, batches(), n_docs, meta), root,
+                                    what=f"token-embedding cache {root}")
         return store, not built
 
     @staticmethod

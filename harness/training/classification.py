@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from harness.cache_entry import Unusable, get_or_build, lock_path, publish
+from harness.cache_entry import Unusable, get_or_build, publish
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
 from harness.training.arguments import training_arguments as shared_training_arguments
@@ -154,8 +154,7 @@ def cached_tokenize(
             shutil.rmtree(tmp, ignore_errors=True)
         return datasets.load_from_disk(str(cache_dir))
 
-    return get_or_build(read, build, lock_path(cache_dir), what=f"tokenisation cache {cache_dir}",
-                        aside=[cache_dir])[0]
+    return get_or_build(read, build, cache_dir, what=f"tokenisation cache {cache_dir}")[0]
 
 
 def _split_hash(split: Split) -> str:
