@@ -42,19 +42,17 @@ def load_colbert(spec: ModelSpec, *, device: str, embedding_size: int,
     from pylate import models
 
     from harness.models import _check_attn, model_identity, resolve_path
-    from harness.models.load import attention_for, attention_record, unpad_if_varlen
+    from harness.models.load import attention_record, model_kwargs, unpad_if_varlen
 
     _check_attn(spec)
     local, revision = resolve_path(spec)
-    model_kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local, device)}
-    if spec.dtype != "float32":
-        model_kwargs["dtype"] = getattr(torch, spec.dtype)
+    kwargs = model_kwargs(spec, local, device)
     checkpoint = is_colbert_checkpoint(local)
     torch.manual_seed(seed)   # the new projection and [Q]/[D] rows of a base encoder are random
     try:
         model = models.ColBERT(
             model_name_or_path=local, device=device, embedding_size=None if checkpoint else embedding_size,
-            trust_remote_code=spec.trust_remote_code, model_kwargs=model_kwargs,
+            trust_remote_code=spec.trust_remote_code, model_kwargs=kwargs,
             tokenizer_kwargs={"trust_remote_code": spec.trust_remote_code},
             config_kwargs={"trust_remote_code": spec.trust_remote_code},
         )

@@ -42,6 +42,17 @@ def attention_for(requested: str, local: str, device: str | None = None) -> str:
     return implementation
 
 
+def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
+    """transformers' loading kwargs of ``spec``'s model in ``local`` to run on ``device``: the attention
+    (:func:`attention_for`) and, unless float32, the weights' dtype."""
+    import torch
+
+    kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local, device)}
+    if spec.dtype != "float32":
+        kwargs["dtype"] = getattr(torch, spec.dtype)
+    return kwargs
+
+
 def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any]:
     """The record's ``attention`` entry (which implementation, kernel, unpadded) where ``auto`` was resolved."""
     from harness.models.attention import record
@@ -65,26 +76,23 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
     A directory with a sentence-transformers config (modules.json) loads as is; a plain encoder
     (e.g. ModernBERT-base) gets ``spec.pooling`` pooling on top, like the paper's DPR setup.
     """
-    import torch
     from sentence_transformers import SentenceTransformer, models
 
     _check_attn(spec)
     local, revision = resolve_path(spec, pruning_applied=True)
     if spec.keep_layers is not None:
         check_keep_layers(spec, local)
-    model_kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local, device)}
-    if spec.dtype != "float32":
-        model_kwargs["dtype"] = getattr(torch, spec.dtype)
+    kwargs = model_kwargs(spec, local, device)
     try:
         if (Path(local) / "modules.json").exists():
             model = SentenceTransformer(
-                local, device=device, trust_remote_code=spec.trust_remote_code, model_kwargs=model_kwargs
+                local, device=device, trust_remote_code=spec.trust_remote_code, model_kwargs=kwargs
             )
         else:
             transformer = models.Transformer(
                 local,
                 max_seq_length=spec.max_length,
-                model_args={**model_kwargs, "trust_remote_code": spec.trust_remote_code},
+                model_args={**kwargs, "trust_remote_code": spec.trust_remote_code},
                 config_args={"trust_remote_code": spec.trust_remote_code},
                 tokenizer_args={"trust_remote_code": spec.trust_remote_code},
             )
