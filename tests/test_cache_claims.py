@@ -19,7 +19,9 @@ from tests.conftest import compose, write_beir_folder
 from tests.test_colbert import overrides as colbert_overrides
 from tests.test_retrieval_runs import overrides
 
-SMALL = ["task.train=false", "task.batch_tokens=1024"]
+#: evaluation only, on the CPU (the overrides pin fp32): the metrics compared do not depend on the machine
+EVAL = ["task.train=false", "device=cpu"]
+SMALL = [*EVAL, "task.batch_tokens=1024"]
 
 
 @pytest.fixture()
@@ -72,16 +74,16 @@ def shard_files_of(tmp_path: Path, first_run: dict[int, Path]) -> list[Path]:
 
 def test_an_embedding_cache_entry_that_is_not_what_it_claims_is_computed_again(tmp_path: Path, toy: Path) -> None:
     cache = tmp_path / "cache" / "embeddings"
-    (want,) = run(compose(overrides(tmp_path, toy, "task.train=false")))
+    (want,) = run(compose(overrides(tmp_path, toy, *EVAL)))
     mine = {p.name for p in cache.glob("*.npy")}
-    run(compose(overrides(tmp_path / "b", toy, "task.train=false", "model.pooling=cls", f"paths.cache={tmp_path}/cache")))
+    run(compose(overrides(tmp_path / "b", toy, *EVAL, "model.pooling=cls", f"paths.cache={tmp_path}/cache")))
     theirs = sorted((p for p in cache.glob("*.npy") if p.name not in mine), key=lambda p: p.stat().st_size)
     ours = sorted((cache / n for n in mine), key=lambda p: p.stat().st_size)
     corpus, foreign = ours[-1], theirs[-1]                              # the corpus embeddings: the largest entries
     assert corpus.stat().st_size == foreign.stat().st_size
     for how in ("copied with its claim", "copied without a claim", "altered in place"):
         if how == "altered in place":
-            run(compose(overrides(tmp_path, toy, "task.train=false", "overwrite=true")))   # a good entry again
+            run(compose(overrides(tmp_path, toy, *EVAL, "overwrite=true")))   # a good entry again
             blob = bytearray(corpus.read_bytes())
             blob[-8:] = bytes(8)
             corpus.write_bytes(bytes(blob))
@@ -92,13 +94,13 @@ def test_an_embedding_cache_entry_that_is_not_what_it_claims_is_computed_again(t
                 shutil.copy(foreign.with_name(foreign.stem + ".claim.json"), claim)
             else:
                 claim.unlink()
-        (got,) = run(compose(overrides(tmp_path, toy, "task.train=false", "overwrite=true")))
+        (got,) = run(compose(overrides(tmp_path, toy, *EVAL, "overwrite=true")))
         assert got.details["embedding_cache_hit"] is False, how
         assert got.metrics == want.metrics, how
 
 
 def test_a_token_store_that_is_not_what_it_claims_is_encoded_again(tmp_path: Path, toy: Path) -> None:
-    (want,) = run(compose(colbert_overrides(tmp_path, toy, "task.train=false")))
+    (want,) = run(compose(colbert_overrides(tmp_path, toy, *EVAL)))
     (store,) = [p.parent for p in (tmp_path / "cache").rglob("tokens.f16")]
     tokens = store / "tokens.f16"
     for how in ("truncated", "foreign"):
@@ -107,7 +109,7 @@ def test_a_token_store_that_is_not_what_it_claims_is_encoded_again(tmp_path: Pat
         else:
             meta = json.loads((store / "meta.json").read_text())
             (store / "meta.json").write_text(json.dumps({**meta, "key": "0123456789abcdef01234567"}))
-        (got,) = run(compose(colbert_overrides(tmp_path, toy, "task.train=false", "overwrite=true")))
+        (got,) = run(compose(colbert_overrides(tmp_path, toy, *EVAL, "overwrite=true")))
         assert got.status == "ok" and got.metrics == want.metrics, how
         assert got.details.get("embedding_cache_hit") is not True, how
 
