@@ -28,12 +28,6 @@ class Entrant:
     how: str = "run"                      # run | selection
 
 
-def cell_of(record: ResultRecord) -> Cell:
-    """The record's (table, column) by its task's spec; (task, dataset) for a task no spec describes."""
-    spec = specs.for_record(record)
-    return spec.column_of(record) if spec else (record.task, record.dataset)
-
-
 class Records:
     """The records under ``--results``, read once."""
 
@@ -75,7 +69,7 @@ def entrant(arg: str, records: Records, task: str | None) -> Entrant:
     """A run folder or record as that run; a model name as its selection under ``--results``."""
     if Path(arg).exists():
         side = resolve(arg, records.results, task)
-        cells = {cell_of(r): [(p, r)] for p, r in side.records.values()}
+        cells = {specs.column_of(r): [(p, r)] for p, r in side.records.values()}
         return Entrant(arg, side.task, cells)
     return selected(arg, records, task)
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness import specs
-from harness.results import ResultRecord
-from harness.specs import TableSpec
+from harness.specs import TableSpec, column_of  # noqa: F401  (column_of: the leaderboard's name for it)
 
 AVG = "avg"
 #: Tables with published rows whose task has no spec yet: they show the published rows only.
@@ -52,13 +51,6 @@ def table_specs() -> dict[str, TableSpec]:
 def table_spec(table_id: str) -> TableSpec:
     """A known table, or an open one (columns from the data, scale decided from the values)."""
     return table_specs().get(table_id) or TableSpec(id=table_id, label=table_id, title=table_id)
-
-
-def column_of(record: ResultRecord) -> tuple[str, str]:
-    """(table, column) of a record: its task's spec decides; a record of a task with no spec gets a table of
-    its own, one column per dataset."""
-    spec = specs.for_record(record)
-    return spec.column_of(record) if spec else (record.task, record.dataset)
 
 
 def higher_is_better(table_id: str) -> bool:

@@ -96,6 +96,13 @@ def for_record(record: ResultRecord) -> TaskSpec | None:
 _carried: dict[str, TaskSpec] = {}
 
 
+def column_of(record: ResultRecord) -> tuple[str, str]:
+    """(table, column) of a record: its task's spec decides; a record of a task with no spec gets a table of its
+    own, one column per dataset (the leaderboard lays it out so, and the comparison tests it so)."""
+    spec = for_record(record)
+    return spec.column_of(record) if spec else (record.task, record.dataset)
+
+
 def known() -> dict[str, TaskSpec]:
     """The shipped specs, then those seen in records (:func:`for_record`): what the leaderboard lays out."""
     shipped = all_specs()
