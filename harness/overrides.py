@@ -230,6 +230,6 @@ def _note_attention(cfg: DictConfig, keys: list) -> None:
 
     requested = next((str(o.value()) for o in keys if o.key_or_group == "model.attn_implementation"),
                      str(cfg.model.get("attn_implementation", "")))
-    line = describe(requested, cfg.model.get("family"))
+    line = describe(requested)
     if line:
         print(line, file=sys.stderr)

@@ -92,7 +92,7 @@ def record(requested: str, implementation: str, device: str) -> dict[str, Any]:
                           "kernel": kernel_on(implementation, device), "unpadded": implementation == VARLEN}}
 
 
-def describe(requested: str, family: str | None = None) -> str:
+def describe(requested: str) -> str:
     """One line for ``--cfg``: what ``auto`` resolves to on this machine and why (empty unless ``auto``)."""
     if requested != "auto":
         return ""
