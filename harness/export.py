@@ -44,13 +44,10 @@ def _names(pairs: Sequence[str]) -> dict[str, str]:
 
 def check_paths(args: argparse.Namespace) -> None:
     """Before any record is read: every results folder exists, ``--out`` can be a folder (nothing created)."""
-    from harness.preflight import check_writable_dir
+    from harness.preflight import check_records_dir, check_writable_dir
 
     for folder in args.results:
-        if not Path(folder).is_dir():
-            what = "is a file" if Path(folder).exists() else "does not exist"
-            raise HarnessError(f"results folder {folder} {what}: pass the folder the records were written to (a "
-                               "run's paths.results), e.g. harness export --format mteb results/ --out DIR")
+        check_records_dir(folder, "results folder", "harness export --format mteb results/ --out DIR")
     check_writable_dir(Path(args.out), "--out")
 
 

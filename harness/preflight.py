@@ -23,6 +23,15 @@ def existing_ancestor(path: Path) -> Path:
     return path
 
 
+def check_records_dir(folder: str | Path, label: str, example: str) -> None:
+    """A folder a command reads records from exists and is a folder: one line naming it (``label``: how the
+    command calls it) and the fix (``example``: the command with the right folder)."""
+    if not Path(folder).is_dir():
+        what = "is a file" if Path(folder).exists() else "does not exist"
+        raise HarnessError(f"{label} {folder} {what}: pass the folder the records were written to (a run's "
+                           f"paths.results), e.g. {example}")
+
+
 def check_writable_dir(path: Path, key: str) -> None:
     """``path`` is a directory we can write in, or can be created: checked without creating anything."""
     found = existing_ancestor(path)

@@ -48,14 +48,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def check_args(args: argparse.Namespace, significance: bool) -> None:
     """Before anything is read: every results folder exists, ``--out`` can be a folder, the test settings."""
     from harness.compare.settings import check_alpha, check_permutations
-    from harness.preflight import check_writable_dir
+    from harness.preflight import check_records_dir, check_writable_dir
 
     for folder in [*args.results, *args.mteb_results]:
-        if not Path(folder).is_dir():
-            what = "is a file" if Path(folder).exists() else "does not exist"
-            flag = "--mteb-results " if folder in args.mteb_results else "results folder "
-            raise HarnessError(f"{flag}{folder} {what}: pass the folder the records were written to (a run's "
-                               "paths.results), e.g. python -m harness.leaderboard results/")
+        label = "--mteb-results" if folder in args.mteb_results else "results folder"
+        check_records_dir(folder, label, "python -m harness.leaderboard results/")
     check_writable_dir(Path(args.out), "--out")
     if significance:
         check_permutations(args.permutations)
