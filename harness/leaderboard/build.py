@@ -23,7 +23,7 @@ from harness.leaderboard.baselines import (
     mteb_source,
 )
 from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, PUBLISHED, SUBSET_MARK, Cell, RowKey, fmt
-from harness.leaderboard.layout import AVG, OVERVIEW, table_spec, table_specs
+from harness.leaderboard.layout import AVG, OVERVIEW, auto_scale, table_spec, table_specs
 from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records, selected
 from harness.leaderboard.series import collect, latest_only
 from harness.results import STATUS_FAILED, STATUS_OK
@@ -76,11 +76,6 @@ def rules_text(combine_rule: str) -> list[str]:
         "after other numbers and an average over such a cell carries the mark too.",
         "Best value per column (among complete full-set values of the rows shown) is marked in bold.",
     ]
-
-
-def _auto_scale(values: list[float]) -> float:
-    """Open families: 0-1 metrics are shown x100, anything else as is."""
-    return 100.0 if values and all(0.0 <= v <= 1.0 for v in values) else 1.0
 
 
 def average_cell(cells: dict[str, Cell], expected: Sequence[str], decimals: int = 1) -> Cell | None:
@@ -158,7 +153,7 @@ def build_leaderboard(
     for (_, table, _), items in groups.items():
         table_values.setdefault(table, []).extend(
             i.record.score for i in items if i.record.status == STATUS_OK and isinstance(i.record.score, int | float))
-    scales = {t: table_spec(t).scale or _auto_scale(v) for t, v in table_values.items()}
+    scales = {t: table_spec(t).scale or auto_scale(v) for t, v in table_values.items()}
 
     def scale_of(table: str, col: str) -> float:
         return table_spec(table).column_scale.get(col, scales[table])

@@ -4,6 +4,7 @@ whose columns are averages or single cells of those tables."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness import specs
@@ -59,3 +60,8 @@ def higher_is_better(table_id: str) -> bool:
         if any(t.id == table_id for t in spec.tables):
             return spec.higher_is_better
     return True
+
+
+def auto_scale(values: Sequence[float]) -> float:
+    """Open families: 0-1 metrics are shown x100, anything else as is."""
+    return 100.0 if values and all(0.0 <= v <= 1.0 for v in values) else 1.0

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.leaderboard.layout import column_of, higher_is_better, table_spec
+from harness.leaderboard.layout import auto_scale, column_of, higher_is_better, table_spec
 from harness.leaderboard.records import Loaded
 from harness.selection.series import current, series_of
 
@@ -83,9 +83,7 @@ def _scale(table: str, column: str, values: Iterable[float]) -> float:
     spec = table_spec(table)
     if column in spec.column_scale:
         return spec.column_scale[column]
-    if spec.scale:
-        return spec.scale
-    return 100.0 if all(0.0 <= v <= 1.0 for v in values) else 1.0
+    return spec.scale or auto_scale(list(values))
 
 
 def bootstrap(item: Loaded) -> tuple[float, float] | None:
