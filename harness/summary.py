@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from harness.data_origin import LOCAL_MARK, local_data
 from harness.results import STATUS_OK, STATUS_SKIPPED, SUBSET_MARK, ResultRecord, evaluated_subset
 
 
-def seconds(timings: Mapping[str, float]) -> float:
-    """A record's wall time: its ``total`` where it has one (GLUE: ``train`` and ``eval`` are parts of it),
-    else the sum of its parts."""
-    return float(timings["total"]) if "total" in timings else float(sum(timings.values()))
+def seconds(timings: Mapping[str, Any]) -> float:
+    """A record's wall time from its timings: their ``total`` where it has one (GLUE: ``train`` and ``eval`` are
+    parts of it), else the sum of its parts (numbers only)."""
+    numbers = {k: v for k, v in timings.items() if isinstance(v, int | float)}
+    return float(numbers["total"]) if "total" in numbers else float(sum(numbers.values()))
 
 
 def format_summary(records: Sequence[ResultRecord]) -> str:

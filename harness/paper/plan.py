@@ -16,6 +16,7 @@ from harness.errors import HarnessError
 from harness.paper import cost
 from harness.paper.graph import Job, Stage
 from harness.selection.rules import rule_for
+from harness.summary import seconds
 
 
 @dataclass
@@ -128,8 +129,7 @@ def _seconds(rec: results.ResultRecord, trained: dict[str, float] | None) -> flo
     """The seconds a record's timings add up to (their ``total`` where a family records one), plus its run's
     training counted once (every dataset shares it); ``trained`` None: training not counted (a report job
     evaluates a run its sweep trained)."""
-    timings = {k: v for k, v in (rec.timings or {}).items() if isinstance(v, int | float)}
-    own = float(timings["total"]) if "total" in timings else float(sum(timings.values()))
+    own = seconds(rec.timings or {})
     train = ((rec.model or {}).get("trained") or {}).get("train_s")
     if trained is not None and isinstance(train, int | float) and rec.run_id not in trained:
         trained[rec.run_id] = float(train)

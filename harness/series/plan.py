@@ -20,6 +20,7 @@ from harness.errors import HarnessError, one_line
 from harness.series.complete import incomplete, newest_change
 from harness.series.discover import Checkpoint, Found, listed, under
 from harness.series.settings import Settings
+from harness.summary import seconds
 
 
 @dataclass
@@ -139,20 +140,13 @@ def plan_unit(unit: Unit) -> Unit:
         rec = results.finished_at(path)
         if rec is not None:
             unit.done += 1
-            unit.seconds += _seconds(rec)
+            unit.seconds += seconds(rec.timings or {})
         elif path.is_file():
             try:
                 unit.failed.append(f"{path.stem}: {results.read_record(path).error}")
             except (ValueError, OSError, TypeError) as exc:
                 unit.failed.append(f"{path} cannot be read ({one_line(exc)[:80]})")
     return unit
-
-
-def _seconds(rec: results.ResultRecord) -> float:
-    from harness.summary import seconds
-
-    timings = {k: v for k, v in (rec.timings or {}).items() if isinstance(v, int | float)}
-    return seconds(timings) if timings else 0.0
 
 
 def make_plan(settings: Settings, known: dict[tuple[str | None, Path], Unit] | None = None) -> Plan:
