@@ -147,7 +147,7 @@ def test_compare_refuses_a_sidecar_that_is_not_the_one_its_record_claims(two_run
     code, out, err = compare("all-minilm-l6-v2", "all-minilm-l6-v2[0,1]", "--results", str(copy), capfd=capfd)
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
-    assert line.startswith("error: toy: ") and "not the file its record claims" in line
+    assert line.startswith("error: beir/toy: ") and "not the file its record claims" in line
 
 
 def test_compare_refuses_records_scored_on_other_queries(two_runs: Path, tmp_path: Path, capfd) -> None:

@@ -204,10 +204,11 @@ def test_a_score_that_is_not_a_mean_is_rescored_per_run_on_every_resample(tmp_pa
             scores.setdefault(model, []).append(glue_score("matthews", preds, labels))
     code, out, err = compare("better", "worse", "--results", str(tmp_path), "--permutations", "200", capfd=capfd)
     assert code == 0, err
-    rows = {ln.split()[1]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["1"], ["2"])}
-    assert float(rows["better"][2]) == pytest.approx(np.mean(scores["better"]), abs=0.01)
-    assert float(rows["worse"][2]) == pytest.approx(np.mean(scores["worse"]), abs=0.01)
-    assert "glue / cola: matthews, 300 items" in out and "(two-level df" in out and rows["worse"][4] == "b"
+    (row,) = [ln.split() for ln in out.splitlines() if ln.startswith("cola ")]   # two models: the A/B table
+    n, a, b, diff = row[1:5]
+    assert n == "300" and float(a) == pytest.approx(np.mean(scores["better"]), abs=0.01)
+    assert float(b) == pytest.approx(np.mean(scores["worse"]), abs=0.01)
+    assert "metric matthews" in out and "(two-level df" in out and row[-4] == "*"   # B is worse, significantly
 
 
 # ------------------------------------------------------------------------------------------------ simulations
@@ -300,7 +301,7 @@ def test_ranx_multi_run_compare_gives_the_same_p_values_on_three_scifact_runs(tm
     from ranx import compare as ranx_compare
 
     from harness.compare.entrants import Records, entrants
-    from harness.compare.manyreport import compare_entrants
+    from harness.compare.report import compare_entrants
     from tests.conftest import SHARED_DATA, paths
     from tests.test_compare import run_harness
 
@@ -346,3 +347,42 @@ def test_ranx_multi_run_compare_gives_the_same_p_values_on_three_scifact_runs(tm
 def _claimed(e) -> tuple[Path, dict]:
     ((path, rec),) = e.cells[("beir", "scifact")]
     return path, rec.details["per_query"]
+
+
+# ------------------------------------------------------------------------------------------------ what a side is
+def test_a_folder_of_two_models_records_is_refused_as_one_side(tmp_path: Path, capfd) -> None:
+    """A folder holding model A's SciFact and model B's NFCorpus is not one run: one line, exit 2."""
+    rng = np.random.default_rng(8)
+    mixed = tmp_path / "mixed"
+    write(mixed, "beir", "model-a", "scifact", "r1", rng.random(30))
+    write(mixed, "beir", "model-b", "nfcorpus", "r2", rng.random(30))
+    other = write(tmp_path / "res", "beir", "model-c", "scifact", "r3", rng.random(30))
+    code, out, err = compare(str(mixed), str(other.parent), capfd=capfd)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "holds records of 2 models (model-a, model-b)" in err and "pass each run's own folder" in err
+
+
+def test_models_that_share_no_dataset_are_refused_in_every_form(tmp_path: Path, capfd) -> None:
+    """--all where no two models share a dataset exits 2, as the two-run form does."""
+    rng = np.random.default_rng(9)
+    write(tmp_path, "beir", "model-a", "scifact", "r1", rng.random(30))
+    write(tmp_path, "beir", "model-b", "nfcorpus", "r2", rng.random(30))
+    for args in (["--all", "--task", "beir"], ["model-a", "model-b"]):
+        code, out, err = compare(*args, "--results", str(tmp_path), capfd=capfd)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (args, err)
+        assert "share no dataset (model-a: scifact; model-b: nfcorpus)" in err, err
+
+
+def test_runs_of_one_model_are_labelled_by_their_run_ids_or_by_labels(tmp_path: Path, capfd) -> None:
+    """Three run folders of one model: rows named by the run id (what tells them apart), not the whole path."""
+    rng = np.random.default_rng(10)
+    base = rng.random(40)
+    folders = [str(write(tmp_path, "beir", "enc", "scifact", f"run-{i}", np.clip(base + i * 0.1, 0, 1)).parent)
+               for i in range(3)]
+    code, out, err = compare(*folders, "--permutations", "200", capfd=capfd)
+    assert code == 0, err
+    assert all(f"  run-{i}: this run" in out for i in range(3)) and str(tmp_path) not in out
+    code, out, err = compare(*folders, "--permutations", "200", "--labels", "lr1,lr2,lr3", capfd=capfd)
+    assert code == 0 and "  lr3: this run" in out, err
+    code, out, err = compare(*folders, "--labels", "x,y", capfd=capfd)
+    assert code == 2 and "--labels x,y: give 3 distinct labels" in err

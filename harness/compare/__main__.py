@@ -2,10 +2,10 @@
 
 Each RUN: a record (``.json``), a run folder, or a model name under ``--results`` (what ``harness.select`` picks
 for it: a GLUE cell averages its configuration's seeds); ``--all --task T``: every model with records of T (the
-leaderboard's run rows). Two single runs: per dataset both share, B - A with a paired randomization test and
-bootstrap interval, corrected across datasets, then the macro average. Three or more (or seed-averaged cells):
-every pair per cell and per table average, corrected across all those tests (Holm, or ``--correction bh``), tie
-groups in compact letters and a bootstrap interval of each model's rank (docs/compare.md).
+leaderboard's run rows). Every pair per cell and per table average: one run each by a paired randomization test
+and bootstrap interval, seeds by the two-level bootstrap, corrected across all those tests (Holm, or
+``--correction bh``), tie groups in compact letters and a bootstrap interval of each model's rank; two models are
+printed as one A/B table (docs/compare.md).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ def parser() -> argparse.ArgumentParser:
                    help="every model with ok records of --task under --results (the leaderboard's run rows)")
     p.add_argument("--task", help="the task, where a model has records of several")
     p.add_argument("--results", default="results", help="results folder for model names (default: results)")
+    p.add_argument("--labels", help="comma-separated row labels, one per RUN in order (default: the shortest part "
+                   "of each that tells it apart: model name, else run id)")
     p.add_argument("--metric", help="the metric compared (default: the records' main score)")
     p.add_argument("--permutations", type=int, default=10_000,
                    help="randomization permutations and bootstrap resamples (default 10000)")
@@ -54,26 +56,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> list[str]:
-    """Two single runs: the two-run table; otherwise (three or more, --all, seed-averaged models) every pair."""
-    from harness.compare import manyreport
+    """The comparison's lines: every pair of the models named, one path whatever their number."""
+    from harness.compare import report
     from harness.compare.entrants import Records, entrants
     from harness.compare.many import Settings
-    from harness.compare.records import SeveralRuns
-    from harness.compare.report import compare_lines
 
-    if len(args.runs) == 2 and not args.every:
-        try:
-            return compare_lines(*args.runs, task=args.task, results=Path(args.results), metric=args.metric,
-                                 permutations=args.permutations, seed=args.seed, level=args.level, alpha=args.alpha,
-                                 correction=args.correction)
-        except SeveralRuns:
-            pass     # a model whose cells average seeds: the many-model comparison tests them
-    if len(args.runs) < 2 and not args.every:
-        raise HarnessError(f"{len(args.runs)} run(s) given: pass two or more runs or model names, or --all --task "
-                           "<task> for every model of a task")
-    models = entrants(args.runs, Records(Path(args.results)), args.task, args.every)
+    labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
+    models = entrants(args.runs, Records(Path(args.results)), args.task, args.every, labels)
     settings = Settings(args.permutations, args.seed, args.level, args.alpha, args.correction)
-    return manyreport.lines(manyreport.compare_entrants(models, settings, args.metric), models)
+    return report.lines(report.compare_entrants(models, settings, args.metric), models)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
-"""Which records each model of a many-model comparison brings, cell by cell: a run folder or record (that run),
-a model name (what ``harness.select`` selects for it: a seed-averaged configuration, or why a cell has none), or
-``--all`` (every model with records of the task: the leaderboard's run rows)."""
+"""What each argument of ``harness.compare`` brings, cell by cell: a record or a run folder (that run: one model,
+one record per dataset), a model name (what ``harness.select`` selects for it: a seed-averaged configuration, or why
+a cell has none), or ``--all`` (every model with records of the task: the leaderboard's run rows)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import specs
-from harness.compare.records import no_model, resolve
-from harness.errors import HarnessError
+from harness.errors import HarnessError, closest_first
 from harness.results import STATUS_OK, ResultRecord, iter_records
 
 Cell = tuple[str, str]          # (table, column) as the leaderboard places a record
@@ -26,6 +26,10 @@ class Entrant:
     cells: dict[Cell, list[Located]]
     withheld: dict[Cell, str] = field(default_factory=dict)
     how: str = "run"                      # run | selection
+
+    def single(self) -> bool:
+        """One record per cell: a run (the randomization test), not a configuration's seeds."""
+        return all(len(recs) == 1 for recs in self.cells.values())
 
 
 class Records:
@@ -44,8 +48,10 @@ class Records:
         return self._all
 
 
-def entrants(args: list[str], records: Records, task: str | None, every: bool) -> list[Entrant]:
-    """The models compared: ``args`` (paths or model names), or with ``every`` all models of ``task``."""
+def entrants(args: list[str], records: Records, task: str | None, every: bool,
+             labels: Sequence[str] | None = None) -> list[Entrant]:
+    """The models compared: ``args`` (paths or model names), or with ``every`` all models of ``task``; each row
+    labelled by ``labels``, else by the shortest part of its argument that tells it apart."""
     if every:
         if not task:
             raise HarnessError("--all needs --task: the task whose models are compared, e.g. --all --task beir")
@@ -54,24 +60,62 @@ def entrants(args: list[str], records: Records, task: str | None, every: bool) -
             raise HarnessError(f"--all: {len(names)} model(s) with ok {task} records under {records.results}; "
                                "a comparison needs two or more")
         args = [*args, *names]
+    if len(args) < 2:
+        raise HarnessError(f"{len(args)} run(s) given: pass two or more runs or model names, or --all --task "
+                           "<task> for every model of a task")
     twice = sorted({a for a in args if args.count(a) > 1})
     if twice:
         raise HarnessError(f"{', '.join(twice)} given more than once: name each run or model once")
     out = [entrant(a, records, task) for a in args]
     tasks = sorted({e.task for e in out})
     if len(tasks) > 1:
+        if len(out) == 2:
+            raise HarnessError(f"A ({out[0].label}) holds {out[0].task} records and B ({out[1].label}) "
+                               f"{out[1].task} ones: different tasks, nothing to compare; pass two runs of the same task")
         raise HarnessError(f"the runs hold records of different tasks ({', '.join(tasks)}): compare runs of one "
                            "task (pass --task to pick a model's records of one)")
+    check_distinct(out)
+    relabel(out, labels)
     return out
 
 
 def entrant(arg: str, records: Records, task: str | None) -> Entrant:
     """A run folder or record as that run; a model name as its selection under ``--results``."""
     if Path(arg).exists():
-        side = resolve(arg, records.results, task)
-        cells = {specs.column_of(r): [(p, r)] for p, r in side.records.values()}
-        return Entrant(arg, side.task, cells)
+        found = run_records(arg, task)
+        return Entrant(arg, found[0][1].task, {specs.column_of(r): [(p, r)] for p, r in found})
     return selected(arg, records, task)
+
+
+def run_records(arg: str, task: str | None) -> list[Located]:
+    """The ok records of the record or folder ``arg``: one model's, one record per dataset (composite averages
+    left out: they keep no per-query scores of their own); anything else is one line saying how to narrow it."""
+    path = Path(arg)
+    found = list(iter_records([path.parent if path.is_file() else path], warn=False))
+    if path.is_file():
+        found = [(p, r) for p, r in found if p.resolve() == path.resolve()]
+        if not found:
+            raise HarnessError(f"{arg} is not a harness result record")
+    found = [(p, r) for p, r in found if r.status == STATUS_OK and (task is None or r.task == task)]
+    if not found:
+        raise HarnessError(f"no ok record for {arg}{f' (task {task})' if task else ''}")
+    tasks = sorted({r.task for _, r in found})
+    if len(tasks) > 1:
+        raise HarnessError(f"{arg} has records of several tasks ({', '.join(tasks)}): pass --task")
+    models = sorted({str(r.model.get("name")) for _, r in found})
+    if len(models) > 1:
+        raise HarnessError(f"{arg} holds records of {len(models)} models ({', '.join(models)}): one side is one "
+                           "model's run; pass each run's own folder (results/<task>/<model>/<run id>)")
+    by: dict[str, list[Located]] = {}
+    for p, r in found:
+        if r.details.get("aggregate") is None:
+            by.setdefault(r.dataset, []).append((p, r))
+    twice = {d: rs for d, rs in by.items() if len({r.run_id for _, r in rs}) > 1}
+    if twice:
+        d, rs = next(iter(twice.items()))
+        runs = ", ".join(sorted(str(p.parent) for p, _ in rs))
+        raise HarnessError(f"{arg} has {len(rs)} runs of {d} ({runs}): pass one run folder instead")
+    return [rs[0] for _, rs in sorted(by.items())]
 
 
 def selected(name: str, records: Records, task: str | None) -> Entrant:
@@ -100,3 +144,66 @@ def selected(name: str, records: Records, task: str | None) -> Entrant:
 
 def _cell(key: object, task: str) -> Cell:
     return key if isinstance(key, tuple) else (task, str(key))
+
+
+def no_model(name: str, results: Path, task: str | None, records: list[Located]) -> HarnessError:
+    """A model name with no ok record (of ``task``) under ``results``: the models that have one, closest first."""
+    ok = [r for _, r in records if r.status == STATUS_OK and (task is None or r.task == task)]
+    models = closest_first(name, {str(r.model.get("name")) for r in ok})
+    mine = [r for _, r in records if r.model.get("name") == name]
+    had = f" (it has {len(mine)} record(s), none ok{f' for task {task}' if task else ''})" if mine else ""
+    listed = (f"models with ok records there{f' for task {task}' if task else ''} (closest first): "
+              f"{', '.join(models[:12])}{' ...' if len(models) > 12 else ''}" if models else "no model has an ok "
+              "record there")
+    return HarnessError(f"no ok record for model {name} in {results}{had}; {listed}. Pass one of them, a record "
+                        "(.json) or a run folder, or --results <folder>")
+
+
+def same_record(a: Located, b: Located) -> bool:
+    """One record (or a copy of it): the same file, or the same cell of the same run written at the same time."""
+    (pa, ra), (pb, rb) = a, b
+    if pa.resolve() == pb.resolve():
+        return True
+    keys = ("task", "dataset", "split", "run_id", "created_at")
+    return all(getattr(ra, k) == getattr(rb, k) for k in keys) and ra.model.get("name") == rb.model.get("name")
+
+
+def check_distinct(found: Sequence[Entrant]) -> None:
+    """No two arguments name the same run: its records compared with themselves say nothing."""
+    for i, x in enumerate(found):
+        for y in found[i + 1:]:
+            shared = [c for c in x.cells if c in y.cells]
+            if shared and all(len(x.cells[c]) == len(y.cells[c]) == 1 and same_record(x.cells[c][0], y.cells[c][0])
+                              for c in shared):
+                run = x.cells[shared[0]][0][1].run_id
+                raise HarnessError(f"{'A' if i == 0 else x.label} ({x.label}) and {'B' if len(found) == 2 else y.label}"
+                                   f" ({y.label}) are the same run ({run}): its records compared with themselves; pass "
+                                   "two different runs")
+
+
+def relabel(found: Sequence[Entrant], labels: Sequence[str] | None) -> None:
+    """``--labels`` (one per model, distinct), else: a model name stays as given; a record or folder is named by
+    the shortest of its model name, run id, model/run id that no other row has (its path where none does)."""
+    if labels:
+        if len(labels) != len(found) or len(set(labels)) != len(labels):
+            raise HarnessError(f"--labels {','.join(labels)}: give {len(found)} distinct labels, one per run or model "
+                               "in the order given")
+        for e, label in zip(found, labels, strict=True):
+            e.label = label
+        return
+    runs = [e for e in found if e.how == "run"]
+    taken = {e.label for e in found if e.how != "run"}
+    for part in (_model, _run_ids, lambda e: f"{_model(e)}/{_run_ids(e)}"):
+        names = [part(e) for e in runs]
+        if len(set(names)) == len(names) and not taken & set(names):
+            for e, name in zip(runs, names, strict=True):
+                e.label = name
+            return
+
+
+def _model(e: Entrant) -> str:
+    return str(next(iter(e.cells.values()))[0][1].model.get("name"))
+
+
+def _run_ids(e: Entrant) -> str:
+    return "+".join(sorted({r.run_id for recs in e.cells.values() for _, r in recs}))

@@ -18,8 +18,27 @@ import numpy as np
 from harness import per_query
 from harness.compare import stats, twolevel
 from harness.compare.outcomes import Outcomes, aligned_on, outcomes
-from harness.compare.pairs import pair_test
 from harness.errors import HarnessError
+
+
+@dataclass(frozen=True)
+class Settings:
+    permutations: int = 10_000
+    seed: int = 0
+    level: float = 0.95
+    alpha: float = 0.05
+    correction: str = "holm"
+
+
+def pair_test(a: Outcomes, b: Outcomes, s: Settings) -> stats.Paired:
+    """B against A where each has one run on the cell (``b`` in ``a``'s item order): the paired randomization test
+    and bootstrap interval over the items (a macro average over MNLI's dev sets: within each), or, for a score that
+    is not a mean (Matthews, F1, Spearman), the score re-computed for every permutation and resample."""
+    x, y = a.values[0], b.values[0]
+    if a.statistic is not None:
+        return stats.paired_statistic(x, y, a.statistic, s.permutations, s.seed, s.level)
+    strata = a.strata if len(np.unique(a.strata)) > 1 else None
+    return stats.paired(x, y, s.permutations, s.seed, s.level, strata)
 
 
 @dataclass
@@ -54,15 +73,6 @@ class Row:
     metric: str = ""
 
 
-@dataclass(frozen=True)
-class Settings:
-    permutations: int = 10_000
-    seed: int = 0
-    level: float = 0.95
-    alpha: float = 0.05
-    correction: str = "holm"
-
-
 def order(scores: dict[str, float], higher_is_better: bool) -> list[str]:
     """Names best first (ties by name)."""
     return sorted(scores, key=lambda x: ((-1 if higher_is_better else 1) * scores[x], x))
@@ -79,7 +89,7 @@ def cell_row(table: str, name: str, cells: dict[str, Outcomes], s: Settings, hig
               metric=outs[labels[0]].metric)
     for a, b in combinations(order(row.scores, higher_is_better), 2):
         if outs[a].k == 1 and outs[b].k == 1:
-            r, _ = pair_test(outs[a].runs[0], outs[b].runs[0], outs[a].metric, s.permutations, s.seed, s.level)
+            r = pair_test(outs[a], outs[b], s)
             row.pairs.append(Pair(a, b, r.diff, r.ci_low, r.ci_high, r.p_randomization, "randomization", r.p_t))
         else:
             t = twolevel.two_level([reps[a]], [reps[b]], len(ids), s.level)

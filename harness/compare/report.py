@@ -1,106 +1,206 @@
-"""The comparison table: per dataset, the macro average, and the test over per-dataset scores."""
+"""``python -m harness.compare RUN RUN [RUN ...]``: the rows (cells, table averages) of every model pair, corrected
+across all of them, with tie groups and rank intervals, as lines of text. Two models are the same computation,
+printed as one A/B table (B - A per dataset, then the average and the test over the per-dataset scores)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness import per_query
-from harness.compare import stats
+from harness.compare import many, stats
+from harness.compare.entrants import Cell, Entrant
 from harness.compare.outcomes import read_runs
-from harness.compare.pairs import pair_test
-from harness.compare.records import Side, resolve
 from harness.errors import HarnessError
-from harness.results import ResultRecord
 
 
-def compare_lines(a: str, b: str, *, task: str | None, results: Path, metric: str | None, permutations: int,
-                  seed: int, level: float, alpha: float, correction: str) -> list[str]:
-    """Everything ``python -m harness.compare`` prints."""
-    left, right = resolve(a, results, task), resolve(b, results, task)
-    check_comparable(left, right)
-    shared = [d for d in left.records if d in right.records]
-    if not shared:
-        raise HarnessError(f"{left.label} and {right.label} share no dataset "
-                           f"({', '.join(left.records)} vs {', '.join(right.records)})")
-    metric = metric or left.records[shared[0]][1].main_score
-    tests = {d: dataset_test(left, right, d, metric, permutations, seed, level) for d in shared}
-    results_ = {d: t[0] for d, t in tests.items()}
-    adjusted = dict(zip(shared, stats.CORRECTIONS[correction]([r.p_randomization for r in results_.values()]),
-                        strict=True))
-    pct = f"{level:.0%}"
-    lines = [f"A = {left.label}", f"B = {right.label}",
-             f"metric {metric}; B - A; paired randomization test (two-sided, {permutations} permutations, seed {seed});"
-             f" paired bootstrap {pct} interval ({permutations} resamples); p corrected across {len(shared)} "
-             f"dataset(s): {correction}; * where the corrected p < {alpha:g}",
-             f"{'dataset':24s} {'n':>6s} {'A':>8s} {'B':>8s} {'B-A':>8s} {pct + ' interval':>20s} {'p':>8s} "
-             f"{'p ' + correction:>10s}"]
-    for d, r in results_.items():
-        lines.append(row(d, r, adjusted[d], alpha))
-    if len(shared) > 1:
-        pairs = {d: t[1] for d, t in tests.items() if t[1] is not None}
-        lines += average_lines(pairs if len(pairs) == len(shared) else {}, results_, permutations, seed, level, alpha)
-    return lines
+@dataclass
+class Comparison:
+    """Every tested row, what could not be tested, and the family the correction ran over."""
+
+    rows: list[many.Row]
+    settings: many.Settings
+    higher_is_better: bool
+    family: int = 0
+    untested: dict[Cell, dict[str, str]] = field(default_factory=dict)
 
 
-def check_comparable(left: Side, right: Side) -> None:
-    """Two runs of one task: records of different tasks, or the same records on both sides, are refused."""
-    if left.task != right.task:
-        raise HarnessError(f"A ({left.label}) holds {left.task} records and B ({right.label}) {right.task} ones: "
-                           "different tasks, nothing to compare; pass two runs of the same task")
-    shared = [d for d in left.records if d in right.records]
-    if shared and all(same_record(left.records[d], right.records[d]) for d in shared):
-        run = left.records[shared[0]][1].run_id
-        raise HarnessError(f"A ({left.label}) and B ({right.label}) are the same run ({run}): its records compared "
-                           "with themselves; pass two different runs")
+def untested_reason(e: Entrant, cell: Cell) -> str | None:
+    if cell in e.withheld:
+        return f"incomplete, not tested: {e.withheld[cell]}"
+    if cell not in e.cells:
+        return "no record"
+    if not all((r.details or {}).get("per_query") for _, r in e.cells[cell]):
+        return "keeps no per-query scores (written before they were stored): re-run it to test it"
+    return None
 
 
-def same_record(a: tuple[Path, ResultRecord], b: tuple[Path, ResultRecord]) -> bool:
-    """One record (or a copy of it): the same file, or the same cell of the same run written at the same time."""
-    (pa, ra), (pb, rb) = a, b
-    if pa.resolve() == pb.resolve():
-        return True
-    keys = ("task", "dataset", "split", "run_id", "created_at")
-    return all(getattr(ra, k) == getattr(rb, k) for k in keys) and ra.model.get("name") == rb.model.get("name")
+def compare_entrants(entrants: list[Entrant], s: many.Settings, metric: str | None) -> Comparison:
+    """Each cell's rows, then each table's average, then the correction across all their pairs and the groups."""
+    cells = sorted({c for e in entrants for c in (*e.cells, *e.withheld)})
+    first = next((r for e in entrants for recs in e.cells.values() for _, r in recs), None)
+    if first is None:   # every cell of every model was withheld by its selection (seeds missing everywhere)
+        said = next((f" ({e.label}, {'/'.join(c)}: {why})" for e in entrants for c, why in e.withheld.items()), "")
+        raise HarnessError(f"nothing to test: no model has a cell its selection kept{said}; finish the missing runs "
+                           "(python -m harness.select lists them), then compare again")
+    hib = bool(first.higher_is_better)
+    out = Comparison([], s, hib)
+    kept: dict[Cell, dict[str, many.Outcomes]] = {}
+    reps: dict[Cell, dict[str, many.twolevel.Replicates]] = {}
+    for i, cell in enumerate(cells):
+        why = {e.label: w for e in entrants if (w := untested_reason(e, cell))}
+        out.untested[cell] = {x: w for x, w in why.items() if w != "no record"}
+        ready = [e for e in entrants if e.label not in why]
+        if len(ready) < 2:
+            continue
+        where = "/".join(cell)
+        runs = {e.label: read_runs(e.cells[cell], where) for e in ready}
+        name = metric or ready[0].cells[cell][0][1].main_score
+        kept[cell] = many.cell_outcomes(runs, name, where)
+        row, reps[cell] = many.cell_row(cell[0], cell[1], kept[cell], s, hib, i)
+        out.rows.append(row)
+    for table in sorted({c[0] for c in kept}):
+        out.rows += _average(table, kept, reps, s, hib)
+    if not out.rows:
+        raise HarnessError(nothing_tested(entrants, out.untested))
+    out.family = many.correct(out.rows, s.correction)
+    for row in out.rows:
+        many.group(row, s.alpha, hib)
+    return out
 
 
-def dataset_test(left: Side, right: Side, dataset: str, metric: str, permutations: int, seed: int, level: float
-                 ) -> tuple[stats.Paired, tuple[np.ndarray, np.ndarray] | None]:
-    """One dataset's paired tests, and (per-query metrics) the two aligned score vectors."""
-    a, b = read_runs([left.records[dataset], right.records[dataset]], dataset)
-    try:
-        return pair_test(a, b, metric, permutations, seed, level)
-    except per_query.PerQueryError as exc:
-        raise HarnessError(f"{dataset}: {exc}") from None
+def nothing_tested(entrants: list[Entrant], untested: dict[Cell, dict[str, str]]) -> str:
+    """Why no row could be tested: each shared cell's reason, or no dataset two models share."""
+    said = next((f" ({x}, {'/'.join(c)}: {w})" for c, ws in untested.items() for x, w in ws.items()), "")
+    if said:
+        return f"nothing to test: no cell has two models with kept scores{said}; fix that, then compare again"
+    held = "; ".join(f"{e.label}: {', '.join(c[1] for c in e.cells)}" for e in entrants)
+    return (f"nothing to test: the {len(entrants)} models share no dataset ({held}); compare runs evaluated on the "
+            "same datasets")
 
 
-def row(name: str, r: stats.Paired, p_adj: float | None, alpha: float) -> str:
-    interval = f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}]"
-    adj = f"{p_adj:10.4f}" if p_adj is not None else f"{'':10s}"
-    mark = " *" if (p_adj if p_adj is not None else r.p_randomization) < alpha else ""
-    return (f"{name:24s} {r.n:6d} {r.mean_a:8.4f} {r.mean_b:8.4f} {r.diff:+8.4f} {interval:>20s} "
-            f"{r.p_randomization:8.4f} {adj}{mark}")
+def _average(table: str, kept: dict[Cell, dict[str, many.Outcomes]], reps: dict, s: many.Settings, hib: bool
+             ) -> list[many.Row]:
+    """The table's average over the cells every model tested in the table has (none for fewer than two)."""
+    mine = [c for c in kept if c[0] == table]
+    labels = sorted({x for c in mine for x in kept[c]})
+    shared = [c for c in mine if all(x in kept[c] for x in labels)]
+    if len(shared) < 2:
+        return []
+    cols = {c[1]: {x: kept[c][x] for x in labels} for c in shared}
+    r = {c[1]: reps[c] for c in shared}
+    return [many.average_row(table, [c[1] for c in shared], cols, r, s, hib)]
 
 
-def average_lines(pairs: dict[str, tuple[np.ndarray, np.ndarray]], each: dict[str, stats.Paired], permutations: int,
-                  seed: int, level: float, alpha: float) -> list[str]:
-    """The macro average over datasets: per query, stratified by dataset (where every dataset keeps per-query
-    scores); then a test over the per-dataset scores, with its caveat."""
-    lines = []
-    k = len(each)
-    if pairs:
-        x = np.concatenate([p[0] for p in pairs.values()])
-        y = np.concatenate([p[1] for p in pairs.values()])
-        strata = np.concatenate([np.full(len(p[0]), i) for i, p in enumerate(pairs.values())])
-        lines += [row(f"average ({k} sets)", stats.paired(x, y, permutations, seed, level, strata=strata), None, alpha),
-                  "  (macro average of the datasets' means; queries permuted and resampled within their dataset)"]
-    per_set = stats.paired([r.mean_a for r in each.values()], [r.mean_b for r in each.values()], permutations, seed,
-                           level)
-    how = f"exact over all 2^{k} sign flips" if k <= 16 else f"{permutations} permutations"
-    return [*lines,
-            f"over the {k} per-dataset scores: B-A {per_set.diff:+.4f}, randomization p {per_set.p_randomization:.4f} "
-            f"({how}), t-test p {per_set.p_t:.4f}, {level:.0%} interval [{per_set.ci_low:+.4f}, "
-            f"{per_set.ci_high:+.4f}]",
+def lines(cmp: Comparison, entrants: list[Entrant]) -> list[str]:
+    """Everything the comparison prints: the A/B table for two models, every pair's rows for more."""
+    if len(entrants) == 2:
+        return two_lines(cmp, entrants)
+    s = cmp.settings
+    pct = f"{s.level:.0%}"
+    out = ["models:"] + [f"  {e.label}: " + ("what harness.select picks in each cell (a configuration: the mean of "
+                                             "its seeds, counted under runs)" if e.how == "selection" else
+                                             "this run (one run per cell)") for e in entrants]
+    n_rows = len(cmp.rows)
+    out += [f"tests, B - A: one run each: paired randomization test (two-sided, {s.permutations} permutations, seed "
+            f"{s.seed}) and paired bootstrap {pct} interval; seeds on either side: two-level bootstrap over items "
+            f"and seeds ({s.permutations} resamples), p and {pct} interval from Student's t (Welch-Satterthwaite df)",
+            f"family: {cmp.family} tests ({n_rows} row(s) x their model pairs) corrected together by {s.correction}:"
+            f" {stats.CONTROLS[s.correction]} at {s.alpha:g}",
+            "groups: models that share a letter are separated by no corrected test (compact letter display); "
+            f"rank {pct}: the bootstrap interval of the model's rank"]
+    for row in cmp.rows:
+        out += ["", *row_lines(row, cmp)]
+    return out + untested_lines(cmp)
+
+
+def untested_lines(cmp: Comparison) -> list[str]:
+    out: list[str] = []
+    quiet = {c: w for c, w in cmp.untested.items() if w}
+    if quiet:
+        out += ["", "not tested:"]
+        out += [f"  {'/'.join(c)}: {x}: {w}" for c, ws in quiet.items() for x, w in ws.items()]
+    return out
+
+
+def row_lines(row: many.Row, cmp: Comparison) -> list[str]:
+    """One row: its models ranked with score, runs, group and rank interval, then every pair."""
+    dec = 4 if all(abs(v) <= 1 for v in row.scores.values()) else 2
+    head = (f"{row.table} / {row.name}: {row.metric}, {row.n} items" if not row.over else
+            f"{row.table} / average over {len(row.over)} cells ({', '.join(row.over)}), each weighted equally")
+    width = max(24, *(len(x) for x in row.scores))
+    out = [head, f"  {'rank':>4s}  {'model':{width}s} {'score':>9s} {'runs':>4s}  {'group':6s} rank {cmp.settings.level:.0%}"]
+    for x in many.order(row.scores, cmp.higher_is_better):
+        rank, lo, hi = row.ranks[x]
+        out.append(f"  {rank:4d}  {x:{width}s} {row.scores[x]:9.{dec}f} {row.runs[x]:4d}  {row.groups[x]:6s} "
+                   f"[{lo}, {hi}]")
+    for p in row.pairs:
+        df = f" df {p.df:.0f}" if p.df is not None and p.df < 1e6 else ""
+        out.append(f"    {p.b} - {p.a}: {p.diff:+.{dec}f} [{p.low:+.{dec}f}, {p.high:+.{dec}f}]  p {_p(p.p)}  "
+                   f"p {cmp.settings.correction} {_p(p.p_adjusted)}"
+                   f"{' *' if p.p_adjusted < cmp.settings.alpha else ''}  ({p.method}{df})")
+    return out
+
+
+def _p(value: float) -> str:
+    return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
+
+
+def two_lines(cmp: Comparison, entrants: list[Entrant]) -> list[str]:
+    """Two models: one A/B table (B - A per cell, then each table's average and the test over its cells' scores),
+    the rows, tests and correction of :func:`compare_entrants` as they are."""
+    s, (a, b) = cmp.settings, entrants
+    pct = f"{s.level:.0%}"
+    many_runs = not (a.single() and b.single())
+    out = [f"A = {a.label}" + (" (what harness.select picks: each cell the mean of its configuration's seeds)"
+                               if a.how == "selection" and not a.single() else ""),
+           f"B = {b.label}" + (" (what harness.select picks: each cell the mean of its configuration's seeds)"
+                               if b.how == "selection" and not b.single() else ""),
+           f"metric {cmp.rows[0].metric or 'the cells main score'}; B - A; paired randomization test (two-sided, "
+           f"{s.permutations} permutations, seed {s.seed}); paired bootstrap {pct} interval ({s.permutations} "
+           "resamples)" + ("; seeds on either side: two-level bootstrap over items and seeds, Student's t" if many_runs
+                           else "") + f"; p corrected across {cmp.family} test(s), the rows below: {s.correction}; * "
+           f"where the corrected p < {s.alpha:g}",
+           f"{'dataset':24s} {'n':>6s} {'A':>8s} {'B':>8s} {'B-A':>8s} {pct + ' interval':>20s} {'p':>8s} "
+           f"{'p ' + s.correction:>10s}"]
+    tables = sorted({r.table for r in cmp.rows})
+    for table in tables:
+        rows = [r for r in cmp.rows if r.table == table]
+        for row in rows:
+            name = (f"average ({len(row.over)} sets)" if row.over else row.name) if len(tables) == 1 else \
+                f"{table}/{'average' if row.over else row.name}"
+            out.append(ab_row(name, row, a.label, s.alpha))
+            if row.over and row.pairs[0].method == "randomization":
+                out.append("  (macro average of the datasets' means; queries permuted and resampled within their "
+                           "dataset)")
+        cells = [r for r in rows if not r.over]
+        if len(cells) > 1:
+            out += per_set_lines(cells, a.label, b.label, s)
+    return out + untested_lines(cmp)
+
+
+def ab_row(name: str, row: many.Row, first: str, alpha: float) -> str:
+    """One row of the A/B table: ``row``'s one pair, as B - A."""
+    (p,) = row.pairs
+    sign = 1.0 if p.a == first else -1.0
+    diff, low, high = sign * p.diff, min(sign * p.low, sign * p.high), max(sign * p.low, sign * p.high)
+    other = p.b if p.a == first else p.a
+    dec = 4
+    df = f"  (two-level df {p.df:.0f})" if p.method == "two-level" and p.df is not None and p.df < 1e6 else \
+        "  (two-level)" if p.method == "two-level" else ""
+    interval = f"[{low:+.{dec}f}, {high:+.{dec}f}]"
+    mark = " *" if p.p_adjusted < alpha else ""
+    return (f"{name:24s} {row.n:6d} {row.scores[first]:8.{dec}f} {row.scores[other]:8.{dec}f} {diff:+8.{dec}f} "
+            f"{interval:>20s} {p.p:8.4f} {p.p_adjusted:10.4f}{mark}{df}")
+
+
+def per_set_lines(cells: list[many.Row], a: str, b: str, s: many.Settings) -> list[str]:
+    """The paired test over the cells' own scores (is B better on datasets like these?), with its caveat."""
+    k = len(cells)
+    r = stats.paired(np.array([c.scores[a] for c in cells]), np.array([c.scores[b] for c in cells]),
+                     s.permutations, s.seed, s.level)
+    how = f"exact over all 2^{k} sign flips" if k <= 16 else f"{s.permutations} permutations"
+    return [f"over the {k} per-dataset scores: B-A {r.diff:+.4f}, randomization p {r.p_randomization:.4f} ({how}), "
+            f"t-test p {r.p_t:.4f}, {s.level:.0%} interval [{r.ci_low:+.4f}, {r.ci_high:+.4f}]",
             f"  caveat: {k} datasets are few; this asks whether B is better on datasets like these, and has little "
             "power (with 5 or fewer sets no p can fall below 0.06)"]
