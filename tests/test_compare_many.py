@@ -205,7 +205,7 @@ def test_a_score_that_is_not_a_mean_is_rescored_per_run_on_every_resample(tmp_pa
     code, out, err = compare("better", "worse", "--results", str(tmp_path), "--permutations", "200", capfd=capfd)
     assert code == 0, err
     (row,) = [ln.split() for ln in out.splitlines() if ln.startswith("cola ")]   # two models: the A/B table
-    n, a, b, diff = row[1:5]
+    n, a, b = row[1:4]
     assert n == "300" and float(a) == pytest.approx(np.mean(scores["better"]), abs=0.01)
     assert float(b) == pytest.approx(np.mean(scores["worse"]), abs=0.01)
     assert "metric matthews" in out and "(two-level df" in out and row[-4] == "*"   # B is worse, significantly
