@@ -29,20 +29,21 @@ def cpu_model() -> str:
 
 
 def evaluate_once(cfg, k: int | None, top_k: int) -> tuple[float, dict, object]:
-    from harness import families
+    from harness import planning
     from harness.evaluation import shards
     from harness.evaluation.retriever import evaluate
-    from harness.families import retrieval_eval
+    from harness.families.retrieval import entries
+    from harness.stages import retrieval as compute
+    from harness.stages import score
 
-    family = families.get("beir")(cfg)
-    run = family.compute()
-    model, _ = run.load_model()
-    (entry,) = family.entries()
-    ds = retrieval_eval.loaded(family, entry)
-    retriever = run.retriever(model, {"run": "benchmark"})
+    plan = planning.plan(cfg)
+    model, _ = compute.load_model(plan)
+    (entry,) = entries(plan.settings)
+    ds = score.loaded(plan, entry)
+    retriever = compute.retriever(plan, model, {"run": "benchmark"})
     if k is not None:
         retriever = shards.ShardedRetriever(retriever, shards.ShardSettings(
-            shards=k, shard_tokens=family.settings.sharding.shard_tokens, shard=None, shard_launcher="sequential"))
+            shards=k, shard_tokens=plan.settings.sharding.shard_tokens, shard=None, shard_launcher="sequential"))
     t0 = time.perf_counter()
     metrics, details, timings = evaluate(retriever, ds, top_k=top_k)
     return time.perf_counter() - t0, {"metrics": metrics, "details": details, "timings": timings}, retriever

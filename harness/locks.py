@@ -24,7 +24,7 @@ from harness.cache_entry import FileLock, Heartbeat, Holder, beat_every
 from harness.typed import build
 
 if TYPE_CHECKING:
-    from harness.families.base import Cell
+    from harness.runplan import Cell
 
 log = logging.getLogger(__name__)
 

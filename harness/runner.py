@@ -1,5 +1,5 @@
-"""The one loop every task family runs through: check -> plan cells -> skip finished -> lock -> run the rest ->
-write records.
+"""The one loop every run goes through: plan (:func:`harness.planning.plan`) -> skip finished cells -> check -> lock
+-> compute the rest (the plan's ``compute``, given the plan) -> write the records it returns.
 
 Output folders, task settings, the device, the model folder and the data's presence are checked before anything
 is loaded. Planning reads only config and records, so re-running a finished configuration loads no model and no
@@ -13,21 +13,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness import families, locks, preflight, results
+from harness import locks, planning, preflight, results
 from harness.errors import HarnessError
-from harness.families.parts import pending, run_part
 from harness.results import ResultRecord
+from harness.runplan import Cell, RunPlan, pending
 from harness.summary import print_summary
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
-
-    from harness.families.base import Cell, Family
-    from harness.specs.schema import TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -42,34 +39,34 @@ class RunFailed(HarnessError):
 
 def run(cfg: DictConfig) -> list[ResultRecord]:
     """Run ``cfg`` (also the entry point for tests) and return the record of every planned cell."""
-    family, lock_settings = prepare(cfg)
-    results_dir = str(cfg.paths.results)
-    overwrite = bool(cfg.overwrite)
-    if family.part_job():
-        run_part(family, results_dir, overwrite)
+    plan, lock_settings = prepare(cfg)
+    if plan.part:
+        run_part(plan)
         return []
     planned: list[Cell] = []
     new: dict[tuple[str, str], ResultRecord] = {}
     kept: dict[tuple[str, str], Path] = {}   # failures written beside a finished record they must not replace
     try:
-        for cells in family.rounds():
-            planned += cells
-            todo = pending(family, cells, results_dir, overwrite)
+        for p in rounds(cfg, plan):
+            plan = p
+            planned += p.cells
+            todo = pending(p, p.cells)
             if not todo:
                 continue
-            preflight.check_output_files(output_files(family, results_dir, todo, bool(cfg.get("save_run"))))
-            family.check(todo)
-            with locks.hold(todo, lambda c: run_dir(family, results_dir, c), lock_settings,
-                            lambda cs: pending(family, cs, results_dir, overwrite)) as mine:
-                for rec in family.run(mine) if mine else ():
+            preflight.check_output_files(output_files(p, todo, bool(cfg.get("save_run"))))
+            p.check(p, todo)
+            with locks.hold(todo, lambda c, p=p: run_dir(p, c), lock_settings,
+                            lambda cs, p=p: pending(p, cs)) as mine:
+                for rec in p.compute(p, mine) if mine else ():
                     with_series(cfg, rec)
-                    path = store(results_dir, rec)
+                    path = store(p.layout.results, rec)
                     new[(rec.run_id, rec.dataset)] = rec
-                    if path != results.path_of(results_dir, rec):
+                    if path != results.path_of(p.layout.results, rec):
                         kept[(rec.run_id, rec.dataset)] = path
-        family.finish(list(new.values()))
+        if plan.finish is not None:
+            plan.finish(plan, planned, list(new.values()))
     finally:
-        shown = cell_records(family, planned, results_dir, new)
+        shown = cell_records(plan, planned, new)
         print_summary(shown)
     failed = [r for r in new.values() if r.status == results.STATUS_FAILED and not r.details.get("member_of")]
     if failed:
@@ -77,29 +74,42 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
     return shown
 
 
-def prepare(cfg: DictConfig) -> tuple[Family, locks.LockSettings]:
-    """The run's family and lock settings, after the checks that need no model and no data: output folders
-    writable, lock and task settings typed, the device present. A failure here writes nothing."""
+def rounds(cfg: DictConfig, first: RunPlan) -> Iterator[RunPlan]:
+    """The run's plans, round by round: a later round is planned once the earlier ones have run (GLUE: the chained
+    tasks start from MNLI's records)."""
+    yield first
+    plan, i = first, 0
+    while plan.later:
+        i += 1
+        plan = planning.plan(cfg, round=i)
+        yield plan
+
+
+def prepare(cfg: DictConfig) -> tuple[RunPlan, locks.LockSettings]:
+    """The run's plan and lock settings, after :func:`checked`. A failure here writes nothing."""
+    lock_settings = checked(cfg)
+    return planning.plan(cfg), lock_settings
+
+
+def checked(cfg: DictConfig) -> locks.LockSettings:
+    """The checks that need no model, no data and no plan: output folders writable, lock and task settings typed,
+    the spec's metric and rule known, the device present (what a job whose cells wait on another's records can
+    check already); the lock settings."""
     preflight.check_output_paths(cfg.paths)
     lock_settings = locks.settings_from(cfg.get("run_lock"))
-    from harness.specs import spec_from
-
-    spec = spec_from(cfg.task.get("spec") or {}, str(cfg.task.name), f"task {cfg.task.name!r}, spec")
-    family = families.get(spec.runner)(cfg)
-    check_spec(spec, family)
-    _ = family.device
-    return family, lock_settings
+    planning.family_of(cfg)
+    return lock_settings
 
 
-def check_spec(spec: TaskSpec, family: Family) -> None:
-    """Before any work: the spec's main metric is one the family's scorer produces, its selection rule exists."""
-    from harness.selection.rules import rule_for
+def run_part(plan: RunPlan) -> None:
+    """A part job (one corpus shard, ``task.shard``): the unfinished cells' part, into the cache. It takes no run
+    lock (the parts of one run compute side by side) and writes no record (the run that merges them does)."""
+    todo = pending(plan, plan.cells)
+    if todo:
+        plan.check(plan, todo)
+        plan.compute(plan, todo)
 
-    produced = family.metrics
-    if produced is not None and spec.main_metric not in produced:
-        raise HarnessError(f"task {spec.name!r}: spec.main_metric={spec.main_metric!r} is not a metric the "
-                           f"{spec.runner} scorer produces ({', '.join(produced)}): set spec.main_metric to one of them")
-    rule_for(spec.selection)
+
 
 
 def with_series(cfg: DictConfig, rec: ResultRecord) -> None:
@@ -112,20 +122,19 @@ def with_series(cfg: DictConfig, rec: ResultRecord) -> None:
         rec.details["series"] = OmegaConf.to_container(series, resolve=True)
 
 
-def run_dir(family: Family, results_dir: str, cell: Cell) -> Path:
+def run_dir(plan: RunPlan, cell: Cell) -> Path:
     """The folder of ``cell``'s run (its records and its lock)."""
-    return results.record_path(results_dir, family.name, family.model_name, cell.run_id, cell.dataset).parent
+    return plan.record_path(cell).parent
 
 
-def output_files(family: Family, results_dir: str, todo: Sequence[Cell], save_run: bool) -> dict[Path, str]:
+def output_files(plan: RunPlan, todo: Sequence[Cell], save_run: bool) -> dict[Path, str]:
     """Every file the records of ``todo`` are written to (a composite's members' records too)."""
     from harness.per_query import files_of
 
     out: dict[Path, str] = {}
     for cell in todo:
         for dataset in [cell.dataset, *(m.name for m in (getattr(cell.payload, "members", None) or {}).values())]:
-            path = results.record_path(results_dir, family.name, family.model_name, cell.run_id, dataset)
-            out |= files_of(path, save_run)
+            out |= files_of(plan.record_path(cell, dataset), save_run)
     return out
 
 
@@ -154,14 +163,14 @@ def set_aside(path: Path) -> None:
     log.warning("dataset definition changed since %s was written; moved it to %s", path, superseded)
 
 
-def cell_records(family: Family, cells: Sequence[Cell], results_dir: str,
-                 new: dict[tuple[str, str], ResultRecord]) -> list[ResultRecord]:
+def cell_records(plan: RunPlan, cells: Sequence[Cell], new: dict[tuple[str, str], ResultRecord]
+                 ) -> list[ResultRecord]:
     """The current record of each planned cell, in plan order (cells that never got one are left out)."""
     out = []
     for cell in cells:
         rec = new.get((cell.run_id, cell.dataset))
         if rec is None:
-            path = results.record_path(results_dir, family.name, family.model_name, cell.run_id, cell.dataset)
+            path = plan.record_path(cell)
             try:
                 rec = results.read_record(path) if path.exists() else None
             except (ValueError, OSError):

@@ -6,8 +6,10 @@ record hyperparameters, trainer settings and tokenisation cache key, as JSON. Ru
 outputs:
 
     python scripts/run_ids.py > after.json
-    git worktree add /tmp/before <commit> && (cd /tmp/before && python <this tree>/scripts/run_ids.py --repo .) > before.json
+    git worktree add /tmp/before <commit> && (cd /tmp/before && python scripts/run_ids.py --repo .) > before.json
     python scripts/run_ids.py --diff before.json after.json
+
+(each tree with its own copy of this script: it reads a tree's planning through that tree's API).
 
 Needs no model hub and no GPU: models are the tiny test ModernBERT and the packaged MiniLM, data are local copies.
 """
@@ -73,30 +75,30 @@ COMMON = ["model=modernbert-base", "model.path={tiny}", "model.name=tiny-modernb
 
 def describe(name: str, overrides: list[str]) -> dict[str, Any]:
     """Everything a change to identities would show for one configuration (or the error it raised)."""
-    from harness import families, specs
+    from harness import planning
     from harness.compose import compose_config
+    from harness.stages.context import GlueStages, RetrievalStages
 
     try:
         cfg = compose_config(overrides)
-        family = families.get(specs.get(str(cfg.task.name)).runner)(cfg)
-        cells = [c for r in family.rounds() for c in r]
+        plan = planning.plan(cfg)
+        cells = planning.every_cell(cfg, plan)
     except Exception as exc:   # a configuration a tree refuses is a difference too
         return {"error": f"{type(exc).__name__}: {exc}"}
     out: dict[str, Any] = {"cells": [[c.dataset, c.run_id, c.spec, c.plan_key] for c in cells]}
     if name != "mteb":   # task=mteb is no job of the paper graph, which alone estimates work
         out |= guarded(work, name, overrides)
-    if hasattr(family, "cache_exclude") and cells:
-        from harness.identity import drop
+    if isinstance(plan.stages, RetrievalStages) and cells:
         from harness.results import stable_hash
 
-        out["corpus_cache_part"] = stable_hash(drop(cells[0].identity, family.cache_exclude()))
-        out["hyperparameters"] = family.hyperparameters
-        out["details"] = family.kind.details(family)
-        if family.trains:
-            out["train_dir"] = scrub(computing(family).train_dir(cells))
-        out |= guarded(retriever, family, cells)
-    if str(cfg.task.name) == "glue":
-        out |= guarded(glue_points, family, cells)
+        out["corpus_cache_part"] = stable_hash(dict(plan.stages.cache_run))
+        out["hyperparameters"] = plan.header.hyperparameters
+        out["details"] = {k: v for k, v in plan.header.details.items() if k != "lineage"}   # the task's own
+        if plan.trains:
+            out["train_dir"] = scrub(plan.stages.train_dir)
+        out |= guarded(retriever, plan)
+    if isinstance(plan.stages, GlueStages):
+        out |= guarded(glue_points, plan, cells)
     return json.loads(scrub(json.dumps(out, default=str)))
 
 
@@ -106,12 +108,6 @@ def guarded(part: Any, *args: Any) -> dict[str, Any]:
         return part(*args)
     except Exception as exc:
         return {f"{part.__name__}_error": f"{type(exc).__name__}: {exc}"}
-
-
-def computing(family: Any) -> Any:
-    """The retrieval runner's computing half (load, train, retrieve): its own object since the stages got a typed
-    context, the runner itself before."""
-    return family.compute() if hasattr(family, "compute") else family
 
 
 def scrub(value: Any) -> str:
@@ -149,36 +145,36 @@ def flat(obj: Any) -> dict[str, Any]:
     return out
 
 
-def retriever(family: Any, cells: list[Any]) -> dict[str, Any]:
+def retriever(plan: Any) -> dict[str, Any]:
     """The corpus-cache identity the runner builds for the retriever (weights loaded; a run that trains gets a
     stand-in fingerprint for its trained weights) and the settings the retrieve stage gives the retriever."""
     from harness.results import stable_hash
+    from harness.stages import retrieval as compute
 
-    run = computing(family)
-    model, block = run.load_model()
-    trained = {"fingerprint": "trained-weights"} if family.trains else None
-    identity = run.cache_identity(cells, block, trained)
-    built = run.retriever(model, identity)
+    model, block = compute.load_model(plan)
+    trained = {"fingerprint": "trained-weights"} if plan.trains else None
+    identity = compute.cache_identity(plan, block, trained)
+    built = compute.retriever(plan, model, identity)
     engine = getattr(built, "inner", built)
     return {"corpus_cache_identity": stable_hash(identity, length=64), "retriever": type(engine).__name__,
             "retriever_settings": flat(engine.settings), "describe": built.describe()}
 
 
-def glue_points(family: Any, cells: list[Any]) -> list[dict[str, Any]]:
+def glue_points(plan: Any, cells: list[Any]) -> dict[str, Any]:
     """Each grid point's record hyperparameters and trainer settings, and its task data's tokenisation key."""
 
     from harness import models
     from harness.families.glue import point as glue_point
 
-    s = family.settings
-    fp = models.model_identity(family.spec, *models.resolve_path(family.spec))["fingerprint"]
-    data = glue_point.load_data(family.tasks, s)
+    s = plan.settings
+    fp = models.model_identity(plan.model, *models.resolve_path(plan.model))["fingerprint"]
+    data = glue_point.load_data(list(plan.stages.tasks), s)
     out = []
     for cell in cells:
         p, init = cell.payload
         point = {"run_id": cell.run_id, "hyperparameters": glue_point.hyperparameters(p, s, init)}
-        point |= guarded(lambda p=p: {"train_config": flat(glue_point.train_config(p, s, family.precision,
-                                                                                   family.device))})
+        point |= guarded(lambda p=p: {"train_config": flat(glue_point.train_config(p, s, plan.precision,
+                                                                                   plan.device))})
         point |= guarded(lambda p=p: {"tokenization_key": glue_point.tokenization_key(fp, data[p.task], s)})
         out.append(point)
     return {"points": out}

@@ -490,13 +490,13 @@ def test_a_folder_in_a_records_way_and_a_weight_decay_fail_before_the_model_load
     from harness import models
     from harness.cli import run
     from harness.errors import HarnessError
-    from harness.families.glue.family import GlueFamily
+    from harness.stages import glue as glue_compute
 
     def no_model(*a: object, **k: object) -> None:
         raise AssertionError("a model was loaded before the bad input was reported")
 
     monkeypatch.setattr(models, "load_sentence_transformer", no_model)
-    monkeypatch.setattr(GlueFamily, "context", property(no_model))
+    monkeypatch.setattr(glue_compute, "context", no_model)
     shutil.copytree(seeded / "results", tmp_path / "results")
     shutil.copytree(seeded / "data", tmp_path / "data")
     with pytest.raises(HarnessError, match=r"toy\.run\.trec\.gz is a folder"):

@@ -82,7 +82,7 @@ def test_unknown_family_and_clashing_registration() -> None:
         families.get("bier")
     with pytest.raises(HarnessError, match=r"unknown task 'bier'\. Valid tasks \(closest first\): beir"):
         specs.get("bier")
-    with pytest.raises(HarnessError, match=r"already registered as harness\.families\.beir:BEIR"):
+    with pytest.raises(HarnessError, match=r"already registered as RetrievalKind\(harness\.families\.beir:DenseSettings\)"):
         families.register("beir", "elsewhere:Other")
 
 

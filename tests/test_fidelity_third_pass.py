@@ -39,16 +39,16 @@ def test_dpr_defaults_are_the_authors_split_seed_training_seed_and_a_pinned_revi
 def test_a_training_seed_sweep_trains_on_the_same_rows(tmp_path: Path) -> None:
     """Only ``task.train_data.split_seed`` picks the rows; ``task.train_seed`` changes the run (its id), not them."""
     def rows(*extra: str) -> tuple[list[str], str]:
-        family = _dpr(tmp_path, *extra)
-        data, _ = family.training_source.load(family, None)
-        return list(data["anchor"]), family.cells()[0].run_id
+        plan = _dpr(tmp_path, *extra).plan()
+        data, _ = plan.stages.source.load(plan.settings, None)
+        return list(data["anchor"]), plan.cells[0].run_id
 
     base, base_id = rows()
     other_seed, other_id = rows("task.train_seed=7")
     other_split, _ = rows("task.train_data.split_seed=13")
     assert len(base) == 20 and base == other_seed and base_id != other_id
     assert other_split != base
-    hp = _dpr(tmp_path, "task.train_seed=7").hyperparameters
+    hp = _dpr(tmp_path, "task.train_seed=7").plan().header.hyperparameters
     assert hp["train"]["seed"] == 7 and hp["train"]["data"]["split_seed"] == 12
 
 

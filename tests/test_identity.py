@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import families
+from harness import families, planning
 from harness.identity import GLOBAL_EXCLUDE, derived_key, drop, run_identity
 from harness.runner import run
 from tests.conftest import compose
@@ -147,9 +147,8 @@ def test_a_training_run_of_a_spec_without_a_train_stage_is_refused_before_any_wo
 
     cfg = compose(overrides(tmp_path, toy_beir, "task.train=true",
                             "task.spec.stages=[load.encoder,'retrieve.{task.retriever}',score.ir]"))
-    runner = families.get("beir")(cfg)
-    (cells,) = runner.rounds()
+    plan = planning.plan(cfg)
     with pytest.raises(HarnessError, match=r"task=beir trains \(task\.train=true\) but its spec lists no train\.\* "
                                            r"stage: add one \(e\.g\. train\.dense\) to spec\.stages, or set "
                                            r"task\.train=false\."):
-        runner.check(cells)
+        plan.check(plan, plan.cells)

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from harness import families, locks, results
+from harness import locks, planning, results
 from harness.cli import run
 from tests.conftest import REPO, compose
 from tests.test_retrieval_runs import overrides
 
 
 def run_dir(cfg) -> Path:
-    family = families.get("beir")(cfg)
-    (cell,) = family.cells()
-    return results.record_path(str(cfg.paths.results), "beir", family.model_name, cell.run_id, "toy").parent
+    plan = planning.plan(cfg)
+    (cell,) = plan.cells
+    return plan.record_path(cell).parent
 
 
 def write_lock(folder: Path, host: str, pid: int, age: float = 0.0) -> Path:
@@ -71,17 +71,17 @@ def test_a_dead_owners_lock_is_taken_over(owner: str, tmp_path: Path, toy_beir: 
 def test_a_second_run_waits_then_computes_nothing_twice(tmp_path: Path, toy_beir: Path, monkeypatch) -> None:
     """Two runners of one run at once (threads of one process, two lock tokens): the first computes, the second
     waits for its lock, plans again, finds the record and loads no model."""
-    from harness.families.retrieval_run import RetrievalRun
+    from harness.stages import retrieval as compute
 
     loads = []
-    original = RetrievalRun.load_model
+    original = compute.load_model
 
-    def slow_load(self):
+    def slow_load(plan):
         loads.append(threading.current_thread().name)
         time.sleep(1.5)                    # holds the lock while the second runner arrives
-        return original(self)
+        return original(plan)
 
-    monkeypatch.setattr(RetrievalRun, "load_model", slow_load)
+    monkeypatch.setattr(compute, "load_model", slow_load)
     cfg = cfg_for(tmp_path, toy_beir, "run_lock.wait=60", "run_lock.stale_after=10")
     out: dict[str, list] = {}
     first = threading.Thread(target=lambda: out.setdefault("first", run(cfg)), name="first")

@@ -16,8 +16,8 @@ from transformers import (
 )
 
 from harness.errors import HarnessError
-from harness.families.loaders import check_positions
 from harness.models import model_config, usable_positions
+from harness.stages.load import check_positions
 
 
 def nomic_bert_2048() -> PretrainedConfig:

@@ -14,14 +14,16 @@ import numpy as np
 import pytest
 import torch
 
-from harness import families, results
+from harness import planning, results
 from harness.cli import run
 from harness.errors import HarnessError
 from harness.evaluation import shards
 from harness.evaluation.embedding_cache import cached_embeddings
 from harness.evaluation.retriever import evaluate
 from harness.evaluation.search import exact_search, id_rank, ranked_topk
-from harness.families import retrieval_eval
+from harness.families.retrieval import entries
+from harness.stages import retrieval as compute
+from harness.stages import score
 from tests.conftest import SHARED_DATA, compose, paths, write_beir_folder
 from tests.test_colbert import overrides as colbert_overrides
 from tests.test_retrieval_runs import TINY, overrides
@@ -61,17 +63,16 @@ def test_ranked_topk_is_a_total_order_so_merging_parts_is_exact() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ dense, tiny model
-def _sharded(family, inner) -> shards.ShardedRetriever:
-    """The family's retriever, sharded as its settings say (K=1 included: the sharded path with one shard)."""
-    return shards.ShardedRetriever(inner, family.settings.sharding)
+def _sharded(plan, inner) -> shards.ShardedRetriever:
+    """The run's retriever, sharded as its settings say (K=1 included: the sharded path with one shard)."""
+    return shards.ShardedRetriever(inner, plan.settings.sharding)
 
 
-def _retrievers(cfg, task: str = "beir", model=None):
-    family = families.get(task)(cfg)
-    run = family.compute()
-    model = model if model is not None else run.load_model()[0]
-    inner = run.retriever(model, {"run": "test"})
-    return family, inner, _sharded(family, inner)
+def _retrievers(cfg, model=None):
+    plan = planning.plan(cfg)
+    model = model if model is not None else compute.load_model(plan)[0]
+    inner = compute.retriever(plan, model, {"run": "test"})
+    return plan, inner, _sharded(plan, inner)
 
 
 def _search(retriever, ds, k: int = 100):
@@ -88,9 +89,9 @@ def toy_ds(tmp_path: Path):
 
 def test_dense_shards_equal_unsharded_for_any_k(tmp_path: Path, toy_ds: Path) -> None:
     cfg = compose(overrides(tmp_path, toy_ds, *SMALL_BATCHES))
-    family, inner, _ = _retrievers(cfg)
-    (entry,) = family.entries()
-    ds = retrieval_eval.loaded(family, entry)
+    plan, inner, _ = _retrievers(cfg)
+    (entry,) = entries(plan.settings)
+    ds = score.loaded(plan, entry)
     want_s, want_i = _search(inner, ds)
     want_m, _, _ = evaluate(inner, ds, top_k=100)
     for k in (1, 2, 3, 7):
@@ -113,9 +114,9 @@ def test_the_devices_launcher_refuses_without_gpus(tmp_path: Path, toy_ds: Path)
     if torch.cuda.device_count():
         pytest.skip("GPUs are visible here")
     cfg = compose(overrides(tmp_path, toy_ds, *SMALL_BATCHES, "task.shards=2", "task.shard_launcher=devices"))
-    family, inner, _ = _retrievers(cfg)
+    plan, inner, _ = _retrievers(cfg)
     with pytest.raises(HarnessError, match=r"needs visible GPUs \(none found\); use sequential, or external"):
-        retrieval_eval.sharded(family, inner)
+        score.sharded(plan, inner)
 
 
 def test_the_devices_launcher_spawns_one_process_per_device_and_merges_exactly(
@@ -123,7 +124,7 @@ def test_the_devices_launcher_spawns_one_process_per_device_and_merges_exactly(
     """The per-GPU path run for real on CPU: with two devices named ``cpu``, ``torch.multiprocessing.spawn`` starts
     two processes that compute the 3 shards (2 + 1), the parent merges them, and the record equals the unsharded
     one."""
-    from harness.families import devices
+    from harness.stages import devices
 
     (want,) = run(compose(overrides(tmp_path / "one", toy_ds, *SMALL_BATCHES)))
     monkeypatch.setattr(devices, "visible_devices", lambda: ["cpu", "cpu"])
@@ -183,18 +184,17 @@ def test_two_datasets_over_one_corpus_encode_it_once(tmp_path: Path, toy_ds: Pat
 # ------------------------------------------------------------------------------------------------ exact MaxSim
 def _maxsim_shards_equal_unsharded(common: list[str]) -> None:
     """K = 1, 2, 3, 7 give the unsharded exact-MaxSim top-100 lists and scores, so the same nDCG@10 (scored at K=7)."""
-    family = families.get("colbert")(compose(common))
-    run = family.compute()
-    model, _ = run.load_model()
-    (entry,) = family.entries()
-    ds = retrieval_eval.loaded(family, entry)
-    inner = run.retriever(model, {"run": "test"})
-    retrieval_eval.prepare(family, inner, entry)
+    plan = planning.plan(compose(common))
+    model, _ = compute.load_model(plan)
+    (entry,) = entries(plan.settings)
+    ds = score.loaded(plan, entry)
+    inner = compute.retriever(plan, model, {"run": "test"})
+    score.prepare(plan, inner, entry)
     want_s, want_i = _search(inner, ds)
     want_m, _, _ = evaluate(inner, ds, top_k=100)
     for k in (1, 2, 3, 7):
-        fam, _, sharded = _retrievers(compose([*common, f"task.shards={k}"]), "colbert", model)
-        retrieval_eval.prepare(fam, sharded, entry)
+        other, _, sharded = _retrievers(compose([*common, f"task.shards={k}"]), model)
+        score.prepare(other, sharded, entry)
         got_s, got_i = _search(sharded, ds)
         assert len(sharded.plan) == k
         np.testing.assert_array_equal(got_i, want_i)
@@ -242,9 +242,9 @@ def test_scifact_shards_equal_unsharded(tmp_path_factory, model: list[str]) -> N
     tmp = tmp_path_factory.mktemp("scifact")
     common = [*model, "device=cpu", f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.train=false",
               *paths(tmp)]
-    family, inner, _ = _retrievers(compose(["task=beir", *common]))
-    (entry,) = family.entries()
-    ds = retrieval_eval.loaded(family, entry)
+    plan, inner, _ = _retrievers(compose(["task=beir", *common]))
+    (entry,) = entries(plan.settings)
+    ds = score.loaded(plan, entry)
     want_s, want_i = _search(inner, ds)
     want_m, _, _ = evaluate(inner, ds, top_k=100)
     emb = np.asarray(inner.doc_emb)

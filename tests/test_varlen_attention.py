@@ -203,15 +203,15 @@ def test_dpr_training_through_the_varlen_path_equals_padded(tmp_path: Path, toy_
 def test_the_corpus_cache_keeps_unpadded_and_padded_encodings_apart(tmp_path) -> None:
     """The unpadded GPU path computes attention in bf16: its cached embeddings must never be read by a padded
     run (or the reverse), so the resolved attention enters the cache identity, and padded sdpa keeps the old key."""
-    from harness.families import get as family_of
+    from harness import planning
+    from harness.stages.retrieval import cache_identity
     from tests.conftest import TINY_MODEL, compose
 
     cfg = compose(["task=beir", "model=modernbert-base", f"model.path={TINY_MODEL}", "task.train=false",
                    "device=cpu", f"paths.results={tmp_path}"])
-    family = family_of("beir")(cfg)
-    cells, run = family.cells(), family.compute()
+    plan = planning.plan(cfg)
     block = {"fingerprint": "w"}
-    padded = run.cache_identity(cells, block | {"attention": {"implementation": "sdpa"}}, None)
-    assert padded == run.cache_identity(cells, block, None) and "attention" not in padded
-    unpadded = run.cache_identity(cells, block | {"attention": {"implementation": "harness_varlen"}}, None)
+    padded = cache_identity(plan, block | {"attention": {"implementation": "sdpa"}}, None)
+    assert padded == cache_identity(plan, block, None) and "attention" not in padded
+    unpadded = cache_identity(plan, block | {"attention": {"implementation": "harness_varlen"}}, None)
     assert unpadded["attention"] == "harness_varlen" and unpadded != padded

@@ -52,3 +52,28 @@ class SingleVectorEval:
 
     max_length: int = count()
     search: ExactSearch = flat()
+
+
+@dataclass(kw_only=True)
+class SetSpec:
+    """One synthetic set (Table 10): every document ``length`` tokens, or lengths drawn from
+    normal(``mean``, ``std``), truncated to int and clamped to [``min``, ``max``] (as torch.normal(...).int()
+    .clamp(...) after torch.manual_seed(seed), which reproduces Table 10's statistics exactly)."""
+
+    length: int | None = None
+    mean: float | None = None
+    std: float | None = None
+    min: int | None = None
+    max: int | None = None
+    batch_size: int
+
+    def __post_init__(self) -> None:
+        fixed = self.length is not None
+        drawn = None not in (self.mean, self.std, self.min, self.max)
+        if fixed == drawn or self.batch_size < 1:
+            raise HarnessError("a synthetic set needs either length=<tokens> or mean, std, min and max "
+                               "(and batch_size >= 1), e.g. {mean: 256, std: 64, min: 32, max: 512, batch_size: 512}")
+
+    @property
+    def max_length(self) -> int:
+        return int(self.length if self.length is not None else self.max)  # type: ignore[arg-type]

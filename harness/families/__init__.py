@@ -1,8 +1,8 @@
-"""The registry of runners: how a task is computed. A task spec (``spec.runner`` in ``conf/task/<name>.yaml``)
-names one of these: a :class:`~harness.families.base.Family` class, or a declaration that makes one (the retrieval
-tasks: :class:`~harness.families.retrieval.RetrievalKind`, one runner composed from the stages their specs list).
-Called with a composed config, it gives the runner of that config; its ``settings_class`` types ``cfg.task``.
-Imported on first use (importing the registry loads no model library). ``harness.select`` and the leaderboard
+"""The registry of planners: how a task is planned (and, through its plan, computed). A task spec (``spec.runner``
+in ``conf/task/<name>.yaml``) names one of these: a :class:`~harness.families.base.Family` class, or a declaration
+that makes one (the retrieval tasks: :class:`~harness.families.retrieval.RetrievalKind`, one planner composed from
+the stages their specs list). Called with a composed config, it gives the planner of that config; its
+``settings_class`` types ``cfg.task``. Importing it loads no model library. ``harness.select`` and the leaderboard
 never import it: they read specs.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from harness.families import beir, code, colbert, efficiency, glue, mldr, mteb
 from harness.registry import Registry
 
 if TYPE_CHECKING:
@@ -25,13 +26,13 @@ class Runner(Protocol):
 
 
 REGISTRY: Registry[Runner] = Registry("runner", {
-    "beir": "harness.families.beir:BEIR",
-    "code": "harness.families.code:CODE",
-    "colbert": "harness.families.colbert:COLBERT",
-    "efficiency": "harness.families.efficiency:EfficiencyFamily",
-    "glue": "harness.families.glue:GlueFamily",
-    "mldr": "harness.families.mldr:MLDR",
-    "mteb": "harness.families.mteb:MtebFamily",
+    "beir": beir.BEIR,
+    "code": code.CODE,
+    "colbert": colbert.COLBERT,
+    "efficiency": efficiency.EfficiencyFamily,
+    "glue": glue.GlueFamily,
+    "mldr": mldr.MLDR,
+    "mteb": mteb.MtebFamily,
 }, hint="Register it in harness/families/__init__.py.", lazy=True)
 
 

@@ -1,25 +1,23 @@
-"""The runner interface. A runner is a :class:`Family` (the only harness base class a runner has: the retrieval
-tasks share one, :class:`~harness.families.retrieval.RetrievalFamily`, composed from their specs' stages), one
-``conf/task/<name>.yaml`` and one entry in :data:`harness.families.REGISTRY`. What a task is (metric, tables,
-selection, dependencies) is its spec; the runner types its settings, plans its cells and computes them.
-
-The shared loop (:mod:`harness.runner`) asks a family for its :class:`Cell` s (pure: no model, no data), skips
-the cells that already have an ok record, and asks it to run the rest; the family yields result records and the
-loop writes them.
+"""How a task is planned. A task family is a :class:`Family` (the only harness base class a planner has: the
+retrieval tasks share one, :class:`~harness.families.retrieval.RetrievalFamily`, composed from their specs' stages),
+one ``conf/task/<name>.yaml`` and one entry in :data:`harness.families.REGISTRY`. What a task is (metric, tables,
+selection, dependencies) is its spec; the family types its settings and plans: :meth:`Family.plan` is the
+:class:`~harness.runplan.RunPlan` of one composed config (pure: no model, no data), with the function that
+computes its cells (:mod:`harness.stages`, given the plan, never the family).
 """
 
 from __future__ import annotations
 
 import abc
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness import results
-from harness.identity import derived_key, run_identity
-from harness.results import ResultRecord
+from harness.identity import run_identity
+from harness.runplan import Cell, RecordHeader, RunPlan
 from harness.specs import TaskSpec, spec_from, stages
+from harness.stages import check_model
 from harness.typed import build, excluded_keys
 from harness.work import Work
 
@@ -27,21 +25,6 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from harness.models import ModelSpec
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One record to be: a (run, dataset) pair. ``identity`` is what ``run_id`` hashes; ``spec`` is a hash of the
-    dataset's definition (an ok record with another spec is out of date); ``payload`` is the family's own.
-    ``plan_key``: where the run id holds what only the executing machine knows (the efficiency task's hardware),
-    the hash of the identity without it, stored in the record, so a planner elsewhere still finds the record."""
-
-    dataset: str
-    run_id: str
-    identity: Mapping[str, Any]
-    spec: str | None = None
-    payload: Any = None
-    plan_key: str | None = None
 
 
 class Family(abc.ABC):
@@ -98,40 +81,16 @@ class Family(abc.ABC):
         """Whether this run computes only a part of its cells' work (a corpus shard) for another run to merge."""
         return False
 
-    def run_part(self, todo: Sequence[Cell]) -> None:
-        """A part job's work (no records)."""
-        raise NotImplementedError(f"{type(self).__name__} has no part jobs")
-
     @abc.abstractmethod
     def cells(self) -> list[Cell]:
         """Every cell the config implies. Pure: reads config (and, at most, records and file hashes), never a
         model or a dataset, so a finished run is skipped without loading anything."""
-
-    @abc.abstractmethod
-    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
-        """Run the cells not done yet and yield one record each (failed ones too, with their error). Setup
-        problems (unreachable hub, missing model) are raised, before any record."""
-
-    def check(self, todo: Sequence[Cell]) -> None:
-        """Cheap checks before any work on ``todo`` (the model's weights reachable, data folders and files present,
-        the hub reachable for hub-only data): raise a HarnessError naming the problem and the fix. Loads no
-        model, parses no data. Families add their data checks to this one."""
-        self.check_model()
-
-    def check_model(self) -> None:
-        """The weights this run loads are reachable (a local folder was checked when planning)."""
-        from harness.models import check_available
-
-        check_available(self.spec)
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
         """The tokens a job of this run processes, for the paper graph's cost preview (:mod:`harness.work`);
         ``mode`` report: evaluation only, on the datasets not in ``skip``. A runner that does not estimate its work
         reports none."""
         return Work()
-
-    def finish(self, records: Sequence[ResultRecord]) -> None:  # noqa: B027 - optional hook
-        """Called once after every stage has run (e.g. GLUE writes its selection)."""
 
     # -------------------------------------------------------------------------------- shared helpers
     @cached_property
@@ -181,36 +140,39 @@ class Family(abc.ABC):
         s = self.spec
         return {"name": self.model_name, "path": s.path, "revision": s.revision, "family": s.family, "size": s.size}
 
-    def new_record(self, cell: Cell, *, model: Mapping[str, Any] | None = None, **fields: Any) -> ResultRecord:
-        """A record for ``cell`` with the fields every family shares filled in."""
-        model = self.model_info if model is None else model
-        from harness import scheduler
-        from harness.hydra_runtime import sweep_name
+    def header(self, **fields: Any) -> RecordHeader:
+        """What every record of this run shares (``fields``: the family's hyperparameters and details)."""
+        return RecordHeader(task=self.name, model=self.model_info, model_ref=self.model_ref,
+                            main_score=self.main_metric, higher_is_better=self.higher_is_better,
+                            precision=self.precision, config=self.config, seed_keys=self.seed_keys,
+                            experiment=self.cfg.get("experiment"), **fields)
 
-        fields.setdefault("dataset", cell.dataset)
-        fields.setdefault("main_score", self.main_metric)
-        fields.setdefault("precision", self.precision)
-        rec = ResultRecord(
-            task=self.name, model={**model, "ref": self.model_ref}, run_id=cell.run_id, higher_is_better=self.higher_is_better,
-            config_id=derived_key(cell.identity, without=self.seed_keys), config=self.config, sweep=sweep_name(),
-            experiment=self.cfg.get("experiment"), scheduler=scheduler.facts(), **fields,
-        )
-        if cell.spec is not None:
-            rec.details.setdefault("data_spec", cell.spec)
-        if cell.plan_key is not None:
-            rec.details.setdefault("plan_key", cell.plan_key)
-        return rec
+    # -------------------------------------------------------------------------------- the plan
+    #: how many rounds the cells come in (GLUE: 2 where chained tasks start from MNLI's records)
+    def n_rounds(self) -> int:
+        return 1
 
-    def tracker(self, cell: Cell, *, folder: bool = True) -> Any:
-        """The experiment tracker (``logger=``) of the training run behind ``cell``, labelled with its run id and
-        its record path (``folder``: the run's record folder, for a run that writes one record per dataset)."""
-        from harness.training import tracking
+    def plan(self, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan:
+        """The :class:`~harness.runplan.RunPlan` of round ``round`` (its cells planned now: a later round reads the
+        records of the earlier ones), its work estimate for a ``mode`` job (report: evaluation only, on the
+        datasets not in ``skip``)."""
+        from harness.layout import RunLayout
 
-        path = results.record_path(str(self.cfg.paths.results), self.name, self.model_name, cell.run_id, cell.dataset)
-        return tracking.tracker(self.cfg, run_id=cell.run_id, record_path=path.parent if folder else path,
-                                task=self.name, model=self.model_name)
+        rounds = list(itertools.islice(self.rounds(), round, round + 1))
+        fields: dict[str, Any] = {
+            "task": self.name, "runner": self.task_spec.runner, "model_name": self.model_name, "spec": self.task_spec,
+            "settings": self.settings, "model": self.spec, "device": self.device, "precision": self.precision,
+            "seed": int(self.cfg.seed), "lr": None, "trains": False, "cells": rounds[0] if rounds else [],
+            "later": round + 1 < self.n_rounds(), "layout": RunLayout.of(self.cfg.paths),
+            "work": self.work(mode, skip), "config": self.config, "overwrite": bool(self.cfg.overwrite),
+            "save_run": bool(self.cfg.get("save_run")), "part": self.part_job(), "check": check_model,
+        }
+        fields |= self.computed_by()
+        fields.setdefault("header", self.header())
+        return RunPlan(**fields)
 
-    def failed(self, cell: Cell, error: BaseException | str, *, model: Mapping[str, Any] | None = None,
-               **fields: Any) -> ResultRecord:
-        fields.setdefault("split", "")
-        return self.new_record(cell, model=model, metrics={}, status=results.STATUS_FAILED, error=str(error), **fields)
+    @abc.abstractmethod
+    def computed_by(self) -> dict[str, Any]:
+        """The plan's ``compute`` (and where the family has them: ``check``, ``finish``, ``stages``, and the
+        fields it resolves otherwise: ``lr``, ``seed``, ``trains``, ``lineage``, ``header``)."""
+

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from harness.evaluation.settings import SingleVectorEval
-from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
+from harness.families.retrieval import Resolved, RetrievalKind, RetrievalSettings
+from harness.families.triplet_sources import TRIPLET_SOURCES
+from harness.registry import Registry
 from harness.training.settings import DenseTraining, TrainRows
 from harness.typed import at_least, choices, count, flat
 
@@ -17,7 +19,7 @@ from harness.typed import at_least, choices, count, flat
 class TrainData(TrainRows):
     """Where DPR training triplets come from: the hub's MS MARCO set, a local file, or mined from a BEIR train split."""
 
-    sources: ClassVar[str] = "harness.families.triplet_sources:TRIPLET_SOURCES"
+    sources: ClassVar[Registry[Any]] = TRIPLET_SOURCES
     source: str = choices("hub", "file", "beir")
     hub_path: str | None
     hub_config: str | None
@@ -42,35 +44,34 @@ class DenseSettings(RetrievalSettings):
     train_data: TrainData
 
 
-def evaluation(task: RetrievalFamily) -> dict[str, Any]:
+def evaluation(r: Resolved) -> dict[str, Any]:
     """The evaluation settings a single-vector record shows (selection and the leaderboard read them)."""
-    s = task.settings
-    return {"train": None, "precision": task.precision, "max_length": s.evaluation.max_length,
+    s = r.settings
+    return {"train": None, "precision": r.precision, "max_length": s.evaluation.max_length,
             "top_k": s.ranking.top_k, "max_queries": s.max_queries, "max_docs": s.max_docs}
 
 
-def dense_training(task: RetrievalFamily, data: dict[str, Any]) -> dict[str, Any]:
+def dense_training(r: Resolved, data: dict[str, Any]) -> dict[str, Any]:
     """The DPR training settings a record shows (``data``: what the source says of its rows)."""
-    t = task.settings.training
-    train = {"data": data, "lr": task.lr, "epochs": t.epochs, "warmup_ratio": t.warmup_ratio,
+    t = r.settings.training
+    train = {"data": data, "lr": r.lr, "epochs": t.epochs, "warmup_ratio": t.warmup_ratio,
              "batch_size": t.batch_size, "gradient_accumulation_steps": t.gradient_accumulation_steps,
              "loss": t.loss, "mini_batch_size": t.mini_batch_size, "max_seq_length": t.max_seq_length,
              "seed": t.train_seed}
-    return {"train": train, **schedule(task)}
+    return {"train": train, **schedule(r)}
 
 
-def schedule(task: RetrievalFamily) -> dict[str, Any]:
+def schedule(r: Resolved) -> dict[str, Any]:
     """The training schedule every trained retrieval record shows at its top level (selection reads it)."""
-    t = task.settings.training
-    return {"lr": task.lr, "epochs": t.epochs, "batch_size": t.batch_size,
+    t = r.settings.training
+    return {"lr": r.lr, "epochs": t.epochs, "batch_size": t.batch_size,
             "gradient_accumulation_steps": t.gradient_accumulation_steps, "seed": t.train_seed}
 
 
-def hyperparameters(task: RetrievalFamily) -> dict[str, Any]:
-    if not task.trains:
-        return evaluation(task)
-    data = {"source": task.settings.train_data.source, **task.training_source.describe(task)}
-    return evaluation(task) | dense_training(task, data)
+def hyperparameters(r: Resolved) -> dict[str, Any]:
+    if not r.trains:
+        return evaluation(r)
+    return evaluation(r) | dense_training(r, {"source": r.settings.train_data.source, **r.data})
 
 
 BEIR = RetrievalKind(DenseSettings, hyperparameters)

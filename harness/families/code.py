@@ -15,7 +15,7 @@ from harness.evaluation.settings import SingleVectorEval
 from harness.families import beir
 from harness.families.beir import TrainData
 from harness.families.lineage import SOURCE, SourceSettings
-from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
+from harness.families.retrieval import Resolved, RetrievalKind, RetrievalSettings
 from harness.training.settings import DenseTraining
 from harness.typed import choices, excluded, flat
 
@@ -34,8 +34,8 @@ class CodeSettings(RetrievalSettings):
     source: SourceSettings = excluded(SOURCE)
 
 
-def hyperparameters(task: RetrievalFamily) -> dict[str, Any]:
-    return beir.hyperparameters(task) | {"title_convention": task.settings.title_convention}
+def hyperparameters(r: Resolved) -> dict[str, Any]:
+    return beir.hyperparameters(r) | {"title_convention": r.settings.title_convention}
 
 
 CODE = RetrievalKind(CodeSettings, hyperparameters)

@@ -12,7 +12,9 @@ from harness.data.catalog import DatasetEntry
 from harness.errors import HarnessError
 from harness.evaluation.multivector_settings import MultiVectorEval
 from harness.families import beir
-from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
+from harness.families.kd_sources import KD_SOURCES
+from harness.families.retrieval import Resolved, RetrievalKind, RetrievalSettings
+from harness.registry import Registry
 from harness.training.settings import HubRows, KdTraining, TrainRows
 from harness.typed import choices, count, excluded, flat
 
@@ -21,7 +23,7 @@ from harness.typed import choices, count, excluded, flat
 class KdData(TrainRows):
     """Teacher scores to distil (:mod:`harness.data.kd`): the hub's, or a local file's."""
 
-    sources: ClassVar[str] = "harness.families.kd_sources:KD_SOURCES"
+    sources: ClassVar[Registry[Any]] = KD_SOURCES
     source: str = choices("hub", "file")
     n_ways: int = count(2)              # a query's documents: one alone gives the KL loss nothing to compare
     max_samples: int | None = count(null="every row")
@@ -67,26 +69,25 @@ def check(task_config: Any) -> None:
             raise HarnessError(f"task.{key} is a DPR setting; task=colbert uses {instead}.")
 
 
-def query_length(task: RetrievalFamily, entry: DatasetEntry) -> int:
+def query_length(s: ColbertSettings, entry: DatasetEntry) -> int:
     """``task.query_lengths[<dataset>]`` (a composite's member: its own, else the composite's), else
     ``task.query_length``."""
-    s = task.settings
     lengths = s.queries.query_lengths
     parent = (entry.local or "").split("/")[0] if "/" in (entry.local or "") else None
     return int(lengths.get(entry.name, lengths.get(parent or "", s.multi_vector.search.query_length)))
 
 
-def readable(task: RetrievalFamily) -> dict[str, Any]:
-    index = task.settings.multi_vector.search.index
-    return {"lr": task.lr, "index": index} if task.trains else {"eval": task.precision, "index": index}
+def readable(r: Resolved) -> dict[str, Any]:
+    index = r.settings.multi_vector.search.index
+    return {"lr": r.lr, "index": index} if r.trains else {"eval": r.precision, "index": index}
 
 
-def resolved(task: RetrievalFamily) -> dict[str, Any]:
+def resolved(s: ColbertSettings) -> dict[str, Any]:
     """PLAID's backend (``auto`` resolves per machine, and the two backends differ); Voyager's constants (the
     authors' index and search depth: a change to them changes the numbers, so it changes the run id)."""
     from harness.evaluation.multivector_settings import plaid_backend, voyager_identity
 
-    search = task.settings.multi_vector.search
+    search = s.multi_vector.search
     if search.index == "voyager":
         return {"task.voyager": voyager_identity("voyager")}
     if search.index != "plaid":
@@ -94,11 +95,11 @@ def resolved(task: RetrievalFamily) -> dict[str, Any]:
     return {"task.plaid.backend": plaid_backend(search.plaid.backend)}
 
 
-def hyperparameters(task: RetrievalFamily) -> dict[str, Any]:
-    s = task.settings
+def hyperparameters(r: Resolved) -> dict[str, Any]:
+    s = r.settings
     mv = s.multi_vector
     hp: dict[str, Any] = {
-        "train": None, "precision": task.precision, "embedding_size": mv.embedding_size,
+        "train": None, "precision": r.precision, "embedding_size": mv.embedding_size,
         "query_length": mv.search.query_length, "document_length": s.document_length, "index": mv.search.index,
         "top_k": s.ranking.top_k, "max_queries": s.max_queries, "max_docs": s.max_docs,
     }
@@ -106,16 +107,15 @@ def hyperparameters(task: RetrievalFamily) -> dict[str, Any]:
         from harness.evaluation.multivector_settings import plaid_backend
 
         hp["plaid"] = asdict(mv.search.plaid) | {"backend": plaid_backend(mv.search.plaid.backend)}
-    if not task.trains:
+    if not r.trains:
         return hp
     d, t = s.train_data, s.training
-    data = {"source": d.source, "n_ways": d.n_ways, "max_samples": d.max_samples,
-            **task.training_source.describe(task)}
-    train = {"data": data, "lr": task.lr, "epochs": t.epochs, "warmup_ratio": t.warmup_ratio,
+    data = {"source": d.source, "n_ways": d.n_ways, "max_samples": d.max_samples, **r.data}
+    train = {"data": data, "lr": r.lr, "epochs": t.epochs, "warmup_ratio": t.warmup_ratio,
              "batch_size": t.batch_size, "gradient_accumulation_steps": t.gradient_accumulation_steps,
              "query_length": t.train_query_length, "document_length": t.train_document_length,
              "loss": "distillation", "normalize_scores": t.normalize_scores, "seed": t.train_seed}
-    return hp | {"train": train, **beir.schedule(task)}
+    return hp | {"train": train, **beir.schedule(r)}
 
 
 COLBERT = RetrievalKind(ColbertSettings, hyperparameters, readable=readable, validate=check,

@@ -26,7 +26,9 @@ from harness.evaluation.multivector_settings import MultiVectorEval
 from harness.evaluation.settings import SingleVectorEval
 from harness.families import beir
 from harness.families.lineage import SOURCE, SourceSettings
-from harness.families.retrieval import RetrievalFamily, RetrievalKind, RetrievalSettings
+from harness.families.mldr_sources import MLDR_SOURCES
+from harness.families.retrieval import Resolved, RetrievalKind, RetrievalSettings
+from harness.registry import Registry
 from harness.training.settings import DenseTraining, HubRows, TrainRows
 from harness.typed import choices, count, excluded, flat
 
@@ -36,7 +38,7 @@ class MldrTrainData(TrainRows):
     """MLDR training rows (query, positive_passages, negative_passages): the hub's English train file, or a local
     folder in MLDR's layout."""
 
-    sources: ClassVar[str] = "harness.families.mldr_sources:MLDR_SOURCES"
+    sources: ClassVar[Registry[Any]] = MLDR_SOURCES
     source: str = choices("hub", "local")
     hub_dir: str
     hub: HubRows = flat()
@@ -90,32 +92,31 @@ def check(task_config: Any) -> None:
         SUBGROUPS.lookup(str(name))
 
 
-def readable(task: RetrievalFamily) -> dict[str, Any]:
+def readable(r: Resolved) -> dict[str, Any]:
     """``setting=<ood|id>`` (with the placement suffix of the retriever: ``ood-colbert``), and the LR when training."""
-    s = task.settings
-    suffix = task.task_spec.placement.suffixes.get("retriever", {}).get(s.retriever, "")
-    return {"setting": s.setting + suffix, **({"lr": task.lr} if task.trains else {})}
+    s = r.settings
+    suffix = r.spec.placement.suffixes.get("retriever", {}).get(s.retriever, "")
+    return {"setting": s.setting + suffix, **({"lr": r.lr} if r.trains else {})}
 
 
-def hyperparameters(task: RetrievalFamily) -> dict[str, Any]:
-    s = task.settings
-    hp = beir.evaluation(task) | {"setting": s.setting, "source_run": task.lineage.run_id}
-    if not task.trains:
+def hyperparameters(r: Resolved) -> dict[str, Any]:
+    s = r.settings
+    hp = beir.evaluation(r) | {"setting": s.setting, "source_run": r.lineage.run_id if r.lineage else None}
+    if not r.trains:
         return hp
     d = s.train_data
     data = {"source": d.source, "split": d.split, "num_negatives": d.num_negatives, "max_samples": d.max_samples,
-            **task.training_source.describe(task)}
-    return hp | beir.dense_training(task, data)
+            **r.data}
+    return hp | beir.dense_training(r, data)
 
 
-def resolved(task: RetrievalFamily) -> dict[str, Any]:
+def resolved(s: MldrSettings) -> dict[str, Any]:
     """A ColBERT run through the authors' Voyager index holds its constants (see :mod:`harness.families.colbert`)."""
     from harness.evaluation.multivector_settings import voyager_identity
 
-    s = task.settings
     found = voyager_identity(s.multi_vector.search.index) if s.retriever == "multi_vector" else {}
     return {"task.multi_vector.voyager": found} if found else {}
 
 
 MLDR = RetrievalKind(MldrSettings, hyperparameters, readable=readable, validate=check, resolved=resolved,
-                     details=lambda task: {"setting": task.settings.setting})
+                     details=lambda r: {"setting": r.settings.setting})

@@ -11,22 +11,17 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import logging
-import statistics
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from harness import results
-from harness.errors import HarnessError, HubUnavailableError, closest_first
-from harness.families.base import Cell, Family
-from harness.results import ResultRecord
+from harness.errors import HarnessError, closest_first
+from harness.families.base import Family
+from harness.runplan import Cell
 from harness.typed import count, excluded, nonempty
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(kw_only=True)
@@ -168,88 +163,9 @@ class MtebFamily(Family):
                                 (name, split)))
         return out
 
-    # ---------------------------------------------------------------------------------------- running
-    def check_data(self, names: Sequence[str]) -> None:
-        """Offline, a hub task's data must already be cached: try each one before any model is loaded, so a missing
-        dataset fails at once and names the local alternative."""
-        from harness.models import hub_reachable
+    def computed_by(self) -> dict[str, Any]:
+        from harness.stages import mteb as compute
+        from harness.stages.context import MtebStages
 
-        remote = [n for n in names if n not in self.local_tasks]
-        if not remote or hub_reachable():
-            return
-        for name in remote:
-            task = self.tasks[name]
-            try:
-                task.load_data()
-            except Exception as exc:   # datasets raises several types offline; all mean "not available here"
-                ds = task.metadata.dataset
-                raise HubUnavailableError(
-                    f"mteb task {name} needs its dataset {ds.get('path')}@{ds.get('revision')} from the Hugging Face "
-                    "hub, which is not reachable from here (and it is not cached). Run tasks defined on local data: "
-                    f"task.task_files=[my_tasks.py] 'task.tasks=[MyTask]' (see docs/integrations.md). ({type(exc).__name__})"
-                ) from exc
-            task.unload_data()
-
-    def check(self, todo: Sequence[Cell]) -> None:
-        super().check(todo)
-        self.check_data(list(dict.fromkeys(c.payload[0] for c in todo)))
-
-    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
-        by_task: dict[str, list[Cell]] = {}
-        for cell in todo:
-            by_task.setdefault(cell.payload[0], []).append(cell)
-        from harness.models import load_sentence_transformer
-
-        model, block = load_sentence_transformer(self.spec, device=self.device)
-        for name, cells in by_task.items():
-            task = self.tasks[name]
-            task.filter_eval_splits(eval_splits=[c.payload[1] for c in cells])
-            t0 = time.perf_counter()
-            try:
-                result = self.evaluate(model, task)
-            except (RuntimeError, ValueError, TypeError, KeyError, OSError) as exc:
-                log.error("mteb/%s failed: %s", name, exc)
-                for cell in cells:
-                    yield self.failed(cell, f"{type(exc).__name__}: {exc}", model=block, split=cell.payload[1])
-                continue
-            seconds = time.perf_counter() - t0
-            for cell in cells:
-                yield self.record(cell, task, result, block, seconds / len(cells))
-
-    def evaluate(self, model: Any, task: Any) -> Any:
-        """mteb's own evaluation of ``task`` on ``model`` in the run's precision (autocast, as the harness' encoder)."""
-        from harness.models import autocast
-
-        with autocast(self.precision, self.device):
-            out = self.mteb.evaluate(model, task, cache=None, overwrite_strategy="always", co2_tracker=False,
-                                     encode_kwargs={"batch_size": self.settings.batch_size}, show_progress_bar=True)
-        if out.exceptions:
-            raise RuntimeError("; ".join(f"{e.task_name}: {e.exception}" for e in out.exceptions))
-        return out.task_results[0]
-
-    def record(self, cell: Cell, task: Any, result: Any, block: dict[str, Any], seconds: float) -> ResultRecord:
-        name, split = cell.payload
-        meta = task.metadata
-        entries = [dict(e) for e in result.scores.get(split, [])]
-        if not entries:
-            return self.failed(cell, f"mteb returned no scores for split {split!r}", model=block, split=split)
-        numeric = [k for k, v in entries[0].items() if isinstance(v, int | float) and not isinstance(v, bool)
-                   and all(isinstance(e.get(k), int | float) for e in entries)]
-        metrics = {k: statistics.fmean(float(e[k]) for e in entries) for k in numeric if k != "main_score"}
-        metrics[meta.main_score] = statistics.fmean(float(e["main_score"]) for e in entries)   # mteb's main score
-        local = self.local_tasks.get(name)
-        ds = meta.dataset
-        return self.new_record(
-            cell, model=block, split=split, metrics=metrics, main_score=meta.main_score,
-            hyperparameters={"precision": self.precision, "batch_size": self.settings.batch_size,
-                             "max_length": getattr(self.spec, "max_length", None), "hf_subsets": sorted(task.hf_subsets)},
-            details={"mteb": {
-                "task": name, "type": meta.type, "split": split, "hf_subsets": [e.get("hf_subset") for e in entries],
-                "aggregate": "one subset" if len(entries) == 1 else f"mean over {len(entries)} subsets (mteb's rule)",
-                "scores": entries, "dataset_revision": result.dataset_revision, "mteb_version": result.mteb_version,
-                "evaluation_time": result.evaluation_time, "local": local is not None,
-                "file": local.source if local else None,
-            }},
-            timings={"evaluate_s": seconds},
-            data_fingerprint=f"local:{local.sha[:16]}:{meta.revision}" if local else f"hub:{ds.get('path')}@{meta.revision}",
-        )
+        return {"compute": compute.run, "check": compute.check,
+                "stages": MtebStages(tasks=self.tasks, local=self.local_tasks, mteb=self.mteb)}

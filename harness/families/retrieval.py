@@ -1,23 +1,22 @@
-"""The retrieval runner (task=beir, nanobeir, code, mldr, colbert): datasets from a typed catalog, one cell per
-dataset under one run id, composite datasets (CQADupstack) as the mean of their members.
+"""The retrieval tasks' planner (task=beir, nanobeir, code, mldr, colbert): datasets from a typed catalog, one cell
+per dataset under one run id, composite datasets (CQADupstack) as the mean of their members.
 
-A run is composed from the stages its spec lists: the ``load.*`` stage that computes it loads the weights
-(:mod:`~harness.families.loaders`; ``task.source``'s trained weights where the task has a source), the ``train.*``
-stage fine-tunes them when the run trains (:mod:`~harness.families.trainers`, rows from the ``train_data`` node's
-source registry), the ``retrieve.*`` stage builds the retriever (:mod:`~harness.families.retrievers`), and
-``score.ir`` scores it (:mod:`~harness.families.retrieval_eval`). What differs between tasks is declared: their
-typed settings and a :class:`RetrievalKind` (identity exclusions, the run-id slug, what a record shows).
+A run is composed from the stages its spec lists: the ``load.*`` stage loads the weights (``task.source``'s trained
+weights where the task has a source), the ``train.*`` stage fine-tunes them when the run trains (rows from the
+``train_data`` node's source), the ``retrieve.*`` stage builds the retriever, and ``score.ir`` scores it
+(:mod:`harness.stages`). Planning resolves all of it into the run's :class:`~harness.runplan.RunPlan` (its
+``stages``: :class:`~harness.stages.context.RetrievalStages`); the stages compute from that value. What differs
+between tasks is declared: their typed settings and a :class:`RetrievalKind` (identity exclusions, the run-id slug,
+what a record shows), whose functions read a :class:`Resolved`, never the planner.
 """
 
 from __future__ import annotations
 
-import copy
-import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from harness import results
 from harness.data.catalog import DatasetEntry, check_entries, resolve_entries
@@ -25,21 +24,18 @@ from harness.errors import HarnessError
 from harness.evaluation.ir_metrics import METRICS
 from harness.evaluation.settings import Batching, Ranking
 from harness.evaluation.shards import ShardSettings
-from harness.families.base import Cell, Family
-from harness.families.context import StageContext
+from harness.families.base import Family
 from harness.families.lineage import Lineage, resolve
-from harness.identity import put
-from harness.registry import load_target
-from harness.results import ResultRecord
-from harness.specs import stages
+from harness.identity import drop, put
+from harness.runplan import Cell, RunPlan
+from harness.specs import TaskSpec
+from harness.stages import check_model
+from harness.stages import retrieval as compute
+from harness.stages.context import RetrievalStages, StageContext
 from harness.training.settings import Training
 from harness.typed import count, excluded, flat, nonempty, role_keys
 from harness.work import Work
 
-if TYPE_CHECKING:
-    from harness.families.retrieval_run import RetrievalRun
-
-log = logging.getLogger(__name__)
 
 @dataclass(kw_only=True)
 class RetrievalSettings:
@@ -67,31 +63,70 @@ class RetrievalSettings:
     kept: ClassVar[tuple[str, ...]] = ()
 
 
-def lr_or_eval(task: RetrievalFamily) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Resolved:
+    """What a retrieval task's declarations read: its typed settings and what planning resolved for the run (the
+    evaluation precision, whether it trains and at which LR, the source run, the training rows' description)."""
+
+    settings: Any
+    spec: TaskSpec
+    precision: str
+    trains: bool
+    lr: float | None
+    lineage: Lineage | None
+    data: dict[str, Any]          # what the training source says of its rows, when the run trains
+
+
+def lr_or_eval(r: Resolved) -> dict[str, Any]:
     """The run-id slug of most tasks: the learning rate when training, else the evaluation precision."""
-    return {"lr": task.lr} if task.trains else {"eval": task.precision}
+    return {"lr": r.lr} if r.trains else {"eval": r.precision}
 
 
 @dataclass(frozen=True)
 class RetrievalKind:
-    """What one retrieval task declares beyond its YAML: its typed settings (the nodes of its stages), the run-id slug, the record's hyperparameters and details, a per-dataset query length (ColBERT), checks of
-    combinations the types cannot express, and identity facts only the executing machine resolves. Calling it
-    with a composed config gives the runner for it."""
+    """What one retrieval task declares beyond its YAML: its typed settings (the nodes of its stages), the run-id
+    slug, the record's hyperparameters and details, a per-dataset query length (ColBERT), checks of combinations
+    the types cannot express, and identity facts only the executing machine resolves. Calling it with a composed
+    config gives the planner for it."""
 
     settings_class: type
-    hyperparameters: Callable[[RetrievalFamily], dict[str, Any]]
-    readable: Callable[[RetrievalFamily], dict[str, Any]] = lr_or_eval
-    details: Callable[[RetrievalFamily], dict[str, Any]] = lambda task: {}
-    query_length: Callable[[RetrievalFamily, DatasetEntry], int] | None = None
-    validate: Callable[[Any], None] = lambda task_config: None   # on the task's config node, before it is typed
-    resolved: Callable[[RetrievalFamily], dict[str, Any]] = lambda task: {}
+    hyperparameters: Callable[[Resolved], dict[str, Any]]
+    readable: Callable[[Resolved], dict[str, Any]] = lr_or_eval
+    details: Callable[[Resolved], dict[str, Any]] = lambda r: {}
+    query_length: Callable[[Any, DatasetEntry], int] | None = None   # (settings, entry)
+    validate: Callable[[Any], None] = lambda task_config: None       # on the task's config node, before it is typed
+    resolved: Callable[[Any], dict[str, Any]] = lambda settings: {}  # (settings)
 
     def __call__(self, cfg: Any) -> RetrievalFamily:
         return RetrievalFamily(cfg, self)
 
+    def __repr__(self) -> str:
+        return f"RetrievalKind({self.settings_class.__module__}:{self.settings_class.__qualname__})"
+
+
+def entries(s: Any) -> list[DatasetEntry]:
+    """The datasets the settings ``s`` name, as catalog entries."""
+    return resolve_entries(list(s.datasets), s.catalog)
+
+
+def data_spec(s: Any, entry: DatasetEntry, query_length: int | None = None) -> str:
+    """Hash of what defines a dataset's data (catalog entry, local folder, split, qrels strictness; ColBERT: the
+    dataset's query length)."""
+    spec = results.stable_hash({
+        "entry": entry.definition(), "data_dir": str(Path(s.data_dir).expanduser().resolve()) if s.data_dir else None,
+        "split": s.split, "strict_qrels": s.strict_qrels,
+    })
+    return spec if query_length is None else results.stable_hash({"data": spec, "query_length": query_length})
+
+
+def training_source(s: Any) -> Any:
+    """Where the training rows come from: ``task.train_data.source`` in the registry its typed node names."""
+    data = s.train_data
+    return type(data).sources.lookup(data.source)
+
 
 class RetrievalFamily(Family):
-    """Plan -> load -> (train) -> retrieve each dataset -> score -> one record per dataset (and composite member)."""
+    """Plan: settings -> cells (one run id, one cell per dataset) -> the stages' resolved facts -> RunPlan."""
 
     metrics = METRICS
 
@@ -107,16 +142,9 @@ class RetrievalFamily(Family):
         return next((s for s in self.task_spec.stages_for(self.config) if s.startswith(kind + ".")), None)
 
     @cached_property
-    def trainer(self) -> Any:
-        """The ``train.*`` stage the spec lists (:mod:`harness.families.trainers`), or None."""
-        name = next((s for s in self.task_spec.stages if s.startswith("train.")), None)
-        return stages.code_of(name) if name else None
-
-    @property
-    def training_source(self) -> Any:
-        """Where the training rows come from: ``task.train_data.source`` in the registry its typed node names."""
-        data = self.settings.train_data
-        return load_target(type(data).sources).lookup(data.source)
+    def trainer(self) -> str | None:
+        """The ``train.*`` stage the spec lists (:data:`harness.stages.CODE`), or None."""
+        return next((s for s in self.task_spec.stages if s.startswith("train.")), None)
 
     @property
     def source(self) -> Any:
@@ -134,7 +162,7 @@ class RetrievalFamily(Family):
         """Whether this run fine-tunes before it evaluates (``task.train``; MLDR derives it from its setting)."""
         return bool(self.settings.train)
 
-    @property
+    @cached_property
     def lr(self) -> float:
         """``task.lr``; null: the source run's LR (the selected DPR LR), else the model's Table 9 DPR LR (tasks with
         a ``task.source`` only: a task without one names its LR)."""
@@ -148,63 +176,45 @@ class RetrievalFamily(Family):
                                "the model config no dpr.lr; set task.lr=<value>.")
         return float(dpr.lr)
 
+    @cached_property
+    def resolved(self) -> Resolved:
+        """What the task's declarations read."""
+        data = training_source(self.settings).describe(self.settings) if self.trains else {}
+        return Resolved(self.settings, self.task_spec, self.precision, self.trains, self.lr if self.trains else None,
+                        self.lineage, data)
+
     def train_keys(self) -> tuple[str, ...]:
         """The keys that count only when the run trains: those of its ``train`` nodes (the trainer's, the data's)."""
         return role_keys(self.settings_class, "train", "task")
 
-    def entries(self) -> list[DatasetEntry]:
-        return resolve_entries(list(self.settings.datasets), self.settings.catalog)
-
     def run_identity(self) -> dict[str, Any]:
         if self.trains:
-            replace_ = {**self.training_source.identity(self)}
+            replace_ = {**training_source(self.settings).identity(self.settings)}
             if self.settings.training.lr is None:
                 replace_["task.lr"] = self.lr
             ident = self.identity(replace=replace_)
         else:
             ident = self.identity(exclude=self.train_keys() if self.trainer else ())
-        for key, value in self.kind.resolved(self).items():
+        for key, value in self.kind.resolved(self.settings).items():
             put(ident, key, value)
         return ident
 
+    def query_length(self, entry: DatasetEntry) -> int | None:
+        return None if self.kind.query_length is None else self.kind.query_length(self.settings, entry)
+
     def data_spec(self, entry: DatasetEntry) -> str:
-        """Hash of what defines a dataset's data (catalog entry, local folder, split, qrels strictness; ColBERT: the
-        dataset's query length)."""
-        s = self.settings
-        spec = results.stable_hash({
-            "entry": entry.definition(), "data_dir": str(Path(s.data_dir).expanduser().resolve()) if s.data_dir else None,
-            "split": s.split, "strict_qrels": s.strict_qrels,
-        })
-        if self.kind.query_length is None:
-            return spec
-        return results.stable_hash({"data": spec, "query_length": self.kind.query_length(self, entry)})
+        return data_spec(self.settings, entry, self.query_length(entry))
 
     def cells(self) -> list[Cell]:
         ident = self.run_identity()
-        rid = results.run_id(ident, self.kind.readable(self))
-        return [Cell(e.name, rid, ident, self.data_spec(e), e) for e in self.entries()]
+        rid = results.run_id(ident, self.kind.readable(self.resolved))
+        return [Cell(e.name, rid, ident, self.data_spec(e), e) for e in entries(self.settings)]
 
     def cache_exclude(self) -> tuple[str, ...]:
         """Identity keys that change the ranking but not the corpus encoding (left out of the corpus cache key): the
         keys of the settings' ``search`` nodes."""
         return role_keys(self.settings_class, "search", "task")
 
-    @cached_property
-    def hyperparameters(self) -> dict[str, Any]:
-        """The settings every record of this run shows, worked out once per run (a training file is hashed for
-        them, not once per record)."""
-        return self.kind.hyperparameters(self)
-
-    def new_record(self, cell: Cell, **fields: Any) -> ResultRecord:
-        fields.setdefault("hyperparameters", copy.deepcopy(self.hyperparameters))
-        rec = super().new_record(cell, **fields)
-        for key, value in self.kind.details(self).items():
-            rec.details.setdefault(key, value)   # failed records too: the right column
-        if self.lineage is not None:
-            rec.details.setdefault("lineage", self.lineage.record())
-        return rec
-
-    # ---------------------------------------------------------------------------------------- checking
     @cached_property
     def model_ref(self) -> dict[str, Any]:
         """The model's content reference; with a source, the source run and its trained weights' fingerprint."""
@@ -213,21 +223,6 @@ class RetrievalFamily(Family):
         if self.lineage is None:
             return model_ref(self.spec)
         return self.lineage.ref({} if self.lineage.model_dir is not None else model_ref(self.spec))
-
-    def check_model(self) -> None:
-        """``model.path`` is checked when it is what runs (a source run's trained weights are local)."""
-        if self.lineage is None or self.lineage.model_dir is None:
-            super().check_model()
-
-    def check(self, todo: Sequence[Cell]) -> None:
-        """Before any model is loaded: every dataset's local folder and files are there, or the hub is reachable
-        for its pinned copy (else one error naming each local alternative); then the training data, when this run
-        still has to train."""
-        super().check(todo)
-        s = self.settings
-        check_entries([cell.payload for cell in todo], s.data_dir, s.split)
-        if self.trains and (self.cfg.overwrite or not self.compute().trained(todo)):
-            self.training_source.check(self)
 
     def document_length(self) -> int:
         """The length documents are encoded at (the work estimate's cap): ``task.document_length`` where the task
@@ -249,11 +244,16 @@ class RetrievalFamily(Family):
             return Work(short=w.short / k, long=w.long / k) if shards.shard is not None else Work()
         if mode == "report" or not self.trains:
             return w
-        w += self.training_source.work(self)
+        w += training_source(s).work(s)
         return w
 
+    def part_job(self) -> bool:
+        """Whether this run is a shard job (``task.shard``): it computes one shard and writes no record."""
+        return self.settings.sharding.shard is not None
+
+    # ---------------------------------------------------------------------------------------- the plan
     def context(self) -> StageContext[Any]:
-        """What this run's stages get: the typed settings and the run's facts, never the runner."""
+        """What this run's stages get: the typed settings and the run's facts."""
         from harness.layout import RunLayout
 
         s = self.settings
@@ -262,18 +262,45 @@ class RetrievalFamily(Family):
                             seed=s.training.train_seed if self.trains else int(self.cfg.seed),
                             layout=RunLayout.of(self.cfg.paths))
 
-    def compute(self) -> RetrievalRun:
-        """This run's computing half (:mod:`~harness.families.retrieval_run`)."""
-        from harness.families.retrieval_run import RetrievalRun
+    def stages(self, cells: Sequence[Cell]) -> RetrievalStages:
+        """What the stages of this run read, resolved."""
+        from harness.stages import code_of
 
-        return RetrievalRun(self)
+        ctx = self.context()
+        train_dir = None
+        if self.trainer and cells:
+            key = code_of(self.trainer).key(cells[0], self.train_keys())
+            train_dir = ctx.layout.trained_model(self.name, self.model_name, key)
+        every = [m for e in entries(self.settings) for m in [e, *e.members.values()]]
+        lengths = None if self.kind.query_length is None else {m.name: int(self.query_length(m)) for m in every}
+        return RetrievalStages(
+            ctx=ctx, load=str(self.stage("load")), retrieve=str(self.stage("retrieve")), train=self.trainer,
+            source=training_source(self.settings) if self.trains else None, train_dir=train_dir,
+            cache_run=drop(cells[0].identity, self.cache_exclude()) if cells else {}, query_lengths=lengths,
+            member_specs={m.name: self.data_spec(m) for e in every for m in e.members.values()},
+            tracking=self.config,
+        )
 
-    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
-        return self.compute().run(todo)
+    def computed_by(self) -> dict[str, Any]:
+        cells = self.cells()
+        details = dict(self.kind.details(self.resolved))
+        if self.lineage is not None:
+            details["lineage"] = self.lineage.record()
+        return {"compute": compute.run_part if self.part_job() else compute.run, "check": check, "stages": self.stages(cells), "lr": self.lr if self.trains
+                else None, "seed": self.context().seed, "trains": self.trains, "lineage": self.lineage,
+                "header": self.header(hyperparameters=self.kind.hyperparameters(self.resolved), details=details)}
 
-    def part_job(self) -> bool:
-        """Whether this run is a shard job (``task.shard``): it computes one shard and writes no record."""
-        return self.settings.sharding.shard is not None
 
-    def run_part(self, todo: Sequence[Cell]) -> None:
-        self.compute().run_part(todo)
+def check(plan: RunPlan, todo: Sequence[Cell]) -> None:
+    """Before any model is loaded: the weights reachable (a source run's trained weights are local), every
+    dataset's local folder and files there, or the hub reachable for its pinned copy (else one error naming each
+    local alternative); then the training data, when this run still has to train."""
+    if plan.lineage is None or plan.lineage.model_dir is None:
+        check_model(plan, todo)
+    s = plan.settings
+    if plan.trains and plan.stages.train is None:
+        raise HarnessError(f"task={plan.task} trains (task.train=true) but its spec lists no train.* stage: add one "
+                           "(e.g. train.dense) to spec.stages, or set task.train=false.")
+    check_entries([cell.payload for cell in todo], s.data_dir, s.split)
+    if plan.trains and (plan.overwrite or not compute.trained(plan)):
+        plan.stages.source.check(s)

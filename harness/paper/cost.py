@@ -13,25 +13,23 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from harness import layout, results
+from harness.runplan import RunPlan
 from harness.work import LONG, Work, cost_data
 
 __all__ = ["LONG", "Throughput", "Work", "cost_data", "gpu_hours", "job_work", "throughput"]
 
-def job_work(cfg: Any, mode: str, skip: Sequence[str] = ()) -> Work:
-    """What one job of ``cfg`` processes, as its runner reports it (``Family.work``), plus the cost file's fixed
-    seconds per job; ``mode`` report: evaluation only (the training is the sweep's), on the datasets the sweep did
-    not already encode (``skip``)."""
-    from harness import families
-
-    w = families.get(str(cfg.task.spec.runner))(cfg).work(mode, skip)
+def job_work(plan: RunPlan) -> Work:
+    """What one job processes: its plan's work (its family's estimate for the job's mode: a report job evaluates
+    only, on the datasets the sweep did not already encode), plus the cost file's fixed seconds per job."""
+    w = Work(**asdict(plan.work))
     w.fixed_s += float(cost_data()["job_overhead_s"])
     return w
 

@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harness import families, results, specs
+from harness import planning, results, specs
 from harness.errors import HarnessError
 from harness.paper import cost
 from harness.paper.graph import Job, Stage
@@ -77,15 +77,15 @@ def plan_run(job: Job, overrides: Sequence[str] | None = None) -> JobState:
     try:
         with composed(overrides if overrides is not None else job.overrides) as cfg:
             spec = specs.get(str(cfg.task.name))
-            state.work = cost.job_work(cfg, job.mode, spec.selection.sets if job.mode == "report" else ())
+            first = planning.plan(cfg, mode=job.mode, skip=spec.selection.sets if job.mode == "report" else ())
+            state.work = cost.job_work(first)
             state.model = {k: cfg.model.get(k) for k in ("name", "family", "size")}
-            family = families.get(spec.runner)(cfg)
-            cells = [c for cells in family.rounds() for c in cells]
-            res = str(cfg.paths.results)
+            cells = planning.every_cell(cfg, first)
+            res = first.layout.results
     except HarnessError as exc:
         state.waiting = str(exc).split(". ")[0]
         return state
-    paths = [_cell_path(res, family.name, family.model_name, c) for c in cells]
+    paths = [_cell_path(res, first.task, first.model_name, c) for c in cells]
     state.results, state.cells = res, len(cells)
     state.run_ids = tuple(sorted({c.run_id for c in cells} | {p.parent.name for p in paths}))
     trained: dict[str, float] | None = None if job.mode == "report" else {}

@@ -110,9 +110,12 @@ def _check_composed(argv: list[str], plan: bool) -> None:
     """Compose the run's config and run the single run's up-front checks (typed settings, spec, device, output
     folders; with ``plan``, data folders or hub access for every dataset) without loading a model or reading
     data."""
+    from harness import planning
     from harness.compose import compose_config
-    from harness.runner import prepare
+    from harness.runner import checked
 
-    family, _ = prepare(compose_config(argv))
+    cfg = compose_config(argv)
+    checked(cfg)
     if plan:
-        family.check(family.cells())
+        run = planning.plan(cfg)
+        run.check(run, run.cells)

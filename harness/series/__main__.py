@@ -129,7 +129,7 @@ def check_plannable(plan: planning.Plan) -> None:
     for task in plan.settings.tasks:   # the runner's cheap checks (data present, weights fit) before any work
         unit = next((u for u in plan.todo if u.task == task), None)
         if unit is not None:
-            unit.family.check(unit.pending)
+            unit.plan.check(unit.plan, unit.pending)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ class Unit:
     series: dict[str, Any]
     model_name: str
     config: Any = None                      # the composed config it runs (None when skipped)
-    family: Any = None
+    plan: Any = None                        # its RunPlan (harness.planning.plan)
     cells: int = 0
     done: int = 0
     failed: list[str] = field(default_factory=list)
@@ -121,21 +121,19 @@ def check_tasks(settings: Settings) -> None:
     from harness import runner
 
     for task in settings.tasks:
-        cfg = composed(settings, task)
-        runner.prepare(cfg)
+        runner.checked(composed(settings, task))
 
 
 def plan_unit(unit: Unit) -> Unit:
     """The unit's cells (as the runner plans them: config and records only, no model loaded) and their records."""
-    from harness import runner
-    from harness.families.parts import pending
+    from harness import planning
+    from harness.runplan import pending
 
-    family, _ = runner.prepare(unit.config)
-    cells = [c for cells in family.rounds() for c in cells]
-    res = str(unit.config.paths.results)
-    unit.family, unit.cells = family, len(cells)
-    unit.pending = pending(family, cells, res, False)
-    unit.paths = [results.record_path(res, family.name, family.model_name, c.run_id, c.dataset) for c in cells]
+    first = planning.plan(unit.config)
+    cells = planning.every_cell(unit.config, first)
+    unit.plan, unit.cells = first, len(cells)
+    unit.pending = pending(first, cells)
+    unit.paths = [first.record_path(c) for c in cells]
     for path in unit.paths:
         rec = results.finished_at(path)
         if rec is not None:

@@ -65,7 +65,7 @@ def cost_text(plan: Plan, cluster: dict[str, Any]) -> str:
             for u in todo:
                 cfg = u.config
                 tp = cost.throughput({k: cfg.model.get(k) for k in ("name", "family", "size")}, str(cfg.paths.results))
-                hours += cost.gpu_hours(cost.job_work(cfg, "run"), tp, gpu)
+                hours += cost.gpu_hours(cost.job_work(u.plan), tp, gpu)
                 source = tp.source
         except Exception as exc:   # a task the cost model does not size: say so, never stop the series for it
             parts.append(f"no GPU-hour estimate for this task ({type(exc).__name__}: {str(exc)[:80]})")
@@ -102,7 +102,7 @@ def series_tables(plan: Plan) -> str:
     from harness.summary import format_series
 
     units = [u for u in plan.units if u.paths]
-    hib = {u.family.name: u.family.higher_is_better for u in units if u.family is not None}
+    hib = {u.plan.task: u.plan.header.higher_is_better for u in units if u.plan is not None}
     blocks = [format_series(f"series {plan.settings.name}: {task} / {what}", rows, hib.get(task, True))
               for (task, what), rows in series_rows(units).items()]
     return "\n\n".join(blocks)

@@ -5,7 +5,7 @@ the schema of its keys in a task's YAML (flat: ``task.lr``) and what the trainer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from harness.typed import at_least, choices, count, positive
 
@@ -43,11 +43,11 @@ class KdTraining(Training):
 
 @dataclass(kw_only=True)
 class TrainRows:
-    """Where a trainer's rows come from (``task.train_data``): a task's node names the registry of its sources
-    (``sources``: ``module:NAME``), ``task.train_data.source`` the entry; the keys count only when training."""
+    """Where a trainer's rows come from (``task.train_data``): a task's node holds the registry of its sources
+    (``sources``), ``task.train_data.source`` the entry; the keys count only when training."""
 
     role: ClassVar[str] = "train"
-    sources: ClassVar[str]
+    sources: ClassVar[Any]
 
 
 @dataclass(kw_only=True)

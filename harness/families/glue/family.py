@@ -3,27 +3,19 @@ points not yet finished, write the selection after an in-process sweep."""
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from harness import results
 from harness.data import glue as glue_data
-from harness.errors import HarnessError
-from harness.families.base import Cell, Family
+from harness.families.base import Family
 from harness.families.glue.chain import resolve_init
-from harness.families.glue.decay import check_decay
 from harness.families.glue.grid import GlueSettings, epoch_values, order_tasks, plan, seeds
-from harness.families.glue.point import RunContext, hyperparameters, load_data, run_point
-from harness.layout import RunLayout
-from harness.results import ResultRecord
+from harness.runplan import Cell
 from harness.specs import dependencies
-from harness.specs.glue import TASK_FAMILY
 from harness.work import Work, cost_data
-
-log = logging.getLogger(__name__)
 
 
 class GlueFamily(Family):
@@ -33,8 +25,6 @@ class GlueFamily(Family):
     root_exclude: ClassVar[Mapping[str, str]] = {
         "seed": "GLUE's seed is task.seed (which defaults to it), replaced by each grid point's seed",
     }
-
-    n_planned = 0   # grid points planned by this invocation (done or not)
 
     @cached_property
     def tasks(self) -> list[glue_data.GlueTask]:
@@ -77,7 +67,6 @@ class GlueFamily(Family):
             rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs,
                                          "seed": point.seed})
             out.append(Cell(point.task, rid, ident, payload=(point, init)))
-        self.n_planned += len(out)
         return out
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
@@ -104,52 +93,12 @@ class GlueFamily(Family):
             w.short += dev * tokens * passes * n_seeds
         return w
 
-    def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
-        from harness.glue_metrics import score_key
+    def n_rounds(self) -> int:
+        chained = set(self.chain)
+        return 1 + (any(t.name not in chained for t in self.tasks) and any(t.name in chained for t in self.tasks))
 
-        s = self.settings
-        names = {c.dataset for c in todo}
-        data = load_data([t for t in self.tasks if t.name in names], s)   # data problems before any model
-        check_decay([c.payload[0] for c in todo], {t: len(d.train) for t, d in data.items()}, s)
-        ctx = self.context
-        for i, cell in enumerate(todo, 1):
-            point, init = cell.payload
-            d = data[point.task]
-            rec = self.new_record(
-                cell, model=ctx.model, split="validation", metrics={}, hyperparameters=hyperparameters(point, s, init),
-                main_score=score_key(d.task.metric, len(d.dev) > 1), data_fingerprint=d.fingerprint,
-            )
-            log.info("[%d/%d] %s %s (init: %s)", i, len(todo), point.task, rec.run_id, init.kind)
-            run_point(point, d, init, rec, ctx, self.tracker(cell, folder=False))
-            log.info("[%d/%d] %s %s: %s %s", i, len(todo), point.task, rec.run_id, rec.status,
-                     f"{rec.main_score}={rec.score:.2f}" if rec.status == results.STATUS_OK else rec.error)
-            yield rec
+    def computed_by(self) -> dict[str, Any]:
+        from harness.stages import glue as compute
+        from harness.stages.context import GlueStages
 
-    def finish(self, records: Sequence[ResultRecord]) -> None:
-        """After an in-process sweep, write the GLUE selection (best configuration per task)."""
-        if self.n_planned > 1:
-            from harness import selection
-
-            res, experiment = str(self.cfg.paths.results), self.cfg.get("experiment")
-            path = selection.write_selection(TASK_FAMILY, res, selection.default_out_dir(res, experiment),
-                                             self.model_name, experiment)
-            if path is not None:
-                log.info("GLUE selection (best configuration per task on dev): %s", path)
-
-    @cached_property
-    def context(self) -> RunContext:
-        from transformers import AutoTokenizer
-
-        from harness import models
-
-        spec = self.spec
-        model_dir, revision = models.resolve_path(spec)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=spec.trust_remote_code)
-        except (OSError, ValueError) as exc:
-            raise HarnessError(f"could not load the tokenizer of model {spec.name!r} from {model_dir}: {exc}") from exc
-        return RunContext(
-            tcfg=self.settings, spec=spec, model_dir=model_dir,
-            model=models.model_identity(spec, model_dir, revision), tokenizer=tokenizer, device=self.device,
-            precision=self.precision, layout=RunLayout.of(self.cfg.paths), run_name=self.cfg.get("run_name"),
-        )
+        return {"compute": compute.run, "finish": compute.finish, "stages": GlueStages(tasks=tuple(self.tasks))}

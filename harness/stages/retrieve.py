@@ -1,6 +1,6 @@
-"""The ``retrieve.<name>`` stages of the retrieval runner: ``task.retriever: <name>`` (or the one retrieve stage a
+"""The ``retrieve.<name>`` stages of a retrieval run: ``task.retriever: <name>`` (or the one retrieve stage a
 spec lists) picks the stage, whose ``code`` is a builder here (or in a user's module: docs/layout.md, "Adding a
-retriever"). A builder gets the run's :class:`~harness.families.context.StageContext` (the task's typed settings,
+retriever"). A builder gets the run's :class:`~harness.stages.context.StageContext` (the task's typed settings,
 device, precision, where caches go), the loaded model and the corpus-cache identity, and returns a
 :class:`~harness.evaluation.retriever.Retriever`. Which keys change its ranking but not its corpus encoding follows
 from the settings (their ``search`` nodes)."""
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from harness.evaluation.multivector_settings import MultiVectorEval
     from harness.evaluation.retriever import Retriever
     from harness.evaluation.settings import Batching, SingleVectorEval
-    from harness.families.context import StageContext
+    from harness.stages.context import StageContext
 
 
 class SingleVectorTask(Protocol):

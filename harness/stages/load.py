@@ -1,6 +1,6 @@
-"""The ``load.<name>`` stages of the retrieval runner: the spec's load stage that computes a run (MLDR: chosen by
+"""The ``load.<name>`` stages of a retrieval run: the spec's load stage that computes a run (MLDR: chosen by
 ``task.retriever`` through ``stage_when``) loads the weights. A loader gets the run's
-:class:`~harness.families.context.StageContext` and the model spec to load (``model.path``, or the trained weights
+:class:`~harness.stages.context.StageContext` and the model spec to load (``model.path``, or the trained weights
 of the task's source run) and returns (model, the record's model block); lengths no model position can encode are
 refused here, before any expensive work."""
 
@@ -14,8 +14,8 @@ from harness.models import usable_positions
 if TYPE_CHECKING:
     from harness.evaluation.multivector_settings import MultiVectorEval
     from harness.evaluation.settings import SingleVectorEval
-    from harness.families.context import StageContext
     from harness.models import ModelSpec
+    from harness.stages.context import StageContext
     from harness.training.settings import DenseTraining
 
 

@@ -1,6 +1,6 @@
-"""The ``train.<name>`` stages of the retrieval runner: the ``train.*`` stage a task's spec lists fine-tunes the
+"""The ``train.<name>`` stages of a retrieval run: the ``train.*`` stage a task's spec lists fine-tunes the
 loaded model when the run trains (``task.train``; MLDR: ``task.setting=id``). A trainer gets the run's
-:class:`~harness.families.context.StageContext` (its ``training`` node, the resolved learning rate, the precision
+:class:`~harness.stages.context.StageContext` (its ``training`` node, the resolved learning rate, the precision
 and device) and the rows the runner loaded from the task's ``train_data`` source; it says under which key its
 trained model is kept, how it fits and how a finished training reloads. Which task keys count only when training
 follows from the settings (their ``train`` nodes)."""
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness import results
 
 if TYPE_CHECKING:
-    from harness.families.base import Cell
-    from harness.families.context import StageContext
+    from harness.runplan import Cell
+    from harness.stages.context import StageContext
     from harness.training.settings import DenseTraining, KdTraining, TrainRun
 
 

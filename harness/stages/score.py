@@ -1,4 +1,4 @@
-"""The retrieval runner's search and score stages: each dataset loaded (``task.max_queries`` / ``max_docs``
+"""The retrieval run's search and score stages: each dataset loaded (``task.max_queries`` / ``max_docs``
 applied), retrieved and scored by ``score.ir`` (:func:`~harness.evaluation.retriever.evaluate_per_query`, with
 the task's query subgroups), shard by shard where ``task.shards`` asks for it; composites (CQADupstack) as the mean
 of their members."""
@@ -19,47 +19,46 @@ from harness.errors import HarnessError
 from harness.evaluation.retriever import Retriever, evaluate_per_query
 from harness.evaluation.shards import ShardedRetriever
 from harness.evaluation.subgroups import SUBGROUPS, QueryGroups
-from harness.families.base import Cell
-from harness.families.context import RetrievalTask
 from harness.results import ResultRecord
+from harness.runplan import Cell, RunPlan
 
 log = logging.getLogger(__name__)
 
 
-def sharded(task: RetrievalTask, retriever: Retriever) -> Retriever:
+def sharded(plan: RunPlan, retriever: Retriever) -> Retriever:
     """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (single-vector retrievers and
     exact MaxSim: their engines implement :class:`~harness.evaluation.shards.ShardEngine`)."""
-    plan = task.settings.sharding
-    if not plan.sharded:
+    shards = plan.settings.sharding
+    if not shards.sharded:
         return retriever
     if not hasattr(retriever, "search_shard"):
         raise HarnessError(f"task.shards: {type(retriever).__name__} cannot be sharded (single-vector retrieval "
                            "and exact MaxSim can)")
     launch = None
-    if plan.shard_launcher == "devices":
-        from harness.families.devices import launcher
+    if shards.shard_launcher == "devices":
+        from harness.stages.devices import launcher
 
-        launch = launcher(task.cfg)
-    return ShardedRetriever(retriever, plan, launch)
+        launch = launcher(plan)
+    return ShardedRetriever(retriever, shards, launch)
 
 
-def evaluate_cell(task: RetrievalTask, cell: Cell, retriever: Retriever, block: dict[str, Any],
+def evaluate_cell(plan: RunPlan, cell: Cell, retriever: Retriever, block: dict[str, Any],
                   tokenizer: Any) -> Iterator[ResultRecord]:
     """One dataset's record; a composite yields one record per member, then their mean. ``tokenizer``: the loaded
     model's (query subgroups count tokens with it)."""
     entry: DatasetEntry = cell.payload
     members = list(entry.members.values())
     if not members:
-        yield evaluate_entry(task, cell, entry, retriever, block, tokenizer)
+        yield evaluate_entry(plan, cell, entry, retriever, block, tokenizer)
         return
     parts = []
     for m in members:
-        mcell = Cell(m.name, cell.run_id, cell.identity, task.data_spec(m), m)
-        rec = evaluate_entry(task, mcell, m, retriever, block, tokenizer, member_of=entry.name)
+        mcell = Cell(m.name, cell.run_id, cell.identity, plan.stages.member_specs[m.name], m)
+        rec = evaluate_entry(plan, mcell, m, retriever, block, tokenizer, member_of=entry.name)
         parts.append(rec)
         yield rec
-    yield task.new_record(
-        cell, model=block, split=task.settings.split or entry.split,
+    yield plan.header.record(
+        cell, model=block, split=plan.settings.split or entry.split,
         metrics={k: float(np.mean([p.metrics[k] for p in parts])) for k in parts[0].metrics},
         details={"members": [m.name for m in members], "aggregate": "mean over members",
                  "data": data_origin.combined([p.details.get("data") or {} for p in parts])},
@@ -68,16 +67,17 @@ def evaluate_cell(task: RetrievalTask, cell: Cell, retriever: Retriever, block: 
     )
 
 
-def prepare(task: RetrievalTask, retriever: Retriever, entry: DatasetEntry) -> None:
+def prepare(plan: RunPlan, retriever: Retriever, entry: DatasetEntry) -> None:
     """Per-dataset retriever settings: the dataset's query length where the task sets one (ColBERT)."""
-    if task.kind.query_length is not None:
+    lengths = plan.stages.query_lengths
+    if lengths is not None:
         engine = getattr(retriever, "engine", retriever)   # a sharded retriever's engine is the retriever
-        engine.query_length = task.kind.query_length(task, entry)
+        engine.query_length = lengths[entry.name]
 
 
-def loaded(task: RetrievalTask, entry: DatasetEntry) -> RetrievalDataset:
+def loaded(plan: RunPlan, entry: DatasetEntry) -> RetrievalDataset:
     """The entry's data as evaluated (``task.max_queries`` / ``task.max_docs`` applied)."""
-    s = task.settings
+    s = plan.settings
     ds = load_entry(entry, data_dir=s.data_dir, split=s.split, strict_qrels=s.strict_qrels)
     return subset(ds, s.max_queries, s.max_docs) if s.max_queries or s.max_docs else ds
 
@@ -89,23 +89,23 @@ def document_length(retriever: Retriever) -> int | None:
     return None if length is None else int(length)
 
 
-def subgroups(task: RetrievalTask, retriever: Retriever, tokenizer: Any) -> list[QueryGroups]:
+def subgroups(plan: RunPlan, retriever: Retriever, tokenizer: Any) -> list[QueryGroups]:
     """The query groups ``task.subgroups`` names, where the task has the key (MLDR: before/after truncation)."""
-    names = getattr(task.settings, "subgroups", ())
+    names = getattr(plan.settings, "subgroups", ())
     return [SUBGROUPS[name](tokenizer, document_length(retriever)) for name in names]
 
 
-def evaluate_entry(task: RetrievalTask, cell: Cell, entry: DatasetEntry, retriever: Retriever,
+def evaluate_entry(plan: RunPlan, cell: Cell, entry: DatasetEntry, retriever: Retriever,
                    block: dict[str, Any], tokenizer: Any, member_of: str | None = None) -> ResultRecord:
-    s = task.settings
+    s = plan.settings
     t0 = time.perf_counter()
-    prepare(task, retriever, entry)
-    ds = loaded(task, entry)
+    prepare(plan, retriever, entry)
+    ds = loaded(plan, entry)
     load_s = time.perf_counter() - t0
     log.info("%s: %d docs, %d queries (%s)", entry.name, len(ds), len(ds.evaluated_queries()), ds.source)
     metrics, details, timings, per_query = evaluate_per_query(
         retriever, ds, top_k=s.ranking.top_k, ignore_identical_ids=entry.ignore_identical_ids,
-        subgroups=subgroups(task, retriever, tokenizer),
+        subgroups=subgroups(plan, retriever, tokenizer),
     )
     length = document_length(retriever)
     if length is not None:
@@ -115,9 +115,9 @@ def evaluate_entry(task: RetrievalTask, cell: Cell, entry: DatasetEntry, retriev
                                          official_fingerprints=entry.official_fingerprints)
     if member_of:
         details["member_of"] = member_of
-    rec = task.new_record(cell, model=block, split=ds.split, metrics=metrics, details=details,
+    rec = plan.header.record(cell, model=block, split=ds.split, metrics=metrics, details=details,
                           timings={"load_s": load_s, **timings}, data_fingerprint=ds.fingerprint)
-    if not task.cfg.get("save_run"):
+    if not plan.save_run:
         per_query.run = None
     rec.per_query = per_query
     return rec

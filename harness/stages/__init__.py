@@ -1,0 +1,45 @@
+"""The stages that compute a run, as code: each function or object gets values (the run's
+:class:`~harness.runplan.RunPlan` or a :class:`~harness.stages.context.StageContext` and its nodes), never the
+runner, and returns what the runner writes. :data:`CODE` maps the stage names a task's spec lists
+(``conf/task/<t>.yaml``: ``spec.stages``) to their code; their protocol versions are declared in
+:mod:`harness.specs.stages`, where a user's own stage names its code by ``module:attribute``. Importing this package
+imports no model library (each stage imports its own where it runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from harness.registry import load_target
+from harness.runplan import Cell, RunPlan
+from harness.specs.stages import STAGES
+from harness.stages import load, retrieve, train
+
+#: a stage's name -> its code (``load.*``: a loader, ``train.*``: a trainer, ``retrieve.*``: a retriever builder)
+CODE: dict[str, Any] = {
+    "load.encoder": load.encoder,
+    "load.colbert": load.colbert,
+    "train.dense": train.DENSE,
+    "train.kd": train.KD,
+    "retrieve.single_vector": retrieve.single_vector,
+    "retrieve.multi_vector": retrieve.multi_vector,
+}
+
+
+def code_of(name: str) -> Any:
+    """The code of stage ``name``: the harness's own (:data:`CODE`), else what its declaration names
+    (``module:attribute``, a user's stage); an undeclared name lists the declared ones."""
+    stage = STAGES.lookup(name)
+    if name in CODE:
+        return CODE[name]
+    if not stage.code:
+        raise KeyError(f"stage {name!r} is declared without code")
+    return load_target(stage.code)
+
+
+def check_model(plan: RunPlan, todo: Sequence[Cell]) -> None:
+    """The weights this run loads are reachable (a local folder was checked when planning): every run's first check
+    before any work (it loads no model and parses no data)."""
+    from harness.models import check_available
+
+    check_available(plan.model)

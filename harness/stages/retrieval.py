@@ -1,0 +1,157 @@
+"""One retrieval run's computation, from its plan alone: load the weights (``load.*``), fine-tune them or reuse the
+finished training (``train.*``, marked done by ``train_done.json``), build the retriever (``retrieve.*``) over a
+corpus cache keyed by the run's identity and the weights, and evaluate each cell (``score.ir``:
+:mod:`~harness.stages.score`). Everything it reads is in the :class:`~harness.runplan.RunPlan` (its ``stages``:
+:class:`~harness.stages.context.RetrievalStages`); it returns records, which the runner writes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from harness.errors import HarnessError, TrainingDivergedError
+from harness.results import ResultRecord
+from harness.runplan import Cell, RunPlan
+from harness.stages import code_of
+from harness.stages.context import RetrievalStages
+
+log = logging.getLogger(__name__)
+
+#: the marker of a finished training in its output folder (its content: the training facts of the record)
+TRAIN_DONE = "train_done.json"
+
+
+def parts(plan: RunPlan) -> RetrievalStages:
+    out = plan.stages
+    assert isinstance(out, RetrievalStages), "a retrieval run's plan carries its stages"
+    return out
+
+
+def trained(plan: RunPlan) -> bool:
+    """This run's training already finished (its model is reused, its data not read)."""
+    folder = parts(plan).train_dir
+    return folder is not None and (folder / TRAIN_DONE).exists()
+
+
+def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
+    """(model, the record's model block) from the load stage; with a source, its trained weights, checked
+    against the fingerprint that run recorded. Fails fast, naming the local alternative, when the hub is
+    needed and unreachable."""
+    p, lin = parts(plan), plan.lineage
+    spec = replace(plan.model, path=lin.model_dir) if lin is not None and lin.model_dir else plan.model
+    model, block = code_of(p.load)(p.ctx, spec)
+    if lin is not None:
+        if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
+            raise HarnessError(
+                f"the weights in {lin.model_dir} changed since task={lin.task} run {lin.run_id} recorded them "
+                f"(fingerprint {block['fingerprint']} != {lin.fingerprint}); re-run that configuration or pass "
+                "the directory as model.path=<dir> with task.source.run=null."
+            )
+        from harness.models import usable_positions
+
+        block |= {"path": plan.model.path, "lineage": lin.record(), "max_positions": usable_positions(model)}
+    return model, block
+
+
+def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
+    """Fine-tune ``model`` in place when the run trains, or load this run's finished training (unless
+    ``overwrite``; e.g. after a pre-emption during evaluation); returns the training facts for the record
+    (``train_s`` and the trained weights' ``fingerprint`` included), or None."""
+    p = parts(plan)
+    if not plan.trains:
+        return None
+    if p.train is None or p.train_dir is None:
+        raise HarnessError(f"task={plan.task} trains (task.train=true) but its spec lists no train.* stage: add "
+                           "one (e.g. train.dense) to spec.stages, or set task.train=false.")
+    trainer = code_of(p.train)
+    marker = p.train_dir / TRAIN_DONE
+    if marker.exists() and not plan.overwrite:
+        info = json.loads(marker.read_text())
+        log.info("reusing trained model %s", info["model_dir"])
+        model.load_state_dict(trainer.load_trained(p.ctx, info["model_dir"]).state_dict())
+    else:
+        from harness.models import fingerprint
+        from harness.results import atomic_write_json
+        from harness.training import tracking
+
+        t0 = time.perf_counter()
+        data, facts = p.source.load(plan.settings, model)
+        tracker = tracking.tracker(p.tracking, run_id=todo[0].run_id, record_path=plan.record_path(todo[0]).parent,
+                                   task=plan.task, model=plan.model_name)
+        info = trainer.fit(p.ctx, model, data, facts, p.train_dir, tracker)
+        info |= {"train_s": time.perf_counter() - t0, "fingerprint": fingerprint(info["model_dir"])}
+        atomic_write_json(marker, info)
+    if plan.lineage is not None:
+        info["fine_tuned_from"] = plan.lineage.record()
+    return info
+
+
+def retriever(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Any:
+    """The retrieve stage's retriever for ``model``; ``cache_identity`` keys its on-disk corpus cache."""
+    p = parts(plan)
+    return code_of(p.retrieve)(p.ctx, model, cache_identity)
+
+
+def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mapping[str, Any] | None
+                   ) -> dict[str, Any]:
+    """What the cached corpus encodings depend on: the run (less its search-only keys), the weights, and the
+    attention ``auto`` resolved to where it is not padded sdpa (the unpadded GPU path runs attention in bf16:
+    its embeddings are never handed to a padded run, or back)."""
+    out = {"run": dict(parts(plan).cache_run),
+           "weights": trained_facts["fingerprint"] if trained_facts else block["fingerprint"]}
+    attention = (block.get("attention") or {}).get("implementation")
+    if attention not in (None, "sdpa"):
+        out["attention"] = attention
+    return out
+
+
+def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+    """Load -> (train) -> retrieve -> score each cell of ``todo``: one record per dataset (and composite member)."""
+    from harness.stages import score
+
+    model, block = load_model(plan)
+    try:
+        facts = train(plan, model, todo)
+    except TrainingDivergedError as exc:
+        for cell in todo:
+            yield plan.header.failed(cell, exc, model=block, split=plan.settings.split or cell.payload.split)
+        raise
+    if facts:
+        block["trained"] = facts
+    built = score.sharded(plan, retriever(plan, model, cache_identity(plan, block, facts)))
+    tokenizer = model[0].tokenizer
+    for cell in todo:
+        try:
+            yield from score.evaluate_cell(plan, cell, built, block, tokenizer)
+        except HarnessError as exc:
+            log.error("%s/%s failed: %s", plan.task, cell.dataset, exc)
+            yield plan.header.failed(cell, exc, model=block, split=plan.settings.split or cell.payload.split)
+
+
+def run_part(plan: RunPlan, todo: Sequence[Cell]) -> None:
+    """A shard job: shard ``task.shard`` of every dataset of ``todo`` into the cache (no record, no run lock: the
+    shards of one run compute side by side)."""
+    from harness.evaluation.retriever import search_width
+    from harness.evaluation.shards import ShardedRetriever
+    from harness.stages import score
+
+    shard = plan.settings.sharding.shard
+    model, block = load_model(plan)
+    facts = train(plan, model, todo) if plan.trains and trained(plan) else None
+    if plan.trains and facts is None:
+        raise HarnessError(f"shard job {shard}: this run's training has not finished; shards evaluate a trained "
+                           "model")
+    built = score.sharded(plan, retriever(plan, model, cache_identity(plan, block, facts)))
+    assert isinstance(built, ShardedRetriever)
+    for cell in todo:
+        for entry in list(cell.payload.members.values()) or [cell.payload]:
+            ds = score.loaded(plan, entry)
+            score.prepare(plan, built, entry)
+            built.index(ds)
+            queries = list(ds.evaluated_queries().values())
+            built.run_shard(int(str(shard)), queries, search_width(plan.settings.ranking.top_k,
+                                                                   entry.ignore_identical_ids))
