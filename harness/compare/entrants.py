@@ -10,7 +10,8 @@ from pathlib import Path
 from harness import specs
 from harness.compare.records import no_model, resolve
 from harness.errors import HarnessError
-from harness.results import STATUS_OK, ResultRecord, iter_records
+from harness.results import STATUS_OK, ResultRecord
+from harness.selection.comparable import comparable_records  # one score per column (MRPC/QQP)
 
 Cell = tuple[str, str]          # (table, column) as the leaderboard places a record
 Located = tuple[Path, ResultRecord]
@@ -40,7 +41,7 @@ class Records:
             if not self.results.is_dir():
                 raise HarnessError(f"--results {self.results} does not exist: pass the folder the records were "
                                    "written to, e.g. --results results")
-            self._all = list(iter_records([self.results], warn=False))
+            self._all = list(comparable_records([self.results], warn=False))
         return self._all
 
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError, closest_first
-from harness.results import STATUS_OK, ResultRecord, iter_records
+from harness.results import STATUS_OK, ResultRecord
+from harness.selection.comparable import comparable_records  # one score per column (MRPC/QQP)
 
 
 class SeveralRuns(HarnessError):
@@ -27,25 +28,27 @@ def resolve(arg: str, results: Path, task: str | None) -> Side:
     picks among its tasks). One ok record per dataset, else a one-line error saying how to narrow it."""
     path = Path(arg)
     if path.is_file():
-        found = list(iter_records([path.parent], warn=False))
+        found = list(comparable_records([path.parent], warn=False))
         found = [(p, r) for p, r in found if p.resolve() == path.resolve()]
         if not found:
             raise HarnessError(f"{arg} is not a harness result record")
         where = arg
     elif path.is_dir():
-        found, where = list(iter_records([path], warn=False)), arg
+        found, where = list(comparable_records([path], warn=False)), arg
     else:
         if not results.is_dir():
             raise HarnessError(f"{arg} is neither a record, a folder, nor a model under --results {results} "
                                "(no such folder); pass --results <folder>")
-        everything = list(iter_records([results], warn=False))
+        everything = list(comparable_records([results], warn=False))
         found = [(p, r) for p, r in everything if r.model.get("name") == arg]
         where = f"model {arg} in {results}"
         if not any(r.status == STATUS_OK and (task is None or r.task == task) for _, r in found):
             raise no_model(arg, results, task, everything)
-    found = [(p, r) for p, r in found if r.status == STATUS_OK and (task is None or r.task == task)]
-    if not found:
-        raise HarnessError(f"no ok record for {where}{f' (task {task})' if task else ''}")
+    kept = [(p, r) for p, r in found if r.status == STATUS_OK and (task is None or r.task == task)]
+    if not kept:
+        aside = next((f": {r.error}" for _, r in found if (r.details or {}).get("set_aside")), "")
+        raise HarnessError(f"no ok record for {where}{f' (task {task})' if task else ''}{aside}")
+    found = kept
     tasks = sorted({r.task for _, r in found})
     if len(tasks) > 1:
         raise HarnessError(f"{where} has records of several tasks ({', '.join(tasks)}): pass --task")

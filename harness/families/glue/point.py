@@ -107,13 +107,10 @@ def hyperparameters(point: GridPoint, tcfg: GlueSettings, init: InitSource) -> d
     }
 
 
-#: the one dev metric the authors' early stopping watches, per GLUE metric kind (MNLI: matched accuracy)
-MONITOR = {"accuracy": "accuracy", "f1": "accuracy", "f1_accuracy": "accuracy", "matthews": "matthews",
-           "spearman_pearson": "spearman"}
-
-
 def monitor(task: glue_data.GlueTask, groups: Sequence[tuple[str, int]]) -> str:
     """The metric early stopping watches under ``authors``: one metric (MNLI: its first dev set), not the score."""
+    from harness.glue_metrics import MONITOR
+
     key = MONITOR[task.metric]
     return f"{key}_{groups[0][0]}" if len(groups) > 1 else key
 
@@ -219,7 +216,9 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
 
 
 def per_example(outcome: Any, groups: Sequence[tuple[str, int]], metric: str, data: str | None) -> Any:
-    """Each dev example's prediction and label (``<dev set>:<row>``), kept beside the record for paired tests."""
+    """Each dev example's prediction and label (``<dev set>:<row>``), kept beside the record for paired tests;
+    ``glue_metric``: the kind they are re-scored with (MRPC's ``accuracy_f1``: ``accuracy``, its score)."""
+    from harness.glue_metrics import rescoring_kind
     from harness.per_query import PerQuery, fingerprint
 
     if outcome.predictions is None or outcome.labels is None:
@@ -229,5 +228,5 @@ def per_example(outcome: Any, groups: Sequence[tuple[str, int]], metric: str, da
         return None
     labels = outcome.labels.astype(np.float64)
     return PerQuery(ids, {"prediction": outcome.predictions.astype(np.float64), "label": labels},
-                    {"dev": str(data), "labels": fingerprint(labels.tolist()), "glue_metric": metric,
+                    {"dev": str(data), "labels": fingerprint(labels.tolist()), "glue_metric": rescoring_kind(metric),
                      "groups": fingerprint([list(g) for g in groups])}, unit="example")
