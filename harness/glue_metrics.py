@@ -4,7 +4,7 @@ leaderboard's significance marks), so it lives in the ground layer and imports n
 only where a metric is computed).
 
 Each metric function takes predictions (class ids, or scores for regression) and gold labels and returns a
-dict of named values; :data:`METRICS` says which key is the task score:
+dict of named values; :data:`METRICS` says which key is the task score (by name: :mod:`harness.glue_scores`):
 
 - ``accuracy``: accuracy (SST-2, QNLI, RTE, WNLI)
 - ``matthews``: Matthews correlation (CoLA)
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.glue_scores import MONITOR, SCORE_KEYS, known, rescoring_kind, score_key  # noqa: F401
 
 Metrics = dict[str, float]
 
@@ -65,33 +65,16 @@ def spearman_pearson(preds: Sequence[float], labels: Sequence[float]) -> Metrics
     return _x100({"spearman": spearmanr(preds, labels).statistic, "pearson": pearsonr(preds, labels).statistic})
 
 
-#: metric name in a task definition -> (function, key of the task score)
+#: metric kind in a task definition -> (function, key of the task score: :data:`harness.glue_scores.SCORE_KEYS`)
 METRICS: dict[str, tuple[Callable[..., Metrics], str]] = {
-    "accuracy": (accuracy, "accuracy"),
-    "matthews": (matthews, "matthews"),
-    "accuracy_f1": (f1_accuracy, "accuracy"),
-    "f1": (f1_accuracy, "f1"),
-    "f1_accuracy": (f1_accuracy, "f1_accuracy_mean"),
-    "spearman_pearson": (spearman_pearson, "spearman"),
+    name: (fn, SCORE_KEYS[name]) for name, fn in (
+        ("accuracy", accuracy), ("matthews", matthews), ("accuracy_f1", f1_accuracy), ("f1", f1_accuracy),
+        ("f1_accuracy", f1_accuracy), ("spearman_pearson", spearman_pearson))
 }
 
 
-#: the one dev metric the authors' early stopping watches, per metric kind (MNLI: its first dev set's): never the
-#: task score where that is a composite (MB@2fed0f2:eval.py:112-119, ``metric_to_monitor``)
-MONITOR = {"accuracy": "accuracy", "accuracy_f1": "accuracy", "f1": "accuracy", "f1_accuracy": "accuracy",
-           "matthews": "matthews", "spearman_pearson": "spearman"}
-
-
-def rescoring_kind(metric: str) -> str:
-    """The metric kind a record's kept predictions are re-scored with (``harness.compare``): the plain kind whose
-    score is this kind's score (``accuracy_f1`` scores accuracy: re-scored as ``accuracy``, a mean over examples)."""
-    return "accuracy" if score_key(metric, False) == "accuracy" else metric
-
-
 def _lookup(metric: str) -> tuple[Callable[..., Metrics], str]:
-    if metric not in METRICS:
-        raise HarnessError(f"unknown GLUE metric {metric!r}: use one of {', '.join(METRICS)} in the task definition")
-    return METRICS[metric]
+    return METRICS[known(metric)]
 
 
 def compute(metric: str, preds: Sequence, labels: Sequence, groups: Sequence[tuple[str, int]] | None = None) -> Metrics:
@@ -114,9 +97,3 @@ def compute(metric: str, preds: Sequence, labels: Sequence, groups: Sequence[tup
     out[f"{key}_mean"] = float(np.mean([out[f"{key}_{name}"] for name, _ in groups]))
     out["score"] = out[f"{key}_mean"]
     return out
-
-
-def score_key(metric: str, grouped: bool) -> str:
-    """Name of the record's main score for a task."""
-    key = _lookup(metric)[1]
-    return f"{key}_mean" if grouped else key

@@ -14,6 +14,7 @@ import abc
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness import results
@@ -113,10 +114,38 @@ class Family(abc.ABC):
         problems (unreachable hub, missing model) are raised, before any record."""
 
     def check(self, todo: Sequence[Cell]) -> None:
-        """Cheap checks before any work on ``todo`` (the model's weights reachable, data folders and files present,
-        the hub reachable for hub-only data): raise a HarnessError naming the problem and the fix. Loads no
-        model, parses no data. Families add their data checks to this one."""
+        """Cheap checks before any work on ``todo`` (the model's weights reachable, the attention it asks for
+        available, data folders and files present, the hub reachable for hub-only data): raise a HarnessError naming
+        the problem and the fix. Loads no model, parses no data. Families add their data checks to this one."""
+        from harness.models import _check_attn
+
+        _check_attn(self.spec)   # one rule for every task: flash_attention_2 needs flash-attn, never another kernel
         self.check_model()
+        self.check_positions()
+
+    def fitted_lengths(self) -> dict[str, int]:
+        """The token lengths (by config key) the encoder must be able to position; checked from its config before
+        it is loaded (:meth:`check_positions`). None by default."""
+        return {}
+
+    def weights_dir(self) -> str | None:
+        """The local folder of the weights this run loads (None: a hub id or a package, checked when loaded)."""
+        path = Path(str(self.spec.path)).expanduser()
+        return str(path) if path.is_dir() else None
+
+    def check_positions(self) -> None:
+        """Each of :meth:`fitted_lengths` within the model's token positions, read from its config.json (no
+        weights): a series of checkpoints is refused once, before the first is loaded, not once per checkpoint."""
+        lengths = self.fitted_lengths()
+        folder = self.weights_dir() if lengths else None
+        if folder is None:
+            return
+        from harness.families.loaders import check_length
+        from harness.models.positions import positions_in
+
+        n = positions_in(folder)
+        for key, length in lengths.items():
+            check_length(n, length, self.model_name, key)
 
     def check_model(self) -> None:
         """The weights this run loads are reachable (a local folder was checked when planning)."""

@@ -219,6 +219,23 @@ class RetrievalFamily(Family):
         if self.lineage is None or self.lineage.model_dir is None:
             super().check_model()
 
+    def fitted_lengths(self) -> dict[str, int]:
+        """What ``load.encoder`` checks once loaded (``task.max_length``; ``task.max_seq_length`` when training),
+        checked here from the config first; ColBERT's loader caps its lengths instead."""
+        if "load.encoder" not in self.task_spec.stages_for(self.config):
+            return {}
+        s: Any = self.settings
+        out = {"task.max_length": int(s.evaluation.max_length)}
+        if self.trains:
+            out["task.max_seq_length"] = int(s.training.max_seq_length)
+        return out
+
+    def weights_dir(self) -> str | None:
+        """A source run's trained weights where they are what runs, else ``model.path``'s folder."""
+        if self.lineage is not None and self.lineage.model_dir is not None:
+            return self.lineage.model_dir
+        return super().weights_dir()
+
     def check(self, todo: Sequence[Cell]) -> None:
         """Before any model is loaded: every dataset's local folder and files are there, or the hub is reachable
         for its pinned copy (else one error naming each local alternative); then the training data, when this run

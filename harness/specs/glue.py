@@ -36,7 +36,7 @@ def compared_scores() -> dict[str, str]:
     holds one score per task: a record scored otherwise (an F1-scored MRPC record of an older default) is rescored
     or set aside before it is read (:mod:`harness.selection.comparable`)."""
     from harness import specs
-    from harness.glue_metrics import score_key
+    from harness.glue_scores import score_key
 
     definitions = specs.task_node(TASK_FAMILY).get("definitions") or {}
     return {name: score_key(str(d["metric"]), len(d["hub"]["dev"]) > 1) for name, d in definitions.items()}

@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from harness import results
 from harness.data import glue as glue_data
@@ -26,6 +27,16 @@ from harness.work import Work, cost_data
 log = logging.getLogger(__name__)
 
 
+def check_trainer_precision(precision: str, device: str) -> None:
+    """fp16 on a CPU is refused: transformers' Trainer leaves it to accelerate, which autocasts fp16 only on an
+    accelerator (``Accelerator.__init__``: ``native_amp`` stays False for fp16 on cpu), so the run would train and
+    evaluate in fp32 under an fp16 run id and record (its losses equal the fp32 run's to the last bit)."""
+    if precision == "fp16" and not device.startswith(("cuda", "mps", "xpu")):
+        raise HarnessError(f"precision=fp16 on device {device}: transformers' Trainer runs fp32 there (no fp16 "
+                           "autocast on a CPU), so the records would claim fp16 for fp32 numbers; use precision=fp32, "
+                           "auto (bf16 where faster) or bf16, or run on a GPU")
+
+
 class GlueFamily(Family):
     """``task=glue``: one cell per (grid point, GLUE task); RTE/MRPC/STS-B planned after MNLI has run."""
 
@@ -39,9 +50,9 @@ class GlueFamily(Family):
     @cached_property
     def tasks(self) -> list[glue_data.GlueTask]:
         s = self.settings
-        from harness.glue_metrics import METRICS
+        from harness.glue_scores import SCORE_KEYS
 
-        defs = glue_data.task_definitions(s.definitions, METRICS)
+        defs = glue_data.task_definitions(s.definitions, SCORE_KEYS)
         return order_tasks(glue_data.select_tasks(s.tasks, defs), self.chain)
 
     @cached_property
@@ -72,13 +83,27 @@ class GlueFamily(Family):
                 "task.tasks": point.task, "task.lr": point.lr, "task.weight_decay": point.weight_decay,
                 "task.epochs": point.epochs, "task.seed": point.seed, "task.definitions": s.definitions[point.task],
                 "task.data": data[point.task], "task.init": init.run_id or init.checkpoint,
-                "task.eval_batches": s.eval_interval.get(point.task),
+                "task.eval_batches": s.eval_interval.get(point.task), **self.head_identity(),
             })
             rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs,
                                          "seed": point.seed})
             out.append(Cell(point.task, rid, ident, payload=(point, init)))
         self.n_planned += len(out)
         return out
+
+    def head_identity(self) -> dict[str, Any]:
+        """The head this model fine-tunes with (``model.glue``), where it sets one: runs of a model without one keep
+        the ids they had before heads were configurable."""
+        head = self.spec.glue
+        return {} if head is None else {"task.head": asdict(head)}
+
+    def fitted_lengths(self) -> dict[str, int]:
+        return {"task.max_length": int(self.settings.max_length)}
+
+    def check(self, todo: Sequence[Cell]) -> None:
+        """Before any data or model is loaded: the shared checks, and a precision the Trainer really trains in."""
+        super().check(todo)
+        check_trainer_precision(self.precision, self.device)
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
         """Training and dev-evaluation tokens: per task, each epoch of its grid points and every seed the protocol
@@ -105,7 +130,7 @@ class GlueFamily(Family):
         return w
 
     def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
-        from harness.glue_metrics import score_key
+        from harness.glue_scores import score_key
 
         s = self.settings
         names = {c.dataset for c in todo}
