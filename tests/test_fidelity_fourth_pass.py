@@ -42,6 +42,20 @@ def test_mrpc_and_qqp_are_scored_by_accuracy_with_f1_beside(task: str) -> None:
     assert score_note(task, "accuracy").startswith("accuracy, as Table 5 prints it")
 
 
+def test_cfg_job_shows_mrpc_and_qqp_scored_by_accuracy() -> None:
+    """``python -m harness task=glue --cfg job``: the definitions say ``accuracy_f1``, and a note says what scores."""
+    import os
+
+    from tests.forked import run_module
+
+    done = run_module("harness", "task=glue", "--cfg", "job", cwd=REPO,
+                      env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for task in ("mrpc", "qqp"):
+        assert f"# task.definitions.{task}.metric: accuracy_f1 -> scored by accuracy" in done.stderr
+    assert done.stdout.count("metric: accuracy_f1") == 2
+
+
 def write_mrpc(root: Path) -> Path:
     rng = random.Random(1)
     head = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
