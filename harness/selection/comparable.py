@@ -41,6 +41,8 @@ def comparable(path: Path, rec: ResultRecord) -> ResultRecord:
     if want is None or rec.status != STATUS_OK or rec.main_score == want:
         return rec
     why = _not_exact(rec, want)
+    if why is None and not (rec.details or {}).get("per_query"):
+        why = "it keeps no predictions to rescore from (written before GLUE records kept them)"
     if why is None:
         try:
             return _rescored(path, rec, want)
