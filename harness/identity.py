@@ -34,6 +34,8 @@ GLOBAL_EXCLUDE: Mapping[str, str] = {
     "model.keep_layers": "part of model.ref (a pruned variant's kept layers), so unpruned runs keep their ids",
     "model.dpr": "per-model defaults that reach the run only through task.* interpolation (hashed resolved)",
     "model.colbert": "per-model defaults that reach the run only through task.* interpolation (hashed resolved)",
+    "model.glue": "task=glue's head on this encoder: a GLUE run's identity holds it as task.head; no other task "
+                  "reads it",
     "task.runner": "legacy key, not read",
     "task.spec": "what the task means (tables, selection, dependencies); its stages' versions enter as `protocol`",
 }

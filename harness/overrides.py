@@ -211,6 +211,7 @@ def check_key_overrides(argv: list[str]) -> None:
                                "unless the task reads it).")
     if args.cfg:
         _note_attention(cfg, keys)
+        _note_glue_scores(cfg, keys)
     if args.cfg or args.help or args.hydra_help or args.info or args.shell_completion:
         return
     OmegaConf.set_struct(cfg, False)
@@ -222,6 +223,26 @@ def check_key_overrides(argv: list[str]) -> None:
     from harness.preflight import check_output_paths
 
     check_output_paths(cfg.paths)
+
+
+def _note_glue_scores(cfg: DictConfig, keys: list) -> None:
+    """``--cfg`` of task=glue: which metric each task is scored by where its metric kind's name does not say it
+    (``accuracy_f1``: accuracy, F1 recorded beside), a ``task.definitions.<t>.metric=...`` override included."""
+    task = cfg.get("task") or {}
+    if task.get("name") != "glue":
+        return
+    from harness.glue_scores import SCORE_KEYS
+
+    metrics = {str(name): str(d.get("metric")) for name, d in (task.get("definitions") or {}).items()}
+    for o in keys:
+        parts = str(o.key_or_group).split(".")
+        if len(parts) == 4 and parts[:2] == ["task", "definitions"] and parts[3] == "metric":
+            metrics[parts[2]] = str(o.value())
+    for name, metric in metrics.items():
+        key = SCORE_KEYS.get(metric)
+        if key is not None and key != metric:
+            beside = ", its other metrics recorded beside" if metric in ("accuracy_f1", "f1", "f1_accuracy") else ""
+            print(f"# task.definitions.{name}.metric: {metric} -> scored by {key}{beside}", file=sys.stderr)
 
 
 def _note_attention(cfg: DictConfig, keys: list) -> None:

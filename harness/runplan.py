@@ -117,6 +117,8 @@ class RunPlan:
     part: bool = False
     compute: Any = None
     check: Any = None               # check(plan, todo): cheap checks before any work (data present, weights)
+    fitted: Mapping[str, int] = field(default_factory=dict)   # lengths (by config key) the model must position
+    weights: str | None = None      # the local folder of the weights it loads (None: a hub id or a package)
     finish: Any = None              # finish(plan, records): after every round (GLUE writes its selection)
     stages: Any = None
 

@@ -64,6 +64,11 @@ CONFIGS: dict[str, list[str]] = {
                              "task.scoring_protocol=best_epoch"],
     "glue-rte-epoch-slot": ["task=glue", "task.tasks=[rte]", "task.data_dir={data}/glue", "task.epoch_slot=1",
                             "task.scoring_protocol=best_epoch"],
+    # a model with no GLUE head setting (model.glue: null): the MRPC/QQP score change alone
+    "glue-minilm-rte-point": ["task=glue", "model=all-minilm-l6-v2", "task.tasks=[rte]", "task.data_dir={data}/glue",
+                              "task.lr=3e-5", "task.weight_decay=1e-6", "task.epochs=2"],
+    "glue-minilm-mrpc-point": ["task=glue", "model=all-minilm-l6-v2", "task.tasks=[mrpc]", "task.data_dir={data}/glue",
+                               "task.lr=3e-5", "task.weight_decay=1e-6", "task.epochs=2"],
     "beir-shard-job": ["task=beir", "task.train=false", "task.datasets=[scifact]", "task.data_dir={data}",
                        "task.shards=4", "task.shard_launcher=external", "task.shard=1"],
     "efficiency": ["task=efficiency", "task.n_docs=128"],
@@ -71,6 +76,12 @@ CONFIGS: dict[str, list[str]] = {
 }
 COMMON = ["model=modernbert-base", "model.path={tiny}", "model.name=tiny-modernbert", "model.max_length=512", "device=cpu",
           "paths.results={tmp}/results", "paths.outputs={tmp}/outputs", "paths.cache={tmp}/cache"]
+
+
+def common(overrides: list[str]) -> list[str]:
+    """:data:`COMMON`, less its model where a configuration names its own."""
+    own = any(o.startswith("model=") for o in overrides)
+    return [o for o in COMMON if not (own and o.startswith("model="))]
 
 
 def describe(name: str, overrides: list[str]) -> dict[str, Any]:
@@ -198,7 +209,7 @@ def main() -> None:
         triplets.write_text("query\tpositive\tnegative\n" + "".join(f"q{i}\tp{i}\tn{i}\n" for i in range(64)))
         fill = {"tiny": str(HERE / "tests" / "fixtures" / "tiny-modernbert"), "data": str(DATA), "tmp": tmp,
                 "triplets": str(triplets), "kd": str(DATA / "msmarco-hardneg-sample" / "bge_example_msmarco.jsonl")}
-        report = {name: describe(name, [o.format(**fill) for o in [*over, *COMMON]])
+        report = {name: describe(name, [o.format(**fill) for o in [*over, *common(over)]])
                   for name, over in CONFIGS.items()}
     json.dump(report, sys.stdout, indent=1, sort_keys=True, default=str)
     print()

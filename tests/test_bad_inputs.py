@@ -168,6 +168,16 @@ def _glue_bytes(tmp: Path) -> list[str]:
     return glue(tmp)
 
 
+def _glue_fp16(tmp: Path) -> list[str]:
+    write_glue(tmp / "glue")
+    return [a for a in glue(tmp) if a != "precision=fp32"] + ["precision=fp16"]
+
+
+def _positions(model: Path, n: int) -> None:
+    config = model / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "max_position_embeddings": n}))
+
+
 CORPUS = r"{tmp}/data/toy/corpus\.jsonl"
 QUERIES = r"{tmp}/data/toy/queries\.jsonl"
 QRELS = r"{tmp}/data/toy/qrels/test\.tsv"
@@ -283,6 +293,7 @@ CASES = [
          r"{tmp}/glue/RTE/(train|dev)\.tsv", r"sentence2", upfront=False),
     Case("glue-invalid-utf8", lambda t: _glue_bytes(t), r"{tmp}/glue/RTE/dev\.tsv line 5.*byte", UTF8_FIX,
          upfront=False),
+    Case("glue-fp16-on-cpu", _glue_fp16, r"precision=fp16 on device cpu", r"precision=fp32"),
     # --- KD files (ColBERT training) -------------------------------------------------------------------------
     Case("kd-missing", lambda t: colbert(t, f"{t}/kd-nope.jsonl"), r"{tmp}/kd-nope\.jsonl", r"task\.train_data"),
     Case("kd-scores-length", lambda t: colbert(t, kd_rows(t, neg_scores=[1.0])), r"{tmp}/kd\.jsonl line 2",
@@ -300,6 +311,8 @@ CASES = [
          r"{tmp}/model/config\.json", r"Restore the file"),
     Case("model-no-config", lambda t: _model(t, lambda m: (m / "config.json").unlink()), r"{tmp}/model",
          r"config\.json"),
+    Case("model-positions-below-max-length", lambda t: _model(t, lambda m: _positions(m, 32)),
+         r"task\.max_length=64 is above model 'tiny-modernbert''s 32 token positions", r"task\.max_length<=32"),
     Case("model-hub-offline", lambda t: beir(t, "model.path=answerdotai/ModernBERT-base"),
          r"answerdotai/ModernBERT-base", r"model\.path=/path/to/model"),
     Case("model-path-is-a-file", lambda t: beir(t, f"model.path={model_copy(t)}/config.json"),

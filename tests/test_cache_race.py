@@ -134,7 +134,7 @@ def glue(cache: Path) -> Callable[[Build], Any]:
     import datasets  # noqa: F401  (imported before the processes fork: once, not in each of them)
     from transformers import AutoTokenizer
 
-    from harness.training import classification as c
+    from harness.training import glue_tokens as c
 
     def get(built: Build) -> Any:
         original = c.tokenize

@@ -71,7 +71,7 @@ def test_kd_training_on_the_real_sample_then_reuse_across_index_types(tmp_path: 
                                "n_samples": 10, "n_ways": 8, "max_samples": 810000}
     assert trained["report_to"] == "none" and trained["fingerprint"] != rec.model["fingerprint"]
     assert rec.hyperparameters["lr"] == 1e-4 and rec.hyperparameters["train"]["data"]["file_sha"]
-    assert rec.model["colbert"]["head"] == "new projection, seed 12"
+    assert rec.model["colbert"]["head"] == "new projection, seed 42"
     # another index type: a new run id, the same trained model, the same token embeddings (no training, no encoding)
     (again,) = run(compose(overrides(tmp_path, toy_beir, *kd_file(), *mini, "task.index=plaid", "task.top_k=100")))
     assert again.run_id != rec.run_id and again.run_id.startswith("lr=0.0001_index=plaid-")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from harness import specs
 from harness.errors import HarnessError, closest_first
-from harness.results import STATUS_OK, ResultRecord, iter_records
+from harness.results import STATUS_OK, ResultRecord
+from harness.selection.comparable import comparable_records  # one score per column (MRPC/QQP)
 
 Cell = tuple[str, str]          # (table, column) as the leaderboard places a record
 Located = tuple[Path, ResultRecord]
@@ -44,7 +45,7 @@ class Records:
             if not self.results.is_dir():
                 raise HarnessError(f"--results {self.results} does not exist: pass the folder the records were "
                                    "written to, e.g. --results results")
-            self._all = list(iter_records([self.results], warn=False))
+            self._all = list(comparable_records([self.results], warn=False))
         return self._all
 
 
@@ -91,14 +92,16 @@ def run_records(arg: str, task: str | None) -> list[Located]:
     """The ok records of the record or folder ``arg``: one model's, one record per dataset (composite averages
     left out: they keep no per-query scores of their own); anything else is one line saying how to narrow it."""
     path = Path(arg)
-    found = list(iter_records([path.parent if path.is_file() else path], warn=False))
+    found = list(comparable_records([path.parent if path.is_file() else path], warn=False))
     if path.is_file():
         found = [(p, r) for p, r in found if p.resolve() == path.resolve()]
         if not found:
             raise HarnessError(f"{arg} is not a harness result record")
-    found = [(p, r) for p, r in found if r.status == STATUS_OK and (task is None or r.task == task)]
-    if not found:
-        raise HarnessError(f"no ok record for {arg}{f' (task {task})' if task else ''}")
+    kept = [(p, r) for p, r in found if r.status == STATUS_OK and (task is None or r.task == task)]
+    if not kept:
+        aside = next((f": {r.error}" for _, r in found if (r.details or {}).get("set_aside")), "")
+        raise HarnessError(f"no ok record for {arg}{f' (task {task})' if task else ''}{aside}")
+    found = kept
     tasks = sorted({r.task for _, r in found})
     if len(tasks) > 1:
         raise HarnessError(f"{arg} has records of several tasks ({', '.join(tasks)}): pass --task")

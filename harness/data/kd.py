@@ -318,11 +318,32 @@ def load_kd_hub(path: str, revision: str | None, *, n_ways: int, max_samples: in
 
 
 def _hub_commit(path: str, revision: str | None) -> str | None:
-    """The commit ``revision`` resolves to (recorded; the data is then loaded at exactly that commit)."""
+    """The commit ``revision`` resolves to (recorded; the data is then loaded at exactly that commit). A pin (a commit
+    id, full or abbreviated) fails closed: if the hub cannot resolve it, or resolves it to a commit that does not start
+    with it, nothing is loaded; a branch that cannot be resolved is loaded by name, with a warning."""
     from huggingface_hub import HfApi
 
+    pinned = pinned_commit(revision)
     try:
-        return HfApi().dataset_info(path, revision=revision).sha
-    except Exception as exc:   # a private mirror without the API: load by name, record what was asked for
+        sha = HfApi().dataset_info(path, revision=revision).sha
+    except Exception as exc:   # a private mirror without the API: load a branch by name, record what was asked for
+        if pinned:
+            raise DataError(f"KD training set {path}@{revision}: the hub did not resolve the pinned commit "
+                            f"({one_line(exc)}); the set is read only at the commit task.train_data.hub_revision "
+                            f"names. {HUB_FIX}") from None
         log.warning("could not resolve %s@%s to a commit: %s", path, revision, exc)
         return None
+    if pinned and not str(sha).lower().startswith(pinned):
+        raise DataError(f"KD training set {path}@{revision} resolved to commit {sha}, which is not the pinned "
+                        f"{revision}: nothing is read from another commit. Set task.train_data.hub_revision to the "
+                        "commit you mean (a full or abbreviated commit id), or to a branch to read whatever it holds.")
+    return sha
+
+
+def pinned_commit(revision: str | None) -> str | None:
+    """``revision`` lowercased where it is a commit id (7 to 40 hex digits, full or abbreviated), else None (a branch
+    or tag: whatever it points at is read, and the commit recorded)."""
+    import re
+
+    text = str(revision or "").lower()
+    return text if re.fullmatch(r"[0-9a-f]{7,40}", text) else None

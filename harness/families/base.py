@@ -12,6 +12,7 @@ import abc
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.identity import run_identity
@@ -85,6 +86,16 @@ class Family(abc.ABC):
     def cells(self) -> list[Cell]:
         """Every cell the config implies. Pure: reads config (and, at most, records and file hashes), never a
         model or a dataset, so a finished run is skipped without loading anything."""
+
+    def fitted_lengths(self) -> dict[str, int]:
+        """The token lengths (by config key) the encoder must be able to position; checked from its config before
+        it is loaded (:func:`harness.stages.check_model`). None by default."""
+        return {}
+
+    def weights_dir(self) -> str | None:
+        """The local folder of the weights this run loads (None: a hub id or a package, checked when loaded)."""
+        path = Path(str(self.spec.path)).expanduser()
+        return str(path) if path.is_dir() else None
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
         """The tokens a job of this run processes, for the paper graph's cost preview (:mod:`harness.work`);
@@ -166,6 +177,7 @@ class Family(abc.ABC):
             "later": round + 1 < self.n_rounds(), "layout": RunLayout.of(self.cfg.paths),
             "work": self.work(mode, skip), "config": self.config, "overwrite": bool(self.cfg.overwrite),
             "save_run": bool(self.cfg.get("save_run")), "part": self.part_job(), "check": check_model,
+            "fitted": self.fitted_lengths(), "weights": self.weights_dir(),
         }
         fields |= self.computed_by()
         fields.setdefault("header", self.header())

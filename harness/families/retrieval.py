@@ -224,6 +224,23 @@ class RetrievalFamily(Family):
             return model_ref(self.spec)
         return self.lineage.ref({} if self.lineage.model_dir is not None else model_ref(self.spec))
 
+    def fitted_lengths(self) -> dict[str, int]:
+        """What ``load.encoder`` checks once loaded (``task.max_length``; ``task.max_seq_length`` when training),
+        checked here from the config first; ColBERT's loader caps its lengths instead."""
+        if "load.encoder" not in self.task_spec.stages_for(self.config):
+            return {}
+        s: Any = self.settings
+        out = {"task.max_length": int(s.evaluation.max_length)}
+        if self.trains:
+            out["task.max_seq_length"] = int(s.training.max_seq_length)
+        return out
+
+    def weights_dir(self) -> str | None:
+        """A source run's trained weights where they are what runs, else ``model.path``'s folder."""
+        if self.lineage is not None and self.lineage.model_dir is not None:
+            return self.lineage.model_dir
+        return super().weights_dir()
+
     def document_length(self) -> int:
         """The length documents are encoded at (the work estimate's cap): ``task.document_length`` where the task
         has it (ColBERT; MLDR: its ``max_length``), else ``task.max_length``."""
@@ -292,11 +309,10 @@ class RetrievalFamily(Family):
 
 
 def check(plan: RunPlan, todo: Sequence[Cell]) -> None:
-    """Before any model is loaded: the weights reachable (a source run's trained weights are local), every
-    dataset's local folder and files there, or the hub reachable for its pinned copy (else one error naming each
-    local alternative); then the training data, when this run still has to train."""
-    if plan.lineage is None or plan.lineage.model_dir is None:
-        check_model(plan, todo)
+    """Before any model is loaded: the model's checks (:func:`~harness.stages.check_model`), every dataset's local
+    folder and files there, or the hub reachable for its pinned copy (else one error naming each local
+    alternative); then the training data, when this run still has to train."""
+    check_model(plan, todo)
     s = plan.settings
     if plan.trains and plan.stages.train is None:
         raise HarnessError(f"task={plan.task} trains (task.train=true) but its spec lists no train.* stage: add one "

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from harness import specs
-from harness.leaderboard.cells import COMPUTED_MARK, PUBLISHED, Cell, RowKey, fmt
+from harness.leaderboard.cells import COMPUTED_MARK, OTHER_METRIC_MARK, PUBLISHED, Cell, RowKey, fmt
 from harness.leaderboard.layout import AVG, OVERVIEW, table_spec
 from harness.mteb_results.catalog import MTEB_FAMILY, MtebColumn, catalog_columns, configured_subsets
 from harness.mteb_results.reading import MtebModel, models_in, read_file
@@ -58,6 +58,8 @@ class PublishedSource:
     size_column: str | None = "size"
     family_aliases: Mapping[str, str] = field(default_factory=dict)   # printed name -> Table 1 family
     origin_column: str | None = None         # a column naming the paper a row was copied from (Table 5's source)
+    #: (printed model, CSV header) -> (metric, why): a printed number in another metric than its column's, footnoted
+    other_metric: Mapping[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
     def row_key(self, printed: str, size: str) -> RowKey:
         if self.size_column is None:   # mmBERT card: "mmBERT-small (22 layers)" or "L13H384-<kept layers>"
@@ -67,6 +69,11 @@ class PublishedSource:
         return RowKey(f"{fam}-{size}", fam, size, PUBLISHED)
 
 
+#: why Table 5's GTE-en-MLM QQP cells are footnoted (docs/fidelity.md, the MRPC/QQP row)
+_GTE_QQP = ("Table 5 mixes metrics here: its QQP column is accuracy (RoBERTa's and DeBERTaV3's sources print "
+            "accuracy; BERT's, NomicBERT's and ModernBERT's values sit in the accuracy range), while GTE-en-MLM's 88.8 "
+            "(base) / 89.2 (large) look like the F1 its source reports; not comparable with the column's accuracy")
+
 SOURCES: tuple[PublishedSource, ...] = (
     PublishedSource("modernbert-table1", "modernbert_table1_overview.csv", MODERNBERT_PAPER, OVERVIEW_TABLE,
                     "Table 1", {c.id: c.id for c in OVERVIEW}),
@@ -74,7 +81,7 @@ SOURCES: tuple[PublishedSource, ...] = (
                     {c: c for c in _columns("efficiency")}),
     PublishedSource("modernbert-table5", "modernbert_table5_glue.csv", MODERNBERT_PAPER, "glue", "Table 5",
                     {t: t for t in _columns("glue")}, family_aliases={"DeBERTav3": "DeBERTaV3", "NomicBERT-2048": "NomicBERT"},
-                    origin_column="source"),
+                    origin_column="source", other_metric={("GTE-en-MLM", "qqp"): ("F1", _GTE_QQP)}),
     PublishedSource("modernbert-table7", "modernbert_table7_beir_dpr.csv", MODERNBERT_PAPER, "beir", "Table 7", _BEIR_CSV),
     PublishedSource("modernbert-table8", "modernbert_table8_beir_colbert.csv", MODERNBERT_PAPER, "colbert", "Table 8", _BEIR_CSV),
     PublishedSource("mmbert-pruned-nanobeir", "mmbert_pruned_nanobeir.csv", MMBERT_CARD, "nanobeir", "model card table",
@@ -155,7 +162,11 @@ def read_source(source: PublishedSource, directory: Path | None = None) -> list[
                 if source.origin_column and line.get(source.origin_column, "").strip():
                     src["copied_from"] = line[source.origin_column].strip()
                     note += f" (copied there from {src['copied_from']})"
-                cells[(source.table, column)] = Cell(float(text), text, note=note, sources=[src])
+                metric, why = source.other_metric.get((printed, header), ("", ""))
+                if metric:
+                    note += f"; {OTHER_METRIC_MARK} {metric}, not the column's metric: {why}"
+                cells[(source.table, column)] = Cell(float(text), text + (OTHER_METRIC_MARK if metric else ""),
+                                                     note=note, sources=[src], other_metric=metric)
             rows.append(PublishedRow(key, printed, cells))
     return rows
 

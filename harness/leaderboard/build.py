@@ -6,7 +6,7 @@ import datetime as _dt
 import os
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,16 @@ from harness.leaderboard.baselines import (
     load_published,
     mteb_source,
 )
-from harness.leaderboard.cells import COMPUTED_MARK, PARTIAL_MARK, PUBLISHED, SUBSET_MARK, Cell, RowKey, fmt
+from harness.leaderboard.cells import (
+    COMPUTED_MARK,
+    OTHER_METRIC_MARK,
+    PARTIAL_MARK,
+    PUBLISHED,
+    SUBSET_MARK,
+    Cell,
+    RowKey,
+    fmt,
+)
 from harness.leaderboard.layout import AVG, OVERVIEW, auto_scale, table_spec, table_specs
 from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records, selected
 from harness.leaderboard.series import collect, latest_only
@@ -74,6 +83,9 @@ def rules_text(combine_rule: str) -> list[str]:
         f"{LOCAL_MARK} marks a number {MEANING} (records say where their data came from; one written before they "
         "did is local data when it read task.data_dir for a dataset whose catalog entry names a hub copy); it sorts "
         "after other numbers and an average over such a cell carries the mark too.",
+        f"{OTHER_METRIC_MARK} marks a published number in another metric than its column's (Table 5's QQP column is "
+        "accuracy, but it copies GTE-en-MLM's F1): footnoted, never marked best; an average over such a cell (Table 1's "
+        "GLUE of that row) carries the mark too.",
         "Best value per column (among complete full-set values of the rows shown) is marked in bold.",
     ]
 
@@ -105,11 +117,23 @@ def _published_mean(cells: dict[str, Cell], expected: Sequence[str], where: str)
     here in decimal and labelled as such."""
     if not all(d in cells for d in expected):
         return None
-    mean = sum(Decimal(cells[d].text) for d in expected) / len(expected)
+    mean = sum(Decimal(cells[d].text.rstrip(OTHER_METRIC_MARK)) for d in expected) / len(expected)
     number = str(mean.quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
-    return Cell(float(number), number + COMPUTED_MARK, n=len(expected), computed=True,
-                note=f"{COMPUTED_MARK} computed here: mean of the {len(expected)} published scores ({where} prints "
-                "no average; not a published number)")
+    return _over_other_metrics(Cell(
+        float(number), number + COMPUTED_MARK, n=len(expected), computed=True,
+        note=f"{COMPUTED_MARK} computed here: mean of the {len(expected)} published scores ({where} prints no "
+             "average; not a published number)"), cells, expected)
+
+
+def _over_other_metrics(avg: Cell, cells: dict[str, Cell], expected: Sequence[str]) -> Cell:
+    """``avg`` marked where it averages a published number in another metric than its column's."""
+    odd = [d for d in expected if d in cells and cells[d].other_metric]
+    if not odd:
+        return avg
+    metrics = sorted({cells[d].other_metric for d in odd})
+    return replace(avg, text=avg.text + OTHER_METRIC_MARK, other_metric="/".join(metrics),
+                   note=f"{avg.note}; {OTHER_METRIC_MARK} averages {', '.join(odd)} in {'/'.join(metrics)}, not "
+                        "its column's metric")
 
 
 def _published_averages(overview: dict[RowKey, dict[str, Cell]],
@@ -120,7 +144,7 @@ def _published_averages(overview: dict[RowKey, dict[str, Cell]],
         for col in OVERVIEW:
             rows = by_table.get(col.table, {})
             if col.column == AVG and col.id in cells and key in rows and AVG not in rows[key]:
-                rows[key][AVG] = cells[col.id]
+                rows[key][AVG] = _over_other_metrics(cells[col.id], rows[key], list(rows[key]))
 
 
 def _row_order(key: RowKey) -> tuple:

@@ -12,6 +12,9 @@ PUBLISHED = "published"
 THIS_RUN = "this run"
 PARTIAL_MARK = "*"
 COMPUTED_MARK = "†"
+#: a published number in another metric than its column's (Table 5 copies GTE-en-MLM's QQP F1 into an accuracy
+#: column): footnoted, never marked best
+OTHER_METRIC_MARK = "◊"
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class Cell:
     computed: bool = False            # derived here from published numbers (not itself published)
     subset: bool = False              # evaluated on part of a dataset (max_queries/...): never ranked, never best
     local: bool = False               # computed on data that is not the official copy: never ranked, never best
+    other_metric: str = ""            # a published number in another metric than the column's: never ranked
     note: str = ""                    # shown in tooltips and footnotes
     sources: list[dict[str, Any]] = field(default_factory=list)   # provenance, one dict per record/source
 
@@ -63,6 +67,8 @@ class Cell:
             out["sub"] = 1
         if self.local:
             out["loc"] = 1
+        if self.other_metric:
+            out["om"] = self.other_metric
         if self.note:
             out["note"] = self.note
         if self.sources:
@@ -71,8 +77,9 @@ class Cell:
 
 
 def ranked(cell: Cell) -> bool:
-    """A cell that competes for best: a number, complete, on the full official datasets."""
-    return cell.value is not None and not cell.partial and not cell.subset and not cell.local
+    """A cell that competes for best: a number, complete, on the full official datasets, in its column's metric."""
+    return (cell.value is not None and not cell.partial and not cell.subset and not cell.local
+            and not cell.other_metric)
 
 
 def fmt(value: float, decimals: int = 1) -> str:

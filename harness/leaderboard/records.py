@@ -18,7 +18,8 @@ from harness.data_origin import MEANING, local_data
 from harness.leaderboard.cells import LOCAL_MARK, SUBSET_MARK, Cell, RowKey, fmt
 from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
 from harness.registry import Registry
-from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, evaluated_subset, iter_records
+from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, evaluated_subset
+from harness.selection.comparable import comparable_records, set_aside_lines
 from harness.selection.rules import BestConfigPerDataset, configuration, rule_for
 
 COMBINE_RULES: Registry[str] = Registry("combine rule", {
@@ -46,7 +47,8 @@ class Loaded:
 def load_records(dirs: Sequence[str | os.PathLike]) -> tuple[list[Loaded], list[str]]:
     """Every record under ``dirs`` (derived ``selected/`` summaries excluded). Malformed or foreign JSON, and a
     record of a schema this harness does not read (``schema_version``), is skipped with a warning naming the file;
-    the warnings are also returned for the page. An ok record with a NaN or infinite metric reads as failed
+    the warnings are also returned for the page, with a line per group of records read in another score than their
+    column compares and not rescorable (set aside: :mod:`harness.selection.comparable`). An ok record with a NaN or infinite metric reads as failed
     (:func:`harness.results.fail_nonfinite`): never a number in a cell or an average."""
     loaded: list[Loaded] = []
     with warnings.catch_warnings(record=True) as caught:
@@ -56,13 +58,14 @@ def load_records(dirs: Sequence[str | os.PathLike]) -> tuple[list[Loaded], list[
             if not root.is_dir():
                 warnings.warn(f"skipping {root}: not a directory", stacklevel=2)
                 continue
-            for path, record in iter_records(root):
+            for path, record in comparable_records(root):
                 if path.relative_to(root).parts[0] not in DERIVED_DIRS:
                     loaded.append(Loaded(path, record))
     for w in caught:   # re-raise to the caller's filters, category kept
         warnings.warn(w.message, stacklevel=2)
     skipped = [str(w.message) for w in caught if str(w.message).startswith("skipping ")]
-    return _dedupe(loaded), skipped
+    loaded = _dedupe(loaded)
+    return loaded, skipped + [f"set aside: {line}" for line in set_aside_lines(i.record for i in loaded)]
 
 
 def _dedupe(loaded: list[Loaded]) -> list[Loaded]:

@@ -10,6 +10,7 @@ from harness.leaderboard.build import Leaderboard, Table
 from harness.leaderboard.cells import (
     COMPUTED_MARK,
     LOCAL_MARK,
+    OTHER_METRIC_MARK,
     PARTIAL_MARK,
     SUBSET_MARK,
     Cell,
@@ -42,14 +43,15 @@ def csv_value(cell: Cell | None) -> str:
     """The number alone: published text verbatim; partial marker and ±std moved to the notes column."""
     if cell is None:
         return ""
-    return cell.text.rstrip(PARTIAL_MARK + COMPUTED_MARK + SUBSET_MARK + LOCAL_MARK).split("±")[0]
+    return cell.text.rstrip(PARTIAL_MARK + COMPUTED_MARK + SUBSET_MARK + LOCAL_MARK + OTHER_METRIC_MARK).split("±")[0]
 
 
 def _notes(table: Table, key: RowKey) -> list[str]:
     labels = dict(table.columns)
     out = []
     for col, cell in table.cells[key.id].items():
-        if cell.partial or cell.failed or cell.computed or cell.subset or cell.local or cell.std is not None:
+        if (cell.partial or cell.failed or cell.computed or cell.subset or cell.local or cell.other_metric
+                or cell.std is not None):
             out.append(f"{labels.get(col, col)}: {cell.note}")
     return out
 

@@ -3,6 +3,9 @@ efficiency sets), read from the transformers config, so no model is capped diffe
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 #: model types whose position ids start after the padding index (RoBERTa: ``cumsum(mask) + padding_idx``, so
@@ -56,3 +59,14 @@ def usable_positions(model_or_config: Any) -> int | None:
         pad = getattr(config, "pad_token_id", None)
         n -= (pad if isinstance(pad, int) else _DEFAULT_PAD) + 1
     return n
+
+
+def positions_in(folder: str | Path) -> int | None:
+    """:func:`usable_positions` of the model in ``folder``, read from its ``config.json`` alone (no weights, no
+    transformers): what planning checks a run's lengths against before any model is loaded. None when the folder has
+    no readable config or it does not say."""
+    try:
+        data = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return usable_positions(SimpleNamespace(**data)) if isinstance(data, dict) and "model_type" in data else None

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.typed import build, choices, from_conf
+from harness.typed import at_least, build, choices, from_conf
 
 
 @dataclass
@@ -23,6 +23,25 @@ class ColbertDefaults:
     """Per-model ColBERT defaults (Table 9 LR), read by task=colbert."""
 
     lr: float
+
+
+@dataclass
+class GlueHead:
+    """The sequence-classification head task=glue fine-tunes on a ModernBERT encoder, and the dropout around it: what
+    the authors' FlexBERT evaluation built (conf/model/modernbert-*.yaml cites each; docs/fidelity.md). The
+    ``classifier_*`` and ``attention_dropout`` keys are transformers' ``ModernBertConfig`` keys, set before the model
+    is built; ``classifier_norm`` and ``attention_output_dropout`` are FlexBERT settings transformers' ModernBERT has
+    no key for, applied to the built model."""
+
+    classifier_pooling: str = choices("cls", "mean")
+    classifier_activation: str
+    classifier_dropout: float = at_least(0, below=1)
+    #: false: no LayerNorm after the head's activation (transformers' ModernBertPredictionHead always has one)
+    classifier_norm: bool
+    #: on the attention probabilities (transformers also applies it to the attention output: see the next key)
+    attention_dropout: float = at_least(0, below=1)
+    #: on the attention output projection; null: transformers' own (= attention_dropout)
+    attention_output_dropout: float | None = at_least(0, below=1, null="attention_dropout's value (transformers')")
 
 
 @dataclass
@@ -45,6 +64,8 @@ class ModelSpec:
     trust_remote_code: bool
     dpr: DprDefaults | None
     colbert: ColbertDefaults | None
+    #: task=glue's head on this encoder (ModernBERT: the authors' FlexBERT head); null: the checkpoint's config as is
+    glue: GlueHead | None
     #: a layer-pruned variant built at load time: the original indices of the encoder layers to keep, in order
     keep_layers: list[int] | None
 

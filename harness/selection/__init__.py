@@ -12,6 +12,7 @@ from typing import Any
 from harness import layout, results, specs
 from harness.errors import HarnessError
 from harness.results import ResultRecord
+from harness.selection.comparable import comparable_records
 from harness.selection.rules import SCHEMA, Choice, rule_for
 
 __all__ = ["SCHEMA", "Choice", "choose", "default_out_dir", "load_selections", "prune_checkpoints",
@@ -37,14 +38,15 @@ def default_out_dir(results_dir: str | Path, experiment: str | None = None) -> P
 
 def load_selections(family: str, results_dir: str | Path, model: str | None = None, experiment: str | None = None
                     ) -> tuple[dict[str, Choice], list[ResultRecord]]:
-    """Choices per model for ``family`` from the records under ``results_dir`` (and the records read); with
+    """Choices per model for ``family`` from the records under ``results_dir`` (and the records read, each in the
+    score its column compares: :mod:`harness.selection.comparable`); with
     ``experiment``, only the records of that experiment (the ``experiment`` config key) count. A record of a schema
     this harness does not read is refused (it might be the one to select), naming the file."""
     if not Path(results_dir).is_dir():
         specs.find(family) or specs.get(family)   # an unknown task is named first (it may be a typo)
         raise HarnessError(f"results directory {results_dir} does not exist; run a sweep first or pass --results")
     try:
-        recs = [r for _, r in results.iter_records(results_dir, strict_schema=True)
+        recs = [r for _, r in comparable_records(results_dir, strict_schema=True)
                 if experiment is None or r.experiment == experiment]
     except results.UnknownSchemaError as exc:   # a record it cannot read could be the one to select: refuse
         raise HarnessError(f"record {exc}") from None

@@ -11,6 +11,7 @@ from harness import results, specs
 from harness.errors import HarnessError, one_line
 from harness.preflight import check_writable_dir
 from harness.selection import default_out_dir, jsonable, load_selections, prune_checkpoints, selection_path
+from harness.selection.comparable import set_aside_lines
 from harness.selection.rules import rule_for
 
 
@@ -42,14 +43,18 @@ def main(argv: list[str] | None = None) -> int:
         if Path(args.results).is_dir():   # a missing one is named by load_selections (an unknown task first)
             check_out(out_dir, given=args.out is not None)
         choices, recs = load_selections(args.task, args.results, args.model, args.experiment)
+        aside = set_aside_lines(r for r in recs if r.task == args.task
+                                and (args.model is None or (r.model or {}).get("name") == args.model))
         if not choices:
-            raise nothing_to_select(args, recs)
+            raise nothing_to_select(args, recs, aside)
         rule = rule_for(specs.get(args.task).selection)
         for name, choice in choices.items():
             path = selection_path(out_dir, args.task, name)
             results.atomic_write_json(path, jsonable(choice.summary))
             print(rule.format(choice))
             print(f"  -> {path}")
+        for line in aside:   # records in another score than their column's: never selected beside it
+            print(f"set aside: {line}")
             if args.prune_checkpoints:
                 for d in prune_checkpoints(choice, recs):
                     print(f"  pruned {d}")
@@ -68,10 +73,14 @@ def check_out(out_dir: Path, given: bool) -> None:
             ". Choose", " (the default --out: selected/ beside --results). Choose", 1)) from None
 
 
-def nothing_to_select(args: argparse.Namespace, recs: list[results.ResultRecord]) -> HarnessError:
-    """Why no model has a selection: no record of the task there, or only failed ones (the first one's error)."""
+def nothing_to_select(args: argparse.Namespace, recs: list[results.ResultRecord], aside: list[str]) -> HarnessError:
+    """Why no model has a selection: no record of the task there, only records in another score than their
+    column's (set aside, with the rerun command), or only failed ones (the first one's error)."""
     where = (f"under {args.results}" + (f" for model {args.model}" if args.model else "")
              + (f" in experiment {args.experiment!r}" if args.experiment else ""))
+    if aside:
+        return HarnessError(f"no {args.task} record {where} can be selected: {aside[0]}"
+                            + (f" (and {len(aside) - 1} more such group(s))" if len(aside) > 1 else ""))
     failed = [r for r in recs if r.task == args.task and r.status == results.STATUS_FAILED
               and (args.model is None or (r.model or {}).get("name") == args.model)]
     if not failed:

@@ -19,6 +19,7 @@ from typing import Any
 from harness.data_origin import local_data
 from harness.registry import Registry
 from harness.results import STATUS_FAILED, STATUS_OK, ResultRecord, evaluated_subset, stable_hash
+from harness.selection.comparable import set_aside_lines
 from harness.specs import SelectionSpec
 from harness.specs.glue import expected_seed_count, paper_baselines, paper_tasks, score_note
 
@@ -90,12 +91,15 @@ class SelectionRule(abc.ABC):
         """{model name: choice} over the usable records (``key`` maps a record to its cell)."""
         by_model: dict[str, list[ResultRecord]] = defaultdict(list)
         failed: dict[str, int] = defaultdict(int)
+        aside: dict[str, list[ResultRecord]] = defaultdict(list)   # read in another score (selection.comparable)
         for r in records:
             name = str((r.model or {}).get("name") or (r.model or {}).get("path") or "unknown")
             if usable(r):
                 by_model[name].append(r)
             elif r.status == STATUS_FAILED:
                 failed[name] += 1
+            elif (r.details or {}).get("set_aside"):
+                aside[name].append(r)
         out = {}
         for name, recs in sorted(by_model.items()):
             # a subset run, or one on local data, never competes with a full run on the official data
@@ -104,6 +108,7 @@ class SelectionRule(abc.ABC):
             if choice is not None:
                 choice.summary = {"schema": SCHEMA, "task": recs[0].task, "model": choice.model,
                                   "selection_rule": self.description, "failed_runs": failed.get(name, 0),
+                                  **({"set_aside": set_aside_lines(aside[name])} if aside.get(name) else {}),
                                   **choice.summary}
                 out[name] = choice
         return out

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from harness.errors import HarnessError, one_line
 from harness.series import plan as planning
+from harness.series.complete import BROKEN
 from harness.series.settings import Settings
 
 
@@ -90,6 +91,7 @@ def run(argv: list[str]) -> int:
     tables = series_tables(plan)
     if tables:
         print("\n" + tables + "\n", flush=True)
+    check_evaluated(plan)
     if settings.launcher == "slurm":
         print(f"[series {settings.name}] follow the jobs with: python -m harness.series "
               f"{' '.join(shlex.quote(a) for a in settings.argv if a != '--watch')} --dry-run", flush=True)
@@ -119,10 +121,20 @@ def nothing_found(settings: Settings, plan: planning.Plan) -> HarnessError:
                         "names, list them with --checkpoints, or add --watch to wait for a training job to write them")
 
 
+def check_evaluated(plan: planning.Plan) -> None:
+    """Broken checkpoints (their trainer finished, their files are not whole) when none was evaluated: an error,
+    naming the first, never a quiet exit 0 as if they were still being written."""
+    broken = [u for u in plan.units if (u.skipped or "").startswith(BROKEN)]
+    if broken and not any(u.done for u in plan.units):
+        first = broken[0]
+        raise HarnessError(f"no checkpoint could be evaluated: {len({u.step for u in broken})} broken, the first "
+                           f"(step {first.step}, {first.checkpoint.folder}) {first.skipped}")
+
+
 def check_plannable(plan: planning.Plan) -> None:
     """A problem every complete checkpoint has (a dataset or setting its runs cannot use) is the command's error,
-    not one skip per checkpoint."""
-    complete = [u for u in plan.units if not (u.skipped or "").startswith("still being written")]
+    not one skip per checkpoint; broken checkpoints are said at the end (:func:`check_evaluated`)."""
+    complete = [u for u in plan.units if not (u.skipped or "").startswith(("still being written", BROKEN))]
     reasons = {u.skipped for u in complete}
     if complete and len(reasons) == 1 and None not in reasons:
         raise HarnessError(str(next(iter(reasons))).removeprefix("cannot be planned: "))

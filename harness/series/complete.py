@@ -5,7 +5,8 @@ file is as long as its header says (:func:`harness.models.weights.check_safetens
 names only shards that are there (and whole), and (3) its writer is done: the Hugging Face Trainer's
 ``trainer_state.json`` is there and parses (the Trainer writes it last, after the weights, optimizer and RNG
 states), or, for folders no Trainer wrote, nothing in the folder has changed for ``settle`` seconds. ``.bin``
-weights have no header to check, so (3) is what vouches for them.
+weights have no header to check, so (3) is what vouches for them. A folder whose writer is done (3) but whose
+config or weights are not whole is broken, never "still being written".
 """
 
 from __future__ import annotations
@@ -82,10 +83,20 @@ def _weights(folder: Path) -> str | None:
     return _whole(single)
 
 
+#: how a checkpoint that will never complete is described (its writer finished, its files are not whole)
+BROKEN = "broken"
+
+
 def incomplete(folder: Path, settle: float, now: float | None = None) -> str | None:
-    """Why ``folder`` cannot be read yet (one phrase), or None when it is a complete checkpoint."""
+    """Why ``folder`` cannot be read yet (one phrase), or None when it is a complete checkpoint. A folder whose
+    ``trainer_state.json`` (written last) is whole while its config or weights are not is :data:`BROKEN`, not in
+    progress: waiting will not complete it."""
     problem = _json(folder / "config.json") or _weights(folder)
     if problem:
+        if (folder / TRAINER_MARKER).exists() and _json(folder / TRAINER_MARKER) is None:
+            problem = problem.replace(" yet", "").replace("not whole JSON", "not valid JSON")
+            return (f"{BROKEN}: {problem}, though its {TRAINER_MARKER} (which the trainer writes last) is there: "
+                    "it will not complete; rewrite or remove the checkpoint")
         return f"still being written: {problem}"
     if (folder / TRAINER_MARKER).exists():
         marker = _json(folder / TRAINER_MARKER)

@@ -38,8 +38,19 @@ def code_of(name: str) -> Any:
 
 
 def check_model(plan: RunPlan, todo: Sequence[Cell]) -> None:
-    """The weights this run loads are reachable (a local folder was checked when planning): every run's first check
-    before any work (it loads no model and parses no data)."""
-    from harness.models import check_available
+    """Every run's first check before any work (it loads no model and parses no data): the attention it asks for is
+    available (one rule for every task: flash_attention_2 needs flash-attn, never another kernel), the weights are
+    reachable (a source run's local weights were checked when planning), and each length the run fits is within the
+    model's positions, read from its config.json (a series of checkpoints is refused once, not per checkpoint)."""
+    from harness.models import _check_attn, check_available
 
-    check_available(plan.model)
+    _check_attn(plan.model)
+    if plan.lineage is None or plan.lineage.model_dir is None:
+        check_available(plan.model)
+    if plan.fitted and plan.weights is not None:
+        from harness.models.positions import positions_in
+        from harness.stages.load import check_length
+
+        n = positions_in(plan.weights)
+        for key, length in plan.fitted.items():
+            check_length(n, length, plan.model_name, key)

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
     from harness.families.glue.decay import check_decay
     from harness.families.glue.point import hyperparameters, load_data, run_point
-    from harness.glue_metrics import score_key
+    from harness.glue_scores import score_key
     from harness.training import tracking
 
     s = plan.settings

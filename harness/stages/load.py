@@ -56,9 +56,13 @@ def colbert(ctx: StageContext[ColbertTask], spec: ModelSpec) -> tuple[Any, dict[
 
 def check_positions(model: Any, length: int, name: str, key: str) -> None:
     """A length above the model's positions cannot be encoded: say so, and the largest that works."""
-    n = usable_positions(model)
-    if n is not None and length > n:
+    check_length(usable_positions(model), length, name, key)
+
+
+def check_length(positions: int | None, length: int, name: str, key: str) -> None:
+    """``key=length`` within ``positions`` (None: the config does not say, nothing to check), else one line."""
+    if positions is not None and length > positions:
         raise HarnessError(
-            f"{key}={length} is above model {name!r}'s {n} token positions; set {key}<={n} (the model's maximum), "
-            "or use a model with longer positions."
+            f"{key}={length} is above model {name!r}'s {positions} token positions; set {key}<={positions} (the "
+            "model's maximum), or use a model with longer positions."
         )

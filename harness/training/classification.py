@@ -4,17 +4,15 @@ batches, patience in batches on one metric, every parameter decayed, the last ev
 (per-epoch evaluations, patience in evaluations on the task score, HF's decay groups, the best one restored).
 
 The pieces are the library's: ``AutoModelForSequenceClassification``, ``Trainer``, ``EarlyStoppingCallback``,
-``DataCollatorWithPadding``. This module adds tokenisation with an on-disk cache, loading an encoder from
-another task's checkpoint with a fresh head (MNLI chaining), and turning a NaN loss into a clear error.
+``DataCollatorWithPadding``. This module adds loading an encoder from another task's checkpoint with a fresh head
+(MNLI chaining) and the ModernBERT head the authors built (:mod:`harness.training.glue_head`), and turning a NaN
+loss into a clear error; the tokenised splits and their cache are :mod:`harness.training.glue_tokens`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,18 +22,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from harness.cache_entry import Unusable, get_or_build, publish
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
 from harness.training.arguments import training_arguments as shared_training_arguments
 from harness.training.callbacks import BatchPatienceStopping, NaNLossGuard, ProgressLines
 from harness.training.finish import check_loss
+from harness.training.glue_tokens import cached_tokenize, token_hash, tokenize  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     import datasets
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from harness.data.glue import Split
+    from harness.models.spec import GlueHead
     from harness.training.settings import GlueTraining, TrainRun
     from harness.training.tracking import Tracker
 
@@ -105,85 +103,30 @@ class TrainOutcome:
     labels: np.ndarray | None = None
 
 
-# ---------------------------------------------------------------------------------------------- data
-def tokenize(split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, regression: bool) -> datasets.Dataset:
-    """Token ids (no padding: the collator pads per batch) and labels of one split."""
-    import datasets
-
-    enc = tokenizer(split.text_a, split.text_b, truncation=True, max_length=max_length)
-    data = {k: enc[k] for k in enc if k in ("input_ids", "attention_mask", "token_type_ids")}
-    data["labels"] = [float(v) for v in split.labels] if regression else [int(v) for v in split.labels]
-    return datasets.Dataset.from_dict(data)
-
-
-def cached_tokenize(
-    split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, regression: bool, cache_dir: Path | None
-) -> datasets.Dataset:
-    """:func:`tokenize`, stored under ``cache_dir`` (keyed by the caller: model, data, max length) and reused only
-    where it is what it claims (``claim.json``: its folder's key and the content hash of the texts and labels it
-    was made from) and holds this split's labels; else rebuilt, with a warning. Concurrent jobs build it once
-    (the lock ``<cache_dir>.lock``); it is written aside and renamed into place, a valid entry never replaced."""
-    import datasets
-
-    datasets.disable_progress_bars()
-    if cache_dir is None:
-        return tokenize(split, tokenizer, max_length, regression)
-    claim = {"key": f"{cache_dir.parent.name}/{cache_dir.name}", "data": _split_hash(split), "max_length": max_length}
-    labels = [float(v) for v in split.labels] if regression else [int(v) for v in split.labels]
-
-    def read() -> datasets.Dataset | None:
-        if not cache_dir.exists():
-            return None
-        try:
-            ds = datasets.load_from_disk(str(cache_dir))
-            found = json.loads((cache_dir / "claim.json").read_text())
-        except Exception as exc:  # a corrupt or vanishing entry goes through the lock, never trusted
-            raise Unusable(f"is unreadable ({type(exc).__name__}: {exc})") from None
-        if found != claim or len(ds) != len(split) or list(ds["labels"]) != labels:
-            raise Unusable("is not the texts and labels it claims (or has no claim)")
-        return ds
-
-    def build() -> datasets.Dataset:
-        ds = tokenize(split, tokenizer, max_length, regression)
-        tmp = cache_dir.with_name(f".{cache_dir.name}.tmp{time.time_ns()}")
-        try:
-            ds.save_to_disk(str(tmp))
-            (tmp / "claim.json").write_text(json.dumps(claim))
-            publish(tmp, cache_dir)   # an entry already there (another job finished it first) is kept
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return datasets.load_from_disk(str(cache_dir))
-
-    return get_or_build(read, build, cache_dir, what=f"tokenisation cache {cache_dir}")[0]
-
-
-def _split_hash(split: Split) -> str:
-    h = hashlib.sha256()
-    for a, b, y in zip(split.text_a, split.text_b or [None] * len(split.text_a), split.labels, strict=True):
-        h.update(json.dumps([a, b, y]).encode())
-    return h.hexdigest()[:24]
-
-
 # ---------------------------------------------------------------------------------------------- model
 def load_classifier(
     model_dir: str, num_labels: int, *, attn_implementation: str = "sdpa", init_from: str | None = None,
-    trust_remote_code: bool = False,
+    trust_remote_code: bool = False, head: GlueHead | None = None, device: str | None = None,
 ) -> PreTrainedModel:
-    """A classifier on the pretrained encoder in ``model_dir`` with a fresh head; with ``init_from`` (a fine-tuned
-    classifier, e.g. MNLI's best checkpoint), the encoder weights come from there and the head stays fresh."""
+    """A classifier on the pretrained encoder in ``model_dir`` with a fresh head (``head``: the settings of a
+    ModernBERT's head, ``model.glue``; None: the checkpoint's config as is); with ``init_from`` (a fine-tuned
+    classifier, e.g. MNLI's best checkpoint), the encoder weights come from there and the head stays fresh.
+    ``device``: where it runs (the attention ``auto`` resolves to depends on it; None: this machine's GPU if any)."""
     from transformers import AutoModelForSequenceClassification
 
     from harness.models.load import attention_for, unpad_if_varlen
+    from harness.training.glue_head import apply_head, head_config
 
-    kwargs: dict[str, Any] = {"attn_implementation": attention_for(attn_implementation, model_dir),
+    kwargs: dict[str, Any] = {"attn_implementation": attention_for(attn_implementation, model_dir, device),
                               "trust_remote_code": trust_remote_code}
     problem_type = "regression" if num_labels == 1 else "single_label_classification"
     try:
         model = AutoModelForSequenceClassification.from_pretrained(
-            model_dir, num_labels=num_labels, problem_type=problem_type, **kwargs
+            model_dir, num_labels=num_labels, problem_type=problem_type, **kwargs, **head_config(head, model_dir)
         )
     except (OSError, ValueError) as exc:
         raise HarnessError(f"could not load a sequence classifier from {model_dir}: {exc}") from exc
+    apply_head(model, head)
     if init_from is not None:
         if not Path(init_from, "config.json").exists():
             raise HarnessError(

@@ -5,17 +5,30 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
 from functools import cached_property
 from typing import Any, ClassVar
 
 from harness import results
 from harness.data import glue as glue_data
+from harness.errors import HarnessError
 from harness.families.base import Family
 from harness.families.glue.chain import resolve_init
 from harness.families.glue.grid import GlueSettings, epoch_values, order_tasks, plan, seeds
-from harness.runplan import Cell
+from harness.runplan import Cell, RunPlan
 from harness.specs import dependencies
+from harness.stages import check_model
 from harness.work import Work, cost_data
+
+
+def check_trainer_precision(precision: str, device: str) -> None:
+    """fp16 on a CPU is refused: transformers' Trainer leaves it to accelerate, which autocasts fp16 only on an
+    accelerator (``Accelerator.__init__``: ``native_amp`` stays False for fp16 on cpu), so the run would train and
+    evaluate in fp32 under an fp16 run id and record (its losses equal the fp32 run's to the last bit)."""
+    if precision == "fp16" and not device.startswith(("cuda", "mps", "xpu")):
+        raise HarnessError(f"precision=fp16 on device {device}: transformers' Trainer runs fp32 there (no fp16 "
+                           "autocast on a CPU), so the records would claim fp16 for fp32 numbers; use precision=fp32, "
+                           "auto (bf16 where faster) or bf16, or run on a GPU")
 
 
 class GlueFamily(Family):
@@ -29,9 +42,9 @@ class GlueFamily(Family):
     @cached_property
     def tasks(self) -> list[glue_data.GlueTask]:
         s = self.settings
-        from harness.glue_metrics import METRICS
+        from harness.glue_scores import SCORE_KEYS
 
-        defs = glue_data.task_definitions(s.definitions, METRICS)
+        defs = glue_data.task_definitions(s.definitions, SCORE_KEYS)
         return order_tasks(glue_data.select_tasks(s.tasks, defs), self.chain)
 
     @cached_property
@@ -62,12 +75,22 @@ class GlueFamily(Family):
                 "task.tasks": point.task, "task.lr": point.lr, "task.weight_decay": point.weight_decay,
                 "task.epochs": point.epochs, "task.seed": point.seed, "task.definitions": s.definitions[point.task],
                 "task.data": data[point.task], "task.init": init.run_id or init.checkpoint,
-                "task.eval_batches": s.eval_interval.get(point.task),
+                "task.eval_batches": s.eval_interval.get(point.task), **self.head_identity(),
             })
             rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs,
                                          "seed": point.seed})
             out.append(Cell(point.task, rid, ident, payload=(point, init)))
         return out
+
+    def head_identity(self) -> dict[str, Any]:
+        """The head this model fine-tunes with (``model.glue``), where it sets one: runs of a model without one keep
+        the ids they had before heads were configurable."""
+        head = self.spec.glue
+        return {} if head is None else {"task.head": asdict(head)}
+
+    def fitted_lengths(self) -> dict[str, int]:
+        return {"task.max_length": int(self.settings.max_length)}
+
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
         """Training and dev-evaluation tokens: per task, each epoch of its grid points and every seed the protocol
@@ -101,4 +124,11 @@ class GlueFamily(Family):
         from harness.stages import glue as compute
         from harness.stages.context import GlueStages
 
-        return {"compute": compute.run, "finish": compute.finish, "stages": GlueStages(tasks=tuple(self.tasks))}
+        return {"compute": compute.run, "finish": compute.finish, "check": check,
+                "stages": GlueStages(tasks=tuple(self.tasks))}
+
+
+def check(plan: RunPlan, todo: Sequence[Cell]) -> None:
+    """Before any data or model is loaded: the model's checks, and a precision the Trainer really trains in."""
+    check_model(plan, todo)
+    check_trainer_precision(plan.precision, plan.device)

@@ -54,7 +54,7 @@ class RunContext:
         max_length = int(self.tcfg.max_length)
         key = tokenization_key(self.model["fingerprint"], data, self.tcfg)
         if key not in self._cache:
-            from harness.training.classification import cached_tokenize
+            from harness.training.glue_tokens import cached_tokenize
 
             root = self.layout.glue_tokenized(key)
             reg = data.task.is_regression
@@ -107,13 +107,10 @@ def hyperparameters(point: GridPoint, tcfg: GlueSettings, init: InitSource) -> d
     }
 
 
-#: the one dev metric the authors' early stopping watches, per GLUE metric kind (MNLI: matched accuracy)
-MONITOR = {"accuracy": "accuracy", "f1": "accuracy", "f1_accuracy": "accuracy", "matthews": "matthews",
-           "spearman_pearson": "spearman"}
-
-
 def monitor(task: glue_data.GlueTask, groups: Sequence[tuple[str, int]]) -> str:
     """The metric early stopping watches under ``authors``: one metric (MNLI: its first dev set), not the score."""
+    from harness.glue_scores import MONITOR
+
     key = MONITOR[task.metric]
     return f"{key}_{groups[0][0]}" if len(groups) > 1 else key
 
@@ -186,8 +183,10 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
         set_seed(point.seed)  # the fresh head's initialisation follows the run's seed
         model = clf.load_classifier(
             ctx.model_dir, task.num_labels, attn_implementation=ctx.spec.attn_implementation,
-            init_from=init.checkpoint, trust_remote_code=ctx.spec.trust_remote_code,
+            init_from=init.checkpoint, trust_remote_code=ctx.spec.trust_remote_code, head=ctx.spec.glue,
+            device=ctx.device,
         )
+        describe_model(rec, model, ctx)
         rec.details["tracking"] = tracker.describe()
         outcome = clf.train_and_evaluate(
             model, ctx.tokenizer, train_ds, eval_ds,
@@ -218,8 +217,21 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
     rec.timings["total"] = round(time.perf_counter() - t0, 3)
 
 
+def describe_model(rec: ResultRecord, model: Any, ctx: RunContext) -> None:
+    """What ran, read from the loaded model: the attention implementation (every record; the model block also says
+    what ``auto`` resolved to and its kernel, as retrieval records do) and the head that was built."""
+    from harness.models.load import attention_record
+    from harness.training.glue_head import describe_head
+
+    rec.model = {**rec.model, **attention_record(ctx.spec.attn_implementation, model.base_model, ctx.device)}
+    rec.details["attn_implementation"] = str(getattr(model.config, "_attn_implementation", "") or "")
+    rec.details["head"] = describe_head(model)
+
+
 def per_example(outcome: Any, groups: Sequence[tuple[str, int]], metric: str, data: str | None) -> Any:
-    """Each dev example's prediction and label (``<dev set>:<row>``), kept beside the record for paired tests."""
+    """Each dev example's prediction and label (``<dev set>:<row>``), kept beside the record for paired tests;
+    ``glue_metric``: the kind they are re-scored with (MRPC's ``accuracy_f1``: ``accuracy``, its score)."""
+    from harness.glue_scores import rescoring_kind
     from harness.per_query import PerQuery, fingerprint
 
     if outcome.predictions is None or outcome.labels is None:
@@ -229,5 +241,5 @@ def per_example(outcome: Any, groups: Sequence[tuple[str, int]], metric: str, da
         return None
     labels = outcome.labels.astype(np.float64)
     return PerQuery(ids, {"prediction": outcome.predictions.astype(np.float64), "label": labels},
-                    {"dev": str(data), "labels": fingerprint(labels.tolist()), "glue_metric": metric,
+                    {"dev": str(data), "labels": fingerprint(labels.tolist()), "glue_metric": rescoring_kind(metric),
                      "groups": fingerprint([list(g) for g in groups])}, unit="example")

@@ -33,7 +33,7 @@
   function familyLabel(f) { return FAMILY_LABELS[f] || f; }
   function originClass(o) { return o === "published" ? "published" : "this-run"; }
   /* A cell that competes for best (cells.ranked): a number, complete, on the full official datasets. */
-  function ranked(c) { return !!c && c.v !== null && !c.p && !c.sub && !c.loc; }
+  function ranked(c) { return !!c && c.v !== null && !c.p && !c.sub && !c.loc && !c.om; }
 
   /* ---------- filters ---------- */
   function rowVisible(row) {
