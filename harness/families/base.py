@@ -11,6 +11,7 @@ loop writes them.
 from __future__ import annotations
 
 import abc
+import copy
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -182,8 +183,9 @@ class Family(abc.ABC):
         return {"name": self.model_name, "path": s.path, "revision": s.revision, "family": s.family, "size": s.size}
 
     def new_record(self, cell: Cell, *, model: Mapping[str, Any] | None = None, **fields: Any) -> ResultRecord:
-        """A record for ``cell`` with the fields every family shares filled in."""
-        model = self.model_info if model is None else model
+        """A record for ``cell`` with the fields every family shares filled in; the model block as it is now (a
+        copy: its attention entry goes on counting kernel calls, :mod:`harness.models.kernel_calls`)."""
+        model = copy.deepcopy(dict(self.model_info if model is None else model))
         from harness import scheduler
         from harness.hydra_runtime import sweep_name
 

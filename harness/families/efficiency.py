@@ -68,13 +68,15 @@ class EfficiencySettings:
     precision: str | None = choices(None, "auto", "fp32", "bf16", "fp16")
 
 
-def attention_facts(requested: str, hf: Any, device: str) -> dict[str, Any]:
-    """Which attention ran and on which kernel (``auto`` stays the config value; what it resolved to is here)."""
-    from harness.models.attention import kernel_on
+def attention_facts(requested: str, hf: Any, since: dict[str, int] | None = None) -> dict[str, Any]:
+    """Which attention ran (``auto`` stays the config value; what it resolved to is here) and on which kernel: the
+    calls counted into each kernel since the counts ``since`` (:mod:`harness.models.kernel_calls`)."""
+    from harness.models.kernel_calls import observed_kernel, watch
 
-    implementation = hf.config._attn_implementation
-    return {"attn_implementation": implementation, "attn_requested": requested,
-            "attention_kernel": kernel_on(implementation, device)}
+    counts = watch(hf).snapshot()
+    calls = {k: n - (since or {}).get(k, 0) for k, n in counts.items() if n - (since or {}).get(k, 0)}
+    return {"attn_implementation": hf.config._attn_implementation, "attn_requested": requested,
+            "attention_kernel": observed_kernel(calls), "attention_calls": calls}
 
 
 class EfficiencyFamily(Family):
@@ -113,12 +115,18 @@ class EfficiencyFamily(Family):
 
         return {"device": self.device, "name": tp.device_name(self.device)}
 
+    @property
+    def compiled(self) -> bool:
+        """``compile=true`` on a CUDA device: the encoder's forward through torch.compile (CPU: ignored)."""
+        return bool(self.cfg.get("compile")) and self.device.startswith("cuda")
+
     def cells(self) -> list[Cell]:
         s = self.settings
         if s.token_low >= s.token_high:   # each bound alone is typed (harness.typed.count, at_least)
             raise HarnessError(f"task.token_low={s.token_low} must be below task.token_high={s.token_high}: token "
                                "ids are drawn from [token_low, token_high)")
-        ident = self.identity(replace={"hardware": self.hardware()})
+        # compile changes the speed, this task's number: in the identity where it is on (off keeps the ids as before)
+        ident = self.identity(replace={"hardware": self.hardware(), **({"compile": True} if self.compiled else {})})
         rid = results.run_id(ident, {"prec": self.precision, "n": s.n_docs})
         plan_key = results.stable_hash(self.identity())   # what a planner on another machine computes too
         cells = []
@@ -136,12 +144,22 @@ class EfficiencyFamily(Family):
     # ---------------------------------------------------------------------------------------- running
     def run(self, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
         from harness.evaluation import throughput as tp
+
+        with tp.paper_matmul(self.device) as matmul:
+            yield from self._run(todo, matmul)
+
+    def _run(self, todo: Sequence[Cell], matmul: dict[str, Any]) -> Iterator[ResultRecord]:
+        from harness.evaluation import throughput as tp
         from harness.evaluation.encode import pack_mode
-        from harness.models import load_sentence_transformer
+        from harness.models import cast_for_inference, load_sentence_transformer
+        from harness.models.compiled import compile_encoder
 
         with step(f"efficiency: loading {self.spec.name} on {self.device}"):
             model, block = load_sentence_transformer(self.spec, device=self.device)
         hf = model[0].auto_model.eval()
+        runs = cast_for_inference(hf, self.precision, self.device)      # CUDA bf16/fp16: the weights themselves
+        if self.compiled:
+            compile_encoder(hf)
         mode = pack_mode(model, self.settings.unpad, self.device)
         roofline = None
         if self.settings.roofline:
@@ -150,9 +168,10 @@ class EfficiencyFamily(Family):
                 roofline = tp.matmul_flops(self.precision, self.device, n)
                 done.outcome = f"{roofline / 1e9:,.1f} GFLOP/s"
         found: dict[int, SearchResult] = {}              # max length -> its max-batch search
+        facts = {**matmul, "runs": runs, "compiled": self.compiled}
         for cell in todo:
             try:
-                yield self.measure_cell(cell, model, hf, block, mode, roofline, found)
+                yield self.measure_cell(cell, model, hf, block, mode, roofline, found, facts)
             except HarnessError as exc:
                 log.error("efficiency/%s failed: %s", cell.dataset, exc)
                 yield self.failed(cell, exc, model=block, split="synthetic")
@@ -164,16 +183,18 @@ class EfficiencyFamily(Family):
         return min(s.token_low, max(vocab - 1, 0)), min(s.token_high, vocab)
 
     def measure_cell(self, cell: Cell, model: Any, hf: Any, block: dict[str, Any], mode: str | None,
-                     roofline: float | None, found: dict[int, SearchResult]) -> ResultRecord:
+                     roofline: float | None, found: dict[int, SearchResult], facts: dict[str, Any]) -> ResultRecord:
         from harness.evaluation import throughput as tp
+        from harness.models.kernel_calls import watch
 
         s = self.settings
         spec: SetSpec = cell.payload
         lengths = tp.set_lengths(spec, s.n_docs, s.seed)
         positions = usable_positions(hf)   # None: the config does not say, nothing is skipped
+        before = watch(hf).snapshot()
         base = {"device": self.device, "device_name": tp.device_name(self.device), "dtype": self.precision,
-                **attention_facts(self.spec.attn_implementation, hf, self.device), "set": asdict(spec),
-                "set_stats": tp.set_stats(lengths), "positions": positions}
+                **attention_facts(self.spec.attn_implementation, hf, before), "set": asdict(spec),
+                "set_stats": tp.set_stats(lengths), "positions": positions, **facts}
         if positions is not None and spec.max_length > positions:
             reason = (f"the model's positions stop at {positions}; set {cell.dataset!r} has sequences of up to "
                       f"{spec.max_length} tokens")
@@ -196,7 +217,7 @@ class EfficiencyFamily(Family):
             "seconds_mean": float(np.mean(timing.seconds)), "seconds_std": float(np.std(timing.seconds)),
             "model_flops_per_s": flops / float(np.mean(timing.seconds)),
         }
-        details = {**base, "unpadded": mode is not None, "pack_mode": mode, "pad_to": s.pad_to,
+        details = {**base, **attention_facts(self.spec.attn_implementation, hf, before), "unpadded": mode is not None, "pack_mode": mode, "pad_to": s.pad_to,
                    "batch_size": spec.batch_size, "n_docs": s.n_docs, "repeats": s.repeats, "warmup": s.warmup,
                    "timed_passes": len(timing.seconds),
                    "token_ids": list(ids), "real_tokens_per_pass": timing.real_tokens, "pass_seconds": timing.seconds,

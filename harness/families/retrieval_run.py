@@ -106,6 +106,21 @@ class RetrievalRun:
             info["fine_tuned_from"] = f.lineage.record()
         return info
 
+    def for_inference(self, model: Any, block: dict[str, Any]) -> None:
+        """Ready ``model`` to encode, after any training: its weights cast to bf16/fp16 on CUDA at that precision
+        (not autocast over fp32 weights), its encoder compiled where ``compile=true`` (CUDA); what runs goes into
+        the record's model block (``inference``) where it is not plain fp32."""
+        from harness.models import cast_for_inference
+        from harness.models.compiled import compile_encoder
+
+        ctx = self.ctx
+        mode = cast_for_inference(model, ctx.precision, ctx.device)
+        compile_it = bool(self.family.cfg.get("compile")) and ctx.device.startswith("cuda")
+        if compile_it:
+            compile_encoder(model[0].auto_model)
+        if mode != "fp32" or compile_it:
+            block["inference"] = {"precision": ctx.precision, "runs": mode, "compiled": compile_it}
+
     def retriever(self, model: Any, cache_identity: Mapping[str, Any]) -> Any:
         """The retrieve stage's retriever for ``model``; ``cache_identity`` keys its on-disk corpus cache."""
         return self.code("retrieve")(self.ctx, model, cache_identity)
@@ -120,6 +135,9 @@ class RetrievalRun:
         attention = (block.get("attention") or {}).get("implementation")
         if attention not in (None, "sdpa"):
             out["attention"] = attention
+        runs = (block.get("inference") or {}).get("runs", "fp32")
+        if runs != "fp32" and not runs.startswith("autocast"):  # bf16 weights encode unlike autocast over fp32
+            out["cast"] = runs
         return out
 
     # ---------------------------------------------------------------------------------------- running
@@ -136,6 +154,7 @@ class RetrievalRun:
             raise
         if trained:
             block["trained"] = trained
+        self.for_inference(model, block)
         retriever = retrieval_eval.sharded(f, self.retriever(model, self.cache_identity(todo, block, trained)))
         tokenizer = model[0].tokenizer
         for cell in todo:
@@ -159,6 +178,7 @@ class RetrievalRun:
         if f.trains and trained is None:
             raise HarnessError(f"shard job {shard}: this run's training has not finished; shards evaluate a trained "
                                "model")
+        self.for_inference(model, block)
         retriever = retrieval_eval.sharded(f, self.retriever(model, self.cache_identity(todo, block, trained)))
         assert isinstance(retriever, ShardedRetriever)
         for cell in todo:
