@@ -75,7 +75,7 @@ def test_compile_wraps_the_forward_and_counts_it(monkeypatch: pytest.MonkeyPatch
     texts = ["one two three", "four five six seven"]
     ref = model.encode(texts)
     assert compile_encoder(model[0].auto_model) and not compile_encoder(model[0].auto_model) and seen == [
-        {"dynamic": True}]
+        {"dynamic": True, "backend": "inductor"}]
     assert compiled(model[0].auto_model)
     np.testing.assert_allclose(model.encode(texts), ref, atol=1e-6, rtol=0)
     assert watch(model[0].auto_model).snapshot()[COMPILED] == 1

@@ -265,7 +265,7 @@ def test_prefetcher_counts_the_consumers_wait_and_raises_a_workers_error() -> No
 # ------------------------------------------------------------------ issue 46: the host side of the GPU pipeline
 def test_one_tokenizer_copy_per_worker_across_calls(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each preparing thread tokenises with its own copy of the tokenizer; the copies are made once per worker and
-    model, not again by every encode() call (a copy costs ~70 ms, mostly holding the GIL)."""
+    model, not again by every encode() call (a copy costs 0.1-0.3 s, mostly holding the GIL)."""
     import copy
 
     from harness.evaluation import prefetch

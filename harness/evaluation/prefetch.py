@@ -7,7 +7,7 @@ input. Chunks are sized in characters (the tokens are not known yet): about one 
 at once), doubling to a few. :class:`HostSink` copies each batch's outputs
 to pinned host memory asynchronously and moves them into the result array once their copy has finished, so the
 consumer never synchronises with the device except to bound the copies in flight. :func:`tokenizers` keeps one
-tokenizer copy per preparing thread per model, made once (a copy takes ~70 ms, mostly holding the GIL) and lent to
+tokenizer copy per preparing thread per model, made once (a copy takes 0.1-0.3 s, mostly holding the GIL) and lent to
 every later call; :class:`GpuBusy` measures how much of the wall time the device spent in the encoder's batches
 (CUDA events, read once at the end: no synchronisation per batch, no profiler inflating the wall time).
 """

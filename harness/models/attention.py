@@ -14,7 +14,6 @@ by faking them. What really ran is counted, not inferred (:mod:`harness.models.k
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
 import logging
@@ -44,10 +43,14 @@ def can_pack(model_type: str | None) -> bool:
     return (model_type or "").lower() in PACKABLE_TYPES
 
 
-@functools.cache
+_FLASH_ATTN: list[bool] = []      # flash-attn looked up once per process (a plain value: torch.compile reads it)
+
+
 def flash_attn_importable() -> bool:
     """Whether flash-attn is installed; never imports it (looked up once per process: every layer call asks)."""
-    return importlib.util.find_spec("flash_attn") is not None
+    if not _FLASH_ATTN:
+        _FLASH_ATTN.append(importlib.util.find_spec("flash_attn") is not None)
+    return _FLASH_ATTN[0]
 
 
 def cuda_available() -> bool:

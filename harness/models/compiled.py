@@ -14,14 +14,18 @@ from typing import Any
 from harness.models.kernel_calls import COMPILED, watch
 
 
-def compile_encoder(encoder: Any) -> bool:
-    """Compile ``encoder``'s forward in place (idempotent); False where it already was."""
+def compile_encoder(encoder: Any, backend: str = "inductor") -> bool:
+    """Compile ``encoder``'s forward in place (idempotent); False where it already was. ``backend``: torch.compile's
+    (the CPU dry run of the GPU check uses ``eager``: tracing without code generation)."""
     import torch
+
+    from harness.models.attention import flash_attn_importable
 
     if getattr(encoder, "_harness_compiled", False):
         return False
+    flash_attn_importable()               # looked up before tracing: the graph reads the answer, not the lookup
     calls = watch(encoder)
-    compiled = torch.compile(encoder.forward, dynamic=True)
+    compiled = torch.compile(encoder.forward, dynamic=True, backend=backend)
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         calls.add(COMPILED)

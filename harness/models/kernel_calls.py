@@ -84,31 +84,26 @@ def watch(encoder: Any) -> KernelCalls:
     calls = calls_of(encoder)
     if calls is not None:
         return calls
+    import torch
+
     calls = KernelCalls()
     encoder._harness_calls = calls
     varlen = getattr(encoder.config, "_attn_implementation", None) == VARLEN
+
+    def count_transformers(module: Any, args: tuple) -> None:
+        if not torch.compiler.is_compiling():      # inside a compiled graph: the compiled forward is counted
+            calls.add(f"transformers {getattr(module.config, '_attn_implementation', '?')}")
+
     for module in attention_modules(encoder):
         module._harness_calls = calls
         if not varlen:                 # harness_varlen counts inside the function, by the branch it took
-            module.register_forward_pre_hook(_count_transformers)
+            module.register_forward_pre_hook(count_transformers)
     return calls
 
 
-def _count_transformers(module: Any, args: tuple) -> None:
-    calls = getattr(module, "_harness_calls", None)
-    if calls is not None and not _compiling():
-        calls.add(f"transformers {getattr(module.config, '_attn_implementation', '?')}")
-
-
 def count(module: Any, kernel: str) -> None:
-    """One call of ``kernel`` by the attention ``module`` (of a watched encoder; nothing otherwise, and nothing
-    while torch.compile traces: the compiled forwards are counted instead)."""
+    """One call of ``kernel`` by the attention ``module`` (of a watched encoder; nothing otherwise). Callers skip
+    it while torch.compile traces (the compiled forwards are counted instead)."""
     calls = getattr(module, "_harness_calls", None)
-    if calls is not None and not _compiling():
+    if calls is not None:
         calls.add(kernel)
-
-
-def _compiling() -> bool:
-    import torch
-
-    return bool(torch.compiler.is_compiling())
