@@ -376,6 +376,10 @@ def test_batch_tokens_auto_on_a_gpu_from_its_memory(tiny, monkeypatch: pytest.Mo
     monkeypatch.setattr(cuda, "mem_get_info", lambda *a: (2**30, 80 * 2**30))
     assert gpu_budget.gpu_batch_tokens(model, "cuda", "varlen", "fp32", **kw) == got and len(forwards) == 1
     assert gpu_budget.gpu_batch_tokens(model, "cuda", None, "fp32", **kw) == 2**17      # half of 1 GiB / 4 KiB
+    # the encoder asks for it where batch_tokens is auto on CUDA (the cached measurement), nowhere else
+    assert enc.resolve_batch_tokens(model, batching(), "cuda", "varlen", "fp32") == 2**18
+    assert enc.resolve_batch_tokens(model, batching(), "cpu", "varlen", "fp32") == 16384
+    assert enc.resolve_batch_tokens(model, batching(batch_tokens=1000), "cuda", "varlen", "fp32") == 1000
     retriever = DenseRetriever(model, dense_settings(max_length=64), {})
     chosen = retriever.describe()["batch_tokens"]
     assert chosen["cuda/packed/fp32"]["batch_tokens"] == 2**18 and chosen["cuda/padded/fp32"]["bytes_per_token"] == 4096
