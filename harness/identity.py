@@ -27,6 +27,8 @@ GLOBAL_EXCLUDE: Mapping[str, str] = {
     "logger": "which experiment tracker receives the logs",
     "log_level": "how much the run prints",
     "device": "where the run executes (recorded in each record, not part of the number)",
+    "compile": "whether the encoder's forward runs through torch.compile (the same computation, fused; recorded in "
+               "the model block): task=efficiency, whose number is the speed, puts it back in its identity",
     "model.name": "the leaderboard row label (it is part of the record path)",
     "model.family": "a leaderboard label",
     "model.size": "a leaderboard label",

@@ -64,7 +64,8 @@ class RecordHeader:
         fields.setdefault("precision", self.precision)
         if self.hyperparameters is not None:
             fields.setdefault("hyperparameters", copy.deepcopy(dict(self.hyperparameters)))
-        block = dict(self.model if model is None else model)
+        block = copy.deepcopy(dict(self.model if model is None else model))   # as it is now: its attention entry
+        # goes on counting kernel calls (harness.models.kernel_calls)
         rec = ResultRecord(
             task=self.task, model={**block, "ref": dict(self.model_ref)}, run_id=cell.run_id,
             higher_is_better=self.higher_is_better, config_id=derived_key(cell.identity, without=self.seed_keys),

@@ -260,3 +260,128 @@ def test_prefetcher_counts_the_consumers_wait_and_raises_a_workers_error() -> No
 
     with pytest.raises(ValueError, match="chunk 0"):
         list(Prefetcher(broken, [(0, 1), (1, 2)], workers=2))
+
+
+# ------------------------------------------------------------------ issue 46: the host side of the GPU pipeline
+def test_one_tokenizer_copy_per_worker_across_calls(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each preparing thread tokenises with its own copy of the tokenizer; the copies are made once per worker and
+    model, not again by every encode() call (a copy costs 0.1-0.3 s, mostly holding the GIL)."""
+    import copy
+
+    from harness.evaluation import prefetch
+
+    model, _ = load_sentence_transformer(ModelSpec.based_on("bert-base", name="tiny", path=str(tiny_model_dir),
+                                                            max_length=64))
+    made: list[int] = []
+    real = copy.deepcopy
+
+    def counting(x, memo=None, _nil=None):
+        if x is model[0].tokenizer:
+            made.append(1)
+        return real(x, memo)
+
+    monkeypatch.setattr(copy, "deepcopy", counting)
+    monkeypatch.setattr(enc, "text_chunks", lambda texts, _: prefetch.chunk_bounds(np.ones(len(texts)), 1, 1))
+    ref = encode(model, TEXTS * 4, device="cpu", batching=batching(batch_tokens=64), show_progress=False)
+    for _ in range(3):
+        got = encode(model, TEXTS * 4, device="cpu", batching=batching(batch_tokens=64), prefetch=True, workers=2,
+                     show_progress=False)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6)
+    assert 1 <= len(made) <= 2, f"{len(made)} tokenizer copies for 2 workers over 3 calls"
+
+
+@pytest.mark.parametrize(("cores", "workers"), [(1, 2), (2, 2), (4, 3), (16, 4), (128, 4)])
+def test_two_to_four_preparing_threads(monkeypatch: pytest.MonkeyPatch, cores: int, workers: int) -> None:
+    """Enough threads to keep a GPU fed, few enough not to fight the kernel-launching thread for the GIL."""
+    from harness.evaluation import prefetch
+
+    monkeypatch.setattr(prefetch.os, "cpu_count", lambda: cores)
+    assert prefetch.default_workers() == workers
+
+
+def test_busy_fraction_comes_from_events_around_each_batch(tiny, monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """On CUDA the encoder records an event pair around each batch and reads them once at the end; here the
+    events are faked on the CPU (their clock is the host's), which exercises the same path."""
+    import time
+
+    from harness.evaluation import prefetch
+
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.t = 0.0
+
+        def record(self) -> None:
+            self.t = time.perf_counter()
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, end: Event) -> float:
+            return (end.t - self.t) * 1e3
+
+    class CpuBusy(prefetch.GpuBusy):
+        def __init__(self, device: str) -> None:
+            super().__init__("cuda")
+
+    monkeypatch.setattr(prefetch.torch.cuda, "Event", Event)
+    monkeypatch.setattr(enc, "GpuBusy", CpuBusy)
+    model, _ = tiny
+    stats: dict = {}
+    with caplog.at_level("INFO"):
+        encode(model, TEXTS * 3, device="cpu", batching=batching(batch_tokens=64), prefetch=True, desc="corpus",
+               stats=stats)
+    assert 0 < stats["gpu_busy_s"] <= stats["wall_s"] and stats["gpu_busy"] == stats["gpu_busy_s"] / stats["wall_s"]
+    (line,) = [r.getMessage() for r in caplog.records if "waited for input" in r.getMessage()]
+    assert "% (CUDA events)" in line and ", busy " in line
+
+
+def test_batch_tokens_auto_is_the_old_budget_on_a_cpu(tiny) -> None:
+    from harness.evaluation.settings import AUTO_BATCH_TOKENS, Batching
+
+    model, _ = tiny
+    assert batching().batch_tokens == "auto" and AUTO_BATCH_TOKENS == 16384
+    stats: dict = {}
+    auto = encode(model, TEXTS, device="cpu", batching=batching(), show_progress=False, stats=stats)
+    assert stats["batch_tokens"] == 16384
+    np.testing.assert_array_equal(auto, encode(model, TEXTS, device="cpu", batching=batching(batch_tokens=16384),
+                                               show_progress=False))
+    with pytest.raises(HarnessError, match=r"task\.batch_tokens='lots': use a number"):
+        Batching(batch_tokens="lots", max_batch_size=8)
+
+
+def test_batch_tokens_auto_on_a_gpu_from_its_memory(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One calibration forward gives the model's peak memory per token; the budget is the largest power of two
+    whose batches take half the free memory, capped; measured once per model and setting, and recorded."""
+    from harness.evaluation import gpu_budget
+    from harness.evaluation.dense import DenseRetriever, dense_settings
+
+    model, _ = tiny
+    model._harness_batch_tokens = {}
+    forwards: list[int] = []
+    cuda = gpu_budget.torch.cuda
+    for name, value in {"synchronize": lambda *a: None, "reset_peak_memory_stats": lambda *a: None,
+                        "memory_allocated": lambda *a: 1000, "max_memory_allocated": lambda *a: 1000 + 4096 * 8192,
+                        "mem_get_info": lambda *a: (8 * 2**30, 80 * 2**30)}.items():
+        monkeypatch.setattr(cuda, name, value)
+
+    def forward(m, batch, mode, device, type_ids):
+        forwards.append(batch.tokens)
+
+    kw = dict(forward=forward, host_batch=enc.host_batch, pad_id=0, type_ids=False)
+    got = gpu_budget.gpu_batch_tokens(model, "cuda", "varlen", "fp32", **kw)
+    # 64-token sequences (the model's max length): 128 of them, 8,192 tokens; 4,096 bytes per token measured;
+    # half of 8 GiB / 4 KiB = 1,048,576 tokens -> capped at 2**18
+    assert forwards == [8192] and got == gpu_budget.MAX_BATCH_TOKENS
+    monkeypatch.setattr(cuda, "mem_get_info", lambda *a: (2**30, 80 * 2**30))
+    assert gpu_budget.gpu_batch_tokens(model, "cuda", "varlen", "fp32", **kw) == got and len(forwards) == 1
+    assert gpu_budget.gpu_batch_tokens(model, "cuda", None, "fp32", **kw) == 2**17      # half of 1 GiB / 4 KiB
+    # the encoder asks for it where batch_tokens is auto on CUDA (the cached measurement), nowhere else
+    assert enc.resolve_batch_tokens(model, batching(), "cuda", "varlen", "fp32") == 2**18
+    assert enc.resolve_batch_tokens(model, batching(), "cpu", "varlen", "fp32") == 16384
+    assert enc.resolve_batch_tokens(model, batching(batch_tokens=1000), "cuda", "varlen", "fp32") == 1000
+    retriever = DenseRetriever(model, dense_settings(max_length=64), {})
+    chosen = retriever.describe()["batch_tokens"]
+    assert chosen["cuda/packed/fp32"]["batch_tokens"] == 2**18 and chosen["cuda/padded/fp32"]["bytes_per_token"] == 4096
+    model._harness_batch_tokens = {}
+    assert "batch_tokens" not in retriever.describe()             # nothing measured: the record is as before

@@ -56,11 +56,12 @@ def test_attention_is_a_function_of_the_facts(requested: str, cuda: bool, packs:
     assert resolve_attention(requested, cuda=cuda, packs=packs) == expected
 
 
-def _facts(monkeypatch: pytest.MonkeyPatch, *, cuda: bool, flash: bool) -> None:
+def _facts(monkeypatch: pytest.MonkeyPatch, *, cuda: bool, flash: bool, capability: tuple[int, int] = (9, 0)) -> None:
     from harness.models import attention
 
     monkeypatch.setattr(attention, "cuda_available", lambda: cuda)
     monkeypatch.setattr(attention, "flash_attn_importable", lambda: flash)
+    monkeypatch.setattr(attention, "cuda_capability", lambda device: capability)
 
 
 def test_kernel_named_for_each_machine() -> None:
@@ -93,12 +94,16 @@ def test_modernbert_and_bert_resolve_to_the_varlen_path_on_cuda(monkeypatch: pyt
     spec = ModelSpec.based_on("modernbert-base", name="tiny", path=str(tiny_model_dir), max_length=128)
     model, block = models.load_sentence_transformer(spec)                     # on the CPU: padded sdpa
     assert model[0].auto_model.config._attn_implementation == "sdpa" and not installed(model[0].auto_model)
-    assert block["attention"] == {"requested": "auto", "implementation": "sdpa", "kernel": "transformers sdpa",
-                                  "unpadded": False}
+    assert block["attention"] == {"requested": "auto", "implementation": "sdpa", "kernel": None, "calls": {},
+                                  "unpadded": False}                        # nothing ran yet: no kernel named
+    model.encode(["one text"])
+    assert block["attention"]["kernel"] == "transformers sdpa" and block["attention"]["calls"] == {
+        "transformers sdpa": 4}                                                # one call per layer, counted
     model, block = models.load_sentence_transformer(replace(spec, attn_implementation="harness_varlen"))
     hf = model[0].auto_model
     assert hf.config._attn_implementation == "harness_varlen" and installed(hf)
     assert pack_mode(model, "auto", "cuda") == "varlen" and pack_mode(model, "off", "cuda") is None
+    model.encode(["one text", "and another one"])
     assert block["attention"]["unpadded"] is True and block["attention"]["kernel"].startswith("reference")
     assert "attention" not in models.load_sentence_transformer(ModelSpec.based_on(
         "bert-base", name="t", path=str(tiny_model_dir)))[1]                 # a named sdpa: the record as before

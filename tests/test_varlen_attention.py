@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import sys
 import types
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -215,3 +216,62 @@ def test_the_corpus_cache_keeps_unpadded_and_padded_encodings_apart(tmp_path) ->
     assert padded == cache_identity(plan, block, None) and "attention" not in padded
     unpadded = cache_identity(plan, block | {"attention": {"implementation": "harness_varlen"}}, None)
     assert unpadded["attention"] == "harness_varlen" and unpadded != padded
+
+
+# ------------------------------------------------------------------------------- issue 46: positions, one sync
+def test_modernbert_positions_restart_at_every_sequence(tiny_model_dir: Path) -> None:
+    """Rotary attention depends on position offsets only, so positions that run on across a packed row leave every
+    output the same (BERT's learned positions would show it; ModernBERT's would not): check the position ids the
+    rotary embedding receives, through the encoder's packed rows and the unpadding hook's."""
+    model = _load(tiny_model_dir, "harness_varlen")
+    hf = model[0].auto_model
+    seen: list[torch.Tensor] = []
+    real = hf.rotary_emb.forward
+
+    def spy(x, position_ids, layer_type=None):
+        seen.append(position_ids.detach().clone())
+        return real(x, position_ids, layer_type)
+
+    hf.rotary_emb.forward = spy
+    texts = ["one two three", "a much longer text with many more words in it", "six"]
+    lengths = sorted(model.tokenize(texts)["attention_mask"].sum(1).tolist())
+
+    def runs(positions: torch.Tensor) -> list[int]:
+        """The lengths of the runs 0, 1, 2, ... in a packed row's positions (one per sequence if they restart)."""
+        flat = positions.reshape(-1).tolist()
+        assert all(p == 0 or p == q + 1 for q, p in pairwise(flat)) and flat[0] == 0
+        starts = [i for i, p in enumerate(flat) if p == 0] + [len(flat)]
+        return sorted(b - a for a, b in pairwise(starts))
+
+    encode(model, texts, device="cpu", batching=batching(batch_tokens=100_000), show_progress=False)
+    assert seen and all(runs(p) == lengths for p in seen)          # the encoder's packed rows
+    seen.clear()
+    model.encode(texts, batch_size=3)                               # a padded batch -> the hook's packed row
+    assert seen and all(runs(p) == lengths for p in seen)
+
+
+def test_the_unpadding_hook_synchronises_once() -> None:
+    """Reading a device tensor on the host (nonzero, int(), .cpu(), ...) waits for the device: the hook does it once
+    per forward. A tensor subclass stands for device tensors and counts every such read."""
+    from harness.models.unpad import pack_padded
+
+    reads: list[str] = []
+    host_reads = {"cpu", "item", "tolist", "nonzero", "__int__", "__index__", "__bool__", "numpy", "__float__"}
+
+    class OnDevice(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            name = getattr(func, "__name__", "")
+            if name in host_reads:
+                reads.append(name)
+            out = super().__torch_function__(func, types, args, kwargs or {})
+            return out.as_subclass(torch.Tensor) if name == "cpu" else out     # on the host now: plain
+
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]])
+    ids = torch.arange(12).view(3, 4)
+    packed, (_, batch, width) = pack_padded({"input_ids": ids.as_subclass(OnDevice),
+                                                 "attention_mask": mask.as_subclass(OnDevice)})
+    assert len(reads) == 1, reads
+    assert packed["cu_seq_lens_q"].tolist() == [0, 3, 5, 9] and packed["max_length_q"] == 4
+    assert packed["input_ids"].tolist() == [[0, 1, 2, 4, 5, 8, 9, 10, 11]]
+    assert packed["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0, 1, 2, 3]] and (batch, width) == (3, 4)

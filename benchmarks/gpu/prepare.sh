@@ -2,14 +2,14 @@
 # Run from the project root on a machine with the package registries (no GPU needed). Prepares what the GPU check
 # (benchmarks/gpu/check.sh) needs on a GPU machine that reaches no registry: wheels of the harness's pinned
 # libraries for Python 3.12 (.whl/) and the data (.gpu/: the SciFact folder, MiniLM's tokenizer and config). Both
-# folders are git-ignored (.git/info/exclude). Then, on the GPU machine, from the project root with .whl/ and .gpu/
+# folders ignore themselves (a .gitignore of '*' in each). Then, on the GPU machine, from the project root with .whl/ and .gpu/
 # beside it: bash benchmarks/gpu/check.sh (results and logs in $OUT). SCIFACT=<folder> overrides where SciFact is.
 set -eu; ROOT=$PWD
 [ -f pyproject.toml ] || { echo "error: run this from the project root (bash benchmarks/gpu/prepare.sh)"; exit 2; }
 PY=${PYTHON:-.venv/bin/python}; SCIFACT=${SCIFACT:-$ROOT/../shared/data/scifact}
 [ -f "$SCIFACT/corpus.jsonl" ] || { echo "error: no SciFact folder at $SCIFACT: set SCIFACT=<folder with corpus.jsonl>"; exit 2; }
-for d in /.whl/ /.gpu/; do grep -qx "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done
 mkdir -p .whl .gpu/minilm/1_Pooling .gpu/data
+for d in .whl .gpu; do echo '*' > "$d/.gitignore"; done   # each folder ignores itself (a worktree too; no git config)
 P="--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
 pins() { grep -i "^$1==" constraints.txt | head -1; }
 "$PY" -m pip download -q --no-deps --only-binary=:all: $P -d .whl $(pins transformers) $(pins sentence-transformers) \

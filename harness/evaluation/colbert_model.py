@@ -16,7 +16,7 @@ from harness.console import Progress
 from harness.errors import HarnessError
 from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.settings import Batching
-from harness.models import autocast, usable_positions
+from harness.models import autocast_for, usable_positions
 
 if TYPE_CHECKING:
     from pylate.models import ColBERT
@@ -115,10 +115,10 @@ def encode_tokens(model: ColBERT, texts: list[str], *, is_query: bool, batching:
         token_lengths(model, texts, length)
     model.eval()
     with Progress(len(texts), desc, "texts", show=show_progress) as bar:
-        for idx in token_budget_batches(lengths, batching.batch_tokens, batching.max_batch_size):
+        for idx in token_budget_batches(lengths, batching.fixed_tokens, batching.max_batch_size):
             features = model.tokenize([texts[i] for i in idx], is_query=is_query)
             features = {k: v.to(device) for k, v in features.items()}
-            with torch.inference_mode(), autocast(precision, device):
+            with torch.inference_mode(), autocast_for(model, precision, device):
                 out = model(features)
             emb = out["token_embeddings"].float()
             if is_query:

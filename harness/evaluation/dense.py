@@ -98,8 +98,12 @@ class DenseRetriever:
                                     corpus_chunk_size=search.corpus_chunk_size, device=s.device, rank=rank)
 
     def describe(self) -> dict[str, Any]:
+        from harness.evaluation.gpu_budget import facts
+
         e = self.settings.evaluation
-        return {"similarity": e.search.similarity, "document_text": "title + ' ' + text", "max_length": e.max_length}
+        chosen = facts(self.model)              # task.batch_tokens=auto measured on a GPU: what it chose, and why
+        return {"similarity": e.search.similarity, "document_text": "title + ' ' + text", "max_length": e.max_length,
+                **({"batch_tokens": chosen} if chosen else {})}
 
     # -------------------------------------------------------------------- ShardEngine (harness.evaluation.shards)
     @property
@@ -111,8 +115,8 @@ class DenseRetriever:
 
     def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
         s = self.settings
-        return token_budget_batches(lengths, batch_budget(s.device, s.batching.batch_tokens),
-                                    s.batching.max_batch_size)
+        return token_budget_batches(lengths, batch_budget(s.device, s.batching.fixed_tokens),   # the same plan in
+                                    s.batching.max_batch_size)                               # every shard job
 
     def query_embeddings(self, queries: list[str]) -> np.ndarray:
         """Query embeddings, cached by the queries' text: encoded once for every shard."""

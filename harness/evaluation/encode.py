@@ -7,15 +7,16 @@ sentence-transformers modules, so the embeddings are the same (a test checks it)
 
 Two ways to run (:func:`encode`): on a CPU the texts are tokenised at once, sorted by length, and each of
 ``torch.get_num_threads()`` workers runs its own batches single-threaded; on a GPU (``prefetch``) tokenisation runs
-ahead in worker threads, chunk by chunk (:mod:`harness.evaluation.prefetch`), batches are built in pinned host
-memory and copied asynchronously, outputs come back without synchronising, and the progress line says how much of
-the time the GPU waited for input. Where the attention takes packed sequences (``harness_varlen``), a batch is one
+ahead in worker threads, chunk by chunk (:mod:`harness.evaluation.prefetch`; each worker borrows one of the
+model's tokenizer copies, made once per worker and kept across calls), batches are built in pinned host memory and
+copied asynchronously, outputs come back without synchronising, and the closing line says how much of the time
+the GPU waited for input and how busy it was (CUDA events around each batch). ``task.batch_tokens=auto`` is
+measured on a GPU (:mod:`harness.evaluation.gpu_budget`). Where the attention takes packed sequences (``harness_varlen``), a batch is one
 packed row with ``cu_seq_lens`` (:mod:`harness.evaluation.packing`), holding real tokens only.
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 import logging
 import queue
@@ -40,9 +41,17 @@ from harness.evaluation.packing import (
     token_budget_batches,
     unpack_index,
 )
-from harness.evaluation.prefetch import HostSink, Prefetcher, default_workers, pinned, text_chunks
+from harness.evaluation.prefetch import (
+    GpuBusy,
+    HostSink,
+    Prefetcher,
+    default_workers,
+    pinned,
+    text_chunks,
+    tokenizers,
+)
 from harness.evaluation.settings import Batching
-from harness.models import autocast
+from harness.models import autocast_for
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -60,6 +69,19 @@ def batch_budget(device: str, batch_tokens: int, workers: int | None = None) -> 
     ``CPU_BATCH_TOKENS``."""
     n_workers = workers or cpu_workers(device)
     return max(1, min(batch_tokens // n_workers, CPU_BATCH_TOKENS) if device == "cpu" else batch_tokens)
+
+
+def resolve_batch_tokens(model: SentenceTransformer, batching: Batching, device: str, mode: str | None,
+                         precision: str) -> int:
+    """The token budget of ``batching`` for ``model`` on ``device``: the number given; ``auto`` measured from the
+    memory of a CUDA device (:mod:`harness.evaluation.gpu_budget`), else ``AUTO_BATCH_TOKENS``."""
+    if batching.batch_tokens != "auto" or not device.startswith("cuda"):
+        return batching.fixed_tokens
+    from harness.evaluation.gpu_budget import gpu_batch_tokens
+
+    pad_id, type_ids = _setup(model)
+    return gpu_batch_tokens(model, device, mode, precision, forward=forward_batch, host_batch=host_batch,
+                            pad_id=pad_id, type_ids=type_ids)
 
 
 def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None) -> list[list[int]]:
@@ -187,10 +209,13 @@ def encode(
     if not texts:
         return np.zeros((0, model.get_sentence_embedding_dimension() or 0), dtype=np.float32)
     model.eval()
+    budget = resolve_batch_tokens(model, batching, device, mode, precision)
     run = _encode_prefetched if (device != "cpu" if prefetch is None else prefetch) else _encode_in_threads
-    return run(model, texts, mode=mode, device=device, precision=precision, batch_tokens=batching.batch_tokens,
+    stats = stats if stats is not None else {}
+    stats["batch_tokens"] = budget
+    return run(model, texts, mode=mode, device=device, precision=precision, batch_tokens=budget,
                max_batch_size=batching.max_batch_size, workers=workers, desc=desc, show_progress=show_progress,
-               stats=stats if stats is not None else {})
+               stats=stats)
 
 
 def _setup(model: SentenceTransformer) -> tuple[int, bool]:
@@ -206,32 +231,37 @@ def _encode_prefetched(model: SentenceTransformer, texts: list[str], *, mode: st
     pad_id, type_ids = _setup(model)
     pin = device.startswith("cuda")
     group = token_budget_batches if mode is None else packed_batches
-    local = threading.local()
+    pool = tokenizers(model[0])
 
     def prepare(start: int, stop: int) -> list[HostBatch]:
-        if not hasattr(local, "tokenizer"):        # a tokenizer is not safe to share between threads
-            local.tokenizer = copy.deepcopy(model[0].tokenizer)
-        ids = tokenize(model, texts[start:stop], local.tokenizer)
+        with pool.borrow() as tokenizer:          # a tokenizer is not safe to share between threads
+            ids = tokenize(model, texts[start:stop], tokenizer)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         return [host_batch([ids[i] for i in b], b + start, mode, pad_id, pin)
                 for b in group(lengths, batch_tokens, max_batch_size)]
 
     feed = Prefetcher(prepare, text_chunks(texts, batch_tokens), workers=workers or default_workers())
     sink = HostSink(len(texts), device)
+    busy = GpuBusy(device)
     t0, tokens, n_batches = time.perf_counter(), 0, 0
     with Progress(len(texts), desc, "texts", show=show_progress) as bar, torch.inference_mode(), \
-            autocast(precision, device), closing(iter(feed)) as batches:
+            autocast_for(model, precision, device), closing(iter(feed)) as batches:
         for batch in batches:
-            sink.put(batch.idx, forward_batch(model, batch, mode, device, type_ids))
+            with busy.span():
+                emb = forward_batch(model, batch, mode, device, type_ids)
+            sink.put(batch.idx, emb)
             tokens, n_batches = tokens + batch.tokens, n_batches + 1
             bar.update(len(batch.idx))
         out = sink.result()
     wall = time.perf_counter() - t0
     stats.update(wall_s=wall, wait_s=feed.waited_s, tokens=tokens, batches=n_batches)
+    if busy.enabled:
+        stats.update(gpu_busy_s=busy.seconds(), gpu_busy=busy.seconds() / wall)
     if show_progress:
-        log.info("%s: %s tokens in %.1f s (%s tokens/s, %s); the %s waited for input %.0f%% of the time", desc,
+        log.info("%s: %s tokens in %.1f s (%s tokens/s, %s); the %s waited for input %.0f%% of the time%s", desc,
                  f"{tokens:,}", wall, f"{tokens / wall:,.0f}", "packed" if mode else "padded", device,
-                 100 * feed.waited_s / wall)
+                 100 * feed.waited_s / wall,
+                 f", busy {100 * stats['gpu_busy']:.0f}% (CUDA events)" if busy.enabled else "")
     return out
 
 
@@ -252,7 +282,7 @@ def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: st
     out: np.ndarray | None = None
     t0 = time.perf_counter()
     with Progress(int(lengths.sum()), desc, "tokens", show=show_progress, unit_scale=True) as bar:
-        for idx, emb in _run_batches(batches, run_batch, n_workers, precision, device):
+        for idx, emb in _run_batches(batches, run_batch, n_workers, lambda: autocast_for(model, precision, device)):
             if out is None:
                 out = np.empty((len(texts), emb.shape[1]), dtype=np.float32)
             out[idx] = emb
@@ -262,13 +292,13 @@ def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: st
     return out
 
 
-def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int, precision: str,
-                 device: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int,
+                 cast: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(indices, embeddings) per batch, as they finish: in this thread, or in ``n_workers`` threads that each
     take the next batch from a shared queue (longest first) and run it with one intra-op thread. inference
-    mode and autocast are per thread, so each worker enters them itself."""
+    mode and autocast (``cast()``) are per thread, so each worker enters them itself."""
     if n_workers == 1 or len(batches) == 1:
-        with torch.inference_mode(), autocast(precision, device):
+        with torch.inference_mode(), cast():
             for idx in batches:
                 yield idx, run_batch(idx)
         return
@@ -280,7 +310,7 @@ def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int, precision
     def worker() -> None:
         torch.set_num_threads(1)
         try:
-            with torch.inference_mode(), autocast(precision, device):
+            with torch.inference_mode(), cast():
                 while True:
                     try:
                         _, idx = todo.get_nowait()

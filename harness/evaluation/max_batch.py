@@ -22,7 +22,7 @@ import torch
 from harness.console import step
 from harness.errors import HarnessError
 from harness.evaluation.throughput import _sync, batch_token_ids, model_inputs
-from harness.models import autocast
+from harness.models import autocast_for, cast_for_inference
 
 #: how long a probe may take to start (spawn, imports, model load) before it counts as an error
 START_TIMEOUT = 1800.0
@@ -105,10 +105,11 @@ def _probe_child(probe: Probe, batch_size: int, out: Any) -> None:
         tlog.disable_progress_bar()    # and any error reach the parent through the queue
         model, _ = load_sentence_transformer(ModelSpec(**probe.spec), device=probe.device)
         hf = model[0].auto_model.eval()
+        cast_for_inference(hf, probe.precision, probe.device)   # as the measured model runs (bf16 weights on CUDA)
 
         def forward(n: int, length: int) -> None:
             seqs = batch_token_ids([length] * n, 0, 0, *probe.id_range)
-            with torch.inference_mode(), autocast(probe.precision, probe.device):
+            with torch.inference_mode(), autocast_for(hf, probe.precision, probe.device):
                 kwargs = model_inputs(hf, seqs, mode=probe.mode, pad_to=length, pad_id=probe.pad_id,
                                       device=probe.device)
                 hf(**kwargs)

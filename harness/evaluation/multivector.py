@@ -221,7 +221,7 @@ class MultiVectorRetriever:
 
     def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
         b = self.settings.batching
-        return token_budget_batches(lengths, b.batch_tokens, b.max_batch_size)
+        return token_budget_batches(lengths, b.fixed_tokens, b.max_batch_size)
 
     def query_embeddings(self, queries: list[str]) -> np.ndarray:
         """Queries' token embeddings, zero-padded to one length [n, tokens, dim]; cached by text and query length."""

@@ -13,7 +13,7 @@ import logging
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ import torch
 
 from harness.evaluation.packing import pack_rows, packed_inputs, padded_inputs
 from harness.evaluation.settings import SetSpec
-from harness.models import autocast, layer_list
+from harness.models import autocast_for, layer_list
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +122,26 @@ def machine_facts() -> str:
             f"python {platform.python_version()}; load average {load}")
 
 
+#: the float32 matmul precision Table 2 was measured under: torch's default, TF32 off. None of the authors' efficiency
+#: notebooks (MB@815a267:efficiency/notebooks) sets ``allow_tf32`` or ``set_float32_matmul_precision``, and the large
+#: model's notebook shows torch warning "TensorFloat32 tensor cores for float32 matrix multiplication available but
+#: not enabled" (MB@815a267:efficiency/notebooks/large/modernbert/modernbert_success.ipynb)
+PAPER_MATMUL_PRECISION = "highest"
+
+
+@contextlib.contextmanager
+def paper_matmul(device: str) -> Iterator[dict[str, Any]]:
+    """fp32 matmuls as the paper's notebooks ran them (:data:`PAPER_MATMUL_PRECISION`) for the block, whatever the
+    environment set; yields what a record says about it. The previous setting is restored after."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(PAPER_MATMUL_PRECISION)
+    try:
+        yield {"float32_matmul_precision": PAPER_MATMUL_PRECISION,
+               **({"tf32": bool(torch.backends.cuda.matmul.allow_tf32)} if device.startswith("cuda") else {})}
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
 # --------------------------------------------------------------------------------------------- timing
 @dataclass
 class Timing:
@@ -171,11 +191,11 @@ def measure(hf_model: Any, lengths: np.ndarray, *, batch_size: int, mode: str | 
     batches = []
     for b, start in enumerate(range(0, len(lengths), batch_size)):
         seqs = batch_token_ids(lengths[start : start + batch_size].tolist(), seed, b, *id_range)
-        with autocast(precision, device):
+        with autocast_for(hf_model, precision, device):
             batches.append(model_inputs(hf_model, seqs, mode=mode, pad_to=pad_to, pad_id=pad_id, device=device))
 
     def one_pass() -> None:
-        with torch.inference_mode(), autocast(precision, device):
+        with torch.inference_mode(), autocast_for(hf_model, precision, device):
             for kwargs in batches:
                 hf_model(**kwargs)
 

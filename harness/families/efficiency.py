@@ -98,12 +98,18 @@ class EfficiencyFamily(Family):
 
         return {"device": self.device, "name": tp.device_name(self.device)}
 
+    @property
+    def compiled(self) -> bool:
+        """``compile=true`` on a CUDA device: the encoder's forward through torch.compile (CPU: ignored)."""
+        return bool(self.cfg.get("compile")) and self.device.startswith("cuda")
+
     def cells(self) -> list[Cell]:
         s = self.settings
         if s.token_low >= s.token_high:   # each bound alone is typed (harness.typed.count, at_least)
             raise HarnessError(f"task.token_low={s.token_low} must be below task.token_high={s.token_high}: token "
                                "ids are drawn from [token_low, token_high)")
-        ident = self.identity(replace={"hardware": self.hardware()})
+        # compile changes the speed, this task's number: in the identity where it is on (off keeps the ids as before)
+        ident = self.identity(replace={"hardware": self.hardware(), **({"compile": True} if self.compiled else {})})
         rid = results.run_id(ident, {"prec": self.precision, "n": s.n_docs})
         plan_key = results.stable_hash(self.identity())   # what a planner on another machine computes too
         cells = []

@@ -16,9 +16,12 @@ from harness.models.paths import PACKAGE_PREFIX, check_available, model_ref, res
 from harness.models.positions import model_config, usable_positions
 from harness.models.precision import (
     autocast,
+    autocast_for,
     bf16_faster,
     bf16_supported,
+    cast_for_inference,
     cpu_flags,
+    low_precision_weights,
     resolve_device,
     resolve_precision,
 )
@@ -28,8 +31,9 @@ from harness.models.weights import MODEL_DIR_FIX, check_model_dir, check_safeten
 
 __all__ = [
     "HUB_MODEL_FIX", "MODEL_DIR_FIX", "PACKAGE_PREFIX", "ColbertDefaults", "DprDefaults", "ModelSpec", "_check_attn",
-    "apply_head", "autocast", "bf16_faster", "bf16_supported", "cached_snapshot", "check_available",
+    "apply_head", "autocast", "autocast_for", "bf16_faster", "bf16_supported", "cached_snapshot", "cast_for_inference",
+    "check_available",
     "check_keep_layers", "check_model_dir", "check_safetensors", "cpu_flags", "fingerprint", "hub_reachable",
-    "layer_list", "load_sentence_transformer", "model_config", "model_identity", "model_ref", "prune_layers",
+    "layer_list", "load_sentence_transformer", "low_precision_weights", "model_config", "model_identity", "model_ref", "prune_layers",
     "require_hub", "resolve_device", "resolve_path", "resolve_precision", "usable_positions", "variant_suffix",
 ]

@@ -1,26 +1,41 @@
 """Which attention a model loads with, and which kernel runs it: the paper's setting where the machine allows.
 
 The ModernBERT paper timed and trained ModernBERT unpadded (flash-attention on packed sequences). ``auto`` gives
-that on any CUDA machine for an architecture the harness packs (ModernBERT, BERT): the harness' own attention
-function, ``harness_varlen`` (:mod:`harness.models.varlen_attention`), whose kernel is flash-attn's varlen function
-where flash-attn is installed and torch's own flash kernel otherwise; everywhere else sdpa on padded batches. An
-explicit ``flash_attention_2`` on such an architecture also loads ``harness_varlen`` (flash-attn's kernel, bf16
-around it when the weights are fp32, which transformers' own path hands to flash-attn as fp32). The choice is a
-pure function of facts (:func:`resolve_attention`), so it is tested without a GPU by faking them.
+that on a CUDA machine for an architecture the harness packs (ModernBERT, BERT) where the flash kernels can run
+(:func:`kernel_blocker`: compute capability 8.0 or above, a head size of at most 256 that is a multiple of 8,
+fp16/bf16 inputs): the harness' own attention function, ``harness_varlen``
+(:mod:`harness.models.varlen_attention`), whose kernel is flash-attn's varlen function where flash-attn is
+installed and torch's own flash kernel otherwise. Everywhere else, and on a GPU the kernels cannot run on (a T4, a
+V100, an odd head size), sdpa on padded batches, said on one line and in the record (``fallback``). An explicit
+``harness_varlen`` (or ``flash_attention_2``, which loads it for these architectures) on such a GPU is refused
+before any work. The choice is a pure function of facts (:func:`resolve_attention`), so it is tested without a GPU
+by faking them. What really ran is counted, not inferred (:mod:`harness.models.kernel_calls`).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 from pathlib import Path
 from typing import Any
+
+from harness.errors import HarnessError
+from harness.models import kernel_calls
+
+log = logging.getLogger(__name__)
 
 #: the harness' attention function for packed sequences (registered with transformers when a model needs it)
 VARLEN = "harness_varlen"
 #: Hugging Face ``model_type``s whose forward the harness packs: restarting positions and ``cu_seq_lens`` reach
 #: the attention function unchanged (tests compare them with the padded model)
 PACKABLE_TYPES = ("modernbert", "bert")
+#: what the flash kernels take (torch's ``_flash_attention_forward`` and flash-attn 2's varlen function): the GPU
+#: generation, the head size (at most 256, a multiple of 8) and the inputs' dtype (fp32 weights: cast to bf16)
+MIN_CAPABILITY = (8, 0)
+MAX_HEAD_DIM = 256
+HEAD_DIM_MULTIPLE = 8
+KERNEL_DTYPES = ("float16", "bfloat16")
 
 
 def can_pack(model_type: str | None) -> bool:
@@ -28,9 +43,14 @@ def can_pack(model_type: str | None) -> bool:
     return (model_type or "").lower() in PACKABLE_TYPES
 
 
+_FLASH_ATTN: list[bool] = []      # flash-attn looked up once per process (a plain value: torch.compile reads it)
+
+
 def flash_attn_importable() -> bool:
-    """Whether flash-attn is installed; never imports it."""
-    return importlib.util.find_spec("flash_attn") is not None
+    """Whether flash-attn is installed; never imports it (looked up once per process: every layer call asks)."""
+    if not _FLASH_ATTN:
+        _FLASH_ATTN.append(importlib.util.find_spec("flash_attn") is not None)
+    return _FLASH_ATTN[0]
 
 
 def cuda_available() -> bool:
@@ -40,42 +60,141 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def model_type_of(local: str | Path) -> str | None:
-    """``model_type`` of the config.json in a model folder (None when there is none: nothing is packed)."""
+def cuda_capability(device: str | None) -> tuple[int, int]:
+    """The compute capability of ``device`` (None: the current CUDA device)."""
+    import torch
+
+    return tuple(torch.cuda.get_device_capability(device if device and ":" in device else None))  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------------------------- the model's facts
+def transformer_config(local: str | Path) -> Path | None:
+    """The transformers config.json of a model folder: at its root, or, in a sentence-transformers folder, in the
+    folder of the Transformer module its modules.json lists (``0_Transformer/``, ...); None when there is none."""
+    root = Path(local)
+    if (root / "config.json").is_file():
+        return root / "config.json"
     try:
-        return json.loads((Path(local) / "config.json").read_text()).get("model_type")
+        modules = json.loads((root / "modules.json").read_text())
     except (OSError, ValueError):
         return None
+    for module in modules if isinstance(modules, list) else []:
+        kind = str(module.get("type", "")) if isinstance(module, dict) else ""
+        if kind.rsplit(".", 1)[-1] == "Transformer":
+            candidate = root / str(module.get("path", "")) / "config.json"
+            return candidate if candidate.is_file() else None
+    return None
 
 
-def resolve_attention(requested: str, *, cuda: bool, packs: bool) -> str:
-    """The implementation to load: ``auto`` -> ``harness_varlen`` on CUDA for a packable architecture, else
-    ``sdpa``; ``flash_attention_2`` on a packable architecture -> ``harness_varlen`` (its kernel is flash-attn's);
-    any other name as given."""
-    if requested == "flash_attention_2" and packs:
+def model_config_json(local: str | Path) -> dict[str, Any]:
+    """The transformers config of a model folder as a mapping (empty when there is none)."""
+    path = transformer_config(local)
+    try:
+        data = json.loads(path.read_text()) if path is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def model_type_of(local: str | Path) -> str | None:
+    """``model_type`` of a model folder's transformers config (None when there is none: nothing is packed)."""
+    return model_config_json(local).get("model_type")
+
+
+def head_dim_of(config: Any) -> int | None:
+    """The attention head size of a transformers config (a mapping or a config object): ``head_dim``, else
+    hidden size / heads; None when it does not say."""
+    get = config.get if isinstance(config, dict) else lambda k: getattr(config, k, None)
+    if isinstance(get("head_dim"), int):
+        return int(get("head_dim"))
+    hidden, heads = get("hidden_size"), get("num_attention_heads")
+    return hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None
+
+
+# --------------------------------------------------------------------------------------------- the choice
+def kernel_blocker(*, capability: tuple[int, int] | None, head_dim: int | None, dtype: str | None) -> str:
+    """Why the flash kernels cannot run a model on this GPU, in words ('' where they can): ``capability`` of the
+    GPU, the model's ``head_dim``, the ``dtype`` its weights load in (fp32 is cast to bf16 around the kernel)."""
+    reasons = []
+    if capability is not None and tuple(capability) < MIN_CAPABILITY:
+        reasons.append(f"compute capability {capability[0]}.{capability[1]} (the flash kernels need "
+                       f"{MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} or above: A100, H100, RTX 30xx/40xx, ...)")
+    if head_dim is not None and (head_dim > MAX_HEAD_DIM or head_dim % HEAD_DIM_MULTIPLE):
+        reasons.append(f"head size {head_dim} (the flash kernels take at most {MAX_HEAD_DIM}, a multiple of "
+                       f"{HEAD_DIM_MULTIPLE})")
+    kernel_dtype = "bfloat16" if dtype == "float32" else dtype
+    if dtype is not None and kernel_dtype not in KERNEL_DTYPES:
+        reasons.append(f"{dtype} weights (the flash kernels take float16/bfloat16; float32 is cast to bfloat16)")
+    return "; ".join(reasons)
+
+
+def resolve_attention(requested: str, *, cuda: bool, packs: bool, blocker: str = "") -> str:
+    """The implementation to load: ``auto`` -> ``harness_varlen`` on CUDA for a packable architecture where the
+    flash kernels can run (``blocker`` empty), else ``sdpa``; ``flash_attention_2`` on a packable architecture ->
+    ``harness_varlen`` (its kernel is flash-attn's); any other name as given. ``harness_varlen`` (asked for, or
+    through ``flash_attention_2``) on CUDA where ``blocker`` says the kernels cannot run is a :class:`HarnessError`."""
+    requested_varlen = requested == VARLEN or (requested == "flash_attention_2" and packs)
+    if requested_varlen and cuda and blocker:
+        raise HarnessError(
+            f"model.attn_implementation={requested} cannot run on this GPU: {blocker}. Use "
+            "model.attn_implementation=auto (sdpa on padded batches where the flash kernels cannot run) or sdpa.")
+    if requested_varlen:
         return VARLEN
     if requested != "auto":
         return requested
-    return VARLEN if cuda and packs else "sdpa"
+    return VARLEN if cuda and packs and not blocker else "sdpa"
 
 
-def resolve_for(requested: str, model_type: str | None, device: str | None = None) -> str:
+def runs_on_cuda(device: str | None) -> bool:
+    """Whether a model for ``device`` runs on CUDA here (None: wherever torch finds a GPU; ``cpu`` never)."""
+    if device is not None:
+        return device.startswith("cuda") and cuda_available()
+    return cuda_available()
+
+
+def blocker_for(device: str | None, head_dim: int | None, dtype: str | None) -> str:
+    """:func:`kernel_blocker` for a model that runs on CUDA ``device`` here."""
+    return kernel_blocker(capability=cuda_capability(device), head_dim=head_dim, dtype=dtype)
+
+
+def resolve_for(requested: str, model_type: str | None, device: str | None = None, *, head_dim: int | None = None,
+                dtype: str | None = None) -> str:
     """:func:`resolve_attention` on this machine for a model that runs on ``device`` (None: wherever torch finds a
-    GPU; ``cpu`` never counts as CUDA). torch is imported only for ``auto`` on a packable model."""
+    GPU; ``cpu`` never counts as CUDA), with the model's ``head_dim`` and weights' ``dtype`` where known. torch is
+    imported only where the answer depends on the GPU."""
     packs = can_pack(model_type)
-    on_cpu = device is not None and not device.startswith("cuda")
-    cuda = requested == "auto" and packs and not on_cpu and cuda_available()
-    return resolve_attention(requested, cuda=cuda, packs=packs)
+    asks_varlen = requested == VARLEN or (requested == "flash_attention_2" and packs)
+    if not (packs and requested == "auto") and not asks_varlen:
+        return resolve_attention(requested, cuda=False, packs=packs)
+    cuda = runs_on_cuda(device)
+    blocker = blocker_for(device, head_dim, dtype) if cuda else ""
+    return resolve_attention(requested, cuda=cuda, packs=packs, blocker=blocker)
 
 
+def fallback_reason(requested: str, implementation: str, model_type: str | None, device: str | None, *,
+                    head_dim: int | None, dtype: str | None) -> str:
+    """Why ``auto`` chose padded sdpa on a CUDA machine for an architecture the harness packs ('' otherwise)."""
+    if requested != "auto" or implementation != "sdpa" or not can_pack(model_type) or not runs_on_cuda(device):
+        return ""
+    return blocker_for(device, head_dim, dtype)
+
+
+def say_fallback(model: str, reason: str) -> None:
+    """The one line a run prints where ``auto`` falls back to padded sdpa on a GPU."""
+    log.warning("%s: model.attn_implementation=auto -> sdpa on padded batches on this GPU, not %s (unpadded): %s",
+                model, VARLEN, reason)
+
+
+# --------------------------------------------------------------------------------------------- what ran
 def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
-    """What computes attention under ``implementation``: for ``harness_varlen`` flash-attn's varlen function
-    (installed, CUDA), torch's flash kernel (CUDA), or the plain-torch reference (elsewhere)."""
+    """What computes attention under ``implementation`` (expected from the settings; records count what ran):
+    for ``harness_varlen`` flash-attn's varlen function (installed, CUDA), torch's flash kernel (CUDA), or the
+    plain-torch reference (elsewhere)."""
     if implementation != VARLEN:
         return f"transformers {implementation}"
     if not cuda:
-        return "reference: per-sequence sdpa with the window (plain torch)"
-    return "flash_attn.flash_attn_varlen_func" if flash_attn else "torch.ops.aten._flash_attention_forward"
+        return kernel_calls.REFERENCE
+    return kernel_calls.FLASH_ATTN if flash_attn else kernel_calls.TORCH_FLASH
 
 
 def kernel_on(implementation: str, device: str) -> str:
@@ -83,13 +202,21 @@ def kernel_on(implementation: str, device: str) -> str:
     return kernel_name(implementation, cuda=device.startswith("cuda"), flash_attn=flash_attn_importable())
 
 
-def record(requested: str, implementation: str, device: str) -> dict[str, Any]:
+def record(requested: str, implementation: str, device: str, *, calls: dict[str, int] | None = None,
+           fallback: str = "") -> dict[str, Any]:
     """What a record's model block says about attention where the config left the choice to the machine (``auto``)
-    or the harness changed it (``flash_attention_2``, ``harness_varlen``); empty for a named sdpa/eager/flex."""
+    or the harness changed it (``flash_attention_2``, ``harness_varlen``); empty for a named sdpa/eager/flex.
+    ``kernel`` is the kernel the counted ``calls`` name (None before any call: nothing ran yet); ``fallback``: why
+    ``auto`` chose padded sdpa on a GPU."""
     if requested not in ("auto", "flash_attention_2", VARLEN):
         return {}
-    return {"attention": {"requested": requested, "implementation": implementation,
-                          "kernel": kernel_on(implementation, device), "unpadded": implementation == VARLEN}}
+    counted = dict(calls or {})
+    block: dict[str, Any] = {"requested": requested, "implementation": implementation,
+                             "kernel": kernel_calls.observed_kernel(counted), "calls": counted,
+                             "unpadded": implementation == VARLEN}
+    if fallback:
+        block["fallback"] = fallback
+    return {"attention": block}
 
 
 def describe(requested: str) -> str:
@@ -99,6 +226,11 @@ def describe(requested: str) -> str:
     if not cuda_available():
         return ("# model.attn_implementation: auto -> sdpa on this machine (no CUDA: padded batches; "
                 f"{VARLEN}, unpadded, on a CUDA machine)")
+    blocker = kernel_blocker(capability=cuda_capability(None), head_dim=None, dtype=None)
+    if blocker:
+        return (f"# model.attn_implementation: auto -> sdpa on this machine (CUDA, but the flash kernels cannot "
+                f"run here: {blocker}; padded batches)")
     kernel = kernel_name(VARLEN, cuda=True, flash_attn=flash_attn_importable())
     return (f"# model.attn_implementation: auto -> {VARLEN} on this machine for {'/'.join(PACKABLE_TYPES)} "
-            f"architectures (CUDA: unpadded batches, kernel {kernel}), sdpa for others")
+            f"architectures (CUDA: unpadded batches, kernel {kernel}; sdpa for a head size the kernel does not "
+            "take), sdpa for others")

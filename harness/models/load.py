@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 from pathlib import Path
@@ -21,7 +20,9 @@ log = logging.getLogger(__name__)
 
 
 def _check_attn(spec: ModelSpec) -> None:
-    if spec.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+    from harness.models.attention import flash_attn_importable
+
+    if spec.attn_implementation == "flash_attention_2" and not flash_attn_importable():
         raise HarnessError(
             "model.attn_implementation=flash_attention_2 needs flash-attn, which is not installed. "
             "On a CUDA machine: pip install 'harness[gpu]', or use auto (unpadded with torch's own flash kernel "
@@ -29,13 +30,20 @@ def _check_attn(spec: ModelSpec) -> None:
         )
 
 
-def attention_for(requested: str, local: str, device: str | None = None) -> str:
+def attention_for(requested: str, local: str, device: str | None = None, *, dtype: str | None = None) -> str:
     """The implementation a model in ``local`` loads with to run on ``device`` (``auto`` resolved for its
-    architecture; None: this machine's GPU if it has one); ``harness_varlen`` is registered with transformers first."""
-    from harness.models.attention import VARLEN, model_type_of, resolve_for
+    architecture, head size and weights' ``dtype``; None: this machine's GPU if it has one); ``auto`` falling back
+    to padded sdpa on a GPU says so on one line; an explicit ``harness_varlen`` the GPU cannot run is refused here,
+    before the weights load. ``harness_varlen`` is registered with transformers first."""
+    from harness.models import attention as att
 
-    implementation = resolve_for(requested, model_type_of(local), device)
-    if implementation == VARLEN:
+    config = att.model_config_json(local)
+    model_type, head_dim = config.get("model_type"), att.head_dim_of(config)
+    implementation = att.resolve_for(requested, model_type, device, head_dim=head_dim, dtype=dtype)
+    reason = att.fallback_reason(requested, implementation, model_type, device, head_dim=head_dim, dtype=dtype)
+    if reason:
+        att.say_fallback(Path(local).name, reason)
+    if implementation == att.VARLEN:
         from harness.models.varlen_attention import register
 
         register()
@@ -47,23 +55,38 @@ def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
     (:func:`attention_for`) and, unless float32, the weights' dtype."""
     import torch
 
-    kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local, device)}
+    kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local, device,
+                                                                   dtype=spec.dtype)}
     if spec.dtype != "float32":
         kwargs["dtype"] = getattr(torch, spec.dtype)
     return kwargs
 
 
 def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any]:
-    """The record's ``attention`` entry (which implementation, kernel, unpadded) where ``auto`` was resolved."""
-    from harness.models.attention import record
+    """The record's ``attention`` entry where ``auto`` was resolved (or the harness changed the implementation):
+    which implementation, why ``auto`` fell back to padded sdpa on a GPU, and the kernel counted as it runs (the
+    entry stays current: :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
+    from harness.models import attention as att
+    from harness.models.kernel_calls import watch
 
-    return record(requested, str(getattr(encoder.config, "_attn_implementation", "")), device)
+    config = encoder.config
+    implementation = str(getattr(config, "_attn_implementation", ""))
+    dtype = str(next(encoder.parameters()).dtype).removeprefix("torch.")
+    reason = att.fallback_reason(requested, implementation, getattr(config, "model_type", None), device,
+                                 head_dim=att.head_dim_of(config), dtype=dtype)
+    block = att.record(requested, implementation, device, fallback=reason)
+    if block:
+        watch(encoder).keep(block["attention"])
+    return block
 
 
 def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
-    """Padded batches into ``encoder`` run as one packed row where it loaded ``harness_varlen``."""
+    """Padded batches into ``encoder`` run as one packed row where it loaded ``harness_varlen``; every attention
+    call of ``encoder`` is counted by kernel from now on (:func:`harness.models.kernel_calls.watch`)."""
     from harness.models.attention import VARLEN
+    from harness.models.kernel_calls import watch
 
+    watch(encoder)
     if getattr(encoder.config, "_attn_implementation", None) == VARLEN:
         from harness.models.unpad import install
 

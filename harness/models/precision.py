@@ -89,3 +89,37 @@ def autocast(precision: str, device: str) -> Any:
 
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=dtype)
+
+
+def low_precision_weights(precision: str, device: str) -> bool:
+    """Whether inference at ``precision`` on ``device`` runs on weights cast to it (bf16/fp16 on CUDA) rather than
+    autocast over fp32 weights: autocast keeps LayerNorm, residuals and rotary in fp32 and casts between them, and
+    the attention output back to fp32, which is slower and not what the GPU path is for. CPUs keep autocast (their
+    bf16 runs, where chosen, are measured that way: see docs/efficiency.md)."""
+    return device.startswith("cuda") and precision in ("bf16", "fp16")
+
+
+def cast_for_inference(model: Any, precision: str, device: str) -> str:
+    """Cast ``model``'s weights for inference at ``precision`` where :func:`low_precision_weights` says so; what
+    runs, for the record: ``fp32``, ``bf16 weights`` (or fp16), or ``autocast bf16 over fp32 weights``."""
+    if precision == "fp32":
+        return "fp32"
+    if low_precision_weights(precision, device):
+        import torch
+
+        model.to(torch.bfloat16 if precision == "bf16" else torch.float16)
+        return f"{precision} weights"
+    return f"autocast {precision} over fp32 weights"
+
+
+def autocast_for(model: Any, precision: str, device: str) -> Any:
+    """:func:`autocast` for a forward of ``model``, a no-op where its weights are already in a low precision
+    (autocast would run LayerNorm in fp32 between them)."""
+    import contextlib
+
+    import torch
+
+    first = next(iter(model.parameters()), None)
+    if first is not None and first.dtype in (torch.bfloat16, torch.float16):
+        return contextlib.nullcontext()
+    return autocast(precision, device)

@@ -64,21 +64,32 @@ def _packable(inputs: dict[str, Any], keep_padded: Callable[[dict[str, Any]], bo
 
 
 def pack_padded(inputs: dict[str, Any]) -> tuple[dict[str, Any], tuple[torch.Tensor, int, int]]:
-    """Forward kwargs of one packed row for a padded batch, and what :func:`repad` needs."""
-    keep = inputs["attention_mask"].bool()
-    batch, width = keep.shape
-    index = keep.reshape(-1).nonzero().squeeze(1)
-    lengths = keep.sum(1, dtype=torch.int32)
-    cu = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
+    """Forward kwargs of one packed row for a padded batch, and what :func:`repad` needs. The mask is read on the
+    host once (the forward's one synchronisation: the kernel needs the longest length as a number); the indices
+    and ``cu_seq_lens`` go back to the device without another."""
+    mask = inputs["attention_mask"]
+    device = mask.device
+    host = mask.cpu().bool()
+    batch, width = host.shape
+    lengths = host.sum(1, dtype=torch.int32)
     longest = int(lengths.max())
+    index = _to(host.reshape(-1).nonzero().squeeze(1), device)
+    cu = _to(F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0)), device)
     if inputs.get("position_ids") is None:    # the padded model's own positions (restarting: right padding)
-        inputs = {**inputs, "position_ids": torch.arange(width, device=keep.device)}
+        inputs = {**inputs, "position_ids": torch.arange(width, device=device)}
     out = {k: v for k, v in inputs.items() if k != "attention_mask"}
     for name in PER_TOKEN:
         if inputs.get(name) is not None:
             out[name] = inputs[name].expand(batch, width).reshape(-1)[index][None]
     out.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=longest, max_length_k=longest)
     return out, (index, batch, width)
+
+
+def _to(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device``: through pinned memory on CUDA, so the copy does not wait for the stream."""
+    if device.type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
 
 
 def repad(packed: torch.Tensor, index: torch.Tensor, batch: int, width: int) -> torch.Tensor:

@@ -17,7 +17,8 @@ torch's ``aten._flash_attention_forward`` (cumulative lengths, a left/right wind
 inputs are cast to bf16 around the kernel and the output back (the flash kernels take fp16/bf16 only; the
 research ModernBERT behind the paper's Table 2 did the same). Elsewhere :func:`reference`: each sequence's
 attention on its own in plain torch (sdpa with the window as a mask), in the inputs' dtype, which is how the CPU
-tests check the whole packed path against the padded model.
+tests check the whole packed path against the padded model. Each call is counted under the kernel it ran
+(:mod:`harness.models.kernel_calls`): what the records say ran.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from harness.models import kernel_calls
 from harness.models.attention import VARLEN, flash_attn_importable
 
 
@@ -49,12 +51,16 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     window = sliding_window - 1 if sliding_window else -1
     batch, heads, width, dim = query.shape
     if cu_seq_lens_q is None and attention_mask is not None:
+        if not torch.compiler.is_compiling():
+            kernel_calls.count(module, kernel_calls.PADDED_MASK)
         return padded(query, key, value, attention_mask, scale=scaling, window=window, causal=causal,
                       dropout=dropout), None
     if cu_seq_lens_q is None:   # whole rows: each one sequence
         cu_seq_lens_q = torch.arange(0, (batch + 1) * width, width, dtype=torch.int32, device=query.device)
         max_length_q = width
     q, k, v = (t.transpose(1, 2).reshape(batch * width, heads, dim) for t in (query, key, value))
+    if not torch.compiler.is_compiling():     # a compiled graph's calls are counted as compiled forwards
+        kernel_calls.count(module, kernel_label(q))
     out = varlen(q, k, v, cu_seq_lens_q, int(max_length_q), scale=scaling, window=window,  # type: ignore[arg-type]
                  causal=causal, dropout=dropout)
     return out.view(batch, width, heads, dim), None
@@ -63,6 +69,13 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
 def kernel_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the flash kernels run in: bf16 for fp32 inputs (fp32 weights), else the inputs' own."""
     return torch.bfloat16 if dtype == torch.float32 else dtype
+
+
+def kernel_label(q: torch.Tensor) -> str:
+    """The name :func:`varlen` runs ``q`` under (what a record's kernel says)."""
+    if not on_cuda(q):
+        return kernel_calls.REFERENCE
+    return kernel_calls.FLASH_ATTN if flash_attn_importable() else kernel_calls.TORCH_FLASH
 
 
 def varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, max_len: int, *,

@@ -25,23 +25,43 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def attention_facts(requested: str, hf: Any, device: str) -> dict[str, Any]:
-    """Which attention ran and on which kernel (``auto`` stays the config value; what it resolved to is here)."""
-    from harness.models.attention import kernel_on
+def attention_facts(requested: str, hf: Any, since: dict[str, int] | None = None) -> dict[str, Any]:
+    """Which attention ran (``auto`` stays the config value; what it resolved to is here) and on which kernel: the
+    calls counted into each kernel since the counts ``since`` (:mod:`harness.models.kernel_calls`)."""
+    from harness.models.kernel_calls import observed_kernel, watch
 
-    implementation = hf.config._attn_implementation
-    return {"attn_implementation": implementation, "attn_requested": requested,
-            "attention_kernel": kernel_on(implementation, device)}
+    counts = watch(hf).snapshot()
+    calls = {k: n - (since or {}).get(k, 0) for k, n in counts.items() if n - (since or {}).get(k, 0)}
+    return {"attn_implementation": hf.config._attn_implementation, "attn_requested": requested,
+            "attention_kernel": observed_kernel(calls), "attention_calls": calls}
 
 
 def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+    """Table 2's fp32 matmuls as the paper's notebooks ran them (:func:`~harness.evaluation.throughput.paper_matmul`)
+    around the whole measurement."""
+    from harness.evaluation import throughput as tp
+
+    with tp.paper_matmul(plan.device) as matmul:
+        yield from _run(plan, todo, matmul)
+
+
+def compiled(plan: RunPlan) -> bool:
+    """``compile=true`` on a CUDA device: the encoder's forward through torch.compile (CPU: ignored)."""
+    return bool(plan.config.get("compile")) and plan.device.startswith("cuda")
+
+
+def _run(plan: RunPlan, todo: Sequence[Cell], matmul: dict[str, Any]) -> Iterator[ResultRecord]:
     from harness.evaluation import throughput as tp
     from harness.evaluation.encode import pack_mode
-    from harness.models import load_sentence_transformer
+    from harness.models import cast_for_inference, load_sentence_transformer
+    from harness.models.compiled import compile_encoder
 
     with step(f"efficiency: loading {plan.model.name} on {plan.device}"):
         model, block = load_sentence_transformer(plan.model, device=plan.device)
     hf = model[0].auto_model.eval()
+    runs = cast_for_inference(hf, plan.precision, plan.device)      # CUDA bf16/fp16: the weights themselves
+    if compiled(plan):
+        compile_encoder(hf)
     mode = pack_mode(model, plan.settings.unpad, plan.device)
     roofline = None
     if plan.settings.roofline:
@@ -50,9 +70,10 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
             roofline = tp.matmul_flops(plan.precision, plan.device, n)
             done.outcome = f"{roofline / 1e9:,.1f} GFLOP/s"
     found: dict[int, SearchResult] = {}              # max length -> its max-batch search
+    facts = {**matmul, "runs": runs, "compiled": compiled(plan)}
     for cell in todo:
         try:
-            yield measure_cell(plan, cell, model, hf, block, mode, roofline, found)
+            yield measure_cell(plan, cell, model, hf, block, mode, roofline, found, facts)
         except HarnessError as exc:
             log.error("efficiency/%s failed: %s", cell.dataset, exc)
             yield plan.header.failed(cell, exc, model=block, split="synthetic")
@@ -64,16 +85,18 @@ def id_range(plan: RunPlan, hf: Any) -> tuple[int, int]:
     return min(s.token_low, max(vocab - 1, 0)), min(s.token_high, vocab)
 
 def measure_cell(plan: RunPlan, cell: Cell, model: Any, hf: Any, block: dict[str, Any], mode: str | None,
-                 roofline: float | None, found: dict[int, SearchResult]) -> ResultRecord:
+                 roofline: float | None, found: dict[int, SearchResult], facts: dict[str, Any]) -> ResultRecord:
     from harness.evaluation import throughput as tp
+    from harness.models.kernel_calls import watch
 
     s = plan.settings
     spec: SetSpec = cell.payload
     lengths = tp.set_lengths(spec, s.n_docs, s.seed)
     positions = usable_positions(hf)   # None: the config does not say, nothing is skipped
+    before = watch(hf).snapshot()
     base = {"device": plan.device, "device_name": tp.device_name(plan.device), "dtype": plan.precision,
-            **attention_facts(plan.model.attn_implementation, hf, plan.device), "set": asdict(spec),
-            "set_stats": tp.set_stats(lengths), "positions": positions}
+            **attention_facts(plan.model.attn_implementation, hf, before), "set": asdict(spec),
+            "set_stats": tp.set_stats(lengths), "positions": positions, **facts}
     if positions is not None and spec.max_length > positions:
         reason = (f"the model's positions stop at {positions}; set {cell.dataset!r} has sequences of up to "
                   f"{spec.max_length} tokens")
@@ -96,7 +119,7 @@ def measure_cell(plan: RunPlan, cell: Cell, model: Any, hf: Any, block: dict[str
         "seconds_mean": float(np.mean(timing.seconds)), "seconds_std": float(np.std(timing.seconds)),
         "model_flops_per_s": flops / float(np.mean(timing.seconds)),
     }
-    details = {**base, "unpadded": mode is not None, "pack_mode": mode, "pad_to": s.pad_to,
+    details = {**base, **attention_facts(plan.model.attn_implementation, hf, before), "unpadded": mode is not None, "pack_mode": mode, "pad_to": s.pad_to,
                "batch_size": spec.batch_size, "n_docs": s.n_docs, "repeats": s.repeats, "warmup": s.warmup,
                "timed_passes": len(timing.seconds),
                "token_ids": list(ids), "real_tokens_per_pass": timing.real_tokens, "pass_seconds": timing.seconds,

@@ -90,6 +90,21 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
     return info
 
 
+def for_inference(plan: RunPlan, model: Any, block: dict[str, Any]) -> None:
+    """Ready ``model`` to encode, after any training: its weights cast to bf16/fp16 on CUDA at that precision (not
+    autocast over fp32 weights), its encoder compiled where ``compile=true`` (CUDA); what runs goes into the
+    record's model block (``inference``) where it is not plain fp32."""
+    from harness.models import cast_for_inference
+    from harness.models.compiled import compile_encoder
+
+    mode = cast_for_inference(model, plan.precision, plan.device)
+    compile_it = bool(plan.config.get("compile")) and plan.device.startswith("cuda")
+    if compile_it:
+        compile_encoder(model[0].auto_model)
+    if mode != "fp32" or compile_it:
+        block["inference"] = {"precision": plan.precision, "runs": mode, "compiled": compile_it}
+
+
 def retriever(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Any:
     """The retrieve stage's retriever for ``model``; ``cache_identity`` keys its on-disk corpus cache."""
     p = parts(plan)
@@ -106,6 +121,9 @@ def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mappi
     attention = (block.get("attention") or {}).get("implementation")
     if attention not in (None, "sdpa"):
         out["attention"] = attention
+    runs = (block.get("inference") or {}).get("runs", "fp32")
+    if runs != "fp32" and not runs.startswith("autocast"):  # bf16 weights encode unlike autocast over fp32
+        out["cast"] = runs
     return out
 
 
@@ -122,6 +140,7 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
         raise
     if facts:
         block["trained"] = facts
+    for_inference(plan, model, block)
     built = score.sharded(plan, retriever(plan, model, cache_identity(plan, block, facts)))
     tokenizer = model[0].tokenizer
     for cell in todo:
@@ -145,6 +164,7 @@ def run_part(plan: RunPlan, todo: Sequence[Cell]) -> None:
     if plan.trains and facts is None:
         raise HarnessError(f"shard job {shard}: this run's training has not finished; shards evaluate a trained "
                            "model")
+    for_inference(plan, model, block)
     built = score.sharded(plan, retriever(plan, model, cache_identity(plan, block, facts)))
     assert isinstance(built, ShardedRetriever)
     for cell in todo:

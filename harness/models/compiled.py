@@ -1,0 +1,40 @@
+"""``compile=true``: the encoder's forward through ``torch.compile``, for inference on a GPU.
+
+Off by default: it is an option until a GPU measures it faster than eager, compile time included
+(``benchmarks/gpu/check.sh`` measures both; docs/efficiency.md). Shapes are dynamic (packed rows differ in length
+from batch to batch). The forward is compiled, not the module's call, so the unpadding hooks
+(:mod:`harness.models.unpad`) and the kernel counting stay outside the graph; attention calls inside it are not
+seen one by one, so the compiled forwards are counted instead (:mod:`harness.models.kernel_calls`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.models.kernel_calls import COMPILED, watch
+
+
+def compile_encoder(encoder: Any, backend: str = "inductor") -> bool:
+    """Compile ``encoder``'s forward in place (idempotent); False where it already was. ``backend``: torch.compile's
+    (the CPU dry run of the GPU check uses ``eager``: tracing without code generation)."""
+    import torch
+
+    from harness.models.attention import flash_attn_importable
+
+    if getattr(encoder, "_harness_compiled", False):
+        return False
+    flash_attn_importable()               # looked up before tracing: the graph reads the answer, not the lookup
+    calls = watch(encoder)
+    compiled = torch.compile(encoder.forward, dynamic=True, backend=backend)
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        calls.add(COMPILED)
+        return compiled(*args, **kwargs)
+
+    encoder.forward = forward
+    encoder._harness_compiled = True
+    return True
+
+
+def compiled(encoder: Any) -> bool:
+    return bool(getattr(encoder, "_harness_compiled", False))

@@ -1,0 +1,109 @@
+"""The attention kernel that really ran, counted call by call: what a record's ``kernel`` says.
+
+:func:`watch` gives an encoder one :class:`KernelCalls` and hands it to each of its attention modules. Under
+``harness_varlen`` the attention function itself counts each call under the kernel it called (torch's flash
+kernel, flash-attn's varlen function, the plain-torch reference, or the padded mask path); under any other
+implementation a hook on each attention module counts ``transformers <implementation>`` (the padded fallback). A
+record's attention block (:func:`harness.models.attention.record`) is kept current as calls arrive
+(:meth:`KernelCalls.keep`), so a record made after encoding names the kernel that encoded, never one inferred from
+the settings. Calls inside a ``torch.compile`` graph are not seen one by one: the compiled forwards are counted
+instead (``compiled forward (torch.compile)``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+#: what the unpadded path's attention function counts, by branch
+TORCH_FLASH = "torch.ops.aten._flash_attention_forward"
+FLASH_ATTN = "flash_attn.flash_attn_varlen_func"
+REFERENCE = "reference: per-sequence sdpa with the window (plain torch)"
+PADDED_MASK = "padded: sdpa with the 2-D mask (plain torch)"
+COMPILED = "compiled forward (torch.compile)"
+
+
+class KernelCalls:
+    """Calls by kernel name, from any thread; the attention blocks it keeps current (:meth:`keep`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        self._blocks: list[dict[str, Any]] = []
+
+    def add(self, kernel: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[kernel] = self.counts.get(kernel, 0) + n
+            for block in self._blocks:
+                block["calls"] = dict(self.counts)
+                block["kernel"] = observed_kernel(self.counts)
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.counts)
+
+    def keep(self, block: dict[str, Any]) -> dict[str, Any]:
+        """Keep ``block``'s ``calls`` and ``kernel`` equal to the counts from now on (and fill them now)."""
+        with self._lock:
+            block["calls"] = dict(self.counts)
+            block["kernel"] = observed_kernel(self.counts)
+            self._blocks.append(block)
+        return block
+
+    def __deepcopy__(self, memo: dict) -> KernelCalls:     # a copied model counts afresh
+        return KernelCalls()
+
+    def __reduce__(self) -> tuple:                         # so does a pickled one
+        return (KernelCalls, ())
+
+
+def observed_kernel(counts: dict[str, int]) -> str | None:
+    """The kernel the counts name: the one that ran, or each with its calls where several did; None before any."""
+    ran = {k: n for k, n in counts.items() if n}
+    if len(ran) <= 1:
+        return next(iter(ran), None)
+    return ", ".join(f"{k} ({n} calls)" for k, n in sorted(ran.items(), key=lambda kv: -kv[1]))
+
+
+def attention_modules(encoder: Any) -> list[Any]:
+    """The innermost modules of ``encoder`` whose class name ends in ``Attention`` (ModernBertAttention,
+    BertSelfAttention, ...): the ones that call the attention function, once per layer."""
+    found = [m for m in encoder.modules() if type(m).__name__.endswith("Attention")]
+    return [m for m in found if not any(c is not m and type(c).__name__.endswith("Attention") for c in m.modules())]
+
+
+def calls_of(encoder: Any) -> KernelCalls | None:
+    """The counter :func:`watch` gave ``encoder`` (None: not watched)."""
+    return getattr(encoder, "_harness_calls", None)
+
+
+def watch(encoder: Any) -> KernelCalls:
+    """Count every attention call of ``encoder`` by kernel (idempotent); its counter."""
+    from harness.models.attention import VARLEN
+
+    calls = calls_of(encoder)
+    if calls is not None:
+        return calls
+    import torch
+
+    calls = KernelCalls()
+    encoder._harness_calls = calls
+    varlen = getattr(encoder.config, "_attn_implementation", None) == VARLEN
+
+    def count_transformers(module: Any, args: tuple) -> None:
+        if not torch.compiler.is_compiling():      # inside a compiled graph: the compiled forward is counted
+            calls.add(f"transformers {getattr(module.config, '_attn_implementation', '?')}")
+
+    for module in attention_modules(encoder):
+        module._harness_calls = calls
+        if not varlen:                 # harness_varlen counts inside the function, by the branch it took
+            module.register_forward_pre_hook(count_transformers)
+    return calls
+
+
+def count(module: Any, kernel: str) -> None:
+    """One call of ``kernel`` by the attention ``module`` (of a watched encoder; nothing otherwise). Callers skip
+    it while torch.compile traces (the compiled forwards are counted instead)."""
+    calls = getattr(module, "_harness_calls", None)
+    if calls is not None:
+        calls.add(kernel)
