@@ -175,7 +175,7 @@ def glue_points(plan: Any, cells: list[Any]) -> dict[str, Any]:
     """Each grid point's record hyperparameters and trainer settings, and its task data's tokenisation key."""
 
     from harness import models
-    from harness.families.glue import point as glue_point
+    from harness.stages import glue as glue_point
 
     s = plan.settings
     fp = models.model_identity(plan.model, *models.resolve_path(plan.model))["fingerprint"]

@@ -82,7 +82,7 @@ def test_authors_decays_every_parameter_best_epoch_skips_bias_and_layernorm(tmp_
 
 def test_early_stopping_watches_one_metric_mnli_matched_accuracy():
     from harness.data import glue as glue_data
-    from harness.families.glue.point import monitor
+    from harness.stages.glue import monitor
 
     defs = glue_data.task_definitions(compose_task().task.definitions)
     assert monitor(defs["mnli"], [("matched", 9), ("mismatched", 6)]) == "accuracy_matched"

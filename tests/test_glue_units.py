@@ -44,8 +44,8 @@ def glue_train_config(**fields):
     trainer has no defaults of its own, so tests start from the YAML too."""
     from dataclasses import replace
 
-    from harness.families.glue.grid import GridPoint
-    from harness.families.glue.point import train_config
+    from harness.stages.context import GridPoint
+    from harness.stages.glue import train_config
 
     base = train_config(GridPoint("rte", 1e-5, 1e-6, 1, 0), glue_settings(), "fp32", "cpu")
     run = {k: fields.pop(k) for k in ("lr", "epochs", "seed", "precision", "device") if k in fields}

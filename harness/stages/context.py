@@ -69,3 +69,24 @@ class GlueStages:
     definitions (labels, metric, data files)."""
 
     tasks: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One cell of the GLUE sweep: one fine-tuning run (a cell's payload, with its :class:`InitSource`)."""
+
+    task: str
+    lr: float
+    weight_decay: float
+    epochs: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class InitSource:
+    """Where a GLUE run's encoder weights come from: the pretrained model, or a fine-tuned checkpoint."""
+
+    kind: str                        # pretrained | mnli | path
+    checkpoint: str | None = None
+    run_id: str | None = None        # the MNLI record it came from
+    candidates: int = 0              # MNLI records compared

@@ -47,7 +47,7 @@ PROTOCOLS = ("authors", "best_epoch")
 class TrainConfig:
     """Everything that shapes one fine-tuning run (one GLUE grid point): the task's ``train.glue`` node (its values:
     conf/task/glue.yaml), the point's resolved values (``run``: learning rate, epochs, seed, precision, device), and
-    what the point works out from its node (through ``families.glue.point.train_config``)."""
+    what the point works out from its node (through ``harness.stages.glue.train_config``)."""
 
     node: GlueTraining
     run: TrainRun

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +14,9 @@ from harness.errors import HarnessError
 from harness.families.glue.grid import GlueSettings
 from harness.results import ResultRecord
 from harness.specs.glue import TASK_FAMILY, planned_seeds
+from harness.stages.context import InitSource
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class InitSource:
-    """Where a run's encoder weights come from: the pretrained model, or a fine-tuned checkpoint."""
-
-    kind: str                        # pretrained | mnli | path
-    checkpoint: str | None = None
-    run_id: str | None = None        # the MNLI record it came from
-    candidates: int = 0              # MNLI records compared
 
 
 PRETRAINED = InitSource("pretrained")

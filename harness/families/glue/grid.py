@@ -11,6 +11,7 @@ from harness.data import glue as glue_data
 from harness.errors import HarnessError
 from harness.specs import dependencies
 from harness.specs.glue import planned_seeds
+from harness.stages.context import GridPoint
 from harness.training.settings import GlueTraining
 from harness.typed import at_least, choices, count, excluded, flat, nonempty, positive
 
@@ -55,17 +56,6 @@ class GlueSettings:
     seeds: list[int] = nonempty(excluded="replaced by each grid point's seed (task.seed)")
     eval_interval: dict[str, int] = count(excluded="replaced by the grid point's task's interval (task.eval_batches)")
     weight_decay_convention: str = choices("composer", "torch")
-
-
-@dataclass(frozen=True)
-class GridPoint:
-    """One cell of the sweep: one fine-tuning run."""
-
-    task: str
-    lr: float
-    weight_decay: float
-    epochs: int
-    seed: int
 
 
 def order_tasks(tasks: Sequence[glue_data.GlueTask], chain: Mapping[str, Sequence[str]]) -> list[glue_data.GlueTask]:

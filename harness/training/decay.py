@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.families.glue.grid import GlueSettings, GridPoint
+from harness.stages.context import GridPoint
 
 #: the least fraction of itself weight decay alone may leave of a weight over a run's planned steps
 KEEP_AT_LEAST = 0.5
 
 
-def adamw_weight_decay(point: GridPoint, tcfg: GlueSettings, convention: str | None = None) -> float:
+def adamw_weight_decay(point: GridPoint, tcfg: Any, convention: str | None = None) -> float:
     """The ``weight_decay`` torch's AdamW gets: ``composer`` (the authors' DecoupledAdamW decays by
     weight_decay x lr_t / lr, so AdamW's lr_t x wd needs wd = weight_decay / lr) | ``torch`` (as given)."""
     if (convention or tcfg.weight_decay_convention) == "composer":
@@ -35,7 +36,7 @@ def adamw_weight_decay(point: GridPoint, tcfg: GlueSettings, convention: str | N
     return float(point.weight_decay)
 
 
-def planned_steps(n_train: int, tcfg: GlueSettings, epochs: int) -> int:
+def planned_steps(n_train: int, tcfg: Any, epochs: int) -> int:
     """Optimizer steps the Trainer plans: ceil(ceil(rows / batch) / accumulation) per epoch, at least 1."""
     t = tcfg.training
     per_epoch = max(1, math.ceil(math.ceil(n_train / int(t.batch_size)) / int(t.gradient_accumulation_steps)))
@@ -50,7 +51,7 @@ def lr_multipliers(steps: int, warmup_ratio: float) -> np.ndarray:
     return np.where(t < warm, t / max(1, warm), np.maximum(0.0, (steps - t) / max(1, steps - warm)))
 
 
-def decay_factor(point: GridPoint, tcfg: GlueSettings, n_train: int, convention: str | None = None) -> tuple[float, int]:
+def decay_factor(point: GridPoint, tcfg: Any, n_train: int, convention: str | None = None) -> tuple[float, int]:
     """(what weight decay alone leaves of every decayed weight over the run, the run's planned steps): the
     product over the steps of ``1 - lr_t * adamw_weight_decay`` (0 where a step's factor reaches 0)."""
     steps = planned_steps(n_train, tcfg, point.epochs)
@@ -61,7 +62,7 @@ def decay_factor(point: GridPoint, tcfg: GlueSettings, n_train: int, convention:
     return float(np.exp(np.log1p(-rates).sum())), steps
 
 
-def check_decay(points: Sequence[GridPoint], sizes: Mapping[str, int], tcfg: GlueSettings) -> None:
+def check_decay(points: Sequence[GridPoint], sizes: Mapping[str, int], tcfg: Any) -> None:
     """Before any training: no grid point's weight decay leaves less than :data:`KEEP_AT_LEAST` of the weights
     (``sizes``: each task's number of training rows, as subsampled). One line naming the point and the fix."""
     seen = set()
