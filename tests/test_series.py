@@ -228,9 +228,9 @@ def test_a_bad_step_pattern_is_refused(text: str) -> None:
 # ------------------------------------------------------------------------------------------------ SLURM
 @pytest.mark.slurm
 def test_each_checkpoint_is_one_array_task_on_slurm(tmp_path: Path, capsys, monkeypatch) -> None:
-    """slurm/local-cluster.sh's cluster: two checkpoints submitted as one array of two tasks; a second look while
-    they are queued or running submits nothing; once they have ended, their records are there and a third look
-    has nothing to run."""
+    """slurm/local-cluster.sh's cluster: two checkpoints submitted as two stages of the paper graph's kind (an array
+    each, in the graph's ledger); a second look while they are queued or running submits nothing; once they have
+    ended, their records are there, ``--status`` shows both stages done, and a third look has nothing to run."""
     import subprocess
     import time
 
@@ -246,7 +246,8 @@ def test_each_checkpoint_is_one_array_task_on_slurm(tmp_path: Path, capsys, monk
         code, out = series(args, capsys)
         assert code == 0 and out.count("submitted as SLURM job") == 2, out
         ids = list(json.loads((tmp_path / "series" / "run" / "ledger.json").read_text()).values())
-        assert len(ids) == 2 and len({i.split("_")[0] for i in ids}) == 1              # one array, two tasks
+        assert len(ids) == 2 and len({i.split("_")[0] for i in ids}) == 2              # one array per checkpoint
+        assert (tmp_path / "series" / "run" / "attempts.json").is_file()              # the paper graph's ledger
         code, out = series(args, capsys)
         assert code == 0 and "submitted as SLURM job" not in out                       # queued: not again
         deadline = time.monotonic() + 900
@@ -257,7 +258,10 @@ def test_each_checkpoint_is_one_array_task_on_slurm(tmp_path: Path, capsys, monk
             time.sleep(2)
         got = records(tmp_path)
         assert list(got) == list(STEPS[:2]), out
-        assert {r[0].scheduler["slurm"]["array_job_id"] for r in got.values()} == {ids[0].split("_")[0]}
+        slurm = [r[0].scheduler["slurm"] for r in got.values()]                     # a one-job array is a job
+        assert {x.get("array_job_id", x["job_id"]) for x in slurm} == {i.split("_")[0] for i in ids}
+        code, out = series([*args, "--status"], capsys)
+        assert code == 0 and [ln.split()[1] for ln in out.splitlines() if ln.startswith("step")] == ["done"] * 2, out
         code, out = series(args, capsys)
         assert code == 0 and "0 to run, 2 done, 0 skipped" in out and "submitted" not in out
     finally:

@@ -66,6 +66,15 @@ class Stage:
     after: list[tuple[str, str]] = field(default_factory=list)
     task: str = ""
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "jobs": [j.to_dict() for j in self.jobs],
+                "after": [list(a) for a in self.after], "task": self.task}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Stage:
+        return cls(d["name"], d["kind"], [Job.from_dict(j) for j in d["jobs"]], [tuple(a) for a in d["after"]],
+                   d.get("task", ""))
+
 
 @dataclass(frozen=True)
 class StageConf:

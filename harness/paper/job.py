@@ -27,7 +27,11 @@ class JobFailed(HarnessError):
 
 
 def load(context: str | Path) -> tuple[dict[str, Any], list[str], list[graph.Stage]]:
+    """The graph a context file describes: the paper config and the overrides every job gets (rebuilt, as the
+    login node built it), or the stages themselves (a checkpoint series: one stage per checkpoint)."""
     ctx = json.loads(Path(context).read_text())
+    if "stages" in ctx:
+        return {}, [], [graph.Stage.from_dict(s) for s in ctx["stages"]]
     return ctx["paper"], ctx["common"], graph.build(ctx["paper"], ctx["common"])
 
 

@@ -34,6 +34,9 @@ class JobState:
     seconds: float = 0.0            # what its records say they took
     model: dict[str, Any] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)   # '<record path> (why)': a record there, not readable
+    paths: list[Path] = field(default_factory=list)       # where its cells' records are, one per cell
+    pending: list[Any] = field(default_factory=list)      # its cells without a finished record
+    plan: Any = None                # its first round's RunPlan
 
     @property
     def finished(self) -> bool:
@@ -47,6 +50,21 @@ def _base(overrides: tuple[str, ...]) -> Any:
     return compose_config(overrides)
 
 
+@cache
+def config_groups() -> frozenset[str]:
+    """The config groups (``conf/<group>/``, and hydra's): an override naming one is composed by Hydra."""
+    from importlib import resources
+
+    return frozenset(p.name for p in Path(str(resources.files("conf"))).iterdir() if p.is_dir()) | {"hydra"}
+
+
+def is_group(override: str) -> bool:
+    """Whether Hydra composes ``override`` (a group choice, an added or deleted key), rather than a value set on
+    the composed config (``task.lr=1e-5``, ``series={...}``)."""
+    key = override.partition("=")[0]
+    return override.startswith(("+", "~")) or key.split("/")[0] in config_groups()
+
+
 @contextmanager
 def composed(overrides: Sequence[str]) -> Iterator[Any]:
     """The job's config as the CLI composes it. Group choices and ``sweep=`` are composed by Hydra once per
@@ -55,7 +73,7 @@ def composed(overrides: Sequence[str]) -> Iterator[Any]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    groups = tuple(o for o in overrides if "." not in o.partition("=")[0] or o.startswith(("+", "~")))
+    groups = tuple(o for o in overrides if is_group(o))
     cfg = _base(groups)
     parser = OverridesParser.create()
     saved: list[tuple[str, Any]] = []
@@ -86,7 +104,7 @@ def plan_run(job: Job, overrides: Sequence[str] | None = None) -> JobState:
         state.waiting = str(exc).split(". ")[0]
         return state
     paths = [_cell_path(res, first.task, first.model_name, c) for c in cells]
-    state.results, state.cells = res, len(cells)
+    state.results, state.cells, state.paths, state.plan = res, len(cells), paths, first
     state.run_ids = tuple(sorted({c.run_id for c in cells} | {p.parent.name for p in paths}))
     trained: dict[str, float] | None = None if job.mode == "report" else {}
     for c, path in zip(cells, paths, strict=True):
@@ -94,7 +112,9 @@ def plan_run(job: Job, overrides: Sequence[str] | None = None) -> JobState:
         if rec is not None:
             state.done += 1
             state.seconds += _seconds(rec, trained)
-        elif path.is_file():
+            continue
+        state.pending.append(c)
+        if path.is_file():
             try:
                 failed = results.read_record(path)
             except (ValueError, OSError, TypeError) as exc:   # truncated, not a record: the cell's state is unknown

@@ -71,6 +71,11 @@ def run(argv: list[str]) -> int:
     if not plan.units and not settings.watch:
         raise nothing_found(settings, plan)
     check_plannable(plan)
+    if settings.status:
+        from harness.series.slurm import status_lines
+
+        print("\n".join(status_lines(plan, cluster)), flush=True)
+        return 0
     print("\n".join(plan_lines(plan, cost_text(plan, cluster))), flush=True)
     if settings.dry_run:
         return 0
@@ -94,7 +99,7 @@ def run(argv: list[str]) -> int:
     check_evaluated(plan)
     if settings.launcher == "slurm":
         print(f"[series {settings.name}] follow the jobs with: python -m harness.series "
-              f"{' '.join(shlex.quote(a) for a in settings.argv if a != '--watch')} --dry-run", flush=True)
+              f"{' '.join(shlex.quote(a) for a in settings.argv if a != '--watch')} --status", flush=True)
     if failures:
         first_key, first = next(iter(failures.items()))
         raise HarnessError(f"{len(failures)} checkpoint run(s) failed, the first ({first_key}): {first}; the "
@@ -140,8 +145,8 @@ def check_plannable(plan: planning.Plan) -> None:
         raise HarnessError(str(next(iter(reasons))).removeprefix("cannot be planned: "))
     for task in plan.settings.tasks:   # the runner's cheap checks (data present, weights fit) before any work
         unit = next((u for u in plan.todo if u.task == task), None)
-        if unit is not None:
-            unit.plan.check(unit.plan, unit.pending)
+        if unit is not None and unit.state is not None and unit.state.plan is not None:
+            unit.state.plan.check(unit.state.plan, unit.state.pending)
 
 
 if __name__ == "__main__":

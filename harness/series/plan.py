@@ -1,45 +1,40 @@
-"""The plan of a series: every checkpoint found, whether it is complete, each checkpoint's run per task planned
-exactly as ``python -m harness`` plans it (its cells, which have a record), and what the rest will cost.
+"""The plan of a series: every checkpoint found, whether it is complete, and each checkpoint's run per task as one
+job of the paper graph's kind (:class:`~harness.paper.graph.Job`, its state planned as every job's is: by
+:func:`harness.paper.plan.plan_run`, through :func:`harness.planning.plan`), and what the rest will cost.
 
 Each checkpoint runs as ``model.path=<its folder> model.name=<series>-step<step>`` with the ``series`` config key
 set (name, step, folder, fingerprint, what the folder says of its progress): the runner copies that key into each
 record's ``details.series``. The run id holds the weights' content fingerprint (``model.ref``), so a checkpoint
-rewritten on disk is a new run, evaluated again, never trusted from an older record.
+rewritten on disk is a new run, evaluated again, never trusted from an older record. A checkpoint's jobs are one
+stage of the graph: one SLURM array, one ledger, one status view with the paper graph's.
 """
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harness import results
 from harness.errors import HarnessError, one_line
+from harness.paper.graph import Job, Stage
+from harness.paper.plan import JobState, plan_run
 from harness.series.complete import incomplete, newest_change
 from harness.series.discover import Checkpoint, Found, listed, under
 from harness.series.settings import Settings
-from harness.summary import seconds
 
 
 @dataclass
 class Unit:
-    """One checkpoint's run of one task."""
+    """One checkpoint's run of one task: its job and the job's state (None when the checkpoint is skipped)."""
 
     checkpoint: Checkpoint
     task: str | None
     series: dict[str, Any]
     model_name: str
-    config: Any = None                      # the composed config it runs (None when skipped)
-    plan: Any = None                        # its RunPlan (harness.planning.plan)
-    cells: int = 0
-    done: int = 0
-    failed: list[str] = field(default_factory=list)
-    paths: list[Path] = field(default_factory=list)   # where its records are, one per cell
-    pending: list[Any] = field(default_factory=list)  # its cells without an ok record (the runner's pending)
+    job: Job | None = None
+    state: JobState | None = None
     skipped: str | None = None              # why it is not run
-    seconds: float = 0.0                    # what its finished records say they took
     changed: float = 0.0                    # the folder's newest modification time when planned
 
     @property
@@ -50,6 +45,14 @@ class Unit:
     def key(self) -> str:
         """Which run this is: task, step and weights (a rewritten checkpoint is another key)."""
         return f"{self.task or 'default'}/{self.step}/{self.series.get('fingerprint')}"
+
+    @property
+    def cells(self) -> int:
+        return self.state.cells if self.state else 0
+
+    @property
+    def done(self) -> int:
+        return self.state.done if self.state else 0
 
     @property
     def todo(self) -> bool:
@@ -65,6 +68,20 @@ class Plan:
     @property
     def todo(self) -> list[Unit]:
         return [u for u in self.units if u.todo]
+
+    def stages(self, units: list[Unit] | None = None) -> list[Stage]:
+        """The units' jobs as the paper graph's stages: one per checkpoint (a training task's makes it ``train``)."""
+        by: dict[int, list[Unit]] = {}
+        for u in units if units is not None else self.units:
+            if u.job is not None:
+                by.setdefault(u.step, []).append(u)
+        kind = {True: "train", False: "eval"}
+        return [Stage(f"step{step}", kind[any(_trains(u) for u in us)], [u.job for u in us if u.job is not None])
+                for step, us in sorted(by.items())]
+
+
+def _trains(unit: Unit) -> bool:
+    return bool(unit.state and unit.state.plan is not None and unit.state.plan.trains)
 
 
 def model_name(series: str, step: int) -> str:
@@ -84,7 +101,7 @@ def find(settings: Settings) -> Found:
 
 @cache
 def base_config(overrides: tuple[str, ...]) -> Any:
-    """The composed config of ``overrides`` (once per distinct set; callers copy it before changing it)."""
+    """The composed config of ``overrides`` (once per distinct set)."""
     from harness.compose import compose_config
 
     try:
@@ -94,17 +111,26 @@ def base_config(overrides: tuple[str, ...]) -> Any:
                            "python -m harness") from None
 
 
-def composed(settings: Settings, task: str | None, ckpt: Checkpoint | None = None,
-             series: dict[str, Any] | None = None) -> Any:
-    """The config one checkpoint's run of ``task`` runs (no checkpoint: the task's own config, for its checks)."""
-    from omegaconf import OmegaConf
+def hydra_value(value: Any) -> str:
+    """``value`` as Hydra's override grammar writes it (strings quoted, so any folder name passes as it is)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int | float):
+        return repr(value)
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
-    cfg = copy.deepcopy(base_config(tuple(settings.task_overrides(task))))
-    if ckpt is not None:
-        OmegaConf.update(cfg, "model.path", str(ckpt.folder), merge=False)
-        OmegaConf.update(cfg, "model.name", model_name(settings.name, ckpt.step), merge=False)
-        OmegaConf.update(cfg, "series", series, merge=False)
-    return cfg
+
+def job_of(settings: Settings, ckpt: Checkpoint, task: str | None, series: dict[str, Any]) -> Job:
+    """One checkpoint's run of ``task`` as a job: the task's overrides, the checkpoint and its ``series`` value."""
+    name = model_name(settings.name, ckpt.step)
+    key = f"{task or 'default'}/{ckpt.step}/{series.get('fingerprint')}"
+    return Job(key, f"step{ckpt.step}", "run", task or "", (
+        *settings.task_overrides(task), f"model.path={hydra_value(str(ckpt.folder))}",
+        f"model.name={hydra_value(name)}", f"series={hydra_value(series)}"))
 
 
 def series_value(settings: Settings, ckpt: Checkpoint) -> dict[str, Any]:
@@ -121,29 +147,15 @@ def check_tasks(settings: Settings) -> None:
     from harness import runner
 
     for task in settings.tasks:
-        runner.checked(composed(settings, task))
+        runner.checked(base_config(tuple(settings.task_overrides(task))))
 
 
 def plan_unit(unit: Unit) -> Unit:
     """The unit's cells (as the runner plans them: config and records only, no model loaded) and their records."""
-    from harness import planning
-    from harness.runplan import pending
-
-    first = planning.plan(unit.config)
-    cells = planning.every_cell(unit.config, first)
-    unit.plan, unit.cells = first, len(cells)
-    unit.pending = pending(first, cells)
-    unit.paths = [first.record_path(c) for c in cells]
-    for path in unit.paths:
-        rec = results.finished_at(path)
-        if rec is not None:
-            unit.done += 1
-            unit.seconds += seconds(rec.timings or {})
-        elif path.is_file():
-            try:
-                unit.failed.append(f"{path.stem}: {results.read_record(path).error}")
-            except (ValueError, OSError, TypeError) as exc:
-                unit.failed.append(f"{path} cannot be read ({one_line(exc)[:80]})")
+    assert unit.job is not None
+    unit.state = plan_run(unit.job)
+    if unit.state.waiting:
+        unit.skipped = f"cannot be planned: {unit.state.waiting}"
     return unit
 
 
@@ -184,7 +196,7 @@ def _unit(settings: Settings, ckpt: Checkpoint, task: str | None, changed: float
     if why:
         return unit
     try:
-        unit.config = composed(settings, task, ckpt, series)
+        unit.job = job_of(settings, ckpt, task, series)
         return plan_unit(unit)
     except HarnessError as exc:
         unit.skipped = f"cannot be planned: {one_line(exc)}"

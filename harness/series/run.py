@@ -11,19 +11,19 @@ from harness.series.plan import Plan, Unit, plan_unit
 def run_unit(unit: Unit) -> str | None:
     """Compute one checkpoint's run; returns None when every cell has an ok record, else the one-line failure."""
     from harness import runner
+    from harness.paper.plan import composed
 
+    assert unit.job is not None
     print(f"[series {unit.series['name']}] step {unit.step} ({unit.checkpoint.folder}): "
           f"{unit.task or 'default task'}, {unit.cells - unit.done} of {unit.cells} cells", flush=True)
     try:
-        runner.run(unit.config)
+        with composed(unit.job.overrides) as cfg:
+            runner.run(cfg)
     except HarnessError as exc:   # runner.RunFailed (failed cells) among them
         error = one_line(exc)
     else:
         error = None
-    fresh = plan_unit(Unit(unit.checkpoint, unit.task, unit.series, unit.model_name, config=unit.config,
-                           changed=unit.changed))
-    unit.done, unit.failed, unit.paths, unit.seconds, unit.pending = (fresh.done, fresh.failed, fresh.paths,
-                                                                       fresh.seconds, fresh.pending)
+    plan_unit(unit)
     if error is None and unit.todo:
         error = f"{unit.cells - unit.done} of {unit.cells} cells have no ok record"
     return error

@@ -39,6 +39,7 @@ class Settings:
     launcher: str = "local"
     cluster: str = "gpu"
     dry_run: bool = False
+    status: bool = False
     argv: list[str] = field(default_factory=list)   # the command line as given (for the hints it prints)
 
     def task_overrides(self, task: str | None) -> list[str]:
@@ -67,6 +68,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", default="gpu", help="conf/cluster/<name>.yaml: resources of the SLURM jobs and the "
                    "GPU of the cost estimate (default gpu)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
+    p.add_argument("--status", action="store_true", help="each checkpoint's state from its records and the SLURM "
+                   "queue (the paper graph's --status); run nothing")
     p.add_argument("--best", metavar="NAME", help="print model.path=... model.name=... of series NAME's selected step "
                    "(python -m harness.select --series NAME --task T) for the next stage; takes paths.results= only")
     return p
@@ -128,7 +131,7 @@ def from_args(argv: Sequence[str]) -> Settings:
             raise HarnessError(f"{flag} {value}: only a watching series polls; add --watch, or drop {flag}")
     if args.launcher not in LAUNCHERS:
         raise HarnessError(f"--launcher {args.launcher}: not a launcher; pass --launcher local or --launcher slurm")
-    if args.launcher == "slurm" and not args.dry_run and shutil.which("sbatch") is None:
+    if args.launcher == "slurm" and not (args.dry_run or args.status) and shutil.which("sbatch") is None:
         raise HarnessError("--launcher slurm: sbatch is not on this machine's PATH: run the command on a SLURM "
                            "login node (or start the one-node cluster: bash slurm/local-cluster.sh start)")
     first = (args.checkpoints or "").split(",")[0]
@@ -140,7 +143,8 @@ def from_args(argv: Sequence[str]) -> Settings:
         overrides=rest, tasks=tasks, root=root, entries=[e for e in (args.checkpoints or "").split(",") if e],
         pattern=pattern, name=safe_name(label), settle=_seconds("--settle", args.settle, SETTLE, zero=True),
         watch=watch, poll=_seconds("--poll", args.poll, POLL), idle=_seconds("--idle", args.idle, IDLE),
-        launcher=args.launcher, cluster=args.cluster, dry_run=bool(args.dry_run), argv=list(argv))
+        launcher=args.launcher, cluster=args.cluster, dry_run=bool(args.dry_run or args.status),
+        status=bool(args.status), argv=list(argv))
 
 
 def check_root(path: str | None, entries: str | None) -> Path | None:

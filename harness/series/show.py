@@ -17,7 +17,8 @@ def _state(unit: Unit) -> str:
         return f"skipped: {unit.skipped}"
     if not unit.todo:
         return f"done ({unit.done} record{'s' if unit.done != 1 else ''})"
-    again = f"; failed before: {unit.failed[0]}" if unit.failed else ""
+    failed = unit.state.failed if unit.state else []
+    again = f"; failed before: {failed[0]}" if failed else ""
     return f"to run: {unit.cells - unit.done} of {unit.cells} cells{again}"
 
 
@@ -63,15 +64,15 @@ def cost_text(plan: Plan, cluster: dict[str, Any]) -> str:
         hours, source = 0.0, ""
         try:
             for u in todo:
-                cfg = u.config
-                tp = cost.throughput({k: cfg.model.get(k) for k in ("name", "family", "size")}, str(cfg.paths.results))
-                hours += cost.gpu_hours(cost.job_work(u.plan), tp, gpu)
+                assert u.state is not None
+                tp = cost.throughput(u.state.model, u.state.results)
+                hours += cost.gpu_hours(u.state.work, tp, gpu)
                 source = tp.source
         except Exception as exc:   # a task the cost model does not size: say so, never stop the series for it
             parts.append(f"no GPU-hour estimate for this task ({type(exc).__name__}: {str(exc)[:80]})")
         else:
             parts.append(f"estimate {hours:.2f} GPU-hours on {gpu} ({source}; python -m harness.paper's cost model)")
-    done = [u.seconds for u in plan.units if not u.todo and not u.skipped and u.seconds > 0]
+    done = [u.state.seconds for u in plan.units if u.state and not u.todo and not u.skipped and u.state.seconds > 0]
     if done:
         parts.append(f"measured here: {statistics.fmean(done):.3g} s of recorded work per checkpoint run ({len(done)} "
                      "done)")
@@ -82,7 +83,7 @@ def series_rows(units: Sequence[Unit]) -> dict[tuple[str, str], list[tuple[int, 
     """(task, dataset) -> one (step, score, note) per checkpoint, from the units' records as they are now."""
     out: dict[tuple[str, str], list[tuple[int, float | None, str]]] = {}
     for u in sorted(units, key=lambda u: u.step):
-        for path in u.paths:
+        for path in u.state.paths if u.state else []:
             try:
                 rec = results.read_record(path) if path.is_file() else None
             except (ValueError, OSError, TypeError):
@@ -101,8 +102,8 @@ def series_tables(plan: Plan) -> str:
     """Every (task, dataset) of the series as a table of step, score and difference to the previous step."""
     from harness.summary import format_series
 
-    units = [u for u in plan.units if u.paths]
-    hib = {u.plan.task: u.plan.header.higher_is_better for u in units if u.plan is not None}
+    units = [u for u in plan.units if u.state and u.state.paths]
+    hib = {u.state.plan.task: u.state.plan.header.higher_is_better for u in units if u.state and u.state.plan}
     blocks = [format_series(f"series {plan.settings.name}: {task} / {what}", rows, hib.get(task, True))
               for (task, what), rows in series_rows(units).items()]
     return "\n\n".join(blocks)

@@ -1,11 +1,12 @@
-"""``--launcher slurm``: each checkpoint's run is one SLURM array task; a look at the folder that finds new complete
-checkpoints submits them as one array (with ``--watch``, as they appear). Nothing stays alive on the login node but
-the watch itself.
+"""``--launcher slurm``: each checkpoint's runs are one stage of the paper graph's kind, submitted by the paper
+graph's SLURM executor (:func:`harness.paper.slurm.submit`: one array per stage, the same ``ledger.json`` and
+``attempts.json``, the same job runner, the same ``--status``). A look at the folder that finds new complete
+checkpoints submits them (with ``--watch``, as they appear). Nothing stays alive on the login node but the watch.
 
-``<results>/../series/<name>/ledger.json`` maps each run (task, step, weights' fingerprint) to its SLURM id: a run
-still queued or running is not submitted again; a finished one has its records (the plan skips it); a failed one
-is submitted again by the next look. Jobs run :func:`run_job` through submitit, with the cluster profile's
-resources (``conf/cluster/<name>.yaml``: ``eval``, or ``train`` for a task that trains).
+The series' bookkeeping is ``<results>/../series/<name>/``: its ``context.json`` holds every stage submitted so far
+(a job finds its own there), the ledger maps each run (task, step, weights' fingerprint) to its SLURM id. A run still
+queued or running is not submitted again; a finished one has its records (the plan skips it); a failed one is
+submitted again by the next command (a watch reports it and goes on).
 """
 
 from __future__ import annotations
@@ -14,50 +15,25 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, one_line
 from harness.results import atomic_write_json
 from harness.series.plan import Plan, Unit
 
 
 def folder_of(plan: Plan) -> Path:
     """Where the series' SLURM bookkeeping lives: ``series/<name>/`` beside the results folder."""
-    unit = next(u for u in plan.units if u.config is not None)
-    return Path(str(unit.config.paths.results)).resolve().parent / "series" / plan.settings.name
+    unit = next(u for u in plan.units if u.state is not None and u.state.results)
+    return Path(str(unit.state.results)).resolve().parent / "series" / plan.settings.name
 
 
-def read_ledger(path: Path) -> dict[str, str]:
-    """Run key -> SLURM id; a ledger that is not that is one line naming it and the fix."""
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        data = exc
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise HarnessError(f"{path} is not a series ledger (run key -> SLURM id; {one_line(str(data))[:80]}): restore "
-                           "it, or remove it (runs still queued are then submitted again: scancel them first)")
-    return data
-
-
-def job_spec(plan: Plan, unit: Unit) -> dict[str, Any]:
-    """What a job needs to run one checkpoint: the overrides, the checkpoint, its series value (JSON)."""
-    return {"overrides": plan.settings.task_overrides(unit.task), "model_path": str(unit.checkpoint.folder),
-            "model_name": unit.model_name, "series": unit.series}
-
-
-def run_job(spec: dict[str, Any]) -> None:
-    """One array task: the checkpoint's run through the one loop; a failed cell fails the job."""
-    from omegaconf import OmegaConf
-
-    from harness import runner, scheduler
-    from harness.compose import compose_config
-
-    scheduler.stop_on_signals()
-    cfg = compose_config(spec["overrides"])
-    OmegaConf.update(cfg, "model.path", spec["model_path"], merge=False)
-    OmegaConf.update(cfg, "model.name", spec["model_name"], merge=False)
-    OmegaConf.update(cfg, "series", spec["series"], merge=False)
-    runner.run(cfg)
+def write_context(folder: Path, plan: Plan, units: list[Unit]) -> Path:
+    """``context.json`` with every stage submitted so far and ``units``' (by stage name; a stage submitted again
+    is replaced by its new jobs)."""
+    path = folder / "context.json"
+    stages = {s["name"]: s for s in (json.loads(path.read_text())["stages"] if path.exists() else [])}
+    stages |= {s.name: s.to_dict() for s in plan.stages(units)}
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, {"stages": list(stages.values())})
+    return path
 
 
 class Submitter:
@@ -75,36 +51,44 @@ class Submitter:
             return {}, 0
         q = queue()
         live = {k for k, i in self.submitted.items() if q.get(i, ("", ""))[0] in LIVE}
-        failures = {u.key: f"SLURM job {self.submitted[u.key]} ended without every record (its log: "
-                           f"{folder_of(plan) / 'jobs' / self.submitted[u.key]})"
+        failures = {u.key: f"SLURM job {self.submitted[u.key]} ended without every record (python -m harness.series"
+                           " ... --status has its error line)"
                     for u in plan.todo if u.key in self.submitted and u.key not in live}
         todo = [u for u in plan.todo if u.key not in self.submitted]
-        started = submit(Plan(plan.settings, todo, plan.ignored), self.cluster, q) if todo else {}
+        started = submit(plan, todo, self.cluster, q) if todo else {}
         self.submitted |= started
         return failures, len(started)
 
 
-def submit(plan: Plan, cluster: dict[str, Any], q: dict[str, tuple[str, str]]) -> dict[str, str]:
-    """Submit the plan's runs that are not queued or running already (``q``: the queue), as one array; returns run
-    key -> SLURM id of what it submitted. The ledger is written as soon as sbatch has answered."""
-    from submitit.core.utils import FailedJobError
-
-    from harness.paper.slurm import LIVE, executor
+def submit(plan: Plan, todo: list[Unit], cluster: dict[str, Any], q: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """Submit ``todo``'s runs that are not queued or running already (``q``: the queue), one array per checkpoint;
+    returns run key -> SLURM id of what it submitted."""
+    from harness.paper.slurm import read_ledger
+    from harness.paper.slurm import submit as submit_stages
 
     folder = folder_of(plan)
-    ledger = read_ledger(folder / "ledger.json")
-    todo = [u for u in plan.todo if q.get(ledger.get(u.key, ""), ("", ""))[0] not in LIVE]
-    if not todo:
-        return {}
-    trains = any(bool(u.config.task.get("train")) for u in todo)
-    ex = executor(folder / "jobs", f"series-{plan.settings.name}", cluster, "train" if trains else "eval")
-    try:
-        jobs = ex.map_array(run_job, [job_spec(plan, u) for u in todo])
-    except (FailedJobError, OSError) as exc:
-        raise HarnessError(f"sbatch refused the series' {len(todo)} jobs: {one_line(exc)[-300:]}; fix the cause "
-                           "and run the command again (nothing of these was submitted)") from None
-    for unit, job in zip(todo, jobs, strict=True):
-        ledger[unit.key] = str(job.job_id)
-        print(f"[series {plan.settings.name}] step {unit.step}: submitted as SLURM job {job.job_id}", flush=True)
-    atomic_write_json(folder / "ledger.json", ledger)
-    return {u.key: ledger[u.key] for u in todo}
+    before = read_ledger(folder)[0]
+    context = write_context(folder, plan, todo)
+    states = {u.key: u.state for u in todo}
+    submit_stages(plan.stages(todo), states, context, cluster, folder, q)
+    ledger = read_ledger(folder)[0]
+    started = {u.key: ledger[u.key] for u in todo if u.key in ledger and ledger[u.key] != before.get(u.key)}
+    for unit in todo:
+        if unit.key in started:
+            print(f"[series {plan.settings.name}] step {unit.step}: submitted as SLURM job {started[unit.key]}",
+                  flush=True)
+    return started
+
+
+def status_lines(plan: Plan, cluster: dict[str, Any]) -> list[str]:
+    """The paper graph's ``--status`` over the series' stages: each checkpoint's state from its records and the
+    SLURM queue, the failed cells' (or jobs') error lines, device-hours spent against the estimate."""
+    from harness.paper import cost
+    from harness.paper.__main__ import status_lines as paper_status
+
+    units = [u for u in plan.units if u.state is not None]
+    if not units:
+        return ["nothing planned: no checkpoint could be read"]
+    states = {u.key: u.state for u in units}
+    tp = cost.throughput(units[0].state.model, units[0].state.results)
+    return paper_status(plan.stages(units), states, tp, cluster, folder_of(plan))
