@@ -20,7 +20,7 @@ def family_of(cfg: Any) -> Any:
     from harness.specs import spec_from
 
     spec = spec_from(cfg.task.get("spec") or {}, str(cfg.task.name), f"task {cfg.task.name!r}, spec")
-    family = families.get(spec.runner)(cfg)
+    family = families.get(spec.runner)(cfg, spec)
     produced = family.metrics
     if produced is not None and spec.main_metric not in produced:
         raise HarnessError(f"task {spec.name!r}: spec.main_metric={spec.main_metric!r} is not a metric the "

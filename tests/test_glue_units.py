@@ -231,9 +231,12 @@ def test_required_mnli_init_without_records_is_an_error(tmp_path):
         chain.resolve_init("rte", glue_settings("task.mnli_init=sometimes"), tmp_path, ref, "m", chain=CHAIN)
 
 
-def test_train_config_and_nan_guard_errors():
-    with pytest.raises(HarnessError, match=r"lr=0.0 must be > 0.*warmup_ratio=1.5"):
-        glue_train_config(lr=0.0, warmup_ratio=1.5)
+def test_train_config_values_are_checked_where_typed_and_the_nan_guard_stops():
+    """A trainer setting out of range is refused where the config is typed (the trainer checks nothing again)."""
+    with pytest.raises(HarnessError, match=r"task\.lr"):
+        glue_settings("task.lr=0")
+    with pytest.raises(HarnessError, match=r"task\.warmup_ratio"):
+        glue_settings("task.warmup_ratio=1.5")
 
     class State:
         global_step, epoch = 7, 0.5

@@ -67,7 +67,7 @@ def test_without_a_key_the_message_names_where() -> None:
 
 
 def settings_classes() -> dict[str, type]:
-    from harness.families.beir import DenseSettings
+    from harness.families.beir import BeirSettings
     from harness.families.code import CodeSettings
     from harness.families.colbert import ColbertSettings
     from harness.families.efficiency import EfficiencySettings
@@ -75,7 +75,7 @@ def settings_classes() -> dict[str, type]:
     from harness.families.mldr import MldrSettings
     from harness.families.mteb import MtebSettings
 
-    return {"beir": DenseSettings, "code": CodeSettings, "colbert": ColbertSettings, "mldr": MldrSettings,
+    return {"beir": BeirSettings, "code": CodeSettings, "colbert": ColbertSettings, "mldr": MldrSettings,
             "glue": GlueSettings, "efficiency": EfficiencySettings, "mteb": MtebSettings}
 
 

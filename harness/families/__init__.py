@@ -22,7 +22,7 @@ class Runner(Protocol):
 
     settings_class: type
 
-    def __call__(self, cfg: Any) -> Family: ...
+    def __call__(self, cfg: Any, spec: Any = None) -> Family: ...
 
 
 REGISTRY: Registry[Runner] = Registry("runner", {

@@ -38,7 +38,8 @@ class Family(abc.ABC):
     #: the metrics its scorer produces (a spec's main_metric must be one); None: set per record (GLUE, mteb)
     metrics: ClassVar[tuple[str, ...] | None] = None
 
-    def __init__(self, cfg: DictConfig) -> None:
+    def __init__(self, cfg: DictConfig, spec: TaskSpec | None = None) -> None:
+        """``spec``: the task's spec, where the caller parsed it already (:func:`harness.planning.family_of`)."""
         from omegaconf import OmegaConf
 
         self.cfg = cfg
@@ -47,7 +48,8 @@ class Family(abc.ABC):
         self.config: dict[str, Any] = config
         task = dict(config["task"])
         self.name: str = str(task["name"])    # = the records' ``task`` and the record path's first folder
-        self.task_spec: TaskSpec = spec_from(task.pop("spec"), self.name, f"task {self.name!r}, spec")
+        raw = task.pop("spec")
+        self.task_spec: TaskSpec = spec or spec_from(raw, self.name, f"task {self.name!r}, spec")
         self.settings = build(self.settings_class, task, f"task {self.name!r}", key="task")
 
     @cached_property

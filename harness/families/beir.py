@@ -35,7 +35,7 @@ class TrainData(TrainRows):
 
 
 @dataclass(kw_only=True)
-class DenseSettings(RetrievalSettings):
+class BeirSettings(RetrievalSettings):
     """task=beir's stages: ``retrieve.<retriever>`` (single-vector: its evaluation node) and ``train.dense``."""
 
     retriever: str                      # the retrieve.<name> stage (harness/specs/stages.py) that evaluates
@@ -74,4 +74,4 @@ def hyperparameters(r: Resolved) -> dict[str, Any]:
     return evaluation(r) | dense_training(r, {"source": r.settings.train_data.source, **r.data})
 
 
-BEIR = RetrievalKind(DenseSettings, hyperparameters)
+BEIR = RetrievalKind(BeirSettings, hyperparameters)

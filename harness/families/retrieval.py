@@ -97,8 +97,8 @@ class RetrievalKind:
     validate: Callable[[Any], None] = lambda task_config: None       # on the task's config node, before it is typed
     resolved: Callable[[Any], dict[str, Any]] = lambda settings: {}  # (settings)
 
-    def __call__(self, cfg: Any) -> RetrievalFamily:
-        return RetrievalFamily(cfg, self)
+    def __call__(self, cfg: Any, spec: TaskSpec | None = None) -> RetrievalFamily:
+        return RetrievalFamily(cfg, self, spec)
 
     def __repr__(self) -> str:
         return f"RetrievalKind({self.settings_class.__module__}:{self.settings_class.__qualname__})"
@@ -130,11 +130,11 @@ class RetrievalFamily(Family):
 
     metrics = METRICS
 
-    def __init__(self, cfg: Any, kind: RetrievalKind) -> None:
+    def __init__(self, cfg: Any, kind: RetrievalKind, spec: TaskSpec | None = None) -> None:
         self.kind = kind
         self.settings_class = kind.settings_class
         kind.validate(cfg.task)
-        super().__init__(cfg)
+        super().__init__(cfg, spec)
 
     # ---------------------------------------------------------------------------------------- composition
     def stage(self, kind: str) -> str | None:

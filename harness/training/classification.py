@@ -1,5 +1,5 @@
 """Sequence-classification fine-tuning for GLUE: transformers' Trainer with early stopping, under one of two
-scoring protocols (:data:`PROTOCOLS`): ``authors`` (the ModernBERT authors' Composer runs: evaluation every N
+scoring protocols (``task.scoring_protocol``): ``authors`` (the ModernBERT authors' Composer runs: evaluation every N
 batches, patience in batches on one metric, every parameter decayed, the last evaluation scored) or ``best_epoch``
 (per-epoch evaluations, patience in evaluations on the task score, HF's decay groups, the best one restored).
 
@@ -40,42 +40,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: scoring protocols: what is evaluated when, when training stops, which weights decay, which evaluation is scored
-PROTOCOLS = ("authors", "best_epoch")
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """Everything that shapes one fine-tuning run (one GLUE grid point): the task's ``train.glue`` node (its values:
     conf/task/glue.yaml), the point's resolved values (``run``: learning rate, epochs, seed, precision, device), and
-    what the point works out from its node (through ``harness.stages.glue.train_config``)."""
+    what the point works out from its node (through ``harness.stages.glue.train_config``). Each value was checked
+    where it was typed (the node, the grid: :mod:`harness.typed`), so nothing is checked again here."""
 
     node: GlueTraining
     run: TrainRun
     weight_decay: float              # AdamW's, as task.weight_decay_convention makes it
     eval_steps: int | None           # authors: optimizer steps between evaluations (best_epoch: None, unused)
     monitor: str                     # authors: the one dev metric early stopping watches
-
-    def __post_init__(self) -> None:
-        n, r, stop = self.node, self.run, self.node.early_stopping
-        problems = []
-        if not r.lr > 0:
-            problems.append(f"lr={r.lr} must be > 0")
-        if self.weight_decay < 0:
-            problems.append(f"weight_decay={self.weight_decay} must be >= 0")
-        if int(r.epochs) < 1:
-            problems.append(f"epochs={r.epochs} must be >= 1")
-        if n.batch_size < 1 or n.eval_batch_size < 1 or n.gradient_accumulation_steps < 1:
-            problems.append("batch_size, eval_batch_size and gradient_accumulation_steps must be >= 1")
-        if not 0 <= n.warmup_ratio < 1:
-            problems.append(f"warmup_ratio={n.warmup_ratio} must be in [0, 1)")
-        if n.evals_per_epoch < 1 or stop.patience < 1:
-            problems.append("evals_per_epoch and early_stopping.patience must be >= 1")
-        if n.scoring_protocol not in PROTOCOLS:
-            problems.append(f"scoring_protocol={n.scoring_protocol!r} must be one of {', '.join(PROTOCOLS)}")
-        if (n.scoring_protocol == "authors" and (self.eval_steps or 0) < 1) or stop.patience_batches < 0:
-            problems.append("eval_interval must be >= 1 and early_stopping.patience_batches >= 0")
-        if problems:
-            raise HarnessError("invalid GLUE training settings: " + "; ".join(problems) + " (set them under task.)")
 
     @property
     def protocol(self) -> str:
