@@ -18,7 +18,7 @@ FORBIDDEN = ("torch", "transformers", "sentence_transformers", "pylate", "pytrec
              "harness.training", "harness.evaluation.dense", "harness.evaluation.multivector",
              "harness.evaluation.encode", "harness.evaluation.throughput")
 #: the training stages' settings nodes (pure data: the schema planning types the config with) and their package
-LIGHT = ("harness.training", "harness.training.settings")
+LIGHT = ("harness.training", "harness.training.settings", "harness.training.decay")
 
 PROBE = """
 import json, sys
