@@ -1,10 +1,12 @@
 """``task.shard_launcher=devices``: a run's missing corpus shards over every visible GPU, one process per device
-(``torch.multiprocessing.spawn``), each running the shard jobs of its share (``task.shard=<i>``) one after another."""
+(``torch.multiprocessing.spawn``), each running the shard jobs of its share (``task.shard=<i>``) one after another.
+A run that trains on N GPUs (``task.devices=N``) evaluates the same way over them (:func:`over_training_devices`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from harness.errors import HarnessError
@@ -19,8 +21,9 @@ def visible_devices() -> list[str]:
     return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
 
 
-def launcher(cfg: Any) -> Callable[[list[int]], None]:
-    """What computes the shards ``todo`` of the run ``cfg``: shard i on device ``i mod n`` (n visible GPUs)."""
+def launcher(cfg: Any, shards: int | None = None) -> Callable[[list[int]], None]:
+    """What computes the shards ``todo`` of the run ``cfg``: shard i on device ``i mod n`` (n visible GPUs).
+    ``shards``: the run's shard count where it is not ``cfg``'s own ``task.shards`` (:func:`over_training_devices`)."""
     import torch
     from omegaconf import OmegaConf
 
@@ -29,6 +32,8 @@ def launcher(cfg: Any) -> Callable[[list[int]], None]:
         raise HarnessError("task.shard_launcher=devices needs visible GPUs (none found); use sequential, or external "
                            "with a scheduler running task.shard=<i> jobs")
     config = OmegaConf.to_container(cfg, resolve=True)
+    if shards is not None:
+        config["task"]["shards"] = shards
 
     def launch(todo: list[int]) -> None:
         share = [todo[d::len(devices)] for d in range(min(len(devices), len(todo)))]
@@ -52,3 +57,23 @@ def _device_shards(rank: int, config: dict[str, Any], devices: list[str], share:
         cfg.task.shard, cfg.task.shard_launcher = shard, "sequential"
         spec = spec_from(cfg.task.get("spec") or {}, str(cfg.task.name), f"task {cfg.task.name!r}, spec")
         run_part(families.get(spec.runner)(cfg), str(cfg.paths.results), bool(cfg.overwrite))
+
+
+def over_training_devices(task: Any, retriever: Any) -> tuple[Any, Callable[[list[int]], None]] | None:
+    """The evaluation of a run that trains on N GPUs (``task.devices=N``, ``task.shards`` left at 1): its corpora in
+    N shards, one process per GPU, merged into exactly the unsharded ranking; (shard settings, launcher). None where
+    it stays in this process, said once: one device, the CPU (N processes would share the cores one process already
+    uses), or a retriever that cannot be sharded (PLAID, Voyager: exact MaxSim and single-vector search can)."""
+    n = task.settings.training.devices
+    if n == 1 or not task.trains:
+        return None
+    device = task.context().device
+    if not device.startswith("cuda"):
+        log.info("task.devices=%d: the evaluation runs in this process on the %s (on GPUs it is sharded over the %d "
+                 "devices)", n, device, n)
+        return None
+    if not hasattr(retriever, "search_shard") or getattr(retriever, "cache_dir", None) is None:
+        log.info("task.devices=%d: %s cannot be sharded over the devices (or the embedding cache is off); the "
+                 "evaluation runs on one GPU", n, type(retriever).__name__)
+        return None
+    return replace(task.settings.sharding, shards=n, shard_launcher="devices"), launcher(task.cfg, shards=n)

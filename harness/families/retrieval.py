@@ -157,7 +157,7 @@ class RetrievalFamily(Family):
 
     def run_identity(self) -> dict[str, Any]:
         if self.trains:
-            replace_ = {**self.training_source.identity(self)}
+            replace_ = {**self.training_source.identity(self), **self.settings.training.identity()}
             if self.settings.training.lr is None:
                 replace_["task.lr"] = self.lr
             ident = self.identity(replace=replace_)
@@ -227,6 +227,9 @@ class RetrievalFamily(Family):
         s = self.settings
         check_entries([cell.payload for cell in todo], s.data_dir, s.split)
         if self.trains and (self.cfg.overwrite or not self.compute().trained(todo)):
+            from harness.training.launch import check_devices
+
+            check_devices(self.settings.training.devices, self.device)
             self.training_source.check(self)
 
     def document_length(self) -> int:

@@ -31,7 +31,10 @@ def sharded(task: RetrievalTask, retriever: Retriever) -> Retriever:
     exact MaxSim: their engines implement :class:`~harness.evaluation.shards.ShardEngine`)."""
     plan = task.settings.sharding
     if not plan.sharded:
-        return retriever
+        from harness.families.devices import over_training_devices
+
+        spread = over_training_devices(task, retriever)   # trained on N GPUs: evaluated over them
+        return retriever if spread is None else ShardedRetriever(retriever, *spread)
     if not hasattr(retriever, "search_shard"):
         raise HarnessError(f"task.shards: {type(retriever).__name__} cannot be sharded (single-vector retrieval "
                            "and exact MaxSim can)")

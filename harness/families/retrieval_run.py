@@ -33,6 +33,7 @@ class RetrievalRun:
 
     def __init__(self, family: RetrievalTask) -> None:
         self.family = family
+        self.loaded_spec: Any = None    # the model spec the load stage loaded (set by load_model)
 
     @cached_property
     def ctx(self) -> StageContext[Any]:
@@ -67,6 +68,7 @@ class RetrievalRun:
         f, lin = self.family, self.family.lineage
         spec = replace(f.spec, path=lin.model_dir) if lin is not None and lin.model_dir else f.spec
         model, block = self.code("load")(self.ctx, spec)
+        self.loaded_spec = spec     # what the ranks of task.devices load the run's weights as
         if lin is not None:
             if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
                 raise HarnessError(
@@ -99,7 +101,7 @@ class RetrievalRun:
 
             t0 = time.perf_counter()
             data, facts = f.training_source.load(f, model)
-            info = trainer.fit(self.ctx, model, data, facts, out_dir, f.tracker(todo[0]))
+            info = trainer.fit(self.ctx, model, data, facts, out_dir, f.tracker(todo[0]), self.loaded_spec)
             info |= {"train_s": time.perf_counter() - t0, "fingerprint": fingerprint(info["model_dir"])}
             atomic_write_json(marker, info)
         if f.lineage is not None:
