@@ -131,9 +131,11 @@ def test_devices_stay_out_of_the_run_id_gathered_negatives_enter_it(tmp_path: Pa
     base = dense_overrides(tmp_path, tmp_path / "data", "task.train_data.source=file",
                            f"task.train_data.path={triplets}", "task.gradient_accumulation_steps=4")
 
+    def family(*extra: str):
+        return families.get("beir")(compose([*base, *extra]))
+
     def cell(*extra: str):
-        cfg = compose([*base, *extra])
-        return families.get("beir")(cfg).cells()[0]
+        return family(*extra).cells()[0]
 
     one, two = cell(), cell("task.devices=2")
     assert one.run_id == two.run_id and "devices" not in one.identity["task"]
@@ -141,6 +143,9 @@ def test_devices_stay_out_of_the_run_id_gathered_negatives_enter_it(tmp_path: Pa
     assert gathered.run_id != one.run_id
     assert gathered.identity["task"]["gather_across_devices"] is True and gathered.identity["task"]["devices"] == 2
     assert cell("task.devices=4", "task.gather_across_devices=true").run_id != gathered.run_id
+    shown = family("task.devices=2", "task.gather_across_devices=true").hyperparameters["train"]
+    assert (shown["gather_across_devices"], shown["devices"]) == (True, 2)
+    assert "gather_across_devices" not in family("task.devices=2").hyperparameters["train"]
 
 
 def test_devices_are_checked_before_any_work() -> None:
@@ -223,6 +228,25 @@ def test_evaluation_after_a_training_on_gpus_is_sharded_over_them(monkeypatch: p
 
 
 # ------------------------------------------------------------------------------------------------ end to end
+GRAPH = """# one DPR training on 2 processes, from the paper graph (tests/test_train_devices.py)
+data: ???
+stages:
+  dpr:
+    task: beir
+    kind: train
+    devices: 2
+    overrides: ["task.data_dir=${data}", "task.datasets=[nfcorpus]", task.train_data.source=file,
+                "task.train_data.path=${data}/triplets.tsv", task.batch_size=8, task.gradient_accumulation_steps=2,
+                task.loss=mnrl, task.max_seq_length=64, task.lr=1e-4]
+leaderboard: false
+min_finished: 0.5
+overrides: []
+launcher: slurm
+cluster: local
+site: null
+"""
+
+
 def losses(folder: Path) -> dict[str, list[float]]:
     """TensorBoard's scalars of a training (rank 0 writes them on N processes)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -271,12 +295,13 @@ def twice(base: list[str], tmp: Path, accumulation: int) -> tuple[results.Result
 
 def test_dpr_on_two_processes_is_one_process_training(tmp_path: Path, toy_beir: Path) -> None:
     """CachedMNRL (the paper's loss) on 56 triplets in batches of 8: 7 micro-batches, steps of 4 then 3, so the last
-    step is shared unevenly (2 + 1, and a copy that counts nothing)."""
+    step is shared unevenly (2 + 1, and a copy that counts nothing); two epochs, the second NO_DUPLICATES order
+    reseeded with seed + 1 on every rank as on one process."""
     triplets = write_triplets(tmp_path / "t.tsv", n=56)
     base = dense_overrides(tmp_path, toy_beir, "task.train_data.source=file", f"task.train_data.path={triplets}",
-                           "task.batch_size=8", "task.mini_batch_size=4", "task.lr=1e-4")
+                           "task.batch_size=8", "task.mini_batch_size=4", "task.lr=1e-4", "task.epochs=2")
     one, two = twice(base, tmp_path, accumulation=4)
-    assert one.model["trained"]["steps"] == 2 and two.model["trained"]["accumulation_per_device"] == 2
+    assert one.model["trained"]["steps"] == 4 and two.model["trained"]["accumulation_per_device"] == 2
     assert_same_training(one, two, tmp_path, "beir")
 
 
@@ -325,7 +350,8 @@ def test_a_killed_rank_fails_the_run_with_its_error_then_it_resumes(tmp_path: Pa
                                           f"by PID {workers[1].pid}"), err[-2000:]
     assert not list((tmp_path / "results").rglob("*.json"))         # no record
     models = tmp_path / "outputs" / "models"
-    assert not [p for p in models.rglob("*") if p.is_file()]       # no marker, model, staging or checkpoint left
+    left = [p for p in models.rglob("*") if p.is_file() or p.name in ("checkpoints", "staging", "model")]
+    assert not left, left                                          # no marker, model, staging or checkpoint left
     again = subprocess.run(harness_command(tmp_path, "task.devices=2"),
                            capture_output=True, text=True, cwd=REPO, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
@@ -333,12 +359,64 @@ def test_a_killed_rank_fails_the_run_with_its_error_then_it_resumes(tmp_path: Pa
     assert rec.status == "ok" and rec.model["trained"]["devices"] == 2
 
 
-def test_a_diverging_rank_fails_its_cells_as_one_process_does(tmp_path: Path, toy_beir: Path) -> None:
-    triplets = write_triplets(tmp_path / "t.tsv")
-    cfg = compose(dense_overrides(tmp_path, toy_beir, "task.train_data.source=file", f"task.train_data.path={triplets}",
-                                  "task.batch_size=8", "task.gradient_accumulation_steps=2", "task.loss=mnrl",
-                                  "task.lr=1e30", "task.devices=2"))
-    with pytest.raises(TrainingDivergedError, match=r"^training process rank \d of 2 failed: training loss became nan"):
-        run(cfg)
-    (rec,) = [r for _, r in results.iter_records(tmp_path / "results")]
+def test_a_diverging_rank_fails_its_cells_and_status_shows_its_error(tmp_path: Path) -> None:
+    """The paper graph's local executor (a job forked from its warm server, which launches the ranks): a training
+    that diverges on 2 processes fails its cells as one process's does, and ``--status`` shows the rank's error."""
+    from tests.test_paper_runs import paper
+
+    data = tmp_path / "data"
+    write_beir_folder(data, "nfcorpus")
+    write_triplets(data / "triplets.tsv", n=48)
+    (tmp_path / "graph.yaml").write_text(GRAPH.replace("task.lr=1e-4", "task.lr=1e30"))
+    work = tmp_path / "work"
+    ran = paper(work, data, "paper.launcher=local", graph=tmp_path / "graph.yaml", timeout=600)
+    assert ran.returncode != 0
+    (rec,) = [r for _, r in results.iter_records(work / "results")]
     assert rec.status == "failed" and rec.error.startswith("training process rank")
+    assert "training loss became nan" in rec.error
+    status = paper(work, data, "--status", graph=tmp_path / "graph.yaml", timeout=300)
+    lines = status.stdout.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("dpr "))
+    assert lines[at].split()[1] == "failed"
+    assert "training process rank" in lines[at + 1] and "of 2 failed: training loss became nan" in lines[at + 1]
+
+
+# ------------------------------------------------------------------------------------------------ on SLURM
+
+
+@pytest.mark.slurm
+def test_the_local_slurm_cluster_runs_a_two_process_training_from_the_paper_graph(tmp_path: Path) -> None:
+    """Its one job asks for 2 CPUs (2 training processes, gloo), the preview counts 2 devices, and its record is the
+    one-process run's: same run id, steps, loss and nDCG@10."""
+    import time
+
+    from tests.test_paper_runs import common, paper, wait_for
+
+    data = tmp_path / "data"
+    write_beir_folder(data, "nfcorpus")
+    write_triplets(data / "triplets.tsv", n=64)
+    (tmp_path / "graph.yaml").write_text(GRAPH)
+    work = tmp_path / "work"
+    preview = paper(work, data, "--dry-run", graph=tmp_path / "graph.yaml", timeout=300)
+    assert preview.returncode == 0, preview.stderr
+    row = next(line for line in preview.stdout.splitlines() if line.startswith("dpr "))
+    assert "CPU: 2 CPU, 8 GB, 60 min (2 training processes)" in row, row
+    submitted = paper(work, data, graph=tmp_path / "graph.yaml", timeout=300)
+    assert submitted.returncode == 0, submitted.stderr
+    start = time.time()
+    wait_for(work / "paper" / "tiny-modernbert" / "ledger.json", timeout=1500)
+    (rec,) = [r for _, r in results.iter_records(work / "results")]
+    assert rec.status == "ok", rec.error
+    assert rec.model["trained"]["devices"] == 2 and rec.scheduler["slurm"]["job_id"]
+    status = paper(work, data, "--status", graph=tmp_path / "graph.yaml", timeout=300)
+    assert next(x for x in status.stdout.splitlines() if x.startswith("dpr ")).split()[1] == "done", status.stdout
+
+    import yaml
+
+    stage = yaml.safe_load(GRAPH)["stages"]["dpr"]
+    overrides = [o.replace("${data}", str(data)) for o in stage["overrides"]]
+    (one,) = run(compose([*common(tmp_path / "one"), "task=beir", *overrides]))
+    assert one.run_id == rec.run_id and one.model["trained"]["steps"] == rec.model["trained"]["steps"]
+    assert rec.model["trained"]["train_loss"] == pytest.approx(one.model["trained"]["train_loss"], abs=1e-5)
+    assert rec.metrics == pytest.approx(one.metrics, abs=1e-9)
+    print(f"2-process training job on SLURM: {time.time() - start:.0f} s queued and run")

@@ -227,9 +227,6 @@ class RetrievalFamily(Family):
         s = self.settings
         check_entries([cell.payload for cell in todo], s.data_dir, s.split)
         if self.trains and (self.cfg.overwrite or not self.compute().trained(todo)):
-            from harness.training.launch import check_devices
-
-            check_devices(self.settings.training.devices, self.device)
             self.training_source.check(self)
 
     def document_length(self) -> int:

@@ -98,7 +98,10 @@ class RetrievalRun:
         else:
             from harness.models import fingerprint
             from harness.results import atomic_write_json
+            from harness.training.launch import check_devices
 
+            # here, not in the run's up-front checks: the paper graph runs those where it submits, not on the node
+            check_devices(self.ctx.settings.training.devices, self.ctx.device)
             t0 = time.perf_counter()
             data, facts = f.training_source.load(f, model)
             info = trainer.fit(self.ctx, model, data, facts, out_dir, f.tracker(todo[0]), self.loaded_spec)

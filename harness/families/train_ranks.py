@@ -42,22 +42,28 @@ class RankJob:
 def fit_on_devices(ctx: StageContext[Any], trainer: Any, model: Any, data: Any, spec: ModelSpec, out_dir: Path,
                    tracker: Any, train: str) -> dict[str, Any]:
     """Train ``model`` on ``ctx.settings.training.devices`` processes with ``train`` (``module:function``, as the
-    one-process stage calls it); the trained weights are loaded into ``model``; returns rank 0's training facts."""
+    one-process stage calls it); the trained weights are loaded into ``model``; returns rank 0's training facts.
+    A failure removes the trainers' checkpoint folder, as on one process (ranks stopped mid-way cannot)."""
+    from harness.training.callbacks import discard_unfinished
     from harness.training.launch import run_on_devices
 
-    n = ctx.settings.training.devices
     staging = Path(out_dir) / "staging"
     shutil.rmtree(staging, ignore_errors=True)
-    try:
-        model.save(str(staging / "initial"))
-        data.with_format(None).save_to_disk(str(staging / "rows"))
-        job = RankJob(ctx=ctx, loader=trainer.loader, spec=replace(spec, path=str(staging / "initial"), keep_layers=None),
-                      rows=str(staging / "rows"), rows_format=dict(data.format), train=train, out_dir=str(out_dir),
-                      tracker=tracker)
-        info = run_on_devices(train_rank, (job,), n, ctx.device, staging)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    model.load_state_dict(trainer.load_trained(ctx, info["model_dir"]).state_dict())
+    job = RankJob(ctx=ctx, loader=trainer.loader, spec=replace(spec, path=str(staging / "initial"), keep_layers=None),
+                  rows=str(staging / "rows"), rows_format=dict(data.format), train=train, out_dir=str(out_dir),
+                  tracker=tracker)
+    home = ctx.device
+    with discard_unfinished(Path(out_dir) / "checkpoints"):
+        try:
+            model.save(str(staging / "initial"))
+            data.with_format(None).save_to_disk(str(staging / "rows"))
+            if home.startswith("cuda"):   # rank 0 trains on the GPU this process holds its copy on: off it meanwhile
+                model.to("cpu")
+            info = run_on_devices(train_rank, (job,), ctx.settings.training.devices, home, staging)
+            model.load_state_dict(trainer.load_trained(ctx, info["model_dir"]).state_dict())
+        finally:
+            model.to(home)
+            shutil.rmtree(staging, ignore_errors=True)
     return info
 
 

@@ -73,35 +73,36 @@ def run_on_devices(fn: Callable[..., Any], args: tuple[Any, ...], n: int, device
 
 
 def _rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """One rank: its console (rank 0 speaks, the others only on errors), its share of the CPU threads, then ``fn``."""
-    import torch
-
+    """One rank: its console (rank 0 speaks, the others only on errors), then ``fn``."""
     rank = int(os.environ.get("RANK", "0"))
-    logging.basicConfig(level=logging.INFO if rank == 0 else logging.ERROR, format="%(message)s")
+    level = int(os.environ.get("HARNESS_RANK_LOG_LEVEL", logging.INFO)) if rank == 0 else logging.ERROR
+    logging.basicConfig(level=level, format="%(message)s")
     from harness.console import configure
 
     configure()
-    threads = os.environ.get("HARNESS_RANK_THREADS")
-    if threads:
-        torch.set_num_threads(int(threads))
     return fn(*args)
 
 
 @contextmanager
 def _rank_env(n: int, device: str) -> Iterator[None]:
-    """What the ranks inherit besides the launcher's variables: on CPU, an equal share of this process's threads."""
+    """What the ranks inherit besides the launcher's variables: the level of this run's progress lines (rank 0
+    prints them) and, on CPU, an equal share of this process's threads (``OMP_NUM_THREADS``, unless set: else
+    accelerate gives each rank the machine's physical cores / N, however few of them this job holds)."""
     import torch
 
-    before = os.environ.get("HARNESS_RANK_THREADS")
-    if device == "cpu":
-        os.environ["HARNESS_RANK_THREADS"] = str(max(1, torch.get_num_threads() // n))
+    env = {"HARNESS_RANK_LOG_LEVEL": str(logging.getLogger("harness.progress").getEffectiveLevel())}
+    if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
+        env["OMP_NUM_THREADS"] = str(max(1, torch.get_num_threads() // n))
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("HARNESS_RANK_THREADS", None)
-        else:
-            os.environ["HARNESS_RANK_THREADS"] = before
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @contextmanager

@@ -127,8 +127,8 @@ class StepBatches(BatchSampler):
 
 class EpochStart(TrainerCallback):
     """At each epoch: the sampler's epoch (as one process's DataLoader sets it) and the trainer's micro-batch count
-    restarted; at its end, the loss logged (gathered over the ranks: a rank's own remainder would otherwise enter
-    the mean training loss)."""
+    restarted; at the end of the last one, the loss logged (gathered over the ranks: a rank's own remainder since
+    the last log would otherwise enter the mean training loss)."""
 
     def __init__(self, trainer: Any) -> None:
         self.trainer, self.epoch = trainer, 0
@@ -143,4 +143,5 @@ class EpochStart(TrainerCallback):
         self.epoch += 1
 
     def on_epoch_end(self, args, state, control, **kwargs):
-        control.should_log = True
+        if control.should_training_stop or self.epoch >= math.ceil(args.num_train_epochs):
+            control.should_log = True
