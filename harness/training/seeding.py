@@ -30,7 +30,8 @@ class SeededTrainer(SentenceTransformerTrainer):
     def __init__(self, *args: Any, gather: bool = False, **kwargs: Any) -> None:
         self.gather = gather
         self.step_batches: ranks.StepBatches | None = None
-        self.micro_batch = 0
+        self.micro_batch = 0            # this rank's micro-batches so far in the epoch (ranks.EpochStart restarts it)
+        self.factor = 1.0               # the current micro-batch's loss factor (ranks.StepBatches.factor)
         super().__init__(*args, **kwargs)
         n = self.args.world_size
         if n > 1:
@@ -67,6 +68,6 @@ class SeededTrainer(SentenceTransformerTrainer):
     def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None
                      ) -> Any:
         out = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
-        if self.step_batches is None or not model.training or getattr(self, "factor", 1.0) == 1.0:
+        if self.step_batches is None or not model.training or self.factor == 1.0:
             return out
         return (out[0] * self.factor, out[1]) if return_outputs else out * self.factor
