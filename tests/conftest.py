@@ -39,9 +39,9 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 #: the longest test modules on 2 cores, longest first: collected first, so that scripts/test.sh's two xdist workers
 #: (``--dist loadfile``: one module per worker at a time, module fixtures run once) start them early
-LONGEST_FIRST = ("test_paper_runs.py", "test_colbert_parity.py", "test_retrieval_runs.py", "test_shards.py",
-                 "test_scheduler.py", "test_coir.py", "test_slurm.py", "test_efficiency.py", "test_glue_runs.py",
-                 "test_locks.py", "test_mteb_parity.py", "test_longdocs.py")
+LONGEST_FIRST = ("test_paper_runs.py", "test_train_devices.py", "test_colbert_parity.py", "test_retrieval_runs.py",
+                 "test_shards.py", "test_scheduler.py", "test_coir.py", "test_slurm.py", "test_efficiency.py",
+                 "test_glue_runs.py", "test_locks.py", "test_mteb_parity.py", "test_longdocs.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

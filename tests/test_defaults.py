@@ -235,6 +235,8 @@ NOT_THE_KEY: dict[tuple[str, str], str] = {
     ("harness/peers/*", "batch_size"): "mteb run as mteb runs by default (its encode batch of 32), for parity",
     ("harness/*", "precision"): "the run's resolved precision (fp32 | bf16 | fp16), not task=efficiency's "
                                 "precision choice (auto | fp32 | ...)",
+    ("harness/paper/graph.py", "devices"): "a graph stage's processes per job (paper.stages.<name>.devices, which "
+                                           "sets task.devices only where given), not task.devices",
 }
 
 

@@ -58,6 +58,8 @@ def dense_training(r: Resolved, data: dict[str, Any]) -> dict[str, Any]:
              "batch_size": t.batch_size, "gradient_accumulation_steps": t.gradient_accumulation_steps,
              "loss": t.loss, "mini_batch_size": t.mini_batch_size, "max_seq_length": t.max_seq_length,
              "seed": t.train_seed}
+    if t.gather_across_devices:     # another objective (in the run id): shown where it is on only
+        train |= {"gather_across_devices": True, "devices": t.devices}
     return {"train": train, **schedule(r)}
 
 

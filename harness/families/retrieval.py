@@ -189,7 +189,7 @@ class RetrievalFamily(Family):
 
     def run_identity(self) -> dict[str, Any]:
         if self.trains:
-            replace_ = {**training_source(self.settings).identity(self.settings)}
+            replace_ = {**training_source(self.settings).identity(self.settings), **self.settings.training.identity()}
             if self.settings.training.lr is None:
                 replace_["task.lr"] = self.lr
             ident = self.identity(replace=replace_)

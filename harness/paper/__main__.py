@@ -140,7 +140,7 @@ def status_lines(stages: Sequence[Any], states: Any, tp: Any, cluster: dict[str,
     live = job_states(folder)   # each job's SLURM attempt: queued, running, blocked, or its final state
     done = outcomes(folder)
     spent = {s.name: sum(job_seconds(done.get(j.key), states[j.key].seconds) for j in s.jobs)
-             * devices(s.kind, cluster) / 3600 for s in stages}
+             * devices(s.kind, cluster) * s.devices / 3600 for s in stages}
     return show.status(stages, states, live, spent, tp, str(cluster.get("gpu", "rtx4090")), done)
 
 
@@ -157,7 +157,8 @@ def job_seconds(outcome: dict[str, Any] | None, recorded: float) -> float:
 
 def devices(kind: str, cluster: dict[str, Any]) -> int:
     """Devices a job of ``kind`` holds, as the estimate counts them: its GPUs; a training or evaluation job on a
-    CPU-only profile (``gpu: cpu``) counts as one device; selections and the leaderboard (kind cpu) as none."""
+    CPU-only profile (``gpu: cpu``) counts as one device; selections and the leaderboard (kind cpu) as none. A
+    stage of N training processes (``devices: N``) holds N times that."""
     return 0 if kind == "cpu" else max(int(cluster[kind].get("gpus") or 0), 1)
 
 

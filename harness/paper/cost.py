@@ -24,7 +24,7 @@ from harness import layout, results
 from harness.runplan import RunPlan
 from harness.work import LONG, Work, cost_data
 
-__all__ = ["LONG", "Throughput", "Work", "cost_data", "gpu_hours", "job_work", "throughput"]
+__all__ = ["LONG", "Throughput", "Work", "cost_data", "device_hours", "gpu_hours", "job_work", "throughput"]
 
 def job_work(plan: RunPlan) -> Work:
     """What one job processes: its plan's work (its family's estimate for the job's mode: a report job evaluates
@@ -90,3 +90,9 @@ def gpu_hours(work: Work, tp: Throughput, gpu: str) -> float:
     speed = 1.0 if tp.measured else float(c["gpu_speed"].get(gpu, 1.0))
     seconds = (work.train * c["train_factor"] + work.short) / (tp.short * speed) + work.long / (tp.long * speed)
     return (seconds + work.fixed_s) / 3600.0
+
+
+def device_hours(work: Work, tp: Throughput, gpu: str, devices: int) -> float:
+    """GPU-hours of a job on ``devices`` GPUs (``task.devices``): its compute, which they share (the same tokens,
+    perfect scaling assumed), plus each device's fixed seconds (every process starts and loads the model)."""
+    return gpu_hours(work, tp, gpu) + work.fixed_s * (devices - 1) / 3600.0

@@ -65,6 +65,15 @@ class Stage:
     jobs: list[Job]
     after: list[tuple[str, str]] = field(default_factory=list)
     task: str = ""
+    devices: int = 1        # the processes (GPUs) each of its jobs trains on: task.devices
+
+    def resources(self, cluster: Mapping[str, Any]) -> dict[str, Any]:
+        """What one job of this stage asks for: the cluster profile's entry for its kind, GPUs, CPUs and memory
+        times its ``devices`` (N processes of one job, on one node)."""
+        res = dict(cluster[self.kind])
+        for key in ("gpus", "cpus", "mem_gb"):
+            res[key] = (res.get(key) or 0) * self.devices
+        return res
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "jobs": [j.to_dict() for j in self.jobs],
@@ -86,6 +95,7 @@ class StageConf:
     kind: str | None = None
     params: Mapping[str, str] | None = None
     shards: int | None = None       # its evaluation as this many shard jobs at once plus a merge (task.shards)
+    devices: int | None = None      # its trainings on this many GPUs of one node each (task.devices)
 
 
 def load_paper(name: str = "paper", dotlist: Sequence[str] = ()) -> dict[str, Any]:
@@ -144,7 +154,8 @@ def _key(stage: str, point: Mapping[str, str]) -> str:
 def build(paper: Mapping[str, Any], common: Sequence[str] = ()) -> list[Stage]:
     """Every stage of the graph, in dependency order. ``common``: overrides every run job gets (``model=...``)."""
     confs = {name: StageConf(c["task"], c.get("sweep"), tuple(c.get("overrides") or ()), c.get("kind"),
-                             c.get("params"), c.get("shards")) for name, c in (paper.get("stages") or {}).items()}
+                             c.get("params"), c.get("shards"), c.get("devices"))
+             for name, c in (paper.get("stages") or {}).items()}
     base = [*common, *(paper.get("overrides") or ())]
     stages: list[Stage] = []
     for name, conf in confs.items():
@@ -154,7 +165,8 @@ def build(paper: Mapping[str, Any], common: Sequence[str] = ()) -> list[Stage]:
             stages += _sweep_stages(name, conf, spec, run, base)
         else:
             kind = conf.kind or "eval"
-            stages.append(Stage(name, kind, [Job(name, name, "run", conf.task, tuple(run))], task=conf.task))
+            stages.append(Stage(name, kind, [Job(name, name, "run", conf.task, (*run, *_devices(name, conf, kind)))],
+                                task=conf.task, devices=conf.devices or 1))
     _link_dependencies(stages, confs)
     for name, conf in confs.items():
         if conf.shards and conf.shards > 1:
@@ -171,7 +183,8 @@ def _sweep_stages(name: str, conf: StageConf, spec: specs.TaskSpec, run: list[st
     """A sweep's stages: its jobs (split where the task depends on its own datasets' selection), selections, report."""
     assert conf.sweep is not None
     kind = conf.kind or "train"
-    jobs = [Job(_key(name, p), name, "run", conf.task, (*run, f"sweep={conf.sweep}", *(f"{k}={v}" for k, v in p.items())))
+    jobs = [Job(_key(name, p), name, "run", conf.task, (*run, *_devices(name, conf, kind), f"sweep={conf.sweep}",
+                                                         *(f"{k}={v}" for k, v in p.items())))
             for p in _points(conf.sweep, conf.params)]
     inner = dependencies.inner(spec)
     out: list[Stage] = []
@@ -182,16 +195,17 @@ def _sweep_stages(name: str, conf: StageConf, spec: specs.TaskSpec, run: list[st
             ds = _datasets_of(job)
             (first if ds & set(d.datasets) else chained if ds & set(d.for_datasets) else rest).append(job)
         head = f"{name}.{'+'.join(d.datasets)}"
-        out += [Stage(head, kind, _restage(first, head), task=conf.task),
+        n = conf.devices or 1
+        out += [Stage(head, kind, _restage(first, head), task=conf.task, devices=n),
                 Stage(f"{head}.select", "cpu", [Job(f"{head}.select", f"{head}.select", "select", conf.task,
                                                     tuple(base), source=head, datasets=d.datasets)],
                       [(head, AFTER_ANY)], task=conf.task),
-                Stage(name, kind, rest, task=conf.task),
+                Stage(name, kind, rest, task=conf.task, devices=n),
                 Stage(f"{name}.chained", kind, _restage(chained, f"{name}.chained"), [(f"{head}.select", AFTER_OK)],
-                      task=conf.task)]
+                      task=conf.task, devices=n)]
         swept = [head, name, f"{name}.chained"]
     else:
-        out.append(Stage(name, kind, jobs, task=conf.task))
+        out.append(Stage(name, kind, jobs, task=conf.task, devices=conf.devices or 1))
         swept = [name]
     select = f"{name}.select"
     out.append(Stage(select, "cpu", [Job(select, select, "select", conf.task, tuple(base), source=name)],
@@ -202,6 +216,17 @@ def _sweep_stages(name: str, conf: StageConf, spec: specs.TaskSpec, run: list[st
         out.append(Stage(report, "eval", [Job(report, report, "report", conf.task, tuple(run), params, source=name)],
                          [(select, AFTER_OK)], task=conf.task))
     return [s for s in out if s.jobs]
+
+
+def _devices(name: str, conf: StageConf, kind: str) -> tuple[str, ...]:
+    """A training stage's ``devices: N``: each of its runs trains on N processes (``task.devices=N``; its SLURM job
+    asks for N times the profile's train resources, on one node). Only training stages train."""
+    if not conf.devices or conf.devices == 1:
+        return ()
+    if kind != "train":
+        raise HarnessError(f"paper.stages.{name}.devices={conf.devices}: only a training stage trains on several "
+                           f"devices (this one is {kind!r}); its evaluation spreads with shards: K")
+    return (f"task.devices={conf.devices}",)
 
 
 def _sharded(stage: Stage, k: int) -> list[Stage]:

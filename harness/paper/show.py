@@ -12,10 +12,11 @@ from harness.paper.plan import JobState
 
 
 def resources(stage: Stage, cluster: Mapping[str, Any]) -> str:
-    r = cluster[stage.kind]
+    r = stage.resources(cluster)
     gpus = int(r.get("gpus") or 0)
-    return f"{gpus} GPU, {r['cpus']} CPU, {r['mem_gb']:g} GB, {r['timeout_min']} min" if gpus else \
-        f"CPU: {r['cpus']} CPU, {r['mem_gb']:g} GB, {r['timeout_min']} min"
+    each = f" ({stage.devices} training processes)" if stage.devices > 1 else ""
+    return (f"{gpus} GPU, {r['cpus']} CPU, {r['mem_gb']:g} GB, {r['timeout_min']} min" if gpus else
+            f"CPU: {r['cpus']} CPU, {r['mem_gb']:g} GB, {r['timeout_min']} min") + each
 
 
 def stage_hours(stage: Stage, states: Mapping[str, JobState], tp: cost.Throughput, gpu: str,
@@ -23,7 +24,7 @@ def stage_hours(stage: Stage, states: Mapping[str, JobState], tp: cost.Throughpu
     if stage.kind == "cpu":
         return 0.0
     jobs = [states[j.key] for j in stage.jobs if not (todo_only and states[j.key].finished)]
-    return sum(cost.gpu_hours(s.work, tp, gpu) for s in jobs)
+    return sum(cost.device_hours(s.work, tp, gpu, stage.devices) for s in jobs)
 
 
 def _waits(stage: Stage, stages: Sequence[Stage]) -> str:

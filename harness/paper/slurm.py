@@ -246,7 +246,7 @@ def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Pat
         if not keys:
             continue
         after = [(cond, ids[up]) for up, cond in stage.after if ids.get(up)]
-        ex = executor(folder, f"paper-{stage.name}", cluster, stage.kind,
+        ex = executor(folder, f"paper-{stage.name}", {**cluster, stage.kind: stage.resources(cluster)}, stage.kind,
                       ",".join(f"{c}:{':'.join(w)}" for c, w in after) or None)
         jobs = _sbatch(ex, stage.name, context, keys)
         for key, sj in zip(keys, jobs, strict=True):

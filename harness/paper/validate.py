@@ -27,6 +27,7 @@ class StageSettings:
     kind: str | None = choices(None, *KINDS, default=None)
     params: dict[str, Any] | None = None
     shards: int | None = None
+    devices: int | None = None
 
 
 @dataclass(kw_only=True)
@@ -72,6 +73,8 @@ def check_paper(paper: Mapping[str, Any], base: Mapping[str, Any]) -> PaperSetti
     for name, st in s.stages.items():
         if st.shards is not None and st.shards < 1:
             raise HarnessError(f"paper.stages.{name}.shards={st.shards} must be >= 1 (1: not sharded)")
+        if st.devices is not None and st.devices < 1:
+            raise HarnessError(f"paper.stages.{name}.devices={st.devices} must be >= 1 (1: one process per training)")
     return s
 
 

@@ -37,13 +37,18 @@ def trained(plan: RunPlan) -> bool:
     return folder is not None and (folder / TRAIN_DONE).exists()
 
 
+def loaded_spec(plan: RunPlan) -> Any:
+    """The model spec the load stage loads: ``model.path``, or a source run's trained weights."""
+    lin = plan.lineage
+    return replace(plan.model, path=lin.model_dir) if lin is not None and lin.model_dir else plan.model
+
+
 def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
     """(model, the record's model block) from the load stage; with a source, its trained weights, checked
     against the fingerprint that run recorded. Fails fast, naming the local alternative, when the hub is
     needed and unreachable."""
     p, lin = parts(plan), plan.lineage
-    spec = replace(plan.model, path=lin.model_dir) if lin is not None and lin.model_dir else plan.model
-    model, block = code_of(p.load)(p.ctx, spec)
+    model, block = code_of(p.load)(p.ctx, loaded_spec(plan))
     if lin is not None:
         if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
             raise HarnessError(
@@ -77,12 +82,15 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
         from harness.models import fingerprint
         from harness.results import atomic_write_json
         from harness.training import tracking
+        from harness.training.launch import check_devices
 
+        # here, not in the run's up-front checks: the paper graph runs those where it submits, not on the node
+        check_devices(plan.settings.training.devices, plan.device)
         t0 = time.perf_counter()
         data, facts = p.source.load(plan.settings, model)
         tracker = tracking.tracker(p.tracking, run_id=todo[0].run_id, record_path=plan.record_path(todo[0]).parent,
                                    task=plan.task, model=plan.model_name)
-        info = trainer.fit(p.ctx, model, data, facts, p.train_dir, tracker)
+        info = trainer.fit(p.ctx, model, data, facts, p.train_dir, tracker, loaded_spec(plan))
         info |= {"train_s": time.perf_counter() - t0, "fingerprint": fingerprint(info["model_dir"])}
         atomic_write_json(marker, info)
     if plan.lineage is not None:

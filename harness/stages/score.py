@@ -30,7 +30,10 @@ def sharded(plan: RunPlan, retriever: Retriever) -> Retriever:
     exact MaxSim: their engines implement :class:`~harness.evaluation.shards.ShardEngine`)."""
     shards = plan.settings.sharding
     if not shards.sharded:
-        return retriever
+        from harness.stages.devices import over_training_devices
+
+        spread = over_training_devices(plan, retriever)   # trained on N GPUs: evaluated over them
+        return retriever if spread is None else ShardedRetriever(retriever, *spread)
     if not hasattr(retriever, "search_shard"):
         raise HarnessError(f"task.shards: {type(retriever).__name__} cannot be sharded (single-vector retrieval "
                            "and exact MaxSim can)")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness import results
 
 if TYPE_CHECKING:
+    from harness.models import ModelSpec
     from harness.runplan import Cell
     from harness.stages.context import StageContext
     from harness.training.settings import DenseTraining, KdTraining, TrainRun
@@ -41,6 +42,8 @@ class DenseTrainer:
     """``train.dense``: sentence-transformers' trainer, (Cached)MNRL on (query, positive, negative) triplets; its
     model is kept under the run id."""
 
+    loader = "load.encoder"     # how its model loads (the ranks of task.devices load the run's weights with it)
+
     def key(self, cell: Cell, train_keys: Sequence[str]) -> str:
         return cell.run_id
 
@@ -50,10 +53,8 @@ class DenseTrainer:
         return SentenceTransformer(model_dir, device=ctx.device)
 
     def fit(self, ctx: StageContext[DenseTask], model: Any, data: Any, facts: Mapping[str, Any] | None,
-            out_dir: Path, tracker: Any) -> dict[str, Any]:
-        from harness.training.dense import train_dense
-
-        info = train_dense(model, data, ctx.settings.training, train_run(ctx), out_dir, tracker)
+            out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
+        info = fit(self, ctx, model, data, spec, out_dir, tracker, "harness.training.dense:train_dense")
         return {**info, "data": facts} if facts else info
 
 
@@ -64,6 +65,8 @@ TRAINED_WEIGHTS_ALSO = ("embedding_size", "name")
 class KdTrainer:
     """``train.kd``: PyLate's KL distillation of teacher scores. Its model is kept under :meth:`key`, so runs that
     differ only in evaluation keys (index, top-k, query and document length) share one trained model."""
+
+    loader = "load.colbert"
 
     def key(self, cell: Cell, train_keys: Sequence[str]) -> str:
         """Hash of what the trained weights depend on: the run identity with, of its task keys, only those of the
@@ -80,10 +83,22 @@ class KdTrainer:
         return ColBERT(model_dir, device=ctx.device)
 
     def fit(self, ctx: StageContext[KdTask], model: Any, data: Any, facts: Mapping[str, Any] | None,
-            out_dir: Path, tracker: Any) -> dict[str, Any]:
-        from harness.training.late_interaction import train_kd
+            out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
+        info = fit(self, ctx, model, data, spec, out_dir, tracker, "harness.training.late_interaction:train_kd")
+        return {**info, "data": facts}
 
-        return {**train_kd(model, data, ctx.settings.training, train_run(ctx), out_dir, tracker), "data": facts}
+
+def fit(trainer: Any, ctx: StageContext[Any], model: Any, data: Any, spec: ModelSpec, out_dir: Path, tracker: Any,
+        train: str) -> dict[str, Any]:
+    """``train`` (``module:function``) on this process, or on the N processes of ``task.devices``
+    (:mod:`~harness.stages.train_ranks`); ``spec``: the model as the run loaded it."""
+    if ctx.settings.training.devices > 1:
+        from harness.stages.train_ranks import fit_on_devices
+
+        return fit_on_devices(ctx, trainer, model, data, spec, out_dir, tracker, train)
+    from harness.registry import load_target
+
+    return load_target(train)(model, data, ctx.settings.training, train_run(ctx), out_dir, tracker)
 
 
 DENSE = DenseTrainer()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from harness.errors import HarnessError
 from harness.training import tracking
 from harness.training.callbacks import bars
 
@@ -29,7 +30,15 @@ def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, 
     ``TrainingArguments``) with the shared fields: batch size, accumulation and warmup ratio from ``node``; epochs,
     learning rate, mixed precision, seeds (model and data order) and the CPU flag from ``run``; the tracker's
     ``report_to`` and run name (``logger=``), NaN losses logged (the NaN guard must see them) and no checkpoints
-    (the caller saves the model it keeps). ``fields``: what the caller adds or sets differently."""
+    (the caller saves the model it keeps). ``fields``: what the caller adds or sets differently. On N processes
+    (:func:`harness.training.ranks.world`) each accumulates 1/N of the accumulation, over DDP (gloo on CPU, NCCL on
+    GPUs)."""
+    from harness.training.ranks import world
+
+    n = world()
+    if node.gradient_accumulation_steps % n:
+        raise HarnessError(f"{n} training processes cannot share task.gradient_accumulation_steps="
+                           f"{node.gradient_accumulation_steps}: set task.devices to a divisor of it")
     if sentence_transformers:
         from sentence_transformers import SentenceTransformerTrainingArguments as Arguments
     else:
@@ -39,7 +48,7 @@ def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, 
         "output_dir": str(output_dir),
         "num_train_epochs": run.epochs,
         "per_device_train_batch_size": node.batch_size,
-        "gradient_accumulation_steps": node.gradient_accumulation_steps,
+        "gradient_accumulation_steps": node.gradient_accumulation_steps // n,
         "learning_rate": run.lr,
         # transformers 5: a float < 1 is a ratio of the total steps
         "warmup_steps": float(node.warmup_ratio) if node.warmup_ratio > 0 else 0,
@@ -52,5 +61,10 @@ def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, 
         "use_cpu": run.use_cpu,
         "disable_tqdm": not bars(),     # off a terminal: the trainer's ProgressLines callback prints instead
         **(tracker or tracking.NONE).training_args(),
+        **({"ddp_backend": "gloo" if run.use_cpu else "nccl", "ddp_find_unused_parameters": False} if n > 1 else {}),
     }
-    return Arguments(**(shared | fields))
+    args = Arguments(**(shared | fields))
+    if n > 1:   # sentence-transformers turns drop_last on under DDP, against ranks hanging on an uneven last batch;
+        # ranks.StepBatches evens the ranks out instead, so the last batch stays what one process takes
+        args.dataloader_drop_last = bool(fields.get("dataloader_drop_last", False))
+    return args

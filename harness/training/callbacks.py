@@ -52,8 +52,10 @@ class ProgressLines(TrainerCallback):
         self.progress: Progress | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.progress = Progress(state.max_steps, self.desc, "steps", show=not interactive(),
-                                 each_update_is_a_step=True)
+        from harness.training.ranks import rank
+
+        show = not interactive() and rank() == 0      # several processes (task.devices): rank 0 speaks for all
+        self.progress = Progress(state.max_steps, self.desc, "steps", show=show, each_update_is_a_step=True)
 
     def _line(self, state, note: str) -> None:
         if self.progress is not None:

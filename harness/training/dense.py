@@ -37,10 +37,11 @@ def check_batchable(train_dataset: Dataset, batch_size: int) -> None:
 def make_loss(model: SentenceTransformer, node: DenseTraining):
     from sentence_transformers import losses
 
+    gather = {"gather_across_devices": True} if node.gather_across_devices else {}   # a pool of N micro-batches
     if node.loss == "cached_mnrl":
-        return losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=node.mini_batch_size)
+        return losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=node.mini_batch_size, **gather)
     if node.loss == "mnrl":
-        return losses.MultipleNegativesRankingLoss(model)
+        return losses.MultipleNegativesRankingLoss(model, **gather)
     raise HarnessError(f"unknown task.loss {node.loss!r}: use cached_mnrl or mnrl")
 
 
@@ -72,6 +73,7 @@ def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseT
         args=args,
         train_dataset=train_dataset.select_columns(["anchor", "positive", "negative"]),
         loss=make_loss(model, node),
+        gather=node.gather_across_devices,
         callbacks=[NaNLossGuard(), ProgressLines("DPR training"), *tracker.callbacks()],
     )
     with tracker.session(), discard_unfinished(output_dir / "checkpoints"):

@@ -38,17 +38,24 @@ def finish_training(model: Any, result: Any, output_dir: str | Path, *, cfg: Bat
                     rows: str, tracker: Tracker | None = None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Check the run (:func:`check_steps`, :func:`check_loss`), save ``model`` to ``output_dir/model`` and return
     the record's training facts: steps, mean loss, ``n_<rows>``, effective batch size, ``facts``, where the model
-    is, and the tracker's description when one is on. ``result``: what ``Trainer.train()`` returned."""
+    is, and the tracker's description when one is on. ``result``: what ``Trainer.train()`` returned. On several
+    processes only rank 0 saves; the others wait for it."""
+    from harness.training import ranks
+
     tracker = tracker or tracking.NONE
     check_steps(result.global_step, n_rows, rows, cfg)
     check_loss(result.training_loss)
     final = Path(output_dir) / "model"
-    model.save(str(final))
+    if ranks.rank() == 0:
+        model.save(str(final))
+    ranks.barrier()
     return {
         "steps": result.global_step,
         "train_loss": float(result.training_loss),
         f"n_{rows}": n_rows,
         "effective_batch_size": cfg.batch_size * cfg.gradient_accumulation_steps,
+        **({"devices": ranks.world(), "accumulation_per_device": cfg.gradient_accumulation_steps // ranks.world()}
+           if ranks.world() > 1 else {}),
         **(facts or {}),
         "model_dir": str(final),
         **({"tracking": tracker.describe()} if tracker.enabled else {}),

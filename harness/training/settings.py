@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from harness.typed import at_least, choices, count, positive
+from harness.errors import HarnessError
+from harness.typed import at_least, choices, count, excluded, positive
 
 
 @dataclass(kw_only=True)
@@ -21,6 +22,28 @@ class Training:
     batch_size: int = count()
     gradient_accumulation_steps: int = count()
     train_seed: int
+    devices: int = count(excluded="how many processes train: N processes take the micro-batches one process would, "
+                                  "grouped into the same optimizer steps (docs/fidelity.md); recorded")
+
+    def __post_init__(self) -> None:
+        if self.gradient_accumulation_steps % self.devices:
+            valid = [n for n in range(1, self.gradient_accumulation_steps + 1)
+                     if self.gradient_accumulation_steps % n == 0]
+            raise HarnessError(
+                f"task.devices={self.devices} does not divide task.gradient_accumulation_steps="
+                f"{self.gradient_accumulation_steps}: each of the N processes accumulates "
+                f"{self.gradient_accumulation_steps}/N micro-batches of task.batch_size={self.batch_size} so that N "
+                f"processes take the steps one process would; valid task.devices: {', '.join(map(str, valid))} "
+                "(or raise task.gradient_accumulation_steps, which changes the effective batch)")
+
+    @property
+    def accumulation_per_device(self) -> int:
+        """The micro-batches each of the ``devices`` processes accumulates per optimizer step."""
+        return self.gradient_accumulation_steps // self.devices
+
+    def identity(self) -> dict[str, Any]:
+        """Keys this node adds to the identity of a run that trains, beyond its non-excluded fields (none)."""
+        return {}
 
 
 @dataclass(kw_only=True)
@@ -30,6 +53,22 @@ class DenseTraining(Training):
     loss: str = choices("cached_mnrl", "mnrl")
     mini_batch_size: int = count()
     max_seq_length: int = count()
+    gather_across_devices: bool = excluded(
+        "in the identity only when on (identity(): with task.devices, which then changes the objective), so the "
+        "runs that leave it off keep their ids")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.gather_across_devices and self.devices == 1:
+            raise HarnessError("task.gather_across_devices=true gathers in-batch negatives across the processes of "
+                               "task.devices, which is 1: set task.devices=<N> (N > 1), or leave it false")
+
+    def identity(self) -> dict[str, Any]:
+        """Gathered negatives make the in-batch pool N times larger, a different objective: the flag and the
+        device count enter the run id (only then, so every other run keeps its id)."""
+        if not self.gather_across_devices:
+            return {}
+        return {"task.gather_across_devices": True, "task.devices": self.devices}
 
 
 @dataclass(kw_only=True)
