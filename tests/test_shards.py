@@ -116,7 +116,7 @@ def test_the_devices_launcher_refuses_without_gpus(tmp_path: Path, toy_ds: Path)
     cfg = compose(overrides(tmp_path, toy_ds, *SMALL_BATCHES, "task.shards=2", "task.shard_launcher=devices"))
     plan, inner, _ = _retrievers(cfg)
     with pytest.raises(HarnessError, match=r"needs visible GPUs \(none found\); use sequential, or external"):
-        score.sharded(plan, inner)
+        compute.sharded(plan, inner)
 
 
 def test_the_devices_launcher_spawns_one_process_per_device_and_merges_exactly(

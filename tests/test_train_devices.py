@@ -218,11 +218,11 @@ def test_evaluation_after_a_training_on_gpus_is_sharded_over_them(monkeypatch: p
         return SimpleNamespace(settings=settings, trains=trains, device=device)
 
     shardable = SimpleNamespace(search_shard=None, cache_dir="cache")
-    assert devices.over_training_devices(task("cpu"), shardable) is None           # CPU: this process evaluates
-    assert devices.over_training_devices(task("cuda", n=1), shardable) is None
-    assert devices.over_training_devices(task("cuda"), SimpleNamespace(cache_dir="c")) is None   # PLAID
-    monkeypatch.setattr(devices, "launcher", lambda plan, shards: ("launch", shards))
-    settings, launch = devices.over_training_devices(task("cuda"), shardable)
+    assert devices.over_training_devices(task("cpu"), shardable, print) is None           # CPU: this process evaluates
+    assert devices.over_training_devices(task("cuda", n=1), shardable, print) is None
+    assert devices.over_training_devices(task("cuda"), SimpleNamespace(cache_dir="c"), print) is None   # PLAID
+    monkeypatch.setattr(devices, "launcher", lambda plan, part, shards: ("launch", shards))
+    settings, launch = devices.over_training_devices(task("cuda"), shardable, print)
     assert (settings.shards, settings.shard_launcher, launch) == (2, "devices", ("launch", 2))
 
 

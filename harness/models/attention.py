@@ -22,11 +22,10 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.models import kernel_calls
+from harness.models.kernel_calls import VARLEN
 
 log = logging.getLogger(__name__)
 
-#: the harness' attention function for packed sequences (registered with transformers when a model needs it)
-VARLEN = "harness_varlen"
 #: Hugging Face ``model_type``s whose forward the harness packs: restarting positions and ``cu_seq_lens`` reach
 #: the attention function unchanged (tests compare them with the padded model)
 PACKABLE_TYPES = ("modernbert", "bert")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+#: the harness' attention function for packed sequences (registered with transformers when a model needs it)
+VARLEN = "harness_varlen"
 #: what the unpadded path's attention function counts, by branch
 TORCH_FLASH = "torch.ops.aten._flash_attention_forward"
 FLASH_ATTN = "flash_attn.flash_attn_varlen_func"
@@ -79,8 +81,6 @@ def calls_of(encoder: Any) -> KernelCalls | None:
 
 def watch(encoder: Any) -> KernelCalls:
     """Count every attention call of ``encoder`` by kernel (idempotent); its counter."""
-    from harness.models.attention import VARLEN
-
     calls = calls_of(encoder)
     if calls is not None:
         return calls

@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harness.layout import RunLayout
+
+if TYPE_CHECKING:
+    from harness.training.settings import TrainRun
 
 S = TypeVar("S")
 
@@ -31,6 +34,15 @@ class StageContext(Generic[S]):
     trains: bool
     lr: float | None
     layout: RunLayout
+
+    def train_run(self) -> TrainRun:
+        """The values a training run resolves: the learning rate, the epochs and seed of the training node, where
+        it runs."""
+        from harness.training.settings import TrainRun
+
+        t = self.settings.training   # type: ignore[attr-defined]
+        assert self.lr is not None, "a run that trains has a learning rate"
+        return TrainRun(lr=self.lr, epochs=t.epochs, seed=t.train_seed, precision=self.precision, device=self.device)
 
 
 @dataclass(frozen=True, kw_only=True)

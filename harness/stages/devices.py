@@ -5,14 +5,17 @@ A run that trains on N GPUs (``task.devices=N``) evaluates the same way over the
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.runplan import RunPlan, pending
+from harness.runplan import Cell, RunPlan, pending
 
 log = logging.getLogger(__name__)
+
+#: a part job: one shard of the run's corpora into the cache (:func:`harness.stages.retrieval.run_part`)
+Part = Callable[[RunPlan, Sequence[Cell]], None]
 
 
 def visible_devices() -> list[str]:
@@ -22,9 +25,10 @@ def visible_devices() -> list[str]:
     return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
 
 
-def launcher(plan: RunPlan, shards: int | None = None) -> Callable[[list[int]], None]:
-    """What computes the shards ``todo`` of ``plan``'s run: shard i on device ``i mod n`` (n visible GPUs).
-    ``shards``: the run's shard count where it is not its own ``task.shards`` (:func:`over_training_devices`)."""
+def launcher(plan: RunPlan, part: Part, shards: int | None = None) -> Callable[[list[int]], None]:
+    """What computes the shards ``todo`` of ``plan``'s run: shard i on device ``i mod n`` (n visible GPUs), each a
+    part job ``part(plan, todo)``. ``shards``: the run's shard count where it is not its own ``task.shards``
+    (:func:`over_training_devices`)."""
     import torch
 
     devices = visible_devices()
@@ -37,7 +41,7 @@ def launcher(plan: RunPlan, shards: int | None = None) -> Callable[[list[int]], 
     def launch(todo: list[int]) -> None:
         share = [todo[d::len(devices)] for d in range(min(len(devices), len(todo)))]
         log.info("shards %s over %d devices, one process each", todo, len(share))
-        torch.multiprocessing.spawn(_device_shards, args=(plan, devices, share), nprocs=len(share), join=True)
+        torch.multiprocessing.spawn(_device_shards, args=(plan, part, devices, share), nprocs=len(share), join=True)
 
     return launch
 
@@ -50,18 +54,16 @@ def with_sharding(plan: RunPlan, device: str | None = None, part: bool | None = 
     return replace(plan, device=device, settings=settings, stages=stages, part=plan.part if part is None else part)
 
 
-def _device_shards(rank: int, plan: RunPlan, devices: list[str], share: list[list[int]]) -> None:
+def _device_shards(rank: int, plan: RunPlan, part: Part, devices: list[str], share: list[list[int]]) -> None:
     """One device's process: its shard jobs (what ``task.shard=<i> device=<device>`` plans), on ``devices[rank]``."""
-    from harness.stages.retrieval import run_part
-
     for shard in share[rank]:
         job = with_sharding(plan, devices[rank], True, shard=shard, shard_launcher="sequential")
         todo = pending(job, job.cells)
         if todo:
-            run_part(job, todo)
+            part(job, todo)
 
 
-def over_training_devices(plan: RunPlan, retriever: Any) -> tuple[Any, Callable[[list[int]], None]] | None:
+def over_training_devices(plan: RunPlan, retriever: Any, part: Part) -> tuple[Any, Callable[[list[int]], None]] | None:
     """The evaluation of a run that trains on N GPUs (``task.devices=N``, ``task.shards`` left at 1): its corpora in
     N shards, one process per GPU, merged into exactly the unsharded ranking; (shard settings, launcher). None where
     it stays in this process, said once: one device, the CPU (N processes would share the cores one process already
@@ -77,4 +79,4 @@ def over_training_devices(plan: RunPlan, retriever: Any) -> tuple[Any, Callable[
         log.info("task.devices=%d: %s cannot be sharded over the devices (or the embedding cache is off); the "
                  "evaluation runs on one GPU", n, type(retriever).__name__)
         return None
-    return replace(plan.settings.sharding, shards=n, shard_launcher="devices"), launcher(plan, shards=n)
+    return replace(plan.settings.sharding, shards=n, shard_launcher="devices"), launcher(plan, part, shards=n)

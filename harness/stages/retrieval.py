@@ -135,6 +135,24 @@ def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mappi
     return out
 
 
+def sharded(plan: RunPlan, retriever: Any) -> Any:
+    """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (single-vector retrievers and
+    exact MaxSim: their engines implement :class:`~harness.evaluation.shards.ShardEngine`), or over the GPUs a
+    ``task.devices`` training ran on; a device's shards run :func:`run_part`."""
+    from harness.evaluation.shards import ShardedRetriever
+    from harness.stages import devices
+
+    shards = plan.settings.sharding
+    if not shards.sharded:
+        spread = devices.over_training_devices(plan, retriever, run_part)   # trained on N GPUs: evaluated over them
+        return retriever if spread is None else ShardedRetriever(retriever, *spread)
+    if not hasattr(retriever, "search_shard"):
+        raise HarnessError(f"task.shards: {type(retriever).__name__} cannot be sharded (single-vector retrieval "
+                           "and exact MaxSim can)")
+    launch = devices.launcher(plan, run_part) if shards.shard_launcher == "devices" else None
+    return ShardedRetriever(retriever, shards, launch)
+
+
 def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
     """Load -> (train) -> retrieve -> score each cell of ``todo``: one record per dataset (and composite member)."""
     from harness.stages import score
@@ -149,7 +167,7 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
     if facts:
         block["trained"] = facts
     for_inference(plan, model, block)
-    built = score.sharded(plan, retriever(plan, model, cache_identity(plan, block, facts)))
+    built = sharded(plan, retriever(plan, model, cache_identity(plan, block, facts)))
     tokenizer = model[0].tokenizer
     for cell in todo:
         try:
@@ -173,7 +191,7 @@ def run_part(plan: RunPlan, todo: Sequence[Cell]) -> None:
         raise HarnessError(f"shard job {shard}: this run's training has not finished; shards evaluate a trained "
                            "model")
     for_inference(plan, model, block)
-    built = score.sharded(plan, retriever(plan, model, cache_identity(plan, block, facts)))
+    built = sharded(plan, retriever(plan, model, cache_identity(plan, block, facts)))
     assert isinstance(built, ShardedRetriever)
     for cell in todo:
         for entry in list(cell.payload.members.values()) or [cell.payload]:

@@ -1,7 +1,6 @@
 """The retrieval run's search and score stages: each dataset loaded (``task.max_queries`` / ``max_docs``
 applied), retrieved and scored by ``score.ir`` (:func:`~harness.evaluation.retriever.evaluate_per_query`, with
-the task's query subgroups), shard by shard where ``task.shards`` asks for it; composites (CQADupstack) as the mean
-of their members."""
+the task's query subgroups); composites (CQADupstack) as the mean of their members."""
 
 from __future__ import annotations
 
@@ -15,34 +14,12 @@ import numpy as np
 from harness import data_origin, results
 from harness.data.catalog import DatasetEntry, load_entry
 from harness.data.retrieval import RetrievalDataset, subset
-from harness.errors import HarnessError
 from harness.evaluation.retriever import Retriever, evaluate_per_query
-from harness.evaluation.shards import ShardedRetriever
 from harness.evaluation.subgroups import SUBGROUPS, QueryGroups
 from harness.results import ResultRecord
 from harness.runplan import Cell, RunPlan
 
 log = logging.getLogger(__name__)
-
-
-def sharded(plan: RunPlan, retriever: Retriever) -> Retriever:
-    """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (single-vector retrievers and
-    exact MaxSim: their engines implement :class:`~harness.evaluation.shards.ShardEngine`)."""
-    shards = plan.settings.sharding
-    if not shards.sharded:
-        from harness.stages.devices import over_training_devices
-
-        spread = over_training_devices(plan, retriever)   # trained on N GPUs: evaluated over them
-        return retriever if spread is None else ShardedRetriever(retriever, *spread)
-    if not hasattr(retriever, "search_shard"):
-        raise HarnessError(f"task.shards: {type(retriever).__name__} cannot be sharded (single-vector retrieval "
-                           "and exact MaxSim can)")
-    launch = None
-    if shards.shard_launcher == "devices":
-        from harness.stages.devices import launcher
-
-        launch = launcher(plan)
-    return ShardedRetriever(retriever, shards, launch)
 
 
 def evaluate_cell(plan: RunPlan, cell: Cell, retriever: Retriever, block: dict[str, Any],

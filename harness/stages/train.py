@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from harness.models import ModelSpec
     from harness.runplan import Cell
     from harness.stages.context import StageContext
-    from harness.training.settings import DenseTraining, KdTraining, TrainRun
+    from harness.training.settings import DenseTraining, KdTraining
 
 
 class DenseTask(Protocol):
@@ -26,16 +26,6 @@ class DenseTask(Protocol):
 
 class KdTask(Protocol):
     training: KdTraining
-
-
-def train_run(ctx: StageContext[Any]) -> TrainRun:
-    """The values a training run resolves: the learning rate, the epochs and seed of the training node, where it
-    runs."""
-    from harness.training.settings import TrainRun
-
-    t = ctx.settings.training
-    assert ctx.lr is not None, "a run that trains has a learning rate"
-    return TrainRun(lr=ctx.lr, epochs=t.epochs, seed=t.train_seed, precision=ctx.precision, device=ctx.device)
 
 
 class DenseTrainer:
@@ -98,7 +88,7 @@ def fit(trainer: Any, ctx: StageContext[Any], model: Any, data: Any, spec: Model
         return fit_on_devices(ctx, trainer, model, data, spec, out_dir, tracker, train)
     from harness.registry import load_target
 
-    return load_target(train)(model, data, ctx.settings.training, train_run(ctx), out_dir, tracker)
+    return load_target(train)(model, data, ctx.settings.training, ctx.train_run(), out_dir, tracker)
 
 
 DENSE = DenseTrainer()

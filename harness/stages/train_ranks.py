@@ -76,7 +76,6 @@ def train_rank(job: RankJob) -> dict[str, Any] | None:
 
     from harness.registry import load_target
     from harness.stages import code_of
-    from harness.stages.train import train_run
     from harness.training import ranks
 
     device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if job.ctx.device.startswith("cuda") else job.ctx.device
@@ -88,6 +87,6 @@ def train_rank(job: RankJob) -> dict[str, Any] | None:
         rows.set_format(type=fmt["type"], columns=fmt["columns"], output_all_columns=fmt["output_all_columns"],
                         **fmt["format_kwargs"])
     writer = ranks.rank() == 0
-    facts = load_target(job.train)(model, rows, ctx.settings.training, train_run(ctx), job.out_dir,
+    facts = load_target(job.train)(model, rows, ctx.settings.training, ctx.train_run(), job.out_dir,
                                    job.tracker if writer else None)
     return facts if writer else None

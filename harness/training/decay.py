@@ -17,12 +17,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.stages.context import GridPoint
+
+
+class GridPoint(Protocol):
+    """What the arithmetic reads of a GLUE grid point (:class:`harness.stages.context.GridPoint`)."""
+
+    task: str
+    lr: float
+    weight_decay: float
+    epochs: int
+
 
 #: the least fraction of itself weight decay alone may leave of a weight over a run's planned steps
 KEEP_AT_LEAST = 0.5
