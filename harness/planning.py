@@ -5,7 +5,7 @@ preview. Pure (config and records only, no model, no data, no torch): the task's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from harness.errors import HarnessError
@@ -36,12 +36,18 @@ def plan(cfg: Any, *, mode: str = "run", skip: Sequence[str] = (), round: int = 
     return family_of(cfg).plan(mode=mode, skip=skip, round=round)
 
 
-def every_cell(cfg: Any, first: RunPlan) -> list[Cell]:
-    """The cells of every round of the run whose first round is ``first``, as they can be planned now (a later
-    round reads the records of the earlier ones: what the paper graph and the series count)."""
-    cells, plan_, i = list(first.cells), first, 0
+def rounds(cfg: Any, first: RunPlan) -> Iterator[RunPlan]:
+    """The run's plans round by round, from ``first``: a later round is planned when the iteration reaches it, after
+    the earlier ones ran (GLUE: the chained tasks start from MNLI's records)."""
+    yield first
+    plan_, i = first, 0
     while plan_.later:
         i += 1
         plan_ = plan(cfg, round=i)
-        cells += plan_.cells
-    return cells
+        yield plan_
+
+
+def every_cell(cfg: Any, first: RunPlan) -> list[Cell]:
+    """The cells of every round of the run whose first round is ``first``, as they can be planned now (what the
+    paper graph and the series count)."""
+    return [c for p in rounds(cfg, first) for c in p.cells]

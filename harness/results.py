@@ -251,11 +251,6 @@ def finished_record(
     return finished_at(record_path(results_dir, task, model_name, rid, dataset))
 
 
-def is_done(results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str) -> bool:
-    """True when an ok record exists for this cell (failed records are retried)."""
-    return finished_record(results_dir, task, model_name, rid, dataset) is not None
-
-
 def iter_records(
     dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True, strict_schema: bool = False
 ) -> Iterator[tuple[Path, ResultRecord]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,7 +47,7 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
     new: dict[tuple[str, str], ResultRecord] = {}
     kept: dict[tuple[str, str], Path] = {}   # failures written beside a finished record they must not replace
     try:
-        for p in rounds(cfg, plan):
+        for p in planning.rounds(cfg, plan):
             plan = p
             planned += p.cells
             todo = pending(p, p.cells)
@@ -72,17 +72,6 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
     if failed:
         raise RunFailed("; ".join(failure_line(r, kept.get((r.run_id, r.dataset))) for r in failed), shown)
     return shown
-
-
-def rounds(cfg: DictConfig, first: RunPlan) -> Iterator[RunPlan]:
-    """The run's plans, round by round: a later round is planned once the earlier ones have run (GLUE: the chained
-    tasks start from MNLI's records)."""
-    yield first
-    plan, i = first, 0
-    while plan.later:
-        i += 1
-        plan = planning.plan(cfg, round=i)
-        yield plan
 
 
 def prepare(cfg: DictConfig) -> tuple[RunPlan, locks.LockSettings]:

@@ -122,7 +122,7 @@ def test_the_recorded_kernel_comes_from_counted_calls(monkeypatch: pytest.Monkey
     encode(model, texts, batching=batching(batch_tokens=100_000), device="cpu", show_progress=False)
     assert attention["calls"] == {va.kernel_calls.REFERENCE: 4, va.kernel_calls.TORCH_FLASH: 4}
     assert attention["kernel"] == (f"{va.kernel_calls.REFERENCE} (4 calls), {va.kernel_calls.TORCH_FLASH} (4 calls)")
-    assert att.kernel_on("harness_varlen", "cpu") == va.kernel_calls.REFERENCE     # what the settings would claim
+    assert att.kernel_name("harness_varlen", cuda=False, flash_attn=att.flash_attn_importable()) == va.kernel_calls.REFERENCE     # what the settings would claim
     model.encode(["a padded batch", "unpadded at the entry"])                   # the hook's packed row counts too
     assert attention["calls"][va.kernel_calls.TORCH_FLASH] == 8
 

@@ -83,7 +83,7 @@ def test_unknown_family_and_clashing_registration() -> None:
     with pytest.raises(HarnessError, match=r"unknown task 'bier'\. Valid tasks \(closest first\): beir"):
         specs.get("bier")
     with pytest.raises(HarnessError, match=r"already registered as RetrievalKind\(harness\.families\.beir:BeirSettings\)"):
-        families.register("beir", "elsewhere:Other")
+        families.REGISTRY.register("beir", "elsewhere:Other")
 
 
 def test_every_task_spec_declares_what_the_task_is() -> None:
@@ -130,7 +130,7 @@ def test_a_retrieval_task_composes_its_stages_nodes_and_copies_no_field() -> Non
 
     from harness.families.retrieval import RetrievalKind, RetrievalSettings
 
-    kinds = [r for r in families.all_families() if isinstance(r, RetrievalKind)]
+    kinds = [r for r in families.REGISTRY.values() if isinstance(r, RetrievalKind)]
     assert {k.settings_class.__name__ for k in kinds} == {"BeirSettings", "CodeSettings", "MldrSettings",
                                                            "ColbertSettings"}
     nodes = {n for k in kinds for n in stage_nodes(k.settings_class)}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.evaluation.ir_metrics import evaluate_run, mrr_at_k
+from harness.evaluation.ir_metrics import evaluate_run, reciprocal_ranks
 from harness.evaluation.search import exact_search, to_run
 
 
@@ -67,8 +67,8 @@ def test_query_with_empty_run_counts_as_zero() -> None:
 
 def test_mrr_cut_at_k() -> None:
     run = {"q": {f"d{i}": 100.0 - i for i in range(20)}}
-    assert mrr_at_k({"q": {"d12": 1}}, run, 10) == 0.0
-    assert mrr_at_k({"q": {"d3": 1}}, run, 10) == pytest.approx(1 / 4)
+    assert reciprocal_ranks({"q": {"d12": 1}}, run, 10)["q"] == 0.0
+    assert reciprocal_ranks({"q": {"d3": 1}}, run, 10)["q"] == pytest.approx(1 / 4)
 
 
 def test_search_streams_the_corpus_one_chunk_at_a_time() -> None:

@@ -254,9 +254,9 @@ SLURM = ("paper.launcher=slurm", "paper.cluster=local")
 
 
 def squeue() -> dict[str, str]:
-    from harness.paper.slurm import queue_states
+    from harness.paper.slurm import queue
 
-    return queue_states()
+    return {i: t for i, (t, _) in queue().items()}
 
 
 def wait_for(ledger_path: Path, timeout: float = 1500) -> None:

@@ -32,10 +32,6 @@ class DatasetEntry:
     #: the official data (harness.data_origin); any other local copy is marked as local data
     official_fingerprints: list[str] = field(default_factory=list)
 
-    @property
-    def is_composite(self) -> bool:
-        return bool(self.members)
-
     def definition(self) -> dict[str, Any]:
         """The fields that define the data (what a record's data spec hashes): everything but the labels
         (:data:`LABEL_FIELDS`), so naming a dataset's mteb task never makes finished records out of date."""

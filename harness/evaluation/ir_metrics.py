@@ -27,11 +27,6 @@ def reciprocal_ranks(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, 
     return out
 
 
-def mrr_at_k(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], k: int) -> float:
-    """Mean reciprocal rank of the first relevant (grade > 0) doc in the top k, ties by doc id as trec_eval."""
-    return sum(reciprocal_ranks(qrels, run, k).values()) / len(qrels) if qrels else 0.0
-
-
 def per_query_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     """Each record metric per judged query (metric -> query id -> value), trec_eval conventions: a judged query
     with an empty run counts as zero, as in ``trec_eval -c``."""

@@ -36,21 +36,7 @@ REGISTRY: Registry[Runner] = Registry("runner", {
 }, hint="Register it in harness/families/__init__.py.", lazy=True)
 
 
-def register(name: str, target: str | Runner) -> None:
-    """Add a family (``"package.module:Class"`` or the class); another target under a taken name is an error."""
-    REGISTRY.register(name, target)
-
-
 def get(name: str) -> Runner:
     """The family class registered as ``name``; an unknown name lists the known ones, closest first."""
     return REGISTRY.lookup(name)
 
-
-def find(name: str) -> Runner | None:
-    """``get(name)``, or None for a name no family is registered under (e.g. records of a removed family)."""
-    return REGISTRY.get(name)
-
-
-def all_families() -> list[Runner]:
-    """Every registered family, in registry order."""
-    return list(REGISTRY.values())

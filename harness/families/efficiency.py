@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness import results
 from harness.errors import HarnessError
@@ -21,13 +21,8 @@ from harness.families.base import Cell, Family
 from harness.typed import at_least, build, choices, count, excluded, nonempty, positive
 from harness.work import Work
 
-if TYPE_CHECKING:
-    pass
-
 log = logging.getLogger(__name__)
 
-SETS = ("short_fixed", "short_variable", "long_fixed", "long_variable")
-#: Table 2's columns: max batch size, fixed-length and variable-length throughput (thousands of tokens/s)
 
 
 @dataclass(kw_only=True)
@@ -73,7 +68,6 @@ class EfficiencyFamily(Family):
         chosen = self.settings.precision
         return resolve_precision(str(self.cfg.precision if chosen is None else chosen), self.device)
 
-    # ---------------------------------------------------------------------------------------- leaderboard
     # ---------------------------------------------------------------------------------------- planning
     def set_spec(self, name: str) -> SetSpec:
         if name not in self.settings.sets:
@@ -101,7 +95,9 @@ class EfficiencyFamily(Family):
     @property
     def compiled(self) -> bool:
         """``compile=true`` on a CUDA device: the encoder's forward through torch.compile (CPU: ignored)."""
-        return bool(self.cfg.get("compile")) and self.device.startswith("cuda")
+        from harness.models.compiled import wanted
+
+        return wanted(self.cfg, self.device)
 
     def cells(self) -> list[Cell]:
         s = self.settings

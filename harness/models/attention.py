@@ -196,11 +196,6 @@ def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
     return kernel_calls.FLASH_ATTN if flash_attn else kernel_calls.TORCH_FLASH
 
 
-def kernel_on(implementation: str, device: str) -> str:
-    """:func:`kernel_name` for a model that runs on ``device`` on this machine."""
-    return kernel_name(implementation, cuda=device.startswith("cuda"), flash_attn=flash_attn_importable())
-
-
 def record(requested: str, implementation: str, device: str, *, calls: dict[str, int] | None = None,
            fallback: str = "") -> dict[str, Any]:
     """What a record's model block says about attention where the config left the choice to the machine (``auto``)

@@ -14,6 +14,12 @@ from typing import Any
 from harness.models.kernel_calls import COMPILED, watch
 
 
+def wanted(config: Any, device: str) -> bool:
+    """``compile=true`` on a CUDA device (on a CPU the key is ignored): the one rule the efficiency task's identity,
+    its measurement and the retrieval encoder read."""
+    return bool(config.get("compile")) and device.startswith("cuda")
+
+
 def compile_encoder(encoder: Any, backend: str = "inductor") -> bool:
     """Compile ``encoder``'s forward in place (idempotent); False where it already was. ``backend``: torch.compile's
     (the CPU dry run of the GPU check uses ``eager``: tracing without code generation)."""

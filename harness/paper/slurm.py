@@ -49,11 +49,6 @@ def queue() -> dict[str, tuple[str, str]]:
     return {i: (t, r) for i, t, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
 
 
-def queue_states() -> dict[str, str]:
-    """SLURM id -> state (PD, R, ...) of this user's queued jobs; empty where SLURM is absent."""
-    return {i: t for i, (t, _) in queue().items()}
-
-
 # ------------------------------------------------------------------------------------------------ ledger
 #: what to do with a ledger file that cannot be trusted, for its error line
 LEDGER_FIX = ("restore it, or remove ledger.json and attempts.json to start the graph's bookkeeping afresh (jobs "

@@ -45,22 +45,18 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
         yield from _run(plan, todo, matmul)
 
 
-def compiled(plan: RunPlan) -> bool:
-    """``compile=true`` on a CUDA device: the encoder's forward through torch.compile (CPU: ignored)."""
-    return bool(plan.config.get("compile")) and plan.device.startswith("cuda")
-
-
 def _run(plan: RunPlan, todo: Sequence[Cell], matmul: dict[str, Any]) -> Iterator[ResultRecord]:
     from harness.evaluation import throughput as tp
     from harness.evaluation.encode import pack_mode
     from harness.models import cast_for_inference, load_sentence_transformer
-    from harness.models.compiled import compile_encoder
+    from harness.models.compiled import compile_encoder, wanted
 
     with step(f"efficiency: loading {plan.model.name} on {plan.device}"):
         model, block = load_sentence_transformer(plan.model, device=plan.device)
     hf = model[0].auto_model.eval()
     runs = cast_for_inference(hf, plan.precision, plan.device)      # CUDA bf16/fp16: the weights themselves
-    if compiled(plan):
+    compiled = wanted(plan.config, plan.device)
+    if compiled:
         compile_encoder(hf)
     mode = pack_mode(model, plan.settings.unpad, plan.device)
     roofline = None
@@ -70,7 +66,7 @@ def _run(plan: RunPlan, todo: Sequence[Cell], matmul: dict[str, Any]) -> Iterato
             roofline = tp.matmul_flops(plan.precision, plan.device, n)
             done.outcome = f"{roofline / 1e9:,.1f} GFLOP/s"
     found: dict[int, SearchResult] = {}              # max length -> its max-batch search
-    facts = {**matmul, "runs": runs, "compiled": compiled(plan)}
+    facts = {**matmul, "runs": runs, "compiled": compiled}
     for cell in todo:
         try:
             yield measure_cell(plan, cell, model, hf, block, mode, roofline, found, facts)

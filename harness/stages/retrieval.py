@@ -103,10 +103,10 @@ def for_inference(plan: RunPlan, model: Any, block: dict[str, Any]) -> None:
     autocast over fp32 weights), its encoder compiled where ``compile=true`` (CUDA); what runs goes into the
     record's model block (``inference``) where it is not plain fp32."""
     from harness.models import cast_for_inference
-    from harness.models.compiled import compile_encoder
+    from harness.models.compiled import compile_encoder, wanted
 
     mode = cast_for_inference(model, plan.precision, plan.device)
-    compile_it = bool(plan.config.get("compile")) and plan.device.startswith("cuda")
+    compile_it = wanted(plan.config, plan.device)
     if compile_it:
         compile_encoder(model[0].auto_model)
     if mode != "fp32" or compile_it:
