@@ -62,7 +62,8 @@ class Holder:
 
 
 def read_holder(path: Path) -> Holder | None:
-    """The lock's owner, or None when there is no lock. A lock being written (empty) reads as a fresh one."""
+    """The lock's owner, or None when there is no lock. A lock being written (empty: no token) reads as a fresh one,
+    stale once it has stayed empty :data:`EMPTY_GRACE` seconds."""
     try:
         idle = time.time() - path.stat().st_mtime
         text = path.read_text()
@@ -86,10 +87,18 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: seconds a lock may stay empty: its creator writes its owner right after the exclusive create, so a lock still
+#: empty after this was left by a process killed in between (it would otherwise block until ``stale_after``)
+EMPTY_GRACE = 10.0
+
+
 def is_stale(holder: Holder, stale_after: float) -> bool:
-    """Untouched for ``stale_after`` seconds, or owned by a dead process (or a finished job of ours) on this host."""
+    """Untouched for ``stale_after`` seconds, owned by a dead process (or a finished job of ours) on this host, or
+    still empty :data:`EMPTY_GRACE` seconds after it was created."""
     if holder.idle > stale_after:
         return True
+    if not holder.token:
+        return holder.idle > EMPTY_GRACE
     if holder.host != socket.gethostname() or holder.pid <= 0:
         return False
     if holder.pid == os.getpid():

@@ -316,3 +316,17 @@ def test_publish_never_replaces_an_entry(tmp_path: Path) -> None:
         assert cache_entry.publish(theirs, tmp_path / "fresh") is True
         cache_entry.set_aside(tmp_path / "fresh")
         assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lock_left_empty_by_a_killed_creator_is_taken_over_after_a_short_grace(tmp_path: Path) -> None:
+    """A process killed between the lock's exclusive create and writing its owner leaves an empty lock: it is a fresh
+    lock being written for a few seconds, then stale (not a live one until ``stale_after``, which blocked a rerun)."""
+    path = tmp_path / "entry.lock"
+    path.write_text("")                                               # just created, owner not written yet
+    assert cache_entry.FileLock(path).try_acquire(stale_after=3600) is not None
+    old = time.time() - cache_entry.EMPTY_GRACE - 5
+    os.utime(path, (old, old))                                        # its creator was killed before writing it
+    lock = cache_entry.FileLock(path)
+    assert lock.try_acquire(stale_after=3600) is None                 # taken over at once, not after an hour
+    assert json.loads(path.read_text())["token"] == lock.token
+    lock.release()
