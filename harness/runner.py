@@ -53,7 +53,7 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
             todo = pending(p, p.cells)
             if not todo:
                 continue
-            preflight.check_output_files(output_files(p, todo, bool(cfg.get("save_run"))))
+            preflight.check_output_files(output_files(p, todo, p.save_run))
             p.check(p, todo)
             with locks.hold(todo, lambda c, p=p: run_dir(p, c), lock_settings,
                             lambda cs, p=p: pending(p, cs)) as mine:
@@ -75,8 +75,9 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
 
 
 def prepare(cfg: DictConfig) -> tuple[RunPlan, locks.LockSettings]:
-    """The run's plan and lock settings, after :func:`checked`. A failure here writes nothing."""
-    lock_settings = checked(cfg)
+    """The run's plan and lock settings, after the checks that need no model and no data (:func:`checked`'s, the
+    planner's own among them). A failure here writes nothing."""
+    lock_settings = _settings(cfg)
     return planning.plan(cfg), lock_settings
 
 
@@ -84,10 +85,15 @@ def checked(cfg: DictConfig) -> locks.LockSettings:
     """The checks that need no model, no data and no plan: output folders writable, lock and task settings typed,
     the spec's metric and rule known, the device present (what a job whose cells wait on another's records can
     check already); the lock settings."""
-    preflight.check_output_paths(cfg.paths)
-    lock_settings = locks.settings_from(cfg.get("run_lock"))
+    lock_settings = _settings(cfg)
     planning.family_of(cfg)
     return lock_settings
+
+
+def _settings(cfg: DictConfig) -> locks.LockSettings:
+    """Output folders writable, the lock settings typed."""
+    preflight.check_output_paths(cfg.paths)
+    return locks.settings_from(cfg.get("run_lock"))
 
 
 def run_part(plan: RunPlan) -> None:
@@ -97,8 +103,6 @@ def run_part(plan: RunPlan) -> None:
     if todo:
         plan.check(plan, todo)
         plan.compute(plan, todo)
-
-
 
 
 def with_series(cfg: DictConfig, rec: ResultRecord) -> None:

@@ -93,7 +93,7 @@ class RunPlan:
     chained tasks start from MNLI's records); ``work``: what its job processes (``mode`` run or report);
     ``compute``: the function that computes its cells (``compute(plan, todo)`` yields records, failed ones too);
     ``part``: a shard job (computes a part into the cache, writes no record); ``stages``: the runner's own resolved
-    facts its stages read (a value: the retrieval stages' :class:`~harness.stages.retrieval.RetrievalStages`)."""
+    facts its stages read (a value: the retrieval stages' :class:`~harness.stages.context.RetrievalStages`)."""
 
     task: str
     runner: str
@@ -120,7 +120,7 @@ class RunPlan:
     check: Any = None               # check(plan, todo): cheap checks before any work (data present, weights)
     fitted: Mapping[str, int] = field(default_factory=dict)   # lengths (by config key) the model must position
     weights: str | None = None      # the local folder of the weights it loads (None: a hub id or a package)
-    finish: Any = None              # finish(plan, records): after every round (GLUE writes its selection)
+    finish: Any = None              # finish(plan, planned cells, records): after every round (GLUE's selection)
     stages: Any = None
 
     def record_path(self, cell: Cell, dataset: str | None = None) -> Any:

@@ -172,21 +172,24 @@ class Family(abc.ABC):
         from harness.layout import RunLayout
 
         rounds = list(itertools.islice(self.rounds(), round, round + 1))
+        cells = rounds[0] if rounds else []
         fields: dict[str, Any] = {
             "task": self.name, "runner": self.task_spec.runner, "model_name": self.model_name, "spec": self.task_spec,
             "settings": self.settings, "model": self.spec, "device": self.device, "precision": self.precision,
-            "seed": int(self.cfg.seed), "lr": None, "trains": False, "cells": rounds[0] if rounds else [],
+            "seed": int(self.cfg.seed), "lr": None, "trains": False, "cells": cells,
             "later": round + 1 < self.n_rounds(), "layout": RunLayout.of(self.cfg.paths),
             "work": self.work(mode, skip), "config": self.config, "overwrite": bool(self.cfg.overwrite),
             "save_run": bool(self.cfg.get("save_run")), "part": self.part_job(), "check": check_model,
             "fitted": self.fitted_lengths(), "weights": self.weights_dir(),
         }
-        fields |= self.computed_by()
-        fields.setdefault("header", self.header())
+        fields |= self.computed_by(cells)
+        if "header" not in fields:
+            fields["header"] = self.header()
         return RunPlan(**fields)
 
     @abc.abstractmethod
-    def computed_by(self) -> dict[str, Any]:
+    def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
         """The plan's ``compute`` (and where the family has them: ``check``, ``finish``, ``stages``, and the
-        fields it resolves otherwise: ``lr``, ``seed``, ``trains``, ``lineage``, ``header``)."""
+        fields it resolves otherwise: ``lr``, ``seed``, ``trains``, ``lineage``, ``header``); ``cells``: the round's,
+        as planned."""
 

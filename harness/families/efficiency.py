@@ -120,7 +120,7 @@ class EfficiencyFamily(Family):
         return {"precision": self.precision, "n_docs": s.n_docs, "repeats": s.repeats, "warmup": s.warmup,
                 "unpad": s.unpad, "pad_to": s.pad_to, "seed": s.seed}
 
-    def computed_by(self) -> dict[str, Any]:
+    def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
         from harness.stages import efficiency as compute
 
         return {"compute": compute.run, "header": self.header(hyperparameters=self.hyperparameters())}

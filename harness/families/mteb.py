@@ -163,7 +163,7 @@ class MtebFamily(Family):
                                 (name, split)))
         return out
 
-    def computed_by(self) -> dict[str, Any]:
+    def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
         from harness.stages import mteb as compute
         from harness.stages.context import MtebStages
 

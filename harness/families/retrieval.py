@@ -279,11 +279,10 @@ class RetrievalFamily(Family):
                             seed=s.training.train_seed if self.trains else int(self.cfg.seed),
                             layout=RunLayout.of(self.cfg.paths))
 
-    def stages(self, cells: Sequence[Cell]) -> RetrievalStages:
+    def stages(self, ctx: StageContext[Any], cells: Sequence[Cell]) -> RetrievalStages:
         """What the stages of this run read, resolved."""
         from harness.stages import code_of
 
-        ctx = self.context()
         train_dir = None
         if self.trainer and cells:
             key = code_of(self.trainer).key(cells[0], self.train_keys())
@@ -298,15 +297,15 @@ class RetrievalFamily(Family):
             tracking=self.config,
         )
 
-    def computed_by(self) -> dict[str, Any]:
-        cells = self.cells()
+    def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
+        ctx = self.context()
         details = dict(self.kind.details(self.resolved))
         if self.lineage is not None:
             details["lineage"] = self.lineage.record()
-        return {"compute": compute.run_part if self.part_job() else compute.run, "check": check, "stages": self.stages(cells), "lr": self.lr if self.trains
-                else None, "seed": self.context().seed, "trains": self.trains, "lineage": self.lineage,
+        return {"compute": compute.run_part if self.part_job() else compute.run, "check": check,
+                "stages": self.stages(ctx, cells), "lr": ctx.lr, "seed": ctx.seed, "trains": self.trains,
+                "lineage": self.lineage,
                 "header": self.header(hyperparameters=self.kind.hyperparameters(self.resolved), details=details)}
-
 
 def check(plan: RunPlan, todo: Sequence[Cell]) -> None:
     """Before any model is loaded: the model's checks (:func:`~harness.stages.check_model`), every dataset's local

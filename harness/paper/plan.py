@@ -44,7 +44,9 @@ class JobState:
 
 
 @cache
-def _base(overrides: tuple[str, ...]) -> Any:
+def base_config(overrides: tuple[str, ...]) -> Any:
+    """The config ``overrides`` compose, once per distinct set (shared: callers change it only inside
+    :func:`composed`, which undoes what it set)."""
     from harness.compose import compose_config
 
     return compose_config(overrides)
@@ -74,7 +76,7 @@ def composed(overrides: Sequence[str]) -> Iterator[Any]:
     from omegaconf import OmegaConf
 
     groups = tuple(o for o in overrides if is_group(o))
-    cfg = _base(groups)
+    cfg = base_config(groups)
     parser = OverridesParser.create()
     saved: list[tuple[str, Any]] = []
     try:

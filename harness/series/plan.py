@@ -12,7 +12,6 @@ stage of the graph: one SLURM array, one ledger, one status view with the paper 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -99,13 +98,13 @@ def find(settings: Settings) -> Found:
         return Found(ignored=[f"{exc.filename} (removed while looked at)"])
 
 
-@cache
 def base_config(overrides: tuple[str, ...]) -> Any:
-    """The composed config of ``overrides`` (once per distinct set)."""
-    from harness.compose import compose_config
+    """The composed config of ``overrides`` (composed once per distinct set, by the paper graph's planner: callers
+    do not change it); Hydra's own errors as one line."""
+    from harness.paper.plan import base_config as composed_once
 
     try:
-        return compose_config(overrides)
+        return composed_once(overrides)
     except Exception as exc:   # Hydra's own errors, after harness.overrides' checks: one line
         raise HarnessError(f"the overrides {' '.join(overrides)} do not compose: {one_line(exc)}; fix them as for "
                            "python -m harness") from None
@@ -124,13 +123,12 @@ def hydra_value(value: Any) -> str:
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def job_of(settings: Settings, ckpt: Checkpoint, task: str | None, series: dict[str, Any]) -> Job:
-    """One checkpoint's run of ``task`` as a job: the task's overrides, the checkpoint and its ``series`` value."""
-    name = model_name(settings.name, ckpt.step)
-    key = f"{task or 'default'}/{ckpt.step}/{series.get('fingerprint')}"
-    return Job(key, f"step{ckpt.step}", "run", task or "", (
-        *settings.task_overrides(task), f"model.path={hydra_value(str(ckpt.folder))}",
-        f"model.name={hydra_value(name)}", f"series={hydra_value(series)}"))
+def job_of(settings: Settings, unit: Unit) -> Job:
+    """One checkpoint's run of a task as a job (keyed as the unit): the task's overrides, the checkpoint and its
+    ``series`` value."""
+    return Job(unit.key, f"step{unit.step}", "run", unit.task or "", (
+        *settings.task_overrides(unit.task), f"model.path={hydra_value(str(unit.checkpoint.folder))}",
+        f"model.name={hydra_value(unit.model_name)}", f"series={hydra_value(unit.series)}"))
 
 
 def series_value(settings: Settings, ckpt: Checkpoint) -> dict[str, Any]:
@@ -196,7 +194,7 @@ def _unit(settings: Settings, ckpt: Checkpoint, task: str | None, changed: float
     if why:
         return unit
     try:
-        unit.job = job_of(settings, ckpt, task, series)
+        unit.job = job_of(settings, unit)
         return plan_unit(unit)
     except HarnessError as exc:
         unit.skipped = f"cannot be planned: {one_line(exc)}"

@@ -120,7 +120,7 @@ class GlueFamily(Family):
         chained = set(self.chain)
         return 1 + (any(t.name not in chained for t in self.tasks) and any(t.name in chained for t in self.tasks))
 
-    def computed_by(self) -> dict[str, Any]:
+    def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
         from harness.stages import glue as compute
         from harness.stages.context import GlueStages
 
