@@ -285,7 +285,8 @@ def twice(base: list[str], tmp: Path, accumulation: int) -> tuple[results.Result
     folders, logging to TensorBoard."""
     out = []
     for n in (1, 2):
-        (rec,) = run(compose([*base, "logger=tensorboard", f"task.gradient_accumulation_steps={accumulation}",
+        (rec,) = run(compose([*base, "device=cpu", "logger=tensorboard",
+                              f"task.gradient_accumulation_steps={accumulation}",
                               f"task.devices={n}", f"paths.results={tmp}/r{n}", f"paths.outputs={tmp}/o{n}",
                               f"paths.cache={tmp}/c{n}"]))
         out.append(rec)
