@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.checks import query_text, unique_judgements, unique_queries
-from harness.data.files import text_lines
-from harness.data.jsonl import jsonl_rows
+from harness.data.files import jsonl_rows, text_lines
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
 

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.checks import query_text, unique_judgements, unique_queries
-from harness.data.files import read_text
-from harness.data.jsonl import jsonl_rows
+from harness.data.files import jsonl_rows, read_text
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError, one_line
 

@@ -1,11 +1,14 @@
-"""Reading local data files: UTF-8 text (plain or gzipped), delimited rows and Parquet tables. Every reader under
-``harness/data`` reads through these, so a file that cannot be decoded is one ``DataError`` line naming the file,
-the line, the byte offset and the fix, never a ``UnicodeDecodeError``, ``csv.Error`` or pyarrow traceback."""
+"""Reading local data files: UTF-8 text (plain or gzipped), delimited rows, JSON Lines and Parquet tables. Every
+reader under ``harness/data`` reads through these, so a file that cannot be decoded is one ``DataError`` line naming
+the file, the line, the byte offset and the fix, never a ``UnicodeDecodeError``, ``csv.Error`` or pyarrow traceback.
+Why not ``datasets``' json loader for JSONL: a bad line must be an error naming the file and line before any work,
+not a pyarrow trace."""
 
 from __future__ import annotations
 
 import csv
 import gzip
+import json
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +17,6 @@ from typing import Any
 from harness.errors import DataError, one_line
 
 UTF8_FIX = "re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 old > new)"
-
-
 
 
 def text_lines(path: Path) -> Iterator[str]:
@@ -106,3 +107,35 @@ def parquet_rows(path: Path) -> list[dict[str, Any]]:
     except (pa.ArrowException, OSError) as exc:
         raise DataError(f"{path}: not a readable Parquet file ({one_line(exc)[:200]}); re-export it (e.g. "
                         "pandas.DataFrame.to_parquet) or convert it to JSONL.") from None
+
+
+def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-empty line of a JSONL file (gzipped when it ends in ``.gz``; a BOM is
+    ignored); invalid UTF-8, a line that is not a JSON object, or one lacking a ``required`` field is an error
+    naming the line and the fix."""
+    for lineno, line in enumerate(text_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg}). Each line must be one JSON "
+                            "object; fix or remove that line.") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path} line {lineno}: expected a JSON object, got {type(row).__name__}. Each line "
+                            "must be one JSON object (JSON Lines): convert a JSON array to one object per line.")
+        missing = [k for k in required if k not in row]
+        if missing:
+            raise DataError(f"{path} line {lineno}: missing field(s) {missing}; each line needs {list(required)}: "
+                            "add the field(s) to that line.")
+        yield lineno, row
+
+
+def table_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, row) of each row of a Parquet file (``<path> row <n>``) or a JSONL file (``<path> line <n>``), from 1."""
+    if path.suffix.lower() == ".parquet":
+        for i, row in enumerate(parquet_rows(path), start=1):
+            yield f"{path} row {i}", row
+        return
+    for lineno, row in jsonl_rows(path):
+        yield f"{path} line {lineno}", row

@@ -14,8 +14,7 @@ from typing import Any
 
 from harness.data.beir import check_qrels_ids, relevance_grade
 from harness.data.checks import query_text, unique_judgements, unique_queries
-from harness.data.files import parquet_rows
-from harness.data.jsonl import jsonl_rows
+from harness.data.files import table_rows
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
 
@@ -40,58 +39,47 @@ def _files(folder: Path, config: str, split: str) -> list[Path]:
                     "choose one with task.split=<split>")
 
 
-Row = tuple[Path, int, dict[str, Any]]   # (file, Parquet row or JSONL line number from 1, row)
+Row = tuple[str, dict[str, Any]]   # (where: the file and its Parquet row or JSONL line, from 1; row)
 
 
 def _rows(paths: list[Path]) -> list[Row]:
-    """(file, number, row) of every row of the files: Parquet rows or JSONL lines."""
-    rows: list[Row] = []
-    for path in paths:
-        if path.suffix == ".parquet":
-            rows += [(path, i, r) for i, r in enumerate(parquet_rows(path), start=1)]
-        else:
-            rows += [(path, n, r) for n, r in jsonl_rows(path)]
-    return rows
+    """(where, row) of every row of the files: Parquet rows or JSONL lines."""
+    return [row for path in paths for row in table_rows(path)]
 
 
-def _where(path: Path, n: int) -> str:
-    return f"{path} {'row' if path.suffix == '.parquet' else 'line'} {n}"
-
-
-def _field(path: Path, n: int, row: dict[str, Any], *names: str) -> Any:
-    """The first of ``names`` row ``n`` of ``path`` has; none of them is an error naming the row and the fix."""
+def _field(where: str, row: dict[str, Any], *names: str) -> Any:
+    """The first of ``names`` the row at ``where`` has; none of them is an error naming the row and the fix."""
     for name in names:
         if name in row:
             return row[name]
     wanted = " (or ".join(f"`{name}`" for name in names) + ")" * (len(names) - 1)
-    raise DataError(f"{_where(path, n)}: no {wanted} field; got {sorted(row)}. Add it to that row.")
+    raise DataError(f"{where}: no {wanted} field; got {sorted(row)}. Add it to that row.")
 
 
 def _corpus(folder: Path, rows: list[Row]) -> tuple[list[str], list[str], list[str]]:
     if not rows:
         raise DataError(f"{folder}/corpus: no documents; the corpus files must hold one {{_id, title, text}} row "
                         "per document.")
-    ids = [str(_field(p, n, r, "_id", "id")) for p, n, r in rows]
+    ids = [str(_field(w, r, "_id", "id")) for w, r in rows]
     if len(set(ids)) != len(ids):
         seen: dict[str, int] = {}
         for i, did in enumerate(ids):   # error path only: find the first repeat
             if did in seen:
-                raise DataError(f"{_where(*rows[i][:2])}: duplicate document id {did!r} (first at "
-                                f"{_where(*rows[seen[did]][:2])}); document ids must be unique: rename or remove one "
-                                "of them.")
+                raise DataError(f"{rows[i][0]}: duplicate document id {did!r} (first at {rows[seen[did]][0]}); "
+                                "document ids must be unique: rename or remove one of them.")
             seen[did] = i
-    titles = [str(r.get("title") or "") for _, _, r in rows]
-    texts = [str(r.get("text") or "") for _, _, r in rows]
+    titles = [str(r.get("title") or "") for _, r in rows]
+    texts = [str(r.get("text") or "") for _, r in rows]
     return ids, titles, texts
 
 
 def _qrels(rows: list[Row]) -> dict[str, dict[str, int]]:
     number_fix = "the score field must be an integer relevance grade"
     judged = []
-    for path, n, r in rows:
-        qid, cid = str(_field(path, n, r, "query-id")), _field(path, n, r, "corpus-id")
-        grade = relevance_grade(r.get("score", 1), _where(path, n), number_fix)
-        judged += [(_where(path, n), qid, str(d), grade) for d in (cid if isinstance(cid, list) else [cid])]
+    for w, r in rows:
+        qid, cid = str(_field(w, r, "query-id")), _field(w, r, "corpus-id")
+        grade = relevance_grade(r.get("score", 1), w, number_fix)
+        judged += [(w, qid, str(d), grade) for d in (cid if isinstance(cid, list) else [cid])]
     return unique_judgements(judged)
 
 
@@ -104,8 +92,8 @@ def read_hub_layout(folder: str | Path, name: str, split: str, *, strict_qrels: 
                         "(and qrels/ or default/) with <split>-*.parquet or .jsonl files")
     qconfig = "qrels" if (folder / "qrels").is_dir() else "default"
     ids, titles, texts = _corpus(folder, _rows(_files(folder, "corpus", split)))
-    queries = unique_queries((_where(p, n), str(_field(p, n, r, "_id", "id")), query_text(_field(p, n, r, "text")))
-                             for p, n, r in _rows(_files(folder, "queries", split)))
+    queries = unique_queries((w, str(_field(w, r, "_id", "id")), query_text(_field(w, r, "text")))
+                             for w, r in _rows(_files(folder, "queries", split)))
     qrels = _qrels(_rows(_files(folder, qconfig, split)))
     qrels = check_qrels_ids(qrels, queries, set(ids), str(folder), strict=strict_qrels)
     return RetrievalDataset(name=name, split=split, corpus_ids=ids, corpus_titles=titles, corpus_texts=texts,

@@ -25,8 +25,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from harness.data.files import parquet_rows
-from harness.data.jsonl import jsonl_rows
+from harness.data.files import table_rows
 from harness.errors import DataError, one_line
 
 log = logging.getLogger(__name__)
@@ -120,14 +119,9 @@ def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     if not path.is_file():
         raise DataError(f"KD training file not found: {path}. Set task.train_data.path (and queries_path/documents_path).")
     suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        for i, row in enumerate(parquet_rows(path), start=1):
-            yield f"{path} row {i}", row
-        return
-    if suffix not in (".jsonl", ".json"):
+    if suffix not in (".parquet", ".jsonl", ".json"):
         raise DataError(f"{path}: unknown KD file type {suffix!r}; convert it to .jsonl or .parquet.")
-    for lineno, row in jsonl_rows(path):
-        yield f"{path} line {lineno}", row
+    yield from table_rows(path)
 
 
 def _same_type(where: str, key: str, value: Any, first: dict[str, type]) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.data.checks import query_text, unique_judgements, unique_queries
-from harness.data.jsonl import jsonl_rows
+from harness.data.files import jsonl_rows
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
 from harness.results import file_sha

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 from datasets import Dataset
 
 from harness.console import step
-from harness.data.files import csv_rows
-from harness.data.jsonl import jsonl_rows
+from harness.data.files import csv_rows, jsonl_rows
 from harness.errors import DataError
 
 if TYPE_CHECKING:
