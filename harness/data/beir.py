@@ -11,9 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.data.checks import query_text, unique_judgements, unique_queries
 from harness.data.files import jsonl_rows, text_lines
-from harness.data.retrieval import RetrievalDataset
+from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
 from harness.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -27,25 +26,28 @@ def _require_file(path: Path, what: str) -> None:
         )
 
 
-def read_corpus(path: Path) -> tuple[list[str], list[str], list[str]]:
+def read_corpus(path: Path, id_key: str = "_id", id_name: str = "document id",
+                empty_fix: str = '. Check the file or the dataset folder (one {"_id", "title", "text"} object per line).',
+                ) -> tuple[list[str], list[str], list[str]]:
+    """(ids, titles, texts) of a JSONL corpus, one {``id_key``, title, text} object per line (BEIR's
+    ``corpus.jsonl``; MLDR's, keyed by ``docid``): ids unique, at least one document."""
     _require_file(path, "corpus file")
     ids: list[str] = []
     titles: list[str] = []
     texts: list[str] = []
     seen: set[str] = set()
-    for lineno, row in jsonl_rows(path, ("_id", "text")):
-        did = str(row["_id"])
+    for lineno, row in jsonl_rows(path, (id_key, "text")):
+        did = str(row[id_key])
         if did in seen:
-            first = next(n for n, r in jsonl_rows(path) if str(r["_id"]) == did)   # error path only: rescan
-            raise DataError(f"{path} line {lineno}: duplicate document id {did!r} (first on line {first}); "
+            first = next(n for n, r in jsonl_rows(path) if str(r[id_key]) == did)   # error path only: rescan
+            raise DataError(f"{path} line {lineno}: duplicate {id_name} {did!r} (first on line {first}); "
                             "document ids must be unique: rename or remove one of them.")
         seen.add(did)
         ids.append(did)
         titles.append(str(row.get("title") or ""))
         texts.append(str(row["text"] or ""))
     if not ids:
-        raise DataError(f"{path} is empty: the corpus has no documents. Check the file or the dataset folder "
-                        '(one {"_id", "title", "text"} object per line).')
+        raise DataError(f"{path} is empty: the corpus has no documents{empty_fix}")
     return ids, titles, texts
 
 

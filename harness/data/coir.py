@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.data.checks import query_text, unique_judgements, unique_queries
 from harness.data.files import jsonl_rows, read_text
-from harness.data.retrieval import RetrievalDataset
+from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
 from harness.errors import DataError, one_line
 
 log = logging.getLogger(__name__)

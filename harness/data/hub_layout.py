@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.beir import check_qrels_ids, relevance_grade
-from harness.data.checks import query_text, unique_judgements, unique_queries
 from harness.data.files import table_rows
-from harness.data.retrieval import RetrievalDataset
+from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
 from harness.errors import DataError
 
 _SUFFIXES = (".parquet", ".jsonl", ".json")

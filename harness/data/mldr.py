@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.data.checks import query_text, unique_judgements, unique_queries
+from harness.data.beir import hub_qrels, read_corpus
 from harness.data.files import jsonl_rows
-from harness.data.retrieval import RetrievalDataset
+from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
 from harness.errors import DataError
 from harness.results import file_sha
 
@@ -50,25 +50,6 @@ def _require(folder: Path, stem: str) -> Path:
         raise DataError(f"{folder}: no {stem}.jsonl(.gz); MLDR's layout has corpus.jsonl and train/dev/test.jsonl "
                         f"(found: {', '.join(have) or 'nothing'}).")
     return path
-
-
-def read_corpus(folder: Path) -> tuple[list[str], list[str]]:
-    path = _require(folder, "corpus")
-    ids: list[str] = []
-    texts: list[str] = []
-    seen: set[str] = set()
-    for lineno, row in jsonl_rows(path, ("docid", "text")):
-        did = str(row["docid"])
-        if did in seen:
-            first = next(n for n, r in jsonl_rows(path) if str(r["docid"]) == did)   # error path only: rescan
-            raise DataError(f"{path} line {lineno}: duplicate docid {did!r} (first on line {first}); "
-                            "document ids must be unique: rename or remove one of them.")
-        seen.add(did)
-        ids.append(did)
-        texts.append(str(row["text"] or ""))
-    if not ids:
-        raise DataError(f"{path} is empty: the corpus has no documents; it needs one {{docid, text}} object per line.")
-    return ids, texts
 
 
 def check_row(row: dict[str, Any], where: str) -> list[dict[str, Any]]:
@@ -127,7 +108,8 @@ def check_positives(qrels: dict[str, dict[str, int]], doc_ids: set[str], where: 
 def load_local(folder: Path, name: str, split: str = "test", strict_qrels: bool = True) -> RetrievalDataset:
     """A folder in MLDR's layout -> the ``split`` queries over the whole corpus, positives as relevance 1."""
     queries, qrels = read_queries(folder, split)
-    ids, texts = read_corpus(folder)
+    ids, _, texts = read_corpus(_require(folder, "corpus"), "docid", "docid",
+                                "; it needs one {docid, text} object per line.")
     qrels = check_positives(qrels, set(ids), str(folder), strict_qrels)
     return RetrievalDataset(name=name, split=split, corpus_ids=ids, corpus_titles=[""] * len(ids),
                             corpus_texts=texts, queries=queries, qrels=qrels, source=str(folder.resolve()))
@@ -139,7 +121,6 @@ def load_hub(path: str, revision: str | None, lang: str, name: str, split: str =
     one a config has, as mteb's loader)."""
     from datasets import get_dataset_split_names, load_dataset
 
-    from harness.data.beir import hub_qrels
     from harness.models import require_hub
 
     require_hub(

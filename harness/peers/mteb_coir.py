@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.peers.mteb_local import mteb_scores
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -45,14 +47,6 @@ def local_coir_csn_task(folder: str | Path, lang: str):
 def mteb_coir_csn_ndcg_at_10(model: SentenceTransformer, folder: str | Path, lang: str, *,
                              batch_size: int = 32) -> float:
     """mteb's nDCG@10 for ``model`` on ``folder``'s ``lang`` (exact search, the model's dtype, mteb defaults)."""
-    import mteb
-
-    task = local_coir_csn_task(folder, lang)
-    with tempfile.TemporaryDirectory() as cache:
-        result = mteb.evaluate(
-            model, task, cache=mteb.ResultCache(cache_path=cache), overwrite_strategy="always",
-            encode_kwargs={"batch_size": batch_size}, show_progress_bar=False,
-        )
-    scores = result.task_results[0].scores["test"]
+    scores = mteb_scores(model, local_coir_csn_task(folder, lang), batch_size)["test"]
     (score,) = [s for s in scores if s["hf_subset"] == lang]
     return float(score["ndcg_at_10"])

@@ -47,17 +47,21 @@ def mteb_task_for(ds: RetrievalDataset, ignore_identical_ids: bool = False):
     return HarnessLocalRetrieval()
 
 
-def mteb_ndcg_at_10(
-    model: SentenceTransformer, ds: RetrievalDataset, *, batch_size: int = 32, ignore_identical_ids: bool = False
-) -> float:
-    """mteb's nDCG@10 for ``model`` on ``ds`` (exact search, fp32, mteb defaults)."""
+def mteb_scores(model: SentenceTransformer, task: Any, batch_size: int) -> dict[str, Any]:
+    """mteb's scores of ``task`` for ``model`` by split (exact search, mteb defaults; results cached nowhere)."""
     import mteb
 
-    task = mteb_task_for(ds, ignore_identical_ids)
     with tempfile.TemporaryDirectory() as cache:
         result = mteb.evaluate(
             model, task, cache=mteb.ResultCache(cache_path=cache), overwrite_strategy="always",
             encode_kwargs={"batch_size": batch_size}, show_progress_bar=False,
         )
-    task_result = result.task_results[0]
-    return float(task_result.scores[ds.split][0]["ndcg_at_10"])
+    return result.task_results[0].scores
+
+
+def mteb_ndcg_at_10(
+    model: SentenceTransformer, ds: RetrievalDataset, *, batch_size: int = 32, ignore_identical_ids: bool = False
+) -> float:
+    """mteb's nDCG@10 for ``model`` on ``ds`` (exact search, fp32, mteb defaults)."""
+    scores = mteb_scores(model, mteb_task_for(ds, ignore_identical_ids), batch_size)
+    return float(scores[ds.split][0]["ndcg_at_10"])
