@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness.data.catalog import resolve_entries
-from harness.data.entry import LABEL_FIELDS
+from harness.data.kinds import LABEL_FIELDS
 from harness.errors import HarnessError
 from harness.export import main as export_main
 from harness.leaderboard import build_leaderboard

@@ -7,8 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from harness.data.entry import DatasetEntry
-from harness.data.kinds import KINDS, get_kind, local_folder
+from harness.data.kinds import KINDS, DatasetEntry, get_kind, local_folder
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError, HubUnavailableError, no_hub_copy, unknown_name
 from harness.typed import build
