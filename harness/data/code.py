@@ -11,7 +11,6 @@ import gc
 import hashlib
 import importlib.util
 import inspect
-import json
 import os
 import platform
 import re
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from harness.data.files import write_jsonl
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
 
@@ -210,12 +210,9 @@ def export_beir(ds: RetrievalDataset, out_dir: str | Path, *, overwrite: bool = 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        with open(tmp / "corpus.jsonl", "w", encoding="utf-8", newline="\n") as f:
-            for did, title, text in zip(ds.corpus_ids, ds.corpus_titles, ds.corpus_texts, strict=True):
-                f.write(json.dumps({"_id": did, "title": title, "text": text}, ensure_ascii=False) + "\n")
-        with open(tmp / "queries.jsonl", "w", encoding="utf-8", newline="\n") as f:
-            for qid, text in ds.queries.items():
-                f.write(json.dumps({"_id": qid, "text": text}, ensure_ascii=False) + "\n")
+        write_jsonl(tmp / "corpus.jsonl", ({"_id": did, "title": title, "text": text} for did, title, text
+                                           in zip(ds.corpus_ids, ds.corpus_titles, ds.corpus_texts, strict=True)))
+        write_jsonl(tmp / "queries.jsonl", ({"_id": qid, "text": text} for qid, text in ds.queries.items()))
         (tmp / "qrels").mkdir()
         with open(tmp / "qrels" / f"{ds.split}.tsv", "w", encoding="utf-8", newline="\n") as f:
             f.write("query-id\tcorpus-id\tscore\n")

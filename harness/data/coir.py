@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.data.files import jsonl_rows, read_text
+from harness.data.files import jsonl_rows, read_text, write_jsonl
 from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
 from harness.errors import DataError, one_line
 
@@ -123,8 +123,7 @@ def export_coir_layout(triple: CoirTriple, out_dir: str | Path, lang: str) -> Pa
     for kind, (split, rows) in parts.items():
         folder = out / f"{lang}-{kind}"
         folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / f"{split}.jsonl", "w", encoding="utf-8", newline="\n") as fh:
-            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        write_jsonl(folder / f"{split}.jsonl", rows)
     configs = []
     for folder in sorted(p for p in out.iterdir() if p.is_dir() and "-" in p.name):
         for f in sorted(folder.glob("*.jsonl")):

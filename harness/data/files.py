@@ -10,7 +10,7 @@ import csv
 import gzip
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +139,9 @@ def table_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         return
     for lineno, row in jsonl_rows(path):
         yield f"{path} line {lineno}", row
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """``rows`` as JSON Lines: UTF-8, LF line ends, non-ASCII text written as is."""
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)

@@ -237,10 +237,6 @@ def load_kd_file(
 
 
 # -------------------------------------------------------------------------------------------- ids layout
-def _id_index(ds: Dataset, column: str) -> set[Any]:
-    return set(ds[column])
-
-
 def _missing_id_error(where: str, kind: str, value: Any, known: set[Any], file: str) -> DataError:
     hint = ""
     if str(value) in {str(k) for k in known}:   # error path only: one pass over the ids
@@ -258,7 +254,7 @@ def validate_ids(train: Dataset, queries: Dataset, documents: Dataset, n_ways: i
     for col in LAYOUTS["ids"]:
         if col not in train.column_names:
             raise DataError(f"{where(0)}: the ids layout needs a {col!r} column; found {train.column_names}.")
-    known_q, known_d = _id_index(queries, "query_id"), _id_index(documents, "document_id")
+    known_q, known_d = set(queries["query_id"]), set(documents["document_id"])
     offset = 0
     for batch in train.select_columns(list(LAYOUTS["ids"])).iter(batch_size=batch_size):
         for i, (qid, dids, scores) in enumerate(zip(batch["query_id"], batch["document_ids"], batch["scores"],

@@ -10,14 +10,13 @@ with the ``json`` loader; mteb's copy (``mteb/MultiLongDocRetrieval``) has confi
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.data.beir import hub_qrels, read_corpus
-from harness.data.files import jsonl_rows
+from harness.data.files import jsonl_rows, write_jsonl
 from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
 from harness.errors import DataError
 from harness.results import file_sha
@@ -226,9 +225,7 @@ def write_folder(out_dir: str | Path, corpus: Sequence[tuple[str, str]],
     entry of ``splits`` (rows as MLDR's: query_id, query, positive_passages, negative_passages)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "corpus.jsonl", "w", encoding="utf-8", newline="\n") as fh:
-        fh.writelines(json.dumps({"docid": d, "text": t}, ensure_ascii=False) + "\n" for d, t in corpus)
+    write_jsonl(out / "corpus.jsonl", ({"docid": d, "text": t} for d, t in corpus))
     for split, rows in splits.items():
-        with open(out / f"{split}.jsonl", "w", encoding="utf-8", newline="\n") as fh:
-            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        write_jsonl(out / f"{split}.jsonl", rows)
     return out
