@@ -24,7 +24,7 @@ from harness.evaluation.dense import DenseRetriever, dense_settings
 from harness.evaluation.documents import TitleConvention
 from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec, load_sentence_transformer
-from harness.peers.mteb_coir import mteb_coir_csn_ndcg_at_10
+from harness.peers.mteb_local import mteb_coir_csn_ndcg_at_10
 
 
 def main() -> None:

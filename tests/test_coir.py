@@ -78,7 +78,7 @@ def test_hub_layout_copy_reads_the_same_as_codexglue_and_as_mtebs_loader(shared_
 def test_two_local_copies_of_the_same_name_never_share_a_cache(tmp_path: Path) -> None:
     """datasets caches a local folder under its name: a changed (or same-named) folder must not read stale data,
     neither in the harness nor in the mteb peer."""
-    from harness.peers.mteb_coir import local_coir_csn_task
+    from harness.peers.mteb_local import local_coir_csn_task
 
     for n, where in ((1, "a"), (2, "b")):
         out = coir.export_coir_layout(coir.coir_from_codexglue(rows()[: 2 + n], "ruby"), tmp_path / where / "coir",
@@ -238,7 +238,7 @@ def test_ruby_slice_ndcg_equals_mtebs_coir_codesearchnet(shared_data: Path, tmp_
     from harness.evaluation.dense import DenseRetriever, dense_settings
     from harness.evaluation.retriever import evaluate
     from harness.models import ModelSpec, load_sentence_transformer
-    from harness.peers.mteb_coir import mteb_coir_csn_ndcg_at_10
+    from harness.peers.mteb_local import mteb_coir_csn_ndcg_at_10
 
     all_rows = coir.read_codexglue(shared_data / "codesearchnet" / "ruby", "ruby")
     test = [r for r in all_rows if r["partition"] == "test"][:150]
