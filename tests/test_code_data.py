@@ -12,7 +12,8 @@ from textwrap import dedent
 
 import pytest
 
-from harness.data.code import build_code_retrieval_set, export_beir
+from harness.data.beir import export_beir
+from harness.data.code import build_code_retrieval_set
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
 

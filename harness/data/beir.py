@@ -1,4 +1,4 @@
-"""BEIR-layout retrieval sets, from a local folder or a pinned hub copy, validated on load.
+"""BEIR-layout retrieval sets, from a local folder or a pinned hub copy, validated on load; any set written as one.
 
 A local folder holds ``corpus.jsonl`` ({"_id","title","text"}), ``queries.jsonl`` ({"_id","text"}) and
 ``qrels/<split>.tsv`` (query-id, corpus-id, score; header optional; CRLF or LF).
@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.data.files import jsonl_rows, text_lines
+from harness.data.files import jsonl_rows, text_lines, write_jsonl
 from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
 from harness.errors import DataError
 
@@ -217,3 +219,43 @@ def hub_qrels(rows: Any, where: str) -> dict[str, dict[str, int]]:
     return unique_judgements(
         (f"{where} row {i}", str(q), str(d), relevance_grade(s, f"{where} row {i}", number_fix, grade_fix))
         for i, (q, d, s) in enumerate(zip(rows["query-id"], rows["corpus-id"], rows["score"], strict=True), start=1))
+
+
+def export_beir(ds: RetrievalDataset, out_dir: str | Path, *, overwrite: bool = False) -> Path:
+    """Write ``ds`` as a BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv (UTF-8, LF).
+
+    Files are written to a temporary sibling folder that is then renamed into place, so ``out_dir`` never
+    holds a half-written set. An existing non-empty ``out_dir`` is replaced only with ``overwrite=True``.
+    """
+    out = Path(out_dir).expanduser().absolute()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        raise DataError(f"export folder {str(out)!r} already exists and is not empty; pass overwrite=True "
+                        "or choose a new folder.")
+    for kind, ids in (("document", ds.corpus_ids), ("query", ds.queries)):
+        bad = next((i for i in ids if any(c in i for c in "\t\n\r")), None)
+        if bad is not None:
+            raise DataError(f"{kind} id {bad!r} contains a tab or newline, which BEIR's qrels TSV cannot hold; "
+                            "rename the source file or function.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        write_jsonl(tmp / "corpus.jsonl", ({"_id": did, "title": title, "text": text} for did, title, text
+                                           in zip(ds.corpus_ids, ds.corpus_titles, ds.corpus_texts, strict=True)))
+        write_jsonl(tmp / "queries.jsonl", ({"_id": qid, "text": text} for qid, text in ds.queries.items()))
+        (tmp / "qrels").mkdir()
+        with open(tmp / "qrels" / f"{ds.split}.tsv", "w", encoding="utf-8", newline="\n") as f:
+            f.write("query-id\tcorpus-id\tscore\n")
+            for qid, rels in ds.qrels.items():
+                for did, score in rels.items():
+                    f.write(f"{qid}\t{did}\t{score}\n")
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            out.rename(old / "x")
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out

@@ -16,7 +16,6 @@ __all__ = ["DatasetEntry", "check_entries", "check_local", "entry_from_config", 
            "resolve_entries"]
 
 
-
 def entry_from_config(name: str, raw: Mapping[str, Any] | None) -> DatasetEntry:
     """A typed catalog entry: an unknown key (``ignore_identical_id``) is an error naming the closest valid one.
     Members of a composite inherit ``split`` and ``ignore_identical_ids`` and live in ``<name>/<member>``."""

@@ -14,9 +14,7 @@ import inspect
 import os
 import platform
 import re
-import shutil
 import sysconfig
-import tempfile
 import warnings
 from collections import Counter
 from collections.abc import Iterator
@@ -24,7 +22,6 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from harness.data.files import write_jsonl
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
 
@@ -190,46 +187,6 @@ def build_code_retrieval_set(
 _STAT_KEYS = ("files", "parsed", "functions", "with_docstring", "short_summary", "trivial_summary",
               "stub", "short_code", "dropped_duplicates", "dropped_ambiguous", "corpus_mined", "candidate_queries",
               "corpus", "queries", "truncated")
-
-
-def export_beir(ds: RetrievalDataset, out_dir: str | Path, *, overwrite: bool = False) -> Path:
-    """Write ``ds`` as a BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv (UTF-8, LF).
-
-    Files are written to a temporary sibling folder that is then renamed into place, so ``out_dir`` never
-    holds a half-written set. An existing non-empty ``out_dir`` is replaced only with ``overwrite=True``.
-    """
-    out = Path(out_dir).expanduser().absolute()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
-        raise DataError(f"export folder {str(out)!r} already exists and is not empty; pass overwrite=True "
-                        "or choose a new folder.")
-    for kind, ids in (("document", ds.corpus_ids), ("query", ds.queries)):
-        bad = next((i for i in ids if any(c in i for c in "\t\n\r")), None)
-        if bad is not None:
-            raise DataError(f"{kind} id {bad!r} contains a tab or newline, which BEIR's qrels TSV cannot hold; "
-                            "rename the source file or function.")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        write_jsonl(tmp / "corpus.jsonl", ({"_id": did, "title": title, "text": text} for did, title, text
-                                           in zip(ds.corpus_ids, ds.corpus_titles, ds.corpus_texts, strict=True)))
-        write_jsonl(tmp / "queries.jsonl", ({"_id": qid, "text": text} for qid, text in ds.queries.items()))
-        (tmp / "qrels").mkdir()
-        with open(tmp / "qrels" / f"{ds.split}.tsv", "w", encoding="utf-8", newline="\n") as f:
-            f.write("query-id\tcorpus-id\tscore\n")
-            for qid, rels in ds.qrels.items():
-                for did, score in rels.items():
-                    f.write(f"{qid}\t{did}\t{score}\n")
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            out.rename(old / "x")
-            tmp.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- helpers
