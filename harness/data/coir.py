@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.data.files import jsonl_rows, read_text, write_jsonl
+from harness.data.files import jsonl_rows, text_lines, write_jsonl
 from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
 from harness.errors import DataError, one_line
 
@@ -235,7 +235,7 @@ def load_csn_local(folder: Path, lang: str, name: str, split: str = "test",
 def _cosqa_pairs(path: Path) -> list[dict[str, Any]]:
     """The pairs of a CoSQA JSON file (one array of {idx, doc, code, label} objects), each checked."""
     try:
-        pairs = json.loads(read_text(path))
+        pairs = json.loads("".join(text_lines(path)))
     except json.JSONDecodeError as exc:
         raise DataError(f"{path} line {exc.lineno}: not valid JSON ({exc.msg}); CoSQA files are one JSON array of "
                         "pairs: fix that line.") from None

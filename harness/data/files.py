@@ -37,11 +37,6 @@ def text_lines(path: Path) -> Iterator[str]:
                         "file.") from None
 
 
-def read_text(path: Path) -> str:
-    """The whole of a UTF-8 text file (see :func:`text_lines`)."""
-    return "".join(text_lines(path))
-
-
 def first_bad_utf8(path: Path) -> tuple[int, int, bytes, str] | None:
     """(line number, byte offset, bad bytes, reason) of the first invalid UTF-8 sequence of a file (offsets of the
     uncompressed text for ``.gz``), or None when it decodes. Lines end at ``\\n``, ``\\r\\n`` or ``\\r``."""
