@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from harness.errors import HarnessError, one_line
 from harness.series import plan as planning
@@ -49,6 +49,7 @@ def best(argv: list[str]) -> int:
 def check(settings: Settings) -> dict:
     """Everything checked before a checkpoint is read: names and keys of the overrides (closest first), output
     folders, each task's settings, the cluster profile."""
+    from harness import runner
     from harness.overrides import check_group_overrides, check_key_overrides
     from harness.paper.__main__ import cluster_profile
 
@@ -57,13 +58,17 @@ def check(settings: Settings) -> dict:
         check_group_overrides(argv)
         check_key_overrides(argv)
     cluster = cluster_profile(settings.cluster)
-    planning.check_tasks(settings)
+    for task in settings.tasks:   # the runner's own checks that need no model: a typo fails once, not per checkpoint
+        runner.checked(planning.base_config(tuple(settings.task_overrides(task))))
     return cluster
 
 
 def run(argv: list[str]) -> int:
     from harness.series import settings as parse
+    from harness.series.run import run_all
     from harness.series.show import cost_text, plan_lines, series_tables
+    from harness.series.slurm import Submitter, status_lines
+    from harness.series.watch import Watch
 
     settings = parse.from_args(argv)
     cluster = check(settings)
@@ -72,18 +77,14 @@ def run(argv: list[str]) -> int:
         raise nothing_found(settings, plan)
     check_plannable(plan)
     if settings.status:
-        from harness.series.slurm import status_lines
-
         print("\n".join(status_lines(plan, cluster)), flush=True)
         return 0
     print("\n".join(plan_lines(plan, cost_text(plan, cluster))), flush=True)
     if settings.dry_run:
         return 0
-    act = launcher(settings, cluster)
+    act = Submitter(cluster) if settings.launcher == "slurm" else run_all   # SLURM array tasks, or here in turn
     if settings.watch:
-        from harness.series.watch import Watch
-
-        watch = Watch(settings, act, first=plan)
+        watch = Watch(settings, act, plan)
         try:
             failures = watch.run()
         except KeyboardInterrupt:
@@ -106,17 +107,6 @@ def run(argv: list[str]) -> int:
                            "others are done: fix the cause and run the series again (only failed and new "
                            "checkpoints are computed)")
     return 0
-
-
-def launcher(settings: Settings, cluster: dict) -> Callable[[planning.Plan], tuple[dict[str, str], int]]:
-    """What evaluates a plan's runs: here, one after another, or SLURM array tasks."""
-    if settings.launcher == "slurm":
-        from harness.series.slurm import Submitter
-
-        return Submitter(cluster)
-    from harness.series.run import run_all
-
-    return run_all
 
 
 def nothing_found(settings: Settings, plan: planning.Plan) -> HarnessError:

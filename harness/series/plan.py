@@ -139,15 +139,6 @@ def series_value(settings: Settings, ckpt: Checkpoint) -> dict[str, Any]:
             "fingerprint": fingerprint(ckpt.folder), **ckpt.facts()}
 
 
-def check_tasks(settings: Settings) -> None:
-    """Before any checkpoint is read: each task's config composes and its settings are valid (the runner's own
-    checks that need no model), so a typo fails once, not once per checkpoint."""
-    from harness import runner
-
-    for task in settings.tasks:
-        runner.checked(base_config(tuple(settings.task_overrides(task))))
-
-
 def plan_unit(unit: Unit) -> Unit:
     """The unit's cells (as the runner plans them: config and records only, no model loaded) and their records."""
     assert unit.job is not None

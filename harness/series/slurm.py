@@ -37,15 +37,16 @@ def write_context(folder: Path, plan: Plan, units: list[Unit]) -> Path:
 
 
 class Submitter:
-    """The SLURM launcher of one command: each run is submitted at most once by it (a watch does not resubmit a job
-    that failed every poll: it reports it; the next command submits it again)."""
+    """The SLURM launcher of one command: submits a plan's runs that are not queued or running already through the
+    paper graph's executor, one array per checkpoint; each run is submitted at most once by it (a watch does not
+    resubmit a job that failed every poll: it reports it; the next command submits it again)."""
 
     def __init__(self, cluster: dict[str, Any]) -> None:
         self.cluster = cluster
         self.submitted: dict[str, str] = {}   # run key -> SLURM id, by this command
 
     def __call__(self, plan: Plan) -> tuple[dict[str, str], int]:
-        from harness.paper.slurm import LIVE, queue
+        from harness.paper.slurm import LIVE, queue, read_ledger, submit
 
         if not plan.todo:
             return {}, 0
@@ -55,40 +56,30 @@ class Submitter:
                            " ... --status has its error line)"
                     for u in plan.todo if u.key in self.submitted and u.key not in live}
         todo = [u for u in plan.todo if u.key not in self.submitted]
-        started = submit(plan, todo, self.cluster, q) if todo else {}
+        if not todo:
+            return failures, 0
+        folder = folder_of(plan)
+        before = read_ledger(folder)[0]
+        context = write_context(folder, plan, todo)
+        submit(plan.stages(todo), {u.key: u.state for u in todo}, context, self.cluster, folder, q)
+        ledger = read_ledger(folder)[0]
+        started = {u.key: ledger[u.key] for u in todo if u.key in ledger and ledger[u.key] != before.get(u.key)}
+        for unit in todo:
+            if unit.key in started:
+                print(f"[series {plan.settings.name}] step {unit.step}: submitted as SLURM job {started[unit.key]}",
+                      flush=True)
         self.submitted |= started
         return failures, len(started)
-
-
-def submit(plan: Plan, todo: list[Unit], cluster: dict[str, Any], q: dict[str, tuple[str, str]]) -> dict[str, str]:
-    """Submit ``todo``'s runs that are not queued or running already (``q``: the queue), one array per checkpoint;
-    returns run key -> SLURM id of what it submitted."""
-    from harness.paper.slurm import read_ledger
-    from harness.paper.slurm import submit as submit_stages
-
-    folder = folder_of(plan)
-    before = read_ledger(folder)[0]
-    context = write_context(folder, plan, todo)
-    states = {u.key: u.state for u in todo}
-    submit_stages(plan.stages(todo), states, context, cluster, folder, q)
-    ledger = read_ledger(folder)[0]
-    started = {u.key: ledger[u.key] for u in todo if u.key in ledger and ledger[u.key] != before.get(u.key)}
-    for unit in todo:
-        if unit.key in started:
-            print(f"[series {plan.settings.name}] step {unit.step}: submitted as SLURM job {started[unit.key]}",
-                  flush=True)
-    return started
 
 
 def status_lines(plan: Plan, cluster: dict[str, Any]) -> list[str]:
     """The paper graph's ``--status`` over the series' stages: each checkpoint's state from its records and the
     SLURM queue, the failed cells' (or jobs') error lines, device-hours spent against the estimate."""
-    from harness.paper import cost
-    from harness.paper.__main__ import status_lines as paper_status
+    from harness.paper import cost, show
 
     units = [u for u in plan.units if u.state is not None]
     if not units:
         return ["nothing planned: no checkpoint could be read"]
     states = {u.key: u.state for u in units}
     tp = cost.throughput(units[0].state.model, units[0].state.results)
-    return paper_status(plan.stages(units), states, tp, cluster, folder_of(plan))
+    return show.status(plan.stages(units), states, tp, cluster, folder_of(plan))

@@ -15,12 +15,11 @@ from harness.series.settings import Settings
 class Watch:
     """The polling loop; ``act`` evaluates or submits a plan's runs: (unit key -> failure, how many it started)."""
 
-    def __init__(self, settings: Settings, act: Callable[[Plan], tuple[dict[str, str], int]], *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep, first: Plan | None = None) -> None:
-        self.settings, self.act, self.clock, self.sleep = settings, act, clock, sleep
-        units = first.units if first else []   # the plan already printed: only changes to it are reported
-        self.known: dict[tuple[str | None, Path], Unit] = {(u.task, u.checkpoint.folder): u for u in units}
-        self.seen = {(u.task, u.checkpoint.folder): (u.changed, u.skipped) for u in units}
+    def __init__(self, settings: Settings, act: Callable[[Plan], tuple[dict[str, str], int]], first: Plan) -> None:
+        self.settings, self.act = settings, act
+        # the plan already printed: only changes to it are reported
+        self.known: dict[tuple[str | None, Path], Unit] = {(u.task, u.checkpoint.folder): u for u in first.units}
+        self.seen = {(u.task, u.checkpoint.folder): (u.changed, u.skipped) for u in first.units}
         self.failures: dict[str, str] = {}
         self.last: Plan | None = None
 
@@ -49,13 +48,13 @@ class Watch:
     def run(self) -> dict[str, str]:
         """Poll until ``idle`` seconds pass with nothing happening; unit key -> failure of what failed."""
         s = self.settings
-        last = self.clock()
+        last = time.monotonic()
         print(f"[series {s.name}] watching {s.root or 'the listed checkpoints'} every {s.poll:g} s; stopping after "
               f"{s.idle:g} s with nothing new (--idle)", flush=True)
         while True:
             if self.poll():
-                last = self.clock()
-            if self.clock() - last >= s.idle:
+                last = time.monotonic()
+            if time.monotonic() - last >= s.idle:
                 print(f"[series {s.name}] nothing new for {s.idle:g} s: stopped watching", flush=True)
                 return self.failures
-            self.sleep(s.poll)
+            time.sleep(s.poll)
