@@ -108,14 +108,10 @@ def best_step(common: list[str]) -> list[str]:
     if not any(o.partition("=")[0].lstrip("+") == "model.path" and o.partition("=")[2].startswith(PREFIX)
                for o in common):
         return common
-    from harness.compose import compose_config
+    from harness.paper.plan import config_of
 
     plain = [o for o in common if not o.partition("=")[2].startswith(PREFIX)]
-    try:
-        results = str(compose_config(plain).paths.results)
-    except Exception as exc:   # Hydra's own errors: the graph's checks name them the same way
-        raise HarnessError(f"the overrides do not compose ({one_line(exc)}): fix them as for python -m harness") from None
-    return resolve(common, results)
+    return resolve(common, str(config_of(plain).paths.results))
 
 
 def check_readable(states: Any) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import planning, results, specs
-from harness.errors import HarnessError
+from harness.errors import HarnessError, one_line
 from harness.paper import cost
 from harness.paper.graph import Job, Stage
 from harness.selection.rules import rule_for
@@ -50,6 +50,15 @@ def base_config(overrides: tuple[str, ...]) -> Any:
     from harness.compose import compose_config
 
     return compose_config(overrides)
+
+
+def config_of(overrides: Sequence[str]) -> Any:
+    """:func:`base_config`, Hydra's own errors as one line (callers do not change the config)."""
+    try:
+        return base_config(tuple(overrides))
+    except Exception as exc:   # Hydra's own errors, after harness.overrides' checks: one line
+        raise HarnessError(f"the overrides {' '.join(overrides)} do not compose: {one_line(exc)}; fix them as for "
+                           "python -m harness") from None
 
 
 @cache
