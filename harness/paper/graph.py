@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -240,10 +240,9 @@ def _sharded(stage: Stage, k: int) -> list[Stage]:
                            f"is {stage.kind!r}); a sweep's report is")
     common = (f"task.shards={k}", "task.shard_launcher=external")
     name = f"{stage.name}.shards"
-    shard_jobs = [Job(f"{j.key}.shard[{i}]", name, j.mode, j.task, (*j.overrides, *common, f"task.shard={i}"),
-                      j.params, j.source, j.datasets) for j in stage.jobs for i in range(k)]
-    merge = [Job(j.key, j.stage, j.mode, j.task, (*j.overrides, *common), j.params, j.source, j.datasets)
-             for j in stage.jobs]
+    shard_jobs = [replace(j, key=f"{j.key}.shard[{i}]", stage=name,
+                          overrides=(*j.overrides, *common, f"task.shard={i}")) for j in stage.jobs for i in range(k)]
+    merge = [replace(j, overrides=(*j.overrides, *common)) for j in stage.jobs]
     return [Stage(name, stage.kind, shard_jobs, list(stage.after), stage.task),
             Stage(stage.name, stage.kind, merge, [(name, AFTER_OK)], stage.task)]
 
