@@ -69,8 +69,8 @@ def check(settings: Settings) -> dict:
 
 def run(argv: list[str]) -> int:
     from harness.series import settings as parse
+    from harness.series.launch import Submitter, run_all, status_lines
     from harness.series.show import cost_text, plan_lines, series_tables
-    from harness.series.slurm import Submitter, status_lines
 
     settings = parse.from_args(argv)
     cluster = check(settings)
@@ -109,42 +109,6 @@ def run(argv: list[str]) -> int:
                            "others are done: fix the cause and run the series again (only failed and new "
                            "checkpoints are computed)")
     return 0
-
-
-def run_unit(unit: planning.Unit) -> str | None:
-    """Compute one checkpoint's run; returns None when every cell has an ok record, else the one-line failure."""
-    from harness import runner
-    from harness.paper.plan import composed
-
-    assert unit.job is not None
-    print(f"[series {unit.series['name']}] step {unit.step} ({unit.checkpoint.folder}): "
-          f"{unit.task or 'default task'}, {unit.cells - unit.done} of {unit.cells} cells", flush=True)
-    try:
-        with composed(unit.job.overrides) as cfg:
-            runner.run(cfg)
-    except HarnessError as exc:   # runner.RunFailed (failed cells) among them
-        error = one_line(exc)
-    else:
-        error = None
-    planning.plan_unit(unit)
-    if error is None and unit.todo:
-        error = f"{unit.cells - unit.done} of {unit.cells} cells have no ok record"
-    return error
-
-
-def run_all(plan: planning.Plan) -> tuple[dict[str, str], int]:
-    """Here: every run the plan has left, one after another in step order, each through the one loop
-    (:func:`harness.runner.run`): (unit key -> failure for those that failed, how many ran). A checkpoint that fails
-    is noted and the others go on; its failed records are beside any earlier good ones (the runner's rule), and the
-    next run of the series computes it again."""
-    failures: dict[str, str] = {}
-    todo = sorted(plan.todo, key=lambda u: (u.step, u.task or ""))
-    for unit in todo:
-        error = run_unit(unit)
-        if error:
-            failures[unit.key] = error
-            print(f"[series {unit.series['name']}] step {unit.step} failed: {error}", flush=True)
-    return failures, len(todo)
 
 
 class Watch:

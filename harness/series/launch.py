@@ -1,7 +1,14 @@
-"""``--launcher slurm``: each checkpoint's runs are one stage of the paper graph's kind, submitted by the paper
-graph's SLURM executor (:func:`harness.paper.slurm.submit`: one array per stage, the same ``ledger.json`` and
-``attempts.json``, the same job runner, the same ``--status``). A look at the folder that finds new complete
-checkpoints submits them (with ``--watch``, as they appear). Nothing stays alive on the login node but the watch.
+"""What evaluates a series' runs: here, or one SLURM array per checkpoint.
+
+Here (:func:`run_all`): each checkpoint's run through the one loop (:func:`harness.runner.run`), one after another,
+in step order. A checkpoint that fails is noted and the others go on; its failed records are beside any earlier good
+ones (the runner's rule), and the next run of the series computes it again.
+
+``--launcher slurm`` (:class:`Submitter`): each checkpoint's runs are one stage of the paper graph's kind, submitted
+by the paper graph's SLURM executor (:func:`harness.paper.slurm.submit`: one array per stage, the same
+``ledger.json`` and ``attempts.json``, the same job runner, the same ``--status``). A look at the folder that finds
+new complete checkpoints submits them (with ``--watch``, as they appear). Nothing stays alive on the login node but
+the watch.
 
 The series' bookkeeping is ``<results>/../series/<name>/``: its ``context.json`` holds every stage submitted so far
 (a job finds its own there), the ledger maps each run (task, step, weights' fingerprint) to its SLURM id. A run still
@@ -15,8 +22,42 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError, one_line
 from harness.results import atomic_write_json
-from harness.series.plan import Plan, Unit
+from harness.series.plan import Plan, Unit, plan_unit
+
+
+def run_unit(unit: Unit) -> str | None:
+    """Compute one checkpoint's run; returns None when every cell has an ok record, else the one-line failure."""
+    from harness import runner
+    from harness.paper.plan import composed
+
+    assert unit.job is not None
+    print(f"[series {unit.series['name']}] step {unit.step} ({unit.checkpoint.folder}): "
+          f"{unit.task or 'default task'}, {unit.cells - unit.done} of {unit.cells} cells", flush=True)
+    try:
+        with composed(unit.job.overrides) as cfg:
+            runner.run(cfg)
+    except HarnessError as exc:   # runner.RunFailed (failed cells) among them
+        error = one_line(exc)
+    else:
+        error = None
+    plan_unit(unit)
+    if error is None and unit.todo:
+        error = f"{unit.cells - unit.done} of {unit.cells} cells have no ok record"
+    return error
+
+
+def run_all(plan: Plan) -> tuple[dict[str, str], int]:
+    """Every run the plan has left, here in step order: (unit key -> failure for those that failed, how many ran)."""
+    failures: dict[str, str] = {}
+    todo = sorted(plan.todo, key=lambda u: (u.step, u.task or ""))
+    for unit in todo:
+        error = run_unit(unit)
+        if error:
+            failures[unit.key] = error
+            print(f"[series {unit.series['name']}] step {unit.step} failed: {error}", flush=True)
+    return failures, len(todo)
 
 
 def folder_of(plan: Plan) -> Path:
