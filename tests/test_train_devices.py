@@ -199,7 +199,7 @@ def test_a_training_stage_on_devices_asks_for_them_and_counts_them() -> None:
     assert show.resources(stages["dpr"], gpu) == "2 GPU, 16 CPU, 128 GB, 1440 min (2 training processes)"
     work, tp = cost.Work(train=1e6, fixed_s=5.0), cost.Throughput(1e4, 1e4, "test")
     assert cost.device_hours(work, tp, "rtx4090", 2) == pytest.approx(cost.gpu_hours(work, tp, "rtx4090") + 5 / 3600)
-    from harness.paper.__main__ import devices
+    from harness.paper.show import devices
 
     assert devices("train", local) * stages["dpr"].devices == 2
     paper["stages"]["ood"]["devices"] = 2

@@ -17,8 +17,6 @@ from typing import Any
 
 from harness.errors import HarnessError, one_line
 
-log = logging.getLogger("harness.paper")
-
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m harness.paper", description=__doc__)
@@ -53,14 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.paper import cost, graph, plan, show
+    from harness.paper import cost, graph, plan, show, validate
     from harness.paper.job import settle
 
     mine = [o for o in args.overrides if o.startswith("paper.")]
     name = next((o.partition("=")[2] for o in args.overrides if o.startswith("paper=")), "paper")
     common = best_step([o for o in args.overrides if not o.startswith(("paper.", "paper="))])
-    from harness.paper import validate
-
     paper = graph.load_paper(name, mine)
     validate.check_paper(paper, validate.file_keys(name))
     cluster = cluster_profile(str(paper["cluster"]))
@@ -68,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     submitting = not (args.dry_run or args.status)
     validate.check_runs(stages, deep=submitting)   # before the records are planned: every job's names and keys
     queued = None
-    if paper["launcher"] == "slurm" and not (args.dry_run or args.status):
+    if paper["launcher"] == "slurm" and submitting:
         from harness.paper.slurm import queue
 
         queued = queue()   # before the records are read: a job ending in between is then found in one or the other
@@ -82,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 f"cluster {paper['cluster']}")
         print("\n".join(show.dry_run(stages, states, tp, cluster, head)))
     elif args.status:
-        print("\n".join(status_lines(stages, states, tp, cluster, folder)))
+        print("\n".join(show.status(stages, states, tp, cluster, folder)))
     check_readable(states)             # after what --dry-run or --status print, before anything is written
     if not submitting:
         return 0
@@ -112,14 +108,10 @@ def best_step(common: list[str]) -> list[str]:
     if not any(o.partition("=")[0].lstrip("+") == "model.path" and o.partition("=")[2].startswith(PREFIX)
                for o in common):
         return common
-    from harness.compose import compose_config
+    from harness.paper.plan import config_of
 
     plain = [o for o in common if not o.partition("=")[2].startswith(PREFIX)]
-    try:
-        results = str(compose_config(plain).paths.results)
-    except Exception as exc:   # Hydra's own errors: the graph's checks name them the same way
-        raise HarnessError(f"the overrides do not compose ({one_line(exc)}): fix them as for python -m harness") from None
-    return resolve(common, results)
+    return resolve(common, str(config_of(plain).paths.results))
 
 
 def check_readable(states: Any) -> None:
@@ -130,36 +122,6 @@ def check_readable(states: Any) -> None:
         (key, first), more = bad[0], f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raise HarnessError(f"job {key}: the record {first} cannot be read{more}, so the graph's state cannot be "
                            "trusted: restore it from a copy, or remove it to compute that cell again")
-
-
-def status_lines(stages: Sequence[Any], states: Any, tp: Any, cluster: dict[str, Any], folder: Path) -> list[str]:
-    from harness.paper import show
-    from harness.paper.job import outcomes
-    from harness.paper.slurm import job_states
-
-    live = job_states(folder)   # each job's SLURM attempt: queued, running, blocked, or its final state
-    done = outcomes(folder)
-    spent = {s.name: sum(job_seconds(done.get(j.key), states[j.key].seconds) for j in s.jobs)
-             * devices(s.kind, cluster) * s.devices / 3600 for s in stages}
-    return show.status(stages, states, live, spent, tp, str(cluster.get("gpu", "rtx4090")), done)
-
-
-def job_seconds(outcome: dict[str, Any] | None, recorded: float) -> float:
-    """What a job held its devices for: its last attempt's wall time (start to end, loading included) where the
-    graph ran it, else what its records' timings add up to (runs made outside the graph)."""
-    from datetime import datetime
-
-    try:
-        return (datetime.fromisoformat(outcome["ended"]) - datetime.fromisoformat(outcome["started"])).total_seconds()
-    except (TypeError, KeyError, ValueError):
-        return recorded
-
-
-def devices(kind: str, cluster: dict[str, Any]) -> int:
-    """Devices a job of ``kind`` holds, as the estimate counts them: its GPUs; a training or evaluation job on a
-    CPU-only profile (``gpu: cpu``) counts as one device; selections and the leaderboard (kind cpu) as none. A
-    stage of N training processes (``devices: N``) holds N times that."""
-    return 0 if kind == "cpu" else max(int(cluster[kind].get("gpus") or 0), 1)
 
 
 if __name__ == "__main__":

@@ -22,9 +22,9 @@ from typing import Any
 
 from harness import layout, results
 from harness.runplan import RunPlan
-from harness.work import LONG, Work, cost_data
+from harness.work import Work, cost_data
 
-__all__ = ["LONG", "Throughput", "Work", "cost_data", "device_hours", "gpu_hours", "job_work", "throughput"]
+__all__ = ["Throughput", "Work", "cost_data", "device_hours", "gpu_hours", "job_work", "throughput"]
 
 def job_work(plan: RunPlan) -> Work:
     """What one job processes: its plan's work (its family's estimate for the job's mode: a report job evaluates

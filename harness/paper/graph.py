@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 from harness import specs
 from harness.errors import HarnessError, closest_first, one_line, unknown_name
 from harness.specs import dependencies
+from harness.typed import choices
 
 AFTER_OK, AFTER_ANY = "afterok", "afterany"
 #: sweep parameters that name a task's datasets (GLUE sweeps its tasks, retrieval its datasets)
@@ -46,14 +47,11 @@ class Job:
     datasets: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "stage": self.stage, "mode": self.mode, "task": self.task,
-                "overrides": list(self.overrides), "params": list(self.params), "source": self.source,
-                "datasets": list(self.datasets)}
+        return asdict(self)   # its tuples are written as JSON lists
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Job:
-        return cls(d["key"], d["stage"], d["mode"], d["task"], tuple(d["overrides"]), tuple(d["params"]),
-                   d["source"], tuple(d["datasets"]))
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
 @dataclass
@@ -85,15 +83,20 @@ class Stage:
                    d.get("task", ""))
 
 
-@dataclass(frozen=True)
-class StageConf:
-    """One configured stage: a task, optionally over a sweep (``params`` replaces the sweep file's values)."""
+#: the kinds of job a cluster profile has resources for
+KINDS = ("train", "eval", "cpu")
+
+
+@dataclass(kw_only=True)
+class StageSettings:
+    """One configured stage (``paper.stages.<name>``; conf/paper/paper.yaml documents each key): a task, optionally
+    over a sweep (``params`` replaces the sweep file's values)."""
 
     task: str
     sweep: str | None = None
-    overrides: tuple[str, ...] = ()
-    kind: str | None = None
-    params: Mapping[str, str] | None = None
+    overrides: list[str] = field(default_factory=list)
+    kind: str | None = choices(None, *KINDS, default=None)
+    params: dict[str, Any] | None = None
     shards: int | None = None       # its evaluation as this many shard jobs at once plus a merge (task.shards)
     devices: int | None = None      # its trainings on this many GPUs of one node each (task.devices)
 
@@ -153,8 +156,7 @@ def _key(stage: str, point: Mapping[str, str]) -> str:
 
 def build(paper: Mapping[str, Any], common: Sequence[str] = ()) -> list[Stage]:
     """Every stage of the graph, in dependency order. ``common``: overrides every run job gets (``model=...``)."""
-    confs = {name: StageConf(c["task"], c.get("sweep"), tuple(c.get("overrides") or ()), c.get("kind"),
-                             c.get("params"), c.get("shards"), c.get("devices"))
+    confs = {name: StageSettings(**{**c, "overrides": c.get("overrides") or []})
              for name, c in (paper.get("stages") or {}).items()}
     base = [*common, *(paper.get("overrides") or ())]
     stages: list[Stage] = []
@@ -179,7 +181,7 @@ def build(paper: Mapping[str, Any], common: Sequence[str] = ()) -> list[Stage]:
     return order(stages)
 
 
-def _sweep_stages(name: str, conf: StageConf, spec: specs.TaskSpec, run: list[str], base: list[str]) -> list[Stage]:
+def _sweep_stages(name: str, conf: StageSettings, spec: specs.TaskSpec, run: list[str], base: list[str]) -> list[Stage]:
     """A sweep's stages: its jobs (split where the task depends on its own datasets' selection), selections, report."""
     assert conf.sweep is not None
     kind = conf.kind or "train"
@@ -218,7 +220,7 @@ def _sweep_stages(name: str, conf: StageConf, spec: specs.TaskSpec, run: list[st
     return [s for s in out if s.jobs]
 
 
-def _devices(name: str, conf: StageConf, kind: str) -> tuple[str, ...]:
+def _devices(name: str, conf: StageSettings, kind: str) -> tuple[str, ...]:
     """A training stage's ``devices: N``: each of its runs trains on N processes (``task.devices=N``; its SLURM job
     asks for N times the profile's train resources, on one node). Only training stages train."""
     if not conf.devices or conf.devices == 1:
@@ -238,10 +240,9 @@ def _sharded(stage: Stage, k: int) -> list[Stage]:
                            f"is {stage.kind!r}); a sweep's report is")
     common = (f"task.shards={k}", "task.shard_launcher=external")
     name = f"{stage.name}.shards"
-    shard_jobs = [Job(f"{j.key}.shard[{i}]", name, j.mode, j.task, (*j.overrides, *common, f"task.shard={i}"),
-                      j.params, j.source, j.datasets) for j in stage.jobs for i in range(k)]
-    merge = [Job(j.key, j.stage, j.mode, j.task, (*j.overrides, *common), j.params, j.source, j.datasets)
-             for j in stage.jobs]
+    shard_jobs = [replace(j, key=f"{j.key}.shard[{i}]", stage=name,
+                          overrides=(*j.overrides, *common, f"task.shard={i}")) for j in stage.jobs for i in range(k)]
+    merge = [replace(j, overrides=(*j.overrides, *common)) for j in stage.jobs]
     return [Stage(name, stage.kind, shard_jobs, list(stage.after), stage.task),
             Stage(stage.name, stage.kind, merge, [(name, AFTER_OK)], stage.task)]
 
@@ -259,7 +260,7 @@ def _datasets_of(job: Job) -> set[str]:
     return out
 
 
-def _link_dependencies(stages: list[Stage], confs: Mapping[str, StageConf]) -> None:
+def _link_dependencies(stages: list[Stage], confs: Mapping[str, StageSettings]) -> None:
     """A stage that depends on another task's selection waits for that task's ``.select`` stage in the graph."""
     selects = {s.task: s.name for s in stages if s.name.endswith(".select") and s.name.count(".") == 1}
     for stage in stages:
@@ -273,11 +274,7 @@ def _link_dependencies(stages: list[Stage], confs: Mapping[str, StageConf]) -> N
 
 
 def _override_value(overrides: Sequence[str], key: str | None) -> str | None:
-    for o in overrides:
-        k, _, v = o.partition("=")
-        if key and k == key:
-            return v
-    return None
+    return next((o.partition("=")[2] for o in overrides if key and o.partition("=")[0] == key), None)
 
 
 def order(stages: list[Stage]) -> list[Stage]:

@@ -18,33 +18,13 @@ from harness.paper.plan import JobState
 log = logging.getLogger("harness.paper")
 
 
-class SameError(Exception):
-    """The first jobs of a stage all stopped with one error: every job would (the graph stops with its line)."""
+#: this many jobs of a stage failing first, with one error line, stop the graph: the rest would fail alike
+SAME_ERROR_JOBS = 2
 
 
 def run_local(stages: Sequence[Stage], states: Mapping[str, JobState], context: Path) -> int:
     """Run every unfinished job; 0 when every stage ended well, 1 otherwise (the failures are printed), 2 when the
     first :data:`SAME_ERROR_JOBS` jobs of a stage stopped with the same error line (printed once)."""
-    try:
-        return _run_stages(stages, states, context)
-    except SameError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-#: this many jobs of a stage failing first, with one error line, stop the graph: the rest would fail alike
-SAME_ERROR_JOBS = 2
-
-
-def _error_of(context: Path, key: str) -> str | None:
-    from harness.paper.job import outcomes
-
-    note = outcomes(context.parent).get(key) or {}
-    error = note.get("error") if note.get("status") == "failed" else None
-    return error.removeprefix(f"{key}: ") if error else None
-
-
-def _run_stages(stages: Sequence[Stage], states: Mapping[str, JobState], context: Path) -> int:
     failed: dict[str, list[str]] = {}
     for k, stage in enumerate(stages, 1):
         todo = [j for j in stage.jobs if not states[j.key].finished]
@@ -58,19 +38,25 @@ def _run_stages(stages: Sequence[Stage], states: Mapping[str, JobState], context
         errors: list[str | None] = []
         for i, job in enumerate(todo, 1):
             log.warning("  [%d/%d] %s", i, len(todo), job.key)
-            if run_job_process(context, job.key) != 0:
+            ok = run_job_process(context, job.key) == 0
+            if not ok:
                 failed.setdefault(stage.name, []).append(job.key)
-                errors.append(_error_of(context, job.key))
-            else:
-                errors.append(None)
-            first = errors[:SAME_ERROR_JOBS]
-            if len(todo) > i and len(first) == SAME_ERROR_JOBS and first[0] and len(set(first)) == 1 and i == len(first):
-                rest = len(todo) - i
-                raise SameError(f"{stage.name}: its first {i} jobs stopped with the same error, so its other {rest} "
-                                f"would too; the graph stops: {first[0]}")
+            errors.append(None if ok else _error_of(context, job.key))
+            if i == SAME_ERROR_JOBS < len(todo) and errors[0] and len(set(errors)) == 1:
+                print(f"error: {stage.name}: its first {i} jobs stopped with the same error, so its other "
+                      f"{len(todo) - i} would too; the graph stops: {errors[0]}", file=sys.stderr)
+                return 2
     for name, keys in failed.items():
         log.warning("failed: %s: %s", name, ", ".join(keys))
     return 1 if failed else 0
+
+
+def _error_of(context: Path, key: str) -> str | None:
+    from harness.paper.job import outcomes
+
+    note = outcomes(context.parent).get(key) or {}
+    error = note.get("error") if note.get("status") == "failed" else None
+    return error.removeprefix(f"{key}: ") if error else None
 
 
 #: what the fork server imports once, before forking a process per job

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import planning, results, specs
-from harness.errors import HarnessError
+from harness.errors import HarnessError, one_line
 from harness.paper import cost
 from harness.paper.graph import Job, Stage
 from harness.selection.rules import rule_for
@@ -50,6 +50,15 @@ def base_config(overrides: tuple[str, ...]) -> Any:
     from harness.compose import compose_config
 
     return compose_config(overrides)
+
+
+def config_of(overrides: Sequence[str]) -> Any:
+    """:func:`base_config`, Hydra's own errors as one line (callers do not change the config)."""
+    try:
+        return base_config(tuple(overrides))
+    except Exception as exc:   # Hydra's own errors, after harness.overrides' checks: one line
+        raise HarnessError(f"the overrides {' '.join(overrides)} do not compose: {one_line(exc)}; fix them as for "
+                           "python -m harness") from None
 
 
 @cache
@@ -195,15 +204,12 @@ def plan(stages: Sequence[Stage]) -> dict[str, JobState]:
     out: dict[str, JobState] = {}
     by_stage: dict[str, list[JobState]] = {}
     for stage in stages:
-        states = []
-        for job in stage.jobs:
-            states.append(_plan_job(job, by_stage, stages))
-        by_stage[stage.name] = states
-        out |= {s.job.key: s for s in states}
+        by_stage[stage.name] = [_plan_job(job, by_stage) for job in stage.jobs]
+        out |= {s.job.key: s for s in by_stage[stage.name]}
     return out
 
 
-def _plan_job(job: Job, by_stage: Mapping[str, list[JobState]], stages: Sequence[Stage]) -> JobState:
+def _plan_job(job: Job, by_stage: Mapping[str, list[JobState]]) -> JobState:
     if job.mode == "run":
         return plan_run(job)
     upstream = [s for name, states in by_stage.items() if feeds(name, job) for s in states]
@@ -216,9 +222,10 @@ def _plan_job(job: Job, by_stage: Mapping[str, list[JobState]], stages: Sequence
             return state
         return plan_run(job, overrides)
     state = JobState(job, cells=1)
-    pending = [s for s in upstream if not s.finished]
-    if (job.mode == "select" and upstream and not pending) or (job.mode == "leaderboard" and not any(not s.finished for states in by_stage.values() for s in states)):
-        state.done = 1
+    if job.mode == "select":
+        state.done = int(bool(upstream) and all(s.finished for s in upstream))
+    elif job.mode == "leaderboard":
+        state.done = int(all(s.finished for states in by_stage.values() for s in states))
     return state
 
 

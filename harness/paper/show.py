@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from harness.paper import cost
@@ -82,17 +83,23 @@ ORDER = ("running", "blocked", "failed", "queued", "stopped", "pending", "todo")
 RUNNING, QUEUED = ("R", "CG", "CF"), ("PD", "RQ", "RH", "RF", "RS", "S")
 
 
-def status(stages: Sequence[Stage], states: Mapping[str, JobState], live: Mapping[str, str],
-           spent: Mapping[str, float], tp: cost.Throughput, gpu: str,
-           outcomes: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+def status(stages: Sequence[Stage], states: Mapping[str, JobState], tp: cost.Throughput, cluster: Mapping[str, Any],
+           folder: Path) -> list[str]:
     """Each stage: its state and job counts, the failing cells' (or failed jobs') one-line errors and the jobs
-    that can never start, device-hours spent (last attempts) vs the estimate. ``live``: job key -> its SLURM
-    attempt's state (:func:`harness.paper.slurm.job_states`); ``outcomes``: each job's last attempt
+    that can never start, device-hours spent (last attempts) vs the estimate; from the records, each job's SLURM
+    attempt (:func:`harness.paper.slurm.job_states`) and each job's last attempt noted in ``folder``
     (:func:`harness.paper.job.outcomes`). States: done (records there, selections and site built from them),
     running, blocked (queued but can never start: re-submit to replace), failed, queued, stopped (ended in SLURM
     without finishing, e.g. cancelled: re-submit), pending (not queued: waits for a re-submit or its upstream),
     todo (the graph was never submitted or run)."""
-    outcomes = outcomes or {}
+    from harness.paper.job import outcomes as read_outcomes
+    from harness.paper.slurm import job_states
+
+    live = job_states(folder)   # each job's SLURM attempt: queued, running, blocked, or its final state
+    outcomes = read_outcomes(folder)
+    gpu = str(cluster.get("gpu", "rtx4090"))
+    spent = {s.name: sum(job_seconds(outcomes.get(j.key), states[j.key].seconds) for j in s.jobs)
+             * devices(s.kind, cluster) * s.devices / 3600 for s in stages}
     started = bool(live or outcomes)
     lines = [f"{'stage':20s} {'state':8s} {'jobs':>4s} {'done':>4s} {'run':>4s} {'queue':>5s} {'fail':>4s} "
              f"{'GPU-h spent':>11s} {'estimate':>9s}"]
@@ -120,6 +127,24 @@ def status(stages: Sequence[Stage], states: Mapping[str, JobState], live: Mappin
                  f"{sum(states[j.key].finished for s in stages for j in s.jobs):4d} {'':4s} {'':5s} {'':4s} "
                  f"{total_spent:11.3f} {hours_text(total_estimate):>9s}")
     return lines
+
+
+def job_seconds(outcome: Mapping[str, Any] | None, recorded: float) -> float:
+    """What a job held its devices for: its last attempt's wall time (start to end, loading included) where the
+    graph ran it, else what its records' timings add up to (runs made outside the graph)."""
+    from datetime import datetime
+
+    try:
+        return (datetime.fromisoformat(outcome["ended"]) - datetime.fromisoformat(outcome["started"])).total_seconds()
+    except (TypeError, KeyError, ValueError):
+        return recorded
+
+
+def devices(kind: str, cluster: Mapping[str, Any]) -> int:
+    """Devices a job of ``kind`` holds, as the estimate counts them: its GPUs; a training or evaluation job on a
+    CPU-only profile (``gpu: cpu``) counts as one device; selections and the leaderboard (kind cpu) as none. A
+    stage of N training processes (``devices: N``) holds N times that."""
+    return 0 if kind == "cpu" else max(int(cluster[kind].get("gpus") or 0), 1)
 
 
 def _job_state(state: JobState, slurm: str, outcome: Mapping[str, Any] | None, started: bool

@@ -6,28 +6,15 @@ writable results and cache folders, the device), the paper folder writable and i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, unknown_name
+from harness.paper.graph import StageSettings
 from harness.typed import build, choices
 
 LAUNCHERS = ("local", "slurm")
-KINDS = ("train", "eval", "cpu")
-
-
-@dataclass(kw_only=True)
-class StageSettings:
-    """One ``paper.stages.<name>`` entry (conf/paper/paper.yaml documents each key)."""
-
-    task: str
-    sweep: str | None = None
-    overrides: list[str] = field(default_factory=list)
-    kind: str | None = choices(None, *KINDS, default=None)
-    params: dict[str, Any] | None = None
-    shards: int | None = None
-    devices: int | None = None
 
 
 @dataclass(kw_only=True)

@@ -2,7 +2,7 @@
 
 discover.py (which folders are checkpoints, at which step), complete.py (a checkpoint still being written is never
 read), settings.py (the command line, checked), plan.py (each checkpoint's run per task, planned as the runner
-plans it; the ``series`` config key the records carry), show.py (the plan, its cost, the series table), run.py
-(here, one after another), watch.py (``--watch``), slurm.py (one array task per checkpoint); the selected step
-handed to the next stage is :mod:`harness.selection.series`'s.
+plans it; the ``series`` config key the records carry), show.py (the plan, its cost, the series table),
+launch.py (here, one after another, or one SLURM array per checkpoint), __main__.py (the command and ``--watch``);
+the selected step handed to the next stage is :mod:`harness.selection.series`'s.
 """

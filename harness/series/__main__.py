@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from harness.errors import HarnessError, one_line
 from harness.series import plan as planning
@@ -32,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def best(argv: list[str]) -> int:
+    from harness.paper.plan import config_of
     from harness.selection.series import best_overrides
 
     i = argv.index("--best")
@@ -41,7 +44,7 @@ def best(argv: list[str]) -> int:
     bad = [a for a in rest if not a.startswith("paths.results=")]
     if bad:
         raise HarnessError(f"--best takes the series' name and paths.results=<folder> only, not {bad[0]!r}")
-    results = str(planning.base_config(tuple(rest)).paths.results)
+    results = str(config_of(rest).paths.results)
     print(" ".join(best_overrides(results, argv[i + 1])))
     return 0
 
@@ -49,20 +52,24 @@ def best(argv: list[str]) -> int:
 def check(settings: Settings) -> dict:
     """Everything checked before a checkpoint is read: names and keys of the overrides (closest first), output
     folders, each task's settings, the cluster profile."""
+    from harness import runner
     from harness.overrides import check_group_overrides, check_key_overrides
     from harness.paper.__main__ import cluster_profile
+    from harness.paper.plan import config_of
 
     for task in settings.tasks:
         argv = settings.task_overrides(task)
         check_group_overrides(argv)
         check_key_overrides(argv)
     cluster = cluster_profile(settings.cluster)
-    planning.check_tasks(settings)
+    for task in settings.tasks:   # the runner's own checks that need no model: a typo fails once, not per checkpoint
+        runner.checked(config_of(settings.task_overrides(task)))
     return cluster
 
 
 def run(argv: list[str]) -> int:
     from harness.series import settings as parse
+    from harness.series.launch import Submitter, run_all, status_lines
     from harness.series.show import cost_text, plan_lines, series_tables
 
     settings = parse.from_args(argv)
@@ -72,18 +79,14 @@ def run(argv: list[str]) -> int:
         raise nothing_found(settings, plan)
     check_plannable(plan)
     if settings.status:
-        from harness.series.slurm import status_lines
-
         print("\n".join(status_lines(plan, cluster)), flush=True)
         return 0
     print("\n".join(plan_lines(plan, cost_text(plan, cluster))), flush=True)
     if settings.dry_run:
         return 0
-    act = launcher(settings, cluster)
+    act = Submitter(cluster) if settings.launcher == "slurm" else run_all   # SLURM array tasks, or here in turn
     if settings.watch:
-        from harness.series.watch import Watch
-
-        watch = Watch(settings, act, first=plan)
+        watch = Watch(settings, act, plan)
         try:
             failures = watch.run()
         except KeyboardInterrupt:
@@ -108,15 +111,56 @@ def run(argv: list[str]) -> int:
     return 0
 
 
-def launcher(settings: Settings, cluster: dict) -> Callable[[planning.Plan], tuple[dict[str, str], int]]:
-    """What evaluates a plan's runs: here, one after another, or SLURM array tasks."""
-    if settings.launcher == "slurm":
-        from harness.series.slurm import Submitter
+class Watch:
+    """``--watch``: poll the training run's folder while a job writes to it, evaluate (or submit) each checkpoint
+    once it is complete, and stop after ``--idle`` seconds in which nothing happened: no new checkpoint, no file
+    written in one, no evaluation. A checkpoint is planned again only when it is new or its folder changed. ``act``
+    evaluates or submits a plan's runs: (unit key -> failure, how many it started)."""
 
-        return Submitter(cluster)
-    from harness.series.run import run_all
+    def __init__(self, settings: Settings, act: Callable[[planning.Plan], tuple[dict[str, str], int]],
+                 first: planning.Plan) -> None:
+        self.settings, self.act = settings, act
+        units = first.units   # the plan already printed: only changes to it are reported
+        self.known: dict[tuple[str | None, Path], planning.Unit] = {(u.task, u.checkpoint.folder): u for u in units}
+        self.seen = {(u.task, u.checkpoint.folder): (u.changed, u.skipped) for u in units}
+        self.failures: dict[str, str] = {}
+        self.last: planning.Plan | None = None
 
-    return run_all
+    def poll(self) -> bool:
+        """One look: plan, act on what is new; True when anything happened (new, changed, evaluated)."""
+        plan = planning.make_plan(self.settings, self.known)
+        self.last = plan
+        moved = False
+        for u in plan.units:
+            key = (u.task, u.checkpoint.folder)
+            state = (u.changed, u.skipped)
+            if self.seen.get(key) != state:
+                moved = True
+                if key not in self.seen or self.seen[key][1] != u.skipped:
+                    print(f"[series {self.settings.name}] step {u.step}: "
+                          + (u.skipped or ("complete, to run" if u.todo else "complete, done")), flush=True)
+                self.seen[key] = state
+        todo = [u for u in plan.todo if u.key not in self.failures]   # a failed run is tried once per watch
+        if todo:
+            failures, started = self.act(planning.Plan(plan.settings, todo, plan.ignored))
+            self.failures |= failures
+            moved = moved or started > 0
+        self.known = {(u.task, u.checkpoint.folder): u for u in plan.units}
+        return moved
+
+    def run(self) -> dict[str, str]:
+        """Poll until ``idle`` seconds pass with nothing happening; unit key -> failure of what failed."""
+        s = self.settings
+        last = time.monotonic()
+        print(f"[series {s.name}] watching {s.root or 'the listed checkpoints'} every {s.poll:g} s; stopping after "
+              f"{s.idle:g} s with nothing new (--idle)", flush=True)
+        while True:
+            if self.poll():
+                last = time.monotonic()
+            if time.monotonic() - last >= s.idle:
+                print(f"[series {s.name}] nothing new for {s.idle:g} s: stopped watching", flush=True)
+                return self.failures
+            time.sleep(s.poll)
 
 
 def nothing_found(settings: Settings, plan: planning.Plan) -> HarnessError:

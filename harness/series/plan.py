@@ -30,7 +30,6 @@ class Unit:
     checkpoint: Checkpoint
     task: str | None
     series: dict[str, Any]
-    model_name: str
     job: Job | None = None
     state: JobState | None = None
     skipped: str | None = None              # why it is not run
@@ -74,18 +73,12 @@ class Plan:
         for u in units if units is not None else self.units:
             if u.job is not None:
                 by.setdefault(u.step, []).append(u)
-        kind = {True: "train", False: "eval"}
-        return [Stage(f"step{step}", kind[any(_trains(u) for u in us)], [u.job for u in us if u.job is not None])
+        return [Stage(f"step{step}", "train" if any(map(_trains, us)) else "eval", [u.job for u in us if u.job])
                 for step, us in sorted(by.items())]
 
 
 def _trains(unit: Unit) -> bool:
     return bool(unit.state and unit.state.plan is not None and unit.state.plan.trains)
-
-
-def model_name(series: str, step: int) -> str:
-    """The record row of one checkpoint: ``<series>-step<step>`` (its own leaderboard row, selection, compare)."""
-    return f"{series}-step{step}"
 
 
 def find(settings: Settings) -> Found:
@@ -96,18 +89,6 @@ def find(settings: Settings) -> Found:
         return under(settings.root, settings.pattern)
     except FileNotFoundError as exc:   # a folder removed while looked at (a trainer rotating checkpoints): next look
         return Found(ignored=[f"{exc.filename} (removed while looked at)"])
-
-
-def base_config(overrides: tuple[str, ...]) -> Any:
-    """The composed config of ``overrides`` (composed once per distinct set, by the paper graph's planner: callers
-    do not change it); Hydra's own errors as one line."""
-    from harness.paper.plan import base_config as composed_once
-
-    try:
-        return composed_once(overrides)
-    except Exception as exc:   # Hydra's own errors, after harness.overrides' checks: one line
-        raise HarnessError(f"the overrides {' '.join(overrides)} do not compose: {one_line(exc)}; fix them as for "
-                           "python -m harness") from None
 
 
 def hydra_value(value: Any) -> str:
@@ -124,11 +105,11 @@ def hydra_value(value: Any) -> str:
 
 
 def job_of(settings: Settings, unit: Unit) -> Job:
-    """One checkpoint's run of a task as a job (keyed as the unit): the task's overrides, the checkpoint and its
-    ``series`` value."""
+    """One checkpoint's run of a task as a job (keyed as the unit): the task's overrides, the checkpoint, its
+    record row ``<series>-step<step>`` (its own leaderboard row, selection, compare) and its ``series`` value."""
     return Job(unit.key, f"step{unit.step}", "run", unit.task or "", (
         *settings.task_overrides(unit.task), f"model.path={hydra_value(str(unit.checkpoint.folder))}",
-        f"model.name={hydra_value(unit.model_name)}", f"series={hydra_value(unit.series)}"))
+        f"model.name={hydra_value(f'{settings.name}-step{unit.step}')}", f"series={hydra_value(unit.series)}"))
 
 
 def series_value(settings: Settings, ckpt: Checkpoint) -> dict[str, Any]:
@@ -137,15 +118,6 @@ def series_value(settings: Settings, ckpt: Checkpoint) -> dict[str, Any]:
 
     return {"name": settings.name, "step": ckpt.step, "folder": str(ckpt.folder),
             "fingerprint": fingerprint(ckpt.folder), **ckpt.facts()}
-
-
-def check_tasks(settings: Settings) -> None:
-    """Before any checkpoint is read: each task's config composes and its settings are valid (the runner's own
-    checks that need no model), so a typo fails once, not once per checkpoint."""
-    from harness import runner
-
-    for task in settings.tasks:
-        runner.checked(base_config(tuple(settings.task_overrides(task))))
 
 
 def plan_unit(unit: Unit) -> Unit:
@@ -190,7 +162,7 @@ def _look(settings: Settings, ckpt: Checkpoint) -> tuple[str | None, dict[str, A
 
 def _unit(settings: Settings, ckpt: Checkpoint, task: str | None, changed: float, why: str | None,
           series: dict[str, Any]) -> Unit:
-    unit = Unit(ckpt, task, series, model_name(settings.name, ckpt.step), changed=changed, skipped=why)
+    unit = Unit(ckpt, task, series, changed=changed, skipped=why)
     if why:
         return unit
     try:

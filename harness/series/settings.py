@@ -13,11 +13,11 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.layout import safe_name
+from harness.paper.validate import LAUNCHERS
 from harness.series.discover import TRAINER_PATTERN, compile_pattern
 
 #: the keys the series command sets for each checkpoint's run: a user's value would be silently replaced
 OWN_KEYS = ("series",)
-LAUNCHERS = ("local", "slurm")
 #: seconds: the quiet period of a folder without the trainer's marker, the watch's poll and idle time
 SETTLE, POLL, IDLE = 60.0, 30.0, 3600.0
 
