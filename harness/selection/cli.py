@@ -7,10 +7,10 @@ import logging
 import sys
 from pathlib import Path
 
-from harness import results, specs
+from harness import layout, results, specs
 from harness.errors import HarnessError, one_line
 from harness.preflight import check_writable_dir
-from harness.selection import default_out_dir, jsonable, load_selections, prune_checkpoints, selection_path
+from harness.selection import jsonable, load_selections, prune_checkpoints
 from harness.selection.comparable import set_aside_lines
 from harness.selection.rules import rule_for
 
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
                         "comma-separated (default: the task's selection sets, else every dataset of the series)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    out_dir = Path(args.out) if args.out else default_out_dir(args.results, args.experiment)
+    out_dir = Path(args.out) if args.out else layout.selection_dir(args.results, args.experiment)
     if args.series is not None:
         return select_series(args, out_dir)
     args.task = args.task or "glue"
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             raise nothing_to_select(args, recs, aside)
         rule = rule_for(specs.get(args.task).selection)
         for name, choice in choices.items():
-            path = selection_path(out_dir, args.task, name)
+            path = layout.selection_path(out_dir, args.task, name)
             results.atomic_write_json(path, jsonable(choice.summary))
             print(rule.format(choice))
             print(f"  -> {path}")
@@ -94,7 +94,7 @@ def nothing_to_select(args: argparse.Namespace, recs: list[results.ResultRecord]
 
 def select_series(args: argparse.Namespace, out_dir: Path) -> int:
     """``--series NAME``: the series' best step on ``--task``, printed and written to ``selected/series-NAME.json``."""
-    from harness.selection.series import choose_step, format_choice, names, selection_file
+    from harness.selection.series import choose_step, format_choice, names
 
     try:
         if not Path(args.results).is_dir():
@@ -114,7 +114,7 @@ def select_series(args: argparse.Namespace, out_dir: Path) -> int:
                                "validation task to choose the step on>")
         task = args.task or next(iter(tasks))
         choice = choose_step(recs, args.series, task, [d for d in (args.datasets or "").split(",") if d])
-        path = selection_file(out_dir, args.series)
+        path = layout.selection_path(out_dir, "series", args.series)
         results.atomic_write_json(path, choice)
         print(format_choice(choice))
         print(f"  -> {path}")
