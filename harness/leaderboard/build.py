@@ -263,11 +263,7 @@ def _family_table(table_id: str, rows: dict[RowKey, dict[str, Cell]], scale: flo
 
 
 def _where(cells: dict[str, Cell]) -> str:
-    for cell in cells.values():
-        for src in cell.sources:
-            if "where" in src:
-                return src["where"]
-    return "the source"
+    return next((src["where"] for cell in cells.values() for src in cell.sources if "where" in src), "the source")
 
 
 def _overview_table(user_rows: list[RowKey], published: dict[RowKey, dict[str, Cell]], tables: list[Table]) -> Table:
@@ -276,13 +272,8 @@ def _overview_table(user_rows: list[RowKey], published: dict[RowKey, dict[str, C
     table = Table("overview", "Overview — Table 1 shape", "overview", [(c.id, c.label) for c in OVERVIEW])
     table.note = "Published rows are Table 1 of the ModernBERT paper, verbatim; run rows come from the tables below."
     for key in user_rows:
-        cells = {}
-        for col in OVERVIEW:
-            src = by_id.get(col.table)
-            cell = src.cells.get(key.id, {}).get(col.column) if src else None
-            if cell is not None:
-                cells[col.id] = cell
-        table.cells[key.id] = cells
+        found = {c.id: by_id[c.table].cells.get(key.id, {}).get(c.column) for c in OVERVIEW if c.table in by_id}
+        table.cells[key.id] = {c: cell for c, cell in found.items() if cell is not None}
     for key, cells in published.items():
         table.cells[key.id] = cells
     return table

@@ -71,12 +71,8 @@ def latest_only(loaded: Sequence[Loaded]) -> list[Loaded]:
         if s is not None:
             key = (s["name"], item.record.task)
             last[key] = max(last.get(key, s["step"]), s["step"])
-    out = []
-    for item in loaded:
-        s = series_of(item.record)
-        if s is None or s["step"] == last[(s["name"], item.record.task)]:
-            out.append(item)
-    return out
+    return [item for item in loaded
+            if (s := series_of(item.record)) is None or s["step"] == last[(s["name"], item.record.task)]]
 
 
 def _scale(table: str, column: str, values: Iterable[float]) -> float:
