@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.mteb_results.catalog import mteb_task_of, require_mteb
-from harness.results import STATUS_OK, ResultRecord, iter_records, nonfinite_metrics
+from harness.results import STATUS_OK, ResultRecord, atomic_write_json, iter_records, nonfinite_metrics
 
 log = logging.getLogger(__name__)
 
@@ -188,8 +188,6 @@ def _write_model_meta(mteb: Any, folder: Path, name: str, revision: str, record:
         adapted_from=m.get("path") if m.get("trained") and _is_hub_id(str(m.get("path") or "")) else None,
     )
     path = folder / "model_meta.json"
-    from harness.results import atomic_write_json
-
     atomic_write_json(path, json.loads(json.dumps(meta.to_dict(), default=str)))
     return path
 

@@ -43,10 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         if Path(args.results).is_dir():   # a missing one is named by load_selections (an unknown task first)
             check_out(out_dir, given=args.out is not None)
         choices, recs = load_selections(args.task, args.results, args.model, args.experiment)
-        aside = set_aside_lines(r for r in recs if r.task == args.task
-                                and (args.model is None or (r.model or {}).get("name") == args.model))
+        mine = [r for r in recs if r.task == args.task
+                and (args.model is None or (r.model or {}).get("name") == args.model)]
+        aside = set_aside_lines(mine)
         if not choices:
-            raise nothing_to_select(args, recs, aside)
+            raise nothing_to_select(args, mine, aside)
         rule = rule_for(specs.get(args.task).selection)
         for name, choice in choices.items():
             path = layout.selection_path(out_dir, args.task, name)
@@ -73,16 +74,15 @@ def check_out(out_dir: Path, given: bool) -> None:
             ". Choose", " (the default --out: selected/ beside --results). Choose", 1)) from None
 
 
-def nothing_to_select(args: argparse.Namespace, recs: list[results.ResultRecord], aside: list[str]) -> HarnessError:
-    """Why no model has a selection: no record of the task there, only records in another score than their
-    column's (set aside, with the rerun command), or only failed ones (the first one's error)."""
+def nothing_to_select(args: argparse.Namespace, mine: list[results.ResultRecord], aside: list[str]) -> HarnessError:
+    """Why no model has a selection: no record of the task (and model) there, ``mine``, only records in another score
+    than their column's (set aside, with the rerun command), or only failed ones (the first one's error)."""
     where = (f"under {args.results}" + (f" for model {args.model}" if args.model else "")
              + (f" in experiment {args.experiment!r}" if args.experiment else ""))
     if aside:
         return HarnessError(f"no {args.task} record {where} can be selected: {aside[0]}"
                             + (f" (and {len(aside) - 1} more such group(s))" if len(aside) > 1 else ""))
-    failed = [r for r in recs if r.task == args.task and r.status == results.STATUS_FAILED
-              and (args.model is None or (r.model or {}).get("name") == args.model)]
+    failed = [r for r in mine if r.status == results.STATUS_FAILED]
     if not failed:
         return HarnessError(f"no {args.task} records {where}: run the task first (python -m harness task="
                             f"{args.task} ...) or pass --results <the folder its records are in>")
