@@ -101,11 +101,10 @@ def lines(cmp: Comparison, entrants: list[Entrant]) -> list[str]:
     out = ["models:"] + [f"  {e.label}: " + ("what harness.select picks in each cell (a configuration: the mean of "
                                              "its seeds, counted under runs)" if e.how == "selection" else
                                              "this run (one run per cell)") for e in entrants]
-    n_rows = len(cmp.rows)
     out += [f"tests, B - A: one run each: paired randomization test (two-sided, {s.permutations} permutations, seed "
             f"{s.seed}) and paired bootstrap {pct} interval; seeds on either side: two-level bootstrap over items "
             f"and seeds ({s.permutations} resamples), p and {pct} interval from Student's t (Welch-Satterthwaite df)",
-            f"family: {cmp.family} tests ({n_rows} row(s) x their model pairs) corrected together by {s.correction}:"
+            f"family: {cmp.family} tests ({len(cmp.rows)} row(s) x their model pairs) corrected together by {s.correction}:"
             f" {stats.CONTROLS[s.correction]} at {s.alpha:g}",
             "groups: models that share a letter are separated by no corrected test (compact letter display); "
             f"rank {pct}: the bootstrap interval of the model's rank"]

@@ -131,7 +131,7 @@ def export_mteb(dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, or
         path = _write_task_result(mteb, Path(out), name, revision, task_name, by_split, report)
         if path is not None:
             report.written.append(path)
-            meta = _write_model_meta(mteb, path.parent, name, revision, next(iter(by_split.values())).record)
+            meta = _write_model_meta(path.parent, name, revision, next(iter(by_split.values())).record)
             if meta not in report.written:
                 report.written.append(meta)
     return report
@@ -173,7 +173,7 @@ def _write_task_result(mteb: Any, out: Path, name: str, revision: str, task_name
     return path
 
 
-def _write_model_meta(mteb: Any, folder: Path, name: str, revision: str, record: ResultRecord) -> Path:
+def _write_model_meta(folder: Path, name: str, revision: str, record: ResultRecord) -> Path:
     from mteb.models import ModelMeta
 
     m = record.model or {}

@@ -57,15 +57,13 @@ def write_selection(family: str, results_dir: str | Path, out_dir: str | Path, m
     return path
 
 
-def jsonable(summary: dict[str, Any]) -> dict[str, Any]:
+def jsonable(value: Any) -> Any:
     """Cell keys may be tuples (table, column): JSON wants strings."""
-    def fix(v: Any) -> Any:
-        if isinstance(v, dict):
-            return {(k[-1] if isinstance(k, tuple) else k): fix(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [fix(x) for x in v]
-        return v
-    return fix(summary)
+    if isinstance(value, dict):
+        return {(k[-1] if isinstance(k, tuple) else k): jsonable(x) for k, x in value.items()}
+    if isinstance(value, list):
+        return [jsonable(x) for x in value]
+    return value
 
 
 def prune_checkpoints(choice: Choice, records: Iterable[ResultRecord]) -> list[str]:
