@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from harness import families, selection, specs
 from harness.errors import HarnessError
 from harness.leaderboard import build_leaderboard
-from harness.leaderboard.site import site_data
+from harness.leaderboard.tables import site_data
 from harness.runner import run
 from harness.selection.rules import rule_for
 from harness.specs import stages

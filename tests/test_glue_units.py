@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from harness import glue_metrics, hydra_callbacks, results, selection
+from harness import glue_metrics, hydra_callbacks, layout, results, selection
 from harness.data import glue as glue_data
 from harness.errors import DataError, HarnessError
 from harness.families.glue import chain, grid
@@ -291,7 +291,7 @@ def test_selection_picks_best_mean_over_seeds_and_writes_outside_the_records(tmp
     ]
     for r in recs:
         results.write_record(res, r)
-    out = selection.write_selection("glue", res, selection.default_out_dir(res))
+    out = selection.write_selection("glue", res, layout.selection_dir(res))
     assert out == tmp_path / "selected" / "glue-m.json"
     sel = json.loads(out.read_text())
     assert sel["schema"] == selection.SCHEMA and sel["failed_runs"] == 1

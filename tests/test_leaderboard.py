@@ -371,8 +371,7 @@ def test_a_subset_run_is_marked_everywhere_and_never_best(tmp_path):
     fills the cell; another model with only the quick run shows it marked as a subset, never in bold, in
     Table 7, in the overview's BEIR average, in the CSV/Markdown and on the page."""
     from harness.leaderboard.cells import SUBSET_MARK
-    from harness.leaderboard.site import site_data
-    from harness.leaderboard.tables import best_by_column, markdown
+    from harness.leaderboard.tables import best_by_column, markdown, site_data
 
     res = tmp_path / "results"
     cut = {"lr": 1e-4, "max_queries": 50, "max_docs": 1000}

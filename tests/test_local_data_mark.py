@@ -66,8 +66,7 @@ def test_the_leaderboard_marks_local_data_and_never_makes_it_best(tmp_path: Path
     """The paper trial's toy model scored 91.3 on a toy folder under SciFact's name: above every published row, it
     was bold. Marked ‡, never best, explained in the rules; a model's run on the official data fills its cell."""
     from harness.leaderboard import build_leaderboard
-    from harness.leaderboard.site import site_data
-    from harness.leaderboard.tables import best_by_column, csv_value, markdown
+    from harness.leaderboard.tables import best_by_column, csv_value, markdown, site_data
 
     res = tmp_path / "results"
     write_record(res, record("scifact", 0.913, model=TINY, details={"data": LOCAL}, run="toy"))

@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from harness.compare.settings import check_alpha, check_level, check_permutations
+    from harness.compare.many import check_alpha, check_level, check_permutations
 
     try:
         check_permutations(args.permutations)

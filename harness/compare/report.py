@@ -101,11 +101,10 @@ def lines(cmp: Comparison, entrants: list[Entrant]) -> list[str]:
     out = ["models:"] + [f"  {e.label}: " + ("what harness.select picks in each cell (a configuration: the mean of "
                                              "its seeds, counted under runs)" if e.how == "selection" else
                                              "this run (one run per cell)") for e in entrants]
-    n_rows = len(cmp.rows)
     out += [f"tests, B - A: one run each: paired randomization test (two-sided, {s.permutations} permutations, seed "
             f"{s.seed}) and paired bootstrap {pct} interval; seeds on either side: two-level bootstrap over items "
             f"and seeds ({s.permutations} resamples), p and {pct} interval from Student's t (Welch-Satterthwaite df)",
-            f"family: {cmp.family} tests ({n_rows} row(s) x their model pairs) corrected together by {s.correction}:"
+            f"family: {cmp.family} tests ({len(cmp.rows)} row(s) x their model pairs) corrected together by {s.correction}:"
             f" {stats.CONTROLS[s.correction]} at {s.alpha:g}",
             "groups: models that share a letter are separated by no corrected test (compact letter display); "
             f"rank {pct}: the bootstrap interval of the model's rank"]
@@ -152,17 +151,16 @@ def two_lines(cmp: Comparison, entrants: list[Entrant]) -> list[str]:
     s, (a, b) = cmp.settings, entrants
     pct = f"{s.level:.0%}"
     many_runs = not (a.single() and b.single())
-    out = [f"A = {a.label}" + (" (what harness.select picks: each cell the mean of its configuration's seeds)"
-                               if a.how == "selection" and not a.single() else ""),
-           f"B = {b.label}" + (" (what harness.select picks: each cell the mean of its configuration's seeds)"
-                               if b.how == "selection" and not b.single() else ""),
-           f"metric {cmp.rows[0].metric or 'the cells main score'}; B - A; paired randomization test (two-sided, "
-           f"{s.permutations} permutations, seed {s.seed}); paired bootstrap {pct} interval ({s.permutations} "
-           "resamples)" + ("; seeds on either side: two-level bootstrap over items and seeds, Student's t" if many_runs
-                           else "") + f"; p corrected across {cmp.family} test(s), the rows below: {s.correction}; * "
-           f"where the corrected p < {s.alpha:g}",
-           f"{'dataset':24s} {'n':>6s} {'A':>8s} {'B':>8s} {'B-A':>8s} {pct + ' interval':>20s} {'p':>8s} "
-           f"{'p ' + s.correction:>10s}"]
+    picks = " (what harness.select picks: each cell the mean of its configuration's seeds)"
+    out = [f"{x} = {e.label}" + (picks if e.how == "selection" and not e.single() else "")
+           for x, e in zip("AB", (a, b), strict=True)]
+    out += [f"metric {cmp.rows[0].metric or 'the cells main score'}; B - A; paired randomization test (two-sided, "
+            f"{s.permutations} permutations, seed {s.seed}); paired bootstrap {pct} interval ({s.permutations} "
+            "resamples)" + ("; seeds on either side: two-level bootstrap over items and seeds, Student's t" if many_runs
+                            else "") + f"; p corrected across {cmp.family} test(s), the rows below: {s.correction}; * "
+            f"where the corrected p < {s.alpha:g}",
+            f"{'dataset':24s} {'n':>6s} {'A':>8s} {'B':>8s} {'B-A':>8s} {pct + ' interval':>20s} {'p':>8s} "
+            f"{'p ' + s.correction:>10s}"]
     tables = sorted({r.table for r in cmp.rows})
     for table in tables:
         rows = [r for r in cmp.rows if r.table == table]

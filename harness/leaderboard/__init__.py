@@ -12,8 +12,7 @@ from typing import Any
 
 from harness.leaderboard.build import Leaderboard, build_leaderboard
 from harness.leaderboard.records import COMBINE_RULES
-from harness.leaderboard.site import write_site
-from harness.leaderboard.tables import write_csvs, write_markdown
+from harness.leaderboard.tables import write_csvs, write_markdown, write_site
 
 __all__ = ["COMBINE_RULES", "Leaderboard", "build", "build_leaderboard"]
 

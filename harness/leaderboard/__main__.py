@@ -47,7 +47,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def check_args(args: argparse.Namespace, significance: bool) -> None:
     """Before anything is read: every results folder exists, ``--out`` can be a folder, the test settings."""
-    from harness.compare.settings import check_alpha, check_permutations
     from harness.preflight import check_records_dir, check_writable_dir
 
     for folder in [*args.results, *args.mteb_results]:
@@ -55,6 +54,8 @@ def check_args(args: argparse.Namespace, significance: bool) -> None:
         check_records_dir(folder, label, "python -m harness.leaderboard results/")
     check_writable_dir(Path(args.out), "--out")
     if significance:
+        from harness.compare.many import check_alpha, check_permutations
+
         check_permutations(args.permutations)
         check_alpha(args.alpha)
 

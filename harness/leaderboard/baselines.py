@@ -138,9 +138,9 @@ class PublishedRow:
     cells: dict[tuple[str, str], Cell]     # (table, column) -> cell
 
 
-def read_source(source: PublishedSource, directory: Path | None = None) -> list[PublishedRow]:
+def read_source(source: PublishedSource) -> list[PublishedRow]:
     """Rows of one published table; empty CSV cells (no value in the source) stay absent."""
-    path = (directory or baselines_dir()) / source.file
+    path = baselines_dir() / source.file
     rows = []
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
@@ -171,9 +171,9 @@ def read_source(source: PublishedSource, directory: Path | None = None) -> list[
     return rows
 
 
-def read_task_rows(source: TaskRowSource, directory: Path | None = None) -> list[PublishedRow]:
+def read_task_rows(source: TaskRowSource) -> list[PublishedRow]:
     """Rows of a task-per-row table: one published row per model column; cells keep the printed text."""
-    path = (directory or baselines_dir()) / source.file
+    path = baselines_dir() / source.file
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
         absent = [h for h in [*source.models, source.task_column, source.section_column] if h not in reader.fieldnames]
@@ -197,13 +197,11 @@ def read_task_rows(source: TaskRowSource, directory: Path | None = None) -> list
     return rows
 
 
-def load_published(sources: Iterable[PublishedSource] = SOURCES, directory: Path | None = None,
-                   task_row_sources: Iterable[TaskRowSource] = TASK_ROW_SOURCES) -> list[PublishedRow]:
+def load_published() -> list[PublishedRow]:
     """All published rows, merged by row key across sources (Tables 1, 5, 7, 8 share the paper's rows),
     in the order they first appear."""
     merged: dict[RowKey, PublishedRow] = {}
-    tables = [read_source(s, directory) for s in sources] + [read_task_rows(s, directory) for s in task_row_sources]
-    for rows in tables:
+    for rows in [*map(read_source, SOURCES), *map(read_task_rows, TASK_ROW_SOURCES)]:
         for row in rows:
             if row.key in merged:
                 merged[row.key].cells.update(row.cells)

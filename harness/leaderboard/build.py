@@ -179,21 +179,15 @@ def build_leaderboard(
             i.record.score for i in items if i.record.status == STATUS_OK and isinstance(i.record.score, int | float))
     scales = {t: table_spec(t).scale or auto_scale(v) for t, v in table_values.items()}
 
-    def scale_of(table: str, col: str) -> float:
-        return table_spec(table).column_scale.get(col, scales[table])
-
-    def decimals_of(table: str, col: str) -> int:
-        return table_spec(table).column_decimals.get(col, table_spec(table).decimals)
-
     # (table -> row -> column -> cell), user rows first, then published rows
     by_table: dict[str, dict[RowKey, dict[str, Cell]]] = {}
     for (key, table, col), items in groups.items():
-        fam = specs.for_record(items[0].record)
+        fam, spec = specs.for_record(items[0].record), table_spec(table)
         pick = picks.get((key.name, table, col))
         chosen = pick.used if pick else None
-        cell = combine(items, combine_rule, scale_of(table, col), chosen=chosen,
+        cell = combine(items, combine_rule, spec.column_scale.get(col, scales[table]), chosen=chosen,
                        chosen_by=rule_for(fam.selection).description if fam and chosen else "",
-                       link_root=link_root, versions=versions, decimals=decimals_of(table, col),
+                       link_root=link_root, versions=versions, decimals=spec.column_decimals.get(col, spec.decimals),
                        remark=pick.remark if pick else "", withheld=pick.withheld if pick else "")
         by_table.setdefault(table, {}).setdefault(key, {})[col] = cell
     user_rows = sorted({k for (k, _, _) in groups}, key=_row_order)
@@ -263,11 +257,7 @@ def _family_table(table_id: str, rows: dict[RowKey, dict[str, Cell]], scale: flo
 
 
 def _where(cells: dict[str, Cell]) -> str:
-    for cell in cells.values():
-        for src in cell.sources:
-            if "where" in src:
-                return src["where"]
-    return "the source"
+    return next((src["where"] for cell in cells.values() for src in cell.sources if "where" in src), "the source")
 
 
 def _overview_table(user_rows: list[RowKey], published: dict[RowKey, dict[str, Cell]], tables: list[Table]) -> Table:
@@ -276,13 +266,8 @@ def _overview_table(user_rows: list[RowKey], published: dict[RowKey, dict[str, C
     table = Table("overview", "Overview — Table 1 shape", "overview", [(c.id, c.label) for c in OVERVIEW])
     table.note = "Published rows are Table 1 of the ModernBERT paper, verbatim; run rows come from the tables below."
     for key in user_rows:
-        cells = {}
-        for col in OVERVIEW:
-            src = by_id.get(col.table)
-            cell = src.cells.get(key.id, {}).get(col.column) if src else None
-            if cell is not None:
-                cells[col.id] = cell
-        table.cells[key.id] = cells
+        found = {c.id: by_id[c.table].cells.get(key.id, {}).get(c.column) for c in OVERVIEW if c.table in by_id}
+        table.cells[key.id] = {c: cell for c, cell in found.items() if cell is not None}
     for key, cells in published.items():
         table.cells[key.id] = cells
     return table

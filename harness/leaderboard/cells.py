@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from harness.data_origin import LOCAL_MARK  # noqa: F401  (re-exported: the page's marks live here)
@@ -15,6 +15,9 @@ COMPUTED_MARK = "†"
 #: a published number in another metric than its column's (Table 5 copies GTE-en-MLM's QQP F1 into an accuracy
 #: column): footnoted, never marked best
 OTHER_METRIC_MARK = "◊"
+#: a cell's fields under their keys in the page's data (data.js; app.js reads these)
+_JSON_KEYS = {"std": "s", "n": "n", "partial": "p", "failed": "f", "computed": "c", "subset": "sub", "local": "loc",
+              "other_metric": "om", "note": "note", "sources": "src"}
 
 
 @dataclass(frozen=True)
@@ -52,27 +55,13 @@ class Cell:
     sources: list[dict[str, Any]] = field(default_factory=list)   # provenance, one dict per record/source
 
     def to_json(self) -> dict[str, Any]:
+        """The page's form: value and text, then each other field under its short key where it is not its default
+        (flags as 1)."""
         out: dict[str, Any] = {"v": self.value, "t": self.text}
-        if self.std is not None:
-            out["s"] = self.std
-        if self.n != 1:
-            out["n"] = self.n
-        if self.partial:
-            out["p"] = 1
-        if self.failed:
-            out["f"] = 1
-        if self.computed:
-            out["c"] = 1
-        if self.subset:
-            out["sub"] = 1
-        if self.local:
-            out["loc"] = 1
-        if self.other_metric:
-            out["om"] = self.other_metric
-        if self.note:
-            out["note"] = self.note
-        if self.sources:
-            out["src"] = self.sources
+        for f in fields(self)[2:]:
+            value = getattr(self, f.name)
+            if value != (f.default_factory() if f.default is MISSING else f.default):   # type: ignore[misc]
+                out[_JSON_KEYS[f.name]] = 1 if value is True else value
         return out
 
 

@@ -210,15 +210,13 @@ def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded
         return Cell(None, "failed", failed=True, n=0, sources=srcs,
                     note=f"{len(items)} failed record(s), no score" + (f": {why[:200]}" if why else ""))
     ok, split_note = _pick_split(ok)
-    std = None
     if rule == "latest":
         used = [max(ok, key=lambda i: (_when(i.record), str(i.path)))]
     else:
         used = chosen or _best_configuration(ok, average_seeds=rule == "mean")
     scores = [i.record.score * scale for i in used]
     value = statistics.fmean(scores)
-    if rule == "mean" and len(scores) > 1:
-        std = statistics.stdev(scores)
+    std = statistics.stdev(scores) if rule == "mean" and len(scores) > 1 else None
     if rule == "latest":
         note = f"latest of {len(ok)} record(s)"
     elif chosen:
@@ -235,11 +233,7 @@ def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded
     notes = [note] + [x for x in (split_note, f"{n_failed} failed record(s) ignored" if n_failed else "", remark) if x]
     used_ids = {id(i) for i in used}
     ordered = sorted(items, key=lambda i: (id(i) not in used_ids, -_when(i.record).timestamp()))
-    srcs = []
-    for i in ordered:
-        p = provenance(i, scale, link_root, versions)
-        p["used"] = id(i) in used_ids
-        srcs.append(p)
+    srcs = [{**provenance(i, scale, link_root, versions), "used": id(i) in used_ids} for i in ordered]
     text = fmt(value, decimals) + (f"±{std:.{decimals}f}" if std is not None else "")
     cut = sorted({c for i in used if (c := evaluated_subset(i.record))})
     if cut:

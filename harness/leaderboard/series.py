@@ -19,8 +19,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.data_origin import LOCAL_MARK, local_data
 from harness.leaderboard.layout import auto_scale, column_of, higher_is_better, table_spec
 from harness.leaderboard.records import Loaded
+from harness.results import SUBSET_MARK, evaluated_subset
 from harness.selection.series import current, series_of
 
 MAX_REFS = 6
@@ -71,12 +73,8 @@ def latest_only(loaded: Sequence[Loaded]) -> list[Loaded]:
         if s is not None:
             key = (s["name"], item.record.task)
             last[key] = max(last.get(key, s["step"]), s["step"])
-    out = []
-    for item in loaded:
-        s = series_of(item.record)
-        if s is None or s["step"] == last[(s["name"], item.record.task)]:
-            out.append(item)
-    return out
+    return [item for item in loaded
+            if (s := series_of(item.record)) is None or s["step"] == last[(s["name"], item.record.task)]]
 
 
 def _scale(table: str, column: str, values: Iterable[float]) -> float:
@@ -142,20 +140,16 @@ def collect(loaded: Sequence[Loaded], published: Sequence[Any] = ()) -> list[Plo
         steps = current(i.record for i in items)
         if not steps:
             continue
-        scale = _scale(table, column, [float(r.score) for rs in steps.values() for r in rs])   # type: ignore[arg-type]
+        recs = [r for rs in steps.values() for r in rs]
+        scale = _scale(table, column, [float(r.score) for r in recs])   # type: ignore[arg-type]
         points = [_point(step, [by_id[id(r)] for r in rs], scale) for step, rs in steps.items()]
-        first = next(iter(steps.values()))[0]
         spec = table_spec(table)
-        plot = Plot(name, task, table, column, spec.labels.get(column, column), first.main_score, scale,
-                    higher_is_better(table), points, _refs(published, table, column, first.model or {}))
-        plot.marks = _marks([r for rs in steps.values() for r in rs])
-        plots.append(plot)
+        plots.append(Plot(name, task, table, column, spec.labels.get(column, column), recs[0].main_score, scale,
+                          higher_is_better(table), points, _refs(published, table, column, recs[0].model or {}),
+                          _marks(recs)))
     return plots
 
 
 def _marks(records: Sequence[Any]) -> str:
-    from harness.data_origin import LOCAL_MARK, local_data
-    from harness.results import SUBSET_MARK, evaluated_subset
-
     return ((SUBSET_MARK if any(evaluated_subset(r) for r in records) else "")
             + (LOCAL_MARK if any(local_data(r) for r in records) else ""))

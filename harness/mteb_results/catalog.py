@@ -34,7 +34,6 @@ def require_mteb(what: str):
     return mteb
 
 
-
 @dataclass(frozen=True)
 class MtebColumn:
     """Where one mteb task's main score lands on the leaderboard, and which part of the result file it is."""
@@ -46,9 +45,13 @@ class MtebColumn:
     subset: str | None = None    # the hf_subset (None: mteb's main score, the mean over subsets)
 
 
-def _catalog_file(family: str) -> Path | None:
+def _task_yaml(family: str) -> dict[str, Any]:
+    """``conf/task/<family>.yaml`` as written, unresolved ({} where there is none)."""
+    from omegaconf import OmegaConf
+
     path = resources.files("conf") / "task" / f"{family}.yaml"
-    return Path(str(path)) if path.is_file() else None
+    raw = OmegaConf.to_container(OmegaConf.load(Path(str(path))), resolve=False) if path.is_file() else None
+    return raw if isinstance(raw, dict) else {}
 
 
 def own_catalog(family: str) -> dict[str, Any]:
@@ -57,10 +60,7 @@ def own_catalog(family: str) -> dict[str, Any]:
     tasks."""
     from omegaconf import OmegaConf
 
-    path = _catalog_file(family)
-    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False) if path else None
-    if not isinstance(raw, dict):
-        return {}
+    raw = _task_yaml(family)
     out: dict[str, Any] = {}
     for item in raw.get("defaults") or []:
         name = next((v for k, v in item.items() if k.split()[-1] == "/catalog@catalog"), None) \
@@ -96,11 +96,7 @@ def catalog_columns() -> dict[str, MtebColumn]:
 def configured_subsets(family: str = MTEB_FAMILY) -> dict[str, str]:
     """Task -> hf_subset for the tasks ``conf/task/<family>.yaml`` restricts to one subset (STS17: en-en), so a
     published score is read the way ``task=mteb`` measures it by default."""
-    from omegaconf import OmegaConf
-
-    path = _catalog_file(family)
-    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False) if path else {}
-    subsets = raw.get("hf_subsets") if isinstance(raw, dict) else None
+    subsets = _task_yaml(family).get("hf_subsets")
     return {str(t): str(v[0]) for t, v in (subsets or {}).items() if isinstance(v, list) and len(v) == 1}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.mteb_results.catalog import mteb_task_of, require_mteb
-from harness.results import STATUS_OK, ResultRecord, iter_records, nonfinite_metrics
+from harness.results import STATUS_OK, ResultRecord, atomic_write_json, iter_records, nonfinite_metrics
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ def export_mteb(dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, or
         path = _write_task_result(mteb, Path(out), name, revision, task_name, by_split, report)
         if path is not None:
             report.written.append(path)
-            meta = _write_model_meta(mteb, path.parent, name, revision, next(iter(by_split.values())).record)
+            meta = _write_model_meta(path.parent, name, revision, next(iter(by_split.values())).record)
             if meta not in report.written:
                 report.written.append(meta)
     return report
@@ -173,7 +173,7 @@ def _write_task_result(mteb: Any, out: Path, name: str, revision: str, task_name
     return path
 
 
-def _write_model_meta(mteb: Any, folder: Path, name: str, revision: str, record: ResultRecord) -> Path:
+def _write_model_meta(folder: Path, name: str, revision: str, record: ResultRecord) -> Path:
     from mteb.models import ModelMeta
 
     m = record.model or {}
@@ -188,8 +188,6 @@ def _write_model_meta(mteb: Any, folder: Path, name: str, revision: str, record:
         adapted_from=m.get("path") if m.get("trained") and _is_hub_id(str(m.get("path") or "")) else None,
     )
     path = folder / "model_meta.json"
-    from harness.results import atomic_write_json
-
     atomic_write_json(path, json.loads(json.dumps(meta.to_dict(), default=str)))
     return path
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import results, selection, specs
+from harness import layout, results, selection, specs
 from harness.errors import HarnessError, one_line
 from harness.paper import graph, plan
 from harness.selection.rules import rule_for
@@ -149,7 +149,7 @@ def select(job: graph.Job, upstream: Sequence[plan.JobState], min_finished: floa
         raise JobFailed(f"{job.key}: no usable record among {len(relevant)} runs")
     res = next(s.results for s in relevant if s.results)
     name = str(choice.model.get("name"))
-    path = selection.selection_path(selection.default_out_dir(res), job.task, name)
+    path = layout.selection_path(layout.selection_dir(res), job.task, name)
     results.atomic_write_json(path, selection.jsonable(choice.summary))
     print(rule_for(specs.get(job.task).selection).format(choice), f"\n  -> {path}", flush=True)
     if failed:
@@ -188,7 +188,7 @@ def _stamp(note: Mapping[str, Any] | None) -> float:
 
 def _selection_current(job: graph.Job, stages: Sequence[graph.Stage], res: str, name: str,
                        notes: Mapping[str, Mapping[str, Any]]) -> bool:
-    path = selection.selection_path(selection.default_out_dir(res), job.task, name)
+    path = layout.selection_path(layout.selection_dir(res), job.task, name)
     if not path.is_file():
         return False
     made = path.stat().st_mtime
@@ -199,7 +199,7 @@ def _selection_current(job: graph.Job, stages: Sequence[graph.Stage], res: str, 
 
 def _site_current(paper: Mapping[str, Any], res: str) -> bool:
     index = (Path(paper["site"]) if paper.get("site") else Path(res).resolve().parent / "site") / "index.html"
-    inputs = [*Path(res).rglob("*.json"), *selection.default_out_dir(res).glob("*.json")]
+    inputs = [*Path(res).rglob("*.json"), *layout.selection_dir(res).glob("*.json")]
     newest = max((f.stat().st_mtime for f in inputs if f.is_file()), default=0.0)
     return index.is_file() and index.stat().st_mtime >= newest
 

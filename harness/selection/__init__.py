@@ -15,8 +15,7 @@ from harness.results import ResultRecord
 from harness.selection.comparable import comparable_records
 from harness.selection.rules import SCHEMA, Choice, rule_for
 
-__all__ = ["SCHEMA", "Choice", "choose", "default_out_dir", "load_selections", "prune_checkpoints",
-           "selection_path", "write_selection"]
+__all__ = ["SCHEMA", "Choice", "choose", "load_selections", "prune_checkpoints", "write_selection"]
 
 
 def choose(family: str, records: Iterable[ResultRecord], model: str | None = None) -> dict[str, Choice]:
@@ -28,12 +27,6 @@ def choose(family: str, records: Iterable[ResultRecord], model: str | None = Non
         specs.get(family)   # unknown: the error names the known tasks
         return {}
     return rule_for(spec.selection).choose(recs, key=spec.column_of)
-
-
-def default_out_dir(results_dir: str | Path, experiment: str | None = None) -> Path:
-    """``selected/`` beside the results directory (outside the record tree); ``selected/<experiment>/`` for
-    one experiment's selection."""
-    return layout.selection_dir(results_dir, experiment)
 
 
 def load_selections(family: str, results_dir: str | Path, model: str | None = None, experiment: str | None = None
@@ -53,30 +46,24 @@ def load_selections(family: str, results_dir: str | Path, model: str | None = No
     return choose(family, recs, model), recs
 
 
-def selection_path(out_dir: str | Path, family: str, model: str) -> Path:
-    return layout.selection_path(out_dir, family, model)
-
-
 def write_selection(family: str, results_dir: str | Path, out_dir: str | Path, model: str | None = None,
                     experiment: str | None = None) -> Path | None:
     """Select and write ``<out_dir>/<family>-<model>.json`` for each model; returns the last path written."""
     choices, _ = load_selections(family, results_dir, model, experiment)
     path = None
     for name, choice in choices.items():
-        path = selection_path(out_dir, family, name)
+        path = layout.selection_path(out_dir, family, name)
         results.atomic_write_json(path, jsonable(choice.summary))
     return path
 
 
-def jsonable(summary: dict[str, Any]) -> dict[str, Any]:
+def jsonable(value: Any) -> Any:
     """Cell keys may be tuples (table, column): JSON wants strings."""
-    def fix(v: Any) -> Any:
-        if isinstance(v, dict):
-            return {(k[-1] if isinstance(k, tuple) else k): fix(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [fix(x) for x in v]
-        return v
-    return fix(summary)
+    if isinstance(value, dict):
+        return {(k[-1] if isinstance(k, tuple) else k): jsonable(x) for k, x in value.items()}
+    if isinstance(value, list):
+        return [jsonable(x) for x in value]
+    return value
 
 
 def prune_checkpoints(choice: Choice, records: Iterable[ResultRecord]) -> list[str]:

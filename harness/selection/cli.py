@@ -7,10 +7,10 @@ import logging
 import sys
 from pathlib import Path
 
-from harness import results, specs
+from harness import layout, results, specs
 from harness.errors import HarnessError, one_line
 from harness.preflight import check_writable_dir
-from harness.selection import default_out_dir, jsonable, load_selections, prune_checkpoints, selection_path
+from harness.selection import jsonable, load_selections, prune_checkpoints
 from harness.selection.comparable import set_aside_lines
 from harness.selection.rules import rule_for
 
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
                         "comma-separated (default: the task's selection sets, else every dataset of the series)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    out_dir = Path(args.out) if args.out else default_out_dir(args.results, args.experiment)
+    out_dir = Path(args.out) if args.out else layout.selection_dir(args.results, args.experiment)
     if args.series is not None:
         return select_series(args, out_dir)
     args.task = args.task or "glue"
@@ -43,13 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         if Path(args.results).is_dir():   # a missing one is named by load_selections (an unknown task first)
             check_out(out_dir, given=args.out is not None)
         choices, recs = load_selections(args.task, args.results, args.model, args.experiment)
-        aside = set_aside_lines(r for r in recs if r.task == args.task
-                                and (args.model is None or (r.model or {}).get("name") == args.model))
+        mine = [r for r in recs if r.task == args.task
+                and (args.model is None or (r.model or {}).get("name") == args.model)]
+        aside = set_aside_lines(mine)
         if not choices:
-            raise nothing_to_select(args, recs, aside)
+            raise nothing_to_select(args, mine, aside)
         rule = rule_for(specs.get(args.task).selection)
         for name, choice in choices.items():
-            path = selection_path(out_dir, args.task, name)
+            path = layout.selection_path(out_dir, args.task, name)
             results.atomic_write_json(path, jsonable(choice.summary))
             print(rule.format(choice))
             print(f"  -> {path}")
@@ -73,16 +74,15 @@ def check_out(out_dir: Path, given: bool) -> None:
             ". Choose", " (the default --out: selected/ beside --results). Choose", 1)) from None
 
 
-def nothing_to_select(args: argparse.Namespace, recs: list[results.ResultRecord], aside: list[str]) -> HarnessError:
-    """Why no model has a selection: no record of the task there, only records in another score than their
-    column's (set aside, with the rerun command), or only failed ones (the first one's error)."""
+def nothing_to_select(args: argparse.Namespace, mine: list[results.ResultRecord], aside: list[str]) -> HarnessError:
+    """Why no model has a selection: no record of the task (and model) there, ``mine``, only records in another score
+    than their column's (set aside, with the rerun command), or only failed ones (the first one's error)."""
     where = (f"under {args.results}" + (f" for model {args.model}" if args.model else "")
              + (f" in experiment {args.experiment!r}" if args.experiment else ""))
     if aside:
         return HarnessError(f"no {args.task} record {where} can be selected: {aside[0]}"
                             + (f" (and {len(aside) - 1} more such group(s))" if len(aside) > 1 else ""))
-    failed = [r for r in recs if r.task == args.task and r.status == results.STATUS_FAILED
-              and (args.model is None or (r.model or {}).get("name") == args.model)]
+    failed = [r for r in mine if r.status == results.STATUS_FAILED]
     if not failed:
         return HarnessError(f"no {args.task} records {where}: run the task first (python -m harness task="
                             f"{args.task} ...) or pass --results <the folder its records are in>")
@@ -94,7 +94,7 @@ def nothing_to_select(args: argparse.Namespace, recs: list[results.ResultRecord]
 
 def select_series(args: argparse.Namespace, out_dir: Path) -> int:
     """``--series NAME``: the series' best step on ``--task``, printed and written to ``selected/series-NAME.json``."""
-    from harness.selection.series import choose_step, format_choice, names, selection_file
+    from harness.selection.series import choose_step, format_choice, names
 
     try:
         if not Path(args.results).is_dir():
@@ -114,7 +114,7 @@ def select_series(args: argparse.Namespace, out_dir: Path) -> int:
                                "validation task to choose the step on>")
         task = args.task or next(iter(tasks))
         choice = choose_step(recs, args.series, task, [d for d in (args.datasets or "").split(",") if d])
-        path = selection_file(out_dir, args.series)
+        path = layout.selection_path(out_dir, "series", args.series)
         results.atomic_write_json(path, choice)
         print(format_choice(choice))
         print(f"  -> {path}")

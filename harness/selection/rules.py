@@ -122,6 +122,13 @@ class SelectionRule(abc.ABC):
         """A plain-text summary for ``harness.select``."""
 
 
+def _by_cell(records: Iterable[ResultRecord], key: Key) -> dict[Any, list[ResultRecord]]:
+    cells: dict[Any, list[ResultRecord]] = defaultdict(list)
+    for r in records:
+        cells[key(r)].append(r)
+    return cells
+
+
 def _groups(records: Iterable[ResultRecord], *, per_dataset: bool, average_seeds: bool) -> list[list[ResultRecord]]:
     groups: dict[str, list[ResultRecord]] = defaultdict(list)
     for r in records:
@@ -154,11 +161,8 @@ class BestConfigPerDataset(SelectionRule):
 
     def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
         sign = 1 if records[0].higher_is_better else -1
-        by_cell: dict[Any, list[ResultRecord]] = defaultdict(list)
-        for r in records:
-            by_cell[key(r)].append(r)
         cells, tasks, unselected = {}, {}, {}
-        for cell, recs in sorted(by_cell.items(), key=lambda kv: str(kv[0])):
+        for cell, recs in sorted(_by_cell(records, key).items(), key=lambda kv: str(kv[0])):
             groups = _groups(recs, per_dataset=True, average_seeds=average_seeds)
             complete, partial = self._split(groups) if average_seeds else (groups, [])
             if not complete:
@@ -262,7 +266,7 @@ class BestRunOnSelectionSets(SelectionRule):
     def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
         sign = 1 if records[0].higher_is_better else -1
         groups = _groups(records, per_dataset=False, average_seeds=average_seeds)
-        cells_of = [self._cells(g, key) for g in groups]
+        cells_of = [{c: sorted(rs, key=_seed) for c, rs in _by_cell(g, key).items()} for g in groups]
         present = [set(c) for c in cells_of]
         wanted = self._wanted(records)
         basis = sorted((d for d in set().union(*present) if _column(d) in wanted), key=str)
@@ -286,20 +290,13 @@ class BestRunOnSelectionSets(SelectionRule):
             "selected_on": [_column(d) for d in basis], "basis": how,
             "hyperparameters": first.hyperparameters,
             "candidates": [{"run_id": self._run_id(groups[i]), "score": sign * s if eligible else None,
-                            "lr": groups[i][0].hyperparameters.get("lr"), "n_seeds": self._n_seeds(groups[i])}
-                           for s, i in ranked],
+                            "lr": groups[i][0].hyperparameters.get("lr"),
+                            "n_seeds": len({r.run_id for r in groups[i]})} for s, i in ranked],
             "missing_selection_datasets": sorted(set(wanted) - {_column(d) for d in set().union(*present)}),
             # same run id -> the trained model and the finished datasets are reused, only the rest is evaluated
             "next_command": f"python -m harness task={first.task} model={first.model.get('name')}"
                             + (f" task.lr={first.hyperparameters['lr']}" if "lr" in first.hyperparameters else ""),
         })
-
-    @staticmethod
-    def _cells(group: list[ResultRecord], key: Key) -> dict[Any, list[ResultRecord]]:
-        cells: dict[Any, list[ResultRecord]] = defaultdict(list)
-        for r in group:
-            cells[key(r)].append(r)
-        return {c: sorted(rs, key=_seed) for c, rs in cells.items()}
 
     @staticmethod
     def _score(cells: dict[Any, list[ResultRecord]], basis: Sequence[Any]) -> float:
@@ -308,10 +305,6 @@ class BestRunOnSelectionSets(SelectionRule):
     @staticmethod
     def _run_id(group: list[ResultRecord]) -> str:
         return min(r.run_id for r in group)
-
-    @staticmethod
-    def _n_seeds(group: list[ResultRecord]) -> int:
-        return len({r.run_id for r in group})
 
     def format(self, choice: Choice) -> str:
         s = choice.summary
@@ -331,11 +324,8 @@ class LatestConfigPerColumn(SelectionRule):
     description = "per column, the most recent configuration (mean over its seeds); MLDR has no sweep to select on"
 
     def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
-        by_cell: dict[Any, list[ResultRecord]] = defaultdict(list)
-        for r in records:
-            by_cell[key(r)].append(r)
         cells, tasks = {}, {}
-        for cell, recs in by_cell.items():
+        for cell, recs in _by_cell(records, key).items():
             groups = _groups(recs, per_dataset=True, average_seeds=average_seeds)
             newest = max(groups, key=lambda g: max(r.created_at for r in g))
             cells[cell] = newest

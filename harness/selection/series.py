@@ -122,11 +122,6 @@ def choose_step(records: Iterable[ResultRecord], name: str, task: str, datasets:
     }
 
 
-def selection_file(out_dir: str | Path, name: str) -> Path:
-    """``<out_dir>/series-<name>.json``."""
-    return layout.selection_path(out_dir, "series", name)
-
-
 def format_choice(choice: dict[str, Any]) -> str:
     """What ``harness.select --series`` prints: each step's score, the best marked, the ineligible ones named."""
     best = choice["best"]["step"]
@@ -148,7 +143,7 @@ def best_overrides(results_dir: str | Path, name: str) -> list[str]:
     """``model.path=... model.name=...`` of series ``name``'s selected step (selected/ beside ``results_dir``)."""
     from harness.models.weights import fingerprint
 
-    path = selection_file(layout.selection_dir(results_dir), name)
+    path = layout.selection_path(layout.selection_dir(results_dir), "series", name)
     select = f"python -m harness.select --series {name} --task <validation task> --results {results_dir}"
     try:
         best = json.loads(path.read_text())["best"]

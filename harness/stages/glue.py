@@ -275,10 +275,10 @@ def finish(plan: RunPlan, planned: Sequence[Cell], records: Sequence[ResultRecor
     """After an in-process sweep (more than one grid point planned), write the GLUE selection (best configuration
     per task)."""
     if len(planned) > 1:
-        from harness import selection
+        from harness import layout, selection
 
         res, experiment = plan.layout.results, plan.header.experiment
-        path = selection.write_selection(TASK_FAMILY, res, selection.default_out_dir(res, experiment),
+        path = selection.write_selection(TASK_FAMILY, res, layout.selection_dir(res, experiment),
                                          plan.model_name, experiment)
         if path is not None:
             log.info("GLUE selection (best configuration per task on dev): %s", path)
