@@ -3,7 +3,7 @@ budget; and the exact rerank of an index's candidates."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -52,34 +52,22 @@ def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk
     """
     from pylate.scores import colbert_scores
 
-    from harness.evaluation.search import ranked_topk
+    from harness.evaluation.search import running_topk
 
     n_q, q_len = queries.shape[0], queries.shape[1]
-    k = min(top_k, len(store))
-    best_s = torch.full((n_q, 0), float("-inf"), device=device)
-    best_i = torch.zeros((n_q, 0), dtype=torch.long, device=device)
-    if n_q == 0 or k == 0:
-        return best_s.cpu().numpy(), best_i.cpu().numpy()
     q = queries.to(device)
-    tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
-    bar = Progress(len(store), f"MaxSim search, {n_q} queries", "documents", show=show_progress)
-    for docs in _chunks(store, chunk_tokens):
-        d = _padded(store, docs, device)
-        ids = torch.from_numpy(docs).to(device)
-        step = max(1, score_budget // (q_len * d.shape[0] * d.shape[1]))
-        parts_s, parts_i = [], []
-        for qs in range(0, n_q, step):
-            with torch.inference_mode():
-                s = colbert_scores(q[qs : qs + step], d, backend="torch")
-            cs, ci = ranked_topk(s, ids, k, tie)
-            top_s, top_i = ranked_topk(torch.cat([best_s[qs : qs + step], cs], dim=1),
-                                       torch.cat([best_i[qs : qs + step], ci], dim=1), k, tie)
-            parts_s.append(top_s)
-            parts_i.append(top_i)
-        best_s, best_i = torch.cat(parts_s), torch.cat(parts_i)
-        bar.update(len(docs))
-    bar.close()
-    return best_s.cpu().numpy(), best_i.cpu().numpy()
+
+    def chunks() -> Iterator[tuple[torch.Tensor, int, Callable[[int, int], torch.Tensor]]]:
+        bar = Progress(len(store), f"MaxSim search, {n_q} queries", "documents", show=show_progress)
+        for docs in _chunks(store, chunk_tokens):
+            d = _padded(store, docs, device)
+            step = max(1, score_budget // (q_len * d.shape[0] * d.shape[1]))
+            yield torch.from_numpy(docs).to(device), step, lambda a, b, d=d: colbert_scores(q[a:b], d, backend="torch")
+            bar.update(len(docs))
+        bar.close()
+
+    with torch.inference_mode():
+        return running_topk(chunks(), n_q, min(top_k, len(store)), rank, device)
 
 
 def pad_queries(queries: list[np.ndarray], dim: int) -> torch.Tensor:
