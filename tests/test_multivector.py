@@ -100,8 +100,8 @@ def test_maxsim_fewer_documents_than_k(tmp_path: Path) -> None:
 def test_token_store_round_trip_is_fp16_and_memory_mapped(tmp_path: Path) -> None:
     docs = random_docs(np.random.default_rng(3), 10)
     store = make_store(tmp_path, docs)
-    again = token_store.TokenStore.read(tmp_path / "store")
-    assert again is not None and len(again) == 10 and again.emb.dtype == np.float16
+    again = token_store.TokenStore(tmp_path / "store")
+    assert len(again) == 10 and again.emb.dtype == np.float16
     assert isinstance(again.emb, np.memmap)
     for i, d in enumerate(docs):
         np.testing.assert_array_equal(again.doc(i), d.astype(np.float16))
@@ -116,7 +116,8 @@ def test_interrupted_store_write_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="pre-empted"):
         token_store.TokenStore.write(tmp_path / "store", failing(), 2, {})
     assert list(tmp_path.iterdir()) == []
-    assert token_store.TokenStore.read(tmp_path / "store") is None
+    with pytest.raises(FileNotFoundError):
+        token_store.TokenStore(tmp_path / "store")
 
 
 # ---- encoding ------------------------------------------------------------------------------------------------

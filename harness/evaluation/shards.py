@@ -22,8 +22,6 @@ import itertools
 import json
 import logging
 import math
-import os
-import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Sequence
@@ -33,7 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from harness.cache_entry import Unusable, get_or_build, publish
+from harness.cache_entry import Unusable, get_or_build
 from harness.errors import HarnessError
 from harness.results import stable_hash
 from harness.typed import choices, count, excluded
@@ -120,15 +118,10 @@ def texts_key(texts: Sequence[str]) -> str:
 def save_topk(path: Path, scores: np.ndarray, positions: np.ndarray, meta: dict[str, Any]) -> None:
     """One shard's top-k (scores, shard-local positions) and facts, written aside and renamed into place (a file
     already there, another process' finished one, is kept)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, scores=scores, positions=positions, meta=np.array(json.dumps(meta, default=str)))
-        publish(Path(tmp), path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from harness.evaluation.embedding_cache import written_aside
+
+    with written_aside(path, suffix=".npz.tmp") as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, scores=scores, positions=positions, meta=np.array(json.dumps(meta, default=str)))
 
 
 def load_topk(path: Path, n_queries: int, n_docs: int, claim: dict[str, Any] | None = None
