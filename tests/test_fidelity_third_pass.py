@@ -58,7 +58,7 @@ def test_voyager_searches_the_authors_k_and_leaves_deeper_metrics_out(monkeypatc
     import pylate.retrieve
 
     from harness.evaluation.multivector_settings import VoyagerSettings, voyager_identity
-    from harness.evaluation.voyager_index import voyager_search
+    from harness.evaluation.plaid_index import voyager_search
 
     asked: list[int] = []
 

@@ -34,7 +34,14 @@ from harness.evaluation.multivector_settings import (
     plaid_backend,
 )
 from harness.evaluation.packing import token_budget_batches
-from harness.evaluation.plaid_index import build_plaid, plaid_fits, plaid_search
+from harness.evaluation.plaid_index import (
+    build_plaid,
+    build_voyager,
+    check_voyager,
+    plaid_fits,
+    plaid_search,
+    voyager_search,
+)
 from harness.evaluation.search import id_rank
 from harness.evaluation.settings import Batching
 from harness.evaluation.token_store import TokenStore
@@ -103,8 +110,6 @@ class MultiVectorRetriever:
         self.query_length = search.query_length
         self.backend = plaid_backend(search.plaid.backend) if search.index == "plaid" else None
         if search.index == "voyager":
-            from harness.evaluation.voyager_index import check_voyager
-
             check_voyager()                      # before any encoding
             self.max_depth: int | None = VoyagerSettings().k   # documents a search returns at most (the authors' k)
         else:
@@ -145,8 +150,6 @@ class MultiVectorRetriever:
                         from exc
                 timings["index_s"] = time.perf_counter() - t1
         elif s.search.index == "voyager":
-            from harness.evaluation.voyager_index import build_voyager
-
             t1 = time.perf_counter()
             self._tmp = tempfile.TemporaryDirectory(prefix="harness-voyager-")
             self._plaid = build_voyager([self.store.doc(i) for i in range(len(self.store))], self.store.dim,
@@ -161,8 +164,6 @@ class MultiVectorRetriever:
         q = self.encode_queries(queries)
         t1 = time.perf_counter()
         if self._mode == "voyager":
-            from harness.evaluation.voyager_index import voyager_search
-
             with step(f"Voyager search, {len(q):,} queries, exact MaxSim rerank", show=s.show_progress):
                 scores, idx = voyager_search(self._plaid, q, top_k)
         elif self._mode == "plaid":
