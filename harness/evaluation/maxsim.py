@@ -27,16 +27,13 @@ def _chunks(store: TokenStore, chunk_tokens: int) -> Iterator[np.ndarray]:
 
 
 def _padded(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
-    """[docs, longest, dim] float32; a shorter document is padded with copies of its own first token, so the
-    max over its tokens, hence its MaxSim score, is exactly the unpadded one (no mask needed)."""
-    s0 = int(store.starts[docs[0]])
-    end = int(store.starts[docs[-1]] + store.lengths[docs[-1]])
-    flat = torch.from_numpy(np.asarray(store.emb[s0:end], dtype=np.float32)).to(device)
-    lens = torch.from_numpy(store.lengths[docs]).to(device)
-    rel = torch.from_numpy(store.starts[docs] - s0).to(device)
-    steps = torch.arange(int(lens.max()), device=device)
-    gather = rel[:, None] + torch.where(steps[None, :] < lens[:, None], steps[None, :], 0)
-    return flat[gather]
+    """[docs, longest, dim] float32 of documents anywhere in the store; a shorter document is padded with copies of
+    its own first token, so the max over its tokens, hence its MaxSim score, is exactly the unpadded one (no mask
+    needed)."""
+    lens = store.lengths[docs]
+    steps = np.arange(int(lens.max()))
+    rows = store.starts[docs][:, None] + np.where(steps[None, :] < lens[:, None], steps[None, :], 0)
+    return torch.from_numpy(np.asarray(store.emb[rows], dtype=np.float32)).to(device)
 
 
 def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk_tokens: int = 1 << 18,
@@ -94,7 +91,7 @@ def rerank_exact(queries: list[np.ndarray], store: TokenStore, idx: np.ndarray, 
             n = max(1, chunk_tokens // max(int(store.lengths[cands[start]]), 1))
             part = cands[start : start + n]
             with torch.inference_mode():
-                out.append(colbert_scores(qt, _padded_docs(store, part, device), backend="torch")[0].cpu().numpy())
+                out.append(colbert_scores(qt, _padded(store, part, device), backend="torch")[0].cpu().numpy())
             start += n
         s = np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
         order = np.argsort(-s, kind="stable")
@@ -102,13 +99,3 @@ def rerank_exact(queries: list[np.ndarray], store: TokenStore, idx: np.ndarray, 
         idx[row, len(cands) :] = -1
     return scores, idx
 
-
-def _padded_docs(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
-    """Like :func:`_padded` for documents anywhere in the store (each padded with its own first token)."""
-    longest = int(store.lengths[docs].max())
-    out = np.empty((len(docs), longest, store.dim), dtype=np.float32)
-    for j, i in enumerate(docs):
-        e = store.doc(int(i))
-        out[j, : len(e)] = e
-        out[j, len(e) :] = e[0]
-    return torch.from_numpy(out).to(device)

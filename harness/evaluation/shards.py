@@ -224,7 +224,9 @@ class ShardedRetriever:
         return {}, {"plan_s": time.perf_counter() - t0}
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
-        q, encode_s = _timed(lambda: self.engine.query_embeddings(queries))
+        t0 = time.perf_counter()
+        q = self.engine.query_embeddings(queries)
+        encode_s = time.perf_counter() - t0
         qkey, every, launcher = texts_key(queries), range(len(self.plan)), self.settings.shard_launcher
         t0 = time.perf_counter()
         # the shards computed for this run (one done before it is from the cache; the others' files say how they were
@@ -346,7 +348,3 @@ def redo_command(shard: int) -> str:
         overrides = ["<this run's overrides>"]
     return " ".join(["python -m harness", *overrides, f"task.shard={shard}"])
 
-
-def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    return fn(), time.perf_counter() - t0
