@@ -58,11 +58,6 @@ def content_hash(path: Path) -> str:
     return "sampled:" + h.hexdigest()
 
 
-def file_claim(path: Path, key: str, **facts: Any) -> dict[str, Any]:
-    """What a cache file claims to be: its key, facts about its content, its size and content hash."""
-    return {"key": key, **facts, "bytes": path.stat().st_size, "hash": content_hash(path)}
-
-
 def claim_problem(path: Path, claim_path: Path, key: str, **facts: Any) -> str | None:
     """Why ``path`` is not what its claim says (or has none), or None when it is."""
     try:
@@ -115,8 +110,9 @@ def _build(root: Path, path: Path, claim_path: Path, key: str, compute: Callable
     with written_aside(path, suffix=".npy.tmp") as tmp:
         with open(tmp, "wb") as fh:
             np.save(fh, emb)
-        claim = file_claim(tmp, key, shape=list(np.shape(emb)), dtype=str(np.asarray(emb).dtype))
-        _write_json(claim_path, claim)      # the claim first: a file without its claim is never used
+        # what the file claims to be, written first: a file without its claim is never used
+        _write_json(claim_path, {"key": key, "shape": list(np.shape(emb)), "dtype": str(np.asarray(emb).dtype),
+                                 "bytes": tmp.stat().st_size, "hash": content_hash(tmp)})
         if meta is not None:
             _write_json(root / f"{key}.json", meta, indent=2)
     return emb

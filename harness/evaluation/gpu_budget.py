@@ -27,11 +27,9 @@ MAX_BATCH_TOKENS = 1 << 18
 
 
 def _cache(model: Any) -> dict[tuple, dict[str, Any]]:
-    found = getattr(model, "_harness_batch_tokens", None)
-    if found is None:
-        found = {}
-        model._harness_batch_tokens = found
-    return found
+    if getattr(model, "_harness_batch_tokens", None) is None:
+        model._harness_batch_tokens = {}
+    return model._harness_batch_tokens
 
 
 def facts(model: Any) -> dict[str, Any]:

@@ -73,8 +73,6 @@ class TokenizerPool:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.free: queue.SimpleQueue = queue.SimpleQueue()
-        self.made = 0
-        self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def borrow(self) -> Iterator[Any]:
@@ -82,8 +80,6 @@ class TokenizerPool:
             tokenizer = self.free.get_nowait()
         except queue.Empty:
             tokenizer = copy.deepcopy(self.tokenizer)
-            with self._lock:
-                self.made += 1
         try:
             yield tokenizer
         finally:
