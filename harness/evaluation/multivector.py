@@ -26,13 +26,6 @@ from harness.errors import HarnessError
 from harness.evaluation.colbert_model import capped_length, encode_tokens, token_lengths
 from harness.evaluation.embedding_cache import cache_key
 from harness.evaluation.maxsim import maxsim_search, pad_queries, rerank_exact
-from harness.evaluation.multivector_settings import (
-    MultiVectorEval,
-    MultiVectorSearch,
-    PlaidSettings,
-    VoyagerSettings,
-    plaid_backend,
-)
 from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.plaid_index import (
     build_plaid,
@@ -43,7 +36,14 @@ from harness.evaluation.plaid_index import (
     voyager_search,
 )
 from harness.evaluation.search import id_rank
-from harness.evaluation.settings import Batching
+from harness.evaluation.settings import (
+    Batching,
+    MultiVectorEval,
+    MultiVectorSearch,
+    PlaidSettings,
+    VoyagerSettings,
+    plaid_backend,
+)
 from harness.evaluation.token_store import TokenStore
 from harness.models import usable_positions
 from harness.typed import from_conf, nodes_from_conf
@@ -69,7 +69,6 @@ class MultiVectorSettings:
     maxsim_chunk_tokens: int            # exact MaxSim: document tokens (padded) per corpus chunk
     document_length: int
     cache_dir: str | None
-    maxsim_score_budget: int = 1 << 26  # exact MaxSim: floats of query-token x document-token scores at a time
     show_progress: bool = True
 
 
@@ -119,7 +118,7 @@ class MultiVectorRetriever:
         self._plaid: Any = None
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._tmp_store: tempfile.TemporaryDirectory | None = None
-        self._mode = search.index
+        self._mode = search.index      # what index() built: plaid falls back to exact on a small corpus
 
     # -------------------------------------------------------------------- Retriever protocol
     def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
@@ -251,9 +250,8 @@ class MultiVectorRetriever:
     def _maxsim(self, queries: torch.Tensor, store: TokenStore, top_k: int,
                 rank: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         s = self.settings
-        return maxsim_search(queries, store, top_k, chunk_tokens=s.maxsim_chunk_tokens,
-                             score_budget=s.maxsim_score_budget, device=s.device, show_progress=s.show_progress,
-                             rank=rank)
+        return maxsim_search(queries, store, top_k, chunk_tokens=s.maxsim_chunk_tokens, device=s.device,
+                             show_progress=s.show_progress, rank=rank)
 
     def encode_queries(self, queries: list[str]) -> list[np.ndarray]:
         s = self.settings

@@ -26,7 +26,7 @@ import torch
 
 from harness.console import step
 from harness.errors import HarnessError
-from harness.evaluation.multivector_settings import PlaidSettings, VoyagerSettings
+from harness.evaluation.settings import PlaidSettings, VoyagerSettings
 from harness.evaluation.token_store import TokenStore
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from harness.errors import HarnessError
-from harness.evaluation.multivector_settings import MultiVectorEval
-from harness.evaluation.settings import SingleVectorEval
+from harness.evaluation.settings import MultiVectorEval, SingleVectorEval
 from harness.families import beir
 from harness.families.lineage import SOURCE, SourceSettings
 from harness.families.mldr_sources import MLDR_SOURCES
@@ -112,7 +111,7 @@ def hyperparameters(r: Resolved) -> dict[str, Any]:
 
 def resolved(s: MldrSettings) -> dict[str, Any]:
     """A ColBERT run through the authors' Voyager index holds its constants (see :mod:`harness.families.colbert`)."""
-    from harness.evaluation.multivector_settings import voyager_identity
+    from harness.evaluation.settings import voyager_identity
 
     found = voyager_identity(s.multi_vector.search.index) if s.retriever == "multi_vector" else {}
     return {"task.multi_vector.voyager": found} if found else {}

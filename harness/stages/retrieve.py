@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from harness.evaluation.multivector_settings import MultiVectorEval
     from harness.evaluation.retriever import Retriever
-    from harness.evaluation.settings import Batching, SingleVectorEval
+    from harness.evaluation.settings import Batching, MultiVectorEval, SingleVectorEval
     from harness.stages.context import StageContext
 
 
