@@ -59,6 +59,7 @@ class DenseRetriever:
     def __init__(self, model: SentenceTransformer, settings: DenseSettings, cache_identity: Mapping[str, Any]):
         self.model = model
         self.settings = settings
+        self.cache_dir = settings.cache_dir      # ShardEngine (harness.evaluation.shards)
         self.cache_identity = dict(cache_identity)
         self.doc_emb: np.ndarray | None = None
         self.rank: np.ndarray | None = None
@@ -106,10 +107,6 @@ class DenseRetriever:
                 **({"batch_tokens": chosen} if chosen else {})}
 
     # -------------------------------------------------------------------- ShardEngine (harness.evaluation.shards)
-    @property
-    def cache_dir(self) -> str | None:
-        return self.settings.cache_dir
-
     def token_lengths(self, texts: list[str]) -> np.ndarray:
         return np.fromiter((len(x) for x in tokenize(self.model, texts)), dtype=np.int64, count=len(texts))
 

@@ -99,6 +99,7 @@ class MultiVectorRetriever:
     def __init__(self, model: ColBERT, settings: MultiVectorSettings, cache_identity: Mapping[str, Any]):
         self.model = model
         self.settings = settings
+        self.cache_dir = settings.cache_dir      # ShardEngine (harness.evaluation.shards)
         self.cache_identity = dict(cache_identity)
         self.limit = usable_positions(model)
         self.document_length = capped_length(settings.document_length, self.limit)
@@ -207,10 +208,6 @@ class MultiVectorRetriever:
         return {"index_backend": self.backend, "index_memory_gb_estimate": round(gb, 3)}
 
     # -------------------------------------------------------------------- ShardEngine (harness.evaluation.shards)
-    @property
-    def cache_dir(self) -> str | None:
-        return self.settings.cache_dir
-
     def token_lengths(self, texts: list[str]) -> np.ndarray:
         """Document tokens per text (prefix included), as :func:`encode_tokens` batches them."""
         if self.settings.search.index != "exact":
