@@ -41,8 +41,7 @@ def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk
                   rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Exact ColBERT scores of every (query, document) and the running top-k: (scores, doc positions), each
     [n_queries, min(top_k, n_docs)], best first; equal scores in ``rank`` order (a tie key per document; None:
-    corpus position), exactly as :func:`harness.evaluation.search.ranked_topk`. ``score_budget``: floats of
-    query-token x document-token scores at a time.
+    corpus position), exactly as :func:`harness.evaluation.search.ranked_topk`.
 
     Scores come from PyLate's ``scores.colbert_scores`` (the function ``rank.rerank`` uses). Why not
     ``rank.rerank`` over all documents: it pads the documents again for every query and returns a dict per

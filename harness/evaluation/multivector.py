@@ -69,6 +69,7 @@ class MultiVectorSettings:
     maxsim_chunk_tokens: int            # exact MaxSim: document tokens (padded) per corpus chunk
     document_length: int
     cache_dir: str | None
+    maxsim_score_budget: int = 1 << 26  # exact MaxSim: floats of query-token x document-token scores at a time
     show_progress: bool = True
 
 
@@ -247,8 +248,9 @@ class MultiVectorRetriever:
     def _maxsim(self, queries: torch.Tensor, store: TokenStore, top_k: int,
                 rank: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         s = self.settings
-        return maxsim_search(queries, store, top_k, chunk_tokens=s.maxsim_chunk_tokens, device=s.device,
-                             show_progress=s.show_progress, rank=rank)
+        return maxsim_search(queries, store, top_k, chunk_tokens=s.maxsim_chunk_tokens,
+                             score_budget=s.maxsim_score_budget, device=s.device, show_progress=s.show_progress,
+                             rank=rank)
 
     def encode_queries(self, queries: list[str]) -> list[np.ndarray]:
         s = self.settings
