@@ -58,7 +58,7 @@ class MldrSettings(RetrievalSettings):
     train_data: MldrTrainData
     setting: str = choices("ood", "id")
     multi_vector: MultiVectorEval
-    subgroups: list[str]            # query groups also scored (harness.evaluation.subgroups: truncation)
+    subgroups: list[str]            # query groups also scored (harness.evaluation.retriever: truncation)
     #: datasets=[files]: the source tree read as long documents
     path: str | None = excluded("the tree's root is part of the `files` catalog entry (each cell's data spec)")
     source: SourceSettings = excluded(SOURCE)
@@ -78,7 +78,7 @@ class MldrSettings(RetrievalSettings):
 
 def check(task_config: Any) -> None:
     """ColBERT on MLDR is the paper's out-of-domain column; the subgroup names are known."""
-    from harness.evaluation.subgroups import SUBGROUPS
+    from harness.evaluation.retriever import SUBGROUPS
 
     s = task_config
     if s.get("retriever") == "multi_vector" and (s.get("setting") != "ood" or s.source.get("task") != "colbert"):
