@@ -24,7 +24,7 @@ import torch
 from harness.console import step
 from harness.errors import HarnessError
 from harness.evaluation.colbert_model import capped_length, encode_tokens, token_lengths
-from harness.evaluation.embedding_cache import cache_key
+from harness.evaluation.embedding_cache import cache_key, cached_embeddings
 from harness.evaluation.maxsim import maxsim_search, pad_queries, rerank_exact
 from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.plaid_index import (
@@ -44,6 +44,7 @@ from harness.evaluation.settings import (
     VoyagerSettings,
     plaid_backend,
 )
+from harness.evaluation.shards import texts_key
 from harness.evaluation.token_store import TokenStore
 from harness.models import usable_positions
 from harness.typed import from_conf, nodes_from_conf
@@ -223,9 +224,6 @@ class MultiVectorRetriever:
 
     def query_embeddings(self, queries: list[str]) -> np.ndarray:
         """Queries' token embeddings, zero-padded to one length [n, tokens, dim]; cached by text and query length."""
-        from harness.evaluation.embedding_cache import cached_embeddings
-        from harness.evaluation.shards import texts_key
-
         length = capped_length(self.query_length, self.limit)
         key = cache_key({"identity": self.cache_identity, "query_length": length}, texts_key(queries), side="queries")
         dim = int(self.model[-1].out_features)

@@ -33,6 +33,7 @@ import numpy as np
 
 from harness.cache_entry import Unusable, get_or_build
 from harness.errors import HarnessError
+from harness.evaluation.embedding_cache import cache_key, cached_embeddings, written_aside
 from harness.results import stable_hash
 from harness.typed import choices, count, excluded
 
@@ -118,8 +119,6 @@ def texts_key(texts: Sequence[str]) -> str:
 def save_topk(path: Path, scores: np.ndarray, positions: np.ndarray, meta: dict[str, Any]) -> None:
     """One shard's top-k (scores, shard-local positions) and facts, written aside and renamed into place (a file
     already there, another process' finished one, is kept)."""
-    from harness.evaluation.embedding_cache import written_aside
-
     with written_aside(path, suffix=".npz.tmp") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, scores=scores, positions=positions, meta=np.array(json.dumps(meta, default=str)))
 
@@ -207,7 +206,6 @@ class ShardedRetriever:
 
     # -------------------------------------------------------------------- Retriever protocol
     def index(self, ds: Any) -> tuple[dict[str, Any], dict[str, float]]:
-        from harness.evaluation.embedding_cache import cache_key, cached_embeddings
         from harness.evaluation.search import id_rank
 
         t0 = time.perf_counter()
@@ -284,8 +282,6 @@ class ShardedRetriever:
         return Path(str(self.engine.cache_dir)) / "shard-topk" / f"{key}.npz"
 
     def _embedding_key(self, i: int) -> str:
-        from harness.evaluation.embedding_cache import cache_key
-
         content = texts_key([self.texts[p] for p in self.plan.positions(i)])
         return cache_key(self.engine.cache_identity, content, side=f"{self.kind}-shard")
 
