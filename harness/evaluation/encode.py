@@ -84,16 +84,17 @@ def resolve_batch_tokens(model: SentenceTransformer, batching: Batching, device:
                             pad_id=pad_id, type_ids=type_ids)
 
 
-def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None) -> list[list[int]]:
+def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None,
+             max_length: int | None = None) -> list[list[int]]:
     """Token ids per text, exactly as the model's sentence-transformers module tokenises (strip, lower-case
-    when the module says so, truncation at ``max_seq_length``), without padding. ``tokenizer``: a copy to use
-    instead of the module's own (one per thread)."""
+    when the module says so, truncation at ``max_length``, default ``max_seq_length``), without padding.
+    ``tokenizer``: a copy to use instead of the module's own (one per thread)."""
     module = model[0]
     stripped = [str(t).strip() for t in texts]
     if getattr(module, "do_lower_case", False):
         stripped = [t.lower() for t in stripped]
-    enc = (tokenizer or module.tokenizer)(stripped, truncation="longest_first", max_length=model.max_seq_length,
-                                          padding=False)
+    limit = model.max_seq_length if max_length is None else max_length
+    enc = (tokenizer or module.tokenizer)(stripped, truncation="longest_first", max_length=limit, padding=False)
     return enc["input_ids"]
 
 
