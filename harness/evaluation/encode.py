@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import inspect
 import logging
-import queue
-import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -296,45 +295,25 @@ def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: st
 def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int,
                  cast: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(indices, embeddings) per batch, as they finish: in this thread, or in ``n_workers`` threads that each
-    take the next batch from a shared queue (longest first) and run it with one intra-op thread. inference
-    mode and autocast (``cast()``) are per thread, so each worker enters them itself."""
+    take the next batch (longest first) and run it with one intra-op thread (a setting of each thread). inference
+    mode and autocast (``cast()``) are per thread, so a worker enters them for each batch it runs."""
     if n_workers == 1 or len(batches) == 1:
         with torch.inference_mode(), cast():
             for idx in batches:
                 yield idx, run_batch(idx)
         return
-    todo: queue.SimpleQueue = queue.SimpleQueue()
-    for i, idx in enumerate(batches):
-        todo.put((i, idx))
-    done: queue.SimpleQueue = queue.SimpleQueue()
 
-    def worker() -> None:
-        torch.set_num_threads(1)
-        try:
-            with torch.inference_mode(), cast():
-                while True:
-                    try:
-                        _, idx = todo.get_nowait()
-                    except queue.Empty:
-                        return
-                    done.put((idx, run_batch(idx), None))
-        except BaseException as exc:   # handed to the caller's thread, raised there
-            done.put((None, None, exc))
+    def run(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with torch.inference_mode(), cast():
+            return idx, run_batch(idx)
 
     threads_before = torch.get_num_threads()
-    threads = [threading.Thread(target=worker, daemon=True, name=f"encode-{k}") for k in range(n_workers)]
     torch.set_num_threads(1)
+    pool = ThreadPoolExecutor(n_workers, thread_name_prefix="encode", initializer=torch.set_num_threads,
+                              initargs=(1,))
     try:
-        for t in threads:
-            t.start()
-        for _ in range(len(batches)):
-            idx, emb, exc = done.get()
-            if exc is not None:
-                while not todo.empty():   # stop the other workers after their current batch
-                    todo.get_nowait()
-                raise exc
-            yield idx, emb
+        for done in as_completed([pool.submit(run, idx) for idx in batches]):
+            yield done.result()        # a worker's error is raised here, in the caller's thread
     finally:
-        for t in threads:
-            t.join()
+        pool.shutdown(wait=True, cancel_futures=True)   # after an error the others stop after their current batch
         torch.set_num_threads(threads_before)
