@@ -12,7 +12,7 @@ import numpy as np
 from harness.console import step
 from harness.evaluation import search as _search
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
-from harness.evaluation.encode import batch_budget, encode, tokenize
+from harness.evaluation.encode import batch_budget, batch_tokens_facts, encode, tokenize
 from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.settings import Batching, SingleVectorEval
 from harness.evaluation.shards import texts_key
@@ -99,10 +99,8 @@ class DenseRetriever:
                                     corpus_chunk_size=search.corpus_chunk_size, device=s.device, rank=rank)
 
     def describe(self) -> dict[str, Any]:
-        from harness.evaluation.gpu_budget import facts
-
         e = self.settings.evaluation
-        chosen = facts(self.model)              # task.batch_tokens=auto measured on a GPU: what it chose, and why
+        chosen = batch_tokens_facts(self.model)              # task.batch_tokens=auto measured on a GPU: what it chose, and why
         return {"similarity": e.search.similarity, "document_text": "title + ' ' + text", "max_length": e.max_length,
                 **({"batch_tokens": chosen} if chosen else {})}
 

@@ -26,7 +26,7 @@ AUTO_BATCH_TOKENS = 16384
 class Batching:
     """How an encoder batches texts (longest first, up to a token budget): changes no number. ``batch_tokens``:
     tokens per batch, or ``auto`` (a CUDA device: from its free memory and the model's measured memory per
-    token, :mod:`harness.evaluation.gpu_budget`; elsewhere :data:`AUTO_BATCH_TOKENS`)."""
+    token, :func:`harness.evaluation.encode.gpu_batch_tokens`; elsewhere :data:`AUTO_BATCH_TOKENS`)."""
 
     batch_tokens: int | str = count(excluded="how texts are batched for the encoder")
     max_batch_size: int = count(excluded="how texts are batched for the encoder")
