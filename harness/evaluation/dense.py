@@ -100,7 +100,7 @@ class DenseRetriever:
 
     def describe(self) -> dict[str, Any]:
         e = self.settings.evaluation
-        chosen = batch_tokens_facts(self.model)              # task.batch_tokens=auto measured on a GPU: what it chose, and why
+        chosen = batch_tokens_facts(self.model)   # task.batch_tokens=auto measured on a GPU: what it chose, and why
         return {"similarity": e.search.similarity, "document_text": "title + ' ' + text", "max_length": e.max_length,
                 **({"batch_tokens": chosen} if chosen else {})}
 
