@@ -255,8 +255,7 @@ class MultiVectorRetriever:
         self.model.query_length = capped_length(self.query_length, self.limit)
         out: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(queries)
         for idx, embs in encode_tokens(self.model, queries, is_query=True, device=s.device, precision=s.precision,
-                                       batching=s.batching, desc="queries",
-                                       show_progress=s.show_progress):
+                                       batching=s.batching, desc="queries", show_progress=s.show_progress):
             for i, e in zip(idx, embs, strict=True):
                 out[i] = e
         return out
@@ -280,8 +279,7 @@ class MultiVectorRetriever:
         s = self.settings
         self.model.document_length = self.document_length
         return encode_tokens(self.model, texts, is_query=False, device=s.device, precision=s.precision,
-                             batching=s.batching, desc=desc,
-                             show_progress=s.show_progress)
+                             batching=s.batching, desc=desc, show_progress=s.show_progress)
 
     def close(self) -> None:
         """Drop the last dataset's index and temporary files (the cache stays)."""
