@@ -91,7 +91,7 @@ def capped_length(requested: int, limit: int | None) -> int:
 def token_lengths(model: ColBERT, texts: list[str], max_length: int) -> np.ndarray:
     """Tokens per text after truncation (prefix included): only used to group texts into batches."""
     prefix = 1 if model.document_prefix_id is not None else 0
-    ids = tokenize(model, texts, max_length=max_length - prefix)     # as a SentenceTransformer module does
+    ids = tokenize(model, texts, max_length=max_length - prefix)
     return np.fromiter((len(x) + prefix for x in ids), dtype=np.int64, count=len(texts))
 
 

@@ -323,15 +323,15 @@ class ShardedRetriever:
             return None
 
     def _require(self, i: int, qkey: str, top_k: int, n_queries: int) -> tuple[np.ndarray, np.ndarray, dict]:
-        path = self._path(i, qkey, top_k)
-        where = f"{self.ds.name}: shard {i} of {len(self.plan)}"
-        fix = f"nothing was scored; redo only it: {redo_command(i)}"
-        if not path.exists():
-            raise ShardMissing(f"{where} is missing ({path}); {fix}")
+        """Shard ``i``'s checked top-k, or :class:`ShardMissing` naming it and the command that redoes only it."""
         try:
-            return load_topk(path, n_queries, len(self.plan.positions(i)), self._claim(i, qkey, top_k))
-        except ValueError as exc:
-            raise ShardMissing(f"{where} is {exc} ({path}); {fix}") from None
+            found, why = self._load(i, qkey, top_k, n_queries), "is missing"
+        except Unusable as exc:
+            found, why = None, str(exc)
+        if found is None:
+            raise ShardMissing(f"{self.ds.name}: shard {i} of {len(self.plan)} {why} ({self._path(i, qkey, top_k)}); "
+                               f"nothing was scored; redo only it: {redo_command(i)}")
+        return found
 
 
 def redo_command(shard: int) -> str:
