@@ -23,7 +23,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -38,7 +38,6 @@ Details = dict[str, Any]
 Timings = dict[str, float]
 
 
-@runtime_checkable
 class Retriever(Protocol):
     """Index a corpus, then search it. ``kind`` names the retriever in records (``single_vector`` | ...)."""
 
