@@ -199,7 +199,6 @@ class MultiVectorRetriever:
         """The PLAID build's memory estimate (document tokens x dim x 4 bytes x 2: the float32 embeddings handed to
         PyLate and the backend's working copy) and its backend; a one-line refusal, before any encoding, when it
         exceeds ``plaid_max_memory_gb``."""
-        self.model.document_length = self.document_length
         n_tokens = int(token_lengths(self.model, ds.documents(), self.document_length).sum())
         gb = n_tokens * int(self.model[-1].out_features) * 4 * 2 / 2**30
         limit = self.settings.search.plaid_max_memory_gb
@@ -215,7 +214,6 @@ class MultiVectorRetriever:
         if self.settings.search.index != "exact":
             raise HarnessError("task.shards with ColBERT needs task.index=exact (exact MaxSim merges per-shard top-k "
                                "lists); PLAID builds one index over the whole corpus")
-        self.model.document_length = self.document_length
         return token_lengths(self.model, texts, self.document_length)
 
     def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
