@@ -67,6 +67,7 @@ def running_topk(chunks: Iterable[tuple[torch.Tensor, int, Callable[[int, int], 
             parts_s.append(top_s)
             parts_i.append(top_i)
         best_s, best_i = torch.cat(parts_s), torch.cat(parts_i)
+        del ids, scores            # the chunk is freed before the next one is read
     return best_s.cpu().numpy(), best_i.cpu().numpy()
 
 
