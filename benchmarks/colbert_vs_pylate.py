@@ -29,9 +29,9 @@ from harness.data.retrieval import RetrievalDataset, subset
 from harness.evaluation.colbert_model import load_colbert
 from harness.evaluation.ir_metrics import evaluate_run
 from harness.evaluation.multivector import MultiVectorRetriever, multi_vector_settings
-from harness.evaluation.multivector_settings import PlaidSettings, plaid_backend
 from harness.evaluation.plaid_index import build_plaid
 from harness.evaluation.retriever import evaluate
+from harness.evaluation.settings import PlaidSettings, plaid_backend
 from harness.models import ModelSpec
 from harness.typed import from_conf
 

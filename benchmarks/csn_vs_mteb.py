@@ -21,8 +21,7 @@ import torch
 
 from harness.data import coir
 from harness.evaluation.dense import DenseRetriever, dense_settings
-from harness.evaluation.documents import TitleConvention
-from harness.evaluation.retriever import evaluate
+from harness.evaluation.retriever import TitleConvention, evaluate
 from harness.models import ModelSpec, load_sentence_transformer
 from harness.peers.mteb_local import mteb_coir_csn_ndcg_at_10
 

@@ -13,7 +13,7 @@ from harness import results
 from harness.data import coir
 from harness.data.catalog import load_entry, resolve_entries
 from harness.errors import DataError, HarnessError, HubUnavailableError
-from harness.evaluation.documents import TitleConvention
+from harness.evaluation.retriever import TitleConvention
 from harness.runner import run
 from tests.conftest import MTEB_TOP_K, TINY_MODEL, compose
 

@@ -353,13 +353,12 @@ def test_batch_tokens_auto_is_the_old_budget_on_a_cpu(tiny) -> None:
 def test_batch_tokens_auto_on_a_gpu_from_its_memory(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
     """One calibration forward gives the model's peak memory per token; the budget is the largest power of two
     whose batches take half the free memory, capped; measured once per model and setting, and recorded."""
-    from harness.evaluation import gpu_budget
     from harness.evaluation.dense import DenseRetriever, dense_settings
 
     model, _ = tiny
     model._harness_batch_tokens = {}
     forwards: list[int] = []
-    cuda = gpu_budget.torch.cuda
+    cuda = enc.torch.cuda
     for name, value in {"synchronize": lambda *a: None, "reset_peak_memory_stats": lambda *a: None,
                         "memory_allocated": lambda *a: 1000, "max_memory_allocated": lambda *a: 1000 + 4096 * 8192,
                         "mem_get_info": lambda *a: (8 * 2**30, 80 * 2**30)}.items():
@@ -369,13 +368,13 @@ def test_batch_tokens_auto_on_a_gpu_from_its_memory(tiny, monkeypatch: pytest.Mo
         forwards.append(batch.tokens)
 
     kw = dict(forward=forward, host_batch=enc.host_batch, pad_id=0, type_ids=False)
-    got = gpu_budget.gpu_batch_tokens(model, "cuda", "varlen", "fp32", **kw)
+    got = enc.gpu_batch_tokens(model, "cuda", "varlen", "fp32", **kw)
     # 64-token sequences (the model's max length): 128 of them, 8,192 tokens; 4,096 bytes per token measured;
     # half of 8 GiB / 4 KiB = 1,048,576 tokens -> capped at 2**18
-    assert forwards == [8192] and got == gpu_budget.MAX_BATCH_TOKENS
+    assert forwards == [8192] and got == enc.MAX_BATCH_TOKENS
     monkeypatch.setattr(cuda, "mem_get_info", lambda *a: (2**30, 80 * 2**30))
-    assert gpu_budget.gpu_batch_tokens(model, "cuda", "varlen", "fp32", **kw) == got and len(forwards) == 1
-    assert gpu_budget.gpu_batch_tokens(model, "cuda", None, "fp32", **kw) == 2**17      # half of 1 GiB / 4 KiB
+    assert enc.gpu_batch_tokens(model, "cuda", "varlen", "fp32", **kw) == got and len(forwards) == 1
+    assert enc.gpu_batch_tokens(model, "cuda", None, "fp32", **kw) == 2**17      # half of 1 GiB / 4 KiB
     # the encoder asks for it where batch_tokens is auto on CUDA (the cached measurement), nowhere else
     assert enc.resolve_batch_tokens(model, batching(), "cuda", "varlen", "fp32") == 2**18
     assert enc.resolve_batch_tokens(model, batching(), "cpu", "varlen", "fp32") == 16384

@@ -38,7 +38,7 @@ def test_voyager_index_returns_exact_maxsim_top_k_on_toy_tokens(tmp_path) -> Non
     small corpus, offline, with scores equal to MaxSim."""
     import numpy as np
 
-    from harness.evaluation.voyager_index import VoyagerSettings, build_voyager, voyager_search
+    from harness.evaluation.plaid_index import VoyagerSettings, build_voyager, voyager_search
 
     rng = np.random.default_rng(0)
 
@@ -61,12 +61,12 @@ def test_voyager_missing_package_is_one_clear_error(monkeypatch) -> None:
     import pytest
 
     from harness.errors import HarnessError
-    from harness.evaluation import voyager_index
+    from harness.evaluation import plaid_index
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "voyager" else real(name, *a))
     with pytest.raises(HarnessError, match="pip install voyager"):
-        voyager_index.check_voyager()
+        plaid_index.check_voyager()
 
 
 def test_colbert_task_index_voyager_scores_as_exact_maxsim_on_toy_data(tmp_path) -> None:

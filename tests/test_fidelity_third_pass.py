@@ -57,8 +57,8 @@ def test_voyager_searches_the_authors_k_and_leaves_deeper_metrics_out(monkeypatc
     harness used to ask min(top_k, 500) = 500, which PyLate 1.6 turns into 500 neighbours per token."""
     import pylate.retrieve
 
-    from harness.evaluation.multivector_settings import VoyagerSettings, voyager_identity
-    from harness.evaluation.voyager_index import voyager_search
+    from harness.evaluation.plaid_index import voyager_search
+    from harness.evaluation.settings import VoyagerSettings, voyager_identity
 
     asked: list[int] = []
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.data import code, longdocs, mldr
-from harness.evaluation.subgroups import token_starts
+from harness.evaluation.retriever import token_starts
 from harness.runner import run
 from tests.conftest import TINY_MODEL, compose
 

@@ -15,10 +15,10 @@ import torch
 
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import HarnessError
-from harness.evaluation import colbert_model, maxsim, multivector_settings, plaid_index, token_store
+from harness.evaluation import colbert_model, maxsim, plaid_index, token_store
 from harness.evaluation import multivector as mv
 from harness.evaluation.retriever import evaluate
-from harness.evaluation.settings import Batching
+from harness.evaluation.settings import Batching, PlaidSettings, plaid_backend
 from harness.models import ModelSpec, usable_positions
 from harness.typed import from_conf
 from tests.conftest import TINY_MODEL, compose
@@ -27,7 +27,7 @@ TINY_SPEC = ModelSpec.based_on("bert-base", name="tiny", path=str(TINY_MODEL))
 #: conf/plaid/default.yaml (the tasks' PLAID parameters) on the Stanford backend
 #: a small token budget: several batches on a few texts
 BATCH_80 = Batching(batch_tokens=80, max_batch_size=512)
-STANFORD_PLAID = from_conf(multivector_settings.PlaidSettings, "plaid/default", backend="stanford")
+STANFORD_PLAID = from_conf(PlaidSettings, "plaid/default", backend="stanford")
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +100,8 @@ def test_maxsim_fewer_documents_than_k(tmp_path: Path) -> None:
 def test_token_store_round_trip_is_fp16_and_memory_mapped(tmp_path: Path) -> None:
     docs = random_docs(np.random.default_rng(3), 10)
     store = make_store(tmp_path, docs)
-    again = token_store.TokenStore.read(tmp_path / "store")
-    assert again is not None and len(again) == 10 and again.emb.dtype == np.float16
+    again = token_store.TokenStore(tmp_path / "store")
+    assert len(again) == 10 and again.emb.dtype == np.float16
     assert isinstance(again.emb, np.memmap)
     for i, d in enumerate(docs):
         np.testing.assert_array_equal(again.doc(i), d.astype(np.float16))
@@ -116,7 +116,8 @@ def test_interrupted_store_write_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="pre-empted"):
         token_store.TokenStore.write(tmp_path / "store", failing(), 2, {})
     assert list(tmp_path.iterdir()) == []
-    assert token_store.TokenStore.read(tmp_path / "store") is None
+    with pytest.raises(FileNotFoundError):
+        token_store.TokenStore(tmp_path / "store")
 
 
 # ---- encoding ------------------------------------------------------------------------------------------------
@@ -218,9 +219,9 @@ def test_stale_extension_build_lock_is_removed(monkeypatch: pytest.MonkeyPatch, 
 def test_fast_backend_requested_but_absent() -> None:
     if importlib.util.find_spec("fast_plaid") is not None:
         pytest.skip("fast-plaid is installed here")
-    assert multivector_settings.plaid_backend("auto") == "stanford"
+    assert plaid_backend("auto") == "stanford"
     with pytest.raises(HarnessError, match=r"task\.plaid\.backend=fast needs fast-plaid, which is not installed"):
-        multivector_settings.plaid_backend("fast")
+        plaid_backend("fast")
 
 
 def test_a_plaid_build_failure_is_a_harness_error_naming_the_fix(tiny_colbert, tmp_path: Path,

@@ -34,12 +34,12 @@ def test_a_name_registered_twice_with_another_target_is_refused() -> None:
 def test_every_table_of_the_harness_is_a_registry() -> None:
     from harness import cli, families
     from harness.data import kinds
-    from harness.evaluation import subgroups
+    from harness.evaluation.retriever import SUBGROUPS
     from harness.leaderboard import records
     from harness.selection import rules
     from harness.specs import stages
 
-    tables = [families.REGISTRY, kinds.KINDS, rules.RULES, stages.STAGES, subgroups.SUBGROUPS,
+    tables = [families.REGISTRY, kinds.KINDS, rules.RULES, stages.STAGES, SUBGROUPS,
               records.COMBINE_RULES, cli.SUBCOMMANDS]
     assert all(isinstance(t, Registry) for t in tables)
     with pytest.raises(HarnessError, match=r"unknown runner 'beri'.*beir"):

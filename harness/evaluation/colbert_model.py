@@ -14,6 +14,7 @@ import torch
 
 from harness.console import Progress
 from harness.errors import HarnessError
+from harness.evaluation.encode import tokenize
 from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.settings import Batching
 from harness.models import autocast_for, usable_positions
@@ -89,13 +90,9 @@ def capped_length(requested: int, limit: int | None) -> int:
 # ------------------------------------------------------------------------------------------------ encoding
 def token_lengths(model: ColBERT, texts: list[str], max_length: int) -> np.ndarray:
     """Tokens per text after truncation (prefix included): only used to group texts into batches."""
-    tok = model[0].tokenizer
     prefix = 1 if model.document_prefix_id is not None else 0
-    stripped = [str(t).strip() for t in texts]
-    if getattr(model[0], "do_lower_case", False):
-        stripped = [t.lower() for t in stripped]
-    enc = tok(stripped, truncation=True, max_length=max_length - prefix, padding=False)
-    return np.fromiter((len(x) + prefix for x in enc["input_ids"]), dtype=np.int64, count=len(texts))
+    ids = tokenize(model, texts, max_length=max_length - prefix)
+    return np.fromiter((len(x) + prefix for x in ids), dtype=np.int64, count=len(texts))
 
 
 def encode_tokens(model: ColBERT, texts: list[str], *, is_query: bool, batching: Batching, device: str,

@@ -12,7 +12,7 @@ import numpy as np
 from harness.console import step
 from harness.evaluation import search as _search
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
-from harness.evaluation.encode import batch_budget, encode, tokenize
+from harness.evaluation.encode import batch_budget, batch_tokens_facts, encode, tokenize
 from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.settings import Batching, SingleVectorEval
 from harness.evaluation.shards import texts_key
@@ -59,6 +59,7 @@ class DenseRetriever:
     def __init__(self, model: SentenceTransformer, settings: DenseSettings, cache_identity: Mapping[str, Any]):
         self.model = model
         self.settings = settings
+        self.cache_dir = settings.cache_dir      # ShardEngine (harness.evaluation.shards)
         self.cache_identity = dict(cache_identity)
         self.doc_emb: np.ndarray | None = None
         self.rank: np.ndarray | None = None
@@ -98,18 +99,12 @@ class DenseRetriever:
                                     corpus_chunk_size=search.corpus_chunk_size, device=s.device, rank=rank)
 
     def describe(self) -> dict[str, Any]:
-        from harness.evaluation.gpu_budget import facts
-
         e = self.settings.evaluation
-        chosen = facts(self.model)              # task.batch_tokens=auto measured on a GPU: what it chose, and why
+        chosen = batch_tokens_facts(self.model)   # task.batch_tokens=auto measured on a GPU: what it chose, and why
         return {"similarity": e.search.similarity, "document_text": "title + ' ' + text", "max_length": e.max_length,
                 **({"batch_tokens": chosen} if chosen else {})}
 
     # -------------------------------------------------------------------- ShardEngine (harness.evaluation.shards)
-    @property
-    def cache_dir(self) -> str | None:
-        return self.settings.cache_dir
-
     def token_lengths(self, texts: list[str]) -> np.ndarray:
         return np.fromiter((len(x) for x in tokenize(self.model, texts)), dtype=np.int64, count=len(texts))
 

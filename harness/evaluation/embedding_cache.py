@@ -10,13 +10,15 @@ jobs needing the same entry compute it once (:func:`harness.cache_entry.get_or_b
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import secrets
+import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +56,6 @@ def content_hash(path: Path) -> str:
             fh.seek((size - SAMPLE_BYTES) * k // (FILE_SAMPLES - 1))
             h.update(fh.read(SAMPLE_BYTES))
     return "sampled:" + h.hexdigest()
-
-
-def file_claim(path: Path, key: str, **facts: Any) -> dict[str, Any]:
-    """What a cache file claims to be: its key, facts about its content, its size and content hash."""
-    return {"key": key, **facts, "bytes": path.stat().st_size, "hash": content_hash(path)}
 
 
 def claim_problem(path: Path, claim_path: Path, key: str, **facts: Any) -> str | None:
@@ -110,20 +107,38 @@ def _build(root: Path, path: Path, claim_path: Path, key: str, compute: Callable
            meta: dict | None) -> np.ndarray:
     """Compute, write aside, claim, then rename into place (under the entry's lock)."""
     emb = compute()
-    root.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=root, suffix=".npy.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
+    with written_aside(path, suffix=".npy.tmp") as tmp:
+        with open(tmp, "wb") as fh:
             np.save(fh, emb)
-        claim = file_claim(Path(tmp), key, shape=list(np.shape(emb)), dtype=str(np.asarray(emb).dtype))
-        _write_json(claim_path, claim)      # the claim first: a file without its claim is never used
+        # what the file claims to be, written first: a file without its claim is never used
+        _write_json(claim_path, {"key": key, "shape": list(np.shape(emb)), "dtype": str(np.asarray(emb).dtype),
+                                 "bytes": tmp.stat().st_size, "hash": content_hash(tmp)})
         if meta is not None:
             _write_json(root / f"{key}.json", meta, indent=2)
-        publish(Path(tmp), path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return emb
+
+
+@contextlib.contextmanager
+def written_aside(path: Path, *, folder: bool = False, **names: str) -> Iterator[Path]:
+    """A temporary file (or ``folder``) beside ``path`` for the block to write, then renamed into place
+    (:func:`~harness.cache_entry.publish`: an entry already there, another process' finished one, is kept);
+    removed when the block fails, so a half-written entry is never read."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if folder:
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, **names))
+    else:
+        fd, name = tempfile.mkstemp(dir=path.parent, **names)
+        os.close(fd)
+        tmp = Path(name)
+    try:
+        yield tmp
+        publish(tmp, path)
+    except BaseException:
+        if folder:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def _write_json(path: Path, data: Any, indent: int = 1) -> None:

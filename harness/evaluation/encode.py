@@ -11,7 +11,7 @@ ahead in worker threads, chunk by chunk (:mod:`harness.evaluation.prefetch`; eac
 model's tokenizer copies, made once per worker and kept across calls), batches are built in pinned host memory and
 copied asynchronously, outputs come back without synchronising, and the closing line says how much of the time
 the GPU waited for input and how busy it was (CUDA events around each batch). ``task.batch_tokens=auto`` is
-measured on a GPU (:mod:`harness.evaluation.gpu_budget`). Where the attention takes packed sequences (``harness_varlen``), a batch is one
+measured on a GPU (:func:`gpu_batch_tokens`). Where the attention takes packed sequences (``harness_varlen``), a batch is one
 packed row with ``cu_seq_lens`` (:mod:`harness.evaluation.packing`), holding real tokens only.
 """
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import inspect
 import logging
-import queue
-import threading
+import math
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -74,26 +74,25 @@ def batch_budget(device: str, batch_tokens: int, workers: int | None = None) -> 
 def resolve_batch_tokens(model: SentenceTransformer, batching: Batching, device: str, mode: str | None,
                          precision: str) -> int:
     """The token budget of ``batching`` for ``model`` on ``device``: the number given; ``auto`` measured from the
-    memory of a CUDA device (:mod:`harness.evaluation.gpu_budget`), else ``AUTO_BATCH_TOKENS``."""
+    memory of a CUDA device (:func:`gpu_batch_tokens`), else ``AUTO_BATCH_TOKENS``."""
     if batching.batch_tokens != "auto" or not device.startswith("cuda"):
         return batching.fixed_tokens
-    from harness.evaluation.gpu_budget import gpu_batch_tokens
-
     pad_id, type_ids = _setup(model)
     return gpu_batch_tokens(model, device, mode, precision, forward=forward_batch, host_batch=host_batch,
                             pad_id=pad_id, type_ids=type_ids)
 
 
-def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None) -> list[list[int]]:
+def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None,
+             max_length: int | None = None) -> list[list[int]]:
     """Token ids per text, exactly as the model's sentence-transformers module tokenises (strip, lower-case
-    when the module says so, truncation at ``max_seq_length``), without padding. ``tokenizer``: a copy to use
-    instead of the module's own (one per thread)."""
+    when the module says so, truncation at ``max_length``, default ``max_seq_length``), without padding.
+    ``tokenizer``: a copy to use instead of the module's own (one per thread)."""
     module = model[0]
     stripped = [str(t).strip() for t in texts]
     if getattr(module, "do_lower_case", False):
         stripped = [t.lower() for t in stripped]
-    enc = (tokenizer or module.tokenizer)(stripped, truncation="longest_first", max_length=model.max_seq_length,
-                                          padding=False)
+    limit = model.max_seq_length if max_length is None else max_length
+    enc = (tokenizer or module.tokenizer)(stripped, truncation="longest_first", max_length=limit, padding=False)
     return enc["input_ids"]
 
 
@@ -123,6 +122,65 @@ def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
                                f"or eager, not {impl!r}; use pack=off")
         return "mask"
     return None
+
+
+# ------------------------------------------------------------------------------------------------ batch_tokens=auto
+# On a GPU the encoder's token budget comes from the device's memory, measured. As the efficiency task's max-batch
+# search does, the budget comes from what the device holds rather than a number written for the smallest machine:
+# one forward of a calibration batch (sequences of the model's longest length, about CALIBRATION_TOKENS tokens, in
+# the run's layout and precision) gives the model's peak memory per token; the budget is the largest power of two
+# whose batches take at most MEMORY_SHARE of the memory free now, capped at MAX_BATCH_TOKENS. Measured once per
+# (model, device, layout, precision) and kept on the model; batch_tokens_facts is what records carry
+# (``details.batch_tokens``).
+
+#: tokens of the calibration forward (whole sequences of the model's longest length; at least one)
+CALIBRATION_TOKENS = 8192
+#: the share of the free memory batches may take: the rest is the embeddings, pinned copies in flight, the
+#: allocator's fragmentation
+MEMORY_SHARE = 0.5
+#: the most tokens a batch holds: beyond this an encoder-sized model gains nothing per token, and a larger batch
+#: only delays the pipeline's first batch (its first chunk of text is about one batch)
+MAX_BATCH_TOKENS = 1 << 18
+
+
+def _cache(model: Any) -> dict[tuple, dict[str, Any]]:
+    if getattr(model, "_harness_batch_tokens", None) is None:
+        model._harness_batch_tokens = {}
+    return model._harness_batch_tokens
+
+
+def batch_tokens_facts(model: Any) -> dict[str, Any]:
+    """What ``auto`` chose for ``model`` on a GPU, per setting (empty where it never ran there)."""
+    return {entry["key"]: {k: v for k, v in entry.items() if k != "key"} for entry in _cache(model).values()}
+
+
+def gpu_batch_tokens(model: Any, device: str, mode: str | None, precision: str, *, forward: Any,
+                     host_batch: Any, pad_id: int, type_ids: bool) -> int:
+    """The budget ``auto`` gives ``model`` on CUDA ``device`` (``mode``: the batches' layout, see
+    :func:`harness.evaluation.encode.pack_mode`); ``forward``/``host_batch`` are the encoder's own."""
+    key = (device, mode, precision)
+    cache = _cache(model)
+    if key in cache:
+        return int(cache[key]["batch_tokens"])
+    length = max(1, int(model.max_seq_length or 512))
+    n = max(1, CALIBRATION_TOKENS // length)
+    seqs = [[pad_id + 1] * length for _ in range(n)]
+    batch = host_batch(seqs, np.arange(n), mode, pad_id)
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    with torch.inference_mode(), autocast_for(model, precision, device):
+        forward(model, batch, mode, device, type_ids)
+    torch.cuda.synchronize(device)
+    per_token = max(1.0, (torch.cuda.max_memory_allocated(device) - base) / (n * length))
+    free, total = torch.cuda.mem_get_info(device)
+    fits = MEMORY_SHARE * free / per_token
+    budget = int(min(MAX_BATCH_TOKENS, 2 ** max(0, math.floor(math.log2(max(fits, 1.0))))))
+    budget = max(budget, length)               # one longest text per batch at least
+    cache[key] = {"key": f"{device}/{'packed' if mode else 'padded'}/{precision}", "batch_tokens": budget,
+                  "bytes_per_token": round(per_token), "free_bytes": int(free), "total_bytes": int(total),
+                  "calibration": f"{n} x {length} tokens", "memory_share": MEMORY_SHARE, "cap": MAX_BATCH_TOKENS}
+    return budget
 
 
 # ------------------------------------------------------------------------------------------------ one batch
@@ -198,12 +256,12 @@ def encode(
     """Embeddings (float32, shape [len(texts), dim]) in input order.
 
     ``batching.batch_tokens`` bounds the tokens of a batch (padded: batch x longest; packed: real tokens), at most
-    ``batching.max_batch_size`` texts each. ``prefetch``
-    (default: on any device but the CPU) runs the GPU pipeline (tokenisation ahead, pinned memory, asynchronous
-    copies; progress in texts, then one line with the GPU's wait). Otherwise, on CPU, ``workers`` threads (default:
-    torch's intra-op thread count) each encode their own batches single-threaded, at most ``CPU_BATCH_TOKENS``
-    tokens each: whole batches in parallel instead of every operator split across threads with a barrier after
-    it; progress in tokens. ``stats`` (a dict) receives the wall time, tokens, batches and the wait for input.
+    ``batching.max_batch_size`` texts each. ``prefetch`` (default: on any device but the CPU) runs the GPU pipeline
+    (tokenisation ahead, pinned memory, asynchronous copies; progress in texts, then one line with the GPU's wait).
+    Otherwise, on CPU, ``workers`` threads (default: torch's intra-op thread count) each encode their own batches
+    single-threaded, at most ``CPU_BATCH_TOKENS`` tokens each: whole batches in parallel instead of every operator
+    split across threads with a barrier after it; progress in tokens. ``stats`` (a dict) receives the wall time,
+    tokens, batches and the wait for input.
     """
     mode = pack_mode(model, pack, device)
     if not texts:
@@ -295,45 +353,25 @@ def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: st
 def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int,
                  cast: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(indices, embeddings) per batch, as they finish: in this thread, or in ``n_workers`` threads that each
-    take the next batch from a shared queue (longest first) and run it with one intra-op thread. inference
-    mode and autocast (``cast()``) are per thread, so each worker enters them itself."""
+    take the next batch (longest first) and run it with one intra-op thread (a setting of each thread). inference
+    mode and autocast (``cast()``) are per thread, so a worker enters them for each batch it runs."""
     if n_workers == 1 or len(batches) == 1:
         with torch.inference_mode(), cast():
             for idx in batches:
                 yield idx, run_batch(idx)
         return
-    todo: queue.SimpleQueue = queue.SimpleQueue()
-    for i, idx in enumerate(batches):
-        todo.put((i, idx))
-    done: queue.SimpleQueue = queue.SimpleQueue()
 
-    def worker() -> None:
-        torch.set_num_threads(1)
-        try:
-            with torch.inference_mode(), cast():
-                while True:
-                    try:
-                        _, idx = todo.get_nowait()
-                    except queue.Empty:
-                        return
-                    done.put((idx, run_batch(idx), None))
-        except BaseException as exc:   # handed to the caller's thread, raised there
-            done.put((None, None, exc))
+    def run(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with torch.inference_mode(), cast():
+            return idx, run_batch(idx)
 
     threads_before = torch.get_num_threads()
-    threads = [threading.Thread(target=worker, daemon=True, name=f"encode-{k}") for k in range(n_workers)]
     torch.set_num_threads(1)
+    pool = ThreadPoolExecutor(n_workers, thread_name_prefix="encode", initializer=torch.set_num_threads,
+                              initargs=(1,))
     try:
-        for t in threads:
-            t.start()
-        for _ in range(len(batches)):
-            idx, emb, exc = done.get()
-            if exc is not None:
-                while not todo.empty():   # stop the other workers after their current batch
-                    todo.get_nowait()
-                raise exc
-            yield idx, emb
+        for done in as_completed([pool.submit(run, idx) for idx in batches]):
+            yield done.result()        # a worker's error is raised here, in the caller's thread
     finally:
-        for t in threads:
-            t.join()
+        pool.shutdown(wait=True, cancel_futures=True)   # after an error the others stop after their current batch
         torch.set_num_threads(threads_before)

@@ -3,7 +3,7 @@ budget; and the exact rerank of an index's candidates."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -27,16 +27,13 @@ def _chunks(store: TokenStore, chunk_tokens: int) -> Iterator[np.ndarray]:
 
 
 def _padded(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
-    """[docs, longest, dim] float32; a shorter document is padded with copies of its own first token, so the
-    max over its tokens, hence its MaxSim score, is exactly the unpadded one (no mask needed)."""
-    s0 = int(store.starts[docs[0]])
-    end = int(store.starts[docs[-1]] + store.lengths[docs[-1]])
-    flat = torch.from_numpy(np.asarray(store.emb[s0:end], dtype=np.float32)).to(device)
-    lens = torch.from_numpy(store.lengths[docs]).to(device)
-    rel = torch.from_numpy(store.starts[docs] - s0).to(device)
-    steps = torch.arange(int(lens.max()), device=device)
-    gather = rel[:, None] + torch.where(steps[None, :] < lens[:, None], steps[None, :], 0)
-    return flat[gather]
+    """[docs, longest, dim] float32 of documents anywhere in the store; a shorter document is padded with copies of
+    its own first token, so the max over its tokens, hence its MaxSim score, is exactly the unpadded one (no mask
+    needed)."""
+    lens = store.lengths[docs]
+    steps = np.arange(int(lens.max()))
+    rows = store.starts[docs][:, None] + np.where(steps[None, :] < lens[:, None], steps[None, :], 0)
+    return torch.from_numpy(np.asarray(store.emb[rows], dtype=np.float32)).to(device)
 
 
 def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk_tokens: int = 1 << 18,
@@ -52,34 +49,22 @@ def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk
     """
     from pylate.scores import colbert_scores
 
-    from harness.evaluation.search import ranked_topk
+    from harness.evaluation.search import running_topk
 
     n_q, q_len = queries.shape[0], queries.shape[1]
-    k = min(top_k, len(store))
-    best_s = torch.full((n_q, 0), float("-inf"), device=device)
-    best_i = torch.zeros((n_q, 0), dtype=torch.long, device=device)
-    if n_q == 0 or k == 0:
-        return best_s.cpu().numpy(), best_i.cpu().numpy()
     q = queries.to(device)
-    tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
-    bar = Progress(len(store), f"MaxSim search, {n_q} queries", "documents", show=show_progress)
-    for docs in _chunks(store, chunk_tokens):
-        d = _padded(store, docs, device)
-        ids = torch.from_numpy(docs).to(device)
-        step = max(1, score_budget // (q_len * d.shape[0] * d.shape[1]))
-        parts_s, parts_i = [], []
-        for qs in range(0, n_q, step):
-            with torch.inference_mode():
-                s = colbert_scores(q[qs : qs + step], d, backend="torch")
-            cs, ci = ranked_topk(s, ids, k, tie)
-            top_s, top_i = ranked_topk(torch.cat([best_s[qs : qs + step], cs], dim=1),
-                                       torch.cat([best_i[qs : qs + step], ci], dim=1), k, tie)
-            parts_s.append(top_s)
-            parts_i.append(top_i)
-        best_s, best_i = torch.cat(parts_s), torch.cat(parts_i)
-        bar.update(len(docs))
-    bar.close()
-    return best_s.cpu().numpy(), best_i.cpu().numpy()
+
+    def chunks() -> Iterator[tuple[torch.Tensor, int, Callable[[int, int], torch.Tensor]]]:
+        bar = Progress(len(store), f"MaxSim search, {n_q} queries", "documents", show=show_progress)
+        for docs in _chunks(store, chunk_tokens):
+            d = _padded(store, docs, device)
+            step = max(1, score_budget // (q_len * d.shape[0] * d.shape[1]))
+            yield torch.from_numpy(docs).to(device), step, lambda a, b, d=d: colbert_scores(q[a:b], d, backend="torch")
+            bar.update(len(docs))
+        bar.close()
+
+    with torch.inference_mode():
+        return running_topk(chunks(), n_q, min(top_k, len(store)), rank, device)
 
 
 def pad_queries(queries: list[np.ndarray], dim: int) -> torch.Tensor:
@@ -106,7 +91,7 @@ def rerank_exact(queries: list[np.ndarray], store: TokenStore, idx: np.ndarray, 
             n = max(1, chunk_tokens // max(int(store.lengths[cands[start]]), 1))
             part = cands[start : start + n]
             with torch.inference_mode():
-                out.append(colbert_scores(qt, _padded_docs(store, part, device), backend="torch")[0].cpu().numpy())
+                out.append(colbert_scores(qt, _padded(store, part, device), backend="torch")[0].cpu().numpy())
             start += n
         s = np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
         order = np.argsort(-s, kind="stable")
@@ -114,13 +99,3 @@ def rerank_exact(queries: list[np.ndarray], store: TokenStore, idx: np.ndarray, 
         idx[row, len(cands) :] = -1
     return scores, idx
 
-
-def _padded_docs(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
-    """Like :func:`_padded` for documents anywhere in the store (each padded with its own first token)."""
-    longest = int(store.lengths[docs].max())
-    out = np.empty((len(docs), longest, store.dim), dtype=np.float32)
-    for j, i in enumerate(docs):
-        e = store.doc(int(i))
-        out[j, : len(e)] = e
-        out[j, len(e) :] = e[0]
-    return torch.from_numpy(out).to(device)

@@ -24,19 +24,27 @@ import torch
 from harness.console import step
 from harness.errors import HarnessError
 from harness.evaluation.colbert_model import capped_length, encode_tokens, token_lengths
-from harness.evaluation.embedding_cache import cache_key
+from harness.evaluation.embedding_cache import cache_key, cached_embeddings
 from harness.evaluation.maxsim import maxsim_search, pad_queries, rerank_exact
-from harness.evaluation.multivector_settings import (
+from harness.evaluation.packing import token_budget_batches
+from harness.evaluation.plaid_index import (
+    build_plaid,
+    build_voyager,
+    check_voyager,
+    plaid_fits,
+    plaid_search,
+    voyager_search,
+)
+from harness.evaluation.search import id_rank
+from harness.evaluation.settings import (
+    Batching,
     MultiVectorEval,
     MultiVectorSearch,
     PlaidSettings,
     VoyagerSettings,
     plaid_backend,
 )
-from harness.evaluation.packing import token_budget_batches
-from harness.evaluation.plaid_index import build_plaid, plaid_fits, plaid_search
-from harness.evaluation.search import id_rank
-from harness.evaluation.settings import Batching
+from harness.evaluation.shards import texts_key
 from harness.evaluation.token_store import TokenStore
 from harness.models import usable_positions
 from harness.typed import from_conf, nodes_from_conf
@@ -93,6 +101,7 @@ class MultiVectorRetriever:
     def __init__(self, model: ColBERT, settings: MultiVectorSettings, cache_identity: Mapping[str, Any]):
         self.model = model
         self.settings = settings
+        self.cache_dir = settings.cache_dir      # ShardEngine (harness.evaluation.shards)
         self.cache_identity = dict(cache_identity)
         self.limit = usable_positions(model)
         self.document_length = capped_length(settings.document_length, self.limit)
@@ -103,8 +112,6 @@ class MultiVectorRetriever:
         self.query_length = search.query_length
         self.backend = plaid_backend(search.plaid.backend) if search.index == "plaid" else None
         if search.index == "voyager":
-            from harness.evaluation.voyager_index import check_voyager
-
             check_voyager()                      # before any encoding
             self.max_depth: int | None = VoyagerSettings().k   # documents a search returns at most (the authors' k)
         else:
@@ -114,7 +121,7 @@ class MultiVectorRetriever:
         self._plaid: Any = None
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._tmp_store: tempfile.TemporaryDirectory | None = None
-        self._mode = search.index
+        self._mode = search.index      # what index() built: plaid falls back to exact on a small corpus
 
     # -------------------------------------------------------------------- Retriever protocol
     def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
@@ -145,8 +152,6 @@ class MultiVectorRetriever:
                         from exc
                 timings["index_s"] = time.perf_counter() - t1
         elif s.search.index == "voyager":
-            from harness.evaluation.voyager_index import build_voyager
-
             t1 = time.perf_counter()
             self._tmp = tempfile.TemporaryDirectory(prefix="harness-voyager-")
             self._plaid = build_voyager([self.store.doc(i) for i in range(len(self.store))], self.store.dim,
@@ -161,8 +166,6 @@ class MultiVectorRetriever:
         q = self.encode_queries(queries)
         t1 = time.perf_counter()
         if self._mode == "voyager":
-            from harness.evaluation.voyager_index import voyager_search
-
             with step(f"Voyager search, {len(q):,} queries, exact MaxSim rerank", show=s.show_progress):
                 scores, idx = voyager_search(self._plaid, q, top_k)
         elif self._mode == "plaid":
@@ -196,7 +199,6 @@ class MultiVectorRetriever:
         """The PLAID build's memory estimate (document tokens x dim x 4 bytes x 2: the float32 embeddings handed to
         PyLate and the backend's working copy) and its backend; a one-line refusal, before any encoding, when it
         exceeds ``plaid_max_memory_gb``."""
-        self.model.document_length = self.document_length
         n_tokens = int(token_lengths(self.model, ds.documents(), self.document_length).sum())
         gb = n_tokens * int(self.model[-1].out_features) * 4 * 2 / 2**30
         limit = self.settings.search.plaid_max_memory_gb
@@ -207,16 +209,11 @@ class MultiVectorRetriever:
         return {"index_backend": self.backend, "index_memory_gb_estimate": round(gb, 3)}
 
     # -------------------------------------------------------------------- ShardEngine (harness.evaluation.shards)
-    @property
-    def cache_dir(self) -> str | None:
-        return self.settings.cache_dir
-
     def token_lengths(self, texts: list[str]) -> np.ndarray:
         """Document tokens per text (prefix included), as :func:`encode_tokens` batches them."""
         if self.settings.search.index != "exact":
             raise HarnessError("task.shards with ColBERT needs task.index=exact (exact MaxSim merges per-shard top-k "
                                "lists); PLAID builds one index over the whole corpus")
-        self.model.document_length = self.document_length
         return token_lengths(self.model, texts, self.document_length)
 
     def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
@@ -225,9 +222,6 @@ class MultiVectorRetriever:
 
     def query_embeddings(self, queries: list[str]) -> np.ndarray:
         """Queries' token embeddings, zero-padded to one length [n, tokens, dim]; cached by text and query length."""
-        from harness.evaluation.embedding_cache import cached_embeddings
-        from harness.evaluation.shards import texts_key
-
         length = capped_length(self.query_length, self.limit)
         key = cache_key({"identity": self.cache_identity, "query_length": length}, texts_key(queries), side="queries")
         dim = int(self.model[-1].out_features)
@@ -259,8 +253,7 @@ class MultiVectorRetriever:
         self.model.query_length = capped_length(self.query_length, self.limit)
         out: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(queries)
         for idx, embs in encode_tokens(self.model, queries, is_query=True, device=s.device, precision=s.precision,
-                                       batching=s.batching, desc="queries",
-                                       show_progress=s.show_progress):
+                                       batching=s.batching, desc="queries", show_progress=s.show_progress):
             for i, e in zip(idx, embs, strict=True):
                 out[i] = e
         return out
@@ -284,8 +277,7 @@ class MultiVectorRetriever:
         s = self.settings
         self.model.document_length = self.document_length
         return encode_tokens(self.model, texts, is_query=False, device=s.device, precision=s.precision,
-                             batching=s.batching, desc=desc,
-                             show_progress=s.show_progress)
+                             batching=s.batching, desc=desc, show_progress=s.show_progress)
 
     def close(self) -> None:
         """Drop the last dataset's index and temporary files (the cache stays)."""

@@ -1,9 +1,15 @@
-"""PLAID indexes with PyLate: the backend (fast-plaid when installed, else the Stanford backend and its C++
-extensions), a memory check before building, the build, and the search."""
+"""ColBERT indexes with PyLate. PLAID: the backend (fast-plaid when installed, else the Stanford backend and its C++
+extensions), a memory check before building, the build, and the search. Voyager, the authors' index: PyLate's HNSW
+over document tokens, then PyLate's exact MaxSim rerank of the candidates (``retrieve.ColBERT``), with the
+parameters of MB@8c57a0f:examples/evaluate_pylate.py:23 (M 200, ef_construction 500, ef_search 500) and its search
+depth k=100 (:53): :class:`VoyagerSettings`; it needs the ``voyager`` package (a PyLate dependency) and runs offline
+on CPU. Document ids are corpus positions as strings, so both give (scores, positions) arrays.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import logging
 import os
@@ -11,6 +17,7 @@ import random
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +26,7 @@ import torch
 
 from harness.console import step
 from harness.errors import HarnessError
-from harness.evaluation.multivector_settings import PlaidSettings
+from harness.evaluation.settings import PlaidSettings, VoyagerSettings
 from harness.evaluation.token_store import TokenStore
 
 log = logging.getLogger(__name__)
@@ -118,10 +125,50 @@ def plaid_search(index: Any, queries: list[np.ndarray], top_k: int) -> tuple[np.
     same = len({q.shape for q in queries}) == 1
     with contextlib.redirect_stdout(_LogWriter()):
         hits = index(np.stack(queries) if same else queries, k=top_k)
-    width = max((len(h) for h in hits), default=0)
+    return _arrays(hits, max((len(h) for h in hits), default=0))
+
+
+def _arrays(hits: list[list[dict[str, Any]]], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """PyLate's hits (per query: dicts of ``id`` and ``score``, best first) as [queries, width] scores and corpus
+    positions, -inf / -1 where fewer came back."""
     scores = np.full((len(hits), width), -np.inf, dtype=np.float32)
     idx = np.full((len(hits), width), -1, dtype=np.int64)
     for row, h in enumerate(hits):
-        for j, r in enumerate(h):
+        for j, r in enumerate(h[:width]):
             scores[row, j], idx[row, j] = r["score"], int(r["id"])
     return scores, idx
+
+
+# ------------------------------------------------------------------------------------------------ Voyager
+def check_voyager() -> None:
+    """One ``error:``-style refusal, before any encoding, when the voyager package is missing."""
+    if importlib.util.find_spec("voyager") is None:
+        raise HarnessError("task.index=voyager needs the voyager package (pip install voyager; PyLate's Voyager "
+                           "index), which is not installed; or use task.index=plaid or exact")
+
+
+def build_voyager(docs: Sequence[np.ndarray], dim: int, settings: VoyagerSettings, folder: Path) -> Any:
+    """A PyLate Voyager index over ``docs`` (one [tokens, dim] array per document, ids = positions)."""
+    check_voyager()
+    from pylate import indexes
+
+    index = indexes.Voyager(index_folder=str(folder), index_name="index", override=True, embedding_size=dim,
+                            M=settings.M, ef_construction=settings.ef_construction, ef_search=settings.ef_search)
+    with contextlib.redirect_stderr(io.StringIO()):          # PyLate's per-batch progress bar
+        index.add_documents(documents_ids=[str(i) for i in range(len(docs))],
+                            documents_embeddings=[np.asarray(d, dtype=np.float32) for d in docs])
+    return index
+
+
+def voyager_search(index: Any, queries: Sequence[np.ndarray], top_k: int, depth: int = VoyagerSettings.k
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """PyLate's ``retrieve.ColBERT`` over the index (token candidates, exact MaxSim rerank): [queries, top_k]
+    scores and corpus positions, -inf / -1 where fewer came back. At most ``depth`` documents come back: the
+    authors asked for k=100 (PyLate then keeps its default 100 neighbours per query token; a deeper k raises
+    them to k, a different search)."""
+    from pylate import retrieve
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        hits = retrieve.ColBERT(index=index).retrieve(
+            queries_embeddings=[np.asarray(q, dtype=np.float32) for q in queries], k=min(top_k, depth))
+    return _arrays(hits, top_k)

@@ -24,6 +24,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -73,8 +74,6 @@ class TokenizerPool:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.free: queue.SimpleQueue = queue.SimpleQueue()
-        self.made = 0
-        self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def borrow(self) -> Iterator[Any]:
@@ -82,8 +81,6 @@ class TokenizerPool:
             tokenizer = self.free.get_nowait()
         except queue.Empty:
             tokenizer = copy.deepcopy(self.tokenizer)
-            with self._lock:
-                self.made += 1
         try:
             yield tokenizer
         finally:
@@ -143,13 +140,9 @@ class Prefetcher:
 
     def __iter__(self) -> Iterator[Any]:
         pool = ThreadPoolExecutor(self.workers, thread_name_prefix="encode-prefetch")
-        pending: deque[Future] = deque()
         todo = iter(self.chunks)
         try:
-            for bounds in todo:
-                pending.append(pool.submit(self.prepare, *bounds))
-                if len(pending) >= self.ahead:
-                    break
+            pending: deque[Future] = deque(pool.submit(self.prepare, *bounds) for bounds in islice(todo, self.ahead))
             while pending:
                 future = pending.popleft()
                 if (bounds := next(todo, None)) is not None:

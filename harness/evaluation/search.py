@@ -7,6 +7,8 @@ the running top-k as two arrays.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+
 import numpy as np
 import torch
 
@@ -48,6 +50,27 @@ def _boundary_ties(scores: torch.Tensor, ids: torch.Tensor, k: int,
     return scores[keep], ids[keep]
 
 
+def running_topk(chunks: Iterable[tuple[torch.Tensor, int, Callable[[int, int], torch.Tensor]]], n_queries: int,
+                 k: int, rank: np.ndarray | None, device: str) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k (scores, ids) of ``n_queries`` queries over chunks of documents, merged chunk by chunk by
+    :func:`ranked_topk` (``rank``: the tie key per document). A chunk is (its document ids, queries per step,
+    ``scores(start, stop)``: queries [start, stop) against its documents)."""
+    best_s = torch.full((n_queries, 0), float("-inf"), device=device)
+    best_i = torch.zeros((n_queries, 0), dtype=torch.long, device=device)
+    tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
+    for ids, step, scores in chunks if n_queries and k else ():
+        parts_s, parts_i = [], []
+        for qs in range(0, n_queries, step):
+            cs, ci = ranked_topk(scores(qs, qs + step), ids, k, tie)
+            top_s, top_i = ranked_topk(torch.cat([best_s[qs : qs + step], cs], dim=1),
+                                       torch.cat([best_i[qs : qs + step], ci], dim=1), k, tie)
+            parts_s.append(top_s)
+            parts_i.append(top_i)
+        best_s, best_i = torch.cat(parts_s), torch.cat(parts_i)
+        del ids, scores            # the chunk is freed before the next one is read
+    return best_s.cpu().numpy(), best_i.cpu().numpy()
+
+
 #: documents per matrix product of the search: every product has this shape (the last block zero-padded)
 SCORE_BLOCK = 1024
 
@@ -82,31 +105,21 @@ def exact_search(
     if similarity not in ("cosine", "dot"):
         raise ValueError(f"unknown similarity {similarity!r}: use cosine or dot")
     n_docs, n_queries = doc_emb.shape[0], query_emb.shape[0]
-    k = min(top_k, n_docs)
-    if n_queries == 0 or k == 0:
-        return np.zeros((n_queries, 0), dtype=np.float32), np.zeros((n_queries, 0), dtype=np.int64)
     q = torch.from_numpy(np.array(query_emb, dtype=np.float32)).to(device)   # a copy: the cache's arrays are read-only
     if similarity == "cosine":
         q = torch.nn.functional.normalize(q, dim=-1)
-    tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
-    best_s = torch.full((n_queries, 0), float("-inf"), device=device)
-    best_i = torch.zeros((n_queries, 0), dtype=torch.long, device=device)
-    for start in range(0, n_docs, corpus_chunk_size):
-        chunk = np.array(doc_emb[start : start + corpus_chunk_size], dtype=np.float32)   # one chunk read from disk
-        d = torch.from_numpy(chunk).to(device)
-        if similarity == "cosine":
-            d = torch.nn.functional.normalize(d, dim=-1)
-        ids = torch.arange(start, start + len(chunk), device=device)
-        parts_s, parts_i = [], []
-        for qs in range(0, n_queries, query_chunk_size):
-            cs, ci = ranked_topk(block_scores(q[qs : qs + query_chunk_size], d), ids, k, tie)
-            top_s, top_i = ranked_topk(torch.cat([best_s[qs : qs + query_chunk_size], cs], dim=1),
-                                       torch.cat([best_i[qs : qs + query_chunk_size], ci], dim=1), k, tie)
-            parts_s.append(top_s)
-            parts_i.append(top_i)
-        best_s, best_i = torch.cat(parts_s), torch.cat(parts_i)
-        del chunk, d
-    return best_s.cpu().numpy(), best_i.cpu().numpy()
+
+    def chunks() -> Iterator[tuple[torch.Tensor, int, Callable[[int, int], torch.Tensor]]]:
+        for start in range(0, n_docs, corpus_chunk_size):
+            chunk = np.array(doc_emb[start : start + corpus_chunk_size], dtype=np.float32)   # one chunk read from disk
+            d = torch.from_numpy(chunk).to(device)
+            if similarity == "cosine":
+                d = torch.nn.functional.normalize(d, dim=-1)
+            yield torch.arange(start, start + len(chunk), device=device), query_chunk_size, \
+                lambda a, b, d=d: block_scores(q[a:b], d)
+            del chunk, d
+
+    return running_topk(chunks(), n_queries, min(top_k, n_docs), rank, device)
 
 
 def id_rank(doc_ids: list[str]) -> np.ndarray:

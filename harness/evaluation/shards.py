@@ -22,8 +22,6 @@ import itertools
 import json
 import logging
 import math
-import os
-import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Sequence
@@ -33,8 +31,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from harness.cache_entry import Unusable, get_or_build, publish
+from harness.cache_entry import Unusable, get_or_build
 from harness.errors import HarnessError
+from harness.evaluation.embedding_cache import cache_key, cached_embeddings, written_aside
 from harness.results import stable_hash
 from harness.typed import choices, count, excluded
 
@@ -120,15 +119,8 @@ def texts_key(texts: Sequence[str]) -> str:
 def save_topk(path: Path, scores: np.ndarray, positions: np.ndarray, meta: dict[str, Any]) -> None:
     """One shard's top-k (scores, shard-local positions) and facts, written aside and renamed into place (a file
     already there, another process' finished one, is kept)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, scores=scores, positions=positions, meta=np.array(json.dumps(meta, default=str)))
-        publish(Path(tmp), path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with written_aside(path, suffix=".npz.tmp") as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, scores=scores, positions=positions, meta=np.array(json.dumps(meta, default=str)))
 
 
 def load_topk(path: Path, n_queries: int, n_docs: int, claim: dict[str, Any] | None = None
@@ -214,7 +206,6 @@ class ShardedRetriever:
 
     # -------------------------------------------------------------------- Retriever protocol
     def index(self, ds: Any) -> tuple[dict[str, Any], dict[str, float]]:
-        from harness.evaluation.embedding_cache import cache_key, cached_embeddings
         from harness.evaluation.search import id_rank
 
         t0 = time.perf_counter()
@@ -231,7 +222,9 @@ class ShardedRetriever:
         return {}, {"plan_s": time.perf_counter() - t0}
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
-        q, encode_s = _timed(lambda: self.engine.query_embeddings(queries))
+        t0 = time.perf_counter()
+        q = self.engine.query_embeddings(queries)
+        encode_s = time.perf_counter() - t0
         qkey, every, launcher = texts_key(queries), range(len(self.plan)), self.settings.shard_launcher
         t0 = time.perf_counter()
         # the shards computed for this run (one done before it is from the cache; the others' files say how they were
@@ -289,8 +282,6 @@ class ShardedRetriever:
         return Path(str(self.engine.cache_dir)) / "shard-topk" / f"{key}.npz"
 
     def _embedding_key(self, i: int) -> str:
-        from harness.evaluation.embedding_cache import cache_key
-
         content = texts_key([self.texts[p] for p in self.plan.positions(i)])
         return cache_key(self.engine.cache_identity, content, side=f"{self.kind}-shard")
 
@@ -332,15 +323,15 @@ class ShardedRetriever:
             return None
 
     def _require(self, i: int, qkey: str, top_k: int, n_queries: int) -> tuple[np.ndarray, np.ndarray, dict]:
-        path = self._path(i, qkey, top_k)
-        where = f"{self.ds.name}: shard {i} of {len(self.plan)}"
-        fix = f"nothing was scored; redo only it: {redo_command(i)}"
-        if not path.exists():
-            raise ShardMissing(f"{where} is missing ({path}); {fix}")
+        """Shard ``i``'s checked top-k, or :class:`ShardMissing` naming it and the command that redoes only it."""
         try:
-            return load_topk(path, n_queries, len(self.plan.positions(i)), self._claim(i, qkey, top_k))
-        except ValueError as exc:
-            raise ShardMissing(f"{where} is {exc} ({path}); {fix}") from None
+            found, why = self._load(i, qkey, top_k, n_queries), "is missing"
+        except Unusable as exc:
+            found, why = None, str(exc)
+        if found is None:
+            raise ShardMissing(f"{self.ds.name}: shard {i} of {len(self.plan)} {why} ({self._path(i, qkey, top_k)}); "
+                               f"nothing was scored; redo only it: {redo_command(i)}")
+        return found
 
 
 def redo_command(shard: int) -> str:
@@ -353,7 +344,3 @@ def redo_command(shard: int) -> str:
         overrides = ["<this run's overrides>"]
     return " ".join(["python -m harness", *overrides, f"task.shard={shard}"])
 
-
-def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    return fn(), time.perf_counter() - t0

@@ -85,15 +85,7 @@ def matmul_flops(precision: str, device: str, size: int = 2048, repeats: int = 1
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
-    best = float("inf")
-    for i in range(repeats + 2):
-        _sync(device)
-        t0 = time.perf_counter()
-        a @ b
-        _sync(device)
-        if i >= 2:
-            best = min(best, time.perf_counter() - t0)
-    return 2.0 * size**3 / best
+    return 2.0 * size**3 / min(time_passes(lambda: a @ b, repeats=repeats, warmup=2, device=device, show=False))
 
 
 def _sync(device: str) -> None:

@@ -4,20 +4,15 @@ for (checked before use)."""
 from __future__ import annotations
 
 import json
-import logging
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.cache_entry import Unusable, get_or_build, publish
+from harness.cache_entry import Unusable, get_or_build
 from harness.errors import HarnessError
-from harness.evaluation.embedding_cache import content_hash
-
-log = logging.getLogger(__name__)
+from harness.evaluation.embedding_cache import content_hash, written_aside
 
 
 class TokenStore:
@@ -54,9 +49,8 @@ class TokenStore:
     @staticmethod
     def write(root: Path, batches: Iterator[tuple[np.ndarray, list[np.ndarray]]], n_docs: int,
               meta: Mapping[str, Any]) -> TokenStore:
-        root.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.tmp"))
-        try:
+        # a store already there (another process finished it first) is kept
+        with written_aside(root, folder=True, prefix=f".{root.name}.tmp") as tmp:
             starts = np.full(n_docs, -1, dtype=np.int64)
             lengths = np.zeros(n_docs, dtype=np.int64)
             pos, dim = 0, 0
@@ -74,10 +68,6 @@ class TokenStore:
             (tmp / "meta.json").write_text(json.dumps({**meta, "dim": dim, "n_tokens": pos, "n_docs": n_docs,
                                                        "dtype": "float16", "key": root.name, "files": files},
                                                       default=str, indent=2))
-            publish(tmp, root)   # a store already there (another process finished it first) is kept
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return TokenStore(root)
 
     @staticmethod
@@ -100,13 +90,3 @@ class TokenStore:
         store, built = get_or_build(read, lambda: TokenStore.write(root, batches(), n_docs, meta), root,
                                     what=f"token-embedding cache {root}")
         return store, not built
-
-    @staticmethod
-    def read(root: Path) -> TokenStore | None:
-        if not (root / "meta.json").exists():
-            return None
-        try:
-            return TokenStore(root)
-        except (OSError, ValueError, KeyError) as exc:   # damaged or foreign: re-encode, never trust it
-            log.warning("token-embedding cache %s is not usable (%s): encoding it again", root, exc)
-            return None

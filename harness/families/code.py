@@ -3,14 +3,14 @@
 docstring, the CSN number being their mean; StackOverflow-QA) from the hub, and local stand-ins (the CodeXGLUE
 Ruby slice, its BEIR view, CoSQA dev). As the paper, the model evaluated is by default the selected ``task=beir``
 run's (``task.source``, see :mod:`harness.families.lineage`), or ``model.path`` as is when that model has none.
-Documents are written by ``task.title_convention`` (:mod:`harness.evaluation.documents`; default CoIR's)."""
+Documents are written by ``task.title_convention`` (:mod:`harness.evaluation.retriever`; default CoIR's)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from harness.evaluation.documents import TITLE_CONVENTIONS
+from harness.evaluation.retriever import TITLE_CONVENTIONS
 from harness.evaluation.settings import SingleVectorEval
 from harness.families import beir
 from harness.families.beir import TrainData

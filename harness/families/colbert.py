@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from harness.data.catalog import DatasetEntry
 from harness.errors import HarnessError
-from harness.evaluation.multivector_settings import MultiVectorEval
+from harness.evaluation.settings import MultiVectorEval
 from harness.families import beir
 from harness.families.kd_sources import KD_SOURCES
 from harness.families.retrieval import Resolved, RetrievalKind, RetrievalSettings
@@ -85,7 +85,7 @@ def readable(r: Resolved) -> dict[str, Any]:
 def resolved(s: ColbertSettings) -> dict[str, Any]:
     """PLAID's backend (``auto`` resolves per machine, and the two backends differ); Voyager's constants (the
     authors' index and search depth: a change to them changes the numbers, so it changes the run id)."""
-    from harness.evaluation.multivector_settings import plaid_backend, voyager_identity
+    from harness.evaluation.settings import plaid_backend, voyager_identity
 
     search = s.multi_vector.search
     if search.index == "voyager":
@@ -104,7 +104,7 @@ def hyperparameters(r: Resolved) -> dict[str, Any]:
         "top_k": s.ranking.top_k, "max_queries": s.max_queries, "max_docs": s.max_docs,
     }
     if mv.search.index == "plaid":
-        from harness.evaluation.multivector_settings import plaid_backend
+        from harness.evaluation.settings import plaid_backend
 
         hp["plaid"] = asdict(mv.search.plaid) | {"backend": plaid_backend(mv.search.plaid.backend)}
     if not r.trains:

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from harness.errors import HarnessError
-from harness.evaluation.multivector_settings import MultiVectorEval
-from harness.evaluation.settings import SingleVectorEval
+from harness.evaluation.settings import MultiVectorEval, SingleVectorEval
 from harness.families import beir
 from harness.families.lineage import SOURCE, SourceSettings
 from harness.families.mldr_sources import MLDR_SOURCES
@@ -59,7 +58,7 @@ class MldrSettings(RetrievalSettings):
     train_data: MldrTrainData
     setting: str = choices("ood", "id")
     multi_vector: MultiVectorEval
-    subgroups: list[str]            # query groups also scored (harness.evaluation.subgroups: truncation)
+    subgroups: list[str]            # query groups also scored (harness.evaluation.retriever: truncation)
     #: datasets=[files]: the source tree read as long documents
     path: str | None = excluded("the tree's root is part of the `files` catalog entry (each cell's data spec)")
     source: SourceSettings = excluded(SOURCE)
@@ -79,7 +78,7 @@ class MldrSettings(RetrievalSettings):
 
 def check(task_config: Any) -> None:
     """ColBERT on MLDR is the paper's out-of-domain column; the subgroup names are known."""
-    from harness.evaluation.subgroups import SUBGROUPS
+    from harness.evaluation.retriever import SUBGROUPS
 
     s = task_config
     if s.get("retriever") == "multi_vector" and (s.get("setting") != "ood" or s.source.get("task") != "colbert"):
@@ -112,7 +111,7 @@ def hyperparameters(r: Resolved) -> dict[str, Any]:
 
 def resolved(s: MldrSettings) -> dict[str, Any]:
     """A ColBERT run through the authors' Voyager index holds its constants (see :mod:`harness.families.colbert`)."""
-    from harness.evaluation.multivector_settings import voyager_identity
+    from harness.evaluation.settings import voyager_identity
 
     found = voyager_identity(s.multi_vector.search.index) if s.retriever == "multi_vector" else {}
     return {"task.multi_vector.voyager": found} if found else {}

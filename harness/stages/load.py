@@ -12,8 +12,7 @@ from harness.errors import HarnessError
 from harness.models import usable_positions
 
 if TYPE_CHECKING:
-    from harness.evaluation.multivector_settings import MultiVectorEval
-    from harness.evaluation.settings import SingleVectorEval
+    from harness.evaluation.settings import MultiVectorEval, SingleVectorEval
     from harness.models import ModelSpec
     from harness.stages.context import StageContext
     from harness.training.settings import DenseTraining

@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from harness.evaluation.multivector_settings import MultiVectorEval
     from harness.evaluation.retriever import Retriever
-    from harness.evaluation.settings import Batching, SingleVectorEval
+    from harness.evaluation.settings import Batching, MultiVectorEval, SingleVectorEval
     from harness.stages.context import StageContext
 
 
@@ -40,7 +39,7 @@ def single_vector(ctx: StageContext[SingleVectorTask], model: Any, cache_identit
     """DPR: the SentenceTransformer's embeddings, exact search (``task.similarity``), corpus embeddings cached;
     documents written by ``task.title_convention`` where the task has one (task=code)."""
     from harness.evaluation.dense import DenseRetriever, DenseSettings
-    from harness.evaluation.documents import TitleConvention
+    from harness.evaluation.retriever import TitleConvention
 
     s = ctx.settings
     dense = DenseRetriever(model, DenseSettings(

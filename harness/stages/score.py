@@ -14,8 +14,7 @@ import numpy as np
 from harness import data_origin, results
 from harness.data.catalog import DatasetEntry, load_entry
 from harness.data.retrieval import RetrievalDataset, subset
-from harness.evaluation.retriever import Retriever, evaluate_per_query
-from harness.evaluation.subgroups import SUBGROUPS, QueryGroups
+from harness.evaluation.retriever import SUBGROUPS, QueryGroups, Retriever, evaluate_per_query
 from harness.results import ResultRecord
 from harness.runplan import Cell, RunPlan
 
