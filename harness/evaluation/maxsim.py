@@ -33,6 +33,10 @@ def _padded(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
     lens = store.lengths[docs]
     steps = np.arange(int(lens.max()))
     rows = store.starts[docs][:, None] + np.where(steps[None, :] < lens[:, None], steps[None, :], 0)
+    s0, end = int(rows.min()), int(rows.max()) + 1
+    if end - s0 <= rows.size:   # a storage-order chunk: its unpadded tokens cross to the device once, padded there
+        flat = torch.from_numpy(np.asarray(store.emb[s0:end], dtype=np.float32)).to(device)
+        return flat[torch.from_numpy(rows - s0).to(device)]
     return torch.from_numpy(np.asarray(store.emb[rows], dtype=np.float32)).to(device)
 
 
