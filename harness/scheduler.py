@@ -10,6 +10,7 @@ with each record, a clean stop on ``scancel``/requeue, and a non-zero exit when 
   exits non-zero after submitit has stored its result, so SLURM says FAILED and ``afterok`` holds; the launching
   process learns of it when it reads the job's result (:class:`JobFailed` registers itself when unpickled) and
   exits non-zero when the whole multirun has ended (:func:`failed_jobs`).
+- :func:`sweep_name`, :func:`is_multirun`: what a run knows of the Hydra job that launched it.
 """
 
 from __future__ import annotations
@@ -57,16 +58,35 @@ def facts() -> dict[str, Any]:
     return out
 
 
-def _hydra_job() -> dict[str, Any]:
-    """Hydra's job number and id in a multirun (empty outside one)."""
+def _hydra() -> Any:
+    """The running Hydra job's config (None outside the CLI, e.g. in tests)."""
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
     try:
-        job = HydraConfig.get().job
+        return HydraConfig.get()
     except ValueError:
+        return None
+
+
+def sweep_name() -> str | None:
+    """The ``sweep=`` config this run was composed with, if any."""
+    hydra = _hydra()
+    return hydra.runtime.choices.get("sweep") if hydra is not None else None
+
+
+def is_multirun() -> bool:
+    hydra = _hydra()
+    return hydra is not None and str(hydra.mode) == "RunMode.MULTIRUN"
+
+
+def _hydra_job() -> dict[str, Any]:
+    """Hydra's job number and id in a multirun (empty outside one)."""
+    from omegaconf import OmegaConf
+
+    hydra = _hydra()
+    if hydra is None:
         return {}
-    got = {k: OmegaConf.select(job, k, default=None, throw_on_missing=False) for k in ("num", "id")}
+    got = {k: OmegaConf.select(hydra.job, k, default=None, throw_on_missing=False) for k in ("num", "id")}
     return {k: v for k, v in got.items() if v is not None}
 
 
@@ -111,12 +131,10 @@ def job_failed(error: str) -> JobFailed:
 
 
 def _label() -> str:
-    from hydra.core.hydra_config import HydraConfig
-
     try:
-        cfg = HydraConfig.get()
-        return f"#{cfg.job.num} {' '.join(cfg.overrides.task)}"
-    except (ValueError, AttributeError):
+        hydra = _hydra()
+        return f"#{hydra.job.num} {' '.join(hydra.overrides.task)}"
+    except AttributeError:   # outside Hydra (None), or a job without these
         return "#?"
 
 
