@@ -190,7 +190,7 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
         rec.details["tracking"] = tracker.describe()
         outcome = clf.train_and_evaluate(
             model, ctx.tokenizer, train_ds, eval_ds,
-            clf.compute_metrics_fn(task.metric, task.is_regression, groups), train_cfg, trainer_dir, tracker,
+            clf.compute_metrics_fn(task.metric, groups), train_cfg, trainer_dir, tracker,
         )
         rec.metrics = {k: v for k, v in outcome.metrics.items() if k != "score"}
         rec.details.update(

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from harness.console import interactive
 from harness.errors import HarnessError
 from harness.training import tracking
-from harness.training.callbacks import bars
 
 if TYPE_CHECKING:
     from harness.training.settings import TrainRun
@@ -59,7 +59,7 @@ def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, 
         "seed": run.seed,
         "data_seed": run.seed,
         "use_cpu": run.use_cpu,
-        "disable_tqdm": not bars(),     # off a terminal: the trainer's ProgressLines callback prints instead
+        "disable_tqdm": not interactive(),  # a tqdm bar on a terminal; elsewhere the ProgressLines callback prints
         **(tracker or tracking.NONE).training_args(),
         **({"ddp_backend": "gloo" if run.use_cpu else "nccl", "ddp_find_unused_parameters": False} if n > 1 else {}),
     }

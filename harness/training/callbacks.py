@@ -37,11 +37,6 @@ def discard_unfinished(folder: Path) -> Iterator[None]:
         raise
 
 
-def bars() -> bool:
-    """Whether a Trainer draws its own tqdm bar (``disable_tqdm=not bars()``): on a terminal only."""
-    return interactive()
-
-
 class ProgressLines(TrainerCallback):
     """Training progress through the console when no bar is drawn (SLURM logs, pipes): one line per evaluation
     and at most ~20 loss lines a run, each with the step count, epoch, loss or score, and an estimate of what is

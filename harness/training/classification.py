@@ -11,7 +11,6 @@ loss into a clear error; the tokenised splits and their cache are :mod:`harness.
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Callable
@@ -36,8 +35,6 @@ if TYPE_CHECKING:
     from harness.models.spec import GlueHead
     from harness.training.settings import GlueTraining, TrainRun
     from harness.training.tracking import Tracker
-
-log = logging.getLogger(__name__)
 
 #: scoring protocols: what is evaluated when, when training stops, which weights decay, which evaluation is scored
 
@@ -185,16 +182,13 @@ def stopper(cfg: TrainConfig) -> Any:
     return EarlyStoppingCallback(early_stopping_patience=stop.patience, early_stopping_threshold=stop.min_delta)
 
 
-def compute_metrics_fn(metric: str, regression: bool, groups: list[tuple[str, int]] | None) -> Callable:
+def compute_metrics_fn(metric: str, groups: list[tuple[str, int]] | None) -> Callable:
     """A Trainer ``compute_metrics`` returning GLUE metrics (x100) and ``score``, the task score."""
     from harness.glue_metrics import compute
 
     def fn(pred) -> dict[str, float]:
-        logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
-        logits = np.asarray(logits, dtype=np.float32)
-        preds = logits.reshape(-1) if regression else logits.argmax(-1)
-        labels = np.asarray(pred.label_ids)
-        return compute(metric, preds, labels, groups if groups and len(groups) > 1 else None)
+        return compute(metric, _predicted(pred.predictions), np.asarray(pred.label_ids),
+                       groups if groups and len(groups) > 1 else None)
 
     return fn
 
@@ -259,7 +253,7 @@ def train_and_evaluate(
     ]
     per_epoch = cfg.steps_per_epoch(len(train_ds))
     best_step = state.global_step if last else state.best_global_step
-    clean = {k[len("eval_"):]: float(v) for k, v in metrics.items() if k.startswith("eval_") and _is_metric(k)}
+    clean = {k[len("eval_"):]: float(v) for k, v in metrics.items() if k.startswith("eval_") and k not in NOT_METRICS}
     if any(not math.isfinite(v) for v in clean.values()):
         raise TrainingDivergedError(f"dev metrics are not finite ({clean}); the model diverged")
     return TrainOutcome(
@@ -276,6 +270,10 @@ def train_and_evaluate(
         predictions=_predicted(scored.predictions) if scored is not None else None,
         labels=np.asarray(scored.label_ids) if scored is not None else None,
     )
+
+
+#: what an evaluation logs beside the metrics
+NOT_METRICS = ("eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_epoch")
 
 
 def _predicted(predictions: Any) -> np.ndarray:
@@ -295,10 +293,6 @@ def restore_best_checkpoint(model: PreTrainedModel, checkpoint: str | None) -> N
     best = type(model).from_pretrained(checkpoint)
     model.load_state_dict(best.state_dict(), strict=True)
     del best
-
-
-def _is_metric(key: str) -> bool:
-    return key not in ("eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_epoch")
 
 
 def free_memory() -> None:

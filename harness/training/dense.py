@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
-from harness.training import tracking
-from harness.training.arguments import training_arguments
-from harness.training.callbacks import NaNLossGuard, ProgressLines, discard_unfinished
-from harness.training.finish import finish_training
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -18,8 +13,6 @@ if TYPE_CHECKING:
 
     from harness.training.settings import DenseTraining, TrainRun
     from harness.training.tracking import Tracker
-
-log = logging.getLogger(__name__)
 
 
 def check_batchable(train_dataset: Dataset, batch_size: int) -> None:
@@ -53,30 +46,16 @@ def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseT
 
     Returns training facts for the record (steps, loss, effective batch size, where the curves are).
     """
-    tracker = tracker or tracking.NONE
     from sentence_transformers.training_args import BatchSamplers
 
-    from harness.training.seeding import SeededTrainer
+    from harness.training.seeding import train_seeded
 
-    output_dir = Path(output_dir)
     check_batchable(train_dataset, node.batch_size)
     model.max_seq_length = node.max_seq_length
     steps_per_epoch = max(1, len(train_dataset) // (node.batch_size * node.gradient_accumulation_steps))
-    args = training_arguments(
-        node, run, output_dir / "checkpoints", tracker=tracker,
-        batch_sampler=BatchSamplers.NO_DUPLICATES,
-        logging_steps=max(1, min(50, steps_per_epoch // 10)),
-        dataloader_drop_last=True,
-    )
-    trainer = SeededTrainer(
-        model=model,
-        args=args,
-        train_dataset=train_dataset.select_columns(["anchor", "positive", "negative"]),
-        loss=make_loss(model, node),
-        gather=node.gather_across_devices,
-        callbacks=[NaNLossGuard(), ProgressLines("DPR training"), *tracker.callbacks()],
-    )
-    with tracker.session(), discard_unfinished(output_dir / "checkpoints"):
-        result = trainer.train()
-    return finish_training(model, result, output_dir, cfg=node, n_rows=len(train_dataset), rows="triplets",
-                           tracker=tracker)
+    arguments = {"batch_sampler": BatchSamplers.NO_DUPLICATES, "dataloader_drop_last": True,
+                 "logging_steps": max(1, min(50, steps_per_epoch // 10))}
+    return train_seeded(model, node, run, output_dir, tracker, desc="DPR training", rows="triplets",
+                        n_rows=len(train_dataset), arguments=arguments,
+                        train_dataset=train_dataset.select_columns(["anchor", "positive", "negative"]),
+                        loss=make_loss(model, node), gather=node.gather_across_devices)

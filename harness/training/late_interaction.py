@@ -4,16 +4,12 @@
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.training import tracking
-from harness.training.arguments import training_arguments
-from harness.training.callbacks import NaNLossGuard, ProgressLines, discard_unfinished
-from harness.training.finish import finish_training
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -21,8 +17,6 @@ if TYPE_CHECKING:
 
     from harness.training.settings import KdTraining, TrainRun
     from harness.training.tracking import Tracker
-
-log = logging.getLogger(__name__)
 
 
 def train_kd(model: ColBERT, train_dataset: Dataset, node: KdTraining, run: TrainRun, output_dir: str | Path,
@@ -36,9 +30,8 @@ def train_kd(model: ColBERT, train_dataset: Dataset, node: KdTraining, run: Trai
 
     from harness.evaluation.colbert_model import capped_length
     from harness.models import usable_positions
-    from harness.training.seeding import SeededTrainer
+    from harness.training.seeding import train_seeded
 
-    output_dir = Path(output_dir)
     if len(train_dataset) == 0:
         raise HarnessError("the KD training set is empty: provide rows or raise task.train_data.max_samples.")
     limit = usable_positions(model)
@@ -46,24 +39,13 @@ def train_kd(model: ColBERT, train_dataset: Dataset, node: KdTraining, run: Trai
     document_length = capped_length(node.train_document_length, limit)
     model.query_length, model.document_length = query_length, document_length
     steps = max(1, math.ceil(len(train_dataset) / node.batch_size) // node.gradient_accumulation_steps)
-    args = training_arguments(
-        node, run, output_dir / "checkpoints", tracker=tracker,
-        logging_steps=max(1, min(10, steps // 10)),
-        remove_unused_columns=False,     # KDProcessing adds query/documents on the fly from the id columns
-    )
-    trainer = SeededTrainer(
-        model=model,
-        args=args,
-        train_dataset=train_dataset,
-        loss=losses.Distillation(model=model, normalize_scores=node.normalize_scores),
-        data_collator=utils.ColBERTCollator(tokenize_fn=model.tokenize),
-        callbacks=[NaNLossGuard(), ProgressLines("ColBERT KD training"), *tracker.callbacks()],
-    )
-    with tracker.session(), discard_unfinished(output_dir / "checkpoints"):
-        result = trainer.train()
+    arguments = {"logging_steps": max(1, min(10, steps // 10)),
+                 "remove_unused_columns": False}   # KDProcessing adds query/documents on the fly from the id columns
     loss = ("pylate.losses.Distillation (KL, min-max normalised student scores)" if node.normalize_scores
             else "pylate.losses.Distillation (KL)")
     facts = {"query_length": query_length, "document_length": document_length, "loss": loss,
              "report_to": tracker.settings.name}   # the logger= tracker (none, tensorboard, wandb, mlflow)
-    return finish_training(model, result, output_dir, cfg=node, n_rows=len(train_dataset), rows="samples",
-                           tracker=tracker, facts=facts)
+    return train_seeded(model, node, run, output_dir, tracker, desc="ColBERT KD training", rows="samples",
+                        n_rows=len(train_dataset), arguments=arguments, facts=facts, train_dataset=train_dataset,
+                        loss=losses.Distillation(model=model, normalize_scores=node.normalize_scores),
+                        data_collator=utils.ColBERTCollator(tokenize_fn=model.tokenize))

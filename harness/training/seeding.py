@@ -11,16 +11,25 @@ process's (a rank's first micro-batch draws what one process's first draws): the
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentence_transformers import SentenceTransformerTrainer
 
-from harness.training import ranks
+from harness.training import ranks, tracking
+from harness.training.arguments import training_arguments
+from harness.training.callbacks import NaNLossGuard, ProgressLines, discard_unfinished
+from harness.training.finish import finish_training
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import torch
     from datasets import Dataset
     from torch.utils.data import BatchSampler
+
+    from harness.training.settings import Training, TrainRun
+    from harness.training.tracking import Tracker
 
 
 class SeededTrainer(SentenceTransformerTrainer):
@@ -71,3 +80,20 @@ class SeededTrainer(SentenceTransformerTrainer):
         if self.step_batches is None or not model.training or self.factor == 1.0:
             return out
         return (out[0] * self.factor, out[1]) if return_outputs else out * self.factor
+
+
+def train_seeded(model: Any, node: Training, run: TrainRun, output_dir: str | Path, tracker: Tracker | None, *,
+                 desc: str, rows: str, n_rows: int, arguments: Mapping[str, Any],
+                 facts: Mapping[str, Any] | None = None, **trainer: Any) -> dict[str, Any]:
+    """The training DPR and ColBERT KD share: :class:`SeededTrainer` (``trainer``: its dataset, loss, ...) under
+    the shared arguments (``arguments``: what the caller adds), the NaN guard, progress lines (``desc``) and the
+    tracker's callbacks; an unfinished run's checkpoints removed; :func:`finish_training`'s facts returned."""
+    tracker = tracker or tracking.NONE
+    output_dir = Path(output_dir)
+    args = training_arguments(node, run, output_dir / "checkpoints", tracker=tracker, **arguments)
+    seeded = SeededTrainer(model=model, args=args, callbacks=[NaNLossGuard(), ProgressLines(desc),
+                                                              *tracker.callbacks()], **trainer)
+    with tracker.session(), discard_unfinished(output_dir / "checkpoints"):
+        result = seeded.train()
+    return finish_training(model, result, output_dir, cfg=node, n_rows=n_rows, rows=rows, tracker=tracker,
+                           facts=facts)
