@@ -146,9 +146,7 @@ def resolve_attention(requested: str, *, cuda: bool, packs: bool, blocker: str =
 
 def runs_on_cuda(device: str | None) -> bool:
     """Whether a model for ``device`` runs on CUDA here (None: wherever torch finds a GPU; ``cpu`` never)."""
-    if device is not None:
-        return device.startswith("cuda") and cuda_available()
-    return cuda_available()
+    return (device is None or device.startswith("cuda")) and cuda_available()
 
 
 def blocker_for(device: str | None, head_dim: int | None, dtype: str | None) -> str:

@@ -37,8 +37,7 @@ class KernelCalls:
         with self._lock:
             self.counts[kernel] = self.counts.get(kernel, 0) + n
             for block in self._blocks:
-                block["calls"] = dict(self.counts)
-                block["kernel"] = observed_kernel(self.counts)
+                self._fill(block)
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
@@ -47,10 +46,13 @@ class KernelCalls:
     def keep(self, block: dict[str, Any]) -> dict[str, Any]:
         """Keep ``block``'s ``calls`` and ``kernel`` equal to the counts from now on (and fill them now)."""
         with self._lock:
-            block["calls"] = dict(self.counts)
-            block["kernel"] = observed_kernel(self.counts)
+            self._fill(block)
             self._blocks.append(block)
         return block
+
+    def _fill(self, block: dict[str, Any]) -> None:
+        block["calls"] = dict(self.counts)
+        block["kernel"] = observed_kernel(self.counts)
 
     def __deepcopy__(self, memo: dict) -> KernelCalls:     # a copied model counts afresh
         return KernelCalls()
@@ -74,14 +76,9 @@ def attention_modules(encoder: Any) -> list[Any]:
     return [m for m in found if not any(c is not m and type(c).__name__.endswith("Attention") for c in m.modules())]
 
 
-def calls_of(encoder: Any) -> KernelCalls | None:
-    """The counter :func:`watch` gave ``encoder`` (None: not watched)."""
-    return getattr(encoder, "_harness_calls", None)
-
-
 def watch(encoder: Any) -> KernelCalls:
     """Count every attention call of ``encoder`` by kernel (idempotent); its counter."""
-    calls = calls_of(encoder)
+    calls = getattr(encoder, "_harness_calls", None)
     if calls is not None:
         return calls
     import torch

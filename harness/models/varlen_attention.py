@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.models import kernel_calls
-from harness.models.attention import VARLEN, flash_attn_importable
+from harness.models.attention import VARLEN, flash_attn_importable, kernel_name
 
 
 def register() -> None:
@@ -60,7 +60,7 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         max_length_q = width
     q, k, v = (t.transpose(1, 2).reshape(batch * width, heads, dim) for t in (query, key, value))
     if not torch.compiler.is_compiling():     # a compiled graph's calls are counted as compiled forwards
-        kernel_calls.count(module, kernel_label(q))
+        kernel_calls.count(module, kernel_name(VARLEN, cuda=on_cuda(q), flash_attn=flash_attn_importable()))
     out = varlen(q, k, v, cu_seq_lens_q, int(max_length_q), scale=scaling, window=window,  # type: ignore[arg-type]
                  causal=causal, dropout=dropout)
     return out.view(batch, width, heads, dim), None
@@ -69,13 +69,6 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
 def kernel_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the flash kernels run in: bf16 for fp32 inputs (fp32 weights), else the inputs' own."""
     return torch.bfloat16 if dtype == torch.float32 else dtype
-
-
-def kernel_label(q: torch.Tensor) -> str:
-    """The name :func:`varlen` runs ``q`` under (what a record's kernel says)."""
-    if not on_cuda(q):
-        return kernel_calls.REFERENCE
-    return kernel_calls.FLASH_ATTN if flash_attn_importable() else kernel_calls.TORCH_FLASH
 
 
 def varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, max_len: int, *,
