@@ -48,7 +48,8 @@ def _exists(group: str, name: str, sources: Sequence[str]) -> bool:
 
 
 def _parse(argv: list[str]):
-    """(Hydra's parsed command line, its overrides parsed by Hydra's own grammar), or None to let Hydra report."""
+    """(Hydra's parsed command line, its overrides parsed by Hydra's own grammar), or None to let Hydra report (or
+    for another primary config: its groups and keys are not ours to know)."""
     from hydra._internal.utils import get_args_parser
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -57,6 +58,8 @@ def _parse(argv: list[str]):
         with contextlib.redirect_stderr(io.StringIO()):
             args = get_args_parser().parse_args(argv)
     except SystemExit:
+        return None
+    if args.config_path or args.config_name:
         return None
     parsed = []
     parser = OverridesParser.create()
@@ -89,8 +92,6 @@ def check_group_overrides(argv: list[str]) -> None:
     if got is None:
         return
     args, overrides = got
-    if args.config_path or args.config_name:   # another primary config: its groups are not ours to know
-        return
     sources = config_sources(args, overrides)
     for o in overrides:
         if o.key_or_group not in CHECKED_GROUPS or o.is_delete():
@@ -145,8 +146,7 @@ def compose_first(args: argparse.Namespace, overrides: Sequence) -> tuple[DictCo
 
     from harness.compose import compose_config
 
-    sources = config_sources(args, overrides)
-    groups = _groups(sources)
+    groups = _groups(config_sources(args, overrides))
     base, keys = [], []
     if args.config_dir and any(o.key_or_group == "hydra.searchpath" for o in overrides):
         return None
@@ -194,8 +194,6 @@ def check_key_overrides(argv: list[str]) -> None:
     if got is None:
         return
     args, overrides = got
-    if args.config_path or args.config_name:
-        return
     composed = compose_first(args, overrides)
     if composed is None:
         return

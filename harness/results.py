@@ -269,12 +269,9 @@ def iter_records(
                 if not isinstance(data, dict):
                     raise ValueError("top-level JSON is not an object")
                 yield path, ResultRecord.from_dict(data)
-            except UnknownSchemaError as exc:
-                if strict_schema:
+            except (ValueError, OSError, TypeError) as exc:   # UnknownSchemaError, json's errors: ValueErrors
+                if strict_schema and isinstance(exc, UnknownSchemaError):
                     raise UnknownSchemaError(f"{path}: {exc}") from None
-                if warn:
-                    warnings.warn(f"skipping {path}: {exc}", stacklevel=2)
-            except (ValueError, json.JSONDecodeError, OSError, TypeError) as exc:
                 if warn:
                     warnings.warn(f"skipping {path}: {exc}", stacklevel=2)
 

@@ -142,17 +142,12 @@ def role_keys(cls: type, role: str, prefix: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def unknown_key_error(key: str, valid: list[str], where: str) -> HarnessError:
-    options = closest_first(key, valid)
-    return HarnessError(
-        f"unknown key {key!r} in {where}; did you mean {options[0]!r}? Valid keys: {', '.join(sorted(valid))}."
-    )
-
-
 def check_keys(data: Mapping[str, Any], valid: list[str], where: str) -> None:
     for key in data:
         if key not in valid:
-            raise unknown_key_error(str(key), valid, where)
+            name = str(key)
+            raise HarnessError(f"unknown key {name!r} in {where}; did you mean {closest_first(name, valid)[0]!r}? "
+                               f"Valid keys: {', '.join(sorted(valid))}.")
 
 
 def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "") -> T:
@@ -291,10 +286,8 @@ def nodes_from_conf(file: str, *classes: type, **keys: Any) -> list[Any]:
 
 def _plain(data: Any) -> Any:
     """OmegaConf containers -> plain Python (resolved)."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-    except ImportError:  # pragma: no cover
-        return data
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
     if isinstance(data, DictConfig | ListConfig):
         return OmegaConf.to_container(data, resolve=True)
     return data
