@@ -16,6 +16,7 @@ with each record, a clean stop on ``scancel``/requeue, and a non-zero exit when 
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import signal
@@ -33,7 +34,6 @@ SLURM_VARS = {"job_id": "SLURM_JOB_ID", "array_job_id": "SLURM_ARRAY_JOB_ID", "a
               "partition": "SLURM_JOB_PARTITION", "restart_count": "SLURM_RESTART_COUNT"}
 
 _FAILED: dict[str, str] = {}   # failed jobs seen by this process: job label -> one-line error
-_EXIT_REGISTERED = False
 
 
 def in_submitit_job() -> bool:
@@ -138,13 +138,11 @@ def _label() -> str:
         return "#?"
 
 
+@functools.cache   # registered once
 def exit_nonzero_at_exit() -> None:
     """End this process with :data:`FAILED_STATUS` once it has finished normally (submitit has then written the
     job's result, so the launching process still reads it)."""
-    global _EXIT_REGISTERED
-    if not _EXIT_REGISTERED:
-        atexit.register(_exit_failed)
-        _EXIT_REGISTERED = True
+    atexit.register(_exit_failed)
 
 
 def _exit_failed() -> None:

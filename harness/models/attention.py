@@ -160,8 +160,7 @@ def resolve_for(requested: str, model_type: str | None, device: str | None = Non
     GPU; ``cpu`` never counts as CUDA), with the model's ``head_dim`` and weights' ``dtype`` where known. torch is
     imported only where the answer depends on the GPU."""
     packs = can_pack(model_type)
-    asks_varlen = requested == VARLEN or (requested == "flash_attention_2" and packs)
-    if not (packs and requested == "auto") and not asks_varlen:
+    if requested != VARLEN and not (packs and requested in ("auto", "flash_attention_2")):
         return resolve_attention(requested, cuda=False, packs=packs)
     cuda = runs_on_cuda(device)
     blocker = blocker_for(device, head_dim, dtype) if cuda else ""

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from harness.identity import dotted
 from harness.typed import choices
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ class TaskSpec:
         """The stages that compute a run of ``config`` (the resolved config): those whose ``stage_when`` holds, a
         ``{dotted.key}`` in a stage's name replaced by the config's value (``retrieve.{task.retriever}``)."""
         def holds(stage: str) -> bool:
-            return all(_dotted(config, key) == value for key, value in self.stage_when.get(stage, {}).items())
+            return all(dotted(config, key) == value for key, value in self.stage_when.get(stage, {}).items())
 
         return tuple(_filled(s, config) for s in self.stages if holds(s))
 
@@ -161,12 +162,4 @@ _TEMPLATE = re.compile(r"\{([\w.]+)\}")
 
 
 def _filled(stage: str, config: Mapping[str, Any]) -> str:
-    return _TEMPLATE.sub(lambda m: str(_dotted(config, m.group(1))), stage)
-
-
-def _dotted(tree: Mapping[str, Any], key: str) -> Any:
-    """``tree[a][b]`` for ``a.b`` (None where a level is missing)."""
-    node: Any = tree
-    for part in key.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
+    return _TEMPLATE.sub(lambda m: str(dotted(config, m.group(1))), stage)

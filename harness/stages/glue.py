@@ -221,7 +221,7 @@ def describe_model(rec: ResultRecord, model: Any, ctx: RunContext) -> None:
     """What ran, read from the loaded model: the attention implementation (every record; the model block also says
     what ``auto`` resolved to and its kernel, as retrieval records do) and the head that was built."""
     from harness.models.load import attention_record
-    from harness.training.glue_head import describe_head
+    from harness.training.classification import describe_head
 
     rec.model = {**rec.model, **attention_record(ctx.spec.attn_implementation, model.base_model, ctx.device)}
     rec.details["attn_implementation"] = str(getattr(model.config, "_attn_implementation", "") or "")
