@@ -7,6 +7,7 @@ its records and skips them, and a SLURM array that is requeued redoes only the m
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -279,10 +280,8 @@ def iter_records(
 def library_versions() -> dict[str, str]:
     out = {}
     for pkg in _VERSIONED_PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            continue
     return out
 
 

@@ -17,7 +17,6 @@ import functools
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -27,21 +26,6 @@ log = logging.getLogger(__name__)
 #: what fixes a folder whose weights do not fit its config
 FIT_FIX = ("The config and the weights come from different models: put back the config.json saved with these "
            "weights (model.save_pretrained writes both), or point model.path at the folder they came from.")
-
-
-@dataclass(frozen=True)
-class Fit:
-    """What loading the folder's weights into its config's encoder would leave missing, unused or mismatched."""
-
-    architecture: str
-    n_expected: int
-    missing: tuple[str, ...]
-    unused: tuple[str, ...]
-    mismatched: tuple[str, ...]
-
-    @property
-    def ok(self) -> bool:
-        return not (self.missing or self.unused or self.mismatched)
 
 
 def encoder_dir(local: str | Path) -> Path:
@@ -75,9 +59,9 @@ def _quiet_transformers() -> Iterator[None]:
             tlog.enable_progress_bar()
 
 
-def weight_fit(local: str | Path, *, trust_remote_code: bool = False, device_map: str | None = "meta") -> Fit:
-    """Load the encoder of ``local`` with transformers' loader (on the meta device: no tensor is read) and sort
-    what its loading report says."""
+def fit_problem(local: str, *, trust_remote_code: bool = False, device_map: str | None = "meta") -> str | None:
+    """Load the encoder of ``local`` with transformers' loader (on the meta device: no tensor is read) and say in
+    one line what its loading report finds missing, mismatched or unused (None: the weights fit the config)."""
     from transformers import AutoModel
 
     with _quiet_transformers():
@@ -91,12 +75,21 @@ def weight_fit(local: str | Path, *, trust_remote_code: bool = False, device_map
         bare = key[len(prefix) + 1:] if prefix and key.startswith(f"{prefix}.") else key
         return bare in buffers or (has_prefix and not key.startswith(f"{prefix}."))
 
-    return Fit(
-        architecture=type(model).__name__, n_expected=len(model.state_dict()),
-        missing=tuple(sorted(info["missing_keys"])),
-        unused=tuple(sorted(k for k in info["unexpected_keys"] if not beside_encoder(k))),
-        mismatched=tuple(sorted(str(m[0]) for m in info["mismatched_keys"])),
-    )
+    missing = tuple(sorted(info["missing_keys"]))
+    unused = tuple(sorted(k for k in info["unexpected_keys"] if not beside_encoder(k)))
+    mismatched = tuple(sorted(str(m[0]) for m in info["mismatched_keys"]))
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} of its {len(model.state_dict())} weights are missing from the files and would "
+                     f"be random ({_examples(missing)})")
+    if mismatched:
+        parts.append(f"{len(mismatched)} have another shape in the files ({_examples(mismatched)})")
+    if unused:
+        parts.append(f"{len(unused)} weights in the files would go unused ({_examples(unused)})")
+    if not parts:
+        return None
+    return (f"model weights in {local} do not fit its config.json, which describes a {type(model).__name__}: "
+            f"{'; '.join(parts)}. {FIT_FIX}")
 
 
 def _checkpoint_keys(folder: Path) -> set[str]:
@@ -118,22 +111,6 @@ def _examples(keys: tuple[str, ...], n: int = 3) -> str:
     return ", ".join(keys[:n]) + more
 
 
-def fit_problem(fit: Fit, where: str) -> str | None:
-    """One line saying what does not fit, or None when the weights fit the config."""
-    if fit.ok:
-        return None
-    parts = []
-    if fit.missing:
-        parts.append(f"{len(fit.missing)} of its {fit.n_expected} weights are missing from the files and would be "
-                     f"random ({_examples(fit.missing)})")
-    if fit.mismatched:
-        parts.append(f"{len(fit.mismatched)} have another shape in the files ({_examples(fit.mismatched)})")
-    if fit.unused:
-        parts.append(f"{len(fit.unused)} weights in the files would go unused ({_examples(fit.unused)})")
-    return (f"model weights in {where} do not fit its config.json, which describes a {fit.architecture}: "
-            f"{'; '.join(parts)}. {FIT_FIX}")
-
-
 _LOAD_ERRORS = (OSError, ValueError, RuntimeError, KeyError, ImportError, TypeError, AttributeError)
 
 
@@ -143,7 +120,7 @@ def _checked(folder: str, trust_remote_code: bool, stamp: tuple) -> str | None:
     tries = [{"device_map": "meta"}] + ([{"device_map": None}] if trust_remote_code else [])
     for i, kwargs in enumerate(tries):   # a model's own code may not load on the meta device: the real loader then
         try:
-            return fit_problem(weight_fit(folder, trust_remote_code=trust_remote_code, **kwargs), folder)
+            return fit_problem(folder, trust_remote_code=trust_remote_code, **kwargs)
         except _LOAD_ERRORS as exc:
             if i == len(tries) - 1:
                 return (f"could not load the encoder in {folder} with transformers to check its weights against its "

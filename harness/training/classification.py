@@ -30,9 +30,9 @@ import torch
 
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import tracking
+from harness.training.arguments import check_loss
 from harness.training.arguments import training_arguments as shared_training_arguments
 from harness.training.callbacks import BatchPatienceStopping, NaNLossGuard, ProgressLines
-from harness.training.finish import check_loss
 from harness.training.glue_tokens import cached_tokenize, token_hash, tokenize  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:

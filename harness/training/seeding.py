@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 from sentence_transformers import SentenceTransformerTrainer
 
 from harness.training import ranks, tracking
-from harness.training.arguments import training_arguments
+from harness.training.arguments import finish_training, training_arguments
 from harness.training.callbacks import NaNLossGuard, ProgressLines, discard_unfinished
-from harness.training.finish import finish_training
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
