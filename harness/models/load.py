@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
+from harness.models import attention as att
+from harness.models.kernel_calls import watch
 from harness.models.paths import resolve_path
 from harness.models.prune import check_keep_layers, prune_layers
 from harness.models.spec import ModelSpec
@@ -35,8 +37,6 @@ def attention_for(requested: str, local: str, device: str | None = None, *, dtyp
     architecture, head size and weights' ``dtype``; None: this machine's GPU if it has one); ``auto`` falling back
     to padded sdpa on a GPU says so on one line; an explicit ``harness_varlen`` the GPU cannot run is refused here,
     before the weights load. ``harness_varlen`` is registered with transformers first."""
-    from harness.models import attention as att
-
     config = att.model_config_json(local)
     model_type, head_dim = config.get("model_type"), att.head_dim_of(config)
     implementation = att.resolve_for(requested, model_type, device, head_dim=head_dim, dtype=dtype)
@@ -66,9 +66,6 @@ def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any
     """The record's ``attention`` entry where ``auto`` was resolved (or the harness changed the implementation):
     which implementation, why ``auto`` fell back to padded sdpa on a GPU, and the kernel counted as it runs (the
     entry stays current: :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
-    from harness.models import attention as att
-    from harness.models.kernel_calls import watch
-
     config = encoder.config
     implementation = str(getattr(config, "_attn_implementation", ""))
     dtype = str(next(encoder.parameters()).dtype).removeprefix("torch.")
@@ -83,11 +80,8 @@ def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any
 def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
     """Padded batches into ``encoder`` run as one packed row where it loaded ``harness_varlen``; every attention
     call of ``encoder`` is counted by kernel from now on (:func:`harness.models.kernel_calls.watch`)."""
-    from harness.models.attention import VARLEN
-    from harness.models.kernel_calls import watch
-
     watch(encoder)
-    if getattr(encoder.config, "_attn_implementation", None) == VARLEN:
+    if getattr(encoder.config, "_attn_implementation", None) == att.VARLEN:
         from harness.models.unpad import install
 
         install(encoder, keep_padded)
@@ -103,8 +97,7 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
 
     _check_attn(spec)
     local, revision = resolve_path(spec, pruning_applied=True)
-    if spec.keep_layers is not None:
-        check_keep_layers(spec, local)
+    check_keep_layers(spec, local)
     kwargs = model_kwargs(spec, local, device)
     try:
         if (Path(local) / "modules.json").exists():

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import HarnessError
 from harness.identity import dotted
-from harness.typed import choices
+from harness.typed import build, choices
 
 if TYPE_CHECKING:
     from harness.results import ResultRecord
@@ -141,11 +142,6 @@ class TaskSpec:
 
 def spec_from(node: Mapping[str, Any], name: str, where: str) -> TaskSpec:
     """A typed spec from a mapping (a YAML node or a record's config), named ``name``."""
-    from dataclasses import replace
-
-    from harness.errors import HarnessError
-    from harness.typed import build
-
     spec = replace(build(TaskSpec, node, where), name=name)
     stray = sorted(set(spec.stage_when) - set(spec.stages))
     if stray:

@@ -12,6 +12,7 @@ from transformers import TrainerCallback
 
 from harness.console import Progress, interactive
 from harness.errors import TrainingDivergedError
+from harness.training.ranks import rank
 
 
 class NaNLossGuard(TrainerCallback):
@@ -47,8 +48,6 @@ class ProgressLines(TrainerCallback):
         self.progress: Progress | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        from harness.training.ranks import rank
-
         show = not interactive() and rank() == 0      # several processes (task.devices): rank 0 speaks for all
         self.progress = Progress(state.max_steps, self.desc, "steps", show=show, each_update_is_a_step=True)
 

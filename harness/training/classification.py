@@ -254,8 +254,7 @@ def train_and_evaluate(
     tracker: Tracker | None = None,
 ) -> TrainOutcome:
     """Fine-tune with early stopping and evaluate on ``eval_ds`` the weights ``cfg.protocol`` scores (``best_epoch``:
-    the restored best checkpoint; ``authors``: the last weights); ``tracker``: the experiment tracker the run
-    reports to (``logger=``; default none)."""
+    the restored best checkpoint; ``authors``: the last weights); ``tracker``: ``logger=``'s (or none)."""
     from transformers import DataCollatorWithPadding
 
     tracker = tracker or tracking.NONE

@@ -41,11 +41,8 @@ def make_loss(model: SentenceTransformer, node: DenseTraining):
 def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseTraining, run: TrainRun,
                 output_dir: str | Path, tracker: Tracker | None = None) -> dict[str, Any]:
     """Fine-tune ``model`` in place on (anchor, positive, negative) triplets as ``node`` (the task's ``train.dense``
-    settings) says, at ``run``'s learning rate, seed and precision; save it to ``output_dir``. ``tracker``: the
-    experiment tracker the run reports to (``logger=``; default none).
-
-    Returns training facts for the record (steps, loss, effective batch size, where the curves are).
-    """
+    settings) says, at ``run``'s learning rate, seed and precision; save it to ``output_dir``; the training facts for
+    the record (steps, loss, effective batch size, where the curves are). ``tracker``: ``logger=``'s (or none)."""
     from sentence_transformers.training_args import BatchSamplers
 
     from harness.training.seeding import train_seeded

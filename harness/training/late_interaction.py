@@ -23,8 +23,7 @@ def train_kd(model: ColBERT, train_dataset: Dataset, node: KdTraining, run: Trai
              tracker: Tracker | None = None) -> dict[str, Any]:
     """Distil teacher scores into ``model`` in place as ``node`` (the task's ``train.kd`` settings) says, at
     ``run``'s learning rate, seed and precision, with query and document lengths capped at the model's positions;
-    save it to ``output_dir/model``. Returns training facts. ``tracker``: the experiment tracker the run reports to
-    (``logger=``; default none)."""
+    save it to ``output_dir/model``; the training facts. ``tracker``: ``logger=``'s (or none)."""
     tracker = tracker or tracking.NONE
     from pylate import losses, utils
 

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from harness.console import configure
 from harness.errors import HarnessError, TrainingDivergedError, one_line
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,6 @@ def _rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     rank = int(os.environ.get("RANK", "0"))
     level = int(os.environ.get("HARNESS_RANK_LOG_LEVEL", logging.INFO)) if rank == 0 else logging.ERROR
     logging.basicConfig(level=level, format="%(message)s")
-    from harness.console import configure
-
     configure()
     return fn(*args)
 
