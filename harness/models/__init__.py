@@ -3,14 +3,14 @@
 One module per job: :mod:`~harness.models.spec` (what a model config says), :mod:`~harness.models.paths` (where the
 files are: hub reachability, cached snapshots; what identifies them),
 :mod:`~harness.models.weights` (safetensors checks, fingerprints), :mod:`~harness.models.precision` (device,
-CPU flags, precision policy, autocast), :mod:`~harness.models.load` (SentenceTransformer loading),
-:mod:`~harness.models.prune` (layer-pruned variants), :mod:`~harness.models.positions` (usable token positions).
+CPU flags, precision policy, autocast), :mod:`~harness.models.load` (SentenceTransformer loading,
+layer-pruned variants), :mod:`~harness.models.positions` (usable token positions).
 Importing the package imports no torch; the names below are the package's interface.
 """
 
 from __future__ import annotations
 
-from harness.models.load import _check_attn, load_sentence_transformer, model_identity
+from harness.models.load import _check_attn, layer_list, load_sentence_transformer, model_identity
 from harness.models.paths import check_available, hub_reachable, model_ref, require_hub, resolve_path
 from harness.models.positions import model_config, usable_positions
 from harness.models.precision import (
@@ -23,7 +23,6 @@ from harness.models.precision import (
     resolve_device,
     resolve_precision,
 )
-from harness.models.prune import layer_list
 from harness.models.spec import ModelSpec
 from harness.models.weights import fingerprint
 

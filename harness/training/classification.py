@@ -29,6 +29,9 @@ import numpy as np
 import torch
 
 from harness.errors import HarnessError, TrainingDivergedError
+from harness.glue_metrics import compute
+from harness.models.attention import model_type_of
+from harness.models.load import attention_for, unpad_if_varlen
 from harness.training import tracking
 from harness.training.arguments import check_loss
 from harness.training.arguments import training_arguments as shared_training_arguments
@@ -96,7 +99,6 @@ def load_classifier(
     ``device``: where it runs (the attention ``auto`` resolves to depends on it; None: this machine's GPU if any)."""
     from transformers import AutoModelForSequenceClassification
 
-    from harness.models.load import attention_for, unpad_if_varlen
     kwargs: dict[str, Any] = {"attn_implementation": attention_for(attn_implementation, model_dir, device),
                               "trust_remote_code": trust_remote_code}
     problem_type = "regression" if num_labels == 1 else "single_label_classification"
@@ -131,8 +133,6 @@ def head_config(head: GlueHead | None, model_dir: str) -> dict[str, Any]:
     is for a ModernBERT encoder: any other is refused in one line (``model.glue=null`` keeps its own head)."""
     if head is None:
         return {}
-    from harness.models.attention import model_type_of
-
     kind = model_type_of(model_dir)
     if kind != "modernbert":
         raise HarnessError(f"model.glue sets a ModernBERT classification head, but {model_dir} is a "
@@ -234,8 +234,6 @@ def stopper(cfg: TrainConfig) -> Any:
 
 def compute_metrics_fn(metric: str, groups: list[tuple[str, int]] | None) -> Callable:
     """A Trainer ``compute_metrics`` returning GLUE metrics (x100) and ``score``, the task score."""
-    from harness.glue_metrics import compute
-
     def fn(pred) -> dict[str, float]:
         return compute(metric, _predicted(pred.predictions), np.asarray(pred.label_ids),
                        groups if groups and len(groups) > 1 else None)
