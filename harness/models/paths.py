@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, HubUnavailableError
-from harness.models.keys import check_weights_fit
 from harness.models.spec import ModelSpec
-from harness.models.weights import check_model_dir, fingerprint
+from harness.models.weights import check_model_dir, check_weights_fit, fingerprint
 
 PACKAGE_PREFIX = "package:"
 HUB_MODEL_FIX = ("Pass a local model directory with model.path=/path/to/model, or use model=all-minilm-l6-v2 "
@@ -75,7 +74,7 @@ def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False, check_fit: b
     at ``spec.revision``. A pruned spec (``keep_layers``) fails unless the caller builds the pruned model
     (``pruning_applied``): a loader that ignored it would score the full model under the variant's name.
     ``check_fit``: the weights must fit the encoder the folder's config.json describes
-    (:func:`~harness.models.keys.check_weights_fit`; imports transformers, so planning passes False).
+    (:func:`~harness.models.weights.check_weights_fit`; imports transformers, so planning passes False).
     """
     if spec.keep_layers is not None and not pruning_applied:
         raise HarnessError(

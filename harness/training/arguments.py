@@ -1,16 +1,21 @@
 """What every trainer here shares. Its training arguments, built once: the shared fields, read from its settings node
 and the run's resolved values (:class:`~harness.training.settings.TrainRun`); each trainer (DPR, ColBERT KD, GLUE
-classification) adds only what differs. The end of its run: it took optimisation steps, its loss is finite, the
+classification) adds only what differs. Its callbacks and guards: a NaN loss stops it, progress lines off a terminal,
+an unfinished run's checkpoints removed. The end of its run: it took optimisation steps, its loss is finite, the
 model is saved, and the facts a record keeps about it."""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+import shutil
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.console import interactive
+from transformers import TrainerCallback
+
+from harness.console import Progress, interactive
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.training import ranks, tracking
 
@@ -69,6 +74,61 @@ def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, 
         # ranks.StepBatches evens the ranks out instead, so the last batch stays what one process takes
         args.dataloader_drop_last = bool(fields.get("dataloader_drop_last", False))
     return args
+
+
+class NaNLossGuard(TrainerCallback):
+    """Stop a run as soon as a logged training loss is NaN or infinite (needs ``logging_nan_inf_filter=False``)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            raise TrainingDivergedError(
+                f"training loss became {loss} at step {state.global_step} (epoch {state.epoch or 0:.2f}): the run "
+                "diverged; lower task.lr, use precision=fp32, or check the training data for empty texts"
+            )
+
+
+@contextlib.contextmanager
+def discard_unfinished(folder: Path) -> Iterator[None]:
+    """Remove the trainer's checkpoint ``folder`` when training does not finish (an error, or ``scancel`` / a
+    requeue, which :mod:`harness.scheduler` turns into ``SystemExit``); a finished training's folder stays."""
+    try:
+        yield
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+class ProgressLines(TrainerCallback):
+    """Training progress through the console when no bar is drawn (SLURM logs, pipes): one line per evaluation
+    and at most ~20 loss lines a run, each with the step count, epoch, loss or score, and an estimate of what is
+    left. On a terminal the Trainer's own tqdm bar shows it instead."""
+
+    def __init__(self, desc: str = "training") -> None:
+        self.desc = desc
+        self.progress: Progress | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        show = not interactive() and ranks.rank() == 0      # several processes (task.devices): rank 0 speaks for all
+        self.progress = Progress(state.max_steps, self.desc, "steps", show=show, each_update_is_a_step=True)
+
+    def _line(self, state, note: str) -> None:
+        if self.progress is not None:
+            self.progress.update(max(0, state.global_step - self.progress.n), f"epoch {state.epoch or 0:.2f}, {note}")
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        every = max(1, state.max_steps // 20)       # at most ~20 loss lines a run; evaluations always get one
+        if logs and "loss" in logs and self.progress is not None and state.global_step - self.progress.n >= every:
+            self._line(state, f"loss {logs['loss']:.4f}")
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        shown = {k: v for k, v in (metrics or {}).items() if k in ("eval_score", "eval_loss")}
+        self._line(state, ", ".join(f"{k[5:]} {v:.4f}" for k, v in shown.items()) or "evaluated")
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.progress is not None:
+            self.progress.close()
+            self.progress = None
 
 
 def check_steps(steps: int, n_rows: int, rows: str, cfg: Batches) -> None:

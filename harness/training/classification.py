@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from transformers import TrainerCallback
 
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.glue_metrics import compute
 from harness.models.attention import model_type_of
 from harness.models.load import attention_for, unpad_if_varlen
 from harness.training import tracking
-from harness.training.arguments import check_loss
+from harness.training.arguments import NaNLossGuard, ProgressLines, check_loss
 from harness.training.arguments import training_arguments as shared_training_arguments
-from harness.training.callbacks import BatchPatienceStopping, NaNLossGuard, ProgressLines
 from harness.training.glue_tokens import cached_tokenize, token_hash, tokenize  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
@@ -86,6 +86,26 @@ class TrainOutcome:
     scored: str = "best"             # best (restored) | last (the final weights)
     predictions: np.ndarray | None = None   # per dev example, in eval order: class id, or value (regression)
     labels: np.ndarray | None = None
+
+
+class BatchPatienceStopping(TrainerCallback):
+    """Early stopping as Composer's ``EarlyStopper`` (the ModernBERT authors' GLUE runs): one monitored dev
+    metric; an evaluation improves on the best only by more than ``min_delta``; training stops at the first
+    evaluation more than ``patience_batches`` optimizer steps after the best one."""
+
+    def __init__(self, metric: str, patience_batches: int, min_delta: float) -> None:
+        self.metric, self.patience, self.min_delta = metric, int(patience_batches), float(min_delta)
+        self.best: float | None = None
+        self.best_step = 0
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        value = (metrics or {}).get(f"eval_{self.metric}")
+        if value is None:
+            raise KeyError(f"early stopping watches eval_{self.metric}, which the evaluation did not return")
+        if self.best is None or (value > self.best and abs(value - self.best) > self.min_delta):
+            self.best, self.best_step = float(value), state.global_step
+        elif state.global_step - self.best_step > self.patience:
+            control.should_training_stop = True
 
 
 # ---------------------------------------------------------------------------------------------- model
