@@ -83,7 +83,7 @@ def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
     call of ``encoder`` is counted by kernel from now on (:func:`harness.models.kernel_calls.watch`)."""
     watch(encoder)
     if getattr(encoder.config, "_attn_implementation", None) == att.VARLEN:
-        from harness.models.unpad import install
+        from harness.models.varlen_attention import install
 
         install(encoder, keep_padded)
 

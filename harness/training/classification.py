@@ -314,10 +314,7 @@ def train_and_evaluate(
     metrics = evals[-1] if ended_on_eval else trainer.evaluate()
     scored = seen.get("pred")    # that evaluation's predictions (the last compute_metrics call saw them)
     eval_seconds = time.perf_counter() - t1
-    history = [
-        {"epoch": round(h["epoch"], 4), "step": h["step"], "score": h["eval_score"]}
-        for h in (state.log_history if last else evals) if "eval_score" in h
-    ]
+    history = [{"epoch": round(h["epoch"], 4), "step": h["step"], "score": h["eval_score"]} for h in evals]
     per_epoch = cfg.steps_per_epoch(len(train_ds))
     best_step = state.global_step if last else state.best_global_step
     clean = {k[len("eval_"):]: float(v) for k, v in metrics.items() if k.startswith("eval_") and k not in NOT_METRICS}
