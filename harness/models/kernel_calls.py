@@ -37,7 +37,8 @@ class KernelCalls:
         with self._lock:
             self.counts[kernel] = self.counts.get(kernel, 0) + n
             for block in self._blocks:
-                self._fill(block)
+                block["calls"] = dict(self.counts)
+                block["kernel"] = observed_kernel(self.counts)
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
@@ -46,13 +47,10 @@ class KernelCalls:
     def keep(self, block: dict[str, Any]) -> dict[str, Any]:
         """Keep ``block``'s ``calls`` and ``kernel`` equal to the counts from now on (and fill them now)."""
         with self._lock:
-            self._fill(block)
+            block["calls"] = dict(self.counts)
+            block["kernel"] = observed_kernel(self.counts)
             self._blocks.append(block)
         return block
-
-    def _fill(self, block: dict[str, Any]) -> None:
-        block["calls"] = dict(self.counts)
-        block["kernel"] = observed_kernel(self.counts)
 
     def __deepcopy__(self, memo: dict) -> KernelCalls:     # a copied model counts afresh
         return KernelCalls()
