@@ -243,10 +243,14 @@ def set_aside(path: Path) -> None:
         os.rename(path, aside)
     except FileNotFoundError:
         return
-    if aside.is_dir():
-        shutil.rmtree(aside, ignore_errors=True)
+    _remove(aside)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
     else:
-        aside.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
 
 
 def publish(tmp: Path, path: Path) -> bool:
@@ -261,10 +265,7 @@ def publish(tmp: Path, path: Path) -> bool:
     except OSError as exc:
         if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
             raise
-    if tmp.is_dir():
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        tmp.unlink(missing_ok=True)
+    _remove(tmp)
     return False
 
 

@@ -11,7 +11,6 @@ from omegaconf import DictConfig
 
 from harness import scheduler
 from harness.errors import HarnessError, one_line
-from harness.hydra_runtime import is_multirun
 from harness.overrides import PRIMARY, check_group_overrides, check_key_overrides
 from harness.registry import Registry
 
@@ -33,7 +32,7 @@ def _hydra_main(cfg: DictConfig) -> float | scheduler.JobFailed | None:
         records = run(cfg)
     except HarnessError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
-        if is_multirun():  # one bad job must not stop its siblings in a sweep; the multirun fails at its end
+        if scheduler.is_multirun():  # one bad job must not stop its siblings in a sweep; the multirun fails at its end
             log.error("%s", exc)
             return scheduler.job_failed(one_line(exc))
         sys.exit(scheduler.FAILED_STATUS)

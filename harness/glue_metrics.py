@@ -4,7 +4,7 @@ leaderboard's significance marks), so it lives in the ground layer and imports n
 only where a metric is computed).
 
 Each metric function takes predictions (class ids, or scores for regression) and gold labels and returns a
-dict of named values; :data:`METRICS` says which key is the task score (by name: :mod:`harness.glue_scores`):
+dict of named values; which key is the task score is :mod:`harness.glue_scores`' (by name):
 
 - ``accuracy``: accuracy (SST-2, QNLI, RTE, WNLI)
 - ``matthews``: Matthews correlation (CoLA)
@@ -65,23 +65,17 @@ def spearman_pearson(preds: Sequence[float], labels: Sequence[float]) -> Metrics
     return _x100({"spearman": spearmanr(preds, labels).statistic, "pearson": pearsonr(preds, labels).statistic})
 
 
-#: metric kind in a task definition -> (function, key of the task score: :data:`harness.glue_scores.SCORE_KEYS`)
-METRICS: dict[str, tuple[Callable[..., Metrics], str]] = {
-    name: (fn, SCORE_KEYS[name]) for name, fn in (
-        ("accuracy", accuracy), ("matthews", matthews), ("accuracy_f1", f1_accuracy), ("f1", f1_accuracy),
-        ("f1_accuracy", f1_accuracy), ("spearman_pearson", spearman_pearson))
-}
-
-
-def _lookup(metric: str) -> tuple[Callable[..., Metrics], str]:
-    return METRICS[known(metric)]
+#: metric kind in a task definition -> its function (the key of the task score: :data:`harness.glue_scores.SCORE_KEYS`)
+METRICS: dict[str, Callable[..., Metrics]] = {"accuracy": accuracy, "matthews": matthews, "accuracy_f1": f1_accuracy,
+                                              "f1": f1_accuracy, "f1_accuracy": f1_accuracy,
+                                              "spearman_pearson": spearman_pearson}
 
 
 def compute(metric: str, preds: Sequence, labels: Sequence, groups: Sequence[tuple[str, int]] | None = None) -> Metrics:
     """Metrics for one task, plus ``score`` (the task score). ``groups`` splits the rows into consecutive named
     dev sets (MNLI: ``[("matched", n1), ("mismatched", n2)]``): each gets ``<key>_<group>`` and the task score
     is the mean of the groups' scores."""
-    fn, key = _lookup(metric)
+    fn, key = METRICS[known(metric)], SCORE_KEYS[metric]
     if not groups:
         out = fn(preds, labels)
         out["score"] = out[key]

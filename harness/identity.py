@@ -43,16 +43,20 @@ GLOBAL_EXCLUDE: Mapping[str, str] = {
 }
 
 
+def dotted(tree: Mapping[str, Any], key: str) -> Any:
+    """``tree[a][b]`` for ``a.b`` (None where a level is missing)."""
+    node: Any = tree
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
 def drop(tree: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     """A deep copy of ``tree`` without the dotted ``keys`` (missing keys are ignored)."""
     out = copy.deepcopy(dict(tree))
-    for dotted in keys:
-        node: Any = out
-        *parents, last = dotted.split(".")
-        for p in parents:
-            node = node.get(p) if isinstance(node, dict) else None
-            if node is None:
-                break
+    for key in keys:
+        parent, _, last = key.rpartition(".")
+        node = dotted(out, parent) if parent else out
         if isinstance(node, dict):
             node.pop(last, None)
     return out

@@ -57,17 +57,13 @@ class RunLock(FileLock):
         self.created: list[Path] = []
 
     def try_acquire(self, stale_after: float) -> Holder | None:
-        self._make_parents()
-        return super().try_acquire(stale_after)
-
-    def _make_parents(self) -> None:
-        missing = []
-        d = self.path.parent
+        missing, d = [], self.path.parent
         while not d.exists() and d.parent != d:
             missing.append(d)
             d = d.parent
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.created = missing   # deepest first
+        return super().try_acquire(stale_after)
 
     def release(self) -> None:
         super().release()

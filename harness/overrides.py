@@ -13,9 +13,13 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from harness.compose import compose_config
 from harness.errors import HarnessError, closest_first, unknown_name
+from harness.glue_scores import SCORE_KEYS
+from harness.models.attention import describe
+from harness.preflight import check_output_paths
 
 #: Config groups whose option names we check before Hydra does, to suggest the closest valid name.
 CHECKED_GROUPS = ("task", "model", "sweep", "logger")
@@ -48,7 +52,8 @@ def _exists(group: str, name: str, sources: Sequence[str]) -> bool:
 
 
 def _parse(argv: list[str]):
-    """(Hydra's parsed command line, its overrides parsed by Hydra's own grammar), or None to let Hydra report."""
+    """(Hydra's parsed command line, its overrides parsed by Hydra's own grammar), or None to let Hydra report (or
+    for another primary config: its groups and keys are not ours to know)."""
     from hydra._internal.utils import get_args_parser
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -57,6 +62,8 @@ def _parse(argv: list[str]):
         with contextlib.redirect_stderr(io.StringIO()):
             args = get_args_parser().parse_args(argv)
     except SystemExit:
+        return None
+    if args.config_path or args.config_name:
         return None
     parsed = []
     parser = OverridesParser.create()
@@ -89,8 +96,6 @@ def check_group_overrides(argv: list[str]) -> None:
     if got is None:
         return
     args, overrides = got
-    if args.config_path or args.config_name:   # another primary config: its groups are not ours to know
-        return
     sources = config_sources(args, overrides)
     for o in overrides:
         if o.key_or_group not in CHECKED_GROUPS or o.is_delete():
@@ -143,10 +148,7 @@ def compose_first(args: argparse.Namespace, overrides: Sequence) -> tuple[DictCo
     overrides left to check against it (None when it cannot be composed this way: Hydra then reports)."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from harness.compose import compose_config
-
-    sources = config_sources(args, overrides)
-    groups = _groups(sources)
+    groups = _groups(config_sources(args, overrides))
     base, keys = [], []
     if args.config_dir and any(o.key_or_group == "hydra.searchpath" for o in overrides):
         return None
@@ -172,14 +174,12 @@ def compose_first(args: argparse.Namespace, overrides: Sequence) -> tuple[DictCo
 
 def _dotted(node, prefix: str = "") -> list[str]:
     """Every key of a config, dotted (intermediate nodes too)."""
-    from omegaconf import DictConfig as _Dict
-
     out = []
-    for k in node.keys() if isinstance(node, _Dict) else ():
+    for k in node.keys() if isinstance(node, DictConfig) else ():
         key = f"{prefix}{k}"
         out.append(key)
         child = node._get_node(k)
-        if isinstance(child, _Dict):
+        if isinstance(child, DictConfig):
             out += _dotted(child, key + ".")
     return out
 
@@ -188,14 +188,10 @@ def check_key_overrides(argv: list[str]) -> None:
     """``task.lrr=1`` (a key the config does not have) fails with the closest valid keys, before Hydra, whose
     message suggests ``+task.lrr=1``: that would add a key nothing reads. Also checks, before Hydra creates its
     output folder, that the output folders are writable (a bad ``paths.*`` fails in a second)."""
-    from omegaconf import OmegaConf
-
     got = _parse(argv)
     if got is None:
         return
     args, overrides = got
-    if args.config_path or args.config_name:
-        return
     composed = compose_first(args, overrides)
     if composed is None:
         return
@@ -220,8 +216,6 @@ def check_key_overrides(argv: list[str]) -> None:
             return
         if not o.is_sweep_override():
             OmegaConf.update(cfg, o.key_or_group, o.value(), merge=False)
-    from harness.preflight import check_output_paths
-
     check_output_paths(cfg.paths)
 
 
@@ -231,8 +225,6 @@ def _note_glue_scores(cfg: DictConfig, keys: list) -> None:
     task = cfg.get("task") or {}
     if task.get("name") != "glue":
         return
-    from harness.glue_scores import SCORE_KEYS
-
     metrics = {str(name): str(d.get("metric")) for name, d in (task.get("definitions") or {}).items()}
     for o in keys:
         parts = str(o.key_or_group).split(".")
@@ -247,8 +239,6 @@ def _note_glue_scores(cfg: DictConfig, keys: list) -> None:
 
 def _note_attention(cfg: DictConfig, keys: list) -> None:
     """``--cfg`` shows the config as written (``auto`` keeps run ids machine-independent); say what it resolves to."""
-    from harness.models.attention import describe
-
     requested = next((str(o.value()) for o in keys if o.key_or_group == "model.attn_implementation"),
                      str(cfg.model.get("attn_implementation", "")))
     line = describe(requested)

@@ -57,20 +57,17 @@ def from_metrics(per_query: Mapping[str, Mapping[str, float]], data: Mapping[str
                     dict(data), unit)
 
 
-def sidecar_path(record_path: Path) -> Path:
-    return record_path.with_name(record_path.name.removesuffix(".json") + SUFFIX)
-
-
-def run_path(record_path: Path) -> Path:
-    """Where ``save_run=true`` writes the record's ranking (a TREC run file)."""
-    return record_path.with_name(record_path.name.removesuffix(".json") + RUN_SUFFIX)
+def _beside(record_path: Path, suffix: str) -> Path:
+    """``<dataset><suffix>`` beside ``<dataset>.json``: its per-query scores, or where ``save_run=true`` writes its
+    ranking (a TREC run file)."""
+    return record_path.with_name(record_path.name.removesuffix(".json") + suffix)
 
 
 def files_of(record_path: Path, save_run: bool) -> dict[Path, str]:
     """Every file a record at ``record_path`` is written to, and what each holds (checked before any work)."""
-    files = {record_path: "the record", sidecar_path(record_path): "its per-query scores"}
+    files = {record_path: "the record", _beside(record_path, SUFFIX): "its per-query scores"}
     if save_run:
-        files[run_path(record_path)] = "its TREC run file (save_run=true)"
+        files[_beside(record_path, RUN_SUFFIX)] = "its TREC run file (save_run=true)"
     return files
 
 
@@ -79,13 +76,13 @@ def write(record_path: Path, pq: PerQuery) -> dict[str, Any]:
     buf = io.BytesIO()
     np.savez_compressed(buf, ids=np.array(pq.ids, dtype=str), **{f"m_{k}": v for k, v in pq.scores.items()})
     blob = buf.getvalue()
-    path = sidecar_path(record_path)
+    path = _beside(record_path, SUFFIX)
     _atomic(path, blob)
     claim = {"file": path.name, "sha256": hashlib.sha256(blob).hexdigest(), "n": len(pq.ids), "unit": pq.unit,
              "metrics": sorted(pq.scores), "data": dict(pq.data), "bytes": len(blob)}
     if pq.run is not None:
         run_blob = gzip.compress(trec_lines(pq.run, record_path.parent.name).encode(), mtime=0)
-        trec = run_path(record_path)
+        trec = _beside(record_path, RUN_SUFFIX)
         _atomic(trec, run_blob)
         claim["run_file"] = {"file": trec.name, "sha256": hashlib.sha256(run_blob).hexdigest()}
     return claim

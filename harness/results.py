@@ -7,6 +7,7 @@ its records and skips them, and a SLURM array that is requeued redoes only the m
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -269,12 +270,9 @@ def iter_records(
                 if not isinstance(data, dict):
                     raise ValueError("top-level JSON is not an object")
                 yield path, ResultRecord.from_dict(data)
-            except UnknownSchemaError as exc:
-                if strict_schema:
+            except (ValueError, OSError, TypeError) as exc:   # UnknownSchemaError, json's errors: ValueErrors
+                if strict_schema and isinstance(exc, UnknownSchemaError):
                     raise UnknownSchemaError(f"{path}: {exc}") from None
-                if warn:
-                    warnings.warn(f"skipping {path}: {exc}", stacklevel=2)
-            except (ValueError, json.JSONDecodeError, OSError, TypeError) as exc:
                 if warn:
                     warnings.warn(f"skipping {path}: {exc}", stacklevel=2)
 
@@ -282,10 +280,8 @@ def iter_records(
 def library_versions() -> dict[str, str]:
     out = {}
     for pkg in _VERSIONED_PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            continue
     return out
 
 

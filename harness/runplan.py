@@ -57,7 +57,6 @@ class RecordHeader:
     def record(self, cell: Cell, *, model: Mapping[str, Any] | None = None, **fields: Any) -> ResultRecord:
         """A record of ``cell``: ``fields`` (metrics, split, details, ...) over the shared ones."""
         from harness import scheduler
-        from harness.hydra_runtime import sweep_name
 
         fields.setdefault("dataset", cell.dataset)
         fields.setdefault("main_score", self.main_score)
@@ -69,7 +68,7 @@ class RecordHeader:
         rec = ResultRecord(
             task=self.task, model={**block, "ref": dict(self.model_ref)}, run_id=cell.run_id,
             higher_is_better=self.higher_is_better, config_id=derived_key(cell.identity, without=self.seed_keys),
-            config=dict(self.config), sweep=sweep_name(), experiment=self.experiment, scheduler=scheduler.facts(),
+            config=dict(self.config), sweep=scheduler.sweep_name(), experiment=self.experiment, scheduler=scheduler.facts(),
             **fields,
         )
         if cell.spec is not None:

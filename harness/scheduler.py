@@ -10,11 +10,13 @@ with each record, a clean stop on ``scancel``/requeue, and a non-zero exit when 
   exits non-zero after submitit has stored its result, so SLURM says FAILED and ``afterok`` holds; the launching
   process learns of it when it reads the job's result (:class:`JobFailed` registers itself when unpickled) and
   exits non-zero when the whole multirun has ended (:func:`failed_jobs`).
+- :func:`sweep_name`, :func:`is_multirun`: what a run knows of the Hydra job that launched it.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import signal
@@ -32,7 +34,6 @@ SLURM_VARS = {"job_id": "SLURM_JOB_ID", "array_job_id": "SLURM_ARRAY_JOB_ID", "a
               "partition": "SLURM_JOB_PARTITION", "restart_count": "SLURM_RESTART_COUNT"}
 
 _FAILED: dict[str, str] = {}   # failed jobs seen by this process: job label -> one-line error
-_EXIT_REGISTERED = False
 
 
 def in_submitit_job() -> bool:
@@ -57,16 +58,35 @@ def facts() -> dict[str, Any]:
     return out
 
 
-def _hydra_job() -> dict[str, Any]:
-    """Hydra's job number and id in a multirun (empty outside one)."""
+def _hydra() -> Any:
+    """The running Hydra job's config (None outside the CLI, e.g. in tests)."""
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
     try:
-        job = HydraConfig.get().job
+        return HydraConfig.get()
     except ValueError:
+        return None
+
+
+def sweep_name() -> str | None:
+    """The ``sweep=`` config this run was composed with, if any."""
+    hydra = _hydra()
+    return hydra.runtime.choices.get("sweep") if hydra is not None else None
+
+
+def is_multirun() -> bool:
+    hydra = _hydra()
+    return hydra is not None and str(hydra.mode) == "RunMode.MULTIRUN"
+
+
+def _hydra_job() -> dict[str, Any]:
+    """Hydra's job number and id in a multirun (empty outside one)."""
+    from omegaconf import OmegaConf
+
+    hydra = _hydra()
+    if hydra is None:
         return {}
-    got = {k: OmegaConf.select(job, k, default=None, throw_on_missing=False) for k in ("num", "id")}
+    got = {k: OmegaConf.select(hydra.job, k, default=None, throw_on_missing=False) for k in ("num", "id")}
     return {k: v for k, v in got.items() if v is not None}
 
 
@@ -111,22 +131,18 @@ def job_failed(error: str) -> JobFailed:
 
 
 def _label() -> str:
-    from hydra.core.hydra_config import HydraConfig
-
     try:
-        cfg = HydraConfig.get()
-        return f"#{cfg.job.num} {' '.join(cfg.overrides.task)}"
-    except (ValueError, AttributeError):
+        hydra = _hydra()
+        return f"#{hydra.job.num} {' '.join(hydra.overrides.task)}"
+    except AttributeError:   # outside Hydra (None), or a job without these
         return "#?"
 
 
+@functools.cache   # registered once
 def exit_nonzero_at_exit() -> None:
     """End this process with :data:`FAILED_STATUS` once it has finished normally (submitit has then written the
     job's result, so the launching process still reads it)."""
-    global _EXIT_REGISTERED
-    if not _EXIT_REGISTERED:
-        atexit.register(_exit_failed)
-        _EXIT_REGISTERED = True
+    atexit.register(_exit_failed)
 
 
 def _exit_failed() -> None:

@@ -31,47 +31,45 @@ from harness.errors import HarnessError, closest_first
 T = TypeVar("T")
 
 
-def _field(meta: dict[str, Any], excluded: str, default: Any, kw: dict[str, Any]) -> Any:
+def _field(meta: dict[str, Any], *, excluded: str = "", default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+    """A dataclass field with the constraint ``meta``; ``excluded``: see :func:`excluded`; ``kw``: the field's."""
     return dataclasses.field(default=default, metadata={**meta, **({"excluded": excluded} if excluded else {})}, **kw)
 
 
-def choices(*values: Any, excluded: str = "", default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+def choices(*values: Any, **kw: Any) -> Any:
     """A dataclass field restricted to ``values`` (checked by :func:`build`)."""
-    return _field({"choices": values}, excluded, default, kw)
+    return _field({"choices": values}, **kw)
 
 
-def at_least(low: float, *, below: float | None = None, null: str = "", nonempty: bool = False, excluded: str = "",
-             default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+def at_least(low: float, *, below: float | None = None, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
     """A numeric field whose value (each number of a list or mapping) is >= ``low`` (and < ``below`` if given);
     ``null``: what null means where the type allows it (the error line offers it); ``nonempty``: a list that
-    must not be empty either (see :func:`nonempty`); ``excluded``: see :func:`excluded`."""
-    return _field({"min": low, "below": below, "null": null, "nonempty": nonempty}, excluded, default, kw)
+    must not be empty either (see :func:`nonempty`)."""
+    return _field({"min": low, "below": below, "null": null, "nonempty": nonempty}, **kw)
 
 
-def count(low: int = 1, *, null: str = "", nonempty: bool = False, excluded: str = "",
-          default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+def count(low: int = 1, **kw: Any) -> Any:
     """A count or size: an integer >= ``low`` (1 unless told; 0 is not "no limit": null is, where ``null`` says
     what it means)."""
-    return at_least(low, null=null, nonempty=nonempty, excluded=excluded, default=default, **kw)
+    return at_least(low, **kw)
 
 
-def positive(*, null: str = "", nonempty: bool = False, excluded: str = "", default: Any = dataclasses.MISSING,
-             **kw: Any) -> Any:
+def positive(*, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
     """A number > 0 (a learning rate, a number of epochs, a time or memory budget)."""
-    return _field({"min": 0, "open": True, "null": null, "nonempty": nonempty}, excluded, default, kw)
+    return _field({"min": 0, "open": True, "null": null, "nonempty": nonempty}, **kw)
 
 
-def nonempty(names_from: str = "", *, excluded: str = "", default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+def nonempty(names_from: str = "", **kw: Any) -> Any:
     """A list that selects what runs (datasets, tasks, seeds): empty would run nothing and say nothing.
     ``names_from``: the sibling field whose keys are the valid names (named in the error). A mapping of lists
     (GLUE's epoch groups) needs each list non-empty."""
-    return _field({"nonempty": True, "names_from": names_from}, excluded, default, kw)
+    return _field({"nonempty": True, "names_from": names_from}, **kw)
 
 
-def excluded(why: str, *, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+def excluded(why: str, **kw: Any) -> Any:
     """A field the run identity leaves out, and ``why``: it changes no number (how texts are batched), or the
     identity holds what it resolves to instead (a source run's id). :func:`excluded_keys` lists them."""
-    return _field({}, why, default, kw)
+    return _field({}, excluded=why, **kw)
 
 
 def flat() -> Any:
@@ -142,17 +140,12 @@ def role_keys(cls: type, role: str, prefix: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def unknown_key_error(key: str, valid: list[str], where: str) -> HarnessError:
-    options = closest_first(key, valid)
-    return HarnessError(
-        f"unknown key {key!r} in {where}; did you mean {options[0]!r}? Valid keys: {', '.join(sorted(valid))}."
-    )
-
-
 def check_keys(data: Mapping[str, Any], valid: list[str], where: str) -> None:
     for key in data:
         if key not in valid:
-            raise unknown_key_error(str(key), valid, where)
+            name = str(key)
+            raise HarnessError(f"unknown key {name!r} in {where}; did you mean {closest_first(name, valid)[0]!r}? "
+                               f"Valid keys: {', '.join(sorted(valid))}.")
 
 
 def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "") -> T:
@@ -291,10 +284,8 @@ def nodes_from_conf(file: str, *classes: type, **keys: Any) -> list[Any]:
 
 def _plain(data: Any) -> Any:
     """OmegaConf containers -> plain Python (resolved)."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-    except ImportError:  # pragma: no cover
-        return data
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
     if isinstance(data, DictConfig | ListConfig):
         return OmegaConf.to_container(data, resolve=True)
     return data

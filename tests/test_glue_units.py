@@ -17,7 +17,7 @@ from harness.data import glue as glue_data
 from harness.errors import DataError, HarnessError
 from harness.families.glue import chain, grid
 from harness.specs import glue as glue_spec
-from harness.training.callbacks import NaNLossGuard as NaNGuard
+from harness.training.arguments import NaNLossGuard as NaNGuard
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_GLUE = REPO.parent / "shared" / "data" / "glue"
@@ -252,7 +252,7 @@ def test_training_off_a_terminal_is_a_line_per_evaluation_and_a_few_loss_lines(m
     from types import SimpleNamespace
 
     from harness import console
-    from harness.training.callbacks import ProgressLines
+    from harness.training.arguments import ProgressLines
 
     monkeypatch.setattr(console, "interactive", lambda: False)
     caplog.set_level(logging.INFO, logger="harness.progress")

@@ -83,7 +83,7 @@ def test_modernbert_and_bert_resolve_to_the_varlen_path_on_cuda(monkeypatch: pyt
     from harness.models.attention import model_type_of, resolve_for
     from harness.models.load import attention_for
     from harness.models.spec import ModelSpec
-    from harness.models.unpad import installed
+    from harness.models.varlen_attention import installed
 
     _facts(monkeypatch, cuda=True, flash=False)
     assert ModelSpec.based_on("modernbert-base").attn_implementation == "auto"

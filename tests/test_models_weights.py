@@ -52,7 +52,7 @@ def test_weights_of_a_deeper_model_are_unused_weights(tmp_path: Path) -> None:
     cfg = json.loads((folder / "config.json").read_text())
     cfg["num_hidden_layers"], cfg["layer_types"] = 3, cfg["layer_types"][:3]
     (folder / "config.json").write_text(json.dumps(cfg))
-    from harness.models.keys import check_weights_fit
+    from harness.models.weights import check_weights_fit
 
     with pytest.raises(HarnessError, match=r"describes a ModernBertModel: 6 weights in the files would go unused "
                                            r"\(layers\.3\.attn\.Wo\.weight"):
@@ -64,7 +64,7 @@ def test_pretraining_heads_and_stale_buffers_are_not_encoder_weights(tmp_path: P
     ``embeddings.position_ids`` buffer load their encoder completely: accepted."""
     from transformers import AutoConfig, ModernBertForMaskedLM
 
-    from harness.models.keys import check_weights_fit
+    from harness.models.weights import check_weights_fit
 
     mlm = tmp_path / "mlm"
     ModernBertForMaskedLM(AutoConfig.from_pretrained(TINY_MODEL)).save_pretrained(mlm)

@@ -95,7 +95,7 @@ def test_nan_loss_records_failure_and_keeps_earlier_results(
     run(compose(overrides(tmp_path, toy_beir, "task.train=false")))     # an earlier, good result
     import torch
 
-    from harness.training import dense
+    from harness.training import seeding as dense
 
     class NaNLoss(torch.nn.Module):
         def __init__(self, model):

@@ -32,7 +32,7 @@ def train_dpr(tmp: Path, seed: int, name: str, dropout: float = 0.0) -> tuple[We
     Its config has no dropout, so only the batch order can tell two seeds apart; ``dropout`` turns it on."""
     from harness.data.triplets import load_triplets_file
     from harness.models import load_sentence_transformer
-    from harness.training.dense import train_dense
+    from harness.training.seeding import train_dense
     from tests.test_training import dense, run
 
     model, _ = load_sentence_transformer(SPEC)
@@ -84,7 +84,7 @@ def train_colbert(tmp: Path, seed: int, name: str) -> tuple[Weights, float]:
     """The tiny ModernBERT (one fixed head, seed 0) distilled on 12 rows in 3 batches of 4."""
     from harness.data.kd import load_kd_file
     from harness.evaluation.colbert_model import load_colbert
-    from harness.training.late_interaction import train_kd
+    from harness.training.seeding import train_kd
     from tests.test_training import kd, run
 
     model, _ = load_colbert(SPEC, device="cpu", embedding_size=128, seed=0)

@@ -1,5 +1,5 @@
 """What every trainer shares: the training arguments built from a settings node (harness.training.arguments) and
-the end of a run (harness.training.finish)."""
+the end of a run (there too)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.errors import HarnessError, TrainingDivergedError
-from harness.training.arguments import training_arguments
-from harness.training.finish import check_loss, finish_training
+from harness.training.arguments import check_loss, finish_training, training_arguments
 from harness.training.settings import DenseTraining, KdTraining, TrainRun
 from harness.typed import from_conf
 

@@ -253,7 +253,7 @@ def test_modernbert_positions_restart_at_every_sequence(tiny_model_dir: Path) ->
 def test_the_unpadding_hook_synchronises_once() -> None:
     """Reading a device tensor on the host (nonzero, int(), .cpu(), ...) waits for the device: the hook does it once
     per forward. A tensor subclass stands for device tensors and counts every such read."""
-    from harness.models.unpad import pack_padded
+    from harness.models.varlen_attention import pack_padded
 
     reads: list[str] = []
     host_reads = {"cpu", "item", "tolist", "nonzero", "__int__", "__index__", "__bool__", "numpy", "__float__"}

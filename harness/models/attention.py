@@ -146,14 +146,7 @@ def resolve_attention(requested: str, *, cuda: bool, packs: bool, blocker: str =
 
 def runs_on_cuda(device: str | None) -> bool:
     """Whether a model for ``device`` runs on CUDA here (None: wherever torch finds a GPU; ``cpu`` never)."""
-    if device is not None:
-        return device.startswith("cuda") and cuda_available()
-    return cuda_available()
-
-
-def blocker_for(device: str | None, head_dim: int | None, dtype: str | None) -> str:
-    """:func:`kernel_blocker` for a model that runs on CUDA ``device`` here."""
-    return kernel_blocker(capability=cuda_capability(device), head_dim=head_dim, dtype=dtype)
+    return (device is None or device.startswith("cuda")) and cuda_available()
 
 
 def resolve_for(requested: str, model_type: str | None, device: str | None = None, *, head_dim: int | None = None,
@@ -162,11 +155,10 @@ def resolve_for(requested: str, model_type: str | None, device: str | None = Non
     GPU; ``cpu`` never counts as CUDA), with the model's ``head_dim`` and weights' ``dtype`` where known. torch is
     imported only where the answer depends on the GPU."""
     packs = can_pack(model_type)
-    asks_varlen = requested == VARLEN or (requested == "flash_attention_2" and packs)
-    if not (packs and requested == "auto") and not asks_varlen:
+    if requested != VARLEN and not (packs and requested in ("auto", "flash_attention_2")):
         return resolve_attention(requested, cuda=False, packs=packs)
     cuda = runs_on_cuda(device)
-    blocker = blocker_for(device, head_dim, dtype) if cuda else ""
+    blocker = kernel_blocker(capability=cuda_capability(device), head_dim=head_dim, dtype=dtype) if cuda else ""
     return resolve_attention(requested, cuda=cuda, packs=packs, blocker=blocker)
 
 
@@ -175,7 +167,7 @@ def fallback_reason(requested: str, implementation: str, model_type: str | None,
     """Why ``auto`` chose padded sdpa on a CUDA machine for an architecture the harness packs ('' otherwise)."""
     if requested != "auto" or implementation != "sdpa" or not can_pack(model_type) or not runs_on_cuda(device):
         return ""
-    return blocker_for(device, head_dim, dtype)
+    return kernel_blocker(capability=cuda_capability(device), head_dim=head_dim, dtype=dtype)
 
 
 def say_fallback(model: str, reason: str) -> None:

@@ -3,7 +3,7 @@
 Off by default: it is an option until a GPU measures it faster than eager, compile time included
 (``benchmarks/gpu/check.sh`` measures both; docs/efficiency.md). Shapes are dynamic (packed rows differ in length
 from batch to batch). The forward is compiled, not the module's call, so the unpadding hooks
-(:mod:`harness.models.unpad`) and the kernel counting stay outside the graph; attention calls inside it are not
+(:mod:`harness.models.varlen_attention`) and the kernel counting stay outside the graph; attention calls inside it are not
 seen one by one, so the compiled forwards are counted instead (:mod:`harness.models.kernel_calls`).
 """
 

@@ -74,14 +74,9 @@ def attention_modules(encoder: Any) -> list[Any]:
     return [m for m in found if not any(c is not m and type(c).__name__.endswith("Attention") for c in m.modules())]
 
 
-def calls_of(encoder: Any) -> KernelCalls | None:
-    """The counter :func:`watch` gave ``encoder`` (None: not watched)."""
-    return getattr(encoder, "_harness_calls", None)
-
-
 def watch(encoder: Any) -> KernelCalls:
     """Count every attention call of ``encoder`` by kernel (idempotent); its counter."""
-    calls = calls_of(encoder)
+    calls = getattr(encoder, "_harness_calls", None)
     if calls is not None:
         return calls
     import torch

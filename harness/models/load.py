@@ -1,4 +1,5 @@
-"""Loading a :class:`ModelSpec` as a SentenceTransformer, with the configured head, and its record block."""
+"""Loading a :class:`ModelSpec` as a SentenceTransformer, with the configured head, and its record block; a
+layer-pruned variant (``model.keep_layers``) checked against the config and built in place at load time."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
+from harness.models import attention as att
+from harness.models.kernel_calls import watch
 from harness.models.paths import resolve_path
-from harness.models.prune import check_keep_layers, prune_layers
 from harness.models.spec import ModelSpec
 from harness.models.weights import fingerprint
 
 if TYPE_CHECKING:
+    import torch
     from sentence_transformers import SentenceTransformer
 
 log = logging.getLogger(__name__)
@@ -35,8 +38,6 @@ def attention_for(requested: str, local: str, device: str | None = None, *, dtyp
     architecture, head size and weights' ``dtype``; None: this machine's GPU if it has one); ``auto`` falling back
     to padded sdpa on a GPU says so on one line; an explicit ``harness_varlen`` the GPU cannot run is refused here,
     before the weights load. ``harness_varlen`` is registered with transformers first."""
-    from harness.models import attention as att
-
     config = att.model_config_json(local)
     model_type, head_dim = config.get("model_type"), att.head_dim_of(config)
     implementation = att.resolve_for(requested, model_type, device, head_dim=head_dim, dtype=dtype)
@@ -66,9 +67,6 @@ def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any
     """The record's ``attention`` entry where ``auto`` was resolved (or the harness changed the implementation):
     which implementation, why ``auto`` fell back to padded sdpa on a GPU, and the kernel counted as it runs (the
     entry stays current: :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
-    from harness.models import attention as att
-    from harness.models.kernel_calls import watch
-
     config = encoder.config
     implementation = str(getattr(config, "_attn_implementation", ""))
     dtype = str(next(encoder.parameters()).dtype).removeprefix("torch.")
@@ -83,12 +81,9 @@ def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any
 def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
     """Padded batches into ``encoder`` run as one packed row where it loaded ``harness_varlen``; every attention
     call of ``encoder`` is counted by kernel from now on (:func:`harness.models.kernel_calls.watch`)."""
-    from harness.models.attention import VARLEN
-    from harness.models.kernel_calls import watch
-
     watch(encoder)
-    if getattr(encoder.config, "_attn_implementation", None) == VARLEN:
-        from harness.models.unpad import install
+    if getattr(encoder.config, "_attn_implementation", None) == att.VARLEN:
+        from harness.models.varlen_attention import install
 
         install(encoder, keep_padded)
 
@@ -103,8 +98,7 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
 
     _check_attn(spec)
     local, revision = resolve_path(spec, pruning_applied=True)
-    if spec.keep_layers is not None:
-        check_keep_layers(spec, local)
+    check_keep_layers(spec, local)
     kwargs = model_kwargs(spec, local, device)
     try:
         if (Path(local) / "modules.json").exists():
@@ -166,3 +160,50 @@ def model_identity(spec: ModelSpec, local: str, revision: str | None) -> dict[st
         "fingerprint": fingerprint(local),
         **({"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {}),
     }
+
+
+def layer_list(hf_model: torch.nn.Module) -> tuple[torch.nn.Module, str]:
+    """(owner, attribute) of the encoder's layer ``ModuleList``: ModernBERT ``layers``, BERT-style
+    ``encoder.layer``, DistilBERT ``transformer.layer``."""
+    import torch
+
+    for owner_path, attr in (("", "layers"), ("encoder", "layer"), ("transformer", "layer")):
+        owner = hf_model.get_submodule(owner_path) if owner_path else hf_model
+        if isinstance(getattr(owner, attr, None), torch.nn.ModuleList):
+            return owner, attr
+    raise HarnessError(f"cannot find the encoder layers of {type(hf_model).__name__}; model.keep_layers supports "
+                       "ModernBERT and BERT-style encoders")
+
+
+def check_keep_layers(spec: ModelSpec, local: str) -> None:
+    """Fail before loading weights when ``keep_layers`` names a layer the model does not have."""
+    cfg_file = Path(local) / "config.json"
+    if spec.keep_layers is None or not cfg_file.is_file():
+        return
+    n = json.loads(cfg_file.read_text()).get("num_hidden_layers")
+    if isinstance(n, int) and max(spec.keep_layers) >= n:
+        raise HarnessError(f"model {spec.name!r}: keep_layers={spec.keep_layers} names layer {max(spec.keep_layers)}, "
+                           f"but the model has {n} layers (0..{n - 1})")
+
+
+def prune_layers(hf_model: torch.nn.Module, keep: list[int]) -> None:
+    """Keep only the encoder layers ``keep`` (original indices, in order), in place, without copying weights.
+
+    The kept modules are the original ones, so each keeps what its original index gave it: attention type
+    (ModernBERT global or local/sliding window), its pre-attention norm (ModernBERT's layer 0 has none), RoPE
+    table. ``config.layer_types`` is rewritten to the kept layers' own types, since the model picks each layer's
+    mask and rotary embedding by that list; ``num_hidden_layers`` shrinks; ``config.keep_layers`` records it.
+    """
+    import torch
+
+    owner, attr = layer_list(hf_model)
+    layers = getattr(owner, attr)
+    if max(keep) >= len(layers):
+        raise HarnessError(f"keep_layers={keep} names layer {max(keep)}, but the model has {len(layers)} layers")
+    setattr(owner, attr, torch.nn.ModuleList([layers[i] for i in keep]))
+    cfg = hf_model.config
+    types = getattr(cfg, "layer_types", None)
+    if types is not None:
+        cfg.layer_types = [types[i] for i in keep]
+    cfg.num_hidden_layers = len(keep)
+    cfg.keep_layers = list(keep)

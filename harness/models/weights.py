@@ -1,10 +1,27 @@
-"""A model folder's weights: checked complete before loading (safetensors headers) and fingerprinted by content."""
+"""A model folder's weights: checked complete before loading (safetensors headers), checked to fit its config, and
+fingerprinted by content.
+
+Do a folder's weights fit the encoder its config.json describes? Checked before any work, by transformers' own
+loader on the meta device (no tensor is read: milliseconds, even for large models), so a config of another
+architecture (a BertConfig beside ModernBERT weights) is refused instead of scoring a randomly initialised model.
+
+The rule, on the encoder (``AutoModel``) every task builds on: no encoder weight may be missing (it would be random)
+or mismatched, and no checkpoint weight of the encoder may go unused. Two things are not the encoder and are
+allowed: a pretraining head saved beside it (``head.*``/``decoder.*`` of ModernBERT, ``cls.*`` of BERT, ``lm_head.*``
+of RoBERTa: keys outside the base-model prefix of a checkpoint that has that prefix) and stale buffers
+(``embeddings.position_ids`` of older BERT files: recomputed, not weights). The heads a task trains on top (GLUE's
+classifier, ColBERT's projection) are not part of the encoder, so their absence is expected and never checked here.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -83,3 +100,124 @@ def fingerprint(model_dir: str | os.PathLike) -> str:
                 fh.seek(max(0, st.st_size - (1 << 20)))
                 h.update(fh.read(1 << 20))
     return h.hexdigest()[:16]
+
+
+#: what fixes a folder whose weights do not fit its config
+FIT_FIX = ("The config and the weights come from different models: put back the config.json saved with these "
+           "weights (model.save_pretrained writes both), or point model.path at the folder they came from.")
+
+
+def encoder_dir(local: str | Path) -> Path:
+    """The folder the encoder loads from: a sentence-transformers / PyLate folder's first module (modules.json),
+    else the folder itself."""
+    root = Path(local)
+    modules = root / "modules.json"
+    if modules.is_file():
+        try:
+            first = json.loads(modules.read_text(encoding="utf-8"))[0]
+            return root / str(first.get("path") or "")
+        except (ValueError, IndexError, KeyError, AttributeError, TypeError):
+            return root
+    return root
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No "LOAD REPORT", meta-device chatter or "Loading weights" bar for the probe (its findings are raised; the
+    real load reports its own)."""
+    import transformers.utils.logging as tlog
+
+    level, bars = tlog.get_verbosity(), tlog.is_progress_bar_enabled()
+    tlog.set_verbosity(logging.ERROR)
+    tlog.disable_progress_bar()
+    try:
+        yield
+    finally:
+        tlog.set_verbosity(level)
+        if bars:
+            tlog.enable_progress_bar()
+
+
+def fit_problem(local: str, *, trust_remote_code: bool = False, device_map: str | None = "meta") -> str | None:
+    """Load the encoder of ``local`` with transformers' loader (on the meta device: no tensor is read) and say in
+    one line what its loading report finds missing, mismatched or unused (None: the weights fit the config)."""
+    from transformers import AutoModel
+
+    with _quiet_transformers():
+        model, info = AutoModel.from_pretrained(str(local), output_loading_info=True, device_map=device_map,
+                                                trust_remote_code=trust_remote_code)
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    buffers = {name for name, _ in model.named_buffers()}
+    has_prefix = bool(prefix) and any(k.startswith(f"{prefix}.") for k in _checkpoint_keys(Path(local)))
+
+    def beside_encoder(key: str) -> bool:
+        bare = key[len(prefix) + 1:] if prefix and key.startswith(f"{prefix}.") else key
+        return bare in buffers or (has_prefix and not key.startswith(f"{prefix}."))
+
+    missing = tuple(sorted(info["missing_keys"]))
+    unused = tuple(sorted(k for k in info["unexpected_keys"] if not beside_encoder(k)))
+    mismatched = tuple(sorted(str(m[0]) for m in info["mismatched_keys"]))
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} of its {len(model.state_dict())} weights are missing from the files and would "
+                     f"be random ({_examples(missing)})")
+    if mismatched:
+        parts.append(f"{len(mismatched)} have another shape in the files ({_examples(mismatched)})")
+    if unused:
+        parts.append(f"{len(unused)} weights in the files would go unused ({_examples(unused)})")
+    if not parts:
+        return None
+    return (f"model weights in {local} do not fit its config.json, which describes a {type(model).__name__}: "
+            f"{'; '.join(parts)}. {FIT_FIX}")
+
+
+def _checkpoint_keys(folder: Path) -> set[str]:
+    """Tensor names in the folder's safetensors files (header only); empty for pytorch_model.bin folders."""
+    keys: set[str] = set()
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            keys |= set(json.loads(index.read_text()).get("weight_map", {}))
+    for path in folder.glob("*.safetensors"):
+        with contextlib.suppress(ValueError, OSError), open(path, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            keys |= set(json.loads(fh.read(n))) - {"__metadata__"}
+    return keys
+
+
+def _examples(keys: tuple[str, ...], n: int = 3) -> str:
+    more = f", ... ({len(keys)} in all)" if len(keys) > n else ""
+    return ", ".join(keys[:n]) + more
+
+
+_LOAD_ERRORS = (OSError, ValueError, RuntimeError, KeyError, ImportError, TypeError, AttributeError)
+
+
+@functools.cache
+def _checked(folder: str, trust_remote_code: bool, stamp: tuple) -> str | None:
+    """The problem with ``folder``'s weights (one line), or None; cached per folder content (``stamp``)."""
+    tries = [{"device_map": "meta"}] + ([{"device_map": None}] if trust_remote_code else [])
+    for i, kwargs in enumerate(tries):   # a model's own code may not load on the meta device: the real loader then
+        try:
+            return fit_problem(folder, trust_remote_code=trust_remote_code, **kwargs)
+        except _LOAD_ERRORS as exc:
+            if i == len(tries) - 1:
+                return (f"could not load the encoder in {folder} with transformers to check its weights against its "
+                        f"config.json ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}). {FIT_FIX}")
+    return None
+
+
+def _stamp(folder: Path) -> tuple:
+    """What identifies the files checked (name, size, mtime), so an edited folder is checked again."""
+    return tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file()))
+
+
+def check_weights_fit(local: str | Path, *, trust_remote_code: bool = False) -> None:
+    """Raise a one-line HarnessError when the weights of ``local`` do not fit the encoder its config describes
+    (once per folder and content in a process)."""
+    folder = encoder_dir(local)
+    if not (folder / "config.json").is_file():
+        return   # check_model_dir names a folder without a config
+    problem = _checked(str(folder), trust_remote_code, _stamp(folder))
+    if problem:
+        raise HarnessError(problem)

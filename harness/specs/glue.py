@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cache
+from importlib import resources
 from typing import Any
+
+from harness import specs
+from harness.glue_scores import score_key
 
 TASK_FAMILY = "glue"
 #: how each GLUE task's score is defined, written into the selection so a reader knows
@@ -35,9 +39,6 @@ def compared_scores() -> dict[str, str]:
     ``conf/task/glue.yaml`` defines for it (MRPC and QQP: accuracy, Table 5's). A table, a selection or a comparison
     holds one score per task: a record scored otherwise (an F1-scored MRPC record of an older default) is rescored
     or set aside before it is read (:mod:`harness.selection.comparable`)."""
-    from harness import specs
-    from harness.glue_scores import score_key
-
     definitions = specs.task_node(TASK_FAMILY).get("definitions") or {}
     return {name: score_key(str(d["metric"]), len(d["hub"]["dev"]) > 1) for name, d in definitions.items()}
 
@@ -49,15 +50,11 @@ def compared_score(task: str) -> str | None:
 
 def paper_tasks() -> tuple[str, ...]:
     """The paper's eight GLUE tasks (the columns of Table 5, as the spec declares them)."""
-    from harness import specs
-
     return specs.get(TASK_FAMILY).tables[0].columns or ()
 
 
 def paper_baselines() -> list[dict[str, Any]]:
     """Table 5 of the ModernBERT paper (dev-set GLUE scores), shipped as conf/task/glue/paper_baselines.yaml."""
-    from importlib import resources
-
     import yaml
 
     text = (resources.files("conf") / "task" / "glue" / "paper_baselines.yaml").read_text()

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.typed import choices
+from harness.errors import HarnessError
+from harness.identity import dotted
+from harness.typed import build, choices
 
 if TYPE_CHECKING:
     from harness.results import ResultRecord
@@ -114,7 +116,7 @@ class TaskSpec:
         """The stages that compute a run of ``config`` (the resolved config): those whose ``stage_when`` holds, a
         ``{dotted.key}`` in a stage's name replaced by the config's value (``retrieve.{task.retriever}``)."""
         def holds(stage: str) -> bool:
-            return all(_dotted(config, key) == value for key, value in self.stage_when.get(stage, {}).items())
+            return all(dotted(config, key) == value for key, value in self.stage_when.get(stage, {}).items())
 
         return tuple(_filled(s, config) for s in self.stages if holds(s))
 
@@ -140,11 +142,6 @@ class TaskSpec:
 
 def spec_from(node: Mapping[str, Any], name: str, where: str) -> TaskSpec:
     """A typed spec from a mapping (a YAML node or a record's config), named ``name``."""
-    from dataclasses import replace
-
-    from harness.errors import HarnessError
-    from harness.typed import build
-
     spec = replace(build(TaskSpec, node, where), name=name)
     stray = sorted(set(spec.stage_when) - set(spec.stages))
     if stray:
@@ -161,12 +158,4 @@ _TEMPLATE = re.compile(r"\{([\w.]+)\}")
 
 
 def _filled(stage: str, config: Mapping[str, Any]) -> str:
-    return _TEMPLATE.sub(lambda m: str(_dotted(config, m.group(1))), stage)
-
-
-def _dotted(tree: Mapping[str, Any], key: str) -> Any:
-    """``tree[a][b]`` for ``a.b`` (None where a level is missing)."""
-    node: Any = tree
-    for part in key.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
+    return _TEMPLATE.sub(lambda m: str(dotted(config, m.group(1))), stage)

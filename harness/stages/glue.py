@@ -190,7 +190,7 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
         rec.details["tracking"] = tracker.describe()
         outcome = clf.train_and_evaluate(
             model, ctx.tokenizer, train_ds, eval_ds,
-            clf.compute_metrics_fn(task.metric, task.is_regression, groups), train_cfg, trainer_dir, tracker,
+            clf.compute_metrics_fn(task.metric, groups), train_cfg, trainer_dir, tracker,
         )
         rec.metrics = {k: v for k, v in outcome.metrics.items() if k != "score"}
         rec.details.update(
@@ -221,7 +221,7 @@ def describe_model(rec: ResultRecord, model: Any, ctx: RunContext) -> None:
     """What ran, read from the loaded model: the attention implementation (every record; the model block also says
     what ``auto`` resolved to and its kernel, as retrieval records do) and the head that was built."""
     from harness.models.load import attention_record
-    from harness.training.glue_head import describe_head
+    from harness.training.classification import describe_head
 
     rec.model = {**rec.model, **attention_record(ctx.spec.attn_implementation, model.base_model, ctx.device)}
     rec.details["attn_implementation"] = str(getattr(model.config, "_attn_implementation", "") or "")

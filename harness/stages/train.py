@@ -44,7 +44,7 @@ class DenseTrainer:
 
     def fit(self, ctx: StageContext[DenseTask], model: Any, data: Any, facts: Mapping[str, Any] | None,
             out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
-        info = fit(self, ctx, model, data, spec, out_dir, tracker, "harness.training.dense:train_dense")
+        info = fit(self, ctx, model, data, spec, out_dir, tracker, "harness.training.seeding:train_dense")
         return {**info, "data": facts} if facts else info
 
 
@@ -74,7 +74,7 @@ class KdTrainer:
 
     def fit(self, ctx: StageContext[KdTask], model: Any, data: Any, facts: Mapping[str, Any] | None,
             out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
-        info = fit(self, ctx, model, data, spec, out_dir, tracker, "harness.training.late_interaction:train_kd")
+        info = fit(self, ctx, model, data, spec, out_dir, tracker, "harness.training.seeding:train_kd")
         return {**info, "data": facts}
 
 

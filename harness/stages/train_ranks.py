@@ -44,7 +44,7 @@ def fit_on_devices(ctx: StageContext[Any], trainer: Any, model: Any, data: Any, 
     """Train ``model`` on ``ctx.settings.training.devices`` processes with ``train`` (``module:function``, as the
     one-process stage calls it); the trained weights are loaded into ``model``; returns rank 0's training facts.
     A failure removes the trainers' checkpoint folder, as on one process (ranks stopped mid-way cannot)."""
-    from harness.training.callbacks import discard_unfinished
+    from harness.training.arguments import discard_unfinished
     from harness.training.launch import run_on_devices
 
     staging = Path(out_dir) / "staging"

@@ -1,15 +1,23 @@
-"""Training arguments, built once: the fields every trainer here shares, read from its settings node and the run's
-resolved values (:class:`~harness.training.settings.TrainRun`); each trainer (DPR, ColBERT KD, GLUE classification)
-adds only what differs."""
+"""What every trainer here shares. Its training arguments, built once: the shared fields, read from its settings node
+and the run's resolved values (:class:`~harness.training.settings.TrainRun`); each trainer (DPR, ColBERT KD, GLUE
+classification) adds only what differs. Its callbacks and guards: a NaN loss stops it, progress lines off a terminal,
+an unfinished run's checkpoints removed. The end of its run: it took optimisation steps, its loss is finite, the
+model is saved, and the facts a record keeps about it."""
 
 from __future__ import annotations
 
+import contextlib
+import math
+import shutil
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.errors import HarnessError
-from harness.training import tracking
-from harness.training.callbacks import bars
+from transformers import TrainerCallback
+
+from harness.console import Progress, interactive
+from harness.errors import HarnessError, TrainingDivergedError
+from harness.training import ranks, tracking
 
 if TYPE_CHECKING:
     from harness.training.settings import TrainRun
@@ -33,9 +41,7 @@ def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, 
     (the caller saves the model it keeps). ``fields``: what the caller adds or sets differently. On N processes
     (:func:`harness.training.ranks.world`) each accumulates 1/N of the accumulation, over DDP (gloo on CPU, NCCL on
     GPUs)."""
-    from harness.training.ranks import world
-
-    n = world()
+    n = ranks.world()
     if node.gradient_accumulation_steps % n:
         raise HarnessError(f"{n} training processes cannot share task.gradient_accumulation_steps="
                            f"{node.gradient_accumulation_steps}: set task.devices to a divisor of it")
@@ -59,7 +65,7 @@ def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, 
         "seed": run.seed,
         "data_seed": run.seed,
         "use_cpu": run.use_cpu,
-        "disable_tqdm": not bars(),     # off a terminal: the trainer's ProgressLines callback prints instead
+        "disable_tqdm": not interactive(),  # a tqdm bar on a terminal; elsewhere the ProgressLines callback prints
         **(tracker or tracking.NONE).training_args(),
         **({"ddp_backend": "gloo" if run.use_cpu else "nccl", "ddp_find_unused_parameters": False} if n > 1 else {}),
     }
@@ -68,3 +74,102 @@ def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, 
         # ranks.StepBatches evens the ranks out instead, so the last batch stays what one process takes
         args.dataloader_drop_last = bool(fields.get("dataloader_drop_last", False))
     return args
+
+
+class NaNLossGuard(TrainerCallback):
+    """Stop a run as soon as a logged training loss is NaN or infinite (needs ``logging_nan_inf_filter=False``)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            raise TrainingDivergedError(
+                f"training loss became {loss} at step {state.global_step} (epoch {state.epoch or 0:.2f}): the run "
+                "diverged; lower task.lr, use precision=fp32, or check the training data for empty texts"
+            )
+
+
+@contextlib.contextmanager
+def discard_unfinished(folder: Path) -> Iterator[None]:
+    """Remove the trainer's checkpoint ``folder`` when training does not finish (an error, or ``scancel`` / a
+    requeue, which :mod:`harness.scheduler` turns into ``SystemExit``); a finished training's folder stays."""
+    try:
+        yield
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+class ProgressLines(TrainerCallback):
+    """Training progress through the console when no bar is drawn (SLURM logs, pipes): one line per evaluation
+    and at most ~20 loss lines a run, each with the step count, epoch, loss or score, and an estimate of what is
+    left. On a terminal the Trainer's own tqdm bar shows it instead."""
+
+    def __init__(self, desc: str = "training") -> None:
+        self.desc = desc
+        self.progress: Progress | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        show = not interactive() and ranks.rank() == 0      # several processes (task.devices): rank 0 speaks for all
+        self.progress = Progress(state.max_steps, self.desc, "steps", show=show, each_update_is_a_step=True)
+
+    def _line(self, state, note: str) -> None:
+        if self.progress is not None:
+            self.progress.update(max(0, state.global_step - self.progress.n), f"epoch {state.epoch or 0:.2f}, {note}")
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        every = max(1, state.max_steps // 20)       # at most ~20 loss lines a run; evaluations always get one
+        if logs and "loss" in logs and self.progress is not None and state.global_step - self.progress.n >= every:
+            self._line(state, f"loss {logs['loss']:.4f}")
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        shown = {k: v for k, v in (metrics or {}).items() if k in ("eval_score", "eval_loss")}
+        self._line(state, ", ".join(f"{k[5:]} {v:.4f}" for k, v in shown.items()) or "evaluated")
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.progress is not None:
+            self.progress.close()
+            self.progress = None
+
+
+def check_steps(steps: int, n_rows: int, rows: str, cfg: Batches) -> None:
+    """Zero optimisation steps means the data did not fill one (accumulated) batch: fail, naming the fix."""
+    if steps == 0:
+        raise HarnessError(
+            f"training ran 0 optimisation steps on {n_rows} {rows} (batch {cfg.batch_size} x accumulation "
+            f"{cfg.gradient_accumulation_steps}): lower task.batch_size or task.gradient_accumulation_steps, or "
+            "provide more data."
+        )
+
+
+def check_loss(loss: float) -> None:
+    """A NaN or infinite mean training loss: the run diverged."""
+    if not math.isfinite(loss):
+        raise TrainingDivergedError(
+            f"mean training loss is {loss}: the run diverged; lower task.lr or use precision=fp32."
+        )
+
+
+def finish_training(model: Any, result: Any, output_dir: str | Path, *, cfg: Batches, n_rows: int,
+                    rows: str, tracker: Tracker | None = None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Check the run (:func:`check_steps`, :func:`check_loss`), save ``model`` to ``output_dir/model`` and return
+    the record's training facts: steps, mean loss, ``n_<rows>``, effective batch size, ``facts``, where the model
+    is, and the tracker's description when one is on. ``result``: what ``Trainer.train()`` returned. On several
+    processes only rank 0 saves; the others wait for it."""
+    tracker = tracker or tracking.NONE
+    check_steps(result.global_step, n_rows, rows, cfg)
+    check_loss(result.training_loss)
+    final = Path(output_dir) / "model"
+    if ranks.rank() == 0:
+        model.save(str(final))
+    ranks.barrier()
+    return {
+        "steps": result.global_step,
+        "train_loss": float(result.training_loss),
+        f"n_{rows}": n_rows,
+        "effective_batch_size": cfg.batch_size * cfg.gradient_accumulation_steps,
+        **({"devices": ranks.world(), "accumulation_per_device": cfg.gradient_accumulation_steps // ranks.world()}
+           if ranks.world() > 1 else {}),
+        **(facts or {}),
+        "model_dir": str(final),
+        **({"tracking": tracker.describe()} if tracker.enabled else {}),
+    }

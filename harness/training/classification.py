@@ -5,13 +5,19 @@ batches, patience in batches on one metric, every parameter decayed, the last ev
 
 The pieces are the library's: ``AutoModelForSequenceClassification``, ``Trainer``, ``EarlyStoppingCallback``,
 ``DataCollatorWithPadding``. This module adds loading an encoder from another task's checkpoint with a fresh head
-(MNLI chaining) and the ModernBERT head the authors built (:mod:`harness.training.glue_head`), and turning a NaN
-loss into a clear error; the tokenised splits and their cache are :mod:`harness.training.glue_tokens`.
+(MNLI chaining) and the ModernBERT head the authors built, and turning a NaN loss into a clear error; the tokenised
+splits and their cache are :mod:`harness.training.glue_tokens`.
+
+task=glue's classification head on a ModernBERT encoder is built as the authors' FlexBERT GLUE runs built it
+(``model.glue``: conf/model/modernbert-*.yaml, docs/fidelity.md): the transformers config keys it sets before the
+model is built, the two settings transformers' ModernBERT has no key for, and what a record says of the head built.
+Why our own: transformers' ``ModernBertPredictionHead`` always applies a LayerNorm and its ``attention_dropout``
+drops both the attention probabilities and the attention output, where FlexBERT's head had no norm and its
+attention output had a dropout of its own (``attn_out_dropout_prob``).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Callable
@@ -21,12 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from transformers import TrainerCallback
 
 from harness.errors import HarnessError, TrainingDivergedError
+from harness.glue_metrics import compute
+from harness.models.attention import model_type_of
+from harness.models.load import attention_for, unpad_if_varlen
 from harness.training import tracking
+from harness.training.arguments import NaNLossGuard, ProgressLines, check_loss
 from harness.training.arguments import training_arguments as shared_training_arguments
-from harness.training.callbacks import BatchPatienceStopping, NaNLossGuard, ProgressLines
-from harness.training.finish import check_loss
 from harness.training.glue_tokens import cached_tokenize, token_hash, tokenize  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
@@ -36,8 +45,6 @@ if TYPE_CHECKING:
     from harness.models.spec import GlueHead
     from harness.training.settings import GlueTraining, TrainRun
     from harness.training.tracking import Tracker
-
-log = logging.getLogger(__name__)
 
 #: scoring protocols: what is evaluated when, when training stops, which weights decay, which evaluation is scored
 
@@ -81,6 +88,26 @@ class TrainOutcome:
     labels: np.ndarray | None = None
 
 
+class BatchPatienceStopping(TrainerCallback):
+    """Early stopping as Composer's ``EarlyStopper`` (the ModernBERT authors' GLUE runs): one monitored dev
+    metric; an evaluation improves on the best only by more than ``min_delta``; training stops at the first
+    evaluation more than ``patience_batches`` optimizer steps after the best one."""
+
+    def __init__(self, metric: str, patience_batches: int, min_delta: float) -> None:
+        self.metric, self.patience, self.min_delta = metric, int(patience_batches), float(min_delta)
+        self.best: float | None = None
+        self.best_step = 0
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        value = (metrics or {}).get(f"eval_{self.metric}")
+        if value is None:
+            raise KeyError(f"early stopping watches eval_{self.metric}, which the evaluation did not return")
+        if self.best is None or (value > self.best and abs(value - self.best) > self.min_delta):
+            self.best, self.best_step = float(value), state.global_step
+        elif state.global_step - self.best_step > self.patience:
+            control.should_training_stop = True
+
+
 # ---------------------------------------------------------------------------------------------- model
 def load_classifier(
     model_dir: str, num_labels: int, *, attn_implementation: str = "sdpa", init_from: str | None = None,
@@ -91,9 +118,6 @@ def load_classifier(
     classifier, e.g. MNLI's best checkpoint), the encoder weights come from there and the head stays fresh.
     ``device``: where it runs (the attention ``auto`` resolves to depends on it; None: this machine's GPU if any)."""
     from transformers import AutoModelForSequenceClassification
-
-    from harness.models.load import attention_for, unpad_if_varlen
-    from harness.training.glue_head import apply_head, head_config
 
     kwargs: dict[str, Any] = {"attn_implementation": attention_for(attn_implementation, model_dir, device),
                               "trust_remote_code": trust_remote_code}
@@ -122,6 +146,49 @@ def load_classifier(
         del source
     unpad_if_varlen(model.base_model)     # harness_varlen (CUDA): padded batches run as one packed row
     return model
+
+
+def head_config(head: GlueHead | None, model_dir: str) -> dict[str, Any]:
+    """The config keys ``head`` sets before the model is built (transformers' ``ModernBertConfig`` keys); ``head``
+    is for a ModernBERT encoder: any other is refused in one line (``model.glue=null`` keeps its own head)."""
+    if head is None:
+        return {}
+    kind = model_type_of(model_dir)
+    if kind != "modernbert":
+        raise HarnessError(f"model.glue sets a ModernBERT classification head, but {model_dir} is a "
+                           f"{kind or 'non-transformers'} model: set model.glue=null to keep its own head")
+    return {"classifier_pooling": head.classifier_pooling, "classifier_activation": head.classifier_activation,
+            "classifier_dropout": float(head.classifier_dropout), "attention_dropout": float(head.attention_dropout)}
+
+
+def apply_head(model: PreTrainedModel, head: GlueHead | None) -> None:
+    """The two FlexBERT settings transformers' ModernBERT has no config key for: no LayerNorm in the head
+    (``classifier_norm: false``) and a dropout of its own on each attention output (``attention_output_dropout``)."""
+    if head is None:
+        return
+    if not head.classifier_norm:
+        model.head.norm = torch.nn.Identity()
+    if head.attention_output_dropout is not None:
+        p = float(head.attention_output_dropout)
+        for layer in model.base_model.layers:
+            layer.attn.out_drop = torch.nn.Dropout(p) if p > 0 else torch.nn.Identity()
+
+
+def describe_head(model: PreTrainedModel) -> dict[str, Any]:
+    """What the record says of the head that was built and trained (read from the model, not from the settings)."""
+    cfg = model.config
+    out: dict[str, Any] = {"class": type(model).__name__}
+    for key in ("classifier_pooling", "classifier_activation", "classifier_dropout", "attention_dropout"):
+        if hasattr(cfg, key):
+            out[key] = getattr(cfg, key)
+    head = getattr(model, "head", None)
+    if head is not None and hasattr(head, "norm"):
+        out["classifier_norm"] = not isinstance(head.norm, torch.nn.Identity)
+    layers = getattr(model.base_model, "layers", None)
+    if layers is not None and hasattr(layers[0], "attn") and hasattr(layers[0].attn, "out_drop"):
+        drop = layers[0].attn.out_drop
+        out["attention_output_dropout"] = float(drop.p) if isinstance(drop, torch.nn.Dropout) else 0.0
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- training
@@ -185,16 +252,11 @@ def stopper(cfg: TrainConfig) -> Any:
     return EarlyStoppingCallback(early_stopping_patience=stop.patience, early_stopping_threshold=stop.min_delta)
 
 
-def compute_metrics_fn(metric: str, regression: bool, groups: list[tuple[str, int]] | None) -> Callable:
+def compute_metrics_fn(metric: str, groups: list[tuple[str, int]] | None) -> Callable:
     """A Trainer ``compute_metrics`` returning GLUE metrics (x100) and ``score``, the task score."""
-    from harness.glue_metrics import compute
-
     def fn(pred) -> dict[str, float]:
-        logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
-        logits = np.asarray(logits, dtype=np.float32)
-        preds = logits.reshape(-1) if regression else logits.argmax(-1)
-        labels = np.asarray(pred.label_ids)
-        return compute(metric, preds, labels, groups if groups and len(groups) > 1 else None)
+        return compute(metric, _predicted(pred.predictions), np.asarray(pred.label_ids),
+                       groups if groups and len(groups) > 1 else None)
 
     return fn
 
@@ -210,8 +272,7 @@ def train_and_evaluate(
     tracker: Tracker | None = None,
 ) -> TrainOutcome:
     """Fine-tune with early stopping and evaluate on ``eval_ds`` the weights ``cfg.protocol`` scores (``best_epoch``:
-    the restored best checkpoint; ``authors``: the last weights); ``tracker``: the experiment tracker the run
-    reports to (``logger=``; default none)."""
+    the restored best checkpoint; ``authors``: the last weights); ``tracker``: ``logger=``'s (or none)."""
     from transformers import DataCollatorWithPadding
 
     tracker = tracker or tracking.NONE
@@ -253,13 +314,10 @@ def train_and_evaluate(
     metrics = evals[-1] if ended_on_eval else trainer.evaluate()
     scored = seen.get("pred")    # that evaluation's predictions (the last compute_metrics call saw them)
     eval_seconds = time.perf_counter() - t1
-    history = [
-        {"epoch": round(h["epoch"], 4), "step": h["step"], "score": h["eval_score"]}
-        for h in (state.log_history if last else evals) if "eval_score" in h
-    ]
+    history = [{"epoch": round(h["epoch"], 4), "step": h["step"], "score": h["eval_score"]} for h in evals]
     per_epoch = cfg.steps_per_epoch(len(train_ds))
     best_step = state.global_step if last else state.best_global_step
-    clean = {k[len("eval_"):]: float(v) for k, v in metrics.items() if k.startswith("eval_") and _is_metric(k)}
+    clean = {k[len("eval_"):]: float(v) for k, v in metrics.items() if k.startswith("eval_") and k not in NOT_METRICS}
     if any(not math.isfinite(v) for v in clean.values()):
         raise TrainingDivergedError(f"dev metrics are not finite ({clean}); the model diverged")
     return TrainOutcome(
@@ -276,6 +334,10 @@ def train_and_evaluate(
         predictions=_predicted(scored.predictions) if scored is not None else None,
         labels=np.asarray(scored.label_ids) if scored is not None else None,
     )
+
+
+#: what an evaluation logs beside the metrics
+NOT_METRICS = ("eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_epoch")
 
 
 def _predicted(predictions: Any) -> np.ndarray:
@@ -295,10 +357,6 @@ def restore_best_checkpoint(model: PreTrainedModel, checkpoint: str | None) -> N
     best = type(model).from_pretrained(checkpoint)
     model.load_state_dict(best.state_dict(), strict=True)
     del best
-
-
-def _is_metric(key: str) -> bool:
-    return key not in ("eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_epoch")
 
 
 def free_memory() -> None:

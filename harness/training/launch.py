@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from harness.console import configure
 from harness.errors import HarnessError, TrainingDivergedError, one_line
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def run_on_devices(fn: Callable[..., Any], args: tuple[Any, ...], n: int, device
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.5,
                           start_method="spawn", logs_specs=DefaultLogsSpecs(log_dir=str(workdir / "ranks")))
     log.info("training on %d processes (%s)", n, "GPUs 0.." + str(n - 1) if device.startswith("cuda") else "CPU, gloo")
-    with _signals_kept(), _rank_env(n, device), _quiet("torch.distributed.elastic"):
+    with _launching(n, device):
         try:
             out = elastic_launch(config, _rank)(fn, args)
         except ChildFailedError as exc:
@@ -77,53 +78,37 @@ def _rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     rank = int(os.environ.get("RANK", "0"))
     level = int(os.environ.get("HARNESS_RANK_LOG_LEVEL", logging.INFO)) if rank == 0 else logging.ERROR
     logging.basicConfig(level=level, format="%(message)s")
-    from harness.console import configure
-
     configure()
     return fn(*args)
 
 
 @contextmanager
-def _rank_env(n: int, device: str) -> Iterator[None]:
-    """What the ranks inherit besides the launcher's variables: the level of this run's progress lines (rank 0
-    prints them) and, on CPU, an equal share of this process's threads (``OMP_NUM_THREADS``, unless set: else
-    accelerate gives each rank the machine's physical cores / N, however few of them this job holds)."""
+def _launching(n: int, device: str) -> Iterator[None]:
+    """While the agent runs. What the ranks inherit besides the launcher's variables: the level of this run's
+    progress lines (rank 0 prints them) and, on CPU, an equal share of this process's threads (``OMP_NUM_THREADS``,
+    unless set: else accelerate gives each rank the machine's physical cores / N, however few of them this job
+    holds). The launcher's own log of a failure (tracebacks of the agent) off the console: the run's error line says
+    it. Afterwards, the process's signal handlers as they were before the elastic agent set its own."""
     import torch
 
     env = {"HARNESS_RANK_LOG_LEVEL": str(logging.getLogger("harness.progress").getEffectiveLevel())}
     if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         env["OMP_NUM_THREADS"] = str(max(1, torch.get_num_threads() // n))
     before = {k: os.environ.get(k) for k in env}
+    kept = {name: signal.getsignal(getattr(signal, name)) for name in SIGNALS if hasattr(signal, name)}
+    agent = logging.getLogger("torch.distributed.elastic")
+    level = agent.level
     os.environ.update(env)
+    agent.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
+        agent.setLevel(level)
         for key, value in before.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-@contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    """The launcher's own log of a failure (tracebacks of the agent) off the console: the run's error line says it."""
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-@contextmanager
-def _signals_kept() -> Iterator[None]:
-    """The process's signal handlers as they were before the elastic agent set its own."""
-    kept = {name: signal.getsignal(getattr(signal, name)) for name in SIGNALS if hasattr(signal, name)}
-    try:
-        yield
-    finally:
         for name, handler in kept.items():
             if handler is not None:
                 signal.signal(getattr(signal, name), handler)

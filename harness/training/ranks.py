@@ -87,18 +87,15 @@ class StepBatches(BatchSampler):
         if hasattr(self.inner, "set_epoch"):
             self.inner.set_epoch(epoch)
 
-    def _planned(self) -> int:
-        return len(self.inner)
-
     def __len__(self) -> int:
-        planned = self._planned()
+        planned = len(self.inner)
         if self.pad:
             return math.ceil(planned / self.world) * self.world
         return planned - (planned % self.group) % self.world
 
     def __iter__(self) -> Iterator[list[int]]:
         self.tail = None
-        planned, done, held = self._planned(), 0, []
+        planned, done, held = len(self.inner), 0, []
         for batch in self.inner:
             held.append(batch)
             if len(held) == self.group:

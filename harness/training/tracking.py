@@ -103,16 +103,10 @@ class Tracker:
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
         """The tracker run around training (wandb/mlflow: opened here so it carries the harness labels)."""
-        if self.settings.name == "wandb":
-            with self._wandb():
-                yield
-        elif self.settings.name == "mlflow":
-            with self._mlflow():
-                yield
-        else:
+        with {"wandb": self._wandb, "mlflow": self._mlflow}.get(self.settings.name, contextlib.nullcontext)():
             yield
-            if self.log_dir is not None:
-                log.info("TensorBoard: %s (tensorboard --logdir %s)", self.log_dir, self.log_dir.parent.parent.parent)
+        if self.log_dir is not None:
+            log.info("TensorBoard: %s (tensorboard --logdir %s)", self.log_dir, self.log_dir.parent.parent.parent)
 
     def labels(self) -> dict[str, str]:
         return {"harness_run_id": self.run_id, "harness_record_path": self.record_path}
