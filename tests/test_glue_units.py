@@ -356,6 +356,25 @@ def test_prune_keeps_only_the_selected_checkpoints(tmp_path):
     assert Path(recs[0].details["checkpoint"]).is_dir() and not Path(recs[1].details["checkpoint"]).exists()
 
 
+def test_select_prune_checkpoints_prunes_each_models_unselected_runs(tmp_path, capsys):
+    """``python -m harness.select --prune-checkpoints`` prunes for every model it selects, whether or not any record
+    was set aside (it once ran only inside the set-aside loop, for the last model's choice)."""
+    from harness.selection.cli import main
+
+    res = tmp_path / "results"
+    recs = [_record("rte", 80.0, 3e-5, 1, model=m) for m in ("a", "b")]
+    recs += [_record("rte", 70.0, 8e-5, 1, model=m) for m in ("a", "b")]
+    for r in recs:
+        ckpt = tmp_path / "ckpt" / r.model["name"] / r.run_id
+        ckpt.mkdir(parents=True)
+        r.details["checkpoint"] = str(ckpt)
+        results.write_record(res, r)
+    assert main(["--task", "glue", "--results", str(res), "--prune-checkpoints"]) == 0
+    kept = [Path(r.details["checkpoint"]).is_dir() for r in recs]
+    assert kept == [True, True, False, False]
+    assert capsys.readouterr().out.count("  pruned ") == 2
+
+
 def test_trainer_settings_come_from_the_yaml_only():
     """The trainer's dataclass has no defaults that could disagree with conf/task/glue.yaml (it once said batch 32
     and max_grad_norm 1.0 where the YAML says 64 and 0.0)."""

@@ -54,11 +54,11 @@ def main(argv: list[str] | None = None) -> int:
             results.atomic_write_json(path, jsonable(choice.summary))
             print(rule.format(choice))
             print(f"  -> {path}")
-        for line in aside:   # records in another score than their column's: never selected beside it
-            print(f"set aside: {line}")
             if args.prune_checkpoints:
                 for d in prune_checkpoints(choice, recs):
                     print(f"  pruned {d}")
+        for line in aside:   # records in another score than their column's: never selected beside it
+            print(f"set aside: {line}")
     except HarnessError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
