@@ -302,7 +302,8 @@ class RetrievalFamily(Family):
         details = dict(self.kind.details(self.resolved))
         if self.lineage is not None:
             details["lineage"] = self.lineage.record()
-        return {"compute": compute.run_part if self.part_job() else compute.run, "check": check,
+        part = self.part_job()
+        return {"compute": compute.run_part if part else compute.run, "part": part, "check": check,
                 "stages": self.stages(ctx, cells), "lr": ctx.lr, "seed": ctx.seed, "trains": self.trains,
                 "lineage": self.lineage,
                 "header": self.header(hyperparameters=self.kind.hyperparameters(self.resolved), details=details)}
