@@ -210,11 +210,6 @@ class RetrievalFamily(Family):
         rid = results.run_id(ident, self.kind.readable(self.resolved))
         return [Cell(e.name, rid, ident, self.data_spec(e), e) for e in entries(self.settings)]
 
-    def cache_exclude(self) -> tuple[str, ...]:
-        """Identity keys that change the ranking but not the corpus encoding (left out of the corpus cache key): the
-        keys of the settings' ``search`` nodes."""
-        return role_keys(self.settings_class, "search", "task")
-
     @cached_property
     def model_ref(self) -> dict[str, Any]:
         """The model's content reference; with a source, the source run and its trained weights' fingerprint."""
@@ -241,19 +236,15 @@ class RetrievalFamily(Family):
             return self.lineage.model_dir
         return super().weights_dir()
 
-    def document_length(self) -> int:
-        """The length documents are encoded at (the work estimate's cap): ``task.document_length`` where the task
-        has it (ColBERT; MLDR: its ``max_length``), else ``task.max_length``."""
-        s: Any = self.settings
-        return int(getattr(s, "document_length", None) or s.evaluation.max_length)
-
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
         """Evaluation tokens of the datasets not in ``skip`` (a shard job's: its share; the merge's: none), and when
-        the run trains (``mode`` run), its training source's."""
+        the run trains (``mode`` run), its training source's. Documents count at the length they are encoded at:
+        ``task.document_length`` where the task has it (ColBERT; MLDR: its ``max_length``), else ``task.max_length``."""
         from harness.data.sizes import retrieval_work
 
-        s = self.settings
-        w = retrieval_work([d for d in s.datasets if d not in skip], self.document_length(), s.data_dir, s.catalog)
+        s: Any = self.settings
+        length = int(getattr(s, "document_length", None) or s.evaluation.max_length)
+        w = retrieval_work([d for d in s.datasets if d not in skip], length, s.data_dir, s.catalog)
         shards = s.sharding
         if shards.shard_launcher == "external" and isinstance(shards.shards, int) and shards.shards > 1:
             # a shard job encodes 1/K of the corpora (queries: each shard searches with every query); the merge reads
@@ -292,7 +283,9 @@ class RetrievalFamily(Family):
         return RetrievalStages(
             ctx=ctx, load=str(self.stage("load")), retrieve=str(self.stage("retrieve")), train=self.trainer,
             source=training_source(self.settings) if self.trains else None, train_dir=train_dir,
-            cache_run=drop(cells[0].identity, self.cache_exclude()) if cells else {}, query_lengths=lengths,
+            # the corpus cache key: the run less the keys that change the ranking, not the encoding (``search`` nodes)
+            cache_run=drop(cells[0].identity, role_keys(self.settings_class, "search", "task")) if cells else {},
+            query_lengths=lengths,
             member_specs={m.name: self.data_spec(m) for e in every for m in e.members.values()},
             tracking=self.config,
         )
