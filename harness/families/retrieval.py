@@ -287,7 +287,6 @@ class RetrievalFamily(Family):
             cache_run=drop(cells[0].identity, role_keys(self.settings_class, "search", "task")) if cells else {},
             query_lengths=lengths,
             member_specs={m.name: self.data_spec(m) for e in every for m in e.members.values()},
-            tracking=self.config,
         )
 
     def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:

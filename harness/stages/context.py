@@ -50,8 +50,7 @@ class RetrievalStages:
     """What planning resolved for one retrieval run's stages: which ``load.*``, ``train.*`` and ``retrieve.*``
     stage computes it (by name: :data:`harness.stages.CODE`), the training rows' source (its registry's object),
     where a finished training is kept, what the corpus cache is keyed by (the run less its search-only keys), the
-    query length of each dataset where the task sets one (ColBERT), each composite member's data spec, and the
-    config the experiment tracker and the per-device shard processes read."""
+    query length of each dataset where the task sets one (ColBERT) and each composite member's data spec."""
 
     ctx: StageContext[Any]
     load: str
@@ -62,7 +61,6 @@ class RetrievalStages:
     cache_run: Mapping[str, Any] = field(default_factory=dict)
     query_lengths: Mapping[str, int] | None = None
     member_specs: Mapping[str, str] = field(default_factory=dict)
-    tracking: Mapping[str, Any] = field(default_factory=dict)   # the composed config (logger=, run_name, paths)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -88,7 +88,7 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
         check_devices(plan.settings.training.devices, plan.device)
         t0 = time.perf_counter()
         data, facts = p.source.load(plan.settings, model)
-        tracker = tracking.tracker(p.tracking, run_id=todo[0].run_id, record_path=plan.record_path(todo[0]).parent,
+        tracker = tracking.tracker(plan.config, run_id=todo[0].run_id, record_path=plan.record_path(todo[0]).parent,
                                    task=plan.task, model=plan.model_name)
         info = trainer.fit(p.ctx, model, data, facts, p.train_dir, tracker, loaded_spec(plan))
         info |= {"train_s": time.perf_counter() - t0, "fingerprint": fingerprint(info["model_dir"])}
