@@ -38,8 +38,11 @@ class RunFailed(HarnessError):
 
 
 def run(cfg: DictConfig) -> list[ResultRecord]:
-    """Run ``cfg`` (also the entry point for tests) and return the record of every planned cell."""
-    plan, lock_settings = prepare(cfg)
+    """Run ``cfg`` (also the entry point for tests) and return the record of every planned cell. The run's plan and
+    lock settings come first, after the checks that need no model and no data (:func:`checked`'s, the planner's own
+    among them): a failure there writes nothing."""
+    lock_settings = _settings(cfg)
+    plan = planning.plan(cfg)
     if plan.part:
         run_part(plan)
         return []
@@ -53,9 +56,10 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
             todo = pending(p, p.cells)
             if not todo:
                 continue
-            preflight.check_output_files(output_files(p, todo, p.save_run))
+            preflight.check_output_files(output_files(p, todo))
             p.check(p, todo)
-            with locks.hold(todo, lambda c, p=p: run_dir(p, c), lock_settings,
+            # each cell locked in its run's folder, beside its records
+            with locks.hold(todo, lambda c, p=p: p.record_path(c).parent, lock_settings,
                             lambda cs, p=p: pending(p, cs)) as mine:
                 for rec in p.compute(p, mine) if mine else ():
                     with_series(cfg, rec)
@@ -72,13 +76,6 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
     if failed:
         raise RunFailed("; ".join(failure_line(r, kept.get((r.run_id, r.dataset))) for r in failed), shown)
     return shown
-
-
-def prepare(cfg: DictConfig) -> tuple[RunPlan, locks.LockSettings]:
-    """The run's plan and lock settings, after the checks that need no model and no data (:func:`checked`'s, the
-    planner's own among them). A failure here writes nothing."""
-    lock_settings = _settings(cfg)
-    return planning.plan(cfg), lock_settings
 
 
 def checked(cfg: DictConfig) -> locks.LockSettings:
@@ -115,19 +112,14 @@ def with_series(cfg: DictConfig, rec: ResultRecord) -> None:
         rec.details["series"] = OmegaConf.to_container(series, resolve=True)
 
 
-def run_dir(plan: RunPlan, cell: Cell) -> Path:
-    """The folder of ``cell``'s run (its records and its lock)."""
-    return plan.record_path(cell).parent
-
-
-def output_files(plan: RunPlan, todo: Sequence[Cell], save_run: bool) -> dict[Path, str]:
+def output_files(plan: RunPlan, todo: Sequence[Cell]) -> dict[Path, str]:
     """Every file the records of ``todo`` are written to (a composite's members' records too)."""
     from harness.per_query import files_of
 
     out: dict[Path, str] = {}
     for cell in todo:
         for dataset in [cell.dataset, *(m.name for m in (getattr(cell.payload, "members", None) or {}).values())]:
-            out |= files_of(plan.record_path(cell, dataset), save_run)
+            out |= files_of(plan.record_path(cell, dataset), plan.save_run)
     return out
 
 

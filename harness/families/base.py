@@ -60,29 +60,11 @@ class Family(abc.ABC):
         task = {k: v for k, v in excluded_keys(self.settings_class, "task").items() if k not in kept}
         return {**self.root_exclude, **task}
 
-    # -------------------------------------------------------------------------------- declared by the spec
-    @property
-    def main_metric(self) -> str:
-        return self.task_spec.main_metric
-
-    @property
-    def higher_is_better(self) -> bool:
-        return self.task_spec.higher_is_better
-
-    @property
-    def seed_keys(self) -> tuple[str, ...]:
-        """Identity keys that only pick a seed: runs that differ only in these are averaged by selection."""
-        return self.task_spec.seed_keys
-
     def rounds(self) -> Iterator[list[Cell]]:
         """Cells in rounds: a round is planned only after the previous one has run (GLUE: chained tasks start
         from MNLI's records). Most families have one round. ("Stage" means one thing: a step of the computation,
         ``spec.stages``; the paper graph's stages are its SLURM job arrays.)"""
         yield self.cells()
-
-    def part_job(self) -> bool:
-        """Whether this run computes only a part of its cells' work (a corpus shard) for another run to merge."""
-        return False
 
     @abc.abstractmethod
     def cells(self) -> list[Cell]:
@@ -147,18 +129,15 @@ class Family(abc.ABC):
                      "protocol": stages.versions(self.task_spec.stages_for(self.config)), **(replace or {})},
         )
 
-    @property
-    def model_info(self) -> dict[str, Any]:
-        """The record's model block as the config states it (families that load weights add what they found)."""
-        s = self.spec
-        return {"name": self.model_name, "path": s.path, "revision": s.revision, "family": s.family, "size": s.size}
-
     def header(self, **fields: Any) -> RecordHeader:
-        """What every record of this run shares (``fields``: the family's hyperparameters and details)."""
-        return RecordHeader(task=self.name, model=self.model_info, model_ref=self.model_ref,
-                            main_score=self.main_metric, higher_is_better=self.higher_is_better,
-                            precision=self.precision, config=self.config, seed_keys=self.seed_keys,
-                            experiment=self.cfg.get("experiment"), **fields)
+        """What every record of this run shares (``fields``: the family's hyperparameters and details): the model
+        block as the config states it (families that load weights add what they found), the spec's main metric,
+        direction and the keys that only pick a seed (runs that differ only in these are averaged by selection)."""
+        s, spec = self.spec, self.task_spec
+        model = {"name": self.model_name, "path": s.path, "revision": s.revision, "family": s.family, "size": s.size}
+        return RecordHeader(task=self.name, model=model, model_ref=self.model_ref, main_score=spec.main_metric,
+                            higher_is_better=spec.higher_is_better, precision=self.precision, config=self.config,
+                            seed_keys=spec.seed_keys, experiment=self.cfg.get("experiment"), **fields)
 
     # -------------------------------------------------------------------------------- the plan
     #: how many rounds the cells come in (GLUE: 2 where chained tasks start from MNLI's records)
@@ -179,7 +158,7 @@ class Family(abc.ABC):
             "seed": int(self.cfg.seed), "lr": None, "trains": False, "cells": cells,
             "later": round + 1 < self.n_rounds(), "layout": RunLayout.of(self.cfg.paths),
             "work": self.work(mode, skip), "config": self.config, "overwrite": bool(self.cfg.overwrite),
-            "save_run": bool(self.cfg.get("save_run")), "part": self.part_job(), "check": check_model,
+            "save_run": bool(self.cfg.get("save_run")), "check": check_model,
             "fitted": self.fitted_lengths(), "weights": self.weights_dir(),
         }
         fields |= self.computed_by(cells)
@@ -190,6 +169,6 @@ class Family(abc.ABC):
     @abc.abstractmethod
     def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
         """The plan's ``compute`` (and where the family has them: ``check``, ``finish``, ``stages``, and the
-        fields it resolves otherwise: ``lr``, ``seed``, ``trains``, ``lineage``, ``header``); ``cells``: the round's,
-        as planned."""
+        fields it resolves otherwise: ``lr``, ``seed``, ``trains``, ``lineage``, ``header``, ``part``); ``cells``:
+        the round's, as planned."""
 

@@ -14,22 +14,127 @@ in its document (the long-document set of source files) also get nDCG@10 before 
 
 Dense and ColBERT (the paper's MLDR OOD ColBERT column) differ only in YAML: ``task.retriever`` picks the
 ``retrieve.*`` stage, and the spec's ``stage_when`` the ``load.*`` stage that goes with it.
+
+Where the in-domain training rows come from (``task.train_data.source``): one class per source, found in
+:data:`MLDR_SOURCES`; each says what enters the run identity, what a record shows, what is checked before any work,
+and how the rows load (:mod:`harness.data.mldr`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.errors import HarnessError
+from harness.errors import DataError, HarnessError
 from harness.evaluation.settings import MultiVectorEval, SingleVectorEval
 from harness.families import beir
 from harness.families.lineage import SOURCE, SourceSettings
-from harness.families.mldr_sources import MLDR_SOURCES
-from harness.families.retrieval import Resolved, RetrievalKind, RetrievalSettings
+from harness.families.retrieval import Resolved, RetrievalKind, RetrievalSettings, entries
 from harness.registry import Registry
+from harness.results import file_sha
 from harness.training.settings import DenseTraining, HubRows, TrainRows
 from harness.typed import choices, count, excluded, flat
+from harness.work import Work, cost_data
+
+
+class MldrRows:
+    """What the MLDR sources share: how their rows become training triplets, and the tokens they train on (each
+    source says where its ``rows`` come from)."""
+
+    def load(self, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+        """The training triplets of this source (each query's positive with its first N negatives, a seeded sample)
+        and their counts, for the record."""
+        import logging
+
+        from harness.data import mldr
+
+        d = s.train_data
+        ds, stats = mldr.triplets(self.rows(s), d.num_negatives, d.max_samples, s.training.train_seed)
+        logging.getLogger(__name__).info("MLDR training data: %s", stats)
+        return ds, stats
+
+    def work(self, s: Any) -> Work:
+        """Training tokens of MLDR's training queries (the local mldr-en folder's, else the cost file's count), each
+        with its positive and ``num_negatives`` documents of at most ``max_seq_length`` tokens."""
+        from harness.data.sizes import retrieval_set
+
+        c, d, t = cost_data(), s.train_data, s.training
+        docs = min(c["mldr-en"][2], int(t.max_seq_length)) * (int(d.num_negatives) + 1)
+        local = retrieval_set(s.data_dir, str((s.catalog.get("mldr-en") or {}).get("local")))
+        queries = local[1] if local else c["mldr_train_queries"]
+        return Work(train=queries * (docs + c["query_tokens"]) * int(t.epochs))
+
+
+class HubMldr(MldrRows):
+    """``Shitao/MLDR``'s English train file at a pinned revision."""
+
+    def identity(self, s: Any) -> dict[str, Any]:
+        return {}
+
+    def describe(self, s: Any) -> dict[str, Any]:
+        d = s.train_data
+        return {**asdict(d.hub), "hub_dir": d.hub_dir}
+
+    def check(self, s: Any) -> None:
+        from harness.models import require_hub
+
+        d = s.train_data
+        require_hub(f"MLDR training data {d.hub.hub_path}@{d.hub.hub_revision} ({d.hub_dir}/{d.split}.jsonl.gz)",
+                    "Offline, train on a local folder in MLDR's layout: task.train_data.source=local "
+                    "task.train_data.path=<folder with train.jsonl> (null: the mldr dataset's folder under "
+                    "task.data_dir).")
+
+    def rows(self, s: Any) -> Any:
+        from harness.data import mldr
+
+        d = s.train_data
+        return mldr.train_rows_hub(d.hub.hub_path, d.hub.hub_revision, d.hub_dir, d.split)
+
+
+class LocalMldr(MldrRows):
+    """A folder in MLDR's layout (``task.train_data.path``, else the evaluated mldr dataset's folder); the train
+    file's hash enters the run identity."""
+
+    def folder(self, s: Any) -> Path:
+        d = s.train_data
+        if d.path:
+            return Path(d.path).expanduser()
+        mldr_sets = [e for e in entries(s) if e.kind == "mldr"]
+        if not s.data_dir or not mldr_sets:
+            raise HarnessError("task.train_data.source=local needs a folder: task.train_data.path=<folder in MLDR's "
+                               "layout>, or task.data_dir with an mldr dataset whose folder holds train.jsonl.")
+        from harness.data.catalog import local_folder
+
+        return local_folder(s.data_dir, mldr_sets[0])
+
+    def identity(self, s: Any) -> dict[str, Any]:
+        from harness.data import mldr
+
+        path = mldr.split_file(self.folder(s), s.train_data.split)
+        return {"task.train_data.path": {"sha256": file_sha(path)}}
+
+    def describe(self, s: Any) -> dict[str, Any]:
+        return {"path": str(self.folder(s)), "file_sha": self.identity(s)["task.train_data.path"]}
+
+    def check(self, s: Any) -> None:
+        from harness.data import mldr
+
+        folder, split = self.folder(s), s.train_data.split
+        if mldr.split_file(folder, split) is None:
+            raise DataError(f"MLDR training file not found: {folder}/{split}.jsonl(.gz). Point "
+                            "task.train_data.path at a folder in MLDR's layout holding it.")
+
+    def rows(self, s: Any) -> Any:
+        from harness.data import mldr
+
+        rows, _ = mldr.train_rows_local(self.folder(s), s.train_data.split)
+        return rows
+
+
+#: ``task.train_data.source`` -> the source
+MLDR_SOURCES: Registry[Any] = Registry("MLDR training source", {"hub": HubMldr(), "local": LocalMldr()},
+                                       hint="Set task.train_data.source to one of them.")
 
 
 @dataclass(kw_only=True)

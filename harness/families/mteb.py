@@ -84,11 +84,6 @@ def load_task_files(entries: Sequence[str]) -> dict[str, LocalTask]:
     return out
 
 
-def _dataset_name(task_name: str, split: str, first_split: str) -> str:
-    """A record's dataset: the task name for its main split, ``<task>-<split>`` for any other."""
-    return task_name if split == first_split else f"{task_name}-{split}"
-
-
 class MtebFamily(Family):
     """mteb's evaluation, the harness' model loading, one record per (task, split)."""
 
@@ -158,9 +153,9 @@ class MtebFamily(Family):
         out = []
         for name, task in self.tasks.items():
             first = task.metadata.eval_splits[0]
-            for split in task.eval_splits:
-                out.append(Cell(_dataset_name(name, split, first), rid, ident, self.mteb_task_spec(name, split),
-                                (name, split)))
+            for split in task.eval_splits:   # a record's dataset: the task for its main split, else <task>-<split>
+                dataset = name if split == first else f"{name}-{split}"
+                out.append(Cell(dataset, rid, ident, self.mteb_task_spec(name, split), (name, split)))
         return out
 
     def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from harness.runplan import Cell, RunPlan
 from harness.specs import TaskSpec
 from harness.stages import check_model
 from harness.stages import retrieval as compute
-from harness.stages.context import RetrievalStages, StageContext
+from harness.stages.context import RetrievalStages
 from harness.training.settings import Training
 from harness.typed import count, excluded, flat, nonempty, role_keys
 from harness.work import Work
@@ -210,11 +210,6 @@ class RetrievalFamily(Family):
         rid = results.run_id(ident, self.kind.readable(self.resolved))
         return [Cell(e.name, rid, ident, self.data_spec(e), e) for e in entries(self.settings)]
 
-    def cache_exclude(self) -> tuple[str, ...]:
-        """Identity keys that change the ranking but not the corpus encoding (left out of the corpus cache key): the
-        keys of the settings' ``search`` nodes."""
-        return role_keys(self.settings_class, "search", "task")
-
     @cached_property
     def model_ref(self) -> dict[str, Any]:
         """The model's content reference; with a source, the source run and its trained weights' fingerprint."""
@@ -241,19 +236,15 @@ class RetrievalFamily(Family):
             return self.lineage.model_dir
         return super().weights_dir()
 
-    def document_length(self) -> int:
-        """The length documents are encoded at (the work estimate's cap): ``task.document_length`` where the task
-        has it (ColBERT; MLDR: its ``max_length``), else ``task.max_length``."""
-        s: Any = self.settings
-        return int(getattr(s, "document_length", None) or s.evaluation.max_length)
-
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
         """Evaluation tokens of the datasets not in ``skip`` (a shard job's: its share; the merge's: none), and when
-        the run trains (``mode`` run), its training source's."""
+        the run trains (``mode`` run), its training source's. Documents count at the length they are encoded at:
+        ``task.document_length`` where the task has it (ColBERT; MLDR: its ``max_length``), else ``task.max_length``."""
         from harness.data.sizes import retrieval_work
 
-        s = self.settings
-        w = retrieval_work([d for d in s.datasets if d not in skip], self.document_length(), s.data_dir, s.catalog)
+        s: Any = self.settings
+        length = int(getattr(s, "document_length", None) or s.evaluation.max_length)
+        w = retrieval_work([d for d in s.datasets if d not in skip], length, s.data_dir, s.catalog)
         shards = s.sharding
         if shards.shard_launcher == "external" and isinstance(shards.shards, int) and shards.shards > 1:
             # a shard job encodes 1/K of the corpora (queries: each shard searches with every query); the merge reads
@@ -269,41 +260,35 @@ class RetrievalFamily(Family):
         return self.settings.sharding.shard is not None
 
     # ---------------------------------------------------------------------------------------- the plan
-    def context(self) -> StageContext[Any]:
-        """What this run's stages get: the typed settings and the run's facts."""
+    def stages(self, cells: Sequence[Cell]) -> RetrievalStages:
+        """What the stages of this run read, resolved (beyond the plan's own values)."""
         from harness.layout import RunLayout
-
-        s = self.settings
-        return StageContext(settings=s, task=self.name, model=self.model_name, device=self.device,
-                            precision=self.precision, trains=self.trains, lr=self.lr if self.trains else None,
-                            seed=s.training.train_seed if self.trains else int(self.cfg.seed),
-                            layout=RunLayout.of(self.cfg.paths))
-
-    def stages(self, ctx: StageContext[Any], cells: Sequence[Cell]) -> RetrievalStages:
-        """What the stages of this run read, resolved."""
         from harness.stages import code_of
 
         train_dir = None
         if self.trainer and cells:
             key = code_of(self.trainer).key(cells[0], self.train_keys())
-            train_dir = ctx.layout.trained_model(self.name, self.model_name, key)
+            train_dir = RunLayout.of(self.cfg.paths).trained_model(self.name, self.model_name, key)
         every = [m for e in entries(self.settings) for m in [e, *e.members.values()]]
         lengths = None if self.kind.query_length is None else {m.name: int(self.query_length(m)) for m in every}
         return RetrievalStages(
-            ctx=ctx, load=str(self.stage("load")), retrieve=str(self.stage("retrieve")), train=self.trainer,
+            load=str(self.stage("load")), retrieve=str(self.stage("retrieve")), train=self.trainer,
             source=training_source(self.settings) if self.trains else None, train_dir=train_dir,
-            cache_run=drop(cells[0].identity, self.cache_exclude()) if cells else {}, query_lengths=lengths,
+            # the corpus cache key: the run less the keys that change the ranking, not the encoding (``search`` nodes)
+            cache_run=drop(cells[0].identity, role_keys(self.settings_class, "search", "task")) if cells else {},
+            query_lengths=lengths,
             member_specs={m.name: self.data_spec(m) for e in every for m in e.members.values()},
-            tracking=self.config,
         )
 
     def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
-        ctx = self.context()
         details = dict(self.kind.details(self.resolved))
         if self.lineage is not None:
             details["lineage"] = self.lineage.record()
-        return {"compute": compute.run_part if self.part_job() else compute.run, "check": check,
-                "stages": self.stages(ctx, cells), "lr": ctx.lr, "seed": ctx.seed, "trains": self.trains,
+        part = self.part_job()
+        return {"compute": compute.run_part if part else compute.run, "part": part, "check": check,
+                "stages": self.stages(cells), "lr": self.lr if self.trains else None, "trains": self.trains,
+                # what anything new a stage creates starts from: task.train_seed when the run trains, else seed
+                "seed": self.settings.training.train_seed if self.trains else int(self.cfg.seed),
                 "lineage": self.lineage,
                 "header": self.header(hyperparameters=self.kind.hyperparameters(self.resolved), details=details)}
 

@@ -1,6 +1,5 @@
 """The stages that compute a run, as code: each function or object gets values (the run's
-:class:`~harness.runplan.RunPlan` or a :class:`~harness.stages.context.StageContext` and its nodes), never the
-runner, and returns what the runner writes. :data:`CODE` maps the stage names a task's spec lists
+:class:`~harness.runplan.RunPlan` and its nodes), never the runner, and returns what the runner writes. :data:`CODE` maps the stage names a task's spec lists
 (``conf/task/<t>.yaml``: ``spec.stages``) to their code; their protocol versions are declared in
 :mod:`harness.specs.stages`, where a user's own stage names its code by ``module:attribute``. Importing this package
 imports no model library (each stage imports its own where it runs)."""

@@ -1,48 +1,14 @@
-"""What a stage gets from the run it computes: values, never the runner. A ``load.*``, ``train.*`` or ``retrieve.*``
-stage reads its own nodes from the task's typed settings and the facts of the run (device, precision, seed,
-learning rate, where its files go: :class:`StageContext`); the retrieval stages together read what planning
-resolved for them (:class:`RetrievalStages`). Both are built by planning (:mod:`harness.families.retrieval`) and
-carried by the :class:`~harness.runplan.RunPlan`."""
+"""What a stage gets from the run it computes beyond the :class:`~harness.runplan.RunPlan`'s own values (the typed
+settings, device, precision, seed, learning rate, where its files go): values, never the runner. The retrieval
+stages together read what planning resolved for them (:class:`RetrievalStages`, built by
+:mod:`harness.families.retrieval`), GLUE and mteb theirs; all carried by the plan."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
-
-from harness.layout import RunLayout
-
-if TYPE_CHECKING:
-    from harness.training.settings import TrainRun
-
-S = TypeVar("S")
-
-
-@dataclass(frozen=True, kw_only=True)
-class StageContext(Generic[S]):
-    """``settings``: the task's typed settings, composed of its stages' nodes; ``seed``: what anything new a stage
-    creates starts from (``task.train_seed`` when the run trains, else the top-level ``seed``); ``lr``: the
-    learning rate the run trains at (``task.lr``, or the source run's), None when it does not train."""
-
-    settings: S
-    task: str            # the records' task name
-    model: str           # the model's name (the records' folder)
-    device: str
-    precision: str
-    seed: int
-    trains: bool
-    lr: float | None
-    layout: RunLayout
-
-    def train_run(self) -> TrainRun:
-        """The values a training run resolves: the learning rate, the epochs and seed of the training node, where
-        it runs."""
-        from harness.training.settings import TrainRun
-
-        t = self.settings.training   # type: ignore[attr-defined]
-        assert self.lr is not None, "a run that trains has a learning rate"
-        return TrainRun(lr=self.lr, epochs=t.epochs, seed=t.train_seed, precision=self.precision, device=self.device)
+from typing import Any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,10 +16,8 @@ class RetrievalStages:
     """What planning resolved for one retrieval run's stages: which ``load.*``, ``train.*`` and ``retrieve.*``
     stage computes it (by name: :data:`harness.stages.CODE`), the training rows' source (its registry's object),
     where a finished training is kept, what the corpus cache is keyed by (the run less its search-only keys), the
-    query length of each dataset where the task sets one (ColBERT), each composite member's data spec, and the
-    config the experiment tracker and the per-device shard processes read."""
+    query length of each dataset where the task sets one (ColBERT) and each composite member's data spec."""
 
-    ctx: StageContext[Any]
     load: str
     retrieve: str
     train: str | None = None
@@ -62,7 +26,6 @@ class RetrievalStages:
     cache_run: Mapping[str, Any] = field(default_factory=dict)
     query_lengths: Mapping[str, int] | None = None
     member_specs: Mapping[str, str] = field(default_factory=dict)
-    tracking: Mapping[str, Any] = field(default_factory=dict)   # the composed config (logger=, run_name, paths)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -50,8 +50,7 @@ def with_sharding(plan: RunPlan, device: str | None = None, part: bool | None = 
     """``plan`` with its ``task.shards`` settings replaced (and its device, and whether it is a part job)."""
     settings = replace(plan.settings, sharding=replace(plan.settings.sharding, **sharding))
     device = device or plan.device
-    stages = replace(plan.stages, ctx=replace(plan.stages.ctx, device=device, settings=settings))
-    return replace(plan, device=device, settings=settings, stages=stages, part=plan.part if part is None else part)
+    return replace(plan, device=device, settings=settings, part=plan.part if part is None else part)
 
 
 def _device_shards(rank: int, plan: RunPlan, part: Part, devices: list[str], share: list[list[int]]) -> None:

@@ -40,39 +40,33 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
     """Table 2's fp32 matmuls as the paper's notebooks ran them (:func:`~harness.evaluation.throughput.paper_matmul`)
     around the whole measurement."""
     from harness.evaluation import throughput as tp
-
-    with tp.paper_matmul(plan.device) as matmul:
-        yield from _run(plan, todo, matmul)
-
-
-def _run(plan: RunPlan, todo: Sequence[Cell], matmul: dict[str, Any]) -> Iterator[ResultRecord]:
-    from harness.evaluation import throughput as tp
     from harness.evaluation.encode import pack_mode
     from harness.models import cast_for_inference, load_sentence_transformer
     from harness.models.compiled import compile_encoder, wanted
 
-    with step(f"efficiency: loading {plan.model.name} on {plan.device}"):
-        model, block = load_sentence_transformer(plan.model, device=plan.device)
-    hf = model[0].auto_model.eval()
-    runs = cast_for_inference(hf, plan.precision, plan.device)      # CUDA bf16/fp16: the weights themselves
-    compiled = wanted(plan.config, plan.device)
-    if compiled:
-        compile_encoder(hf)
-    mode = pack_mode(model, plan.settings.unpad, plan.device)
-    roofline = None
-    if plan.settings.roofline:
-        n = plan.settings.roofline_size
-        with step(f"efficiency: roofline, {n}x{n} {plan.precision} matmul") as done:
-            roofline = tp.matmul_flops(plan.precision, plan.device, n)
-            done.outcome = f"{roofline / 1e9:,.1f} GFLOP/s"
-    found: dict[int, SearchResult] = {}              # max length -> its max-batch search
-    facts = {**matmul, "runs": runs, "compiled": compiled}
-    for cell in todo:
-        try:
-            yield measure_cell(plan, cell, model, hf, block, mode, roofline, found, facts)
-        except HarnessError as exc:
-            log.error("efficiency/%s failed: %s", cell.dataset, exc)
-            yield plan.header.failed(cell, exc, model=block, split="synthetic")
+    with tp.paper_matmul(plan.device) as matmul:
+        with step(f"efficiency: loading {plan.model.name} on {plan.device}"):
+            model, block = load_sentence_transformer(plan.model, device=plan.device)
+        hf = model[0].auto_model.eval()
+        runs = cast_for_inference(hf, plan.precision, plan.device)      # CUDA bf16/fp16: the weights themselves
+        compiled = wanted(plan.config, plan.device)
+        if compiled:
+            compile_encoder(hf)
+        mode = pack_mode(model, plan.settings.unpad, plan.device)
+        roofline = None
+        if plan.settings.roofline:
+            n = plan.settings.roofline_size
+            with step(f"efficiency: roofline, {n}x{n} {plan.precision} matmul") as done:
+                roofline = tp.matmul_flops(plan.precision, plan.device, n)
+                done.outcome = f"{roofline / 1e9:,.1f} GFLOP/s"
+        found: dict[int, SearchResult] = {}              # max length -> its max-batch search
+        facts = {**matmul, "runs": runs, "compiled": compiled}
+        for cell in todo:
+            try:
+                yield measure_cell(plan, cell, model, hf, block, mode, roofline, found, facts)
+            except HarnessError as exc:
+                log.error("efficiency/%s failed: %s", cell.dataset, exc)
+                yield plan.header.failed(cell, exc, model=block, split="synthetic")
 
 def id_range(plan: RunPlan, hf: Any) -> tuple[int, int]:
     """[token_low, token_high) as configured, cut to the vocabulary (a tiny test model has a small one)."""

@@ -19,7 +19,6 @@ import numpy as np
 from harness import results
 from harness.data import glue as glue_data
 from harness.errors import HarnessError, TrainingDivergedError
-from harness.layout import RunLayout
 from harness.results import ResultRecord
 from harness.runplan import Cell, RunPlan
 from harness.specs.glue import TASK_FAMILY
@@ -31,18 +30,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RunContext:
-    """What every grid point of one invocation shares: the typed settings, model, tokenizer, device, where its
-    files go (the tokenised-data cache, the kept checkpoints)."""
+    """What every grid point of one invocation shares beyond its plan (the typed settings, model spec, device, where
+    its files go: the tokenised-data cache, the kept checkpoints): the model's folder, record block and tokenizer."""
 
-    tcfg: Any
-    spec: Any
+    plan: RunPlan
     model_dir: str
     model: dict[str, Any]
     tokenizer: Any
-    device: str
-    precision: str
-    layout: RunLayout
-    run_name: str | None
 
     def __post_init__(self) -> None:
         self._cache: dict[str, Any] = {}
@@ -51,12 +45,13 @@ class RunContext:
         """Train and (concatenated) dev sets tokenised once per (model, data, max length), in memory and on disk."""
         import datasets
 
-        max_length = int(self.tcfg.max_length)
-        key = tokenization_key(self.model["fingerprint"], data, self.tcfg)
+        tcfg = self.plan.settings
+        max_length = int(tcfg.max_length)
+        key = tokenization_key(self.model["fingerprint"], data, tcfg)
         if key not in self._cache:
             from harness.training.glue_tokens import cached_tokenize
 
-            root = self.layout.glue_tokenized(key)
+            root = self.plan.layout.glue_tokenized(key)
             reg = data.task.is_regression
             train = cached_tokenize(data.train, self.tokenizer, max_length, reg, root / "train")
             devs = [cached_tokenize(s, self.tokenizer, max_length, reg, root / f"dev-{n}") for n, s in data.dev.items()]
@@ -134,8 +129,6 @@ def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
 
 def eval_interval(task: str, tcfg: Any) -> int:
     """Optimizer steps between dev evaluations under ``authors`` (``task.eval_interval``, per task)."""
-    from harness.errors import HarnessError
-
     if task not in tcfg.eval_interval:
         raise HarnessError(f"task.eval_interval has no entry for {task}; add task.eval_interval.{task}=<batches>")
     return int(tcfg.eval_interval[task])
@@ -163,28 +156,27 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
     from harness.training import tracking
 
     tracker = tracker or tracking.NONE
-    task = data.task
-    out_dir = ctx.layout.trained_model(TASK_FAMILY, rec.model["name"], rec.run_id)
+    task, tcfg, spec, device = data.task, ctx.plan.settings, ctx.plan.model, ctx.plan.device
+    out_dir = ctx.plan.layout.trained_model(TASK_FAMILY, rec.model["name"], rec.run_id)
     trainer_dir = out_dir / "trainer"
     groups = [(name, len(split)) for name, split in data.dev.items()]
     rec.details = {
         "init_from": init.checkpoint, "init_from_run_id": init.run_id, "mnli_candidates": init.candidates,
         "n_train": len(data.train), "n_eval": dict(groups), "source": data.source, "checkpoint": None,
-        "run_name": ctx.run_name,
+        "run_name": ctx.plan.config.get("run_name"),
     }
     t0 = time.perf_counter()
     try:
-        watched = monitor(task, groups) if str(ctx.tcfg.training.scoring_protocol) == "authors" else "score"
+        watched = monitor(task, groups) if str(tcfg.training.scoring_protocol) == "authors" else "score"
         rec.details["early_stopping_metric"] = rec.hyperparameters["early_stopping_metric"] = watched
-        train_cfg = train_config(point, ctx.tcfg, rec.precision or "fp32", ctx.device, watched)
+        train_cfg = train_config(point, tcfg, rec.precision or "fp32", device, watched)
         train_ds, eval_ds = ctx.tokenized(data)
         from transformers import set_seed
 
         set_seed(point.seed)  # the fresh head's initialisation follows the run's seed
         model = clf.load_classifier(
-            ctx.model_dir, task.num_labels, attn_implementation=ctx.spec.attn_implementation,
-            init_from=init.checkpoint, trust_remote_code=ctx.spec.trust_remote_code, head=ctx.spec.glue,
-            device=ctx.device,
+            ctx.model_dir, task.num_labels, attn_implementation=spec.attn_implementation,
+            init_from=init.checkpoint, trust_remote_code=spec.trust_remote_code, head=spec.glue, device=device,
         )
         describe_model(rec, model, ctx)
         rec.details["tracking"] = tracker.describe()
@@ -200,7 +192,7 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
         )
         rec.timings = {"train": round(outcome.train_seconds, 3), "eval": round(outcome.eval_seconds, 3)}
         rec.per_query = per_example(outcome, groups, task.metric, rec.data_fingerprint)
-        if task.name == "mnli" or ctx.tcfg.keep_checkpoints:  # kept for chaining (prune with harness.select)
+        if task.name == "mnli" or tcfg.keep_checkpoints:  # kept for chaining (prune with harness.select)
             kept = out_dir / ("final" if outcome.scored == "last" else "best")   # the weights that were scored
             model.save_pretrained(kept)
             ctx.tokenizer.save_pretrained(kept)
@@ -223,7 +215,7 @@ def describe_model(rec: ResultRecord, model: Any, ctx: RunContext) -> None:
     from harness.models.load import attention_record
     from harness.training.classification import describe_head
 
-    rec.model = {**rec.model, **attention_record(ctx.spec.attn_implementation, model.base_model, ctx.device)}
+    rec.model = {**rec.model, **attention_record(ctx.plan.model.attn_implementation, model.base_model, ctx.plan.device)}
     rec.details["attn_implementation"] = str(getattr(model.config, "_attn_implementation", "") or "")
     rec.details["head"] = describe_head(model)
 
@@ -284,8 +276,8 @@ def finish(plan: RunPlan, planned: Sequence[Cell], records: Sequence[ResultRecor
             log.info("GLUE selection (best configuration per task on dev): %s", path)
 
 
-def context(plan: RunPlan) -> Any:
-    """What every grid point of the run shares: the model, its tokenizer, the device, where its files go."""
+def context(plan: RunPlan) -> RunContext:
+    """What every grid point of the run shares: the model, its tokenizer."""
     from transformers import AutoTokenizer
 
     from harness import models
@@ -296,8 +288,4 @@ def context(plan: RunPlan) -> Any:
         tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=spec.trust_remote_code)
     except (OSError, ValueError) as exc:
         raise HarnessError(f"could not load the tokenizer of model {spec.name!r} from {model_dir}: {exc}") from exc
-    return RunContext(
-        tcfg=plan.settings, spec=spec, model_dir=model_dir, model=models.model_identity(spec, model_dir, revision),
-        tokenizer=tokenizer, device=plan.device, precision=plan.precision, layout=plan.layout,
-        run_name=plan.config.get("run_name"),
-    )
+    return RunContext(plan, model_dir, models.model_identity(spec, model_dir, revision), tokenizer)

@@ -1,56 +1,42 @@
 """The ``load.<name>`` stages of a retrieval run: the spec's load stage that computes a run (MLDR: chosen by
 ``task.retriever`` through ``stage_when``) loads the weights. A loader gets the run's
-:class:`~harness.stages.context.StageContext` and the model spec to load (``model.path``, or the trained weights
-of the task's source run) and returns (model, the record's model block); lengths no model position can encode are
-refused here, before any expensive work."""
+:class:`~harness.runplan.RunPlan` and the model spec to load (``model.path``, or the trained weights of the task's
+source run) and returns (model, the record's model block); lengths no model position can encode are refused here,
+before any expensive work."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.models import usable_positions
 
 if TYPE_CHECKING:
-    from harness.evaluation.settings import MultiVectorEval, SingleVectorEval
     from harness.models import ModelSpec
-    from harness.stages.context import StageContext
-    from harness.training.settings import DenseTraining
+    from harness.runplan import RunPlan
 
 
-class EncoderTask(Protocol):
-    """The nodes ``load.encoder`` reads: the lengths it checks."""
-
-    evaluation: SingleVectorEval
-    training: DenseTraining
-
-
-class ColbertTask(Protocol):
-    """The node ``load.colbert`` reads: the projection's size."""
-
-    multi_vector: MultiVectorEval
-
-
-def encoder(ctx: StageContext[EncoderTask], spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
-    """A SentenceTransformer (hub id, folder or package; pruned per ``model.keep_layers``)."""
+def encoder(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
+    """A SentenceTransformer (hub id, folder or package; pruned per ``model.keep_layers``); the lengths it checks:
+    ``task.max_length``, and ``task.max_seq_length`` when the run trains."""
     from harness.models import load_sentence_transformer
 
-    model, block = load_sentence_transformer(spec, device=ctx.device)
-    s = ctx.settings
+    model, block = load_sentence_transformer(spec, device=plan.device)
+    s = plan.settings
     check_positions(model, s.evaluation.max_length, spec.name, "task.max_length")
-    if ctx.trains:
+    if plan.trains:
         check_positions(model, s.training.max_seq_length, spec.name, "task.max_seq_length")
     return model, block
 
 
-def colbert(ctx: StageContext[ColbertTask], spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
+def colbert(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
     """A PyLate ColBERT (a ColBERT checkpoint as is; a plain encoder gets the ``embedding_size`` projection, seeded
     by the run's seed: ``task.train_seed`` when training, else ``seed``). Document lengths are capped at the
     positions and recorded by the retriever, as the paper's evaluation does."""
     from harness.evaluation.colbert_model import load_colbert
 
-    return load_colbert(spec, device=ctx.device, embedding_size=ctx.settings.multi_vector.embedding_size,
-                        seed=ctx.seed)
+    return load_colbert(spec, device=plan.device, embedding_size=plan.settings.multi_vector.embedding_size,
+                        seed=plan.seed)
 
 
 def check_positions(model: Any, length: int, name: str, key: str) -> None:

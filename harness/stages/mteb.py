@@ -17,12 +17,13 @@ from harness.stages import check_model
 log = logging.getLogger(__name__)
 
 
-def check_data(plan: RunPlan, names: Sequence[str]) -> None:
-    """Offline, a hub task's data must already be cached: try each one before any model is loaded, so a missing
-    dataset fails at once and names the local alternative."""
+def check(plan: RunPlan, todo: Sequence[Cell]) -> None:
+    """The model's checks; and offline, a hub task's data must already be cached: try each one before any model is
+    loaded, so a missing dataset fails at once and names the local alternative."""
     from harness.models import hub_reachable
 
-    remote = [n for n in names if n not in plan.stages.local]
+    check_model(plan, todo)
+    remote = [n for n in dict.fromkeys(c.payload[0] for c in todo) if n not in plan.stages.local]
     if not remote or hub_reachable():
         return
     for name in remote:
@@ -37,11 +38,6 @@ def check_data(plan: RunPlan, names: Sequence[str]) -> None:
                 f"task.task_files=[my_tasks.py] 'task.tasks=[MyTask]' (see docs/integrations.md). ({type(exc).__name__})"
             ) from exc
         task.unload_data()
-
-
-def check(plan: RunPlan, todo: Sequence[Cell]) -> None:
-    check_model(plan, todo)
-    check_data(plan, list(dict.fromkeys(c.payload[0] for c in todo)))
 
 
 def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:

@@ -48,7 +48,7 @@ def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
     against the fingerprint that run recorded. Fails fast, naming the local alternative, when the hub is
     needed and unreachable."""
     p, lin = parts(plan), plan.lineage
-    model, block = code_of(p.load)(p.ctx, loaded_spec(plan))
+    model, block = code_of(p.load)(plan, loaded_spec(plan))
     if lin is not None:
         if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
             raise HarnessError(
@@ -77,7 +77,7 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
     if marker.exists() and not plan.overwrite:
         info = json.loads(marker.read_text())
         log.info("reusing trained model %s", info["model_dir"])
-        model.load_state_dict(trainer.load_trained(p.ctx, info["model_dir"]).state_dict())
+        model.load_state_dict(trainer.load_trained(plan, info["model_dir"]).state_dict())
     else:
         from harness.models import fingerprint
         from harness.results import atomic_write_json
@@ -88,9 +88,9 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
         check_devices(plan.settings.training.devices, plan.device)
         t0 = time.perf_counter()
         data, facts = p.source.load(plan.settings, model)
-        tracker = tracking.tracker(p.tracking, run_id=todo[0].run_id, record_path=plan.record_path(todo[0]).parent,
+        tracker = tracking.tracker(plan.config, run_id=todo[0].run_id, record_path=plan.record_path(todo[0]).parent,
                                    task=plan.task, model=plan.model_name)
-        info = trainer.fit(p.ctx, model, data, facts, p.train_dir, tracker, loaded_spec(plan))
+        info = trainer.fit(plan, model, data, facts, p.train_dir, tracker, loaded_spec(plan))
         info |= {"train_s": time.perf_counter() - t0, "fingerprint": fingerprint(info["model_dir"])}
         atomic_write_json(marker, info)
     if plan.lineage is not None:
@@ -116,7 +116,7 @@ def for_inference(plan: RunPlan, model: Any, block: dict[str, Any]) -> None:
 def retriever(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Any:
     """The retrieve stage's retriever for ``model``; ``cache_identity`` keys its on-disk corpus cache."""
     p = parts(plan)
-    return code_of(p.retrieve)(p.ctx, model, cache_identity)
+    return code_of(p.retrieve)(plan, model, cache_identity)
 
 
 def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mapping[str, Any] | None

@@ -1,63 +1,43 @@
 """The ``retrieve.<name>`` stages of a retrieval run: ``task.retriever: <name>`` (or the one retrieve stage a
 spec lists) picks the stage, whose ``code`` is a builder here (or in a user's module: docs/layout.md, "Adding a
-retriever"). A builder gets the run's :class:`~harness.stages.context.StageContext` (the task's typed settings,
-device, precision, where caches go), the loaded model and the corpus-cache identity, and returns a
+retriever"). A builder gets the run's :class:`~harness.runplan.RunPlan` (the task's typed settings, device,
+precision, where caches go), the loaded model and the corpus-cache identity, and returns a
 :class:`~harness.evaluation.retriever.Retriever`. Which keys change its ranking but not its corpus encoding follows
 from the settings (their ``search`` nodes)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from harness.evaluation.retriever import Retriever
-    from harness.evaluation.settings import Batching, MultiVectorEval, SingleVectorEval
-    from harness.stages.context import StageContext
+    from harness.runplan import RunPlan
 
 
-class SingleVectorTask(Protocol):
-    """The nodes ``retrieve.single_vector`` reads."""
-
-    batching: Batching
-    evaluation: SingleVectorEval
-    embedding_cache: bool
-
-
-class MultiVectorTask(Protocol):
-    """The nodes ``retrieve.multi_vector`` reads."""
-
-    batching: Batching
-    multi_vector: MultiVectorEval
-    embedding_cache: bool
-
-    @property
-    def document_length(self) -> int: ...
-
-
-def single_vector(ctx: StageContext[SingleVectorTask], model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
+def single_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
     """DPR: the SentenceTransformer's embeddings, exact search (``task.similarity``), corpus embeddings cached;
     documents written by ``task.title_convention`` where the task has one (task=code)."""
     from harness.evaluation.dense import DenseRetriever, DenseSettings
     from harness.evaluation.retriever import TitleConvention
 
-    s = ctx.settings
+    s = plan.settings
     dense = DenseRetriever(model, DenseSettings(
-        device=ctx.device, precision=ctx.precision, batching=s.batching, evaluation=s.evaluation,
-        cache_dir=str(ctx.layout.embeddings()) if s.embedding_cache else None,
+        device=plan.device, precision=plan.precision, batching=s.batching, evaluation=s.evaluation,
+        cache_dir=str(plan.layout.embeddings()) if s.embedding_cache else None,
     ), cache_identity)
     convention = getattr(s, "title_convention", None)
     return TitleConvention(dense, convention) if convention else dense
 
 
-def multi_vector(ctx: StageContext[MultiVectorTask], model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
+def multi_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
     """ColBERT: token embeddings, PLAID or exact MaxSim; documents up to the task's document length (capped at the
     model's positions, recorded)."""
     from harness.evaluation.multivector import MultiVectorRetriever, MultiVectorSettings
 
-    s = ctx.settings
+    s = plan.settings
     return MultiVectorRetriever(model, MultiVectorSettings(
-        device=ctx.device, precision=ctx.precision, batching=s.batching, search=s.multi_vector.search,
+        device=plan.device, precision=plan.precision, batching=s.batching, search=s.multi_vector.search,
         maxsim_chunk_tokens=s.multi_vector.maxsim_chunk_tokens, document_length=s.document_length,
-        cache_dir=str(ctx.layout.colbert_tokens()) if s.embedding_cache else None,
+        cache_dir=str(plan.layout.colbert_tokens()) if s.embedding_cache else None,
     ), cache_identity)

@@ -1,7 +1,7 @@
 """The ``train.<name>`` stages of a retrieval run: the ``train.*`` stage a task's spec lists fine-tunes the
 loaded model when the run trains (``task.train``; MLDR: ``task.setting=id``). A trainer gets the run's
-:class:`~harness.stages.context.StageContext` (its ``training`` node, the resolved learning rate, the precision
-and device) and the rows the runner loaded from the task's ``train_data`` source; it says under which key its
+:class:`~harness.runplan.RunPlan` (its ``training`` node, the resolved learning rate, the precision and device)
+and the rows the runner loaded from the task's ``train_data`` source; it says under which key its
 trained model is kept, how it fits and how a finished training reloads. Which task keys count only when training
 follows from the settings (their ``train`` nodes)."""
 
@@ -9,23 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from harness import results
 
 if TYPE_CHECKING:
     from harness.models import ModelSpec
-    from harness.runplan import Cell
-    from harness.stages.context import StageContext
-    from harness.training.settings import DenseTraining, KdTraining
-
-
-class DenseTask(Protocol):
-    training: DenseTraining
-
-
-class KdTask(Protocol):
-    training: KdTraining
+    from harness.runplan import Cell, RunPlan
+    from harness.training.settings import TrainRun
 
 
 class DenseTrainer:
@@ -37,14 +28,14 @@ class DenseTrainer:
     def key(self, cell: Cell, train_keys: Sequence[str]) -> str:
         return cell.run_id
 
-    def load_trained(self, ctx: StageContext[DenseTask], model_dir: str) -> Any:
+    def load_trained(self, plan: RunPlan, model_dir: str) -> Any:
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(model_dir, device=ctx.device)
+        return SentenceTransformer(model_dir, device=plan.device)
 
-    def fit(self, ctx: StageContext[DenseTask], model: Any, data: Any, facts: Mapping[str, Any] | None,
+    def fit(self, plan: RunPlan, model: Any, data: Any, facts: Mapping[str, Any] | None,
             out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
-        info = fit(self, ctx, model, data, spec, out_dir, tracker, "harness.training.seeding:train_dense")
+        info = fit(self, plan, model, data, spec, out_dir, tracker, "harness.training.seeding:train_dense")
         return {**info, "data": facts} if facts else info
 
 
@@ -67,28 +58,39 @@ class KdTrainer:
         kept = {k: task[k] for k in names if k in task}
         return "train-" + results.stable_hash({**ident, "task": kept}, length=16)
 
-    def load_trained(self, ctx: StageContext[KdTask], model_dir: str) -> Any:
+    def load_trained(self, plan: RunPlan, model_dir: str) -> Any:
         from pylate.models import ColBERT
 
-        return ColBERT(model_dir, device=ctx.device)
+        return ColBERT(model_dir, device=plan.device)
 
-    def fit(self, ctx: StageContext[KdTask], model: Any, data: Any, facts: Mapping[str, Any] | None,
+    def fit(self, plan: RunPlan, model: Any, data: Any, facts: Mapping[str, Any] | None,
             out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
-        info = fit(self, ctx, model, data, spec, out_dir, tracker, "harness.training.seeding:train_kd")
+        info = fit(self, plan, model, data, spec, out_dir, tracker, "harness.training.seeding:train_kd")
         return {**info, "data": facts}
 
 
-def fit(trainer: Any, ctx: StageContext[Any], model: Any, data: Any, spec: ModelSpec, out_dir: Path, tracker: Any,
+def fit(trainer: Any, plan: RunPlan, model: Any, data: Any, spec: ModelSpec, out_dir: Path, tracker: Any,
         train: str) -> dict[str, Any]:
     """``train`` (``module:function``) on this process, or on the N processes of ``task.devices``
     (:mod:`~harness.stages.train_ranks`); ``spec``: the model as the run loaded it."""
-    if ctx.settings.training.devices > 1:
+    run = train_run(plan)
+    if plan.settings.training.devices > 1:
         from harness.stages.train_ranks import fit_on_devices
 
-        return fit_on_devices(ctx, trainer, model, data, spec, out_dir, tracker, train)
+        return fit_on_devices(plan, trainer, model, data, spec, out_dir, tracker, train, run)
     from harness.registry import load_target
 
-    return load_target(train)(model, data, ctx.settings.training, ctx.train_run(), out_dir, tracker)
+    return load_target(train)(model, data, plan.settings.training, run, out_dir, tracker)
+
+
+def train_run(plan: RunPlan) -> TrainRun:
+    """The values a training run resolves: the learning rate, the epochs and seed of the training node, where it
+    runs."""
+    from harness.training.settings import TrainRun
+
+    t = plan.settings.training
+    assert plan.lr is not None, "a run that trains has a learning rate"
+    return TrainRun(lr=plan.lr, epochs=t.epochs, seed=t.train_seed, precision=plan.precision, device=plan.device)
 
 
 DENSE = DenseTrainer()
