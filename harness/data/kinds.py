@@ -158,7 +158,7 @@ class BeirKind(DataKind):
         """The folder is there, and (unless in the hub layout) its corpus, queries and ``split``'s qrels."""
         from harness.data.hub_layout import is_hub_layout
 
-        problem = super().check(entry, data_dir, split)
+        problem = DataKind.check(self, entry, data_dir, split)   # also serves HubLayoutKind (one level deep)
         if problem or data_dir is None:
             return problem
         folder = local_folder(data_dir, entry)
@@ -187,12 +187,15 @@ class BeirKind(DataKind):
         return beir.load_hub(str(entry.hub), entry.revision, entry.name, split, strict_qrels)
 
 
-class HubLayoutKind(BeirKind):
+class HubLayoutKind(DataKind):
     """A hub dataset repository read file by file (mteb's ``Nano*Retrieval`` copies: configs ``corpus``,
     ``queries``, ``qrels`` of ``<split>-*.parquet``), as a snapshot fetched before any model loads; local folders
     as kind ``beir`` reads them (hub or BEIR layout)."""
 
     name = "hub_layout"
+    has_hub = True
+    check = BeirKind.check
+    load_local = BeirKind.load_local
     hint: ClassVar[str] = ("{name}: task.data_dir=<dir> with a copy in <dir>/{local}/ (hub layout: corpus/, "
                            "queries/, qrels/ folders of <split>-*.parquet or .jsonl; or BEIR layout).")
 
@@ -301,11 +304,13 @@ class SourceTreeKind(DataKind):
                                         max_corpus=entry.max_corpus)
 
 
-class SourceFilesKind(SourceTreeKind):
+class SourceFilesKind(DataKind):
     """Whole files of the Python source tree ``root`` (null: the installed standard library) as long documents,
     split into train and test by a hash of their path. Needs neither ``task.data_dir`` nor the hub."""
 
     name = "source_files"
+    reads_data_dir = False
+    check = SourceTreeKind.check
 
     def load(self, entry: DatasetEntry, data_dir: str | None, split: str,
              strict_qrels: bool = True) -> RetrievalDataset:
