@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterable
 
 
@@ -31,6 +32,12 @@ def no_hub_copy(name: str, folder: str | None = None) -> DataError:
 def one_line(exc: BaseException | str) -> str:
     """A message on one line (a library's multi-line text inside ours is joined), for the CLI's ``error:`` line."""
     return " ".join(str(exc).split())
+
+
+def report(exc: BaseException | str, code: int = 2) -> int:
+    """Print the CLI's ``error: <one line>`` to stderr; returns ``code``, the exit status to give."""
+    print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
+    return code
 
 
 def closest_first(name: str, valid: Iterable[str]) -> list[str]:

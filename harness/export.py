@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import results
-from harness.errors import HarnessError, one_line
+from harness.errors import HarnessError
 
 FORMATS = ("mteb",)
 
@@ -85,8 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not report.written:
             raise nothing_exported(args, report)
     except HarnessError as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return report(exc)
     return 0
 
 

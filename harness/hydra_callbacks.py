@@ -6,7 +6,6 @@ before anything is launched."""
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,7 +13,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from harness import specs
-from harness.errors import HarnessError, one_line
+from harness.errors import HarnessError, report
 from harness.specs import dependencies
 
 log = logging.getLogger(__name__)
@@ -87,7 +86,6 @@ class StagingCheck(Callback):
         except HarnessError as exc:
             # Hydra turns a callback's Exception into a warning and launches anyway; SystemExit is not one, so
             # the multirun stops here, before any job is launched or submitted.
-            print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
-            raise SystemExit(2) from exc
+            raise SystemExit(report(exc)) from exc
         log.info("GLUE multirun: %d job(s) in %d batch(es), MNLI before the chained tasks",
                  sum(len(b) for b in batches), len(batches))

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.errors import HarnessError, one_line
+from harness.errors import HarnessError, report
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,8 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_alpha(args.alpha)
         print("\n".join(run(args)))
     except (HarnessError, ValueError) as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return report(exc)
     return 0
 
 

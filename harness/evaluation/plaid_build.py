@@ -48,13 +48,12 @@ def build(loaders: Sequence[str] = tuple(LOADERS)) -> float:
 
 
 def main() -> int:
-    from harness.errors import HarnessError, one_line
+    from harness.errors import HarnessError, report
 
     try:
         took = build()
     except (HarnessError, RuntimeError) as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 1
+        return report(exc, 1)
     names = ", ".join(n for v in LOADERS.values() for n in v)
     print(f"PLAID (Stanford backend) C++ extensions ready: {names} ({took:.0f} s)")
     return 0

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, one_line
+from harness.errors import HarnessError, report
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -46,8 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except HarnessError as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return report(exc)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import layout, results, selection, specs
-from harness.errors import HarnessError, one_line
+from harness.errors import HarnessError, one_line, report
 from harness.paper import graph, plan
 from harness.selection.rules import rule_for
 
@@ -223,8 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run_job(*args)
     except HarnessError as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 1
+        return report(exc, 1)
     return 0
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
 from harness import layout, results, specs
-from harness.errors import HarnessError, one_line
+from harness.errors import HarnessError, report
 from harness.preflight import check_writable_dir
 from harness.selection import jsonable, load_selections, prune_checkpoints
 from harness.selection.comparable import set_aside_lines
@@ -60,8 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in aside:   # records in another score than their column's: never selected beside it
             print(f"set aside: {line}")
     except HarnessError as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return report(exc)
     return 0
 
 
@@ -119,6 +117,5 @@ def select_series(args: argparse.Namespace, out_dir: Path) -> int:
         print(format_choice(choice))
         print(f"  -> {path}")
     except HarnessError as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return report(exc)
     return 0

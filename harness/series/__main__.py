@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.errors import HarnessError, one_line
+from harness.errors import HarnessError, report
 from harness.series import plan as planning
 from harness.series.complete import BROKEN
 from harness.series.settings import Settings
@@ -29,8 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return best(argv)
         return run(argv)
     except HarnessError as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
-        return 2
+        return report(exc)
 
 
 def best(argv: list[str]) -> int:
