@@ -10,7 +10,7 @@ import hydra
 from omegaconf import DictConfig
 
 from harness import scheduler
-from harness.errors import HarnessError, one_line, report
+from harness.errors import HarnessError, one_line, print_error
 from harness.overrides import PRIMARY, check_group_overrides, check_key_overrides
 from harness.registry import Registry
 
@@ -31,7 +31,7 @@ def _hydra_main(cfg: DictConfig) -> float | scheduler.JobFailed | None:
         prepare(cfg)
         records = run(cfg)
     except HarnessError as exc:
-        report(exc)
+        print_error(exc)
         if scheduler.is_multirun():  # one bad job must not stop its siblings in a sweep; the multirun fails at its end
             log.error("%s", exc)
             return scheduler.job_failed(one_line(exc))
@@ -73,7 +73,7 @@ def main() -> None:
         check_group_overrides(sys.argv[1:])
         check_key_overrides(sys.argv[1:])
     except HarnessError as exc:
-        sys.exit(report(exc))
+        sys.exit(print_error(exc))
     _hydra_main()
     failed = scheduler.failed_jobs()
     if failed:   # a multirun whose jobs had failed cells (each job's error is in its log and its records)

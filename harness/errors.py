@@ -34,7 +34,7 @@ def one_line(exc: BaseException | str) -> str:
     return " ".join(str(exc).split())
 
 
-def report(exc: BaseException | str, code: int = 2) -> int:
+def print_error(exc: BaseException | str, code: int = 2) -> int:
     """Print the CLI's ``error: <one line>`` to stderr; returns ``code``, the exit status to give."""
     print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
     return code

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import results
-from harness.errors import HarnessError
+from harness.errors import HarnessError, print_error
 
 FORMATS = ("mteb",)
 
@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not report.written:
             raise nothing_exported(args, report)
     except HarnessError as exc:
-        return report(exc)
+        return print_error(exc)
     return 0
 
 

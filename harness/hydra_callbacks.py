@@ -13,7 +13,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from harness import specs
-from harness.errors import HarnessError, report
+from harness.errors import HarnessError, print_error
 from harness.specs import dependencies
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,6 @@ class StagingCheck(Callback):
         except HarnessError as exc:
             # Hydra turns a callback's Exception into a warning and launches anyway; SystemExit is not one, so
             # the multirun stops here, before any job is launched or submitted.
-            raise SystemExit(report(exc)) from exc
+            raise SystemExit(print_error(exc)) from exc
         log.info("GLUE multirun: %d job(s) in %d batch(es), MNLI before the chained tasks",
                  sum(len(b) for b in batches), len(batches))

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.errors import HarnessError, report
+from harness.errors import HarnessError, print_error
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_alpha(args.alpha)
         print("\n".join(run(args)))
     except (HarnessError, ValueError) as exc:
-        return report(exc)
+        return print_error(exc)
     return 0
 
 

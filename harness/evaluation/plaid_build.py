@@ -48,12 +48,12 @@ def build(loaders: Sequence[str] = tuple(LOADERS)) -> float:
 
 
 def main() -> int:
-    from harness.errors import HarnessError, report
+    from harness.errors import HarnessError, print_error
 
     try:
         took = build()
     except (HarnessError, RuntimeError) as exc:
-        return report(exc, 1)
+        return print_error(exc, 1)
     names = ", ".join(n for v in LOADERS.values() for n in v)
     print(f"PLAID (Stanford backend) C++ extensions ready: {names} ({took:.0f} s)")
     return 0

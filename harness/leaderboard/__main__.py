@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.errors import HarnessError, report
+from harness.errors import HarnessError, print_error
 from harness.leaderboard import COMBINE_RULES, build
 
 log = logging.getLogger("harness.leaderboard")
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lb, files = build(args.results, args.out, combine=args.combine, published=not args.no_published,
                           mteb_results=args.mteb_results, mteb_models=args.mteb_models, significance=sig)
     except HarnessError as exc:
-        return report(exc)
+        return print_error(exc)
     m = lb.meta
     log.info("leaderboard: %d record(s) (%d failed), %d skipped file(s), %d row(s), combine=%s, %.2f s",
              m["n_records"], m["n_failed"], len(m["skipped"]), len(lb.rows), m["combine"], time.perf_counter() - t0)

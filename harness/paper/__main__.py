@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, report
+from harness.errors import HarnessError, print_error
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except HarnessError as exc:
-        return report(exc)
+        return print_error(exc)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import layout, results, selection, specs
-from harness.errors import HarnessError, one_line, report
+from harness.errors import HarnessError, one_line, print_error
 from harness.paper import graph, plan
 from harness.selection.rules import rule_for
 
@@ -223,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run_job(*args)
     except HarnessError as exc:
-        return report(exc, 1)
+        return print_error(exc, 1)
     return 0
 
 

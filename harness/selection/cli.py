@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from harness import layout, results, specs
-from harness.errors import HarnessError, report
+from harness.errors import HarnessError, print_error
 from harness.preflight import check_writable_dir
 from harness.selection import jsonable, load_selections, prune_checkpoints
 from harness.selection.comparable import set_aside_lines
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in aside:   # records in another score than their column's: never selected beside it
             print(f"set aside: {line}")
     except HarnessError as exc:
-        return report(exc)
+        return print_error(exc)
     return 0
 
 
@@ -117,5 +117,5 @@ def select_series(args: argparse.Namespace, out_dir: Path) -> int:
         print(format_choice(choice))
         print(f"  -> {path}")
     except HarnessError as exc:
-        return report(exc)
+        return print_error(exc)
     return 0

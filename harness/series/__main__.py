@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.errors import HarnessError, report
+from harness.errors import HarnessError, print_error
 from harness.series import plan as planning
 from harness.series.complete import BROKEN
 from harness.series.settings import Settings
@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return best(argv)
         return run(argv)
     except HarnessError as exc:
-        return report(exc)
+        return print_error(exc)
 
 
 def best(argv: list[str]) -> int:
