@@ -149,6 +149,11 @@ def runs_on_cuda(device: str | None) -> bool:
     return (device is None or device.startswith("cuda")) and cuda_available()
 
 
+def blocker_for(device: str | None, head_dim: int | None = None, dtype: str | None = None) -> str:
+    """:func:`kernel_blocker` for a model that runs on CUDA ``device`` here (None: the current CUDA device)."""
+    return kernel_blocker(capability=cuda_capability(device), head_dim=head_dim, dtype=dtype)
+
+
 def resolve_for(requested: str, model_type: str | None, device: str | None = None, *, head_dim: int | None = None,
                 dtype: str | None = None) -> str:
     """:func:`resolve_attention` on this machine for a model that runs on ``device`` (None: wherever torch finds a
@@ -158,7 +163,7 @@ def resolve_for(requested: str, model_type: str | None, device: str | None = Non
     if requested != VARLEN and not (packs and requested in ("auto", "flash_attention_2")):
         return resolve_attention(requested, cuda=False, packs=packs)
     cuda = runs_on_cuda(device)
-    blocker = kernel_blocker(capability=cuda_capability(device), head_dim=head_dim, dtype=dtype) if cuda else ""
+    blocker = blocker_for(device, head_dim, dtype) if cuda else ""
     return resolve_attention(requested, cuda=cuda, packs=packs, blocker=blocker)
 
 
@@ -167,7 +172,7 @@ def fallback_reason(requested: str, implementation: str, model_type: str | None,
     """Why ``auto`` chose padded sdpa on a CUDA machine for an architecture the harness packs ('' otherwise)."""
     if requested != "auto" or implementation != "sdpa" or not can_pack(model_type) or not runs_on_cuda(device):
         return ""
-    return kernel_blocker(capability=cuda_capability(device), head_dim=head_dim, dtype=dtype)
+    return blocker_for(device, head_dim, dtype)
 
 
 def say_fallback(model: str, reason: str) -> None:
@@ -212,7 +217,7 @@ def describe(requested: str) -> str:
     if not cuda_available():
         return ("# model.attn_implementation: auto -> sdpa on this machine (no CUDA: padded batches; "
                 f"{VARLEN}, unpadded, on a CUDA machine)")
-    blocker = kernel_blocker(capability=cuda_capability(None), head_dim=None, dtype=None)
+    blocker = blocker_for(None)
     if blocker:
         return (f"# model.attn_implementation: auto -> sdpa on this machine (CUDA, but the flash kernels cannot "
                 f"run here: {blocker}; padded batches)")
