@@ -145,7 +145,8 @@ def test_long_documents_stay_within_the_token_budget(tiny_model_dir: Path, monke
         return real(model, batch, *a, **k)
 
     monkeypatch.setattr(enc, "forward_batch", spy)
-    out = encode(model, docs, device="cpu", batching=batching(batch_tokens=8192), show_progress=False)
+    # one worker: its batches run in this thread in order (longest first) and each gets the whole budget
+    out = encode(model, docs, device="cpu", batching=batching(batch_tokens=8192), workers=1, show_progress=False)
     assert out.shape[0] == 4 and np.isfinite(out).all()
     assert widths[0] == (1, 8192)
     assert all(n * w <= 8192 or n == 1 for n, w in widths)
