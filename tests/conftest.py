@@ -13,6 +13,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -21,7 +22,10 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-ISOLATED = Path(tempfile.mkdtemp(prefix="harness-tests-"))
+# pytest imports this file as ``conftest`` and test modules import it again as ``tests.conftest``: the second copy
+# keeps the first one's folder (a new one would repoint the caches after huggingface_hub has read them)
+_TWIN = sys.modules.get("tests.conftest" if __name__ == "conftest" else "conftest")
+ISOLATED = getattr(_TWIN, "ISOLATED", None) or Path(tempfile.mkdtemp(prefix="harness-tests-"))
 atexit.register(shutil.rmtree, ISOLATED, ignore_errors=True)
 os.environ["HF_HOME"] = str(ISOLATED / "hf")
 os.environ["HF_HUB_CACHE"] = str(ISOLATED / "hf" / "hub")
