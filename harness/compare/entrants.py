@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from harness import specs
@@ -33,20 +34,18 @@ class Entrant:
         return all(len(recs) == 1 for recs in self.cells.values())
 
 
+@dataclass
 class Records:
     """The records under ``--results``, read once."""
 
-    def __init__(self, results: Path) -> None:
-        self.results = results
-        self._all: list[Located] | None = None
+    results: Path
 
+    @cached_property
     def all(self) -> list[Located]:
-        if self._all is None:
-            if not self.results.is_dir():
-                raise HarnessError(f"--results {self.results} does not exist: pass the folder the records were "
-                                   "written to, e.g. --results results")
-            self._all = list(comparable_records([self.results], warn=False))
-        return self._all
+        if not self.results.is_dir():
+            raise HarnessError(f"--results {self.results} does not exist: pass the folder the records were "
+                               "written to, e.g. --results results")
+        return list(comparable_records([self.results], warn=False))
 
 
 def entrants(args: list[str], records: Records, task: str | None, every: bool,
@@ -56,7 +55,7 @@ def entrants(args: list[str], records: Records, task: str | None, every: bool,
     if every:
         if not task:
             raise HarnessError("--all needs --task: the task whose models are compared, e.g. --all --task beir")
-        names = sorted({str(r.model.get("name")) for _, r in records.all() if r.task == task and r.status == STATUS_OK})
+        names = sorted({str(r.model.get("name")) for _, r in records.all if r.task == task and r.status == STATUS_OK})
         if len(names) < 2:
             raise HarnessError(f"--all: {len(names)} model(s) with ok {task} records under {records.results}; "
                                "a comparison needs two or more")
@@ -129,11 +128,11 @@ def selected(name: str, records: Records, task: str | None) -> Entrant:
     if not records.results.is_dir():
         raise HarnessError(f"{name} is neither a record, a folder, nor a model under --results {records.results} "
                            "(no such folder); pass --results <folder>")
-    mine = [(p, r) for p, r in records.all() if r.model.get("name") == name and r.status == STATUS_OK
+    mine = [(p, r) for p, r in records.all if r.model.get("name") == name and r.status == STATUS_OK
             and (task is None or r.task == task)]
     tasks = sorted({r.task for _, r in mine})
     if not tasks:
-        raise no_model(name, records.results, task, records.all())
+        raise no_model(name, records.results, task, records.all)
     if len(tasks) > 1:
         raise HarnessError(f"model {name} has records of several tasks ({', '.join(tasks)}): pass --task")
     where = {id(r): p for p, r in mine}

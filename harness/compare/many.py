@@ -30,25 +30,16 @@ class Settings:
     alpha: float = 0.05
     correction: str = "holm"
 
-
-# the settings checked one flag at a time (harness.compare and the leaderboard's --significance): each refusal names
-# the flag, its value and the valid range
-def check_permutations(value: int) -> None:
-    if value < 1:
-        raise HarnessError(f"--permutations {value}: must be an integer >= 1 (the randomization permutations and "
-                           "bootstrap resamples; e.g. --permutations 10000)")
-
-
-def check_level(value: float) -> None:
-    if not (math.isfinite(value) and 0 < value < 1):
-        raise HarnessError(f"--level {value:g}: must be between 0 and 1, both excluded (the intervals' confidence "
-                           "level; e.g. --level 0.95)")
-
-
-def check_alpha(value: float) -> None:
-    if not (math.isfinite(value) and 0 < value < 1):
-        raise HarnessError(f"--alpha {value:g}: must be between 0 and 1, both excluded (the significance level; "
-                           "e.g. --alpha 0.05)")
+    def check(self) -> None:
+        """Each flag checked (harness.compare and the leaderboard's --significance): a refusal names the flag, its
+        value and the valid range."""
+        if self.permutations < 1:
+            raise HarnessError(f"--permutations {self.permutations}: must be an integer >= 1 (the randomization "
+                               "permutations and bootstrap resamples; e.g. --permutations 10000)")
+        for flag, value, meaning in (("--level", self.level, "the intervals' confidence level; e.g. --level 0.95"),
+                                     ("--alpha", self.alpha, "the significance level; e.g. --alpha 0.05")):
+            if not (math.isfinite(value) and 0 < value < 1):
+                raise HarnessError(f"{flag} {value:g}: must be between 0 and 1, both excluded ({meaning})")
 
 
 def pair_test(a: Outcomes, b: Outcomes, s: Settings) -> stats.Paired:
@@ -119,11 +110,11 @@ def cell_row(table: str, name: str, cells: dict[str, Outcomes], s: Settings, hig
     return row, reps
 
 
-def average_row(table: str, names: Sequence[str], cells: dict[str, dict[str, Outcomes]],
+def average_row(table: str, names: Sequence[str], labels: Sequence[str], cells: dict[str, dict[str, Outcomes]],
                 reps: dict[str, dict[str, twolevel.Replicates]], s: Settings, higher_is_better: bool) -> Row:
-    """The table average over ``names`` (cells every model in ``cells[name]`` has), each cell weighted equally:
-    single runs of a per-query metric by the stratified randomization test, else the two-level bootstrap."""
-    labels = list(cells[names[0]])
+    """The table average of the models ``labels`` over the cells ``names`` (each of them has every one), each cell
+    weighted equally: single runs of a per-query metric by the stratified randomization test, else the two-level
+    bootstrap."""
     n = sum(len(cells[c][labels[0]].ids) for c in names)
     row = Row(table, "average", {x: float(np.mean([cells[c][x].score() for c in names])) for x in labels},
               {x: max(cells[c][x].k for c in names) for x in labels}, n, over=tuple(names))

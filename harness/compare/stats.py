@@ -25,9 +25,6 @@ class Paired:
     p_t: float
     ci_low: float
     ci_high: float
-    level: float
-    permutations: int
-    seed: int
 
 
 def _pairs(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -115,7 +112,7 @@ def paired(a: Sequence[float], b: Sequence[float], permutations: int = 10_000, s
     low, high = bootstrap_ci(x, y, permutations, seed, level, strata)
     return Paired(len(x), float(w @ x), float(w @ y), float(w @ (y - x)),
                   randomization_p(x, y, permutations, seed, strata),
-                  t_test_p(x, y) if strata is None else float("nan"), low, high, level, permutations, seed)
+                  t_test_p(x, y) if strata is None else float("nan"), low, high)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -181,4 +178,4 @@ def paired_statistic(pred_a: np.ndarray, pred_b: np.ndarray, stat: Callable[[np.
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(diffs, [tail, 100 - tail])
     return Paired(n, float(sa), float(sb), float(sb - sa), (hits + 1) / (permutations + 1), float("nan"),
-                  float(low), float(high), level, permutations, seed)
+                  float(low), float(high))

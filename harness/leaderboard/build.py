@@ -193,9 +193,8 @@ def build_leaderboard(
     user_rows = sorted({k for (k, _, _) in groups}, key=_row_order)
 
     overview_published: dict[RowKey, dict[str, Cell]] = {}
-    papers = load_published() if published else []   # also the series view's reference lines
-    pub_rows = papers
-    for prow in pub_rows:
+    papers = pub_rows = load_published() if published else []   # also the series view's reference lines
+    for prow in papers:
         for (table, col), cell in prow.cells.items():
             target = overview_published if table == OVERVIEW_TABLE else by_table.setdefault(table, {})
             target.setdefault(prow.key, {})[col] = cell

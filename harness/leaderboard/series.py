@@ -38,7 +38,6 @@ class Point:
     band: str = ""                    # "seeds" | "bootstrap" | ""
     n: int = 1                        # records behind the value
     tokens_seen: int | None = None
-    records: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -106,7 +105,7 @@ def bootstrap(item: Loaded) -> tuple[float, float] | None:
 
 def _point(step: int, items: list[Loaded], scale: float) -> Point:
     scores = [float(i.record.score) * scale for i in items]   # type: ignore[arg-type]
-    p = Point(step, statistics.fmean(scores), n=len(items), records=[str(i.path) for i in items],
+    p = Point(step, statistics.fmean(scores), n=len(items),
               tokens_seen=(series_of(items[0].record) or {}).get("tokens_seen"))
     if len(items) >= 2:
         sd = statistics.stdev(scores)

@@ -137,7 +137,5 @@ def _average(table: Any, rows_ids: list[str], kept: dict[str, dict[str, many.Out
     ready = [r for r in complete if all(c in kept and r in kept[c] for c in names)]
     if len(ready) < 2 or len(names) < 2:
         return []
-    cells = {c: {r: kept[c][r] for r in ready} for c in names}
-    row = many.average_row(table.id, names, cells, {c: reps[c] for c in names}, s, hib)
-    scale = 100.0 if cells[names[0]][ready[0]].runs[0].unit == "query" else 1.0
-    return [(row, scale)]
+    scale = 100.0 if kept[names[0]][ready[0]].runs[0].unit == "query" else 1.0
+    return [(many.average_row(table.id, names, ready, kept, reps, s, hib), scale)]

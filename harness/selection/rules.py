@@ -336,9 +336,8 @@ class LatestConfigPerColumn(SelectionRule):
     def format(self, choice: Choice) -> str:
         lines = [f"{choice.model.get('name')}: {self.description}"]
         for cell, t in choice.summary["tasks"].items():
-            col = cell[-1] if isinstance(cell, tuple) else cell
             src = (t.get("lineage") or {}).get("run_id") or "model.path"
-            lines.append(f"  {col!s:24s} {t['score']['mean']:.4f}  run {t['run_ids'][0]}  (source: {src})")
+            lines.append(f"  {_column(cell)!s:24s} {t['score']['mean']:.4f}  run {t['run_ids'][0]}  (source: {src})")
         return "\n".join(lines)
 
 
