@@ -13,6 +13,7 @@ from harness import specs
 from harness.errors import HarnessError, closest_first
 from harness.results import STATUS_OK, ResultRecord
 from harness.selection.comparable import comparable_records  # one score per column (MRPC/QQP)
+from harness.selection.rules import group_by
 
 Cell = tuple[str, str]          # (table, column) as the leaderboard places a record
 Located = tuple[Path, ResultRecord]
@@ -108,10 +109,7 @@ def run_records(arg: str, task: str | None) -> list[Located]:
     if len(models) > 1:
         raise HarnessError(f"{arg} holds records of {len(models)} models ({', '.join(models)}): one side is one "
                            "model's run; pass each run's own folder (results/<task>/<model>/<run id>)")
-    by: dict[str, list[Located]] = {}
-    for p, r in found:
-        if r.details.get("aggregate") is None:
-            by.setdefault(r.dataset, []).append((p, r))
+    by = group_by([(p, r) for p, r in found if r.details.get("aggregate") is None], lambda pr: pr[1].dataset)
     twice = {d: rs for d, rs in by.items() if len({r.run_id for _, r in rs}) > 1}
     if twice:
         d, rs = next(iter(twice.items()))

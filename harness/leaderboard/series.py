@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,13 +76,6 @@ def latest_only(loaded: Sequence[Loaded]) -> list[Loaded]:
             if (s := series_of(item.record)) is None or s["step"] == last[(s["name"], item.record.task)]]
 
 
-def _scale(table: str, column: str, values: Iterable[float]) -> float:
-    spec = table_spec(table)
-    if column in spec.column_scale:
-        return spec.column_scale[column]
-    return spec.scale or auto_scale(list(values))
-
-
 def bootstrap(item: Loaded) -> tuple[float, float] | None:
     """A 95% bootstrap interval of the record's score over its queries (or examples), when it keeps per-query
     scores whose mean is its score; None otherwise."""
@@ -140,9 +133,10 @@ def collect(loaded: Sequence[Loaded], published: Sequence[Any] = ()) -> list[Plo
         if not steps:
             continue
         recs = [r for rs in steps.values() for r in rs]
-        scale = _scale(table, column, [float(r.score) for r in recs])   # type: ignore[arg-type]
-        points = [_point(step, [by_id[id(r)] for r in rs], scale) for step, rs in steps.items()]
         spec = table_spec(table)
+        auto = auto_scale([float(r.score) for r in recs])   # type: ignore[arg-type]
+        scale = spec.column_scale.get(column, spec.scale or auto)
+        points = [_point(step, [by_id[id(r)] for r in rs], scale) for step, rs in steps.items()]
         plots.append(Plot(name, task, table, column, spec.labels.get(column, column), recs[0].main_score, scale,
                           higher_is_better(table), points, _refs(published, table, column, recs[0].model or {}),
                           _marks(recs)))

@@ -26,27 +26,23 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [round(first + i * step, 10) for i in range(int((hi - first) / step + 1e-9) + 1)]
 
 
-def _ranges(plot: Plot) -> tuple[float, float, float, float]:
-    steps = [p.step for p in plot.points]
-    ys = [p.value for p in plot.points] + [v for p in plot.points for v in (p.lo, p.hi) if v is not None]
-    ys += [v for _, v, _ in plot.refs]
-    lo, hi = min(ys), max(ys)
-    pad = (hi - lo) * 0.08 or max(abs(hi) * 0.05, 0.5)
-    x0, x1 = min(steps), max(steps)
-    if x0 == x1:
-        x0, x1 = x0 - 1, x1 + 1
-    return x0, x1, lo - pad, hi + pad
-
-
 def _fmt(v: float) -> str:
     return f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
 
 
 class Frame:
-    """Data -> pixel coordinates of one plot."""
+    """Data -> pixel coordinates of one plot: its steps across, its values, bands and reference lines up."""
 
     def __init__(self, plot: Plot) -> None:
-        self.x0, self.x1, self.y0, self.y1 = _ranges(plot)
+        steps = [p.step for p in plot.points]
+        ys = [p.value for p in plot.points] + [v for p in plot.points for v in (p.lo, p.hi) if v is not None]
+        ys += [v for _, v, _ in plot.refs]
+        lo, hi = min(ys), max(ys)
+        pad = (hi - lo) * 0.08 or max(abs(hi) * 0.05, 0.5)
+        self.x0, self.x1 = min(steps), max(steps)
+        if self.x0 == self.x1:
+            self.x0, self.x1 = self.x0 - 1, self.x1 + 1
+        self.y0, self.y1 = lo - pad, hi + pad
 
     def x(self, step: float) -> float:
         return LEFT + (step - self.x0) / (self.x1 - self.x0) * (W - LEFT - RIGHT)

@@ -21,7 +21,7 @@ from typing import Any
 from harness import layout, specs
 from harness.errors import HarnessError
 from harness.results import ResultRecord
-from harness.selection.rules import usable
+from harness.selection.rules import group_by, usable
 
 SCHEMA = "harness.series-selection/1"
 
@@ -70,10 +70,8 @@ def step_scores(recs: Sequence[ResultRecord], datasets: Sequence[str]) -> list[S
     """Each step's mean over ``datasets`` of its seed-averaged main score (None where it lacks one)."""
     out = []
     for step, rs in current(recs).items():
-        per: dict[str, list[float]] = {}
-        for r in rs:
-            per.setdefault(r.dataset, []).append(float(r.score))   # type: ignore[arg-type]
-        means = {d: statistics.fmean(per[d]) for d in datasets if d in per}
+        per = group_by(rs, lambda r: r.dataset)
+        means = {d: statistics.fmean(float(r.score) for r in per[d]) for d in datasets if d in per}  # type: ignore[arg-type]
         missing = [d for d in datasets if d not in per]
         out.append(StepScore(step, None if missing else statistics.fmean(means.values()), means, rs, missing))
     return out
