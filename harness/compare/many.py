@@ -181,14 +181,12 @@ def group(row: Row, alpha: float, higher_is_better: bool) -> None:
 def cell_outcomes(runs: dict[str, list[per_query.PerQuery]], metric: str, where: str) -> dict[str, Outcomes]:
     """Each model's :class:`Outcomes` on one cell; refuses models scored on other items than the first."""
     out: dict[str, Outcomes] = {}
-    first = None
+    first = next(iter(runs))
     for label, pqs in runs.items():
         try:
-            o = outcomes(pqs, metric)
-            if first is not None:
+            out[label] = outcomes(pqs, metric)
+            if label != first:
                 per_query.aligned(runs[first][0], pqs[0], aligned_on(pqs[0], metric))
         except per_query.PerQueryError as exc:
             raise HarnessError(f"{where}: {label}: {exc}") from None
-        first = first or label
-        out[label] = o
     return out

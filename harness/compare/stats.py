@@ -63,12 +63,10 @@ def randomization_p(a: Sequence[float], b: Sequence[float], permutations: int = 
         signs = 1 - 2 * ((np.arange(2 ** len(wd))[:, None] >> np.arange(len(wd))) & 1)
         return float((np.abs(signs @ wd) >= observed - tol).mean())
     rng = np.random.default_rng(seed)
-    hits, left = 0, int(permutations)
-    while left > 0:
-        m = min(chunk, left)
-        signs = rng.integers(0, 2, size=(m, len(wd)), dtype=np.int8) * 2 - 1
+    hits = 0
+    for start in range(0, int(permutations), chunk):
+        signs = rng.integers(0, 2, size=(min(chunk, permutations - start), len(wd)), dtype=np.int8) * 2 - 1
         hits += int((np.abs(signs @ wd) >= observed - tol).sum())
-        left -= m
     return (hits + 1) / (permutations + 1)
 
 
@@ -93,11 +91,10 @@ def bootstrap_ci(a: Sequence[float], b: Sequence[float], resamples: int = 10_000
     groups = [np.arange(len(d))] if strata is None else [np.flatnonzero(np.asarray(strata) == s)
                                                          for s in np.unique(np.asarray(strata))]
     rng = np.random.default_rng(seed)
-    means, left = [], int(resamples)
-    while left > 0:
-        m = min(chunk, left)
+    means = []
+    for start in range(0, int(resamples), chunk):
+        m = min(chunk, resamples - start)
         means.append(np.mean([d[g][rng.integers(0, len(g), size=(m, len(g)))].mean(axis=1) for g in groups], axis=0))
-        left -= m
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(np.concatenate(means), [tail, 100 - tail])
     return float(low), float(high)

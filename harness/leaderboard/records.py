@@ -174,12 +174,9 @@ def provenance(item: Loaded, scale: float, link_root: Path | None, versions: Ver
     return out
 
 
-def _split_rank(split: str) -> tuple[int, str]:
-    return (SPLIT_PREFERENCE.index(split) if split in SPLIT_PREFERENCE else len(SPLIT_PREFERENCE), split)
-
-
 def _pick_split(ok: list[Loaded]) -> tuple[list[Loaded], str]:
-    splits = sorted({i.record.split for i in ok}, key=_split_rank)
+    rank = {s: i for i, s in enumerate(SPLIT_PREFERENCE)}
+    splits = sorted({i.record.split for i in ok}, key=lambda s: (rank.get(s, len(rank)), s))
     if len(splits) <= 1:
         return ok, ""
     return [i for i in ok if i.record.split == splits[0]], f"split {splits[0]} shown; also on: {', '.join(splits[1:])}"

@@ -23,6 +23,7 @@ from harness.data_origin import LOCAL_MARK, local_data
 from harness.leaderboard.layout import auto_scale, column_of, higher_is_better, table_spec
 from harness.leaderboard.records import Loaded
 from harness.results import SUBSET_MARK, evaluated_subset
+from harness.selection.rules import group_by
 from harness.selection.series import current, series_of
 
 MAX_REFS = 6
@@ -120,12 +121,9 @@ def _refs(published: Sequence[Any], table: str, column: str, model: dict[str, An
 
 def collect(loaded: Sequence[Loaded], published: Sequence[Any] = ()) -> list[Plot]:
     """Every (series, task, column) among ``loaded`` as a plot, with its published reference lines."""
-    groups: dict[tuple[str, str, str, str], list[Loaded]] = {}
-    for item in loaded:
-        s = series_of(item.record)
-        if s is not None:
-            table, column = column_of(item.record)
-            groups.setdefault((s["name"], item.record.task, table, column), []).append(item)
+    mine = [i for i in loaded if series_of(i.record) is not None]
+    groups = group_by(mine, lambda i: (series_of(i.record)["name"],   # type: ignore[index]
+                                       i.record.task, *column_of(i.record)))
     plots = []
     for (name, task, table, column), items in sorted(groups.items()):
         by_id = {id(i.record): i for i in items}

@@ -19,6 +19,7 @@ from harness.compare.outcomes import claim_of, outcomes
 from harness.errors import HarnessError
 from harness.leaderboard.cells import PUBLISHED, Cell
 from harness.leaderboard.layout import AVG, higher_is_better
+from harness.selection.rules import group_by
 
 
 def check_baseline(lb: Any, name: str | None) -> None:
@@ -114,9 +115,7 @@ def _outcomes(runs: dict[str, tuple[list[per_query.PerQuery], str]]) -> dict[str
             out[r] = outcomes(pqs, metric)
         except (ValueError, HarnessError):
             continue   # runs of one cell scored on different items: not testable
-    groups: dict[tuple, list[str]] = {}
-    for r, o in out.items():
-        groups.setdefault((frozenset(o.ids), tuple(sorted(o.runs[0].data.items()))), []).append(r)
+    groups = group_by(out, lambda r: (frozenset(out[r].ids), tuple(sorted(out[r].runs[0].data.items()))))
     best = max(groups.values(), key=len, default=[])
     return {r: out[r] for r in best}
 

@@ -34,13 +34,9 @@ def series_of(r: ResultRecord) -> dict[str, Any] | None:
 
 def current(records: Iterable[ResultRecord]) -> dict[int, list[ResultRecord]]:
     """Step -> the usable records of its newest weights (the fingerprint of the step's newest record)."""
-    by_step: dict[int, list[ResultRecord]] = {}
-    for r in records:
-        s = series_of(r)
-        if s is not None and usable(r):
-            by_step.setdefault(int(s["step"]), []).append(r)
+    mine = [r for r in records if series_of(r) is not None and usable(r)]
     out = {}
-    for step, recs in sorted(by_step.items()):
+    for step, recs in sorted(group_by(mine, lambda r: int(series_of(r)["step"])).items()):   # type: ignore[index]
         newest = max(recs, key=lambda r: r.created_at)
         fp = series_of(newest)["fingerprint"]   # type: ignore[index]
         out[step] = [r for r in recs if series_of(r)["fingerprint"] == fp]   # type: ignore[index]
