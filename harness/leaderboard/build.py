@@ -103,8 +103,8 @@ def average_cell(cells: dict[str, Cell], expected: Sequence[str], decimals: int 
     if local:
         mark, extra = mark + LOCAL_MARK, extra + f"; local data: {', '.join(local)} not the official copy"
     missing = [d for d in expected if d not in present]
-    note = (f"partial: {len(present)}/{len(expected)} datasets (missing: {', '.join(missing)}); mean of those "
-            "present only, not comparable with complete rows" if missing else f"mean of all {len(expected)} datasets")
+    note = (f"partial: {len(present)}/{len(expected)} datasets (missing: {', '.join(missing)}); mean of those present "
+            "only, not comparable with complete rows") if missing else f"mean of all {len(expected)} datasets"
     return Cell(mean, fmt(mean, decimals) + (PARTIAL_MARK if missing else "") + mark, n=len(present),
                 partial=bool(missing), note=note + extra, sources=parts, subset=bool(cut), local=bool(local))
 
