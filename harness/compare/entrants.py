@@ -101,15 +101,14 @@ def run_records(arg: str, task: str | None) -> list[Located]:
     if not kept:
         aside = next((f": {r.error}" for _, r in found if (r.details or {}).get("set_aside")), "")
         raise HarnessError(f"no ok record for {arg}{f' (task {task})' if task else ''}{aside}")
-    found = kept
-    tasks = sorted({r.task for _, r in found})
+    tasks = sorted({r.task for _, r in kept})
     if len(tasks) > 1:
         raise HarnessError(f"{arg} has records of several tasks ({', '.join(tasks)}): pass --task")
-    models = sorted({str(r.model.get("name")) for _, r in found})
+    models = sorted({str(r.model.get("name")) for _, r in kept})
     if len(models) > 1:
         raise HarnessError(f"{arg} holds records of {len(models)} models ({', '.join(models)}): one side is one "
                            "model's run; pass each run's own folder (results/<task>/<model>/<run id>)")
-    by = group_by([(p, r) for p, r in found if r.details.get("aggregate") is None], lambda pr: pr[1].dataset)
+    by = group_by([(p, r) for p, r in kept if r.details.get("aggregate") is None], lambda pr: pr[1].dataset)
     twice = {d: rs for d, rs in by.items() if len({r.run_id for _, r in rs}) > 1}
     if twice:
         d, rs = next(iter(twice.items()))
