@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from html import escape
+from itertools import groupby
 from pathlib import Path
 
 from harness.leaderboard.series import Plot, Point
@@ -72,14 +73,11 @@ def _axes(f: Frame, plot: Plot) -> list[str]:
 
 
 def _band(f: Frame, points: Sequence[Point]) -> list[str]:
-    runs: list[list[Point]] = [[]]
-    for p in points:   # one shape per stretch of consecutive steps that have a band
-        if p.lo is None or p.hi is None:
-            runs.append([])
-        else:
-            runs[-1].append(p)
     out = []
-    for run in (r for r in runs if r):
+    for banded, stretch in groupby(points, key=lambda p: p.lo is not None and p.hi is not None):
+        if not banded:
+            continue
+        run = list(stretch)   # one shape per stretch of consecutive steps that have a band
         upper = [f"{f.x(p.step):.1f},{f.y(p.hi):.1f}" for p in run]            # type: ignore[arg-type]
         lower = [f"{f.x(p.step):.1f},{f.y(p.lo):.1f}" for p in reversed(run)]  # type: ignore[arg-type]
         if len(run) == 1:   # a lone step: an error bar

@@ -103,8 +103,7 @@ def _table_rows(table: Any, link_root: Path | None, cache: dict[Path, Any], s: m
         row, reps_by_col[col] = many.cell_row(table.id, col, kept, s, hib, i)
         kept_by_col[col] = kept
         tested.append((row, scale))
-    average = _average(table, rows_ids, kept_by_col, reps_by_col, s, hib)
-    return tested + average
+    return tested + _average(table, rows_ids, kept_by_col, reps_by_col, s, hib)
 
 
 def _outcomes(runs: dict[str, tuple[list[per_query.PerQuery], str]]) -> dict[str, many.Outcomes]:
