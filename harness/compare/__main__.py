@@ -42,12 +42,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from harness.compare.many import check_alpha, check_level, check_permutations
-
     try:
-        check_permutations(args.permutations)
-        check_level(args.level)
-        check_alpha(args.alpha)
         print("\n".join(run(args)))
     except (HarnessError, ValueError) as exc:
         return print_error(exc)
@@ -60,9 +55,10 @@ def run(args: argparse.Namespace) -> list[str]:
     from harness.compare.entrants import Records, entrants
     from harness.compare.many import Settings
 
+    settings = Settings(args.permutations, args.seed, args.level, args.alpha, args.correction)
+    settings.check()
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
     models = entrants(args.runs, Records(Path(args.results)), args.task, args.every, labels)
-    settings = Settings(args.permutations, args.seed, args.level, args.alpha, args.correction)
     return report.lines(report.compare_entrants(models, settings, args.metric), models)
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from harness import specs
 from harness.errors import HarnessError, closest_first
 from harness.results import STATUS_OK, ResultRecord
 from harness.selection.comparable import comparable_records  # one score per column (MRPC/QQP)
+from harness.selection.rules import group_by
 
 Cell = tuple[str, str]          # (table, column) as the leaderboard places a record
 Located = tuple[Path, ResultRecord]
@@ -33,20 +35,18 @@ class Entrant:
         return all(len(recs) == 1 for recs in self.cells.values())
 
 
+@dataclass
 class Records:
     """The records under ``--results``, read once."""
 
-    def __init__(self, results: Path) -> None:
-        self.results = results
-        self._all: list[Located] | None = None
+    results: Path
 
+    @cached_property
     def all(self) -> list[Located]:
-        if self._all is None:
-            if not self.results.is_dir():
-                raise HarnessError(f"--results {self.results} does not exist: pass the folder the records were "
-                                   "written to, e.g. --results results")
-            self._all = list(comparable_records([self.results], warn=False))
-        return self._all
+        if not self.results.is_dir():
+            raise HarnessError(f"--results {self.results} does not exist: pass the folder the records were "
+                               "written to, e.g. --results results")
+        return list(comparable_records([self.results], warn=False))
 
 
 def entrants(args: list[str], records: Records, task: str | None, every: bool,
@@ -56,7 +56,7 @@ def entrants(args: list[str], records: Records, task: str | None, every: bool,
     if every:
         if not task:
             raise HarnessError("--all needs --task: the task whose models are compared, e.g. --all --task beir")
-        names = sorted({str(r.model.get("name")) for _, r in records.all() if r.task == task and r.status == STATUS_OK})
+        names = sorted({str(r.model.get("name")) for _, r in records.all if r.task == task and r.status == STATUS_OK})
         if len(names) < 2:
             raise HarnessError(f"--all: {len(names)} model(s) with ok {task} records under {records.results}; "
                                "a comparison needs two or more")
@@ -101,18 +101,14 @@ def run_records(arg: str, task: str | None) -> list[Located]:
     if not kept:
         aside = next((f": {r.error}" for _, r in found if (r.details or {}).get("set_aside")), "")
         raise HarnessError(f"no ok record for {arg}{f' (task {task})' if task else ''}{aside}")
-    found = kept
-    tasks = sorted({r.task for _, r in found})
+    tasks = sorted({r.task for _, r in kept})
     if len(tasks) > 1:
         raise HarnessError(f"{arg} has records of several tasks ({', '.join(tasks)}): pass --task")
-    models = sorted({str(r.model.get("name")) for _, r in found})
+    models = sorted({str(r.model.get("name")) for _, r in kept})
     if len(models) > 1:
         raise HarnessError(f"{arg} holds records of {len(models)} models ({', '.join(models)}): one side is one "
                            "model's run; pass each run's own folder (results/<task>/<model>/<run id>)")
-    by: dict[str, list[Located]] = {}
-    for p, r in found:
-        if r.details.get("aggregate") is None:
-            by.setdefault(r.dataset, []).append((p, r))
+    by = group_by([(p, r) for p, r in kept if r.details.get("aggregate") is None], lambda pr: pr[1].dataset)
     twice = {d: rs for d, rs in by.items() if len({r.run_id for _, r in rs}) > 1}
     if twice:
         d, rs = next(iter(twice.items()))
@@ -129,11 +125,11 @@ def selected(name: str, records: Records, task: str | None) -> Entrant:
     if not records.results.is_dir():
         raise HarnessError(f"{name} is neither a record, a folder, nor a model under --results {records.results} "
                            "(no such folder); pass --results <folder>")
-    mine = [(p, r) for p, r in records.all() if r.model.get("name") == name and r.status == STATUS_OK
+    mine = [(p, r) for p, r in records.all if r.model.get("name") == name and r.status == STATUS_OK
             and (task is None or r.task == task)]
     tasks = sorted({r.task for _, r in mine})
     if not tasks:
-        raise no_model(name, records.results, task, records.all())
+        raise no_model(name, records.results, task, records.all)
     if len(tasks) > 1:
         raise HarnessError(f"model {name} has records of several tasks ({', '.join(tasks)}): pass --task")
     where = {id(r): p for p, r in mine}

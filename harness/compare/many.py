@@ -30,25 +30,16 @@ class Settings:
     alpha: float = 0.05
     correction: str = "holm"
 
-
-# the settings checked one flag at a time (harness.compare and the leaderboard's --significance): each refusal names
-# the flag, its value and the valid range
-def check_permutations(value: int) -> None:
-    if value < 1:
-        raise HarnessError(f"--permutations {value}: must be an integer >= 1 (the randomization permutations and "
-                           "bootstrap resamples; e.g. --permutations 10000)")
-
-
-def check_level(value: float) -> None:
-    if not (math.isfinite(value) and 0 < value < 1):
-        raise HarnessError(f"--level {value:g}: must be between 0 and 1, both excluded (the intervals' confidence "
-                           "level; e.g. --level 0.95)")
-
-
-def check_alpha(value: float) -> None:
-    if not (math.isfinite(value) and 0 < value < 1):
-        raise HarnessError(f"--alpha {value:g}: must be between 0 and 1, both excluded (the significance level; "
-                           "e.g. --alpha 0.05)")
+    def check(self) -> None:
+        """Each flag checked (harness.compare and the leaderboard's --significance): a refusal names the flag, its
+        value and the valid range."""
+        if self.permutations < 1:
+            raise HarnessError(f"--permutations {self.permutations}: must be an integer >= 1 (the randomization "
+                               "permutations and bootstrap resamples; e.g. --permutations 10000)")
+        for flag, value, meaning in (("--level", self.level, "the intervals' confidence level; e.g. --level 0.95"),
+                                     ("--alpha", self.alpha, "the significance level; e.g. --alpha 0.05")):
+            if not (math.isfinite(value) and 0 < value < 1):
+                raise HarnessError(f"{flag} {value:g}: must be between 0 and 1, both excluded ({meaning})")
 
 
 def pair_test(a: Outcomes, b: Outcomes, s: Settings) -> stats.Paired:
@@ -119,11 +110,11 @@ def cell_row(table: str, name: str, cells: dict[str, Outcomes], s: Settings, hig
     return row, reps
 
 
-def average_row(table: str, names: Sequence[str], cells: dict[str, dict[str, Outcomes]],
+def average_row(table: str, names: Sequence[str], labels: Sequence[str], cells: dict[str, dict[str, Outcomes]],
                 reps: dict[str, dict[str, twolevel.Replicates]], s: Settings, higher_is_better: bool) -> Row:
-    """The table average over ``names`` (cells every model in ``cells[name]`` has), each cell weighted equally:
-    single runs of a per-query metric by the stratified randomization test, else the two-level bootstrap."""
-    labels = list(cells[names[0]])
+    """The table average of the models ``labels`` over the cells ``names`` (each of them has every one), each cell
+    weighted equally: single runs of a per-query metric by the stratified randomization test, else the two-level
+    bootstrap."""
     n = sum(len(cells[c][labels[0]].ids) for c in names)
     row = Row(table, "average", {x: float(np.mean([cells[c][x].score() for c in names])) for x in labels},
               {x: max(cells[c][x].k for c in names) for x in labels}, n, over=tuple(names))
@@ -190,14 +181,12 @@ def group(row: Row, alpha: float, higher_is_better: bool) -> None:
 def cell_outcomes(runs: dict[str, list[per_query.PerQuery]], metric: str, where: str) -> dict[str, Outcomes]:
     """Each model's :class:`Outcomes` on one cell; refuses models scored on other items than the first."""
     out: dict[str, Outcomes] = {}
-    first = None
+    first = next(iter(runs))
     for label, pqs in runs.items():
         try:
-            o = outcomes(pqs, metric)
-            if first is not None:
+            out[label] = outcomes(pqs, metric)
+            if label != first:
                 per_query.aligned(runs[first][0], pqs[0], aligned_on(pqs[0], metric))
         except per_query.PerQueryError as exc:
             raise HarnessError(f"{where}: {label}: {exc}") from None
-        first = first or label
-        out[label] = o
     return out

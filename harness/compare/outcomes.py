@@ -58,16 +58,10 @@ class Outcomes:
         """The same outcomes in the order of ``ids`` (the same set of items)."""
         where = {q: i for i, q in enumerate(self.ids)}
         order = np.array([where[q] for q in ids])
+        stat = self.statistic
+        rescore = None if stat is None else (lambda idx, preds: stat(order[idx], preds))
         return Outcomes(tuple(ids), self.values[:, order], self.strata[order],
-                        None if self.weights is None else self.weights[order], _reordered(self, order), self.runs,
-                        self.metric)
-
-
-def _reordered(o: Outcomes, order: np.ndarray) -> Statistic | None:
-    if o.statistic is None:
-        return None
-    stat = o.statistic
-    return lambda idx, preds: stat(order[idx], preds)
+                        None if self.weights is None else self.weights[order], rescore, self.runs, self.metric)
 
 
 def read_runs(records: Sequence[tuple[Path, ResultRecord]], where: str) -> list[per_query.PerQuery]:

@@ -45,22 +45,22 @@ def compare_entrants(entrants: list[Entrant], s: many.Settings, metric: str | No
                            "(python -m harness.select lists them), then compare again")
     hib = bool(first.higher_is_better)
     out = Comparison([], s, hib)
-    kept: dict[Cell, dict[str, many.Outcomes]] = {}
-    reps: dict[Cell, dict[str, many.twolevel.Replicates]] = {}
+    kept: dict[str, dict[str, dict[str, many.Outcomes]]] = {}   # table -> column -> model -> outcomes
+    reps: dict[str, dict[str, dict[str, many.twolevel.Replicates]]] = {}
     for i, cell in enumerate(cells):
         why = {e.label: w for e in entrants if (w := untested_reason(e, cell))}
         out.untested[cell] = {x: w for x, w in why.items() if w != "no record"}
         ready = [e for e in entrants if e.label not in why]
         if len(ready) < 2:
             continue
-        where = "/".join(cell)
+        (table, col), where = cell, "/".join(cell)
         runs = {e.label: read_runs(e.cells[cell], where) for e in ready}
         name = metric or ready[0].cells[cell][0][1].main_score
-        kept[cell] = many.cell_outcomes(runs, name, where)
-        row, reps[cell] = many.cell_row(cell[0], cell[1], kept[cell], s, hib, i)
+        outs = kept.setdefault(table, {})[col] = many.cell_outcomes(runs, name, where)
+        row, reps.setdefault(table, {})[col] = many.cell_row(table, col, outs, s, hib, i)
         out.rows.append(row)
-    for table in sorted({c[0] for c in kept}):
-        out.rows += _average(table, kept, reps, s, hib)
+    for table in sorted(kept):
+        out.rows += _average(table, kept[table], reps[table], s, hib)
     if not out.rows:
         raise HarnessError(nothing_tested(entrants, out.untested))
     out.family = many.correct(out.rows, s.correction)
@@ -79,17 +79,12 @@ def nothing_tested(entrants: list[Entrant], untested: dict[Cell, dict[str, str]]
             "same datasets")
 
 
-def _average(table: str, kept: dict[Cell, dict[str, many.Outcomes]], reps: dict, s: many.Settings, hib: bool
+def _average(table: str, kept: dict[str, dict[str, many.Outcomes]], reps: dict, s: many.Settings, hib: bool
              ) -> list[many.Row]:
     """The table's average over the cells every model tested in the table has (none for fewer than two)."""
-    mine = [c for c in kept if c[0] == table]
-    labels = sorted({x for c in mine for x in kept[c]})
-    shared = [c for c in mine if all(x in kept[c] for x in labels)]
-    if len(shared) < 2:
-        return []
-    cols = {c[1]: {x: kept[c][x] for x in labels} for c in shared}
-    r = {c[1]: reps[c] for c in shared}
-    return [many.average_row(table, [c[1] for c in shared], cols, r, s, hib)]
+    labels = sorted({x for outs in kept.values() for x in outs})
+    shared = [c for c, outs in kept.items() if all(x in outs for x in labels)]
+    return [many.average_row(table, shared, labels, kept, reps, s, hib)] if len(shared) >= 2 else []
 
 
 def lines(cmp: Comparison, entrants: list[Entrant]) -> list[str]:

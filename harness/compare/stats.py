@@ -25,9 +25,6 @@ class Paired:
     p_t: float
     ci_low: float
     ci_high: float
-    level: float
-    permutations: int
-    seed: int
 
 
 def _pairs(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -66,12 +63,10 @@ def randomization_p(a: Sequence[float], b: Sequence[float], permutations: int = 
         signs = 1 - 2 * ((np.arange(2 ** len(wd))[:, None] >> np.arange(len(wd))) & 1)
         return float((np.abs(signs @ wd) >= observed - tol).mean())
     rng = np.random.default_rng(seed)
-    hits, left = 0, int(permutations)
-    while left > 0:
-        m = min(chunk, left)
-        signs = rng.integers(0, 2, size=(m, len(wd)), dtype=np.int8) * 2 - 1
+    hits = 0
+    for start in range(0, int(permutations), chunk):
+        signs = rng.integers(0, 2, size=(min(chunk, permutations - start), len(wd)), dtype=np.int8) * 2 - 1
         hits += int((np.abs(signs @ wd) >= observed - tol).sum())
-        left -= m
     return (hits + 1) / (permutations + 1)
 
 
@@ -96,11 +91,10 @@ def bootstrap_ci(a: Sequence[float], b: Sequence[float], resamples: int = 10_000
     groups = [np.arange(len(d))] if strata is None else [np.flatnonzero(np.asarray(strata) == s)
                                                          for s in np.unique(np.asarray(strata))]
     rng = np.random.default_rng(seed)
-    means, left = [], int(resamples)
-    while left > 0:
-        m = min(chunk, left)
+    means = []
+    for start in range(0, int(resamples), chunk):
+        m = min(chunk, resamples - start)
         means.append(np.mean([d[g][rng.integers(0, len(g), size=(m, len(g)))].mean(axis=1) for g in groups], axis=0))
-        left -= m
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(np.concatenate(means), [tail, 100 - tail])
     return float(low), float(high)
@@ -115,7 +109,7 @@ def paired(a: Sequence[float], b: Sequence[float], permutations: int = 10_000, s
     low, high = bootstrap_ci(x, y, permutations, seed, level, strata)
     return Paired(len(x), float(w @ x), float(w @ y), float(w @ (y - x)),
                   randomization_p(x, y, permutations, seed, strata),
-                  t_test_p(x, y) if strata is None else float("nan"), low, high, level, permutations, seed)
+                  t_test_p(x, y) if strata is None else float("nan"), low, high)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -181,4 +175,4 @@ def paired_statistic(pred_a: np.ndarray, pred_b: np.ndarray, stat: Callable[[np.
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(diffs, [tail, 100 - tail])
     return Paired(n, float(sa), float(sb), float(sb - sa), (hits + 1) / (permutations + 1), float("nan"),
-                  float(low), float(high), level, permutations, seed)
+                  float(low), float(high))

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.errors import HarnessError, print_error
 from harness.leaderboard import COMBINE_RULES, build
@@ -45,7 +46,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def check_args(args: argparse.Namespace, significance: bool) -> None:
+def check_args(args: argparse.Namespace, significance: dict[str, Any] | None) -> None:
     """Before anything is read: every results folder exists, ``--out`` can be a folder, the test settings."""
     from harness.preflight import check_records_dir, check_writable_dir
 
@@ -54,10 +55,9 @@ def check_args(args: argparse.Namespace, significance: bool) -> None:
         check_records_dir(folder, label, "python -m harness.leaderboard results/")
     check_writable_dir(Path(args.out), "--out")
     if significance:
-        from harness.compare.many import check_alpha, check_permutations
+        from harness.compare.many import Settings
 
-        check_permutations(args.permutations)
-        check_alpha(args.alpha)
+        Settings(significance["permutations"], level=significance["level"], alpha=significance["alpha"]).check()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sig = ({"permutations": args.permutations, "seed": 0, "level": 0.95, "alpha": args.alpha,
                 "correction": args.correction, "baseline": args.baseline}
                if args.significance or args.baseline else None)
-        check_args(args, significance=sig is not None)
+        check_args(args, sig)
         lb, files = build(args.results, args.out, combine=args.combine, published=not args.no_published,
                           mteb_results=args.mteb_results, mteb_models=args.mteb_models, significance=sig)
     except HarnessError as exc:

@@ -102,21 +102,19 @@ def average_cell(cells: dict[str, Cell], expected: Sequence[str], decimals: int 
     local = [d for d in present if cells[d].local]
     if local:
         mark, extra = mark + LOCAL_MARK, extra + f"; local data: {', '.join(local)} not the official copy"
-    if len(present) == len(expected):
-        return Cell(mean, fmt(mean, decimals) + mark, n=len(present), sources=parts, subset=bool(cut),
-                    local=bool(local), note=f"mean of all {len(expected)} datasets{extra}")
     missing = [d for d in expected if d not in present]
-    note = (f"partial: {len(present)}/{len(expected)} datasets (missing: {', '.join(missing)}); mean of those "
-            f"present only, not comparable with complete rows{extra}")
-    return Cell(mean, fmt(mean, decimals) + PARTIAL_MARK + mark, n=len(present), partial=True, note=note,
-                sources=parts, subset=bool(cut), local=bool(local))
+    note = (f"partial: {len(present)}/{len(expected)} datasets (missing: {', '.join(missing)}); mean of those present "
+            "only, not comparable with complete rows") if missing else f"mean of all {len(expected)} datasets"
+    return Cell(mean, fmt(mean, decimals) + (PARTIAL_MARK if missing else "") + mark, n=len(present),
+                partial=bool(missing), note=note + extra, sources=parts, subset=bool(cut), local=bool(local))
 
 
-def _published_mean(cells: dict[str, Cell], expected: Sequence[str], where: str) -> Cell | None:
+def _published_mean(cells: dict[str, Cell], expected: Sequence[str]) -> Cell | None:
     """A published table without an average column (Table 5): the mean of its printed values, computed
     here in decimal and labelled as such."""
     if not all(d in cells for d in expected):
         return None
+    where = next((src["where"] for cell in cells.values() for src in cell.sources if "where" in src), "the source")
     mean = sum(Decimal(cells[d].text.rstrip(OTHER_METRIC_MARK)) for d in expected) / len(expected)
     number = str(mean.quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
     return _over_other_metrics(Cell(
@@ -193,9 +191,8 @@ def build_leaderboard(
     user_rows = sorted({k for (k, _, _) in groups}, key=_row_order)
 
     overview_published: dict[RowKey, dict[str, Cell]] = {}
-    papers = load_published() if published else []   # also the series view's reference lines
-    pub_rows = papers
-    for prow in pub_rows:
+    papers = pub_rows = load_published() if published else []   # also the series view's reference lines
+    for prow in papers:
         for (table, col), cell in prow.cells.items():
             target = overview_published if table == OVERVIEW_TABLE else by_table.setdefault(table, {})
             target.setdefault(prow.key, {})[col] = cell
@@ -248,16 +245,12 @@ def _family_table(table_id: str, rows: dict[RowKey, dict[str, Cell]], scale: flo
     for key in rows:   # display order is Leaderboard.rows; this dict is only a lookup
         cells = dict(rows[key])
         if spec.columns is not None and spec.average and AVG not in cells:
-            avg = (_published_mean(cells, spec.columns, _where(cells)) if key.origin == PUBLISHED
+            avg = (_published_mean(cells, spec.columns) if key.origin == PUBLISHED
                    else average_cell(cells, spec.columns, spec.decimals))
             if avg is not None:
                 cells[AVG] = avg
         table.cells[key.id] = cells
     return table
-
-
-def _where(cells: dict[str, Cell]) -> str:
-    return next((src["where"] for cell in cells.values() for src in cell.sources if "where" in src), "the source")
 
 
 def _overview_table(user_rows: list[RowKey], published: dict[RowKey, dict[str, Cell]], tables: list[Table]) -> Table:

@@ -42,10 +42,7 @@ SPLIT_PREFERENCE = ("test", "validation", "dev", "train")
 
 def table_specs() -> dict[str, TableSpec]:
     """Every known table, in order: the task specs' tables, then the pending published-only ones."""
-    out: dict[str, TableSpec] = {}
-    for spec in specs.known().values():
-        for t in spec.tables:
-            out[t.id] = t
+    out = {t.id: t for spec in specs.known().values() for t in spec.tables}
     return out | {k: v for k, v in PENDING_TABLES.items() if k not in out}
 
 
@@ -56,10 +53,8 @@ def table_spec(table_id: str) -> TableSpec:
 
 def higher_is_better(table_id: str) -> bool:
     """Direction of a table's numbers (its task's main metric); open tables: higher is better."""
-    for spec in specs.known().values():
-        if any(t.id == table_id for t in spec.tables):
-            return spec.higher_is_better
-    return True
+    return next((spec.higher_is_better for spec in specs.known().values()
+                 if any(t.id == table_id for t in spec.tables)), True)
 
 
 def auto_scale(values: Sequence[float]) -> float:

@@ -20,7 +20,7 @@ from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
 from harness.registry import Registry
 from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, evaluated_subset
 from harness.selection.comparable import comparable_records, set_aside_lines
-from harness.selection.rules import BestConfigPerDataset, configuration, rule_for
+from harness.selection.rules import BestConfigPerDataset, configuration, group_by, rule_for
 
 COMBINE_RULES: Registry[str] = Registry("combine rule", {
     "latest": "latest: the most recent record (created_at) of each cell, whatever run it came from",
@@ -117,11 +117,8 @@ class Pick:
 def selected(loaded: Sequence[Loaded], rule: str) -> dict[tuple[str, str, str], Pick]:
     """What each registered family's selection rule picks: (model name, table, column) -> its :class:`Pick`.
     ``best`` applies the rule to single runs, ``mean`` to configurations averaged over their seeds."""
-    by_task: dict[str, list[Loaded]] = defaultdict(list)
-    for item in loaded:
-        by_task[item.record.task].append(item)
     out: dict[tuple[str, str, str], Pick] = {}
-    for items in by_task.values():
+    for items in group_by(loaded, lambda i: i.record.task).values():
         spec = specs.for_record(items[0].record)
         if spec is None:
             continue
@@ -177,12 +174,9 @@ def provenance(item: Loaded, scale: float, link_root: Path | None, versions: Ver
     return out
 
 
-def _split_rank(split: str) -> tuple[int, str]:
-    return (SPLIT_PREFERENCE.index(split) if split in SPLIT_PREFERENCE else len(SPLIT_PREFERENCE), split)
-
-
 def _pick_split(ok: list[Loaded]) -> tuple[list[Loaded], str]:
-    splits = sorted({i.record.split for i in ok}, key=_split_rank)
+    rank = {s: i for i, s in enumerate(SPLIT_PREFERENCE)}
+    splits = sorted({i.record.split for i in ok}, key=lambda s: (rank.get(s, len(rank)), s))
     if len(splits) <= 1:
         return ok, ""
     return [i for i in ok if i.record.split == splits[0]], f"split {splits[0]} shown; also on: {', '.join(splits[1:])}"
@@ -211,23 +205,20 @@ def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded
                     note=f"{len(items)} failed record(s), no score" + (f": {why[:200]}" if why else ""))
     ok, split_note = _pick_split(ok)
     if rule == "latest":
-        used = [max(ok, key=lambda i: (_when(i.record), str(i.path)))]
-    else:
-        used = chosen or _best_configuration(ok, average_seeds=rule == "mean")
-    scores = [i.record.score * scale for i in used]
-    value = statistics.fmean(scores)
-    std = statistics.stdev(scores) if rule == "mean" and len(scores) > 1 else None
-    if rule == "latest":
-        note = f"latest of {len(ok)} record(s)"
+        used, note = [max(ok, key=lambda i: (_when(i.record), str(i.path)))], f"latest of {len(ok)} record(s)"
     elif chosen:
-        note = f"selected by the task family's rule: {chosen_by}"
+        used, note = chosen, f"selected by the task family's rule: {chosen_by}"
     elif rule == "best":
-        note = f"best of {len(ok)} record(s)"
+        used, note = _best_configuration(ok, average_seeds=False), f"best of {len(ok)} record(s)"
     else:
-        note = f"mean of {len(scores)} seed(s)"
+        used = _best_configuration(ok, average_seeds=True)
+        note = f"mean of {len(used)} seed(s)"
         n_configs = len({configuration(i.record, per_dataset=True) for i in ok})
         if n_configs > 1:
             note += f"; best of {n_configs} hyperparameter settings"
+    scores = [i.record.score * scale for i in used]
+    value = statistics.fmean(scores)
+    std = statistics.stdev(scores) if rule == "mean" and len(scores) > 1 else None
     if std is not None:
         note += f"; {len(scores)} seeds, std {std:.2f}"
     notes = [note] + [x for x in (split_note, f"{n_failed} failed record(s) ignored" if n_failed else "", remark) if x]

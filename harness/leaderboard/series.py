@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from harness.data_origin import LOCAL_MARK, local_data
 from harness.leaderboard.layout import auto_scale, column_of, higher_is_better, table_spec
 from harness.leaderboard.records import Loaded
 from harness.results import SUBSET_MARK, evaluated_subset
+from harness.selection.rules import group_by
 from harness.selection.series import current, series_of
 
 MAX_REFS = 6
@@ -38,7 +39,6 @@ class Point:
     band: str = ""                    # "seeds" | "bootstrap" | ""
     n: int = 1                        # records behind the value
     tokens_seen: int | None = None
-    records: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -77,13 +77,6 @@ def latest_only(loaded: Sequence[Loaded]) -> list[Loaded]:
             if (s := series_of(item.record)) is None or s["step"] == last[(s["name"], item.record.task)]]
 
 
-def _scale(table: str, column: str, values: Iterable[float]) -> float:
-    spec = table_spec(table)
-    if column in spec.column_scale:
-        return spec.column_scale[column]
-    return spec.scale or auto_scale(list(values))
-
-
 def bootstrap(item: Loaded) -> tuple[float, float] | None:
     """A 95% bootstrap interval of the record's score over its queries (or examples), when it keeps per-query
     scores whose mean is its score; None otherwise."""
@@ -106,7 +99,7 @@ def bootstrap(item: Loaded) -> tuple[float, float] | None:
 
 def _point(step: int, items: list[Loaded], scale: float) -> Point:
     scores = [float(i.record.score) * scale for i in items]   # type: ignore[arg-type]
-    p = Point(step, statistics.fmean(scores), n=len(items), records=[str(i.path) for i in items],
+    p = Point(step, statistics.fmean(scores), n=len(items),
               tokens_seen=(series_of(items[0].record) or {}).get("tokens_seen"))
     if len(items) >= 2:
         sd = statistics.stdev(scores)
@@ -128,12 +121,9 @@ def _refs(published: Sequence[Any], table: str, column: str, model: dict[str, An
 
 def collect(loaded: Sequence[Loaded], published: Sequence[Any] = ()) -> list[Plot]:
     """Every (series, task, column) among ``loaded`` as a plot, with its published reference lines."""
-    groups: dict[tuple[str, str, str, str], list[Loaded]] = {}
-    for item in loaded:
-        s = series_of(item.record)
-        if s is not None:
-            table, column = column_of(item.record)
-            groups.setdefault((s["name"], item.record.task, table, column), []).append(item)
+    mine = [i for i in loaded if series_of(i.record) is not None]
+    groups = group_by(mine, lambda i: (series_of(i.record)["name"],   # type: ignore[index]
+                                       i.record.task, *column_of(i.record)))
     plots = []
     for (name, task, table, column), items in sorted(groups.items()):
         by_id = {id(i.record): i for i in items}
@@ -141,9 +131,10 @@ def collect(loaded: Sequence[Loaded], published: Sequence[Any] = ()) -> list[Plo
         if not steps:
             continue
         recs = [r for rs in steps.values() for r in rs]
-        scale = _scale(table, column, [float(r.score) for r in recs])   # type: ignore[arg-type]
-        points = [_point(step, [by_id[id(r)] for r in rs], scale) for step, rs in steps.items()]
         spec = table_spec(table)
+        auto = auto_scale([float(r.score) for r in recs])   # type: ignore[arg-type]
+        scale = spec.column_scale.get(column, spec.scale or auto)
+        points = [_point(step, [by_id[id(r)] for r in rs], scale) for step, rs in steps.items()]
         plots.append(Plot(name, task, table, column, spec.labels.get(column, column), recs[0].main_score, scale,
                           higher_is_better(table), points, _refs(published, table, column, recs[0].model or {}),
                           _marks(recs)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from html import escape
+from itertools import groupby
 from pathlib import Path
 
 from harness.leaderboard.series import Plot, Point
@@ -26,27 +27,23 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [round(first + i * step, 10) for i in range(int((hi - first) / step + 1e-9) + 1)]
 
 
-def _ranges(plot: Plot) -> tuple[float, float, float, float]:
-    steps = [p.step for p in plot.points]
-    ys = [p.value for p in plot.points] + [v for p in plot.points for v in (p.lo, p.hi) if v is not None]
-    ys += [v for _, v, _ in plot.refs]
-    lo, hi = min(ys), max(ys)
-    pad = (hi - lo) * 0.08 or max(abs(hi) * 0.05, 0.5)
-    x0, x1 = min(steps), max(steps)
-    if x0 == x1:
-        x0, x1 = x0 - 1, x1 + 1
-    return x0, x1, lo - pad, hi + pad
-
-
 def _fmt(v: float) -> str:
     return f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
 
 
 class Frame:
-    """Data -> pixel coordinates of one plot."""
+    """Data -> pixel coordinates of one plot: its steps across, its values, bands and reference lines up."""
 
     def __init__(self, plot: Plot) -> None:
-        self.x0, self.x1, self.y0, self.y1 = _ranges(plot)
+        steps = [p.step for p in plot.points]
+        ys = [p.value for p in plot.points] + [v for p in plot.points for v in (p.lo, p.hi) if v is not None]
+        ys += [v for _, v, _ in plot.refs]
+        lo, hi = min(ys), max(ys)
+        pad = (hi - lo) * 0.08 or max(abs(hi) * 0.05, 0.5)
+        self.x0, self.x1 = min(steps), max(steps)
+        if self.x0 == self.x1:
+            self.x0, self.x1 = self.x0 - 1, self.x1 + 1
+        self.y0, self.y1 = lo - pad, hi + pad
 
     def x(self, step: float) -> float:
         return LEFT + (step - self.x0) / (self.x1 - self.x0) * (W - LEFT - RIGHT)
@@ -76,14 +73,11 @@ def _axes(f: Frame, plot: Plot) -> list[str]:
 
 
 def _band(f: Frame, points: Sequence[Point]) -> list[str]:
-    runs: list[list[Point]] = [[]]
-    for p in points:   # one shape per stretch of consecutive steps that have a band
-        if p.lo is None or p.hi is None:
-            runs.append([])
-        else:
-            runs[-1].append(p)
     out = []
-    for run in (r for r in runs if r):
+    for banded, stretch in groupby(points, key=lambda p: p.lo is not None and p.hi is not None):
+        if not banded:
+            continue
+        run = list(stretch)   # one shape per stretch of consecutive steps that have a band
         upper = [f"{f.x(p.step):.1f},{f.y(p.hi):.1f}" for p in run]            # type: ignore[arg-type]
         lower = [f"{f.x(p.step):.1f},{f.y(p.lo):.1f}" for p in reversed(run)]  # type: ignore[arg-type]
         if len(run) == 1:   # a lone step: an error bar

@@ -19,6 +19,7 @@ from harness.compare.outcomes import claim_of, outcomes
 from harness.errors import HarnessError
 from harness.leaderboard.cells import PUBLISHED, Cell
 from harness.leaderboard.layout import AVG, higher_is_better
+from harness.selection.rules import group_by
 
 
 def check_baseline(lb: Any, name: str | None) -> None:
@@ -102,8 +103,7 @@ def _table_rows(table: Any, link_root: Path | None, cache: dict[Path, Any], s: m
         row, reps_by_col[col] = many.cell_row(table.id, col, kept, s, hib, i)
         kept_by_col[col] = kept
         tested.append((row, scale))
-    average = _average(table, rows_ids, kept_by_col, reps_by_col, s, hib)
-    return tested + average
+    return tested + _average(table, rows_ids, kept_by_col, reps_by_col, s, hib)
 
 
 def _outcomes(runs: dict[str, tuple[list[per_query.PerQuery], str]]) -> dict[str, many.Outcomes]:
@@ -114,9 +114,7 @@ def _outcomes(runs: dict[str, tuple[list[per_query.PerQuery], str]]) -> dict[str
             out[r] = outcomes(pqs, metric)
         except (ValueError, HarnessError):
             continue   # runs of one cell scored on different items: not testable
-    groups: dict[tuple, list[str]] = {}
-    for r, o in out.items():
-        groups.setdefault((frozenset(o.ids), tuple(sorted(o.runs[0].data.items()))), []).append(r)
+    groups = group_by(out, lambda r: (frozenset(out[r].ids), tuple(sorted(out[r].runs[0].data.items()))))
     best = max(groups.values(), key=len, default=[])
     return {r: out[r] for r in best}
 
@@ -137,7 +135,5 @@ def _average(table: Any, rows_ids: list[str], kept: dict[str, dict[str, many.Out
     ready = [r for r in complete if all(c in kept and r in kept[c] for c in names)]
     if len(ready) < 2 or len(names) < 2:
         return []
-    cells = {c: {r: kept[c][r] for r in ready} for c in names}
-    row = many.average_row(table.id, names, cells, {c: reps[c] for c in names}, s, hib)
-    scale = 100.0 if cells[names[0]][ready[0]].runs[0].unit == "query" else 1.0
-    return [(row, scale)]
+    scale = 100.0 if kept[names[0]][ready[0]].runs[0].unit == "query" else 1.0
+    return [(many.average_row(table.id, names, ready, kept, reps, s, hib), scale)]

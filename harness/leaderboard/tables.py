@@ -126,10 +126,6 @@ def write_markdown(lb: Leaderboard, out: Path) -> Path:
     return path
 
 
-def template_dir() -> Path:
-    return Path(str(resources.files("harness.leaderboard") / "site_template"))
-
-
 def site_data(lb: Leaderboard, sig: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything the page shows: rows, tables with per-cell provenance, build meta, version table, and (``sig``)
     the paired tests between run rows behind the baseline marks."""
@@ -156,7 +152,8 @@ def site_data(lb: Leaderboard, sig: dict[str, Any] | None = None) -> dict[str, A
 
 def write_site(lb: Leaderboard, out: Path, sig: dict[str, Any] | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    paths = [Path(shutil.copyfile(template_dir() / name, out / name)) for name in TEMPLATE_FILES]
+    template = Path(str(resources.files("harness.leaderboard") / "site_template"))
+    paths = [Path(shutil.copyfile(template / name, out / name)) for name in TEMPLATE_FILES]
     blob = json.dumps(site_data(lb, sig), separators=(",", ":"), default=str)
     data = out / "data.js"
     data.write_text(f"window.LEADERBOARD = {blob};\n")

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.data_origin import local_data
 from harness.registry import Registry
@@ -28,6 +28,7 @@ SCHEMA = "harness.selection/1"
 LEGACY_SEED_KEYS = ("seed", "random_seed", "data_seed", "train_seed")
 
 Key = Callable[[ResultRecord], Any]
+T = TypeVar("T")
 
 
 def usable(r: ResultRecord) -> bool:
@@ -122,18 +123,18 @@ class SelectionRule(abc.ABC):
         """A plain-text summary for ``harness.select``."""
 
 
-def _by_cell(records: Iterable[ResultRecord], key: Key) -> dict[Any, list[ResultRecord]]:
-    cells: dict[Any, list[ResultRecord]] = defaultdict(list)
-    for r in records:
-        cells[key(r)].append(r)
-    return cells
+def group_by(items: Iterable[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
+    """``items`` by ``key``, each group in the order given."""
+    groups: dict[Any, list[T]] = defaultdict(list)
+    for item in items:
+        groups[key(item)].append(item)
+    return groups
 
 
 def _groups(records: Iterable[ResultRecord], *, per_dataset: bool, average_seeds: bool) -> list[list[ResultRecord]]:
-    groups: dict[str, list[ResultRecord]] = defaultdict(list)
-    for r in records:
-        groups[configuration(r, per_dataset=per_dataset) if average_seeds else r.run_id].append(r)
-    return list(groups.values())
+    """The configurations among ``records`` (with ``average_seeds`` off, every run is one)."""
+    return list(group_by(records, lambda r: configuration(r, per_dataset=per_dataset) if average_seeds
+                         else r.run_id).values())
 
 
 def _distinct_seeds(group: list[ResultRecord]) -> list[Any]:
@@ -162,7 +163,7 @@ class BestConfigPerDataset(SelectionRule):
     def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
         sign = 1 if records[0].higher_is_better else -1
         cells, tasks, unselected = {}, {}, {}
-        for cell, recs in sorted(_by_cell(records, key).items(), key=lambda kv: str(kv[0])):
+        for cell, recs in sorted(group_by(records, key).items(), key=lambda kv: str(kv[0])):
             groups = _groups(recs, per_dataset=True, average_seeds=average_seeds)
             complete, partial = self._split(groups) if average_seeds else (groups, [])
             if not complete:
@@ -266,7 +267,7 @@ class BestRunOnSelectionSets(SelectionRule):
     def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
         sign = 1 if records[0].higher_is_better else -1
         groups = _groups(records, per_dataset=False, average_seeds=average_seeds)
-        cells_of = [{c: sorted(rs, key=_seed) for c, rs in _by_cell(g, key).items()} for g in groups]
+        cells_of = [{c: sorted(rs, key=_seed) for c, rs in group_by(g, key).items()} for g in groups]
         present = [set(c) for c in cells_of]
         wanted = self._wanted(records)
         basis = sorted((d for d in set().union(*present) if _column(d) in wanted), key=str)
@@ -325,7 +326,7 @@ class LatestConfigPerColumn(SelectionRule):
 
     def choose_model(self, records: list[ResultRecord], *, key: Key, average_seeds: bool) -> Choice | None:
         cells, tasks = {}, {}
-        for cell, recs in _by_cell(records, key).items():
+        for cell, recs in group_by(records, key).items():
             groups = _groups(recs, per_dataset=True, average_seeds=average_seeds)
             newest = max(groups, key=lambda g: max(r.created_at for r in g))
             cells[cell] = newest
@@ -336,9 +337,8 @@ class LatestConfigPerColumn(SelectionRule):
     def format(self, choice: Choice) -> str:
         lines = [f"{choice.model.get('name')}: {self.description}"]
         for cell, t in choice.summary["tasks"].items():
-            col = cell[-1] if isinstance(cell, tuple) else cell
             src = (t.get("lineage") or {}).get("run_id") or "model.path"
-            lines.append(f"  {col!s:24s} {t['score']['mean']:.4f}  run {t['run_ids'][0]}  (source: {src})")
+            lines.append(f"  {_column(cell)!s:24s} {t['score']['mean']:.4f}  run {t['run_ids'][0]}  (source: {src})")
         return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from harness import layout, specs
 from harness.errors import HarnessError
 from harness.results import ResultRecord
-from harness.selection.rules import usable
+from harness.selection.rules import group_by, usable
 
 SCHEMA = "harness.series-selection/1"
 
@@ -34,13 +34,9 @@ def series_of(r: ResultRecord) -> dict[str, Any] | None:
 
 def current(records: Iterable[ResultRecord]) -> dict[int, list[ResultRecord]]:
     """Step -> the usable records of its newest weights (the fingerprint of the step's newest record)."""
-    by_step: dict[int, list[ResultRecord]] = {}
-    for r in records:
-        s = series_of(r)
-        if s is not None and usable(r):
-            by_step.setdefault(int(s["step"]), []).append(r)
+    mine = [r for r in records if series_of(r) is not None and usable(r)]
     out = {}
-    for step, recs in sorted(by_step.items()):
+    for step, recs in sorted(group_by(mine, lambda r: int(series_of(r)["step"])).items()):   # type: ignore[index]
         newest = max(recs, key=lambda r: r.created_at)
         fp = series_of(newest)["fingerprint"]   # type: ignore[index]
         out[step] = [r for r in recs if series_of(r)["fingerprint"] == fp]   # type: ignore[index]
@@ -70,10 +66,8 @@ def step_scores(recs: Sequence[ResultRecord], datasets: Sequence[str]) -> list[S
     """Each step's mean over ``datasets`` of its seed-averaged main score (None where it lacks one)."""
     out = []
     for step, rs in current(recs).items():
-        per: dict[str, list[float]] = {}
-        for r in rs:
-            per.setdefault(r.dataset, []).append(float(r.score))   # type: ignore[arg-type]
-        means = {d: statistics.fmean(per[d]) for d in datasets if d in per}
+        per = group_by(rs, lambda r: r.dataset)
+        means = {d: statistics.fmean(float(r.score) for r in per[d]) for d in datasets if d in per}  # type: ignore[arg-type]
         missing = [d for d in datasets if d not in per]
         out.append(StepScore(step, None if missing else statistics.fmean(means.values()), means, rs, missing))
     return out
