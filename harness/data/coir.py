@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.data.files import jsonl_rows, text_lines, write_jsonl
-from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
+from harness.data.hub_layout import Row, dataset_from_rows
+from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError, one_line
 
 log = logging.getLogger(__name__)
@@ -92,25 +92,13 @@ def coir_from_codexglue(rows: Iterable[dict[str, Any]], lang: str, split: str = 
 def dataset_from_triple(triple: CoirTriple, name: str, split: str, source: str, fingerprint: str = "",
                         strict_qrels: bool = True) -> RetrievalDataset:
     """A :class:`RetrievalDataset` from CoIR hub rows: queries of partition ``split`` only (mteb's filter)."""
-    from harness.data.beir import check_qrels_ids, relevance_grade
+    def rows(table: str, items: list[dict[str, Any]]) -> list[Row]:
+        return [(f"{source} {table} row {i}", r) for i, r in enumerate(items, start=1)]
 
-    ids = [str(r["_id"]) for r in triple.corpus]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i, n in Counter(ids).items() if n > 1)
-        raise DataError(f"{source}: duplicate document id {dup!r} in the corpus; document ids must be unique: rename "
-                        "or remove one of them.")
-    queries = unique_queries((f"{source} queries row {i}", str(q["_id"]), query_text(q["text"]))
-                             for i, q in enumerate(triple.queries, 1) if q.get("partition", split) == split)
-    fix = "the score column must hold integer relevance grades"
-    qrels = unique_judgements((f"{source} qrels row {i}", str(r["query-id"]), str(r["corpus-id"]),
-                               relevance_grade(r["score"], f"{source} qrels row {i}", fix))
-                              for i, r in enumerate(triple.qrels, start=1))
-    qrels = check_qrels_ids(qrels, queries, set(ids), source, strict=strict_qrels)
-    return RetrievalDataset(
-        name=name, split=split, corpus_ids=ids, corpus_titles=[str(r.get("title") or "") for r in triple.corpus],
-        corpus_texts=[str(r["text"] or "") for r in triple.corpus], queries=queries, qrels=qrels, source=source,
-        fingerprint=fingerprint,
-    )
+    queries = [(w, q) for w, q in rows("queries", triple.queries) if q.get("partition", split) == split]
+    return dataset_from_rows(rows("corpus", triple.corpus), queries, rows("qrels", triple.qrels), name=name,
+                             split=split, where=source, source=source, strict_qrels=strict_qrels,
+                             fingerprint=fingerprint)
 
 
 def export_coir_layout(triple: CoirTriple, out_dir: str | Path, lang: str) -> Path:
