@@ -92,18 +92,6 @@ def csv_rows(path: Path, delimiter: str, quoting: int = csv.QUOTE_MINIMAL) -> It
         yield start, row
 
 
-def parquet_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a Parquet file as dicts; a file pyarrow cannot read is a one-line DataError."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.read_table(path).to_pylist()
-    except (pa.ArrowException, OSError) as exc:
-        raise DataError(f"{path}: not a readable Parquet file ({one_line(exc)[:200]}); re-export it (e.g. "
-                        "pandas.DataFrame.to_parquet) or convert it to JSONL.") from None
-
-
 def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-empty line of a JSONL file (gzipped when it ends in ``.gz``; a BOM is
     ignored); invalid UTF-8, a line that is not a JSON object, or one lacking a ``required`` field is an error
@@ -127,9 +115,18 @@ def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int
 
 
 def table_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(where, row) of each row of a Parquet file (``<path> row <n>``) or a JSONL file (``<path> line <n>``), from 1."""
+    """(where, row) of each row of a Parquet file (``<path> row <n>``) or a JSONL file (``<path> line <n>``), from 1;
+    a Parquet file pyarrow cannot read is a one-line DataError."""
     if path.suffix.lower() == ".parquet":
-        for i, row in enumerate(parquet_rows(path), start=1):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except (pa.ArrowException, OSError) as exc:
+            raise DataError(f"{path}: not a readable Parquet file ({one_line(exc)[:200]}); re-export it (e.g. "
+                            "pandas.DataFrame.to_parquet) or convert it to JSONL.") from None
+        for i, row in enumerate(rows, start=1):
             yield f"{path} row {i}", row
         return
     for lineno, row in jsonl_rows(path):
