@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,6 @@ from harness.data.files import jsonl_rows, text_lines, write_jsonl
 from harness.data.hub_layout import Row, dataset_from_rows
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError, one_line
-
-log = logging.getLogger(__name__)
 
 #: CodeXGLUE partitions, in the order their docstrings enter the corpus (first occurrence keeps its id)
 PARTITIONS = ("train", "valid", "test")
