@@ -34,8 +34,8 @@ CSN_LANGUAGES = ("go", "java", "javascript", "php", "python", "ruby")
 class CoirTriple:
     """A CoIR set in hub form: corpus rows, query rows (with their partition) and qrels rows of one split."""
 
-    corpus: list[dict[str, str]]          # {_id, title, text}
-    queries: list[dict[str, str]]         # {_id, text, partition}
+    corpus: list[dict[str, Any]]          # {_id, title, text}
+    queries: list[dict[str, Any]]         # {_id, text, partition}
     qrels: list[dict[str, Any]]           # {query-id, corpus-id, score}
     split: str = "test"
 
@@ -165,11 +165,7 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
     qrels = _csn_config(path, revision, lang, "qrels", split, ("query-id", "corpus-id", "score"), cache_dir)
     corpus = _csn_config(path, revision, lang, "corpus", "corpus", ("_id", "text"), cache_dir)
     queries = _csn_config(path, revision, lang, "queries", "queries", ("_id", "text"), cache_dir)
-    triple = CoirTriple(
-        corpus=[{"_id": str(r["_id"]), "title": r.get("title") or "", "text": r["text"]} for r in corpus],
-        queries=[{"_id": str(r["_id"]), "text": r["text"], "partition": r.get("partition", split)} for r in queries],
-        qrels=[dict(r) for r in qrels], split=split,
-    )
+    triple = CoirTriple(corpus=list(corpus), queries=list(queries), qrels=list(qrels), split=split)
     fingerprint = f"hub:{path}@{revision}:{lang}" if hub else ""
     return dataset_from_triple(triple, name, split, f"{path}@{revision}:{lang}" if hub else str(path),
                                fingerprint, strict_qrels)
