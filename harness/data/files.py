@@ -37,9 +37,9 @@ def text_lines(path: Path) -> Iterator[str]:
                         "file.") from None
 
 
-def first_bad_utf8(path: Path) -> tuple[int, int, bytes, str] | None:
-    """(line number, byte offset, bad bytes, reason) of the first invalid UTF-8 sequence of a file (offsets of the
-    uncompressed text for ``.gz``), or None when it decodes. Lines end at ``\\n``, ``\\r\\n`` or ``\\r``."""
+def utf8_error(path: Path) -> DataError:
+    """The error for a file that is not valid UTF-8, naming the line and byte offset of its first invalid sequence
+    (offsets of the uncompressed text for ``.gz``; lines end at ``\\n``, ``\\r\\n`` or ``\\r``)."""
     opener = gzip.open if path.suffix == ".gz" else open
     offset, lineno = 0, 1
     with opener(path, "rb") as fh:
@@ -49,21 +49,12 @@ def first_bad_utf8(path: Path) -> tuple[int, int, bytes, str] | None:
             except UnicodeDecodeError as exc:
                 head = raw[: exc.start]
                 lineno += head.count(b"\r") - head.count(b"\r\n")
-                return lineno, offset + exc.start, raw[exc.start : exc.end], exc.reason
+                where = "byte offset" if path.suffix != ".gz" else "uncompressed byte offset"
+                return DataError(f"{path} line {lineno}: invalid UTF-8 byte 0x{raw[exc.start:exc.start + 1].hex()} at "
+                                 f"{where} {offset + exc.start} ({exc.reason}); {UTF8_FIX}.")
             offset += len(raw)
             lineno += 1 + raw.count(b"\r") - raw.count(b"\r\n")
-    return None
-
-
-def utf8_error(path: Path) -> DataError:
-    """The error for a file that is not valid UTF-8, naming its first bad byte."""
-    found = first_bad_utf8(path)
-    if found is None:
-        return DataError(f"{path}: not valid UTF-8; {UTF8_FIX}.")
-    lineno, offset, bad, reason = found
-    where = "byte offset" if path.suffix != ".gz" else "uncompressed byte offset"
-    return DataError(f"{path} line {lineno}: invalid UTF-8 byte 0x{bad[:1].hex()} at {where} {offset} ({reason}); "
-                     f"{UTF8_FIX}.")
+    return DataError(f"{path}: not valid UTF-8; {UTF8_FIX}.")
 
 
 def _csv_error(path: Path, start: int, end: int, exc: csv.Error) -> DataError:
