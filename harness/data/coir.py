@@ -214,7 +214,7 @@ def load_csn_local(folder: Path, lang: str, name: str, split: str = "test",
 
 
 def _cosqa_pairs(path: Path) -> list[dict[str, Any]]:
-    """The pairs of a CoSQA JSON file (one array of {idx, doc, code, label} objects), each checked."""
+    """The pairs of a CoSQA JSON file (one array of {idx, doc, code, label} objects), each checked (label 0 or 1)."""
     try:
         pairs = json.loads("".join(text_lines(path)))
     except json.JSONDecodeError as exc:
@@ -231,14 +231,11 @@ def _cosqa_pairs(path: Path) -> list[dict[str, Any]]:
         if missing:
             raise DataError(f"{path} pair {n}: missing field(s) {missing}; each pair needs idx, doc, code, label: "
                             "add them.")
+        label = pair["label"]
+        if isinstance(label, bool) or str(label).strip() not in ("0", "1"):
+            raise DataError(f"{path} pair {n}: label {label!r} is not 0 or 1; CoSQA labels are 1 (the code answers "
+                            "the query) or 0: fix that pair.")
     return pairs
-
-
-def _cosqa_label(value: Any, where: str) -> int:
-    if isinstance(value, bool) or str(value).strip() not in ("0", "1"):
-        raise DataError(f"{where}: label {value!r} is not 0 or 1; CoSQA labels are 1 (the code answers the query) "
-                        "or 0: fix that pair.")
-    return int(value)
 
 
 def load_cosqa_pairs(path: Path, name: str, split: str = "test") -> RetrievalDataset:
@@ -247,13 +244,12 @@ def load_cosqa_pairs(path: Path, name: str, split: str = "test") -> RetrievalDat
     if not path.is_file():
         raise DataError(f"CoSQA file not found: {path}. Point task.data_dir at the folder that contains "
                         "cosqa/cosqa-dev.json (../shared/data), or set the catalog entry's `local` to the file.")
-    pairs = _cosqa_pairs(path)
     doc_of_code: dict[str, str] = {}
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, int]] = {}
-    for n, pair in enumerate(pairs):
+    for pair in _cosqa_pairs(path):
         did = doc_of_code.setdefault(str(pair["code"]), f"c-{pair['idx']}")
-        if _cosqa_label(pair["label"], f"{path} pair {n}") == 1:
+        if int(pair["label"]) == 1:
             queries[str(pair["idx"])] = str(pair["doc"])
             qrels[str(pair["idx"])] = {did: 1}
     if not qrels:
