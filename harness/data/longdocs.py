@@ -149,8 +149,8 @@ def build(lds: LongDocSet, *, name: str, split: str = "test", max_queries: int |
     candidates = lds.split_queries(split)
     chosen = set(_hash_sample([q.qid for q in candidates], max_queries))
     queries = [q for q in candidates if q.qid in chosen]
-    kept = _capped_corpus(lds.doc_ids, {q.doc_id for q in queries}, max_corpus, "files the selected queries need")
-    keep = [i for i, d in enumerate(lds.doc_ids) if d in kept]
+    kept_ids = _capped_corpus(lds.doc_ids, {q.doc_id for q in queries}, max_corpus, "files the selected queries need")
+    keep = [i for i, d in enumerate(lds.doc_ids) if d in kept_ids]
     return RetrievalDataset(
         name=name, split=split, corpus_ids=[lds.doc_ids[i] for i in keep], corpus_titles=[""] * len(keep),
         corpus_texts=[lds.texts[i] for i in keep], queries={q.qid: q.text for q in queries},
