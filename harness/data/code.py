@@ -80,22 +80,9 @@ def build_code_retrieval_set(
     """
     _check_settings(max_queries, max_corpus, min_summary_words, min_code_lines, max_code_chars)
     is_stdlib = root is None
-    base = stdlib_root() if root is None else Path(root).expanduser()
-    if not base.exists():
-        raise DataError(f"code root {str(base)!r} does not exist; pass an existing source folder "
-                        "(or root=None for the installed standard library).")
-    if not base.is_dir():
-        raise DataError(f"code root {str(base)!r} is not a folder; pass the folder that holds the .py files.")
-    base = base.resolve()
+    base, files = _source_files(root, exclude)
     if name is None:
         name = "stdlib" if is_stdlib else (base.name or "code")
-
-    files = _python_files(base, exclude)
-    if not files:
-        hint = (" This interpreter ships no stdlib sources (bytecode-only install?); pass root=<a source folder>."
-                if is_stdlib else "")
-        raise DataError(f"no Python files (*.py) under {str(base)!r} after excluding {list(exclude)}; point "
-                        f"root at a source tree or relax exclude.{hint}")
 
     stats: Counter[str] = Counter(files=len(files))
     failed: list[str] = []
@@ -104,13 +91,12 @@ def build_code_retrieval_set(
     gc.disable()  # ASTs are acyclic (refcounting frees them); collections during parsing cost ~15% time
     try:
         for rel in files:
-            source = _read_source(base / rel)
-            tree = _parse(source) if source is not None else None
-            if tree is None or source is None:
+            parsed = _source_tree(base / rel)
+            if parsed is None:
                 failed.append(rel)
                 continue
             stats["parsed"] += 1
-            mined.extend(_mine_file(rel, source, tree, stats, min_summary_words, min_code_lines))
+            mined.extend(_mine_file(rel, *parsed, stats, min_summary_words, min_code_lines))
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -145,14 +131,9 @@ def build_code_retrieval_set(
 
     chosen = set(_hash_sample([f"q:{fn.doc_id}" for fn in candidates], max_queries))
     queries = [fn for fn in candidates if f"q:{fn.doc_id}" in chosen]
-    if max_corpus is not None and len(corpus) > max_corpus:
-        if len(queries) > max_corpus:
-            raise DataError(f"max_corpus={max_corpus} cannot hold the {len(queries)} selected queries' "
-                            f"documents; raise max_corpus or lower max_queries to at most {max_corpus}.")
-        positives = {fn.doc_id for fn in queries}
-        rest = _hash_sample([fn.doc_id for fn in corpus if fn.doc_id not in positives], max_corpus - len(positives))
-        keep = positives | set(rest)
-        corpus = [fn for fn in corpus if fn.doc_id in keep]
+    keep = _capped_corpus([fn.doc_id for fn in corpus], {fn.doc_id for fn in queries}, max_corpus,
+                         "selected queries' documents")
+    corpus = [fn for fn in corpus if fn.doc_id in keep]
 
     texts = [_truncate(fn.code, max_code_chars) for fn in corpus]
     stats["truncated"] = sum(len(t) < len(fn.code) for t, fn in zip(texts, corpus, strict=True))
@@ -207,6 +188,24 @@ def _excluded(part: str, exclude: tuple[str, ...]) -> bool:
     return any(fnmatchcase(part, pat) for pat in exclude)
 
 
+def _source_files(root: str | Path | None, exclude: tuple[str, ...]) -> tuple[Path, list[str]]:
+    """The resolved source folder (None: the installed stdlib) and its *.py files, relative and sorted."""
+    base = stdlib_root() if root is None else Path(root).expanduser()
+    if not base.exists():
+        raise DataError(f"code root {str(base)!r} does not exist; pass an existing source folder "
+                        "(or root=None for the installed standard library).")
+    if not base.is_dir():
+        raise DataError(f"code root {str(base)!r} is not a folder; pass the folder that holds the .py files.")
+    base = base.resolve()
+    files = _python_files(base, exclude)
+    if not files:
+        hint = (" This interpreter ships no stdlib sources (bytecode-only install?); pass root=<a source folder>."
+                if root is None else "")
+        raise DataError(f"no Python files (*.py) under {str(base)!r} after excluding {list(exclude)}; point "
+                        f"root at a source tree or relax exclude.{hint}")
+    return base, files
+
+
 def _python_files(base: Path, exclude: tuple[str, ...]) -> list[str]:
     """Relative POSIX paths of the *.py files under ``base``, sorted; excluded dirs are not entered."""
     found = []
@@ -219,19 +218,17 @@ def _python_files(base: Path, exclude: tuple[str, ...]) -> list[str]:
     return sorted(found)
 
 
-def _read_source(path: Path) -> str | None:
-    """Decoded source (PEP 263 cookie honoured, newlines normalised to LF), or None if unreadable."""
+def _source_tree(path: Path) -> tuple[str, ast.Module] | None:
+    """The decoded source (PEP 263 cookie honoured, newlines normalised to LF) and its AST, or None if the file
+    cannot be read, decoded or parsed."""
     try:
-        return importlib.util.decode_source(path.read_bytes())
+        source = importlib.util.decode_source(path.read_bytes())
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
         return None
-
-
-def _parse(source: str) -> ast.Module | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. in mined code are not our concern
-            return ast.parse(source)
+            return source, ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -304,16 +301,22 @@ def _summary_key(summary: str) -> str:
     return summary.casefold().rstrip(".")
 
 
-def _cut(line: str, byte_col: int) -> tuple[str, str]:
-    """Split a source line at an ast column (a UTF-8 byte offset)."""
-    if line.isascii():
-        return line[:byte_col], line[byte_col:]
-    raw = line.encode("utf-8")
-    return raw[:byte_col].decode("utf-8"), raw[byte_col:].decode("utf-8")
+def _around_docstring(first: str, last: str, doc: ast.stmt) -> str:
+    """What is left of the docstring's first and last lines once it is cut out (ast columns are UTF-8 byte offsets)."""
+    assert doc.end_col_offset is not None
+    head = first.encode("utf-8")[: doc.col_offset].decode("utf-8")
+    tail = last.encode("utf-8")[doc.end_col_offset :].decode("utf-8").lstrip()
+    if tail.startswith(";"):  # def f(): "doc"; return 1
+        tail = tail[1:].lstrip()
+    return head + tail
 
 
-def _is_stub(stmt: ast.stmt) -> bool:
-    """``pass``, ``...`` or ``raise NotImplementedError[(...)]``: a body that says nothing about the function."""
+def _is_stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """The docstring is (nearly) the whole body: nothing, or ``pass``, ``...`` or ``raise NotImplementedError[(...)]``
+    after it (an abstract method, a stub), which says nothing about the function."""
+    if len(fn.body) != 2:
+        return len(fn.body) < 2
+    stmt = fn.body[1]
     if isinstance(stmt, ast.Pass):
         return True
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
@@ -331,18 +334,14 @@ def _code_without_docstring(lines: list[str], fn: ast.FunctionDef | ast.AsyncFun
     that start further left are left alone, which textwrap.dedent would not do). Trailing whitespace and the
     blank lines that followed the docstring are dropped.
     """
-    if len(fn.body) < 2 or (len(fn.body) == 2 and _is_stub(fn.body[1])):
-        return None  # the docstring is (nearly) the whole body: abstract method, stub
+    if _is_stub(fn):
+        return None
     doc = fn.body[0]
-    assert doc.end_lineno is not None and doc.end_col_offset is not None and fn.end_lineno is not None
+    assert doc.end_lineno is not None and fn.end_lineno is not None
     start = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
     seg = lines[start - 1 : fn.end_lineno]
     i0, i1 = doc.lineno - start, doc.end_lineno - start
-    head = _cut(seg[i0], doc.col_offset)[0]
-    tail = _cut(seg[i1], doc.end_col_offset)[1].lstrip()
-    if tail.startswith(";"):  # def f(): "doc"; return 1
-        tail = tail[1:].lstrip()
-    joined = head + tail
+    joined = _around_docstring(seg[i0], seg[i1], doc)
     if joined.strip():
         seg[i0 : i1 + 1] = [joined]
     else:
@@ -369,3 +368,14 @@ def _hash_sample(ids: list[str], k: int | None) -> list[str]:
     if k is None or k >= len(ids):
         return list(ids)
     return sorted(ids, key=lambda i: (hashlib.sha256(i.encode("utf-8")).digest(), i))[:k]
+
+
+def _capped_corpus(ids: list[str], positives: set[str], max_corpus: int | None, what: str) -> set[str]:
+    """The documents kept under ``max_corpus``: every one of ``positives`` (the selected queries' ``what``), then
+    a hash sample of the rest; all of ``ids`` when they fit."""
+    if max_corpus is None or len(ids) <= max_corpus:
+        return set(ids)
+    if len(positives) > max_corpus:
+        raise DataError(f"max_corpus={max_corpus} cannot hold the {len(positives)} {what}; raise max_corpus or "
+                        f"lower max_queries to at most {max_corpus}.")
+    return positives | set(_hash_sample([d for d in ids if d not in positives], max_corpus - len(positives)))

@@ -15,18 +15,15 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.data.files import jsonl_rows, text_lines, write_jsonl
-from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
+from harness.data.hub_layout import Row, dataset_from_rows
+from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError, one_line
-
-log = logging.getLogger(__name__)
 
 #: CodeXGLUE partitions, in the order their docstrings enter the corpus (first occurrence keeps its id)
 PARTITIONS = ("train", "valid", "test")
@@ -37,8 +34,8 @@ CSN_LANGUAGES = ("go", "java", "javascript", "php", "python", "ruby")
 class CoirTriple:
     """A CoIR set in hub form: corpus rows, query rows (with their partition) and qrels rows of one split."""
 
-    corpus: list[dict[str, str]]          # {_id, title, text}
-    queries: list[dict[str, str]]         # {_id, text, partition}
+    corpus: list[dict[str, Any]]          # {_id, title, text}
+    queries: list[dict[str, Any]]         # {_id, text, partition}
     qrels: list[dict[str, Any]]           # {query-id, corpus-id, score}
     split: str = "test"
 
@@ -92,25 +89,13 @@ def coir_from_codexglue(rows: Iterable[dict[str, Any]], lang: str, split: str = 
 def dataset_from_triple(triple: CoirTriple, name: str, split: str, source: str, fingerprint: str = "",
                         strict_qrels: bool = True) -> RetrievalDataset:
     """A :class:`RetrievalDataset` from CoIR hub rows: queries of partition ``split`` only (mteb's filter)."""
-    from harness.data.beir import check_qrels_ids, relevance_grade
+    def rows(table: str, items: list[dict[str, Any]]) -> list[Row]:
+        return [(f"{source} {table} row {i}", r) for i, r in enumerate(items, start=1)]
 
-    ids = [str(r["_id"]) for r in triple.corpus]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i, n in Counter(ids).items() if n > 1)
-        raise DataError(f"{source}: duplicate document id {dup!r} in the corpus; document ids must be unique: rename "
-                        "or remove one of them.")
-    queries = unique_queries((f"{source} queries row {i}", str(q["_id"]), query_text(q["text"]))
-                             for i, q in enumerate(triple.queries, 1) if q.get("partition", split) == split)
-    fix = "the score column must hold integer relevance grades"
-    qrels = unique_judgements((f"{source} qrels row {i}", str(r["query-id"]), str(r["corpus-id"]),
-                               relevance_grade(r["score"], f"{source} qrels row {i}", fix))
-                              for i, r in enumerate(triple.qrels, start=1))
-    qrels = check_qrels_ids(qrels, queries, set(ids), source, strict=strict_qrels)
-    return RetrievalDataset(
-        name=name, split=split, corpus_ids=ids, corpus_titles=[str(r.get("title") or "") for r in triple.corpus],
-        corpus_texts=[str(r["text"] or "") for r in triple.corpus], queries=queries, qrels=qrels, source=source,
-        fingerprint=fingerprint,
-    )
+    queries = [(w, q) for w, q in rows("queries", triple.queries) if q.get("partition", split) == split]
+    return dataset_from_rows(rows("corpus", triple.corpus), queries, rows("qrels", triple.qrels), name=name,
+                             split=split, where=source, source=source, strict_qrels=strict_qrels,
+                             fingerprint=fingerprint)
 
 
 def export_coir_layout(triple: CoirTriple, out_dir: str | Path, lang: str) -> Path:
@@ -180,11 +165,7 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
     qrels = _csn_config(path, revision, lang, "qrels", split, ("query-id", "corpus-id", "score"), cache_dir)
     corpus = _csn_config(path, revision, lang, "corpus", "corpus", ("_id", "text"), cache_dir)
     queries = _csn_config(path, revision, lang, "queries", "queries", ("_id", "text"), cache_dir)
-    triple = CoirTriple(
-        corpus=[{"_id": str(r["_id"]), "title": r.get("title") or "", "text": r["text"]} for r in corpus],
-        queries=[{"_id": str(r["_id"]), "text": r["text"], "partition": r.get("partition", split)} for r in queries],
-        qrels=[dict(r) for r in qrels], split=split,
-    )
+    triple = CoirTriple(corpus=list(corpus), queries=list(queries), qrels=list(qrels), split=split)
     fingerprint = f"hub:{path}@{revision}:{lang}" if hub else ""
     return dataset_from_triple(triple, name, split, f"{path}@{revision}:{lang}" if hub else str(path),
                                fingerprint, strict_qrels)
@@ -233,7 +214,7 @@ def load_csn_local(folder: Path, lang: str, name: str, split: str = "test",
 
 
 def _cosqa_pairs(path: Path) -> list[dict[str, Any]]:
-    """The pairs of a CoSQA JSON file (one array of {idx, doc, code, label} objects), each checked."""
+    """The pairs of a CoSQA JSON file (one array of {idx, doc, code, label} objects), each checked (label 0 or 1)."""
     try:
         pairs = json.loads("".join(text_lines(path)))
     except json.JSONDecodeError as exc:
@@ -250,14 +231,11 @@ def _cosqa_pairs(path: Path) -> list[dict[str, Any]]:
         if missing:
             raise DataError(f"{path} pair {n}: missing field(s) {missing}; each pair needs idx, doc, code, label: "
                             "add them.")
+        label = pair["label"]
+        if isinstance(label, bool) or str(label).strip() not in ("0", "1"):
+            raise DataError(f"{path} pair {n}: label {label!r} is not 0 or 1; CoSQA labels are 1 (the code answers "
+                            "the query) or 0: fix that pair.")
     return pairs
-
-
-def _cosqa_label(value: Any, where: str) -> int:
-    if isinstance(value, bool) or str(value).strip() not in ("0", "1"):
-        raise DataError(f"{where}: label {value!r} is not 0 or 1; CoSQA labels are 1 (the code answers the query) "
-                        "or 0: fix that pair.")
-    return int(value)
 
 
 def load_cosqa_pairs(path: Path, name: str, split: str = "test") -> RetrievalDataset:
@@ -266,13 +244,12 @@ def load_cosqa_pairs(path: Path, name: str, split: str = "test") -> RetrievalDat
     if not path.is_file():
         raise DataError(f"CoSQA file not found: {path}. Point task.data_dir at the folder that contains "
                         "cosqa/cosqa-dev.json (../shared/data), or set the catalog entry's `local` to the file.")
-    pairs = _cosqa_pairs(path)
     doc_of_code: dict[str, str] = {}
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, int]] = {}
-    for n, pair in enumerate(pairs):
+    for pair in _cosqa_pairs(path):
         did = doc_of_code.setdefault(str(pair["code"]), f"c-{pair['idx']}")
-        if _cosqa_label(pair["label"], f"{path} pair {n}") == 1:
+        if int(pair["label"]) == 1:
             queries[str(pair["idx"])] = str(pair["doc"])
             qrels[str(pair["idx"])] = {did: 1}
     if not qrels:

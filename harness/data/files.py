@@ -37,9 +37,9 @@ def text_lines(path: Path) -> Iterator[str]:
                         "file.") from None
 
 
-def first_bad_utf8(path: Path) -> tuple[int, int, bytes, str] | None:
-    """(line number, byte offset, bad bytes, reason) of the first invalid UTF-8 sequence of a file (offsets of the
-    uncompressed text for ``.gz``), or None when it decodes. Lines end at ``\\n``, ``\\r\\n`` or ``\\r``."""
+def utf8_error(path: Path) -> DataError:
+    """The error for a file that is not valid UTF-8, naming the line and byte offset of its first invalid sequence
+    (offsets of the uncompressed text for ``.gz``; lines end at ``\\n``, ``\\r\\n`` or ``\\r``)."""
     opener = gzip.open if path.suffix == ".gz" else open
     offset, lineno = 0, 1
     with opener(path, "rb") as fh:
@@ -49,21 +49,12 @@ def first_bad_utf8(path: Path) -> tuple[int, int, bytes, str] | None:
             except UnicodeDecodeError as exc:
                 head = raw[: exc.start]
                 lineno += head.count(b"\r") - head.count(b"\r\n")
-                return lineno, offset + exc.start, raw[exc.start : exc.end], exc.reason
+                where = "byte offset" if path.suffix != ".gz" else "uncompressed byte offset"
+                return DataError(f"{path} line {lineno}: invalid UTF-8 byte 0x{raw[exc.start:exc.start + 1].hex()} at "
+                                 f"{where} {offset + exc.start} ({exc.reason}); {UTF8_FIX}.")
             offset += len(raw)
             lineno += 1 + raw.count(b"\r") - raw.count(b"\r\n")
-    return None
-
-
-def utf8_error(path: Path) -> DataError:
-    """The error for a file that is not valid UTF-8, naming its first bad byte."""
-    found = first_bad_utf8(path)
-    if found is None:
-        return DataError(f"{path}: not valid UTF-8; {UTF8_FIX}.")
-    lineno, offset, bad, reason = found
-    where = "byte offset" if path.suffix != ".gz" else "uncompressed byte offset"
-    return DataError(f"{path} line {lineno}: invalid UTF-8 byte 0x{bad[:1].hex()} at {where} {offset} ({reason}); "
-                     f"{UTF8_FIX}.")
+    return DataError(f"{path}: not valid UTF-8; {UTF8_FIX}.")
 
 
 def _csv_error(path: Path, start: int, end: int, exc: csv.Error) -> DataError:
@@ -92,18 +83,6 @@ def csv_rows(path: Path, delimiter: str, quoting: int = csv.QUOTE_MINIMAL) -> It
         yield start, row
 
 
-def parquet_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a Parquet file as dicts; a file pyarrow cannot read is a one-line DataError."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.read_table(path).to_pylist()
-    except (pa.ArrowException, OSError) as exc:
-        raise DataError(f"{path}: not a readable Parquet file ({one_line(exc)[:200]}); re-export it (e.g. "
-                        "pandas.DataFrame.to_parquet) or convert it to JSONL.") from None
-
-
 def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-empty line of a JSONL file (gzipped when it ends in ``.gz``; a BOM is
     ignored); invalid UTF-8, a line that is not a JSON object, or one lacking a ``required`` field is an error
@@ -127,9 +106,18 @@ def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int
 
 
 def table_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(where, row) of each row of a Parquet file (``<path> row <n>``) or a JSONL file (``<path> line <n>``), from 1."""
+    """(where, row) of each row of a Parquet file (``<path> row <n>``) or a JSONL file (``<path> line <n>``), from 1;
+    a Parquet file pyarrow cannot read is a one-line DataError."""
     if path.suffix.lower() == ".parquet":
-        for i, row in enumerate(parquet_rows(path), start=1):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except (pa.ArrowException, OSError) as exc:
+            raise DataError(f"{path}: not a readable Parquet file ({one_line(exc)[:200]}); re-export it (e.g. "
+                            "pandas.DataFrame.to_parquet) or convert it to JSONL.") from None
+        for i, row in enumerate(rows, start=1):
             yield f"{path} row {i}", row
         return
     for lineno, row in jsonl_rows(path):

@@ -55,9 +55,9 @@ def _field(where: str, row: dict[str, Any], *names: str) -> Any:
     raise DataError(f"{where}: no {wanted} field; got {sorted(row)}. Add it to that row.")
 
 
-def _corpus(folder: Path, rows: list[Row]) -> tuple[list[str], list[str], list[str]]:
+def _corpus(where: str, rows: list[Row]) -> tuple[list[str], list[str], list[str]]:
     if not rows:
-        raise DataError(f"{folder}/corpus: no documents; the corpus files must hold one {{_id, title, text}} row "
+        raise DataError(f"{where}/corpus: no documents; the corpus files must hold one {{_id, title, text}} row "
                         "per document.")
     ids = [str(_field(w, r, "_id", "id")) for w, r in rows]
     if len(set(ids)) != len(ids):
@@ -82,6 +82,17 @@ def _qrels(rows: list[Row]) -> dict[str, dict[str, int]]:
     return unique_judgements(judged)
 
 
+def dataset_from_rows(corpus: list[Row], queries: list[Row], qrels: list[Row], *, name: str, split: str,
+                      where: str, source: str, strict_qrels: bool = True, fingerprint: str = "") -> RetrievalDataset:
+    """A validated set from the (where, row) rows of its corpus, queries and qrels tables (``where``: the set)."""
+    ids, titles, texts = _corpus(where, corpus)
+    judged_queries = unique_queries((w, str(_field(w, r, "_id", "id")), query_text(_field(w, r, "text")))
+                                    for w, r in queries)
+    qrels_checked = check_qrels_ids(_qrels(qrels), judged_queries, set(ids), where, strict=strict_qrels)
+    return RetrievalDataset(name=name, split=split, corpus_ids=ids, corpus_titles=titles, corpus_texts=texts,
+                            queries=judged_queries, qrels=qrels_checked, source=source, fingerprint=fingerprint)
+
+
 def read_hub_layout(folder: str | Path, name: str, split: str, *, strict_qrels: bool = True, source: str = "",
                     fingerprint: str = "") -> RetrievalDataset:
     """A retrieval set from a folder in hub layout (see the module docstring), validated."""
@@ -90,14 +101,10 @@ def read_hub_layout(folder: str | Path, name: str, split: str, *, strict_qrels: 
         raise DataError(f"{folder} is not a retrieval set in hub layout: it needs corpus/ and queries/ folders "
                         "(and qrels/ or default/) with <split>-*.parquet or .jsonl files")
     qconfig = "qrels" if (folder / "qrels").is_dir() else "default"
-    ids, titles, texts = _corpus(folder, _rows(_files(folder, "corpus", split)))
-    queries = unique_queries((w, str(_field(w, r, "_id", "id")), query_text(_field(w, r, "text")))
-                             for w, r in _rows(_files(folder, "queries", split)))
-    qrels = _qrels(_rows(_files(folder, qconfig, split)))
-    qrels = check_qrels_ids(qrels, queries, set(ids), str(folder), strict=strict_qrels)
-    return RetrievalDataset(name=name, split=split, corpus_ids=ids, corpus_titles=titles, corpus_texts=texts,
-                            queries=queries, qrels=qrels, source=source or str(folder.resolve()),
-                            fingerprint=fingerprint)
+    return dataset_from_rows(_rows(_files(folder, "corpus", split)), _rows(_files(folder, "queries", split)),
+                             _rows(_files(folder, qconfig, split)), name=name, split=split, where=str(folder),
+                             source=source or str(folder.resolve()), strict_qrels=strict_qrels,
+                             fingerprint=fingerprint)
 
 
 def snapshot(repo: str, revision: str | None, name: str) -> Path:

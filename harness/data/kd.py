@@ -47,12 +47,9 @@ HUB_FIX = ("Train from a local file instead: task.train_data.source=file task.tr
 def detect_layout(columns: Iterable[str], where: str) -> str:
     """The layout whose key columns a row has (``pos``/``neg`` -> flag, ``document_ids`` -> ids, ...)."""
     cols = set(columns)
-    if {"pos", "neg"} <= cols:
-        return "flag"
-    if "document_ids" in cols:
-        return "ids"
-    if "documents" in cols:
-        return "joined"
+    for layout, keys in (("flag", {"pos", "neg"}), ("ids", {"document_ids"}), ("joined", {"documents"})):
+        if keys <= cols:
+            return layout
     raise DataError(
         f"{where}: not a KD training row (columns {sorted(cols)}). Rename the columns to one of these layouts: "
         + "; ".join(f"{name}: {', '.join(c)}" for name, c in LAYOUTS.items()) + "."

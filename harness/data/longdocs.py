@@ -23,17 +23,16 @@ from typing import Any
 
 from harness.data.code import (
     DEFAULT_EXCLUDE,
-    _cut,
+    _around_docstring,
+    _capped_corpus,
     _functions,
     _hash_sample,
     _is_stub,
     _is_trivial,
-    _parse,
-    _python_files,
-    _read_source,
+    _source_files,
+    _source_tree,
     _summary,
     _summary_key,
-    stdlib_root,
 )
 from harness.data.retrieval import RetrievalDataset
 from harness.errors import DataError
@@ -75,23 +74,15 @@ def mine(root: str | Path | None = None, *, min_summary_words: int = 4,
     """Read every ``*.py`` file under ``root`` (None: the installed stdlib) as one document and collect the
     functions (and methods) whose docstring summary makes a query: at least ``min_summary_words`` words, not
     trivial, not shared with another function, with a body beyond the docstring."""
-    base = stdlib_root() if root is None else Path(root).expanduser()
-    if not base.is_dir():
-        raise DataError(f"source root {str(base)!r} is not a folder; pass an existing source folder "
-                        "(or root=null for the installed standard library).")
-    base = base.resolve()
-    files = _python_files(base, exclude)
-    if not files:
-        raise DataError(f"no Python files (*.py) under {str(base)!r}; point root at a source tree.")
+    base, files = _source_files(root, exclude)
     stats: Counter[str] = Counter(files=len(files))
     doc_ids, texts, queries = [], [], []
     for rel in files:
-        source = _read_source(base / rel)
-        tree = _parse(source) if source is not None else None
-        if source is None or tree is None:
+        parsed = _source_tree(base / rel)
+        if parsed is None:
             stats["unparsed"] += 1
             continue
-        text, found = _strip_query_docstrings(rel, source, tree, min_summary_words, stats)
+        text, found = _strip_query_docstrings(rel, *parsed, min_summary_words, stats)
         doc_ids.append(rel)
         texts.append(text)
         queries.extend(found)
@@ -111,7 +102,7 @@ def _query_functions(tree: ast.Module, min_summary_words: int, stats: Counter[st
         docstring = ast.get_docstring(fn, clean=False)
         if docstring is None:
             continue
-        if len(fn.body) < 2 or (len(fn.body) == 2 and _is_stub(fn.body[1])):
+        if _is_stub(fn):
             stats["stub"] += 1
             continue
         summary = _summary(docstring)
@@ -130,11 +121,7 @@ def _strip_query_docstrings(rel: str, source: str, tree: ast.Module, min_summary
     for _qualname, fn, _summary_text in sorted(found, key=lambda f: -f[1].body[0].lineno):
         doc = fn.body[0]
         i0, i1 = doc.lineno - 1, doc.end_lineno - 1
-        head = _cut(lines[i0], doc.col_offset)[0]
-        tail = _cut(lines[i1], doc.end_col_offset)[1].lstrip()
-        if tail.startswith(";"):
-            tail = tail[1:].lstrip()
-        joined = head + tail
+        joined = _around_docstring(lines[i0], lines[i1], doc)
         if joined.strip():
             lines[i0:i1 + 1] = [joined]
             removed_before.append((doc.lineno, i1 - i0))
@@ -162,14 +149,8 @@ def build(lds: LongDocSet, *, name: str, split: str = "test", max_queries: int |
     candidates = lds.split_queries(split)
     chosen = set(_hash_sample([q.qid for q in candidates], max_queries))
     queries = [q for q in candidates if q.qid in chosen]
-    keep = list(range(len(lds.doc_ids)))
-    if max_corpus is not None and max_corpus < len(keep):
-        positives = {q.doc_id for q in queries}
-        if len(positives) > max_corpus:
-            raise DataError(f"max_corpus={max_corpus} cannot hold the {len(positives)} files the selected queries "
-                            "need; raise max_corpus or lower max_queries.")
-        rest = set(_hash_sample([d for d in lds.doc_ids if d not in positives], max_corpus - len(positives)))
-        keep = [i for i, d in enumerate(lds.doc_ids) if d in positives or d in rest]
+    kept_ids = _capped_corpus(lds.doc_ids, {q.doc_id for q in queries}, max_corpus, "files the selected queries need")
+    keep = [i for i, d in enumerate(lds.doc_ids) if d in kept_ids]
     return RetrievalDataset(
         name=name, split=split, corpus_ids=[lds.doc_ids[i] for i in keep], corpus_titles=[""] * len(keep),
         corpus_texts=[lds.texts[i] for i in keep], queries={q.qid: q.text for q in queries},

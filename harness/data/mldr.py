@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SPLITS = ("train", "dev", "test")
-
 
 def split_file(folder: Path, stem: str) -> Path | None:
     """``<stem>.jsonl`` or ``<stem>.jsonl.gz`` in ``folder``, whichever exists."""

@@ -91,11 +91,9 @@ def retrieval_work(datasets: list[str], cap: int, data_dir: Any = None, catalog:
             w += documents_work(local, cap, per_word=False)
             w.local += 1
             continue
-        if d in c["beir"]:
-            w += documents_work(c["beir"][d], cap, per_word=True)
-        elif d in c["code"]:
-            w += documents_work(c["code"][d], cap, per_word=False)
-        elif d in c:
-            w += documents_work(c[d], cap, per_word=False)
+        for table, per_word in ((c["beir"], True), (c["code"], False), (c, False)):   # beir sizes are in words
+            if d in table:
+                w += documents_work(table[d], cap, per_word=per_word)
+                break
         w.published += 1
     return w

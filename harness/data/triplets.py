@@ -4,7 +4,6 @@ from a BEIR train split with hard negatives mined by sentence-transformers."""
 from __future__ import annotations
 
 import csv
-import logging
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,8 +18,6 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
     from harness.data.retrieval import RetrievalDataset
-
-log = logging.getLogger(__name__)
 
 COLUMNS = ("anchor", "positive", "negative")
 #: accepted column names for each triplet field, first match wins
