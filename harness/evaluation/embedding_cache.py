@@ -58,7 +58,7 @@ def content_hash(path: Path) -> str:
     return "sampled:" + h.hexdigest()
 
 
-def claim_problem(path: Path, claim_path: Path, key: str, **facts: Any) -> str | None:
+def claim_problem(path: Path, claim_path: Path, key: str) -> str | None:
     """Why ``path`` is not what its claim says (or has none), or None when it is."""
     try:
         claim = json.loads(claim_path.read_text())
@@ -66,9 +66,6 @@ def claim_problem(path: Path, claim_path: Path, key: str, **facts: Any) -> str |
         return "has no readable claim"
     if claim.get("key") != key:
         return f"claims key {claim.get('key')!r}, not {key!r} (a file of another run copied in)"
-    for name, value in facts.items():
-        if claim.get(name) != value:
-            return f"claims {name}={claim.get(name)!r}, expected {value!r}"
     if claim.get("bytes") != path.stat().st_size:
         return f"is {path.stat().st_size} bytes, its claim says {claim.get('bytes')} (truncated or replaced)"
     if claim.get("hash") != content_hash(path):
@@ -98,24 +95,21 @@ def cached_embeddings(
         except ValueError as exc:  # a damaged entry is recomputed, never trusted
             raise Unusable(f"is unreadable ({exc})") from None
 
-    emb, built = get_or_build(read, lambda: _build(root, path, claim_path, key, compute, meta), path,
-                              what=f"embedding cache {path}")
+    def build() -> np.ndarray:
+        """Compute, write aside, claim, then rename into place (under the entry's lock)."""
+        emb = compute()
+        with written_aside(path, suffix=".npy.tmp") as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, emb)
+            # what the file claims to be, written first: a file without its claim is never used
+            _write_json(claim_path, {"key": key, "shape": list(np.shape(emb)), "dtype": str(np.asarray(emb).dtype),
+                                     "bytes": tmp.stat().st_size, "hash": content_hash(tmp)})
+            if meta is not None:
+                _write_json(root / f"{key}.json", meta, indent=2)
+        return emb
+
+    emb, built = get_or_build(read, build, path, what=f"embedding cache {path}")
     return emb, not built
-
-
-def _build(root: Path, path: Path, claim_path: Path, key: str, compute: Callable[[], np.ndarray],
-           meta: dict | None) -> np.ndarray:
-    """Compute, write aside, claim, then rename into place (under the entry's lock)."""
-    emb = compute()
-    with written_aside(path, suffix=".npy.tmp") as tmp:
-        with open(tmp, "wb") as fh:
-            np.save(fh, emb)
-        # what the file claims to be, written first: a file without its claim is never used
-        _write_json(claim_path, {"key": key, "shape": list(np.shape(emb)), "dtype": str(np.asarray(emb).dtype),
-                                 "bytes": tmp.stat().st_size, "hash": content_hash(tmp)})
-        if meta is not None:
-            _write_json(root / f"{key}.json", meta, indent=2)
-    return emb
 
 
 @contextlib.contextmanager
