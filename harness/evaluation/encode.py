@@ -206,13 +206,6 @@ def host_batch(seqs: list[list[int]], idx: np.ndarray, mode: str | None, pad_id:
     return HostBatch(idx, {k: pinned(v, pin) for k, v in arrays.items()}, longest, sum(len(s) for s in seqs))
 
 
-def _pool(model: SentenceTransformer, features: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The modules after the encoder (pooling, dense, normalise) on token embeddings, as the model runs them."""
-    for module in list(model)[1:]:
-        features = module(features)
-    return features["sentence_embedding"]
-
-
 def forward_batch(model: SentenceTransformer, batch: HostBatch, mode: str | None, device: str,
                   type_ids: bool) -> torch.Tensor:
     """Sentence embeddings of one batch on ``device`` (inputs copied asynchronously from pinned memory)."""
@@ -229,8 +222,11 @@ def forward_batch(model: SentenceTransformer, batch: HostBatch, mode: str | None
     tokens = hf(**kwargs, return_dict=True).last_hidden_state
     tokens = tokens.reshape(-1, tokens.shape[-1])                            # every row's tokens, flattened
     mask = t["mask"]
-    token_embeddings = tokens[t["index"]] * mask[..., None].to(tokens.dtype)  # [batch, longest, hidden]
-    return _pool(model, {"token_embeddings": token_embeddings, "attention_mask": mask.long()})
+    features = {"token_embeddings": tokens[t["index"]] * mask[..., None].to(tokens.dtype),  # [batch, longest, hidden]
+                "attention_mask": mask.long()}
+    for module in list(model)[1:]:      # the modules after the encoder (pooling, dense, normalise), as the model runs
+        features = module(features)
+    return features["sentence_embedding"]
 
 
 def cpu_workers(device: str) -> int:
