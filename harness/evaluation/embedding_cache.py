@@ -15,7 +15,6 @@ import hashlib
 import json
 import logging
 import os
-import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -25,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from harness.cache_entry import Unusable, get_or_build, publish
-from harness.results import stable_hash
+from harness.results import atomic_write_json, stable_hash
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +101,11 @@ def cached_embeddings(
             with open(tmp, "wb") as fh:
                 np.save(fh, emb)
             # what the file claims to be, written first: a file without its claim is never used
-            _write_json(claim_path, {"key": key, "shape": list(np.shape(emb)), "dtype": str(np.asarray(emb).dtype),
-                                     "bytes": tmp.stat().st_size, "hash": content_hash(tmp)})
+            atomic_write_json(claim_path, {"key": key, "shape": list(np.shape(emb)),
+                                           "dtype": str(np.asarray(emb).dtype), "bytes": tmp.stat().st_size,
+                                           "hash": content_hash(tmp)})
             if meta is not None:
-                _write_json(root / f"{key}.json", meta, indent=2)
+                atomic_write_json(root / f"{key}.json", meta)
         return emb
 
     emb, built = get_or_build(read, build, path, what=f"embedding cache {path}")
@@ -133,12 +133,3 @@ def written_aside(path: Path, *, folder: bool = False, **names: str) -> Iterator
         else:
             tmp.unlink(missing_ok=True)
         raise
-
-
-def _write_json(path: Path, data: Any, indent: int = 1) -> None:
-    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=indent, default=str))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
