@@ -15,7 +15,6 @@ import hashlib
 import json
 import logging
 import os
-import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -25,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from harness.cache_entry import Unusable, get_or_build, publish
-from harness.results import stable_hash
+from harness.results import atomic_write_json, stable_hash
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +57,7 @@ def content_hash(path: Path) -> str:
     return "sampled:" + h.hexdigest()
 
 
-def claim_problem(path: Path, claim_path: Path, key: str, **facts: Any) -> str | None:
+def claim_problem(path: Path, claim_path: Path, key: str) -> str | None:
     """Why ``path`` is not what its claim says (or has none), or None when it is."""
     try:
         claim = json.loads(claim_path.read_text())
@@ -66,9 +65,6 @@ def claim_problem(path: Path, claim_path: Path, key: str, **facts: Any) -> str |
         return "has no readable claim"
     if claim.get("key") != key:
         return f"claims key {claim.get('key')!r}, not {key!r} (a file of another run copied in)"
-    for name, value in facts.items():
-        if claim.get(name) != value:
-            return f"claims {name}={claim.get(name)!r}, expected {value!r}"
     if claim.get("bytes") != path.stat().st_size:
         return f"is {path.stat().st_size} bytes, its claim says {claim.get('bytes')} (truncated or replaced)"
     if claim.get("hash") != content_hash(path):
@@ -98,24 +94,22 @@ def cached_embeddings(
         except ValueError as exc:  # a damaged entry is recomputed, never trusted
             raise Unusable(f"is unreadable ({exc})") from None
 
-    emb, built = get_or_build(read, lambda: _build(root, path, claim_path, key, compute, meta), path,
-                              what=f"embedding cache {path}")
+    def build() -> np.ndarray:
+        """Compute, write aside, claim, then rename into place (under the entry's lock)."""
+        emb = compute()
+        with written_aside(path, suffix=".npy.tmp") as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, emb)
+            # what the file claims to be, written first: a file without its claim is never used
+            atomic_write_json(claim_path, {"key": key, "shape": list(np.shape(emb)),
+                                           "dtype": str(np.asarray(emb).dtype), "bytes": tmp.stat().st_size,
+                                           "hash": content_hash(tmp)})
+            if meta is not None:
+                atomic_write_json(root / f"{key}.json", meta)
+        return emb
+
+    emb, built = get_or_build(read, build, path, what=f"embedding cache {path}")
     return emb, not built
-
-
-def _build(root: Path, path: Path, claim_path: Path, key: str, compute: Callable[[], np.ndarray],
-           meta: dict | None) -> np.ndarray:
-    """Compute, write aside, claim, then rename into place (under the entry's lock)."""
-    emb = compute()
-    with written_aside(path, suffix=".npy.tmp") as tmp:
-        with open(tmp, "wb") as fh:
-            np.save(fh, emb)
-        # what the file claims to be, written first: a file without its claim is never used
-        _write_json(claim_path, {"key": key, "shape": list(np.shape(emb)), "dtype": str(np.asarray(emb).dtype),
-                                 "bytes": tmp.stat().st_size, "hash": content_hash(tmp)})
-        if meta is not None:
-            _write_json(root / f"{key}.json", meta, indent=2)
-    return emb
 
 
 @contextlib.contextmanager
@@ -139,12 +133,3 @@ def written_aside(path: Path, *, folder: bool = False, **names: str) -> Iterator
         else:
             tmp.unlink(missing_ok=True)
         raise
-
-
-def _write_json(path: Path, data: Any, indent: int = 1) -> None:
-    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=indent, default=str))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

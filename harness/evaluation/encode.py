@@ -206,13 +206,6 @@ def host_batch(seqs: list[list[int]], idx: np.ndarray, mode: str | None, pad_id:
     return HostBatch(idx, {k: pinned(v, pin) for k, v in arrays.items()}, longest, sum(len(s) for s in seqs))
 
 
-def _pool(model: SentenceTransformer, features: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The modules after the encoder (pooling, dense, normalise) on token embeddings, as the model runs them."""
-    for module in list(model)[1:]:
-        features = module(features)
-    return features["sentence_embedding"]
-
-
 def forward_batch(model: SentenceTransformer, batch: HostBatch, mode: str | None, device: str,
                   type_ids: bool) -> torch.Tensor:
     """Sentence embeddings of one batch on ``device`` (inputs copied asynchronously from pinned memory)."""
@@ -229,8 +222,11 @@ def forward_batch(model: SentenceTransformer, batch: HostBatch, mode: str | None
     tokens = hf(**kwargs, return_dict=True).last_hidden_state
     tokens = tokens.reshape(-1, tokens.shape[-1])                            # every row's tokens, flattened
     mask = t["mask"]
-    token_embeddings = tokens[t["index"]] * mask[..., None].to(tokens.dtype)  # [batch, longest, hidden]
-    return _pool(model, {"token_embeddings": token_embeddings, "attention_mask": mask.long()})
+    features = {"token_embeddings": tokens[t["index"]] * mask[..., None].to(tokens.dtype),  # [batch, longest, hidden]
+                "attention_mask": mask.long()}
+    for module in list(model)[1:]:      # the modules after the encoder (pooling, dense, normalise), as the model runs
+        features = module(features)
+    return features["sentence_embedding"]
 
 
 def cpu_workers(device: str) -> int:
@@ -333,25 +329,22 @@ def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: st
     n_workers = workers or cpu_workers(device)
     batches = token_budget_batches(lengths, batch_budget(device, batch_tokens, n_workers), max_batch_size)
 
-    def run_batch(idx: np.ndarray) -> np.ndarray:
+    def run_batch(idx: np.ndarray) -> torch.Tensor:
         batch = host_batch([input_ids[i] for i in idx], idx, mode, pad_id)
-        return forward_batch(model, batch, mode, device, type_ids).float().cpu().numpy()
+        return forward_batch(model, batch, mode, device, type_ids)
 
-    out: np.ndarray | None = None
+    sink = HostSink(len(texts), "cpu")           # each batch's rows copied into the result as it finishes
     t0 = time.perf_counter()
     with Progress(int(lengths.sum()), desc, "tokens", show=show_progress, unit_scale=True) as bar:
         for idx, emb in _run_batches(batches, run_batch, n_workers, lambda: autocast_for(model, precision, device)):
-            if out is None:
-                out = np.empty((len(texts), emb.shape[1]), dtype=np.float32)
-            out[idx] = emb
+            sink.put(idx, emb)
             bar.update(int(lengths[idx].sum()))
     stats.update(wall_s=time.perf_counter() - t0, wait_s=0.0, tokens=int(lengths.sum()), batches=len(batches))
-    assert out is not None
-    return out
+    return sink.result()
 
 
 def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int,
-                 cast: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                 cast: Any) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
     """(indices, embeddings) per batch, as they finish: in this thread, or in ``n_workers`` threads that each
     take the next batch (longest first) and run it with one intra-op thread (a setting of each thread). inference
     mode and autocast (``cast()``) are per thread, so a worker enters them for each batch it runs."""
@@ -361,7 +354,7 @@ def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int,
                 yield idx, run_batch(idx)
         return
 
-    def run(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def run(idx: np.ndarray) -> tuple[np.ndarray, torch.Tensor]:
         with torch.inference_mode(), cast():
             return idx, run_batch(idx)
 

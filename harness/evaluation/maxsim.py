@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from harness.console import Progress
+from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.token_store import TokenStore
 
 
@@ -88,15 +89,12 @@ def rerank_exact(queries: list[np.ndarray], store: TokenStore, idx: np.ndarray, 
     scores = np.full(idx.shape, -np.inf, dtype=np.float32)
     for row, q in enumerate(queries):
         cands = idx[row][idx[row] >= 0]
-        cands = cands[np.argsort(-store.lengths[cands], kind="stable")]   # longest first: little padding
+        # longest first, at most chunk_tokens padded tokens per part: little padding
+        parts = [cands[b] for b in token_budget_batches(store.lengths[cands], chunk_tokens, len(cands))]
         qt = torch.from_numpy(np.ascontiguousarray(q, dtype=np.float32))[None].to(device)
-        out, start = [], 0
-        while start < len(cands):
-            n = max(1, chunk_tokens // max(int(store.lengths[cands[start]]), 1))
-            part = cands[start : start + n]
-            with torch.inference_mode():
-                out.append(colbert_scores(qt, _padded(store, part, device), backend="torch")[0].cpu().numpy())
-            start += n
+        with torch.inference_mode():
+            out = [colbert_scores(qt, _padded(store, part, device), backend="torch")[0].cpu().numpy() for part in parts]
+        cands = np.concatenate(parts) if parts else cands
         s = np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
         order = np.argsort(-s, kind="stable")
         scores[row, : len(cands)], idx[row, : len(cands)] = s[order], cands[order]

@@ -37,16 +37,23 @@ def packed_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) 
     """Indices grouped into packed batches, longest first, with at most ``batch_tokens`` real tokens each (a packed
     batch holds no padding) and ``max_batch_size`` sequences; a text longer than the budget gets its own batch."""
     order = np.argsort(-lengths, kind="stable")
-    batches: list[np.ndarray] = []
-    start, n = 0, len(order)
-    ends = np.cumsum(np.maximum(lengths[order], 1))
-    while start < n:
+    sizes = np.maximum(lengths[order], 1)
+    return [order[a:b] for a, b in chunk_bounds(sizes, batch_tokens, batch_tokens, most_items=max_batch_size)]
+
+
+def chunk_bounds(sizes: np.ndarray, first: int, most: int, most_items: int | None = None) -> list[tuple[int, int]]:
+    """[start, stop) of consecutive chunks covering items of ``sizes`` (e.g. characters), the first holding about
+    ``first`` of it, each next one twice as much, up to ``most``; at least one item per chunk, at most
+    ``most_items``."""
+    ends = np.cumsum(sizes)
+    bounds, start, target = [], 0, max(1, first)
+    while start < len(sizes):
         before = ends[start - 1] if start else 0
-        fits = int(np.searchsorted(ends, before + batch_tokens, side="right"))   # first that no longer fits
-        stop = min(max(fits, start + 1), start + max_batch_size, n)
-        batches.append(order[start:stop])
-        start = stop
-    return batches
+        stop = max(start + 1, int(np.searchsorted(ends, before + target, side="right")))   # first that no longer fits
+        stop = stop if most_items is None else min(stop, start + most_items)
+        bounds.append((start, min(stop, len(sizes))))
+        start, target = stop, min(target * 2, max(most, 1))
+    return bounds
 
 
 @dataclass

@@ -30,25 +30,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.evaluation.packing import chunk_bounds
+
 #: characters per token assumed when sizing chunks before tokenising (English word pieces: about 4)
 CHARS_PER_TOKEN = 4
 #: a chunk holds about one batch's worth of text at first (the device starts at once), doubling up to this many
 GROWTH = 4
 #: output copies in flight before the sink waits for the oldest
 PENDING_COPIES = 8
-
-
-def chunk_bounds(sizes: np.ndarray, first: int, most: int) -> list[tuple[int, int]]:
-    """[start, stop) of consecutive chunks covering items of ``sizes`` (e.g. characters), the first holding about
-    ``first`` of it, each next one twice as much, up to ``most``; at least one item per chunk."""
-    ends = np.cumsum(sizes)
-    bounds, start, target = [], 0, max(1, first)
-    while start < len(sizes):
-        before = ends[start - 1] if start else 0
-        stop = max(start + 1, int(np.searchsorted(ends, before + target, side="right")))
-        bounds.append((start, min(stop, len(sizes))))
-        start, target = stop, min(target * 2, max(most, 1))
-    return bounds
 
 
 def text_chunks(texts: list[str], batch_tokens: int) -> list[tuple[int, int]]:
