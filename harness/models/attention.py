@@ -193,23 +193,6 @@ def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
     return kernel_calls.FLASH_ATTN if flash_attn else kernel_calls.TORCH_FLASH
 
 
-def record(requested: str, implementation: str, device: str, *, calls: dict[str, int] | None = None,
-           fallback: str = "") -> dict[str, Any]:
-    """What a record's model block says about attention where the config left the choice to the machine (``auto``)
-    or the harness changed it (``flash_attention_2``, ``harness_varlen``); empty for a named sdpa/eager/flex.
-    ``kernel`` is the kernel the counted ``calls`` name (None before any call: nothing ran yet); ``fallback``: why
-    ``auto`` chose padded sdpa on a GPU."""
-    if requested not in ("auto", "flash_attention_2", VARLEN):
-        return {}
-    counted = dict(calls or {})
-    block: dict[str, Any] = {"requested": requested, "implementation": implementation,
-                             "kernel": kernel_calls.observed_kernel(counted), "calls": counted,
-                             "unpadded": implementation == VARLEN}
-    if fallback:
-        block["fallback"] = fallback
-    return {"attention": block}
-
-
 def describe(requested: str) -> str:
     """One line for ``--cfg``: what ``auto`` resolves to on this machine and why (empty unless ``auto``)."""
     if requested != "auto":
