@@ -23,9 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def _check_attn(spec: ModelSpec) -> None:
-    from harness.models.attention import flash_attn_importable
-
-    if spec.attn_implementation == "flash_attention_2" and not flash_attn_importable():
+    if spec.attn_implementation == "flash_attention_2" and not att.flash_attn_importable():
         raise HarnessError(
             "model.attn_implementation=flash_attention_2 needs flash-attn, which is not installed. "
             "On a CUDA machine: pip install 'harness[gpu]', or use auto (unpadded with torch's own flash kernel "

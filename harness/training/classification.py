@@ -36,7 +36,6 @@ from harness.models.load import attention_for, unpad_if_varlen
 from harness.training import tracking
 from harness.training.arguments import NaNLossGuard, ProgressLines, check_loss
 from harness.training.arguments import training_arguments as shared_training_arguments
-from harness.training.glue_tokens import cached_tokenize, token_hash, tokenize  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     import datasets
