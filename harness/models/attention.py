@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.models import kernel_calls
 from harness.models.kernel_calls import VARLEN
-
-log = logging.getLogger(__name__)
 
 #: Hugging Face ``model_type``s whose forward the harness packs: restarting positions and ``cu_seq_lens`` reach
 #: the attention function unchanged (tests compare them with the padded model)
@@ -173,12 +170,6 @@ def fallback_reason(requested: str, implementation: str, model_type: str | None,
     if requested != "auto" or implementation != "sdpa" or not can_pack(model_type) or not runs_on_cuda(device):
         return ""
     return blocker_for(device, head_dim, dtype)
-
-
-def say_fallback(model: str, reason: str) -> None:
-    """The one line a run prints where ``auto`` falls back to padded sdpa on a GPU."""
-    log.warning("%s: model.attn_implementation=auto -> sdpa on padded batches on this GPU, not %s (unpadded): %s",
-                model, VARLEN, reason)
 
 
 # --------------------------------------------------------------------------------------------- what ran

@@ -40,8 +40,9 @@ def attention_for(requested: str, local: str, device: str | None = None, *, dtyp
     model_type, head_dim = config.get("model_type"), att.head_dim_of(config)
     implementation = att.resolve_for(requested, model_type, device, head_dim=head_dim, dtype=dtype)
     reason = att.fallback_reason(requested, implementation, model_type, device, head_dim=head_dim, dtype=dtype)
-    if reason:
-        att.say_fallback(Path(local).name, reason)
+    if reason:      # the one line a run prints where auto falls back to padded sdpa on a GPU
+        log.warning("%s: model.attn_implementation=auto -> sdpa on padded batches on this GPU, not %s (unpadded): %s",
+                    Path(local).name, att.VARLEN, reason)
     if implementation == att.VARLEN:
         from harness.models.varlen_attention import register
 
@@ -114,10 +115,8 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
                 config_args={"trust_remote_code": spec.trust_remote_code},
                 tokenizer_args={"trust_remote_code": spec.trust_remote_code},
             )
-            modules: list[Any] = [transformer, models.Pooling(transformer.get_word_embedding_dimension(), spec.pooling)]
-            if spec.normalize:
-                modules.append(models.Normalize())
-            model = SentenceTransformer(modules=modules, device=device)
+            pooling = models.Pooling(transformer.get_word_embedding_dimension(), spec.pooling)
+            model = SentenceTransformer(modules=[transformer, pooling], device=device)   # apply_head: Normalize
     except (OSError, ValueError, json.JSONDecodeError) as exc:
         raise HarnessError(f"could not load model {spec.name!r} from {local}: {exc}") from exc
     model.max_seq_length = min(spec.max_length, model.max_seq_length or spec.max_length)
