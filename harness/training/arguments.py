@@ -64,10 +64,10 @@ def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, 
         "save_strategy": "no",
         "seed": run.seed,
         "data_seed": run.seed,
-        "use_cpu": run.use_cpu,
+        "use_cpu": run.device == "cpu",
         "disable_tqdm": not interactive(),  # a tqdm bar on a terminal; elsewhere the ProgressLines callback prints
         **(tracker or tracking.NONE).training_args(),
-        **({"ddp_backend": "gloo" if run.use_cpu else "nccl", "ddp_find_unused_parameters": False} if n > 1 else {}),
+        **({"ddp_backend": "gloo" if run.device == "cpu" else "nccl", "ddp_find_unused_parameters": False} if n > 1 else {}),
     }
     args = Arguments(**(shared | fields))
     if n > 1:   # sentence-transformers turns drop_last on under DDP, against ranks hanging on an uneven last batch;
