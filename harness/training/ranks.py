@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch.utils.data import BatchSampler
 from transformers import TrainerCallback
 
@@ -64,8 +65,6 @@ def check_devices(n: int, device: str) -> None:
         if ":" in device and device != "cuda:0":
             raise HarnessError(f"task.devices={n} trains on GPUs 0..{n - 1}, not from {device}: set device=cuda and "
                                "pick the GPUs with CUDA_VISIBLE_DEVICES")
-        import torch
-
         visible = torch.cuda.device_count()
         if visible < n:
             raise HarnessError(f"task.devices={n} needs {n} GPUs but {visible} are visible: set task.devices<="
@@ -114,8 +113,6 @@ def _launching(n: int, device: str) -> Iterator[None]:
     unless set: else accelerate gives each rank the machine's physical cores / N, however few of them this job
     holds). The launcher's own log of a failure (tracebacks of the agent) off the console: the run's error line says
     it. Afterwards, the process's signal handlers as they were before the elastic agent set its own."""
-    import torch
-
     env = {"HARNESS_RANK_LOG_LEVEL": str(logging.getLogger("harness.progress").getEffectiveLevel())}
     if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         env["OMP_NUM_THREADS"] = str(max(1, torch.get_num_threads() // n))
