@@ -120,7 +120,7 @@ def test_a_glue_tokenisation_cache_of_other_labels_is_rebuilt(tmp_path: Path) ->
     from transformers import AutoTokenizer
 
     from harness.data.glue import Split
-    from harness.training.classification import cached_tokenize
+    from harness.training.glue_tokens import cached_tokenize
     from tests.conftest import TINY_MODEL
 
     tok = AutoTokenizer.from_pretrained(TINY_MODEL)

@@ -30,11 +30,12 @@ def _tiny_run(protocol: str, scores: list[float], tmp_path: Path, **cfg: object)
     from transformers import AutoTokenizer
 
     from harness.data.glue import Split
+    from harness.training.glue_tokens import tokenize
 
     tok = AutoTokenizer.from_pretrained(TINY)
     split = Split([f"the cat sat {i}" for i in range(32)], [f"a dog ran {i}" for i in range(32)], [i % 2 for i in range(32)])
-    train = clf.tokenize(split, tok, 16, False)
-    dev = clf.tokenize(Split(split.text_a[:4], split.text_b[:4], split.labels[:4]), tok, 16, False)
+    train = tokenize(split, tok, 16, False)
+    dev = tokenize(Split(split.text_a[:4], split.text_b[:4], split.labels[:4]), tok, 16, False)
     seq = iter(scores)
 
     def metrics(_pred) -> dict[str, float]:

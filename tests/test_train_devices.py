@@ -149,7 +149,7 @@ def test_devices_stay_out_of_the_run_id_gathered_negatives_enter_it(tmp_path: Pa
 
 
 def test_devices_are_checked_before_any_work() -> None:
-    from harness.training.launch import check_devices
+    from harness.training.ranks import check_devices
 
     check_devices(4, "cpu")                                                # N processes share the cores (gloo)
     check_devices(1, "cuda:3")
@@ -170,7 +170,7 @@ def failed(message: str, exitcode: int = 1, timestamp: int = 100) -> SimpleNames
 
 
 def test_a_failed_launch_names_the_rank_that_caused_it() -> None:
-    from harness.training.launch import failure
+    from harness.training.ranks import failure
 
     gone = SimpleNamespace(failures={
         0: failed("DistBackendError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer", timestamp=99),

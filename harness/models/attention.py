@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.models import kernel_calls
 from harness.models.kernel_calls import VARLEN
-
-log = logging.getLogger(__name__)
 
 #: Hugging Face ``model_type``s whose forward the harness packs: restarting positions and ``cu_seq_lens`` reach
 #: the attention function unchanged (tests compare them with the padded model)
@@ -175,12 +172,6 @@ def fallback_reason(requested: str, implementation: str, model_type: str | None,
     return blocker_for(device, head_dim, dtype)
 
 
-def say_fallback(model: str, reason: str) -> None:
-    """The one line a run prints where ``auto`` falls back to padded sdpa on a GPU."""
-    log.warning("%s: model.attn_implementation=auto -> sdpa on padded batches on this GPU, not %s (unpadded): %s",
-                model, VARLEN, reason)
-
-
 # --------------------------------------------------------------------------------------------- what ran
 def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
     """What computes attention under ``implementation`` (expected from the settings; records count what ran):
@@ -191,23 +182,6 @@ def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
     if not cuda:
         return kernel_calls.REFERENCE
     return kernel_calls.FLASH_ATTN if flash_attn else kernel_calls.TORCH_FLASH
-
-
-def record(requested: str, implementation: str, device: str, *, calls: dict[str, int] | None = None,
-           fallback: str = "") -> dict[str, Any]:
-    """What a record's model block says about attention where the config left the choice to the machine (``auto``)
-    or the harness changed it (``flash_attention_2``, ``harness_varlen``); empty for a named sdpa/eager/flex.
-    ``kernel`` is the kernel the counted ``calls`` name (None before any call: nothing ran yet); ``fallback``: why
-    ``auto`` chose padded sdpa on a GPU."""
-    if requested not in ("auto", "flash_attention_2", VARLEN):
-        return {}
-    counted = dict(calls or {})
-    block: dict[str, Any] = {"requested": requested, "implementation": implementation,
-                             "kernel": kernel_calls.observed_kernel(counted), "calls": counted,
-                             "unpadded": implementation == VARLEN}
-    if fallback:
-        block["fallback"] = fallback
-    return {"attention": block}
 
 
 def describe(requested: str) -> str:

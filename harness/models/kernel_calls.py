@@ -4,7 +4,7 @@
 ``harness_varlen`` the attention function itself counts each call under the kernel it called (torch's flash
 kernel, flash-attn's varlen function, the plain-torch reference, or the padded mask path); under any other
 implementation a hook on each attention module counts ``transformers <implementation>`` (the padded fallback). A
-record's attention block (:func:`harness.models.attention.record`) is kept current as calls arrive
+record's attention block (:func:`harness.models.load.attention_record`) is kept current as calls arrive
 (:meth:`KernelCalls.keep`), so a record made after encoding names the kernel that encoded, never one inferred from
 the settings. Calls inside a ``torch.compile`` graph are not seen one by one: the compiled forwards are counted
 instead (``compiled forward (torch.compile)``).

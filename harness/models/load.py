@@ -23,9 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def _check_attn(spec: ModelSpec) -> None:
-    from harness.models.attention import flash_attn_importable
-
-    if spec.attn_implementation == "flash_attention_2" and not flash_attn_importable():
+    if spec.attn_implementation == "flash_attention_2" and not att.flash_attn_importable():
         raise HarnessError(
             "model.attn_implementation=flash_attention_2 needs flash-attn, which is not installed. "
             "On a CUDA machine: pip install 'harness[gpu]', or use auto (unpadded with torch's own flash kernel "
@@ -42,8 +40,9 @@ def attention_for(requested: str, local: str, device: str | None = None, *, dtyp
     model_type, head_dim = config.get("model_type"), att.head_dim_of(config)
     implementation = att.resolve_for(requested, model_type, device, head_dim=head_dim, dtype=dtype)
     reason = att.fallback_reason(requested, implementation, model_type, device, head_dim=head_dim, dtype=dtype)
-    if reason:
-        att.say_fallback(Path(local).name, reason)
+    if reason:      # the one line a run prints where auto falls back to padded sdpa on a GPU
+        log.warning("%s: model.attn_implementation=auto -> sdpa on padded batches on this GPU, not %s (unpadded): %s",
+                    Path(local).name, att.VARLEN, reason)
     if implementation == att.VARLEN:
         from harness.models.varlen_attention import register
 
@@ -67,15 +66,18 @@ def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any
     """The record's ``attention`` entry where ``auto`` was resolved (or the harness changed the implementation):
     which implementation, why ``auto`` fell back to padded sdpa on a GPU, and the kernel counted as it runs (the
     entry stays current: :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
+    if requested not in ("auto", "flash_attention_2", att.VARLEN):
+        return {}
     config = encoder.config
     implementation = str(getattr(config, "_attn_implementation", ""))
     dtype = str(next(encoder.parameters()).dtype).removeprefix("torch.")
+    block: dict[str, Any] = {"requested": requested, "implementation": implementation, "kernel": None, "calls": {},
+                             "unpadded": implementation == att.VARLEN}
     reason = att.fallback_reason(requested, implementation, getattr(config, "model_type", None), device,
                                  head_dim=att.head_dim_of(config), dtype=dtype)
-    block = att.record(requested, implementation, device, fallback=reason)
-    if block:
-        watch(encoder).keep(block["attention"])
-    return block
+    if reason:
+        block["fallback"] = reason
+    return {"attention": watch(encoder).keep(block)}
 
 
 def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
@@ -113,10 +115,8 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
                 config_args={"trust_remote_code": spec.trust_remote_code},
                 tokenizer_args={"trust_remote_code": spec.trust_remote_code},
             )
-            modules: list[Any] = [transformer, models.Pooling(transformer.get_word_embedding_dimension(), spec.pooling)]
-            if spec.normalize:
-                modules.append(models.Normalize())
-            model = SentenceTransformer(modules=modules, device=device)
+            pooling = models.Pooling(transformer.get_word_embedding_dimension(), spec.pooling)
+            model = SentenceTransformer(modules=[transformer, pooling], device=device)   # apply_head: Normalize
     except (OSError, ValueError, json.JSONDecodeError) as exc:
         raise HarnessError(f"could not load model {spec.name!r} from {local}: {exc}") from exc
     model.max_seq_length = min(spec.max_length, model.max_seq_length or spec.max_length)

@@ -90,20 +90,15 @@ def autocast(precision: str, device: str) -> Any:
     return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=dtype)
 
 
-def low_precision_weights(precision: str, device: str) -> bool:
-    """Whether inference at ``precision`` on ``device`` runs on weights cast to it (bf16/fp16 on CUDA) rather than
-    autocast over fp32 weights: autocast keeps LayerNorm, residuals and rotary in fp32 and casts between them, and
-    the attention output back to fp32, which is slower and not what the GPU path is for. CPUs keep autocast (their
-    bf16 runs, where chosen, are measured that way: see docs/efficiency.md)."""
-    return device.startswith("cuda") and precision in ("bf16", "fp16")
-
-
 def cast_for_inference(model: Any, precision: str, device: str) -> str:
-    """Cast ``model``'s weights for inference at ``precision`` where :func:`low_precision_weights` says so; what
-    runs, for the record: ``fp32``, ``bf16 weights`` (or fp16), or ``autocast bf16 over fp32 weights``."""
+    """Cast ``model``'s weights for inference at ``precision`` (bf16/fp16 on CUDA) rather than autocast over fp32
+    weights: autocast keeps LayerNorm, residuals and rotary in fp32 and casts between them, and the attention output
+    back to fp32, which is slower and not what the GPU path is for. CPUs keep autocast (their bf16 runs, where
+    chosen, are measured that way: see docs/efficiency.md). What runs, for the record: ``fp32``, ``bf16 weights``
+    (or fp16), or ``autocast bf16 over fp32 weights``."""
     if precision == "fp32":
         return "fp32"
-    if low_precision_weights(precision, device):
+    if device.startswith("cuda") and precision in ("bf16", "fp16"):
         import torch
 
         model.to(torch.bfloat16 if precision == "bf16" else torch.float16)

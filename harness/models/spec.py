@@ -77,7 +77,7 @@ class ModelSpec:
                     f"model {self.name!r}: keep_layers={keep} must be a non-empty, strictly increasing list of "
                     "layer indices >= 0, e.g. model.keep_layers=[0,1,2,18]"
                 )
-            suffix = variant_suffix(keep)
+            suffix = "[" + ",".join(str(i) for i in keep) + "]"   # as in mmbert-small[0,1,2,18]
             if not self.name.endswith(suffix):   # the variant is part of the leaderboard row name
                 self.name = f"{self.name}{suffix}"
 
@@ -90,8 +90,3 @@ class ModelSpec:
     def based_on(cls, model: str, **fields: Any) -> ModelSpec:
         """conf/model/<model>.yaml with ``fields`` replaced (benchmarks, tests): the YAML writes every default."""
         return from_conf(cls, f"model/{model}", **fields)
-
-
-def variant_suffix(keep_layers: list[int]) -> str:
-    """The row-name suffix of a pruned variant: ``[0,1,2,18]`` (as in ``mmbert-small[0,1,2,18]``)."""
-    return "[" + ",".join(str(i) for i in keep_layers) + "]"

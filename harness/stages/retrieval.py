@@ -82,7 +82,7 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
         from harness.models import fingerprint
         from harness.results import atomic_write_json
         from harness.training import tracking
-        from harness.training.launch import check_devices
+        from harness.training.ranks import check_devices
 
         # here, not in the run's up-front checks: the paper graph runs those where it submits, not on the node
         check_devices(plan.settings.training.devices, plan.device)

@@ -101,7 +101,7 @@ KD = KdTrainer()
 # A ``train.*`` stage on N processes (``task.devices``): what the run hands its ranks, and what a rank does.
 #
 # One writer. The run's own process (the one holding its run lock) stages the weights it loaded and the training rows
-# in ``<trained model folder>/staging``, launches the ranks (:func:`harness.training.launch.run_on_devices`) and,
+# in ``<trained model folder>/staging``, launches the ranks (:func:`harness.training.ranks.run_on_devices`) and,
 # once every rank has ended well, loads the weights rank 0 saved into its model: it alone then writes the training
 # marker and the records (:mod:`~harness.stages.retrieval`). A rank loads the staged weights through the run's
 # own load stage (the same attention, unpadding and head as the run's model), trains its share, and only rank 0 saves
@@ -133,7 +133,7 @@ def fit_on_devices(plan: RunPlan, trainer: Any, model: Any, data: Any, spec: Mod
     one-process stage calls it); the trained weights are loaded into ``model``; returns rank 0's training facts.
     A failure removes the trainers' checkpoint folder, as on one process (ranks stopped mid-way cannot)."""
     from harness.training.arguments import discard_unfinished
-    from harness.training.launch import run_on_devices
+    from harness.training.ranks import run_on_devices
 
     staging = Path(out_dir) / "staging"
     shutil.rmtree(staging, ignore_errors=True)

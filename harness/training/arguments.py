@@ -64,10 +64,10 @@ def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, 
         "save_strategy": "no",
         "seed": run.seed,
         "data_seed": run.seed,
-        "use_cpu": run.use_cpu,
+        "use_cpu": run.device == "cpu",
         "disable_tqdm": not interactive(),  # a tqdm bar on a terminal; elsewhere the ProgressLines callback prints
         **(tracker or tracking.NONE).training_args(),
-        **({"ddp_backend": "gloo" if run.use_cpu else "nccl", "ddp_find_unused_parameters": False} if n > 1 else {}),
+        **({"ddp_backend": "gloo" if run.device == "cpu" else "nccl", "ddp_find_unused_parameters": False} if n > 1 else {}),
     }
     args = Arguments(**(shared | fields))
     if n > 1:   # sentence-transformers turns drop_last on under DDP, against ranks hanging on an uneven last batch;
@@ -131,16 +131,6 @@ class ProgressLines(TrainerCallback):
             self.progress = None
 
 
-def check_steps(steps: int, n_rows: int, rows: str, cfg: Batches) -> None:
-    """Zero optimisation steps means the data did not fill one (accumulated) batch: fail, naming the fix."""
-    if steps == 0:
-        raise HarnessError(
-            f"training ran 0 optimisation steps on {n_rows} {rows} (batch {cfg.batch_size} x accumulation "
-            f"{cfg.gradient_accumulation_steps}): lower task.batch_size or task.gradient_accumulation_steps, or "
-            "provide more data."
-        )
-
-
 def check_loss(loss: float) -> None:
     """A NaN or infinite mean training loss: the run diverged."""
     if not math.isfinite(loss):
@@ -151,12 +141,17 @@ def check_loss(loss: float) -> None:
 
 def finish_training(model: Any, result: Any, output_dir: str | Path, *, cfg: Batches, n_rows: int,
                     rows: str, tracker: Tracker | None = None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Check the run (:func:`check_steps`, :func:`check_loss`), save ``model`` to ``output_dir/model`` and return
+    """Check the run (some steps, :func:`check_loss`), save ``model`` to ``output_dir/model`` and return
     the record's training facts: steps, mean loss, ``n_<rows>``, effective batch size, ``facts``, where the model
     is, and the tracker's description when one is on. ``result``: what ``Trainer.train()`` returned. On several
     processes only rank 0 saves; the others wait for it."""
     tracker = tracker or tracking.NONE
-    check_steps(result.global_step, n_rows, rows, cfg)
+    if result.global_step == 0:     # the data did not fill one (accumulated) batch
+        raise HarnessError(
+            f"training ran 0 optimisation steps on {n_rows} {rows} (batch {cfg.batch_size} x accumulation "
+            f"{cfg.gradient_accumulation_steps}): lower task.batch_size or task.gradient_accumulation_steps, or "
+            "provide more data."
+        )
     check_loss(result.training_loss)
     final = Path(output_dir) / "model"
     if ranks.rank() == 0:

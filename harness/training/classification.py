@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from transformers import TrainerCallback
+from transformers import DataCollatorWithPadding, EarlyStoppingCallback, TrainerCallback
 
 from harness.errors import HarnessError, TrainingDivergedError
 from harness.glue_metrics import compute
@@ -36,7 +36,6 @@ from harness.models.load import attention_for, unpad_if_varlen
 from harness.training import tracking
 from harness.training.arguments import NaNLossGuard, ProgressLines, check_loss
 from harness.training.arguments import training_arguments as shared_training_arguments
-from harness.training.glue_tokens import cached_tokenize, token_hash, tokenize  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     import datasets
@@ -244,8 +243,6 @@ def trainer_class(protocol: str) -> type:
 
 def stopper(cfg: TrainConfig) -> Any:
     """The early-stopping callback of ``cfg.protocol``."""
-    from transformers import EarlyStoppingCallback
-
     stop = cfg.node.early_stopping
     if cfg.protocol == "authors":
         return BatchPatienceStopping(cfg.monitor, stop.patience_batches, stop.min_delta)
@@ -273,8 +270,6 @@ def train_and_evaluate(
 ) -> TrainOutcome:
     """Fine-tune with early stopping and evaluate on ``eval_ds`` the weights ``cfg.protocol`` scores (``best_epoch``:
     the restored best checkpoint; ``authors``: the last weights); ``tracker``: ``logger=``'s (or none)."""
-    from transformers import DataCollatorWithPadding
-
     tracker = tracker or tracking.NONE
     args = training_arguments(cfg, output_dir, len(train_ds), tracker)
     seen: dict[str, Any] = {}

@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentence_transformers import SentenceTransformerTrainer
+from sentence_transformers.training_args import BatchSamplers
 
 from harness.errors import HarnessError
+from harness.evaluation.colbert_model import capped_length
+from harness.models import usable_positions
 from harness.training import arguments, ranks, tracking
 
 if TYPE_CHECKING:
@@ -131,8 +134,6 @@ def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseT
     """Fine-tune ``model`` in place on (anchor, positive, negative) triplets as ``node`` (the task's ``train.dense``
     settings) says, at ``run``'s learning rate, seed and precision; save it to ``output_dir``; the training facts for
     the record (steps, loss, effective batch size, where the curves are). ``tracker``: ``logger=``'s (or none)."""
-    from sentence_transformers.training_args import BatchSamplers
-
     check_batchable(train_dataset, node.batch_size)
     model.max_seq_length = node.max_seq_length
     steps_per_epoch = max(1, len(train_dataset) // (node.batch_size * node.gradient_accumulation_steps))
@@ -151,9 +152,6 @@ def train_kd(model: ColBERT, train_dataset: Dataset, node: KdTraining, run: Trai
     save it to ``output_dir/model``; the training facts. ``tracker``: ``logger=``'s (or none)."""
     tracker = tracker or tracking.NONE
     from pylate import losses, utils
-
-    from harness.evaluation.colbert_model import capped_length
-    from harness.models import usable_positions
 
     if len(train_dataset) == 0:
         raise HarnessError("the KD training set is empty: provide rows or raise task.train_data.max_samples.")

@@ -134,7 +134,3 @@ class TrainRun:
     seed: int
     precision: str      # fp32 | bf16 | fp16 (mixed-precision training)
     device: str
-
-    @property
-    def use_cpu(self) -> bool:
-        return self.device == "cpu"
