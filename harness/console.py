@@ -127,20 +127,18 @@ class Progress:
         self.n += n
         self.bar.update(n)
         now = time.perf_counter()
-        if self.show and not self.steps and not interactive() and now - self.last >= progress_interval():
+        elapsed = now - self.t0
+        left = elapsed / self.n * (self.total - self.n) if self.total and 0 < self.n < self.total else None
+        if self.show and self.steps:
+            left = left if left_s is None else left_s
+            log.info("%s: %d/%s %s%s (%s in all%s)", self.desc, self.n, self.total or "?", self.unit,
+                     f", {note}" if note else "", _duration(elapsed), f", about {_duration(left)} left" if left else "")
+        elif self.show and not interactive() and now - self.last >= progress_interval():
             self.last = now                  # no bar (a SLURM log, a pipe): a line every progress_interval() s
-            left = (now - self.t0) / self.n * (self.total - self.n) if self.total and 0 < self.n < self.total else None
             done = f"{self.n:,}/{self.total:,}" if self.total else f"{self.n:,}"
             pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
-            log.info("%s: %s %s%s, %s so far%s", self.desc, done, self.unit, pct, _duration(now - self.t0),
+            log.info("%s: %s %s%s, %s so far%s", self.desc, done, self.unit, pct, _duration(elapsed),
                      f", about {_duration(left)} left" if left else "")
-        if self.show and self.steps:
-            elapsed = time.perf_counter() - self.t0
-            if left_s is None and self.total and 0 < self.n < self.total:
-                left_s = elapsed / self.n * (self.total - self.n)
-            eta = f", about {_duration(left_s)} left" if left_s else ""
-            log.info("%s: %d/%s %s%s (%s in all%s)", self.desc, self.n, self.total or "?", self.unit,
-                     f", {note}" if note else "", _duration(elapsed), eta)
 
     def stop(self, reason: str) -> None:
         """Finish before ``total``: one line saying where and why (a budget reached)."""
