@@ -230,9 +230,7 @@ def failure_path(path: Path, created_at: str) -> Path:
 
 
 def finished_at(path: Path) -> ResultRecord | None:
-    """The ok (or skipped) record at ``path``, if any (failed or unreadable records count as not finished)."""
-    if not path.exists():
-        return None
+    """The ok (or skipped) record at ``path``, if any (failed, unreadable or absent records count as not finished)."""
     try:
         rec = read_record(path)
     except (ValueError, OSError, TypeError):
