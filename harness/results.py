@@ -212,7 +212,8 @@ def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
         raise ValueError(f"record for {record.dataset}: main_score {record.main_score!r} not in metrics")
     path = path_of(results_dir, record)
     if record.status == STATUS_FAILED and finished_at(path) is not None:
-        path = failure_path(path, record.created_at)
+        stamp = "".join(c for c in record.created_at[:19] if c.isalnum()) + "Z"
+        path = path.with_name(f"{path.stem}.failed-{stamp}")
     if record.per_query is not None and record.status == STATUS_OK:
         from harness import per_query
 
@@ -221,12 +222,6 @@ def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
     data["metrics"] = {k: None if _nonfinite(v) else v for k, v in record.metrics.items()}
     atomic_write_json(path, data)   # strict JSON: a NaN is written as null (the error names its value)
     return path
-
-
-def failure_path(path: Path, created_at: str) -> Path:
-    """Where a failure goes when ``path`` holds a finished record: beside it, never over it."""
-    stamp = "".join(c for c in created_at[:19] if c.isalnum()) + "Z"
-    return path.with_name(f"{path.stem}.failed-{stamp}")
 
 
 def finished_at(path: Path) -> ResultRecord | None:
@@ -241,6 +236,13 @@ def finished_at(path: Path) -> ResultRecord | None:
 def read_record(path: str | os.PathLike) -> ResultRecord:
     with open(path) as fh:
         return ResultRecord.from_dict(json.load(fh))
+
+
+def finished_record(
+    results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str
+) -> ResultRecord | None:
+    """The ok (or skipped) record of this cell, if any (failed or unreadable records count as not finished)."""
+    return finished_at(record_path(results_dir, task, model_name, rid, dataset))
 
 
 def iter_records(

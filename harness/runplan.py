@@ -134,7 +134,7 @@ def pending(plan: RunPlan, cells: Sequence[Cell]) -> list[Cell]:
     log = logging.getLogger("harness.runner")
     todo = []
     for cell in cells:
-        rec = results.finished_at(plan.record_path(cell))
+        rec = results.finished_record(plan.layout.results, plan.task, plan.model_name, cell.run_id, cell.dataset)
         if rec is not None and cell.spec is not None and rec.details.get("data_spec") != cell.spec:
             rec = None   # same run, but the dataset means other data now: evaluate again (the runner's store)
         if rec is None or plan.overwrite:
