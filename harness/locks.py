@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.cache_entry import FileLock, Heartbeat, Holder, beat_every
+from harness.preflight import existing_ancestor
 from harness.typed import build
 
 if TYPE_CHECKING:
@@ -54,12 +55,9 @@ class RunLock(FileLock):
         self.created: list[Path] = []
 
     def try_acquire(self, stale_after: float) -> Holder | None:
-        missing, d = [], self.path.parent
-        while not d.exists() and d.parent != d:
-            missing.append(d)
-            d = d.parent
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.created = missing   # deepest first
+        folder, found = self.path.parent, existing_ancestor(self.path.parent)
+        self.created = [d for d in (folder, *folder.parents) if d not in (found, *found.parents)]   # deepest first
+        folder.mkdir(parents=True, exist_ok=True)
         return super().try_acquire(stale_after)
 
     def release(self) -> None:
