@@ -32,15 +32,9 @@ LIBRARIES = (
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
-class LibraryNoise(logging.Filter):
+def _library_noise(record: logging.LogRecord) -> bool:
     """Drops library records below ERROR (a console handler's filter; the log file keeps them)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR or record.name.split(".", 1)[0] not in LIBRARIES
-
-
-def _console_handlers(logger: logging.Logger) -> list[logging.Handler]:
-    return [h for h in logger.handlers if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    return record.levelno >= logging.ERROR or record.name.split(".", 1)[0] not in LIBRARIES
 
 
 def level_of(log_level: str | None) -> int | None:
@@ -61,8 +55,7 @@ def configure(log_level: str | None = None, verbose: object = False) -> None:
     if level is not None or verbose:   # an earlier quiet job of this process (multirun) must not keep its filters
         for logger in (logging.getLogger(), *(logging.getLogger(n) for n in LIBRARIES)):
             for handler in logger.handlers:
-                for f in [f for f in handler.filters if isinstance(f, LibraryNoise)]:
-                    handler.removeFilter(f)
+                handler.removeFilter(_library_noise)
         tlog.enable_progress_bar()
     if level is not None:
         logging.getLogger().setLevel(level)
@@ -79,11 +72,10 @@ def configure(log_level: str | None = None, verbose: object = False) -> None:
 
     huggingface_hub.utils.enable_progress_bars()   # ... but downloads keep theirs
     import datasets.utils.logging  # noqa: F401 - importing it adds datasets' own stream handler, filtered below
-    noise = LibraryNoise()
     for logger in (logging.getLogger(), *(logging.getLogger(n) for n in LIBRARIES)):
-        for handler in _console_handlers(logger):
-            if not any(isinstance(f, LibraryNoise) for f in handler.filters):
-                handler.addFilter(noise)
+        for handler in logger.handlers:   # the console's, not the log file's; logging adds a filter once
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                handler.addFilter(_library_noise)
 
 
 # ------------------------------------------------------------------------------------------------ progress
@@ -127,20 +119,18 @@ class Progress:
         self.n += n
         self.bar.update(n)
         now = time.perf_counter()
-        if self.show and not self.steps and not interactive() and now - self.last >= progress_interval():
+        elapsed = now - self.t0
+        left = elapsed / self.n * (self.total - self.n) if self.total and 0 < self.n < self.total else None
+        if self.show and self.steps:
+            left = left if left_s is None else left_s
+            log.info("%s: %d/%s %s%s (%s in all%s)", self.desc, self.n, self.total or "?", self.unit,
+                     f", {note}" if note else "", _duration(elapsed), f", about {_duration(left)} left" if left else "")
+        elif self.show and not interactive() and now - self.last >= progress_interval():
             self.last = now                  # no bar (a SLURM log, a pipe): a line every progress_interval() s
-            left = (now - self.t0) / self.n * (self.total - self.n) if self.total and 0 < self.n < self.total else None
             done = f"{self.n:,}/{self.total:,}" if self.total else f"{self.n:,}"
             pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
-            log.info("%s: %s %s%s, %s so far%s", self.desc, done, self.unit, pct, _duration(now - self.t0),
+            log.info("%s: %s %s%s, %s so far%s", self.desc, done, self.unit, pct, _duration(elapsed),
                      f", about {_duration(left)} left" if left else "")
-        if self.show and self.steps:
-            elapsed = time.perf_counter() - self.t0
-            if left_s is None and self.total and 0 < self.n < self.total:
-                left_s = elapsed / self.n * (self.total - self.n)
-            eta = f", about {_duration(left_s)} left" if left_s else ""
-            log.info("%s: %d/%s %s%s (%s in all%s)", self.desc, self.n, self.total or "?", self.unit,
-                     f", {note}" if note else "", _duration(elapsed), eta)
 
     def stop(self, reason: str) -> None:
         """Finish before ``total``: one line saying where and why (a budget reached)."""

@@ -19,24 +19,19 @@ from harness.specs import dependencies
 log = logging.getLogger(__name__)
 
 
-def basic_sweeper() -> Any:
-    """Hydra's basic sweeper class, found through Hydra's public plugin registry (it lives in a private module)."""
-    from hydra.core.plugins import Plugins
-    from hydra.plugins.sweeper import Sweeper
-
-    found = [c for c in Plugins.instance().discover(Sweeper) if c.__name__ == "BasicSweeper"]
-    if not found:
-        raise HarnessError("Hydra's BasicSweeper plugin was not found; is hydra-core installed?")
-    return found[0]
-
-
 def sweep_batches(params: Mapping[str, str], cli_overrides: Sequence[str], max_batch_size: int | None) -> list:
     """The job batches Hydra's basic sweeper will launch, in order (each batch = one SLURM array, and the
     next batch starts only when the previous one has finished)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
 
     parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + list(cli_overrides))
-    return basic_sweeper().split_arguments(parsed, max_batch_size)
+    # the sweeper class through Hydra's public plugin registry (it lives in a private module)
+    found = [c for c in Plugins.instance().discover(Sweeper) if c.__name__ == "BasicSweeper"]
+    if not found:
+        raise HarnessError("Hydra's BasicSweeper plugin was not found; is hydra-core installed?")
+    return found[0].split_arguments(parsed, max_batch_size)
 
 
 def job_tasks(job: Sequence[str]) -> list[str] | None:

@@ -54,10 +54,6 @@ def trained_model_dir(outputs_dir: PathLike, task: str, model: str, key: str) ->
     return Path(outputs_dir) / "models" / safe_name(task) / safe_name(model) / safe_name(key)
 
 
-#: the cache folders under ``paths.cache``, one per kind of entry
-EMBEDDINGS, COLBERT_TOKENS, GLUE_TOKENIZED = "embeddings", "colbert-tokens", "glue-tokenized"
-
-
 @dataclass(frozen=True)
 class RunLayout:
     """Where one run's files go, from the config's ``paths``: records under ``results``, trained models under
@@ -79,12 +75,12 @@ class RunLayout:
 
     def embeddings(self) -> Path:
         """Corpus and query embeddings of single-vector retrievers (:mod:`harness.evaluation.embedding_cache`)."""
-        return self.cache / EMBEDDINGS
+        return self.cache / "embeddings"
 
     def colbert_tokens(self) -> Path:
         """Corpus token embeddings of multi-vector retrievers (:mod:`harness.evaluation.token_store`)."""
-        return self.cache / COLBERT_TOKENS
+        return self.cache / "colbert-tokens"
 
     def glue_tokenized(self, key: str) -> Path:
         """One GLUE task's tokenised train and dev sets (``key``: model, data, length, subsample)."""
-        return self.cache / GLUE_TOKENIZED / key
+        return self.cache / "glue-tokenized" / key

@@ -1,13 +1,10 @@
 """One process per run: a lock file in the run's results folder, so a requeued SLURM array task that overlaps the
 original (or two users starting the same sweep) never computes a run twice.
 
-``<results>/<task>/<model>/<run id>/.lock`` holds the owner's host, pid, a token and its start time; the owner
-touches it every ``stale_after / 10`` seconds. A lock is stale (its owner died: kill -9, a lost node) when it has
-not been touched for ``stale_after`` seconds, or at once when its owner was a process on this host that no longer
-exists; a stale lock is taken over. A live lock is waited for up to ``wait`` seconds, then the run is skipped
-with a message naming the owner. Our own code (no library does this): file locks (``fcntl``) do not hold across
-the NFS/Lustre nodes of a cluster, ``O_CREAT | O_EXCL`` and a heartbeat do; that primitive is
-:mod:`harness.cache_entry`'s, shared with the cache entries' locks.
+``<results>/<task>/<model>/<run id>/.lock`` is :mod:`harness.cache_entry`'s lock, shared with the cache entries
+(owner's host, pid, token and start time; touched every ``stale_after / 10`` seconds; a stale one taken over; why
+our own and not ``fcntl``: see there, NFS/Lustre). A live lock is waited for up to ``wait`` seconds, then the run is
+skipped with a message naming the owner.
 """
 
 from __future__ import annotations
@@ -21,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.cache_entry import FileLock, Heartbeat, Holder, beat_every
+from harness.preflight import existing_ancestor
 from harness.typed import build
 
 if TYPE_CHECKING:
@@ -57,12 +55,9 @@ class RunLock(FileLock):
         self.created: list[Path] = []
 
     def try_acquire(self, stale_after: float) -> Holder | None:
-        missing, d = [], self.path.parent
-        while not d.exists() and d.parent != d:
-            missing.append(d)
-            d = d.parent
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.created = missing   # deepest first
+        folder, found = self.path.parent, existing_ancestor(self.path.parent)
+        self.created = [d for d in (folder, *folder.parents) if d not in (found, *found.parents)]   # deepest first
+        folder.mkdir(parents=True, exist_ok=True)
         return super().try_acquire(stale_after)
 
     def release(self) -> None:
@@ -83,25 +78,23 @@ def hold(todo: Sequence[Cell], run_dir: Callable[[Cell], Path], settings: LockSe
     dirs: dict[str, Path] = {}
     for cell in todo:
         dirs.setdefault(cell.run_id, run_dir(cell))
-    held: dict[str, RunLock] = {}
-    # beats for the locks taken while waiting for the others
+    # the locks held: beating while the others are waited for
     with Heartbeat([], beat_every(settings.stale_after)) as beat:
         try:
-            busy = _acquire_all(dirs, settings, held, beat.locks)
+            busy = _acquire_all(dirs, settings, beat.locks)
             for rid, holder in busy.items():
                 log.warning("run %s is being computed by %s; skipped here: its records appear when that process "
                             "finishes. Rerun later, or wait longer with run_lock.wait=<seconds>.", rid,
                             holder.describe())
-            yield replan([c for c in todo if c.run_id in held]) if held else []
+            yield replan([c for c in todo if c.run_id not in busy]) if beat.locks else []
         finally:
-            for lock in reversed(held.values()):   # last made, first removed: empty shared folders go too
+            for lock in reversed(beat.locks):   # last made, first removed: empty shared folders go too
                 lock.release()
 
 
-def _acquire_all(dirs: Mapping[str, Path], settings: LockSettings, held: dict[str, RunLock],
-                 beating: list[RunLock]) -> dict[str, Holder]:
-    """Take the locks of ``dirs`` into ``held`` (and ``beating``), waiting up to ``settings.wait`` for busy runs;
-    returns the live holders of the runs still busy."""
+def _acquire_all(dirs: Mapping[str, Path], settings: LockSettings, held: list[FileLock]) -> dict[str, Holder]:
+    """Take the locks of ``dirs`` into ``held``, waiting up to ``settings.wait`` for busy runs; returns the live
+    holders of the runs still busy (every run not held)."""
     busy: dict[str, Holder] = {}
     deadline = time.monotonic() + settings.wait
     pending = dict(dirs)
@@ -110,8 +103,7 @@ def _acquire_all(dirs: Mapping[str, Path], settings: LockSettings, held: dict[st
             lock = RunLock(d)
             holder = lock.try_acquire(settings.stale_after)
             if holder is None:
-                held[rid] = lock
-                beating.append(lock)
+                held.append(lock)
                 busy.pop(rid, None)
                 del pending[rid]
                 continue

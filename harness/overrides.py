@@ -92,8 +92,7 @@ def check_group_overrides(argv: list[str]) -> None:
     ``task=choice(beir,code)``, ``model=glob(*)``) are checked value by value."""
     from hydra.core.override_parser.types import ValueType
 
-    got = _parse(argv)
-    if got is None:
+    if (got := _parse(argv)) is None:
         return
     args, overrides = got
     sources = config_sources(args, overrides)
@@ -188,12 +187,10 @@ def check_key_overrides(argv: list[str]) -> None:
     """``task.lrr=1`` (a key the config does not have) fails with the closest valid keys, before Hydra, whose
     message suggests ``+task.lrr=1``: that would add a key nothing reads. Also checks, before Hydra creates its
     output folder, that the output folders are writable (a bad ``paths.*`` fails in a second)."""
-    got = _parse(argv)
-    if got is None:
+    if (got := _parse(argv)) is None:
         return
     args, overrides = got
-    composed = compose_first(args, overrides)
-    if composed is None:
+    if (composed := compose_first(args, overrides)) is None:
         return
     cfg, keys = composed
     valid = _dotted(cfg)

@@ -49,12 +49,11 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def from_metrics(per_query: Mapping[str, Mapping[str, float]], data: Mapping[str, str], unit: str = "query"
-                 ) -> PerQuery:
-    """A :class:`PerQuery` from metric -> item id -> value (every metric over the same ids)."""
+def from_metrics(per_query: Mapping[str, Mapping[str, float]], data: Mapping[str, str]) -> PerQuery:
+    """A :class:`PerQuery` from metric -> query id -> value (every metric over the same ids)."""
     ids = list(next(iter(per_query.values()), {}))
     return PerQuery(ids, {m: np.array([v[i] for i in ids], dtype=np.float64) for m, v in per_query.items()},
-                    dict(data), unit)
+                    dict(data))
 
 
 def _beside(record_path: Path, suffix: str) -> Path:

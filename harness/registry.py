@@ -64,8 +64,6 @@ class Registry(MutableMapping[str, T], Generic[T]):
         if name in self._targets and _key(self._targets[name]) != key:
             raise HarnessError(f"{self.what} {name!r} is already registered as {_key(self._targets[name])}")
         self._targets[name] = target
-        if self.lazy and not isinstance(target, str):
-            self._loaded[name] = target
 
     def replaced(self, **entries: T) -> Registry[T]:
         """A copy with ``entries`` put in place (e.g. a stage at another version, in a test)."""

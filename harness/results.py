@@ -212,7 +212,8 @@ def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
         raise ValueError(f"record for {record.dataset}: main_score {record.main_score!r} not in metrics")
     path = path_of(results_dir, record)
     if record.status == STATUS_FAILED and finished_at(path) is not None:
-        path = failure_path(path, record.created_at)
+        stamp = "".join(c for c in record.created_at[:19] if c.isalnum()) + "Z"
+        path = path.with_name(f"{path.stem}.failed-{stamp}")
     if record.per_query is not None and record.status == STATUS_OK:
         from harness import per_query
 
@@ -223,16 +224,8 @@ def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
     return path
 
 
-def failure_path(path: Path, created_at: str) -> Path:
-    """Where a failure goes when ``path`` holds a finished record: beside it, never over it."""
-    stamp = "".join(c for c in created_at[:19] if c.isalnum()) + "Z"
-    return path.with_name(f"{path.stem}.failed-{stamp}")
-
-
 def finished_at(path: Path) -> ResultRecord | None:
-    """The ok (or skipped) record at ``path``, if any (failed or unreadable records count as not finished)."""
-    if not path.exists():
-        return None
+    """The ok (or skipped) record at ``path``, if any (failed, unreadable or absent records count as not finished)."""
     try:
         rec = read_record(path)
     except (ValueError, OSError, TypeError):

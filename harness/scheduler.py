@@ -62,10 +62,7 @@ def _hydra() -> Any:
     """The running Hydra job's config (None outside the CLI, e.g. in tests)."""
     from hydra.core.hydra_config import HydraConfig
 
-    try:
-        return HydraConfig.get()
-    except ValueError:
-        return None
+    return HydraConfig.get() if HydraConfig.initialized() else None
 
 
 def sweep_name() -> str | None:

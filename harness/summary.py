@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from harness.data_origin import LOCAL_MARK, local_data
 from harness.results import STATUS_OK, STATUS_SKIPPED, SUBSET_MARK, ResultRecord, evaluated_subset
@@ -48,9 +47,9 @@ def format_summary(records: Sequence[ResultRecord]) -> str:
     return "\n".join(lines)
 
 
-def print_summary(records: Sequence[ResultRecord], stream: TextIO | None = None) -> None:
+def print_summary(records: Sequence[ResultRecord]) -> None:
     if records:
-        print("\n" + format_summary(records) + "\n", file=stream or sys.stdout, flush=True)
+        print("\n" + format_summary(records) + "\n", flush=True)
 
 
 def format_series(title: str, rows: Sequence[tuple[int, float | None, str]], higher_is_better: bool = True) -> str:

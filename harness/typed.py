@@ -234,9 +234,7 @@ def constraints(cls: type, key: str) -> list[tuple[str, str]]:
     """(dotted key, rule) of every constrained field of ``cls`` and its nested settings (docs and tests)."""
     out = []
     hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if not f.init:
-            continue
+    for f in init_fields(cls).values():
         name, meta = f"{key}.{f.name}", f.metadata
         if meta.get("flat"):
             out += [c for tp in _dataclasses_in(hints[f.name]) for c in constraints(tp, key)]
