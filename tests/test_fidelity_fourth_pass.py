@@ -189,6 +189,29 @@ def test_compare_reads_an_old_f1_run_as_accuracy_and_refuses_a_set_aside_one(tmp
         compare_lines(str(c.parent), str(b.parent))
 
 
+def test_the_pages_significance_marks_test_a_rescored_record_by_the_accuracy_its_cell_shows(tmp_path: Path) -> None:
+    """The marks re-read the kept predictions from the record file, whose claim still names F1: they must re-score
+    by the accuracy the cell shows, so the tested difference is the difference of the shown values."""
+    from harness.leaderboard.__main__ import main
+
+    res = tmp_path / "results"
+    old_record(res, flip=3)                                                     # F1 records, read as accuracy 85
+    old_record(res, model={**MODEL, "name": "n"}, flip=1)                       # ... and 95
+    old_record(res, "accuracy", model={**MODEL, "name": "o"}, flip=2)           # a new record: accuracy 90
+    out = tmp_path / "site"
+    assert main([str(res), "--out", str(out), "--no-published", "--significance", "--permutations", "200"]) == 0
+    text = (out / "data.js").read_text()
+    data = json.loads(text[text.index("=") + 1:].strip().rstrip(";"))
+    cells = next(x for x in data["tables"] if x["id"] == "glue")["cells"]
+    shown = {row.split("|")[0]: cell["mrpc"]["v"] for row, cell in cells.items()}
+    assert shown == {"run:m": 85.0, "run:n": 95.0, "run:o": 90.0}
+    pairs = data["sig"]["pairs"]["glue"]["mrpc"]
+    assert len(pairs) == 3                                      # the rescored and the new records are one family
+    for key, t in pairs.items():
+        a, b = key.split("\t")
+        assert t["d"] == pytest.approx(cells[b]["mrpc"]["v"] - cells[a]["mrpc"]["v"], abs=1e-6)
+
+
 def test_table_5s_gte_qqp_cells_are_footnoted_as_f1_and_never_best(tmp_path: Path) -> None:
     from harness.leaderboard import build_leaderboard
     from harness.leaderboard.cells import OTHER_METRIC_MARK, ranked

@@ -13,6 +13,7 @@ import numpy as np
 from harness import per_query
 from harness.errors import HarnessError
 from harness.results import ResultRecord
+from harness.selection.comparable import comparable
 
 #: ``stat(idx, preds)``: a score that is not a mean over items (Matthews, F1, Spearman), on the items ``idx``
 Statistic = Callable[[np.ndarray, np.ndarray], float]
@@ -115,8 +116,10 @@ def _examples(runs: Sequence[per_query.PerQuery]) -> Outcomes:
 
 
 def claim_of(path: Path) -> dict | None:
-    """A record file's ``details.per_query`` (None where it keeps none or cannot be read)."""
+    """A record file's ``details.per_query`` as its column reads it (an MRPC/QQP record scored by F1 re-scored by
+    accuracy: :func:`harness.selection.comparable.comparable`); None where it keeps none or cannot be read."""
     try:
-        return json.loads(path.read_text()).get("details", {}).get("per_query")
-    except (OSError, ValueError):
+        rec = ResultRecord.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
+    return (comparable(path, rec).details or {}).get("per_query")
