@@ -62,6 +62,10 @@ def test_readme_new_kind_task_runs_selects_and_shows(mytsv: Path) -> None:
 
     chosen = selection.choose("mytsv", _records(mytsv))                       # the spec the records carry
     assert chosen["tiny-modernbert"].cells["mytsv", "toytsv"][0].run_id == recs[0].run_id
+    from harness.selection.cli import main as select
+
+    assert select(["--task", "mytsv", "--results", str(mytsv / "results")]) == 0      # ... and from the command line
+    assert (mytsv / "selected" / "mytsv-tiny-modernbert.json").is_file()
 
     lb = build_leaderboard([mytsv / "results"], published=False)
     table = lb.table("mytsv")

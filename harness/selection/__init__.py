@@ -22,9 +22,15 @@ def choose(family: str, records: Iterable[ResultRecord], model: str | None = Non
     """The task's selection over ``records`` (other tasks' records and other models are ignored); a task that
     ``conf/task/`` does not ship (a user's config folder) is selected by the spec its records carry."""
     recs = [r for r in records if r.task == family and (model is None or (r.model or {}).get("name") == model)]
-    spec = (specs.find(family) or next((s for r in recs if (s := specs.for_record(r))), None)
-            or specs.get(family))   # unknown: its error names the known tasks
+    spec = spec_of(family, recs)
     return rule_for(spec.selection).choose(recs, key=spec.column_of)
+
+
+def spec_of(family: str, records: Iterable[ResultRecord]) -> specs.TaskSpec:
+    """``family``'s spec: ``conf/task/``'s, else the one its records carry (unknown: the error names the known
+    tasks)."""
+    return (specs.find(family) or next((s for r in records if r.task == family and (s := specs.for_record(r))), None)
+            or specs.get(family))
 
 
 def load_selections(family: str, results_dir: str | Path, model: str | None = None, experiment: str | None = None

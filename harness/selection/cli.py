@@ -9,7 +9,7 @@ from pathlib import Path
 from harness import layout, results, specs
 from harness.errors import HarnessError, print_error
 from harness.preflight import check_writable_dir
-from harness.selection import jsonable, load_selections, prune_checkpoints
+from harness.selection import jsonable, load_selections, prune_checkpoints, spec_of
 from harness.selection.comparable import set_aside_lines
 from harness.selection.rules import rule_for
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         aside = set_aside_lines(mine)
         if not choices:
             raise nothing_to_select(args, mine, aside)
-        rule = rule_for(specs.get(args.task).selection)
+        rule = rule_for(spec_of(args.task, mine).selection)
         for name, choice in choices.items():
             path = layout.selection_path(out_dir, args.task, name)
             results.atomic_write_json(path, jsonable(choice.summary))
