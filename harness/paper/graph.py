@@ -46,9 +46,6 @@ class Job:
     source: str | None = None
     datasets: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)   # its tuples are written as JSON lists
-
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Job:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
@@ -74,7 +71,7 @@ class Stage:
         return res
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "jobs": [j.to_dict() for j in self.jobs],
+        return {"name": self.name, "kind": self.kind, "jobs": [asdict(j) for j in self.jobs],   # tuples: JSON lists
                 "after": [list(a) for a in self.after], "task": self.task}
 
     @classmethod

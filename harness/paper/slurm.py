@@ -30,11 +30,12 @@ from harness.results import atomic_write_json
 
 #: why a pending job will never start (an ``afterok`` upstream failed): re-submitting replaces it
 NEVER = "DependencyNeverSatisfied"
-#: squeue states of a job that will still run (pending, running, configuring, requeued, suspended, completing)
-LIVE = ("PD", "R", "CF", "RQ", "RH", "RF", "RS", "S", "CG")
-#: scheduler states of a job that has ended
-ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-         "DEADLINE")
+#: squeue states of a job that will still run: running (configuring, completing) or queued (pending, requeued, suspended)
+RUNNING, QUEUED = ("R", "CG", "CF"), ("PD", "RQ", "RH", "RF", "RS", "S")
+LIVE = RUNNING + QUEUED
+#: scheduler states of a job that has ended without doing its work, and of any job that has ended
+FAILED = ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED")
+ENDED = ("COMPLETED", "CANCELLED", *FAILED)
 REPLACED = "CANCELLED (replaced by a re-submit)"
 
 
