@@ -18,8 +18,7 @@ from typing import Any
 from harness.errors import HarnessError, one_line
 from harness.paper.graph import Job, Stage
 from harness.paper.plan import JobState, plan_run
-from harness.series.complete import incomplete, newest_change
-from harness.series.discover import Checkpoint, Found, listed, under
+from harness.series.discover import Checkpoint, Found, incomplete, listed, newest_change, under
 from harness.series.settings import Settings
 
 
