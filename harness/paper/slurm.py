@@ -188,12 +188,12 @@ def decide(stages: Sequence[Stage], states: Mapping[str, JobState], ledger: Mapp
     return kept, new
 
 
-def executor(folder: Path, name: str, cluster: Mapping[str, Any], kind: str, dependency: str | None = None) -> Any:
-    """A submitit executor of SLURM arrays named ``name`` with the cluster profile's ``kind`` resources (``train`` |
-    ``eval`` | ``cpu``), each job's log under ``folder/<id>``; ``dependency``: sbatch's, if any."""
+def executor(folder: Path, name: str, cluster: Mapping[str, Any], res: Mapping[str, Any], dependency: str | None
+             ) -> Any:
+    """A submitit executor of SLURM arrays named ``name`` whose jobs ask for ``res`` (a stage's resources from the
+    cluster profile: :meth:`Stage.resources`), each job's log under ``folder/<id>``; ``dependency``: sbatch's, if any."""
     import submitit
 
-    res = cluster[kind]
     ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
     params: dict[str, Any] = {
         "name": name, "timeout_min": int(res["timeout_min"]), "cpus_per_task": int(res["cpus"]),
@@ -242,7 +242,7 @@ def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Pat
         if not keys:
             continue
         after = [(cond, ids[up]) for up, cond in stage.after if ids.get(up)]
-        ex = executor(folder, f"paper-{stage.name}", {**cluster, stage.kind: stage.resources(cluster)}, stage.kind,
+        ex = executor(folder, f"paper-{stage.name}", cluster, stage.resources(cluster),
                       ",".join(f"{c}:{':'.join(w)}" for c, w in after) or None)
         jobs = _sbatch(ex, stage.name, context, keys)
         for key, sj in zip(keys, jobs, strict=True):
