@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     validate.check_runs(stages, deep=submitting)   # before the records are planned: every job's names and keys
     queued = None
     if paper["launcher"] == "slurm" and submitting:
-        queued = slurm.queue()   # before the records are read: a job ending in between is then found in one or the other
+        queued = slurm.queue()   # before the records are read: a job ending in between is found in one or the other
     states = job.settle(stages, plan.plan(stages), paper)   # 'done': selections and the site built from the records
     model = next((s.model for s in states.values() if s.model), {})
     res = next((s.results for s in states.values() if s.results), "results")

@@ -30,7 +30,7 @@ from harness.results import atomic_write_json
 
 #: why a pending job will never start (an ``afterok`` upstream failed): re-submitting replaces it
 NEVER = "DependencyNeverSatisfied"
-#: squeue states of a job that will still run: running (configuring, completing) or queued (pending, requeued, suspended)
+#: squeue states of a job that will still run: running (configuring, completing), queued (pending, requeued, suspended)
 RUNNING, QUEUED = ("R", "CG", "CF"), ("PD", "RQ", "RH", "RF", "RS", "S")
 LIVE = RUNNING + QUEUED
 #: scheduler states of a job that has ended without doing its work, and of any job that has ended
@@ -190,8 +190,8 @@ def decide(stages: Sequence[Stage], states: Mapping[str, JobState], ledger: Mapp
 
 def executor(folder: Path, name: str, cluster: Mapping[str, Any], res: Mapping[str, Any], dependency: str | None
              ) -> Any:
-    """A submitit executor of SLURM arrays named ``name`` whose jobs ask for ``res`` (a stage's resources from the
-    cluster profile: :meth:`Stage.resources`), each job's log under ``folder/<id>``; ``dependency``: sbatch's, if any."""
+    """A submitit executor of SLURM arrays named ``name`` whose jobs ask for ``res`` (a stage's resources:
+    :meth:`Stage.resources`), each job's log under ``folder/<id>``; ``dependency``: sbatch's, if any."""
     import submitit
 
     ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
