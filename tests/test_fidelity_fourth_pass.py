@@ -403,7 +403,7 @@ def test_a_glue_tokenisation_cache_with_token_ids_altered_in_place_is_rebuilt(tm
 
 def test_a_series_checkpoint_whose_trainer_finished_but_whose_config_is_broken_is_an_error(tmp_path: Path,
                                                                                            capsys) -> None:
-    from harness.series.complete import incomplete
+    from harness.series.discover import incomplete
     from tests.test_series import make_run, series, series_args
 
     run_dir = make_run(tmp_path)

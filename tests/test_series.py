@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from harness import results
-from harness.series.complete import incomplete
-from harness.series.discover import compile_pattern, listed, under
+from harness.series.discover import compile_pattern, incomplete, listed, under
 from tests.conftest import TINY_MODEL, paths, write_beir_folder
 
 STEPS = (100, 200, 300, 400)

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, print_error
+from harness.errors import HarnessError, print_error, unknown_name
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -31,8 +31,6 @@ def cluster_profile(name: str) -> dict[str, Any]:
 
     path = Path(str(resources.files("conf"))) / "cluster" / f"{name}.yaml"
     if not path.is_file():
-        from harness.errors import unknown_name
-
         names = [p.stem for p in path.parent.glob("*.yaml")]
         raise unknown_name("cluster profile", name, names, "Add conf/cluster/<name>.yaml.")
     out = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
@@ -50,8 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.paper import cost, graph, plan, show, validate
-    from harness.paper.job import settle
+    from harness.paper import cost, graph, job, plan, show, slurm, validate
 
     mine = [o for o in args.overrides if o.startswith("paper.")]
     name = next((o.partition("=")[2] for o in args.overrides if o.startswith("paper=")), "paper")
@@ -64,10 +61,8 @@ def run(args: argparse.Namespace) -> int:
     validate.check_runs(stages, deep=submitting)   # before the records are planned: every job's names and keys
     queued = None
     if paper["launcher"] == "slurm" and submitting:
-        from harness.paper.slurm import queue
-
-        queued = queue()   # before the records are read: a job ending in between is then found in one or the other
-    states = settle(stages, plan.plan(stages), paper)   # 'done': selections and the site built from the records
+        queued = slurm.queue()   # before the records are read: a job ending in between is found in one or the other
+    states = job.settle(stages, plan.plan(stages), paper)   # 'done': selections and the site built from the records
     model = next((s.model for s in states.values() if s.model), {})
     res = next((s.results for s in states.values() if s.results), "results")
     tp = cost.throughput(model, res)
@@ -86,12 +81,8 @@ def run(args: argparse.Namespace) -> int:
     context = folder / "context.json"
     context.write_text(json.dumps({"paper": paper, "common": common}, indent=1))
     if paper["launcher"] == "local":
-        from harness.paper.local import run_local
-
-        return run_local(stages, states, context)
-    from harness.paper.slurm import submit
-
-    ids = submit(stages, states, context, cluster, folder, queued)
+        return job.run_local(stages, states, context)
+    ids = slurm.submit(stages, states, context, cluster, folder, queued)
     for name, got in ids.items():
         if got:
             print(f"{name:20s} {', '.join(got)}")

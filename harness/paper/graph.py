@@ -46,9 +46,6 @@ class Job:
     source: str | None = None
     datasets: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)   # its tuples are written as JSON lists
-
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Job:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
@@ -74,7 +71,7 @@ class Stage:
         return res
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "jobs": [j.to_dict() for j in self.jobs],
+        return {"name": self.name, "kind": self.kind, "jobs": [asdict(j) for j in self.jobs],   # tuples: JSON lists
                 "after": [list(a) for a in self.after], "task": self.task}
 
     @classmethod
@@ -145,11 +142,6 @@ def sweep_params(sweep: str, replace: Mapping[str, str] | None = None) -> dict[s
     return out
 
 
-def _points(sweep: str, replace: Mapping[str, str] | None) -> list[dict[str, str]]:
-    params = sweep_params(sweep, replace)
-    return [dict(zip(params, values, strict=True)) for values in itertools.product(*params.values())]
-
-
 def _key(stage: str, point: Mapping[str, str]) -> str:
     return stage + ("[" + ",".join(f"{k.removeprefix('task.')}={v}" for k, v in point.items()) + "]" if point else "")
 
@@ -185,9 +177,10 @@ def _sweep_stages(name: str, conf: StageSettings, spec: specs.TaskSpec, run: lis
     """A sweep's stages: its jobs (split where the task depends on its own datasets' selection), selections, report."""
     assert conf.sweep is not None
     kind = conf.kind or "train"
+    params = sweep_params(conf.sweep, conf.params)
+    points = [dict(zip(params, values, strict=True)) for values in itertools.product(*params.values())]
     jobs = [Job(_key(name, p), name, "run", conf.task, (*run, *_devices(name, conf, kind), f"sweep={conf.sweep}",
-                                                         *(f"{k}={v}" for k, v in p.items())))
-            for p in _points(conf.sweep, conf.params)]
+                                                         *(f"{k}={v}" for k, v in p.items()))) for p in points]
     inner = dependencies.inner(spec)
     out: list[Stage] = []
     if inner:
@@ -213,9 +206,9 @@ def _sweep_stages(name: str, conf: StageSettings, spec: specs.TaskSpec, run: lis
     out.append(Stage(select, "cpu", [Job(select, select, "select", conf.task, tuple(base), source=name)],
                      [(s, AFTER_ANY) for s in swept], task=conf.task))
     if spec.selection.rule == "best_run_on_sets" and spec.selection.sets:
-        params = tuple(k for k in sweep_params(conf.sweep, conf.params) if k not in DATASET_KEYS)
+        chosen = tuple(k for k in params if k not in DATASET_KEYS)
         report = f"{name}.report"
-        out.append(Stage(report, "eval", [Job(report, report, "report", conf.task, tuple(run), params, source=name)],
+        out.append(Stage(report, "eval", [Job(report, report, "report", conf.task, tuple(run), chosen, source=name)],
                          [(select, AFTER_OK)], task=conf.task))
     return [s for s in out if s.jobs]
 

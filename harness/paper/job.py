@@ -1,16 +1,25 @@
-"""One job of the paper graph, as SLURM or the local executor runs it: ``python -m harness.paper.job CONTEXT KEY``.
+"""One job of the paper graph, as SLURM or the local executor runs it: ``python -m harness.paper.job CONTEXT KEY``;
+and the local executor.
 
 The job rebuilds the graph from the context file (the paper config and the overrides every job gets), finds its own
 entry and runs it: a harness run, a selection over its sweep's records (refused with one line when too few points
 finished), the selected configuration on every dataset, or the leaderboard. A failed job exits non-zero, so the
 scheduler marks it FAILED and ``afterok`` dependents never start.
+
+The local executor (:func:`run_local`): the graph's stages in dependency order on this machine, one job after
+another, each in its own process, skipping finished jobs. The processes are forked from one server that imported
+torch, transformers and sentence-transformers once (multiprocessing's ``forkserver``; a fresh interpreter per job
+where it is not available), so a job does not spend seconds importing them again. ``afterok`` is honoured (a stage
+whose upstream failed is skipped, saying why); ``afterany`` stages run whatever their upstream's outcome.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +29,8 @@ from harness import layout, results, selection, specs
 from harness.errors import HarnessError, one_line, print_error
 from harness.paper import graph, plan
 from harness.selection.rules import rule_for
+
+log = logging.getLogger("harness.paper")
 
 
 class JobFailed(HarnessError):
@@ -35,11 +46,6 @@ def load(context: str | Path) -> tuple[dict[str, Any], list[str], list[graph.Sta
     return ctx["paper"], ctx["common"], graph.build(ctx["paper"], ctx["common"])
 
 
-def outcome_path(folder: Path, key: str) -> Path:
-    """Where job ``key`` notes its last attempt: ``<paper folder>/jobs/<key>.json``."""
-    return folder / "jobs" / f"{key.replace('/', '_')}.json"
-
-
 def outcomes(folder: Path) -> dict[str, dict[str, Any]]:
     """Every job's last attempt in ``folder`` (key -> started, ended, status, error, slurm ids)."""
     out = {}
@@ -53,10 +59,12 @@ def outcomes(folder: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _note(path: Path, key: str, started: str, error: str | None) -> None:
+def _note(context: str, key: str, started: str, error: str | None) -> None:
+    """Job ``key``'s last attempt, noted beside the context: ``<paper folder>/jobs/<key>.json``."""
     from harness.scheduler import SLURM_VARS
 
     slurm = {k: os.environ[v] for k, v in SLURM_VARS.items() if os.environ.get(v)}
+    path = Path(context).parent / "jobs" / f"{key.replace('/', '_')}.json"
     results.atomic_write_json(path, {"key": key, "started": started, "ended": _now(), "status": "failed" if error
                                      else "ok", "error": error, "slurm": slurm})
 
@@ -69,13 +77,14 @@ def run_job(context: str, key: str) -> None:
     """Run the job ``key`` of the graph in ``context``, noting the attempt beside the context (start, end, outcome:
     what ``--status`` shows for jobs that fail before any record, e.g. a refused selection); raises
     :class:`JobFailed` on failure."""
-    path, started = outcome_path(Path(context).parent, key), _now()
+    started, error = _now(), None
     try:
         _run(context, key)
     except BaseException as exc:     # SystemExit too: a job stopped by SIGTERM (scancel, requeue) is noted
-        _note(path, key, started, one_line(exc) if isinstance(exc, Exception) else f"stopped ({exc!r})")
+        error = one_line(exc) if isinstance(exc, Exception) else f"stopped ({exc!r})"
         raise
-    _note(path, key, started, None)
+    finally:
+        _note(context, key, started, error)
 
 
 def _run(context: str, key: str) -> None:
@@ -167,11 +176,9 @@ def settle(stages: Sequence[graph.Stage], states: dict[str, plan.JobState], pape
     if res is None or name is None:
         return states
     notes = outcomes(Path(res).resolve().parent / "paper" / name)
-    for stage in stages:
-        for job in stage.jobs:
-            state = states[job.key]
-            if job.mode == "select" and state.finished and not _selection_current(job, stages, res, name, notes):
-                state.done = 0
+    for s in states.values():
+        if s.job.mode == "select" and s.finished and not _selection_current(s.job, stages, res, name, notes):
+            s.done = 0
     others = all(s.finished for s in states.values() if s.job.mode != "leaderboard")
     for state in states.values():
         if state.job.mode == "leaderboard" and state.finished and not (others and _site_current(paper, res)):
@@ -207,8 +214,7 @@ def _site_current(paper: Mapping[str, Any], res: str) -> bool:
 def leaderboard(paper: dict[str, Any], common: Sequence[str]) -> Path:
     from harness.leaderboard import build
 
-    with plan.composed(common) as cfg:
-        res = Path(str(cfg.paths.results))
+    res = Path(str(plan.config_of(common).paths.results))
     out = Path(paper["site"]) if paper.get("site") else res.resolve().parent / "site"
     build([res], out)
     print(f"leaderboard: {out / 'index.html'}", flush=True)
@@ -225,6 +231,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as exc:
         return print_error(exc, 1)
     return 0
+
+
+#: this many jobs of a stage failing first, with one error line, stop the graph: the rest would fail alike
+SAME_ERROR_JOBS = 2
+
+
+def run_local(stages: Sequence[graph.Stage], states: Mapping[str, plan.JobState], context: Path) -> int:
+    """Run every unfinished job; 0 when every stage ended well, 1 otherwise (the failures are printed), 2 when the
+    first :data:`SAME_ERROR_JOBS` jobs of a stage stopped with the same error line (printed once)."""
+    failed: dict[str, list[str]] = {}
+    for k, stage in enumerate(stages, 1):
+        todo = [j for j in stage.jobs if not states[j.key].finished]
+        blocked = [up for up, cond in stage.after if cond == graph.AFTER_OK and up in failed]
+        head = f"stage {k} of {len(stages)}: {stage.name} ({len(stage.jobs)} jobs, {len(stage.jobs) - len(todo)} done)"
+        if blocked:
+            failed[stage.name] = [f"skipped: {', '.join(blocked)} failed"]
+            log.warning("%s: skipped, %s failed", head, ", ".join(blocked))
+            continue
+        log.warning("%s", head)
+        errors: list[str | None] = []
+        for i, job in enumerate(todo, 1):
+            log.warning("  [%d/%d] %s", i, len(todo), job.key)
+            ok = run_job_process(context, job.key) == 0
+            if not ok:
+                failed.setdefault(stage.name, []).append(job.key)
+            errors.append(None if ok else _error_of(context, job.key))
+            if i == SAME_ERROR_JOBS < len(todo) and errors[0] and len(set(errors)) == 1:
+                print(f"error: {stage.name}: its first {i} jobs stopped with the same error, so its other "
+                      f"{len(todo) - i} would too; the graph stops: {errors[0]}", file=sys.stderr)
+                return 2
+    for name, keys in failed.items():
+        log.warning("failed: %s: %s", name, ", ".join(keys))
+    return 1 if failed else 0
+
+
+def _error_of(context: Path, key: str) -> str | None:
+    note = outcomes(context.parent).get(key) or {}
+    error = note.get("error") if note.get("status") == "failed" else None
+    return error.removeprefix(f"{key}: ") if error else None
+
+
+#: what the fork server imports once, before forking a process per job
+PRELOAD = ["harness.paper.job", "harness.cli", "torch", "transformers", "sentence_transformers"]
+
+
+def _job(context: str, key: str) -> None:
+    sys.exit(main([context, key]))
+
+
+def run_job_process(context: Path, key: str) -> int:
+    """Run one job in its own process (forked from the warm server); its exit code."""
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return subprocess.run([sys.executable, "-m", "harness.paper.job", str(context), key], check=False).returncode
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    proc = ctx.Process(target=_job, args=(str(context), key), name=key)
+    proc.start()
+    proc.join()
+    return int(proc.exitcode or 0)
 
 
 if __name__ == "__main__":

@@ -149,11 +149,8 @@ def _cell_path(res: str, task: str, model: str, cell: Any) -> Path:
         except (ValueError, OSError, TypeError):
             continue
         if (rec.details or {}).get("plan_key") == cell.plan_key:
-            claims.append((rec.status not in (results.STATUS_OK, results.STATUS_SKIPPED), rec.created_at, other))
-    if not claims:
-        return path
-    finished = [c for c in claims if not c[0]] or claims
-    return max(finished, key=lambda c: c[1])[2]
+            claims.append((rec.status in (results.STATUS_OK, results.STATUS_SKIPPED), rec.created_at, other))
+    return max(claims, key=lambda c: c[:2])[2] if claims else path   # the newest finished claim, else the newest
 
 
 def _seconds(rec: results.ResultRecord, trained: dict[str, float] | None) -> float:
@@ -181,10 +178,9 @@ def selected_overrides(job: Job, upstream: Sequence[JobState]) -> list[str] | No
 def choose(task: str, upstream: Sequence[JobState], datasets: Sequence[str] = ()) -> Any:
     """The task's selection rule over the records of the upstream jobs' runs only (one model), or None."""
     ids = {rid for s in upstream for rid in s.run_ids}
-    folders = [s.results for s in upstream if s.results]
-    if not ids or not folders:
+    res = next((s.results for s in upstream if s.results), None)
+    if not ids or res is None:
         return None
-    res = folders[0]
     spec = specs.get(task)
     recs = [r for _, r in results.iter_records(res, warn=False)
             if r.task == task and r.run_id in ids and (not datasets or r.dataset in datasets)]

@@ -10,14 +10,14 @@ from typing import Any
 from harness.paper import cost
 from harness.paper.graph import Stage
 from harness.paper.plan import JobState
+from harness.paper.slurm import FAILED, QUEUED, RUNNING, job_states
 
 
 def resources(stage: Stage, cluster: Mapping[str, Any]) -> str:
     r = stage.resources(cluster)
     gpus = int(r.get("gpus") or 0)
     each = f" ({stage.devices} training processes)" if stage.devices > 1 else ""
-    return (f"{gpus} GPU, {r['cpus']} CPU, {r['mem_gb']:g} GB, {r['timeout_min']} min" if gpus else
-            f"CPU: {r['cpus']} CPU, {r['mem_gb']:g} GB, {r['timeout_min']} min") + each
+    return (f"{gpus} GPU, " if gpus else "CPU: ") + f"{r['cpus']} CPU, {r['mem_gb']:g} GB, {r['timeout_min']} min{each}"
 
 
 def stage_hours(stage: Stage, states: Mapping[str, JobState], tp: cost.Throughput, gpu: str,
@@ -80,7 +80,6 @@ def sizes_line(states: Mapping[str, JobState]) -> str:
 
 #: stage states, the first that any of its jobs is in wins (``done`` only when every job is done)
 ORDER = ("running", "blocked", "failed", "queued", "stopped", "pending", "todo")
-RUNNING, QUEUED = ("R", "CG", "CF"), ("PD", "RQ", "RH", "RF", "RS", "S")
 
 
 def status(stages: Sequence[Stage], states: Mapping[str, JobState], tp: cost.Throughput, cluster: Mapping[str, Any],
@@ -93,7 +92,6 @@ def status(stages: Sequence[Stage], states: Mapping[str, JobState], tp: cost.Thr
     without finishing, e.g. cancelled: re-submit), pending (not queued: waits for a re-submit or its upstream),
     todo (the graph was never submitted or run)."""
     from harness.paper.job import outcomes as read_outcomes
-    from harness.paper.slurm import job_states
 
     live = job_states(folder)   # each job's SLURM attempt: queued, running, blocked, or its final state
     outcomes = read_outcomes(folder)
@@ -162,7 +160,7 @@ def _job_state(state: JobState, slurm: str, outcome: Mapping[str, Any] | None, s
     final = slurm.split()[0] if slurm else ""
     if error:
         return "failed", error
-    if final in ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED"):
+    if final in FAILED:
         return "failed", f"SLURM: {slurm} (before it noted an error; see its .err file)"
     if final in ("CANCELLED", "ENDED"):
         return "stopped", f"SLURM: {slurm}; re-submit to run it again"

@@ -30,11 +30,12 @@ from harness.results import atomic_write_json
 
 #: why a pending job will never start (an ``afterok`` upstream failed): re-submitting replaces it
 NEVER = "DependencyNeverSatisfied"
-#: squeue states of a job that will still run (pending, running, configuring, requeued, suspended, completing)
-LIVE = ("PD", "R", "CF", "RQ", "RH", "RF", "RS", "S", "CG")
-#: scheduler states of a job that has ended
-ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-         "DEADLINE")
+#: squeue states of a job that will still run: running (configuring, completing), queued (pending, requeued, suspended)
+RUNNING, QUEUED = ("R", "CG", "CF"), ("PD", "RQ", "RH", "RF", "RS", "S")
+LIVE = RUNNING + QUEUED
+#: scheduler states of a job that has ended without doing its work, and of any job that has ended
+FAILED = ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED")
+ENDED = ("COMPLETED", "CANCELLED", *FAILED)
 REPLACED = "CANCELLED (replaced by a re-submit)"
 
 
@@ -187,12 +188,12 @@ def decide(stages: Sequence[Stage], states: Mapping[str, JobState], ledger: Mapp
     return kept, new
 
 
-def executor(folder: Path, name: str, cluster: Mapping[str, Any], kind: str, dependency: str | None = None) -> Any:
-    """A submitit executor of SLURM arrays named ``name`` with the cluster profile's ``kind`` resources (``train`` |
-    ``eval`` | ``cpu``), each job's log under ``folder/<id>``; ``dependency``: sbatch's, if any."""
+def executor(folder: Path, name: str, cluster: Mapping[str, Any], res: Mapping[str, Any], dependency: str | None
+             ) -> Any:
+    """A submitit executor of SLURM arrays named ``name`` whose jobs ask for ``res`` (a stage's resources:
+    :meth:`Stage.resources`), each job's log under ``folder/<id>``; ``dependency``: sbatch's, if any."""
     import submitit
 
-    res = cluster[kind]
     ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
     params: dict[str, Any] = {
         "name": name, "timeout_min": int(res["timeout_min"]), "cpus_per_task": int(res["cpus"]),
@@ -241,7 +242,7 @@ def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Pat
         if not keys:
             continue
         after = [(cond, ids[up]) for up, cond in stage.after if ids.get(up)]
-        ex = executor(folder, f"paper-{stage.name}", {**cluster, stage.kind: stage.resources(cluster)}, stage.kind,
+        ex = executor(folder, f"paper-{stage.name}", cluster, stage.resources(cluster),
                       ",".join(f"{c}:{':'.join(w)}" for c, w in after) or None)
         jobs = _sbatch(ex, stage.name, context, keys)
         for key, sj in zip(keys, jobs, strict=True):

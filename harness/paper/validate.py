@@ -6,7 +6,7 @@ writable results and cache folders, the device), the paper folder writable and i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,6 @@ def check_paper(paper: Mapping[str, Any], base: Mapping[str, Any]) -> PaperSetti
     """The typed graph settings (``base``: the graph file before the ``paper.*`` overrides, whose own extra keys
     are variables its values interpolate, e.g. the test graph's ``data``); a stage override naming no stage of the
     graph is refused with the closest."""
-    from dataclasses import fields
-
     stages = list(base.get("stages") or {})
     for name, conf in (paper.get("stages") or {}).items():
         if name not in stages and not (isinstance(conf, Mapping) and conf.get("task")):

@@ -13,11 +13,10 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from harness.errors import HarnessError, print_error
 from harness.series import plan as planning
-from harness.series.complete import BROKEN
+from harness.series.discover import BROKEN
 from harness.series.settings import Settings
 
 
@@ -85,14 +84,12 @@ def run(argv: list[str]) -> int:
         return 0
     act = Submitter(cluster) if settings.launcher == "slurm" else run_all   # SLURM array tasks, or here in turn
     if settings.watch:
-        watch = Watch(settings, act, plan)
         try:
-            failures = watch.run()
+            failures, plan = watch(settings, act, plan)
         except KeyboardInterrupt:
             print(f"[series {settings.name}] interrupted: what finished is recorded; run the command again to go "
                   "on", file=sys.stderr, flush=True)
             return 130
-        plan = watch.last or plan
     else:
         failures, _ = act(plan)
     tables = series_tables(plan)
@@ -110,56 +107,43 @@ def run(argv: list[str]) -> int:
     return 0
 
 
-class Watch:
+def watch(settings: Settings, act: Callable[[planning.Plan], tuple[dict[str, str], int]], first: planning.Plan
+          ) -> tuple[dict[str, str], planning.Plan]:
     """``--watch``: poll the training run's folder while a job writes to it, evaluate (or submit) each checkpoint
     once it is complete, and stop after ``--idle`` seconds in which nothing happened: no new checkpoint, no file
     written in one, no evaluation. A checkpoint is planned again only when it is new or its folder changed. ``act``
-    evaluates or submits a plan's runs: (unit key -> failure, how many it started)."""
-
-    def __init__(self, settings: Settings, act: Callable[[planning.Plan], tuple[dict[str, str], int]],
-                 first: planning.Plan) -> None:
-        self.settings, self.act = settings, act
-        units = first.units   # the plan already printed: only changes to it are reported
-        self.known: dict[tuple[str | None, Path], planning.Unit] = {(u.task, u.checkpoint.folder): u for u in units}
-        self.seen = {(u.task, u.checkpoint.folder): (u.changed, u.skipped) for u in units}
-        self.failures: dict[str, str] = {}
-        self.last: planning.Plan | None = None
-
-    def poll(self) -> bool:
-        """One look: plan, act on what is new; True when anything happened (new, changed, evaluated)."""
-        plan = planning.make_plan(self.settings, self.known)
-        self.last = plan
+    evaluates or submits a plan's runs: (unit key -> failure, how many it started). Returns (unit key -> failure of
+    what failed, the last plan)."""
+    s = settings
+    known = {(u.task, u.checkpoint.folder): u for u in first.units}
+    seen = {key: (u.changed, u.skipped) for key, u in known.items()}   # the plan already printed: only changes show
+    failures: dict[str, str] = {}
+    last = time.monotonic()
+    print(f"[series {s.name}] watching {s.root or 'the listed checkpoints'} every {s.poll:g} s; stopping after "
+          f"{s.idle:g} s with nothing new (--idle)", flush=True)
+    while True:
+        plan = planning.make_plan(s, known)
         moved = False
         for u in plan.units:
-            key = (u.task, u.checkpoint.folder)
-            state = (u.changed, u.skipped)
-            if self.seen.get(key) != state:
+            key, state = (u.task, u.checkpoint.folder), (u.changed, u.skipped)
+            if seen.get(key) != state:
                 moved = True
-                if key not in self.seen or self.seen[key][1] != u.skipped:
-                    print(f"[series {self.settings.name}] step {u.step}: "
+                if key not in seen or seen[key][1] != u.skipped:
+                    print(f"[series {s.name}] step {u.step}: "
                           + (u.skipped or ("complete, to run" if u.todo else "complete, done")), flush=True)
-                self.seen[key] = state
-        todo = [u for u in plan.todo if u.key not in self.failures]   # a failed run is tried once per watch
+                seen[key] = state
+        todo = [u for u in plan.todo if u.key not in failures]   # a failed run is tried once per watch
         if todo:
-            failures, started = self.act(planning.Plan(plan.settings, todo, plan.ignored))
-            self.failures |= failures
+            got, started = act(planning.Plan(plan.settings, todo, plan.ignored))
+            failures |= got
             moved = moved or started > 0
-        self.known = {(u.task, u.checkpoint.folder): u for u in plan.units}
-        return moved
-
-    def run(self) -> dict[str, str]:
-        """Poll until ``idle`` seconds pass with nothing happening; unit key -> failure of what failed."""
-        s = self.settings
-        last = time.monotonic()
-        print(f"[series {s.name}] watching {s.root or 'the listed checkpoints'} every {s.poll:g} s; stopping after "
-              f"{s.idle:g} s with nothing new (--idle)", flush=True)
-        while True:
-            if self.poll():
-                last = time.monotonic()
-            if time.monotonic() - last >= s.idle:
-                print(f"[series {s.name}] nothing new for {s.idle:g} s: stopped watching", flush=True)
-                return self.failures
-            time.sleep(s.poll)
+        known = {(u.task, u.checkpoint.folder): u for u in plan.units}
+        if moved:
+            last = time.monotonic()
+        if time.monotonic() - last >= s.idle:
+            print(f"[series {s.name}] nothing new for {s.idle:g} s: stopped watching", flush=True)
+            return failures, plan
+        time.sleep(s.poll)
 
 
 def nothing_found(settings: Settings, plan: planning.Plan) -> HarnessError:

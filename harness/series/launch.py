@@ -24,7 +24,7 @@ from typing import Any
 
 from harness.errors import HarnessError, one_line
 from harness.results import atomic_write_json
-from harness.series.plan import Plan, Unit, plan_unit
+from harness.series.plan import Plan, Unit, plan_unit, stages
 
 
 def run_unit(unit: Unit) -> str | None:
@@ -66,14 +66,14 @@ def folder_of(plan: Plan) -> Path:
     return Path(str(unit.state.results)).resolve().parent / "series" / plan.settings.name
 
 
-def write_context(folder: Path, plan: Plan, units: list[Unit]) -> Path:
+def write_context(folder: Path, units: list[Unit]) -> Path:
     """``context.json`` with every stage submitted so far and ``units``' (by stage name; a stage submitted again
     is replaced by its new jobs)."""
     path = folder / "context.json"
-    stages = {s["name"]: s for s in (json.loads(path.read_text())["stages"] if path.exists() else [])}
-    stages |= {s.name: s.to_dict() for s in plan.stages(units)}
+    known = {s["name"]: s for s in (json.loads(path.read_text())["stages"] if path.exists() else [])}
+    known |= {s.name: s.to_dict() for s in stages(units)}
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, {"stages": list(stages.values())})
+    atomic_write_json(path, {"stages": list(known.values())})
     return path
 
 
@@ -101,8 +101,8 @@ class Submitter:
             return failures, 0
         folder = folder_of(plan)
         before = read_ledger(folder)[0]
-        context = write_context(folder, plan, todo)
-        submit(plan.stages(todo), {u.key: u.state for u in todo}, context, self.cluster, folder, q)
+        context = write_context(folder, todo)
+        submit(stages(todo), {u.key: u.state for u in todo}, context, self.cluster, folder, q)
         ledger = read_ledger(folder)[0]
         started = {u.key: ledger[u.key] for u in todo if u.key in ledger and ledger[u.key] != before.get(u.key)}
         for unit in todo:
@@ -123,4 +123,4 @@ def status_lines(plan: Plan, cluster: dict[str, Any]) -> list[str]:
         return ["nothing planned: no checkpoint could be read"]
     states = {u.key: u.state for u in units}
     tp = cost.throughput(units[0].state.model, units[0].state.results)
-    return show.status(plan.stages(units), states, tp, cluster, folder_of(plan))
+    return show.status(stages(units), states, tp, cluster, folder_of(plan))

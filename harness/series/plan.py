@@ -18,8 +18,7 @@ from typing import Any
 from harness.errors import HarnessError, one_line
 from harness.paper.graph import Job, Stage
 from harness.paper.plan import JobState, plan_run
-from harness.series.complete import incomplete, newest_change
-from harness.series.discover import Checkpoint, Found, listed, under
+from harness.series.discover import Checkpoint, Found, incomplete, listed, newest_change, under
 from harness.series.settings import Settings
 
 
@@ -67,14 +66,15 @@ class Plan:
     def todo(self) -> list[Unit]:
         return [u for u in self.units if u.todo]
 
-    def stages(self, units: list[Unit] | None = None) -> list[Stage]:
-        """The units' jobs as the paper graph's stages: one per checkpoint (a training task's makes it ``train``)."""
-        by: dict[int, list[Unit]] = {}
-        for u in units if units is not None else self.units:
-            if u.job is not None:
-                by.setdefault(u.step, []).append(u)
-        return [Stage(f"step{step}", "train" if any(map(_trains, us)) else "eval", [u.job for u in us if u.job])
-                for step, us in sorted(by.items())]
+
+def stages(units: list[Unit]) -> list[Stage]:
+    """The units' jobs as the paper graph's stages: one per checkpoint (a training task's makes it ``train``)."""
+    by: dict[int, list[Unit]] = {}
+    for u in units:
+        if u.job is not None:
+            by.setdefault(u.step, []).append(u)
+    return [Stage(f"step{step}", "train" if any(map(_trains, us)) else "eval", [u.job for u in us if u.job])
+            for step, us in sorted(by.items())]
 
 
 def _trains(unit: Unit) -> bool:
