@@ -255,10 +255,6 @@ class RetrievalFamily(Family):
         w += training_source(s).work(s)
         return w
 
-    def part_job(self) -> bool:
-        """Whether this run is a shard job (``task.shard``): it computes one shard and writes no record."""
-        return self.settings.sharding.shard is not None
-
     # ---------------------------------------------------------------------------------------- the plan
     def stages(self, cells: Sequence[Cell]) -> RetrievalStages:
         """What the stages of this run read, resolved (beyond the plan's own values)."""
@@ -284,7 +280,7 @@ class RetrievalFamily(Family):
         details = dict(self.kind.details(self.resolved))
         if self.lineage is not None:
             details["lineage"] = self.lineage.record()
-        part = self.part_job()
+        part = self.settings.sharding.shard is not None   # a shard job (task.shard): one shard, no record
         return {"compute": compute.run_part if part else compute.run, "part": part, "check": check,
                 "stages": self.stages(cells), "lr": self.lr if self.trains else None, "trains": self.trains,
                 # what anything new a stage creates starts from: task.train_seed when the run trains, else seed
