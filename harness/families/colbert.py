@@ -33,9 +33,7 @@ class KdSource:
         """This source's samples for the settings ``s`` (every query and document id checked) and their facts."""
         from harness.console import step
 
-        d = s.train_data
-        if d.n_ways < 1:
-            raise HarnessError(f"task.train_data.n_ways must be >= 1, got {d.n_ways}.")
+        d = s.train_data   # n_ways >= 2: typed (KdData)
         with step(f"KD data: reading, validating and joining {self.name(d)}",
                   starting="every query and document id is checked") as done:
             data, facts = self.read(d, s.training.train_seed)
