@@ -80,8 +80,9 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
         data, facts = p.source.load(plan.settings, model)
         tracker = tracking.tracker(plan.config, run_id=todo[0].run_id, record_path=plan.record_path(todo[0]).parent,
                                    task=plan.task, model=plan.model_name)
-        info = trainer.fit(plan, model, data, facts, p.train_dir, tracker, loaded_spec(plan))
-        info |= {"train_s": time.perf_counter() - t0, "fingerprint": fingerprint(info["model_dir"])}
+        info = trainer.fit(plan, model, data, p.train_dir, tracker, loaded_spec(plan))
+        info |= {**({"data": facts} if facts else {}), "train_s": time.perf_counter() - t0,
+                 "fingerprint": fingerprint(info["model_dir"])}
         atomic_write_json(marker, info)
     if plan.lineage is not None:
         info["fine_tuned_from"] = plan.lineage.record()

@@ -37,18 +37,20 @@ class Trainer:
 
         return load_target(self.reload)(model_dir, device=plan.device)
 
-    def fit(self, plan: RunPlan, model: Any, data: Any, facts: Mapping[str, Any] | None,
-            out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
-        """``train`` on this process, or on the N processes of ``task.devices`` (:func:`fit_on_devices`); ``spec``:
-        the model as the run loaded it. The training facts, with what the source says of its rows (``facts``)."""
+    def fit(self, plan: RunPlan, model: Any, data: Any, out_dir: Path, tracker: Any, spec: ModelSpec
+            ) -> dict[str, Any]:
+        """``train`` on this process, or on the N processes of ``task.devices`` (:func:`fit_on_devices`), at the
+        values the run resolved (its learning rate, the training node's epochs and seed, where it runs); ``spec``: the
+        model as the run loaded it. The training facts."""
         from harness.registry import load_target
+        from harness.training.settings import TrainRun
 
-        run = train_run(plan)
-        if plan.settings.training.devices > 1:
-            info = fit_on_devices(plan, self, model, data, spec, out_dir, tracker, run)
-        else:
-            info = load_target(self.train)(model, data, plan.settings.training, run, out_dir, tracker)
-        return {**info, "data": facts} if facts else info
+        t = plan.settings.training
+        assert plan.lr is not None, "a run that trains has a learning rate"
+        run = TrainRun(lr=plan.lr, epochs=t.epochs, seed=t.train_seed, precision=plan.precision, device=plan.device)
+        if t.devices > 1:
+            return fit_on_devices(plan, self, model, data, spec, out_dir, tracker, run)
+        return load_target(self.train)(model, data, t, run, out_dir, tracker)
 
 
 #: task keys besides the training's that the weights train.kd produces depend on: the new projection's size, the task
@@ -64,16 +66,6 @@ def kd_key(cell: Cell, train_keys: Sequence[str]) -> str:
     names = (*(t.split(".", 1)[1] for t in train_keys), *TRAINED_WEIGHTS_ALSO)
     kept = {k: task[k] for k in names if k in task}
     return "train-" + results.stable_hash({**ident, "task": kept}, length=16)
-
-
-def train_run(plan: RunPlan) -> TrainRun:
-    """The values a training run resolves: the learning rate, the epochs and seed of the training node, where it
-    runs."""
-    from harness.training.settings import TrainRun
-
-    t = plan.settings.training
-    assert plan.lr is not None, "a run that trains has a learning rate"
-    return TrainRun(lr=plan.lr, epochs=t.epochs, seed=t.train_seed, precision=plan.precision, device=plan.device)
 
 
 #: ``train.dense``: sentence-transformers' trainer, (Cached)MNRL on (query, positive, negative) triplets; its model is
