@@ -11,7 +11,7 @@ import shutil
 import time
 import traceback
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,9 +37,7 @@ class RunContext:
     model_dir: str
     model: dict[str, Any]
     tokenizer: Any
-
-    def __post_init__(self) -> None:
-        self._cache: dict[str, Any] = {}
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def tokenized(self, data: glue_data.GlueData):
         """Train and (concatenated) dev sets tokenised once per (model, data, max length), in memory and on disk."""
