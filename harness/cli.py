@@ -17,19 +17,14 @@ from harness.registry import Registry
 log = logging.getLogger("harness")
 
 
-def run(cfg: DictConfig):
-    """Run the composed config (also the entry point for tests): the task family's cells, through the one loop."""
-    from harness import runner
-
-    return runner.run(cfg)
-
-
 @hydra.main(version_base="1.3", config_path=PRIMARY, config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | scheduler.JobFailed | None:
+    from harness import runner
+
     scheduler.stop_on_signals()
     try:
         prepare(cfg)
-        records = run(cfg)
+        records = runner.run(cfg)
     except HarnessError as exc:
         print_error(exc)
         if scheduler.is_multirun():  # one bad job must not stop its siblings in a sweep; the multirun fails at its end

@@ -349,7 +349,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory) -> Path:
     """A results folder with an ok record of the BEIR run every case re-runs, and the data it read."""
-    from harness.cli import run
+    from harness.runner import run
 
     base = tmp_path_factory.mktemp("seeded")
     write_beir_folder(base / "data")
@@ -454,8 +454,8 @@ def test_checks_run_before_the_model_loads(kind: str, tmp_path: Path, monkeypatc
     """Promise "bad input fails before any work": names, paths, writability, the device and hub needs are checked
     before a model is loaded (here, loading one is an error)."""
     from harness import models
-    from harness.cli import run
     from harness.errors import HarnessError
+    from harness.runner import run
 
     def no_model(*a: object, **k: object) -> None:
         raise AssertionError("a model was loaded before the bad input was reported")
@@ -501,8 +501,8 @@ def test_a_folder_in_a_records_way_and_a_weight_decay_fail_before_the_model_load
     no record) and a GLUE weight decay that would shrink the weights (it used to train to Spearman -0.03) are
     refused before any model is loaded."""
     from harness import models
-    from harness.cli import run
     from harness.errors import HarnessError
+    from harness.runner import run
     from harness.stages import glue as glue_compute
 
     def no_model(*a: object, **k: object) -> None:

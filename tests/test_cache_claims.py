@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from harness import results
-from harness.cli import run
 from harness.errors import HarnessError
+from harness.runner import run
 from tests.conftest import compose, write_beir_folder
 from tests.test_colbert import overrides as colbert_overrides
 from tests.test_retrieval_runs import overrides

@@ -13,8 +13,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness import results, selection
-from harness.cli import run
 from harness.errors import DataError, HarnessError, HubUnavailableError
+from harness.runner import run
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder
 
 TINY = ["model=modernbert-base", f"model.path={TINY_MODEL}", "model.name=tiny-modernbert", "precision=fp32",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import results
-from harness.cli import run
+from harness.runner import run
 from tests.conftest import REPO, TINY_MODEL, compose
 
 pytestmark = pytest.mark.slow

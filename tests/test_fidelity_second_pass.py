@@ -72,7 +72,7 @@ def test_voyager_missing_package_is_one_clear_error(monkeypatch) -> None:
 def test_colbert_task_index_voyager_scores_as_exact_maxsim_on_toy_data(tmp_path) -> None:
     """task=colbert task.index=voyager (the authors' evaluate_pylate.py path) runs end to end offline; on a toy
     corpus its HNSW candidates, reranked by exact MaxSim, give the exact index's numbers."""
-    from harness.cli import run
+    from harness.runner import run
     from tests.conftest import compose, write_beir_folder
     from tests.test_colbert import overrides
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness import locks, planning, results
-from harness.cli import run
+from harness.runner import run
 from tests.conftest import REPO, compose
 from tests.test_retrieval_runs import overrides
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness import results
-from harness.cli import run
 from harness.errors import HarnessError, TrainingDivergedError
+from harness.runner import run
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder, write_triplets
 from tests.forked import run_module
 

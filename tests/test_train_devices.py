@@ -17,8 +17,8 @@ import pytest
 from accelerate.data_loader import BatchSamplerShard
 
 from harness import families, results
-from harness.cli import run
 from harness.errors import HarnessError, TrainingDivergedError
+from harness.runner import run
 from harness.training.ranks import StepBatches
 from harness.trial.toy_data import _kd
 from tests.conftest import REPO, compose, write_beir_folder, write_triplets

@@ -183,7 +183,7 @@ def test_cuda_branch_casts_and_calls_the_kernel(monkeypatch: pytest.MonkeyPatch,
 def test_dpr_training_through_the_varlen_path_equals_padded(tmp_path: Path, toy_beir: Path) -> None:
     """task=beir trains (MNRL, padded batches unpadded at the model's entry) and evaluates through harness_varlen as
     through sdpa: the same loss curve and the same nDCG."""
-    from harness.cli import run
+    from harness.runner import run
     from tests.conftest import compose, write_triplets
     from tests.test_retrieval_runs import overrides
 

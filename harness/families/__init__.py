@@ -8,24 +8,13 @@ never import it: they read specs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from harness.families import beir, code, colbert, efficiency, glue, mldr, mteb
 from harness.registry import Registry
 
-if TYPE_CHECKING:
-    from harness.families.base import Family
-
-
-class Runner(Protocol):
-    """What the registry holds: typed settings, and a runner per composed config."""
-
-    settings_class: type
-
-    def __call__(self, cfg: Any, spec: Any = None) -> Family: ...
-
-
-REGISTRY: Registry[Runner] = Registry("runner", {
+#: ``spec.runner`` -> its planner (called with ``(cfg, spec=None)``: a Family)
+REGISTRY: Registry[Any] = Registry("runner", {
     "beir": beir.BEIR,
     "code": code.CODE,
     "colbert": colbert.COLBERT,
@@ -36,7 +25,7 @@ REGISTRY: Registry[Runner] = Registry("runner", {
 }, hint="Register it in harness/families/__init__.py.", lazy=True)
 
 
-def get(name: str) -> Runner:
+def get(name: str) -> Any:
     """The family class registered as ``name``; an unknown name lists the known ones, closest first."""
     return REGISTRY.lookup(name)
 

@@ -9,8 +9,7 @@ computes its cells (:mod:`harness.stages`, given the plan, never the family).
 from __future__ import annotations
 
 import abc
-import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -60,11 +59,11 @@ class Family(abc.ABC):
         task = {k: v for k, v in excluded_keys(self.settings_class, "task").items() if k not in kept}
         return {**self.root_exclude, **task}
 
-    def rounds(self) -> Iterator[list[Cell]]:
-        """Cells in rounds: a round is planned only after the previous one has run (GLUE: chained tasks start
-        from MNLI's records). Most families have one round. ("Stage" means one thing: a step of the computation,
-        ``spec.stages``; the paper graph's stages are its SLURM job arrays.)"""
-        yield self.cells()
+    def rounds(self) -> list[Callable[[], list[Cell]]]:
+        """What plans each round's cells: a round is planned only after the previous one has run (GLUE: chained
+        tasks start from MNLI's records). Most families have one round. ("Stage" means one thing: a step of the
+        computation, ``spec.stages``; the paper graph's stages are its SLURM job arrays.)"""
+        return [self.cells]
 
     @abc.abstractmethod
     def cells(self) -> list[Cell]:
@@ -140,23 +139,19 @@ class Family(abc.ABC):
                             seed_keys=spec.seed_keys, experiment=self.cfg.get("experiment"), **fields)
 
     # -------------------------------------------------------------------------------- the plan
-    #: how many rounds the cells come in (GLUE: 2 where chained tasks start from MNLI's records)
-    def n_rounds(self) -> int:
-        return 1
-
     def plan(self, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan:
         """The :class:`~harness.runplan.RunPlan` of round ``round`` (its cells planned now: a later round reads the
         records of the earlier ones), its work estimate for a ``mode`` job (report: evaluation only, on the
         datasets not in ``skip``)."""
         from harness.layout import RunLayout
 
-        rounds = list(itertools.islice(self.rounds(), round, round + 1))
-        cells = rounds[0] if rounds else []
+        rounds = self.rounds()
+        cells = rounds[round]() if round < len(rounds) else []
         fields: dict[str, Any] = {
             "task": self.name, "runner": self.task_spec.runner, "model_name": self.model_name, "spec": self.task_spec,
             "settings": self.settings, "model": self.spec, "device": self.device, "precision": self.precision,
             "seed": int(self.cfg.seed), "lr": None, "trains": False, "cells": cells,
-            "later": round + 1 < self.n_rounds(), "layout": RunLayout.of(self.cfg.paths),
+            "later": round + 1 < len(rounds), "layout": RunLayout.of(self.cfg.paths),
             "work": self.work(mode, skip), "config": self.config, "overwrite": bool(self.cfg.overwrite),
             "save_run": bool(self.cfg.get("save_run")), "check": check_model,
             "fitted": self.fitted_lengths(), "weights": self.weights_dir(),

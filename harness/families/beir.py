@@ -185,23 +185,23 @@ def evaluation(r: Resolved) -> dict[str, Any]:
             "top_k": s.ranking.top_k, "max_queries": s.max_queries, "max_docs": s.max_docs}
 
 
+def training(r: Resolved, data: dict[str, Any], **own: Any) -> dict[str, Any]:
+    """What a trained retrieval record shows: ``train``, its training settings (``data``: what the source says of its
+    rows; ``own``: the trainer's own keys), and the schedule at its top level (selection reads it)."""
+    t = r.settings.training
+    train = {"data": data, "lr": r.lr, "epochs": t.epochs, "warmup_ratio": t.warmup_ratio, "batch_size": t.batch_size,
+             "gradient_accumulation_steps": t.gradient_accumulation_steps, **own, "seed": t.train_seed}
+    return {"train": train, "lr": r.lr, "epochs": t.epochs, "batch_size": t.batch_size,
+            "gradient_accumulation_steps": t.gradient_accumulation_steps, "seed": t.train_seed}
+
+
 def dense_training(r: Resolved, data: dict[str, Any]) -> dict[str, Any]:
     """The DPR training settings a record shows (``data``: what the source says of its rows)."""
     t = r.settings.training
-    train = {"data": data, "lr": r.lr, "epochs": t.epochs, "warmup_ratio": t.warmup_ratio,
-             "batch_size": t.batch_size, "gradient_accumulation_steps": t.gradient_accumulation_steps,
-             "loss": t.loss, "mini_batch_size": t.mini_batch_size, "max_seq_length": t.max_seq_length,
-             "seed": t.train_seed}
+    out = training(r, data, loss=t.loss, mini_batch_size=t.mini_batch_size, max_seq_length=t.max_seq_length)
     if t.gather_across_devices:     # another objective (in the run id): shown where it is on only
-        train |= {"gather_across_devices": True, "devices": t.devices}
-    return {"train": train, **schedule(r)}
-
-
-def schedule(r: Resolved) -> dict[str, Any]:
-    """The training schedule every trained retrieval record shows at its top level (selection reads it)."""
-    t = r.settings.training
-    return {"lr": r.lr, "epochs": t.epochs, "batch_size": t.batch_size,
-            "gradient_accumulation_steps": t.gradient_accumulation_steps, "seed": t.train_seed}
+        out["train"] |= {"gather_across_devices": True, "devices": t.devices}
+    return out
 
 
 def hyperparameters(r: Resolved) -> dict[str, Any]:

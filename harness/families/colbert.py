@@ -33,9 +33,7 @@ class KdSource:
         """This source's samples for the settings ``s`` (every query and document id checked) and their facts."""
         from harness.console import step
 
-        d = s.train_data
-        if d.n_ways < 1:
-            raise HarnessError(f"task.train_data.n_ways must be >= 1, got {d.n_ways}.")
+        d = s.train_data   # n_ways >= 2: typed (KdData)
         with step(f"KD data: reading, validating and joining {self.name(d)}",
                   starting="every query and document id is checked") as done:
             data, facts = self.read(d, s.training.train_seed)
@@ -222,11 +220,8 @@ def hyperparameters(r: Resolved) -> dict[str, Any]:
         return hp
     d, t = s.train_data, s.training
     data = {"source": d.source, "n_ways": d.n_ways, "max_samples": d.max_samples, **r.data}
-    train = {"data": data, "lr": r.lr, "epochs": t.epochs, "warmup_ratio": t.warmup_ratio,
-             "batch_size": t.batch_size, "gradient_accumulation_steps": t.gradient_accumulation_steps,
-             "query_length": t.train_query_length, "document_length": t.train_document_length,
-             "loss": "distillation", "normalize_scores": t.normalize_scores, "seed": t.train_seed}
-    return hp | {"train": train, **beir.schedule(r)}
+    return hp | beir.training(r, data, query_length=t.train_query_length, document_length=t.train_document_length,
+                              loss="distillation", normalize_scores=t.normalize_scores)
 
 
 COLBERT = RetrievalKind(ColbertSettings, hyperparameters, readable=readable, validate=check,

@@ -8,7 +8,6 @@ matmul throughput as the roofline and the model's achieved fraction of it. One r
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -20,9 +19,6 @@ from harness.evaluation.settings import SetSpec
 from harness.families.base import Cell, Family
 from harness.typed import at_least, build, choices, count, excluded, nonempty, positive
 from harness.work import Work
-
-log = logging.getLogger(__name__)
-
 
 
 @dataclass(kw_only=True)
@@ -86,12 +82,6 @@ class EfficiencyFamily(Family):
             w.add_tokens(float(s.n_docs) * length * (s.repeats + s.warmup), length)
         return w
 
-    def hardware(self) -> dict[str, Any]:
-        """Part of the run identity: throughput depends on the device (excluded from other families' ids)."""
-        from harness.evaluation import throughput as tp
-
-        return {"device": self.device, "name": tp.device_name(self.device)}
-
     @property
     def compiled(self) -> bool:
         """``compile=true`` on a CUDA device: the encoder's forward through torch.compile (CPU: ignored)."""
@@ -100,12 +90,16 @@ class EfficiencyFamily(Family):
         return wanted(self.cfg, self.device)
 
     def cells(self) -> list[Cell]:
+        from harness.evaluation import throughput as tp
+
         s = self.settings
         if s.token_low >= s.token_high:   # each bound alone is typed (harness.typed.count, at_least)
             raise HarnessError(f"task.token_low={s.token_low} must be below task.token_high={s.token_high}: token "
                                "ids are drawn from [token_low, token_high)")
-        # compile changes the speed, this task's number: in the identity where it is on (off keeps the ids as before)
-        ident = self.identity(replace={"hardware": self.hardware(), **({"compile": True} if self.compiled else {})})
+        # throughput depends on the device: in the identity (excluded from other families' ids); compile changes the
+        # speed, this task's number: in the identity where it is on (off keeps the ids as before)
+        hardware = {"device": self.device, "name": tp.device_name(self.device)}
+        ident = self.identity(replace={"hardware": hardware, **({"compile": True} if self.compiled else {})})
         rid = results.run_id(ident, {"prec": self.precision, "n": s.n_docs})
         plan_key = results.stable_hash(self.identity())   # what a planner on another machine computes too
         cells = []
@@ -115,12 +109,10 @@ class EfficiencyFamily(Family):
             cells.append(Cell(name, rid, ident, results.stable_hash(data), spec, plan_key=plan_key))
         return cells
 
-    def hyperparameters(self) -> dict[str, Any]:
-        s = self.settings
-        return {"precision": self.precision, "n_docs": s.n_docs, "repeats": s.repeats, "warmup": s.warmup,
-                "unpad": s.unpad, "pad_to": s.pad_to, "seed": s.seed}
-
     def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
         from harness.stages import efficiency as compute
 
-        return {"compute": compute.run, "header": self.header(hyperparameters=self.hyperparameters())}
+        s = self.settings
+        return {"compute": compute.run, "header": self.header(hyperparameters={
+            "precision": self.precision, "n_docs": s.n_docs, "repeats": s.repeats, "warmup": s.warmup,
+            "unpad": s.unpad, "pad_to": s.pad_to, "seed": s.seed})}

@@ -45,15 +45,6 @@ class LocalTask:
     sha: str
 
 
-def _import_file(path: Path, sha: str):
-    spec = importlib.util.spec_from_file_location(f"harness_mteb_tasks_{sha[:12]}", path)
-    if spec is None or spec.loader is None:
-        raise HarnessError(f"task.task_files: cannot import {path} as Python")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def load_task_files(entries: Sequence[str]) -> dict[str, LocalTask]:
     """Task name -> the mteb task class each file (``my_tasks.py``) or module (``pkg.tasks``) defines."""
     from mteb.abstasks import AbsTask
@@ -66,7 +57,11 @@ def load_task_files(entries: Sequence[str]) -> dict[str, LocalTask]:
                 raise HarnessError(f"task.task_files: {entry} does not exist (give a .py file or a module name that "
                                    "defines mteb tasks)")
             sha = hashlib.sha256(path.read_bytes()).hexdigest()
-            module = _import_file(path, sha)
+            spec = importlib.util.spec_from_file_location(f"harness_mteb_tasks_{sha[:12]}", path)
+            if spec is None or spec.loader is None:
+                raise HarnessError(f"task.task_files: cannot import {path} as Python")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
         else:
             try:
                 module = importlib.import_module(entry)

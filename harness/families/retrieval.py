@@ -146,14 +146,10 @@ class RetrievalFamily(Family):
         """The ``train.*`` stage the spec lists (:data:`harness.stages.CODE`), or None."""
         return next((s for s in self.task_spec.stages if s.startswith("train.")), None)
 
-    @property
-    def source(self) -> Any:
-        """``task.source`` (the weights of another task's run) where the task has one, else None."""
-        return getattr(self.settings, "source", None)
-
     @cached_property
     def lineage(self) -> Lineage | None:
-        src = self.source
+        """What ``task.source`` (the weights of another task's run) resolves to, where the task has one, else None."""
+        src = getattr(self.settings, "source", None)
         return None if src is None else resolve(src, str(src.results or self.cfg.paths.results), self.model_name)
 
     # ---------------------------------------------------------------------------------------- planning
@@ -170,7 +166,7 @@ class RetrievalFamily(Family):
             return float(self.settings.training.lr)
         if self.lineage is not None and self.lineage.lr is not None:
             return self.lineage.lr
-        dpr = self.cfg.model.get("dpr") if self.source is not None else None
+        dpr = self.cfg.model.get("dpr") if self.lineage is not None else None
         if dpr is None or dpr.get("lr") is None:
             raise HarnessError(f"task={self.name} needs a learning rate to train: the source has no recorded LR and "
                                "the model config no dpr.lr; set task.lr=<value>.")
@@ -199,11 +195,9 @@ class RetrievalFamily(Family):
             put(ident, key, value)
         return ident
 
-    def query_length(self, entry: DatasetEntry) -> int | None:
-        return None if self.kind.query_length is None else self.kind.query_length(self.settings, entry)
-
     def data_spec(self, entry: DatasetEntry) -> str:
-        return data_spec(self.settings, entry, self.query_length(entry))
+        length = None if self.kind.query_length is None else self.kind.query_length(self.settings, entry)
+        return data_spec(self.settings, entry, length)
 
     def cells(self) -> list[Cell]:
         ident = self.run_identity()
@@ -255,10 +249,6 @@ class RetrievalFamily(Family):
         w += training_source(s).work(s)
         return w
 
-    def part_job(self) -> bool:
-        """Whether this run is a shard job (``task.shard``): it computes one shard and writes no record."""
-        return self.settings.sharding.shard is not None
-
     # ---------------------------------------------------------------------------------------- the plan
     def stages(self, cells: Sequence[Cell]) -> RetrievalStages:
         """What the stages of this run read, resolved (beyond the plan's own values)."""
@@ -270,7 +260,8 @@ class RetrievalFamily(Family):
             key = code_of(self.trainer).key(cells[0], self.train_keys())
             train_dir = RunLayout.of(self.cfg.paths).trained_model(self.name, self.model_name, key)
         every = [m for e in entries(self.settings) for m in [e, *e.members.values()]]
-        lengths = None if self.kind.query_length is None else {m.name: int(self.query_length(m)) for m in every}
+        lengths = None if self.kind.query_length is None else {
+            m.name: int(self.kind.query_length(self.settings, m)) for m in every}
         return RetrievalStages(
             load=str(self.stage("load")), retrieve=str(self.stage("retrieve")), train=self.trainer,
             source=training_source(self.settings) if self.trains else None, train_dir=train_dir,
@@ -284,7 +275,7 @@ class RetrievalFamily(Family):
         details = dict(self.kind.details(self.resolved))
         if self.lineage is not None:
             details["lineage"] = self.lineage.record()
-        part = self.part_job()
+        part = self.settings.sharding.shard is not None   # a shard job (task.shard): one shard, no record
         return {"compute": compute.run_part if part else compute.run, "part": part, "check": check,
                 "stages": self.stages(cells), "lr": self.lr if self.trains else None, "trains": self.trains,
                 # what anything new a stage creates starts from: task.train_seed when the run trains, else seed

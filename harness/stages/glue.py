@@ -11,7 +11,7 @@ import shutil
 import time
 import traceback
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,9 +37,7 @@ class RunContext:
     model_dir: str
     model: dict[str, Any]
     tokenizer: Any
-
-    def __post_init__(self) -> None:
-        self._cache: dict[str, Any] = {}
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def tokenized(self, data: glue_data.GlueData):
         """Train and (concatenated) dev sets tokenised once per (model, data, max length), in memory and on disk."""
@@ -115,7 +113,7 @@ def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
     t = tcfg.training
     if str(t.scoring_protocol) == "authors":
         return {
-            "scoring_protocol": "authors", "eval_interval_batches": eval_interval(point.task, tcfg),
+            "scoring_protocol": "authors", "eval_interval_batches": int(tcfg.eval_interval[point.task]),
             "early_stopping_patience_batches": int(t.early_stopping.patience_batches),
             "early_stopping_metric": None,   # one dev metric, set by run_point (it knows the dev sets)
             "weight_decay_params": "all", "scored_evaluation": "last",
@@ -127,16 +125,11 @@ def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
     }
 
 
-def eval_interval(task: str, tcfg: Any) -> int:
-    """Optimizer steps between dev evaluations under ``authors`` (``task.eval_interval``, per task)."""
-    if task not in tcfg.eval_interval:
-        raise HarnessError(f"task.eval_interval has no entry for {task}; add task.eval_interval.{task}=<batches>")
-    return int(tcfg.eval_interval[task])
-
-
 def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metric: str = "score") -> Any:
     """The classification trainer's settings for one grid point; ``metric``: what ``authors`` early stopping
-    watches (``best_epoch`` watches ``score``)."""
+    watches (``best_epoch`` watches ``score``); under ``authors`` the dev set is evaluated every
+    ``task.eval_interval`` optimizer steps (every planned task has one: :func:`~harness.families.glue.grid.plan`
+    refuses a config without)."""
     from harness.training import classification as clf
     from harness.training.settings import TrainRun
 
@@ -144,7 +137,7 @@ def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metri
     return clf.TrainConfig(
         node=tcfg.training, weight_decay=adamw_weight_decay(point, tcfg), monitor=metric,
         run=TrainRun(lr=point.lr, epochs=point.epochs, seed=point.seed, precision=precision, device=device),
-        eval_steps=eval_interval(point.task, tcfg) if authors else None,
+        eval_steps=int(tcfg.eval_interval[point.task]) if authors else None,
     )
 
 

@@ -17,7 +17,6 @@ from harness.errors import HarnessError, TrainingDivergedError
 from harness.results import ResultRecord
 from harness.runplan import Cell, RunPlan
 from harness.stages import code_of
-from harness.stages.context import RetrievalStages
 
 log = logging.getLogger(__name__)
 
@@ -25,15 +24,9 @@ log = logging.getLogger(__name__)
 TRAIN_DONE = "train_done.json"
 
 
-def parts(plan: RunPlan) -> RetrievalStages:
-    out = plan.stages
-    assert isinstance(out, RetrievalStages), "a retrieval run's plan carries its stages"
-    return out
-
-
 def trained(plan: RunPlan) -> bool:
     """This run's training already finished (its model is reused, its data not read)."""
-    folder = parts(plan).train_dir
+    folder = plan.stages.train_dir
     return folder is not None and (folder / TRAIN_DONE).exists()
 
 
@@ -47,7 +40,7 @@ def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
     """(model, the record's model block) from the load stage; with a source, its trained weights, checked
     against the fingerprint that run recorded. Fails fast, naming the local alternative, when the hub is
     needed and unreachable."""
-    p, lin = parts(plan), plan.lineage
+    p, lin = plan.stages, plan.lineage
     model, block = code_of(p.load)(plan, loaded_spec(plan))
     if lin is not None:
         if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
@@ -66,12 +59,9 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
     """Fine-tune ``model`` in place when the run trains, or load this run's finished training (unless
     ``overwrite``; e.g. after a pre-emption during evaluation); returns the training facts for the record
     (``train_s`` and the trained weights' ``fingerprint`` included), or None."""
-    p = parts(plan)
-    if not plan.trains:
+    p = plan.stages
+    if not plan.trains:   # a run that trains has a train.* stage: checked before any work (families.retrieval.check)
         return None
-    if p.train is None or p.train_dir is None:
-        raise HarnessError(f"task={plan.task} trains (task.train=true) but its spec lists no train.* stage: add "
-                           "one (e.g. train.dense) to spec.stages, or set task.train=false.")
     trainer = code_of(p.train)
     marker = p.train_dir / TRAIN_DONE
     if marker.exists() and not plan.overwrite:
@@ -90,8 +80,9 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
         data, facts = p.source.load(plan.settings, model)
         tracker = tracking.tracker(plan.config, run_id=todo[0].run_id, record_path=plan.record_path(todo[0]).parent,
                                    task=plan.task, model=plan.model_name)
-        info = trainer.fit(plan, model, data, facts, p.train_dir, tracker, loaded_spec(plan))
-        info |= {"train_s": time.perf_counter() - t0, "fingerprint": fingerprint(info["model_dir"])}
+        info = trainer.fit(plan, model, data, p.train_dir, tracker, loaded_spec(plan))
+        info |= {**({"data": facts} if facts else {}), "train_s": time.perf_counter() - t0,
+                 "fingerprint": fingerprint(info["model_dir"])}
         atomic_write_json(marker, info)
     if plan.lineage is not None:
         info["fine_tuned_from"] = plan.lineage.record()
@@ -115,8 +106,7 @@ def for_inference(plan: RunPlan, model: Any, block: dict[str, Any]) -> None:
 
 def retriever(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Any:
     """The retrieve stage's retriever for ``model``; ``cache_identity`` keys its on-disk corpus cache."""
-    p = parts(plan)
-    return code_of(p.retrieve)(plan, model, cache_identity)
+    return code_of(plan.stages.retrieve)(plan, model, cache_identity)
 
 
 def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mapping[str, Any] | None
@@ -124,7 +114,7 @@ def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mappi
     """What the cached corpus encodings depend on: the run (less its search-only keys), the weights, and the
     attention ``auto`` resolved to where it is not padded sdpa (the unpadded GPU path runs attention in bf16:
     its embeddings are never handed to a padded run, or back)."""
-    out = {"run": dict(parts(plan).cache_run),
+    out = {"run": dict(plan.stages.cache_run),
            "weights": trained_facts["fingerprint"] if trained_facts else block["fingerprint"]}
     attention = (block.get("attention") or {}).get("implementation")
     if attention not in (None, "sdpa"):

@@ -8,7 +8,7 @@ follows from the settings (their ``train`` nodes)."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,80 +21,59 @@ if TYPE_CHECKING:
     from harness.training.settings import TrainRun
 
 
-class DenseTrainer:
-    """``train.dense``: sentence-transformers' trainer, (Cached)MNRL on (query, positive, negative) triplets; its
-    model is kept under the run id."""
+@dataclass(frozen=True)
+class Trainer:
+    """A ``train.*`` stage: ``loader``, the load stage its model loads with (the ranks of task.devices load the run's
+    weights with it); ``train``, its training function, and ``reload``, what a finished training reloads with
+    (``module:attribute`` each); ``key``, the key its trained model is kept under."""
 
-    loader = "load.encoder"     # how its model loads (the ranks of task.devices load the run's weights with it)
-
-    def key(self, cell: Cell, train_keys: Sequence[str]) -> str:
-        return cell.run_id
+    loader: str
+    train: str
+    reload: str
+    key: Callable[[Cell, Sequence[str]], str]
 
     def load_trained(self, plan: RunPlan, model_dir: str) -> Any:
-        from sentence_transformers import SentenceTransformer
+        from harness.registry import load_target
 
-        return SentenceTransformer(model_dir, device=plan.device)
+        return load_target(self.reload)(model_dir, device=plan.device)
 
-    def fit(self, plan: RunPlan, model: Any, data: Any, facts: Mapping[str, Any] | None,
-            out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
-        info = fit(self, plan, model, data, spec, out_dir, tracker, "harness.training.seeding:train_dense")
-        return {**info, "data": facts} if facts else info
+    def fit(self, plan: RunPlan, model: Any, data: Any, out_dir: Path, tracker: Any, spec: ModelSpec
+            ) -> dict[str, Any]:
+        """``train`` on this process, or on the N processes of ``task.devices`` (:func:`fit_on_devices`), at the
+        values the run resolved (its learning rate, the training node's epochs and seed, where it runs); ``spec``: the
+        model as the run loaded it. The training facts."""
+        from harness.registry import load_target
+        from harness.training.settings import TrainRun
+
+        t = plan.settings.training
+        assert plan.lr is not None, "a run that trains has a learning rate"
+        run = TrainRun(lr=plan.lr, epochs=t.epochs, seed=t.train_seed, precision=plan.precision, device=plan.device)
+        if t.devices > 1:
+            return fit_on_devices(plan, self, model, data, spec, out_dir, tracker, run)
+        return load_target(self.train)(model, data, t, run, out_dir, tracker)
 
 
 #: task keys besides the training's that the weights train.kd produces depend on: the new projection's size, the task
 TRAINED_WEIGHTS_ALSO = ("embedding_size", "name")
 
 
-class KdTrainer:
-    """``train.kd``: PyLate's KL distillation of teacher scores. Its model is kept under :meth:`key`, so runs that
-    differ only in evaluation keys (index, top-k, query and document length) share one trained model."""
-
-    loader = "load.colbert"
-
-    def key(self, cell: Cell, train_keys: Sequence[str]) -> str:
-        """Hash of what the trained weights depend on: the run identity with, of its task keys, only those of the
-        training (``train_keys``: its ``train`` nodes), the projection's size and the task's name."""
-        ident = dict(cell.identity)
-        task = ident.get("task", {})
-        names = (*(t.split(".", 1)[1] for t in train_keys), *TRAINED_WEIGHTS_ALSO)
-        kept = {k: task[k] for k in names if k in task}
-        return "train-" + results.stable_hash({**ident, "task": kept}, length=16)
-
-    def load_trained(self, plan: RunPlan, model_dir: str) -> Any:
-        from pylate.models import ColBERT
-
-        return ColBERT(model_dir, device=plan.device)
-
-    def fit(self, plan: RunPlan, model: Any, data: Any, facts: Mapping[str, Any] | None,
-            out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
-        info = fit(self, plan, model, data, spec, out_dir, tracker, "harness.training.seeding:train_kd")
-        return {**info, "data": facts}
+def kd_key(cell: Cell, train_keys: Sequence[str]) -> str:
+    """Hash of what the trained weights depend on: the run identity with, of its task keys, only those of the
+    training (``train_keys``: its ``train`` nodes), the projection's size and the task's name. So runs that differ
+    only in evaluation keys (index, top-k, query and document length) share one trained model."""
+    ident = dict(cell.identity)
+    task = ident.get("task", {})
+    names = (*(t.split(".", 1)[1] for t in train_keys), *TRAINED_WEIGHTS_ALSO)
+    kept = {k: task[k] for k in names if k in task}
+    return "train-" + results.stable_hash({**ident, "task": kept}, length=16)
 
 
-def fit(trainer: Any, plan: RunPlan, model: Any, data: Any, spec: ModelSpec, out_dir: Path, tracker: Any,
-        train: str) -> dict[str, Any]:
-    """``train`` (``module:function``) on this process, or on the N processes of ``task.devices``
-    (:func:`fit_on_devices`); ``spec``: the model as the run loaded it."""
-    run = train_run(plan)
-    if plan.settings.training.devices > 1:
-        return fit_on_devices(plan, trainer, model, data, spec, out_dir, tracker, train, run)
-    from harness.registry import load_target
-
-    return load_target(train)(model, data, plan.settings.training, run, out_dir, tracker)
-
-
-def train_run(plan: RunPlan) -> TrainRun:
-    """The values a training run resolves: the learning rate, the epochs and seed of the training node, where it
-    runs."""
-    from harness.training.settings import TrainRun
-
-    t = plan.settings.training
-    assert plan.lr is not None, "a run that trains has a learning rate"
-    return TrainRun(lr=plan.lr, epochs=t.epochs, seed=t.train_seed, precision=plan.precision, device=plan.device)
-
-
-DENSE = DenseTrainer()
-KD = KdTrainer()
+#: ``train.dense``: sentence-transformers' trainer, (Cached)MNRL on (query, positive, negative) triplets; its model is
+#: kept under the run id
+DENSE = Trainer("load.encoder", "harness.training.seeding:train_dense", "sentence_transformers:SentenceTransformer",
+                lambda cell, train_keys: cell.run_id)
+#: ``train.kd``: PyLate's KL distillation of teacher scores; its model is kept under :func:`kd_key`
+KD = Trainer("load.colbert", "harness.training.seeding:train_kd", "pylate.models:ColBERT", kd_key)
 
 
 # -------------------------------------------------------------------------------- task.devices: the N processes
@@ -127,10 +106,10 @@ class RankJob:
     run: Any
 
 
-def fit_on_devices(plan: RunPlan, trainer: Any, model: Any, data: Any, spec: ModelSpec, out_dir: Path,
-                   tracker: Any, train: str, run: TrainRun) -> dict[str, Any]:
-    """Train ``model`` on ``plan.settings.training.devices`` processes with ``train`` (``module:function``, as the
-    one-process stage calls it); the trained weights are loaded into ``model``; returns rank 0's training facts.
+def fit_on_devices(plan: RunPlan, trainer: Trainer, model: Any, data: Any, spec: ModelSpec, out_dir: Path,
+                   tracker: Any, run: TrainRun) -> dict[str, Any]:
+    """Train ``model`` on ``plan.settings.training.devices`` processes with ``trainer.train`` (as the one-process
+    stage calls it); the trained weights are loaded into ``model``; returns rank 0's training facts.
     A failure removes the trainers' checkpoint folder, as on one process (ranks stopped mid-way cannot)."""
     from harness.training.arguments import discard_unfinished
     from harness.training.ranks import run_on_devices
@@ -138,7 +117,7 @@ def fit_on_devices(plan: RunPlan, trainer: Any, model: Any, data: Any, spec: Mod
     staging = Path(out_dir) / "staging"
     shutil.rmtree(staging, ignore_errors=True)
     job = RankJob(plan=plan, loader=trainer.loader, spec=replace(spec, path=str(staging / "initial"), keep_layers=None),
-                  rows=str(staging / "rows"), rows_format=dict(data.format), train=train, out_dir=str(out_dir),
+                  rows=str(staging / "rows"), rows_format=dict(data.format), train=trainer.train, out_dir=str(out_dir),
                   tracker=tracker, run=run)
     home = plan.device
     with discard_unfinished(Path(out_dir) / "checkpoints"):

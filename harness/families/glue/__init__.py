@@ -21,8 +21,9 @@ has finished.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from functools import cached_property
 from typing import Any, ClassVar
@@ -37,16 +38,6 @@ from harness.runplan import Cell, RunPlan
 from harness.specs import dependencies
 from harness.stages import check_model
 from harness.work import Work, cost_data
-
-
-def check_trainer_precision(precision: str, device: str) -> None:
-    """fp16 on a CPU is refused: transformers' Trainer leaves it to accelerate, which autocasts fp16 only on an
-    accelerator (``Accelerator.__init__``: ``native_amp`` stays False for fp16 on cpu), so the run would train and
-    evaluate in fp32 under an fp16 run id and record (its losses equal the fp32 run's to the last bit)."""
-    if precision == "fp16" and not device.startswith(("cuda", "mps", "xpu")):
-        raise HarnessError(f"precision=fp16 on device {device}: transformers' Trainer runs fp32 there (no fp16 "
-                           "autocast on a CPU), so the records would claim fp16 for fp32 numbers; use precision=fp32, "
-                           "auto (bf16 where faster) or bf16, or run on a GPU")
 
 
 class GlueFamily(Family):
@@ -70,21 +61,21 @@ class GlueFamily(Family):
         """Which tasks start from which run (the spec's ``depends_on``, unless ``task.mnli_init=off``)."""
         return dependencies.chained(self.task_spec, self.settings)
 
-    def rounds(self) -> Iterator[list[Cell]]:
+    def rounds(self) -> list[Callable[[], list[Cell]]]:
         """MNLI and the tasks that do not chain first; the chained ones once MNLI's records exist."""
         chained = set(self.chain)
-        first = [t for t in self.tasks if t.name not in chained]
-        if first:
-            yield self.cells_for(first)
-        if len(first) < len(self.tasks):
-            yield self.cells_for([t for t in self.tasks if t.name in chained])
+        groups = [[t for t in self.tasks if t.name not in chained], [t for t in self.tasks if t.name in chained]]
+        return [functools.partial(self.cells_for, group) for group in groups if group]
 
     def cells(self) -> list[Cell]:
-        return [c for cells in self.rounds() for c in cells]
+        return [c for cells in self.rounds() for c in cells()]
 
     def cells_for(self, tasks: Sequence[glue_data.GlueTask]) -> list[Cell]:
         s = self.settings
         data = {t.name: glue_data.data_fingerprint(t, s.data_dir, s.hub.path, s.hub.revision) for t in tasks}
+        # the head this model fine-tunes with (model.glue), where it sets one: runs of a model without one keep the ids
+        # they had before heads were configurable
+        head = {} if self.spec.glue is None else {"task.head": asdict(self.spec.glue)}
         out = []
         for point in plan(tasks, s, int(self.cfg.seed)):
             init = resolve_init(point.task, s, str(self.cfg.paths.results), self.model_ref, self.model_name,
@@ -93,22 +84,15 @@ class GlueFamily(Family):
                 "task.tasks": point.task, "task.lr": point.lr, "task.weight_decay": point.weight_decay,
                 "task.epochs": point.epochs, "task.seed": point.seed, "task.definitions": s.definitions[point.task],
                 "task.data": data[point.task], "task.init": init.run_id or init.checkpoint,
-                "task.eval_batches": s.eval_interval.get(point.task), **self.head_identity(),
+                "task.eval_batches": s.eval_interval.get(point.task), **head,
             })
             rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs,
                                          "seed": point.seed})
             out.append(Cell(point.task, rid, ident, payload=(point, init)))
         return out
 
-    def head_identity(self) -> dict[str, Any]:
-        """The head this model fine-tunes with (``model.glue``), where it sets one: runs of a model without one keep
-        the ids they had before heads were configurable."""
-        head = self.spec.glue
-        return {} if head is None else {"task.head": asdict(head)}
-
     def fitted_lengths(self) -> dict[str, int]:
         return {"task.max_length": int(self.settings.max_length)}
-
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
         """Training and dev-evaluation tokens: per task, each epoch of its grid points and every seed the protocol
@@ -134,10 +118,6 @@ class GlueFamily(Family):
             w.short += dev * tokens * passes * n_seeds
         return w
 
-    def n_rounds(self) -> int:
-        chained = set(self.chain)
-        return 1 + (any(t.name not in chained for t in self.tasks) and any(t.name in chained for t in self.tasks))
-
     def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
         from harness.stages import glue as compute
         from harness.stages.context import GlueStages
@@ -147,6 +127,12 @@ class GlueFamily(Family):
 
 
 def check(plan: RunPlan, todo: Sequence[Cell]) -> None:
-    """Before any data or model is loaded: the model's checks, and a precision the Trainer really trains in."""
+    """Before any data or model is loaded: the model's checks, and a precision the Trainer really trains in. fp16 on
+    a CPU is refused: transformers' Trainer leaves it to accelerate, which autocasts fp16 only on an accelerator
+    (``Accelerator.__init__``: ``native_amp`` stays False for fp16 on cpu), so the run would train and evaluate in
+    fp32 under an fp16 run id and record (its losses equal the fp32 run's to the last bit)."""
     check_model(plan, todo)
-    check_trainer_precision(plan.precision, plan.device)
+    if plan.precision == "fp16" and not plan.device.startswith(("cuda", "mps", "xpu")):
+        raise HarnessError(f"precision=fp16 on device {plan.device}: transformers' Trainer runs fp32 there (no fp16 "
+                           "autocast on a CPU), so the records would claim fp16 for fp32 numbers; use precision=fp32, "
+                           "auto (bf16 where faster) or bf16, or run on a GPU")
