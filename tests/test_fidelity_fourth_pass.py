@@ -212,6 +212,22 @@ def test_the_pages_significance_marks_test_a_rescored_record_by_the_accuracy_its
         assert t["d"] == pytest.approx(cells[b]["mrpc"]["v"] - cells[a]["mrpc"]["v"], abs=1e-6)
 
 
+def test_a_series_step_is_chosen_on_the_accuracy_an_f1_record_is_read_as(tmp_path: Path) -> None:
+    """``harness.select --series`` reads the records as the leaderboard does: a step scored by F1 under the previous
+    default counts with its accuracy (85.0 here, its F1 85.7), never beside another step's accuracy."""
+    from harness.selection.cli import main as select
+
+    res = tmp_path / "results"
+    for step, (path, _) in ((100, old_record(res, flip=3)), (200, old_record(res, "accuracy", flip=2))):
+        data = json.loads(path.read_text())
+        data["details"]["series"] = {"name": "run", "step": step, "folder": f"ckpt-{step}", "fingerprint": f"w{step}"}
+        path.write_text(json.dumps(data))
+    assert select(["--series", "run", "--task", "glue", "--datasets", "mrpc", "--results", str(res)]) == 0
+    choice = json.loads((tmp_path / "selected" / "series-run.json").read_text())
+    assert {s["step"]: s["per_dataset"]["mrpc"] for s in choice["steps"]} == {100: 85.0, 200: 90.0}
+    assert choice["metric"] == "accuracy" and choice["best"]["step"] == 200
+
+
 def test_table_5s_gte_qqp_cells_are_footnoted_as_f1_and_never_best(tmp_path: Path) -> None:
     from harness.leaderboard import build_leaderboard
     from harness.leaderboard.cells import OTHER_METRIC_MARK, ranked

@@ -10,7 +10,7 @@ from harness import layout, results, specs
 from harness.errors import HarnessError, print_error
 from harness.preflight import check_writable_dir
 from harness.selection import jsonable, load_selections, prune_checkpoints, spec_of
-from harness.selection.comparable import set_aside_lines
+from harness.selection.comparable import comparable_records, set_aside_lines
 from harness.selection.rules import rule_for
 
 
@@ -99,7 +99,7 @@ def select_series(args: argparse.Namespace, out_dir: Path) -> int:
             raise HarnessError(f"results directory {args.results} does not exist; run the series first or pass "
                                "--results")
         check_out(out_dir, given=args.out is not None)
-        recs = [r for _, r in results.iter_records(args.results, warn=False)
+        recs = [r for _, r in comparable_records(args.results, warn=False)   # in the score its column compares
                 if args.experiment is None or r.experiment == args.experiment]
         tasks = names(recs).get(args.series)
         if not tasks:
