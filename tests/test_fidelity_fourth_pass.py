@@ -87,21 +87,25 @@ def test_a_local_mrpc_run_records_accuracy_as_its_score_and_f1_among_its_metrics
 
 
 def old_record(res: Path, score: str = "f1", *, seed: int = 1618, protocol: str = "authors", keep: bool = True,
-               model: dict | None = None, flip: int = 3, dataset: str = "mrpc") -> tuple[Path, results.ResultRecord]:
-    """An MRPC record as the third pass wrote it (scored by F1), with its kept predictions (``keep``)."""
+               model: dict | None = None, flip: int = 3, dataset: str = "mrpc", lr: float = 3e-5,
+               preds: np.ndarray | None = None) -> tuple[Path, results.ResultRecord]:
+    """An MRPC record as the third pass wrote it (scored by F1), with its kept predictions (``keep``): the labels
+    with the first ``flip`` flipped, or ``preds``."""
     labels = np.array([i % 2 for i in range(20)], dtype=np.float64)
-    preds = labels.copy()
-    preds[:flip] = 1 - preds[:flip]
+    if preds is None:
+        preds = labels.copy()
+        preds[:flip] = 1 - preds[:flip]
     from harness.glue_metrics import compute
 
     metrics = {k: v for k, v in compute("f1", preds, labels).items() if k != "score"}
-    hp = {"lr": 3e-5, "weight_decay": 1e-6, "epochs": 2, "seed": seed, "scoring_protocol": protocol,
+    grid = "" if lr == 3e-5 else f"-lr{lr}"                               # another grid point: another configuration
+    hp = {"lr": lr, "weight_decay": 1e-6, "epochs": 2, "seed": seed, "scoring_protocol": protocol,
           "scored_evaluation": "last" if protocol == "authors" else "best (restored)",
           "early_stopping_metric": "accuracy" if protocol == "authors" else "score"}
     rec = results.ResultRecord(
         task="glue", dataset=dataset, split="validation", model=model or MODEL, metrics=metrics, main_score=score,
-        run_id=f"old-{protocol}-{seed}-{flip}", config_id=f"cfg-{protocol}", hyperparameters=hp, data_fingerprint="d",
-        details={}, created_at=f"2026-11-2{seed % 7}T00:00:00+00:00")
+        run_id=f"old-{protocol}-{seed}-{flip}{grid}", config_id=f"cfg-{protocol}{grid}", hyperparameters=hp,
+        data_fingerprint="d", details={}, created_at=f"2026-11-2{seed % 7}T00:00:00+00:00")
     if keep:
         ids = [f"validation:{i}" for i in range(20)]
         rec.per_query = PerQuery(ids, {"prediction": preds, "label": labels},
@@ -226,6 +230,22 @@ def test_a_series_step_is_chosen_on_the_accuracy_an_f1_record_is_read_as(tmp_pat
     choice = json.loads((tmp_path / "selected" / "series-run.json").read_text())
     assert {s["step"]: s["per_dataset"]["mrpc"] for s in choice["steps"]} == {100: 85.0, 200: 90.0}
     assert choice["metric"] == "accuracy" and choice["best"]["step"] == 200
+
+
+def test_the_paper_graphs_sweep_selection_compares_f1_records_by_their_accuracy(tmp_path: Path) -> None:
+    """A resumed paper graph whose GLUE sweep holds records scored by F1 picks its grid point by accuracy, as
+    ``harness.select`` does: by F1 the all-positive run (F1 66.7, accuracy 50) would win."""
+    from harness.paper.plan import JobState, choose
+
+    res = tmp_path / "results"
+    few = np.zeros(20)
+    few[[1, 3]] = 1                                                   # labels alternate 0, 1: accuracy 60, F1 33.3
+    runs = [old_record(res, lr=lr, preds=p)[1].run_id for lr, p in ((1e-5, np.ones(20)), (2e-5, few))]
+    first = JobState(job=None, run_ids=(runs[0],), results=str(res))  # type: ignore[arg-type]
+    second = JobState(job=None, run_ids=(runs[1],), results=str(res))  # type: ignore[arg-type]
+    choice = choose("glue", [first, second], ["mrpc"])
+    ((rec,),) = choice.cells.values()
+    assert rec.hyperparameters["lr"] == 2e-5 and rec.main_score == "accuracy" and rec.score == pytest.approx(60.0)
 
 
 def test_table_5s_gte_qqp_cells_are_footnoted_as_f1_and_never_best(tmp_path: Path) -> None:

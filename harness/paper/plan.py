@@ -15,6 +15,7 @@ from harness import planning, results, specs
 from harness.errors import HarnessError, one_line
 from harness.paper import cost
 from harness.paper.graph import Job, Stage
+from harness.selection.comparable import comparable_records
 from harness.selection.rules import rule_for
 from harness.summary import seconds
 
@@ -182,7 +183,7 @@ def choose(task: str, upstream: Sequence[JobState], datasets: Sequence[str] = ()
     if not ids or res is None:
         return None
     spec = specs.get(task)
-    recs = [r for _, r in results.iter_records(res, warn=False)
+    recs = [r for _, r in comparable_records(res, warn=False)   # in the score its column compares (MRPC/QQP)
             if r.task == task and r.run_id in ids and (not datasets or r.dataset in datasets)]
     choices = rule_for(spec.selection).choose(recs, key=spec.column_of)
     return next(iter(choices.values()), None)
