@@ -248,6 +248,18 @@ def test_the_paper_graphs_sweep_selection_compares_f1_records_by_their_accuracy(
     assert rec.hyperparameters["lr"] == 2e-5 and rec.main_score == "accuracy" and rec.score == pytest.approx(60.0)
 
 
+def test_what_chooses_or_shows_scores_reads_records_through_the_comparable_view() -> None:
+    """The modules that read record files as written: they plan (finished cells, chaining, lineage, costs, status)
+    or export as written. Whatever chooses or shows a score reads through ``selection.comparable`` (a new raw
+    reader must be added here, on purpose)."""
+    raw = {str(p.relative_to(REPO)) for p in (REPO / "harness").rglob("*.py")
+           if re.search(r"\b(iter_records|read_record)\(", p.read_text())}
+    assert raw == {"harness/results.py", "harness/selection/comparable.py", "harness/runner.py",
+                   "harness/families/glue/chain.py", "harness/families/lineage.py", "harness/paper/cost.py",
+                   "harness/paper/plan.py", "harness/series/show.py", "harness/export.py",
+                   "harness/mteb_results/export.py"}
+
+
 def test_table_5s_gte_qqp_cells_are_footnoted_as_f1_and_never_best(tmp_path: Path) -> None:
     from harness.leaderboard import build_leaderboard
     from harness.leaderboard.cells import OTHER_METRIC_MARK, ranked
