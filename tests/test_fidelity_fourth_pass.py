@@ -256,7 +256,7 @@ def test_what_chooses_or_shows_scores_reads_records_through_the_comparable_view(
            if re.search(r"\b(iter_records|read_record)\(", p.read_text())}
     assert raw == {"harness/results.py", "harness/selection/comparable.py", "harness/runner.py",
                    "harness/families/glue/chain.py", "harness/families/lineage.py", "harness/paper/cost.py",
-                   "harness/paper/plan.py", "harness/series/show.py", "harness/export.py",
+                   "harness/paper/plan.py", "harness/export.py",
                    "harness/mteb_results/export.py"}
 
 

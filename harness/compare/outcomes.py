@@ -3,7 +3,6 @@ cell's score is computed from them on any resample of the items."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,7 @@ import numpy as np
 from harness import per_query
 from harness.errors import HarnessError
 from harness.results import ResultRecord
-from harness.selection.comparable import comparable
+from harness.selection.comparable import read_comparable
 
 #: ``stat(idx, preds)``: a score that is not a mean over items (Matthews, F1, Spearman), on the items ``idx``
 Statistic = Callable[[np.ndarray, np.ndarray], float]
@@ -119,7 +118,6 @@ def claim_of(path: Path) -> dict | None:
     """A record file's ``details.per_query`` as its column reads it (an MRPC/QQP record scored by F1 re-scored by
     accuracy: :func:`harness.selection.comparable.comparable`); None where it keeps none or cannot be read."""
     try:
-        rec = ResultRecord.from_dict(json.loads(path.read_text()))
+        return (read_comparable(path).details or {}).get("per_query")
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    return (comparable(path, rec).details or {}).get("per_query")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import per_query
-from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, iter_records
+from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, iter_records, read_record
 from harness.specs.glue import TASK_FAMILY, compared_score
 
 Located = tuple[Path, ResultRecord]
@@ -32,6 +32,11 @@ def comparable_records(dirs: str | Path | Iterable[str | Path], **kw: object) ->
     """:func:`harness.results.iter_records` read through :func:`comparable` (the same arguments)."""
     for path, rec in iter_records(dirs, **kw):   # type: ignore[arg-type]
         yield path, comparable(path, rec)
+
+
+def read_comparable(path: Path) -> ResultRecord:
+    """One record file read through :func:`comparable`."""
+    return comparable(path, read_record(path))
 
 
 def comparable(path: Path, rec: ResultRecord) -> ResultRecord:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import results
+from harness.selection.comparable import read_comparable
 from harness.series.plan import Plan, Unit
 
 
@@ -85,7 +86,7 @@ def series_rows(units: Sequence[Unit]) -> dict[tuple[str, str], list[tuple[int, 
     for u in sorted(units, key=lambda u: u.step):
         for path in u.state.paths if u.state else []:
             try:
-                rec = results.read_record(path) if path.is_file() else None
+                rec = read_comparable(path) if path.is_file() else None   # in the score its column compares
             except (ValueError, OSError, TypeError):
                 rec = None
             if rec is None or rec.details.get("member_of"):
