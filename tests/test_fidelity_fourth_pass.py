@@ -250,6 +250,21 @@ def test_the_paper_graphs_sweep_selection_compares_f1_records_by_their_accuracy(
     assert rec.hyperparameters["lr"] == 2e-5 and rec.main_score == "accuracy" and rec.score == pytest.approx(60.0)
 
 
+def test_a_paper_graph_selection_over_set_aside_records_fails_saying_why(tmp_path: Path) -> None:
+    """F1 records whose accuracy cannot be recovered exactly (best_epoch restored the evaluation best by F1): the
+    select job fails with the set-aside line and its rerun command, not only 'no usable record'."""
+    from harness.paper.graph import Job
+    from harness.paper.job import JobFailed, select
+    from harness.paper.plan import JobState
+
+    res = tmp_path / "results"
+    rid = old_record(res, protocol="best_epoch")[1].run_id
+    sweep = JobState(job=Job("glue-sweep-0", "glue", "run", "glue"), cells=1, done=1, run_ids=(rid,), results=str(res))
+    with pytest.raises(JobFailed, match=r"glue-select: no usable record among 1 runs; set aside: m mrpc: 1 record\(s\) "
+                       r"scored by f1 .*rerun them, e\.g\. python -m harness task=glue"):
+        select(Job("glue-select", "glue-select", "select", "glue"), [sweep], 1.0)
+
+
 def test_what_chooses_or_shows_scores_reads_records_through_the_comparable_view() -> None:
     """The modules that read record files as written: they plan (finished cells, chaining, lineage, costs, status)
     or export as written. Whatever chooses or shows a score reads through ``selection.comparable`` (a new raw

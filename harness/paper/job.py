@@ -28,6 +28,7 @@ from typing import Any
 from harness import layout, results, selection, specs
 from harness.errors import HarnessError, one_line, print_error
 from harness.paper import graph, plan
+from harness.selection.comparable import set_aside_lines
 from harness.selection.rules import rule_for
 
 log = logging.getLogger("harness.paper")
@@ -155,7 +156,9 @@ def select(job: graph.Job, upstream: Sequence[plan.JobState], min_finished: floa
                         f"{min_finished:.0%} (paper.min_finished); failed: {'; '.join(failed) or 'none recorded'}")
     choice = plan.choose(job.task, relevant, job.datasets)
     if choice is None:
-        raise JobFailed(f"{job.key}: no usable record among {len(relevant)} runs")
+        aside = set_aside_lines(plan.sweep_records(job.task, relevant, job.datasets))
+        raise JobFailed(f"{job.key}: no usable record among {len(relevant)} runs"
+                        + (f"; set aside: {aside[0]}" if aside else ""))
     res = next(s.results for s in relevant if s.results)
     name = str(choice.model.get("name"))
     path = layout.selection_path(layout.selection_dir(res), job.task, name)

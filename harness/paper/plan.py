@@ -178,15 +178,23 @@ def selected_overrides(job: Job, upstream: Sequence[JobState]) -> list[str] | No
 
 def choose(task: str, upstream: Sequence[JobState], datasets: Sequence[str] = ()) -> Any:
     """The task's selection rule over the records of the upstream jobs' runs only (one model), or None."""
+    recs = sweep_records(task, upstream, datasets)
+    if not recs:
+        return None
+    spec = specs.get(task)
+    choices = rule_for(spec.selection).choose(recs, key=spec.column_of)
+    return next(iter(choices.values()), None)
+
+
+def sweep_records(task: str, upstream: Sequence[JobState], datasets: Sequence[str] = ()) -> list[results.ResultRecord]:
+    """The records of the upstream jobs' runs, in the score their column compares (:mod:`harness.selection.comparable`:
+    a GLUE record scored by F1 is read as its accuracy, or set aside)."""
     ids = {rid for s in upstream for rid in s.run_ids}
     res = next((s.results for s in upstream if s.results), None)
     if not ids or res is None:
-        return None
-    spec = specs.get(task)
-    recs = [r for _, r in comparable_records(res, warn=False)   # in the score its column compares (MRPC/QQP)
+        return []
+    return [r for _, r in comparable_records(res, warn=False)
             if r.task == task and r.run_id in ids and (not datasets or r.dataset in datasets)]
-    choices = rule_for(spec.selection).choose(recs, key=spec.column_of)
-    return next(iter(choices.values()), None)
 
 
 def _get(config: Mapping[str, Any], dotted: str) -> Any:
