@@ -237,7 +237,7 @@ def test_the_paper_graphs_sweep_selection_compares_f1_records_by_their_accuracy(
     fourth pass changed the default's run ids, so older records are not among a graph's runs) picks its grid point
     by accuracy, as ``harness.select`` and the leaderboard do: by F1 the all-positive run (F1 66.7, accuracy 50)
     would win, and its selection file would disagree with the page's."""
-    from harness.paper.plan import JobState, choose
+    from harness.paper.plan import JobState, choose, sweep_records
 
     res = tmp_path / "results"
     few = np.zeros(20)
@@ -245,7 +245,7 @@ def test_the_paper_graphs_sweep_selection_compares_f1_records_by_their_accuracy(
     runs = [old_record(res, lr=lr, preds=p)[1].run_id for lr, p in ((1e-5, np.ones(20)), (2e-5, few))]
     first = JobState(job=None, run_ids=(runs[0],), results=str(res))  # type: ignore[arg-type]
     second = JobState(job=None, run_ids=(runs[1],), results=str(res))  # type: ignore[arg-type]
-    choice = choose("glue", [first, second], ["mrpc"])
+    choice = choose("glue", sweep_records("glue", [first, second], ["mrpc"]))
     ((rec,),) = choice.cells.values()
     assert rec.hyperparameters["lr"] == 2e-5 and rec.main_score == "accuracy" and rec.score == pytest.approx(60.0)
 

@@ -154,9 +154,10 @@ def select(job: graph.Job, upstream: Sequence[plan.JobState], min_finished: floa
     if not relevant or len(finished) < min_finished * len(relevant):
         raise JobFailed(f"{job.key}: {len(finished)} of {len(relevant)} runs finished, fewer than "
                         f"{min_finished:.0%} (paper.min_finished); failed: {'; '.join(failed) or 'none recorded'}")
-    choice = plan.choose(job.task, relevant, job.datasets)
+    recs = plan.sweep_records(job.task, relevant, job.datasets)
+    choice = plan.choose(job.task, recs)
     if choice is None:
-        aside = set_aside_lines(plan.sweep_records(job.task, relevant, job.datasets))
+        aside = set_aside_lines(recs)
         raise JobFailed(f"{job.key}: no usable record among {len(relevant)} runs"
                         + (f"; set aside: {aside[0]}" if aside else ""))
     res = next(s.results for s in relevant if s.results)

@@ -169,16 +169,16 @@ def _seconds(rec: results.ResultRecord, trained: dict[str, float] | None) -> flo
 def selected_overrides(job: Job, upstream: Sequence[JobState]) -> list[str] | None:
     """A report job's overrides: its own plus the sweep values (``job.params``) of the run the upstream sweep's
     selection rule picks among the upstream jobs' records; None while the sweep has no usable record."""
-    choice = choose(job.task, upstream, job.datasets)
+    choice = choose(job.task, sweep_records(job.task, upstream, job.datasets))
     if choice is None:
         return None
     first = next(iter(choice.cells.values()))[0]
     return [*job.overrides, *(f"{k}={_get(first.config, k)}" for k in job.params)]
 
 
-def choose(task: str, upstream: Sequence[JobState], datasets: Sequence[str] = ()) -> Any:
-    """The task's selection rule over the records of the upstream jobs' runs only (one model), or None."""
-    recs = sweep_records(task, upstream, datasets)
+def choose(task: str, recs: Sequence[results.ResultRecord]) -> Any:
+    """The task's selection rule over ``recs`` (the upstream jobs' runs only, one model: :func:`sweep_records`), or
+    None."""
     if not recs:
         return None
     spec = specs.get(task)
