@@ -346,6 +346,21 @@ def test_coir_triple_refuses_non_integer_grades() -> None:
         coir.dataset_from_triple(triple, "toy", "test", "toy")
 
 
+@pytest.mark.parametrize(("corpus", "message"), [
+    ([{"_id": "d1", "text": "x"}, {"_id": "d1", "text": "y"}],
+     r"^toy corpus row 2: duplicate document id 'd1' \(first at toy corpus row 1\); document ids must be unique"),
+    ([{"text": "x"}], r"^toy corpus row 1: no `_id` \(or `id`\) field; got \['text'\]\. Add it to that row\.$"),
+    ([], r"^toy/corpus: no documents; the corpus files must hold one \{_id, title, text\} row per document\.$"),
+])
+def test_coir_triple_refuses_a_bad_corpus_in_one_line(corpus: list, message: str) -> None:
+    """CoIR sets are read by the hub-layout reader: a repeated id names both rows, a row without an id and an empty
+    corpus are refused."""
+    triple = coir.CoirTriple(corpus=corpus, queries=[{"_id": "q1", "text": "a"}],
+                             qrels=[{"query-id": "q1", "corpus-id": "d1", "score": 1}])
+    with pytest.raises(DataError, match=message):
+        coir.dataset_from_triple(triple, "toy", "test", "toy")
+
+
 @pytest.mark.parametrize("kind", ["beir", "mldr", "coir_csn"])
 def test_no_hub_copy_names_the_local_folder(kind: str) -> None:
     """Every loader of a catalog entry without a hub copy raises the one message, naming the folder to pass."""
