@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from harness.core.typed import from_conf
 from harness.data.beir import load_local
 from harness.data.retrieval import RetrievalDataset, subset
 from harness.evaluation.colbert_model import load_colbert
@@ -33,7 +34,6 @@ from harness.evaluation.plaid_index import build_plaid
 from harness.evaluation.retriever import evaluate
 from harness.evaluation.settings import PlaidSettings, plaid_backend
 from harness.models import ModelSpec
-from harness.typed import from_conf
 
 #: the tasks' PLAID parameters (conf/plaid/default.yaml)
 PLAID = from_conf(PlaidSettings, "plaid/default")

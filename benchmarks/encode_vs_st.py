@@ -25,12 +25,12 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from harness.core.typed import from_conf
 from harness.evaluation import encode as enc
 from harness.evaluation import throughput as tp
 from harness.evaluation.settings import Batching
 from harness.evaluation.throughput import SetSpec
 from harness.models import ModelSpec, autocast, bf16_supported, load_sentence_transformer
-from harness.typed import from_conf
 
 
 def texts_for(args, model) -> list[str]:

@@ -29,10 +29,10 @@ def cpu_model() -> str:
 
 
 def evaluate_once(cfg, k: int | None, top_k: int) -> tuple[float, dict, object]:
-    from harness import planning
     from harness.evaluation import shards
     from harness.evaluation.retriever import evaluate
     from harness.families.retrieval import entries
+    from harness.run import planning
     from harness.stages import retrieval as compute
     from harness.stages import score
 

@@ -5,7 +5,7 @@ readers (leaderboard, selection, compare) and the specs read it without importin
 
 from __future__ import annotations
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 #: metric kind -> key of the task score among the metrics it records
 SCORE_KEYS: dict[str, str] = {

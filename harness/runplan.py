@@ -1,9 +1,9 @@
-"""A run as a value: :class:`RunPlan` is everything :func:`harness.planning.plan` resolves from one composed config
+"""A run as a value: :class:`RunPlan` is everything :func:`harness.run.planning.plan` resolves from one composed config
 (the typed nodes, the model, device, precision, seed, learning rate, lineage, the cells, where files go, the record
 header, the work estimate), and what the computing stages receive. Nothing here imports torch or a runner.
 
 A :class:`Cell` is one record to be; the :class:`RecordHeader` turns a cell and what a stage measured into a
-:class:`~harness.results.ResultRecord` (the fields every record of the run shares filled in), so compute returns
+:class:`~harness.core.results.ResultRecord` (the fields every record of the run shares filled in), so compute returns
 records without holding anything but values.
 """
 
@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import results
-from harness.identity import derived_key
-from harness.layout import RunLayout
-from harness.results import ResultRecord
-from harness.work import Work
+from harness.core import results
+from harness.core.identity import derived_key
+from harness.core.layout import RunLayout
+from harness.core.results import ResultRecord
+from harness.core.work import Work
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class RecordHeader:
 
     def record(self, cell: Cell, *, model: Mapping[str, Any] | None = None, **fields: Any) -> ResultRecord:
         """A record of ``cell``: ``fields`` (metrics, split, details, ...) over the shared ones."""
-        from harness import scheduler
+        from harness.core import scheduler
 
         fields.setdefault("dataset", cell.dataset)
         fields.setdefault("main_score", self.main_score)
@@ -131,7 +131,7 @@ def pending(plan: RunPlan, cells: Sequence[Cell]) -> list[Cell]:
     """The cells of ``plan`` without an ok record of the same definition (all of them with ``overwrite``)."""
     import logging
 
-    log = logging.getLogger("harness.runner")
+    log = logging.getLogger("harness.run.runner")
     todo = []
     for cell in cells:
         rec = results.finished_record(plan.layout.results, plan.task, plan.model_name, cell.run_id, cell.dataset)

@@ -86,8 +86,8 @@ def common(overrides: list[str]) -> list[str]:
 
 def describe(name: str, overrides: list[str]) -> dict[str, Any]:
     """Everything a change to identities would show for one configuration (or the error it raised)."""
-    from harness import planning
-    from harness.compose import compose_config
+    from harness.run import planning
+    from harness.run.compose import compose_config
     from harness.stages.context import GlueStages, RetrievalStages
 
     try:
@@ -100,7 +100,7 @@ def describe(name: str, overrides: list[str]) -> dict[str, Any]:
     if name != "mteb":   # task=mteb is no job of the paper graph, which alone estimates work
         out |= guarded(work, name, overrides)
     if isinstance(plan.stages, RetrievalStages) and cells:
-        from harness.results import stable_hash
+        from harness.core.results import stable_hash
 
         out["corpus_cache_part"] = stable_hash(dict(plan.stages.cache_run))
         out["hyperparameters"] = plan.header.hyperparameters
@@ -159,7 +159,7 @@ def flat(obj: Any) -> dict[str, Any]:
 def retriever(plan: Any) -> dict[str, Any]:
     """The corpus-cache identity the runner builds for the retriever (weights loaded; a run that trains gets a
     stand-in fingerprint for its trained weights) and the settings the retrieve stage gives the retriever."""
-    from harness.results import stable_hash
+    from harness.core.results import stable_hash
     from harness.stages import retrieval as compute
 
     model, block = compute.load_model(plan)

@@ -154,8 +154,9 @@ def plan_only(overrides: list[str]) -> Callable[[], Any]:
     """``plan(cfg)`` of the composed config (composed before the trace starts)."""
     import importlib
 
-    compose = importlib.import_module("harness.run.compose" if Path("harness/run").is_dir() else "harness.compose")
-    planning = importlib.import_module("harness.run.planning" if Path("harness/run").is_dir() else "harness.planning")
+    new = Path("harness/run/planning.py").is_file()     # the tree after issue 55, or before
+    compose = importlib.import_module("harness.run.compose" if new else "harness.compose")
+    planning = importlib.import_module("harness.run.planning" if new else "harness.planning")
     cfg = compose.compose_config(overrides)
     return lambda: planning.plan(cfg)
 

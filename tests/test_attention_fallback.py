@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.models import ModelSpec, load_sentence_transformer
 from harness.models import attention as att
 from harness.models import varlen_attention as va

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
+from harness.core import results
 from harness.trial.toy_data import write_beir_folder
 from tests.conftest import TINY_MODEL, paths
 from tests.test_bad_inputs import assert_one_error_line, snapshot, unwritable
 
 MODEL = {"name": "enc", "path": "/models/enc", "revision": None, "family": "enc", "size": "base", "fingerprint": "f00d"}
 COMMANDS = {"paper": "harness.paper.__main__", "leaderboard": "harness.leaderboard.__main__",
-            "select": "harness.selection.cli", "export": "harness.export", "compare": "harness.compare.__main__",
+            "select": "harness.select", "export": "harness.export", "compare": "harness.compare.__main__",
             "series": "harness.series.__main__"}
 GRAPH = """data: ???
 stages:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.errors import DataError
 from harness.data.beir import load_local, read_qrels
-from harness.errors import DataError
 from tests.conftest import write_beir_folder
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import results
-from harness.errors import HarnessError
-from harness.runner import run
+from harness.core import results
+from harness.core.errors import HarnessError
+from harness.run.runner import run
 from tests.conftest import compose, write_beir_folder
 from tests.test_colbert import overrides as colbert_overrides
 from tests.test_retrieval_runs import overrides

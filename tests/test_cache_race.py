@@ -25,9 +25,9 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from harness import cache_entry
+from harness.core import cache_entry
+from harness.core.errors import HarnessError
 from harness.data.glue import Split
-from harness.errors import HarnessError
 from harness.evaluation import shards
 from harness.evaluation.embedding_cache import cached_embeddings
 from harness.evaluation.token_store import TokenStore

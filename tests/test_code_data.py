@@ -12,10 +12,10 @@ from textwrap import dedent
 
 import pytest
 
+from harness.core.errors import DataError
 from harness.data.beir import export_beir
 from harness.data.code import build_code_retrieval_set
 from harness.data.retrieval import RetrievalDataset
-from harness.errors import DataError
 
 TREE = {
     "pkg/__init__.py": "",

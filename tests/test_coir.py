@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
+from harness.core import results
+from harness.core.errors import DataError, HarnessError, HubUnavailableError
 from harness.data import coir
 from harness.data.catalog import load_entry, resolve_entries
-from harness.errors import DataError, HarnessError, HubUnavailableError
 from harness.evaluation.retriever import TitleConvention
-from harness.runner import run
+from harness.run.runner import run
 from tests.conftest import MTEB_TOP_K, TINY_MODEL, compose
 
 TINY = ["model=all-minilm-l6-v2", f"model.path={TINY_MODEL}", "model.name=tiny-modernbert", "model.normalize=false",

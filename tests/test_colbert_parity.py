@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
-from harness.runner import run
+from harness.core import results
+from harness.run.runner import run
 from tests.conftest import REPO, TINY_MODEL, compose
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
+from harness.core.errors import DataError
 from harness.data import beir, coir, glue, hub_layout, kd, mldr, triplets
-from harness.errors import DataError
 
 REPO = Path(__file__).resolve().parents[1]
 BAD = "café".encode("latin-1")            # b"caf\xe9": a Latin-1 é is not UTF-8

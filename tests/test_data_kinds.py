@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.errors import DataError, HarnessError, HubUnavailableError
 from harness.data.catalog import check_entries, check_local, entry_from_config, load_entry, resolve_entries
 from harness.data.kinds import KINDS, DataKind, get_kind
-from harness.errors import DataError, HarnessError, HubUnavailableError
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder
 
 #: a new kind, as a user writes it: one module (this text), one registry line (``KINDS["tsv"] = ...``)
@@ -90,7 +90,7 @@ def test_a_new_kind_is_one_module_and_one_registry_line(tsv_kind: str, tmp_path:
 
 def test_a_new_kind_runs_through_a_retrieval_family_unchanged(tsv_kind: str, tmp_path: Path) -> None:
     """task=beir over the new kind: the family, the runner and the records need no change."""
-    from harness import runner
+    from harness.run import runner
 
     write_tsv_folder(tmp_path / "data")
     cfg = compose(["task=beir", "model=all-minilm-l6-v2", f"model.path={TINY_MODEL}", "model.name=tiny-modernbert",

@@ -20,12 +20,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness import families, specs
+from harness.core.typed import build, key_fields
 from harness.data.catalog import DatasetEntry
 from harness.families.efficiency import SetSpec
-from harness.locks import LockSettings
 from harness.models.spec import ModelSpec
+from harness.run.locks import LockSettings
 from harness.specs.schema import TaskSpec
-from harness.typed import build, key_fields
 from tests.conftest import REPO, compose
 
 CONF = REPO / "conf"

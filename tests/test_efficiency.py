@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness import families, results
-from harness.errors import HarnessError
+from harness import families
+from harness.core import results
+from harness.core.errors import HarnessError
 from harness.evaluation import max_batch as mb
 from harness.evaluation import throughput as tp
 from harness.evaluation.throughput import SetSpec
@@ -169,7 +170,7 @@ def test_a_probe_stopped_at_its_budget_is_slow(tiny_model_dir: Path) -> None:
 
 
 def _run(tmp_path: Path, tiny_model_dir: Path, extra: list[str] = ()) -> list[results.ResultRecord]:
-    from harness import runner
+    from harness.run import runner
 
     cfg = compose([
         "task=efficiency", "model=all-minilm-l6-v2", f"model.path={tiny_model_dir}", "model.name=tiny-modernbert",

@@ -34,7 +34,7 @@ def test_bf16_inference_on_cuda_casts_the_weights_and_cpu_keeps_autocast() -> No
 
 
 def test_the_retrieval_run_records_what_ran_and_keys_the_cache_by_it(tmp_path: Path) -> None:
-    from harness import planning
+    from harness.run import planning
     from harness.stages import retrieval as compute
 
     cfg = compose(["task=beir", "model=modernbert-base", f"model.path={TINY_MODEL}", "model.max_length=512",

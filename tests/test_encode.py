@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.evaluation import encode as enc
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
 from harness.evaluation.encode import encode

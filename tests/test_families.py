@@ -12,10 +12,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness import families, selection, specs
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.leaderboard import build_leaderboard
 from harness.leaderboard.tables import site_data
-from harness.runner import run
+from harness.run.runner import run
 from harness.selection.rules import rule_for
 from harness.specs import stages
 from tests.conftest import REPO, compose
@@ -62,7 +62,7 @@ def test_readme_new_kind_task_runs_selects_and_shows(mytsv: Path) -> None:
 
     chosen = selection.choose("mytsv", _records(mytsv))                       # the spec the records carry
     assert chosen["tiny-modernbert"].cells["mytsv", "toytsv"][0].run_id == recs[0].run_id
-    from harness.selection.cli import main as select
+    from harness.select import main as select
 
     assert select(["--task", "mytsv", "--results", str(mytsv / "results")]) == 0      # ... and from the command line
     assert (mytsv / "selected" / "mytsv-tiny-modernbert.json").is_file()
@@ -76,7 +76,7 @@ def test_readme_new_kind_task_runs_selects_and_shows(mytsv: Path) -> None:
 
 
 def _records(root: Path):
-    from harness.results import iter_records
+    from harness.core.results import iter_records
 
     return [r for _, r in iter_records(root / "results")]
 
@@ -120,7 +120,7 @@ def copied_fields(cls: type, nodes: set[type]) -> set[str]:
     """Fields ``cls`` itself declares that a stage node already declares (a copy, not a composition)."""
     import inspect
 
-    from harness.typed import config_keys, init_fields
+    from harness.core.typed import config_keys, init_fields
 
     own = {name for name, f in init_fields(cls).items() if name in inspect.get_annotations(cls)
            and not f.metadata.get("flat")}

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import results
-from harness.errors import HarnessError
-from harness.per_query import PerQuery, fingerprint
+from harness.core import results
+from harness.core.errors import HarnessError
+from harness.core.per_query import PerQuery, fingerprint
 from harness.trial.toy_data import sentence, write_tiny_glue
 from tests.conftest import TINY_MODEL, compose
 
@@ -75,7 +75,7 @@ def glue_overrides(tmp: Path, *extra: str, model: str = "all-minilm-l6-v2") -> l
 
 
 def test_a_local_mrpc_run_records_accuracy_as_its_score_and_f1_among_its_metrics(tmp_path: Path) -> None:
-    from harness.runner import run
+    from harness.run.runner import run
 
     write_mrpc(tmp_path / "glue")
     (rec,) = run(compose(glue_overrides(tmp_path, "task.tasks=[mrpc]")))
@@ -154,7 +154,7 @@ def test_an_f1_record_that_cannot_be_rescored_exactly_is_set_aside_with_its_reru
 def test_set_aside_records_are_never_shown_beside_accuracy(tmp_path: Path, capsys) -> None:
     """harness.select says why and exits 2 when nothing else is left; the leaderboard lists them, no number."""
     from harness.leaderboard import build_leaderboard
-    from harness.selection.cli import main as select
+    from harness.select import main as select
 
     res = tmp_path / "results"
     for seed in (1618, 42, 6033):
@@ -219,7 +219,7 @@ def test_the_pages_significance_marks_test_a_rescored_record_by_the_accuracy_its
 def test_a_series_step_is_chosen_on_the_accuracy_an_f1_record_is_read_as(tmp_path: Path) -> None:
     """``harness.select --series`` reads the records as the leaderboard does: a step scored by F1 under the previous
     default counts with its accuracy (85.0 here, its F1 85.7), never beside another step's accuracy."""
-    from harness.selection.cli import main as select
+    from harness.select import main as select
 
     res = tmp_path / "results"
     for step, (path, _) in ((100, old_record(res, flip=3)), (200, old_record(res, "accuracy", flip=2))):
@@ -271,7 +271,7 @@ def test_what_chooses_or_shows_scores_reads_records_through_the_comparable_view(
     reader must be added here, on purpose)."""
     raw = {str(p.relative_to(REPO)) for p in (REPO / "harness").rglob("*.py")
            if re.search(r"\b(iter_records|read_record)\(", p.read_text())}
-    assert raw == {"harness/results.py", "harness/selection/comparable.py", "harness/runner.py",
+    assert raw == {"harness/core/results.py", "harness/selection/comparable.py", "harness/run/runner.py",
                    "harness/families/glue/chain.py", "harness/families/lineage.py", "harness/paper/cost.py",
                    "harness/paper/plan.py", "harness/export.py",
                    "harness/mteb_results/export.py"}
@@ -306,8 +306,8 @@ def test_colbert_trains_under_the_seed_the_authors_ran_on_a_pinned_commit() -> N
 def test_the_pinned_kd_commit_is_resolved_fail_closed(monkeypatch, caplog) -> None:
     import huggingface_hub
 
+    from harness.core.errors import DataError
     from harness.data import kd
-    from harness.errors import DataError
 
     full = "11e6ffa" + "0" * 33
 
@@ -357,7 +357,7 @@ def test_the_tiny_modernbert_through_the_glue_path_builds_the_authors_head(tmp_p
 
     from harness.families import get as family_of
     from harness.models import ModelSpec
-    from harness.runner import run
+    from harness.run.runner import run
     from harness.training.classification import load_classifier
 
     write_tiny_glue(tmp_path / "glue")
@@ -410,7 +410,7 @@ def test_rows_where_the_sources_are_silent_say_our_reading(command: str, key: st
 
 # ------------------------------------------------------------------------------------ silent cases
 def test_glue_fp16_on_a_cpu_is_refused_before_any_work(tmp_path: Path) -> None:
-    from harness.runner import run
+    from harness.run.runner import run
 
     write_tiny_glue(tmp_path / "glue")
     with pytest.raises(HarnessError, match=r"precision=fp16 on device cpu: transformers' Trainer runs fp32 there"):
@@ -421,7 +421,7 @@ def test_glue_fp16_on_a_cpu_is_refused_before_any_work(tmp_path: Path) -> None:
 @pytest.mark.parametrize("task", ["glue", "beir", "colbert", "efficiency"])
 def test_flash_attention_2_without_flash_attn_is_one_rule_for_every_task(tmp_path: Path, task: str,
                                                                         monkeypatch) -> None:
-    from harness.runner import run
+    from harness.run.runner import run
     from tests.conftest import write_beir_folder
 
     real = importlib.util.find_spec
@@ -497,7 +497,7 @@ def test_a_series_whose_positions_are_shorter_than_max_length_is_refused_once_up
 
 
 def test_a_run_whose_max_length_exceeds_the_positions_is_refused_before_loading(tmp_path: Path) -> None:
-    from harness.runner import run
+    from harness.run.runner import run
 
     write_tiny_glue(tmp_path / "glue")
     with pytest.raises(HarnessError, match=r"task.max_length=600 is above model 'tiny-modernbert''s 512 token "

@@ -60,7 +60,7 @@ def test_voyager_missing_package_is_one_clear_error(monkeypatch) -> None:
 
     import pytest
 
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.evaluation import plaid_index
 
     real = importlib.util.find_spec
@@ -72,7 +72,7 @@ def test_voyager_missing_package_is_one_clear_error(monkeypatch) -> None:
 def test_colbert_task_index_voyager_scores_as_exact_maxsim_on_toy_data(tmp_path) -> None:
     """task=colbert task.index=voyager (the authors' evaluate_pylate.py path) runs end to end offline; on a toy
     corpus its HNSW candidates, reranked by exact MaxSim, give the exact index's numbers."""
-    from harness.runner import run
+    from harness.run.runner import run
     from tests.conftest import compose, write_beir_folder
     from tests.test_colbert import overrides
 

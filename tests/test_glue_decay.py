@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.stages.context import GridPoint
 from harness.training.decay import KEEP_AT_LEAST, check_decay, decay_factor, planned_steps
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
+from harness.core import results
 from harness.families.glue import chain
-from harness.runner import run
+from harness.run.runner import run
 from harness.training import classification as clf
 from tests.test_glue_runs import TINY, compose_cfg, tiny_overrides, write_tiny_glue
 from tests.test_glue_units import CHAIN, glue_settings, glue_train_config
@@ -196,7 +196,7 @@ def test_the_mnli_chain_starts_only_from_a_configuration_that_finished_every_see
     assert init.run_id == full[2].run_id
     for r in full:
         results.path_of(tmp_path / "results", r).unlink()
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     with pytest.raises(HarnessError, match=r"no MNLI configuration of m has finished all 3 seeds"):
         chain.resolve_init("rte", glue_settings("task.max_length=32", "task.mnli_init=required"),
@@ -206,8 +206,8 @@ def test_the_mnli_chain_starts_only_from_a_configuration_that_finished_every_see
 
 
 def test_a_bad_eval_interval_or_seed_list_is_refused_before_any_work():
+    from harness.core.errors import HarnessError
     from harness.data import glue as glue_data
-    from harness.errors import HarnessError
     from harness.families.glue import grid
 
     def no_interval(*overrides: str):

@@ -12,10 +12,12 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from harness import glue_metrics, hydra_callbacks, layout, results, selection
+from harness import glue_metrics, selection
+from harness.core import layout, results
+from harness.core.errors import DataError, HarnessError
 from harness.data import glue as glue_data
-from harness.errors import DataError, HarnessError
 from harness.families.glue import chain, grid
+from harness.run import hydra_callbacks
 from harness.specs import glue as glue_spec
 from harness.training.arguments import NaNLossGuard as NaNGuard
 
@@ -251,7 +253,7 @@ def test_training_off_a_terminal_is_a_line_per_evaluation_and_a_few_loss_lines(m
     import logging
     from types import SimpleNamespace
 
-    from harness import console
+    from harness.core import console
     from harness.training.arguments import ProgressLines
 
     monkeypatch.setattr(console, "interactive", lambda: False)
@@ -341,7 +343,7 @@ def test_slurm_launcher_composes_to_an_array_with_resources():
     assert launcher["array_parallelism"] == 16 and launcher["timeout_min"] == 1080   # 3 seeds per point
     assert launcher["additional_parameters"] == {"dependency": "afterok:123"}
     assert h["sweeper"]["max_batch_size"] == 48
-    assert h["callbacks"]["glue_staging"]["_target_"] == "harness.hydra_callbacks.StagingCheck"
+    assert h["callbacks"]["glue_staging"]["_target_"] == "harness.run.hydra_callbacks.StagingCheck"
     assert h["sweeper"]["params"]["task.epoch_slot"] == "0,1,2"
 
 
@@ -359,7 +361,7 @@ def test_prune_keeps_only_the_selected_checkpoints(tmp_path):
 def test_select_prune_checkpoints_prunes_each_models_unselected_runs(tmp_path, capsys):
     """``python -m harness.select --prune-checkpoints`` prunes for every model it selects, whether or not any record
     was set aside (it once ran only inside the set-aside loop, for the last model's choice)."""
-    from harness.selection.cli import main
+    from harness.select import main
 
     res = tmp_path / "results"
     recs = [_record("rte", 80.0, 3e-5, 1, model=m) for m in ("a", "b")]

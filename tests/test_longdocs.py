@@ -13,7 +13,7 @@ import pytest
 
 from harness.data import code, longdocs, mldr
 from harness.evaluation.retriever import token_starts
-from harness.runner import run
+from harness.run.runner import run
 from tests.conftest import TINY_MODEL, compose
 
 SOURCE = '''\

@@ -112,7 +112,7 @@ def test_modernbert_and_bert_resolve_to_the_varlen_path_on_cuda(monkeypatch: pyt
 def test_cfg_job_says_what_auto_attention_resolves_to(monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """``--cfg job`` prints the config as written (``auto``); the CLI adds the machine's resolution on stderr."""
-    from harness import overrides
+    from harness.run import overrides
 
     _facts(monkeypatch, cuda=True, flash=False)
     overrides.check_key_overrides(["task=efficiency", "model=modernbert-base", "--cfg", "job"])

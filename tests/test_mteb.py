@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError, HubUnavailableError
+from harness.core.errors import HarnessError, HubUnavailableError
 from harness.leaderboard import build_leaderboard
-from harness.runner import run
+from harness.run.runner import run
 from tests.conftest import REPO, TINY_MODEL, compose
 
 pytest.importorskip("mteb")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from harness import specs
+from harness.core.errors import DataError, HarnessError
 from harness.data import hub_layout
 from harness.data.beir import load_local
 from harness.data.retrieval import subset
-from harness.errors import DataError, HarnessError
 from harness.leaderboard.layout import PENDING_TABLES
 from tests.conftest import MTEB_TOP_K, compose, write_beir_folder
 
@@ -110,7 +110,7 @@ def test_hub_layout_reader(tmp_path: Path) -> None:
 
 
 def test_offline_without_a_local_copy_fails_fast_naming_it(tmp_path: Path) -> None:
-    from harness import runner
+    from harness.run import runner
 
     cfg = compose(["task=nanobeir", "task.datasets=[nanoscifact]", f"paths.results={tmp_path}",
                    f"paths.cache={tmp_path / 'cache'}"])
@@ -121,8 +121,8 @@ def test_offline_without_a_local_copy_fails_fast_naming_it(tmp_path: Path) -> No
 
 def test_runs_offline_on_a_local_folder_and_lands_beside_the_card(nano_dir: Path, tmp_path: Path,
                                                                     tiny_model_dir: Path) -> None:
-    from harness import runner
     from harness.leaderboard.build import build_leaderboard
+    from harness.run import runner
 
     res = tmp_path / "results"
     cfg = compose(["task=nanobeir", "task.datasets=[nanoscifact,nanoarguana]", f"task.data_dir={nano_dir}",

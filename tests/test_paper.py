@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from harness.core.results import ResultRecord, write_record
 from harness.paper import cost, graph
-from harness.results import ResultRecord, write_record
 from tests.conftest import REPO
 
 

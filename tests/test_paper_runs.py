@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from harness import results
+from harness.core import results
 from harness.trial.toy_data import BEIR, CQA, LANGS, write_paper_data
 from tests.conftest import REPO, TINY_MODEL
 

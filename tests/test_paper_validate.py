@@ -108,7 +108,7 @@ def test_the_local_launcher_stops_a_stage_whose_first_jobs_stop_alike(data: Path
 
 def test_the_preview_never_prints_nan_gpu_hours(data: Path, tmp_path: Path) -> None:
     """An efficiency record whose throughput is NaN or zero is not a measurement: the preview uses Table 2."""
-    from harness import results
+    from harness.core import results
     from tests.test_record_rules import put
 
     model = {"name": "tiny-modernbert", "path": "x", "revision": None, "family": "ModernBERT", "size": "base",

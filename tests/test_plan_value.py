@@ -63,7 +63,7 @@ def test_no_compute_module_imports_planning(package: str) -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            bad = [n for n in names if n.startswith(("harness.families", "harness.runner", "harness.planning"))]
+            bad = [n for n in names if n.startswith(("harness.families", "harness.run.runner", "harness.run.planning"))]
             found += [f"{path.relative_to(REPO)}:{node.lineno} imports {n}" for n in bad]
     assert found == []
 
@@ -79,10 +79,10 @@ def test_one_plan_serves_the_runner_the_paper_graph_the_series_and_the_cost(tmp_
     same cells and run ids, the same work."""
     from dataclasses import asdict
 
-    from harness import planning
     from harness.paper import cost
     from harness.paper.graph import Job
     from harness.paper.plan import plan_run
+    from harness.run import planning
     from tests.conftest import TINY_MODEL
 
     overrides = ["task=beir", "task.train=false", "model=modernbert-base", f"model.path={TINY_MODEL}",

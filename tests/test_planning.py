@@ -23,7 +23,7 @@ LIGHT = ("harness.training", "harness.training.settings", "harness.training.deca
 PROBE = """
 import json, sys
 from hydra import compose, initialize_config_module
-from harness import planning
+from harness.run import planning
 with initialize_config_module("conf", version_base="1.3"):
     cfg = compose("config", overrides=json.loads(sys.argv[1]))
 cells = planning.every_cell(cfg, planning.plan(cfg))

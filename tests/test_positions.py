@@ -15,7 +15,7 @@ from transformers import (
     XLMRobertaConfig,
 )
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.models import model_config, usable_positions
 from harness.stages.load import check_positions
 

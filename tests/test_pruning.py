@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from harness import models
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.models import ModelSpec, load_sentence_transformer
 from tests.conftest import compose
 

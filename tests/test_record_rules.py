@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
+from harness.core import results
 from tests.conftest import write_beir_folder
 from tests.forked import run_module
 from tests.test_bad_inputs import beir, invoke

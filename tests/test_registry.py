@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.registry import Registry
+from harness.core.errors import HarnessError
+from harness.core.registry import Registry
 
 
 def test_lazy_entries_import_on_first_lookup_and_unknown_names_list_the_closest() -> None:

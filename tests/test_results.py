@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
-from harness.results import ResultRecord
+from harness.core import results
+from harness.core.results import ResultRecord
 
 
 def make(rid: str = "r1", dataset: str = "scifact", status: str = "ok", score: float = 0.5) -> ResultRecord:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
-from harness.errors import HarnessError, TrainingDivergedError
-from harness.runner import run
+from harness.core import results
+from harness.core.errors import HarnessError, TrainingDivergedError
+from harness.run.runner import run
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder, write_triplets
 from tests.forked import run_module
 
@@ -144,8 +144,8 @@ def test_unknown_dataset_suggests_closest(tmp_path: Path, toy_beir: Path) -> Non
 
 
 def test_triplet_file_errors(tmp_path: Path) -> None:
+    from harness.core.errors import DataError
     from harness.data.triplets import load_triplets_file
-    from harness.errors import DataError
 
     bad = tmp_path / "t.tsv"
     bad.write_text("question\tpositive\tother\nq\tp\tn\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner import run
+from harness.run.runner import run
 from tests.conftest import REPO, compose
 from tests.test_retrieval_runs import TINY
 
@@ -57,7 +57,7 @@ def test_a_task_with_a_new_retriever_runs_from_the_docs_blocks(mybm25: Path, toy
 
 
 def test_an_unknown_retriever_is_refused_before_any_work(toy_beir: Path, tmp_path: Path) -> None:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     cfg = compose(["task=beir", *TINY, f"task.data_dir={toy_beir}", "task.datasets=[toy]",
                    "+task.catalog.toy={split: test}", "task.retriever=bm52", f"paths.results={tmp_path}/results"])

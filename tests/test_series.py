@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import results
+from harness.core import results
 from harness.series.discover import compile_pattern, incomplete, listed, under
 from tests.conftest import TINY_MODEL, paths, write_beir_folder
 
@@ -153,7 +153,7 @@ def best_step_handed_on(tmp: Path, capsys) -> None:
     """harness.select --series picks the best step on the task (newest weights only) and writes it beside the
     results; --best prints the overrides for the next stage; the paper graph reads model.path=series:<name>."""
     from harness.paper.__main__ import best_step
-    from harness.selection.cli import main as select
+    from harness.select import main as select
 
     capsys.readouterr()
     assert select(["--series", "run", "--results", str(tmp / "results")]) == 0
@@ -206,7 +206,7 @@ def test_completeness_rules(tmp_path: Path) -> None:
 
 
 def test_series_table_marks_best_and_differences() -> None:
-    from harness.summary import format_series
+    from harness.run.summary import format_series
 
     text = format_series("series s: beir / scifact (ndcg_at_10)",
                          [(100, 0.5, ""), (200, 0.62, ""), (300, None, "FAILED: boom"), (400, 0.6, "")])
@@ -218,7 +218,7 @@ def test_series_table_marks_best_and_differences() -> None:
 
 @pytest.mark.parametrize("text", ["checkpoint-(\\d+", "step_\\d+", "(a)(\\d+)"])
 def test_a_bad_step_pattern_is_refused(text: str) -> None:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     with pytest.raises(HarnessError, match="--step-pattern"):
         compile_pattern(text)
@@ -311,7 +311,7 @@ def test_series_view_seed_bands_newest_weights_and_latest_row(tmp_path: Path) ->
 
 
 def test_task_list_and_own_keys_in_the_overrides() -> None:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.series.settings import split_overrides
 
     rest, tasks, path, name = split_overrides(["task=beir,nanobeir", "model.path=/r", "model.name=x", "seed=1"])

@@ -14,14 +14,15 @@ import numpy as np
 import pytest
 import torch
 
-from harness import planning, results
-from harness.errors import HarnessError
+from harness.core import results
+from harness.core.errors import HarnessError
 from harness.evaluation import shards
 from harness.evaluation.embedding_cache import cached_embeddings
 from harness.evaluation.retriever import evaluate
 from harness.evaluation.search import exact_search, id_rank, ranked_topk
 from harness.families.retrieval import entries
-from harness.runner import run
+from harness.run import planning
+from harness.run.runner import run
 from harness.stages import retrieval as compute
 from harness.stages import score
 from tests.conftest import SHARED_DATA, compose, paths, write_beir_folder

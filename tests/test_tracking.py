@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import console, results
-from harness.errors import HarnessError
-from harness.runner import run
+from harness.core import console, results
+from harness.core.errors import HarnessError
+from harness.run.runner import run
 from harness.training import tracking
 from harness.training.classification import training_arguments
 from tests.conftest import TINY_MODEL, compose, write_triplets

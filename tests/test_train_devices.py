@@ -16,9 +16,10 @@ from types import SimpleNamespace
 import pytest
 from accelerate.data_loader import BatchSamplerShard
 
-from harness import families, results
-from harness.errors import HarnessError, TrainingDivergedError
-from harness.runner import run
+from harness import families
+from harness.core import results
+from harness.core.errors import HarnessError, TrainingDivergedError
+from harness.run.runner import run
 from harness.training.ranks import StepBatches
 from harness.trial.toy_data import _kd
 from tests.conftest import REPO, compose, write_beir_folder, write_triplets
@@ -110,8 +111,8 @@ def test_gathered_negatives_drop_the_micro_batches_that_do_not_fill_a_round() ->
 
 # ------------------------------------------------------------------------------------------------ settings, identity
 def dense_node(**keys):
+    from harness.core.typed import from_conf
     from harness.training.settings import DenseTraining
-    from harness.typed import from_conf
 
     return from_conf(DenseTraining, "task/beir", part=True, **{"lr": 3e-5, "batch_size": 64,
                                                                "gradient_accumulation_steps": 64, **keys})

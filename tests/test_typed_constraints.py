@@ -1,4 +1,4 @@
-"""The constraints declared on typed settings (harness/typed.py: count, positive, at_least, nonempty): one line
+"""The constraints declared on typed settings (harness/core/typed.py: count, positive, at_least, nonempty): one line
 naming the key and the fix, null left alone where it means something, and every constrained key of every task's
 settings listed in docs/reliability.md's "Counts and sizes" table."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.typed import at_least, build, constraints, count, nonempty, positive
+from harness.core.errors import HarnessError
+from harness.core.typed import at_least, build, constraints, count, nonempty, positive
 
 REPO = Path(__file__).resolve().parents[1]
 

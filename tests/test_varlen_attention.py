@@ -183,7 +183,7 @@ def test_cuda_branch_casts_and_calls_the_kernel(monkeypatch: pytest.MonkeyPatch,
 def test_dpr_training_through_the_varlen_path_equals_padded(tmp_path: Path, toy_beir: Path) -> None:
     """task=beir trains (MNRL, padded batches unpadded at the model's entry) and evaluates through harness_varlen as
     through sdpa: the same loss curve and the same nDCG."""
-    from harness.runner import run
+    from harness.run.runner import run
     from tests.conftest import compose, write_triplets
     from tests.test_retrieval_runs import overrides
 
@@ -204,7 +204,7 @@ def test_dpr_training_through_the_varlen_path_equals_padded(tmp_path: Path, toy_
 def test_the_corpus_cache_keeps_unpadded_and_padded_encodings_apart(tmp_path) -> None:
     """The unpadded GPU path computes attention in bf16: its cached embeddings must never be read by a padded
     run (or the reverse), so the resolved attention enters the cache identity, and padded sdpa keeps the old key."""
-    from harness import planning
+    from harness.run import planning
     from harness.stages.retrieval import cache_identity
     from tests.conftest import TINY_MODEL, compose
 

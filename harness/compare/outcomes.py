@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import per_query
-from harness.errors import HarnessError
-from harness.results import ResultRecord
+from harness.core import per_query
+from harness.core.errors import HarnessError
+from harness.core.results import ResultRecord
 from harness.selection.comparable import read_comparable
 
 #: ``stat(idx, preds)``: a score that is not a mean over items (Matthews, F1, Spearman), on the items ``idx``

@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import DataError
 from harness.data.files import jsonl_rows, text_lines, write_jsonl
 from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
-from harness.errors import DataError
 
 log = logging.getLogger(__name__)
 

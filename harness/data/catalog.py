@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from harness.core.errors import DataError, HubUnavailableError, no_hub_copy, unknown_name
+from harness.core.typed import build
 from harness.data.kinds import KINDS, DatasetEntry, get_kind, local_folder
 from harness.data.retrieval import RetrievalDataset
-from harness.errors import DataError, HubUnavailableError, no_hub_copy, unknown_name
-from harness.typed import build
 
 __all__ = ["DatasetEntry", "check_entries", "check_local", "entry_from_config", "load_entry", "local_folder",
            "resolve_entries"]

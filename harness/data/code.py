@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from harness.core.errors import DataError
 from harness.data.retrieval import RetrievalDataset
-from harness.errors import DataError
 
 #: fnmatch patterns (case-sensitive) tested against every component of a file's path relative to the root.
 DEFAULT_EXCLUDE: tuple[str, ...] = (

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import DataError, one_line
 from harness.data.files import jsonl_rows, text_lines, write_jsonl
 from harness.data.hub_layout import Row, dataset_from_rows
 from harness.data.retrieval import RetrievalDataset
-from harness.errors import DataError, one_line
 
 #: CodeXGLUE partitions, in the order their docstrings enter the corpus (first occurrence keeps its id)
 PARTITIONS = ("train", "valid", "test")

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import DataError, HarnessError, HubUnavailableError, unknown_name
 from harness.data.files import csv_rows
-from harness.errors import DataError, HarnessError, HubUnavailableError, unknown_name
 
 Column = str | int
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import DataError
 from harness.data.beir import check_qrels_ids, relevance_grade
 from harness.data.files import table_rows
 from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
-from harness.errors import DataError
 
 _SUFFIXES = (".parquet", ".jsonl", ".json")
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from datasets import Dataset
 
+from harness.core.errors import DataError, one_line
 from harness.data.files import table_rows
-from harness.errors import DataError, one_line
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.errors import DataError, HarnessError, no_hub_copy
-from harness.registry import Registry
+from harness.core.errors import DataError, HarnessError, no_hub_copy
+from harness.core.registry import Registry
 
 if TYPE_CHECKING:
     from harness.data.retrieval import RetrievalDataset
@@ -54,7 +54,7 @@ class DatasetEntry:
     mteb_task: str | None = None          # the mteb task with the same data and protocol (export/import of results)
     mteb_subset: str | None = None        # its hf_subset when the mteb task has several (None: mteb's main score)
     #: content fingerprints of local copies verified to equal the pinned hub copy: a record on one of them is on
-    #: the official data (harness.data_origin); any other local copy is marked as local data
+    #: the official data (harness.core.data_origin); any other local copy is marked as local data
     official_fingerprints: list[str] = field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:

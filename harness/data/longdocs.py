@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import DataError
 from harness.data.code import (
     DEFAULT_EXCLUDE,
     _around_docstring,
@@ -35,7 +36,6 @@ from harness.data.code import (
     _summary_key,
 )
 from harness.data.retrieval import RetrievalDataset
-from harness.errors import DataError
 
 SPLITS = ("train", "test")
 

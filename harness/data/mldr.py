@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.errors import DataError
+from harness.core.results import file_sha
 from harness.data.beir import hub_qrels, read_corpus
 from harness.data.files import jsonl_rows, write_jsonl
 from harness.data.retrieval import RetrievalDataset, query_text, unique_judgements, unique_queries
-from harness.errors import DataError
-from harness.results import file_sha
 
 if TYPE_CHECKING:
     from datasets import Dataset

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.errors import DataError
+from harness.core.errors import DataError
 
 
 @dataclass

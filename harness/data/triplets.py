@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
 
-from harness.console import step
+from harness.core.console import step
+from harness.core.errors import DataError
 from harness.data.files import csv_rows, jsonl_rows
-from harness.errors import DataError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from harness.console import Progress
-from harness.errors import HarnessError
+from harness.core.console import Progress
+from harness.core.errors import HarnessError
 from harness.evaluation.encode import tokenize
 from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.settings import Batching

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.console import step
+from harness.core.console import step
+from harness.core.typed import nodes_from_conf
 from harness.evaluation import search as _search
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
 from harness.evaluation.encode import batch_budget, batch_tokens_facts, encode, tokenize
 from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.settings import Batching, SingleVectorEval
 from harness.evaluation.shards import texts_key
-from harness.typed import nodes_from_conf
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

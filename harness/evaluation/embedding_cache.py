@@ -5,7 +5,7 @@ Why our own: mteb's CachedEmbeddingWrapper keys by text only, not by the model s
 Every entry carries a claim beside it (``<key>.claim.json``: its key, shape, dtype, size and content hash), written
 with it and checked before use: a file copied in under another key, another model's or corpus' embeddings, a
 truncated or altered file, or one with no claim is computed again (with a warning naming it), never used. Concurrent
-jobs needing the same entry compute it once (:func:`harness.cache_entry.get_or_build`).
+jobs needing the same entry compute it once (:func:`harness.core.cache_entry.get_or_build`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.cache_entry import Unusable, get_or_build, publish
-from harness.results import atomic_write_json, stable_hash
+from harness.core.cache_entry import Unusable, get_or_build, publish
+from harness.core.results import atomic_write_json, stable_hash
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def cached_embeddings(
 @contextlib.contextmanager
 def written_aside(path: Path, *, folder: bool = False, **names: str) -> Iterator[Path]:
     """A temporary file (or ``folder``) beside ``path`` for the block to write, then renamed into place
-    (:func:`~harness.cache_entry.publish`: an entry already there, another process' finished one, is kept);
+    (:func:`~harness.core.cache_entry.publish`: an entry already there, another process' finished one, is kept);
     removed when the block fails, so a half-written entry is never read."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if folder:

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from harness.console import Progress
-from harness.errors import HarnessError
+from harness.core.console import Progress
+from harness.core.errors import HarnessError
 from harness.evaluation.packing import (
     pack_rows,
     packed_arrays,

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from harness.console import step
-from harness.errors import HarnessError
+from harness.core.console import step
+from harness.core.errors import HarnessError
 from harness.evaluation.throughput import _sync, batch_token_ids, model_inputs
 from harness.models import autocast_for, cast_for_inference
 

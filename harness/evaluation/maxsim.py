@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
-from harness.console import Progress
+from harness.core.console import Progress
 from harness.evaluation.packing import token_budget_batches
 from harness.evaluation.token_store import TokenStore
 

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from harness.console import step
-from harness.errors import HarnessError
+from harness.core.console import step
+from harness.core.errors import HarnessError
+from harness.core.typed import from_conf, nodes_from_conf
 from harness.evaluation.colbert_model import capped_length, encode_tokens, token_lengths
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings
 from harness.evaluation.maxsim import maxsim_search, pad_queries, rerank_exact
@@ -47,7 +48,6 @@ from harness.evaluation.settings import (
 from harness.evaluation.shards import texts_key
 from harness.evaluation.token_store import TokenStore
 from harness.models import usable_positions
-from harness.typed import from_conf, nodes_from_conf
 
 if TYPE_CHECKING:
     from pylate.models import ColBERT

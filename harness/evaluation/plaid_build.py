@@ -48,7 +48,7 @@ def build(loaders: Sequence[str] = tuple(LOADERS)) -> float:
 
 
 def main() -> int:
-    from harness.errors import HarnessError, print_error
+    from harness.core.errors import HarnessError, print_error
 
     try:
         took = build()

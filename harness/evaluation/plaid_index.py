@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.console import step
-from harness.errors import HarnessError
+from harness.core.console import step
+from harness.core.errors import HarnessError
 from harness.evaluation.settings import PlaidSettings, VoyagerSettings
 from harness.evaluation.token_store import TokenStore
 

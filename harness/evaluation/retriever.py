@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from harness.core.per_query import PerQuery, fingerprint, from_metrics
+from harness.core.registry import Registry
 from harness.evaluation.ir_metrics import evaluate_run, means, per_query_scores
-from harness.per_query import PerQuery, fingerprint, from_metrics
-from harness.registry import Registry
 
 if TYPE_CHECKING:
     from harness.data.retrieval import RetrievalDataset

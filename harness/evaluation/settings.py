@@ -2,7 +2,7 @@
 and which PLAID backend ``auto`` resolves to) and of every retriever's encoder, importable without torch or a model
 library: each is at once the schema of its keys in a task's YAML (flat: ``task.max_length``, ``task.top_k``) and
 what the stage receives. A node's ``role`` says what its keys do to a run (``search``: they change the ranking, not
-the corpus encoding; see :mod:`harness.typed`)."""
+the corpus encoding; see :mod:`harness.core.typed`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import importlib.util
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
-from harness.errors import HarnessError
-from harness.typed import choices, count, flat, positive
+from harness.core.errors import HarnessError
+from harness.core.typed import choices, count, flat, positive
 
 #: the cutoff of every retrieval task's main metric (nDCG@10): task.top_k may not be smaller
 MAIN_CUTOFF = 10

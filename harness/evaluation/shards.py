@@ -31,11 +31,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from harness.cache_entry import Unusable, get_or_build
-from harness.errors import HarnessError
+from harness.core.cache_entry import Unusable, get_or_build
+from harness.core.errors import HarnessError
+from harness.core.results import stable_hash
+from harness.core.typed import choices, count, excluded
 from harness.evaluation.embedding_cache import cache_key, cached_embeddings, written_aside
-from harness.results import stable_hash
-from harness.typed import choices, count, excluded
 
 log = logging.getLogger(__name__)
 

@@ -150,7 +150,7 @@ def time_passes(run_pass: Callable[[], None], *, repeats: int, warmup: int, devi
     """Seconds of each of ``repeats`` passes after ``warmup`` untimed ones; each pass is a step of the console's
     progress (a bar with an ETA on a terminal, else one line per pass). With ``budget_s``, no timed pass starts
     that would end past the budget at the mean pass time so far (warm-up included); the first one always runs."""
-    from harness.console import Progress
+    from harness.core.console import Progress
 
     out: list[float] = []
     t_start = time.perf_counter()

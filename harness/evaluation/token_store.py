@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.cache_entry import Unusable, get_or_build
-from harness.errors import HarnessError
+from harness.core.cache_entry import Unusable, get_or_build
+from harness.core.errors import HarnessError
 from harness.evaluation.embedding_cache import content_hash, written_aside
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.registry import Registry
 from harness.families import beir, code, colbert, efficiency, glue, mldr, mteb
-from harness.registry import Registry
 
 #: ``spec.runner`` -> its planner (called with ``(cfg, spec=None)``: a Family)
 REGISTRY: Registry[Any] = Registry("runner", {

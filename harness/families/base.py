@@ -14,12 +14,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.identity import run_identity
+from harness.core.identity import run_identity
+from harness.core.typed import build, excluded_keys
+from harness.core.work import Work
 from harness.runplan import Cell, RecordHeader, RunPlan
 from harness.specs import TaskSpec, spec_from, stages
 from harness.stages import check_model
-from harness.typed import build, excluded_keys
-from harness.work import Work
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -32,13 +32,13 @@ class Family(abc.ABC):
 
     settings_class: ClassVar[type]            # typed task settings: unknown keys in cfg.task are an error
     #: keys outside ``task`` (dotted from the config root) that do not change a number, and why (a task key says
-    #: so where its settings declare it: :func:`harness.typed.excluded`)
+    #: so where its settings declare it: :func:`harness.core.typed.excluded`)
     root_exclude: ClassVar[Mapping[str, str]] = {}
     #: the metrics its scorer produces (a spec's main_metric must be one); None: set per record (GLUE, mteb)
     metrics: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, cfg: DictConfig, spec: TaskSpec | None = None) -> None:
-        """``spec``: the task's spec, where the caller parsed it already (:func:`harness.planning.family_of`)."""
+        """``spec``: the task's spec, where the caller parsed it already (:func:`harness.run.planning.family_of`)."""
         from omegaconf import OmegaConf
 
         self.cfg = cfg
@@ -81,7 +81,7 @@ class Family(abc.ABC):
         return str(path) if path.is_dir() else None
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
-        """The tokens a job of this run processes, for the paper graph's cost preview (:mod:`harness.work`);
+        """The tokens a job of this run processes, for the paper graph's cost preview (:mod:`harness.core.work`);
         ``mode`` report: evaluation only, on the datasets not in ``skip``. A runner that does not estimate its work
         reports none."""
         return Work()
@@ -143,7 +143,7 @@ class Family(abc.ABC):
         """The :class:`~harness.runplan.RunPlan` of round ``round`` (its cells planned now: a later round reads the
         records of the earlier ones), its work estimate for a ``mode`` job (report: evaluation only, on the
         datasets not in ``skip``)."""
-        from harness.layout import RunLayout
+        from harness.core.layout import RunLayout
 
         rounds = self.rounds()
         cells = rounds[round]() if round < len(rounds) else []

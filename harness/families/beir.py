@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.errors import DataError, HarnessError
+from harness.core.errors import DataError, HarnessError
+from harness.core.registry import Registry
+from harness.core.results import file_sha
+from harness.core.typed import at_least, choices, count, flat
+from harness.core.work import Work, cost_data
 from harness.evaluation.settings import SingleVectorEval
 from harness.families.retrieval import Resolved, RetrievalKind, RetrievalSettings, data_spec
-from harness.registry import Registry
-from harness.results import file_sha
 from harness.training.settings import DenseTraining, TrainRows
-from harness.typed import at_least, choices, count, flat
-from harness.work import Work, cost_data
 
 
 class HubTriplets:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.typed import choices, excluded, flat
 from harness.evaluation.retriever import TITLE_CONVENTIONS
 from harness.evaluation.settings import SingleVectorEval
 from harness.families import beir
@@ -17,7 +18,6 @@ from harness.families.beir import TrainData
 from harness.families.lineage import SOURCE, SourceSettings
 from harness.families.retrieval import Resolved, RetrievalKind, RetrievalSettings
 from harness.training.settings import DenseTraining
-from harness.typed import choices, excluded, flat
 
 
 @dataclass(kw_only=True)

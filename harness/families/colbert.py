@@ -11,16 +11,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from harness.core.errors import DataError, HarnessError
+from harness.core.registry import Registry
+from harness.core.results import file_sha
+from harness.core.typed import choices, count, excluded, flat
+from harness.core.work import Work, cost_data
 from harness.data.catalog import DatasetEntry
-from harness.errors import DataError, HarnessError
 from harness.evaluation.settings import MultiVectorEval
 from harness.families import beir
 from harness.families.retrieval import Resolved, RetrievalKind, RetrievalSettings
-from harness.registry import Registry
-from harness.results import file_sha
 from harness.training.settings import HubRows, KdTraining, TrainRows
-from harness.typed import choices, count, excluded, flat
-from harness.work import Work, cost_data
 
 #: the KD file and the files it may join
 FILE_KEYS = ("path", "queries_path", "documents_path")
@@ -31,7 +31,7 @@ class KdSource:
 
     def load(self, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
         """This source's samples for the settings ``s`` (every query and document id checked) and their facts."""
-        from harness.console import step
+        from harness.core.console import step
 
         d = s.train_data   # n_ways >= 2: typed (KdData)
         with step(f"KD data: reading, validating and joining {self.name(d)}",

@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any
 
-from harness import results
-from harness.errors import HarnessError
+from harness.core import results
+from harness.core.errors import HarnessError
+from harness.core.typed import at_least, build, choices, count, excluded, nonempty, positive
+from harness.core.work import Work
 from harness.evaluation.settings import SetSpec
 from harness.families.base import Cell, Family
-from harness.typed import at_least, build, choices, count, excluded, nonempty, positive
-from harness.work import Work
 
 
 @dataclass(kw_only=True)
@@ -67,7 +67,7 @@ class EfficiencyFamily(Family):
     # ---------------------------------------------------------------------------------------- planning
     def set_spec(self, name: str) -> SetSpec:
         if name not in self.settings.sets:
-            from harness.errors import unknown_name
+            from harness.core.errors import unknown_name
 
             raise unknown_name("synthetic set", name, self.settings.sets,
                                "Define it under task.sets (length, or mean/std/min/max, and batch_size).")
@@ -93,7 +93,7 @@ class EfficiencyFamily(Family):
         from harness.evaluation import throughput as tp
 
         s = self.settings
-        if s.token_low >= s.token_high:   # each bound alone is typed (harness.typed.count, at_least)
+        if s.token_low >= s.token_high:   # each bound alone is typed (harness.core.typed.count, at_least)
             raise HarnessError(f"task.token_low={s.token_low} must be below task.token_high={s.token_high}: token "
                                "ids are drawn from [token_low, token_high)")
         # throughput depends on the device: in the identity (excluded from other families' ids); compile changes the

@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import layout, results
-from harness.errors import HarnessError, closest_first
+from harness.core import layout, results
+from harness.core.errors import HarnessError, closest_first
 
 if TYPE_CHECKING:
-    from harness.results import ResultRecord
+    from harness.core.results import ResultRecord
 
 
 @dataclass(kw_only=True)

@@ -26,16 +26,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.errors import DataError, HarnessError
+from harness.core.errors import DataError, HarnessError
+from harness.core.registry import Registry
+from harness.core.results import file_sha
+from harness.core.typed import choices, count, excluded, flat
+from harness.core.work import Work, cost_data
 from harness.evaluation.settings import MultiVectorEval, SingleVectorEval
 from harness.families import beir
 from harness.families.lineage import SOURCE, SourceSettings
 from harness.families.retrieval import Resolved, RetrievalKind, RetrievalSettings, entries
-from harness.registry import Registry
-from harness.results import file_sha
 from harness.training.settings import DenseTraining, HubRows, TrainRows
-from harness.typed import choices, count, excluded, flat
-from harness.work import Work, cost_data
 
 
 class MldrRows:

@@ -17,11 +17,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from harness import results
-from harness.errors import HarnessError, closest_first
+from harness.core import results
+from harness.core.errors import HarnessError, closest_first
+from harness.core.typed import count, excluded, nonempty
 from harness.families.base import Family
 from harness.runplan import Cell
-from harness.typed import count, excluded, nonempty
 
 
 @dataclass(kw_only=True)

@@ -18,23 +18,23 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness import results
+from harness.core import results
+from harness.core.errors import HarnessError
+from harness.core.identity import drop, put
+from harness.core.typed import count, excluded, flat, nonempty, role_keys
+from harness.core.work import Work
 from harness.data.catalog import DatasetEntry, check_entries, resolve_entries
-from harness.errors import HarnessError
 from harness.evaluation.ir_metrics import METRICS
 from harness.evaluation.settings import Batching, Ranking
 from harness.evaluation.shards import ShardSettings
 from harness.families.base import Family
 from harness.families.lineage import Lineage, resolve
-from harness.identity import drop, put
 from harness.runplan import Cell, RunPlan
 from harness.specs import TaskSpec
 from harness.stages import check_model
 from harness.stages import retrieval as compute
 from harness.stages.context import RetrievalStages
 from harness.training.settings import Training
-from harness.typed import count, excluded, flat, nonempty, role_keys
-from harness.work import Work
 
 
 @dataclass(kw_only=True)
@@ -42,7 +42,7 @@ class RetrievalSettings:
     """Keys every retrieval task config has (conf/task/beir.yaml documents each), and the nodes of the stages every
     retrieval task composes; each task adds the nodes of its own stages. No defaults here: each task's YAML writes
     its values, once (tests/test_defaults.py). What a key does to the run identity is declared where the key is
-    (:func:`~harness.typed.excluded`, a node's ``role``)."""
+    (:func:`~harness.core.typed.excluded`, a node's ``role``)."""
 
     name: str
     datasets: list[str] = nonempty("catalog", excluded="which datasets to evaluate: each one is its own cell of the "
@@ -252,7 +252,7 @@ class RetrievalFamily(Family):
     # ---------------------------------------------------------------------------------------- the plan
     def stages(self, cells: Sequence[Cell]) -> RetrievalStages:
         """What the stages of this run read, resolved (beyond the plan's own values)."""
-        from harness.layout import RunLayout
+        from harness.core.layout import RunLayout
         from harness.stages import code_of
 
         train_dir = None

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
+from harness.core.errors import HarnessError
+from harness.core.results import ResultRecord
 from harness.data.catalog import DatasetEntry
-from harness.errors import HarnessError
-from harness.results import ResultRecord
 
 log = logging.getLogger(__name__)
 

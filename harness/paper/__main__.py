@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, print_error, unknown_name
+from harness.core.errors import HarnessError, print_error, unknown_name
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:

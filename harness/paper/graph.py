@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
-from harness.errors import HarnessError, closest_first, one_line, unknown_name
+from harness.core.errors import HarnessError, closest_first, one_line, unknown_name
+from harness.core.typed import choices
 from harness.specs import dependencies
-from harness.typed import choices
 
 AFTER_OK, AFTER_ANY = "afterok", "afterany"
 #: sweep parameters that name a task's datasets (GLUE sweeps its tasks, retrieval its datasets)

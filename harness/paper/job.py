@@ -25,8 +25,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import layout, results, selection, specs
-from harness.errors import HarnessError, one_line, print_error
+from harness import selection, specs
+from harness.core import layout, results
+from harness.core.errors import HarnessError, one_line, print_error
 from harness.paper import graph, plan
 from harness.selection.comparable import set_aside_lines
 from harness.selection.rules import rule_for
@@ -62,7 +63,7 @@ def outcomes(folder: Path) -> dict[str, dict[str, Any]]:
 
 def _note(context: str, key: str, started: str, error: str | None) -> None:
     """Job ``key``'s last attempt, noted beside the context: ``<paper folder>/jobs/<key>.json``."""
-    from harness.scheduler import SLURM_VARS
+    from harness.core.scheduler import SLURM_VARS
 
     slurm = {k: os.environ[v] for k, v in SLURM_VARS.items() if os.environ.get(v)}
     path = Path(context).parent / "jobs" / f"{key.replace('/', '_')}.json"

@@ -11,13 +11,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harness import planning, results, specs
-from harness.errors import HarnessError, one_line
+from harness import specs
+from harness.core import results
+from harness.core.errors import HarnessError, one_line
 from harness.paper import cost
 from harness.paper.graph import Job, Stage
+from harness.run import planning
+from harness.run.summary import seconds
 from harness.selection.comparable import comparable_records
 from harness.selection.rules import rule_for
-from harness.summary import seconds
 
 
 @dataclass
@@ -48,7 +50,7 @@ class JobState:
 def base_config(overrides: tuple[str, ...]) -> Any:
     """The config ``overrides`` compose, once per distinct set (shared: callers change it only inside
     :func:`composed`, which undoes what it set)."""
-    from harness.compose import compose_config
+    from harness.run.compose import compose_config
 
     return compose_config(overrides)
 
@@ -57,7 +59,7 @@ def config_of(overrides: Sequence[str]) -> Any:
     """:func:`base_config`, Hydra's own errors as one line (callers do not change the config)."""
     try:
         return base_config(tuple(overrides))
-    except Exception as exc:   # Hydra's own errors, after harness.overrides' checks: one line
+    except Exception as exc:   # Hydra's own errors, after harness.run.overrides' checks: one line
         raise HarnessError(f"the overrides {' '.join(overrides)} do not compose: {one_line(exc)}; fix them as for "
                            "python -m harness") from None
 

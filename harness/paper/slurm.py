@@ -23,10 +23,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.core.results import atomic_write_json
 from harness.paper.graph import Stage
 from harness.paper.plan import JobState
-from harness.results import atomic_write_json
 
 #: why a pending job will never start (an ``afterok`` upstream failed): re-submitting replaces it
 NEVER = "DependencyNeverSatisfied"

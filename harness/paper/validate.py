@@ -10,9 +10,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, unknown_name
+from harness.core.errors import HarnessError, unknown_name
+from harness.core.typed import build, choices
 from harness.paper.graph import StageSettings
-from harness.typed import build, choices
 
 LAUNCHERS = ("local", "slurm")
 
@@ -67,7 +67,7 @@ def check_folder(folder: Path) -> None:
     """The paper folder (ledger, context, job logs) is writable and its ledger, if any, is readable and of its
     shape (:func:`harness.paper.slurm.read_ledger`)."""
     from harness.paper.slurm import read_ledger
-    from harness.preflight import check_writable_dir
+    from harness.run.preflight import check_writable_dir
 
     check_writable_dir(folder, "the paper folder (beside paths.results)")
     read_ledger(folder)
@@ -76,7 +76,7 @@ def check_folder(folder: Path) -> None:
 def check_runs(stages: Sequence[Any], deep: bool = True) -> None:
     """Each stage's first run, checked as ``python -m harness <its overrides>`` checks before any work (names and
     keys; ``deep``: also the composed config's settings, folders, device and data)."""
-    from harness.overrides import check_group_overrides, check_key_overrides
+    from harness.run.overrides import check_group_overrides, check_key_overrides
 
     seen: set[tuple[str, ...]] = set()
     for stage in stages:
@@ -98,9 +98,9 @@ def _check_composed(argv: list[str], plan: bool) -> None:
     """Compose the run's config and run the single run's up-front checks (typed settings, spec, device, output
     folders; with ``plan``, data folders or hub access for every dataset) without loading a model or reading
     data."""
-    from harness import planning
-    from harness.compose import compose_config
-    from harness.runner import checked
+    from harness.run import planning
+    from harness.run.compose import compose_config
+    from harness.run.runner import checked
 
     cfg = compose_config(argv)
     checked(cfg)

@@ -9,9 +9,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness import layout, results, specs
-from harness.errors import HarnessError
-from harness.results import ResultRecord
+from harness import specs
+from harness.core import layout, results
+from harness.core.errors import HarnessError
+from harness.core.results import ResultRecord
 from harness.selection.comparable import comparable_records
 from harness.selection.rules import SCHEMA, Choice, rule_for
 

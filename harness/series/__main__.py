@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from harness.errors import HarnessError, print_error
+from harness.core.errors import HarnessError, print_error
 from harness.series import plan as planning
 from harness.series.discover import BROKEN
 from harness.series.settings import Settings
@@ -50,10 +50,10 @@ def best(argv: list[str]) -> int:
 def check(settings: Settings) -> dict:
     """Everything checked before a checkpoint is read: names and keys of the overrides (closest first), output
     folders, each task's settings, the cluster profile."""
-    from harness import runner
-    from harness.overrides import check_group_overrides, check_key_overrides
     from harness.paper.__main__ import cluster_profile
     from harness.paper.plan import config_of
+    from harness.run import runner
+    from harness.run.overrides import check_group_overrides, check_key_overrides
 
     for task in settings.tasks:
         argv = settings.task_overrides(task)

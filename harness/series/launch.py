@@ -1,6 +1,6 @@
 """What evaluates a series' runs: here, or one SLURM array per checkpoint.
 
-Here (:func:`run_all`): each checkpoint's run through the one loop (:func:`harness.runner.run`), one after another,
+Here (:func:`run_all`): each checkpoint's run through the one loop (:func:`harness.run.runner.run`), one after another,
 in step order. A checkpoint that fails is noted and the others go on; its failed records are beside any earlier good
 ones (the runner's rule), and the next run of the series computes it again.
 
@@ -22,15 +22,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, one_line
-from harness.results import atomic_write_json
+from harness.core.errors import HarnessError, one_line
+from harness.core.results import atomic_write_json
 from harness.series.plan import Plan, Unit, plan_unit, stages
 
 
 def run_unit(unit: Unit) -> str | None:
     """Compute one checkpoint's run; returns None when every cell has an ok record, else the one-line failure."""
-    from harness import runner
     from harness.paper.plan import composed
+    from harness.run import runner
 
     assert unit.job is not None
     print(f"[series {unit.series['name']}] step {unit.step} ({unit.checkpoint.folder}): "

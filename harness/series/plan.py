@@ -1,6 +1,6 @@
 """The plan of a series: every checkpoint found, whether it is complete, and each checkpoint's run per task as one
 job of the paper graph's kind (:class:`~harness.paper.graph.Job`, its state planned as every job's is: by
-:func:`harness.paper.plan.plan_run`, through :func:`harness.planning.plan`), and what the rest will cost.
+:func:`harness.paper.plan.plan_run`, through :func:`harness.run.planning.plan`), and what the rest will cost.
 
 Each checkpoint runs as ``model.path=<its folder> model.name=<series>-step<step>`` with the ``series`` config key
 set (name, step, folder, fingerprint, what the folder says of its progress): the runner copies that key into each
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, one_line
+from harness.core.errors import HarnessError, one_line
 from harness.paper.graph import Job, Stage
 from harness.paper.plan import JobState, plan_run
 from harness.series.discover import Checkpoint, Found, incomplete, listed, newest_change, under

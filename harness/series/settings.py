@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import HarnessError
-from harness.layout import safe_name
+from harness.core.errors import HarnessError
+from harness.core.layout import safe_name
 from harness.paper.validate import LAUNCHERS
 from harness.series.discover import TRAINER_PATTERN, compile_pattern
 

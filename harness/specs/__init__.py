@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import HarnessError, unknown_name
+from harness.core.errors import HarnessError, unknown_name
 from harness.specs.schema import (
     Dependency,
     ExtraColumn,
@@ -22,7 +22,7 @@ from harness.specs.schema import (
 )
 
 if TYPE_CHECKING:
-    from harness.results import ResultRecord
+    from harness.core.results import ResultRecord
 
 __all__ = ["Dependency", "ExtraColumn", "Placement", "SelectionSpec", "TableSpec", "TaskSpec", "all_specs", "find",
            "for_record", "get", "known", "spec_from", "task_node"]

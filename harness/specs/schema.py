@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import HarnessError
-from harness.identity import dotted
-from harness.typed import build, choices
+from harness.core.errors import HarnessError
+from harness.core.identity import dotted
+from harness.core.typed import build, choices
 
 if TYPE_CHECKING:
-    from harness.results import ResultRecord
+    from harness.core.results import ResultRecord
 
 
 @dataclass(frozen=True, kw_only=True)

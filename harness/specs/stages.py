@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness.registry import Registry
+from harness.core.registry import Registry
 
 
 @dataclass(frozen=True)

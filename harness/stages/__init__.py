@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.registry import load_target
+from harness.core.registry import load_target
 from harness.runplan import Cell, RunPlan
 from harness.specs.stages import STAGES
 from harness.stages import load, retrieve, train

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.runplan import Cell, RunPlan, pending
 
 log = logging.getLogger(__name__)

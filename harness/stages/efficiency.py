@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness import results
-from harness.console import step
-from harness.errors import HarnessError
+from harness.core import results
+from harness.core.console import step
+from harness.core.errors import HarnessError
+from harness.core.results import ResultRecord
 from harness.models import usable_positions
-from harness.results import ResultRecord
 from harness.runplan import Cell, RunPlan
 
 if TYPE_CHECKING:

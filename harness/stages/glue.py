@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from harness import results
+from harness.core import results
+from harness.core.errors import HarnessError, TrainingDivergedError
+from harness.core.results import ResultRecord
 from harness.data import glue as glue_data
-from harness.errors import HarnessError, TrainingDivergedError
-from harness.results import ResultRecord
 from harness.runplan import Cell, RunPlan
 from harness.specs.glue import TASK_FAMILY
 from harness.stages.context import GridPoint, InitSource
@@ -216,8 +216,8 @@ def describe_model(rec: ResultRecord, model: Any, ctx: RunContext) -> None:
 def per_example(outcome: Any, groups: Sequence[tuple[str, int]], metric: str, data: str | None) -> Any:
     """Each dev example's prediction and label (``<dev set>:<row>``), kept beside the record for paired tests;
     ``glue_metric``: the kind they are re-scored with (MRPC's ``accuracy_f1``: ``accuracy``, its score)."""
+    from harness.core.per_query import PerQuery, fingerprint
     from harness.glue_scores import rescoring_kind
-    from harness.per_query import PerQuery, fingerprint
 
     if outcome.predictions is None or outcome.labels is None:
         return None
@@ -260,7 +260,8 @@ def finish(plan: RunPlan, planned: Sequence[Cell], records: Sequence[ResultRecor
     """After an in-process sweep (more than one grid point planned), write the GLUE selection (best configuration
     per task)."""
     if len(planned) > 1:
-        from harness import layout, selection
+        from harness import selection
+        from harness.core import layout
 
         res, experiment = plan.layout.results, plan.header.experiment
         path = selection.write_selection(TASK_FAMILY, res, layout.selection_dir(res, experiment),

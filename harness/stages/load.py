@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.models import usable_positions
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from harness.errors import HubUnavailableError
-from harness.results import ResultRecord
+from harness.core.errors import HubUnavailableError
+from harness.core.results import ResultRecord
 from harness.runplan import Cell, RunPlan
 from harness.stages import check_model
 

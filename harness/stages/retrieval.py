@@ -13,8 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from harness.errors import HarnessError, TrainingDivergedError
-from harness.results import ResultRecord
+from harness.core.errors import HarnessError, TrainingDivergedError
+from harness.core.results import ResultRecord
 from harness.runplan import Cell, RunPlan
 from harness.stages import code_of
 
@@ -69,8 +69,8 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
         log.info("reusing trained model %s", info["model_dir"])
         model.load_state_dict(trainer.load_trained(plan, info["model_dir"]).state_dict())
     else:
+        from harness.core.results import atomic_write_json
         from harness.models import fingerprint
-        from harness.results import atomic_write_json
         from harness.training import tracking
         from harness.training.ranks import check_devices
 

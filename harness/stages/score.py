@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from harness import data_origin, results
+from harness.core import data_origin, results
+from harness.core.results import ResultRecord
 from harness.data.catalog import DatasetEntry, load_entry
 from harness.data.retrieval import RetrievalDataset, subset
 from harness.evaluation.retriever import SUBGROUPS, QueryGroups, Retriever, evaluate_per_query
-from harness.results import ResultRecord
 from harness.runplan import Cell, RunPlan
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import results
+from harness.core import results
 
 if TYPE_CHECKING:
     from harness.models import ModelSpec
@@ -33,7 +33,7 @@ class Trainer:
     key: Callable[[Cell, Sequence[str]], str]
 
     def load_trained(self, plan: RunPlan, model_dir: str) -> Any:
-        from harness.registry import load_target
+        from harness.core.registry import load_target
 
         return load_target(self.reload)(model_dir, device=plan.device)
 
@@ -42,7 +42,7 @@ class Trainer:
         """``train`` on this process, or on the N processes of ``task.devices`` (:func:`fit_on_devices`), at the
         values the run resolved (its learning rate, the training node's epochs and seed, where it runs); ``spec``: the
         model as the run loaded it. The training facts."""
-        from harness.registry import load_target
+        from harness.core.registry import load_target
         from harness.training.settings import TrainRun
 
         t = plan.settings.training
@@ -141,7 +141,7 @@ def train_rank(job: RankJob) -> dict[str, Any] | None:
 
     from datasets import load_from_disk
 
-    from harness.registry import load_target
+    from harness.core.registry import load_target
     from harness.stages import code_of
     from harness.training import ranks
 

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from transformers import DataCollatorWithPadding, EarlyStoppingCallback, TrainerCallback
 
-from harness.errors import HarnessError, TrainingDivergedError
+from harness.core.errors import HarnessError, TrainingDivergedError
 from harness.glue_metrics import compute
 from harness.models.attention import model_type_of
 from harness.models.load import attention_for, unpad_if_varlen
@@ -53,7 +53,7 @@ class TrainConfig:
     """Everything that shapes one fine-tuning run (one GLUE grid point): the task's ``train.glue`` node (its values:
     conf/task/glue.yaml), the point's resolved values (``run``: learning rate, epochs, seed, precision, device), and
     what the point works out from its node (through ``harness.stages.glue.train_config``). Each value was checked
-    where it was typed (the node, the grid: :mod:`harness.typed`), so nothing is checked again here."""
+    where it was typed (the node, the grid: :mod:`harness.core.typed`), so nothing is checked again here."""
 
     node: GlueTraining
     run: TrainRun

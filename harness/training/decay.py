@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 
 class GridPoint(Protocol):

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.cache_entry import Unusable, get_or_build, publish
+from harness.core.cache_entry import Unusable, get_or_build, publish
 
 if TYPE_CHECKING:
     import datasets

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sentence_transformers import SentenceTransformerTrainer
 from sentence_transformers.training_args import BatchSamplers
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.evaluation.colbert_model import capped_length
 from harness.models import usable_positions
 from harness.training import arguments, ranks, tracking

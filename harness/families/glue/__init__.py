@@ -15,7 +15,7 @@ The package reads as the pipeline:
 What GLUE *is* (tasks, labels, score definitions, Table 5) lives in :mod:`harness.specs.glue`; its selection rule
 is :class:`harness.selection.rules.GlueSelection`. Under a Hydra multirun every job is one grid point; the GLUE
 sweep configs make each task one batch (one SLURM array), MNLI first, and
-:class:`harness.hydra_callbacks.StagingCheck` refuses a sweep whose batches would start a chained task before MNLI
+:class:`harness.run.hydra_callbacks.StagingCheck` refuses a sweep whose batches would start a chained task before MNLI
 has finished.
 """
 
@@ -28,16 +28,16 @@ from dataclasses import asdict
 from functools import cached_property
 from typing import Any, ClassVar
 
-from harness import results
+from harness.core import results
+from harness.core.errors import HarnessError
+from harness.core.work import Work, cost_data
 from harness.data import glue as glue_data
-from harness.errors import HarnessError
 from harness.families.base import Family
 from harness.families.glue.chain import resolve_init
 from harness.families.glue.grid import GlueSettings, epoch_values, order_tasks, plan, seeds
 from harness.runplan import Cell, RunPlan
 from harness.specs import dependencies
 from harness.stages import check_model
-from harness.work import Work, cost_data
 
 
 class GlueFamily(Family):

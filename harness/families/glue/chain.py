@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import layout, results
-from harness.errors import HarnessError
+from harness.core import layout, results
+from harness.core.errors import HarnessError
+from harness.core.results import ResultRecord
 from harness.families.glue.grid import GlueSettings
-from harness.results import ResultRecord
 from harness.specs.glue import TASK_FAMILY, planned_seeds
 from harness.stages.context import InitSource
 

@@ -7,13 +7,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.errors import HarnessError
+from harness.core.typed import at_least, choices, count, excluded, flat, nonempty, positive
 from harness.data import glue as glue_data
-from harness.errors import HarnessError
 from harness.specs import dependencies
 from harness.specs.glue import planned_seeds
 from harness.stages.context import GridPoint
 from harness.training.settings import GlueTraining
-from harness.typed import at_least, choices, count, excluded, flat, nonempty, positive
 
 
 @dataclass

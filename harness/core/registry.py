@@ -8,7 +8,7 @@ import importlib
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, Generic, TypeVar
 
-from harness.errors import HarnessError, unknown_name
+from harness.core.errors import HarnessError, unknown_name
 
 T = TypeVar("T")
 

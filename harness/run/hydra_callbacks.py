@@ -13,7 +13,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from harness import specs
-from harness.errors import HarnessError, print_error
+from harness.core.errors import HarnessError, print_error
 from harness.specs import dependencies
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.layout import record_path
+from harness.core.layout import record_path
 
 SCHEMA_VERSION = 2   # 2: higher_is_better, config_id (v1 records read with their defaults)
 #: the record schemas this harness reads; a record of any other (a newer harness's) is refused, never guessed at
@@ -68,7 +68,7 @@ class ResultRecord:
     scheduler: dict[str, Any] = field(default_factory=dict)  # where it ran: node, SLURM job/array ids, GPU, Hydra job
     created_at: str = ""
     schema_version: int = SCHEMA_VERSION
-    #: per-query / per-example scores, written beside the record (harness.per_query), never into its JSON
+    #: per-query / per-example scores, written beside the record (harness.core.per_query), never into its JSON
     per_query: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -215,7 +215,7 @@ def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
         stamp = "".join(c for c in record.created_at[:19] if c.isalnum()) + "Z"
         path = path.with_name(f"{path.stem}.failed-{stamp}")
     if record.per_query is not None and record.status == STATUS_OK:
-        from harness import per_query
+        from harness.core import per_query
 
         record.details["per_query"] = per_query.write(path, record.per_query)   # first: the JSON claims it
     data = record.to_dict()

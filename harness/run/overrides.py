@@ -15,11 +15,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.compose import compose_config
-from harness.errors import HarnessError, closest_first, unknown_name
+from harness.core.errors import HarnessError, closest_first, unknown_name
 from harness.glue_scores import SCORE_KEYS
 from harness.models.attention import describe
-from harness.preflight import check_output_paths
+from harness.run.compose import compose_config
+from harness.run.preflight import check_output_paths
 
 #: Config groups whose option names we check before Hydra does, to suggest the closest valid name.
 CHECKED_GROUPS = ("task", "model", "sweep", "logger")

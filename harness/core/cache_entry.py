@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
-"""The one loop every run goes through: plan (:func:`harness.planning.plan`) -> skip finished cells -> check -> lock
+"""The one loop every run goes through: plan (:func:`harness.run.planning.plan`) -> skip finished cells -> check -> lock
 -> compute the rest (the plan's ``compute``, given the plan) -> write the records it returns.
 
 Output folders, task settings, the device, the model folder and the data's presence are checked before anything
 is loaded. Planning reads only config and records, so re-running a finished configuration loads no model and no
-data. Each run is locked (:mod:`harness.locks`) while it computes, so two processes never compute it twice.
+data. Each run is locked (:mod:`harness.run.locks`) while it computes, so two processes never compute it twice.
 Records are written one by one as the family yields them (atomically), so an interrupted run keeps everything it
 finished; a failure never replaces a finished record (it is written beside it), and an ok record whose dataset is
 now defined differently is moved aside, never overwritten.
@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness import locks, planning, preflight, results
-from harness.errors import HarnessError
-from harness.results import ResultRecord
+from harness.core import results
+from harness.core.errors import HarnessError
+from harness.core.results import ResultRecord
+from harness.run import locks, planning, preflight
+from harness.run.summary import print_summary
 from harness.runplan import Cell, RunPlan, pending
-from harness.summary import print_summary
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -114,7 +115,7 @@ def with_series(cfg: DictConfig, rec: ResultRecord) -> None:
 
 def output_files(plan: RunPlan, todo: Sequence[Cell]) -> dict[Path, str]:
     """Every file the records of ``todo`` are written to (a composite's members' records too)."""
-    from harness.per_query import files_of
+    from harness.core.per_query import files_of
 
     out: dict[Path, str] = {}
     for cell in todo:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin
 
-from harness.errors import HarnessError, closest_first
+from harness.core.errors import HarnessError, closest_first
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """One process per run: a lock file in the run's results folder, so a requeued SLURM array task that overlaps the
 original (or two users starting the same sweep) never computes a run twice.
 
-``<results>/<task>/<model>/<run id>/.lock`` is :mod:`harness.cache_entry`'s lock, shared with the cache entries
+``<results>/<task>/<model>/<run id>/.lock`` is :mod:`harness.core.cache_entry`'s lock, shared with the cache entries
 (owner's host, pid, token and start time; touched every ``stale_after / 10`` seconds; a stale one taken over; why
 our own and not ``fcntl``: see there, NFS/Lustre). A live lock is waited for up to ``wait`` seconds, then the run is
 skipped with a message naming the owner.
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.cache_entry import FileLock, Heartbeat, Holder, beat_every
-from harness.preflight import existing_ancestor
-from harness.typed import build
+from harness.core.cache_entry import FileLock, Heartbeat, Holder, beat_every
+from harness.core.typed import build
+from harness.run.preflight import existing_ancestor
 
 if TYPE_CHECKING:
     from harness.runplan import Cell
@@ -47,7 +47,7 @@ def settings_from(raw: Mapping[str, Any] | None) -> LockSettings:
 
 
 class RunLock(FileLock):
-    """The lock of one run folder (the lock primitive is :class:`harness.cache_entry.FileLock`): the folders made
+    """The lock of one run folder (the lock primitive is :class:`harness.core.cache_entry.FileLock`): the folders made
     for it are removed again on release if the run wrote nothing."""
 
     def __init__(self, run_dir: Path) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 #: config keys of the folders a run writes to, and what goes there
 OUTPUT_PATHS = {"paths.results": "result records", "paths.outputs": "trained models and logs",

@@ -11,7 +11,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from harness.results import stable_hash
+from harness.core.results import stable_hash
 
 #: config keys (dotted, from the root) that never change a number, and why
 GLOBAL_EXCLUDE: Mapping[str, str] = {

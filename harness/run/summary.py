@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.data_origin import LOCAL_MARK, local_data
-from harness.results import STATUS_OK, STATUS_SKIPPED, SUBSET_MARK, ResultRecord, evaluated_subset
+from harness.core.data_origin import LOCAL_MARK, local_data
+from harness.core.results import STATUS_OK, STATUS_SKIPPED, SUBSET_MARK, ResultRecord, evaluated_subset
 
 
 def seconds(timings: Mapping[str, Any]) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.runplan import Cell, RunPlan
 
 

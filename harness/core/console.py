@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 log = logging.getLogger("harness.progress")
 
