@@ -88,7 +88,7 @@ def describe(name: str, overrides: list[str]) -> dict[str, Any]:
     """Everything a change to identities would show for one configuration (or the error it raised)."""
     from harness.run import planning
     from harness.run.compose import compose_config
-    from harness.stages.context import GlueStages, RetrievalStages
+    from harness.tasks.context import GlueStages, RetrievalStages
 
     try:
         cfg = compose_config(overrides)
@@ -160,7 +160,7 @@ def retriever(plan: Any) -> dict[str, Any]:
     """The corpus-cache identity the runner builds for the retriever (weights loaded; a run that trains gets a
     stand-in fingerprint for its trained weights) and the settings the retrieve stage gives the retriever."""
     from harness.core.results import stable_hash
-    from harness.stages import retrieval as compute
+    from harness.tasks.retrieval import compute
 
     model, block = compute.load_model(plan)
     trained = {"fingerprint": "trained-weights"} if plan.trains else None
@@ -175,7 +175,7 @@ def glue_points(plan: Any, cells: list[Any]) -> dict[str, Any]:
     """Each grid point's record hyperparameters and trainer settings, and its task data's tokenisation key."""
 
     from harness import models
-    from harness.stages import glue as glue_point
+    from harness.tasks.glue import compute as glue_point
 
     s = plan.settings
     fp = models.model_identity(plan.model, *models.resolve_path(plan.model))["fingerprint"]

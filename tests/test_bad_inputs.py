@@ -503,7 +503,7 @@ def test_a_folder_in_a_records_way_and_a_weight_decay_fail_before_the_model_load
     from harness import models
     from harness.core.errors import HarnessError
     from harness.run.runner import run
-    from harness.stages import glue as glue_compute
+    from harness.tasks.glue import compute as glue_compute
 
     def no_model(*a: object, **k: object) -> None:
         raise AssertionError("a model was loaded before the bad input was reported")

@@ -233,7 +233,7 @@ def test_glue_records_keep_each_dev_prediction_and_compare_rescores_the_task(tmp
 
 
 def test_a_score_that_is_not_a_mean_is_rescored_for_every_permutation() -> None:
-    from harness.glue_metrics import compute
+    from harness.tasks.glue.metrics import compute
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, 200)

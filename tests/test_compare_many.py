@@ -39,7 +39,7 @@ def write(res: Path, task: str, model: str, dataset: str, run: str, values: np.n
 
 
 def glue_score(kind: str, preds: np.ndarray, labels: np.ndarray) -> float:
-    from harness.glue_metrics import compute
+    from harness.tasks.glue.metrics import compute
 
     return float(compute(kind, preds, labels)["score"])
 

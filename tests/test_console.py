@@ -45,7 +45,7 @@ def _emit() -> None:
     logging.getLogger("transformers.modeling_utils").warning("BertModel LOAD REPORT from: /some/model")
     logging.getLogger("sentence_transformers.SentenceTransformer").info("Load pretrained SentenceTransformer")
     logging.getLogger("mteb.models").error("mteb broke")
-    logging.getLogger("harness.families.retrieval").info("stdlib: 100 docs, 20 queries")
+    logging.getLogger("harness.tasks.retrieval.planner").info("stdlib: 100 docs, 20 queries")
 
 
 def test_default_keeps_library_noise_in_the_log_file_only(handlers) -> None:

@@ -1,5 +1,5 @@
 """Data kinds: one object per catalog ``kind`` (check, load, offline hint) registered once in
-``harness.data.kinds.KINDS``; a new kind is one module + one registry line, and the shared code (the catalog, the
+``harness.tasks.retrieval.data.kinds.KINDS``; a new kind is one module + one registry line, and the shared code (the catalog, the
 retrieval families) runs it unchanged. Each shipped kind's presence check agrees with its loader."""
 
 from __future__ import annotations
@@ -13,8 +13,14 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import DataError, HarnessError, HubUnavailableError
-from harness.data.catalog import check_entries, check_local, entry_from_config, load_entry, resolve_entries
-from harness.data.kinds import KINDS, DataKind, get_kind
+from harness.tasks.retrieval.data.catalog import (
+    check_entries,
+    check_local,
+    entry_from_config,
+    load_entry,
+    resolve_entries,
+)
+from harness.tasks.retrieval.data.kinds import KINDS, DataKind, get_kind
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder
 
 #: a new kind, as a user writes it: one module (this text), one registry line (``KINDS["tsv"] = ...``)
@@ -25,8 +31,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.data.kinds import DataKind
-from harness.data.retrieval import RetrievalDataset
+from harness.tasks.retrieval.data.kinds import DataKind
+from harness.tasks.retrieval.data.dataset import RetrievalDataset
 
 
 def rows(path: Path) -> list[list[str]]:
@@ -125,7 +131,7 @@ def test_every_registered_kind_loads_and_every_catalog_kind_is_registered() -> N
 
 def test_shared_code_names_no_kind() -> None:
     """The catalog and the retrieval families reach data through the kinds only: no kind name as a string."""
-    for rel in ("harness/data/catalog.py", "harness/families/retrieval.py"):
+    for rel in ("harness/tasks/retrieval/data/catalog.py", "harness/tasks/retrieval/planner.py"):
         strings = {n.value for n in ast.walk(ast.parse((REPO / rel).read_text()))
                    if isinstance(n, ast.Constant) and isinstance(n.value, str)}
         assert not strings & set(KINDS), (rel, strings & set(KINDS))
@@ -208,7 +214,7 @@ def test_checking_imports_no_reader(tmp_path: Path) -> None:
     import subprocess
 
     write_beir_folder(tmp_path, "toy")
-    code = ("import sys; from harness.data.catalog import check_entries, resolve_entries; "
+    code = ("import sys; from harness.tasks.retrieval.data.catalog import check_entries, resolve_entries; "
             f"check_entries(resolve_entries(['toy'], {{'toy': {{}}}}), {str(tmp_path)!r}); "
             "print(sorted(m for m in ('torch', 'datasets', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)

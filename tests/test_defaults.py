@@ -19,13 +19,14 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from harness import families, specs
+from harness import specs
 from harness.core.typed import build, key_fields
-from harness.data.catalog import DatasetEntry
-from harness.families.efficiency import SetSpec
 from harness.models.spec import ModelSpec
 from harness.run.locks import LockSettings
 from harness.specs.schema import TaskSpec
+from harness.tasks import planners as families
+from harness.tasks.efficiency.planner import SetSpec
+from harness.tasks.retrieval.data.catalog import DatasetEntry
 from tests.conftest import REPO, compose
 
 CONF = REPO / "conf"
@@ -227,11 +228,11 @@ def test_a_restated_default_is_found() -> None:
 # ------------------------------------------------------------------------------------------------ module defaults
 #: (module, parameter) defaults that equal a conf/ value of a key of the same name but are not that key, and why
 NOT_THE_KEY: dict[tuple[str, str], str] = {
-    ("harness/data/*", "strict_qrels"): "the loaders' contract: qrels are checked strictly unless a caller says "
+    ("harness/tasks/retrieval/data/*", "strict_qrels"): "the loaders' contract: qrels are checked strictly unless a caller says "
                                         "otherwise (every task passes its task.strict_qrels)",
-    ("harness/data/triplets.py", "batch_size"): "the mining encoder's batch, not task=glue's training batch",
-    ("harness/evaluation/throughput.py", "repeats"): "the roofline matmul's repeats, not task=efficiency's passes",
-    ("harness/families/mldr.py", "train"): "not a config key of task=mldr (init=False: derived from task.setting)",
+    ("harness/tasks/retrieval/data/triplets.py", "batch_size"): "the mining encoder's batch, not task=glue's training batch",
+    ("harness/tasks/efficiency/throughput.py", "repeats"): "the roofline matmul's repeats, not task=efficiency's passes",
+    ("harness/tasks/retrieval/mldr.py", "train"): "not a config key of task=mldr (init=False: derived from task.setting)",
     ("harness/peers/*", "batch_size"): "mteb run as mteb runs by default (its encode batch of 32), for parity",
     ("harness/*", "precision"): "the run's resolved precision (fp32 | bf16 | fp16), not task=efficiency's "
                                 "precision choice (auto | fp32 | ...)",

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from harness import families
 from harness.core import results
 from harness.core.errors import HarnessError
-from harness.evaluation import max_batch as mb
-from harness.evaluation import throughput as tp
-from harness.evaluation.throughput import SetSpec
 from harness.models import ModelSpec, load_sentence_transformer
+from harness.tasks import planners as families
+from harness.tasks.efficiency import max_batch as mb
+from harness.tasks.efficiency import throughput as tp
+from harness.tasks.efficiency.throughput import SetSpec
 from tests.conftest import compose
 
 # Table 10 of the paper: total tokens, longest, shortest, number of sequences

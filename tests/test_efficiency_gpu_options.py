@@ -35,7 +35,7 @@ def test_bf16_inference_on_cuda_casts_the_weights_and_cpu_keeps_autocast() -> No
 
 def test_the_retrieval_run_records_what_ran_and_keys_the_cache_by_it(tmp_path: Path) -> None:
     from harness.run import planning
-    from harness.stages import retrieval as compute
+    from harness.tasks.retrieval import compute
 
     cfg = compose(["task=beir", "model=modernbert-base", f"model.path={TINY_MODEL}", "model.max_length=512",
                    "task.train=false", "device=cpu", f"paths.results={tmp_path}", "precision=bf16"])
@@ -82,8 +82,8 @@ def test_compile_wraps_the_forward_and_counts_it(monkeypatch: pytest.MonkeyPatch
 
 def test_compile_enters_the_efficiency_identity_only_where_it_is_on(monkeypatch: pytest.MonkeyPatch,
                                                                     tmp_path: Path) -> None:
-    from harness.families import get as family_of
-    from harness.families.efficiency import EfficiencyFamily
+    from harness.tasks.efficiency.planner import EfficiencyFamily
+    from harness.tasks.planners import get as family_of
 
     base = ["task=efficiency", "model=modernbert-base", f"model.path={TINY_MODEL}", "device=cpu",
             f"paths.results={tmp_path}", "task.n_docs=4"]
@@ -99,7 +99,7 @@ def test_compile_enters_the_efficiency_identity_only_where_it_is_on(monkeypatch:
 
 
 def test_fp32_matmuls_as_the_paper_and_the_setting_restored() -> None:
-    from harness.evaluation.throughput import paper_matmul
+    from harness.tasks.efficiency.throughput import paper_matmul
 
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")               # an environment that turned TF32 on

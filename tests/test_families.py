@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from harness import families, selection, specs
+from harness import selection, specs
 from harness.core.errors import HarnessError
 from harness.leaderboard import build_leaderboard
 from harness.leaderboard.tables import site_data
 from harness.run.runner import run
 from harness.selection.rules import rule_for
 from harness.specs import stages
+from harness.tasks import planners as families
 from tests.conftest import REPO, compose
 
 
@@ -35,7 +36,7 @@ def readme_blocks() -> tuple[str, str, str]:
 def mytsv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The three blocks of docs/layout.md, placed as a user would: the kind module on the path, its registry line in
     KINDS, the spec in a config folder; and a data folder in the kind's format."""
-    from harness.data.kinds import KINDS
+    from harness.tasks.retrieval.data.kinds import KINDS
     from tests.test_data_kinds import write_tsv_folder
 
     module, entry, yaml = readme_blocks()
@@ -86,7 +87,7 @@ def test_unknown_family_and_clashing_registration() -> None:
         families.get("bier")
     with pytest.raises(HarnessError, match=r"unknown task 'bier'\. Valid tasks \(closest first\): beir"):
         specs.get("bier")
-    with pytest.raises(HarnessError, match=r"already registered as RetrievalKind\(harness\.families\.beir:BeirSettings\)"):
+    with pytest.raises(HarnessError, match=r"already registered as RetrievalKind\(harness\.tasks\.retrieval\.beir:BeirSettings\)"):
         families.REGISTRY.register("beir", "elsewhere:Other")
 
 
@@ -110,7 +111,8 @@ def stage_nodes(cls: type) -> set[type]:
     for tp in typing.get_type_hints(cls).values():
         for node in (tp, *typing.get_args(tp)):
             if dataclasses.is_dataclass(node) and isinstance(node, type):
-                if node.__module__.startswith(("harness.evaluation", "harness.training")):
+                if node.__module__.startswith(("harness.tasks.retrieval.settings", "harness.tasks.retrieval.retrievers",
+                                                "harness.encoding", "harness.training")):
                     out.add(node)
                 out |= stage_nodes(node)
     return out
@@ -132,7 +134,7 @@ def test_a_retrieval_task_composes_its_stages_nodes_and_copies_no_field() -> Non
     docs/layout.md): none declares a key one of the stage nodes declares; the check sees a copy."""
     from dataclasses import dataclass
 
-    from harness.families.retrieval import RetrievalKind, RetrievalSettings
+    from harness.tasks.retrieval.planner import RetrievalKind, RetrievalSettings
 
     kinds = [r for r in families.REGISTRY.values() if isinstance(r, RetrievalKind)]
     assert {k.settings_class.__name__ for k in kinds} == {"BeirSettings", "CodeSettings", "MldrSettings",

@@ -30,8 +30,8 @@ MODEL = {"name": "m", "fingerprint": "f", "family": "M", "size": "base"}
 # ------------------------------------------------------------------------------------ MRPC and QQP: accuracy
 @pytest.mark.parametrize("task", ["mrpc", "qqp"])
 def test_mrpc_and_qqp_are_scored_by_accuracy_with_f1_beside(task: str) -> None:
-    from harness import glue_metrics
-    from harness.specs.glue import compared_score, score_note
+    from harness.tasks.glue import metrics as glue_metrics
+    from harness.tasks.glue.spec import compared_score, score_note
 
     metric = compose(["task=glue"]).task.definitions[task].metric
     assert metric == "accuracy_f1" and glue_metrics.score_key(metric, False) == "accuracy" == compared_score(task)
@@ -95,7 +95,7 @@ def old_record(res: Path, score: str = "f1", *, seed: int = 1618, protocol: str 
     if preds is None:
         preds = labels.copy()
         preds[:flip] = 1 - preds[:flip]
-    from harness.glue_metrics import compute
+    from harness.tasks.glue.metrics import compute
 
     metrics = {k: v for k, v in compute("f1", preds, labels).items() if k != "score"}
     grid = "" if lr == 3e-5 else f"-lr{lr}"                               # another grid point: another configuration
@@ -272,7 +272,7 @@ def test_what_chooses_or_shows_scores_reads_records_through_the_comparable_view(
     raw = {str(p.relative_to(REPO)) for p in (REPO / "harness").rglob("*.py")
            if re.search(r"\b(iter_records|read_record)\(", p.read_text())}
     assert raw == {"harness/core/results.py", "harness/selection/comparable.py", "harness/run/runner.py",
-                   "harness/families/glue/chain.py", "harness/families/lineage.py", "harness/paper/cost.py",
+                   "harness/tasks/glue/chain.py", "harness/tasks/lineage.py", "harness/paper/cost.py",
                    "harness/paper/plan.py", "harness/export.py",
                    "harness/mteb_results/export.py"}
 
@@ -296,7 +296,7 @@ def test_table_5s_gte_qqp_cells_are_footnoted_as_f1_and_never_best(tmp_path: Pat
 def test_colbert_trains_under_the_seed_the_authors_ran_on_a_pinned_commit() -> None:
     from sentence_transformers import SentenceTransformerTrainingArguments
 
-    from harness.data.kd import pinned_commit
+    from harness.tasks.retrieval.data.kd import pinned_commit
 
     task = compose(["task=colbert"]).task
     assert task.train_seed == 42 == SentenceTransformerTrainingArguments(output_dir="x").seed
@@ -307,7 +307,7 @@ def test_the_pinned_kd_commit_is_resolved_fail_closed(monkeypatch, caplog) -> No
     import huggingface_hub
 
     from harness.core.errors import DataError
-    from harness.data import kd
+    from harness.tasks.retrieval.data import kd
 
     full = "11e6ffa" + "0" * 33
 
@@ -355,10 +355,10 @@ def test_the_tiny_modernbert_through_the_glue_path_builds_the_authors_head(tmp_p
     (read from the built model), its run id holds the head, and other runs keep theirs."""
     import torch
 
-    from harness.families import get as family_of
     from harness.models import ModelSpec
     from harness.run.runner import run
-    from harness.training.classification import load_classifier
+    from harness.tasks.glue.classification import load_classifier
+    from harness.tasks.planners import get as family_of
 
     write_tiny_glue(tmp_path / "glue")
     overrides = glue_overrides(tmp_path, "task.tasks=[rte]", model="modernbert-base")
@@ -447,8 +447,8 @@ def test_a_glue_tokenisation_cache_with_token_ids_altered_in_place_is_rebuilt(tm
     import datasets
     from transformers import AutoTokenizer
 
-    from harness.data.glue import Split
-    from harness.training.glue_tokens import cached_tokenize
+    from harness.tasks.glue.data import Split
+    from harness.tasks.glue.tokens import cached_tokenize
 
     tok = AutoTokenizer.from_pretrained(TINY_MODEL)
     split = Split([f"the cat sat {i}" for i in range(8)], None, [i % 2 for i in range(8)])

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.families import get as family_of
+from harness.tasks.planners import get as family_of
 from tests.conftest import TINY_MODEL, compose, paths, write_beir_folder, write_triplets
 
 
@@ -57,8 +57,8 @@ def test_voyager_searches_the_authors_k_and_leaves_deeper_metrics_out(monkeypatc
     harness used to ask min(top_k, 500) = 500, which PyLate 1.6 turns into 500 neighbours per token."""
     import pylate.retrieve
 
-    from harness.evaluation.plaid_index import voyager_search
-    from harness.evaluation.settings import VoyagerSettings, voyager_identity
+    from harness.tasks.retrieval.retrievers.plaid_index import voyager_search
+    from harness.tasks.retrieval.settings import VoyagerSettings, voyager_identity
 
     asked: list[int] = []
 
@@ -91,8 +91,8 @@ def test_the_f1_score_the_authors_eval_py_printed_is_still_a_metric_kind(task: s
     """The authors' finetuning_jobs.py keeps one metric per evaluator, the last one written: BinaryF1Score after
     MulticlassAccuracy, so eval.py printed F1. Table 5 prints accuracy (tests/test_fidelity_fourth_pass.py): F1 stays
     a kind a user may score by (``task.definitions.<t>.metric=f1``) and is recorded beside accuracy by default."""
-    from harness import glue_metrics
-    from harness.specs.glue import score_note
+    from harness.tasks.glue import metrics as glue_metrics
+    from harness.tasks.glue.spec import score_note
 
     assert compose(["task=glue"]).task.definitions[task].metric == "accuracy_f1"
     out = glue_metrics.compute("f1", [1, 1, 0, 0], [1, 0, 0, 0])

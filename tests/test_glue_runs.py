@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_module
 
 from harness.core import layout, results
 from harness.run.runner import RunFailed, run
-from harness.training.classification import load_classifier
+from harness.tasks.glue.classification import load_classifier
 from harness.trial.toy_data import WORDS, write_tiny_glue  # noqa: F401  (re-exported)
 from harness.trial.toy_data import pair_file as _pair_file  # noqa: F401
 from harness.trial.toy_data import sentence as _sentence  # noqa: F401

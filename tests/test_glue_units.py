@@ -12,13 +12,14 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from harness import glue_metrics, selection
+from harness import selection
 from harness.core import layout, results
 from harness.core.errors import DataError, HarnessError
-from harness.data import glue as glue_data
-from harness.families.glue import chain, grid
 from harness.run import hydra_callbacks
-from harness.specs import glue as glue_spec
+from harness.tasks.glue import chain, grid
+from harness.tasks.glue import data as glue_data
+from harness.tasks.glue import metrics as glue_metrics
+from harness.tasks.glue import spec as glue_spec
 from harness.training.arguments import NaNLossGuard as NaNGuard
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +33,7 @@ def compose_cfg(*overrides: str):
 
 def glue_settings(*overrides: str):
     """task=glue's typed settings (what the grid, the chain and the trainer read)."""
-    from harness import families
+    from harness.tasks import planners as families
 
     return families.get("glue")(compose_cfg(*overrides)).settings
 
@@ -46,8 +47,8 @@ def glue_train_config(**fields):
     trainer has no defaults of its own, so tests start from the YAML too."""
     from dataclasses import replace
 
-    from harness.stages.context import GridPoint
-    from harness.stages.glue import train_config
+    from harness.tasks.context import GridPoint
+    from harness.tasks.glue.compute import train_config
 
     base = train_config(GridPoint("rte", 1e-5, 1e-6, 1, 0), glue_settings(), "fp32", "cpu")
     run = {k: fields.pop(k) for k in ("lr", "epochs", "seed", "precision", "device") if k in fields}
@@ -382,7 +383,7 @@ def test_trainer_settings_come_from_the_yaml_only():
     and max_grad_norm 1.0 where the YAML says 64 and 0.0)."""
     from dataclasses import MISSING, fields
 
-    from harness.training.classification import TrainConfig
+    from harness.tasks.glue.classification import TrainConfig
 
     assert [f.name for f in fields(TrainConfig) if f.default is not MISSING or f.default_factory is not MISSING] == []
     tcfg = glue_settings()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import families
 from harness.core.identity import GLOBAL_EXCLUDE, derived_key, drop, run_identity
 from harness.run import planning
 from harness.run.runner import run
+from harness.tasks import planners as families
 from tests.conftest import compose
 from tests.test_retrieval_runs import overrides
 
@@ -91,7 +91,7 @@ def test_bumping_a_stage_protocol_version_makes_old_records_unfinished(tmp_path:
     assert old.config["task"]["spec"]["stages"] and cell_of().identity["protocol"]["score.ir"] == 1
     (same,) = run(compose(cfg))
     assert same.created_at == old.created_at                    # finished: skipped, nothing recomputed
-    bumped = stages.STAGES.replaced(**{"score.ir": stages.Stage(2, "harness.evaluation.ir_metrics", "fixed")})
+    bumped = stages.STAGES.replaced(**{"score.ir": stages.Stage(2, "harness.tasks.retrieval.retrievers.ir_metrics", "fixed")})
     monkeypatch.setattr(stages, "STAGES", bumped)
     (new,) = run(compose(cfg))
     assert new.run_id != old.run_id          # a new cell, computed again (created_at has whole seconds: not a test)
@@ -113,7 +113,7 @@ def test_a_run_is_versioned_by_the_stages_that_compute_it(monkeypatch: pytest.Mo
     assert list(dense) == ["load.encoder", "retrieve.single_vector", "score.ir"]
     assert list(colbert) == ["load.colbert", "retrieve.multi_vector", "score.ir"]
     assert "train.dense" in protocol("task.setting=id")
-    bumped = stages.STAGES.replaced(**{"retrieve.multi_vector": stages.Stage(2, "harness.evaluation.multivector",
+    bumped = stages.STAGES.replaced(**{"retrieve.multi_vector": stages.Stage(2, "harness.tasks.retrieval.retrievers.multivector",
                                                                              "fixed")})
     monkeypatch.setattr(stages, "STAGES", bumped)
     assert protocol() == dense and protocol(*colbert_ood)["retrieve.multi_vector"] == 2

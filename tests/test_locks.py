@@ -72,7 +72,7 @@ def test_a_dead_owners_lock_is_taken_over(owner: str, tmp_path: Path, toy_beir: 
 def test_a_second_run_waits_then_computes_nothing_twice(tmp_path: Path, toy_beir: Path, monkeypatch) -> None:
     """Two runners of one run at once (threads of one process, two lock tokens): the first computes, the second
     waits for its lock, plans again, finds the record and loads no model."""
-    from harness.stages import retrieval as compute
+    from harness.tasks.retrieval import compute
 
     loads = []
     original = compute.load_model

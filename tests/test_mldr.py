@@ -12,8 +12,8 @@ import pytest
 from harness import specs
 from harness.core import results
 from harness.core.errors import DataError, HarnessError, HubUnavailableError
-from harness.data import code, longdocs, mldr
 from harness.run.runner import run
+from harness.tasks.retrieval.data import code, longdocs, mldr
 from tests.conftest import TINY_MODEL, compose, write_beir_folder, write_triplets
 from tests.test_retrieval_runs import cli
 

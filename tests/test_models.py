@@ -79,7 +79,7 @@ def test_modernbert_and_bert_resolve_to_the_varlen_path_on_cuda(monkeypatch: pyt
     architecture and the device: harness_varlen for a model on a CUDA device (faked), sdpa on the CPU (also on a
     machine with a GPU); a model loaded with harness_varlen (here on CPU: its reference) packs in the encoder,
     unpads padded batches at its entry, and its records say so."""
-    from harness.evaluation.encode import pack_mode
+    from harness.encoding.encode import pack_mode
     from harness.models.attention import model_type_of, resolve_for
     from harness.models.load import attention_for
     from harness.models.spec import ModelSpec

@@ -14,14 +14,14 @@ from omegaconf import OmegaConf
 
 from harness.core.errors import HarnessError
 from harness.core.results import ResultRecord, write_record
-from harness.data.catalog import resolve_entries
-from harness.data.kinds import LABEL_FIELDS
 from harness.export import main as export_main
 from harness.leaderboard import build_leaderboard
 from harness.leaderboard.baselines import load_mteb_published
 from harness.mteb_results import catalog as mteb_catalog
 from harness.mteb_results import export as mteb_export
 from harness.run.runner import run
+from harness.tasks.retrieval.data.catalog import resolve_entries
+from harness.tasks.retrieval.data.kinds import LABEL_FIELDS
 from tests.conftest import compose
 from tests.test_retrieval_runs import overrides
 

@@ -23,7 +23,7 @@ def planner_types() -> set[str]:
     """Names of the planner classes (every Family subclass and the base) and of anything standing for one (a
     registry's factory type, which makes planners, is not one)."""
     out = {"Family", "RetrievalTask"}
-    for path in (HARNESS / "families").rglob("*.py"):
+    for path in (HARNESS / "tasks").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith("Family") for b in node.bases):
                 out.add(node.name)
@@ -56,22 +56,22 @@ def test_no_protocol_stands_for_the_runner() -> None:
 
 @pytest.mark.parametrize("package", COMPUTE)
 def test_no_compute_module_imports_planning(package: str) -> None:
-    """No import of ``harness.families`` (nor of the runner or the planner) in a compute package, wherever it
+    """No import of ``harness.tasks.planners`` (nor of the runner or the planner) in a compute package, wherever it
     stands in the module (top, a function, TYPE_CHECKING)."""
     found = []
     for path in sorted((HARNESS / package).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            bad = [n for n in names if n.startswith(("harness.families", "harness.run.runner", "harness.run.planning"))]
+            bad = [n for n in names if n.startswith(("harness.tasks.planners", "harness.run.runner", "harness.run.planning"))]
             found += [f"{path.relative_to(REPO)}:{node.lineno} imports {n}" for n in bad]
     assert found == []
 
 
 def test_the_test_above_sees_an_import_it_forbids(tmp_path: Path) -> None:
     """The walk reads function-local imports too (what a lazy import back into planning would be)."""
-    tree = ast.parse("def f():\n    from harness.families.retrieval import entries\n")
-    assert [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] == ["harness.families.retrieval"]
+    tree = ast.parse("def f():\n    from harness.tasks.retrieval.planner import entries\n")
+    assert [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] == ["harness.tasks.retrieval.planner"]
 
 
 def test_one_plan_serves_the_runner_the_paper_graph_the_series_and_the_cost(tmp_path: Path) -> None:
@@ -91,6 +91,6 @@ def test_one_plan_serves_the_runner_the_paper_graph_the_series_and_the_cost(tmp_
     state = plan_run(Job("j", "s", "run", "beir"), overrides)
     assert plan.cells[0].run_id in state.run_ids and state.cells == len(plan.cells)
     assert asdict(state.work) == asdict(cost.job_work(plan))
-    assert plan.compute.__module__ == "harness.stages.retrieval"
+    assert plan.compute.__module__ == "harness.tasks.retrieval.compute"
     # the stages take the plan itself: what they resolved holds no settings of its own beside the plan's
     assert not any(isinstance(v, type(plan.settings)) for v in vars(plan.stages).values())

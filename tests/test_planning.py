@@ -15,10 +15,10 @@ from tests.conftest import REPO
 
 #: what planning must not import: model and metric libraries, and the engines the stages drive
 FORBIDDEN = ("torch", "transformers", "sentence_transformers", "pylate", "pytrec_eval", "datasets", "sklearn",
-             "harness.training", "harness.evaluation.dense", "harness.evaluation.multivector",
-             "harness.evaluation.encode", "harness.evaluation.throughput")
+             "harness.training", "harness.tasks.retrieval.retrievers.dense", "harness.tasks.retrieval.retrievers.multivector",
+             "harness.encoding.encode", "harness.tasks.efficiency.throughput")
 #: the training stages' settings nodes (pure data: the schema planning types the config with) and their package
-LIGHT = ("harness.training", "harness.training.settings", "harness.training.decay")
+LIGHT = ("harness.training", "harness.training.settings", "harness.tasks.glue.decay")
 
 PROBE = """
 import json, sys

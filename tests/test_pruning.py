@@ -85,7 +85,7 @@ def test_variant_is_in_the_name_identity_and_ref(tiny_model_dir: Path) -> None:
 
 
 def test_cli_override_names_the_row_and_changes_only_pruned_run_ids(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from harness import families
+    from harness.tasks import planners as families
 
     base = ["task=beir", "model=mmbert-small", f"model.path={tiny_model_dir}", "task.train=false",
             f"paths.results={tmp_path}"]

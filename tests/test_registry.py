@@ -32,12 +32,13 @@ def test_a_name_registered_twice_with_another_target_is_refused() -> None:
 
 
 def test_every_table_of_the_harness_is_a_registry() -> None:
-    from harness import cli, families
-    from harness.data import kinds
-    from harness.evaluation.retriever import SUBGROUPS
+    from harness import cli
     from harness.leaderboard import records
     from harness.selection import rules
     from harness.specs import stages
+    from harness.tasks import planners as families
+    from harness.tasks.retrieval.data import kinds
+    from harness.tasks.retrieval.retrievers.retriever import SUBGROUPS
 
     tables = [families.REGISTRY, kinds.KINDS, rules.RULES, stages.STAGES, SUBGROUPS,
               records.COMBINE_RULES, cli.SUBCOMMANDS]

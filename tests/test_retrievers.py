@@ -46,7 +46,7 @@ def test_a_task_with_a_new_retriever_runs_from_the_docs_blocks(mybm25: Path, toy
     (dense,) = run(compose(["task=beir", "task.train=false", *base]))
     assert dense.status == "ok" and dense.details.get("retriever") != "bm25" and dense.run_id != rec.run_id
 
-    from harness import families
+    from harness.tasks import planners as families
 
     def protocol(*extra: str) -> dict[str, int]:
         cfg = compose([f"hydra.searchpath=[file://{mybm25}/conf]", "task=mybm25", *base, *extra])

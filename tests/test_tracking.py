@@ -12,8 +12,8 @@ import pytest
 from harness.core import console, results
 from harness.core.errors import HarnessError
 from harness.run.runner import run
+from harness.tasks.glue.classification import training_arguments
 from harness.training import tracking
-from harness.training.classification import training_arguments
 from tests.conftest import TINY_MODEL, compose, write_triplets
 from tests.test_glue_units import glue_train_config
 from tests.test_retrieval_runs import overrides

@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import pytest
 from accelerate.data_loader import BatchSamplerShard
 
-from harness import families
 from harness.core import results
 from harness.core.errors import HarnessError, TrainingDivergedError
 from harness.run.runner import run
+from harness.tasks import planners as families
 from harness.training.ranks import StepBatches
 from harness.trial.toy_data import _kd
 from tests.conftest import REPO, compose, write_beir_folder, write_triplets
@@ -209,8 +209,8 @@ def test_a_training_stage_on_devices_asks_for_them_and_counts_them() -> None:
 
 
 def test_evaluation_after_a_training_on_gpus_is_sharded_over_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.evaluation.shards import ShardSettings
-    from harness.stages import devices
+    from harness.tasks.retrieval import devices
+    from harness.tasks.retrieval.retrievers.shards import ShardSettings
 
     shards = ShardSettings(shards=1, shard_tokens=10, shard=None, shard_launcher="sequential")
 

@@ -9,9 +9,9 @@ import pytest
 from harness.core.errors import HarnessError
 from harness.core.typed import build, choices, constraints, count, excluded_keys, flat, role_keys
 from harness.core.typed import excluded as excluded_field
-from harness.data.catalog import resolve_entries
 from harness.models import ModelSpec
 from harness.run.runner import run
+from harness.tasks.retrieval.data.catalog import resolve_entries
 from tests.conftest import compose
 
 

@@ -67,13 +67,13 @@ def test_without_a_key_the_message_names_where() -> None:
 
 
 def settings_classes() -> dict[str, type]:
-    from harness.families.beir import BeirSettings
-    from harness.families.code import CodeSettings
-    from harness.families.colbert import ColbertSettings
-    from harness.families.efficiency import EfficiencySettings
-    from harness.families.glue.grid import GlueSettings
-    from harness.families.mldr import MldrSettings
-    from harness.families.mteb import MtebSettings
+    from harness.tasks.efficiency.planner import EfficiencySettings
+    from harness.tasks.glue.grid import GlueSettings
+    from harness.tasks.mteb.planner import MtebSettings
+    from harness.tasks.retrieval.beir import BeirSettings
+    from harness.tasks.retrieval.code import CodeSettings
+    from harness.tasks.retrieval.colbert import ColbertSettings
+    from harness.tasks.retrieval.mldr import MldrSettings
 
     return {"beir": BeirSettings, "code": CodeSettings, "colbert": ColbertSettings, "mldr": MldrSettings,
             "glue": GlueSettings, "efficiency": EfficiencySettings, "mteb": MtebSettings}

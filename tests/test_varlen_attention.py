@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.evaluation.encode import encode
+from harness.encoding.encode import encode
 from harness.models import ModelSpec, load_sentence_transformer
 from harness.models import varlen_attention as va
 from tests.conftest import batching
@@ -99,7 +99,7 @@ def test_the_hook_packs_real_tokens_only(tiny_model_dir: Path) -> None:
 
 def test_classifier_logits_and_gradients_equal_padded(tiny_model_dir: Path) -> None:
     """GLUE's classifier: unpadded forward and backward through the reference equal padded sdpa's."""
-    from harness.training.classification import load_classifier
+    from harness.tasks.glue.classification import load_classifier
 
     def run(attn: str):
         torch.manual_seed(3)                    # the same fresh head
@@ -123,7 +123,7 @@ def test_classifier_logits_and_gradients_equal_padded(tiny_model_dir: Path) -> N
 def test_colbert_queries_and_documents_equal_padded(tiny_model_dir: Path) -> None:
     """Documents unpad; expanded queries (their [MASK] tokens carry embeddings) run padded through the function's
     mask path; both equal padded sdpa's token embeddings."""
-    from harness.evaluation.colbert_model import encode_tokens, load_colbert
+    from harness.tasks.retrieval.retrievers.colbert_model import encode_tokens, load_colbert
 
     def tokens(attn: str, is_query: bool) -> list[np.ndarray]:
         spec = ModelSpec.based_on("modernbert-base", name="t", path=str(tiny_model_dir), attn_implementation=attn)
@@ -205,7 +205,7 @@ def test_the_corpus_cache_keeps_unpadded_and_padded_encodings_apart(tmp_path) ->
     """The unpadded GPU path computes attention in bf16: its cached embeddings must never be read by a padded
     run (or the reverse), so the resolved attention enters the cache identity, and padded sdpa keeps the old key."""
     from harness.run import planning
-    from harness.stages.retrieval import cache_identity
+    from harness.tasks.retrieval.compute import cache_identity
     from tests.conftest import TINY_MODEL, compose
 
     cfg = compose(["task=beir", "model=modernbert-base", f"model.path={TINY_MODEL}", "task.train=false",

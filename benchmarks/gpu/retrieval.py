@@ -18,7 +18,7 @@ SPEEDUP, BUSY = 3.0, 0.9
 
 def st_seconds(st: Any, docs: list[str], batch_size: int, repeats: int, device: str) -> float:
     """``SentenceTransformer.encode`` of ``docs`` at ``batch_size``: best of ``repeats`` after a warm-up."""
-    from harness.evaluation.throughput import _sync
+    from harness.tasks.efficiency.throughput import _sync
 
     st.encode(docs[:512], batch_size=batch_size)
     runs = []
@@ -35,11 +35,11 @@ def run(args: Any) -> None:
     from gpu.figures import Figures, kernel_of
     from sentence_transformers import SentenceTransformer
 
-    from harness.data.beir import load_local
-    from harness.evaluation import encode as enc
-    from harness.evaluation.settings import Batching
+    from harness.encoding import encode as enc
     from harness.models import ModelSpec, cast_for_inference, load_sentence_transformer, resolve_path
     from harness.models.kernel_calls import watch
+    from harness.tasks.retrieval.data.beir import load_local
+    from harness.tasks.retrieval.settings import Batching
 
     figures = Figures(args.out, "retrieval", args.device)
     device, folder = args.device, Path(args.data)

@@ -97,7 +97,7 @@ def _examples(runs: Sequence[per_query.PerQuery]) -> Outcomes:
     """GLUE: accuracy (MNLI: the mean of its dev sets' accuracies) as a weighted mean of 0/100 outcomes; Matthews,
     F1 and Spearman re-scored from the predictions on every resample."""
     from harness.compare.stats import weights
-    from harness.glue_metrics import compute
+    from harness.tasks.glue.metrics import compute
 
     first = runs[0]
     preds = np.stack([per_query.aligned(first, r, "prediction")[1] for r in runs])

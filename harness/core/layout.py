@@ -74,11 +74,11 @@ class RunLayout:
         return trained_model_dir(self.outputs, task, model, key)
 
     def embeddings(self) -> Path:
-        """Corpus and query embeddings of single-vector retrievers (:mod:`harness.evaluation.embedding_cache`)."""
+        """Corpus and query embeddings of single-vector retrievers (:mod:`harness.tasks.retrieval.retrievers.embedding_cache`)."""
         return self.cache / "embeddings"
 
     def colbert_tokens(self) -> Path:
-        """Corpus token embeddings of multi-vector retrievers (:mod:`harness.evaluation.token_store`)."""
+        """Corpus token embeddings of multi-vector retrievers (:mod:`harness.tasks.retrieval.retrievers.token_store`)."""
         return self.cache / "colbert-tokens"
 
     def glue_tokenized(self, key: str) -> Path:

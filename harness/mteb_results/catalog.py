@@ -13,7 +13,7 @@ from typing import Any
 from harness import specs
 from harness.core.errors import HarnessError
 from harness.core.results import ResultRecord
-from harness.data.catalog import DatasetEntry
+from harness.tasks.retrieval.data.catalog import DatasetEntry
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.core import layout, results
 from harness.core.work import Work, cost_data
-from harness.runplan import RunPlan
+from harness.tasks.runplan import RunPlan
 
 __all__ = ["Throughput", "Work", "cost_data", "device_hours", "gpu_hours", "job_work", "throughput"]
 

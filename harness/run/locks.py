@@ -22,7 +22,7 @@ from harness.core.typed import build
 from harness.run.preflight import existing_ancestor
 
 if TYPE_CHECKING:
-    from harness.runplan import Cell
+    from harness.tasks.runplan import Cell
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from harness.core.errors import HarnessError, closest_first, unknown_name
-from harness.glue_scores import SCORE_KEYS
 from harness.models.attention import describe
 from harness.run.compose import compose_config
 from harness.run.preflight import check_output_paths
+from harness.tasks.glue.scores import SCORE_KEYS
 
 #: Config groups whose option names we check before Hydra does, to suggest the closest valid name.
 CHECKED_GROUPS = ("task", "model", "sweep", "logger")

@@ -1,7 +1,7 @@
 """``plan(cfg)``: the one planner of a run, shared by the runner, the paper graph, the checkpoint series and the cost
 preview. Pure (config and records only, no model, no data, no torch): the task's spec names its family
-(:data:`harness.families.REGISTRY`), the family types the settings and resolves everything into a
-:class:`~harness.runplan.RunPlan`."""
+(:data:`harness.tasks.planners.REGISTRY`), the family types the settings and resolves everything into a
+:class:`~harness.tasks.runplan.RunPlan`."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.runplan import Cell, RunPlan
+from harness.tasks.runplan import Cell, RunPlan
 
 
 def family_of(cfg: Any) -> Any:
     """The family (planner) of the composed config ``cfg``, after the checks that need no model and no data: the
     spec's main metric is one its scorer produces, its selection rule exists, the device is present."""
-    from harness import families
     from harness.selection.rules import rule_for
     from harness.specs import spec_from
+    from harness.tasks import planners as families
 
     spec = spec_from(cfg.task.get("spec") or {}, str(cfg.task.name), f"task {cfg.task.name!r}, spec")
     family = families.get(spec.runner)(cfg, spec)

@@ -22,7 +22,7 @@ from harness.core.errors import HarnessError
 from harness.core.results import ResultRecord
 from harness.run import locks, planning, preflight
 from harness.run.summary import print_summary
-from harness.runplan import Cell, RunPlan, pending
+from harness.tasks.runplan import Cell, RunPlan, pending
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig

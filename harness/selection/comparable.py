@@ -21,7 +21,7 @@ import numpy as np
 
 from harness.core import per_query
 from harness.core.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, iter_records, read_record
-from harness.specs.glue import TASK_FAMILY, compared_score
+from harness.tasks.glue.spec import TASK_FAMILY, compared_score
 
 Located = tuple[Path, ResultRecord]
 #: what a set-aside record's error begins with (readers group them by it)

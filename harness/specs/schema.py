@@ -91,7 +91,7 @@ class Dependency:
 
 @dataclass(frozen=True, kw_only=True)
 class TaskSpec:
-    """What a task is. ``runner``: the computation (a key of :data:`harness.families.REGISTRY`); ``stages``: the
+    """What a task is. ``runner``: the computation (a key of :data:`harness.tasks.planners.REGISTRY`); ``stages``: the
     stages it composes, whose protocol versions (:data:`harness.specs.stages.STAGES`) enter every run identity."""
 
     runner: str

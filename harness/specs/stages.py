@@ -14,7 +14,7 @@ from harness.core.registry import Registry
 @dataclass(frozen=True)
 class Stage:
     """One stage: its protocol version, what it does, and (a user's stage only) where its code lives, as
-    ``module:attribute``; the harness's own stages' code is :data:`harness.stages.CODE`. A ``retrieve.<name>``
+    ``module:attribute``; the harness's own stages' code is :data:`harness.tasks.retrieval.stages.CODE`. A ``retrieve.<name>``
     stage's code is ``function(ctx, model, cache_identity) -> Retriever`` for ``task.retriever: <name>``: a new
     retriever is its module plus this one registration."""
 
@@ -26,15 +26,15 @@ class Stage:
 STAGES: Registry[Stage] = Registry("stage", {
     "load.encoder": Stage(1, what="a SentenceTransformer from a hub id, folder or package (harness.models); pruning"),
     "load.colbert": Stage(1, what="a PyLate ColBERT model"),
-    "load.classifier": Stage(1, what="a sequence classifier (fresh head): harness.training.classification"),
-    "train.dense": Stage(2, what="sentence-transformers (Cached)MNRL on triplets (harness.training.seeding)"),
-    "train.kd": Stage(1, what="PyLate KL distillation from teacher scores (harness.training.seeding)"),
-    "train.glue": Stage(2, what="Trainer; authors (last eval, seeds) or best_epoch: harness.training.classification"),
-    "retrieve.single_vector": Stage(1, what="encode + exact search (cosine, top-k): harness.evaluation.dense"),
-    "retrieve.multi_vector": Stage(1, what="token embeddings + exact MaxSim or PLAID: harness.evaluation.multivector"),
-    "score.ir": Stage(1, what="trec_eval metrics (pytrec_eval), self-matches dropped: harness.evaluation.ir_metrics"),
-    "score.glue": Stage(1, what="GLUE dev metrics (sklearn/scipy): harness.glue_metrics"),
-    "measure.throughput": Stage(1, what="timed passes, max-batch probes (Table 2): harness.evaluation.throughput"),
+    "load.classifier": Stage(1, what="a sequence classifier (fresh head): harness.tasks.glue.classification"),
+    "train.dense": Stage(2, what="sentence-transformers (Cached)MNRL on triplets (harness.tasks.retrieval.seeding)"),
+    "train.kd": Stage(1, what="PyLate KL distillation from teacher scores (harness.tasks.retrieval.seeding)"),
+    "train.glue": Stage(2, what="Trainer; authors (last eval, seeds) or best_epoch: harness.tasks.glue.classification"),
+    "retrieve.single_vector": Stage(1, what="encode + exact search (cosine, top-k): harness.tasks.retrieval.retrievers.dense"),
+    "retrieve.multi_vector": Stage(1, what="token embeddings + exact MaxSim or PLAID: harness.tasks.retrieval.retrievers.multivector"),
+    "score.ir": Stage(1, what="trec_eval metrics (pytrec_eval), self-matches dropped: harness.tasks.retrieval.retrievers.ir_metrics"),
+    "score.glue": Stage(1, what="GLUE dev metrics (sklearn/scipy): harness.tasks.glue.metrics"),
+    "measure.throughput": Stage(1, what="timed passes, max-batch probes (Table 2): harness.tasks.efficiency.throughput"),
     "evaluate.mteb": Stage(1, what="mteb's own evaluation of a task by name"),
 }, hint="Declare it in harness/specs/stages.py.")
 

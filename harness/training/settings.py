@@ -107,7 +107,7 @@ class EarlyStopping:
 @dataclass(kw_only=True)
 class GlueTraining:
     """``train.glue``: what task=glue's trainer reads besides a grid point's learning rate, weight decay, epochs and
-    seed (:class:`~harness.training.classification.TrainConfig`), and the scoring protocol."""
+    seed (:class:`~harness.tasks.glue.classification.TrainConfig`), and the scoring protocol."""
 
     batch_size: int = count()
     eval_batch_size: int = count(excluded="how the dev set is batched")
