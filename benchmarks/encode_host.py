@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from harness.encoding import encode as enc
+from harness.encoding.settings import Batching
 from harness.models import ModelSpec, load_sentence_transformer
-from harness.tasks.retrieval.settings import Batching
 
 REPO = Path(__file__).resolve().parents[1]
 

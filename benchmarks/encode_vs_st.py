@@ -27,10 +27,10 @@ import torch
 
 from harness.core.typed import from_conf
 from harness.encoding import encode as enc
+from harness.encoding.settings import Batching
 from harness.models import ModelSpec, autocast, bf16_supported, load_sentence_transformer
 from harness.tasks.efficiency import throughput as tp
-from harness.tasks.efficiency.throughput import SetSpec
-from harness.tasks.retrieval.settings import Batching
+from harness.tasks.efficiency.settings import SetSpec
 
 
 def texts_for(args, model) -> list[str]:

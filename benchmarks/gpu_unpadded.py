@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))        # benchmarks/gpu
 from harness.encoding import encode as enc
 from harness.models import ModelSpec, load_sentence_transformer
 from harness.tasks.efficiency import throughput as tp
-from harness.tasks.efficiency.throughput import SetSpec
+from harness.tasks.efficiency.settings import SetSpec
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE2 = REPO / "harness" / "leaderboard" / "baselines" / "modernbert_table2_efficiency.csv"

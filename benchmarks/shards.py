@@ -93,7 +93,7 @@ def main() -> int:
     same = plain["metrics"] == sharded["metrics"]
     # the merge alone, in a fresh process
     n_queries = plain["details"]["n_queries"]
-    qkey = __import__("harness.tasks.retrieval.retrievers.shards", fromlist=["texts_key"]).texts_key(
+    qkey = __import__("harness.tasks.retrieval.retrievers.embedding_cache", fromlist=["texts_key"]).texts_key(
         list(retriever.ds.evaluated_queries().values()))
     files, positions = [], []
     for i in range(len(retriever.plan)):

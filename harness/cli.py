@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from harness.core import scheduler
 from harness.core.errors import HarnessError, one_line, print_error
 from harness.core.registry import Registry
-from harness.run.overrides import PRIMARY, check_group_overrides, check_key_overrides
+from harness.run.overrides import PRIMARY, check_overrides
 
 log = logging.getLogger("harness")
 
@@ -65,8 +65,7 @@ def main() -> None:
         sys.exit(SUBCOMMANDS[sys.argv[1]].main(sys.argv[2:]))
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] %(message)s")
     try:
-        check_group_overrides(sys.argv[1:])
-        check_key_overrides(sys.argv[1:])
+        check_overrides(sys.argv[1:])
     except HarnessError as exc:
         sys.exit(print_error(exc))
     _hydra_main()

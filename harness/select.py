@@ -123,6 +123,4 @@ def select_series(args: argparse.Namespace, out_dir: Path) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())
+    raise SystemExit(main())

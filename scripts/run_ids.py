@@ -87,8 +87,9 @@ def common(overrides: list[str]) -> list[str]:
 def describe(name: str, overrides: list[str]) -> dict[str, Any]:
     """Everything a change to identities would show for one configuration (or the error it raised)."""
     from harness.run import planning
-    from harness.run.compose import compose_config
-    from harness.tasks.context import GlueStages, RetrievalStages
+    from harness.run.overrides import compose_config
+    from harness.tasks.glue.grid import GlueStages
+    from harness.tasks.retrieval.stages import RetrievalStages
 
     try:
         cfg = compose_config(overrides)

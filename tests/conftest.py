@@ -117,6 +117,6 @@ def batching(**keys: int):
     """task=beir's encoder batching (conf/task/beir.yaml), ``keys`` on top: for tests that call an encoder
     directly (the encoder has no defaults of its own)."""
     from harness.core.typed import from_conf
-    from harness.tasks.retrieval.settings import Batching
+    from harness.encoding.settings import Batching
 
     return from_conf(Batching, "task/beir", part=True, **keys)

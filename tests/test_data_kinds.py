@@ -1,5 +1,5 @@
 """Data kinds: one object per catalog ``kind`` (check, load, offline hint) registered once in
-``harness.tasks.retrieval.data.kinds.KINDS``; a new kind is one module + one registry line, and the shared code (the catalog, the
+``harness.tasks.retrieval.data.catalog.KINDS``; a new kind is one module + one registry line, and the shared code (the catalog, the
 retrieval families) runs it unchanged. Each shipped kind's presence check agrees with its loader."""
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ import pytest
 
 from harness.core.errors import DataError, HarnessError, HubUnavailableError
 from harness.tasks.retrieval.data.catalog import (
+    KINDS,
+    DataKind,
     check_entries,
     check_local,
     entry_from_config,
+    get_kind,
     load_entry,
     resolve_entries,
 )
-from harness.tasks.retrieval.data.kinds import KINDS, DataKind, get_kind
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder
 
 #: a new kind, as a user writes it: one module (this text), one registry line (``KINDS["tsv"] = ...``)
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.tasks.retrieval.data.kinds import DataKind
+from harness.tasks.retrieval.data.catalog import DataKind
 from harness.tasks.retrieval.data.dataset import RetrievalDataset
 
 
@@ -129,12 +131,20 @@ def test_every_registered_kind_loads_and_every_catalog_kind_is_registered() -> N
     assert used and used <= set(KINDS), used - set(KINDS)
 
 
+#: the catalog's own functions (beside the kinds in its module): what the planner and the stages call
+CATALOG = ("entry_from_config", "resolve_entries", "load_entry", "check_local", "hub_label", "check_entries")
+
+
 def test_shared_code_names_no_kind() -> None:
-    """The catalog and the retrieval families reach data through the kinds only: no kind name as a string."""
-    for rel in ("harness/tasks/retrieval/data/catalog.py", "harness/tasks/retrieval/planner.py"):
-        strings = {n.value for n in ast.walk(ast.parse((REPO / rel).read_text()))
-                   if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-        assert not strings & set(KINDS), (rel, strings & set(KINDS))
+    """The catalog's functions and the retrieval planner reach data through the kinds only: no kind name as a
+    string."""
+    catalog = ast.parse((REPO / "harness/tasks/retrieval/data/catalog.py").read_text())
+    functions = [n for n in catalog.body if isinstance(n, ast.FunctionDef) and n.name in CATALOG]
+    assert sorted(f.name for f in functions) == sorted(CATALOG)
+    planner = ast.parse((REPO / "harness/tasks/retrieval/planner.py").read_text())
+    for tree in [*functions, planner]:
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        assert not strings & set(KINDS), (getattr(tree, "name", "planner"), strings & set(KINDS))
 
 
 def test_offline_hint_is_the_kinds_and_names_a_composites_members(monkeypatch) -> None:

@@ -23,9 +23,9 @@ from harness import specs
 from harness.core.typed import build, key_fields
 from harness.models.spec import ModelSpec
 from harness.run.locks import LockSettings
+from harness.run.planning import PLANNERS
 from harness.specs.schema import TaskSpec
-from harness.tasks import planners as families
-from harness.tasks.efficiency.planner import SetSpec
+from harness.tasks.efficiency.settings import SetSpec
 from harness.tasks.retrieval.data.catalog import DatasetEntry
 from tests.conftest import REPO, compose
 
@@ -148,7 +148,7 @@ def violations() -> list[str]:
     for path in TASKS:
         name = path.relative_to(REPO)
         own, inherited, included = task_files(path)
-        settings = families.get(runner_of(path.stem)).settings_class
+        settings = PLANNERS.lookup(runner_of(path.stem)).settings_class
         spec = own.pop("spec", None)
         out += restated(own, settings, str(name), inherited)
         if spec:
@@ -185,7 +185,7 @@ def test_settings_schemas_carry_types_only() -> None:
     """The settings a YAML is validated against write no default (the YAML does): the design makes a restated
     default impossible there. Exempt: fields that are not config keys (``init=False``) and the schemas that
     keep defaults on purpose (:data:`KEEP_DEFAULTS`)."""
-    classes = {families.get(runner_of(p.stem)).settings_class for p in TASKS} | {ModelSpec, *ROOT.values()}
+    classes = {PLANNERS.lookup(runner_of(p.stem)).settings_class for p in TASKS} | {ModelSpec, *ROOT.values()}
     found = []
     for top in classes:
         for cls in schemas(top):
@@ -203,7 +203,7 @@ def test_every_task_composes_and_builds(task: str) -> None:
     assert isinstance(node, dict)
     spec = node.pop("spec")
     build(TaskSpec, spec, f"task {task!r}, spec")
-    build(families.get(spec["runner"]).settings_class, node, f"task {task!r}")
+    build(PLANNERS.lookup(spec["runner"]).settings_class, node, f"task {task!r}")
 
 
 @pytest.mark.parametrize("model", [p.stem for p in MODELS])

@@ -13,10 +13,10 @@ import torch
 from harness.core import results
 from harness.core.errors import HarnessError
 from harness.models import ModelSpec, load_sentence_transformer
-from harness.tasks import planners as families
+from harness.run.planning import planner_of
 from harness.tasks.efficiency import max_batch as mb
 from harness.tasks.efficiency import throughput as tp
-from harness.tasks.efficiency.throughput import SetSpec
+from harness.tasks.efficiency.settings import SetSpec
 from tests.conftest import compose
 
 # Table 10 of the paper: total tokens, longest, shortest, number of sequences
@@ -28,7 +28,7 @@ TABLE10 = {
 
 def _family(overrides: list[str]):
     cfg = compose(["task=efficiency", *overrides])
-    return families.get("efficiency")(cfg), cfg
+    return planner_of(cfg), cfg
 
 
 def test_default_config_is_the_papers_setting() -> None:

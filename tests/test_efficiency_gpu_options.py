@@ -82,19 +82,19 @@ def test_compile_wraps_the_forward_and_counts_it(monkeypatch: pytest.MonkeyPatch
 
 def test_compile_enters_the_efficiency_identity_only_where_it_is_on(monkeypatch: pytest.MonkeyPatch,
                                                                     tmp_path: Path) -> None:
-    from harness.tasks.efficiency.planner import EfficiencyFamily
-    from harness.tasks.planners import get as family_of
+    from harness.run.planning import planner_of
+    from harness.tasks.efficiency.planner import EfficiencyPlanner
 
     base = ["task=efficiency", "model=modernbert-base", f"model.path={TINY_MODEL}", "device=cpu",
             f"paths.results={tmp_path}", "task.n_docs=4"]
-    off = family_of("efficiency")(compose(base)).cells()[0].run_id
-    assert family_of("efficiency")(compose([*base, "compile=true"])).cells()[0].run_id == off   # CPU: ignored
-    monkeypatch.setattr(EfficiencyFamily, "compiled", property(lambda self: bool(self.cfg.get("compile"))))
-    assert family_of("efficiency")(compose(base)).cells()[0].run_id == off
-    assert family_of("efficiency")(compose([*base, "compile=true"])).cells()[0].run_id != off
+    off = planner_of(compose(base)).cells()[0].run_id
+    assert planner_of(compose([*base, "compile=true"])).cells()[0].run_id == off   # CPU: ignored
+    monkeypatch.setattr(EfficiencyPlanner, "compiled", property(lambda self: bool(self.setup.cfg.get("compile"))))
+    assert planner_of(compose(base)).cells()[0].run_id == off
+    assert planner_of(compose([*base, "compile=true"])).cells()[0].run_id != off
     beir = ["task=beir", "model=modernbert-base", f"model.path={TINY_MODEL}", "device=cpu", "task.train=false",
             f"paths.results={tmp_path}"]
-    assert family_of("beir")(compose(beir)).cells()[0].run_id == family_of("beir")(
+    assert planner_of(compose(beir)).cells()[0].run_id == planner_of(
         compose([*beir, "compile=true"])).cells()[0].run_id                          # changes no retrieval number
 
 

@@ -338,7 +338,7 @@ def test_busy_fraction_comes_from_events_around_each_batch(tiny, monkeypatch: py
 
 
 def test_batch_tokens_auto_is_the_old_budget_on_a_cpu(tiny) -> None:
-    from harness.tasks.retrieval.settings import AUTO_BATCH_TOKENS, Batching
+    from harness.encoding.settings import AUTO_BATCH_TOKENS, Batching
 
     model, _ = tiny
     assert batching().batch_tokens == "auto" and AUTO_BATCH_TOKENS == 16384

@@ -15,11 +15,18 @@ from harness import selection, specs
 from harness.core.errors import HarnessError
 from harness.leaderboard import build_leaderboard
 from harness.leaderboard.tables import site_data
+from harness.run.planning import PLANNERS, planner_of
 from harness.run.runner import run
 from harness.selection.rules import rule_for
-from harness.specs import stages
-from harness.tasks import planners as families
+from harness.specs.stages import versions
+from harness.tasks.efficiency import planner as efficiency
+from harness.tasks.glue import planner as glue
+from harness.tasks.mteb import planner as mteb
+from harness.tasks.retrieval import stages as retrieval
 from tests.conftest import REPO, compose
+
+#: the stages each protocol declares, by its runner (the retrieval tasks': retrieval's)
+DECLARED = {"glue": glue.STAGES, "efficiency": efficiency.STAGES, "mteb": mteb.STAGES}
 
 
 def readme_blocks() -> tuple[str, str, str]:
@@ -36,7 +43,7 @@ def readme_blocks() -> tuple[str, str, str]:
 def mytsv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The three blocks of docs/layout.md, placed as a user would: the kind module on the path, its registry line in
     KINDS, the spec in a config folder; and a data folder in the kind's format."""
-    from harness.tasks.retrieval.data.kinds import KINDS
+    from harness.tasks.retrieval.data.catalog import KINDS
     from tests.test_data_kinds import write_tsv_folder
 
     module, entry, yaml = readme_blocks()
@@ -84,22 +91,22 @@ def _records(root: Path):
 
 def test_unknown_family_and_clashing_registration() -> None:
     with pytest.raises(HarnessError, match=r"unknown runner 'bier'\. Valid runners \(closest first\): beir"):
-        families.get("bier")
+        PLANNERS.lookup("bier")
     with pytest.raises(HarnessError, match=r"unknown task 'bier'\. Valid tasks \(closest first\): beir"):
         specs.get("bier")
     with pytest.raises(HarnessError, match=r"already registered as RetrievalKind\(harness\.tasks\.retrieval\.beir:BeirSettings\)"):
-        families.REGISTRY.register("beir", "elsewhere:Other")
+        PLANNERS.register("beir", "elsewhere:Other")
 
 
 def test_every_task_spec_declares_what_the_task_is() -> None:
     for name, spec in specs.all_specs().items():
         assert spec.name == name and spec.main_metric and spec.tables and rule_for(spec.selection).description
-        assert spec.runner in families.REGISTRY and isinstance(spec.higher_is_better, bool)
+        assert spec.runner in PLANNERS and isinstance(spec.higher_is_better, bool)
         config = OmegaConf.to_container(compose([f"task={name}"]), resolve=True)
-        assert stages.versions(spec.stages_for(config))   # every stage is declared with its protocol version
-    for name in specs.all_specs():
-        fam = families.get(specs.get(name).runner)(compose([f"task={name}"]))
-        assert all(k.startswith("task.") or k == "seed" for k in fam.identity_exclude), name
+        planner = planner_of(compose([f"task={name}"]), source=False)
+        # every stage is declared, with its protocol version, by its protocol
+        assert versions(DECLARED.get(spec.runner, retrieval.STAGES), spec.stages_for(config))
+        assert all(k.startswith("task.") or k == "seed" for k in planner.identity_exclude), name
 
 
 def stage_nodes(cls: type) -> set[type]:
@@ -136,7 +143,7 @@ def test_a_retrieval_task_composes_its_stages_nodes_and_copies_no_field() -> Non
 
     from harness.tasks.retrieval.planner import RetrievalKind, RetrievalSettings
 
-    kinds = [r for r in families.REGISTRY.values() if isinstance(r, RetrievalKind)]
+    kinds = [r for r in PLANNERS.values() if isinstance(r, RetrievalKind)]
     assert {k.settings_class.__name__ for k in kinds} == {"BeirSettings", "CodeSettings", "MldrSettings",
                                                            "ColbertSettings"}
     nodes = {n for k in kinds for n in stage_nodes(k.settings_class)}

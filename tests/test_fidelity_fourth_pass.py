@@ -272,7 +272,7 @@ def test_what_chooses_or_shows_scores_reads_records_through_the_comparable_view(
     raw = {str(p.relative_to(REPO)) for p in (REPO / "harness").rglob("*.py")
            if re.search(r"\b(iter_records|read_record)\(", p.read_text())}
     assert raw == {"harness/core/results.py", "harness/selection/comparable.py", "harness/run/runner.py",
-                   "harness/tasks/glue/chain.py", "harness/tasks/lineage.py", "harness/paper/cost.py",
+                   "harness/tasks/glue/chain.py", "harness/run/planning.py", "harness/paper/cost.py",
                    "harness/paper/plan.py", "harness/export.py",
                    "harness/mteb_results/export.py"}
 
@@ -356,9 +356,9 @@ def test_the_tiny_modernbert_through_the_glue_path_builds_the_authors_head(tmp_p
     import torch
 
     from harness.models import ModelSpec
+    from harness.run.planning import planner_of
     from harness.run.runner import run
     from harness.tasks.glue.classification import load_classifier
-    from harness.tasks.planners import get as family_of
 
     write_tiny_glue(tmp_path / "glue")
     overrides = glue_overrides(tmp_path, "task.tasks=[rte]", model="modernbert-base")
@@ -371,10 +371,10 @@ def test_the_tiny_modernbert_through_the_glue_path_builds_the_authors_head(tmp_p
     assert all(layer.attn.out_drop.p == 0.1 for layer in model.model.layers) and model.drop.p == 0.0
     plain = load_classifier(str(TINY_MODEL), 2, device="cpu")                       # the checkpoint's own head
     assert isinstance(plain.head.norm, torch.nn.LayerNorm)
-    ids = {h: family_of("glue")(compose([*overrides, *h])).cells()[0].run_id
+    ids = {h: planner_of(compose([*overrides, *h])).cells()[0].run_id
            for h in ((), ("model.glue.classifier_pooling=mean",), ("model.glue=null",))}
     assert len(set(ids.values())) == 3
-    minilm = family_of("glue")(compose(glue_overrides(tmp_path, "task.tasks=[rte]"))).cells()[0].identity
+    minilm = planner_of(compose(glue_overrides(tmp_path, "task.tasks=[rte]"))).cells()[0].identity
     assert "head" not in minilm["task"] and "glue" not in minilm["model"]          # unchanged for other models
     with pytest.raises(HarnessError, match=r"model.glue sets a ModernBERT classification head, but .* is a bert"):
         load_classifier(str(_bert(tmp_path)), 2, head=spec.glue, device="cpu")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.tasks.planners import get as family_of
+from harness.run.planning import planner_of
 from tests.conftest import TINY_MODEL, compose, paths, write_beir_folder, write_triplets
 
 
@@ -22,7 +22,7 @@ def _dpr(tmp: Path, *extra: str):
                    f"task.data_dir={tmp}/data", "task.datasets=[toy]", "+task.catalog.toy={split: test}",
                    "task.train_data.source=file", f"task.train_data.path={triplets}",
                    "task.train_data.max_samples=20", *paths(tmp), *extra])
-    return family_of("beir")(cfg)
+    return planner_of(cfg)
 
 
 def test_dpr_defaults_are_the_authors_split_seed_training_seed_and_a_pinned_revision() -> None:
@@ -39,7 +39,7 @@ def test_dpr_defaults_are_the_authors_split_seed_training_seed_and_a_pinned_revi
 def test_a_training_seed_sweep_trains_on_the_same_rows(tmp_path: Path) -> None:
     """Only ``task.train_data.split_seed`` picks the rows; ``task.train_seed`` changes the run (its id), not them."""
     def rows(*extra: str) -> tuple[list[str], str]:
-        plan = _dpr(tmp_path, *extra).plan()
+        plan = _dpr(tmp_path, *extra).runplan()
         data, _ = plan.stages.source.load(plan.settings, None)
         return list(data["anchor"]), plan.cells[0].run_id
 
@@ -48,7 +48,7 @@ def test_a_training_seed_sweep_trains_on_the_same_rows(tmp_path: Path) -> None:
     other_split, _ = rows("task.train_data.split_seed=13")
     assert len(base) == 20 and base == other_seed and base_id != other_id
     assert other_split != base
-    hp = _dpr(tmp_path, "task.train_seed=7").plan().header.hyperparameters
+    hp = _dpr(tmp_path, "task.train_seed=7").runplan().header.hyperparameters
     assert hp["train"]["seed"] == 7 and hp["train"]["data"]["split_seed"] == 12
 
 
@@ -80,7 +80,7 @@ def test_only_voyager_runs_hold_the_voyager_constants_in_their_identity() -> Non
     def identity(index: str) -> dict:
         cfg = compose(["task=colbert", "model=modernbert-base", f"model.path={TINY_MODEL}", "device=cpu",
                        "task.train=false", f"task.index={index}"])
-        return family_of("colbert")(cfg).run_identity()
+        return planner_of(cfg).run_identity()
 
     assert identity("voyager")["task"]["voyager"] == {"M": 200, "ef_construction": 500, "ef_search": 500, "k": 100}
     assert "voyager" not in identity("exact")["task"] and "voyager" not in identity("plaid")["task"]

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from harness.core.errors import HarnessError
-from harness.tasks.context import GridPoint
 from harness.tasks.glue.decay import KEEP_AT_LEAST, check_decay, decay_factor, planned_steps
+from harness.tasks.glue.grid import GridPoint
 
 #: GLUE's training rows (the official train sets) and each task's epoch set (conf/task/glue.yaml)
 SIZES = {"mnli": 392_702, "qqp": 363_846, "qnli": 104_743, "sst2": 67_349, "cola": 8_551, "stsb": 5_749,

@@ -218,12 +218,12 @@ def test_a_bad_eval_interval_or_seed_list_is_refused_before_any_work():
 
     rte = glue_data.task_definitions(compose_task().task.definitions)["rte"]
     with pytest.raises(HarnessError, match=r"task.eval_interval.rte=0: set it to the batches between dev evaluations"):
-        grid.plan([rte], no_interval(), 42)
+        grid.grid_points([rte], no_interval(), 42)
     with pytest.raises(HarnessError, match=r"task.eval_interval.rte=0 is below 1: set task.eval_interval.rte to"):
         glue_settings("task.eval_interval.rte=0")
     with pytest.raises(HarnessError, match=r"task.seeds=\[1, 1\] must be a non-empty list of distinct seeds"):
-        grid.plan([rte], glue_settings("task.seeds=[1,1]"), 42)
-    assert grid.plan([rte], no_interval("task.scoring_protocol=best_epoch", "task.epochs=1"), 42)   # not used
+        grid.grid_points([rte], glue_settings("task.seeds=[1,1]"), 42)
+    assert grid.grid_points([rte], no_interval("task.scoring_protocol=best_epoch", "task.epochs=1"), 42)   # not used
 
 
 def test_the_selection_keeps_one_protocol_per_model_the_newest_records():

@@ -33,9 +33,9 @@ def compose_cfg(*overrides: str):
 
 def glue_settings(*overrides: str):
     """task=glue's typed settings (what the grid, the chain and the trainer read)."""
-    from harness.tasks import planners as families
+    from harness.run.planning import planner_of
 
-    return families.get("glue")(compose_cfg(*overrides)).settings
+    return planner_of(compose_cfg(*overrides)).settings
 
 
 #: the chain conf/task/glue.yaml's spec declares (RTE, MRPC and STS-B start from MNLI)
@@ -47,8 +47,8 @@ def glue_train_config(**fields):
     trainer has no defaults of its own, so tests start from the YAML too."""
     from dataclasses import replace
 
-    from harness.tasks.context import GridPoint
     from harness.tasks.glue.compute import train_config
+    from harness.tasks.glue.grid import GridPoint
 
     base = train_config(GridPoint("rte", 1e-5, 1e-6, 1, 0), glue_settings(), "fp32", "cpu")
     run = {k: fields.pop(k) for k in ("lr", "epochs", "seed", "precision", "device") if k in fields}
@@ -170,18 +170,18 @@ def test_plan_uses_paper_grid_and_epoch_groups(defs):
     tcfg = glue_settings()
     tasks = grid.order_tasks(glue_data.select_tasks(list(tcfg.tasks), defs), CHAIN)
     assert next(t.name for t in tasks) == "mnli" and [t.name for t in tasks][-3:] == ["rte", "mrpc", "stsb"]
-    points = grid.plan(tasks, tcfg, 42)
+    points = grid.grid_points(tasks, tcfg, 42)
     assert len(points) == 8 * 4 * 4 * 3 * 3                            # authors: three seeds per grid point
     assert [p.seed for p in points[:4]] == [1618, 42, 6033, 1618]
-    best_epoch = grid.plan(tasks, glue_settings("task.scoring_protocol=best_epoch"), 42)
+    best_epoch = grid.grid_points(tasks, glue_settings("task.scoring_protocol=best_epoch"), 42)
     assert len(best_epoch) == 8 * 4 * 4 * 3 and {p.seed for p in best_epoch} == {42}
     assert {p.epochs for p in points if p.task == "rte"} == {1, 2, 3}
     assert {p.epochs for p in points if p.task == "cola"} == {2, 5, 10}
     one = glue_settings("task.lr=3e-5", "task.weight_decay=1e-6", "task.epoch_slot=2", "task.seed=7")
-    assert grid.plan(glue_data.select_tasks(["rte", "qnli"], defs), one, 42) == [
+    assert grid.grid_points(glue_data.select_tasks(["rte", "qnli"], defs), one, 42) == [
         grid.GridPoint("rte", 3e-5, 1e-6, 3, 7), grid.GridPoint("qnli", 3e-5, 1e-6, 10, 7)]
     with pytest.raises(HarnessError, match=r"task.epoch_slot=3 is out of range for rte's epoch set \[1, 2, 3\]"):
-        grid.plan([defs["rte"]], glue_settings("task.epoch_slot=3"), 42)
+        grid.grid_points([defs["rte"]], glue_settings("task.epoch_slot=3"), 42)
 
 
 def test_sweep_configs_match_the_task_grid():

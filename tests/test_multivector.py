@@ -15,12 +15,13 @@ import torch
 
 from harness.core.errors import HarnessError
 from harness.core.typed import from_conf
+from harness.encoding.settings import Batching
 from harness.models import ModelSpec, usable_positions
 from harness.tasks.retrieval.data.dataset import RetrievalDataset
 from harness.tasks.retrieval.retrievers import colbert_model, maxsim, plaid_index, token_store
 from harness.tasks.retrieval.retrievers import multivector as mv
 from harness.tasks.retrieval.retrievers.retriever import evaluate
-from harness.tasks.retrieval.settings import Batching, PlaidSettings, plaid_backend
+from harness.tasks.retrieval.settings import PlaidSettings, plaid_backend
 from tests.conftest import TINY_MODEL, compose
 
 TINY_SPEC = ModelSpec.based_on("bert-base", name="tiny", path=str(TINY_MODEL))

@@ -17,7 +17,7 @@ from transformers import (
 
 from harness.core.errors import HarnessError
 from harness.models import model_config, usable_positions
-from harness.tasks.retrieval.load import check_positions
+from harness.tasks.retrieval.compute import check_positions
 
 
 def nomic_bert_2048() -> PretrainedConfig:

@@ -34,14 +34,18 @@ def test_a_name_registered_twice_with_another_target_is_refused() -> None:
 def test_every_table_of_the_harness_is_a_registry() -> None:
     from harness import cli
     from harness.leaderboard import records
+    from harness.run.planning import PLANNERS
     from harness.selection import rules
-    from harness.specs import stages
-    from harness.tasks import planners as families
-    from harness.tasks.retrieval.data import kinds
+    from harness.specs.stages import SHARED
+    from harness.tasks.efficiency import planner as efficiency
+    from harness.tasks.glue import planner as glue
+    from harness.tasks.mteb import planner as mteb
+    from harness.tasks.retrieval import stages
+    from harness.tasks.retrieval.data import catalog as kinds
     from harness.tasks.retrieval.retrievers.retriever import SUBGROUPS
 
-    tables = [families.REGISTRY, kinds.KINDS, rules.RULES, stages.STAGES, SUBGROUPS,
-              records.COMBINE_RULES, cli.SUBCOMMANDS]
+    tables = [PLANNERS, kinds.KINDS, rules.RULES, SHARED, stages.STAGES, glue.STAGES, efficiency.STAGES, mteb.STAGES,
+              SUBGROUPS, records.COMBINE_RULES, cli.SUBCOMMANDS]
     assert all(isinstance(t, Registry) for t in tables)
     with pytest.raises(HarnessError, match=r"unknown runner 'beri'.*beir"):
-        families.get("beri")
+        PLANNERS.lookup("beri")

@@ -206,7 +206,7 @@ def test_completeness_rules(tmp_path: Path) -> None:
 
 
 def test_series_table_marks_best_and_differences() -> None:
-    from harness.run.summary import format_series
+    from harness.core.console import format_series
 
     text = format_series("series s: beir / scifact (ndcg_at_10)",
                          [(100, 0.5, ""), (200, 0.62, ""), (300, None, "FAILED: boom"), (400, 0.6, "")])

@@ -4,8 +4,8 @@ its parts (a retrieval record's load, encode, search and metrics)."""
 
 from __future__ import annotations
 
+from harness.core.console import format_summary, seconds
 from harness.core.results import ResultRecord
-from harness.run.summary import format_summary, seconds
 
 
 def record(task: str, timings: dict[str, float]) -> ResultRecord:

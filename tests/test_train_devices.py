@@ -18,8 +18,8 @@ from accelerate.data_loader import BatchSamplerShard
 
 from harness.core import results
 from harness.core.errors import HarnessError, TrainingDivergedError
+from harness.run.planning import planner_of
 from harness.run.runner import run
-from harness.tasks import planners as families
 from harness.training.ranks import StepBatches
 from harness.trial.toy_data import _kd
 from tests.conftest import REPO, compose, write_beir_folder, write_triplets
@@ -133,7 +133,7 @@ def test_devices_stay_out_of_the_run_id_gathered_negatives_enter_it(tmp_path: Pa
                            f"task.train_data.path={triplets}", "task.gradient_accumulation_steps=4")
 
     def family(*extra: str):
-        return families.get("beir")(compose([*base, *extra]))
+        return planner_of(compose([*base, *extra]))
 
     def cell(*extra: str):
         return family(*extra).cells()[0]
@@ -144,9 +144,9 @@ def test_devices_stay_out_of_the_run_id_gathered_negatives_enter_it(tmp_path: Pa
     assert gathered.run_id != one.run_id
     assert gathered.identity["task"]["gather_across_devices"] is True and gathered.identity["task"]["devices"] == 2
     assert cell("task.devices=4", "task.gather_across_devices=true").run_id != gathered.run_id
-    shown = family("task.devices=2", "task.gather_across_devices=true").plan().header.hyperparameters["train"]
+    shown = family("task.devices=2", "task.gather_across_devices=true").runplan().header.hyperparameters["train"]
     assert (shown["gather_across_devices"], shown["devices"]) == (True, 2)
-    assert "gather_across_devices" not in family("task.devices=2").plan().header.hyperparameters["train"]
+    assert "gather_across_devices" not in family("task.devices=2").runplan().header.hyperparameters["train"]
 
 
 def test_devices_are_checked_before_any_work() -> None:
@@ -210,7 +210,7 @@ def test_a_training_stage_on_devices_asks_for_them_and_counts_them() -> None:
 
 def test_evaluation_after_a_training_on_gpus_is_sharded_over_them(monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.tasks.retrieval import devices
-    from harness.tasks.retrieval.retrievers.shards import ShardSettings
+    from harness.tasks.retrieval.settings import ShardSettings
 
     shards = ShardSettings(shards=1, shard_tokens=10, shard=None, shard_launcher="sequential")
 

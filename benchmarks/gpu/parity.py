@@ -25,7 +25,7 @@ def run_parity(args: Any) -> None:
     from harness.models import ModelSpec, load_sentence_transformer
     from harness.models.kernel_calls import watch
     from harness.tasks.efficiency import throughput as tp
-    from harness.tasks.efficiency.throughput import SetSpec
+    from harness.tasks.efficiency.settings import SetSpec
 
     figures = Figures(args.out, "parity", args.device)
     device = args.device

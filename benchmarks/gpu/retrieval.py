@@ -36,10 +36,10 @@ def run(args: Any) -> None:
     from sentence_transformers import SentenceTransformer
 
     from harness.encoding import encode as enc
+    from harness.encoding.settings import Batching
     from harness.models import ModelSpec, cast_for_inference, load_sentence_transformer, resolve_path
     from harness.models.kernel_calls import watch
     from harness.tasks.retrieval.data.beir import load_local
-    from harness.tasks.retrieval.settings import Batching
 
     figures = Figures(args.out, "retrieval", args.device)
     device, folder = args.device, Path(args.data)

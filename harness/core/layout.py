@@ -67,9 +67,6 @@ class RunLayout:
     def of(cls, paths: Mapping[str, Any]) -> RunLayout:
         return cls(str(paths["results"]), str(paths["outputs"]), Path(str(paths["cache"])).expanduser())
 
-    def record(self, task: str, model: str, run_id: str, dataset: str) -> Path:
-        return record_path(self.results, task, model, run_id, dataset)
-
     def trained_model(self, task: str, model: str, key: str) -> Path:
         return trained_model_dir(self.outputs, task, model, key)
 

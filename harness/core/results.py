@@ -238,13 +238,6 @@ def read_record(path: str | os.PathLike) -> ResultRecord:
         return ResultRecord.from_dict(json.load(fh))
 
 
-def finished_record(
-    results_dir: str | os.PathLike, task: str, model_name: str, rid: str, dataset: str
-) -> ResultRecord | None:
-    """The ok (or skipped) record of this cell, if any (failed or unreadable records count as not finished)."""
-    return finished_at(record_path(results_dir, task, model_name, rid, dataset))
-
-
 def iter_records(
     dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True, strict_schema: bool = False
 ) -> Iterator[tuple[Path, ResultRecord]]:

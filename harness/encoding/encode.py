@@ -50,8 +50,8 @@ from harness.encoding.prefetch import (
     text_chunks,
     tokenizers,
 )
+from harness.encoding.settings import Batching
 from harness.models import autocast_for
-from harness.tasks.retrieval.settings import Batching
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

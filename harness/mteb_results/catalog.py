@@ -11,27 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
-from harness.core.errors import HarnessError
 from harness.core.results import ResultRecord
 from harness.tasks.retrieval.data.catalog import DatasetEntry
 
 log = logging.getLogger(__name__)
 
-
-INSTALL_HINT = "pip install 'harness[mteb]'"
 #: the task family whose records are mteb tasks by name (its datasets are mteb task names)
 MTEB_FAMILY = "mteb"
 #: split preference when a result file has several and the catalog names none
 SPLITS = ("test", "dev", "validation", "train")
-
-
-def require_mteb(what: str):
-    """The mteb module, or a one-line error naming the install command."""
-    try:
-        import mteb
-    except ImportError as exc:
-        raise HarnessError(f"{what} needs the mteb package, which is not installed: {INSTALL_HINT}") from exc
-    return mteb
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from typing import Any
 
 from harness import specs
 from harness.core import results
+from harness.core.console import seconds
 from harness.core.errors import HarnessError, one_line
 from harness.paper import cost
 from harness.paper.graph import Job, Stage
 from harness.run import planning
-from harness.run.summary import seconds
 from harness.selection.comparable import comparable_records
 from harness.selection.rules import rule_for
 
@@ -50,7 +50,7 @@ class JobState:
 def base_config(overrides: tuple[str, ...]) -> Any:
     """The config ``overrides`` compose, once per distinct set (shared: callers change it only inside
     :func:`composed`, which undoes what it set)."""
-    from harness.run.compose import compose_config
+    from harness.run.overrides import compose_config
 
     return compose_config(overrides)
 

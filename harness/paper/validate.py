@@ -76,7 +76,7 @@ def check_folder(folder: Path) -> None:
 def check_runs(stages: Sequence[Any], deep: bool = True) -> None:
     """Each stage's first run, checked as ``python -m harness <its overrides>`` checks before any work (names and
     keys; ``deep``: also the composed config's settings, folders, device and data)."""
-    from harness.run.overrides import check_group_overrides, check_key_overrides
+    from harness.run.overrides import check_overrides
 
     seen: set[tuple[str, ...]] = set()
     for stage in stages:
@@ -86,8 +86,7 @@ def check_runs(stages: Sequence[Any], deep: bool = True) -> None:
         seen.add(job.overrides)
         argv = list(job.overrides)
         try:
-            check_group_overrides(argv)
-            check_key_overrides(argv)
+            check_overrides(argv)
             if deep:
                 _check_composed(argv, plan=not stage.after)   # a stage that waits plans from its upstream's records
         except HarnessError as exc:
@@ -98,12 +97,7 @@ def _check_composed(argv: list[str], plan: bool) -> None:
     """Compose the run's config and run the single run's up-front checks (typed settings, spec, device, output
     folders; with ``plan``, data folders or hub access for every dataset) without loading a model or reading
     data."""
-    from harness.run import planning
-    from harness.run.compose import compose_config
+    from harness.run.overrides import compose_config
     from harness.run.runner import checked
 
-    cfg = compose_config(argv)
-    checked(cfg)
-    if plan:
-        run = planning.plan(cfg)
-        run.check(run, run.cells)
+    checked(compose_config(argv), plan=plan)

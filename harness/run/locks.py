@@ -12,17 +12,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.core.cache_entry import FileLock, Heartbeat, Holder, beat_every
-from harness.core.typed import build
 from harness.run.preflight import existing_ancestor
 
 if TYPE_CHECKING:
-    from harness.tasks.runplan import Cell
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +38,6 @@ class LockSettings:
     @property
     def poll(self) -> float:
         return min(5.0, max(0.05, self.stale_after / 20))
-
-
-def settings_from(raw: Mapping[str, Any] | None) -> LockSettings:
-    """Typed ``run_lock`` settings: an unknown key is an error naming the closest valid one."""
-    return build(LockSettings, dict(raw or {}), "run_lock")
 
 
 class RunLock(FileLock):
@@ -70,14 +64,10 @@ class RunLock(FileLock):
 
 
 @contextlib.contextmanager
-def hold(todo: Sequence[Cell], run_dir: Callable[[Cell], Path], settings: LockSettings,
-         replan: Callable[[list[Cell]], list[Cell]]) -> Iterator[list[Cell]]:
-    """Lock the runs of ``todo`` and yield the cells this process should compute: a run another live process
-    holds is waited for up to ``settings.wait`` seconds, then skipped with a warning; once locked, cells are
-    planned again (``replan``), so what the other process finished meanwhile is not computed twice."""
-    dirs: dict[str, Path] = {}
-    for cell in todo:
-        dirs.setdefault(cell.run_id, run_dir(cell))
+def hold(dirs: Mapping[str, Path], settings: LockSettings) -> Iterator[set[str]]:
+    """Lock the runs ``dirs`` names (run id -> its folder) and yield the ids this process holds: a run another live
+    process holds is waited for up to ``settings.wait`` seconds, then skipped with a warning. The caller plans the
+    held runs' cells again, so what the other process finished meanwhile is not computed twice."""
     # the locks held: beating while the others are waited for
     with Heartbeat([], beat_every(settings.stale_after)) as beat:
         try:
@@ -86,7 +76,7 @@ def hold(todo: Sequence[Cell], run_dir: Callable[[Cell], Path], settings: LockSe
                 log.warning("run %s is being computed by %s; skipped here: its records appear when that process "
                             "finishes. Rerun later, or wait longer with run_lock.wait=<seconds>.", rid,
                             holder.describe())
-            yield replan([c for c in todo if c.run_id not in busy]) if beat.locks else []
+            yield set(dirs) - set(busy) if beat.locks else set()
         finally:
             for lock in reversed(beat.locks):   # last made, first removed: empty shared folders go too
                 lock.release()

@@ -1,7 +1,12 @@
-"""Before Hydra runs: a group name that does not exist (``task=nope``) or a key the config does not have
-(``task.lrr=1``) fails with the valid names, closest first, and the output folders are checked for writability,
-so a typo costs a second, not a composed run. Hydra's own parser reads the command line (``hydra._internal``:
-Hydra has no public one) so what is checked is exactly what Hydra will run."""
+"""The command line's config. Before Hydra runs: a group name that does not exist (``task=nope``) or a key the
+config does not have (``task.lrr=1``) fails with the valid names, closest first, and the output folders are checked
+for writability, so a typo costs a second, not a composed run. Hydra's own parser reads the command line
+(``hydra._internal``: Hydra has no public one) so what is checked is exactly what Hydra will run.
+
+:func:`compose_config` is the one way the harness composes a config outside a running Hydra app: what
+``python -m harness <overrides>`` would run (the paper planner, its pre-submit validation, the series, tests). Task
+specs and catalogs are read from their YAML files as data, without Hydra, so the torch-free leaderboard and a
+running Hydra job can read them."""
 
 from __future__ import annotations
 
@@ -12,18 +17,34 @@ import sys
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from harness.core.errors import HarnessError, closest_first, unknown_name
 from harness.models.attention import describe
-from harness.run.compose import compose_config
 from harness.run.preflight import check_output_paths
 from harness.tasks.glue.scores import SCORE_KEYS
 
 #: Config groups whose option names we check before Hydra does, to suggest the closest valid name.
 CHECKED_GROUPS = ("task", "model", "sweep", "logger")
 PRIMARY = "pkg://conf"
+
+
+#: the package holding conf/config.yaml
+CONFIG_MODULE = "conf"
+
+
+def compose_config(overrides: Sequence[str] = (), *, config_dir: str | Path | None = None) -> Any:
+    """The composed config for ``overrides``; ``config_dir``: a user's config folder searched after ``conf/``
+    (``--config-dir``). Clears Hydra's global state first: never call it inside a running Hydra app."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    extra = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return compose(config_name="config", overrides=[*extra, *overrides])
 
 
 def _folder(source: str) -> Path | None:
@@ -84,6 +105,13 @@ def config_sources(args: argparse.Namespace, overrides: Sequence) -> list[str]:
         if o.key_or_group == "hydra.searchpath" and isinstance(o.value(), list):
             sources += [str(v) for v in o.value()]
     return sources
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Every check before Hydra: the config groups named (:func:`check_group_overrides`), then the keys and the
+    output folders (:func:`check_key_overrides`)."""
+    check_group_overrides(argv)
+    check_key_overrides(argv)
 
 
 def check_group_overrides(argv: list[str]) -> None:

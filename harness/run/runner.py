@@ -11,17 +11,19 @@ now defined differently is moved aside, never overwritten.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from harness.core import results
+from harness.core import layout, results
+from harness.core.console import print_summary
 from harness.core.errors import HarnessError
 from harness.core.results import ResultRecord
+from harness.core.typed import build
 from harness.run import locks, planning, preflight
-from harness.run.summary import print_summary
 from harness.tasks.runplan import Cell, RunPlan, pending
 
 if TYPE_CHECKING:
@@ -51,25 +53,14 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
     new: dict[tuple[str, str], ResultRecord] = {}
     kept: dict[tuple[str, str], Path] = {}   # failures written beside a finished record they must not replace
     try:
-        for p in planning.rounds(cfg, plan):
-            plan = p
-            planned += p.cells
-            todo = pending(p, p.cells)
-            if not todo:
-                continue
-            preflight.check_output_files(output_files(p, todo))
-            p.check(p, todo)
-            # each cell locked in its run's folder, beside its records
-            with locks.hold(todo, lambda c, p=p: p.record_path(c).parent, lock_settings,
-                            lambda cs, p=p: pending(p, cs)) as mine:
-                for rec in p.compute(p, mine) if mine else ():
-                    with_series(cfg, rec)
-                    path = store(p.layout.results, rec)
-                    new[(rec.run_id, rec.dataset)] = rec
-                    if path != results.path_of(p.layout.results, rec):
-                        kept[(rec.run_id, rec.dataset)] = path
-        if plan.finish is not None:
-            plan.finish(plan, planned, list(new.values()))
+        for i in itertools.count(1):   # the run's rounds: a later one planned once the earlier ones ran (GLUE)
+            planned += plan.cells
+            run_round(cfg, plan, lock_settings, new, kept)
+            if not plan.later:
+                break
+            plan = planning.plan(cfg, round=i)
+        if plan.select_after and len(planned) > 1:
+            write_selection(plan)
     finally:
         shown = cell_records(plan, planned, new)
         print_summary(shown)
@@ -79,22 +70,61 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
     return shown
 
 
-def checked(cfg: DictConfig) -> locks.LockSettings:
-    """The checks that need no model, no data and no plan: output folders writable, lock and task settings typed,
-    the spec's metric and rule known, the device present (what a job whose cells wait on another's records can
-    check already); the lock settings."""
-    lock_settings = _settings(cfg)
-    planning.family_of(cfg)
-    return lock_settings
+def run_round(cfg: DictConfig, p: RunPlan[Any, Any], lock_settings: locks.LockSettings,
+              new: dict[tuple[str, str], ResultRecord], kept: dict[tuple[str, str], Path]) -> None:
+    """One round of the run: its unfinished cells checked, locked (each in its run's folder, beside its records) and
+    computed; each record written as it comes (``new``; ``kept``: failures written beside a finished record)."""
+    todo = pending(p, p.cells)
+    if not todo:
+        return
+    preflight.check_output_files(output_files(p, todo))
+    p.check(p, todo)
+    with locks.hold({c.run_id: p.record_path(c).parent for c in todo}, lock_settings) as held:
+        mine = pending(p, [c for c in todo if c.run_id in held])   # what another process finished meanwhile: done
+        for rec in (p.compute(p, mine) or ()) if mine else ():
+            with_series(cfg, rec)
+            path = store(p.layout.results, rec)
+            new[(rec.run_id, rec.dataset)] = rec
+            if path != results.path_of(p.layout.results, rec):
+                kept[(rec.run_id, rec.dataset)] = path
+
+
+def checked(cfg: DictConfig, *, plan: bool = False) -> None:
+    """The checks before any model or data: output folders writable, lock and task settings typed, the spec's metric
+    and rule known, the device present (what a job whose cells wait on another's records, its source run among
+    them, can check already); with ``plan``, the run planned once and its plan's own checks run on every cell (data
+    folders, hub access)."""
+    _settings(cfg)
+    if not plan:
+        planning.planner_of(cfg, source=False)
+        return
+    p = planning.plan(cfg)
+    p.check(p, p.cells)
+
+
+def write_selection(plan: RunPlan[Any, Any]) -> None:
+    """After an in-process sweep (more than one cell planned), the task's selection (GLUE: the best configuration
+    per task), as ``python -m harness.select`` writes it."""
+    from harness import selection
+
+    res, experiment = plan.layout.results, plan.header.experiment
+    path = selection.write_selection(plan.task, res, layout.selection_dir(res, experiment), plan.model_name, experiment)
+    if path is not None:
+        log.info("%s selection (best configuration per task on dev): %s", plan.task, path)
 
 
 def _settings(cfg: DictConfig) -> locks.LockSettings:
     """Output folders writable, the lock settings typed."""
     preflight.check_output_paths(cfg.paths)
-    return locks.settings_from(cfg.get("run_lock"))
+    return lock_settings(cfg.get("run_lock"))
 
 
-def run_part(plan: RunPlan) -> None:
+def lock_settings(raw: Mapping[str, Any] | None) -> locks.LockSettings:
+    """Typed ``run_lock`` settings: an unknown key is an error naming the closest valid one."""
+    return build(locks.LockSettings, dict(raw or {}), "run_lock")
+
+
+def run_part(plan: RunPlan[Any, Any]) -> None:
     """A part job (one corpus shard, ``task.shard``): the unfinished cells' part, into the cache. It takes no run
     lock (the parts of one run compute side by side) and writes no record (the run that merges them does)."""
     todo = pending(plan, plan.cells)
@@ -113,7 +143,7 @@ def with_series(cfg: DictConfig, rec: ResultRecord) -> None:
         rec.details["series"] = OmegaConf.to_container(series, resolve=True)
 
 
-def output_files(plan: RunPlan, todo: Sequence[Cell]) -> dict[Path, str]:
+def output_files(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> dict[Path, str]:
     """Every file the records of ``todo`` are written to (a composite's members' records too)."""
     from harness.core.per_query import files_of
 
@@ -149,7 +179,7 @@ def set_aside(path: Path) -> None:
     log.warning("dataset definition changed since %s was written; moved it to %s", path, superseded)
 
 
-def cell_records(plan: RunPlan, cells: Sequence[Cell], new: dict[tuple[str, str], ResultRecord]
+def cell_records(plan: RunPlan[Any, Any], cells: Sequence[Cell], new: dict[tuple[str, str], ResultRecord]
                  ) -> list[ResultRecord]:
     """The current record of each planned cell, in plan order (cells that never got one are left out)."""
     out = []

@@ -1,6 +1,7 @@
-"""Selection from records only (never reruns anything): each family's rule picks the records that stand for
-a model; ``python -m harness.select --task <family>`` writes them as ``selected/<family>-<model>.json`` beside
-the results directory (outside the record tree)."""
+"""Selection from records only: each task's rule picks the records that stand for a model (nothing is rerun).
+
+``python -m harness.select --task <family>`` writes them as ``selected/<family>-<model>.json`` beside the results
+directory (outside the record tree)."""
 
 from __future__ import annotations
 

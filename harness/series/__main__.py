@@ -53,12 +53,11 @@ def check(settings: Settings) -> dict:
     from harness.paper.__main__ import cluster_profile
     from harness.paper.plan import config_of
     from harness.run import runner
-    from harness.run.overrides import check_group_overrides, check_key_overrides
+    from harness.run.overrides import check_overrides
 
     for task in settings.tasks:
         argv = settings.task_overrides(task)
-        check_group_overrides(argv)
-        check_key_overrides(argv)
+        check_overrides(argv)
     cluster = cluster_profile(settings.cluster)
     for task in settings.tasks:   # the runner's own checks that need no model: a typo fails once, not per checkpoint
         runner.checked(config_of(settings.task_overrides(task)))

@@ -101,7 +101,7 @@ def series_rows(units: Sequence[Unit]) -> dict[tuple[str, str], list[tuple[int, 
 
 def series_tables(plan: Plan) -> str:
     """Every (task, dataset) of the series as a table of step, score and difference to the previous step."""
-    from harness.run.summary import format_series
+    from harness.core.console import format_series
 
     units = [u for u in plan.units if u.state and u.state.paths]
     hib = {u.state.plan.task: u.state.plan.header.higher_is_better for u in units if u.state and u.state.plan}

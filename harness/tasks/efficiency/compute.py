@@ -20,7 +20,7 @@ from harness.tasks.runplan import Cell, RunPlan
 
 if TYPE_CHECKING:
     from harness.tasks.efficiency.max_batch import SearchResult
-    from harness.tasks.efficiency.throughput import SetSpec
+    from harness.tasks.efficiency.settings import SetSpec
 
 log = logging.getLogger(__name__)
 

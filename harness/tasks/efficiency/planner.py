@@ -9,52 +9,35 @@ matmul throughput as the roofline and the model's achieved fraction of it. One r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import cached_property
 from typing import Any
 
 from harness.core import results
 from harness.core.errors import HarnessError
-from harness.core.typed import at_least, build, choices, count, excluded, nonempty, positive
+from harness.core.registry import Registry
+from harness.core.typed import build
 from harness.core.work import Work
-from harness.tasks.base import Cell, Family
-from harness.tasks.retrieval.settings import SetSpec
+from harness.specs.stages import Stage
+from harness.tasks.efficiency import compute
+from harness.tasks.efficiency.settings import EfficiencySettings, SetSpec
+from harness.tasks.runplan import Cell, RunPlan, Setup, check_model, excluded_keys
+
+#: the efficiency task's one stage, with its protocol version (its code: :mod:`harness.tasks.efficiency.compute`)
+STAGES: Registry[Stage] = Registry("stage", {
+    "measure.throughput": Stage(1, what="timed passes, max-batch probes (Table 2): harness.tasks.efficiency.throughput"),
+}, hint="Declare it in STAGES of harness/tasks/efficiency/planner.py.")
 
 
-@dataclass(kw_only=True)
-class MaxBatchSettings:
-    search: bool                      # find the largest batch that fits (one process per probe)
-    limit: int = count()              # never probe above this (ModernBERT's script stopped at 4,096)
-    resolution: int = count()         # stop bisecting when the bracket is this narrow
-    #: budget per probe; null: the device's memory (CPU: 80% of MemAvailable)
-    memory_gb: float | None = positive(null="the device's memory")
-    #: CPU: time budget of a probe's forward (default in conf/task/efficiency.yaml)
-    probe_seconds: float | None = positive(null="no time budget")
+class EfficiencyPlanner:
+    """``task=efficiency``: one cell per synthetic set, under one run id that holds the hardware it runs on."""
 
-
-@dataclass(kw_only=True)
-class EfficiencySettings:
-    name: str
-    datasets: list[str] = nonempty("sets", excluded="which sets to measure: each one is its own cell of the same run")
-    sets: dict[str, Any] = excluded("each cell's own set definition is part of its data spec")
-    n_docs: int = count()
-    repeats: int = count()
-    warmup: int = at_least(0)
-    seed: int
-    token_low: int = at_least(0)
-    token_high: int = count()
-    unpad: str = choices("auto", "on", "off")
-    pad_to: str = choices("set_max", "longest")
-    max_batch: MaxBatchSettings
-    #: CPU: time budget of a set's passes (default in conf/task/efficiency.yaml)
-    set_seconds: float | None = positive(null="no time budget")
-    roofline: bool
-    roofline_size: int = count()
-    precision: str | None = choices(None, "auto", "fp32", "bf16", "fp16")
-
-
-class EfficiencyFamily(Family):
     settings_class = EfficiencySettings
+
+    def __init__(self, setup: Setup) -> None:
+        self.setup = setup
+        self.settings = build(EfficiencySettings, setup.task, f"task {setup.name!r}", key="task")
+        self.identity_exclude = excluded_keys(EfficiencySettings)
 
     @cached_property
     def precision(self) -> str:
@@ -62,7 +45,10 @@ class EfficiencyFamily(Family):
         from harness.models import resolve_precision
 
         chosen = self.settings.precision
-        return resolve_precision(str(self.cfg.precision if chosen is None else chosen), self.device)
+        return resolve_precision(str(self.setup.cfg.precision if chosen is None else chosen), self.setup.device)
+
+    def identity(self, replace: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self.setup.identity(STAGES, self.identity_exclude, precision=self.precision, replace=replace)
 
     # ---------------------------------------------------------------------------------------- planning
     def set_spec(self, name: str) -> SetSpec:
@@ -87,7 +73,7 @@ class EfficiencyFamily(Family):
         """``compile=true`` on a CUDA device: the encoder's forward through torch.compile (CPU: ignored)."""
         from harness.models.compiled import wanted
 
-        return wanted(self.cfg, self.device)
+        return wanted(self.setup.cfg, self.setup.device)
 
     def cells(self) -> list[Cell]:
         from harness.tasks.efficiency import throughput as tp
@@ -98,7 +84,7 @@ class EfficiencyFamily(Family):
                                "ids are drawn from [token_low, token_high)")
         # throughput depends on the device: in the identity (excluded from other families' ids); compile changes the
         # speed, this task's number: in the identity where it is on (off keeps the ids as before)
-        hardware = {"device": self.device, "name": tp.device_name(self.device)}
+        hardware = {"device": self.setup.device, "name": tp.device_name(self.setup.device)}
         ident = self.identity(replace={"hardware": hardware, **({"compile": True} if self.compiled else {})})
         rid = results.run_id(ident, {"prec": self.precision, "n": s.n_docs})
         plan_key = results.stable_hash(self.identity())   # what a planner on another machine computes too
@@ -109,10 +95,21 @@ class EfficiencyFamily(Family):
             cells.append(Cell(name, rid, ident, results.stable_hash(data), spec, plan_key=plan_key))
         return cells
 
-    def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
-        from harness.tasks.efficiency import compute
+    @classmethod
+    def plan(cls, setup: Setup, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[Any, Any]:
+        """The plan of the run ``setup`` holds (the planner made and asked for it: :meth:`runplan`)."""
+        return cls(setup).runplan(mode=mode, skip=skip, round=round)
 
-        s = self.settings
-        return {"compute": compute.run, "header": self.header(hyperparameters={
-            "precision": self.precision, "n_docs": s.n_docs, "repeats": s.repeats, "warmup": s.warmup,
-            "unpad": s.unpad, "pad_to": s.pad_to, "seed": s.seed})}
+    def runplan(self, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[EfficiencySettings, None]:
+        """The run's :class:`~harness.tasks.runplan.RunPlan`: its sets' cells, the passes' work."""
+        su, s = self.setup, self.settings
+        hyperparameters = {"precision": self.precision, "n_docs": s.n_docs, "repeats": s.repeats, "warmup": s.warmup,
+                           "unpad": s.unpad, "pad_to": s.pad_to, "seed": s.seed}
+        return RunPlan(
+            task=su.name, model_name=su.model.name, model=su.model, device=su.device, layout=su.layout,
+            config=su.config, overwrite=bool(su.cfg.overwrite), save_run=bool(su.cfg.get("save_run")), lineage=None, settings=s,
+            precision=self.precision, lr=None, trains=False, seed=int(su.cfg.seed),
+            cells=self.cells() if round == 0 else [], later=False,
+            header=su.header(self.precision, hyperparameters=hyperparameters),
+            work=self.work(mode, skip), compute=compute.run, check=check_model, fitted={}, weights=su.weights_dir(),
+            stages=None)

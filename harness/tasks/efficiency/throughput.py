@@ -22,7 +22,7 @@ import torch
 
 from harness.encoding.packing import pack_rows, packed_inputs, padded_inputs
 from harness.models import autocast_for, layer_list
-from harness.tasks.retrieval.settings import SetSpec
+from harness.tasks.efficiency.settings import SetSpec
 
 log = logging.getLogger(__name__)
 

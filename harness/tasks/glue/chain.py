@@ -12,8 +12,7 @@ from typing import Any
 from harness.core import layout, results
 from harness.core.errors import HarnessError
 from harness.core.results import ResultRecord
-from harness.tasks.context import InitSource
-from harness.tasks.glue.grid import GlueSettings
+from harness.tasks.glue.grid import GlueSettings, InitSource
 from harness.tasks.glue.spec import TASK_FAMILY, planned_seeds
 
 log = logging.getLogger(__name__)

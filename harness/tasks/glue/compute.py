@@ -1,6 +1,7 @@
 """``task=glue``'s computation, from the run's plan: every task's data loaded first (a missing file or an offline hub
 fails before any training), the decay check, then each grid point fine-tuned and evaluated in order (its data
-tokenised once per model, data and max length), one record each; after an in-process sweep, the GLUE selection.
+tokenised once per model, data and max length), one record each (after an in-process sweep the runner writes the
+GLUE selection: the plan's ``select_after``).
 Compute: torch, transformers and datasets are imported inside the functions; the typed GLUE settings arrive as the
 plan's ``settings`` (``tcfg``)."""
 
@@ -19,9 +20,9 @@ import numpy as np
 from harness.core import results
 from harness.core.errors import HarnessError, TrainingDivergedError
 from harness.core.results import ResultRecord
-from harness.tasks.context import GridPoint, InitSource
 from harness.tasks.glue import data as glue_data
 from harness.tasks.glue.decay import adamw_weight_decay
+from harness.tasks.glue.grid import GridPoint, InitSource
 from harness.tasks.glue.spec import TASK_FAMILY
 from harness.tasks.runplan import Cell, RunPlan
 
@@ -128,7 +129,7 @@ def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
 def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metric: str = "score") -> Any:
     """The classification trainer's settings for one grid point; ``metric``: what ``authors`` early stopping
     watches (``best_epoch`` watches ``score``); under ``authors`` the dev set is evaluated every
-    ``task.eval_interval`` optimizer steps (every planned task has one: :func:`~harness.tasks.glue.grid.plan`
+    ``task.eval_interval`` optimizer steps (every planned task has one: :func:`~harness.tasks.glue.grid.grid_points`
     refuses a config without)."""
     from harness.tasks.glue import classification as clf
     from harness.training.settings import TrainRun
@@ -254,20 +255,6 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
         log.info("[%d/%d] %s %s: %s %s", i, len(todo), point.task, rec.run_id, rec.status,
                  f"{rec.main_score}={rec.score:.2f}" if rec.status == results.STATUS_OK else rec.error)
         yield rec
-
-
-def finish(plan: RunPlan, planned: Sequence[Cell], records: Sequence[ResultRecord]) -> None:
-    """After an in-process sweep (more than one grid point planned), write the GLUE selection (best configuration
-    per task)."""
-    if len(planned) > 1:
-        from harness import selection
-        from harness.core import layout
-
-        res, experiment = plan.layout.results, plan.header.experiment
-        path = selection.write_selection(TASK_FAMILY, res, layout.selection_dir(res, experiment),
-                                         plan.model_name, experiment)
-        if path is not None:
-            log.info("GLUE selection (best configuration per task on dev): %s", path)
 
 
 def context(plan: RunPlan) -> RunContext:

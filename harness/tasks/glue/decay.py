@@ -25,7 +25,7 @@ from harness.core.errors import HarnessError
 
 
 class GridPoint(Protocol):
-    """What the arithmetic reads of a GLUE grid point (:class:`harness.tasks.context.GridPoint`)."""
+    """What the arithmetic reads of a GLUE grid point (:class:`harness.tasks.glue.grid.GridPoint`)."""
 
     task: str
     lr: float

@@ -10,10 +10,39 @@ from typing import Any
 from harness.core.errors import HarnessError
 from harness.core.typed import at_least, choices, count, excluded, flat, nonempty, positive
 from harness.specs import dependencies
-from harness.tasks.context import GridPoint
 from harness.tasks.glue import data as glue_data
 from harness.tasks.glue.spec import planned_seeds
 from harness.training.settings import GlueTraining
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One cell of the GLUE sweep: one fine-tuning run (a cell's payload, with its
+    :class:`InitSource`)."""
+
+    task: str
+    lr: float
+    weight_decay: float
+    epochs: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class InitSource:
+    """Where a GLUE run's encoder weights come from: the pretrained model, or a fine-tuned checkpoint."""
+
+    kind: str                        # pretrained | mnli | path
+    checkpoint: str | None = None
+    run_id: str | None = None        # the MNLI record it came from
+    candidates: int = 0              # MNLI records compared
+
+
+@dataclass(frozen=True, kw_only=True)
+class GlueStages:
+    """What ``task=glue``'s computation reads beyond the settings: the GLUE tasks of the run, resolved from their
+    definitions (labels, metric, data files)."""
+
+    tasks: tuple[glue_data.GlueTask, ...]
 
 
 @dataclass
@@ -108,7 +137,7 @@ def check_schedule(tasks: Sequence[glue_data.GlueTask], tcfg: GlueSettings) -> N
                                f"evaluations (an int >= 1), e.g. task.eval_interval.{t.name}=100")
 
 
-def plan(tasks: Sequence[glue_data.GlueTask], tcfg: GlueSettings, default_seed: int) -> list[GridPoint]:
+def grid_points(tasks: Sequence[glue_data.GlueTask], tcfg: GlueSettings, default_seed: int) -> list[GridPoint]:
     """Every grid point the config implies, in run order (each point's seeds one after another). A set
     ``task.lr`` etc. pins that axis."""
     check_schedule(tasks, tcfg)

@@ -1,22 +1,13 @@
-"""``task=glue``: the paper's GLUE sweeps: plan the grid, skip finished points, fine-tune, write one record each.
+"""``task=glue``'s planner: every grid point (:mod:`.grid`, pure) of every task a cell, starting from the encoder
+:mod:`.chain` resolves (pretrained, ``task.init_from``, or the MNLI record's kept checkpoint for the tasks the
+spec's ``depends_on`` chains from MNLI); MNLI and the tasks that do not chain first, the chained ones once MNLI's
+records exist. :mod:`.compute` loads every task's data first (a missing file or an offline hub fails before any
+training), then fine-tunes and evaluates in order; after an in-process sweep the runner writes the selection.
 
-The package reads as the pipeline:
-
-- :mod:`.grid`: ``task.*`` settings and the grid points they imply, in run order (pure);
-- :mod:`.chain`: which encoder a point starts from: pretrained, ``task.init_from``, or an MNLI record's kept
-  checkpoint for the tasks the spec's ``depends_on`` chains from MNLI (``task.scoring_protocol``: the best record's restored best
-  weights, or the first seed's final weights of the best configuration; records only);
-- here, :class:`GlueFamily` plans every point as a cell (MNLI and the tasks that do not chain first, the chained
-  ones once MNLI's records exist); a point with an ok record is skipped unless ``overwrite=true``; the others
-  (:mod:`harness.tasks.glue.compute`: one point's data, tokenisation cache, fine-tuning and evaluation) load every task's
-  data first (a missing file or an offline hub fails before any training), then train in order, and after an
-  in-process sweep the selection is written.
-
-What GLUE *is* (tasks, labels, score definitions, Table 5) lives in :mod:`harness.tasks.glue.spec`; its selection rule
-is :class:`harness.selection.rules.GlueSelection`. Under a Hydra multirun every job is one grid point; the GLUE
-sweep configs make each task one batch (one SLURM array), MNLI first, and
-:class:`harness.run.hydra_callbacks.StagingCheck` refuses a sweep whose batches would start a chained task before MNLI
-has finished.
+What GLUE *is* (tasks, labels, score definitions, Table 5) is :mod:`.spec`; its selection rule is
+:class:`harness.selection.rules.GlueSelection`. Under a Hydra multirun every job is one grid point; the GLUE sweep
+configs make each task one batch (one SLURM array), MNLI first, and :class:`harness.run.hydra_callbacks.StagingCheck`
+refuses a sweep whose batches would start a chained task before MNLI has finished.
 """
 
 from __future__ import annotations
@@ -30,23 +21,37 @@ from typing import Any, ClassVar
 
 from harness.core import results
 from harness.core.errors import HarnessError
+from harness.core.registry import Registry
+from harness.core.typed import build
 from harness.core.work import Work, cost_data
 from harness.specs import dependencies
-from harness.tasks.base import Family
+from harness.specs.stages import Stage
+from harness.tasks.glue import compute
 from harness.tasks.glue import data as glue_data
 from harness.tasks.glue.chain import resolve_init
-from harness.tasks.glue.grid import GlueSettings, epoch_values, order_tasks, plan, seeds
-from harness.tasks.retrieval.stages import check_model
-from harness.tasks.runplan import Cell, RunPlan
+from harness.tasks.glue.grid import GlueSettings, GlueStages, epoch_values, grid_points, order_tasks, seeds
+from harness.tasks.runplan import Cell, RunPlan, Setup, check_model, excluded_keys
+
+#: GLUE's stages, each with its protocol version (their code is :mod:`harness.tasks.glue.compute`'s)
+STAGES: Registry[Stage] = Registry("stage", {
+    "load.classifier": Stage(1, what="a sequence classifier (fresh head): harness.tasks.glue.classification"),
+    "train.glue": Stage(2, what="Trainer; authors (last eval, seeds) or best_epoch: harness.tasks.glue.classification"),
+    "score.glue": Stage(1, what="GLUE dev metrics (sklearn/scipy): harness.tasks.glue.metrics"),
+}, hint="Declare it in STAGES of harness/tasks/glue/planner.py.")
 
 
-class GlueFamily(Family):
+class GluePlanner:
     """``task=glue``: one cell per (grid point, GLUE task); RTE/MRPC/STS-B planned after MNLI has run."""
 
     settings_class = GlueSettings
     root_exclude: ClassVar[Mapping[str, str]] = {
         "seed": "GLUE's seed is task.seed (which defaults to it), replaced by each grid point's seed",
     }
+
+    def __init__(self, setup: Setup) -> None:
+        self.setup = setup
+        self.settings = build(GlueSettings, setup.task, f"task {setup.name!r}", key="task")
+        self.identity_exclude = excluded_keys(GlueSettings, self.root_exclude)
 
     @cached_property
     def tasks(self) -> list[glue_data.GlueTask]:
@@ -59,7 +64,7 @@ class GlueFamily(Family):
     @cached_property
     def chain(self) -> dict[str, tuple[str, ...]]:
         """Which tasks start from which run (the spec's ``depends_on``, unless ``task.mnli_init=off``)."""
-        return dependencies.chained(self.task_spec, self.settings)
+        return dependencies.chained(self.setup.spec, self.settings)
 
     def rounds(self) -> list[Callable[[], list[Cell]]]:
         """MNLI and the tasks that do not chain first; the chained ones once MNLI's records exist."""
@@ -75,12 +80,13 @@ class GlueFamily(Family):
         data = {t.name: glue_data.data_fingerprint(t, s.data_dir, s.hub.path, s.hub.revision) for t in tasks}
         # the head this model fine-tunes with (model.glue), where it sets one: runs of a model without one keep the ids
         # they had before heads were configurable
-        head = {} if self.spec.glue is None else {"task.head": asdict(self.spec.glue)}
+        model = self.setup.model
+        head = {} if model.glue is None else {"task.head": asdict(model.glue)}
         out = []
-        for point in plan(tasks, s, int(self.cfg.seed)):
-            init = resolve_init(point.task, s, str(self.cfg.paths.results), self.model_ref, self.model_name,
+        for point in grid_points(tasks, s, int(self.setup.cfg.seed)):
+            init = resolve_init(point.task, s, self.setup.layout.results, self.setup.model_ref, model.name,
                                 chain=self.chain)
-            ident = self.identity(replace={
+            ident = self.setup.identity(STAGES, self.identity_exclude, replace={
                 "task.tasks": point.task, "task.lr": point.lr, "task.weight_decay": point.weight_decay,
                 "task.epochs": point.epochs, "task.seed": point.seed, "task.definitions": s.definitions[point.task],
                 "task.data": data[point.task], "task.init": init.run_id or init.checkpoint,
@@ -102,7 +108,7 @@ class GlueFamily(Family):
 
         s, c, w = self.settings, cost_data(), Work()
         authors = s.training.scoring_protocol == "authors"
-        n_seeds = len(seeds(s, int(self.cfg.seed)))
+        n_seeds = len(seeds(s, int(self.setup.cfg.seed)))
         tasks = {t.name: t for t in self.tasks}
         for name in [s.tasks] if isinstance(s.tasks, str) else s.tasks:
             local = glue_task(s.data_dir, tasks[name].local)
@@ -118,15 +124,26 @@ class GlueFamily(Family):
             w.short += dev * tokens * passes * n_seeds
         return w
 
-    def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
-        from harness.tasks.context import GlueStages
-        from harness.tasks.glue import compute
+    @classmethod
+    def plan(cls, setup: Setup, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[Any, Any]:
+        """The plan of the run ``setup`` holds (the planner made and asked for it: :meth:`runplan`)."""
+        return cls(setup).runplan(mode=mode, skip=skip, round=round)
 
-        return {"compute": compute.run, "finish": compute.finish, "check": check,
-                "stages": GlueStages(tasks=tuple(self.tasks))}
+    def runplan(self, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[GlueSettings, GlueStages]:
+        """Round ``round``'s :class:`~harness.tasks.runplan.RunPlan` (a later round is planned from the records of
+        the earlier ones), its work estimate for a ``mode`` job."""
+        su, rounds = self.setup, self.rounds()
+        cells = rounds[round]() if round < len(rounds) else []
+        return RunPlan(
+            task=su.name, model_name=su.model.name, model=su.model, device=su.device, layout=su.layout,
+            config=su.config, overwrite=bool(su.cfg.overwrite), save_run=bool(su.cfg.get("save_run")), lineage=None, settings=self.settings,
+            precision=su.precision, lr=None, trains=False, seed=int(su.cfg.seed), cells=cells,
+            later=round + 1 < len(rounds), header=su.header(),
+            work=self.work(mode, skip), compute=compute.run, check=check, fitted=self.fitted_lengths(),
+            weights=su.weights_dir(), select_after=True, stages=GlueStages(tasks=tuple(self.tasks)))
 
 
-def check(plan: RunPlan, todo: Sequence[Cell]) -> None:
+def check(plan: RunPlan[GlueSettings, GlueStages], todo: Sequence[Cell]) -> None:
     """Before any data or model is loaded: the model's checks, and a precision the Trainer really trains in. fp16 on
     a CPU is refused: transformers' Trainer leaves it to accelerate, which autocasts fp16 only on an accelerator
     (``Accelerator.__init__``: ``native_amp`` stays False for fp16 on cpu), so the run would train and evaluate in

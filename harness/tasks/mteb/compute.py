@@ -1,23 +1,42 @@
 """``task=mteb``'s evaluation: mteb's own evaluator on the model the harness loads, from the run's plan (the mteb task
-objects planning resolved: :class:`~harness.tasks.context.MtebStages`); one record per task and split."""
+objects planning resolved: :class:`MtebStages`); one record per task and split. mteb is imported only here, when a
+run (or ``harness export --format mteb``) needs it (:func:`require_mteb`)."""
 
 from __future__ import annotations
 
 import logging
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from harness.core.errors import HubUnavailableError
+from harness.core.errors import HarnessError, HubUnavailableError
 from harness.core.results import ResultRecord
-from harness.tasks.retrieval.stages import check_model
-from harness.tasks.runplan import Cell, RunPlan
+from harness.tasks.runplan import Cell, RunPlan, check_model
 
 log = logging.getLogger(__name__)
 
+@dataclass(frozen=True, kw_only=True)
+class MtebStages:
+    """What ``task=mteb``'s evaluation reads: the mteb task objects (restricted to the configured subsets and
+    splits, no data loaded), the local ones' classes and files, and the mteb module."""
 
-def check(plan: RunPlan, todo: Sequence[Cell]) -> None:
+    tasks: Mapping[str, Any]
+    local: Mapping[str, Any]
+    mteb: Any
+
+
+def require_mteb(what: str) -> Any:
+    """The mteb module, or a one-line error naming the install command."""
+    try:
+        import mteb
+    except ImportError as exc:
+        raise HarnessError(f"{what} needs the mteb package, which is not installed: pip install 'harness[mteb]'") from exc
+    return mteb
+
+
+def check(plan: RunPlan[Any, MtebStages], todo: Sequence[Cell]) -> None:
     """The model's checks; and offline, a hub task's data must already be cached: try each one before any model is
     loaded, so a missing dataset fails at once and names the local alternative."""
     from harness.models import hub_reachable

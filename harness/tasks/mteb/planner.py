@@ -19,9 +19,18 @@ from typing import Any
 
 from harness.core import results
 from harness.core.errors import HarnessError, closest_first
-from harness.core.typed import count, excluded, nonempty
-from harness.tasks.base import Family
-from harness.tasks.runplan import Cell
+from harness.core.registry import Registry
+from harness.core.typed import build, count, excluded, nonempty
+from harness.core.work import Work
+from harness.specs.stages import Stage
+from harness.tasks.mteb import compute
+from harness.tasks.mteb.compute import MtebStages
+from harness.tasks.runplan import Cell, RunPlan, Setup, excluded_keys
+
+#: task=mteb's one stage, with its protocol version (its code: :mod:`harness.tasks.mteb.compute`)
+STAGES: Registry[Stage] = Registry("stage", {
+    "evaluate.mteb": Stage(1, what="mteb's own evaluation of a task by name"),
+}, hint="Declare it in STAGES of harness/tasks/mteb/planner.py.")
 
 
 @dataclass(kw_only=True)
@@ -79,17 +88,20 @@ def load_task_files(entries: Sequence[str]) -> dict[str, LocalTask]:
     return out
 
 
-class MtebFamily(Family):
+class MtebPlanner:
     """mteb's evaluation, the harness' model loading, one record per (task, split)."""
 
     settings_class = MtebSettings
 
+    def __init__(self, setup: Setup) -> None:
+        self.setup = setup
+        self.settings = build(MtebSettings, setup.task, f"task {setup.name!r}", key="task")
+        self.identity_exclude = excluded_keys(MtebSettings)
+
     # ---------------------------------------------------------------------------------------- planning
     @cached_property
-    def mteb(self):
-        from harness.mteb_results.catalog import require_mteb
-
-        return require_mteb("task=mteb")
+    def mteb(self) -> Any:
+        return compute.require_mteb("task=mteb")
 
     @cached_property
     def local_tasks(self) -> dict[str, LocalTask]:
@@ -130,7 +142,7 @@ class MtebFamily(Family):
             mteb_version = version("mteb")
         except PackageNotFoundError:
             mteb_version = None
-        return self.identity(replace={"task.mteb_version": mteb_version})   # mteb's evaluator makes the number
+        return self.setup.identity(STAGES, self.identity_exclude, replace={"task.mteb_version": mteb_version})   # mteb's evaluator makes the number
 
     def mteb_task_spec(self, name: str, split: str) -> str:
         """What defines a cell's data and scoring: the task, its dataset revision, split and subsets."""
@@ -144,7 +156,7 @@ class MtebFamily(Family):
 
     def cells(self) -> list[Cell]:
         ident = self.run_identity()
-        rid = results.run_id(ident, {"eval": self.precision})
+        rid = results.run_id(ident, {"eval": self.setup.precision})
         out = []
         for name, task in self.tasks.items():
             first = task.metadata.eval_splits[0]
@@ -153,9 +165,18 @@ class MtebFamily(Family):
                 out.append(Cell(dataset, rid, ident, self.mteb_task_spec(name, split), (name, split)))
         return out
 
-    def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
-        from harness.tasks.context import MtebStages
-        from harness.tasks.mteb import compute
+    @classmethod
+    def plan(cls, setup: Setup, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[Any, Any]:
+        """The plan of the run ``setup`` holds (the planner made and asked for it: :meth:`runplan`)."""
+        return cls(setup).runplan(mode=mode, skip=skip, round=round)
 
-        return {"compute": compute.run, "check": compute.check,
-                "stages": MtebStages(tasks=self.tasks, local=self.local_tasks, mteb=self.mteb)}
+    def runplan(self, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[MtebSettings, MtebStages]:
+        """The run's :class:`~harness.tasks.runplan.RunPlan`: a cell per (task, split), mteb's task objects."""
+        su = self.setup
+        return RunPlan(
+            task=su.name, model_name=su.model.name, model=su.model, device=su.device, layout=su.layout,
+            config=su.config, overwrite=bool(su.cfg.overwrite), save_run=bool(su.cfg.get("save_run")), lineage=None, settings=self.settings,
+            precision=su.precision, lr=None, trains=False, seed=int(su.cfg.seed),
+            cells=self.cells() if round == 0 else [], later=False, header=su.header(),
+            work=Work(), compute=compute.run, check=compute.check, fitted={}, weights=su.weights_dir(),
+            stages=MtebStages(tasks=self.tasks, local=self.local_tasks, mteb=self.mteb))

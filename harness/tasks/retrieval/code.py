@@ -2,7 +2,7 @@
 (the installed stdlib: the offline main job), or the paper's CoIR sets (CodeSearchNet: six languages, code ->
 docstring, the CSN number being their mean; StackOverflow-QA) from the hub, and local stand-ins (the CodeXGLUE
 Ruby slice, its BEIR view, CoSQA dev). As the paper, the model evaluated is by default the selected ``task=beir``
-run's (``task.source``, see :mod:`harness.tasks.lineage`), or ``model.path`` as is when that model has none.
+run's (``task.source``, see :class:`harness.tasks.runplan.Lineage`), or ``model.path`` as is when that model has none.
 Documents are written by ``task.title_convention`` (:mod:`harness.tasks.retrieval.retrievers.retriever`; default CoIR's)."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.typed import choices, excluded, flat
-from harness.tasks.lineage import SOURCE, SourceSettings
 from harness.tasks.retrieval import beir
 from harness.tasks.retrieval.beir import TrainData
 from harness.tasks.retrieval.planner import Resolved, RetrievalKind, RetrievalSettings
 from harness.tasks.retrieval.retrievers.retriever import TITLE_CONVENTIONS
 from harness.tasks.retrieval.settings import SingleVectorEval
+from harness.tasks.runplan import SOURCE, SourceSettings
 from harness.training.settings import DenseTraining
 
 

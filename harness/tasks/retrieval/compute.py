@@ -2,7 +2,7 @@
 finished training (``train.*``, marked done by ``train_done.json``), build the retriever (``retrieve.*``) over a
 corpus cache keyed by the run's identity and the weights, and evaluate each cell (``score.ir``:
 :mod:`~harness.tasks.retrieval.score`). Everything it reads is in the :class:`~harness.tasks.runplan.RunPlan` (its ``stages``:
-:class:`~harness.tasks.context.RetrievalStages`); it returns records, which the runner writes."""
+:class:`~harness.tasks.retrieval.stages.RetrievalStages`); it returns records, which the runner writes."""
 
 from __future__ import annotations
 
@@ -11,12 +11,19 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HarnessError, TrainingDivergedError
 from harness.core.results import ResultRecord
-from harness.tasks.retrieval.stages import code_of
+from harness.models import usable_positions
+from harness.models.positions import check_length
+from harness.specs.stages import code_of
+from harness.tasks.retrieval import stages
 from harness.tasks.runplan import Cell, RunPlan
+
+if TYPE_CHECKING:
+    from harness.models import ModelSpec
+    from harness.tasks.retrieval.retrievers.retriever import Retriever
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +48,7 @@ def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
     against the fingerprint that run recorded. Fails fast, naming the local alternative, when the hub is
     needed and unreachable."""
     p, lin = plan.stages, plan.lineage
-    model, block = code_of(p.load)(plan, loaded_spec(plan))
+    model, block = code_of(stages.STAGES, p.load)(plan, loaded_spec(plan))
     if lin is not None:
         if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
             raise HarnessError(
@@ -49,8 +56,6 @@ def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
                 f"(fingerprint {block['fingerprint']} != {lin.fingerprint}); re-run that configuration or pass "
                 "the directory as model.path=<dir> with task.source.run=null."
             )
-        from harness.models import usable_positions
-
         block |= {"path": plan.model.path, "lineage": lin.record(), "max_positions": usable_positions(model)}
     return model, block
 
@@ -62,7 +67,7 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
     p = plan.stages
     if not plan.trains:   # a run that trains has a train.* stage: checked before any work (families.retrieval.check)
         return None
-    trainer = code_of(p.train)
+    trainer = code_of(stages.STAGES, p.train)
     marker = p.train_dir / TRAIN_DONE
     if marker.exists() and not plan.overwrite:
         info = json.loads(marker.read_text())
@@ -106,7 +111,7 @@ def for_inference(plan: RunPlan, model: Any, block: dict[str, Any]) -> None:
 
 def retriever(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Any:
     """The retrieve stage's retriever for ``model``; ``cache_identity`` keys its on-disk corpus cache."""
-    return code_of(plan.stages.retrieve)(plan, model, cache_identity)
+    return code_of(stages.STAGES, plan.stages.retrieve)(plan, model, cache_identity)
 
 
 def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mapping[str, Any] | None
@@ -134,6 +139,8 @@ def sharded(plan: RunPlan, retriever: Any) -> Any:
 
     shards = plan.settings.sharding
     if not shards.sharded:
+        if not plan.trains or plan.settings.training.devices == 1:
+            return retriever
         spread = devices.over_training_devices(plan, retriever, run_part)   # trained on N GPUs: evaluated over them
         return retriever if spread is None else ShardedRetriever(retriever, *spread)
     if not hasattr(retriever, "search_shard"):
@@ -191,3 +198,65 @@ def run_part(plan: RunPlan, todo: Sequence[Cell]) -> None:
             queries = list(ds.evaluated_queries().values())
             built.run_shard(int(str(shard)), queries, search_width(plan.settings.ranking.top_k,
                                                                    entry.ignore_identical_ids))
+
+
+# -------------------------------------------------------------------------------- the load.* and retrieve.* stages
+# A load.<name> stage (MLDR's is chosen by task.retriever through stage_when) gets the run's plan and the model spec
+# to load (model.path, or the trained weights of the task's source run) and returns (model, the record's model
+# block); lengths no model position can encode are refused there, before any expensive work. A retrieve.<name> stage
+# (task.retriever: <name>) gets the plan, the loaded model and the corpus-cache identity and returns a Retriever;
+# which keys change its ranking but not its corpus encoding follows from the settings (their ``search`` nodes).
+def encoder(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
+    """A SentenceTransformer (hub id, folder or package; pruned per ``model.keep_layers``); the lengths it checks:
+    ``task.max_length``, and ``task.max_seq_length`` when the run trains."""
+    from harness.models import load_sentence_transformer
+
+    model, block = load_sentence_transformer(spec, device=plan.device)
+    s = plan.settings
+    check_positions(model, s.evaluation.max_length, spec.name, "task.max_length")
+    if plan.trains:
+        check_positions(model, s.training.max_seq_length, spec.name, "task.max_seq_length")
+    return model, block
+
+
+def colbert(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
+    """A PyLate ColBERT (a ColBERT checkpoint as is; a plain encoder gets the ``embedding_size`` projection, seeded
+    by the run's seed: ``task.train_seed`` when training, else ``seed``). Document lengths are capped at the
+    positions and recorded by the retriever, as the paper's evaluation does."""
+    from harness.tasks.retrieval.retrievers.colbert_model import load_colbert
+
+    return load_colbert(spec, device=plan.device, embedding_size=plan.settings.multi_vector.embedding_size,
+                        seed=plan.seed)
+
+
+def check_positions(model: Any, length: int, name: str, key: str) -> None:
+    """A length above the model's positions cannot be encoded: say so, and the largest that works."""
+    check_length(usable_positions(model), length, name, key)
+
+
+def single_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
+    """DPR: the SentenceTransformer's embeddings, exact search (``task.similarity``), corpus embeddings cached;
+    documents written by ``task.title_convention`` where the task has one (task=code)."""
+    from harness.tasks.retrieval.retrievers.dense import DenseRetriever, DenseSettings
+    from harness.tasks.retrieval.retrievers.retriever import TitleConvention
+
+    s = plan.settings
+    dense = DenseRetriever(model, DenseSettings(
+        device=plan.device, precision=plan.precision, batching=s.batching, evaluation=s.evaluation,
+        cache_dir=str(plan.layout.embeddings()) if s.embedding_cache else None,
+    ), cache_identity)
+    convention = getattr(s, "title_convention", None)
+    return TitleConvention(dense, convention) if convention else dense
+
+
+def multi_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
+    """ColBERT: token embeddings, PLAID or exact MaxSim; documents up to the task's document length (capped at the
+    model's positions, recorded)."""
+    from harness.tasks.retrieval.retrievers.multivector import MultiVectorRetriever, MultiVectorSettings
+
+    s = plan.settings
+    return MultiVectorRetriever(model, MultiVectorSettings(
+        device=plan.device, precision=plan.precision, batching=s.batching, search=s.multi_vector.search,
+        maxsim_chunk_tokens=s.multi_vector.maxsim_chunk_tokens, document_length=s.document_length,
+        cache_dir=str(plan.layout.colbert_tokens()) if s.embedding_cache else None,
+    ), cache_identity)

@@ -31,10 +31,10 @@ from harness.core.registry import Registry
 from harness.core.results import file_sha
 from harness.core.typed import choices, count, excluded, flat
 from harness.core.work import Work, cost_data
-from harness.tasks.lineage import SOURCE, SourceSettings
 from harness.tasks.retrieval import beir
 from harness.tasks.retrieval.planner import Resolved, RetrievalKind, RetrievalSettings, entries
 from harness.tasks.retrieval.settings import MultiVectorEval, SingleVectorEval
+from harness.tasks.runplan import SOURCE, SourceSettings
 from harness.training.settings import DenseTraining, HubRows, TrainRows
 
 

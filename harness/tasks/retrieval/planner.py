@@ -5,7 +5,7 @@ A run is composed from the stages its spec lists: the ``load.*`` stage loads the
 weights where the task has a source), the ``train.*`` stage fine-tunes them when the run trains (rows from the
 ``train_data`` node's source), the ``retrieve.*`` stage builds the retriever, and ``score.ir`` scores it
 (:mod:`harness.tasks.retrieval.stages`). Planning resolves all of it into the run's :class:`~harness.tasks.runplan.RunPlan` (its
-``stages``: :class:`~harness.tasks.context.RetrievalStages`); the stages compute from that value. What differs
+``stages``: :class:`~harness.tasks.retrieval.stages.RetrievalStages`); the stages compute from that value. What differs
 between tasks is declared: their typed settings and a :class:`RetrievalKind` (identity exclusions, the run-id slug,
 what a record shows), whose functions read a :class:`Resolved`, never the planner.
 """
@@ -21,19 +21,18 @@ from typing import Any, ClassVar
 from harness.core import results
 from harness.core.errors import HarnessError
 from harness.core.identity import drop, put
-from harness.core.typed import count, excluded, flat, nonempty, role_keys
+from harness.core.typed import build, count, excluded, flat, nonempty, role_keys
 from harness.core.work import Work
+from harness.encoding.settings import Batching
 from harness.specs import TaskSpec
-from harness.tasks.base import Family
-from harness.tasks.context import RetrievalStages
-from harness.tasks.lineage import Lineage, resolve
+from harness.specs.stages import code_of
 from harness.tasks.retrieval import compute
+from harness.tasks.retrieval import stages as declared
 from harness.tasks.retrieval.data.catalog import DatasetEntry, check_entries, resolve_entries
 from harness.tasks.retrieval.retrievers.ir_metrics import METRICS
-from harness.tasks.retrieval.retrievers.shards import ShardSettings
-from harness.tasks.retrieval.settings import Batching, Ranking
-from harness.tasks.retrieval.stages import check_model
-from harness.tasks.runplan import Cell, RunPlan
+from harness.tasks.retrieval.settings import Ranking, ShardSettings
+from harness.tasks.retrieval.stages import RetrievalStages
+from harness.tasks.runplan import Cell, Lineage, RunPlan, Setup, check_model, excluded_keys
 from harness.training.settings import Training
 
 
@@ -97,8 +96,15 @@ class RetrievalKind:
     validate: Callable[[Any], None] = lambda task_config: None       # on the task's config node, before it is typed
     resolved: Callable[[Any], dict[str, Any]] = lambda settings: {}  # (settings)
 
-    def __call__(self, cfg: Any, spec: TaskSpec | None = None) -> RetrievalFamily:
-        return RetrievalFamily(cfg, self, spec)
+    metrics: tuple[str, ...] = METRICS
+
+    def __call__(self, setup: Setup) -> RetrievalPlanner:
+        return RetrievalPlanner(setup, self)
+
+    def plan(self, setup: Setup, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0
+             ) -> RunPlan[Any, RetrievalStages]:
+        """The plan of the run ``setup`` holds (its planner made and asked for it: :meth:`RetrievalPlanner.runplan`)."""
+        return RetrievalPlanner(setup, self).runplan(mode=mode, skip=skip, round=round)
 
     def __repr__(self) -> str:
         return f"RetrievalKind({self.settings_class.__module__}:{self.settings_class.__qualname__})"
@@ -125,32 +131,26 @@ def training_source(s: Any) -> Any:
     return type(data).sources.lookup(data.source)
 
 
-class RetrievalFamily(Family):
+class RetrievalPlanner:
     """Plan: settings -> cells (one run id, one cell per dataset) -> the stages' resolved facts -> RunPlan."""
 
     metrics = METRICS
 
-    def __init__(self, cfg: Any, kind: RetrievalKind, spec: TaskSpec | None = None) -> None:
-        self.kind = kind
-        self.settings_class = kind.settings_class
-        kind.validate(cfg.task)
-        super().__init__(cfg, spec)
+    def __init__(self, setup: Setup, kind: RetrievalKind) -> None:
+        self.setup, self.kind, self.settings_class = setup, kind, kind.settings_class
+        kind.validate(setup.cfg.task)
+        self.settings = build(self.settings_class, setup.task, f"task {setup.name!r}", key="task")
+        self.identity_exclude = excluded_keys(self.settings_class)
 
     # ---------------------------------------------------------------------------------------- composition
     def stage(self, kind: str) -> str | None:
         """The ``<kind>.*`` stage that computes this run (None: the spec lists none)."""
-        return next((s for s in self.task_spec.stages_for(self.config) if s.startswith(kind + ".")), None)
+        return next((s for s in self.setup.spec.stages_for(self.setup.config) if s.startswith(kind + ".")), None)
 
     @cached_property
     def trainer(self) -> str | None:
-        """The ``train.*`` stage the spec lists (:data:`harness.tasks.retrieval.stages.CODE`), or None."""
-        return next((s for s in self.task_spec.stages if s.startswith("train.")), None)
-
-    @cached_property
-    def lineage(self) -> Lineage | None:
-        """What ``task.source`` (the weights of another task's run) resolves to, where the task has one, else None."""
-        src = getattr(self.settings, "source", None)
-        return None if src is None else resolve(src, str(src.results or self.cfg.paths.results), self.model_name)
+        """The ``train.*`` stage the spec lists (:data:`~harness.tasks.retrieval.stages.STAGES`), or None."""
+        return next((s for s in self.setup.spec.stages if s.startswith("train.")), None)
 
     # ---------------------------------------------------------------------------------------- planning
     @property
@@ -164,24 +164,27 @@ class RetrievalFamily(Family):
         a ``task.source`` only: a task without one names its LR)."""
         if self.settings.training.lr is not None:
             return float(self.settings.training.lr)
-        if self.lineage is not None and self.lineage.lr is not None:
-            return self.lineage.lr
-        dpr = self.cfg.model.get("dpr") if self.lineage is not None else None
+        if self.setup.lineage is not None and self.setup.lineage.lr is not None:
+            return self.setup.lineage.lr
+        dpr = self.setup.cfg.model.get("dpr") if self.setup.lineage is not None else None
         if dpr is None or dpr.get("lr") is None:
-            raise HarnessError(f"task={self.name} needs a learning rate to train: the source has no recorded LR and "
-                               "the model config no dpr.lr; set task.lr=<value>.")
+            raise HarnessError(f"task={self.setup.name} needs a learning rate to train: the source has no recorded LR "
+                               "and the model config no dpr.lr; set task.lr=<value>.")
         return float(dpr.lr)
 
     @cached_property
     def resolved(self) -> Resolved:
         """What the task's declarations read."""
         data = training_source(self.settings).describe(self.settings) if self.trains else {}
-        return Resolved(self.settings, self.task_spec, self.precision, self.trains, self.lr if self.trains else None,
-                        self.lineage, data)
+        return Resolved(self.settings, self.setup.spec, self.setup.precision, self.trains,
+                        self.lr if self.trains else None, self.setup.lineage, data)
 
     def train_keys(self) -> tuple[str, ...]:
         """The keys that count only when the run trains: those of its ``train`` nodes (the trainer's, the data's)."""
         return role_keys(self.settings_class, "train", "task")
+
+    def identity(self, without: Sequence[str] = (), replace: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self.setup.identity(declared.STAGES, self.identity_exclude, without=without, replace=replace)
 
     def run_identity(self) -> dict[str, Any]:
         if self.trains:
@@ -190,7 +193,7 @@ class RetrievalFamily(Family):
                 replace_["task.lr"] = self.lr
             ident = self.identity(replace=replace_)
         else:
-            ident = self.identity(exclude=self.train_keys() if self.trainer else ())
+            ident = self.identity(without=self.train_keys() if self.trainer else ())
         for key, value in self.kind.resolved(self.settings).items():
             put(ident, key, value)
         return ident
@@ -204,31 +207,16 @@ class RetrievalFamily(Family):
         rid = results.run_id(ident, self.kind.readable(self.resolved))
         return [Cell(e.name, rid, ident, self.data_spec(e), e) for e in entries(self.settings)]
 
-    @cached_property
-    def model_ref(self) -> dict[str, Any]:
-        """The model's content reference; with a source, the source run and its trained weights' fingerprint."""
-        from harness.models import model_ref
-
-        if self.lineage is None:
-            return model_ref(self.spec)
-        return self.lineage.ref({} if self.lineage.model_dir is not None else model_ref(self.spec))
-
     def fitted_lengths(self) -> dict[str, int]:
         """What ``load.encoder`` checks once loaded (``task.max_length``; ``task.max_seq_length`` when training),
         checked here from the config first; ColBERT's loader caps its lengths instead."""
-        if "load.encoder" not in self.task_spec.stages_for(self.config):
+        if "load.encoder" not in self.setup.spec.stages_for(self.setup.config):
             return {}
         s: Any = self.settings
         out = {"task.max_length": int(s.evaluation.max_length)}
         if self.trains:
             out["task.max_seq_length"] = int(s.training.max_seq_length)
         return out
-
-    def weights_dir(self) -> str | None:
-        """A source run's trained weights where they are what runs, else ``model.path``'s folder."""
-        if self.lineage is not None and self.lineage.model_dir is not None:
-            return self.lineage.model_dir
-        return super().weights_dir()
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
         """Evaluation tokens of the datasets not in ``skip`` (a shard job's: its share; the merge's: none), and when
@@ -252,13 +240,10 @@ class RetrievalFamily(Family):
     # ---------------------------------------------------------------------------------------- the plan
     def stages(self, cells: Sequence[Cell]) -> RetrievalStages:
         """What the stages of this run read, resolved (beyond the plan's own values)."""
-        from harness.core.layout import RunLayout
-        from harness.tasks.retrieval.stages import code_of
-
         train_dir = None
-        if self.trainer and cells:
-            key = code_of(self.trainer).key(cells[0], self.train_keys())
-            train_dir = RunLayout.of(self.cfg.paths).trained_model(self.name, self.model_name, key)
+        if self.trainer and self.trains and cells:   # where its training is kept: a run that trains has one
+            key = code_of(declared.STAGES, self.trainer).key(cells[0], self.train_keys())
+            train_dir = self.setup.layout.trained_model(self.setup.name, self.setup.model.name, key)
         every = [m for e in entries(self.settings) for m in [e, *e.members.values()]]
         lengths = None if self.kind.query_length is None else {
             m.name: int(self.kind.query_length(self.settings, m)) for m in every}
@@ -271,20 +256,27 @@ class RetrievalFamily(Family):
             member_specs={m.name: self.data_spec(m) for e in every for m in e.members.values()},
         )
 
-    def computed_by(self, cells: Sequence[Cell]) -> dict[str, Any]:
+    def runplan(self, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[Any, RetrievalStages]:
+        """The run's :class:`~harness.tasks.runplan.RunPlan` (one round), its work estimate for a ``mode`` job."""
+        su, s = self.setup, self.settings
+        cells = self.cells() if round == 0 else []
         details = dict(self.kind.details(self.resolved))
-        if self.lineage is not None:
-            details["lineage"] = self.lineage.record()
-        part = self.settings.sharding.shard is not None   # a shard job (task.shard): one shard, no record
-        return {"compute": compute.run_part if part else compute.run, "part": part, "check": check,
-                "stages": self.stages(cells), "lr": self.lr if self.trains else None, "trains": self.trains,
-                # what anything new a stage creates starts from: task.train_seed when the run trains, else seed
-                "seed": self.settings.training.train_seed if self.trains else int(self.cfg.seed),
-                "lineage": self.lineage,
-                "header": self.header(hyperparameters=self.kind.hyperparameters(self.resolved), details=details)}
+        if self.setup.lineage is not None:
+            details["lineage"] = self.setup.lineage.record()
+        part = s.sharding.shard is not None   # a shard job (task.shard): one shard, no record
+        return RunPlan(
+            task=su.name, model_name=su.model.name, model=su.model, device=su.device, layout=su.layout,
+            config=su.config, overwrite=bool(su.cfg.overwrite), save_run=bool(su.cfg.get("save_run")), lineage=self.setup.lineage, settings=s,
+            precision=su.precision, lr=self.lr if self.trains else None, trains=self.trains,
+            # what anything new a stage creates starts from: task.train_seed when the run trains, else seed
+            seed=s.training.train_seed if self.trains else int(su.cfg.seed), cells=cells, later=False,
+            header=su.header(hyperparameters=self.kind.hyperparameters(self.resolved), details=details),
+            work=self.work(mode, skip), compute=compute.run_part if part else compute.run, part=part, check=check,
+            fitted=self.fitted_lengths(), weights=su.weights_dir(), stages=self.stages(cells))
 
-def check(plan: RunPlan, todo: Sequence[Cell]) -> None:
-    """Before any model is loaded: the model's checks (:func:`~harness.tasks.retrieval.stages.check_model`), every dataset's local
+
+def check(plan: RunPlan[Any, RetrievalStages], todo: Sequence[Cell]) -> None:
+    """Before any model is loaded: the model's checks (:func:`~harness.tasks.runplan.check_model`), every dataset's local
     folder and files there, or the hub reachable for its pinned copy (else one error naming each local
     alternative); then the training data, when this run still has to train."""
     check_model(plan, todo)

@@ -1,6 +1,5 @@
 """The typed settings nodes of the retrieval stages (single- and multi-vector, PyLate's PLAID parameters among them,
-and which PLAID backend ``auto`` resolves to) and of every retriever's encoder, importable without torch or a model
-library: each is at once the schema of its keys in a task's YAML (flat: ``task.max_length``, ``task.top_k``) and
+and which PLAID backend ``auto`` resolves to; the corpus shards), importable without torch or a model library: each is at once the schema of its keys in a task's YAML (flat: ``task.max_length``, ``task.top_k``) and
 what the stage receives. A node's ``role`` says what its keys do to a run (``search``: they change the ranking, not
 the corpus encoding; see :mod:`harness.core.typed`)."""
 
@@ -11,35 +10,10 @@ from dataclasses import asdict, dataclass
 from typing import ClassVar
 
 from harness.core.errors import HarnessError
-from harness.core.typed import choices, count, flat, positive
+from harness.core.typed import choices, count, excluded, flat, positive
 
 #: the cutoff of every retrieval task's main metric (nDCG@10): task.top_k may not be smaller
 MAIN_CUTOFF = 10
-
-
-#: ``task.batch_tokens=auto`` where no GPU measurement applies (a CPU, whose worker threads share it; planning
-#: shards; ColBERT's encoders): the budget every retrieval task used before ``auto`` existed
-AUTO_BATCH_TOKENS = 16384
-
-
-@dataclass(kw_only=True)
-class Batching:
-    """How an encoder batches texts (longest first, up to a token budget): changes no number. ``batch_tokens``:
-    tokens per batch, or ``auto`` (a CUDA device: from its free memory and the model's measured memory per
-    token, :func:`harness.encoding.encode.gpu_batch_tokens`; elsewhere :data:`AUTO_BATCH_TOKENS`)."""
-
-    batch_tokens: int | str = count(excluded="how texts are batched for the encoder")
-    max_batch_size: int = count(excluded="how texts are batched for the encoder")
-
-    def __post_init__(self) -> None:
-        if isinstance(self.batch_tokens, str) and self.batch_tokens != "auto":
-            raise HarnessError(f"task.batch_tokens={self.batch_tokens!r}: use a number of tokens per batch (>= 1) "
-                               "or auto (from the GPU's memory; 16384 on a CPU)")
-
-    @property
-    def fixed_tokens(self) -> int:
-        """The budget where nothing is measured: the number given, or :data:`AUTO_BATCH_TOKENS` for ``auto``."""
-        return AUTO_BATCH_TOKENS if self.batch_tokens == "auto" else int(self.batch_tokens)
 
 
 @dataclass(kw_only=True)
@@ -143,26 +117,26 @@ class MultiVectorEval:
     search: MultiVectorSearch = flat()
 
 
-@dataclass(kw_only=True)
-class SetSpec:
-    """One synthetic set (Table 10): every document ``length`` tokens, or lengths drawn from
-    normal(``mean``, ``std``), truncated to int and clamped to [``min``, ``max``] (as torch.normal(...).int()
-    .clamp(...) after torch.manual_seed(seed), which reproduces Table 10's statistics exactly)."""
+#: where a run's corpus shards run (``task.shard_launcher``)
+LAUNCHERS = ("sequential", "devices", "external")
 
-    length: int | None = None
-    mean: float | None = None
-    std: float | None = None
-    min: int | None = None
-    max: int | None = None
-    batch_size: int
+
+@dataclass(kw_only=True)
+class ShardSettings:
+    """``task.shards`` (K, or ``auto``: ``shard_tokens`` tokens per shard), ``task.shard`` (a shard job: only this
+    one, no record) and ``task.shard_launcher`` (where the shards run)."""
+
+    shards: int | str = count(excluded="how the corpus is split for encoding: the merged ranking is the unsharded one")
+    shard_tokens: int = count(excluded="how the corpus is split for encoding (task.shards=auto)")
+    shard: int | None = excluded("which shard a shard job computes")
+    shard_launcher: str = choices(*LAUNCHERS, excluded="where the shards run")
 
     def __post_init__(self) -> None:
-        fixed = self.length is not None
-        drawn = None not in (self.mean, self.std, self.min, self.max)
-        if fixed == drawn or self.batch_size < 1:
-            raise HarnessError("a synthetic set needs either length=<tokens> or mean, std, min and max "
-                               "(and batch_size >= 1), e.g. {mean: 256, std: 64, min: 32, max: 512, batch_size: 512}")
+        if self.shard is not None and (self.shard < 0 or (isinstance(self.shards, int) and self.shard >= self.shards)):
+            upper = f"< task.shards={self.shards}" if isinstance(self.shards, int) else "a shard of the plan"
+            raise HarnessError(f"task.shard={self.shard} is not a shard of this run: it must be >= 0 and {upper} "
+                               "(shards are numbered from 0)")
 
     @property
-    def max_length(self) -> int:
-        return int(self.length if self.length is not None else self.max)  # type: ignore[arg-type]
+    def sharded(self) -> bool:
+        return self.shards != 1 or self.shard is not None or self.shard_launcher != "sequential"

@@ -142,13 +142,14 @@ def train_rank(job: RankJob) -> dict[str, Any] | None:
     from datasets import load_from_disk
 
     from harness.core.registry import load_target
-    from harness.tasks.retrieval.stages import code_of
+    from harness.specs.stages import code_of
+    from harness.tasks.retrieval import stages
     from harness.training import ranks
 
     device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if job.plan.device.startswith("cuda") else job.plan.device
     plan = replace(job.plan, device=device)
     run = replace(job.run, device=device)
-    model, _ = code_of(job.loader)(plan, job.spec)
+    model, _ = code_of(stages.STAGES, job.loader)(plan, job.spec)
     rows = load_from_disk(job.rows)
     fmt = job.rows_format
     if fmt.get("type") is not None:

@@ -16,8 +16,8 @@ from harness.core.console import Progress
 from harness.core.errors import HarnessError
 from harness.encoding.encode import tokenize
 from harness.encoding.packing import token_budget_batches
+from harness.encoding.settings import Batching
 from harness.models import autocast_for, usable_positions
-from harness.tasks.retrieval.settings import Batching
 
 if TYPE_CHECKING:
     from pylate.models import ColBERT

@@ -13,10 +13,10 @@ from harness.core.console import step
 from harness.core.typed import nodes_from_conf
 from harness.encoding.encode import batch_budget, batch_tokens_facts, encode, tokenize
 from harness.encoding.packing import token_budget_batches
+from harness.encoding.settings import Batching
 from harness.tasks.retrieval.retrievers import search as _search
-from harness.tasks.retrieval.retrievers.embedding_cache import cache_key, cached_embeddings
-from harness.tasks.retrieval.retrievers.shards import texts_key
-from harness.tasks.retrieval.settings import Batching, SingleVectorEval
+from harness.tasks.retrieval.retrievers.embedding_cache import cache_key, cached_embeddings, texts_key
+from harness.tasks.retrieval.settings import SingleVectorEval
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,15 @@ def cache_key(identity: Mapping[str, Any], data_fingerprint: str, side: str = "c
 #: files up to this size are hashed whole; larger ones by FILE_SAMPLES evenly spaced blocks plus their size
 FULL_HASH_BYTES = 1 << 30
 FILE_SAMPLES, SAMPLE_BYTES = 256, 1 << 16
+
+
+def texts_key(texts: Sequence[str]) -> str:
+    """Content hash of texts in order (what a slice's embeddings depend on, besides the model)."""
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode())
+        h.update(b"\x1e")
+    return "texts:" + h.hexdigest()[:24]
 
 
 def content_hash(path: Path) -> str:

@@ -25,9 +25,10 @@ from harness.core.console import step
 from harness.core.errors import HarnessError
 from harness.core.typed import from_conf, nodes_from_conf
 from harness.encoding.packing import token_budget_batches
+from harness.encoding.settings import Batching
 from harness.models import usable_positions
 from harness.tasks.retrieval.retrievers.colbert_model import capped_length, encode_tokens, token_lengths
-from harness.tasks.retrieval.retrievers.embedding_cache import cache_key, cached_embeddings
+from harness.tasks.retrieval.retrievers.embedding_cache import cache_key, cached_embeddings, texts_key
 from harness.tasks.retrieval.retrievers.maxsim import maxsim_search, pad_queries, rerank_exact
 from harness.tasks.retrieval.retrievers.plaid_index import (
     build_plaid,
@@ -38,10 +39,8 @@ from harness.tasks.retrieval.retrievers.plaid_index import (
     voyager_search,
 )
 from harness.tasks.retrieval.retrievers.search import id_rank
-from harness.tasks.retrieval.retrievers.shards import texts_key
 from harness.tasks.retrieval.retrievers.token_store import TokenStore
 from harness.tasks.retrieval.settings import (
-    Batching,
     MultiVectorEval,
     MultiVectorSearch,
     PlaidSettings,

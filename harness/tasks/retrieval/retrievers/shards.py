@@ -17,7 +17,6 @@ every query, keeping the top-k per query; the merge combines the shards' top-k l
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import logging
@@ -34,37 +33,18 @@ import numpy as np
 from harness.core.cache_entry import Unusable, get_or_build
 from harness.core.errors import HarnessError
 from harness.core.results import stable_hash
-from harness.core.typed import choices, count, excluded
-from harness.tasks.retrieval.retrievers.embedding_cache import cache_key, cached_embeddings, written_aside
+from harness.tasks.retrieval.retrievers.embedding_cache import (
+    cache_key,
+    cached_embeddings,
+    texts_key,
+    written_aside,
+)
+from harness.tasks.retrieval.settings import ShardSettings
 
 log = logging.getLogger(__name__)
 
-LAUNCHERS = ("sequential", "devices", "external")
-
-
 class ShardMissing(HarnessError):
     """A shard's top-k list is missing or unreadable: nothing is scored (the message is one line)."""
-
-
-@dataclass(kw_only=True)
-class ShardSettings:
-    """``task.shards`` (K, or ``auto``: ``shard_tokens`` tokens per shard), ``task.shard`` (a shard job: only this
-    one, no record) and ``task.shard_launcher`` (where the shards run)."""
-
-    shards: int | str = count(excluded="how the corpus is split for encoding: the merged ranking is the unsharded one")
-    shard_tokens: int = count(excluded="how the corpus is split for encoding (task.shards=auto)")
-    shard: int | None = excluded("which shard a shard job computes")
-    shard_launcher: str = choices(*LAUNCHERS, excluded="where the shards run")
-
-    def __post_init__(self) -> None:
-        if self.shard is not None and (self.shard < 0 or (isinstance(self.shards, int) and self.shard >= self.shards)):
-            upper = f"< task.shards={self.shards}" if isinstance(self.shards, int) else "a shard of the plan"
-            raise HarnessError(f"task.shard={self.shard} is not a shard of this run: it must be >= 0 and {upper} "
-                               "(shards are numbered from 0)")
-
-    @property
-    def sharded(self) -> bool:
-        return self.shards != 1 or self.shard is not None or self.shard_launcher != "sequential"
 
 
 # ------------------------------------------------------------------------------------------------ the plan
@@ -104,15 +84,6 @@ def plan_shards(lengths: np.ndarray, batches: Sequence[np.ndarray], shards: int 
     order = np.concatenate(list(batches)) if batches else np.zeros(0, dtype=np.int64)
     counts = np.array([0, *(len(b) for b in batches)]).cumsum()
     return ShardPlan(order, counts[cuts], np.array([int(sizes[a:b].sum()) for a, b in itertools.pairwise(cuts)]))
-
-
-def texts_key(texts: Sequence[str]) -> str:
-    """Content hash of texts in order (what a slice's embeddings depend on, besides the model)."""
-    h = hashlib.sha256()
-    for t in texts:
-        h.update(t.encode())
-        h.update(b"\x1e")
-    return "texts:" + h.hexdigest()[:24]
 
 
 # ------------------------------------------------------------------------------------------------ shard results
