@@ -237,7 +237,7 @@ def test_the_paper_graphs_sweep_selection_compares_f1_records_by_their_accuracy(
     fourth pass changed the default's run ids, so older records are not among a graph's runs) picks its grid point
     by accuracy, as ``harness.select`` and the leaderboard do: by F1 the all-positive run (F1 66.7, accuracy 50)
     would win, and its selection file would disagree with the page's."""
-    from harness.paper.plan import JobState, choose, sweep_records
+    from harness.paper.progress import JobState, choose, sweep_records
 
     res = tmp_path / "results"
     few = np.zeros(20)
@@ -255,7 +255,7 @@ def test_a_paper_graph_selection_over_set_aside_records_fails_saying_why(tmp_pat
     select job fails with the set-aside line and its rerun command, not only 'no usable record'."""
     from harness.paper.graph import Job
     from harness.paper.job import JobFailed, select
-    from harness.paper.plan import JobState
+    from harness.paper.progress import JobState
 
     res = tmp_path / "results"
     rid = old_record(res, protocol="best_epoch")[1].run_id
@@ -273,7 +273,7 @@ def test_what_chooses_or_shows_scores_reads_records_through_the_comparable_view(
            if re.search(r"\b(iter_records|read_record)\(", p.read_text())}
     assert raw == {"harness/core/results.py", "harness/selection/comparable.py", "harness/run/runner.py",
                    "harness/tasks/glue/chain.py", "harness/run/planning.py", "harness/paper/cost.py",
-                   "harness/paper/plan.py", "harness/export.py",
+                   "harness/paper/progress.py", "harness/export.py",
                    "harness/mteb_results/export.py"}
 
 

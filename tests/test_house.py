@@ -107,9 +107,7 @@ def code_names(path: Path) -> set[str]:
             out.add(n.id)
         elif isinstance(n, ast.Attribute):
             out.add(n.attr)
-        elif isinstance(n, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef):
-            out.add(n.name)
-        elif isinstance(n, ast.alias):
+        elif isinstance(n, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef | ast.alias):
             out.add(n.name)
         elif isinstance(n, ast.ImportFrom) and n.module:
             out.add(n.module)

@@ -1,6 +1,6 @@
 """Issue 28: nothing of the paper graph is submitted or run before everything a single run checks up front holds:
 each bad value is one ``error:`` line and exit 2, and ``sbatch`` is never called (a stand-in on PATH notes any
-call). Also: the local launcher stops a stage whose first jobs all stop with one error, and the cost preview
+call). Also: the local launcher stops a step whose first jobs all stop with one error, and the cost preview
 never prints NaN."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ CASES = {
     "shards-zero": (["paper.stages.dpr.shards=0"], r"paper\.stages\.dpr\.shards=0 must be >= 1"),
     "shards-negative": (["paper.stages.dpr.shards=-1"], r"paper\.stages\.dpr\.shards=-1 must be >= 1"),
     "shards-type": (["paper.stages.dpr.shards=x"], r"shards must be an integer, got 'x'"),
-    "unknown-stage": (["paper.stages.dprr.shards=2"], r"unknown paper stage 'dprr'.*closest first\): dpr"),
+    "unknown-step": (["paper.stages.dprr.shards=2"], r"unknown paper step 'dprr'.*closest first\): dpr"),
     "model-typo": (["model=modernbert-bse"], r"unknown model 'modernbert-bse'.*modernbert-base"),
     "task-key-typo": (["task.lrr=1"], r"unknown config key 'task\.lrr'.*task\.lr"),
     "results-not-a-folder": (["paths.results=/etc/hostname/results"], r"paths\.results=/etc/hostname/results is under"),

@@ -98,14 +98,14 @@ def test_one_plan_serves_the_runner_the_paper_graph_the_series_and_the_cost(tmp_
 
     from harness.paper import cost
     from harness.paper.graph import Job
-    from harness.paper.plan import plan_run
+    from harness.paper.progress import job_state
     from harness.run import planning
     from tests.conftest import TINY_MODEL
 
     overrides = ["task=beir", "task.train=false", "model=modernbert-base", f"model.path={TINY_MODEL}",
                  "device=cpu", f"paths.results={tmp_path}/results"]
     plan = planning.plan(compose(overrides))
-    state = plan_run(Job("j", "s", "run", "beir"), overrides)
+    state = job_state(Job("j", "s", "run", "beir"), overrides)
     assert plan.cells[0].run_id in state.run_ids and state.cells == len(plan.cells)
     assert asdict(state.work) == asdict(cost.job_work(plan))
     assert plan.compute.__module__ == "harness.tasks.retrieval.compute"

@@ -151,7 +151,7 @@ def rewritten_is_evaluated_again(tmp: Path, capsys) -> None:
 
 def best_step_handed_on(tmp: Path, capsys) -> None:
     """harness.select --series picks the best step on the task (newest weights only) and writes it beside the
-    results; --best prints the overrides for the next stage; the paper graph reads model.path=series:<name>."""
+    results; --best prints the overrides for the next step; the paper graph reads model.path=series:<name>."""
     from harness.paper.__main__ import best_step
     from harness.select import main as select
 
@@ -227,9 +227,9 @@ def test_a_bad_step_pattern_is_refused(text: str) -> None:
 # ------------------------------------------------------------------------------------------------ SLURM
 @pytest.mark.slurm
 def test_each_checkpoint_is_one_array_task_on_slurm(tmp_path: Path, capsys, monkeypatch) -> None:
-    """slurm/local-cluster.sh's cluster: two checkpoints submitted as two stages of the paper graph's kind (an array
+    """slurm/local-cluster.sh's cluster: two checkpoints submitted as two steps of the paper graph's kind (an array
     each, in the graph's ledger); a second look while they are queued or running submits nothing; once they have
-    ended, their records are there, ``--status`` shows both stages done, and a third look has nothing to run."""
+    ended, their records are there, ``--status`` shows both steps done, and a third look has nothing to run."""
     import subprocess
     import time
 

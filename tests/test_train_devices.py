@@ -191,20 +191,20 @@ def test_a_training_stage_on_devices_asks_for_them_and_counts_them() -> None:
 
     paper = {"stages": {"dpr": {"task": "beir", "kind": "train", "devices": 2, "overrides": ["task.lr=1e-4"]},
                         "ood": {"task": "mldr"}}, "leaderboard": False}
-    stages = {s.name: s for s in graph.build(paper, ["model=modernbert-base"])}
-    (job,) = stages["dpr"].jobs
-    assert "task.devices=2" in job.overrides and stages["dpr"].devices == 2 and stages["ood"].devices == 1
+    steps = {s.name: s for s in graph.build(paper, ["model=modernbert-base"])}
+    (job,) = steps["dpr"].jobs
+    assert "task.devices=2" in job.overrides and steps["dpr"].devices == 2 and steps["ood"].devices == 1
     local = {"train": {"gpus": 0, "cpus": 1, "mem_gb": 4, "timeout_min": 60}}
     gpu = {"train": {"gpus": 1, "cpus": 8, "mem_gb": 64, "timeout_min": 1440}}
-    assert show.resources(stages["dpr"], local) == "CPU: 2 CPU, 8 GB, 60 min (2 training processes)"
-    assert show.resources(stages["dpr"], gpu) == "2 GPU, 16 CPU, 128 GB, 1440 min (2 training processes)"
+    assert show.resources(steps["dpr"], local) == "CPU: 2 CPU, 8 GB, 60 min (2 training processes)"
+    assert show.resources(steps["dpr"], gpu) == "2 GPU, 16 CPU, 128 GB, 1440 min (2 training processes)"
     work, tp = cost.Work(train=1e6, fixed_s=5.0), cost.Throughput(1e4, 1e4, "test")
     assert cost.device_hours(work, tp, "rtx4090", 2) == pytest.approx(cost.gpu_hours(work, tp, "rtx4090") + 5 / 3600)
     from harness.paper.show import devices
 
-    assert devices("train", local) * stages["dpr"].devices == 2
+    assert devices("train", local) * steps["dpr"].devices == 2
     paper["stages"]["ood"]["devices"] = 2
-    with pytest.raises(HarnessError, match=r"paper.stages.ood.devices=2: only a training stage trains on several"):
+    with pytest.raises(HarnessError, match=r"paper.stages.ood.devices=2: only a training step trains on several"):
         graph.build(paper, ["model=modernbert-base"])
 
 
@@ -414,8 +414,8 @@ def test_the_local_slurm_cluster_runs_a_two_process_training_from_the_paper_grap
 
     import yaml
 
-    stage = yaml.safe_load(GRAPH)["stages"]["dpr"]
-    overrides = [o.replace("${data}", str(data)) for o in stage["overrides"]]
+    step = yaml.safe_load(GRAPH)["stages"]["dpr"]
+    overrides = [o.replace("${data}", str(data)) for o in step["overrides"]]
     (one,) = run(compose([*common(tmp_path / "one"), "task=beir", *overrides]))
     assert one.run_id == rec.run_id and one.model["trained"]["steps"] == rec.model["trained"]["steps"]
     assert rec.model["trained"]["train_loss"] == pytest.approx(one.model["trained"]["train_loss"], abs=1e-5)

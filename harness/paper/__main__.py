@@ -1,5 +1,5 @@
 """``python -m harness.paper model=<model> [model.path=...] [paper.<key>=...] [--dry-run | --status]``: the whole
-paper for one model as one dependency graph (``conf/paper/paper.yaml``), run locally stage by stage or submitted to
+paper for one model as one dependency graph (``conf/paper/paper.yaml``), run locally step by step or submitted to
 SLURM at once (``paper.launcher=slurm paper.cluster=<conf/cluster/...>``). Overrides other than ``paper.*`` are
 given to every job (``model=``, ``model.path=``, ``paths.results=``, ...). Re-running resumes: finished jobs are
 skipped, queued or running ones are not submitted again."""
@@ -22,7 +22,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m harness.paper", description=__doc__)
     p.add_argument("overrides", nargs="*", help="model=..., paths.results=..., paper.launcher=slurm, ...")
     p.add_argument("--dry-run", action="store_true", help="print the graph, what is done and the GPU-hours; run nothing")
-    p.add_argument("--status", action="store_true", help="each stage's state from the records and the SLURM queue")
+    p.add_argument("--status", action="store_true", help="each step's state from the records and the SLURM queue")
     return p.parse_args(list(argv))
 
 
@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.paper import cost, graph, job, plan, show, slurm, validate
+    from harness.paper import cost, graph, job, progress, show, slurm, validate
 
     mine = [o for o in args.overrides if o.startswith("paper.")]
     name = next((o.partition("=")[2] for o in args.overrides if o.startswith("paper=")), "paper")
@@ -56,13 +56,13 @@ def run(args: argparse.Namespace) -> int:
     paper = graph.load_paper(name, mine)
     validate.check_paper(paper, validate.file_keys(name))
     cluster = cluster_profile(str(paper["cluster"]))
-    stages = graph.build(paper, common)
+    steps = graph.build(paper, common)
     submitting = not (args.dry_run or args.status)
-    validate.check_runs(stages, deep=submitting)   # before the records are planned: every job's names and keys
+    validate.check_runs(steps, deep=submitting)   # before the records are planned: every job's names and keys
     queued = None
     if paper["launcher"] == "slurm" and submitting:
         queued = slurm.queue()   # before the records are read: a job ending in between is found in one or the other
-    states = job.settle(stages, plan.plan(stages), paper)   # 'done': selections and the site built from the records
+    states = job.settle(steps, progress.job_states(steps), paper)   # 'done': selections and the site built from the records
     model = next((s.model for s in states.values() if s.model), {})
     res = next((s.results for s in states.values() if s.results), "results")
     tp = cost.throughput(model, res)
@@ -70,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         head = (f"paper graph for {model.get('name')}: results folder {res}; launcher {paper['launcher']}; "
                 f"cluster {paper['cluster']}")
-        print("\n".join(show.dry_run(stages, states, tp, cluster, head)))
+        print("\n".join(show.dry_run(steps, states, tp, cluster, head)))
     elif args.status:
-        print("\n".join(show.status(stages, states, tp, cluster, folder)))
+        print("\n".join(show.status(steps, states, tp, cluster, folder)))
     check_readable(states)             # after what --dry-run or --status print, before anything is written
     if not submitting:
         return 0
@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
     context = folder / "context.json"
     context.write_text(json.dumps({"paper": paper, "common": common}, indent=1))
     if paper["launcher"] == "local":
-        return job.run_local(stages, states, context)
-    ids = slurm.submit(stages, states, context, cluster, folder, queued)
+        return job.run_local(steps, states, context)
+    ids = slurm.submit(steps, states, context, cluster, folder, queued)
     for name, got in ids.items():
         if got:
             print(f"{name:20s} {', '.join(got)}")
@@ -98,7 +98,7 @@ def best_step(common: list[str]) -> list[str]:
     if not any(o.partition("=")[0].lstrip("+") == "model.path" and o.partition("=")[2].startswith(PREFIX)
                for o in common):
         return common
-    from harness.paper.plan import config_of
+    from harness.paper.progress import config_of
 
     plain = [o for o in common if not o.partition("=")[2].startswith(PREFIX)]
     return resolve(common, str(config_of(plain).paths.results))

@@ -1,6 +1,6 @@
 """Everything a paper graph needs, checked before the first job exists (no sbatch, no local run): every
 ``paper.*`` value (typed: unknown keys, wrong types and out-of-range values are one line naming the fix), every
-stage's run as a single run checks it up front (task and model names, config keys, data folders or hub access,
+step's run as a single run checks it up front (task and model names, config keys, data folders or hub access,
 writable results and cache folders, the device), the paper folder writable and its ledger readable."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.core.errors import HarnessError, unknown_name
 from harness.core.typed import build, choices
-from harness.paper.graph import StageSettings
+from harness.paper.graph import StepSettings
 
 LAUNCHERS = ("local", "slurm")
 
@@ -21,7 +21,7 @@ LAUNCHERS = ("local", "slurm")
 class PaperSettings:
     """``conf/paper/<name>.yaml`` with the ``paper.*`` overrides applied."""
 
-    stages: dict[str, StageSettings]
+    stages: dict[str, StepSettings]   # the config key paper.stages: the graph's steps
     leaderboard: bool
     min_finished: float
     overrides: list[str]
@@ -31,7 +31,7 @@ class PaperSettings:
 
 
 def file_keys(name: str) -> dict[str, Any]:
-    """The graph file's own top-level keys and stage names, before any override (nothing resolved)."""
+    """The graph file's own top-level keys and step names, before any override (nothing resolved)."""
     from importlib import resources
 
     from omegaconf import OmegaConf
@@ -43,12 +43,12 @@ def file_keys(name: str) -> dict[str, Any]:
 
 def check_paper(paper: Mapping[str, Any], base: Mapping[str, Any]) -> PaperSettings:
     """The typed graph settings (``base``: the graph file before the ``paper.*`` overrides, whose own extra keys
-    are variables its values interpolate, e.g. the test graph's ``data``); a stage override naming no stage of the
+    are variables its values interpolate, e.g. the test graph's ``data``); a step override naming no step of the
     graph is refused with the closest."""
-    stages = list(base.get("stages") or {})
+    steps = list(base.get("stages") or {})
     for name, conf in (paper.get("stages") or {}).items():
-        if name not in stages and not (isinstance(conf, Mapping) and conf.get("task")):
-            raise unknown_name("paper stage", name, stages, "Define a new stage with its task: "
+        if name not in steps and not (isinstance(conf, Mapping) and conf.get("task")):
+            raise unknown_name("paper step", name, steps, "Define a new step with its task: "
                                f"paper.stages.{name}.task=<task>.")
     schema = {f.name for f in fields(PaperSettings)}
     s = build(PaperSettings, {k: v for k, v in paper.items() if k in schema or k not in base}, "paper")
@@ -73,14 +73,14 @@ def check_folder(folder: Path) -> None:
     read_ledger(folder)
 
 
-def check_runs(stages: Sequence[Any], deep: bool = True) -> None:
-    """Each stage's first run, checked as ``python -m harness <its overrides>`` checks before any work (names and
+def check_runs(steps: Sequence[Any], deep: bool = True) -> None:
+    """Each step's first run, checked as ``python -m harness <its overrides>`` checks before any work (names and
     keys; ``deep``: also the composed config's settings, folders, device and data)."""
     from harness.run.overrides import check_overrides
 
     seen: set[tuple[str, ...]] = set()
-    for stage in stages:
-        job = next((j for j in stage.jobs if j.mode == "run"), None)
+    for step in steps:
+        job = next((j for j in step.jobs if j.mode == "run"), None)
         if job is None or job.overrides in seen:
             continue
         seen.add(job.overrides)
@@ -88,9 +88,9 @@ def check_runs(stages: Sequence[Any], deep: bool = True) -> None:
         try:
             check_overrides(argv)
             if deep:
-                _check_composed(argv, plan=not stage.after)   # a stage that waits plans from its upstream's records
+                _check_composed(argv, plan=not step.after)   # a step that waits plans from its upstream's records
         except HarnessError as exc:
-            raise HarnessError(f"stage {stage.name} ({job.key}): {exc}") from None
+            raise HarnessError(f"step {step.name} ({job.key}): {exc}") from None
 
 
 def _check_composed(argv: list[str], plan: bool) -> None:

@@ -16,7 +16,7 @@ from harness.core import results
 from harness.core.console import seconds
 from harness.core.errors import HarnessError, one_line
 from harness.paper import cost
-from harness.paper.graph import Job, Stage
+from harness.paper.graph import Job, Step
 from harness.run import planning
 from harness.selection.comparable import comparable_records
 from harness.selection.rules import rule_for
@@ -103,7 +103,7 @@ def composed(overrides: Sequence[str]) -> Iterator[Any]:
             OmegaConf.update(cfg, key, old, merge=False)
 
 
-def plan_run(job: Job, overrides: Sequence[str] | None = None) -> JobState:
+def job_state(job: Job, overrides: Sequence[str] | None = None) -> JobState:
     """A ``run`` (or resolved ``report``) job's cells and their records."""
     state = JobState(job)
     try:
@@ -206,37 +206,37 @@ def _get(config: Mapping[str, Any], dotted: str) -> Any:
     return node
 
 
-def plan(stages: Sequence[Stage]) -> dict[str, JobState]:
-    """Every job's state, by job key, stage by stage (report jobs resolved through their upstream's records)."""
+def job_states(steps: Sequence[Step]) -> dict[str, JobState]:
+    """Every job's state, by job key, step by step (report jobs resolved through their upstream's records)."""
     out: dict[str, JobState] = {}
-    by_stage: dict[str, list[JobState]] = {}
-    for stage in stages:
-        by_stage[stage.name] = [_plan_job(job, by_stage) for job in stage.jobs]
-        out |= {s.job.key: s for s in by_stage[stage.name]}
+    by_step: dict[str, list[JobState]] = {}
+    for step in steps:
+        by_step[step.name] = [_state_of(job, by_step) for job in step.jobs]
+        out |= {s.job.key: s for s in by_step[step.name]}
     return out
 
 
-def _plan_job(job: Job, by_stage: Mapping[str, list[JobState]]) -> JobState:
+def _state_of(job: Job, by_step: Mapping[str, list[JobState]]) -> JobState:
     if job.mode == "run":
-        return plan_run(job)
-    upstream = [s for name, states in by_stage.items() if feeds(name, job) for s in states]
+        return job_state(job)
+    upstream = [s for name, states in by_step.items() if feeds(name, job) for s in states]
     if job.mode == "report":
         overrides = selected_overrides(job, upstream)
         if overrides is None:
-            state = plan_run(job, [*job.overrides, "task.train=false"])   # its size, before the selection exists
+            state = job_state(job, [*job.overrides, "task.train=false"])   # its size, before the selection exists
             state.cells, state.done, state.failed, state.run_ids = 0, 0, [], ()
             state.waiting = f"waits for {job.source}.select"
             return state
-        return plan_run(job, overrides)
+        return job_state(job, overrides)
     state = JobState(job, cells=1)
     if job.mode == "select":
         state.done = int(bool(upstream) and all(s.finished for s in upstream))
     elif job.mode == "leaderboard":
-        state.done = int(all(s.finished for states in by_stage.values() for s in states))
+        state.done = int(all(s.finished for states in by_step.values() for s in states))
     return state
 
 
-def feeds(stage: str, job: Job) -> bool:
-    """Whether ``stage``'s records are what ``job`` selects among (a sweep, its head and chained parts)."""
-    return job.source is not None and (stage == job.source or stage.startswith(job.source + ".")) \
-        and not stage.endswith((".select", ".report", ".shards"))
+def feeds(step: str, job: Job) -> bool:
+    """Whether ``step``'s records are what ``job`` selects among (a sweep, its head and chained parts)."""
+    return job.source is not None and (step == job.source or step.startswith(job.source + ".")) \
+        and not step.endswith((".select", ".report", ".shards"))

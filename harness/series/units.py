@@ -1,12 +1,12 @@
-"""The plan of a series: every checkpoint found, whether it is complete, and each checkpoint's run per task as one
+"""A series' units: every checkpoint found, whether it is complete, and each checkpoint's run per task as one
 job of the paper graph's kind (:class:`~harness.paper.graph.Job`, its state planned as every job's is: by
-:func:`harness.paper.plan.plan_run`, through :func:`harness.run.planning.plan`), and what the rest will cost.
+:func:`harness.paper.progress.job_state`, through :func:`harness.run.planning.plan`), and what the rest will cost.
 
 Each checkpoint runs as ``model.path=<its folder> model.name=<series>-step<step>`` with the ``series`` config key
 set (name, step, folder, fingerprint, what the folder says of its progress): the runner copies that key into each
 record's ``details.series``. The run id holds the weights' content fingerprint (``model.ref``), so a checkpoint
 rewritten on disk is a new run, evaluated again, never trusted from an older record. A checkpoint's jobs are one
-stage of the graph: one SLURM array, one ledger, one status view with the paper graph's.
+step of the graph: one SLURM array, one ledger, one status view with the paper graph's.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError, one_line
-from harness.paper.graph import Job, Stage
-from harness.paper.plan import JobState, plan_run
+from harness.paper.graph import Job, Step
+from harness.paper.progress import JobState, job_state
 from harness.series.discover import Checkpoint, Found, incomplete, listed, newest_change, under
 from harness.series.settings import Settings
 
@@ -57,7 +57,9 @@ class Unit:
 
 
 @dataclass
-class Plan:
+class Series:
+    """What a series holds now: its units (each checkpoint's run per task) and what its folder holds besides."""
+
     settings: Settings
     units: list[Unit]
     ignored: list[str]
@@ -67,13 +69,13 @@ class Plan:
         return [u for u in self.units if u.todo]
 
 
-def stages(units: list[Unit]) -> list[Stage]:
-    """The units' jobs as the paper graph's stages: one per checkpoint (a training task's makes it ``train``)."""
+def steps(units: list[Unit]) -> list[Step]:
+    """The units' jobs as the paper graph's steps: one per checkpoint (a training task's makes it ``train``)."""
     by: dict[int, list[Unit]] = {}
     for u in units:
         if u.job is not None:
             by.setdefault(u.step, []).append(u)
-    return [Stage(f"step{step}", "train" if any(map(_trains, us)) else "eval", [u.job for u in us if u.job])
+    return [Step(f"step{step}", "train" if any(map(_trains, us)) else "eval", [u.job for u in us if u.job])
             for step, us in sorted(by.items())]
 
 
@@ -120,16 +122,16 @@ def series_value(settings: Settings, ckpt: Checkpoint) -> dict[str, Any]:
             "fingerprint": fingerprint(ckpt.folder), **ckpt.facts()}
 
 
-def plan_unit(unit: Unit) -> Unit:
+def with_state(unit: Unit) -> Unit:
     """The unit's cells (as the runner plans them: config and records only, no model loaded) and their records."""
     assert unit.job is not None
-    unit.state = plan_run(unit.job)
+    unit.state = job_state(unit.job)
     if unit.state.waiting:
         unit.skipped = f"cannot be planned: {unit.state.waiting}"
     return unit
 
 
-def make_plan(settings: Settings, known: dict[tuple[str | None, Path], Unit] | None = None) -> Plan:
+def series_of(settings: Settings, known: dict[tuple[str | None, Path], Unit] | None = None) -> Series:
     """Every checkpoint of the series and each of its runs; ``known``: units planned before, finished and
     unchanged since (a watch re-plans only what is new or changed)."""
     found = find(settings)
@@ -144,7 +146,7 @@ def make_plan(settings: Settings, known: dict[tuple[str | None, Path], Unit] | N
                 continue
             looked = looked or _look(settings, ckpt)
             units.append(_unit(settings, ckpt, task, changed, *looked))
-    return Plan(settings, units, found.ignored)
+    return Series(settings, units, found.ignored)
 
 
 def _look(settings: Settings, ckpt: Checkpoint) -> tuple[str | None, dict[str, Any]]:
@@ -167,7 +169,7 @@ def _unit(settings: Settings, ckpt: Checkpoint, task: str | None, changed: float
         return unit
     try:
         unit.job = job_of(settings, unit)
-        return plan_unit(unit)
+        return with_state(unit)
     except HarnessError as exc:
         unit.skipped = f"cannot be planned: {one_line(exc)}"
     except FileNotFoundError as exc:
