@@ -97,7 +97,6 @@ def mnli_records(overrides: list[str]) -> None:
     from harness import planning, results
     from harness.compose import compose_config
     from harness.stages import glue as glue_point
-
     from harness.trial.toy_data import write_tiny_glue
 
     toy = write_tiny_glue(Path(os.environ["RUN_IDS_TMP"]) / "toy-glue")    # the shared data holds no MNLI
