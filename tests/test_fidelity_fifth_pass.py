@@ -4,6 +4,7 @@ every architecture the harness chains; the chained points' run ids change and no
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,120 @@ def test_only_chained_points_change_their_run_id(tmp_path: Path, monkeypatch) ->
     monkeypatch.setattr(stages, "STAGES", again)
     assert ids("task.tasks=[mnli,rte]", f"task.init_from={TINY_MODEL}")["rte"] != chained["rte"]
     assert ids("task.tasks=[mnli,rte]") == plain                                   # unchained: untouched
+
+
+# ------------------------------------------------------------------------------------ one answer to "done?"
+GRAPH = """data: ???
+stages:
+  eval: {task: beir, overrides: [task.train=false, "task.data_dir=${data}", "task.datasets=[scifact,nfcorpus]"]}
+leaderboard: false
+min_finished: 0.5
+overrides: []
+launcher: local
+cluster: local
+site: null
+"""
+
+
+def graph_args(tmp: Path, *extra: str) -> list[str]:
+    return [f"paper={tmp / 'graph.yaml'}", f"paper.data={tmp / 'data'}", "model=modernbert-base",
+            f"model.path={TINY_MODEL}", "model.name=tiny", "model.max_length=64", "precision=fp32", "device=cpu",
+            f"paths.results={tmp}/results", f"paths.outputs={tmp}/outputs", f"paths.cache={tmp}/cache", *extra]
+
+
+def run_graph(tmp: Path, *extra: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "harness.paper", *graph_args(tmp, *extra)], capture_output=True,
+                          text=True, cwd=REPO, timeout=900)
+
+
+def in_process(main, args: list[str], capsys) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def stamps(tmp: Path) -> dict[tuple[str, str], str]:
+    """(model row, dataset) -> created_at of every record."""
+    from harness import results
+
+    return {(r.model["name"], r.dataset): r.created_at for _, r in results.iter_records(tmp / "results")}
+
+
+def test_a_changed_local_dataset_is_one_pending_cell_for_status_resubmit_runner_and_series(tmp_path: Path,
+                                                                                          capsys) -> None:
+    """One function decides "done" (:func:`harness.runplan.done`): after a local dataset changes, the paper graph's
+    ``--status`` shows that cell pending (it said done: it counted any finished record), a resubmit computes it
+    and nothing else, the runner plans exactly it, and a series over the same data agrees; ``overwrite=true``, under
+    which the runner skips nothing, is refused by the graph (as by the series) instead of being ignored."""
+    from harness import planning
+    from harness.compose import compose_config
+    from harness.paper.__main__ import main as paper_main
+    from harness.runplan import pending
+    from harness.series.__main__ import main as series_main
+    from harness.trial.toy_data import write_beir_folder
+    from tests.test_series import write_checkpoint
+
+    (tmp_path / "graph.yaml").write_text(GRAPH)
+    for name in ("scifact", "nfcorpus"):
+        write_beir_folder(tmp_path / "data", name)
+    write_checkpoint(tmp_path / "run", 100)
+    series = ["task=beir", "model=modernbert-base", f"model.path={tmp_path / 'run'}", "model.max_length=64",
+              "precision=fp32", "device=cpu", "task.train=false", f"task.data_dir={tmp_path / 'data'}",
+              "task.datasets=[scifact,nfcorpus]", f"paths.results={tmp_path}/results",
+              f"paths.outputs={tmp_path}/outputs", f"paths.cache={tmp_path}/cache"]
+    ran = run_graph(tmp_path)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    code, out = in_process(series_main, series, capsys)
+    assert code == 0, out
+    first = stamps(tmp_path)
+    assert set(first) == {(m, d) for m in ("tiny", "run-step100") for d in ("scifact", "nfcorpus")}
+
+    # nfcorpus now means other data: its local copy is another folder (a corrected copy, one document more); the
+    # dataset's definition (its data spec) is what the runner compares, the run id stays (it never holds datasets)
+    shutil.copytree(tmp_path / "data" / "nfcorpus", tmp_path / "data" / "nfcorpus-v2")
+    with (tmp_path / "data" / "nfcorpus-v2" / "corpus.jsonl").open("a") as fh:
+        fh.write('{"_id": "new", "title": "cats", "text": "a cat sat on a new mat"}\n')
+    moved = "+task.catalog.nfcorpus.local=nfcorpus-v2"
+    series.append(moved)
+
+    code, out = in_process(paper_main, [*graph_args(tmp_path, moved), "--status"], capsys)
+    assert code == 0, out
+    row = next(line.split() for line in out.splitlines() if line.startswith("eval "))
+    assert row[1:4] == ["pending", "1", "0"], out
+    stale = [line for line in out.splitlines() if "its record's data is not what the dataset holds now" in line]
+    assert len(stale) == 1 and "nfcorpus (" in stale[0] and "scifact" not in stale[0], out
+    code, out = in_process(paper_main, [*graph_args(tmp_path, moved), "--dry-run"], capsys)
+    assert code == 0 and next(line.split() for line in out.splitlines() if line.startswith("eval "))[2:4] == \
+        ["1", "0"], out
+
+    job = [o for o in graph_args(tmp_path, moved) if not o.startswith("paper")] + [
+        "task=beir", "task.train=false", f"task.data_dir={tmp_path / 'data'}", "task.datasets=[scifact,nfcorpus]"]
+    plan = planning.plan(compose_config(job))
+    assert [c.dataset for c in pending(plan, plan.cells)] == ["nfcorpus"]             # the runner: that cell
+    code, out = in_process(series_main, [*series, "--status"], capsys)
+    assert code == 0 and next(line.split() for line in out.splitlines() if line.startswith("step100 "))[1:4] == \
+        ["todo", "1", "0"], out      # todo: run here, never submitted (--launcher slurm would say pending)
+    assert "nfcorpus (" in out and "its record's data is not what the dataset holds now" in out
+
+    ran = run_graph(tmp_path, moved)                                                  # the resubmit
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    code, out = in_process(series_main, series, capsys)
+    assert code == 0, out
+    now = stamps(tmp_path)
+    for row_name in ("tiny", "run-step100"):
+        assert now[(row_name, "scifact")] == first[(row_name, "scifact")]             # nothing else computed
+        assert now[(row_name, "nfcorpus")] > first[(row_name, "nfcorpus")]            # that cell again
+    code, out = in_process(paper_main, [*graph_args(tmp_path, moved), "--status"], capsys)
+    assert next(line.split() for line in out.splitlines() if line.startswith("eval "))[1:4] == ["done", "1", "1"]
+
+    # overwrite: the runner redoes every cell; the graph and the series refuse it in one line (never a 'done' the
+    # runner would not honour)
+    assert len(pending(planning.plan(compose_config([*job, "overwrite=true"])), plan.cells)) == 2
+    code, out = in_process(paper_main, [*graph_args(tmp_path, moved, "overwrite=true"), "--status"], capsys)
+    assert code == 2 and out.count("\n") == 1 and "a paper graph computes what is not done yet" in out, out
+    code, out = in_process(series_main, [*series, "overwrite=true"], capsys)
+    assert code == 2 and "a series computes what has no ok record yet" in out, out
