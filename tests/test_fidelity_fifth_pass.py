@@ -132,7 +132,8 @@ def test_only_chained_points_change_their_run_id(tmp_path: Path, monkeypatch) ->
     from harness.trial.toy_data import write_tiny_glue
 
     glue = write_tiny_glue(tmp_path / "glue")
-    base = ["task=glue", "model=modernbert-base", f"model.path={TINY_MODEL}", "model.name=tiny", f"task.data_dir={glue}",
+    base = ["task=glue", "model=modernbert-base", f"model.path={TINY_MODEL}", "model.name=tiny",
+            f"task.data_dir={glue}",
             "task.lr=3e-5", "task.weight_decay=1e-6", "task.epochs=1", "task.seed=1618", "device=cpu",
             f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs", f"paths.cache={tmp_path}/cache"]
 
@@ -212,10 +213,15 @@ def test_a_changed_local_dataset_is_one_pending_cell_for_status_resubmit_runner_
               "precision=fp32", "device=cpu", "task.train=false", f"task.data_dir={tmp_path / 'data'}",
               "task.datasets=[scifact,nfcorpus]", f"paths.results={tmp_path}/results",
               f"paths.outputs={tmp_path}/outputs", f"paths.cache={tmp_path}/cache"]
-    ran = run_graph(tmp_path)
+    logs = tmp_path / "logs"   # hydra.run.dir, out of habit: each job's logs go under it (test_hydra_* below)
+    ran = run_graph(tmp_path, f"hydra.run.dir={logs}/graph")
     assert ran.returncode == 0, ran.stderr[-3000:]
-    code, out = in_process(series_main, series, capsys)
+    job_logs = logs / "graph" / "eval"
+    assert (job_logs / ".hydra" / "config.yaml").is_file() and list(job_logs.glob("*.log"))
+    code, out = in_process(series_main, [*series, f"hydra.run.dir={logs}/series"], capsys)
     assert code == 0, out
+    (unit_log,) = (logs / "series").glob("*/run.log")
+    assert unit_log.parent.name.startswith("beir_100_") and "nfcorpus" in unit_log.read_text()
     first = stamps(tmp_path)
     assert set(first) == {(m, d) for m in ("tiny", "run-step100") for d in ("scifact", "nfcorpus")}
 
@@ -264,3 +270,80 @@ def test_a_changed_local_dataset_is_one_pending_cell_for_status_resubmit_runner_
     assert code == 2 and out.count("\n") == 1 and "a paper graph computes what is not done yet" in out, out
     code, out = in_process(series_main, [*series, "overwrite=true"], capsys)
     assert code == 2 and "a series computes what has no ok record yet" in out, out
+
+
+# ------------------------------------------------------------------------------------ hydra.* habits
+REFUSED = {"hydra/launcher=slurm": "launches its own jobs; ask for SLURM with",
+           "hydra.launcher.partition=gpu": "launches its own jobs",
+           "hydra.job.chdir=true": "runs its jobs in the folder it runs in",
+           "hydra.sweep.dir=/tmp/x": "takes hydra.run.dir=<folder>"}
+
+
+@pytest.mark.parametrize("override", list(REFUSED))
+def test_hydra_overrides_the_paper_graph_cannot_apply_are_refused_in_one_line(override: str, tmp_path: Path,
+                                                                             capsys) -> None:
+    from harness.paper.__main__ import main as paper_main
+
+    (tmp_path / "graph.yaml").write_text(GRAPH)
+    code, out = in_process(paper_main, [*graph_args(tmp_path), override, "--dry-run"], capsys)
+    assert code == 2 and out.count("\n") == 1, out
+    assert out.startswith(f"error: {override!r}: python -m harness.paper ") and REFUSED[override] in out
+
+
+def test_hydra_run_dir_on_the_paper_graph_gives_each_job_its_log_folder(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``hydra.run.dir=<dir>`` (a traceback before: the graph composed it as a config key): said once, written to
+    the graph's context, and each run job's ``python -m harness`` gets ``hydra.run.dir=<dir>/<job key>``
+    (test_a_changed_local_dataset_... runs it for real: Hydra writes the job's log and .hydra/ there);
+    ``hydra.job.chdir=false`` is what the jobs do anyway."""
+    import json
+
+    from harness.paper import job
+    from harness.paper.__main__ import main as paper_main
+
+    from harness.trial.toy_data import write_beir_folder
+
+    (tmp_path / "graph.yaml").write_text(GRAPH)
+    for name in ("scifact", "nfcorpus"):
+        write_beir_folder(tmp_path / "data", name)
+    code, out = in_process(paper_main, [*graph_args(tmp_path), f"hydra.run.dir={tmp_path}/logs",
+                                        "hydra.job.chdir=false", "--dry-run"], capsys)
+    assert code == 0, out
+    assert f"[paper] hydra.run.dir: each job's log goes to {tmp_path}/logs/<job key>/" in out
+    ran: dict[str, list[str]] = {}
+    monkeypatch.setattr(job, "_harness", lambda key, overrides: ran.setdefault(key, list(overrides)))
+    monkeypatch.setattr(job, "run_job_process", lambda context, key: job.run_job(str(context), key) or 0)
+    code, out = in_process(paper_main, [*graph_args(tmp_path), f"hydra.run.dir={tmp_path}/logs"], capsys)
+    assert code == 0, out
+    assert ran["eval"][-1] == f"hydra.run.dir='{tmp_path}/logs/eval'"
+    assert not any(o.startswith("hydra") for o in ran["eval"][:-1])
+    context = json.loads((tmp_path / "paper" / "tiny" / "context.json").read_text())
+    assert context["log_dir"] == f"{tmp_path}/logs" and not any(o.startswith("hydra") for o in context["common"])
+
+
+@pytest.mark.parametrize("override", list(REFUSED))
+def test_hydra_overrides_the_series_cannot_apply_are_refused_in_one_line(override: str, tmp_path: Path,
+                                                                         capsys) -> None:
+    """(test_a_changed_local_dataset_... runs a series with ``hydra.run.dir``: each checkpoint run's log is
+    ``<dir>/<run key>/run.log``.)"""
+    from harness.series.__main__ import main as series_main
+    from tests.test_series import make_run
+
+    make_run(tmp_path)
+    code, out = in_process(series_main, ["task=beir", f"model.path={tmp_path / 'run'}", override, "--dry-run"],
+                           capsys)
+    assert code == 2 and out.count("\n") == 1, out
+    assert out.startswith(f"error: {override!r}: python -m harness.series ") and REFUSED[override] in out
+
+
+def test_hydra_run_dir_on_the_series_is_taken(tmp_path: Path, capsys) -> None:
+    """``python -m harness.series ... hydra.run.dir=<dir>``: a traceback before (its overrides were set on the
+    composed config); planned now, the folder taken for the checkpoint runs' logs."""
+    from harness.series.__main__ import main as series_main
+    from tests.test_series import make_run
+
+    make_run(tmp_path)
+    code, out = in_process(series_main, ["task=beir", "model=modernbert-base", f"model.path={tmp_path / 'run'}",
+                                         "model.max_length=64", "task.train=false", f"task.data_dir={tmp_path}/data",
+                                         "task.datasets=[scifact]", f"hydra.run.dir={tmp_path}/logs",
+                                         "hydra.job.chdir=false", "--dry-run"], capsys)
+    assert code == 0 and "4 to run, 0 done" in out, out
