@@ -299,7 +299,6 @@ def test_hydra_run_dir_on_the_paper_graph_gives_each_job_its_log_folder(tmp_path
 
     from harness.paper import job
     from harness.paper.__main__ import main as paper_main
-
     from harness.trial.toy_data import write_beir_folder
 
     (tmp_path / "graph.yaml").write_text(GRAPH)
