@@ -346,3 +346,38 @@ def test_hydra_run_dir_on_the_series_is_taken(tmp_path: Path, capsys) -> None:
                                          "task.datasets=[scifact]", f"hydra.run.dir={tmp_path}/logs",
                                          "hydra.job.chdir=false", "--dry-run"], capsys)
     assert code == 0 and "4 to run, 0 done" in out, out
+
+
+# ------------------------------------------------------------------------------------ readings marked
+def test_table_5s_gte_mrpc_cells_are_footnoted_as_f1_and_never_best(tmp_path: Path) -> None:
+    """GTE-en-MLM's MRPC 92.1 / 93.5 are F1 by our reading (docs/fidelity.md): footnoted like its QQP cells, so
+    GTE-en-MLM-large's 93.5 is no longer the best published large MRPC number (DeBERTaV3-large's 92.2 is)."""
+    from harness.leaderboard import build_leaderboard
+    from harness.leaderboard.cells import OTHER_METRIC_MARK, ranked
+
+    glue = build_leaderboard([tmp_path], published=True).table("glue")
+    for size, value in (("base", "92.1"), ("large", "93.5")):
+        cell = glue.cells[f"pub:GTE-en-MLM-{size}|GTE-en-MLM|{size}"]["mrpc"]
+        assert cell.text == value + OTHER_METRIC_MARK and cell.other_metric == "F1" and not ranked(cell)
+        assert "our reading" in cell.note
+    large = {row: cells["mrpc"] for row, cells in glue.cells.items() if row.endswith("|large") and "mrpc" in cells}
+    best = max((c for c in large.values() if ranked(c)), key=lambda c: c.value)
+    assert best.value == 92.2 and best is glue.cells["pub:DeBERTaV3-large|DeBERTaV3|large"]["mrpc"]
+
+
+def test_fidelity_rows_the_audit_named_say_our_reading() -> None:
+    """Each reading the fifth pass's audit found presented as the authors' is marked, and task=code has its rows."""
+    from tests.test_protocol_fidelity import ROWS, parse
+
+    reading = {(parse(r)[0][0], parse(r)[1]): r[4] for r in ROWS}   # (task=..., key) -> source
+    glue = ("task.scoring_protocol", "task.early_stopping.patience_batches", "task.weight_decay_convention",
+            "task.adam_beta2", "task.definitions.mrpc.metric", *(f"model.glue.{k}" for k in (
+                "classifier_pooling", "classifier_activation", "classifier_dropout", "classifier_norm",
+                "attention_dropout", "attention_output_dropout")))
+    code = ("task.title_convention", "task.source.run", "task.catalog.codesearchnet.split",
+            "task.catalog.stackoverflow-qa.split")
+    for task, key in [*(("task=glue", k) for k in glue), ("task=colbert", "task.gradient_accumulation_steps"),
+                      *(("task=code", k) for k in code)]:
+        assert "**our reading**" in reading[(task, key)], (task, key)
+    text = (REPO / "docs" / "fidelity.md").read_text()
+    assert "dataloader_drop_last" in text and "training_args.py:204-212" in text

@@ -12,8 +12,8 @@ PUBLISHED = "published"
 THIS_RUN = "this run"
 PARTIAL_MARK = "*"
 COMPUTED_MARK = "†"
-#: a published number in another metric than its column's (Table 5 copies GTE-en-MLM's QQP F1 into an accuracy
-#: column): footnoted, never marked best
+#: a published number in another metric than its column's (Table 5 copies GTE-en-MLM's QQP and MRPC F1 into
+#: accuracy columns): footnoted, never marked best
 OTHER_METRIC_MARK = "◊"
 #: a cell's fields under their keys in the page's data (data.js; app.js reads these)
 _JSON_KEYS = {"std": "s", "n": "n", "partial": "p", "failed": "f", "computed": "c", "subset": "sub", "local": "loc",
