@@ -12,8 +12,8 @@ PUBLISHED = "published"
 THIS_RUN = "this run"
 PARTIAL_MARK = "*"
 COMPUTED_MARK = "†"
-#: a published number in another metric than its column's (Table 5 copies GTE-en-MLM's QQP F1 into an accuracy
-#: column): footnoted, never marked best
+#: a published number in another metric than its column's (Table 5 copies GTE-en-MLM's QQP and MRPC F1 into
+#: accuracy columns): footnoted, never marked best
 OTHER_METRIC_MARK = "◊"
 #: a published number measured under another protocol than its column's (a later paper's own fine-tune or evaluation
 #: code: Ettin's CSN/MLDR, mmBERT's GLUE via mGTE's NLU code): footnoted, never marked best

@@ -28,6 +28,7 @@ from typing import Any
 from harness import layout, results, selection, specs
 from harness.errors import HarnessError, one_line, print_error
 from harness.paper import graph, plan
+from harness.paper.hydra_overrides import run_dir_override
 from harness.selection.comparable import set_aside_lines
 from harness.selection.rules import rule_for
 
@@ -93,13 +94,15 @@ def _run(context: str, key: str) -> None:
     job = next((j for s in stages for j in s.jobs if j.key == key), None)
     if job is None:
         raise JobFailed(f"no job {key!r} in the paper graph of {context}")
+    logs = json.loads(Path(context).read_text()).get("log_dir")   # hydra.run.dir given to the command
+    where = [run_dir_override(logs, job.key)] if logs else []
     if job.mode == "run":
-        _harness(job.key, job.overrides)
+        _harness(job.key, [*job.overrides, *where])
     elif job.mode == "report":
         overrides = plan.selected_overrides(job, _upstream(job, stages))
         if overrides is None:
             raise JobFailed(f"{job.key}: {job.source}'s runs have no usable record to select from")
-        _harness(job.key, overrides)
+        _harness(job.key, [*overrides, *where])
     elif job.mode == "select":
         select(job, _upstream(job, stages), float(paper.get("min_finished", 0.5)))
     else:

@@ -78,6 +78,7 @@ def check_runs(stages: Sequence[Any], deep: bool = True) -> None:
     keys; ``deep``: also the composed config's settings, folders, device and data)."""
     from harness.overrides import check_group_overrides, check_key_overrides
 
+    check_no_overwrite(stages)
     seen: set[tuple[str, ...]] = set()
     for stage in stages:
         job = next((j for j in stage.jobs if j.mode == "run"), None)
@@ -92,6 +93,21 @@ def check_runs(stages: Sequence[Any], deep: bool = True) -> None:
                 _check_composed(argv, plan=not stage.after)   # a stage that waits plans from its upstream's records
         except HarnessError as exc:
             raise HarnessError(f"stage {stage.name} ({job.key}): {exc}") from None
+
+
+def check_no_overwrite(stages: Sequence[Any]) -> None:
+    """``overwrite=true`` is refused: a graph's jobs are done when the runner would skip their cells
+    (:func:`harness.runplan.done`), and under overwrite the runner skips none, so no job would ever be done (a
+    selection would find no finished run) and every resubmit would compute everything again."""
+    for stage in stages:
+        for job in stage.jobs:
+            for text in job.overrides:
+                key, _, value = text.partition("=")
+                if key.lstrip("+~") == "overwrite" and value.strip().lower() in ("true", "1", "yes"):
+                    raise HarnessError(
+                        f"{text!r} (stage {stage.name}): a paper graph computes what is not done yet and never "
+                        "redoes a finished job; to compute one again, remove its records (results/<task>/<model>/"
+                        "<run id>/), or run it alone with python -m harness <its overrides> overwrite=true")
 
 
 def _check_composed(argv: list[str], plan: bool) -> None:

@@ -27,16 +27,18 @@ from harness.results import atomic_write_json
 from harness.series.plan import Plan, Unit, plan_unit, stages
 
 
-def run_unit(unit: Unit) -> str | None:
-    """Compute one checkpoint's run; returns None when every cell has an ok record, else the one-line failure."""
+def run_unit(unit: Unit, log_dir: str | None = None) -> str | None:
+    """Compute one checkpoint's run (``log_dir``: ``hydra.run.dir``, under which its log goes); returns None when
+    every cell has an ok record, else the one-line failure."""
     from harness import runner
+    from harness.paper.hydra_overrides import job_log_dir, log_file
     from harness.paper.plan import composed
 
     assert unit.job is not None
     print(f"[series {unit.series['name']}] step {unit.step} ({unit.checkpoint.folder}): "
           f"{unit.task or 'default task'}, {unit.cells - unit.done} of {unit.cells} cells", flush=True)
     try:
-        with composed(unit.job.overrides) as cfg:
+        with composed(unit.job.overrides) as cfg, log_file(job_log_dir(log_dir, unit.key) if log_dir else None):
             runner.run(cfg)
     except HarnessError as exc:   # runner.RunFailed (failed cells) among them
         error = one_line(exc)
@@ -53,7 +55,7 @@ def run_all(plan: Plan) -> tuple[dict[str, str], int]:
     failures: dict[str, str] = {}
     todo = sorted(plan.todo, key=lambda u: (u.step, u.task or ""))
     for unit in todo:
-        error = run_unit(unit)
+        error = run_unit(unit, plan.settings.log_dir)
         if error:
             failures[unit.key] = error
             print(f"[series {unit.series['name']}] step {unit.step} failed: {error}", flush=True)
@@ -66,14 +68,14 @@ def folder_of(plan: Plan) -> Path:
     return Path(str(unit.state.results)).resolve().parent / "series" / plan.settings.name
 
 
-def write_context(folder: Path, units: list[Unit]) -> Path:
+def write_context(folder: Path, units: list[Unit], log_dir: str | None = None) -> Path:
     """``context.json`` with every stage submitted so far and ``units``' (by stage name; a stage submitted again
-    is replaced by its new jobs)."""
+    is replaced by its new jobs), and where the jobs' logs go (``hydra.run.dir``, or None)."""
     path = folder / "context.json"
     known = {s["name"]: s for s in (json.loads(path.read_text())["stages"] if path.exists() else [])}
     known |= {s.name: s.to_dict() for s in stages(units)}
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, {"stages": list(known.values())})
+    atomic_write_json(path, {"stages": list(known.values()), "log_dir": log_dir})
     return path
 
 
@@ -101,7 +103,7 @@ class Submitter:
             return failures, 0
         folder = folder_of(plan)
         before = read_ledger(folder)[0]
-        context = write_context(folder, todo)
+        context = write_context(folder, todo, plan.settings.log_dir)
         submit(stages(todo), {u.key: u.state for u in todo}, context, self.cluster, folder, q)
         ledger = read_ledger(folder)[0]
         started = {u.key: ledger[u.key] for u in todo if u.key in ledger and ledger[u.key] != before.get(u.key)}

@@ -27,6 +27,11 @@ STAGES: Registry[Stage] = Registry("stage", {
     "load.encoder": Stage(1, what="a SentenceTransformer from a hub id, folder or package (harness.models); pruning"),
     "load.colbert": Stage(1, what="a PyLate ColBERT model"),
     "load.classifier": Stage(1, what="a sequence classifier (fresh head): harness.training.classification"),
+    # a GLUE point that starts from another run's weights (MNLI's chosen checkpoint, task.init_from) computes this
+    # stage too (its version enters only those points' identities); 1: the encoder alone was carried (before the
+    # fifth fidelity pass, never hashed), 2: every weight but the final classifier, as the authors carried it
+    "load.chain": Stage(2, what="the weights a chained GLUE point starts from: all but classifier.*, "
+                              "harness.training.classification.carry_weights"),
     "train.dense": Stage(2, what="sentence-transformers (Cached)MNRL on triplets (harness.training.seeding)"),
     "train.kd": Stage(1, what="PyLate KL distillation from teacher scores (harness.training.seeding)"),
     "train.glue": Stage(2, what="Trainer; authors (last eval, seeds) or best_epoch: harness.training.classification"),

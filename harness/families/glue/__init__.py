@@ -35,9 +35,13 @@ from harness.families.base import Family
 from harness.families.glue.chain import resolve_init
 from harness.families.glue.grid import GlueSettings, epoch_values, order_tasks, plan, seeds
 from harness.runplan import Cell, RunPlan
-from harness.specs import dependencies
+from harness.specs import dependencies, stages
 from harness.stages import check_model
+from harness.stages.context import InitSource
 from harness.work import Work, cost_data
+
+#: the stage a point that starts from another run's weights computes beyond the spec's (harness/specs/stages.py)
+CHAIN_STAGE = "load.chain"
 
 
 class GlueFamily(Family):
@@ -84,12 +88,19 @@ class GlueFamily(Family):
                 "task.tasks": point.task, "task.lr": point.lr, "task.weight_decay": point.weight_decay,
                 "task.epochs": point.epochs, "task.seed": point.seed, "task.definitions": s.definitions[point.task],
                 "task.data": data[point.task], "task.init": init.run_id or init.checkpoint,
-                "task.eval_batches": s.eval_interval.get(point.task), **head,
+                "task.eval_batches": s.eval_interval.get(point.task), **head, **self.chained_protocol(init),
             })
             rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs,
                                          "seed": point.seed})
             out.append(Cell(point.task, rid, ident, payload=(point, init)))
         return out
+
+    def chained_protocol(self, init: InitSource) -> dict[str, Any]:
+        """A point that starts from another run's weights computes one stage more, ``load.chain`` (what is carried),
+        whose version enters its identity alone: a point from the pretrained encoder keeps the id it had."""
+        if init.checkpoint is None:
+            return {}
+        return {"protocol": stages.versions([*self.task_spec.stages_for(self.config), CHAIN_STAGE])}
 
     def fitted_lengths(self) -> dict[str, int]:
         return {"task.max_length": int(self.settings.max_length)}
