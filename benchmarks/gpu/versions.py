@@ -22,10 +22,13 @@ LIBRARIES = ("torch", "transformers", "sentence_transformers", "tokenizers", "hu
 
 
 def origin(module: object, site: Path) -> str:
-    """``carried`` (under the wheels' site folder), ``repo`` (the checkout) or ``image`` (the interpreter's own)."""
+    """``carried`` (under the wheels' site folder), ``image`` (the interpreter's own packages, wherever its prefix
+    lies: a venv inside the checkout is still the interpreter's) or ``repo`` (the checkout)."""
     where = Path(getattr(module, "__file__", "") or "").resolve()
     if site.resolve() in where.parents:
         return "carried"
+    if any(Path(prefix).resolve() in where.parents for prefix in {sys.prefix, sys.base_prefix}):
+        return "image"
     if Path.cwd().resolve() in where.parents:
         return "repo"
     return "image"
