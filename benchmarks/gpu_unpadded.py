@@ -3,7 +3,8 @@
     python benchmarks/gpu_unpadded.py window                  # the window probe (benchmarks/gpu/window.py)
     python benchmarks/gpu_unpadded.py efficiency              # Table 2's four sets, fp32: harness vs notebook loop
     python benchmarks/gpu_unpadded.py bf16                    # short fixed in bf16: autocast, bf16 weights, compiled
-    python benchmarks/gpu_unpadded.py retrieval --data DIR    # a BEIR corpus: harness encoder vs sentence-transformers
+    python benchmarks/gpu_unpadded.py retrieval --data DIR    # a BEIR corpus, MiniLM: harness vs sentence-transformers
+    python benchmarks/gpu_unpadded.py encode --model-dir MB   # the same, ModernBERT-base's shape: the encoder target
     python benchmarks/gpu_unpadded.py parity                  # per-text max |diff|, packed vs padded, fp32
     python benchmarks/gpu_unpadded.py gradients               # a classifier's gradients vs padded sdpa
 
@@ -17,7 +18,9 @@ attention kernel counted while it was measured.
 with the attention ``auto`` resolves to (CUDA: harness_varlen, packed; CPU: ``harness_varlen``'s reference) and
 fp32 matmuls as the authors' notebooks (TF32 off; ``--tf32`` adds short fixed with TF32 on, for information); the
 notebook loop is an sdpa model with batches padded to the set's longest length, fp32, random ids in [100, 16,000),
-a synchronise per pass. Tokens/s count real tokens, mean of ``--repeats`` passes after one warm-up.
+a synchronise per pass. Tokens/s count real tokens, mean of ``--repeats`` passes after one warm-up. With fp32
+weights the flash kernel still runs in bf16 (q, k and v cast around it, as the authors' research ModernBERT did):
+each figure's kernel says ``... on bfloat16``, counted per run (:func:`gpu.figures.kernel_of`).
 """
 
 from __future__ import annotations
@@ -131,7 +134,9 @@ def harness_rate(hf: Any, spec: SetSpec, n: int, mode: str | None, args: argpars
 
 
 def run_efficiency(args: argparse.Namespace) -> None:
-    from gpu.figures import Figures, kernel_of
+    """Each set: the harness, then the notebook loop, then their ratio; a length's variable / fixed the moment
+    both of its sets exist (a step cut off later keeps them). Each figure's kernel counts that run's calls only."""
+    from gpu.figures import Figures, kernel_of, marks
     from transformers import AutoModel
 
     from harness.models.kernel_calls import watch
@@ -146,36 +151,40 @@ def run_efficiency(args: argparse.Namespace) -> None:
         for name in SETS:
             spec = shrunk(name, args.shrink)
             if spec.max_length > positions:
-                figures.add(f"{name} fp32", "skipped", note=f"the model's positions stop at {positions}")
+                figures.add(f"{name} fp32 weights", "skipped", note=f"the model's positions stop at {positions}")
                 continue
             n = args.n_short if SETS[name].get("length", SETS[name].get("max")) <= 512 else args.n_long
+            before = marks(hf)
             ours = rates[name] = harness_rate(hf, spec, n, mode, args)
-            kernel = kernel_of(hf)
+            kernel = kernel_of(hf, since=before)
             paper = float(row[name]) * 1e3
-            figures.add(f"{name} fp32, harness ({'packed' if mode else 'padded'}), {n} docs", ours, "tokens/s",
-                        kernel=kernel, target=(">=", paper) if args.shrink == 1 else None,
+            figures.add(f"{name} fp32 weights, harness ({'packed' if mode else 'padded'}), {n} docs", ours,
+                        "tokens/s", kernel=kernel, target=(">=", paper) if args.shrink == 1 else None,
                         note=f"paper's RTX 4090: {paper:,.0f}; TF32 {matmul.get('tf32', 'n/a')}")
             lengths = tp.set_lengths(spec, n, 42).tolist()
+            before_nb = marks(notebook)
             theirs = notebook_loop(notebook, lengths, spec.batch_size, spec.max_length, args.device, args.repeats, ids)
-            figures.add(f"{name} fp32, notebook-style padded sdpa loop", theirs, "tokens/s",
-                        kernel=kernel_of(notebook))
-            figures.add(f"{name} fp32, harness / notebook loop", ours / theirs, "x", kernel=kernel)
-    for kind in ("short", "long"):
-        if f"{kind}_fixed" in rates and f"{kind}_variable" in rates:
-            figures.add(f"{kind} variable / {kind} fixed (fp32, harness)",
-                        rates[f"{kind}_variable"] / rates[f"{kind}_fixed"], "x", kernel=kernel_of(hf),
-                        target=(">=", VARIABLE_VS_FIXED))
+            figures.add(f"{name} fp32 weights, notebook-style padded sdpa loop", theirs, "tokens/s",
+                        kernel=kernel_of(notebook, since=before_nb))
+            figures.add(f"{name} fp32 weights, harness / notebook loop", ours / theirs, "x", kernel=kernel)
+            kind = name.split("_")[0]
+            if name.endswith("variable") and f"{kind}_fixed" in rates:
+                figures.add(f"{kind} variable / {kind} fixed (fp32 weights, harness)",
+                            rates[name] / rates[f"{kind}_fixed"], "x", kernel=kernel,
+                            target=(">=", VARIABLE_VS_FIXED))
     if args.tf32 and args.device.startswith("cuda"):       # not the paper's protocol: what TF32 would give
         torch.set_float32_matmul_precision("high")
-        figures.add("short_fixed fp32 with TF32 on (not the paper's protocol)",
+        before = marks(hf)
+        figures.add("short_fixed fp32 weights with TF32 on (not the paper's protocol)",
                     harness_rate(hf, shrunk("short_fixed", args.shrink), args.n_short, mode, args), "tokens/s",
-                    kernel=kernel_of(hf))
+                    kernel=kernel_of(hf, since=before))
 
 
 def run_bf16(args: argparse.Namespace) -> None:
     """Short fixed under precision=bf16: autocast over fp32 weights (what the harness ran before issue 46), bf16
-    weights (what it runs now on CUDA), and bf16 weights through torch.compile (compile time shown)."""
-    from gpu.figures import Figures, kernel_of
+    weights (what it runs now on CUDA; the rotary frequencies stay fp32), and bf16 weights through torch.compile
+    (compile time shown). Each figure's kernel counts its own run's calls, not the runs before it."""
+    from gpu.figures import Figures, kernel_of, marks
 
     from harness.models import cast_for_inference
     from harness.models.compiled import compile_encoder
@@ -183,12 +192,15 @@ def run_bf16(args: argparse.Namespace) -> None:
     figures = Figures(args.out, "bf16", args.device)
     spec = shrunk("short_fixed", args.shrink)
     _, hf, mode = harness_model(args)
+    before = marks(hf)
     autocast_rate = harness_rate(hf, spec, args.n_short, mode, args, "bf16")
-    figures.add("short_fixed bf16, autocast over fp32 weights", autocast_rate, "tokens/s", kernel=kernel_of(hf))
+    figures.add("short_fixed bf16, autocast over fp32 weights", autocast_rate, "tokens/s",
+                kernel=kernel_of(hf, since=before))
     cast_for_inference(hf, "bf16", "cuda")                  # the weights themselves, on any device (the dry run)
+    before = marks(hf)
     eager = harness_rate(hf, spec, args.n_short, mode, args, "bf16")
-    figures.add("short_fixed bf16, bf16 weights (the harness on CUDA)", eager, "tokens/s", kernel=kernel_of(hf),
-                target=(">=", BF16_SHORT_FIXED) if args.shrink == 1 else None,
+    figures.add("short_fixed bf16, bf16 weights (the harness on CUDA)", eager, "tokens/s",
+                kernel=kernel_of(hf, since=before), target=(">=", BF16_SHORT_FIXED) if args.shrink == 1 else None,
                 note=f"{eager / autocast_rate:.2f}x autocast")
     if args.compile_backend == "none":
         return
@@ -200,23 +212,24 @@ def run_bf16(args: argparse.Namespace) -> None:
     harness_rate(hf, spec, min(args.n_short, spec.batch_size), mode, argparse.Namespace(**{**vars(args), "repeats": 1}),
                  "bf16")
     compile_s = time.perf_counter() - t0
+    before = marks(hf)
     compiled = harness_rate(hf, spec, args.n_short, mode, args, "bf16")
     figures.add(f"short_fixed bf16 weights, torch.compile ({args.compile_backend})", compiled, "tokens/s",
-                kernel=kernel_of(hf), note=f"{compiled / eager:.2f}x eager; first passes (compiling) "
-                                           f"{compile_s:.1f} s")
+                kernel=kernel_of(hf, since=before), note=f"{compiled / eager:.2f}x eager; first passes (compiling) "
+                                                         f"{compile_s:.1f} s")
 
 
 def main() -> None:
     from gpu import parity, retrieval, window
 
     steps = {"window": window.run, "efficiency": run_efficiency, "bf16": run_bf16, "retrieval": retrieval.run,
-             "parity": parity.run_parity, "gradients": parity.run_gradients}
+             "encode": retrieval.run, "parity": parity.run_parity, "gradients": parity.run_gradients}
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("what", choices=list(steps))
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", default=None, help="append each figure to OUT/figures.jsonl as it is measured")
     ap.add_argument("--model-dir", default=None, help="a ModernBERT folder (else --random); retrieval: a "
-                    "sentence-transformers folder (default all-MiniLM-L6-v2 from its package)")
+                    "sentence-transformers folder (default all-MiniLM-L6-v2 from its package); encode: a ModernBERT")
     ap.add_argument("--random", default="tiny", choices=["tiny", "base", "base2"])
     ap.add_argument("--attn", default=None, help="the harness' attention (default: auto on CUDA; CPU: harness_varlen)")
     ap.add_argument("--repeats", type=int, default=2)
@@ -236,7 +249,7 @@ def main() -> None:
 
     transformers.logging.set_verbosity_error()      # load reports of the random-weight folders
     transformers.logging.disable_progress_bar()
-    if args.what != "retrieval" and args.what != "window" and not args.model_dir:
+    if args.what not in ("retrieval", "window") and not args.model_dir:
         args.model_dir = random_modernbert(args.random)
     steps[args.what](args)
 

@@ -45,7 +45,8 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 #: (``--dist loadfile``: one module per worker at a time, module fixtures run once) start them early
 LONGEST_FIRST = ("test_paper_runs.py", "test_train_devices.py", "test_colbert_parity.py", "test_retrieval_runs.py",
                  "test_shards.py", "test_scheduler.py", "test_coir.py", "test_slurm.py", "test_efficiency.py",
-                 "test_glue_runs.py", "test_locks.py", "test_mteb_parity.py", "test_longdocs.py")
+                 "test_glue_runs.py", "test_locks.py", "test_mteb_parity.py", "test_longdocs.py",
+                 "test_fidelity_fifth_pass.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

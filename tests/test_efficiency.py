@@ -227,6 +227,7 @@ def test_the_varlen_path_times_packed_batches_and_says_which_kernel(tmp_path: Pa
     d = rec.details
     assert rec.status == "ok" and d["attn_implementation"] == d["attn_requested"] == "harness_varlen"
     assert d["attention_kernel"].startswith("reference") and d["unpadded"] is True and d["pack_mode"] == "varlen"
+    assert d["dtype"] == "fp32" and d["attention_dtype"] == "float32"       # the reference runs in the inputs' dtype
     # the kernel is counted (4 layers x the passes' batches), fp32 matmuls as the notebooks ran them (TF32 off)
     assert set(d["attention_calls"]) == {d["attention_kernel"]} and d["attention_calls"][d["attention_kernel"]] % 4 == 0
     assert d["float32_matmul_precision"] == "highest" and d["runs"] == "fp32" and d["compiled"] is False

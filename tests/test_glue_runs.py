@@ -112,7 +112,7 @@ def test_mnli_chaining_multirun_runs_mnli_first_and_loads_its_encoder(glue_dir, 
     assert rte.details["init_from"] == ckpt and rte.details["init_from_run_id"] == mnli.run_id
     assert rte.hyperparameters["init_from"] == "mnli" and rte.created_at >= mnli.created_at
 
-    # what the RTE job loads: MNLI's encoder, a fresh 2-way head
+    # what the RTE job loads: MNLI's encoder and pooling head, a fresh 2-way classifier
     torch.manual_seed(0)
     chained = load_classifier(str(TINY), 2, init_from=ckpt)
     mnli_model = load_classifier(ckpt, 3)
@@ -123,7 +123,8 @@ def test_mnli_chaining_multirun_runs_mnli_first_and_loads_its_encoder(glue_dir, 
     assert any(not torch.equal(p, q) for p, q in zip(chained.base_model.state_dict().values(),
                                                      pretrained.base_model.state_dict().values(), strict=True))
     assert chained.classifier.out_features == 2
-    assert not torch.equal(chained.head.dense.weight, mnli_model.head.dense.weight)   # head is not MNLI's
+    assert torch.equal(chained.head.dense.weight, mnli_model.head.dense.weight)   # the head is MNLI's (the authors'
+    assert rte.details["init_fresh"] == ["classifier.weight", "classifier.bias"]    # rule: all but the classifier)
 
 
 def test_submitit_local_runs_a_two_point_multirun(glue_dir, tmp_path):

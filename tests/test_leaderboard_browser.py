@@ -191,6 +191,40 @@ def test_mteb_published_cell_beside_this_run(mteb_page):
     assert sqa.text == "84.0"
 
 
+def test_later_papers_rows_show_their_table_badge_and_footnoted_cells(page):
+    """Issue 56: the Ettin and mmBERT rows, each badged with its source table (its protocol on hover), in the
+    MTEB(eng, v2) Retrieval column; cells measured under another protocol than their column's carry ¶, explain it on
+    hover and are never bold; the footer names each later paper's protocol."""
+    from selenium.webdriver.common.by import By
+
+    d = page
+    d.find_element(By.ID, "filter-model").clear()
+    d.execute_script("var e=document.getElementById('filter-model'); e.value=''; e.dispatchEvent(new Event('input'));")
+    from selenium.webdriver.support.ui import Select
+
+    Select(d.find_element(By.ID, "filter-size")).select_by_value("")
+    col = "MTEB(eng, v2) Retrieval"
+    ettin = d.find_element(By.CSS_SELECTOR, '#t-mteb tr[data-row="pub:Ettin-150m|Ettin|150m"]')
+    assert ettin.is_displayed() and ettin.find_element(By.CSS_SELECTOR, f'td[data-col="{col}"]').text == "45.7"
+    badge = ettin.find_element(By.CSS_SELECTOR, ".badge.source")
+    assert badge.text == "Ettin Table 3" and "MTEB(eng, v2)" in badge.get_attribute("title")
+    assert "arXiv 2507.11412v2 Table 3" in ettin.find_element(By.CSS_SELECTOR, f'td[data-col="{col}"]').get_attribute("title")
+    best = d.find_element(By.CSS_SELECTOR, f'#t-mteb td.best[data-col="{col}"]')
+    assert best.text == "50.1"                                     # Ettin-1b, the column's best
+    mm = d.find_element(By.CSS_SELECTOR, '#t-glue tr[data-row="pub:mmBERT-base|mmBERT|base"]')
+    assert [b.text for b in mm.find_elements(By.CSS_SELECTOR, ".badge.source")] == \
+        ["mmBERT Table 2", "mmBERT Table 4", "mmBERT Table 6"]
+    cola = mm.find_element(By.CSS_SELECTOR, 'td[data-col="cola"]')
+    assert cola.text == "61.9¶" and "best" not in cola.get_attribute("class") and "mGTE" in cola.get_attribute("title")
+    csn = d.find_element(By.CSS_SELECTOR, '#t-code tr[data-row="pub:Ettin-1b|Ettin|1b"] td[data-col="codesearchnet"]')
+    assert csn.text == "82.3¶" and "best" not in csn.get_attribute("class")   # 82.3 beats every row, but not this column's measurement
+    foot = d.find_element(By.ID, "sources").get_attribute("textContent")
+    assert "ettin_table3_encoders.csv" in foot and "protocol: GLUE with mGTE's NLU code" in foot
+    ARTIFACTS.mkdir(exist_ok=True)
+    d.execute_script("arguments[0].scrollIntoView();", ettin)
+    d.save_screenshot(str(ARTIFACTS / "leaderboard-later-papers.png"))
+
+
 def test_avg_column_is_on_screen_at_1400px_in_every_table(page):
     """Issue 31: at 1,400 px a wide table's Avg column must not hide behind a horizontal scroll."""
     d = page

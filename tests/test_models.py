@@ -95,7 +95,7 @@ def test_modernbert_and_bert_resolve_to_the_varlen_path_on_cuda(monkeypatch: pyt
     model, block = models.load_sentence_transformer(spec)                     # on the CPU: padded sdpa
     assert model[0].auto_model.config._attn_implementation == "sdpa" and not installed(model[0].auto_model)
     assert block["attention"] == {"requested": "auto", "implementation": "sdpa", "kernel": None, "calls": {},
-                                  "unpadded": False}                        # nothing ran yet: no kernel named
+                                  "dtype": None, "unpadded": False}         # nothing ran yet: no kernel named
     model.encode(["one text"])
     assert block["attention"]["kernel"] == "transformers sdpa" and block["attention"]["calls"] == {
         "transformers sdpa": 4}                                                # one call per layer, counted

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import sys
 import types
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -144,10 +145,73 @@ def test_colbert_queries_and_documents_equal_padded(tiny_model_dir: Path) -> Non
 
 
 # ------------------------------------------------------------------------------- the CUDA branch, kernels faked
-def test_torch_kernel_call_matches_the_ops_signature() -> None:
-    q = torch.empty(100, 4, 64, device="meta", dtype=torch.bfloat16)
-    cu = torch.tensor([0, 40, 100], dtype=torch.int32, device="meta")
-    assert va.torch_kernel(q, q, q, cu, 60, scale=0.125, window=64, causal=False, dropout=0.0).shape == q.shape
+def flash_varlen_refusals(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor) -> list[str]:
+    """What the CUDA kernel behind ``aten._flash_attention_forward`` (flash-attention's ``mha_varlen_fwd``, which
+    torch vendors) refuses, in its own words; its meta function checks none of it."""
+    out = []
+    if q.dtype not in (torch.float16, torch.bfloat16):
+        out.append("FlashAttention only support fp16 and bf16 data type")
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        out.append("query and key/value must have the same dtype")
+    if cu.dtype != torch.int32 or not cu.is_contiguous():
+        out.append("cu_seqlens must have dtype int32 and be contiguous")
+    if any(t.stride(-1) != 1 for t in (q, k, v)):
+        out.append("Input tensor must have contiguous last dimension")
+    if q.dim() != 3 or k.shape != q.shape or v.shape != q.shape or q.shape[-1] > 256:
+        out.append("q, k, v must be [total, heads, head dim <= 256]")
+    return out
+
+
+@pytest.mark.parametrize("weights", ["fp32", "bf16"])
+def test_the_real_kernel_op_takes_the_harness_arguments_on_meta_tensors(weights: str, tiny_model_dir: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA branch's binding, executed: a forward of the tiny ModernBERT (fp32 weights, or bf16 weights whose
+    ``v`` reaches the kernel as a strided view of the fused qkv projection) gives each layer's q, k, v, cumulative
+    lengths and window; the same shapes, strides and dtypes on meta tensors go through :func:`va.varlen` as on
+    CUDA, into torch's real ``aten._flash_attention_forward`` (its meta function), with the arguments
+    :func:`va.torch_kernel_arguments` binds, which the kernel's own input checks accept."""
+    from harness.models.precision import cast_weights
+
+    model = _load(tiny_model_dir, "harness_varlen")
+    hf = model[0].auto_model
+    if weights == "bf16":
+        cast_weights(hf, torch.bfloat16)
+    calls: list[tuple] = []
+    real_varlen, real_bind = va.varlen, va.torch_kernel_arguments
+
+    def seen(q, k, v, cu, max_len, **kw):
+        calls.append((q, k, v, cu, max_len, kw))
+        return real_varlen(q, k, v, cu, max_len, **kw)
+
+    monkeypatch.setattr(va, "varlen", seen)
+    with torch.inference_mode():
+        encode(model, LONG_TEXTS, device="cpu", batching=batching(batch_tokens=100_000), show_progress=False)
+    assert {c[5]["window"] for c in calls} == {8, -1}                         # local layers (8 either side), global
+    if weights == "bf16":
+        assert any(not c[2].is_contiguous() for c in calls)                   # the strided v of the fused projection
+    bound: list[tuple] = []
+
+    def bind(*args, **kw):
+        bound.append(real_bind(*args, **kw))
+        return bound[-1]
+
+    monkeypatch.setattr(va, "varlen", real_varlen)
+    monkeypatch.setattr(va, "on_cuda", lambda t: True)
+    monkeypatch.setattr(va, "flash_attn_importable", lambda: False)
+    monkeypatch.setattr(va, "torch_kernel_arguments", bind)
+    schema = [a.name for a in torch.ops.aten._flash_attention_forward.default._schema.arguments]
+    for q, k, v, cu, max_len, kw in calls:
+        meta = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta") for t in (q, k, v, cu)]
+        out = va.varlen(*meta, max_len, **kw)
+        assert out.shape == q.shape and out.dtype == q.dtype and out.device.type == "meta"
+        args, named = bound[-1]
+        assert flash_varlen_refusals(*args[:4]) == [] and args[0].dtype == torch.bfloat16   # fp32: cast around it
+        by_name = dict(zip(schema, args, strict=False)) | named               # the op's own argument names
+        assert by_name["cum_seq_q"] is by_name["cum_seq_k"] and by_name["max_q"] == by_name["max_k"] == max_len
+        assert by_name["dropout_p"] == kw["dropout"] and by_name["is_causal"] is kw["causal"] is False
+        assert by_name["return_debug_mask"] is False and by_name["scale"] == kw["scale"]
+        assert by_name["window_size_left"] == by_name["window_size_right"] == kw["window"]
+    assert len(bound) == len(calls)
 
 
 @pytest.mark.parametrize(("flash", "dtype", "kernel_dtype"), [
@@ -275,3 +339,35 @@ def test_the_unpadding_hook_synchronises_once() -> None:
     assert packed["cu_seq_lens_q"].tolist() == [0, 3, 5, 9] and packed["max_length_q"] == 4
     assert packed["input_ids"].tolist() == [[0, 1, 2, 4, 5, 8, 9, 10, 11]]
     assert packed["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0, 1, 2, 3]] and (batch, width) == (3, 4)
+
+
+# ------------------------------------------------------------------------------- issue 54: what the records say
+def test_the_records_carry_the_dtype_the_attention_ran_in(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fp32 weights on the flash kernel run their attention in bf16 (q, k, v cast around it): the record's attention
+    block and task=efficiency's details say so beside the weights' fp32; the CPU reference runs in fp32, and
+    transformers' sdpa under bf16 autocast in bf16."""
+    from harness.models import autocast
+    from harness.models.kernel_calls import TORCH_FLASH
+    from harness.tasks.efficiency.compute import attention_facts
+
+    spec = ModelSpec.based_on("modernbert-base", name="t", path=str(tiny_model_dir), max_length=128,
+                              attn_implementation="harness_varlen")
+    model, block = load_sentence_transformer(spec)
+    hf = model[0].auto_model
+    assert block["attention"]["dtype"] is None                                 # nothing ran yet
+    model.encode(["one text", "and another one"])
+    assert block["attention"]["dtype"] == "float32" and block["attention"]["kernel"].startswith("reference")
+    monkeypatch.setattr(va, "on_cuda", lambda t: True)
+    monkeypatch.setattr(va, "flash_attn_importable", lambda: False)
+    monkeypatch.setattr(va, "torch_kernel", lambda q, k, v, cu, n, *, scale, window, causal, dropout: va.reference(
+        q, k, v, cu, scale=scale, window=window))
+    mark = hf._harness_calls.mark()
+    model.encode(["one text", "and another one"])
+    facts = attention_facts("auto", hf, mark)
+    assert facts["attention_kernel"] == TORCH_FLASH and facts["attention_dtype"] == "bfloat16"
+    assert next(hf.parameters()).dtype == torch.float32                        # the weights' own dtype is fp32
+    assert block["attention"]["dtype"] == "float32 (4 calls), bfloat16 (4 calls)"   # both runs, each counted
+    sdpa, _ = load_sentence_transformer(replace(spec, attn_implementation="sdpa"))
+    with autocast("bf16", "cpu"):
+        sdpa.encode(["one text"])
+    assert attention_facts("sdpa", sdpa[0].auto_model)["attention_dtype"] == "bfloat16"

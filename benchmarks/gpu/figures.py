@@ -26,12 +26,25 @@ def device_name(device: str) -> str:
         return "CPU"
 
 
-def kernel_of(*encoders: Any) -> str:
-    """The attention kernels counted on ``encoders`` (transformers models; :mod:`harness.models.kernel_calls`),
-    joined with `` | ``."""
+def marks(*encoders: Any) -> list[Any]:
+    """Where each encoder's attention counts stand now (:func:`kernel_of`'s ``since``): a run's own calls."""
+    from harness.models.kernel_calls import watch
+
+    return [watch(e).mark() for e in encoders]
+
+
+def kernel_of(*encoders: Any, since: list[Any] | None = None) -> str:
+    """The attention kernels counted on ``encoders`` (transformers models; :mod:`harness.models.kernel_calls`)
+    since ``since`` (:func:`marks`; None: since they were first watched), each with the dtype its inputs were in
+    (``... on bfloat16``: fp32 weights cast around the flash kernel), joined with `` | ``."""
     from harness.models.kernel_calls import observed_kernel, watch
 
-    return " | ".join(observed_kernel(watch(e).snapshot()) or "none counted" for e in encoders)
+    parts = []
+    for i, encoder in enumerate(encoders):
+        calls, dtypes = watch(encoder).since(since[i] if since else None)
+        kernel, dtype = observed_kernel(calls) or "none counted", observed_kernel(dtypes)
+        parts.append(f"{kernel} on {dtype}" if dtype else kernel)
+    return " | ".join(parts)
 
 
 class Figures:

@@ -17,6 +17,7 @@ from harness.core.data_origin import LOCAL_MARK, MEANING
 from harness.core.results import STATUS_FAILED, STATUS_OK
 from harness.leaderboard.baselines import (
     OVERVIEW_TABLE,
+    PAPER_SOURCES,
     SOURCES,
     TASK_ROW_SOURCES,
     load_mteb_published,
@@ -26,6 +27,7 @@ from harness.leaderboard.baselines import (
 from harness.leaderboard.cells import (
     COMPUTED_MARK,
     OTHER_METRIC_MARK,
+    OTHER_PROTOCOL_MARK,
     PARTIAL_MARK,
     PUBLISHED,
     SUBSET_MARK,
@@ -58,6 +60,8 @@ class Leaderboard:
     meta: dict[str, Any]
     versions: list[dict[str, str]]
     series: list[Any] = field(default_factory=list)   # harness.leaderboard.series.Plot: the series view
+    #: row id -> the source tables of a published row from a later paper, [{"badge": ..., "note": ...}]
+    badges: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
     def table(self, table_id: str) -> Table:
         return next(t for t in self.tables if t.id == table_id)
@@ -83,9 +87,15 @@ def rules_text(combine_rule: str) -> list[str]:
         f"{LOCAL_MARK} marks a number {MEANING} (records say where their data came from; one written before they "
         "did is local data when it read task.data_dir for a dataset whose catalog entry names a hub copy); it sorts "
         "after other numbers and an average over such a cell carries the mark too.",
-        f"{OTHER_METRIC_MARK} marks a published number in another metric than its column's (Table 5's QQP column is "
-        "accuracy, but it copies GTE-en-MLM's F1): footnoted, never marked best; an average over such a cell (Table 1's "
-        "GLUE of that row) carries the mark too.",
+        f"{OTHER_METRIC_MARK} marks a published number in another metric than its column's (Table 5's QQP and MRPC "
+        "columns are accuracy, but it copies GTE-en-MLM's F1: QQP's by arithmetic, MRPC's our reading): footnoted, "
+        "never marked best; an average over such a cell (Table 1's GLUE of that row) carries the mark too.",
+        f"{OTHER_PROTOCOL_MARK} marks a published number measured under another protocol than its column's (a later "
+        "paper's own fine-tuning or evaluation code: mmBERT's GLUE via mGTE's NLU code, Ettin's CSN and MLDR): "
+        "footnoted with what differs, never marked best; its row is badged with its source table.",
+        "GLUE runs made here follow the authors' eval.py protocol (last evaluation, batch patience, three seeds, "
+        "MNLI chaining of every weight but the classifier): that it is what produced Table 5, like each default "
+        "docs/fidelity.md marks 'our reading', is a reading of unpublished sweep configs, not a fact the sources state.",
         "Best value per column (among complete full-set values of the rows shown) is marked in bold.",
     ]
 
@@ -115,7 +125,7 @@ def _published_mean(cells: dict[str, Cell], expected: Sequence[str]) -> Cell | N
     if not all(d in cells for d in expected):
         return None
     where = next((src["where"] for cell in cells.values() for src in cell.sources if "where" in src), "the source")
-    mean = sum(Decimal(cells[d].text.rstrip(OTHER_METRIC_MARK)) for d in expected) / len(expected)
+    mean = sum(Decimal(cells[d].text.rstrip(OTHER_METRIC_MARK + OTHER_PROTOCOL_MARK)) for d in expected) / len(expected)
     number = str(mean.quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
     return _over_other_metrics(Cell(
         float(number), number + COMPUTED_MARK, n=len(expected), computed=True,
@@ -124,7 +134,12 @@ def _published_mean(cells: dict[str, Cell], expected: Sequence[str]) -> Cell | N
 
 
 def _over_other_metrics(avg: Cell, cells: dict[str, Cell], expected: Sequence[str]) -> Cell:
-    """``avg`` marked where it averages a published number in another metric than its column's."""
+    """``avg`` marked where it averages a published number in another metric (or protocol) than its column's."""
+    other = [d for d in expected if d in cells and cells[d].other_protocol]
+    if other and not avg.other_protocol:
+        avg = replace(avg, text=avg.text + OTHER_PROTOCOL_MARK, other_protocol=cells[other[0]].other_protocol,
+                      note=f"{avg.note}; {OTHER_PROTOCOL_MARK} averages {', '.join(other)}, measured under another "
+                           "protocol than the column's")
     odd = [d for d in expected if d in cells and cells[d].other_metric]
     if not odd:
         return avg
@@ -220,7 +235,9 @@ def build_leaderboard(
         "skipped": skipped,
         "rules": rules_text(combine_rule),
         "sources": ([{"id": s.id, "citation": s.citation, "where": s.where, "file": s.file}
-                     for s in (*SOURCES, *TASK_ROW_SOURCES)] if published else [])
+                     for s in (*SOURCES, *TASK_ROW_SOURCES)]
+                    + [{"id": s.id, "citation": s.citation, "where": s.where, "file": s.file, "protocol": s.protocol}
+                       for s in PAPER_SOURCES] if published else [])
         + [mteb_source(d) for d in mteb_results],
     }
     plots = collect(everything, papers)
@@ -228,7 +245,8 @@ def build_leaderboard(
     if plots:
         meta["rules"].append("A series (python -m harness.series) shows its latest step in the tables, as the row "
                              "<series>-step<N>; series.html plots every step against the training step.")
-    return Leaderboard(rows, [overview, *tables], meta, versions.items, plots)
+    badges = {p.key.id: p.badges for p in papers if p.badges}
+    return Leaderboard(rows, [overview, *tables], meta, versions.items, plots, badges)
 
 
 def _family_table(table_id: str, rows: dict[RowKey, dict[str, Cell]], scale: float | None) -> Table:

@@ -12,12 +12,15 @@ PUBLISHED = "published"
 THIS_RUN = "this run"
 PARTIAL_MARK = "*"
 COMPUTED_MARK = "†"
-#: a published number in another metric than its column's (Table 5 copies GTE-en-MLM's QQP F1 into an accuracy
-#: column): footnoted, never marked best
+#: a published number in another metric than its column's (Table 5 copies GTE-en-MLM's QQP and MRPC F1 into
+#: accuracy columns): footnoted, never marked best
 OTHER_METRIC_MARK = "◊"
+#: a published number measured under another protocol than its column's (a later paper's own fine-tune or evaluation
+#: code: Ettin's CSN/MLDR, mmBERT's GLUE via mGTE's NLU code): footnoted, never marked best
+OTHER_PROTOCOL_MARK = "¶"
 #: a cell's fields under their keys in the page's data (data.js; app.js reads these)
 _JSON_KEYS = {"std": "s", "n": "n", "partial": "p", "failed": "f", "computed": "c", "subset": "sub", "local": "loc",
-              "other_metric": "om", "note": "note", "sources": "src"}
+              "other_metric": "om", "other_protocol": "op", "note": "note", "sources": "src"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Cell:
     subset: bool = False              # evaluated on part of a dataset (max_queries/...): never ranked, never best
     local: bool = False               # computed on data that is not the official copy: never ranked, never best
     other_metric: str = ""            # a published number in another metric than the column's: never ranked
+    other_protocol: str = ""          # a published number under another protocol than the column's: never ranked
     note: str = ""                    # shown in tooltips and footnotes
     sources: list[dict[str, Any]] = field(default_factory=list)   # provenance, one dict per record/source
 
@@ -66,9 +70,10 @@ class Cell:
 
 
 def ranked(cell: Cell) -> bool:
-    """A cell that competes for best: a number, complete, on the full official datasets, in its column's metric."""
+    """A cell that competes for best: a number, complete, on the full official datasets, in its column's metric and
+    protocol."""
     return (cell.value is not None and not cell.partial and not cell.subset and not cell.local
-            and not cell.other_metric)
+            and not cell.other_metric and not cell.other_protocol)
 
 
 def fmt(value: float, decimals: int = 1) -> str:

@@ -17,6 +17,7 @@ from harness.leaderboard.cells import (
     COMPUTED_MARK,
     LOCAL_MARK,
     OTHER_METRIC_MARK,
+    OTHER_PROTOCOL_MARK,
     PARTIAL_MARK,
     SUBSET_MARK,
     Cell,
@@ -52,14 +53,15 @@ def csv_value(cell: Cell | None) -> str:
     """The number alone: published text verbatim; partial marker and ±std moved to the notes column."""
     if cell is None:
         return ""
-    return cell.text.rstrip(PARTIAL_MARK + COMPUTED_MARK + SUBSET_MARK + LOCAL_MARK + OTHER_METRIC_MARK).split("±")[0]
+    marks = PARTIAL_MARK + COMPUTED_MARK + SUBSET_MARK + LOCAL_MARK + OTHER_METRIC_MARK + OTHER_PROTOCOL_MARK
+    return cell.text.rstrip(marks).split("±")[0]
 
 
 def _notes(table: Table, key: RowKey) -> list[str]:
     labels = dict(table.columns)
     return [f"{labels.get(col, col)}: {cell.note}" for col, cell in table.cells[key.id].items()
             if (cell.partial or cell.failed or cell.computed or cell.subset or cell.local or cell.other_metric
-                or cell.std is not None)]
+                or cell.other_protocol or cell.std is not None)]
 
 
 def write_csvs(lb: Leaderboard, out: Path) -> list[Path]:
@@ -106,14 +108,16 @@ def markdown(lb: Leaderboard) -> str:
         for key in rows:
             cells = table.cells[key.id]
             vals = [_md_cell(cells.get(c), best.get(c)) for c, _ in table.columns]
-            lines.append(f"| {key.name} | {key.size} | {key.origin} | " + " | ".join(vals) + " |")
+            badges = "".join(f" [{b['badge']}]" for b in lb.badges.get(key.id, []))
+            lines.append(f"| {key.name}{badges} | {key.size} | {key.origin} | " + " | ".join(vals) + " |")
             notes += [f"- {key.name} ({key.origin}) — {n}" for n in _notes(table, key)]
         lines.append("")
         if notes:
             lines += ["Notes:", "", *notes, ""]
     if m["sources"]:
         lines += ["## Published sources", ""]
-        lines += [f"- `{s['file']}` ({s['where']}): {s['citation']}" for s in m["sources"]]
+        lines += [f"- `{s['file']}` ({s['where']}): {s['citation']}"
+                  + (f" — protocol: {s['protocol']}" if s.get("protocol") else "") for s in m["sources"]]
         lines.append("")
     if m["skipped"]:
         lines += ["## Skipped files", "", *(f"- {s}" for s in m["skipped"]), ""]
@@ -134,7 +138,8 @@ def site_data(lb: Leaderboard, sig: dict[str, Any] | None = None) -> dict[str, A
         "meta": lb.meta,
         "labels": {t: table_spec(t).label for t in sorted(tables)},   # table id -> short label (filters, charts)
         "versions": lb.versions,
-        "rows": [{"id": k.id, "name": k.name, "family": k.family, "size": k.size, "origin": k.origin} for k in lb.rows],
+        "rows": [{"id": k.id, "name": k.name, "family": k.family, "size": k.size, "origin": k.origin}
+                 | ({"badges": lb.badges[k.id]} if k.id in lb.badges else {}) for k in lb.rows],
         "tables": [
             {
                 "id": t.id, "title": t.title, "family": t.family, "note": t.note,

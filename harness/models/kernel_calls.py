@@ -6,8 +6,10 @@ kernel, flash-attn's varlen function, the plain-torch reference, or the padded m
 implementation a hook on each attention module counts ``transformers <implementation>`` (the padded fallback). A
 record's attention block (:func:`harness.models.load.attention_record`) is kept current as calls arrive
 (:meth:`KernelCalls.keep`), so a record made after encoding names the kernel that encoded, never one inferred from
-the settings. Calls inside a ``torch.compile`` graph are not seen one by one: the compiled forwards are counted
-instead (``compiled forward (torch.compile)``).
+the settings. Each call also counts the dtype the kernel's inputs were in (``dtype``: ``bfloat16`` where fp32 weights
+have q, k and v cast around the flash kernel), so a record of fp32 weights says that its attention ran in bf16.
+Calls inside a ``torch.compile`` graph are not seen one by one: the compiled forwards are counted instead
+(``compiled forward (torch.compile)``, no dtype).
 """
 
 from __future__ import annotations
@@ -26,29 +28,47 @@ COMPILED = "compiled forward (torch.compile)"
 
 
 class KernelCalls:
-    """Calls by kernel name, from any thread; the attention blocks it keeps current (:meth:`keep`)."""
+    """Calls by kernel name and by the dtype of the kernel's inputs, from any thread; the attention blocks it keeps
+    current (:meth:`keep`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {}
+        self.dtypes: dict[str, int] = {}
         self._blocks: list[dict[str, Any]] = []
 
-    def add(self, kernel: str, n: int = 1) -> None:
+    def add(self, kernel: str, n: int = 1, dtype: str | None = None) -> None:
         with self._lock:
             self.counts[kernel] = self.counts.get(kernel, 0) + n
+            if dtype:
+                self.dtypes[dtype] = self.dtypes.get(dtype, 0) + n
             for block in self._blocks:
-                block["calls"] = dict(self.counts)
-                block["kernel"] = observed_kernel(self.counts)
+                self._fill(block)
+
+    def _fill(self, block: dict[str, Any]) -> None:
+        block["calls"] = dict(self.counts)
+        block["kernel"] = observed_kernel(self.counts)
+        block["dtype"] = observed_kernel(self.dtypes)
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self.counts)
 
-    def keep(self, block: dict[str, Any]) -> dict[str, Any]:
-        """Keep ``block``'s ``calls`` and ``kernel`` equal to the counts from now on (and fill them now)."""
+    def mark(self) -> tuple[dict[str, int], dict[str, int]]:
+        """The counts by kernel and by dtype now, for :meth:`since`."""
         with self._lock:
-            block["calls"] = dict(self.counts)
-            block["kernel"] = observed_kernel(self.counts)
+            return dict(self.counts), dict(self.dtypes)
+
+    def since(self, mark: tuple[dict[str, int], dict[str, int]] | None) -> tuple[dict[str, int], dict[str, int]]:
+        """The calls by kernel and by dtype after ``mark`` (None: all of them): one run's own counts."""
+        now = self.mark()
+        return tuple({k: n - (old or {}).get(k, 0) for k, n in new.items() if n - (old or {}).get(k, 0)}  # type: ignore[return-value]
+                     for new, old in zip(now, mark or ({}, {}), strict=True))
+
+    def keep(self, block: dict[str, Any]) -> dict[str, Any]:
+        """Keep ``block``'s ``calls``, ``kernel`` and ``dtype`` equal to the counts from now on (and fill them now)."""
+        with self._lock:
+            self._fill(block)
             self._blocks.append(block)
         return block
 
@@ -60,7 +80,8 @@ class KernelCalls:
 
 
 def observed_kernel(counts: dict[str, int]) -> str | None:
-    """The kernel the counts name: the one that ran, or each with its calls where several did; None before any."""
+    """The kernel (or dtype) the counts name: the one that ran, or each with its calls where several did; None
+    before any."""
     ran = {k: n for k, n in counts.items() if n}
     if len(ran) <= 1:
         return next(iter(ran), None)
@@ -85,20 +106,38 @@ def watch(encoder: Any) -> KernelCalls:
     encoder._harness_calls = calls
     varlen = getattr(encoder.config, "_attn_implementation", None) == VARLEN
 
-    def count_transformers(module: Any, args: tuple) -> None:
+    def count_transformers(module: Any, args: tuple, kwargs: dict[str, Any]) -> None:
         if not torch.compiler.is_compiling():      # inside a compiled graph: the compiled forward is counted
-            calls.add(f"transformers {getattr(module.config, '_attn_implementation', '?')}")
+            hidden = args[0] if args else kwargs.get("hidden_states")
+            calls.add(f"transformers {getattr(module.config, '_attn_implementation', '?')}",
+                      dtype=layer_dtype(hidden) if isinstance(hidden, torch.Tensor) else None)
 
     for module in attention_modules(encoder):
         module._harness_calls = calls
         if not varlen:                 # harness_varlen counts inside the function, by the branch it took
-            module.register_forward_pre_hook(count_transformers)
+            module.register_forward_pre_hook(count_transformers, with_kwargs=True)
     return calls
 
 
-def count(module: Any, kernel: str) -> None:
-    """One call of ``kernel`` by the attention ``module`` (of a watched encoder; nothing otherwise). Callers skip
-    it while torch.compile traces (the compiled forwards are counted instead)."""
+def dtype_name(dtype: Any) -> str:
+    """``torch.bfloat16`` -> ``bfloat16``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def layer_dtype(hidden: Any) -> str:
+    """The dtype an attention layer computes q, k and v in from ``hidden``: autocast's where it is on for the
+    tensor's device, else the tensor's own."""
+    import torch
+
+    kind = hidden.device.type
+    if torch.is_autocast_enabled(kind):
+        return dtype_name(torch.get_autocast_dtype(kind))
+    return dtype_name(hidden.dtype)
+
+
+def count(module: Any, kernel: str, dtype: Any = None) -> None:
+    """One call of ``kernel`` on inputs of ``dtype`` by the attention ``module`` (of a watched encoder; nothing
+    otherwise). Callers skip it while torch.compile traces (the compiled forwards are counted instead)."""
     calls = getattr(module, "_harness_calls", None)
     if calls is not None:
-        calls.add(kernel)
+        calls.add(kernel, dtype=dtype_name(dtype) if dtype is not None else None)

@@ -64,15 +64,16 @@ def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
 
 def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any]:
     """The record's ``attention`` entry where ``auto`` was resolved (or the harness changed the implementation):
-    which implementation, why ``auto`` fell back to padded sdpa on a GPU, and the kernel counted as it runs (the
-    entry stays current: :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
+    which implementation, why ``auto`` fell back to padded sdpa on a GPU, and the kernel counted as it runs with
+    the dtype its inputs were in (``dtype``: bfloat16 for fp32 weights on the flash kernel; the entry stays
+    current: :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
     if requested not in ("auto", "flash_attention_2", att.VARLEN):
         return {}
     config = encoder.config
     implementation = str(getattr(config, "_attn_implementation", ""))
     dtype = str(next(encoder.parameters()).dtype).removeprefix("torch.")
     block: dict[str, Any] = {"requested": requested, "implementation": implementation, "kernel": None, "calls": {},
-                             "unpadded": implementation == att.VARLEN}
+                             "dtype": None, "unpadded": implementation == att.VARLEN}
     reason = att.fallback_reason(requested, implementation, getattr(config, "model_type", None), device,
                                  head_dim=att.head_dim_of(config), dtype=dtype)
     if reason:

@@ -101,9 +101,27 @@ def cast_for_inference(model: Any, precision: str, device: str) -> str:
     if device.startswith("cuda") and precision in ("bf16", "fp16"):
         import torch
 
-        model.to(torch.bfloat16 if precision == "bf16" else torch.float16)
+        cast_weights(model, torch.bfloat16 if precision == "bf16" else torch.float16)
         return f"{precision} weights"
     return f"autocast {precision} over fp32 weights"
+
+
+#: buffers that stay fp32 under low-precision weights: rotary embeddings' inverse frequencies (non-persistent, so
+#: never in a checkpoint; ModernBERT's ``{layer_type}_inv_freq`` and ``{layer_type}_original_inv_freq``)
+FP32_BUFFERS = "inv_freq"
+
+
+def cast_weights(model: Any, dtype: Any) -> None:
+    """``model.to(dtype)`` with the rotary frequencies kept in fp32, as transformers' own ``dtype=`` loading keeps
+    them: cast to bf16 they lose all but 8 bits, and a position's angle (position x frequency) is then off by up to
+    a few radians at 2,048 tokens. The rotary forward computes its angles in fp32 from them either way."""
+    kept = {name: buffer for name, buffer in model.named_buffers() if name.rsplit(".", 1)[-1].endswith(FP32_BUFFERS)
+            and buffer.is_floating_point()}
+    model.to(dtype)
+    for name, buffer in kept.items():
+        owner, _, leaf = name.rpartition(".")
+        module = model.get_submodule(owner) if owner else model
+        module._buffers[leaf] = buffer.to(module._buffers[leaf].device)     # the same fp32 values, persistence kept
 
 
 def autocast_for(model: Any, precision: str, device: str) -> Any:

@@ -71,7 +71,7 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     batch, heads, width, dim = query.shape
     if cu_seq_lens_q is None and attention_mask is not None:
         if not torch.compiler.is_compiling():
-            kernel_calls.count(module, kernel_calls.PADDED_MASK)
+            kernel_calls.count(module, kernel_calls.PADDED_MASK, query.dtype)
         return padded(query, key, value, attention_mask, scale=scaling, window=window, causal=causal,
                       dropout=dropout), None
     if cu_seq_lens_q is None:   # whole rows: each one sequence
@@ -79,7 +79,8 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         max_length_q = width
     q, k, v = (t.transpose(1, 2).reshape(batch * width, heads, dim) for t in (query, key, value))
     if not torch.compiler.is_compiling():     # a compiled graph's calls are counted as compiled forwards
-        kernel_calls.count(module, kernel_name(VARLEN, cuda=on_cuda(q), flash_attn=flash_attn_importable()))
+        kernel_calls.count(module, kernel_name(VARLEN, cuda=on_cuda(q), flash_attn=flash_attn_importable()),
+                           kernel_dtype(q.dtype) if on_cuda(q) else q.dtype)     # what the kernel computes in
     out = varlen(q, k, v, cu_seq_lens_q, int(max_length_q), scale=scaling, window=window,  # type: ignore[arg-type]
                  causal=causal, dropout=dropout)
     return out.view(batch, width, heads, dim), None
@@ -111,9 +112,19 @@ def on_cuda(t: torch.Tensor) -> bool:
 def torch_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, max_len: int, *,
                  scale: float | None, window: int, causal: bool, dropout: float) -> torch.Tensor:
     """torch's own flash kernel (the one behind sdpa), on packed sequences with a left/right window."""
-    return torch.ops.aten._flash_attention_forward(
-        q, k, v, cu, cu, max_len, max_len, dropout, causal, False,
-        scale=scale, window_size_left=window, window_size_right=window)[0]
+    args, kwargs = torch_kernel_arguments(q, k, v, cu, max_len, scale=scale, window=window, causal=causal,
+                                          dropout=dropout)
+    return torch.ops.aten._flash_attention_forward(*args, **kwargs)[0]
+
+
+def torch_kernel_arguments(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, max_len: int, *,
+                           scale: float | None, window: int, causal: bool,
+                           dropout: float) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments of ``aten._flash_attention_forward`` for one packed row (its schema: query, key, value,
+    cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, return_debug_mask, then by name scale and the
+    window's left and right sizes). Kept apart so a test binds them to the real op on meta tensors."""
+    return ((q, k, v, cu, cu, max_len, max_len, dropout, causal, False),
+            {"scale": scale, "window_size_left": window, "window_size_right": window})
 
 
 def flash_attn_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, max_len: int, *,

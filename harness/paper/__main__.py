@@ -1,8 +1,9 @@
 """``python -m harness.paper model=<model> [model.path=...] [paper.<key>=...] [--dry-run | --status]``: the whole
 paper for one model as one dependency graph (``conf/paper/paper.yaml``), run locally step by step or submitted to
 SLURM at once (``paper.launcher=slurm paper.cluster=<conf/cluster/...>``). Overrides other than ``paper.*`` are
-given to every job (``model=``, ``model.path=``, ``paths.results=``, ...). Re-running resumes: finished jobs are
-skipped, queued or running ones are not submitted again."""
+given to every job (``model=``, ``model.path=``, ``paths.results=``, ...); ``hydra.run.dir=<dir>`` puts each job's
+logs in ``<dir>/<job key>/`` (:mod:`harness.paper.hydra_overrides`). Re-running resumes: finished jobs are skipped,
+queued or running ones are not submitted again."""
 
 from __future__ import annotations
 
@@ -48,11 +49,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.paper import cost, graph, job, progress, show, slurm, validate
+    from harness.paper import cost, graph, hydra_overrides, job, progress, show, slurm, validate
 
-    mine = [o for o in args.overrides if o.startswith("paper.")]
-    name = next((o.partition("=")[2] for o in args.overrides if o.startswith("paper=")), "paper")
-    common = best_step([o for o in args.overrides if not o.startswith(("paper.", "paper="))])
+    hydra = hydra_overrides.split(args.overrides, "python -m harness.paper",
+                                  "paper.launcher=slurm paper.cluster=<conf/cluster profile>")
+    overrides = hydra.rest
+    mine = [o for o in overrides if o.startswith("paper.")]
+    name = next((o.partition("=")[2] for o in overrides if o.startswith("paper=")), "paper")
+    common = best_step([o for o in overrides if not o.startswith(("paper.", "paper="))])
     paper = graph.load_paper(name, mine)
     validate.check_paper(paper, validate.file_keys(name))
     cluster = cluster_profile(str(paper["cluster"]))
@@ -67,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     res = next((s.results for s in states.values() if s.results), "results")
     tp = cost.throughput(model, res)
     folder = Path(res).resolve().parent / "paper" / str(model.get("name"))
+    if hydra.note("paper"):
+        print(hydra.note("paper"), flush=True)
     if args.dry_run:
         head = (f"paper graph for {model.get('name')}: results folder {res}; launcher {paper['launcher']}; "
                 f"cluster {paper['cluster']}")
@@ -79,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     validate.check_folder(folder)      # with check_runs: everything a single run checks, before any job exists
     folder.mkdir(parents=True, exist_ok=True)
     context = folder / "context.json"
-    context.write_text(json.dumps({"paper": paper, "common": common}, indent=1))
+    context.write_text(json.dumps({"paper": paper, "common": common, "log_dir": hydra.log_dir}, indent=1))
     if paper["launcher"] == "local":
         return job.run_local(steps, states, context)
     ids = slurm.submit(steps, states, context, cluster, folder, queued)

@@ -29,6 +29,7 @@ from harness import selection, specs
 from harness.core import layout, results
 from harness.core.errors import HarnessError, one_line, print_error
 from harness.paper import graph, progress
+from harness.paper.hydra_overrides import run_dir_override
 from harness.selection.comparable import set_aside_lines
 from harness.selection.rules import rule_for
 
@@ -95,13 +96,15 @@ def _run(context: str, key: str) -> None:
     job = next((j for s in steps for j in s.jobs if j.key == key), None)
     if job is None:
         raise JobFailed(f"no job {key!r} in the paper graph of {context}")
+    logs = json.loads(Path(context).read_text()).get("log_dir")   # hydra.run.dir given to the command
+    where = [run_dir_override(logs, job.key)] if logs else []
     if job.mode == "run":
-        _harness(job.key, job.overrides)
+        _harness(job.key, [*job.overrides, *where])
     elif job.mode == "report":
         overrides = progress.selected_overrides(job, _upstream(job, steps))
         if overrides is None:
             raise JobFailed(f"{job.key}: {job.source}'s runs have no usable record to select from")
-        _harness(job.key, overrides)
+        _harness(job.key, [*overrides, *where])
     elif job.mode == "select":
         select(job, _upstream(job, steps), float(paper.get("min_finished", 0.5)))
     else:

@@ -20,6 +20,7 @@ from harness.paper.graph import Job, Step
 from harness.run import planning
 from harness.selection.comparable import comparable_records
 from harness.selection.rules import rule_for
+from harness.tasks import runplan
 
 
 @dataclass
@@ -38,7 +39,8 @@ class JobState:
     model: dict[str, Any] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)   # '<record path> (why)': a record there, not readable
     paths: list[Path] = field(default_factory=list)       # where its cells' records are, one per cell
-    pending: list[Any] = field(default_factory=list)      # its cells without a finished record
+    pending: list[Any] = field(default_factory=list)      # its cells not done (harness.tasks.runplan.done)
+    stale: list[str] = field(default_factory=list)        # 'dataset (run id)': a finished record of other data
     plan: Any = None                # its first round's RunPlan
 
     @property
@@ -123,12 +125,15 @@ def job_state(job: Job, overrides: Sequence[str] | None = None) -> JobState:
     trained: dict[str, float] | None = None if job.mode == "report" else {}
     for c, path in zip(cells, paths, strict=True):
         rec = results.finished_at(path)
-        if rec is not None:
+        if runplan.done(rec, c, overwrite=first.overwrite):   # the runner's own answer: it skips this cell
             state.done += 1
             state.seconds += _seconds(rec, trained)
             continue
         state.pending.append(c)
-        if path.is_file():
+        if rec is not None:   # finished, but on data the dataset no longer holds (or overwrite): computed again
+            if runplan.stale(rec, c):
+                state.stale.append(f"{c.dataset} ({c.run_id})")
+        elif path.is_file():
             try:
                 failed = results.read_record(path)
             except (ValueError, OSError, TypeError) as exc:   # truncated, not a record: the cell's state is unknown

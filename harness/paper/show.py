@@ -121,6 +121,8 @@ def status(steps: Sequence[Step], states: Mapping[str, JobState], tp: cost.Throu
         if len(notes) > 5:
             lines.append(f"    ... and {len(notes) - 5} more")
         lines += [f"    {x.job.key}: unreadable record {u}" for x in ss for u in x.unreadable][:5]
+        lines += [f"    {x.job.key}: {u}: its record's data is not what the dataset holds now; computed again on "
+                  "the next run" for x in ss if not x.finished for u in x.stale][:5]
     lines.append(f"{'total':20s} {'':8s} {sum(len(s.jobs) for s in steps):4d} "
                  f"{sum(states[j.key].finished for s in steps for j in s.jobs):4d} {'':4s} {'':5s} {'':4s} "
                  f"{total_spent:11.3f} {hours_text(total_estimate):>9s}")

@@ -78,6 +78,7 @@ def check_runs(steps: Sequence[Any], deep: bool = True) -> None:
     keys; ``deep``: also the composed config's settings, folders, device and data)."""
     from harness.run.overrides import check_overrides
 
+    check_no_overwrite(steps)
     seen: set[tuple[str, ...]] = set()
     for step in steps:
         job = next((j for j in step.jobs if j.mode == "run"), None)
@@ -91,6 +92,21 @@ def check_runs(steps: Sequence[Any], deep: bool = True) -> None:
                 _check_composed(argv, plan=not step.after)   # a step that waits plans from its upstream's records
         except HarnessError as exc:
             raise HarnessError(f"step {step.name} ({job.key}): {exc}") from None
+
+
+def check_no_overwrite(steps: Sequence[Any]) -> None:
+    """``overwrite=true`` is refused: a graph's jobs are done when the runner would skip their cells
+    (:func:`harness.tasks.runplan.done`), and under overwrite the runner skips none, so no job would ever be done (a
+    selection would find no finished run) and every resubmit would compute everything again."""
+    for step in steps:
+        for job in step.jobs:
+            for text in job.overrides:
+                key, _, value = text.partition("=")
+                if key.lstrip("+~") == "overwrite" and value.strip().lower() in ("true", "1", "yes"):
+                    raise HarnessError(
+                        f"{text!r} (step {step.name}): a paper graph computes what is not done yet and never "
+                        "redoes a finished job; to compute one again, remove its records (results/<task>/<model>/"
+                        "<run id>/), or run it alone with python -m harness <its overrides> overwrite=true")
 
 
 def _check_composed(argv: list[str], plan: bool) -> None:

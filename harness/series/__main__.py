@@ -71,6 +71,9 @@ def run(argv: list[str]) -> int:
 
     settings = parse.from_args(argv)
     cluster = check(settings)
+    if settings.log_dir is not None and not settings.dry_run:
+        print(f"[series {settings.name}] hydra.run.dir: each checkpoint run's log goes to {settings.log_dir}/"
+              "<run key>/", flush=True)
     series = units.series_of(settings)
     if not series.units and not settings.watch:
         raise nothing_found(settings, series)

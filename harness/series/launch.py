@@ -27,8 +27,10 @@ from harness.core.results import atomic_write_json
 from harness.series.units import Series, Unit, steps, with_state
 
 
-def run_unit(unit: Unit) -> str | None:
-    """Compute one checkpoint's run; returns None when every cell has an ok record, else the one-line failure."""
+def run_unit(unit: Unit, log_dir: str | None = None) -> str | None:
+    """Compute one checkpoint's run (``log_dir``: ``hydra.run.dir``, under which its log goes); returns None when
+    every cell has an ok record, else the one-line failure."""
+    from harness.paper.hydra_overrides import job_log_dir, log_file
     from harness.paper.progress import composed
     from harness.run import runner
 
@@ -36,7 +38,7 @@ def run_unit(unit: Unit) -> str | None:
     print(f"[series {unit.series['name']}] step {unit.step} ({unit.checkpoint.folder}): "
           f"{unit.task or 'default task'}, {unit.cells - unit.done} of {unit.cells} cells", flush=True)
     try:
-        with composed(unit.job.overrides) as cfg:
+        with composed(unit.job.overrides) as cfg, log_file(job_log_dir(log_dir, unit.key) if log_dir else None):
             runner.run(cfg)
     except HarnessError as exc:   # runner.RunFailed (failed cells) among them
         error = one_line(exc)
@@ -53,7 +55,7 @@ def run_all(series: Series) -> tuple[dict[str, str], int]:
     failures: dict[str, str] = {}
     todo = sorted(series.todo, key=lambda u: (u.step, u.task or ""))
     for unit in todo:
-        error = run_unit(unit)
+        error = run_unit(unit, series.settings.log_dir)
         if error:
             failures[unit.key] = error
             print(f"[series {unit.series['name']}] step {unit.step} failed: {error}", flush=True)
@@ -66,15 +68,15 @@ def folder_of(series: Series) -> Path:
     return Path(str(unit.state.results)).resolve().parent / "series" / series.settings.name
 
 
-def write_context(folder: Path, units: list[Unit]) -> Path:
+def write_context(folder: Path, units: list[Unit], log_dir: str | None = None) -> Path:
     """``context.json`` with every step submitted so far and ``units``' (by step name; a step submitted again
-    is replaced by its new jobs)."""
+    is replaced by its new jobs), and where the jobs' logs go (``hydra.run.dir``, or None)."""
     path = folder / "context.json"
     old = json.loads(path.read_text()) if path.exists() else {}
     known = {s["name"]: s for s in old.get("steps", old.get("stages", []))}   # "stages": before steps were named so
     known |= {s.name: s.to_dict() for s in steps(units)}
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, {"steps": list(known.values())})
+    atomic_write_json(path, {"steps": list(known.values()), "log_dir": log_dir})
     return path
 
 
@@ -102,7 +104,7 @@ class Submitter:
             return failures, 0
         folder = folder_of(series)
         before = read_ledger(folder)[0]
-        context = write_context(folder, todo)
+        context = write_context(folder, todo, series.settings.log_dir)
         submit(steps(todo), {u.key: u.state for u in todo}, context, self.cluster, folder, q)
         ledger = read_ledger(folder)[0]
         started = {u.key: ledger[u.key] for u in todo if u.key in ledger and ledger[u.key] != before.get(u.key)}

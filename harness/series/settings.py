@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.core.errors import HarnessError
 from harness.core.layout import safe_name
+from harness.paper import hydra_overrides
 from harness.paper.validate import LAUNCHERS
 from harness.series.discover import TRAINER_PATTERN, compile_pattern
 
@@ -41,6 +42,7 @@ class Settings:
     dry_run: bool = False
     status: bool = False
     argv: list[str] = field(default_factory=list)   # the command line as given (for the hints it prints)
+    log_dir: str | None = None            # hydra.run.dir: each checkpoint run's logs in <it>/<run key>/
 
     def task_overrides(self, task: str | None) -> list[str]:
         return [*self.overrides, *([f"task={task}"] if task else [])]
@@ -122,7 +124,9 @@ def from_args(argv: Sequence[str]) -> Settings:
     if flags:
         raise HarnessError(f"unknown option {flags[0]}: python -m harness.series takes harness "
                            "overrides (task=..., model.path=...) and the flags of --help; a sweep is not a series")
-    rest, tasks, path, name = split_overrides([*args.overrides, *unknown])
+    hydra = hydra_overrides.split([*args.overrides, *unknown], "python -m harness.series",
+                                  "--launcher slurm --cluster <conf/cluster profile>")
+    rest, tasks, path, name = split_overrides(hydra.rest)
     pattern = compile_pattern(args.step_pattern if args.step_pattern is not None else TRAINER_PATTERN)
     root = check_root(path, args.checkpoints)
     watch = bool(args.watch)
@@ -144,7 +148,7 @@ def from_args(argv: Sequence[str]) -> Settings:
         pattern=pattern, name=safe_name(label), settle=_seconds("--settle", args.settle, SETTLE, zero=True),
         watch=watch, poll=_seconds("--poll", args.poll, POLL), idle=_seconds("--idle", args.idle, IDLE),
         launcher=args.launcher, cluster=args.cluster, dry_run=bool(args.dry_run or args.status),
-        status=bool(args.status), argv=list(argv))
+        status=bool(args.status), argv=list(argv), log_dir=hydra.log_dir)
 
 
 def check_root(path: str | None, entries: str | None) -> Path | None:

@@ -293,17 +293,27 @@ def check_model(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> None:
             check_length(n, length, plan.model_name, key)
 
 
+def done(rec: ResultRecord | None, cell: Cell, *, overwrite: bool) -> bool:
+    """The one answer to "is this cell done?", for the runner (:func:`pending`), the paper graph and the series
+    (:func:`harness.paper.progress.job_state`): ``rec``, the finished (ok or skipped) record found for the cell, is
+    of the same definition (a local dataset that now holds other data has another ``data_spec``: the runner
+    evaluates it again) and the run is not to be redone (``overwrite``)."""
+    return rec is not None and not overwrite and not stale(rec, cell)
+
+
+def stale(rec: ResultRecord, cell: Cell) -> bool:
+    """Whether ``rec`` was computed on other data than ``cell``'s dataset holds now (its ``data_spec`` differs)."""
+    return cell.spec is not None and rec.details.get("data_spec") != cell.spec
+
+
 def pending(plan: RunPlan[Any, Any], cells: Sequence[Cell]) -> list[Cell]:
-    """The cells of ``plan`` without an ok record of the same definition (all of them with ``overwrite``)."""
+    """The cells of ``plan`` that are not :func:`done` (all of them with ``overwrite``)."""
     import logging
 
     log = logging.getLogger("harness.runner")
     todo = []
     for cell in cells:
-        rec = results.finished_at(plan.record_path(cell))
-        if rec is not None and cell.spec is not None and rec.details.get("data_spec") != cell.spec:
-            rec = None   # same run, but the dataset means other data now: evaluate again (the runner's store)
-        if rec is None or plan.overwrite:
+        if not done(results.finished_at(plan.record_path(cell)), cell, overwrite=plan.overwrite):
             todo.append(cell)
         else:
             log.info("skip %s/%s: record exists for run %s (overwrite=true to redo)", plan.task, cell.dataset,

@@ -33,7 +33,7 @@
   function familyLabel(f) { return FAMILY_LABELS[f] || f; }
   function originClass(o) { return o === "published" ? "published" : "this-run"; }
   /* A cell that competes for best (cells.ranked): a number, complete, on the full official datasets. */
-  function ranked(c) { return !!c && c.v !== null && !c.p && !c.sub && !c.loc && !c.om; }
+  function ranked(c) { return !!c && c.v !== null && !c.p && !c.sub && !c.loc && !c.om && !c.op; }
 
   /* ---------- filters ---------- */
   function rowVisible(row) {
@@ -231,6 +231,10 @@
       r.hidden = !shownSet[id];
       var name = el("td", { class: "name" }, row.name + " ");
       name.appendChild(el("span", { class: "badge " + originClass(row.origin) }, row.origin));
+      (row.badges || []).forEach(function (b) {   /* a later paper's row: its source table, its protocol on hover */
+        name.appendChild(document.createTextNode(" "));
+        name.appendChild(el("span", { class: "badge source", title: b.note }, b.badge));
+      });
       r.appendChild(name);
       r.appendChild(el("td", { class: "size" }, row.size));
       r.appendChild(el("td", { class: "family" }, row.family));
@@ -394,7 +398,10 @@
     if (m.sources.length) {
       foot.appendChild(el("h2", {}, "Published sources"));
       var ul2 = el("ul");
-      m.sources.forEach(function (s) { ul2.appendChild(el("li", {}, s.where + " (" + s.file + "): " + s.citation)); });
+      m.sources.forEach(function (s) {
+        ul2.appendChild(el("li", {}, s.where + " (" + s.file + "): " + s.citation +
+          (s.protocol ? " — protocol: " + s.protocol : "")));
+      });
       foot.appendChild(ul2);
     }
     render();

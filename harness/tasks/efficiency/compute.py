@@ -25,15 +25,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def attention_facts(requested: str, hf: Any, since: dict[str, int] | None = None) -> dict[str, Any]:
-    """Which attention ran (``auto`` stays the config value; what it resolved to is here) and on which kernel: the
-    calls counted into each kernel since the counts ``since`` (:mod:`harness.models.kernel_calls`)."""
+def attention_facts(requested: str, hf: Any, since: tuple[dict[str, int], dict[str, int]] | None = None
+                    ) -> dict[str, Any]:
+    """Which attention ran (``auto`` stays the config value; what it resolved to is here), on which kernel and in
+    which dtype (fp32 weights: bfloat16 around the flash kernel): the calls counted since the mark ``since``
+    (:mod:`harness.models.kernel_calls`)."""
     from harness.models.kernel_calls import observed_kernel, watch
 
-    counts = watch(hf).snapshot()
-    calls = {k: n - (since or {}).get(k, 0) for k, n in counts.items() if n - (since or {}).get(k, 0)}
+    calls, dtypes = watch(hf).since(since)
     return {"attn_implementation": hf.config._attn_implementation, "attn_requested": requested,
-            "attention_kernel": observed_kernel(calls), "attention_calls": calls}
+            "attention_kernel": observed_kernel(calls), "attention_calls": calls,
+            "attention_dtype": observed_kernel(dtypes)}
 
 
 def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
@@ -83,7 +85,7 @@ def measure_cell(plan: RunPlan, cell: Cell, model: Any, hf: Any, block: dict[str
     spec: SetSpec = cell.payload
     lengths = tp.set_lengths(spec, s.n_docs, s.seed)
     positions = usable_positions(hf)   # None: the config does not say, nothing is skipped
-    before = watch(hf).snapshot()
+    before = watch(hf).mark()
     base = {"device": plan.device, "device_name": tp.device_name(plan.device), "dtype": plan.precision,
             **attention_facts(plan.model.attn_implementation, hf, before), "set": asdict(spec),
             "set_stats": tp.set_stats(lengths), "positions": positions, **facts}

@@ -4,8 +4,8 @@ batches, patience in batches on one metric, every parameter decayed, the last ev
 (per-epoch evaluations, patience in evaluations on the task score, HF's decay groups, the best one restored).
 
 The pieces are the library's: ``AutoModelForSequenceClassification``, ``Trainer``, ``EarlyStoppingCallback``,
-``DataCollatorWithPadding``. This module adds loading an encoder from another task's checkpoint with a fresh head
-(MNLI chaining) and the ModernBERT head the authors built, and turning a NaN loss into a clear error; the tokenised
+``DataCollatorWithPadding``. This module adds starting from another task's checkpoint with a fresh final classifier
+(MNLI chaining: :func:`carry_weights`) and the ModernBERT head the authors built, and turning a NaN loss into a clear error; the tokenised
 splits and their cache are :mod:`harness.tasks.glue.tokens`.
 
 task=glue's classification head on a ModernBERT encoder is built as the authors' FlexBERT GLUE runs built it
@@ -114,7 +114,8 @@ def load_classifier(
 ) -> PreTrainedModel:
     """A classifier on the pretrained encoder in ``model_dir`` with a fresh head (``head``: the settings of a
     ModernBERT's head, ``model.glue``; None: the checkpoint's config as is); with ``init_from`` (a fine-tuned
-    classifier, e.g. MNLI's best checkpoint), the encoder weights come from there and the head stays fresh.
+    classifier, e.g. MNLI's chosen checkpoint), every weight but the final classifier's comes from there
+    (:func:`carry_weights`) and the classifier stays fresh.
     ``device``: where it runs (the attention ``auto`` resolves to depends on it; None: this machine's GPU if any)."""
     from transformers import AutoModelForSequenceClassification
 
@@ -135,16 +136,48 @@ def load_classifier(
                 "Re-run the MNLI grid (its best checkpoint is kept under paths.outputs) or set task.init_from."
             )
         source = AutoModelForSequenceClassification.from_pretrained(init_from, **kwargs)
-        try:
-            model.base_model.load_state_dict(source.base_model.state_dict(), strict=True)
-        except RuntimeError as exc:
-            raise HarnessError(
-                f"the encoder in {init_from} does not match model {model_dir} ({exc}); chain only checkpoints "
-                "fine-tuned from the same model"
-            ) from exc
+        apply_head(source, head)     # its head as the run's (no norm): what was saved is what is carried
+        carry_weights(model, source, init_from, model_dir)
         del source
     unpad_if_varlen(model.base_model)     # harness_varlen (CUDA): padded batches run as one packed row
     return model
+
+
+#: the final classification layer's names start so in every ``*ForSequenceClassification`` the harness chains
+#: (transformers' BERT, RoBERTa, DeBERTa-v2, ModernBERT; NomicBERT's and GTE's remote code): what MNLI chaining
+#: leaves fresh, as the authors' ``load_ignore_keys=["state/model/model.classifier*"]``
+#: (MB@2fed0f2:src/evals/finetuning_jobs.py:288-299) left their FlexBERT ``classifier`` alone fresh
+CLASSIFIER = "classifier."
+
+
+def carry_weights(model: PreTrainedModel, source: PreTrainedModel, init_from: str, model_dir: str) -> list[str]:
+    """Every weight of ``source`` (a classifier fine-tuned from the same model: MNLI's) into ``model`` but the final
+    classifier's (names starting ``classifier.``), which stays as built: the encoder and whatever pooling head sits
+    outside ``classifier`` (ModernBERT's ``head``, DeBERTa's ``pooler``, BERT's pooler in ``bert``) come from
+    ``source``; a RoBERTa head's dense layer sits inside ``classifier`` and starts fresh, as the authors' glob
+    leaves it. Returns the names left fresh; any other weight missing or unexpected is an error."""
+    fresh = fresh_parameters(model)
+    if not fresh:
+        raise HarnessError(f"{type(model).__name__} has no weight named {CLASSIFIER}*: MNLI chaining carries every "
+                           "weight but the final classifier, which this head does not name; set task.mnli_init=off")
+    carried = {k: v for k, v in source.state_dict().items() if not k.startswith(CLASSIFIER)}
+    try:
+        missing, unexpected = model.load_state_dict(carried, strict=False)
+    except RuntimeError as exc:   # a weight of another shape
+        why = " ".join(str(exc).split())[:300]
+    else:
+        missing = [k for k in missing if not k.startswith(CLASSIFIER)]
+        why = f"missing {', '.join(missing[:3])}" if missing else \
+            f"unexpected {', '.join(unexpected[:3])}" if unexpected else ""
+    if why:
+        raise HarnessError(f"the classifier in {init_from} does not match model {model_dir} ({why}); chain only "
+                           "checkpoints fine-tuned from the same model")
+    return fresh
+
+
+def fresh_parameters(model: PreTrainedModel) -> list[str]:
+    """The weights MNLI chaining leaves fresh: the final classifier's (:data:`CLASSIFIER`)."""
+    return [k for k in model.state_dict() if k.startswith(CLASSIFIER)]
 
 
 def head_config(head: GlueHead | None, model_dir: str) -> dict[str, Any]:

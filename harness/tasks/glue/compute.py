@@ -173,6 +173,8 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
             init_from=init.checkpoint, trust_remote_code=spec.trust_remote_code, head=spec.glue, device=device,
         )
         describe_model(rec, model, ctx)
+        if init.checkpoint is not None:   # what started fresh: the final classifier; every other weight was carried
+            rec.details["init_fresh"] = clf.fresh_parameters(model)
         rec.details["tracking"] = tracker.describe()
         outcome = clf.train_and_evaluate(
             model, ctx.tokenizer, train_ds, eval_ds,

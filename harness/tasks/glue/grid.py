@@ -29,7 +29,8 @@ class GridPoint:
 
 @dataclass(frozen=True)
 class InitSource:
-    """Where a GLUE run's encoder weights come from: the pretrained model, or a fine-tuned checkpoint."""
+    """Where a GLUE run's weights come from: the pretrained model, or a fine-tuned checkpoint (all but its final
+    classifier)."""
 
     kind: str                        # pretrained | mnli | path
     checkpoint: str | None = None

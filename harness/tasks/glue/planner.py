@@ -25,19 +25,34 @@ from harness.core.registry import Registry
 from harness.core.typed import build
 from harness.core.work import Work, cost_data
 from harness.specs import dependencies
-from harness.specs.stages import Stage
+from harness.specs.stages import Stage, versions
 from harness.tasks.glue import compute
 from harness.tasks.glue import data as glue_data
 from harness.tasks.glue.chain import resolve_init
-from harness.tasks.glue.grid import GlueSettings, GlueStages, epoch_values, grid_points, order_tasks, seeds
+from harness.tasks.glue.grid import (
+    GlueSettings,
+    GlueStages,
+    InitSource,
+    epoch_values,
+    grid_points,
+    order_tasks,
+    seeds,
+)
 from harness.tasks.runplan import Cell, RunPlan, Setup, check_model, excluded_keys
 
 #: GLUE's stages, each with its protocol version (their code is :mod:`harness.tasks.glue.compute`'s)
 STAGES: Registry[Stage] = Registry("stage", {
     "load.classifier": Stage(1, what="a sequence classifier (fresh head): harness.tasks.glue.classification"),
+    # a GLUE point that starts from another run's weights (MNLI's chosen checkpoint, task.init_from) computes this
+    # stage too (its version enters only those points' identities); 1: the encoder alone was carried (before the
+    # fifth fidelity pass, never hashed), 2: every weight but the final classifier, as the authors carried it
+    "load.chain": Stage(2, what="the weights a chained GLUE point starts from: all but classifier.*, "
+                              "harness.tasks.glue.classification.carry_weights"),
     "train.glue": Stage(2, what="Trainer; authors (last eval, seeds) or best_epoch: harness.tasks.glue.classification"),
     "score.glue": Stage(1, what="GLUE dev metrics (sklearn/scipy): harness.tasks.glue.metrics"),
 }, hint="Declare it in STAGES of harness/tasks/glue/planner.py.")
+#: the stage a point that starts from another run's weights computes beyond the spec's
+CHAIN_STAGE = "load.chain"
 
 
 class GluePlanner:
@@ -90,12 +105,19 @@ class GluePlanner:
                 "task.tasks": point.task, "task.lr": point.lr, "task.weight_decay": point.weight_decay,
                 "task.epochs": point.epochs, "task.seed": point.seed, "task.definitions": s.definitions[point.task],
                 "task.data": data[point.task], "task.init": init.run_id or init.checkpoint,
-                "task.eval_batches": s.eval_interval.get(point.task), **head,
+                "task.eval_batches": s.eval_interval.get(point.task), **head, **self.chained_protocol(init),
             })
             rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs,
                                          "seed": point.seed})
             out.append(Cell(point.task, rid, ident, payload=(point, init)))
         return out
+
+    def chained_protocol(self, init: InitSource) -> dict[str, Any]:
+        """A point that starts from another run's weights computes one stage more, ``load.chain`` (what is carried),
+        whose version enters its identity alone: a point from the pretrained encoder keeps the id it had."""
+        if init.checkpoint is None:
+            return {}
+        return {"protocol": versions(STAGES, [*self.setup.spec.stages_for(self.setup.config), CHAIN_STAGE])}
 
     def fitted_lengths(self) -> dict[str, int]:
         return {"task.max_length": int(self.settings.max_length)}

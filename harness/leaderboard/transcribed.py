@@ -1,0 +1,84 @@
+"""Published rows of later papers (Ettin, mmBERT), transcribed into CSV here: :class:`PaperSource` (one table of a
+paper) and its reader; :class:`PublishedRow`, the row every published source becomes. The registry of the tables is
+``harness.leaderboard.baselines.PAPER_SOURCES``."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from harness.leaderboard.cells import OTHER_PROTOCOL_MARK, PUBLISHED, Cell, RowKey
+
+
+def baselines_dir() -> Path:
+    """The packaged copies of the published CSVs (they ship with the package; no ../shared needed)."""
+    return Path(str(resources.files("harness.leaderboard") / "baselines"))
+
+
+@dataclass
+class PublishedRow:
+    key: RowKey
+    printed_name: str
+    cells: dict[tuple[str, str], Cell]     # (table, column) -> cell
+    #: the source tables the row comes from, each {"badge": "Ettin Table 3", "note": what its protocol changed}
+    badges: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PaperSource:
+    """A table of a later paper, transcribed here (docs/fidelity.md, "Ettin and mmBERT models"): one CSV row per
+    printed row, whose ``source`` column names the table it was copied from (it must read ``cited_as``), and whose
+    ``row``/``family``/``size`` columns place it. ``cells``: CSV header -> (leaderboard table, column); a header not
+    named there is transcribed but not shown (no column shares its protocol). ``other_protocol``: header -> (short name,
+    why): a number not measured the way its column is, footnoted with OTHER_PROTOCOL_MARK and never ranked.
+    ``badge`` and ``protocol`` label the rows (what the paper's protocol changed versus the ModernBERT paper's)."""
+
+    id: str
+    file: str
+    citation: str
+    where: str
+    cited_as: str
+    badge: str
+    protocol: str
+    cells: Mapping[str, tuple[str, str]]
+    other_protocol: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    notes: Mapping[str, str] = field(default_factory=dict)   # header -> what else a reader of the cell must know
+
+
+_PAPER_COLUMNS = ("source", "printed", "row", "family", "size")
+
+
+def read_paper_source(source: PaperSource) -> list[PublishedRow]:
+    """Rows of one later paper's table; every row must cite ``source.cited_as``; empty cells stay absent."""
+    path = baselines_dir() / source.file
+    rows = []
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        absent = [h for h in [*_PAPER_COLUMNS, *source.cells] if h not in (reader.fieldnames or ())]
+        if absent:
+            raise ValueError(f"{path}: registry entry {source.id!r} names columns the file lacks: {absent}")
+        for i, line in enumerate(reader):
+            if line["source"] != source.cited_as:
+                raise ValueError(f"{path} row {i + 1}: cites {line['source']!r}, the registry says {source.cited_as!r}")
+            cells = {}
+            for header, (table, column) in source.cells.items():
+                raw = line[header].strip()
+                if raw:
+                    cells[(table, column)] = _paper_cell(source, i, line, header, raw)
+            key = RowKey(line["row"], line["family"], line["size"], PUBLISHED)
+            rows.append(PublishedRow(key, line["printed"], cells, [{"badge": source.badge, "note": source.protocol}]))
+    return rows
+
+
+def _paper_cell(source: PaperSource, i: int, line: Mapping[str, str], header: str, raw: str) -> Cell:
+    src = {"source": source.id, "citation": source.citation, "where": source.where, "file": source.file,
+           "row": i + 1, "model": line["printed"], "column": header, "printed": raw}
+    note = "; ".join(n for n in (f"published, {source.cited_as}", source.notes.get(header, ""),
+                                 (line.get("note") or "").strip()) if n)
+    short, why = source.other_protocol.get(header, ("", ""))
+    if short:
+        note += f"; {OTHER_PROTOCOL_MARK} {why}"
+    return Cell(float(raw), raw + (OTHER_PROTOCOL_MARK if short else ""), note=note, sources=[src], other_protocol=short)
