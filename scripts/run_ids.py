@@ -117,7 +117,7 @@ SETUP["glue-rte-chained"] = mnli_records
 
 def describe(name: str, overrides: list[str]) -> dict[str, Any]:
     """Everything a change to identities would show for one configuration (or the error it raised)."""
-    from harness.tasks.retrieval.steps import RetrievalStages
+    from harness.tasks.retrieval.stages import RetrievalStages
 
     from harness.run import planning
     from harness.run.overrides import compose_config
@@ -134,16 +134,16 @@ def describe(name: str, overrides: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"cells": [[c.dataset, c.run_id, c.spec, c.plan_key] for c in cells]}
     if name != "mteb":   # task=mteb is no job of the paper graph, which alone estimates work
         out |= guarded(work, name, overrides)
-    if isinstance(plan.steps, RetrievalStages) and cells:
+    if isinstance(plan.stages, RetrievalStages) and cells:
         from harness.core.results import stable_hash
 
-        out["corpus_cache_part"] = stable_hash(dict(plan.steps.cache_run))
+        out["corpus_cache_part"] = stable_hash(dict(plan.stages.cache_run))
         out["hyperparameters"] = plan.header.hyperparameters
         out["details"] = {k: v for k, v in plan.header.details.items() if k != "lineage"}   # the task's own
         if plan.trains:
-            out["train_dir"] = scrub(plan.steps.train_dir)
+            out["train_dir"] = scrub(plan.stages.train_dir)
         out |= guarded(retriever, plan)
-    if isinstance(plan.steps, GlueStages):
+    if isinstance(plan.stages, GlueStages):
         out |= guarded(glue_points, plan, cells)
     return json.loads(scrub(json.dumps(out, default=str)))
 
@@ -193,7 +193,7 @@ def flat(obj: Any) -> dict[str, Any]:
 
 def retriever(plan: Any) -> dict[str, Any]:
     """The corpus-cache identity the runner builds for the retriever (weights loaded; a run that trains gets a
-    stand-in fingerprint for its trained weights) and the settings the retrieve step gives the retriever."""
+    stand-in fingerprint for its trained weights) and the settings the retrieve stage gives the retriever."""
     from harness.core.results import stable_hash
     from harness.tasks.retrieval import compute
 
@@ -214,7 +214,7 @@ def glue_points(plan: Any, cells: list[Any]) -> dict[str, Any]:
 
     s = plan.settings
     fp = models.model_identity(plan.model, *models.resolve_path(plan.model))["fingerprint"]
-    data = glue_point.load_data(list(plan.steps.tasks), s)
+    data = glue_point.load_data(list(plan.stages.tasks), s)
     out = []
     for cell in cells:
         p, init = cell.payload
