@@ -16,30 +16,23 @@ from harness.core.registry import Registry
 from harness.core.results import file_sha
 from harness.core.typed import at_least, choices, count, flat
 from harness.core.work import Work, cost_data
-from harness.tasks.retrieval.planner import Resolved, RetrievalKind, RetrievalSettings, data_spec
+from harness.tasks.retrieval.planner import Resolved, RetrievalKind, RetrievalSettings, RowSource, data_spec
 from harness.tasks.retrieval.settings import SingleVectorEval
 from harness.training.settings import DenseTraining, TrainRows
 
 
-class HubTriplets:
+class HubTriplets(RowSource):
     """The paper's MS MARCO hard-negative triplets from the hub (a pinned revision, a seeded sample)."""
 
-    def identity(self, s: Any) -> dict[str, Any]:
-        return {}
+    hub = "DPR training data {d.hub_path}@{d.hub_revision}"
+    offline = ("Offline, train on a local file: task.train_data.source=file task.train_data.path=<triplets "
+               ".tsv/.jsonl>, or mine from a local BEIR train split: task.train_data.source=beir "
+               "task.train_data.dataset=<name> task.data_dir=<dir>.")
 
     def describe(self, s: Any) -> dict[str, Any]:
         d = s.train_data
         return {"hub_path": d.hub_path, "hub_config": d.hub_config, "hub_revision": d.hub_revision,
                 "max_samples": d.max_samples, "split_seed": d.split_seed}
-
-    def check(self, s: Any) -> None:
-        from harness.models import require_hub
-
-        d = s.train_data
-        require_hub(f"DPR training data {d.hub_path}@{d.hub_revision}",
-                    "Offline, train on a local file: task.train_data.source=file task.train_data.path=<triplets "
-                    ".tsv/.jsonl>, or mine from a local BEIR train split: task.train_data.source=beir "
-                    "task.train_data.dataset=<name> task.data_dir=<dir>.")
 
     def work(self, s: Any) -> Work:
         return sampled_work(s)
@@ -52,7 +45,7 @@ class HubTriplets:
                                           d.split_seed), None
 
 
-class FileTriplets:
+class FileTriplets(RowSource):
     """A local TSV/CSV/JSONL of (query, positive, negative) rows; its content hash enters the run identity."""
 
     def identity(self, s: Any) -> dict[str, Any]:
@@ -86,7 +79,7 @@ class FileTriplets:
         return triplets.sample(triplets.load_triplets_file(_path(d)), d.max_samples, d.split_seed), None
 
 
-class BeirMined:
+class BeirMined(RowSource):
     """(query, positive) pairs from a local BEIR train split, hard negatives mined with the model being trained."""
 
     def identity(self, s: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from harness.core.typed import choices, count, excluded, flat
 from harness.core.work import Work, cost_data
 from harness.tasks.retrieval import beir
 from harness.tasks.retrieval.data.catalog import DatasetEntry
-from harness.tasks.retrieval.planner import Resolved, RetrievalKind, RetrievalSettings
+from harness.tasks.retrieval.planner import Resolved, RetrievalKind, RetrievalSettings, RowSource
 from harness.tasks.retrieval.settings import MultiVectorEval
 from harness.training.settings import HubRows, KdTraining, TrainRows
 
@@ -26,35 +26,32 @@ from harness.training.settings import HubRows, KdTraining, TrainRows
 FILE_KEYS = ("path", "queries_path", "documents_path")
 
 
-class KdSource:
-    """What the KD sources share: how their samples load (each source says its ``name`` and how it ``read``s)."""
+def kd_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+    """What the KD sources share (each says its ``name`` and how it ``read``s): its samples for the settings ``s``
+    (every query and document id checked) and their facts."""
+    from harness.core.console import step
 
-    def load(self, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
-        """This source's samples for the settings ``s`` (every query and document id checked) and their facts."""
-        from harness.core.console import step
-
-        d = s.train_data   # n_ways >= 2: typed (KdData)
-        with step(f"KD data: reading, validating and joining {self.name(d)}",
-                  starting="every query and document id is checked") as done:
-            data, facts = self.read(d, s.training.train_seed)
-            done.outcome = f"{len(data):,} samples, {d.n_ways}-way"
-        return data, facts
+    d = s.train_data   # n_ways >= 2: typed (KdData)
+    with step(f"KD data: reading, validating and joining {source.name(d)}",
+              starting="every query and document id is checked") as done:
+        data, facts = source.read(d, s.training.train_seed)
+        done.outcome = f"{len(data):,} samples, {d.n_ways}-way"
+    return data, facts
 
 
-class HubKd(KdSource):
+class HubKd(RowSource):
     """A hub dataset of queries, documents and teacher scores (PyLate's MS MARCO KD set by default)."""
 
-    def identity(self, s: Any) -> dict[str, Any]:
-        return {}
+    hub, load = "KD training set {d.hub.hub_path!r}", kd_load
+
+    @property
+    def offline(self) -> str:   # type: ignore[override]
+        from harness.tasks.retrieval.data.kd import HUB_FIX  # the KD reader's own (it imports datasets)
+
+        return HUB_FIX
 
     def describe(self, s: Any) -> dict[str, Any]:
         return asdict(s.train_data.hub)
-
-    def check(self, s: Any) -> None:
-        from harness.models import require_hub
-        from harness.tasks.retrieval.data.kd import HUB_FIX
-
-        require_hub(f"KD training set {s.train_data.hub.hub_path!r}", HUB_FIX)
 
     def name(self, d: Any) -> str:
         return str(d.hub.hub_path)
@@ -68,9 +65,11 @@ class HubKd(KdSource):
         return kd.load_kd_hub(d.hub.hub_path, d.hub.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples, seed=seed)
 
 
-class FileKd(KdSource):
+class FileKd(RowSource):
     """A local JSONL or Parquet KD file (and the queries and documents files it joins); their hashes enter the
     run identity."""
+
+    load = kd_load
 
     def identity(self, s: Any) -> dict[str, Any]:
         d = s.train_data

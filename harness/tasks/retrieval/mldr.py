@@ -32,58 +32,48 @@ from harness.core.results import file_sha
 from harness.core.typed import choices, count, excluded, flat
 from harness.core.work import Work, cost_data
 from harness.tasks.retrieval import beir
-from harness.tasks.retrieval.planner import Resolved, RetrievalKind, RetrievalSettings, entries
+from harness.tasks.retrieval.planner import Resolved, RetrievalKind, RetrievalSettings, RowSource, entries
 from harness.tasks.retrieval.settings import MultiVectorEval, SingleVectorEval
 from harness.tasks.runplan import SOURCE, SourceSettings
 from harness.training.settings import DenseTraining, HubRows, TrainRows
 
 
-class MldrRows:
-    """What the MLDR sources share: how their rows become training triplets, and the tokens they train on (each
-    source says where its ``rows`` come from)."""
+def mldr_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
+    """What the MLDR sources share (each says where its ``rows`` come from): the training triplets (each query's
+    positive with its first N negatives, a seeded sample) and their counts, for the record."""
+    import logging
 
-    def load(self, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
-        """The training triplets of this source (each query's positive with its first N negatives, a seeded sample)
-        and their counts, for the record."""
-        import logging
+    from harness.tasks.retrieval.data import mldr
 
-        from harness.tasks.retrieval.data import mldr
-
-        d = s.train_data
-        ds, stats = mldr.triplets(self.rows(s), d.num_negatives, d.max_samples, s.training.train_seed)
-        logging.getLogger(__name__).info("MLDR training data: %s", stats)
-        return ds, stats
-
-    def work(self, s: Any) -> Work:
-        """Training tokens of MLDR's training queries (the local mldr-en folder's, else the cost file's count), each
-        with its positive and ``num_negatives`` documents of at most ``max_seq_length`` tokens."""
-        from harness.data.sizes import retrieval_set
-
-        c, d, t = cost_data(), s.train_data, s.training
-        docs = min(c["mldr-en"][2], int(t.max_seq_length)) * (int(d.num_negatives) + 1)
-        local = retrieval_set(s.data_dir, str((s.catalog.get("mldr-en") or {}).get("local")))
-        queries = local[1] if local else c["mldr_train_queries"]
-        return Work(train=queries * (docs + c["query_tokens"]) * int(t.epochs))
+    d = s.train_data
+    ds, stats = mldr.triplets(source.rows(s), d.num_negatives, d.max_samples, s.training.train_seed)
+    logging.getLogger(__name__).info("MLDR training data: %s", stats)
+    return ds, stats
 
 
-class HubMldr(MldrRows):
+def mldr_work(source: Any, s: Any) -> Work:
+    """Training tokens of MLDR's training queries (the local mldr-en folder's, else the cost file's count), each with
+    its positive and ``num_negatives`` documents of at most ``max_seq_length`` tokens."""
+    from harness.data.sizes import retrieval_set
+
+    c, d, t = cost_data(), s.train_data, s.training
+    docs = min(c["mldr-en"][2], int(t.max_seq_length)) * (int(d.num_negatives) + 1)
+    local = retrieval_set(s.data_dir, str((s.catalog.get("mldr-en") or {}).get("local")))
+    queries = local[1] if local else c["mldr_train_queries"]
+    return Work(train=queries * (docs + c["query_tokens"]) * int(t.epochs))
+
+
+class HubMldr(RowSource):
     """``Shitao/MLDR``'s English train file at a pinned revision."""
 
-    def identity(self, s: Any) -> dict[str, Any]:
-        return {}
+    hub = "MLDR training data {d.hub.hub_path}@{d.hub.hub_revision} ({d.hub_dir}/{d.split}.jsonl.gz)"
+    offline = ("Offline, train on a local folder in MLDR's layout: task.train_data.source=local "
+               "task.train_data.path=<folder with train.jsonl> (null: the mldr dataset's folder under task.data_dir).")
+    load, work = mldr_load, mldr_work
 
     def describe(self, s: Any) -> dict[str, Any]:
         d = s.train_data
         return {**asdict(d.hub), "hub_dir": d.hub_dir}
-
-    def check(self, s: Any) -> None:
-        from harness.models import require_hub
-
-        d = s.train_data
-        require_hub(f"MLDR training data {d.hub.hub_path}@{d.hub.hub_revision} ({d.hub_dir}/{d.split}.jsonl.gz)",
-                    "Offline, train on a local folder in MLDR's layout: task.train_data.source=local "
-                    "task.train_data.path=<folder with train.jsonl> (null: the mldr dataset's folder under "
-                    "task.data_dir).")
 
     def rows(self, s: Any) -> Any:
         from harness.tasks.retrieval.data import mldr
@@ -92,9 +82,11 @@ class HubMldr(MldrRows):
         return mldr.train_rows_hub(d.hub.hub_path, d.hub.hub_revision, d.hub_dir, d.split)
 
 
-class LocalMldr(MldrRows):
+class LocalMldr(RowSource):
     """A folder in MLDR's layout (``task.train_data.path``, else the evaluated mldr dataset's folder); the train
     file's hash enters the run identity."""
+
+    load, work = mldr_load, mldr_work
 
     def folder(self, s: Any) -> Path:
         d = s.train_data

@@ -125,6 +125,21 @@ def data_spec(s: Any, entry: DatasetEntry, query_length: int | None = None) -> s
     return spec if query_length is None else results.stable_hash({"data": spec, "query_length": query_length})
 
 
+class RowSource:
+    """What every ``task.train_data.source`` shares: nothing enters the run identity by default (a pinned hub copy);
+    a hub source's check: the hub reachable, else one line naming ``hub`` (over the node ``d``) and ``offline``."""
+
+    hub = offline = ""   # what a hub source reads, and its local alternative
+
+    def identity(self, s: Any) -> dict[str, Any]:
+        return {}
+
+    def check(self, s: Any) -> None:
+        from harness.models import require_hub
+
+        require_hub(self.hub.format(d=s.train_data), self.offline)
+
+
 def training_source(s: Any) -> Any:
     """Where the training rows come from: ``task.train_data.source`` in the registry its typed node names."""
     data = s.train_data
