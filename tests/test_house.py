@@ -228,3 +228,17 @@ def test_the_main_job_returns_to_a_module_already_left_at_most_half_as_often(tmp
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     assert figures["returns"] <= 67 // 2, figures
     assert list(Path(tmp_path, "results").rglob("scifact.json"))       # the job wrote its record
+
+
+@pytest.mark.parametrize(("section", "registry"), [("## Adding a task", "KINDS"),
+                                                   ("## Adding a retriever", "STAGES")])
+def test_a_recipe_touches_one_protocol_folder_and_conf(section: str, registry: str) -> None:
+    """The "add a task" and "add a retriever" recipes of docs/layout.md (run by tests/test_families.py and
+    tests/test_retrievers.py): their one registration line goes in the retrieval protocol's folder, where the
+    registry they name is defined, and their spec in conf/task/."""
+    text = (REPO / "docs" / "layout.md").read_text().split(section, 1)[1].split("\n## ", 1)[0]
+    places = set(re.findall(rf"`{registry}` (?:of|in) `(harness/[\w/]+\.py)`", text))
+    assert len(places) == 1, places
+    (place,) = places
+    assert place.startswith("harness/tasks/retrieval/") and f"\n{registry}: Registry" in (REPO / place).read_text()
+    assert "conf/task/" in text
