@@ -117,11 +117,10 @@ SETUP["glue-rte-chained"] = mnli_records
 
 def describe(name: str, overrides: list[str]) -> dict[str, Any]:
     """Everything a change to identities would show for one configuration (or the error it raised)."""
-    from harness.tasks.retrieval.stages import RetrievalStages
-
     from harness.run import planning
     from harness.run.overrides import compose_config
     from harness.tasks.glue.grid import GlueStages
+    from harness.tasks.retrieval.stages import RetrievalStages
 
     try:
         if name in SETUP:
