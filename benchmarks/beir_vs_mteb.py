@@ -20,13 +20,13 @@ import statistics
 import tempfile
 import time
 
-from harness.data.beir import load_local
-from harness.data.retrieval import subset
-from harness.evaluation.dense import DenseRetriever, dense_settings
-from harness.evaluation.retriever import evaluate
-from harness.evaluation.throughput import machine_facts
 from harness.models import ModelSpec, bf16_supported, load_sentence_transformer, resolve_precision
 from harness.peers.mteb_local import mteb_ndcg_at_10
+from harness.tasks.efficiency.throughput import machine_facts
+from harness.tasks.retrieval.data.beir import load_local
+from harness.tasks.retrieval.data.dataset import subset
+from harness.tasks.retrieval.retrievers.dense import DenseRetriever, dense_settings
+from harness.tasks.retrieval.retrievers.retriever import evaluate
 
 #: all-MiniLM-L6-v2 on full SciFact in fp32, harness and mteb 2.26 alike (tests/test_mteb_parity.py keeps it)
 REFERENCE_FP32 = 0.64508

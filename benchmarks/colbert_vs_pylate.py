@@ -24,16 +24,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.data.beir import load_local
-from harness.data.retrieval import RetrievalDataset, subset
-from harness.evaluation.colbert_model import load_colbert
-from harness.evaluation.ir_metrics import evaluate_run
-from harness.evaluation.multivector import MultiVectorRetriever, multi_vector_settings
-from harness.evaluation.plaid_index import build_plaid
-from harness.evaluation.retriever import evaluate
-from harness.evaluation.settings import PlaidSettings, plaid_backend
+from harness.core.typed import from_conf
 from harness.models import ModelSpec
-from harness.typed import from_conf
+from harness.tasks.retrieval.data.beir import load_local
+from harness.tasks.retrieval.data.dataset import RetrievalDataset, subset
+from harness.tasks.retrieval.retrievers.colbert_model import load_colbert
+from harness.tasks.retrieval.retrievers.ir_metrics import evaluate_run
+from harness.tasks.retrieval.retrievers.multivector import MultiVectorRetriever, multi_vector_settings
+from harness.tasks.retrieval.retrievers.plaid_index import build_plaid
+from harness.tasks.retrieval.retrievers.retriever import evaluate
+from harness.tasks.retrieval.settings import PlaidSettings, plaid_backend
 
 #: the tasks' PLAID parameters (conf/plaid/default.yaml)
 PLAID = from_conf(PlaidSettings, "plaid/default")
@@ -70,7 +70,7 @@ def pylate_plaid(model, ds: RetrievalDataset, batch_size: int, backend: str, top
 
 def warm_up_plaid(backend: str, dim: int) -> None:
     """Build (and so compile, for the Stanford backend) a throwaway index before anything is timed."""
-    from harness.evaluation.token_store import TokenStore
+    from harness.tasks.retrieval.retrievers.token_store import TokenStore
 
     rng = np.random.default_rng(0)
     docs = [rng.standard_normal((40, dim)).astype(np.float32) for _ in range(40)]

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import torch
 
-from harness.data import coir
-from harness.evaluation.dense import DenseRetriever, dense_settings
-from harness.evaluation.retriever import TitleConvention, evaluate
 from harness.models import ModelSpec, load_sentence_transformer
 from harness.peers.mteb_local import mteb_coir_csn_ndcg_at_10
+from harness.tasks.retrieval.data import coir
+from harness.tasks.retrieval.retrievers.dense import DenseRetriever, dense_settings
+from harness.tasks.retrieval.retrievers.retriever import TitleConvention, evaluate
 
 
 def main() -> None:

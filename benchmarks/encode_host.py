@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.evaluation import encode as enc
-from harness.evaluation.settings import Batching
+from harness.encoding import encode as enc
+from harness.encoding.settings import Batching
 from harness.models import ModelSpec, load_sentence_transformer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None, help="preparing threads (default: the encoder's)")
     args = ap.parse_args()
     import harness
-    from harness.data.beir import load_local
+    from harness.tasks.retrieval.data.beir import load_local
 
     folder = Path(args.data)
     docs = load_local(folder, folder.name, "test").documents()[: args.docs]
@@ -61,7 +61,7 @@ def main() -> None:
     model, _ = load_sentence_transformer(spec, device="cpu")
     enc.forward_batch = stub_forward                 # only the host side runs
     batching = Batching(batch_tokens=args.batch_tokens, max_batch_size=512)
-    from harness.evaluation.prefetch import default_workers
+    from harness.encoding.prefetch import default_workers
 
     tree = Path(harness.__file__).resolve().parents[1]
     for calls in args.calls:

@@ -25,17 +25,17 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from harness.evaluation import encode as enc
-from harness.evaluation import throughput as tp
-from harness.evaluation.settings import Batching
-from harness.evaluation.throughput import SetSpec
+from harness.core.typed import from_conf
+from harness.encoding import encode as enc
+from harness.encoding.settings import Batching
 from harness.models import ModelSpec, autocast, bf16_supported, load_sentence_transformer
-from harness.typed import from_conf
+from harness.tasks.efficiency import throughput as tp
+from harness.tasks.efficiency.settings import SetSpec
 
 
 def texts_for(args, model) -> list[str]:
     if args.data:
-        from harness.data.beir import load_local
+        from harness.tasks.retrieval.data.beir import load_local
 
         return load_local(args.data, os.path.basename(os.path.normpath(args.data)), "test").documents()[: args.n_docs]
     spec = (SetSpec(length=512, batch_size=512) if args.set == "short_fixed"

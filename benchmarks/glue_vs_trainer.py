@@ -77,7 +77,7 @@ def harness_run(glue_dir: Path, epochs: int, work: Path) -> float:
     evaluations the best checkpoint of a 1-epoch run is its last)."""
     from hydra import compose, initialize_config_module
 
-    from harness.runner import run
+    from harness.run.runner import run
 
     s = SETTINGS
     with initialize_config_module("conf", version_base="1.3"):

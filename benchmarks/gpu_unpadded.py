@@ -14,7 +14,7 @@ the weights). ``--shrink N`` divides every length by N (the check's CPU dry run)
 appended to DIR/figures.jsonl the moment it exists (benchmarks/gpu/figures.py), with the device, torch and the
 attention kernel counted while it was measured.
 
-``efficiency``: the harness runs task=efficiency's measurement (:func:`harness.evaluation.throughput.measure`)
+``efficiency``: the harness runs task=efficiency's measurement (:func:`harness.tasks.efficiency.throughput.measure`)
 with the attention ``auto`` resolves to (CUDA: harness_varlen, packed; CPU: ``harness_varlen``'s reference) and
 fp32 matmuls as the authors' notebooks (TF32 off; ``--tf32`` adds short fixed with TF32 on, for information); the
 notebook loop is an sdpa model with batches padded to the set's longest length, fp32, random ids in [100, 16,000),
@@ -38,10 +38,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))        # benchmarks/gpu/ as the package ``gpu``
 
-from harness.evaluation import encode as enc
-from harness.evaluation import throughput as tp
-from harness.evaluation.throughput import SetSpec
+from harness.encoding import encode as enc
 from harness.models import ModelSpec, load_sentence_transformer
+from harness.tasks.efficiency import throughput as tp
+from harness.tasks.efficiency.settings import SetSpec
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE2 = REPO / "harness" / "leaderboard" / "baselines" / "modernbert_table2_efficiency.csv"

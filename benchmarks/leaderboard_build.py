@@ -2,7 +2,7 @@
 
 ``python benchmarks/leaderboard_build.py [--records 10000] [--combine latest|best|mean]``
 
-Writes synthetic but schema-true records with ``harness.results.write_record`` into a temp dir (BEIR and
+Writes synthetic but schema-true records with ``harness.core.results.write_record`` into a temp dir (BEIR and
 ColBERT LR sweeps, GLUE grids with seeds, MLDR, code, a few failed runs), then times the whole build:
 reading, combining, published baselines, Markdown, CSVs and the site.
 """
@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness import specs
+from harness.core.results import ResultRecord, write_record
 from harness.leaderboard import build
-from harness.results import ResultRecord, write_record
 
 VERSIONS = {"harness": "0.1.0", "torch": "2.6.0", "transformers": "5.3.0", "sentence-transformers": "5.3.0"}
 FAMILIES = [("BERT", "bert"), ("RoBERTa", "roberta"), ("ModernBERT", "modernbert"), ("GTE-en-MLM", "gte-en-mlm")]

@@ -4,7 +4,7 @@
     python benchmarks/long_docs_memory.py --models tiny --lengths 512,2048,8192 --batches 1,2,4 --attn sdpa,eager
 
 Each point runs in a fresh subprocess that loads the model, then encodes one batch of ``batch`` sequences of
-``length`` tokens as harness.evaluation.encode does (inference mode, autocast); the figure is the growth of peak
+``length`` tokens as harness.encoding.encode does (inference mode, autocast); the figure is the growth of peak
 RSS (VmHWM) over the loaded model. ``tiny`` is the committed test ModernBERT given 8,192 positions (RoPE: same
 weights); ``base``/``large`` are random-init ModernBERTs with ModernBERT-base/-large's width, heads and MLP size but
 2 layers (one global, one local attention): at inference one layer's activations are live at a time, so the peak

@@ -29,12 +29,11 @@ def cpu_model() -> str:
 
 
 def evaluate_once(cfg, k: int | None, top_k: int) -> tuple[float, dict, object]:
-    from harness import planning
-    from harness.evaluation import shards
-    from harness.evaluation.retriever import evaluate
-    from harness.families.retrieval import entries
-    from harness.stages import retrieval as compute
-    from harness.stages import score
+    from harness.run import planning
+    from harness.tasks.retrieval import compute, score
+    from harness.tasks.retrieval.planner import entries
+    from harness.tasks.retrieval.retrievers import shards
+    from harness.tasks.retrieval.retrievers.retriever import evaluate
 
     plan = planning.plan(cfg)
     model, _ = compute.load_model(plan)
@@ -55,7 +54,7 @@ def merge_alone(parts_file: Path, top_k: int) -> dict:
 
     import torch  # noqa: F401  (imported before the baseline, as the merge process has it)
 
-    from harness.evaluation import shards
+    from harness.tasks.retrieval.retrievers import shards
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tracemalloc.start()   # numpy reports its buffers to it: the merge's own allocations, whatever torch's import left
@@ -94,7 +93,7 @@ def main() -> int:
     same = plain["metrics"] == sharded["metrics"]
     # the merge alone, in a fresh process
     n_queries = plain["details"]["n_queries"]
-    qkey = __import__("harness.evaluation.shards", fromlist=["texts_key"]).texts_key(
+    qkey = __import__("harness.tasks.retrieval.retrievers.embedding_cache", fromlist=["texts_key"]).texts_key(
         list(retriever.ds.evaluated_queries().values()))
     files, positions = [], []
     for i in range(len(retriever.plan)):

@@ -35,8 +35,8 @@ def train(args: argparse.Namespace, n: int, tmp: Path) -> tuple[dict, float]:
     """One run on ``n`` processes: its training facts and the trainer's train_runtime (TensorBoard)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from harness.compose import compose_config
-    from harness.runner import run
+    from harness.run.overrides import compose_config
+    from harness.run.runner import run
 
     out = tmp / f"n{n}"
     (rec,) = run(compose_config([

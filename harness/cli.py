@@ -9,17 +9,17 @@ from types import ModuleType
 import hydra
 from omegaconf import DictConfig
 
-from harness import scheduler
-from harness.errors import HarnessError, one_line, print_error
-from harness.overrides import PRIMARY, check_group_overrides, check_key_overrides
-from harness.registry import Registry
+from harness.core import scheduler
+from harness.core.errors import HarnessError, one_line, print_error
+from harness.core.registry import Registry
+from harness.run.overrides import PRIMARY, check_overrides
 
 log = logging.getLogger("harness")
 
 
 @hydra.main(version_base="1.3", config_path=PRIMARY, config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | scheduler.JobFailed | None:
-    from harness import runner
+    from harness.run import runner
 
     scheduler.stop_on_signals()
     try:
@@ -43,7 +43,7 @@ def prepare(cfg: DictConfig) -> None:
     """Before any work: the console's noise level (``log_level``, ``hydra.verbose``) and the tracker's package."""
     from hydra.core.hydra_config import HydraConfig
 
-    from harness import console
+    from harness.core import console
     from harness.training import tracking
 
     try:
@@ -65,8 +65,7 @@ def main() -> None:
         sys.exit(SUBCOMMANDS[sys.argv[1]].main(sys.argv[2:]))
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] %(message)s")
     try:
-        check_group_overrides(sys.argv[1:])
-        check_key_overrides(sys.argv[1:])
+        check_overrides(sys.argv[1:])
     except HarnessError as exc:
         sys.exit(print_error(exc))
     _hydra_main()

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import results
-from harness.errors import HarnessError, print_error
+from harness.core import results
+from harness.core.errors import HarnessError, print_error
 
 FORMATS = ("mteb",)
 
@@ -44,7 +44,7 @@ def _names(pairs: Sequence[str]) -> dict[str, str]:
 
 def check_paths(args: argparse.Namespace) -> None:
     """Before any record is read: every results folder exists, ``--out`` can be a folder (nothing created)."""
-    from harness.preflight import check_records_dir, check_writable_dir
+    from harness.run.preflight import check_records_dir, check_writable_dir
 
     for folder in args.results:
         check_records_dir(folder, "results folder", "harness export --format mteb results/ --out DIR")

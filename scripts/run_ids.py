@@ -94,9 +94,10 @@ SETUP: dict[str, Any] = {}
 def mnli_records(overrides: list[str]) -> None:
     """Ok MNLI records of every seed of one configuration (lr 3e-5, wd 1e-6, 1 epoch) in the configuration's results
     folder, each keeping a 'checkpoint' (the tiny model's folder): what a chained point starts from."""
-    from harness import planning, results
-    from harness.compose import compose_config
-    from harness.stages import glue as glue_point
+    from harness.core import results
+    from harness.run import planning
+    from harness.run.overrides import compose_config
+    from harness.tasks.glue import compute as glue_point
     from harness.trial.toy_data import write_tiny_glue
 
     toy = write_tiny_glue(Path(os.environ["RUN_IDS_TMP"]) / "toy-glue")    # the shared data holds no MNLI
@@ -116,9 +117,10 @@ SETUP["glue-rte-chained"] = mnli_records
 
 def describe(name: str, overrides: list[str]) -> dict[str, Any]:
     """Everything a change to identities would show for one configuration (or the error it raised)."""
-    from harness import planning
-    from harness.compose import compose_config
-    from harness.stages.context import GlueStages, RetrievalStages
+    from harness.run import planning
+    from harness.run.overrides import compose_config
+    from harness.tasks.glue.grid import GlueStages
+    from harness.tasks.retrieval.stages import RetrievalStages
 
     try:
         if name in SETUP:
@@ -132,7 +134,7 @@ def describe(name: str, overrides: list[str]) -> dict[str, Any]:
     if name != "mteb":   # task=mteb is no job of the paper graph, which alone estimates work
         out |= guarded(work, name, overrides)
     if isinstance(plan.stages, RetrievalStages) and cells:
-        from harness.results import stable_hash
+        from harness.core.results import stable_hash
 
         out["corpus_cache_part"] = stable_hash(dict(plan.stages.cache_run))
         out["hyperparameters"] = plan.header.hyperparameters
@@ -162,10 +164,10 @@ def work(name: str, overrides: list[str]) -> dict[str, Any]:
     from dataclasses import asdict
 
     from harness.paper.graph import Job
-    from harness.paper.plan import plan_run
+    from harness.paper.progress import job_state
 
     task = next(o.split("=", 1)[1] for o in overrides if o.startswith("task="))
-    return {"work": {mode: asdict(plan_run(Job(name, "s", mode, task), overrides).work) for mode in ("run", "report")}}
+    return {"work": {mode: asdict(job_state(Job(name, "s", mode, task), overrides).work) for mode in ("run", "report")}}
 
 
 #: a leaf's name where a settings object named it otherwise before (GLUE's TrainConfig.protocol is the node's key)
@@ -191,8 +193,8 @@ def flat(obj: Any) -> dict[str, Any]:
 def retriever(plan: Any) -> dict[str, Any]:
     """The corpus-cache identity the runner builds for the retriever (weights loaded; a run that trains gets a
     stand-in fingerprint for its trained weights) and the settings the retrieve stage gives the retriever."""
-    from harness.results import stable_hash
-    from harness.stages import retrieval as compute
+    from harness.core.results import stable_hash
+    from harness.tasks.retrieval import compute
 
     model, block = compute.load_model(plan)
     trained = {"fingerprint": "trained-weights"} if plan.trains else None
@@ -207,7 +209,7 @@ def glue_points(plan: Any, cells: list[Any]) -> dict[str, Any]:
     """Each grid point's record hyperparameters and trainer settings, and its task data's tokenisation key."""
 
     from harness import models
-    from harness.stages import glue as glue_point
+    from harness.tasks.glue import compute as glue_point
 
     s = plan.settings
     fp = models.model_identity(plan.model, *models.resolve_path(plan.model))["fingerprint"]

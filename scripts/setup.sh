@@ -31,9 +31,9 @@ stage 4 "installing the harness and its pinned dependencies (transformers, sente
 # PyLate (task=colbert) without its dependencies: they are pinned above, and its fast-plaid would replace the CPU torch.
 stage 5 "installing PyLate 1.6 (without its dependencies)" pip install -q -c constraints.txt --no-deps pylate==1.6.0
 # PyLate's PLAID (Stanford backend) C++ extensions, compiled now and in parallel rather than inside the first PLAID
-# run (see harness/evaluation/plaid_build.py); without a compiler, PLAID says so when used and exact MaxSim works.
+# run (see harness/tasks/retrieval/retrievers/plaid_build.py); without a compiler, PLAID says so when used and exact MaxSim works.
 stage 6 "compiling PyLate's PLAID C++ extensions" bash -c \
-  'python -m harness.evaluation.plaid_build || echo "warning: PLAID'"'"'s C++ extensions were not built (see above)" >&2'
+  'python -m harness.tasks.retrieval.retrievers.plaid_build || echo "warning: PLAID'"'"'s C++ extensions were not built (see above)" >&2'
 rm -f .venv/.installed-*
 touch "$stamp"
 echo "set-up done in $((SECONDS - START)) s" >&2

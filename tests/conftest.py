@@ -117,7 +117,7 @@ def toy_beir(tmp_path: Path) -> Path:
 def batching(**keys: int):
     """task=beir's encoder batching (conf/task/beir.yaml), ``keys`` on top: for tests that call an encoder
     directly (the encoder has no defaults of its own)."""
-    from harness.evaluation.settings import Batching
-    from harness.typed import from_conf
+    from harness.core.typed import from_conf
+    from harness.encoding.settings import Batching
 
     return from_conf(Batching, "task/beir", part=True, **keys)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.models import ModelSpec, load_sentence_transformer
 from harness.models import attention as att
 from harness.models import varlen_attention as va
@@ -101,7 +101,7 @@ def test_the_recorded_kernel_comes_from_counted_calls(monkeypatch: pytest.Monkey
     """Before any forward the record names no kernel; after encoding, the kernel each call really took, with its
     count (4 layers per forward): here the CPU reference, then torch's flash kernel once the CUDA branch is taken
     (faked), although the settings (a CPU model) would still name the reference."""
-    from harness.evaluation.encode import encode
+    from harness.encoding.encode import encode
     from tests.conftest import batching
 
     spec = ModelSpec.based_on("modernbert-base", name="t", path=str(tiny_model_dir), max_length=64,

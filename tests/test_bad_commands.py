@@ -3,7 +3,7 @@
 through the command's real ``main()`` in process and must end with exit code 2, no traceback, exactly one ``error:``
 line naming the file or flag and the fix, and nothing written anywhere under the case's folder.
 
-Records are written by hand (as a harness writes them); the paper graph is one BEIR stage on the toy set, planned
+Records are written by hand (as a harness writes them); the paper graph is one BEIR step on the toy set, planned
 from records only (no model is loaded).
 """
 
@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
+from harness.core import results
 from harness.trial.toy_data import write_beir_folder
 from tests.conftest import TINY_MODEL, paths
 from tests.test_bad_inputs import assert_one_error_line, snapshot, unwritable
 
 MODEL = {"name": "enc", "path": "/models/enc", "revision": None, "family": "enc", "size": "base", "fingerprint": "f00d"}
 COMMANDS = {"paper": "harness.paper.__main__", "leaderboard": "harness.leaderboard.__main__",
-            "select": "harness.selection.cli", "export": "harness.export", "compare": "harness.compare.__main__",
+            "select": "harness.select", "export": "harness.export", "compare": "harness.compare.__main__",
             "series": "harness.series.__main__"}
 GRAPH = """data: ???
 stages:
@@ -79,7 +79,7 @@ def record_of(res: Path, task: str, name: str, run: str, dataset: str) -> str:
 
 # ------------------------------------------------------------------------------------------------ the paper graph
 def paper(tmp: Path, *extra: str) -> list[str]:
-    """The one-stage graph over the toy BEIR folder (both written under ``tmp/graph`` on first use)."""
+    """The one-step graph over the toy BEIR folder (both written under ``tmp/graph`` on first use)."""
     base = tmp / "graph"
     if not base.is_dir():
         write_beir_folder(base / "data")
@@ -91,11 +91,11 @@ def paper(tmp: Path, *extra: str) -> list[str]:
 def cell_record(tmp: Path) -> Path:
     """Where the graph's one cell's record goes (planned as the command plans it)."""
     from harness.paper import graph as g
-    from harness.paper import plan
+    from harness.paper import progress
 
     args = paper(tmp)
-    stages = g.build(g.load_paper(args[0].partition("=")[2], [args[1]]), args[2:])
-    state = plan.plan(stages)["dpr"]
+    steps = g.build(g.load_paper(args[0].partition("=")[2], [args[1]]), args[2:])
+    state = progress.job_states(steps)["dpr"]
     return results.record_path(state.results, "beir", "tiny", state.run_ids[0], "toy")
 
 
@@ -306,7 +306,7 @@ def test_the_catalogue_covers_every_command() -> None:
 
 
 def test_status_names_the_unreadable_record_under_its_stage(tmp_path: Path, capfd) -> None:
-    """The table is still shown, the stage's line says which record could not be read; exit 2."""
+    """The table is still shown, the step's line says which record could not be read; exit 2."""
     args = truncated_record(tmp_path)
     code, printed = invoke("paper", args, capfd)
     assert code == 2

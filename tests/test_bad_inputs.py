@@ -19,7 +19,7 @@ from unittest import mock
 
 import pytest
 
-from harness import results
+from harness.core import results
 from tests.conftest import SHARED_DATA, TINY_MODEL, compose, paths, write_beir_folder, write_triplets
 
 TINY = [f"model.path={TINY_MODEL}", "model.name=tiny-modernbert", "model.normalize=false", "model.max_length=64",
@@ -243,7 +243,7 @@ CASES = [
          r"spec\.main_metric='ndcg_at_11'", r"ndcg_at_10, ndcg_at_100"),
     Case("config-spec-selection-rule", lambda t: beir(t, "task.spec.selection.rule=bestest"),
          r"selection rule 'bestest'", r"best_run_on_sets"),
-    # --- empty selections, counts and sizes (harness.typed: nonempty, count, positive) ------------------------
+    # --- empty selections, counts and sizes (harness.core.typed: nonempty, count, positive) ------------------------
     Case("config-datasets-empty", lambda t: beir(t, "task.datasets=[]"), r"task\.datasets=\[\] selects nothing",
          r"list at least one, e\.g\. task\.datasets=\[arguana\] \(valid names: .*toy"),
     Case("config-max-queries-zero", lambda t: beir(t, "task.max_queries=0"), r"task\.max_queries=0 is below 1",
@@ -349,7 +349,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory) -> Path:
     """A results folder with an ok record of the BEIR run every case re-runs, and the data it read."""
-    from harness.runner import run
+    from harness.run.runner import run
 
     base = tmp_path_factory.mktemp("seeded")
     write_beir_folder(base / "data")
@@ -454,8 +454,8 @@ def test_checks_run_before_the_model_loads(kind: str, tmp_path: Path, monkeypatc
     """Promise "bad input fails before any work": names, paths, writability, the device and hub needs are checked
     before a model is loaded (here, loading one is an error)."""
     from harness import models
-    from harness.errors import HarnessError
-    from harness.runner import run
+    from harness.core.errors import HarnessError
+    from harness.run.runner import run
 
     def no_model(*a: object, **k: object) -> None:
         raise AssertionError("a model was loaded before the bad input was reported")
@@ -501,9 +501,9 @@ def test_a_folder_in_a_records_way_and_a_weight_decay_fail_before_the_model_load
     no record) and a GLUE weight decay that would shrink the weights (it used to train to Spearman -0.03) are
     refused before any model is loaded."""
     from harness import models
-    from harness.errors import HarnessError
-    from harness.runner import run
-    from harness.stages import glue as glue_compute
+    from harness.core.errors import HarnessError
+    from harness.run.runner import run
+    from harness.tasks.glue import compute as glue_compute
 
     def no_model(*a: object, **k: object) -> None:
         raise AssertionError("a model was loaded before the bad input was reported")

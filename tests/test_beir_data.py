@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.beir import load_local, read_qrels
-from harness.errors import DataError
+from harness.core.errors import DataError
+from harness.tasks.retrieval.data.beir import load_local, read_qrels
 from tests.conftest import write_beir_folder
 
 
@@ -110,7 +110,7 @@ def test_real_scifact_counts(shared_data: Path) -> None:
 
 @pytest.mark.slow
 def test_real_beir_qrels_resolve_against_queries(shared_data: Path) -> None:
-    from harness.data.beir import read_queries
+    from harness.tasks.retrieval.data.beir import read_queries
 
     for name in ("nfcorpus", "arguana", "trec-covid"):
         folder = shared_data / "beir-queries-qrels-only" / name

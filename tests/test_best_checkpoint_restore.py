@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import BertConfig, BertForSequenceClassification
 
-from harness.training.classification import restore_best_checkpoint
+from harness.tasks.glue.classification import restore_best_checkpoint
 
 
 def tiny_bert() -> BertForSequenceClassification:

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import results
-from harness.errors import HarnessError
-from harness.runner import run
+from harness.core import results
+from harness.core.errors import HarnessError
+from harness.run.runner import run
 from tests.conftest import compose, write_beir_folder
 from tests.test_colbert import overrides as colbert_overrides
 from tests.test_retrieval_runs import overrides
@@ -119,8 +119,8 @@ def test_a_glue_tokenisation_cache_of_other_labels_is_rebuilt(tmp_path: Path) ->
     """A tokenised split whose claim is another split's (here: the same texts, other labels) is rebuilt."""
     from transformers import AutoTokenizer
 
-    from harness.data.glue import Split
-    from harness.training.glue_tokens import cached_tokenize
+    from harness.tasks.glue.data import Split
+    from harness.tasks.glue.tokens import cached_tokenize
     from tests.conftest import TINY_MODEL
 
     tok = AutoTokenizer.from_pretrained(TINY_MODEL)

@@ -25,12 +25,12 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from harness import cache_entry
-from harness.data.glue import Split
-from harness.errors import HarnessError
-from harness.evaluation import shards
-from harness.evaluation.embedding_cache import cached_embeddings
-from harness.evaluation.token_store import TokenStore
+from harness.core import cache_entry
+from harness.core.errors import HarnessError
+from harness.tasks.glue.data import Split
+from harness.tasks.retrieval.retrievers import shards
+from harness.tasks.retrieval.retrievers.embedding_cache import cached_embeddings
+from harness.tasks.retrieval.retrievers.token_store import TokenStore
 from tests.conftest import TINY_MODEL
 
 PROCESSES = 4
@@ -134,7 +134,7 @@ def glue(cache: Path) -> Callable[[Build], Any]:
     import datasets  # noqa: F401  (imported before the processes fork: once, not in each of them)
     from transformers import AutoTokenizer
 
-    from harness.training import glue_tokens as c
+    from harness.tasks.glue import tokens as c
 
     def get(built: Build) -> Any:
         original = c.tokenize

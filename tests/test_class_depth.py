@@ -34,8 +34,8 @@ def depth(key: str, bases: dict[str, list[str]]) -> int:
 
 def test_no_harness_class_is_more_than_one_level_deep() -> None:
     bases = harness_bases()
-    assert "harness.families.retrieval:RetrievalFamily" in bases    # the reading finds the runners
-    assert bases["harness.families.retrieval:RetrievalFamily"] == ["harness.families.base:Family"]
+    assert "harness.tasks.retrieval.planner:RetrievalPlanner" in bases    # the reading finds the planners
+    assert bases["harness.tasks.retrieval.mldr:HubMldr"] == ["harness.tasks.retrieval.planner:RowSource"]
     deep = {k: depth(k, bases) for k in bases if depth(k, bases) > 1}
     assert deep == {}, f"inherits more than one level deep: {deep}"
     assert {k: v for k, v in bases.items() if len(v) > 1} == {}

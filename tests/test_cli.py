@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.overrides import check_group_overrides, group_options
-from harness.results import iter_records
+from harness.core.errors import HarnessError
+from harness.core.results import iter_records
+from harness.run.overrides import check_group_overrides, group_options
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder, write_triplets
 from tests.forked import run_module
 

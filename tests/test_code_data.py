@@ -1,4 +1,4 @@
-"""The mined code retrieval set (harness.data.code): exact mining rules, determinism, errors, stdlib, BEIR export."""
+"""The mined code retrieval set (harness.tasks.retrieval.data.code): exact mining rules, determinism, errors, stdlib, BEIR export."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from textwrap import dedent
 
 import pytest
 
-from harness.data.beir import export_beir
-from harness.data.code import build_code_retrieval_set
-from harness.data.retrieval import RetrievalDataset
-from harness.errors import DataError
+from harness.core.errors import DataError
+from harness.tasks.retrieval.data.beir import export_beir
+from harness.tasks.retrieval.data.code import build_code_retrieval_set
+from harness.tasks.retrieval.data.dataset import RetrievalDataset
 
 TREE = {
     "pkg/__init__.py": "",

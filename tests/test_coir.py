@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
-from harness.data import coir
-from harness.data.catalog import load_entry, resolve_entries
-from harness.errors import DataError, HarnessError, HubUnavailableError
-from harness.evaluation.retriever import TitleConvention
-from harness.runner import run
+from harness.core import results
+from harness.core.errors import DataError, HarnessError, HubUnavailableError
+from harness.run.runner import run
+from harness.tasks.retrieval.data import coir
+from harness.tasks.retrieval.data.catalog import load_entry, resolve_entries
+from harness.tasks.retrieval.retrievers.retriever import TitleConvention
 from tests.conftest import MTEB_TOP_K, TINY_MODEL, compose
 
 TINY = ["model=all-minilm-l6-v2", f"model.path={TINY_MODEL}", "model.name=tiny-modernbert", "model.normalize=false",
@@ -146,7 +146,7 @@ class _Inner:
 
 
 def test_title_convention_coir_encodes_text_only_and_mteb_keeps_titles(shared_data: Path) -> None:
-    from harness.data.beir import load_local
+    from harness.tasks.retrieval.data.beir import load_local
 
     ds = load_local(shared_data / "codesearchnet" / "beir-ruby-test", "csn-ruby-beir")
     for convention, titled in (("coir", False), ("mteb", True)):
@@ -235,10 +235,10 @@ def test_ruby_slice_ndcg_equals_mtebs_coir_codesearchnet(shared_data: Path, tmp_
     """The issue's bar: all-MiniLM-L6-v2, fp32, the harness vs mteb 2.26's COIRCodeSearchNetRetrieval (its loader,
     partition filter and evaluation) on the same local copy, within 1e-4. 150 of the 1,261 test queries and 500
     documents (theirs, then the first other ones) keep CI fast; benchmarks/csn_vs_mteb.py runs the full slice."""
-    from harness.evaluation.dense import DenseRetriever, dense_settings
-    from harness.evaluation.retriever import evaluate
     from harness.models import ModelSpec, load_sentence_transformer
     from harness.peers.mteb_local import mteb_coir_csn_ndcg_at_10
+    from harness.tasks.retrieval.retrievers.dense import DenseRetriever, dense_settings
+    from harness.tasks.retrieval.retrievers.retriever import evaluate
 
     all_rows = coir.read_codexglue(shared_data / "codesearchnet" / "ruby", "ruby")
     test = [r for r in all_rows if r["partition"] == "test"][:150]

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from harness import results, selection
-from harness.errors import DataError, HarnessError, HubUnavailableError
-from harness.runner import run
+from harness import selection
+from harness.core import results
+from harness.core.errors import DataError, HarnessError, HubUnavailableError
+from harness.run.runner import run
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder
 
 TINY = ["model=modernbert-base", f"model.path={TINY_MODEL}", "model.name=tiny-modernbert", "precision=fp32",

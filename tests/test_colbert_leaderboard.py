@@ -4,9 +4,9 @@ published rows, with the LR the family's selection rule picks."""
 from __future__ import annotations
 
 from harness import specs
+from harness.core.results import ResultRecord, write_record
 from harness.leaderboard import build_leaderboard
 from harness.leaderboard.layout import PENDING_TABLES, column_of, table_specs
-from harness.results import ResultRecord, write_record
 
 MODERNBERT = {"name": "modernbert-base", "path": "answerdotai/ModernBERT-base", "revision": "8949b90",
               "family": "ModernBERT", "size": "base", "fingerprint": "beef"}

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
-from harness.runner import run
+from harness.core import results
+from harness.run.runner import run
 from tests.conftest import REPO, TINY_MODEL, compose
 
 pytestmark = pytest.mark.slow
@@ -32,10 +32,10 @@ def pylate_ndcg10(cfg, data: Path) -> float:
     """PyLate's PyLateInformationRetrievalEvaluator on the same model (same seeded head) and the same slice."""
     from pylate.evaluation import PyLateInformationRetrievalEvaluator
 
-    from harness.data.beir import load_local
-    from harness.data.retrieval import subset
-    from harness.evaluation.colbert_model import load_colbert
     from harness.models import ModelSpec
+    from harness.tasks.retrieval.data.beir import load_local
+    from harness.tasks.retrieval.data.dataset import subset
+    from harness.tasks.retrieval.retrievers.colbert_model import load_colbert
 
     ds = subset(load_local(data / "scifact", "scifact", "test"), 50, 250)
     model, _ = load_colbert(ModelSpec.from_config(cfg.model), device="cpu", embedding_size=int(cfg.task.embedding_size),

@@ -116,7 +116,7 @@ def test_a_retrieval_record_keeps_its_per_query_scores_and_ranking_beside_it(two
     data = json.loads(path.read_text())
     claim = data["details"]["per_query"]
     assert claim["n"] == 5 and "ndcg_at_10" in claim["metrics"] and set(claim["data"]) >= {"queries", "qrels"}
-    from harness import per_query
+    from harness.core import per_query
 
     pq = per_query.read(path, claim)
     assert pq.scores["ndcg_at_10"].mean() == pytest.approx(data["metrics"]["ndcg_at_10"], abs=1e-12)
@@ -174,7 +174,7 @@ def test_ranx_gives_the_same_p_values_from_the_exported_trec_runs(tmp_path: Path
     from ranx import Qrels, Run, evaluate
     from ranx.statistical_tests import fisher_randomization_test, paired_student_t_test
 
-    from harness import per_query
+    from harness.core import per_query
     from tests.conftest import SHARED_DATA
 
     common = ["task=beir", "model=all-minilm-l6-v2", "precision=fp32", "device=cpu", f"task.data_dir={SHARED_DATA}",
@@ -233,7 +233,7 @@ def test_glue_records_keep_each_dev_prediction_and_compare_rescores_the_task(tmp
 
 
 def test_a_score_that_is_not_a_mean_is_rescored_for_every_permutation() -> None:
-    from harness.glue_metrics import compute
+    from harness.tasks.glue.metrics import compute
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, 200)

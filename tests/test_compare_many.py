@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import per_query
 from harness.compare import many, stats, twolevel
 from harness.compare.outcomes import Outcomes
-from harness.results import ResultRecord, path_of, write_record
+from harness.core import per_query
+from harness.core.results import ResultRecord, path_of, write_record
 
 GLUE_CONFIG = {"task": {"scoring_protocol": "authors", "seeds": [1618, 42, 6033]}}
 
@@ -39,7 +39,7 @@ def write(res: Path, task: str, model: str, dataset: str, run: str, values: np.n
 
 
 def glue_score(kind: str, preds: np.ndarray, labels: np.ndarray) -> float:
-    from harness.glue_metrics import compute
+    from harness.tasks.glue.metrics import compute
 
     return float(compute(kind, preds, labels)["score"])
 

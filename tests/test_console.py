@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import console
-from harness.errors import HarnessError
+from harness.core import console
+from harness.core.errors import HarnessError
 from tests.conftest import REPO
 
 
@@ -45,7 +45,7 @@ def _emit() -> None:
     logging.getLogger("transformers.modeling_utils").warning("BertModel LOAD REPORT from: /some/model")
     logging.getLogger("sentence_transformers.SentenceTransformer").info("Load pretrained SentenceTransformer")
     logging.getLogger("mteb.models").error("mteb broke")
-    logging.getLogger("harness.families.retrieval").info("stdlib: 100 docs, 20 queries")
+    logging.getLogger("harness.tasks.retrieval.planner").info("stdlib: 100 docs, 20 queries")
 
 
 def test_default_keeps_library_noise_in_the_log_file_only(handlers) -> None:
@@ -139,7 +139,7 @@ def test_progress_writes_a_line_every_interval_when_no_bar_is_drawn(monkeypatch,
     every HARNESS_PROGRESS_S seconds (30 by default), not only when it ends."""
     import logging
 
-    from harness import console
+    from harness.core import console
 
     monkeypatch.setenv("HARNESS_PROGRESS_S", "0")
     monkeypatch.setattr(console, "interactive", lambda: False)

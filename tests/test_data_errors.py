@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from harness.data import beir, coir, glue, hub_layout, kd, mldr, triplets
-from harness.errors import DataError
+from harness.core.errors import DataError
+from harness.tasks.glue import data as glue
+from harness.tasks.retrieval.data import beir, coir, hub_layout, kd, mldr, triplets
 
 REPO = Path(__file__).resolve().parents[1]
 BAD = "café".encode("latin-1")            # b"caf\xe9": a Latin-1 é is not UTF-8
@@ -364,7 +365,7 @@ def test_coir_triple_refuses_a_bad_corpus_in_one_line(corpus: list, message: str
 @pytest.mark.parametrize("kind", ["beir", "mldr", "coir_csn"])
 def test_no_hub_copy_names_the_local_folder(kind: str) -> None:
     """Every loader of a catalog entry without a hub copy raises the one message, naming the folder to pass."""
-    from harness.data.catalog import DatasetEntry, load_entry
+    from harness.tasks.retrieval.data.catalog import DatasetEntry, load_entry
 
     entry = DatasetEntry(name="toy-ruby", kind=kind, local="toys/ruby", hub_config="ruby")
     with pytest.raises(DataError, match=r"^dataset 'toy-ruby' has no hub copy in the catalog; pass "

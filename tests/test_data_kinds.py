@@ -1,5 +1,5 @@
 """Data kinds: one object per catalog ``kind`` (check, load, offline hint) registered once in
-``harness.data.kinds.KINDS``; a new kind is one module + one registry line, and the shared code (the catalog, the
+``harness.tasks.retrieval.data.catalog.KINDS``; a new kind is one module + one registry line, and the shared code (the catalog, the
 retrieval families) runs it unchanged. Each shipped kind's presence check agrees with its loader."""
 
 from __future__ import annotations
@@ -12,9 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.catalog import check_entries, check_local, entry_from_config, load_entry, resolve_entries
-from harness.data.kinds import KINDS, DataKind, get_kind
-from harness.errors import DataError, HarnessError, HubUnavailableError
+from harness.core.errors import DataError, HarnessError, HubUnavailableError
+from harness.tasks.retrieval.data.catalog import (
+    KINDS,
+    DataKind,
+    check_entries,
+    check_local,
+    entry_from_config,
+    get_kind,
+    load_entry,
+    resolve_entries,
+)
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder
 
 #: a new kind, as a user writes it: one module (this text), one registry line (``KINDS["tsv"] = ...``)
@@ -25,8 +33,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.data.kinds import DataKind
-from harness.data.retrieval import RetrievalDataset
+from harness.tasks.retrieval.data.catalog import DataKind
+from harness.tasks.retrieval.data.dataset import RetrievalDataset
 
 
 def rows(path: Path) -> list[list[str]]:
@@ -90,7 +98,7 @@ def test_a_new_kind_is_one_module_and_one_registry_line(tsv_kind: str, tmp_path:
 
 def test_a_new_kind_runs_through_a_retrieval_family_unchanged(tsv_kind: str, tmp_path: Path) -> None:
     """task=beir over the new kind: the family, the runner and the records need no change."""
-    from harness import runner
+    from harness.run import runner
 
     write_tsv_folder(tmp_path / "data")
     cfg = compose(["task=beir", "model=all-minilm-l6-v2", f"model.path={TINY_MODEL}", "model.name=tiny-modernbert",
@@ -123,12 +131,20 @@ def test_every_registered_kind_loads_and_every_catalog_kind_is_registered() -> N
     assert used and used <= set(KINDS), used - set(KINDS)
 
 
+#: the catalog's own functions (beside the kinds in its module): what the planner and the stages call
+CATALOG = ("entry_from_config", "resolve_entries", "load_entry", "check_local", "hub_label", "check_entries")
+
+
 def test_shared_code_names_no_kind() -> None:
-    """The catalog and the retrieval families reach data through the kinds only: no kind name as a string."""
-    for rel in ("harness/data/catalog.py", "harness/families/retrieval.py"):
-        strings = {n.value for n in ast.walk(ast.parse((REPO / rel).read_text()))
-                   if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-        assert not strings & set(KINDS), (rel, strings & set(KINDS))
+    """The catalog's functions and the retrieval planner reach data through the kinds only: no kind name as a
+    string."""
+    catalog = ast.parse((REPO / "harness/tasks/retrieval/data/catalog.py").read_text())
+    functions = [n for n in catalog.body if isinstance(n, ast.FunctionDef) and n.name in CATALOG]
+    assert sorted(f.name for f in functions) == sorted(CATALOG)
+    planner = ast.parse((REPO / "harness/tasks/retrieval/planner.py").read_text())
+    for tree in [*functions, planner]:
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        assert not strings & set(KINDS), (getattr(tree, "name", "planner"), strings & set(KINDS))
 
 
 def test_offline_hint_is_the_kinds_and_names_a_composites_members(monkeypatch) -> None:
@@ -208,7 +224,7 @@ def test_checking_imports_no_reader(tmp_path: Path) -> None:
     import subprocess
 
     write_beir_folder(tmp_path, "toy")
-    code = ("import sys; from harness.data.catalog import check_entries, resolve_entries; "
+    code = ("import sys; from harness.tasks.retrieval.data.catalog import check_entries, resolve_entries; "
             f"check_entries(resolve_entries(['toy'], {{'toy': {{}}}}), {str(tmp_path)!r}); "
             "print(sorted(m for m in ('torch', 'datasets', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)

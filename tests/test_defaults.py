@@ -19,13 +19,14 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from harness import families, specs
-from harness.data.catalog import DatasetEntry
-from harness.families.efficiency import SetSpec
-from harness.locks import LockSettings
+from harness import specs
+from harness.core.typed import build, key_fields
 from harness.models.spec import ModelSpec
+from harness.run.locks import LockSettings
+from harness.run.planning import PLANNERS
 from harness.specs.schema import TaskSpec
-from harness.typed import build, key_fields
+from harness.tasks.efficiency.settings import SetSpec
+from harness.tasks.retrieval.data.catalog import DatasetEntry
 from tests.conftest import REPO, compose
 
 CONF = REPO / "conf"
@@ -147,7 +148,7 @@ def violations() -> list[str]:
     for path in TASKS:
         name = path.relative_to(REPO)
         own, inherited, included = task_files(path)
-        settings = families.get(runner_of(path.stem)).settings_class
+        settings = PLANNERS.lookup(runner_of(path.stem)).settings_class
         spec = own.pop("spec", None)
         out += restated(own, settings, str(name), inherited)
         if spec:
@@ -184,7 +185,7 @@ def test_settings_schemas_carry_types_only() -> None:
     """The settings a YAML is validated against write no default (the YAML does): the design makes a restated
     default impossible there. Exempt: fields that are not config keys (``init=False``) and the schemas that
     keep defaults on purpose (:data:`KEEP_DEFAULTS`)."""
-    classes = {families.get(runner_of(p.stem)).settings_class for p in TASKS} | {ModelSpec, *ROOT.values()}
+    classes = {PLANNERS.lookup(runner_of(p.stem)).settings_class for p in TASKS} | {ModelSpec, *ROOT.values()}
     found = []
     for top in classes:
         for cls in schemas(top):
@@ -202,7 +203,7 @@ def test_every_task_composes_and_builds(task: str) -> None:
     assert isinstance(node, dict)
     spec = node.pop("spec")
     build(TaskSpec, spec, f"task {task!r}, spec")
-    build(families.get(spec["runner"]).settings_class, node, f"task {task!r}")
+    build(PLANNERS.lookup(spec["runner"]).settings_class, node, f"task {task!r}")
 
 
 @pytest.mark.parametrize("model", [p.stem for p in MODELS])
@@ -227,11 +228,11 @@ def test_a_restated_default_is_found() -> None:
 # ------------------------------------------------------------------------------------------------ module defaults
 #: (module, parameter) defaults that equal a conf/ value of a key of the same name but are not that key, and why
 NOT_THE_KEY: dict[tuple[str, str], str] = {
-    ("harness/data/*", "strict_qrels"): "the loaders' contract: qrels are checked strictly unless a caller says "
+    ("harness/tasks/retrieval/data/*", "strict_qrels"): "the loaders' contract: qrels are checked strictly unless a caller says "
                                         "otherwise (every task passes its task.strict_qrels)",
-    ("harness/data/triplets.py", "batch_size"): "the mining encoder's batch, not task=glue's training batch",
-    ("harness/evaluation/throughput.py", "repeats"): "the roofline matmul's repeats, not task=efficiency's passes",
-    ("harness/families/mldr.py", "train"): "not a config key of task=mldr (init=False: derived from task.setting)",
+    ("harness/tasks/retrieval/data/triplets.py", "batch_size"): "the mining encoder's batch, not task=glue's training batch",
+    ("harness/tasks/efficiency/throughput.py", "repeats"): "the roofline matmul's repeats, not task=efficiency's passes",
+    ("harness/tasks/retrieval/mldr.py", "train"): "not a config key of task=mldr (init=False: derived from task.setting)",
     ("harness/peers/*", "batch_size"): "mteb run as mteb runs by default (its encode batch of 32), for parity",
     ("harness/*", "precision"): "the run's resolved precision (fp32 | bf16 | fp16), not task=efficiency's "
                                 "precision choice (auto | fp32 | ...)",

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from harness import families, results
-from harness.errors import HarnessError
-from harness.evaluation import max_batch as mb
-from harness.evaluation import throughput as tp
-from harness.evaluation.throughput import SetSpec
+from harness.core import results
+from harness.core.errors import HarnessError
 from harness.models import ModelSpec, load_sentence_transformer
+from harness.run.planning import planner_of
+from harness.tasks.efficiency import max_batch as mb
+from harness.tasks.efficiency import throughput as tp
+from harness.tasks.efficiency.settings import SetSpec
 from tests.conftest import compose
 
 # Table 10 of the paper: total tokens, longest, shortest, number of sequences
@@ -27,7 +28,7 @@ TABLE10 = {
 
 def _family(overrides: list[str]):
     cfg = compose(["task=efficiency", *overrides])
-    return families.get("efficiency")(cfg), cfg
+    return planner_of(cfg), cfg
 
 
 def test_default_config_is_the_papers_setting() -> None:
@@ -169,7 +170,7 @@ def test_a_probe_stopped_at_its_budget_is_slow(tiny_model_dir: Path) -> None:
 
 
 def _run(tmp_path: Path, tiny_model_dir: Path, extra: list[str] = ()) -> list[results.ResultRecord]:
-    from harness import runner
+    from harness.run import runner
 
     cfg = compose([
         "task=efficiency", "model=all-minilm-l6-v2", f"model.path={tiny_model_dir}", "model.name=tiny-modernbert",

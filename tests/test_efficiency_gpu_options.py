@@ -69,8 +69,8 @@ def test_bf16_weights_keep_the_rotary_frequencies_in_fp32() -> None:
 
 
 def test_the_retrieval_run_records_what_ran_and_keys_the_cache_by_it(tmp_path: Path) -> None:
-    from harness import planning
-    from harness.stages import retrieval as compute
+    from harness.run import planning
+    from harness.tasks.retrieval import compute
 
     cfg = compose(["task=beir", "model=modernbert-base", f"model.path={TINY_MODEL}", "model.max_length=512",
                    "task.train=false", "device=cpu", f"paths.results={tmp_path}", "precision=bf16"])
@@ -117,24 +117,24 @@ def test_compile_wraps_the_forward_and_counts_it(monkeypatch: pytest.MonkeyPatch
 
 def test_compile_enters_the_efficiency_identity_only_where_it_is_on(monkeypatch: pytest.MonkeyPatch,
                                                                     tmp_path: Path) -> None:
-    from harness.families import get as family_of
-    from harness.families.efficiency import EfficiencyFamily
+    from harness.run.planning import planner_of
+    from harness.tasks.efficiency.planner import EfficiencyPlanner
 
     base = ["task=efficiency", "model=modernbert-base", f"model.path={TINY_MODEL}", "device=cpu",
             f"paths.results={tmp_path}", "task.n_docs=4"]
-    off = family_of("efficiency")(compose(base)).cells()[0].run_id
-    assert family_of("efficiency")(compose([*base, "compile=true"])).cells()[0].run_id == off   # CPU: ignored
-    monkeypatch.setattr(EfficiencyFamily, "compiled", property(lambda self: bool(self.cfg.get("compile"))))
-    assert family_of("efficiency")(compose(base)).cells()[0].run_id == off
-    assert family_of("efficiency")(compose([*base, "compile=true"])).cells()[0].run_id != off
+    off = planner_of(compose(base)).cells()[0].run_id
+    assert planner_of(compose([*base, "compile=true"])).cells()[0].run_id == off   # CPU: ignored
+    monkeypatch.setattr(EfficiencyPlanner, "compiled", property(lambda self: bool(self.setup.cfg.get("compile"))))
+    assert planner_of(compose(base)).cells()[0].run_id == off
+    assert planner_of(compose([*base, "compile=true"])).cells()[0].run_id != off
     beir = ["task=beir", "model=modernbert-base", f"model.path={TINY_MODEL}", "device=cpu", "task.train=false",
             f"paths.results={tmp_path}"]
-    assert family_of("beir")(compose(beir)).cells()[0].run_id == family_of("beir")(
+    assert planner_of(compose(beir)).cells()[0].run_id == planner_of(
         compose([*beir, "compile=true"])).cells()[0].run_id                          # changes no retrieval number
 
 
 def test_fp32_matmuls_as_the_paper_and_the_setting_restored() -> None:
-    from harness.evaluation.throughput import paper_matmul
+    from harness.tasks.efficiency.throughput import paper_matmul
 
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")               # an environment that turned TF32 on

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import HarnessError
-from harness.evaluation import encode as enc
-from harness.evaluation.embedding_cache import cache_key, cached_embeddings
-from harness.evaluation.encode import encode
-from harness.evaluation.packing import pack_rows, packed_batches, token_budget_batches
+from harness.core.errors import HarnessError
+from harness.encoding import encode as enc
+from harness.encoding.encode import encode
+from harness.encoding.packing import pack_rows, packed_batches, token_budget_batches
 from harness.models import ModelSpec, load_sentence_transformer
+from harness.tasks.retrieval.retrievers.embedding_cache import cache_key, cached_embeddings
 from tests.conftest import batching
 
 
@@ -204,7 +204,7 @@ def test_a_worker_error_reaches_the_caller(tiny, monkeypatch: pytest.MonkeyPatch
 
 # ------------------------------------------------------------------ the GPU pipeline (run on CPU: prefetch=True)
 def test_chunks_start_small_and_double() -> None:
-    from harness.evaluation.prefetch import chunk_bounds, text_chunks
+    from harness.encoding.prefetch import chunk_bounds, text_chunks
 
     assert chunk_bounds(np.ones(20, dtype=int), first=2, most=8) == [(0, 2), (2, 6), (6, 14), (14, 20)]
     assert chunk_bounds(np.array([5, 50, 1, 1]), first=10, most=10) == [(0, 1), (1, 2), (2, 4)]  # one item at least
@@ -222,7 +222,7 @@ def test_packed_batches_count_real_tokens() -> None:
 
 
 def test_pipeline_equals_the_threads_path_and_counts_its_wait(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.evaluation import prefetch
+    from harness.encoding import prefetch
 
     model, _ = tiny
     monkeypatch.setattr(enc, "text_chunks", lambda texts, _: prefetch.chunk_bounds(np.ones(len(texts)), 1, 2))
@@ -247,7 +247,7 @@ def test_pipeline_progress_line_says_how_long_the_device_waited(tiny, caplog: py
 def test_prefetcher_counts_the_consumers_wait_and_raises_a_workers_error() -> None:
     import time
 
-    from harness.evaluation.prefetch import Prefetcher
+    from harness.encoding.prefetch import Prefetcher
 
     def slow(start: int, stop: int) -> list[int]:
         time.sleep(0.05)
@@ -269,7 +269,7 @@ def test_one_tokenizer_copy_per_worker_across_calls(tiny_model_dir: Path, monkey
     model, not again by every encode() call (a copy costs 0.1-0.3 s, mostly holding the GIL)."""
     import copy
 
-    from harness.evaluation import prefetch
+    from harness.encoding import prefetch
 
     model, _ = load_sentence_transformer(ModelSpec.based_on("bert-base", name="tiny", path=str(tiny_model_dir),
                                                             max_length=64))
@@ -294,7 +294,7 @@ def test_one_tokenizer_copy_per_worker_across_calls(tiny_model_dir: Path, monkey
 @pytest.mark.parametrize(("cores", "workers"), [(1, 2), (2, 2), (4, 3), (16, 4), (128, 4)])
 def test_two_to_four_preparing_threads(monkeypatch: pytest.MonkeyPatch, cores: int, workers: int) -> None:
     """Enough threads to keep a GPU fed, few enough not to fight the kernel-launching thread for the GIL."""
-    from harness.evaluation import prefetch
+    from harness.encoding import prefetch
 
     monkeypatch.setattr(prefetch.os, "cpu_count", lambda: cores)
     assert prefetch.default_workers() == workers
@@ -306,7 +306,7 @@ def test_busy_fraction_comes_from_events_around_each_batch(tiny, monkeypatch: py
     events are faked on the CPU (their clock is the host's), which exercises the same path."""
     import time
 
-    from harness.evaluation import prefetch
+    from harness.encoding import prefetch
 
     class Event:
         def __init__(self, enable_timing: bool = False) -> None:
@@ -338,7 +338,7 @@ def test_busy_fraction_comes_from_events_around_each_batch(tiny, monkeypatch: py
 
 
 def test_batch_tokens_auto_is_the_old_budget_on_a_cpu(tiny) -> None:
-    from harness.evaluation.settings import AUTO_BATCH_TOKENS, Batching
+    from harness.encoding.settings import AUTO_BATCH_TOKENS, Batching
 
     model, _ = tiny
     assert batching().batch_tokens == "auto" and AUTO_BATCH_TOKENS == 16384
@@ -354,7 +354,7 @@ def test_batch_tokens_auto_is_the_old_budget_on_a_cpu(tiny) -> None:
 def test_batch_tokens_auto_on_a_gpu_from_its_memory(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
     """One calibration forward gives the model's peak memory per token; the budget is the largest power of two
     whose batches take half the free memory, capped; measured once per model and setting, and recorded."""
-    from harness.evaluation.dense import DenseRetriever, dense_settings
+    from harness.tasks.retrieval.retrievers.dense import DenseRetriever, dense_settings
 
     model, _ = tiny
     model._harness_batch_tokens = {}

@@ -11,14 +11,22 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from harness import families, selection, specs
-from harness.errors import HarnessError
+from harness import selection, specs
+from harness.core.errors import HarnessError
 from harness.leaderboard import build_leaderboard
 from harness.leaderboard.tables import site_data
-from harness.runner import run
+from harness.run.planning import PLANNERS, planner_of
+from harness.run.runner import run
 from harness.selection.rules import rule_for
-from harness.specs import stages
+from harness.specs.stages import versions
+from harness.tasks.efficiency import planner as efficiency
+from harness.tasks.glue import planner as glue
+from harness.tasks.mteb import planner as mteb
+from harness.tasks.retrieval import stages as retrieval
 from tests.conftest import REPO, compose
+
+#: the stages each protocol declares, by its runner (the retrieval tasks': retrieval's)
+DECLARED = {"glue": glue.STAGES, "efficiency": efficiency.STAGES, "mteb": mteb.STAGES}
 
 
 def readme_blocks() -> tuple[str, str, str]:
@@ -35,7 +43,7 @@ def readme_blocks() -> tuple[str, str, str]:
 def mytsv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The three blocks of docs/layout.md, placed as a user would: the kind module on the path, its registry line in
     KINDS, the spec in a config folder; and a data folder in the kind's format."""
-    from harness.data.kinds import KINDS
+    from harness.tasks.retrieval.data.catalog import KINDS
     from tests.test_data_kinds import write_tsv_folder
 
     module, entry, yaml = readme_blocks()
@@ -62,7 +70,7 @@ def test_readme_new_kind_task_runs_selects_and_shows(mytsv: Path) -> None:
 
     chosen = selection.choose("mytsv", _records(mytsv))                       # the spec the records carry
     assert chosen["tiny-modernbert"].cells["mytsv", "toytsv"][0].run_id == recs[0].run_id
-    from harness.selection.cli import main as select
+    from harness.select import main as select
 
     assert select(["--task", "mytsv", "--results", str(mytsv / "results")]) == 0      # ... and from the command line
     assert (mytsv / "selected" / "mytsv-tiny-modernbert.json").is_file()
@@ -76,29 +84,29 @@ def test_readme_new_kind_task_runs_selects_and_shows(mytsv: Path) -> None:
 
 
 def _records(root: Path):
-    from harness.results import iter_records
+    from harness.core.results import iter_records
 
     return [r for _, r in iter_records(root / "results")]
 
 
 def test_unknown_family_and_clashing_registration() -> None:
     with pytest.raises(HarnessError, match=r"unknown runner 'bier'\. Valid runners \(closest first\): beir"):
-        families.get("bier")
+        PLANNERS.lookup("bier")
     with pytest.raises(HarnessError, match=r"unknown task 'bier'\. Valid tasks \(closest first\): beir"):
         specs.get("bier")
-    with pytest.raises(HarnessError, match=r"already registered as RetrievalKind\(harness\.families\.beir:BeirSettings\)"):
-        families.REGISTRY.register("beir", "elsewhere:Other")
+    with pytest.raises(HarnessError, match=r"already registered as RetrievalKind\(harness\.tasks\.retrieval\.beir:BeirSettings\)"):
+        PLANNERS.register("beir", "elsewhere:Other")
 
 
 def test_every_task_spec_declares_what_the_task_is() -> None:
     for name, spec in specs.all_specs().items():
         assert spec.name == name and spec.main_metric and spec.tables and rule_for(spec.selection).description
-        assert spec.runner in families.REGISTRY and isinstance(spec.higher_is_better, bool)
+        assert spec.runner in PLANNERS and isinstance(spec.higher_is_better, bool)
         config = OmegaConf.to_container(compose([f"task={name}"]), resolve=True)
-        assert stages.versions(spec.stages_for(config))   # every stage is declared with its protocol version
-    for name in specs.all_specs():
-        fam = families.get(specs.get(name).runner)(compose([f"task={name}"]))
-        assert all(k.startswith("task.") or k == "seed" for k in fam.identity_exclude), name
+        planner = planner_of(compose([f"task={name}"]), source=False)
+        # every stage is declared, with its protocol version, by its protocol
+        assert versions(DECLARED.get(spec.runner, retrieval.STAGES), spec.stages_for(config))
+        assert all(k.startswith("task.") or k == "seed" for k in planner.identity_exclude), name
 
 
 def stage_nodes(cls: type) -> set[type]:
@@ -110,7 +118,8 @@ def stage_nodes(cls: type) -> set[type]:
     for tp in typing.get_type_hints(cls).values():
         for node in (tp, *typing.get_args(tp)):
             if dataclasses.is_dataclass(node) and isinstance(node, type):
-                if node.__module__.startswith(("harness.evaluation", "harness.training")):
+                if node.__module__.startswith(("harness.tasks.retrieval.settings", "harness.tasks.retrieval.retrievers",
+                                                "harness.encoding", "harness.training")):
                     out.add(node)
                 out |= stage_nodes(node)
     return out
@@ -120,7 +129,7 @@ def copied_fields(cls: type, nodes: set[type]) -> set[str]:
     """Fields ``cls`` itself declares that a stage node already declares (a copy, not a composition)."""
     import inspect
 
-    from harness.typed import config_keys, init_fields
+    from harness.core.typed import config_keys, init_fields
 
     own = {name for name, f in init_fields(cls).items() if name in inspect.get_annotations(cls)
            and not f.metadata.get("flat")}
@@ -132,9 +141,9 @@ def test_a_retrieval_task_composes_its_stages_nodes_and_copies_no_field() -> Non
     docs/layout.md): none declares a key one of the stage nodes declares; the check sees a copy."""
     from dataclasses import dataclass
 
-    from harness.families.retrieval import RetrievalKind, RetrievalSettings
+    from harness.tasks.retrieval.planner import RetrievalKind, RetrievalSettings
 
-    kinds = [r for r in families.REGISTRY.values() if isinstance(r, RetrievalKind)]
+    kinds = [r for r in PLANNERS.values() if isinstance(r, RetrievalKind)]
     assert {k.settings_class.__name__ for k in kinds} == {"BeirSettings", "CodeSettings", "MldrSettings",
                                                            "ColbertSettings"}
     nodes = {n for k in kinds for n in stage_nodes(k.settings_class)}

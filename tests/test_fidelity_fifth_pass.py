@@ -71,7 +71,7 @@ def test_mnli_chaining_carries_every_weight_but_the_final_classifier(kind: str, 
     names as fresh (``details.init_fresh``) are exactly the classifier's."""
     from transformers import AutoModelForSequenceClassification
 
-    from harness.training.classification import load_classifier
+    from harness.tasks.glue.classification import load_classifier
 
     pre, mnli = pretrained_and_mnli(kind, tmp_path)
     torch.manual_seed(7)
@@ -89,14 +89,14 @@ def test_mnli_chaining_carries_every_weight_but_the_final_classifier(kind: str, 
         assert chained[name].shape != source[name].shape or not torch.equal(chained[name], source[name])
     # what the record names as fresh (BERT and RoBERTa carried all this before, their encoder holding every weight
     # but the classifier's; the record did not say which weights started fresh)
-    from harness.training.classification import fresh_parameters
+    from harness.tasks.glue.classification import fresh_parameters
 
     assert sorted(fresh) == sorted(FRESH[kind]) == sorted(fresh_parameters(built))
 
 
 def test_a_chained_checkpoint_of_another_model_is_refused_in_one_line(tmp_path: Path) -> None:
-    from harness.errors import HarnessError
-    from harness.training.classification import load_classifier
+    from harness.core.errors import HarnessError
+    from harness.tasks.glue.classification import load_classifier
 
     pre, _ = pretrained_and_mnli("bert", tmp_path)
     _, other = pretrained_and_mnli("roberta", tmp_path)
@@ -110,7 +110,7 @@ def test_the_modernbert_head_is_carried_with_the_authors_head_settings(tmp_path:
     """ModernBERT under ``model.glue`` (the authors' head: no head norm): the MNLI checkpoint saved without the
     norm is carried into a model built the same way, its ``head.dense`` included."""
     from harness.models.spec import ModelSpec
-    from harness.training.classification import load_classifier
+    from harness.tasks.glue.classification import load_classifier
 
     head = ModelSpec.from_config(compose(["model=modernbert-base"]).model).glue
     torch.manual_seed(0)
@@ -127,8 +127,8 @@ def test_the_modernbert_head_is_carried_with_the_authors_head_settings(tmp_path:
 def test_only_chained_points_change_their_run_id(tmp_path: Path, monkeypatch) -> None:
     """A point that starts from MNLI's checkpoint (or ``task.init_from``) hashes ``load.chain`` (version 2), so its
     run id changes; the same point from the pretrained encoder keeps its id, and so does MNLI's."""
-    from harness import planning
-    from harness.specs import stages
+    from harness.run import planning
+    from harness.tasks.glue import planner as stages
     from harness.trial.toy_data import write_tiny_glue
 
     glue = write_tiny_glue(tmp_path / "glue")
@@ -186,22 +186,22 @@ def in_process(main, args: list[str], capsys) -> tuple[int, str]:
 
 def stamps(tmp: Path) -> dict[tuple[str, str], str]:
     """(model row, dataset) -> created_at of every record."""
-    from harness import results
+    from harness.core import results
 
     return {(r.model["name"], r.dataset): r.created_at for _, r in results.iter_records(tmp / "results")}
 
 
 def test_a_changed_local_dataset_is_one_pending_cell_for_status_resubmit_runner_and_series(tmp_path: Path,
                                                                                           capsys) -> None:
-    """One function decides "done" (:func:`harness.runplan.done`): after a local dataset changes, the paper graph's
+    """One function decides "done" (:func:`harness.tasks.runplan.done`): after a local dataset changes, the paper graph's
     ``--status`` shows that cell pending (it said done: it counted any finished record), a resubmit computes it
     and nothing else, the runner plans exactly it, and a series over the same data agrees; ``overwrite=true``, under
     which the runner skips nothing, is refused by the graph (as by the series) instead of being ignored."""
-    from harness import planning
-    from harness.compose import compose_config
     from harness.paper.__main__ import main as paper_main
-    from harness.runplan import pending
+    from harness.run import planning
+    from harness.run.overrides import compose_config
     from harness.series.__main__ import main as series_main
+    from harness.tasks.runplan import pending
     from harness.trial.toy_data import write_beir_folder
     from tests.test_series import write_checkpoint
 

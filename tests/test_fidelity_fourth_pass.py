@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import results
-from harness.errors import HarnessError
-from harness.per_query import PerQuery, fingerprint
+from harness.core import results
+from harness.core.errors import HarnessError
+from harness.core.per_query import PerQuery, fingerprint
 from harness.trial.toy_data import sentence, write_tiny_glue
 from tests.conftest import TINY_MODEL, compose
 
@@ -30,8 +30,8 @@ MODEL = {"name": "m", "fingerprint": "f", "family": "M", "size": "base"}
 # ------------------------------------------------------------------------------------ MRPC and QQP: accuracy
 @pytest.mark.parametrize("task", ["mrpc", "qqp"])
 def test_mrpc_and_qqp_are_scored_by_accuracy_with_f1_beside(task: str) -> None:
-    from harness import glue_metrics
-    from harness.specs.glue import compared_score, score_note
+    from harness.tasks.glue import metrics as glue_metrics
+    from harness.tasks.glue.spec import compared_score, score_note
 
     metric = compose(["task=glue"]).task.definitions[task].metric
     assert metric == "accuracy_f1" and glue_metrics.score_key(metric, False) == "accuracy" == compared_score(task)
@@ -75,7 +75,7 @@ def glue_overrides(tmp: Path, *extra: str, model: str = "all-minilm-l6-v2") -> l
 
 
 def test_a_local_mrpc_run_records_accuracy_as_its_score_and_f1_among_its_metrics(tmp_path: Path) -> None:
-    from harness.runner import run
+    from harness.run.runner import run
 
     write_mrpc(tmp_path / "glue")
     (rec,) = run(compose(glue_overrides(tmp_path, "task.tasks=[mrpc]")))
@@ -95,7 +95,7 @@ def old_record(res: Path, score: str = "f1", *, seed: int = 1618, protocol: str 
     if preds is None:
         preds = labels.copy()
         preds[:flip] = 1 - preds[:flip]
-    from harness.glue_metrics import compute
+    from harness.tasks.glue.metrics import compute
 
     metrics = {k: v for k, v in compute("f1", preds, labels).items() if k != "score"}
     grid = "" if lr == 3e-5 else f"-lr{lr}"                               # another grid point: another configuration
@@ -154,7 +154,7 @@ def test_an_f1_record_that_cannot_be_rescored_exactly_is_set_aside_with_its_reru
 def test_set_aside_records_are_never_shown_beside_accuracy(tmp_path: Path, capsys) -> None:
     """harness.select says why and exits 2 when nothing else is left; the leaderboard lists them, no number."""
     from harness.leaderboard import build_leaderboard
-    from harness.selection.cli import main as select
+    from harness.select import main as select
 
     res = tmp_path / "results"
     for seed in (1618, 42, 6033):
@@ -219,7 +219,7 @@ def test_the_pages_significance_marks_test_a_rescored_record_by_the_accuracy_its
 def test_a_series_step_is_chosen_on_the_accuracy_an_f1_record_is_read_as(tmp_path: Path) -> None:
     """``harness.select --series`` reads the records as the leaderboard does: a step scored by F1 under the previous
     default counts with its accuracy (85.0 here, its F1 85.7), never beside another step's accuracy."""
-    from harness.selection.cli import main as select
+    from harness.select import main as select
 
     res = tmp_path / "results"
     for step, (path, _) in ((100, old_record(res, flip=3)), (200, old_record(res, "accuracy", flip=2))):
@@ -237,7 +237,7 @@ def test_the_paper_graphs_sweep_selection_compares_f1_records_by_their_accuracy(
     fourth pass changed the default's run ids, so older records are not among a graph's runs) picks its grid point
     by accuracy, as ``harness.select`` and the leaderboard do: by F1 the all-positive run (F1 66.7, accuracy 50)
     would win, and its selection file would disagree with the page's."""
-    from harness.paper.plan import JobState, choose, sweep_records
+    from harness.paper.progress import JobState, choose, sweep_records
 
     res = tmp_path / "results"
     few = np.zeros(20)
@@ -255,7 +255,7 @@ def test_a_paper_graph_selection_over_set_aside_records_fails_saying_why(tmp_pat
     select job fails with the set-aside line and its rerun command, not only 'no usable record'."""
     from harness.paper.graph import Job
     from harness.paper.job import JobFailed, select
-    from harness.paper.plan import JobState
+    from harness.paper.progress import JobState
 
     res = tmp_path / "results"
     rid = old_record(res, protocol="best_epoch")[1].run_id
@@ -271,9 +271,9 @@ def test_what_chooses_or_shows_scores_reads_records_through_the_comparable_view(
     reader must be added here, on purpose)."""
     raw = {str(p.relative_to(REPO)) for p in (REPO / "harness").rglob("*.py")
            if re.search(r"\b(iter_records|read_record)\(", p.read_text())}
-    assert raw == {"harness/results.py", "harness/selection/comparable.py", "harness/runner.py",
-                   "harness/families/glue/chain.py", "harness/families/lineage.py", "harness/paper/cost.py",
-                   "harness/paper/plan.py", "harness/export.py",
+    assert raw == {"harness/core/results.py", "harness/selection/comparable.py", "harness/run/runner.py",
+                   "harness/tasks/glue/chain.py", "harness/run/planning.py", "harness/paper/cost.py",
+                   "harness/paper/progress.py", "harness/export.py",
                    "harness/mteb_results/export.py"}
 
 
@@ -296,7 +296,7 @@ def test_table_5s_gte_qqp_cells_are_footnoted_as_f1_and_never_best(tmp_path: Pat
 def test_colbert_trains_under_the_seed_the_authors_ran_on_a_pinned_commit() -> None:
     from sentence_transformers import SentenceTransformerTrainingArguments
 
-    from harness.data.kd import pinned_commit
+    from harness.tasks.retrieval.data.kd import pinned_commit
 
     task = compose(["task=colbert"]).task
     assert task.train_seed == 42 == SentenceTransformerTrainingArguments(output_dir="x").seed
@@ -306,8 +306,8 @@ def test_colbert_trains_under_the_seed_the_authors_ran_on_a_pinned_commit() -> N
 def test_the_pinned_kd_commit_is_resolved_fail_closed(monkeypatch, caplog) -> None:
     import huggingface_hub
 
-    from harness.data import kd
-    from harness.errors import DataError
+    from harness.core.errors import DataError
+    from harness.tasks.retrieval.data import kd
 
     full = "11e6ffa" + "0" * 33
 
@@ -355,10 +355,10 @@ def test_the_tiny_modernbert_through_the_glue_path_builds_the_authors_head(tmp_p
     (read from the built model), its run id holds the head, and other runs keep theirs."""
     import torch
 
-    from harness.families import get as family_of
     from harness.models import ModelSpec
-    from harness.runner import run
-    from harness.training.classification import load_classifier
+    from harness.run.planning import planner_of
+    from harness.run.runner import run
+    from harness.tasks.glue.classification import load_classifier
 
     write_tiny_glue(tmp_path / "glue")
     overrides = glue_overrides(tmp_path, "task.tasks=[rte]", model="modernbert-base")
@@ -371,10 +371,10 @@ def test_the_tiny_modernbert_through_the_glue_path_builds_the_authors_head(tmp_p
     assert all(layer.attn.out_drop.p == 0.1 for layer in model.model.layers) and model.drop.p == 0.0
     plain = load_classifier(str(TINY_MODEL), 2, device="cpu")                       # the checkpoint's own head
     assert isinstance(plain.head.norm, torch.nn.LayerNorm)
-    ids = {h: family_of("glue")(compose([*overrides, *h])).cells()[0].run_id
+    ids = {h: planner_of(compose([*overrides, *h])).cells()[0].run_id
            for h in ((), ("model.glue.classifier_pooling=mean",), ("model.glue=null",))}
     assert len(set(ids.values())) == 3
-    minilm = family_of("glue")(compose(glue_overrides(tmp_path, "task.tasks=[rte]"))).cells()[0].identity
+    minilm = planner_of(compose(glue_overrides(tmp_path, "task.tasks=[rte]"))).cells()[0].identity
     assert "head" not in minilm["task"] and "glue" not in minilm["model"]          # unchanged for other models
     with pytest.raises(HarnessError, match=r"model.glue sets a ModernBERT classification head, but .* is a bert"):
         load_classifier(str(_bert(tmp_path)), 2, head=spec.glue, device="cpu")
@@ -410,7 +410,7 @@ def test_rows_where_the_sources_are_silent_say_our_reading(command: str, key: st
 
 # ------------------------------------------------------------------------------------ silent cases
 def test_glue_fp16_on_a_cpu_is_refused_before_any_work(tmp_path: Path) -> None:
-    from harness.runner import run
+    from harness.run.runner import run
 
     write_tiny_glue(tmp_path / "glue")
     with pytest.raises(HarnessError, match=r"precision=fp16 on device cpu: transformers' Trainer runs fp32 there"):
@@ -421,7 +421,7 @@ def test_glue_fp16_on_a_cpu_is_refused_before_any_work(tmp_path: Path) -> None:
 @pytest.mark.parametrize("task", ["glue", "beir", "colbert", "efficiency"])
 def test_flash_attention_2_without_flash_attn_is_one_rule_for_every_task(tmp_path: Path, task: str,
                                                                         monkeypatch) -> None:
-    from harness.runner import run
+    from harness.run.runner import run
     from tests.conftest import write_beir_folder
 
     real = importlib.util.find_spec
@@ -447,8 +447,8 @@ def test_a_glue_tokenisation_cache_with_token_ids_altered_in_place_is_rebuilt(tm
     import datasets
     from transformers import AutoTokenizer
 
-    from harness.data.glue import Split
-    from harness.training.glue_tokens import cached_tokenize
+    from harness.tasks.glue.data import Split
+    from harness.tasks.glue.tokens import cached_tokenize
 
     tok = AutoTokenizer.from_pretrained(TINY_MODEL)
     split = Split([f"the cat sat {i}" for i in range(8)], None, [i % 2 for i in range(8)])
@@ -497,7 +497,7 @@ def test_a_series_whose_positions_are_shorter_than_max_length_is_refused_once_up
 
 
 def test_a_run_whose_max_length_exceeds_the_positions_is_refused_before_loading(tmp_path: Path) -> None:
-    from harness.runner import run
+    from harness.run.runner import run
 
     write_tiny_glue(tmp_path / "glue")
     with pytest.raises(HarnessError, match=r"task.max_length=600 is above model 'tiny-modernbert''s 512 token "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from datasets import Dataset
 
-from harness.data import triplets
+from harness.tasks.retrieval.data import triplets
 
 
 def _write_triplets(path: Path, n: int) -> Path:
@@ -38,7 +38,7 @@ def test_voyager_index_returns_exact_maxsim_top_k_on_toy_tokens(tmp_path) -> Non
     small corpus, offline, with scores equal to MaxSim."""
     import numpy as np
 
-    from harness.evaluation.plaid_index import VoyagerSettings, build_voyager, voyager_search
+    from harness.tasks.retrieval.retrievers.plaid_index import VoyagerSettings, build_voyager, voyager_search
 
     rng = np.random.default_rng(0)
 
@@ -60,8 +60,8 @@ def test_voyager_missing_package_is_one_clear_error(monkeypatch) -> None:
 
     import pytest
 
-    from harness.errors import HarnessError
-    from harness.evaluation import plaid_index
+    from harness.core.errors import HarnessError
+    from harness.tasks.retrieval.retrievers import plaid_index
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "voyager" else real(name, *a))
@@ -72,7 +72,7 @@ def test_voyager_missing_package_is_one_clear_error(monkeypatch) -> None:
 def test_colbert_task_index_voyager_scores_as_exact_maxsim_on_toy_data(tmp_path) -> None:
     """task=colbert task.index=voyager (the authors' evaluate_pylate.py path) runs end to end offline; on a toy
     corpus its HNSW candidates, reranked by exact MaxSim, give the exact index's numbers."""
-    from harness.runner import run
+    from harness.run.runner import run
     from tests.conftest import compose, write_beir_folder
     from tests.test_colbert import overrides
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.families import get as family_of
+from harness.run.planning import planner_of
 from tests.conftest import TINY_MODEL, compose, paths, write_beir_folder, write_triplets
 
 
@@ -22,7 +22,7 @@ def _dpr(tmp: Path, *extra: str):
                    f"task.data_dir={tmp}/data", "task.datasets=[toy]", "+task.catalog.toy={split: test}",
                    "task.train_data.source=file", f"task.train_data.path={triplets}",
                    "task.train_data.max_samples=20", *paths(tmp), *extra])
-    return family_of("beir")(cfg)
+    return planner_of(cfg)
 
 
 def test_dpr_defaults_are_the_authors_split_seed_training_seed_and_a_pinned_revision() -> None:
@@ -39,7 +39,7 @@ def test_dpr_defaults_are_the_authors_split_seed_training_seed_and_a_pinned_revi
 def test_a_training_seed_sweep_trains_on_the_same_rows(tmp_path: Path) -> None:
     """Only ``task.train_data.split_seed`` picks the rows; ``task.train_seed`` changes the run (its id), not them."""
     def rows(*extra: str) -> tuple[list[str], str]:
-        plan = _dpr(tmp_path, *extra).plan()
+        plan = _dpr(tmp_path, *extra).runplan()
         data, _ = plan.stages.source.load(plan.settings, None)
         return list(data["anchor"]), plan.cells[0].run_id
 
@@ -48,7 +48,7 @@ def test_a_training_seed_sweep_trains_on_the_same_rows(tmp_path: Path) -> None:
     other_split, _ = rows("task.train_data.split_seed=13")
     assert len(base) == 20 and base == other_seed and base_id != other_id
     assert other_split != base
-    hp = _dpr(tmp_path, "task.train_seed=7").plan().header.hyperparameters
+    hp = _dpr(tmp_path, "task.train_seed=7").runplan().header.hyperparameters
     assert hp["train"]["seed"] == 7 and hp["train"]["data"]["split_seed"] == 12
 
 
@@ -57,8 +57,8 @@ def test_voyager_searches_the_authors_k_and_leaves_deeper_metrics_out(monkeypatc
     harness used to ask min(top_k, 500) = 500, which PyLate 1.6 turns into 500 neighbours per token."""
     import pylate.retrieve
 
-    from harness.evaluation.plaid_index import voyager_search
-    from harness.evaluation.settings import VoyagerSettings, voyager_identity
+    from harness.tasks.retrieval.retrievers.plaid_index import voyager_search
+    from harness.tasks.retrieval.settings import VoyagerSettings, voyager_identity
 
     asked: list[int] = []
 
@@ -80,7 +80,7 @@ def test_only_voyager_runs_hold_the_voyager_constants_in_their_identity() -> Non
     def identity(index: str) -> dict:
         cfg = compose(["task=colbert", "model=modernbert-base", f"model.path={TINY_MODEL}", "device=cpu",
                        "task.train=false", f"task.index={index}"])
-        return family_of("colbert")(cfg).run_identity()
+        return planner_of(cfg).run_identity()
 
     assert identity("voyager")["task"]["voyager"] == {"M": 200, "ef_construction": 500, "ef_search": 500, "k": 100}
     assert "voyager" not in identity("exact")["task"] and "voyager" not in identity("plaid")["task"]
@@ -91,8 +91,8 @@ def test_the_f1_score_the_authors_eval_py_printed_is_still_a_metric_kind(task: s
     """The authors' finetuning_jobs.py keeps one metric per evaluator, the last one written: BinaryF1Score after
     MulticlassAccuracy, so eval.py printed F1. Table 5 prints accuracy (tests/test_fidelity_fourth_pass.py): F1 stays
     a kind a user may score by (``task.definitions.<t>.metric=f1``) and is recorded beside accuracy by default."""
-    from harness import glue_metrics
-    from harness.specs.glue import score_note
+    from harness.tasks.glue import metrics as glue_metrics
+    from harness.tasks.glue.spec import score_note
 
     assert compose(["task=glue"]).task.definitions[task].metric == "accuracy_f1"
     out = glue_metrics.compute("f1", [1, 1, 0, 0], [1, 0, 0, 0])

@@ -1,4 +1,4 @@
-"""GLUE's weight decay worked out before training (harness/training/decay.py): the factor it leaves of the
+"""GLUE's weight decay worked out before training (harness/tasks/glue/decay.py): the factor it leaves of the
 weights equals what torch's AdamW does under the trainer's schedule; the paper's grid keeps at least 75%; a decay
 meant for torch's convention given under composer's is refused, naming the convention."""
 
@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.stages.context import GridPoint
-from harness.training.decay import KEEP_AT_LEAST, check_decay, decay_factor, planned_steps
+from harness.core.errors import HarnessError
+from harness.tasks.glue.decay import KEEP_AT_LEAST, check_decay, decay_factor, planned_steps
+from harness.tasks.glue.grid import GridPoint
 
 #: GLUE's training rows (the official train sets) and each task's epoch set (conf/task/glue.yaml)
 SIZES = {"mnli": 392_702, "qqp": 363_846, "qnli": 104_743, "sst2": 67_349, "cola": 8_551, "stsb": 5_749,

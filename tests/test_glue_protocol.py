@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
-from harness.families.glue import chain
-from harness.runner import run
-from harness.training import classification as clf
+from harness.core import results
+from harness.run.runner import run
+from harness.tasks.glue import chain
+from harness.tasks.glue import classification as clf
 from tests.test_glue_runs import TINY, compose_cfg, tiny_overrides, write_tiny_glue
 from tests.test_glue_units import CHAIN, glue_settings, glue_train_config
 from tests.test_glue_units import compose_cfg as compose_task
@@ -29,8 +29,8 @@ def _tiny_run(protocol: str, scores: list[float], tmp_path: Path, **cfg: object)
     """Train the tiny classifier on 32 toy pairs (4 steps per epoch) with a scripted dev accuracy per evaluation."""
     from transformers import AutoTokenizer
 
-    from harness.data.glue import Split
-    from harness.training.glue_tokens import tokenize
+    from harness.tasks.glue.data import Split
+    from harness.tasks.glue.tokens import tokenize
 
     tok = AutoTokenizer.from_pretrained(TINY)
     split = Split([f"the cat sat {i}" for i in range(32)], [f"a dog ran {i}" for i in range(32)], [i % 2 for i in range(32)])
@@ -82,8 +82,8 @@ def test_authors_decays_every_parameter_best_epoch_skips_bias_and_layernorm(tmp_
 
 
 def test_early_stopping_watches_one_metric_mnli_matched_accuracy():
-    from harness.data import glue as glue_data
-    from harness.stages.glue import monitor
+    from harness.tasks.glue import data as glue_data
+    from harness.tasks.glue.compute import monitor
 
     defs = glue_data.task_definitions(compose_task().task.definitions)
     assert monitor(defs["mnli"], [("matched", 9), ("mismatched", 6)]) == "accuracy_matched"
@@ -196,7 +196,7 @@ def test_the_mnli_chain_starts_only_from_a_configuration_that_finished_every_see
     assert init.run_id == full[2].run_id
     for r in full:
         results.path_of(tmp_path / "results", r).unlink()
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     with pytest.raises(HarnessError, match=r"no MNLI configuration of m has finished all 3 seeds"):
         chain.resolve_init("rte", glue_settings("task.max_length=32", "task.mnli_init=required"),
@@ -206,9 +206,9 @@ def test_the_mnli_chain_starts_only_from_a_configuration_that_finished_every_see
 
 
 def test_a_bad_eval_interval_or_seed_list_is_refused_before_any_work():
-    from harness.data import glue as glue_data
-    from harness.errors import HarnessError
-    from harness.families.glue import grid
+    from harness.core.errors import HarnessError
+    from harness.tasks.glue import data as glue_data
+    from harness.tasks.glue import grid
 
     def no_interval(*overrides: str):
         """Settings whose RTE interval is 0 (the typed config refuses it on its own: the grid checks it again)."""
@@ -218,12 +218,12 @@ def test_a_bad_eval_interval_or_seed_list_is_refused_before_any_work():
 
     rte = glue_data.task_definitions(compose_task().task.definitions)["rte"]
     with pytest.raises(HarnessError, match=r"task.eval_interval.rte=0: set it to the batches between dev evaluations"):
-        grid.plan([rte], no_interval(), 42)
+        grid.grid_points([rte], no_interval(), 42)
     with pytest.raises(HarnessError, match=r"task.eval_interval.rte=0 is below 1: set task.eval_interval.rte to"):
         glue_settings("task.eval_interval.rte=0")
     with pytest.raises(HarnessError, match=r"task.seeds=\[1, 1\] must be a non-empty list of distinct seeds"):
-        grid.plan([rte], glue_settings("task.seeds=[1,1]"), 42)
-    assert grid.plan([rte], no_interval("task.scoring_protocol=best_epoch", "task.epochs=1"), 42)   # not used
+        grid.grid_points([rte], glue_settings("task.seeds=[1,1]"), 42)
+    assert grid.grid_points([rte], no_interval("task.scoring_protocol=best_epoch", "task.epochs=1"), 42)   # not used
 
 
 def test_the_selection_keeps_one_protocol_per_model_the_newest_records():

@@ -11,9 +11,9 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 
-from harness import layout, results
-from harness.runner import RunFailed, run
-from harness.training.classification import load_classifier
+from harness.core import layout, results
+from harness.run.runner import RunFailed, run
+from harness.tasks.glue.classification import load_classifier
 from harness.trial.toy_data import WORDS, write_tiny_glue  # noqa: F401  (re-exported)
 from harness.trial.toy_data import pair_file as _pair_file  # noqa: F401
 from harness.trial.toy_data import sentence as _sentence  # noqa: F401
@@ -96,7 +96,7 @@ def test_mnli_chaining_multirun_runs_mnli_first_and_loads_its_encoder(glue_dir, 
     done = harness_cli(
         "-m", *tiny_overrides(glue_dir, tmp_path), "task.tasks=mnli,rte", "task.mnli_init=required",
         "task.lr=1e-3", "task.weight_decay=0", "task.epochs=1", "task.seed=1", "hydra.sweeper.max_batch_size=1",
-        "+hydra.callbacks.glue_staging._target_=harness.hydra_callbacks.StagingCheck", f"hydra.sweep.dir={tmp_path}/multirun",
+        "+hydra.callbacks.glue_staging._target_=harness.run.hydra_callbacks.StagingCheck", f"hydra.sweep.dir={tmp_path}/multirun",
     )
     assert done.returncode == 0, done.stderr[-3000:]
     recs = {r.dataset: r for _, r in results.iter_records(tmp_path / "results")}

@@ -12,11 +12,14 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from harness import glue_metrics, hydra_callbacks, layout, results, selection
-from harness.data import glue as glue_data
-from harness.errors import DataError, HarnessError
-from harness.families.glue import chain, grid
-from harness.specs import glue as glue_spec
+from harness import selection
+from harness.core import layout, results
+from harness.core.errors import DataError, HarnessError
+from harness.run import hydra_callbacks
+from harness.tasks.glue import chain, grid
+from harness.tasks.glue import data as glue_data
+from harness.tasks.glue import metrics as glue_metrics
+from harness.tasks.glue import spec as glue_spec
 from harness.training.arguments import NaNLossGuard as NaNGuard
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,9 +33,9 @@ def compose_cfg(*overrides: str):
 
 def glue_settings(*overrides: str):
     """task=glue's typed settings (what the grid, the chain and the trainer read)."""
-    from harness import families
+    from harness.run.planning import planner_of
 
-    return families.get("glue")(compose_cfg(*overrides)).settings
+    return planner_of(compose_cfg(*overrides)).settings
 
 
 #: the chain conf/task/glue.yaml's spec declares (RTE, MRPC and STS-B start from MNLI)
@@ -44,8 +47,8 @@ def glue_train_config(**fields):
     trainer has no defaults of its own, so tests start from the YAML too."""
     from dataclasses import replace
 
-    from harness.stages.context import GridPoint
-    from harness.stages.glue import train_config
+    from harness.tasks.glue.compute import train_config
+    from harness.tasks.glue.grid import GridPoint
 
     base = train_config(GridPoint("rte", 1e-5, 1e-6, 1, 0), glue_settings(), "fp32", "cpu")
     run = {k: fields.pop(k) for k in ("lr", "epochs", "seed", "precision", "device") if k in fields}
@@ -167,18 +170,18 @@ def test_plan_uses_paper_grid_and_epoch_groups(defs):
     tcfg = glue_settings()
     tasks = grid.order_tasks(glue_data.select_tasks(list(tcfg.tasks), defs), CHAIN)
     assert next(t.name for t in tasks) == "mnli" and [t.name for t in tasks][-3:] == ["rte", "mrpc", "stsb"]
-    points = grid.plan(tasks, tcfg, 42)
+    points = grid.grid_points(tasks, tcfg, 42)
     assert len(points) == 8 * 4 * 4 * 3 * 3                            # authors: three seeds per grid point
     assert [p.seed for p in points[:4]] == [1618, 42, 6033, 1618]
-    best_epoch = grid.plan(tasks, glue_settings("task.scoring_protocol=best_epoch"), 42)
+    best_epoch = grid.grid_points(tasks, glue_settings("task.scoring_protocol=best_epoch"), 42)
     assert len(best_epoch) == 8 * 4 * 4 * 3 and {p.seed for p in best_epoch} == {42}
     assert {p.epochs for p in points if p.task == "rte"} == {1, 2, 3}
     assert {p.epochs for p in points if p.task == "cola"} == {2, 5, 10}
     one = glue_settings("task.lr=3e-5", "task.weight_decay=1e-6", "task.epoch_slot=2", "task.seed=7")
-    assert grid.plan(glue_data.select_tasks(["rte", "qnli"], defs), one, 42) == [
+    assert grid.grid_points(glue_data.select_tasks(["rte", "qnli"], defs), one, 42) == [
         grid.GridPoint("rte", 3e-5, 1e-6, 3, 7), grid.GridPoint("qnli", 3e-5, 1e-6, 10, 7)]
     with pytest.raises(HarnessError, match=r"task.epoch_slot=3 is out of range for rte's epoch set \[1, 2, 3\]"):
-        grid.plan([defs["rte"]], glue_settings("task.epoch_slot=3"), 42)
+        grid.grid_points([defs["rte"]], glue_settings("task.epoch_slot=3"), 42)
 
 
 def test_sweep_configs_match_the_task_grid():
@@ -251,7 +254,7 @@ def test_training_off_a_terminal_is_a_line_per_evaluation_and_a_few_loss_lines(m
     import logging
     from types import SimpleNamespace
 
-    from harness import console
+    from harness.core import console
     from harness.training.arguments import ProgressLines
 
     monkeypatch.setattr(console, "interactive", lambda: False)
@@ -341,7 +344,7 @@ def test_slurm_launcher_composes_to_an_array_with_resources():
     assert launcher["array_parallelism"] == 16 and launcher["timeout_min"] == 1080   # 3 seeds per point
     assert launcher["additional_parameters"] == {"dependency": "afterok:123"}
     assert h["sweeper"]["max_batch_size"] == 48
-    assert h["callbacks"]["glue_staging"]["_target_"] == "harness.hydra_callbacks.StagingCheck"
+    assert h["callbacks"]["glue_staging"]["_target_"] == "harness.run.hydra_callbacks.StagingCheck"
     assert h["sweeper"]["params"]["task.epoch_slot"] == "0,1,2"
 
 
@@ -359,7 +362,7 @@ def test_prune_keeps_only_the_selected_checkpoints(tmp_path):
 def test_select_prune_checkpoints_prunes_each_models_unselected_runs(tmp_path, capsys):
     """``python -m harness.select --prune-checkpoints`` prunes for every model it selects, whether or not any record
     was set aside (it once ran only inside the set-aside loop, for the last model's choice)."""
-    from harness.selection.cli import main
+    from harness.select import main
 
     res = tmp_path / "results"
     recs = [_record("rte", 80.0, 3e-5, 1, model=m) for m in ("a", "b")]
@@ -380,7 +383,7 @@ def test_trainer_settings_come_from_the_yaml_only():
     and max_grad_norm 1.0 where the YAML says 64 and 0.0)."""
     from dataclasses import MISSING, fields
 
-    from harness.training.classification import TrainConfig
+    from harness.tasks.glue.classification import TrainConfig
 
     assert [f.name for f in fields(TrainConfig) if f.default is not MISSING or f.default_factory is not MISSING] == []
     tcfg = glue_settings()

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import families, planning
-from harness.identity import GLOBAL_EXCLUDE, derived_key, drop, run_identity
-from harness.runner import run
+from harness.core.identity import GLOBAL_EXCLUDE, derived_key, drop, run_identity
+from harness.run import planning
+from harness.run.planning import planner_of
+from harness.run.runner import run
 from tests.conftest import compose
 from tests.test_retrieval_runs import overrides
 
@@ -17,7 +18,7 @@ from tests.test_retrieval_runs import overrides
 def cell_of(*extra: str, train: bool = False):
     cfg = compose(["task=beir", "model=all-minilm-l6-v2", "task.datasets=[scifact]", "precision=fp32",
                    f"task.train={str(train).lower()}", *extra])
-    return families.get("beir")(cfg).cells()[0]
+    return planner_of(cfg).cells()[0]
 
 
 @pytest.mark.parametrize("change", ["model.dtype=bfloat16", "model.attn_implementation=eager", "model.pooling=cls",
@@ -83,14 +84,14 @@ def test_a_finished_run_loads_no_model(tmp_path: Path, toy_beir: Path, monkeypat
 def test_bumping_a_stage_protocol_version_makes_old_records_unfinished(tmp_path: Path, toy_beir: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A fixed scoring bug (a stage's version bumped) must not leave old numbers counted as finished."""
-    from harness.specs import stages
+    from harness.tasks.retrieval import stages
 
     cfg = overrides(tmp_path, toy_beir, "task.train=false")
     (old,) = run(compose(cfg))
     assert old.config["task"]["spec"]["stages"] and cell_of().identity["protocol"]["score.ir"] == 1
     (same,) = run(compose(cfg))
     assert same.created_at == old.created_at                    # finished: skipped, nothing recomputed
-    bumped = stages.STAGES.replaced(**{"score.ir": stages.Stage(2, "harness.evaluation.ir_metrics", "fixed")})
+    bumped = stages.STAGES.replaced(**{"score.ir": stages.Stage(2, "harness.tasks.retrieval.retrievers.ir_metrics", "fixed")})
     monkeypatch.setattr(stages, "STAGES", bumped)
     (new,) = run(compose(cfg))
     assert new.run_id != old.run_id          # a new cell, computed again (created_at has whole seconds: not a test)
@@ -101,25 +102,25 @@ def test_bumping_a_stage_protocol_version_makes_old_records_unfinished(tmp_path:
 def test_a_run_is_versioned_by_the_stages_that_compute_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """MLDR dense and MLDR ColBERT share a spec: a ColBERT stage's version enters only the ColBERT runs' ids, so a
     ColBERT fix leaves dense MLDR records finished (and training enters only setting=id)."""
-    from harness.specs import stages
+    from harness.tasks.retrieval import stages
 
     def protocol(*extra: str) -> dict[str, int]:
         cfg = compose(["task=mldr", "model=all-minilm-l6-v2", "task.source.run=null", *extra])
-        return families.get("mldr")(cfg).identity()["protocol"]
+        return planner_of(cfg).identity()["protocol"]
 
     colbert_ood = ("task.retriever=multi_vector", "task.source.task=colbert")
     dense, colbert = protocol(), protocol(*colbert_ood)
     assert list(dense) == ["load.encoder", "retrieve.single_vector", "score.ir"]
     assert list(colbert) == ["load.colbert", "retrieve.multi_vector", "score.ir"]
     assert "train.dense" in protocol("task.setting=id")
-    bumped = stages.STAGES.replaced(**{"retrieve.multi_vector": stages.Stage(2, "harness.evaluation.multivector",
+    bumped = stages.STAGES.replaced(**{"retrieve.multi_vector": stages.Stage(2, "harness.tasks.retrieval.retrievers.multivector",
                                                                              "fixed")})
     monkeypatch.setattr(stages, "STAGES", bumped)
     assert protocol() == dense and protocol(*colbert_ood)["retrieve.multi_vector"] == 2
 
 
 def test_a_stage_condition_on_an_unlisted_stage_is_refused() -> None:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.specs.schema import spec_from
 
     node = {"runner": "beir", "main_metric": "ndcg_at_10", "tables": [{"id": "t", "label": "T", "title": "T"}],
@@ -130,20 +131,19 @@ def test_a_stage_condition_on_an_unlisted_stage_is_refused() -> None:
 
 
 def test_stage_keys_on_an_unknown_stage_are_refused_with_the_closest_names() -> None:
-    from harness.errors import HarnessError
-    from harness.specs.schema import spec_from
+    """The stages a spec's stage_keys name are the protocol's (its planner's STAGES): a typo fails when planned."""
+    from harness.core.errors import HarnessError
 
-    node = {"runner": "beir", "main_metric": "ndcg_at_10", "tables": [{"id": "t", "label": "T", "title": "T"}],
-            "selection": {"rule": "latest_config_per_column"}, "stages": ["score.ir"],
-            "stage_keys": {"retrieve.multivector": ["task.multi_vector"]}}
+    cfg = compose(["task=beir", "model=all-minilm-l6-v2", "task.train=false",
+                   "+task.spec.stage_keys={retrieve.multivector: [task.top_k]}"])
     with pytest.raises(HarnessError, match=r"unknown stage 'retrieve\.multivector'.*retrieve\.multi_vector"):
-        spec_from(node, "x", "task 'x', spec")
+        planner_of(cfg).cells()
 
 
 def test_a_training_run_of_a_spec_without_a_train_stage_is_refused_before_any_work(tmp_path: Path,
                                                                                    toy_beir: Path) -> None:
     """task.train=true where the spec lists no train.* stage: one line naming both fixes, at the up-front check."""
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     cfg = compose(overrides(tmp_path, toy_beir, "task.train=true",
                             "task.spec.stages=[load.encoder,'retrieve.{task.retriever}',score.ir]"))

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.evaluation.ir_metrics import evaluate_run, reciprocal_ranks
-from harness.evaluation.search import exact_search, to_run
+from harness.tasks.retrieval.retrievers.ir_metrics import evaluate_run, reciprocal_ranks
+from harness.tasks.retrieval.retrievers.search import exact_search, to_run
 
 
 def test_chunked_search_equals_full_matrix() -> None:
@@ -90,8 +90,8 @@ def test_search_streams_the_corpus_one_chunk_at_a_time() -> None:
 
 def test_dense_retrieval_searches_on_the_configured_device(monkeypatch, tmp_path) -> None:
     """The run's device reaches the search (a GPU user's search runs on the GPU)."""
-    from harness.evaluation import search
-    from harness.runner import run
+    from harness.run.runner import run
+    from harness.tasks.retrieval.retrievers import search
     from tests.conftest import compose, write_beir_folder
     from tests.test_retrieval_runs import overrides
 

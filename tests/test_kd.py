@@ -1,4 +1,4 @@
-"""KD training data (harness.data.kd): the three layouts, KDProcessing's join, and every bad input's message."""
+"""KD training data (harness.tasks.retrieval.data.kd): the three layouts, KDProcessing's join, and every bad input's message."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.data import kd
-from harness.errors import DataError, HubUnavailableError
+from harness.core.errors import DataError, HubUnavailableError
+from harness.tasks.retrieval.data import kd
 
 BGE = "msmarco-hardneg-sample/bge_example_msmarco.jsonl"
 

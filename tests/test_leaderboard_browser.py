@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.results import ResultRecord, write_record
 from harness.leaderboard import build
-from harness.results import ResultRecord, write_record
 
 pytestmark = pytest.mark.browser
 

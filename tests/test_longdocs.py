@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.data import code, longdocs, mldr
-from harness.evaluation.retriever import token_starts
-from harness.runner import run
+from harness.run.runner import run
+from harness.tasks.retrieval.data import code, longdocs, mldr
+from harness.tasks.retrieval.retrievers.retriever import token_starts
 from tests.conftest import TINY_MODEL, compose
 
 SOURCE = '''\

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import results, specs
-from harness.data import code, longdocs, mldr
-from harness.errors import DataError, HarnessError, HubUnavailableError
-from harness.runner import run
+from harness import specs
+from harness.core import results
+from harness.core.errors import DataError, HarnessError, HubUnavailableError
+from harness.run.runner import run
+from harness.tasks.retrieval.data import code, longdocs, mldr
 from tests.conftest import TINY_MODEL, compose, write_beir_folder, write_triplets
 from tests.test_retrieval_runs import cli
 

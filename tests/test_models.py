@@ -79,7 +79,7 @@ def test_modernbert_and_bert_resolve_to_the_varlen_path_on_cuda(monkeypatch: pyt
     architecture and the device: harness_varlen for a model on a CUDA device (faked), sdpa on the CPU (also on a
     machine with a GPU); a model loaded with harness_varlen (here on CPU: its reference) packs in the encoder,
     unpads padded batches at its entry, and its records say so."""
-    from harness.evaluation.encode import pack_mode
+    from harness.encoding.encode import pack_mode
     from harness.models.attention import model_type_of, resolve_for
     from harness.models.load import attention_for
     from harness.models.spec import ModelSpec
@@ -112,7 +112,7 @@ def test_modernbert_and_bert_resolve_to_the_varlen_path_on_cuda(monkeypatch: pyt
 def test_cfg_job_says_what_auto_attention_resolves_to(monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """``--cfg job`` prints the config as written (``auto``); the CLI adds the machine's resolution on stderr."""
-    from harness import overrides
+    from harness.run import overrides
 
     _facts(monkeypatch, cuda=True, flash=False)
     overrides.check_key_overrides(["task=efficiency", "model=modernbert-base", "--cfg", "job"])

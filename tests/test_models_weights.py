@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from tests.conftest import TINY_MODEL, write_beir_folder
 from tests.test_bad_inputs import beir, glue, invoke, write_glue
 

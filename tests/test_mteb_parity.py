@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.beir import load_local
-from harness.data.retrieval import subset
-from harness.evaluation.dense import DenseRetriever, dense_settings
-from harness.evaluation.retriever import evaluate
 from harness.models import ModelSpec, load_sentence_transformer
+from harness.tasks.retrieval.data.beir import load_local
+from harness.tasks.retrieval.data.dataset import subset
+from harness.tasks.retrieval.retrievers.dense import DenseRetriever, dense_settings
+from harness.tasks.retrieval.retrievers.retriever import evaluate
 from tests.conftest import MTEB_TOP_K
 
 pytestmark = pytest.mark.slow

@@ -12,16 +12,15 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from harness.data.catalog import resolve_entries
-from harness.data.kinds import LABEL_FIELDS
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.core.results import ResultRecord, write_record
 from harness.export import main as export_main
 from harness.leaderboard import build_leaderboard
 from harness.leaderboard.baselines import load_mteb_published
 from harness.mteb_results import catalog as mteb_catalog
 from harness.mteb_results import export as mteb_export
-from harness.results import ResultRecord, write_record
-from harness.runner import run
+from harness.run.runner import run
+from harness.tasks.retrieval.data.catalog import LABEL_FIELDS, resolve_entries
 from tests.conftest import compose
 from tests.test_retrieval_runs import overrides
 

@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 import torch
 
-from harness.data.retrieval import RetrievalDataset
-from harness.errors import HarnessError
-from harness.evaluation import colbert_model, maxsim, plaid_index, token_store
-from harness.evaluation import multivector as mv
-from harness.evaluation.retriever import evaluate
-from harness.evaluation.settings import Batching, PlaidSettings, plaid_backend
+from harness.core.errors import HarnessError
+from harness.core.typed import from_conf
+from harness.encoding.settings import Batching
 from harness.models import ModelSpec, usable_positions
-from harness.typed import from_conf
+from harness.tasks.retrieval.data.dataset import RetrievalDataset
+from harness.tasks.retrieval.retrievers import colbert_model, maxsim, plaid_index, token_store
+from harness.tasks.retrieval.retrievers import multivector as mv
+from harness.tasks.retrieval.retrievers.retriever import evaluate
+from harness.tasks.retrieval.settings import PlaidSettings, plaid_backend
 from tests.conftest import TINY_MODEL, compose
 
 TINY_SPEC = ModelSpec.based_on("bert-base", name="tiny", path=str(TINY_MODEL))
@@ -241,7 +242,7 @@ def test_a_plaid_build_failure_is_a_harness_error_naming_the_fix(tiny_colbert, t
 def test_a_plaid_plan_that_cannot_fit_is_refused_before_encoding(tmp_path: Path) -> None:
     """The PLAID build's memory (document tokens x dim x 4 x 2) over task.plaid_max_memory_gb: one line, nothing
     encoded; under it the estimate and the backend are recorded."""
-    from harness.runner import RunFailed, run
+    from harness.run.runner import RunFailed, run
     from tests.conftest import write_beir_folder
     from tests.test_colbert import overrides
 

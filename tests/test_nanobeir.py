@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from harness import specs
-from harness.data import hub_layout
-from harness.data.beir import load_local
-from harness.data.retrieval import subset
-from harness.errors import DataError, HarnessError
+from harness.core.errors import DataError, HarnessError
 from harness.leaderboard.layout import PENDING_TABLES
+from harness.tasks.retrieval.data import hub_layout
+from harness.tasks.retrieval.data.beir import load_local
+from harness.tasks.retrieval.data.dataset import subset
 from tests.conftest import MTEB_TOP_K, compose, write_beir_folder
 
 NANOBEIR_LABELS = specs.get("nanobeir").tables[0].labels
@@ -58,7 +58,7 @@ def test_catalog_is_mtebs_pinned_copies() -> None:
     """The 13 sets, each at the hub path and revision mteb 2.26 pins, split train, no self-match removal."""
     import mteb
 
-    from harness.data.catalog import resolve_entries
+    from harness.tasks.retrieval.data.catalog import resolve_entries
 
     cfg = compose(["task=nanobeir"])
     assert list(cfg.task.datasets) == list(NANOBEIR_LABELS)
@@ -110,7 +110,7 @@ def test_hub_layout_reader(tmp_path: Path) -> None:
 
 
 def test_offline_without_a_local_copy_fails_fast_naming_it(tmp_path: Path) -> None:
-    from harness import runner
+    from harness.run import runner
 
     cfg = compose(["task=nanobeir", "task.datasets=[nanoscifact]", f"paths.results={tmp_path}",
                    f"paths.cache={tmp_path / 'cache'}"])
@@ -121,8 +121,8 @@ def test_offline_without_a_local_copy_fails_fast_naming_it(tmp_path: Path) -> No
 
 def test_runs_offline_on_a_local_folder_and_lands_beside_the_card(nano_dir: Path, tmp_path: Path,
                                                                     tiny_model_dir: Path) -> None:
-    from harness import runner
     from harness.leaderboard.build import build_leaderboard
+    from harness.run import runner
 
     res = tmp_path / "results"
     cfg = compose(["task=nanobeir", "task.datasets=[nanoscifact,nanoarguana]", f"task.data_dir={nano_dir}",
@@ -144,10 +144,10 @@ def test_runs_offline_on_a_local_folder_and_lands_beside_the_card(nano_dir: Path
 @pytest.mark.slow
 def test_ndcg_equals_mtebs_on_the_same_local_set(nano_dir: Path) -> None:
     """Same data, same model, fp32: nDCG@10 as mteb 2.26 computes it (the conventions are BEIR's)."""
-    from harness.evaluation.dense import DenseRetriever, dense_settings
-    from harness.evaluation.retriever import evaluate
     from harness.models import ModelSpec, load_sentence_transformer
     from harness.peers.mteb_local import mteb_ndcg_at_10
+    from harness.tasks.retrieval.retrievers.dense import DenseRetriever, dense_settings
+    from harness.tasks.retrieval.retrievers.retriever import evaluate
 
     ds = hub_layout.read_hub_layout(nano_dir / "NanoSciFact", "nanoscifact", "train")
     model, _ = load_sentence_transformer(

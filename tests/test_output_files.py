@@ -1,4 +1,4 @@
-"""Before any work, each file a run's records are written to is checked (harness/preflight.py): a folder at the
+"""Before any work, each file a run's records are written to is checked (harness/run/preflight.py): a folder at the
 path, or a file where its folder should be, fails in one line instead of after the whole evaluation."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.per_query import files_of
-from harness.preflight import check_output_files
+from harness.core.errors import HarnessError
+from harness.core.per_query import files_of
+from harness.run.preflight import check_output_files
 
 
 def test_the_files_of_a_record(tmp_path: Path) -> None:

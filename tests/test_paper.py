@@ -9,51 +9,51 @@ import sys
 
 import pytest
 
+from harness.core.results import ResultRecord, write_record
 from harness.paper import cost, graph
-from harness.results import ResultRecord, write_record
 from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
-def stages() -> dict[str, graph.Stage]:
+def steps() -> dict[str, graph.Step]:
     return {s.name: s for s in graph.build(graph.load_paper(), ["model=modernbert-base"])}
 
 
-def test_the_paper_graph_follows_the_specs(stages) -> None:
-    jobs = {name: len(s.jobs) for name, s in stages.items()}
+def test_the_paper_graph_follows_the_specs(steps) -> None:
+    jobs = {name: len(s.jobs) for name, s in steps.items()}
     assert jobs["glue.mnli"] == 48 and jobs["glue"] == 4 * 48 and jobs["glue.chained"] == 3 * 48   # the 384 points
     assert jobs["dpr"] == 6 and jobs["colbert"] == 6                                               # six LRs each
-    after = {name: set(s.after) for name, s in stages.items()}
+    after = {name: set(s.after) for name, s in steps.items()}
     assert after["glue.mnli.select"] == {("glue.mnli", "afterany")}        # a sweep ends even if points failed
     assert after["glue.chained"] == {("glue.mnli.select", "afterok")}      # RTE/MRPC/STS-B: the selected MNLI run
     assert after["dpr.report"] == {("dpr.select", "afterok")}              # the selected LR on all 15 sets
     for name in ("mldr_ood", "mldr_id", "code"):                          # spec.depends_on: the selected DPR run
         assert after[name] == {("dpr.select", "afterok")}, name
     assert after["mldr_colbert"] == {("colbert.select", "afterok")}        # task.source.task=colbert
-    assert after["efficiency"] == set() and stages["leaderboard"].kind == "cpu"
-    assert {s.kind for n, s in stages.items() if n.endswith(".select")} == {"cpu"}
-    order = list(stages)
-    assert all(order.index(up) < order.index(n) for n, s in stages.items() for up, _ in s.after)
-    rte = next(j for j in stages["glue.chained"].jobs if "task.tasks=rte" in j.overrides)
+    assert after["efficiency"] == set() and steps["leaderboard"].kind == "cpu"
+    assert {s.kind for n, s in steps.items() if n.endswith(".select")} == {"cpu"}
+    order = list(steps)
+    assert all(order.index(up) < order.index(n) for n, s in steps.items() for up, _ in s.after)
+    rte = next(j for j in steps["glue.chained"].jobs if "task.tasks=rte" in j.overrides)
     assert {"sweep=glue-paper", "model=modernbert-base", "task=glue"} <= set(rte.overrides)
-    report = stages["dpr.report"].jobs[0]
+    report = steps["dpr.report"].jobs[0]
     assert report.mode == "report" and report.params == ("task.lr",) and "sweep=beir-lr" not in report.overrides
 
 
 def test_a_sharded_stage_is_a_shard_array_then_the_merge() -> None:
-    """paper.stages.<stage>.shards=K: the evaluation (a sweep's report) as K shard jobs at once, then the merge after
-    the whole array (afterok); a training stage cannot be sharded."""
+    """paper.stages.<step>.shards=K: the evaluation (a sweep's report) as K shard jobs at once, then the merge after
+    the whole array (afterok); a training step cannot be sharded."""
     paper = graph.load_paper("paper", ["paper.stages.dpr.shards=4", "paper.stages.mldr_ood.shards=2"])
-    stages = {s.name: s for s in graph.build(paper, ["model=modernbert-base"])}
-    array, merge = stages["dpr.report.shards"], stages["dpr.report"]
+    steps = {s.name: s for s in graph.build(paper, ["model=modernbert-base"])}
+    array, merge = steps["dpr.report.shards"], steps["dpr.report"]
     assert array.after == [("dpr.select", "afterok")] and merge.after == [("dpr.report.shards", "afterok")]
     assert [j.key for j in array.jobs] == [f"dpr.report.shard[{i}]" for i in range(4)]
     assert all(j.mode == "report" and j.source == "dpr" and f"task.shard={i}" in j.overrides
                for i, j in enumerate(array.jobs))
     assert {"task.shards=4", "task.shard_launcher=external"} <= set(merge.jobs[0].overrides)
     assert not any(o.startswith("task.shard=") for o in merge.jobs[0].overrides)
-    assert stages["mldr_ood.shards"].after == [("dpr.select", "afterok")]   # the stage's own dependency moves first
-    with pytest.raises(graph.HarnessError, match="only an evaluation stage"):
+    assert steps["mldr_ood.shards"].after == [("dpr.select", "afterok")]   # the step's own dependency moves first
+    with pytest.raises(graph.HarnessError, match="only an evaluation step"):
         graph.build(graph.load_paper("paper", ["paper.stages.mldr_id.shards=2"]), ["model=modernbert-base"])
 
 
@@ -84,9 +84,9 @@ def test_dry_run_for_modernbert_base_needs_no_hub(tmp_path) -> None:
                          capture_output=True, text=True, cwd=REPO, timeout=600)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    for stage in ("glue.mnli", "glue.chained", "dpr", "dpr.select", "dpr.report", "mldr_ood", "mldr_id", "code",
+    for step in ("glue.mnli", "glue.chained", "dpr", "dpr.select", "dpr.report", "mldr_ood", "mldr_id", "code",
                   "colbert", "colbert.report", "mldr_colbert", "efficiency", "leaderboard"):
-        assert any(line.split()[:1] == [stage] for line in lines), stage
+        assert any(line.split()[:1] == [step] for line in lines), step
     total = next(line for line in lines if line.startswith("total"))
     assert " 408 " in total and "GPU-hours estimated" in total and float(total.split()[3]) > 0
     assert not (tmp_path / "results").exists()                       # a preview writes nothing
@@ -96,13 +96,13 @@ def test_a_job_that_ends_while_the_records_are_read_is_not_submitted_again(tmp_p
     """The re-submit race seen on the cluster: the queue is read before the records, so a job that ends in between
     is still found queued (its id is waited on), never submitted a second time."""
     from harness.paper import slurm
-    from harness.paper.graph import Job, Stage
-    from harness.paper.plan import JobState
+    from harness.paper.graph import Job, Step
+    from harness.paper.progress import JobState
 
-    job = Job(key="glue[lr=1]", stage="glue", mode="run", task="glue")
+    job = Job(key="glue[lr=1]", step="glue", mode="run", task="glue")
     (tmp_path / "ledger.json").write_text(json.dumps({job.key: "126"}))
     unfinished = {job.key: JobState(job=job, cells=4, done=0)}   # read while it ran
-    ids = slurm.submit([Stage("glue", "train", [job])], unfinished, tmp_path / "context.json", {}, tmp_path,
+    ids = slurm.submit([Step("glue", "train", [job])], unfinished, tmp_path / "context.json", {}, tmp_path,
                        queued={"126": ("R", "None")})             # the queue, read before: running
     assert ids == {"glue": ["126"]}
     assert json.loads((tmp_path / "ledger.json").read_text()) == {job.key: "126"}

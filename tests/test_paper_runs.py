@@ -1,5 +1,5 @@
 """The whole paper for one model as one graph (``python -m harness.paper``), end to end: the shrunk graph of
-tests/fixtures/paper-tiny.yaml (every stage of conf/paper/paper.yaml, a few jobs each) on the tiny ModernBERT and
+tests/fixtures/paper-tiny.yaml (every step of conf/paper/paper.yaml, a few jobs each) on the tiny ModernBERT and
 tiny local data for every Table 1 column, run locally and on the real single-node SLURM cluster
 (slurm/local-cluster.sh; the ``slurm`` tests skip without one): records, resume, preview, status, failure policy."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from harness import results
+from harness.core import results
 from harness.trial.toy_data import BEIR, CQA, LANGS, write_paper_data
 from tests.conftest import REPO, TINY_MODEL
 
@@ -55,8 +55,8 @@ def outcomes(work: Path) -> dict[str, dict]:
     return read(folder_of(work))
 
 
-def stage_rows(out: str) -> dict[str, list[str]]:
-    """The table lines of --dry-run / --status, by stage name."""
+def step_rows(out: str) -> dict[str, list[str]]:
+    """The table lines of --dry-run / --status, by step name."""
     return {line.split()[0]: line.split() for line in out.splitlines() if line.split()}
 
 
@@ -136,23 +136,23 @@ def test_local_graph_runs_end_to_end_and_fills_every_table1_column(local_run: Ra
 def test_dry_run_on_the_finished_folder_shows_every_job_done(local_run: Ran, data: Path) -> None:
     p = paper(local_run.work, data, "--dry-run")
     assert p.returncode == 0, p.stderr
-    rows = stage_rows(p.stdout)
-    for stage in ("glue.mnli", "glue.mnli.select", "glue", "glue.chained", "glue.select", "dpr", "dpr.select",
+    rows = step_rows(p.stdout)
+    for step in ("glue.mnli", "glue.mnli.select", "glue", "glue.chained", "glue.select", "dpr", "dpr.select",
                   "dpr.report", "mldr_ood", "mldr_id", "code", "colbert", "colbert.select", "colbert.report",
                   "mldr_colbert", "efficiency", "leaderboard"):
-        assert rows[stage][2] == rows[stage][3], rows[stage]                     # jobs == done
+        assert rows[step][2] == rows[step][3], rows[step]                     # jobs == done
     assert rows["total"][1] == rows["total"][2] == "19" and "(0.0 left to run)" in p.stdout
     assert "measured here" in p.stdout                                          # the efficiency job's throughput
 
 
 def test_efficiency_measured_on_another_machine_counts_as_done(local_run: Ran, data: Path, tmp_path: Path) -> None:
     """The efficiency run id holds the executing machine's hardware, which a planner on a login node cannot know:
-    the planner finds the record by the identity without it (``details.plan_key``), so the stage is done."""
+    the planner finds the record by the identity without it (``details.plan_key``), so the step is done."""
     shutil.copytree(local_run.work / "results", tmp_path / "results")
     runs = tmp_path / "results" / "efficiency" / "tiny-modernbert"
     (run,) = [d for d in runs.iterdir() if d.is_dir()]
     run.rename(runs / "prec=fp32_n=16-0000000000")                              # measured elsewhere
-    rows = stage_rows(paper(tmp_path, data, "--dry-run").stdout)
+    rows = step_rows(paper(tmp_path, data, "--dry-run").stdout)
     assert rows["efficiency"][2] == rows["efficiency"][3] == "1", rows["efficiency"]
 
 
@@ -169,7 +169,7 @@ def test_a_rerun_does_nothing_new(local_run: Ran, data: Path) -> None:
 def test_status_on_the_finished_folder(local_run: Ran, data: Path) -> None:
     p = paper(local_run.work, data, "--status")
     assert p.returncode == 0, p.stderr
-    rows = stage_rows(p.stdout)
+    rows = step_rows(p.stdout)
     assert {rows[s.split()[0]][1] for s in p.stdout.splitlines()[1:-1]} == {"done"}
     assert rows["total"][1:3] == ["19", "19"] and float(rows["total"][3]) > 0      # device-hours spent
     assert float(rows["dpr"][7]) > 0 and float(rows["dpr"][8]) > 0                # spent and estimated
@@ -191,7 +191,7 @@ def test_failure_policy_locally(local_run: Ran, data: Path, tmp_path: Path) -> N
     assert "dpr.report" not in done                                             # afterok: never started
 
     s = paper(tmp_path, data, "--status", graph=graph, outputs=local_run.work)
-    rows, lines = stage_rows(s.stdout), s.stdout.splitlines()
+    rows, lines = step_rows(s.stdout), s.stdout.splitlines()
     assert rows["dpr"][1:7] == ["failed", "3", "2", "0", "0", "1"] and rows["dpr.select"][1] == "failed"
     assert rows["dpr.report"][1] == "pending"
     cell = lines[next(i for i, line in enumerate(lines) if line.startswith("dpr ")) + 1]
@@ -212,7 +212,7 @@ def test_status_of_a_graph_never_submitted_says_so(data: Path, tmp_path: Path) -
     s = paper(tmp_path, data, *SLURM, "--status")
     assert s.returncode == 0, s.stderr
     assert s.stdout.startswith("not submitted yet")
-    assert {row[1] for name, row in stage_rows(s.stdout).items() if name not in ("stage", "total", "not")} == {"todo"}
+    assert {row[1] for name, row in step_rows(s.stdout).items() if name not in ("step", "total", "not")} == {"todo"}
 
 
 def test_a_failed_harness_run_is_reported_with_its_own_error_line() -> None:
@@ -227,26 +227,26 @@ def test_a_failed_harness_run_is_reported_with_its_own_error_line() -> None:
 def test_a_resubmit_replaces_what_waits_on_a_replaced_job(tmp_path: Path, monkeypatch) -> None:
     """Issue 28, without a cluster: what :func:`harness.paper.slurm.decide` keeps and submits again."""
     from harness.paper import slurm
-    from harness.paper.graph import AFTER_ANY, AFTER_OK, Job, Stage
-    from harness.paper.plan import JobState
+    from harness.paper.graph import AFTER_ANY, AFTER_OK, Job, Step
+    from harness.paper.progress import JobState
 
     jobs = {k: Job(k, k, "run", "beir") for k in ("a", "b", "c", "lb")}
-    stages = [Stage("a", "train", [jobs["a"]]), Stage("b", "eval", [jobs["b"]], [("a", AFTER_OK)]),
-              Stage("c", "eval", [jobs["c"]]),
-              Stage("lb", "cpu", [jobs["lb"]], [("a", AFTER_ANY), ("b", AFTER_ANY), ("c", AFTER_ANY)])]
+    steps = [Step("a", "train", [jobs["a"]]), Step("b", "eval", [jobs["b"]], [("a", AFTER_OK)]),
+              Step("c", "eval", [jobs["c"]]),
+              Step("lb", "cpu", [jobs["lb"]], [("a", AFTER_ANY), ("b", AFTER_ANY), ("c", AFTER_ANY)])]
     states = {k: JobState(j, cells=1) for k, j in jobs.items()}
     ledger = {"a": "1_0", "b": "2_0", "c": "3_0", "lb": "4_0"}
     tries = {"1_0": {"after": []}, "2_0": {"after": ["1"]}, "3_0": {"after": []}, "4_0": {"after": ["1", "2", "3"]}}
-    assert slurm.decide(stages, states, ledger, tries, set(tries)) == ({"a", "b", "c", "lb"}, {})   # all queued
+    assert slurm.decide(steps, states, ledger, tries, set(tries)) == ({"a", "b", "c", "lb"}, {})   # all queued
     # a was cancelled while queued: a again, and b and lb, which waited on it, not c
-    assert slurm.decide(stages, states, ledger, tries, {"2_0", "3_0", "4_0"}) == (
+    assert slurm.decide(steps, states, ledger, tries, {"2_0", "3_0", "4_0"}) == (
         {"c"}, {"a": ["a"], "b": ["b"], "lb": ["lb"]})
     # lb waits on an attempt of c that is not the current one (a re-submit cut short): lb is replaced
     tries["4_0"]["after"] = ["1", "2", "9"]
-    assert slurm.decide(stages, states, ledger, tries, set(tries)) == ({"a", "b", "c"}, {"lb": ["lb"]})
+    assert slurm.decide(steps, states, ledger, tries, set(tries)) == ({"a", "b", "c"}, {"lb": ["lb"]})
     # everything finished but c: only c; then lb, downstream of it, although its records say done
     states["a"].done = states["b"].done = states["lb"].done = 1
-    assert slurm.decide(stages, states, ledger, tries, set()) == (set(), {"c": ["c"], "lb": ["lb"]})
+    assert slurm.decide(steps, states, ledger, tries, set()) == (set(), {"c": ["c"], "lb": ["lb"]})
 
 
 # ------------------------------------------------------------------------------------------------ on SLURM
@@ -369,12 +369,12 @@ def test_slurm_submit_returns_at_once_and_every_dependency_holds(slurm_run: Subm
     assert all(o["slurm"].get("job_id") for o in done.values())                # each ran as a SLURM job
     assert slurm_run.returned < min(epoch(o["ended"]) for o in done.values())   # nothing waited for a job
     ctx = json.loads((folder_of(slurm_run.work) / "context.json").read_text())
-    stages = {s.name: s for s in graph.build(ctx["paper"], ctx["common"])}
+    steps = {s.name: s for s in graph.build(ctx["paper"], ctx["common"])}
     held = 0
-    for stage in stages.values():
-        for up, _ in stage.after:
-            for job in stage.jobs:
-                for first in stages[up].jobs:
+    for step in steps.values():
+        for up, _ in step.after:
+            for job in step.jobs:
+                for first in steps[up].jobs:
                     assert epoch(done[job.key]["started"]) > epoch(done[first.key]["ended"]), (job.key, first.key)
                     held += 1
     assert held == 33                       # every (job, upstream job) pair of the shrunk graph
@@ -405,10 +405,10 @@ def test_slurm_requeue_and_resubmit_lose_and_duplicate_nothing(slurm_run: Submit
     assert not [p for p in (slurm_run.work / "outputs").rglob("trainer") if p.is_dir()]
     p = paper(slurm_run.work, data, *SLURM, "--dry-run")
     assert p.returncode == 0 and "(0.0 left to run)" in p.stdout
-    rows = stage_rows(p.stdout)
+    rows = step_rows(p.stdout)
     assert rows["total"][1] == rows["total"][2] == "19"
-    assert {row[1] for name, row in stage_rows(slurm_run.status.stdout).items()
-            if name not in ("stage", "total")} == {"done"}
+    assert {row[1] for name, row in step_rows(slurm_run.status.stdout).items()
+            if name not in ("step", "total")} == {"done"}
 
 
 @pytest.mark.slurm
@@ -455,7 +455,7 @@ def test_slurm_a_graph_that_failed_on_a_wrong_data_folder_is_replaced_whole_when
     every job that did not complete and everything downstream of one (the afterany selections and leaderboard
     still queued from the first submission included); every job then ends COMPLETED, --status says done, and the
     leaderboard row is the clean local run's."""
-    rows, out = stage_rows(slurm_run.broken_status.stdout), slurm_run.broken_status.stdout
+    rows, out = step_rows(slurm_run.broken_status.stdout), slurm_run.broken_status.stdout
     assert "triplets.tsv line 2" in out and "(its error line is above)" not in out
     assert rows["dpr"][1] == "failed" and rows["dpr.select"][1] == "failed" and rows["dpr.report"][1] == "blocked"
     assert "blocked: an afterok upstream failed" in out and rows["leaderboard"][1] == "queued"
@@ -468,8 +468,8 @@ def test_slurm_a_graph_that_failed_on_a_wrong_data_folder_is_replaced_whole_when
     assert tries[slurm_run.broken["leaderboard"]]["state"].startswith("CANCELLED")        # never ran on nothing
     final = json.loads((folder_of(slurm_run.work) / "ledger.json").read_text())
     assert {k: tries[i]["state"].split()[0] for k, i in final.items()} == dict.fromkeys(final, "COMPLETED")
-    assert {row[1] for name, row in stage_rows(slurm_run.status.stdout).items()
-            if name not in ("stage", "total")} == {"done"}
+    assert {row[1] for name, row in step_rows(slurm_run.status.stdout).items()
+            if name not in ("step", "total")} == {"done"}
     from harness.leaderboard import build_leaderboard
 
     def row(work: Path) -> dict:

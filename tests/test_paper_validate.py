@@ -1,6 +1,6 @@
 """Issue 28: nothing of the paper graph is submitted or run before everything a single run checks up front holds:
 each bad value is one ``error:`` line and exit 2, and ``sbatch`` is never called (a stand-in on PATH notes any
-call). Also: the local launcher stops a stage whose first jobs all stop with one error, and the cost preview
+call). Also: the local launcher stops a step whose first jobs all stop with one error, and the cost preview
 never prints NaN."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ CASES = {
     "shards-zero": (["paper.stages.dpr.shards=0"], r"paper\.stages\.dpr\.shards=0 must be >= 1"),
     "shards-negative": (["paper.stages.dpr.shards=-1"], r"paper\.stages\.dpr\.shards=-1 must be >= 1"),
     "shards-type": (["paper.stages.dpr.shards=x"], r"shards must be an integer, got 'x'"),
-    "unknown-stage": (["paper.stages.dprr.shards=2"], r"unknown paper stage 'dprr'.*closest first\): dpr"),
+    "unknown-step": (["paper.stages.dprr.shards=2"], r"unknown paper step 'dprr'.*closest first\): dpr"),
     "model-typo": (["model=modernbert-bse"], r"unknown model 'modernbert-bse'.*modernbert-base"),
     "task-key-typo": (["task.lrr=1"], r"unknown config key 'task\.lrr'.*task\.lr"),
     "results-not-a-folder": (["paths.results=/etc/hostname/results"], r"paths\.results=/etc/hostname/results is under"),
@@ -108,7 +108,7 @@ def test_the_local_launcher_stops_a_stage_whose_first_jobs_stop_alike(data: Path
 
 def test_the_preview_never_prints_nan_gpu_hours(data: Path, tmp_path: Path) -> None:
     """An efficiency record whose throughput is NaN or zero is not a measurement: the preview uses Table 2."""
-    from harness import results
+    from harness.core import results
     from tests.test_record_rules import put
 
     model = {"name": "tiny-modernbert", "path": "x", "revision": None, "family": "ModernBERT", "size": "base",

@@ -15,15 +15,15 @@ from tests.conftest import REPO
 
 #: what planning must not import: model and metric libraries, and the engines the stages drive
 FORBIDDEN = ("torch", "transformers", "sentence_transformers", "pylate", "pytrec_eval", "datasets", "sklearn",
-             "harness.training", "harness.evaluation.dense", "harness.evaluation.multivector",
-             "harness.evaluation.encode", "harness.evaluation.throughput")
+             "harness.training", "harness.tasks.retrieval.retrievers.dense", "harness.tasks.retrieval.retrievers.multivector",
+             "harness.encoding.encode", "harness.tasks.efficiency.throughput")
 #: the training stages' settings nodes (pure data: the schema planning types the config with) and their package
-LIGHT = ("harness.training", "harness.training.settings", "harness.training.decay")
+LIGHT = ("harness.training", "harness.training.settings", "harness.tasks.glue.decay")
 
 PROBE = """
 import json, sys
 from hydra import compose, initialize_config_module
-from harness import planning
+from harness.run import planning
 with initialize_config_module("conf", version_base="1.3"):
     cfg = compose("config", overrides=json.loads(sys.argv[1]))
 cells = planning.every_cell(cfg, planning.plan(cfg))

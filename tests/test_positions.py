@@ -15,9 +15,9 @@ from transformers import (
     XLMRobertaConfig,
 )
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.models import model_config, usable_positions
-from harness.stages.load import check_positions
+from harness.tasks.retrieval.compute import check_positions
 
 
 def nomic_bert_2048() -> PretrainedConfig:

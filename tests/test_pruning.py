@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from harness import models
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.models import ModelSpec, load_sentence_transformer
 from tests.conftest import compose
 
@@ -85,15 +85,14 @@ def test_variant_is_in_the_name_identity_and_ref(tiny_model_dir: Path) -> None:
 
 
 def test_cli_override_names_the_row_and_changes_only_pruned_run_ids(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from harness import families
+    from harness.run.planning import planner_of
 
     base = ["task=beir", "model=mmbert-small", f"model.path={tiny_model_dir}", "task.train=false",
             f"paths.results={tmp_path}"]
-    fam = families.get("beir")
-    plain = fam(compose(base))
-    pruned = fam(compose([*base, "model.keep_layers=[0,1,3]"]))
-    other = fam(compose([*base, "model.keep_layers=[0,1,2]"]))
-    assert pruned.model_name == "mmbert-small[0,1,3]" and plain.model_name == "mmbert-small"
+    plain = planner_of(compose(base))
+    pruned = planner_of(compose([*base, "model.keep_layers=[0,1,3]"]))
+    other = planner_of(compose([*base, "model.keep_layers=[0,1,2]"]))
+    assert pruned.setup.model.name == "mmbert-small[0,1,3]" and plain.setup.model.name == "mmbert-small"
     ids = {f.cells()[0].run_id for f in (plain, pruned, other)}
     assert len(ids) == 3
     # keep_layers: null leaves the identity of every unpruned run as it was

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
+from harness.core import results
 from tests.conftest import write_beir_folder
 from tests.forked import run_module
 from tests.test_bad_inputs import beir, invoke
@@ -61,7 +61,7 @@ def test_a_non_finite_metric_is_a_failed_cell_and_never_exported(bad: float, tmp
 
 def test_the_writer_turns_a_nan_metric_into_a_failed_record(tmp_path: Path, capfd, monkeypatch) -> None:
     """A run whose evaluation gives NaN: a failed record (strict JSON, the error naming the metric), exit 2."""
-    from harness.evaluation import retriever
+    from harness.tasks.retrieval.retrievers import retriever
 
     real = retriever.means
     monkeypatch.setattr(retriever, "means", lambda per_query: real(per_query) | {"ndcg_at_10": math.nan})

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.registry import Registry
+from harness.core.errors import HarnessError
+from harness.core.registry import Registry
 
 
 def test_lazy_entries_import_on_first_lookup_and_unknown_names_list_the_closest() -> None:
@@ -32,15 +32,20 @@ def test_a_name_registered_twice_with_another_target_is_refused() -> None:
 
 
 def test_every_table_of_the_harness_is_a_registry() -> None:
-    from harness import cli, families
-    from harness.data import kinds
-    from harness.evaluation.retriever import SUBGROUPS
+    from harness import cli
     from harness.leaderboard import records
+    from harness.run.planning import PLANNERS
     from harness.selection import rules
-    from harness.specs import stages
+    from harness.specs.stages import SHARED
+    from harness.tasks.efficiency import planner as efficiency
+    from harness.tasks.glue import planner as glue
+    from harness.tasks.mteb import planner as mteb
+    from harness.tasks.retrieval import stages
+    from harness.tasks.retrieval.data import catalog as kinds
+    from harness.tasks.retrieval.retrievers.retriever import SUBGROUPS
 
-    tables = [families.REGISTRY, kinds.KINDS, rules.RULES, stages.STAGES, SUBGROUPS,
-              records.COMBINE_RULES, cli.SUBCOMMANDS]
+    tables = [PLANNERS, kinds.KINDS, rules.RULES, SHARED, stages.STAGES, glue.STAGES, efficiency.STAGES, mteb.STAGES,
+              SUBGROUPS, records.COMBINE_RULES, cli.SUBCOMMANDS]
     assert all(isinstance(t, Registry) for t in tables)
     with pytest.raises(HarnessError, match=r"unknown runner 'beri'.*beir"):
-        families.get("beri")
+        PLANNERS.lookup("beri")

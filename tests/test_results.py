@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
-from harness.results import ResultRecord
+from harness.core import results
+from harness.core.results import ResultRecord
 
 
 def make(rid: str = "r1", dataset: str = "scifact", status: str = "ok", score: float = 0.5) -> ResultRecord:
@@ -34,11 +34,11 @@ def test_run_id_stable_and_sensitive() -> None:
 
 
 def test_is_done_only_for_ok_records(tmp_path: Path) -> None:
-    assert not results.finished_record(tmp_path, "beir", "m", "r1", "scifact")
+    assert not results.finished_at(results.record_path(tmp_path, "beir", "m", "r1", "scifact"))
     results.write_record(tmp_path, make(status="failed"))
-    assert not results.finished_record(tmp_path, "beir", "m", "r1", "scifact")
+    assert not results.finished_at(results.record_path(tmp_path, "beir", "m", "r1", "scifact"))
     results.write_record(tmp_path, make())
-    assert results.finished_record(tmp_path, "beir", "m", "r1", "scifact")
+    assert results.finished_at(results.record_path(tmp_path, "beir", "m", "r1", "scifact"))
 
 
 def test_main_score_must_exist(tmp_path: Path) -> None:

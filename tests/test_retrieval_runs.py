@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
-from harness.errors import HarnessError, TrainingDivergedError
-from harness.runner import run
+from harness.core import results
+from harness.core.errors import HarnessError, TrainingDivergedError
+from harness.run.runner import run
 from tests.conftest import REPO, TINY_MODEL, compose, write_beir_folder, write_triplets
 from tests.forked import run_module
 
@@ -95,7 +95,7 @@ def test_nan_loss_records_failure_and_keeps_earlier_results(
     run(compose(overrides(tmp_path, toy_beir, "task.train=false")))     # an earlier, good result
     import torch
 
-    from harness.training import seeding as dense
+    from harness.tasks.retrieval import seeding as dense
 
     class NaNLoss(torch.nn.Module):
         def __init__(self, model):
@@ -144,8 +144,8 @@ def test_unknown_dataset_suggests_closest(tmp_path: Path, toy_beir: Path) -> Non
 
 
 def test_triplet_file_errors(tmp_path: Path) -> None:
-    from harness.data.triplets import load_triplets_file
-    from harness.errors import DataError
+    from harness.core.errors import DataError
+    from harness.tasks.retrieval.data.triplets import load_triplets_file
 
     bad = tmp_path / "t.tsv"
     bad.write_text("question\tpositive\tother\nq\tp\tn\n")
@@ -160,7 +160,7 @@ def test_triplet_file_errors(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_real_triplets_flatten(shared_data: Path) -> None:
-    from harness.data.triplets import load_triplets_file
+    from harness.tasks.retrieval.data.triplets import load_triplets_file
 
     tsv = load_triplets_file(shared_data / "msmarco-hardneg-sample" / "triplets.tsv")
     jsonl = load_triplets_file(shared_data / "msmarco-hardneg-sample" / "bge_example_msmarco.jsonl")

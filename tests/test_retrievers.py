@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner import run
+from harness.run.runner import run
 from tests.conftest import REPO, compose
 from tests.test_retrieval_runs import TINY
 
@@ -24,7 +24,7 @@ def doc_blocks() -> tuple[str, str, str]:
 
 @pytest.fixture()
 def mybm25(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    from harness.specs import stages
+    from harness.tasks.retrieval import stages
 
     module, line, yaml = doc_blocks()
     (tmp_path / "bm25_retriever.py").write_text(module)
@@ -46,21 +46,21 @@ def test_a_task_with_a_new_retriever_runs_from_the_docs_blocks(mybm25: Path, toy
     (dense,) = run(compose(["task=beir", "task.train=false", *base]))
     assert dense.status == "ok" and dense.details.get("retriever") != "bm25" and dense.run_id != rec.run_id
 
-    from harness import families
+    from harness.run.planning import planner_of
 
     def protocol(*extra: str) -> dict[str, int]:
         cfg = compose([f"hydra.searchpath=[file://{mybm25}/conf]", "task=mybm25", *base, *extra])
-        return families.get("beir")(cfg).cells()[0].identity["protocol"]
+        return planner_of(cfg).cells()[0].identity["protocol"]
 
     assert protocol() == {"load.encoder": 1, "train.dense": 2, "retrieve.bm25": 1, "score.ir": 1}
     assert protocol("task.retriever=single_vector")["retrieve.single_vector"] == 1   # the choice is the stage
 
 
 def test_an_unknown_retriever_is_refused_before_any_work(toy_beir: Path, tmp_path: Path) -> None:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     cfg = compose(["task=beir", *TINY, f"task.data_dir={toy_beir}", "task.datasets=[toy]",
                    "+task.catalog.toy={split: test}", "task.retriever=bm52", f"paths.results={tmp_path}/results"])
-    with pytest.raises(HarnessError, match=r"unknown stage 'retrieve\.bm52'.*Declare it in harness/specs/stages\.py"):
+    with pytest.raises(HarnessError, match=r"unknown stage 'retrieve\.bm52'.*Declare it in STAGES of harness/tasks/retrieval/stages\.py"):
         run(cfg)
     assert not (tmp_path / "results").exists()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_glue_runs import ENV, REPO, tiny_overrides, write_tiny_glue
 
-from harness import results
+from harness.core import results
 from tests.forked import run_module
 
 RTE = ["task.tasks=rte", "task.weight_decay=0", "task.epochs=1", "task.seed=1"]   # one seed (authors: three)

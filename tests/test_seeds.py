@@ -30,9 +30,9 @@ def identical(a: Weights, b: Weights) -> bool:
 def train_dpr(tmp: Path, seed: int, name: str, dropout: float = 0.0) -> tuple[Weights, float]:
     """The tiny ModernBERT trained on 24 triplets, 3 batches of 8 (in-batch negatives: the batch order matters).
     Its config has no dropout, so only the batch order can tell two seeds apart; ``dropout`` turns it on."""
-    from harness.data.triplets import load_triplets_file
     from harness.models import load_sentence_transformer
-    from harness.training.seeding import train_dense
+    from harness.tasks.retrieval.data.triplets import load_triplets_file
+    from harness.tasks.retrieval.seeding import train_dense
     from tests.test_training import dense, run
 
     model, _ = load_sentence_transformer(SPEC)
@@ -82,9 +82,9 @@ def write_kd(path: Path, n: int = 12) -> Path:
 
 def train_colbert(tmp: Path, seed: int, name: str) -> tuple[Weights, float]:
     """The tiny ModernBERT (one fixed head, seed 0) distilled on 12 rows in 3 batches of 4."""
-    from harness.data.kd import load_kd_file
-    from harness.evaluation.colbert_model import load_colbert
-    from harness.training.seeding import train_kd
+    from harness.tasks.retrieval.data.kd import load_kd_file
+    from harness.tasks.retrieval.retrievers.colbert_model import load_colbert
+    from harness.tasks.retrieval.seeding import train_kd
     from tests.test_training import kd, run
 
     model, _ = load_colbert(SPEC, device="cpu", embedding_size=128, seed=0)
@@ -101,7 +101,7 @@ def test_colbert_kd_seed_changes_the_run_and_repeats_bit_identically(tmp_path: P
 def test_colbert_projection_head_follows_the_seed() -> None:
     """``load_colbert`` (given ``task.train_seed`` by task=colbert when training) seeds what it adds to a plain
     encoder: the 128-d projection and the [Q]/[D] token embeddings."""
-    from harness.evaluation.colbert_model import load_colbert
+    from harness.tasks.retrieval.retrievers.colbert_model import load_colbert
 
     def built(seed: int) -> Weights:
         model, _ = load_colbert(SPEC, device="cpu", embedding_size=128, seed=seed)
@@ -117,7 +117,7 @@ def classifier_head(seed: int) -> Weights:
     """The head task=glue builds for a grid point: ``set_seed(point.seed)`` then ``load_classifier``."""
     from transformers import set_seed
 
-    from harness.training.classification import load_classifier
+    from harness.tasks.glue.classification import load_classifier
 
     set_seed(seed)
     model = load_classifier(str(TINY_MODEL), num_labels=3)

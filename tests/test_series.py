@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import results
+from harness.core import results
 from harness.series.discover import compile_pattern, incomplete, listed, under
 from tests.conftest import TINY_MODEL, paths, write_beir_folder
 
@@ -151,9 +151,9 @@ def rewritten_is_evaluated_again(tmp: Path, capsys) -> None:
 
 def best_step_handed_on(tmp: Path, capsys) -> None:
     """harness.select --series picks the best step on the task (newest weights only) and writes it beside the
-    results; --best prints the overrides for the next stage; the paper graph reads model.path=series:<name>."""
+    results; --best prints the overrides for the next step; the paper graph reads model.path=series:<name>."""
     from harness.paper.__main__ import best_step
-    from harness.selection.cli import main as select
+    from harness.select import main as select
 
     capsys.readouterr()
     assert select(["--series", "run", "--results", str(tmp / "results")]) == 0
@@ -206,7 +206,7 @@ def test_completeness_rules(tmp_path: Path) -> None:
 
 
 def test_series_table_marks_best_and_differences() -> None:
-    from harness.summary import format_series
+    from harness.core.console import format_series
 
     text = format_series("series s: beir / scifact (ndcg_at_10)",
                          [(100, 0.5, ""), (200, 0.62, ""), (300, None, "FAILED: boom"), (400, 0.6, "")])
@@ -218,7 +218,7 @@ def test_series_table_marks_best_and_differences() -> None:
 
 @pytest.mark.parametrize("text", ["checkpoint-(\\d+", "step_\\d+", "(a)(\\d+)"])
 def test_a_bad_step_pattern_is_refused(text: str) -> None:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     with pytest.raises(HarnessError, match="--step-pattern"):
         compile_pattern(text)
@@ -227,9 +227,9 @@ def test_a_bad_step_pattern_is_refused(text: str) -> None:
 # ------------------------------------------------------------------------------------------------ SLURM
 @pytest.mark.slurm
 def test_each_checkpoint_is_one_array_task_on_slurm(tmp_path: Path, capsys, monkeypatch) -> None:
-    """slurm/local-cluster.sh's cluster: two checkpoints submitted as two stages of the paper graph's kind (an array
+    """slurm/local-cluster.sh's cluster: two checkpoints submitted as two steps of the paper graph's kind (an array
     each, in the graph's ledger); a second look while they are queued or running submits nothing; once they have
-    ended, their records are there, ``--status`` shows both stages done, and a third look has nothing to run."""
+    ended, their records are there, ``--status`` shows both steps done, and a third look has nothing to run."""
     import subprocess
     import time
 
@@ -260,7 +260,8 @@ def test_each_checkpoint_is_one_array_task_on_slurm(tmp_path: Path, capsys, monk
         slurm = [r[0].scheduler["slurm"] for r in got.values()]                     # a one-job array is a job
         assert {x.get("array_job_id", x["job_id"]) for x in slurm} == {i.split("_")[0] for i in ids}
         code, out = series([*args, "--status"], capsys)
-        assert code == 0 and [ln.split()[1] for ln in out.splitlines() if ln.startswith("step")] == ["done"] * 2, out
+        rows = [ln.split() for ln in out.splitlines() if ln.startswith("step") and ln.split()[0] != "step"]
+        assert code == 0 and [row[1] for row in rows] == ["done"] * 2, out   # the header names the graph's step
         code, out = series(args, capsys)
         assert code == 0 and "0 to run, 2 done, 0 skipped" in out and "submitted" not in out
     finally:
@@ -311,7 +312,7 @@ def test_series_view_seed_bands_newest_weights_and_latest_row(tmp_path: Path) ->
 
 
 def test_task_list_and_own_keys_in_the_overrides() -> None:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.series.settings import split_overrides
 
     rest, tasks, path, name = split_overrides(["task=beir,nanobeir", "model.path=/r", "model.name=x", "seed=1"])

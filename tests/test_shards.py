@@ -1,4 +1,4 @@
-"""Sharded corpus evaluation (harness/evaluation/shards.py): the merge is exactly the unsharded search for any K
+"""Sharded corpus evaluation (harness/tasks/retrieval/retrievers/shards.py): the merge is exactly the unsharded search for any K
 (dense and exact MaxSim), a missing or corrupt shard stops the merge with one line and scores nothing, a corpus
 shared by two datasets is encoded once, and a SLURM array of shards plus a merge job gives the unsharded record."""
 
@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 import torch
 
-from harness import planning, results
-from harness.errors import HarnessError
-from harness.evaluation import shards
-from harness.evaluation.embedding_cache import cached_embeddings
-from harness.evaluation.retriever import evaluate
-from harness.evaluation.search import exact_search, id_rank, ranked_topk
-from harness.families.retrieval import entries
-from harness.runner import run
-from harness.stages import retrieval as compute
-from harness.stages import score
+from harness.core import results
+from harness.core.errors import HarnessError
+from harness.run import planning
+from harness.run.runner import run
+from harness.tasks.retrieval import compute, score
+from harness.tasks.retrieval.planner import entries
+from harness.tasks.retrieval.retrievers import shards
+from harness.tasks.retrieval.retrievers.embedding_cache import cached_embeddings
+from harness.tasks.retrieval.retrievers.retriever import evaluate
+from harness.tasks.retrieval.retrievers.search import exact_search, id_rank, ranked_topk
 from tests.conftest import SHARED_DATA, compose, paths, write_beir_folder
 from tests.test_colbert import overrides as colbert_overrides
 from tests.test_retrieval_runs import TINY, overrides
@@ -124,7 +124,7 @@ def test_the_devices_launcher_spawns_one_process_per_device_and_merges_exactly(
     """The per-GPU path run for real on CPU: with two devices named ``cpu``, ``torch.multiprocessing.spawn`` starts
     two processes that compute the 3 shards (2 + 1), the parent merges them, and the record equals the unsharded
     one."""
-    from harness.stages import devices
+    from harness.tasks.retrieval import devices
 
     (want,) = run(compose(overrides(tmp_path / "one", toy_ds, *SMALL_BATCHES)))
     monkeypatch.setattr(devices, "visible_devices", lambda: ["cpu", "cpu"])

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_glue_runs import ENV, REPO, tiny_overrides, write_tiny_glue
 
-from harness import results
+from harness.core import results
 
 pytestmark = pytest.mark.slurm
 JOB_ENV = {**ENV, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), ENV.get("PYTHONPATH")) if p)}

@@ -4,8 +4,8 @@ its parts (a retrieval record's load, encode, search and metrics)."""
 
 from __future__ import annotations
 
-from harness.results import ResultRecord
-from harness.summary import format_summary, seconds
+from harness.core.console import format_summary, seconds
+from harness.core.results import ResultRecord
 
 
 def record(task: str, timings: dict[str, float]) -> ResultRecord:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import console, results
-from harness.errors import HarnessError
-from harness.runner import run
+from harness.core import console, results
+from harness.core.errors import HarnessError
+from harness.run.runner import run
+from harness.tasks.glue.classification import training_arguments
 from harness.training import tracking
-from harness.training.classification import training_arguments
 from tests.conftest import TINY_MODEL, compose, write_triplets
 from tests.test_glue_units import glue_train_config
 from tests.test_retrieval_runs import overrides

@@ -16,9 +16,10 @@ from types import SimpleNamespace
 import pytest
 from accelerate.data_loader import BatchSamplerShard
 
-from harness import families, results
-from harness.errors import HarnessError, TrainingDivergedError
-from harness.runner import run
+from harness.core import results
+from harness.core.errors import HarnessError, TrainingDivergedError
+from harness.run.planning import planner_of
+from harness.run.runner import run
 from harness.training.ranks import StepBatches
 from harness.trial.toy_data import _kd
 from tests.conftest import REPO, compose, write_beir_folder, write_triplets
@@ -110,8 +111,8 @@ def test_gathered_negatives_drop_the_micro_batches_that_do_not_fill_a_round() ->
 
 # ------------------------------------------------------------------------------------------------ settings, identity
 def dense_node(**keys):
+    from harness.core.typed import from_conf
     from harness.training.settings import DenseTraining
-    from harness.typed import from_conf
 
     return from_conf(DenseTraining, "task/beir", part=True, **{"lr": 3e-5, "batch_size": 64,
                                                                "gradient_accumulation_steps": 64, **keys})
@@ -132,7 +133,7 @@ def test_devices_stay_out_of_the_run_id_gathered_negatives_enter_it(tmp_path: Pa
                            f"task.train_data.path={triplets}", "task.gradient_accumulation_steps=4")
 
     def family(*extra: str):
-        return families.get("beir")(compose([*base, *extra]))
+        return planner_of(compose([*base, *extra]))
 
     def cell(*extra: str):
         return family(*extra).cells()[0]
@@ -143,9 +144,9 @@ def test_devices_stay_out_of_the_run_id_gathered_negatives_enter_it(tmp_path: Pa
     assert gathered.run_id != one.run_id
     assert gathered.identity["task"]["gather_across_devices"] is True and gathered.identity["task"]["devices"] == 2
     assert cell("task.devices=4", "task.gather_across_devices=true").run_id != gathered.run_id
-    shown = family("task.devices=2", "task.gather_across_devices=true").plan().header.hyperparameters["train"]
+    shown = family("task.devices=2", "task.gather_across_devices=true").runplan().header.hyperparameters["train"]
     assert (shown["gather_across_devices"], shown["devices"]) == (True, 2)
-    assert "gather_across_devices" not in family("task.devices=2").plan().header.hyperparameters["train"]
+    assert "gather_across_devices" not in family("task.devices=2").runplan().header.hyperparameters["train"]
 
 
 def test_devices_are_checked_before_any_work() -> None:
@@ -190,26 +191,26 @@ def test_a_training_stage_on_devices_asks_for_them_and_counts_them() -> None:
 
     paper = {"stages": {"dpr": {"task": "beir", "kind": "train", "devices": 2, "overrides": ["task.lr=1e-4"]},
                         "ood": {"task": "mldr"}}, "leaderboard": False}
-    stages = {s.name: s for s in graph.build(paper, ["model=modernbert-base"])}
-    (job,) = stages["dpr"].jobs
-    assert "task.devices=2" in job.overrides and stages["dpr"].devices == 2 and stages["ood"].devices == 1
+    steps = {s.name: s for s in graph.build(paper, ["model=modernbert-base"])}
+    (job,) = steps["dpr"].jobs
+    assert "task.devices=2" in job.overrides and steps["dpr"].devices == 2 and steps["ood"].devices == 1
     local = {"train": {"gpus": 0, "cpus": 1, "mem_gb": 4, "timeout_min": 60}}
     gpu = {"train": {"gpus": 1, "cpus": 8, "mem_gb": 64, "timeout_min": 1440}}
-    assert show.resources(stages["dpr"], local) == "CPU: 2 CPU, 8 GB, 60 min (2 training processes)"
-    assert show.resources(stages["dpr"], gpu) == "2 GPU, 16 CPU, 128 GB, 1440 min (2 training processes)"
+    assert show.resources(steps["dpr"], local) == "CPU: 2 CPU, 8 GB, 60 min (2 training processes)"
+    assert show.resources(steps["dpr"], gpu) == "2 GPU, 16 CPU, 128 GB, 1440 min (2 training processes)"
     work, tp = cost.Work(train=1e6, fixed_s=5.0), cost.Throughput(1e4, 1e4, "test")
     assert cost.device_hours(work, tp, "rtx4090", 2) == pytest.approx(cost.gpu_hours(work, tp, "rtx4090") + 5 / 3600)
     from harness.paper.show import devices
 
-    assert devices("train", local) * stages["dpr"].devices == 2
+    assert devices("train", local) * steps["dpr"].devices == 2
     paper["stages"]["ood"]["devices"] = 2
-    with pytest.raises(HarnessError, match=r"paper.stages.ood.devices=2: only a training stage trains on several"):
+    with pytest.raises(HarnessError, match=r"paper.stages.ood.devices=2: only a training step trains on several"):
         graph.build(paper, ["model=modernbert-base"])
 
 
 def test_evaluation_after_a_training_on_gpus_is_sharded_over_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.evaluation.shards import ShardSettings
-    from harness.stages import devices
+    from harness.tasks.retrieval import devices
+    from harness.tasks.retrieval.settings import ShardSettings
 
     shards = ShardSettings(shards=1, shard_tokens=10, shard=None, shard_launcher="sequential")
 
@@ -413,8 +414,8 @@ def test_the_local_slurm_cluster_runs_a_two_process_training_from_the_paper_grap
 
     import yaml
 
-    stage = yaml.safe_load(GRAPH)["stages"]["dpr"]
-    overrides = [o.replace("${data}", str(data)) for o in stage["overrides"]]
+    step = yaml.safe_load(GRAPH)["stages"]["dpr"]
+    overrides = [o.replace("${data}", str(data)) for o in step["overrides"]]
     (one,) = run(compose([*common(tmp_path / "one"), "task=beir", *overrides]))
     assert one.run_id == rec.run_id and one.model["trained"]["steps"] == rec.model["trained"]["steps"]
     assert rec.model["trained"]["train_loss"] == pytest.approx(one.model["trained"]["train_loss"], abs=1e-5)

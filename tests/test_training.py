@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.errors import HarnessError, TrainingDivergedError
+from harness.core.errors import HarnessError, TrainingDivergedError
+from harness.core.typed import from_conf
 from harness.training.arguments import check_loss, finish_training, training_arguments
 from harness.training.settings import DenseTraining, KdTraining, TrainRun
-from harness.typed import from_conf
 
 
 def dense(**keys: object) -> DenseTraining:

@@ -12,7 +12,7 @@ from tests.conftest import REPO
 
 
 def test_the_toy_data_holds_every_folder_the_shrunk_graph_reads(tmp_path: Path) -> None:
-    from harness.data.beir import load_local
+    from harness.tasks.retrieval.data.beir import load_local
 
     root = write_paper_data(tmp_path / "data")
     for name in BEIR:

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harness.data.catalog import resolve_entries
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.core.typed import build, choices, constraints, count, excluded_keys, flat, role_keys
+from harness.core.typed import excluded as excluded_field
 from harness.models import ModelSpec
-from harness.runner import run
-from harness.typed import build, choices, constraints, count, excluded_keys, flat, role_keys
-from harness.typed import excluded as excluded_field
+from harness.run.runner import run
+from harness.tasks.retrieval.data.catalog import resolve_entries
 from tests.conftest import compose
 
 

@@ -1,4 +1,4 @@
-"""The constraints declared on typed settings (harness/typed.py: count, positive, at_least, nonempty): one line
+"""The constraints declared on typed settings (harness/core/typed.py: count, positive, at_least, nonempty): one line
 naming the key and the fix, null left alone where it means something, and every constrained key of every task's
 settings listed in docs/reliability.md's "Counts and sizes" table."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.typed import at_least, build, constraints, count, nonempty, positive
+from harness.core.errors import HarnessError
+from harness.core.typed import at_least, build, constraints, count, nonempty, positive
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,13 +67,13 @@ def test_without_a_key_the_message_names_where() -> None:
 
 
 def settings_classes() -> dict[str, type]:
-    from harness.families.beir import BeirSettings
-    from harness.families.code import CodeSettings
-    from harness.families.colbert import ColbertSettings
-    from harness.families.efficiency import EfficiencySettings
-    from harness.families.glue.grid import GlueSettings
-    from harness.families.mldr import MldrSettings
-    from harness.families.mteb import MtebSettings
+    from harness.tasks.efficiency.planner import EfficiencySettings
+    from harness.tasks.glue.grid import GlueSettings
+    from harness.tasks.mteb.planner import MtebSettings
+    from harness.tasks.retrieval.beir import BeirSettings
+    from harness.tasks.retrieval.code import CodeSettings
+    from harness.tasks.retrieval.colbert import ColbertSettings
+    from harness.tasks.retrieval.mldr import MldrSettings
 
     return {"beir": BeirSettings, "code": CodeSettings, "colbert": ColbertSettings, "mldr": MldrSettings,
             "glue": GlueSettings, "efficiency": EfficiencySettings, "mteb": MtebSettings}

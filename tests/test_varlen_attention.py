@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.evaluation.encode import encode
+from harness.encoding.encode import encode
 from harness.models import ModelSpec, load_sentence_transformer
 from harness.models import varlen_attention as va
 from tests.conftest import batching
@@ -100,7 +100,7 @@ def test_the_hook_packs_real_tokens_only(tiny_model_dir: Path) -> None:
 
 def test_classifier_logits_and_gradients_equal_padded(tiny_model_dir: Path) -> None:
     """GLUE's classifier: unpadded forward and backward through the reference equal padded sdpa's."""
-    from harness.training.classification import load_classifier
+    from harness.tasks.glue.classification import load_classifier
 
     def run(attn: str):
         torch.manual_seed(3)                    # the same fresh head
@@ -124,7 +124,7 @@ def test_classifier_logits_and_gradients_equal_padded(tiny_model_dir: Path) -> N
 def test_colbert_queries_and_documents_equal_padded(tiny_model_dir: Path) -> None:
     """Documents unpad; expanded queries (their [MASK] tokens carry embeddings) run padded through the function's
     mask path; both equal padded sdpa's token embeddings."""
-    from harness.evaluation.colbert_model import encode_tokens, load_colbert
+    from harness.tasks.retrieval.retrievers.colbert_model import encode_tokens, load_colbert
 
     def tokens(attn: str, is_query: bool) -> list[np.ndarray]:
         spec = ModelSpec.based_on("modernbert-base", name="t", path=str(tiny_model_dir), attn_implementation=attn)
@@ -247,7 +247,7 @@ def test_cuda_branch_casts_and_calls_the_kernel(monkeypatch: pytest.MonkeyPatch,
 def test_dpr_training_through_the_varlen_path_equals_padded(tmp_path: Path, toy_beir: Path) -> None:
     """task=beir trains (MNRL, padded batches unpadded at the model's entry) and evaluates through harness_varlen as
     through sdpa: the same loss curve and the same nDCG."""
-    from harness.runner import run
+    from harness.run.runner import run
     from tests.conftest import compose, write_triplets
     from tests.test_retrieval_runs import overrides
 
@@ -268,8 +268,8 @@ def test_dpr_training_through_the_varlen_path_equals_padded(tmp_path: Path, toy_
 def test_the_corpus_cache_keeps_unpadded_and_padded_encodings_apart(tmp_path) -> None:
     """The unpadded GPU path computes attention in bf16: its cached embeddings must never be read by a padded
     run (or the reverse), so the resolved attention enters the cache identity, and padded sdpa keeps the old key."""
-    from harness import planning
-    from harness.stages.retrieval import cache_identity
+    from harness.run import planning
+    from harness.tasks.retrieval.compute import cache_identity
     from tests.conftest import TINY_MODEL, compose
 
     cfg = compose(["task=beir", "model=modernbert-base", f"model.path={TINY_MODEL}", "task.train=false",
@@ -348,7 +348,7 @@ def test_the_records_carry_the_dtype_the_attention_ran_in(tiny_model_dir: Path, 
     transformers' sdpa under bf16 autocast in bf16."""
     from harness.models import autocast
     from harness.models.kernel_calls import TORCH_FLASH
-    from harness.stages.efficiency import attention_facts
+    from harness.tasks.efficiency.compute import attention_facts
 
     spec = ModelSpec.based_on("modernbert-base", name="t", path=str(tiny_model_dir), max_length=128,
                               attn_implementation="harness_varlen")

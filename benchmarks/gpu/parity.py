@@ -21,11 +21,11 @@ def run_parity(args: Any) -> None:
     from gpu.figures import Figures, kernel_of
     from transformers import AutoModel
 
-    from harness.evaluation import packing
-    from harness.evaluation import throughput as tp
-    from harness.evaluation.throughput import SetSpec
+    from harness.encoding import packing
     from harness.models import ModelSpec, load_sentence_transformer
     from harness.models.kernel_calls import watch
+    from harness.tasks.efficiency import throughput as tp
+    from harness.tasks.efficiency.settings import SetSpec
 
     figures = Figures(args.out, "parity", args.device)
     device = args.device
@@ -59,9 +59,9 @@ def run_parity(args: Any) -> None:
 def run_gradients(args: Any) -> None:
     from gpu.figures import Figures, kernel_of
 
-    from harness.evaluation.throughput import _sync
     from harness.models import autocast
-    from harness.training.classification import load_classifier
+    from harness.tasks.efficiency.throughput import _sync
+    from harness.tasks.glue.classification import load_classifier
 
     figures = Figures(args.out, "gradients", args.device)
     device, cuda = args.device, args.device.startswith("cuda")

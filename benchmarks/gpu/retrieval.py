@@ -69,11 +69,11 @@ class KernelClock:
 
 def kernel_busy(model: Any, docs: list[str], stats: dict[str, Any], device: str, precision: str) -> tuple[float, bool]:
     """Kernel seconds of the encoder's batches over ``docs``, cut, grouped and laid out as
-    :func:`harness.evaluation.encode.encode` did (its chunks, budget ``stats['batch_tokens']``), and whether every
+    :func:`harness.encoding.encode.encode` did (its chunks, budget ``stats['batch_tokens']``), and whether every
     batch was timed without a wait on the device."""
-    from harness.evaluation import encode as enc
-    from harness.evaluation.packing import packed_batches, token_budget_batches
-    from harness.evaluation.prefetch import text_chunks
+    from harness.encoding import encode as enc
+    from harness.encoding.packing import packed_batches, token_budget_batches
+    from harness.encoding.prefetch import text_chunks
     from harness.models import autocast_for
 
     mode = enc.pack_mode(model, "auto", device)
@@ -92,7 +92,7 @@ def kernel_busy(model: Any, docs: list[str], stats: dict[str, Any], device: str,
 
 def st_seconds(st: Any, docs: list[str], batch_size: int, repeats: int, device: str) -> float:
     """``SentenceTransformer.encode`` of ``docs`` at ``batch_size``: best of ``repeats`` after a warm-up."""
-    from harness.evaluation.throughput import _sync
+    from harness.tasks.efficiency.throughput import _sync
 
     st.encode(docs[:512], batch_size=batch_size)
     runs = []
@@ -116,11 +116,11 @@ def sentence_transformer(path: str, precision: str, device: str) -> Any:
 def run(args: Any) -> None:
     from gpu.figures import Figures, kernel_of, marks
 
-    from harness.data.beir import load_local
-    from harness.evaluation import encode as enc
-    from harness.evaluation.settings import Batching
+    from harness.encoding import encode as enc
+    from harness.encoding.settings import Batching
     from harness.models import ModelSpec, cast_for_inference, load_sentence_transformer, resolve_path
     from harness.models.kernel_calls import watch
+    from harness.tasks.retrieval.data.beir import load_local
 
     step = args.what
     figures = Figures(args.out, step, args.device)

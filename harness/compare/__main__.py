@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.errors import HarnessError, print_error
+from harness.core.errors import HarnessError, print_error
 
 
 def parser() -> argparse.ArgumentParser:

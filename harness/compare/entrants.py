@@ -10,8 +10,8 @@ from functools import cached_property
 from pathlib import Path
 
 from harness import specs
-from harness.errors import HarnessError, closest_first
-from harness.results import STATUS_OK, ResultRecord
+from harness.core.errors import HarnessError, closest_first
+from harness.core.results import STATUS_OK, ResultRecord
 from harness.selection.comparable import comparable_records  # one score per column (MRPC/QQP)
 from harness.selection.rules import group_by
 

@@ -16,10 +16,10 @@ from itertools import combinations
 
 import numpy as np
 
-from harness import per_query
 from harness.compare import stats, twolevel
 from harness.compare.outcomes import Outcomes, aligned_on, outcomes
-from harness.errors import HarnessError
+from harness.core import per_query
+from harness.core.errors import HarnessError
 
 
 @dataclass(frozen=True)

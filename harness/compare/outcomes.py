@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import per_query
-from harness.errors import HarnessError
-from harness.results import ResultRecord
+from harness.core import per_query
+from harness.core.errors import HarnessError
+from harness.core.results import ResultRecord
 from harness.selection.comparable import read_comparable
 
 #: ``stat(idx, preds)``: a score that is not a mean over items (Matthews, F1, Spearman), on the items ``idx``
@@ -97,7 +97,7 @@ def _examples(runs: Sequence[per_query.PerQuery]) -> Outcomes:
     """GLUE: accuracy (MNLI: the mean of its dev sets' accuracies) as a weighted mean of 0/100 outcomes; Matthews,
     F1 and Spearman re-scored from the predictions on every resample."""
     from harness.compare.stats import weights
-    from harness.glue_metrics import compute
+    from harness.tasks.glue.metrics import compute
 
     first = runs[0]
     preds = np.stack([per_query.aligned(first, r, "prediction")[1] for r in runs])

@@ -11,7 +11,7 @@ import numpy as np
 from harness.compare import many, stats
 from harness.compare.entrants import Cell, Entrant
 from harness.compare.outcomes import read_runs
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 
 @dataclass

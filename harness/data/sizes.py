@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.work import Work, cost_data
+from harness.core.work import Work, cost_data
 
 #: bytes of UTF-8 text per model token (English prose and code, WordPiece/BPE vocabularies)
 BYTES_PER_TOKEN = 4.0

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, print_error
+from harness.core.errors import HarnessError, print_error
 from harness.leaderboard import COMBINE_RULES, build
 
 log = logging.getLogger("harness.leaderboard")
@@ -48,7 +48,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def check_args(args: argparse.Namespace, significance: dict[str, Any] | None) -> None:
     """Before anything is read: every results folder exists, ``--out`` can be a folder, the test settings."""
-    from harness.preflight import check_records_dir, check_writable_dir
+    from harness.run.preflight import check_records_dir, check_writable_dir
 
     for folder in [*args.results, *args.mteb_results]:
         label = "--mteb-results" if folder in args.mteb_results else "results folder"

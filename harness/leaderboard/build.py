@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
-from harness.console import step
-from harness.data_origin import LOCAL_MARK, MEANING
+from harness.core.console import step
+from harness.core.data_origin import LOCAL_MARK, MEANING
+from harness.core.results import STATUS_FAILED, STATUS_OK
 from harness.leaderboard.baselines import (
     OVERVIEW_TABLE,
     PAPER_SOURCES,
@@ -37,7 +38,6 @@ from harness.leaderboard.cells import (
 from harness.leaderboard.layout import AVG, OVERVIEW, auto_scale, table_spec, table_specs
 from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records, selected
 from harness.leaderboard.series import collect, latest_only
-from harness.results import STATUS_FAILED, STATUS_OK
 from harness.selection.rules import rule_for
 
 _SIZE_ORDER = {"small": 0, "base": 1, "large": 2}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from harness.data_origin import LOCAL_MARK  # noqa: F401  (re-exported: the page's marks live here)
-from harness.results import SUBSET_MARK  # noqa: F401
+from harness.core.data_origin import LOCAL_MARK  # noqa: F401  (re-exported: the page's marks live here)
+from harness.core.results import SUBSET_MARK  # noqa: F401
 
 PUBLISHED = "published"
 THIS_RUN = "this run"

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
-from harness.data_origin import MEANING, local_data
+from harness.core.data_origin import MEANING, local_data
+from harness.core.registry import Registry
+from harness.core.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, evaluated_subset
 from harness.leaderboard.cells import LOCAL_MARK, SUBSET_MARK, Cell, RowKey, fmt
 from harness.leaderboard.layout import SPLIT_PREFERENCE, column_of
-from harness.registry import Registry
-from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, evaluated_subset
 from harness.selection.comparable import comparable_records, set_aside_lines
 from harness.selection.rules import BestConfigPerDataset, configuration, group_by, rule_for
 
@@ -49,7 +49,7 @@ def load_records(dirs: Sequence[str | os.PathLike]) -> tuple[list[Loaded], list[
     record of a schema this harness does not read (``schema_version``), is skipped with a warning naming the file;
     the warnings are also returned for the page, with a line per group of records read in another score than their
     column compares and not rescorable (set aside: :mod:`harness.selection.comparable`). An ok record with a NaN or infinite metric reads as failed
-    (:func:`harness.results.fail_nonfinite`): never a number in a cell or an average."""
+    (:func:`harness.core.results.fail_nonfinite`): never a number in a cell or an average."""
     loaded: list[Loaded] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.data_origin import LOCAL_MARK, local_data
+from harness.core.data_origin import LOCAL_MARK, local_data
+from harness.core.results import SUBSET_MARK, evaluated_subset
 from harness.leaderboard.layout import auto_scale, column_of, higher_is_better, table_spec
 from harness.leaderboard.records import Loaded
-from harness.results import SUBSET_MARK, evaluated_subset
 from harness.selection.rules import group_by
 from harness.selection.series import current, series_of
 
@@ -82,7 +82,7 @@ def bootstrap(item: Loaded) -> tuple[float, float] | None:
     scores whose mean is its score; None otherwise."""
     import numpy as np
 
-    from harness import per_query
+    from harness.core import per_query
 
     rec = item.record
     try:

@@ -2,7 +2,7 @@
 baseline marks, tie groups (compact letters) corrected across each table's tests, and rank intervals.
 
 A cell is testable when ok records stand behind it and each keeps its per-query (or per-example) scores
-(``harness.per_query``): one record is tested as ``harness.compare A B`` tests it, several (the seeds of a
+(``harness.core.per_query``): one record is tested as ``harness.compare A B`` tests it, several (the seeds of a
 selected configuration) by the two-level bootstrap over items and seeds (``harness.compare.many``). A cell the
 selection withheld (a GLUE configuration missing seeds) has no value and is not tested. Published rows have no
 per-query data and are never marked.
@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness import per_query
 from harness.compare import many
 from harness.compare.outcomes import claim_of, outcomes
-from harness.errors import HarnessError
+from harness.core import per_query
+from harness.core.errors import HarnessError
 from harness.leaderboard.cells import PUBLISHED, Cell
 from harness.leaderboard.layout import AVG, higher_is_better
 from harness.selection.rules import group_by

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.models import kernel_calls
 from harness.models.kernel_calls import VARLEN
 

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.models import attention as att
 from harness.models.kernel_calls import watch
 from harness.models.paths import resolve_path

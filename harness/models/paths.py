@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, HubUnavailableError
+from harness.core.errors import HarnessError, HubUnavailableError
 from harness.models.spec import ModelSpec
 from harness.models.weights import check_model_dir, check_weights_fit, fingerprint
 

@@ -8,6 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from harness.core.errors import HarnessError
+
 #: model types whose position ids start after the padding index (RoBERTa: ``cumsum(mask) + padding_idx``, so
 #: 514 positions with ``pad_token_id=1`` position 512 tokens); all are text encoders that share RoBERTa's embeddings
 OFFSET_POSITIONS = frozenset({
@@ -70,3 +72,12 @@ def positions_in(folder: str | Path) -> int | None:
     except (OSError, ValueError):
         return None
     return usable_positions(SimpleNamespace(**data)) if isinstance(data, dict) and "model_type" in data else None
+
+
+def check_length(positions: int | None, length: int, name: str, key: str) -> None:
+    """``key=length`` within ``positions`` (None: the config does not say, nothing to check), else one line."""
+    if positions is not None and length > positions:
+        raise HarnessError(
+            f"{key}={length} is above model {name!r}'s {positions} token positions; set {key}<={positions} (the "
+            "model's maximum), or use a model with longer positions."
+        )

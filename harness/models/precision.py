@@ -7,7 +7,7 @@ import contextlib
 import os
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 
 def resolve_device(device: str = "auto") -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import HarnessError
-from harness.typed import at_least, build, choices, from_conf
+from harness.core.errors import HarnessError
+from harness.core.typed import at_least, build, choices, from_conf
 
 
 @dataclass
@@ -46,7 +46,7 @@ class GlueHead:
 
 @dataclass
 class ModelSpec:
-    """What conf/model/<name>.yaml says about an encoder. Unknown keys are an error (see :mod:`harness.typed`)."""
+    """What conf/model/<name>.yaml says about an encoder. Unknown keys are an error (see :mod:`harness.core.typed`)."""
 
     name: str
     path: str

@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 

@@ -1,5 +1,7 @@
-"""mteb's results format, both ways: export harness records as mteb result files; read mteb result files (e.g. a
-checkout of the public results repository) for the leaderboard's published rows.
+"""mteb's results format, both ways: harness records exported as mteb result files, mteb's files read back.
+
+Export writes mteb result files; reading takes mteb result files (e.g. a checkout of the public results
+repository) for the leaderboard's published rows.
 
 mteb's layout (its ``ResultCache`` and the ``embeddings-benchmark/results`` repository):
 ``<org>__<model>/<revision>/<TaskName>.json`` (a ``TaskResult``: ``task_name``, ``dataset_revision``,

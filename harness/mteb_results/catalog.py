@@ -11,14 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
-from harness.data.catalog import DatasetEntry
-from harness.errors import HarnessError
-from harness.results import ResultRecord
+from harness.core.results import ResultRecord
+from harness.tasks.retrieval.data.catalog import DatasetEntry
 
 log = logging.getLogger(__name__)
 
-
-INSTALL_HINT = "pip install 'harness[mteb]'"
 #: the task family whose records are mteb tasks by name (its datasets are mteb task names)
 MTEB_FAMILY = "mteb"
 #: split preference when a result file has several and the catalog names none
@@ -34,15 +31,6 @@ def benchmark_column(benchmark: str, task_type: str | None = None) -> str:
     "Retrieval", mmBERT Table 4's "Retrieve") and a task=mteb run of that benchmark place their number here, so both
     share one column: ``benchmark_column("MTEB(eng, v2)", "Retrieval")`` is ``"MTEB(eng, v2) Retrieval"``."""
     return f"{benchmark} {task_type or 'Mean(TaskType)'}"
-
-
-def require_mteb(what: str):
-    """The mteb module, or a one-line error naming the install command."""
-    try:
-        import mteb
-    except ImportError as exc:
-        raise HarnessError(f"{what} needs the mteb package, which is not installed: {INSTALL_HINT}") from exc
-    return mteb
 
 
 @dataclass(frozen=True)

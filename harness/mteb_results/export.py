@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.mteb_results.catalog import mteb_task_of, require_mteb
-from harness.results import STATUS_OK, ResultRecord, atomic_write_json, iter_records, nonfinite_metrics
+from harness.core.results import STATUS_OK, ResultRecord, atomic_write_json, iter_records, nonfinite_metrics
+from harness.mteb_results.catalog import mteb_task_of
+from harness.tasks.mteb.compute import require_mteb
 
 log = logging.getLogger(__name__)
 

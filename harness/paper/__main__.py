@@ -1,5 +1,5 @@
 """``python -m harness.paper model=<model> [model.path=...] [paper.<key>=...] [--dry-run | --status]``: the whole
-paper for one model as one dependency graph (``conf/paper/paper.yaml``), run locally stage by stage or submitted to
+paper for one model as one dependency graph (``conf/paper/paper.yaml``), run locally step by step or submitted to
 SLURM at once (``paper.launcher=slurm paper.cluster=<conf/cluster/...>``). Overrides other than ``paper.*`` are
 given to every job (``model=``, ``model.path=``, ``paths.results=``, ...); ``hydra.run.dir=<dir>`` puts each job's
 logs in ``<dir>/<job key>/`` (:mod:`harness.paper.hydra_overrides`). Re-running resumes: finished jobs are skipped,
@@ -16,14 +16,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, print_error, unknown_name
+from harness.core.errors import HarnessError, print_error, unknown_name
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m harness.paper", description=__doc__)
     p.add_argument("overrides", nargs="*", help="model=..., paths.results=..., paper.launcher=slurm, ...")
     p.add_argument("--dry-run", action="store_true", help="print the graph, what is done and the GPU-hours; run nothing")
-    p.add_argument("--status", action="store_true", help="each stage's state from the records and the SLURM queue")
+    p.add_argument("--status", action="store_true", help="each step's state from the records and the SLURM queue")
     return p.parse_args(list(argv))
 
 
@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.paper import cost, graph, hydra_overrides, job, plan, show, slurm, validate
+    from harness.paper import cost, graph, hydra_overrides, job, progress, show, slurm, validate
 
     hydra = hydra_overrides.split(args.overrides, "python -m harness.paper",
                                   "paper.launcher=slurm paper.cluster=<conf/cluster profile>")
@@ -60,13 +60,13 @@ def run(args: argparse.Namespace) -> int:
     paper = graph.load_paper(name, mine)
     validate.check_paper(paper, validate.file_keys(name))
     cluster = cluster_profile(str(paper["cluster"]))
-    stages = graph.build(paper, common)
+    steps = graph.build(paper, common)
     submitting = not (args.dry_run or args.status)
-    validate.check_runs(stages, deep=submitting)   # before the records are planned: every job's names and keys
+    validate.check_runs(steps, deep=submitting)   # before the records are planned: every job's names and keys
     queued = None
     if paper["launcher"] == "slurm" and submitting:
         queued = slurm.queue()   # before the records are read: a job ending in between is found in one or the other
-    states = job.settle(stages, plan.plan(stages), paper)   # 'done': selections and the site built from the records
+    states = job.settle(steps, progress.job_states(steps), paper)   # 'done': selections and the site built from the records
     model = next((s.model for s in states.values() if s.model), {})
     res = next((s.results for s in states.values() if s.results), "results")
     tp = cost.throughput(model, res)
@@ -76,9 +76,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         head = (f"paper graph for {model.get('name')}: results folder {res}; launcher {paper['launcher']}; "
                 f"cluster {paper['cluster']}")
-        print("\n".join(show.dry_run(stages, states, tp, cluster, head)))
+        print("\n".join(show.dry_run(steps, states, tp, cluster, head)))
     elif args.status:
-        print("\n".join(show.status(stages, states, tp, cluster, folder)))
+        print("\n".join(show.status(steps, states, tp, cluster, folder)))
     check_readable(states)             # after what --dry-run or --status print, before anything is written
     if not submitting:
         return 0
@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     context = folder / "context.json"
     context.write_text(json.dumps({"paper": paper, "common": common, "log_dir": hydra.log_dir}, indent=1))
     if paper["launcher"] == "local":
-        return job.run_local(stages, states, context)
-    ids = slurm.submit(stages, states, context, cluster, folder, queued)
+        return job.run_local(steps, states, context)
+    ids = slurm.submit(steps, states, context, cluster, folder, queued)
     for name, got in ids.items():
         if got:
             print(f"{name:20s} {', '.join(got)}")
@@ -104,7 +104,7 @@ def best_step(common: list[str]) -> list[str]:
     if not any(o.partition("=")[0].lstrip("+") == "model.path" and o.partition("=")[2].startswith(PREFIX)
                for o in common):
         return common
-    from harness.paper.plan import config_of
+    from harness.paper.progress import config_of
 
     plain = [o for o in common if not o.partition("=")[2].startswith(PREFIX)]
     return resolve(common, str(config_of(plain).paths.results))

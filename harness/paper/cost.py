@@ -4,7 +4,7 @@ throughput for the model.
 GPU-hours = ((training tokens x ``train_factor`` + evaluation tokens) / (tokens/s x the GPU's ``gpu_speed``)
 + ``job_overhead_s``) / 3600. The tokens are the job's runner's own estimate (``Family.work``: its datasets,
 epochs, samples, seeds and lengths, from the sizes of its local data files where it has some, else the cost
-file's; :mod:`harness.work`); the throughput comes from the paper's Table 2 for the model's family and size, or
+file's; :mod:`harness.core.work`); the throughput comes from the paper's Table 2 for the model's family and size, or
 from this results folder's own ``task=efficiency`` records of the model once there are any. Pure: reads config,
 YAML, CSV and records.
 """
@@ -20,9 +20,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness import layout, results
-from harness.runplan import RunPlan
-from harness.work import Work, cost_data
+from harness.core import layout, results
+from harness.core.work import Work, cost_data
+from harness.tasks.runplan import RunPlan
 
 __all__ = ["Throughput", "Work", "cost_data", "device_hours", "gpu_hours", "job_work", "throughput"]
 

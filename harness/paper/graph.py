@@ -1,13 +1,13 @@
-"""The paper as a dependency graph: stages of jobs, built from ``conf/paper/<name>.yaml`` and the task specs.
+"""The paper as a dependency graph: steps of jobs, built from ``conf/paper/<name>.yaml`` and the task specs.
 
 Pure: reads YAML files and specs only (no model, no data, no records), so the same graph is built on a login node,
 inside every job and in tests. What waits for what comes from the specs, never from code paths:
-- a stage over a sweep whose task selects one configuration on selection sets (``best_run_on_sets``) is followed by
-  ``<stage>.select`` (CPU, after the sweep has ended, failed points or not) and ``<stage>.report`` (the selected
+- a step over a sweep whose task selects one configuration on selection sets (``best_run_on_sets``) is followed by
+  ``<step>.select`` (CPU, after the sweep has ended, failed points or not) and ``<step>.report`` (the selected
   configuration on every dataset, after the selection succeeded);
 - a ``depends_on`` on the task's own datasets (GLUE: RTE, MRPC, STS-B need the selected MNLI run) splits the sweep:
-  ``<stage>.<datasets>`` first, its ``.select``, then ``<stage>.chained``; ``<stage>.select`` closes the task;
-- a ``depends_on`` on another task's selection waits for that task's ``.select`` stage (``task_key``: the config key
+  ``<step>.<datasets>`` first, its ``.select``, then ``<step>.chained``; ``<step>.select`` closes the task;
+- a ``depends_on`` on another task's selection waits for that task's ``.select`` step (``task_key``: the config key
   that names the task, e.g. MLDR's ``task.source.task=colbert``).
 """
 
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
-from harness.errors import HarnessError, closest_first, one_line, unknown_name
+from harness.core.errors import HarnessError, closest_first, one_line, unknown_name
+from harness.core.typed import choices
 from harness.specs import dependencies
-from harness.typed import choices
 
 AFTER_OK, AFTER_ANY = "afterok", "afterany"
 #: sweep parameters that name a task's datasets (GLUE sweeps its tasks, retrieval its datasets)
@@ -38,7 +38,7 @@ class Job:
     selection picked), ``leaderboard``."""
 
     key: str
-    stage: str
+    step: str
     mode: str
     task: str
     overrides: tuple[str, ...] = ()
@@ -48,12 +48,12 @@ class Job:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Job:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        return cls(**{"step" if k == "stage" else k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
 @dataclass
-class Stage:
-    """Jobs of one kind (``train`` | ``eval`` | ``cpu``) that start together, after ``after`` (stage, condition)."""
+class Step:
+    """Jobs of one kind (``train`` | ``eval`` | ``cpu``) that start together, after ``after`` (step, condition)."""
 
     name: str
     kind: str
@@ -63,7 +63,7 @@ class Stage:
     devices: int = 1        # the processes (GPUs) each of its jobs trains on: task.devices
 
     def resources(self, cluster: Mapping[str, Any]) -> dict[str, Any]:
-        """What one job of this stage asks for: the cluster profile's entry for its kind, GPUs, CPUs and memory
+        """What one job of this step asks for: the cluster profile's entry for its kind, GPUs, CPUs and memory
         times its ``devices`` (N processes of one job, on one node)."""
         res = dict(cluster[self.kind])
         for key in ("gpus", "cpus", "mem_gb"):
@@ -75,7 +75,7 @@ class Stage:
                 "after": [list(a) for a in self.after], "task": self.task}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Stage:
+    def from_dict(cls, d: Mapping[str, Any]) -> Step:
         return cls(d["name"], d["kind"], [Job.from_dict(j) for j in d["jobs"]], [tuple(a) for a in d["after"]],
                    d.get("task", ""))
 
@@ -85,8 +85,8 @@ KINDS = ("train", "eval", "cpu")
 
 
 @dataclass(kw_only=True)
-class StageSettings:
-    """One configured stage (``paper.stages.<name>``; conf/paper/paper.yaml documents each key): a task, optionally
+class StepSettings:
+    """One configured step (``paper.stages.<name>``; conf/paper/paper.yaml documents each key): a task, optionally
     over a sweep (``params`` replaces the sweep file's values)."""
 
     task: str
@@ -142,39 +142,39 @@ def sweep_params(sweep: str, replace: Mapping[str, str] | None = None) -> dict[s
     return out
 
 
-def _key(stage: str, point: Mapping[str, str]) -> str:
-    return stage + ("[" + ",".join(f"{k.removeprefix('task.')}={v}" for k, v in point.items()) + "]" if point else "")
+def _key(step: str, point: Mapping[str, str]) -> str:
+    return step + ("[" + ",".join(f"{k.removeprefix('task.')}={v}" for k, v in point.items()) + "]" if point else "")
 
 
-def build(paper: Mapping[str, Any], common: Sequence[str] = ()) -> list[Stage]:
-    """Every stage of the graph, in dependency order. ``common``: overrides every run job gets (``model=...``)."""
-    confs = {name: StageSettings(**{**c, "overrides": c.get("overrides") or []})
+def build(paper: Mapping[str, Any], common: Sequence[str] = ()) -> list[Step]:
+    """Every step of the graph, in dependency order. ``common``: overrides every run job gets (``model=...``)."""
+    confs = {name: StepSettings(**{**c, "overrides": c.get("overrides") or []})
              for name, c in (paper.get("stages") or {}).items()}
     base = [*common, *(paper.get("overrides") or ())]
-    stages: list[Stage] = []
+    steps: list[Step] = []
     for name, conf in confs.items():
         spec = specs.get(conf.task)
         run = [*base, f"task={conf.task}", *conf.overrides]
         if conf.sweep:
-            stages += _sweep_stages(name, conf, spec, run, base)
+            steps += _sweep_steps(name, conf, spec, run, base)
         else:
             kind = conf.kind or "eval"
-            stages.append(Stage(name, kind, [Job(name, name, "run", conf.task, (*run, *_devices(name, conf, kind)))],
+            steps.append(Step(name, kind, [Job(name, name, "run", conf.task, (*run, *_devices(name, conf, kind)))],
                                 task=conf.task, devices=conf.devices or 1))
-    _link_dependencies(stages, confs)
+    _link_dependencies(steps, confs)
     for name, conf in confs.items():
         if conf.shards and conf.shards > 1:
             evaluation = f"{name}.report" if conf.sweep else name
-            stages = [x for s in stages for x in (_sharded(s, conf.shards) if s.name == evaluation else [s])]
+            steps = [x for s in steps for x in (_sharded(s, conf.shards) if s.name == evaluation else [s])]
     if paper.get("leaderboard", True):
-        ends = [(s.name, AFTER_ANY) for s in stages]
-        stages.append(Stage("leaderboard", "cpu", [Job("leaderboard", "leaderboard", "leaderboard", "", tuple(base))],
+        ends = [(s.name, AFTER_ANY) for s in steps]
+        steps.append(Step("leaderboard", "cpu", [Job("leaderboard", "leaderboard", "leaderboard", "", tuple(base))],
                             ends))
-    return order(stages)
+    return order(steps)
 
 
-def _sweep_stages(name: str, conf: StageSettings, spec: specs.TaskSpec, run: list[str], base: list[str]) -> list[Stage]:
-    """A sweep's stages: its jobs (split where the task depends on its own datasets' selection), selections, report."""
+def _sweep_steps(name: str, conf: StepSettings, spec: specs.TaskSpec, run: list[str], base: list[str]) -> list[Step]:
+    """A sweep's steps: its jobs (split where the task depends on its own datasets' selection), selections, report."""
     assert conf.sweep is not None
     kind = conf.kind or "train"
     params = sweep_params(conf.sweep, conf.params)
@@ -182,7 +182,7 @@ def _sweep_stages(name: str, conf: StageSettings, spec: specs.TaskSpec, run: lis
     jobs = [Job(_key(name, p), name, "run", conf.task, (*run, *_devices(name, conf, kind), f"sweep={conf.sweep}",
                                                          *(f"{k}={v}" for k, v in p.items()))) for p in points]
     inner = dependencies.inner(spec)
-    out: list[Stage] = []
+    out: list[Step] = []
     if inner:
         d = inner[0]
         first, chained, rest = [], [], []
@@ -191,57 +191,57 @@ def _sweep_stages(name: str, conf: StageSettings, spec: specs.TaskSpec, run: lis
             (first if ds & set(d.datasets) else chained if ds & set(d.for_datasets) else rest).append(job)
         head = f"{name}.{'+'.join(d.datasets)}"
         n = conf.devices or 1
-        out += [Stage(head, kind, _restage(first, head), task=conf.task, devices=n),
-                Stage(f"{head}.select", "cpu", [Job(f"{head}.select", f"{head}.select", "select", conf.task,
+        out += [Step(head, kind, _restep(first, head), task=conf.task, devices=n),
+                Step(f"{head}.select", "cpu", [Job(f"{head}.select", f"{head}.select", "select", conf.task,
                                                     tuple(base), source=head, datasets=d.datasets)],
                       [(head, AFTER_ANY)], task=conf.task),
-                Stage(name, kind, rest, task=conf.task, devices=n),
-                Stage(f"{name}.chained", kind, _restage(chained, f"{name}.chained"), [(f"{head}.select", AFTER_OK)],
+                Step(name, kind, rest, task=conf.task, devices=n),
+                Step(f"{name}.chained", kind, _restep(chained, f"{name}.chained"), [(f"{head}.select", AFTER_OK)],
                       task=conf.task, devices=n)]
         swept = [head, name, f"{name}.chained"]
     else:
-        out.append(Stage(name, kind, jobs, task=conf.task, devices=conf.devices or 1))
+        out.append(Step(name, kind, jobs, task=conf.task, devices=conf.devices or 1))
         swept = [name]
     select = f"{name}.select"
-    out.append(Stage(select, "cpu", [Job(select, select, "select", conf.task, tuple(base), source=name)],
+    out.append(Step(select, "cpu", [Job(select, select, "select", conf.task, tuple(base), source=name)],
                      [(s, AFTER_ANY) for s in swept], task=conf.task))
     if spec.selection.rule == "best_run_on_sets" and spec.selection.sets:
         chosen = tuple(k for k in params if k not in DATASET_KEYS)
         report = f"{name}.report"
-        out.append(Stage(report, "eval", [Job(report, report, "report", conf.task, tuple(run), chosen, source=name)],
+        out.append(Step(report, "eval", [Job(report, report, "report", conf.task, tuple(run), chosen, source=name)],
                          [(select, AFTER_OK)], task=conf.task))
     return [s for s in out if s.jobs]
 
 
-def _devices(name: str, conf: StageSettings, kind: str) -> tuple[str, ...]:
-    """A training stage's ``devices: N``: each of its runs trains on N processes (``task.devices=N``; its SLURM job
-    asks for N times the profile's train resources, on one node). Only training stages train."""
+def _devices(name: str, conf: StepSettings, kind: str) -> tuple[str, ...]:
+    """A training step's ``devices: N``: each of its runs trains on N processes (``task.devices=N``; its SLURM job
+    asks for N times the profile's train resources, on one node). Only training steps train."""
     if not conf.devices or conf.devices == 1:
         return ()
     if kind != "train":
-        raise HarnessError(f"paper.stages.{name}.devices={conf.devices}: only a training stage trains on several "
+        raise HarnessError(f"paper.stages.{name}.devices={conf.devices}: only a training step trains on several "
                            f"devices (this one is {kind!r}); its evaluation spreads with shards: K")
     return (f"task.devices={conf.devices}",)
 
 
-def _sharded(stage: Stage, k: int) -> list[Stage]:
-    """An evaluation stage as ``<stage>.shards`` (one job per corpus shard: ``task.shard=<i>``, k GPUs at once) and
-    the stage itself as the merge, after every shard ended well (``afterok``). Where the stage trains (a sweep's
+def _sharded(step: Step, k: int) -> list[Step]:
+    """An evaluation step as ``<step>.shards`` (one job per corpus shard: ``task.shard=<i>``, k GPUs at once) and
+    the step itself as the merge, after every shard ended well (``afterok``). Where the step trains (a sweep's
     points) nothing is sharded: only evaluations are."""
-    if stage.kind != "eval":
-        raise HarnessError(f"paper.stages.{stage.name}.shards: only an evaluation stage can be sharded (this one "
-                           f"is {stage.kind!r}); a sweep's report is")
+    if step.kind != "eval":
+        raise HarnessError(f"paper.stages.{step.name}.shards: only an evaluation step can be sharded (this one "
+                           f"is {step.kind!r}); a sweep's report is")
     common = (f"task.shards={k}", "task.shard_launcher=external")
-    name = f"{stage.name}.shards"
-    shard_jobs = [replace(j, key=f"{j.key}.shard[{i}]", stage=name,
-                          overrides=(*j.overrides, *common, f"task.shard={i}")) for j in stage.jobs for i in range(k)]
-    merge = [replace(j, overrides=(*j.overrides, *common)) for j in stage.jobs]
-    return [Stage(name, stage.kind, shard_jobs, list(stage.after), stage.task),
-            Stage(stage.name, stage.kind, merge, [(name, AFTER_OK)], stage.task)]
+    name = f"{step.name}.shards"
+    shard_jobs = [replace(j, key=f"{j.key}.shard[{i}]", step=name,
+                          overrides=(*j.overrides, *common, f"task.shard={i}")) for j in step.jobs for i in range(k)]
+    merge = [replace(j, overrides=(*j.overrides, *common)) for j in step.jobs]
+    return [Step(name, step.kind, shard_jobs, list(step.after), step.task),
+            Step(step.name, step.kind, merge, [(name, AFTER_OK)], step.task)]
 
 
-def _restage(jobs: list[Job], stage: str) -> list[Job]:
-    return [Job(j.key.replace(j.stage, stage, 1), stage, j.mode, j.task, j.overrides) for j in jobs]
+def _restep(jobs: list[Job], step: str) -> list[Job]:
+    return [Job(j.key.replace(j.step, step, 1), step, j.mode, j.task, j.overrides) for j in jobs]
 
 
 def _datasets_of(job: Job) -> set[str]:
@@ -253,37 +253,37 @@ def _datasets_of(job: Job) -> set[str]:
     return out
 
 
-def _link_dependencies(stages: list[Stage], confs: Mapping[str, StageSettings]) -> None:
-    """A stage that depends on another task's selection waits for that task's ``.select`` stage in the graph."""
-    selects = {s.task: s.name for s in stages if s.name.endswith(".select") and s.name.count(".") == 1}
-    for stage in stages:
-        conf = confs.get(stage.name)
+def _link_dependencies(steps: list[Step], confs: Mapping[str, StepSettings]) -> None:
+    """A step that depends on another task's selection waits for that task's ``.select`` step in the graph."""
+    selects = {s.task: s.name for s in steps if s.name.endswith(".select") and s.name.count(".") == 1}
+    for step in steps:
+        conf = confs.get(step.name)
         if conf is None:
             continue
         for dep in specs.get(conf.task).depends_on:
             task = _override_value(conf.overrides, dep.task_key) or dep.task
             if task != conf.task and task in selects:
-                stage.after.append((selects[task], AFTER_OK))
+                step.after.append((selects[task], AFTER_OK))
 
 
 def _override_value(overrides: Sequence[str], key: str | None) -> str | None:
     return next((o.partition("=")[2] for o in overrides if key and o.partition("=")[0] == key), None)
 
 
-def order(stages: list[Stage]) -> list[Stage]:
-    """Stages in dependency order (stable: the configured order where nothing forces another)."""
-    by_name = {s.name: s for s in stages}
-    for s in stages:
+def order(steps: list[Step]) -> list[Step]:
+    """Steps in dependency order (stable: the configured order where nothing forces another)."""
+    by_name = {s.name: s for s in steps}
+    for s in steps:
         for up, _ in s.after:
             if up not in by_name:
-                raise unknown_name("stage", up, by_name, f"Stage {s.name} waits for it.")
-    out: list[Stage] = []
+                raise unknown_name("step", up, by_name, f"Step {s.name} waits for it.")
+    out: list[Step] = []
     done: set[str] = set()
-    while len(out) < len(stages):
-        ready = [s for s in stages if s.name not in done and all(u in done for u, _ in s.after)]
+    while len(out) < len(steps):
+        ready = [s for s in steps if s.name not in done and all(u in done for u, _ in s.after)]
         if not ready:
             raise HarnessError("the paper graph has a dependency cycle among: "
-                               + ", ".join(s.name for s in stages if s.name not in done))
+                               + ", ".join(s.name for s in steps if s.name not in done))
         out.append(ready[0])
         done.add(ready[0].name)
     return out

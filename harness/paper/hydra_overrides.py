@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import HarnessError
-from harness.layout import safe_name
+from harness.core.errors import HarnessError
+from harness.core.layout import safe_name
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ entry and runs it: a harness run, a selection over its sweep's records (refused 
 finished), the selected configuration on every dataset, or the leaderboard. A failed job exits non-zero, so the
 scheduler marks it FAILED and ``afterok`` dependents never start.
 
-The local executor (:func:`run_local`): the graph's stages in dependency order on this machine, one job after
+The local executor (:func:`run_local`): the graph's steps in dependency order on this machine, one job after
 another, each in its own process, skipping finished jobs. The processes are forked from one server that imported
 torch, transformers and sentence-transformers once (multiprocessing's ``forkserver``; a fresh interpreter per job
-where it is not available), so a job does not spend seconds importing them again. ``afterok`` is honoured (a stage
-whose upstream failed is skipped, saying why); ``afterany`` stages run whatever their upstream's outcome.
+where it is not available), so a job does not spend seconds importing them again. ``afterok`` is honoured (a step
+whose upstream failed is skipped, saying why); ``afterany`` steps run whatever their upstream's outcome.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import layout, results, selection, specs
-from harness.errors import HarnessError, one_line, print_error
-from harness.paper import graph, plan
+from harness import selection, specs
+from harness.core import layout, results
+from harness.core.errors import HarnessError, one_line, print_error
+from harness.paper import graph, progress
 from harness.paper.hydra_overrides import run_dir_override
 from harness.selection.comparable import set_aside_lines
 from harness.selection.rules import rule_for
@@ -39,12 +40,13 @@ class JobFailed(HarnessError):
     """A job of the graph did not finish its work (the message is its one line)."""
 
 
-def load(context: str | Path) -> tuple[dict[str, Any], list[str], list[graph.Stage]]:
+def load(context: str | Path) -> tuple[dict[str, Any], list[str], list[graph.Step]]:
     """The graph a context file describes: the paper config and the overrides every job gets (rebuilt, as the
-    login node built it), or the stages themselves (a checkpoint series: one stage per checkpoint)."""
+    login node built it), or the steps themselves (a checkpoint series: one step per checkpoint)."""
     ctx = json.loads(Path(context).read_text())
-    if "stages" in ctx:
-        return {}, [], [graph.Stage.from_dict(s) for s in ctx["stages"]]
+    steps = ctx.get("steps", ctx.get("stages"))   # "stages": written before the graph's steps were named so
+    if steps is not None:
+        return {}, [], [graph.Step.from_dict(s) for s in steps]
     return ctx["paper"], ctx["common"], graph.build(ctx["paper"], ctx["common"])
 
 
@@ -63,7 +65,7 @@ def outcomes(folder: Path) -> dict[str, dict[str, Any]]:
 
 def _note(context: str, key: str, started: str, error: str | None) -> None:
     """Job ``key``'s last attempt, noted beside the context: ``<paper folder>/jobs/<key>.json``."""
-    from harness.scheduler import SLURM_VARS
+    from harness.core.scheduler import SLURM_VARS
 
     slurm = {k: os.environ[v] for k, v in SLURM_VARS.items() if os.environ.get(v)}
     path = Path(context).parent / "jobs" / f"{key.replace('/', '_')}.json"
@@ -90,8 +92,8 @@ def run_job(context: str, key: str) -> None:
 
 
 def _run(context: str, key: str) -> None:
-    paper, common, stages = load(context)
-    job = next((j for s in stages for j in s.jobs if j.key == key), None)
+    paper, common, steps = load(context)
+    job = next((j for s in steps for j in s.jobs if j.key == key), None)
     if job is None:
         raise JobFailed(f"no job {key!r} in the paper graph of {context}")
     logs = json.loads(Path(context).read_text()).get("log_dir")   # hydra.run.dir given to the command
@@ -99,18 +101,18 @@ def _run(context: str, key: str) -> None:
     if job.mode == "run":
         _harness(job.key, [*job.overrides, *where])
     elif job.mode == "report":
-        overrides = plan.selected_overrides(job, _upstream(job, stages))
+        overrides = progress.selected_overrides(job, _upstream(job, steps))
         if overrides is None:
             raise JobFailed(f"{job.key}: {job.source}'s runs have no usable record to select from")
         _harness(job.key, [*overrides, *where])
     elif job.mode == "select":
-        select(job, _upstream(job, stages), float(paper.get("min_finished", 0.5)))
+        select(job, _upstream(job, steps), float(paper.get("min_finished", 0.5)))
     else:
         leaderboard(paper, common)
 
 
-def _upstream(job: graph.Job, stages: Sequence[graph.Stage]) -> list[plan.JobState]:
-    return [plan.plan_run(j) for s in stages if plan.feeds(s.name, job) for j in s.jobs]
+def _upstream(job: graph.Job, steps: Sequence[graph.Step]) -> list[progress.JobState]:
+    return [progress.job_state(j) for s in steps if progress.feeds(s.name, job) for j in s.jobs]
 
 
 def _harness(key: str, overrides: Sequence[str]) -> None:
@@ -149,7 +151,7 @@ class _ErrorLine:
         return getattr(self.stream, name)
 
 
-def select(job: graph.Job, upstream: Sequence[plan.JobState], min_finished: float) -> None:
+def select(job: graph.Job, upstream: Sequence[progress.JobState], min_finished: float) -> None:
     """The selection over the sweep's own runs; refuses when fewer than ``min_finished`` of them finished."""
     relevant = [s for s in upstream if not job.datasets or set(job.datasets) & graph._datasets_of(s.job)]
     finished = [s for s in relevant if s.finished]
@@ -157,8 +159,8 @@ def select(job: graph.Job, upstream: Sequence[plan.JobState], min_finished: floa
     if not relevant or len(finished) < min_finished * len(relevant):
         raise JobFailed(f"{job.key}: {len(finished)} of {len(relevant)} runs finished, fewer than "
                         f"{min_finished:.0%} (paper.min_finished); failed: {'; '.join(failed) or 'none recorded'}")
-    recs = plan.sweep_records(job.task, relevant, job.datasets)
-    choice = plan.choose(job.task, recs)
+    recs = progress.sweep_records(job.task, relevant, job.datasets)
+    choice = progress.choose(job.task, recs)
     if choice is None:
         aside = set_aside_lines(recs)
         raise JobFailed(f"{job.key}: no usable record among {len(relevant)} runs"
@@ -172,8 +174,8 @@ def select(job: graph.Job, upstream: Sequence[plan.JobState], min_finished: floa
         print(f"{job.key}: {len(failed)} of {len(relevant)} runs failed: {'; '.join(failed)}", flush=True)
 
 
-def settle(stages: Sequence[graph.Stage], states: dict[str, plan.JobState], paper: Mapping[str, Any]
-           ) -> dict[str, plan.JobState]:
+def settle(steps: Sequence[graph.Step], states: dict[str, progress.JobState], paper: Mapping[str, Any]
+           ) -> dict[str, progress.JobState]:
     """'Done' means the products are there and built from the records: a selection job is done only when its
     selection file was written after every attempt of its sweep's jobs ended (and its own last attempt did not fail
     since), the leaderboard only when every other job is done and the site is newer than every record and
@@ -184,7 +186,7 @@ def settle(stages: Sequence[graph.Stage], states: dict[str, plan.JobState], pape
         return states
     notes = outcomes(Path(res).resolve().parent / "paper" / name)
     for s in states.values():
-        if s.job.mode == "select" and s.finished and not _selection_current(s.job, stages, res, name, notes):
+        if s.job.mode == "select" and s.finished and not _selection_current(s.job, steps, res, name, notes):
             s.done = 0
     others = all(s.finished for s in states.values() if s.job.mode != "leaderboard")
     for state in states.values():
@@ -200,13 +202,13 @@ def _stamp(note: Mapping[str, Any] | None) -> float:
         return 0.0
 
 
-def _selection_current(job: graph.Job, stages: Sequence[graph.Stage], res: str, name: str,
+def _selection_current(job: graph.Job, steps: Sequence[graph.Step], res: str, name: str,
                        notes: Mapping[str, Mapping[str, Any]]) -> bool:
     path = layout.selection_path(layout.selection_dir(res), job.task, name)
     if not path.is_file():
         return False
     made = path.stat().st_mtime
-    ended = max((_stamp(notes.get(j.key)) for s in stages if plan.feeds(s.name, job) for j in s.jobs), default=0.0)
+    ended = max((_stamp(notes.get(j.key)) for s in steps if progress.feeds(s.name, job) for j in s.jobs), default=0.0)
     own = notes.get(job.key) or {}
     return made >= ended and not (own.get("status") == "failed" and _stamp(own) >= made)
 
@@ -221,7 +223,7 @@ def _site_current(paper: Mapping[str, Any], res: str) -> bool:
 def leaderboard(paper: dict[str, Any], common: Sequence[str]) -> Path:
     from harness.leaderboard import build
 
-    res = Path(str(plan.config_of(common).paths.results))
+    res = Path(str(progress.config_of(common).paths.results))
     out = Path(paper["site"]) if paper.get("site") else res.resolve().parent / "site"
     build([res], out)
     print(f"leaderboard: {out / 'index.html'}", flush=True)
@@ -240,20 +242,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-#: this many jobs of a stage failing first, with one error line, stop the graph: the rest would fail alike
+#: this many jobs of a step failing first, with one error line, stop the graph: the rest would fail alike
 SAME_ERROR_JOBS = 2
 
 
-def run_local(stages: Sequence[graph.Stage], states: Mapping[str, plan.JobState], context: Path) -> int:
-    """Run every unfinished job; 0 when every stage ended well, 1 otherwise (the failures are printed), 2 when the
-    first :data:`SAME_ERROR_JOBS` jobs of a stage stopped with the same error line (printed once)."""
+def run_local(steps: Sequence[graph.Step], states: Mapping[str, progress.JobState], context: Path) -> int:
+    """Run every unfinished job; 0 when every step ended well, 1 otherwise (the failures are printed), 2 when the
+    first :data:`SAME_ERROR_JOBS` jobs of a step stopped with the same error line (printed once)."""
     failed: dict[str, list[str]] = {}
-    for k, stage in enumerate(stages, 1):
-        todo = [j for j in stage.jobs if not states[j.key].finished]
-        blocked = [up for up, cond in stage.after if cond == graph.AFTER_OK and up in failed]
-        head = f"stage {k} of {len(stages)}: {stage.name} ({len(stage.jobs)} jobs, {len(stage.jobs) - len(todo)} done)"
+    for k, step in enumerate(steps, 1):
+        todo = [j for j in step.jobs if not states[j.key].finished]
+        blocked = [up for up, cond in step.after if cond == graph.AFTER_OK and up in failed]
+        head = f"step {k} of {len(steps)}: {step.name} ({len(step.jobs)} jobs, {len(step.jobs) - len(todo)} done)"
         if blocked:
-            failed[stage.name] = [f"skipped: {', '.join(blocked)} failed"]
+            failed[step.name] = [f"skipped: {', '.join(blocked)} failed"]
             log.warning("%s: skipped, %s failed", head, ", ".join(blocked))
             continue
         log.warning("%s", head)
@@ -262,10 +264,10 @@ def run_local(stages: Sequence[graph.Stage], states: Mapping[str, plan.JobState]
             log.warning("  [%d/%d] %s", i, len(todo), job.key)
             ok = run_job_process(context, job.key) == 0
             if not ok:
-                failed.setdefault(stage.name, []).append(job.key)
+                failed.setdefault(step.name, []).append(job.key)
             errors.append(None if ok else _error_of(context, job.key))
             if i == SAME_ERROR_JOBS < len(todo) and errors[0] and len(set(errors)) == 1:
-                print(f"error: {stage.name}: its first {i} jobs stopped with the same error, so its other "
+                print(f"error: {step.name}: its first {i} jobs stopped with the same error, so its other "
                       f"{len(todo) - i} would too; the graph stops: {errors[0]}", file=sys.stderr)
                 return 2
     for name, keys in failed.items():

@@ -1,4 +1,4 @@
-"""The SLURM executor: the whole graph submitted at once through submitit, one job array per stage, each array
+"""The SLURM executor: the whole graph submitted at once through submitit, one job array per step, each array
 waiting on its upstream arrays with SLURM's own ``afterok`` / ``afterany``. Returns as soon as everything is
 queued; nothing stays alive on the login node.
 
@@ -23,10 +23,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.errors import HarnessError
-from harness.paper.graph import Stage
-from harness.paper.plan import JobState
-from harness.results import atomic_write_json
+from harness.core.errors import HarnessError
+from harness.core.results import atomic_write_json
+from harness.paper.graph import Step
+from harness.paper.progress import JobState
 
 #: why a pending job will never start (an ``afterok`` upstream failed): re-submitting replaces it
 NEVER = "DependencyNeverSatisfied"
@@ -167,31 +167,31 @@ def _array(i: str) -> str:
     return i.split("_")[0]
 
 
-def decide(stages: Sequence[Stage], states: Mapping[str, JobState], ledger: Mapping[str, str],
+def decide(steps: Sequence[Step], states: Mapping[str, JobState], ledger: Mapping[str, str],
            attempts: Mapping[str, Mapping[str, Any]], live: set[str]) -> tuple[set[str], dict[str, list[str]]]:
     """Which jobs are kept (key set: still queued or running, waiting on the current attempts of their upstream)
-    and which are submitted (stage -> keys): unfinished ones not kept, and every job of a stage downstream of a
-    stage with new submissions."""
+    and which are submitted (step -> keys): unfinished ones not kept, and every job of a step downstream of a
+    step with new submissions."""
     kept: set[str] = set()
     new: dict[str, list[str]] = {}
-    for stage in stages:
-        stale = any(new.get(up) for up, _ in stage.after)
-        upstream = {_array(ledger[j.key]) for up, _ in stage.after for s in stages if s.name == up for j in s.jobs
+    for step in steps:
+        stale = any(new.get(up) for up, _ in step.after)
+        upstream = {_array(ledger[j.key]) for up, _ in step.after for s in steps if s.name == up for j in s.jobs
                     if j.key in kept}
-        for j in stage.jobs:
+        for j in step.jobs:
             i = ledger.get(j.key)
             after = {_array(a) for a in (attempts.get(i or "", {}).get("after") or [])}
             if i in live and not stale and upstream <= after:
                 kept.add(j.key)
             elif stale or i in live or not states[j.key].finished:
-                new.setdefault(stage.name, []).append(j.key)
+                new.setdefault(step.name, []).append(j.key)
     return kept, new
 
 
 def executor(folder: Path, name: str, cluster: Mapping[str, Any], res: Mapping[str, Any], dependency: str | None
              ) -> Any:
-    """A submitit executor of SLURM arrays named ``name`` whose jobs ask for ``res`` (a stage's resources:
-    :meth:`Stage.resources`), each job's log under ``folder/<id>``; ``dependency``: sbatch's, if any."""
+    """A submitit executor of SLURM arrays named ``name`` whose jobs ask for ``res`` (a step's resources:
+    :meth:`Step.resources`), each job's log under ``folder/<id>``; ``dependency``: sbatch's, if any."""
     import submitit
 
     ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
@@ -210,12 +210,12 @@ def executor(folder: Path, name: str, cluster: Mapping[str, Any], res: Mapping[s
     return ex
 
 
-def _cancel(stages: Sequence[Stage], ledger: Mapping[str, str], attempts: dict[str, dict[str, Any]],
+def _cancel(steps: Sequence[Step], ledger: Mapping[str, str], attempts: dict[str, dict[str, Any]],
             kept: set[str], q: Mapping[str, tuple[str, str]]) -> None:
-    """Cancel every queued job that is not kept, downstream stages first (so no ``afterany`` dependent of a
+    """Cancel every queued job that is not kept, downstream steps first (so no ``afterany`` dependent of a
     cancelled job starts before it is cancelled itself)."""
-    for stage in reversed(stages):
-        doomed = [ledger[j.key] for j in stage.jobs if j.key not in kept and q.get(ledger.get(j.key, ""),
+    for step in reversed(steps):
+        doomed = [ledger[j.key] for j in step.jobs if j.key not in kept and q.get(ledger.get(j.key, ""),
                                                                                        ("", ""))[0] in LIVE]
         if doomed:
             subprocess.run(["scancel", *doomed], check=False)
@@ -223,39 +223,39 @@ def _cancel(stages: Sequence[Stage], ledger: Mapping[str, str], attempts: dict[s
                 attempts[i]["state"] = REPLACED
 
 
-def submit(stages: Sequence[Stage], states: Mapping[str, JobState], context: Path, cluster: Mapping[str, Any],
+def submit(steps: Sequence[Step], states: Mapping[str, JobState], context: Path, cluster: Mapping[str, Any],
            folder: Path, queued: Mapping[str, tuple[str, str]] | None = None) -> dict[str, list[str]]:
-    """Queue every job :func:`decide` picks; returns stage -> the SLURM ids it runs as (new or kept). ``queued``:
+    """Queue every job :func:`decide` picks; returns step -> the SLURM ids it runs as (new or kept). ``queued``:
     the queue as it was before ``states`` were read from the records (else it is read now, and a job that ended in
-    between would be neither finished nor queued, and submitted again). The ledger is written after each stage."""
+    between would be neither finished nor queued, and submitted again). The ledger is written after each step."""
 
     ledger, attempts = read_ledger(folder)
     q = queue() if queued is None else queued
     note_ended(ledger, attempts, q)
     live = {i for i in ledger.values() if q.get(i, ("", ""))[0] in LIVE and q[i][1] != NEVER}
-    kept, new = decide(stages, states, ledger, attempts, live)
-    _cancel(stages, ledger, attempts, kept, q)
+    kept, new = decide(steps, states, ledger, attempts, live)
+    _cancel(steps, ledger, attempts, kept, q)
     ids: dict[str, list[str]] = {}
-    for stage in stages:
-        ids[stage.name] = [ledger[j.key] for j in stage.jobs if j.key in kept]
-        keys = new.get(stage.name)
+    for step in steps:
+        ids[step.name] = [ledger[j.key] for j in step.jobs if j.key in kept]
+        keys = new.get(step.name)
         if not keys:
             continue
-        after = [(cond, ids[up]) for up, cond in stage.after if ids.get(up)]
-        ex = executor(folder, f"paper-{stage.name}", cluster, stage.resources(cluster),
+        after = [(cond, ids[up]) for up, cond in step.after if ids.get(up)]
+        ex = executor(folder, f"paper-{step.name}", cluster, step.resources(cluster),
                       ",".join(f"{c}:{':'.join(w)}" for c, w in after) or None)
-        jobs = _sbatch(ex, stage.name, context, keys)
+        jobs = _sbatch(ex, step.name, context, keys)
         for key, sj in zip(keys, jobs, strict=True):
             ledger[key] = str(sj.job_id)
             attempts[ledger[key]] = {"key": key, "after": [i for _, w in after for i in w], "state": None}
-        ids[stage.name].append(_array(str(jobs[0].job_id)))
+        ids[step.name].append(_array(str(jobs[0].job_id)))
         write_ledger(folder, ledger, attempts)
     write_ledger(folder, ledger, attempts)
     return ids
 
 
-def _sbatch(ex: Any, stage: str, context: Path, keys: list[str]) -> list[Any]:
-    """One stage's array through submitit; sbatch refusing it is one line (the stages before it stay submitted,
+def _sbatch(ex: Any, step: str, context: Path, keys: list[str]) -> list[Any]:
+    """One step's array through submitit; sbatch refusing it is one line (the steps before it stay submitted,
     in the ledger, and a re-submit goes on from there)."""
     from submitit.core.utils import FailedJobError
 
@@ -265,5 +265,5 @@ def _sbatch(ex: Any, stage: str, context: Path, keys: list[str]) -> list[Any]:
         return ex.map_array(run_job, [str(context)] * len(keys), keys)
     except (FailedJobError, OSError) as exc:
         said = " ".join(str(exc).split()) or type(exc).__name__
-        raise HarnessError(f"sbatch refused stage {stage} ({len(keys)} jobs): {said[-300:]}; the stages before it "
+        raise HarnessError(f"sbatch refused step {step} ({len(keys)} jobs): {said[-300:]}; the steps before it "
                            "are submitted and in the ledger: fix the cause and submit again") from None

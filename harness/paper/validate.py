@@ -1,6 +1,6 @@
 """Everything a paper graph needs, checked before the first job exists (no sbatch, no local run): every
 ``paper.*`` value (typed: unknown keys, wrong types and out-of-range values are one line naming the fix), every
-stage's run as a single run checks it up front (task and model names, config keys, data folders or hub access,
+step's run as a single run checks it up front (task and model names, config keys, data folders or hub access,
 writable results and cache folders, the device), the paper folder writable and its ledger readable."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, unknown_name
-from harness.paper.graph import StageSettings
-from harness.typed import build, choices
+from harness.core.errors import HarnessError, unknown_name
+from harness.core.typed import build, choices
+from harness.paper.graph import StepSettings
 
 LAUNCHERS = ("local", "slurm")
 
@@ -21,7 +21,7 @@ LAUNCHERS = ("local", "slurm")
 class PaperSettings:
     """``conf/paper/<name>.yaml`` with the ``paper.*`` overrides applied."""
 
-    stages: dict[str, StageSettings]
+    stages: dict[str, StepSettings]   # the config key paper.stages: the graph's steps
     leaderboard: bool
     min_finished: float
     overrides: list[str]
@@ -31,7 +31,7 @@ class PaperSettings:
 
 
 def file_keys(name: str) -> dict[str, Any]:
-    """The graph file's own top-level keys and stage names, before any override (nothing resolved)."""
+    """The graph file's own top-level keys and step names, before any override (nothing resolved)."""
     from importlib import resources
 
     from omegaconf import OmegaConf
@@ -43,12 +43,12 @@ def file_keys(name: str) -> dict[str, Any]:
 
 def check_paper(paper: Mapping[str, Any], base: Mapping[str, Any]) -> PaperSettings:
     """The typed graph settings (``base``: the graph file before the ``paper.*`` overrides, whose own extra keys
-    are variables its values interpolate, e.g. the test graph's ``data``); a stage override naming no stage of the
+    are variables its values interpolate, e.g. the test graph's ``data``); a step override naming no step of the
     graph is refused with the closest."""
-    stages = list(base.get("stages") or {})
+    steps = list(base.get("stages") or {})
     for name, conf in (paper.get("stages") or {}).items():
-        if name not in stages and not (isinstance(conf, Mapping) and conf.get("task")):
-            raise unknown_name("paper stage", name, stages, "Define a new stage with its task: "
+        if name not in steps and not (isinstance(conf, Mapping) and conf.get("task")):
+            raise unknown_name("paper step", name, steps, "Define a new step with its task: "
                                f"paper.stages.{name}.task=<task>.")
     schema = {f.name for f in fields(PaperSettings)}
     s = build(PaperSettings, {k: v for k, v in paper.items() if k in schema or k not in base}, "paper")
@@ -67,45 +67,44 @@ def check_folder(folder: Path) -> None:
     """The paper folder (ledger, context, job logs) is writable and its ledger, if any, is readable and of its
     shape (:func:`harness.paper.slurm.read_ledger`)."""
     from harness.paper.slurm import read_ledger
-    from harness.preflight import check_writable_dir
+    from harness.run.preflight import check_writable_dir
 
     check_writable_dir(folder, "the paper folder (beside paths.results)")
     read_ledger(folder)
 
 
-def check_runs(stages: Sequence[Any], deep: bool = True) -> None:
-    """Each stage's first run, checked as ``python -m harness <its overrides>`` checks before any work (names and
+def check_runs(steps: Sequence[Any], deep: bool = True) -> None:
+    """Each step's first run, checked as ``python -m harness <its overrides>`` checks before any work (names and
     keys; ``deep``: also the composed config's settings, folders, device and data)."""
-    from harness.overrides import check_group_overrides, check_key_overrides
+    from harness.run.overrides import check_overrides
 
-    check_no_overwrite(stages)
+    check_no_overwrite(steps)
     seen: set[tuple[str, ...]] = set()
-    for stage in stages:
-        job = next((j for j in stage.jobs if j.mode == "run"), None)
+    for step in steps:
+        job = next((j for j in step.jobs if j.mode == "run"), None)
         if job is None or job.overrides in seen:
             continue
         seen.add(job.overrides)
         argv = list(job.overrides)
         try:
-            check_group_overrides(argv)
-            check_key_overrides(argv)
+            check_overrides(argv)
             if deep:
-                _check_composed(argv, plan=not stage.after)   # a stage that waits plans from its upstream's records
+                _check_composed(argv, plan=not step.after)   # a step that waits plans from its upstream's records
         except HarnessError as exc:
-            raise HarnessError(f"stage {stage.name} ({job.key}): {exc}") from None
+            raise HarnessError(f"step {step.name} ({job.key}): {exc}") from None
 
 
-def check_no_overwrite(stages: Sequence[Any]) -> None:
+def check_no_overwrite(steps: Sequence[Any]) -> None:
     """``overwrite=true`` is refused: a graph's jobs are done when the runner would skip their cells
-    (:func:`harness.runplan.done`), and under overwrite the runner skips none, so no job would ever be done (a
+    (:func:`harness.tasks.runplan.done`), and under overwrite the runner skips none, so no job would ever be done (a
     selection would find no finished run) and every resubmit would compute everything again."""
-    for stage in stages:
-        for job in stage.jobs:
+    for step in steps:
+        for job in step.jobs:
             for text in job.overrides:
                 key, _, value = text.partition("=")
                 if key.lstrip("+~") == "overwrite" and value.strip().lower() in ("true", "1", "yes"):
                     raise HarnessError(
-                        f"{text!r} (stage {stage.name}): a paper graph computes what is not done yet and never "
+                        f"{text!r} (step {step.name}): a paper graph computes what is not done yet and never "
                         "redoes a finished job; to compute one again, remove its records (results/<task>/<model>/"
                         "<run id>/), or run it alone with python -m harness <its overrides> overwrite=true")
 
@@ -114,12 +113,7 @@ def _check_composed(argv: list[str], plan: bool) -> None:
     """Compose the run's config and run the single run's up-front checks (typed settings, spec, device, output
     folders; with ``plan``, data folders or hub access for every dataset) without loading a model or reading
     data."""
-    from harness import planning
-    from harness.compose import compose_config
-    from harness.runner import checked
+    from harness.run.overrides import compose_config
+    from harness.run.runner import checked
 
-    cfg = compose_config(argv)
-    checked(cfg)
-    if plan:
-        run = planning.plan(cfg)
-        run.check(run, run.cells)
+    checked(compose_config(argv), plan=plan)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-    from harness.data.retrieval import RetrievalDataset
+    from harness.tasks.retrieval.data.dataset import RetrievalDataset
 
 
 def mteb_task_for(ds: RetrievalDataset, ignore_identical_ids: bool = False):
@@ -78,7 +78,7 @@ def local_coir_csn_task(folder: str | Path, lang: str):
     a folder whose files changed (or another one of the same name) is never served from a stale cache."""
     from mteb.tasks.retrieval.code.coir_code_search_net_retrieval import COIRCodeSearchNetRetrieval
 
-    from harness.data.coir import content_key
+    from harness.tasks.retrieval.data.coir import content_key
 
     folder = Path(folder).resolve()
     link = Path(tempfile.gettempdir()) / "harness-mteb-coir" / f"{folder.name}-{content_key(folder)}"

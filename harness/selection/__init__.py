@@ -1,6 +1,7 @@
-"""Selection from records only (never reruns anything): each family's rule picks the records that stand for
-a model; ``python -m harness.select --task <family>`` writes them as ``selected/<family>-<model>.json`` beside
-the results directory (outside the record tree)."""
+"""Selection from records only: each task's rule picks the records that stand for a model (nothing is rerun).
+
+``python -m harness.select --task <family>`` writes them as ``selected/<family>-<model>.json`` beside the results
+directory (outside the record tree)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness import layout, results, specs
-from harness.errors import HarnessError
-from harness.results import ResultRecord
+from harness import specs
+from harness.core import layout, results
+from harness.core.errors import HarnessError
+from harness.core.results import ResultRecord
 from harness.selection.comparable import comparable_records
 from harness.selection.rules import SCHEMA, Choice, rule_for
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import per_query
-from harness.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, iter_records, read_record
-from harness.specs.glue import TASK_FAMILY, compared_score
+from harness.core import per_query
+from harness.core.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, iter_records, read_record
+from harness.tasks.glue.spec import TASK_FAMILY, compared_score
 
 Located = tuple[Path, ResultRecord]
 #: what a set-aside record's error begins with (readers group them by it)
@@ -29,7 +29,7 @@ SET_ASIDE = "not comparable"
 
 
 def comparable_records(dirs: str | Path | Iterable[str | Path], **kw: object) -> Iterator[Located]:
-    """:func:`harness.results.iter_records` read through :func:`comparable` (the same arguments)."""
+    """:func:`harness.core.results.iter_records` read through :func:`comparable` (the same arguments)."""
     for path, rec in iter_records(dirs, **kw):   # type: ignore[arg-type]
         yield path, comparable(path, rec)
 

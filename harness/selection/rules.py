@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, TypeVar
 
-from harness.data_origin import local_data
-from harness.registry import Registry
-from harness.results import STATUS_FAILED, STATUS_OK, ResultRecord, evaluated_subset, stable_hash
+from harness.core.data_origin import local_data
+from harness.core.registry import Registry
+from harness.core.results import STATUS_FAILED, STATUS_OK, ResultRecord, evaluated_subset, stable_hash
 from harness.selection.comparable import set_aside_lines
 from harness.specs import SelectionSpec
-from harness.specs.glue import expected_seed_count, paper_baselines, paper_tasks, score_note
+from harness.tasks.glue.spec import expected_seed_count, paper_baselines, paper_tasks, score_note
 
 SCHEMA = "harness.selection/1"
 #: seed-like hyperparameter keys, for records written before ``config_id`` existed

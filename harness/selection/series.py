@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import layout, specs
-from harness.errors import HarnessError
-from harness.results import ResultRecord
+from harness import specs
+from harness.core import layout
+from harness.core.errors import HarnessError
+from harness.core.results import ResultRecord
 from harness.selection.rules import group_by, usable
 
 SCHEMA = "harness.series-selection/1"

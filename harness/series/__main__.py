@@ -1,8 +1,8 @@
 """``python -m harness.series model=<model> model.path=<training run folder> task=<task> [--watch] [--launcher slurm]``:
-every checkpoint of a training run as its own run, resumable; the plan and its cost first, the series table last.
+every checkpoint of a training run as its own run, resumable; the series and its cost first, the series table last.
 
 ``python -m harness.series --best NAME [paths.results=...]`` prints the overrides of the series' selected step
-(``python -m harness.select --series NAME --task T``), for the next stage:
+(``python -m harness.select --series NAME --task T``), for the next step:
 ``python -m harness task=mldr $(python -m harness.series --best NAME)``.
 """
 
@@ -14,8 +14,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from harness.errors import HarnessError, print_error
-from harness.series import plan as planning
+from harness.core.errors import HarnessError, print_error
+from harness.series import units
 from harness.series.discover import BROKEN
 from harness.series.settings import Settings
 
@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def best(argv: list[str]) -> int:
-    from harness.paper.plan import config_of
+    from harness.paper.progress import config_of
     from harness.selection.series import best_overrides
 
     i = argv.index("--best")
@@ -50,15 +50,14 @@ def best(argv: list[str]) -> int:
 def check(settings: Settings) -> dict:
     """Everything checked before a checkpoint is read: names and keys of the overrides (closest first), output
     folders, each task's settings, the cluster profile."""
-    from harness import runner
-    from harness.overrides import check_group_overrides, check_key_overrides
     from harness.paper.__main__ import cluster_profile
-    from harness.paper.plan import config_of
+    from harness.paper.progress import config_of
+    from harness.run import runner
+    from harness.run.overrides import check_overrides
 
     for task in settings.tasks:
         argv = settings.task_overrides(task)
-        check_group_overrides(argv)
-        check_key_overrides(argv)
+        check_overrides(argv)
     cluster = cluster_profile(settings.cluster)
     for task in settings.tasks:   # the runner's own checks that need no model: a typo fails once, not per checkpoint
         runner.checked(config_of(settings.task_overrides(task)))
@@ -68,37 +67,37 @@ def check(settings: Settings) -> dict:
 def run(argv: list[str]) -> int:
     from harness.series import settings as parse
     from harness.series.launch import Submitter, run_all, status_lines
-    from harness.series.show import cost_text, plan_lines, series_tables
+    from harness.series.show import cost_text, series_lines, series_tables
 
     settings = parse.from_args(argv)
     cluster = check(settings)
     if settings.log_dir is not None and not settings.dry_run:
         print(f"[series {settings.name}] hydra.run.dir: each checkpoint run's log goes to {settings.log_dir}/"
               "<run key>/", flush=True)
-    plan = planning.make_plan(settings)
-    if not plan.units and not settings.watch:
-        raise nothing_found(settings, plan)
-    check_plannable(plan)
+    series = units.series_of(settings)
+    if not series.units and not settings.watch:
+        raise nothing_found(settings, series)
+    check_plannable(series)
     if settings.status:
-        print("\n".join(status_lines(plan, cluster)), flush=True)
+        print("\n".join(status_lines(series, cluster)), flush=True)
         return 0
-    print("\n".join(plan_lines(plan, cost_text(plan, cluster))), flush=True)
+    print("\n".join(series_lines(series, cost_text(series, cluster))), flush=True)
     if settings.dry_run:
         return 0
     act = Submitter(cluster) if settings.launcher == "slurm" else run_all   # SLURM array tasks, or here in turn
     if settings.watch:
         try:
-            failures, plan = watch(settings, act, plan)
+            failures, series = watch(settings, act, series)
         except KeyboardInterrupt:
             print(f"[series {settings.name}] interrupted: what finished is recorded; run the command again to go "
                   "on", file=sys.stderr, flush=True)
             return 130
     else:
-        failures, _ = act(plan)
-    tables = series_tables(plan)
+        failures, _ = act(series)
+    tables = series_tables(series)
     if tables:
         print("\n" + tables + "\n", flush=True)
-    check_evaluated(plan)
+    check_evaluated(series)
     if settings.launcher == "slurm":
         print(f"[series {settings.name}] follow the jobs with: python -m harness.series "
               f"{' '.join(shlex.quote(a) for a in settings.argv if a != '--watch')} --status", flush=True)
@@ -110,24 +109,24 @@ def run(argv: list[str]) -> int:
     return 0
 
 
-def watch(settings: Settings, act: Callable[[planning.Plan], tuple[dict[str, str], int]], first: planning.Plan
-          ) -> tuple[dict[str, str], planning.Plan]:
+def watch(settings: Settings, act: Callable[[units.Series], tuple[dict[str, str], int]], first: units.Series
+          ) -> tuple[dict[str, str], units.Series]:
     """``--watch``: poll the training run's folder while a job writes to it, evaluate (or submit) each checkpoint
     once it is complete, and stop after ``--idle`` seconds in which nothing happened: no new checkpoint, no file
     written in one, no evaluation. A checkpoint is planned again only when it is new or its folder changed. ``act``
-    evaluates or submits a plan's runs: (unit key -> failure, how many it started). Returns (unit key -> failure of
-    what failed, the last plan)."""
+    evaluates or submits a series's runs: (unit key -> failure, how many it started). Returns (unit key -> failure of
+    what failed, the last series)."""
     s = settings
     known = {(u.task, u.checkpoint.folder): u for u in first.units}
-    seen = {key: (u.changed, u.skipped) for key, u in known.items()}   # the plan already printed: only changes show
+    seen = {key: (u.changed, u.skipped) for key, u in known.items()}   # the series already printed: only changes show
     failures: dict[str, str] = {}
     last = time.monotonic()
     print(f"[series {s.name}] watching {s.root or 'the listed checkpoints'} every {s.poll:g} s; stopping after "
           f"{s.idle:g} s with nothing new (--idle)", flush=True)
     while True:
-        plan = planning.make_plan(s, known)
+        series = units.series_of(s, known)
         moved = False
-        for u in plan.units:
+        for u in series.units:
             key, state = (u.task, u.checkpoint.folder), (u.changed, u.skipped)
             if seen.get(key) != state:
                 moved = True
@@ -135,46 +134,46 @@ def watch(settings: Settings, act: Callable[[planning.Plan], tuple[dict[str, str
                     print(f"[series {s.name}] step {u.step}: "
                           + (u.skipped or ("complete, to run" if u.todo else "complete, done")), flush=True)
                 seen[key] = state
-        todo = [u for u in plan.todo if u.key not in failures]   # a failed run is tried once per watch
+        todo = [u for u in series.todo if u.key not in failures]   # a failed run is tried once per watch
         if todo:
-            got, started = act(planning.Plan(plan.settings, todo, plan.ignored))
+            got, started = act(units.Series(series.settings, todo, series.ignored))
             failures |= got
             moved = moved or started > 0
-        known = {(u.task, u.checkpoint.folder): u for u in plan.units}
+        known = {(u.task, u.checkpoint.folder): u for u in series.units}
         if moved:
             last = time.monotonic()
         if time.monotonic() - last >= s.idle:
             print(f"[series {s.name}] nothing new for {s.idle:g} s: stopped watching", flush=True)
-            return failures, plan
+            return failures, series
         time.sleep(s.poll)
 
 
-def nothing_found(settings: Settings, plan: planning.Plan) -> HarnessError:
-    there = ", ".join(plan.ignored[:6]) or "nothing"
+def nothing_found(settings: Settings, series: units.Series) -> HarnessError:
+    there = ", ".join(series.ignored[:6]) or "nothing"
     return HarnessError(f"no checkpoints under {settings.root}: no folder matches '{settings.pattern.pattern}' "
                         f"(found: {there}); pass --step-pattern '<regex with one group for the step>' for other "
                         "names, list them with --checkpoints, or add --watch to wait for a training job to write them")
 
 
-def check_evaluated(plan: planning.Plan) -> None:
+def check_evaluated(series: units.Series) -> None:
     """Broken checkpoints (their trainer finished, their files are not whole) when none was evaluated: an error,
     naming the first, never a quiet exit 0 as if they were still being written."""
-    broken = [u for u in plan.units if (u.skipped or "").startswith(BROKEN)]
-    if broken and not any(u.done for u in plan.units):
+    broken = [u for u in series.units if (u.skipped or "").startswith(BROKEN)]
+    if broken and not any(u.done for u in series.units):
         first = broken[0]
         raise HarnessError(f"no checkpoint could be evaluated: {len({u.step for u in broken})} broken, the first "
                            f"(step {first.step}, {first.checkpoint.folder}) {first.skipped}")
 
 
-def check_plannable(plan: planning.Plan) -> None:
+def check_plannable(series: units.Series) -> None:
     """A problem every complete checkpoint has (a dataset or setting its runs cannot use) is the command's error,
     not one skip per checkpoint; broken checkpoints are said at the end (:func:`check_evaluated`)."""
-    complete = [u for u in plan.units if not (u.skipped or "").startswith(("still being written", BROKEN))]
+    complete = [u for u in series.units if not (u.skipped or "").startswith(("still being written", BROKEN))]
     reasons = {u.skipped for u in complete}
     if complete and len(reasons) == 1 and None not in reasons:
         raise HarnessError(str(next(iter(reasons))).removeprefix("cannot be planned: "))
-    for task in plan.settings.tasks:   # the runner's cheap checks (data present, weights fit) before any work
-        unit = next((u for u in plan.todo if u.task == task), None)
+    for task in series.settings.tasks:   # the runner's cheap checks (data present, weights fit) before any work
+        unit = next((u for u in series.todo if u.task == task), None)
         if unit is not None and unit.state is not None and unit.state.plan is not None:
             unit.state.plan.check(unit.state.plan, unit.state.pending)
 

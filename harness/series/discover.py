@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.models.weights import check_safetensors
 
 #: the file the Hugging Face Trainer (and sentence-transformers' trainer) writes last into a checkpoint folder

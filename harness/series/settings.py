@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import HarnessError
-from harness.layout import safe_name
+from harness.core.errors import HarnessError
+from harness.core.layout import safe_name
 from harness.paper import hydra_overrides
 from harness.paper.validate import LAUNCHERS
 from harness.series.discover import TRAINER_PATTERN, compile_pattern
@@ -69,11 +69,11 @@ def parser() -> argparse.ArgumentParser:
                    "array task per checkpoint, submitted as they appear)")
     p.add_argument("--cluster", default="gpu", help="conf/cluster/<name>.yaml: resources of the SLURM jobs and the "
                    "GPU of the cost estimate (default gpu)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
+    p.add_argument("--dry-run", action="store_true", help="print the series and its cost; run nothing")
     p.add_argument("--status", action="store_true", help="each checkpoint's state from its records and the SLURM "
                    "queue (the paper graph's --status); run nothing")
     p.add_argument("--best", metavar="NAME", help="print model.path=... model.name=... of series NAME's selected step "
-                   "(python -m harness.select --series NAME --task T) for the next stage; takes paths.results= only")
+                   "(python -m harness.select --series NAME --task T) for the next step; takes paths.results= only")
     return p
 
 

@@ -1,4 +1,4 @@
-"""What the series command prints: the plan (found, skipped and why, to run) with its cost, and the series table
+"""What the series command prints: the series (found, skipped and why, to run) with its cost, and the series table
 of the records (step, score, difference to the previous step)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import results
+from harness.core import results
 from harness.selection.comparable import read_comparable
-from harness.series.plan import Plan, Unit
+from harness.series.units import Series, Unit
 
 
 def _state(unit: Unit) -> str:
@@ -28,22 +28,22 @@ def _folder(unit: Unit, root: Path | None) -> str:
     return str(folder.relative_to(root)) if root and folder.is_relative_to(root) else str(folder)
 
 
-def plan_lines(plan: Plan, cost: str | None = None) -> list[str]:
-    """The plan: one line per checkpoint and task, the folders passed over, what is left and what it costs."""
-    s = plan.settings
-    steps = sorted({u.step for u in plan.units})
+def series_lines(series: Series, cost: str | None = None) -> list[str]:
+    """The series: one line per checkpoint and task, the folders passed over, what is left and what it costs."""
+    s = series.settings
+    steps = sorted({u.step for u in series.units})
     where = f"under {s.root}" if s.root else "listed"
     tasks = ", ".join(t or "the default task" for t in s.tasks)
     head = (f"series {s.name}: {len(steps)} checkpoint{'s' if len(steps) != 1 else ''} {where}"
             + (f" (steps {', '.join(map(str, steps))})" if steps else "") + f"; task {tasks}")
     rows = [("step", "folder", "task", "state")]
-    rows += [(str(u.step), _folder(u, s.root), u.task or "-", _state(u)) for u in plan.units]
+    rows += [(str(u.step), _folder(u, s.root), u.task or "-", _state(u)) for u in series.units]
     lines = [head, *_table(rows, indent="  ")]
-    if plan.ignored:
-        lines.append(f"  not checkpoints (no step in the name, '{s.pattern.pattern}'): {', '.join(plan.ignored[:8])}"
-                     + (f" and {len(plan.ignored) - 8} more" if len(plan.ignored) > 8 else ""))
-    todo, skipped = plan.todo, [u for u in plan.units if u.skipped]
-    lines.append(f"  {len(todo)} to run, {sum(1 for u in plan.units if not u.todo and not u.skipped)} done, "
+    if series.ignored:
+        lines.append(f"  not checkpoints (no step in the name, '{s.pattern.pattern}'): {', '.join(series.ignored[:8])}"
+                     + (f" and {len(series.ignored) - 8} more" if len(series.ignored) > 8 else ""))
+    todo, skipped = series.todo, [u for u in series.units if u.skipped]
+    lines.append(f"  {len(todo)} to run, {sum(1 for u in series.units if not u.todo and not u.skipped)} done, "
                  f"{len(skipped)} skipped" + (f"; {cost}" if cost else ""))
     return lines
 
@@ -53,12 +53,12 @@ def _table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-def cost_text(plan: Plan, cluster: dict[str, Any]) -> str:
+def cost_text(series: Series, cluster: dict[str, Any]) -> str:
     """The cost of what is left: the paper graph's cost model (tokens over Table 2's throughput, GPU-hours on the
     cluster's GPU), and, once some checkpoints are done, the seconds they took here."""
     from harness.paper import cost
 
-    todo = plan.todo
+    todo = series.todo
     parts = []
     if todo:
         gpu = str(cluster.get("gpu", "rtx4090"))
@@ -73,7 +73,7 @@ def cost_text(plan: Plan, cluster: dict[str, Any]) -> str:
             parts.append(f"no GPU-hour estimate for this task ({type(exc).__name__}: {str(exc)[:80]})")
         else:
             parts.append(f"estimate {hours:.2f} GPU-hours on {gpu} ({source}; python -m harness.paper's cost model)")
-    done = [u.state.seconds for u in plan.units if u.state and not u.todo and not u.skipped and u.state.seconds > 0]
+    done = [u.state.seconds for u in series.units if u.state and not u.todo and not u.skipped and u.state.seconds > 0]
     if done:
         parts.append(f"measured here: {statistics.fmean(done):.3g} s of recorded work per checkpoint run ({len(done)} "
                      "done)")
@@ -99,12 +99,12 @@ def series_rows(units: Sequence[Unit]) -> dict[tuple[str, str], list[tuple[int, 
     return out
 
 
-def series_tables(plan: Plan) -> str:
+def series_tables(series: Series) -> str:
     """Every (task, dataset) of the series as a table of step, score and difference to the previous step."""
-    from harness.summary import format_series
+    from harness.core.console import format_series
 
-    units = [u for u in plan.units if u.state and u.state.paths]
+    units = [u for u in series.units if u.state and u.state.paths]
     hib = {u.state.plan.task: u.state.plan.header.higher_is_better for u in units if u.state and u.state.plan}
-    blocks = [format_series(f"series {plan.settings.name}: {task} / {what}", rows, hib.get(task, True))
+    blocks = [format_series(f"series {series.settings.name}: {task} / {what}", rows, hib.get(task, True))
               for (task, what), rows in series_rows(units).items()]
     return "\n\n".join(blocks)

@@ -1,6 +1,8 @@
-"""Task specs: what each task is, read from the ``spec:`` node of ``conf/task/<name>.yaml`` (and, for a task whose
-YAML lives in a user's own config folder, from the resolved config its records carry). Light: importing this
-package and reading every spec loads OmegaConf and nothing of the compute code.
+"""Task specs: what each task is (metric, tables, selection, stages, dependencies), as data, and its stages.
+
+Read from the ``spec:`` node of ``conf/task/<name>.yaml`` (and, for a task whose YAML lives in a user's own config
+folder, from the resolved config its records carry). Light: importing this package and reading every spec loads
+OmegaConf and nothing of the compute code.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import HarnessError, unknown_name
+from harness.core.errors import HarnessError, unknown_name
 from harness.specs.schema import (
     Dependency,
     ExtraColumn,
@@ -22,7 +24,7 @@ from harness.specs.schema import (
 )
 
 if TYPE_CHECKING:
-    from harness.results import ResultRecord
+    from harness.core.results import ResultRecord
 
 __all__ = ["Dependency", "ExtraColumn", "Placement", "SelectionSpec", "TableSpec", "TaskSpec", "all_specs", "find",
            "for_record", "get", "known", "spec_from", "task_node"]

@@ -1,49 +1,49 @@
-"""The stages a task composes, each with its protocol version. A version enters the identity of every run that
-uses the stage: bump it when a change to the stage's code changes its numbers, and every record computed before
-the change stops counting as finished (it is recomputed on the next run; the old record stays for comparison).
+"""A stage as a task declares it: its protocol version, and where its code is. Each protocol declares its own stages
+(``STAGES`` in its folder under ``harness/tasks/``), and :data:`SHARED` those several protocols compose; a version
+enters the identity of every run that uses the stage:
+bump it when a change to the stage's code changes its numbers, and every record computed before the change stops
+counting as finished (it is recomputed on the next run; the old record stays for comparison).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from harness.registry import Registry
+from harness.core.registry import Registry, load_target
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage: its protocol version, what it does, and (a user's stage only) where its code lives, as
-    ``module:attribute``; the harness's own stages' code is :data:`harness.stages.CODE`. A ``retrieve.<name>``
-    stage's code is ``function(ctx, model, cache_identity) -> Retriever`` for ``task.retriever: <name>``: a new
-    retriever is its module plus this one registration."""
+    """One stage: its protocol version, where its code lives (``module:attribute``, the harness's own stages and a
+    user's alike; a stage its protocol computes inline has none) and what it does."""
 
     version: int
     code: str = ""
     what: str = ""
 
 
-STAGES: Registry[Stage] = Registry("stage", {
-    "load.encoder": Stage(1, what="a SentenceTransformer from a hub id, folder or package (harness.models); pruning"),
-    "load.colbert": Stage(1, what="a PyLate ColBERT model"),
-    "load.classifier": Stage(1, what="a sequence classifier (fresh head): harness.training.classification"),
-    # a GLUE point that starts from another run's weights (MNLI's chosen checkpoint, task.init_from) computes this
-    # stage too (its version enters only those points' identities); 1: the encoder alone was carried (before the
-    # fifth fidelity pass, never hashed), 2: every weight but the final classifier, as the authors carried it
-    "load.chain": Stage(2, what="the weights a chained GLUE point starts from: all but classifier.*, "
-                              "harness.training.classification.carry_weights"),
-    "train.dense": Stage(2, what="sentence-transformers (Cached)MNRL on triplets (harness.training.seeding)"),
-    "train.kd": Stage(1, what="PyLate KL distillation from teacher scores (harness.training.seeding)"),
-    "train.glue": Stage(2, what="Trainer; authors (last eval, seeds) or best_epoch: harness.training.classification"),
-    "retrieve.single_vector": Stage(1, what="encode + exact search (cosine, top-k): harness.evaluation.dense"),
-    "retrieve.multi_vector": Stage(1, what="token embeddings + exact MaxSim or PLAID: harness.evaluation.multivector"),
-    "score.ir": Stage(1, what="trec_eval metrics (pytrec_eval), self-matches dropped: harness.evaluation.ir_metrics"),
-    "score.glue": Stage(1, what="GLUE dev metrics (sklearn/scipy): harness.glue_metrics"),
-    "measure.throughput": Stage(1, what="timed passes, max-batch probes (Table 2): harness.evaluation.throughput"),
-    "evaluate.mteb": Stage(1, what="mteb's own evaluation of a task by name"),
-}, hint="Declare it in harness/specs/stages.py.")
+#: the stages more than one protocol composes (retrieval, efficiency and mteb load an encoder)
+SHARED: Registry[Stage] = Registry("stage", {
+    "load.encoder": Stage(1, "harness.tasks.retrieval.compute:encoder",
+                          "a SentenceTransformer from a hub id, folder or package (harness.models); pruning"),
+}, hint="Declare it in SHARED of harness/specs/stages.py.")
 
 
-def versions(names: Iterable[str]) -> dict[str, int]:
+def declared(stages: Registry[Stage], name: str) -> Stage:
+    """Stage ``name`` as its protocol (``stages``) or :data:`SHARED` declares it; an unknown name lists the closest."""
+    return SHARED[name] if name in SHARED else stages.lookup(name)
+
+
+def versions(stages: Registry[Stage], names: Iterable[str]) -> dict[str, int]:
     """``{stage: version}`` for ``names`` (what a run identity holds); an unknown stage is an error."""
-    return {name: STAGES.lookup(name).version for name in names}
+    return {name: declared(stages, name).version for name in names}
+
+
+def code_of(stages: Registry[Stage], name: str) -> Any:
+    """The code of stage ``name``, found the one way: its declaration's ``module:attribute``."""
+    stage = declared(stages, name)
+    if not stage.code:
+        raise KeyError(f"stage {name!r} is declared without code")
+    return load_target(stage.code)

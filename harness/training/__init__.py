@@ -1,0 +1,1 @@
+"""Fine-tuning machinery the protocols share: typed training nodes, trainer arguments, N processes, trackers."""

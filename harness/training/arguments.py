@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from transformers import TrainerCallback
 
-from harness.console import Progress, interactive
-from harness.errors import HarnessError, TrainingDivergedError
+from harness.core.console import Progress, interactive
+from harness.core.errors import HarnessError, TrainingDivergedError
 from harness.training import ranks, tracking
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class NaNLossGuard(TrainerCallback):
 @contextlib.contextmanager
 def discard_unfinished(folder: Path) -> Iterator[None]:
     """Remove the trainer's checkpoint ``folder`` when training does not finish (an error, or ``scancel`` / a
-    requeue, which :mod:`harness.scheduler` turns into ``SystemExit``); a finished training's folder stays."""
+    requeue, which :mod:`harness.core.scheduler` turns into ``SystemExit``); a finished training's folder stays."""
     try:
         yield
     except BaseException:

@@ -47,8 +47,8 @@ import torch
 from torch.utils.data import BatchSampler
 from transformers import TrainerCallback
 
-from harness.console import configure
-from harness.errors import HarnessError, TrainingDivergedError, one_line
+from harness.core.console import configure
+from harness.core.errors import HarnessError, TrainingDivergedError, one_line
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,14 @@
 """The typed settings nodes of the training stages, importable without torch (planning reads them): each is at once
 the schema of its keys in a task's YAML (flat: ``task.lr``) and what the trainer receives. Their ``role`` is
-``train``: the keys count only when the run trains (see :mod:`harness.typed`)."""
+``train``: the keys count only when the run trains (see :mod:`harness.core.typed`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from harness.errors import HarnessError
-from harness.typed import at_least, choices, count, excluded, positive
+from harness.core.errors import HarnessError
+from harness.core.typed import at_least, choices, count, excluded, positive
 
 
 @dataclass(kw_only=True)
@@ -107,7 +107,7 @@ class EarlyStopping:
 @dataclass(kw_only=True)
 class GlueTraining:
     """``train.glue``: what task=glue's trainer reads besides a grid point's learning rate, weight decay, epochs and
-    seed (:class:`~harness.training.classification.TrainConfig`), and the scoring protocol."""
+    seed (:class:`~harness.tasks.glue.classification.TrainConfig`), and the scoring protocol."""
 
     batch_size: int = count()
     eval_batch_size: int = count(excluded="how the dev set is batched")

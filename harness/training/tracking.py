@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
-from harness.typed import build, choices
+from harness.core.errors import HarnessError
+from harness.core.typed import build, choices
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """``python -m harness.trial [local|slurm] [--dir trial] [paper overrides...]``: the shrunk paper graph
-(``tests/fixtures/paper-tiny.yaml``: every stage of the paper, a few jobs each) on the tiny ModernBERT in
+(``tests/fixtures/paper-tiny.yaml``: every step of the paper, a few jobs each) on the tiny ModernBERT in
 ``tests/fixtures`` and toy data it writes under ``<dir>/data``, run on this machine or submitted to SLURM
 (``paper.cluster=local``: the one-node cluster of ``slurm/local-cluster.sh``). Needs a source checkout."""
 

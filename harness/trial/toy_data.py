@@ -128,7 +128,7 @@ def _glue(root: Path) -> None:
 
 def _mldr(folder: Path) -> None:
     """MLDR's layout: each topic's four documents (longer texts), one test and one train query per document."""
-    from harness.data import mldr
+    from harness.tasks.retrieval.data import mldr
 
     docs: dict[str, str] = {}
     for topic, words in TOPICS.items():

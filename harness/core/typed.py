@@ -1,0 +1,341 @@
+"""Typed settings from config mappings: unknown keys fail with the closest valid one, values are checked.
+
+Constraints are declared on the field, next to its type, and checked here, in one place: :func:`choices` (one of
+a few values), :func:`count` (an integer count or size, >= 1 unless told), :func:`positive` (a number > 0),
+:func:`at_least` (a number >= a bound, e.g. 0), :func:`nonempty` (a list that selects what runs). A bound applies
+to each number of a list or mapping field, and never to null (whose meaning the field states) or to a string
+(``task.shards=auto``). :func:`constraints` lists them (docs/reliability.md, "Counts and sizes").
+
+A task's settings are composed of the typed nodes of its stages: a field declared :func:`flat` holds a node whose
+keys are the parent's own (``task.max_length`` is a key of the encode node; users type it as before), a plain
+dataclass field a nested one (``task.train_data``). What a key is follows from where it is declared:
+:func:`excluded` (on the field: it changes no number, so the run identity leaves it out), and a node's ``role``
+(``search``: it changes the ranking but not the corpus encoding; ``train``: it only counts when the run trains):
+:func:`excluded_keys` and :func:`role_keys` read them.
+
+Why our own and not Hydra structured configs or pydantic: both reject unknown keys, but neither names the
+closest valid key in a one-line message, and a typo such as ``ignore_identical_id`` must say what was meant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+from harness.core.errors import HarnessError, closest_first
+
+T = TypeVar("T")
+
+
+def _field(meta: dict[str, Any], *, excluded: str = "", default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+    """A dataclass field with the constraint ``meta``; ``excluded``: see :func:`excluded`; ``kw``: the field's."""
+    return dataclasses.field(default=default, metadata={**meta, **({"excluded": excluded} if excluded else {})}, **kw)
+
+
+def choices(*values: Any, **kw: Any) -> Any:
+    """A dataclass field restricted to ``values`` (checked by :func:`build`)."""
+    return _field({"choices": values}, **kw)
+
+
+def at_least(low: float, *, below: float | None = None, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
+    """A numeric field whose value (each number of a list or mapping) is >= ``low`` (and < ``below`` if given);
+    ``null``: what null means where the type allows it (the error line offers it); ``nonempty``: a list that
+    must not be empty either (see :func:`nonempty`)."""
+    return _field({"min": low, "below": below, "null": null, "nonempty": nonempty}, **kw)
+
+
+def count(low: int = 1, **kw: Any) -> Any:
+    """A count or size: an integer >= ``low`` (1 unless told; 0 is not "no limit": null is, where ``null`` says
+    what it means)."""
+    return at_least(low, **kw)
+
+
+def positive(*, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
+    """A number > 0 (a learning rate, a number of epochs, a time or memory budget)."""
+    return _field({"min": 0, "open": True, "null": null, "nonempty": nonempty}, **kw)
+
+
+def nonempty(names_from: str = "", **kw: Any) -> Any:
+    """A list that selects what runs (datasets, tasks, seeds): empty would run nothing and say nothing.
+    ``names_from``: the sibling field whose keys are the valid names (named in the error). A mapping of lists
+    (GLUE's epoch groups) needs each list non-empty."""
+    return _field({"nonempty": True, "names_from": names_from}, **kw)
+
+
+def excluded(why: str, **kw: Any) -> Any:
+    """A field the run identity leaves out, and ``why``: it changes no number (how texts are batched), or the
+    identity holds what it resolves to instead (a source run's id). :func:`excluded_keys` lists them."""
+    return _field({}, excluded=why, **kw)
+
+
+def flat() -> Any:
+    """A field holding a stage's settings node whose keys are the parent's own: ``task.batch_tokens``, not
+    ``task.encode.batch_tokens``. The node is built from those keys (its constraints name ``task.<key>``); a key
+    belongs to one node only."""
+    return dataclasses.field(metadata={"flat": True})
+
+
+def init_fields(cls: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+
+
+def _node_of(cls: type, f: dataclasses.Field) -> type | None:
+    """The dataclass a field holds (itself, or in an Optional/union), or None."""
+    found = _dataclasses_in(typing.get_type_hints(cls)[f.name])
+    return found[0] if found else None
+
+
+def config_keys(cls: type) -> list[str]:
+    """The keys a mapping for ``cls`` may have: its own fields, and the keys of its :func:`flat` nodes."""
+    return list(key_fields(cls))
+
+
+def key_fields(cls: type) -> dict[str, tuple[type, dataclasses.Field]]:
+    """``{key: (the class that declares it, its field)}`` for every key a mapping for ``cls`` may have: its own
+    fields, and the keys of its :func:`flat` nodes (a key declared by two of them is an error in ``cls``)."""
+    out: dict[str, tuple[type, dataclasses.Field]] = {}
+    for name, f in init_fields(cls).items():
+        node = _node_of(cls, f) if f.metadata.get("flat") else None
+        found = key_fields(node) if node is not None else {name: (cls, f)}
+        clash = set(found) & set(out)
+        if clash:
+            raise TypeError(f"{cls.__qualname__}: key {sorted(clash)[0]!r} is declared by two of its nodes")
+        out |= found
+    return out
+
+
+def excluded_keys(cls: type, prefix: str) -> dict[str, str]:
+    """``{dotted key: why}`` of every :func:`excluded` field of ``cls`` and its nodes (``prefix``: the key ``cls``
+    is read from, e.g. ``task``)."""
+    out: dict[str, str] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.metadata.get("excluded"):
+            out[f"{prefix}.{f.name}"] = f.metadata["excluded"]
+        elif (node := _node_of(cls, f)) is not None:
+            out |= excluded_keys(node, prefix if f.metadata.get("flat") else f"{prefix}.{f.name}")
+    return out
+
+
+def role_keys(cls: type, role: str, prefix: str) -> tuple[str, ...]:
+    """The dotted keys of every node of ``cls`` whose ``role`` (a class attribute) is ``role``: a node's own keys
+    (flat nodes' keys at their parent's level; a nested field as one key) and the keys the run resolves into it
+    (its ``derived``, e.g. ``voyager``); a nested node of that role counts as one key."""
+    if getattr(cls, "role", None) == role:
+        return tuple(f"{prefix}.{k}" for k in (*config_keys(cls), *getattr(cls, "derived", ())))
+    out: list[str] = []
+    for name, f in init_fields(cls).items():
+        node = _node_of(cls, f)
+        if node is None:
+            continue
+        if f.metadata.get("flat"):
+            out += role_keys(node, role, prefix)
+        elif getattr(node, "role", None) == role:
+            out.append(f"{prefix}.{name}")
+        else:
+            out += role_keys(node, role, f"{prefix}.{name}")
+    return tuple(out)
+
+
+def check_keys(data: Mapping[str, Any], valid: list[str], where: str) -> None:
+    for key in data:
+        if key not in valid:
+            name = str(key)
+            raise HarnessError(f"unknown key {name!r} in {where}; did you mean {closest_first(name, valid)[0]!r}? "
+                               f"Valid keys: {', '.join(sorted(valid))}.")
+
+
+def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "") -> T:
+    """``cls(**data)`` for a dataclass ``cls``, recursively; unknown keys, missing keys, wrong types and values
+    outside a field's constraint raise a :class:`HarnessError` naming ``where`` (e.g. ``model 'modernbert-base'``)
+    and the key; ``key``: the mapping's dotted config key (``task``), so a constraint names ``task.max_queries``."""
+    data = _plain(data) or {}
+    if not isinstance(data, Mapping):
+        raise HarnessError(f"{where} must be a mapping of keys to values, got {type(data).__name__}")
+    fields = init_fields(cls)
+    check_keys(data, config_keys(cls), where)
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, f in fields.items():
+        if f.metadata.get("flat"):
+            node = _dataclasses_in(hints[name])[0]
+            kwargs[name] = build(node, {k: data[k] for k in config_keys(node) if k in data}, where, key)
+            continue
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise HarnessError(f"{where} needs the key {name!r}")
+            continue
+        value = _coerce(data[name], hints[name], f"{where}, {name}", f"{key}.{name}" if key else "")
+        allowed = f.metadata.get("choices")
+        if allowed and value not in allowed:
+            raise HarnessError(
+                f"{where}, {name}={value!r} is not one of {', '.join(map(str, allowed))}"
+                + (f" (closest: {closest_first(str(value), map(str, allowed))[0]})" if isinstance(value, str) else "")
+            )
+        kwargs[name] = value
+    for name, value in kwargs.items():
+        if not fields[name].metadata.get("flat"):
+            check_constraint(fields[name].metadata, value, f"{key}.{name}" if key else f"{where}, {name}", kwargs)
+    return cls(**kwargs)
+
+
+def check_constraint(meta: Mapping[str, Any], value: Any, label: str, siblings: Mapping[str, Any]) -> None:
+    """``value`` (of the field whose metadata is ``meta``, named ``label``) within the field's bounds and, for
+    :func:`nonempty`, not empty; one line naming the key, the value and the fix otherwise."""
+    if meta.get("nonempty"):
+        _check_nonempty(value, label, siblings.get(meta.get("names_from") or ""))
+    if meta.get("min") is None:
+        return
+    low, below, is_open, null = meta["min"], meta.get("below"), meta.get("open", False), meta.get("null") or ""
+    for where, number in _numbers(value, label):
+        if is_open and number <= low:
+            problem, want = f"must be above {low}", f"a number > {low}"
+        elif number < low or (below is not None and number >= below):
+            problem = f"is below {low}" if number < low else f"must be below {below}"
+            want = (f"a number in [{low}, {below})" if below is not None else
+                    f"{'an integer' if isinstance(number, int) else 'a number'} >= {low}")
+        else:
+            continue
+        raise HarnessError(f"{where}={number!r} {problem}: set {where} to {want}"
+                           + (f", or to null ({null})" if null else ""))
+
+
+def _numbers(value: Any, label: str) -> list[tuple[str, float]]:
+    """Every number in ``value`` (a number, or a list or mapping of them, nested) with its key."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return []
+    if isinstance(value, int | float):
+        return [(label, value)]
+    if isinstance(value, Mapping):
+        return [n for k, v in value.items() for n in _numbers(v, f"{label}.{k}")]
+    if isinstance(value, list | tuple):
+        return [n for i, v in enumerate(value) for n in _numbers(v, f"{label}[{i}]")]
+    return []
+
+
+def _check_nonempty(value: Any, label: str, names: Any) -> None:
+    """A list that selects what runs is not empty (nor is each list of a mapping of lists)."""
+    empty = []
+    if isinstance(value, list | tuple) and not value:
+        empty = [label]
+    elif isinstance(value, Mapping):
+        empty = [label] if not value else [f"{label}.{k}" for k, v in value.items() if isinstance(v, list | tuple)
+                                           and not v]
+    if empty:
+        valid = sorted(map(str, names)) if isinstance(names, Mapping) else []
+        example = f", e.g. {empty[0]}=[{valid[0]}] (valid names: {', '.join(valid)})" if valid else ""
+        raise HarnessError(f"{empty[0]}=[] selects nothing, so nothing would run: list at least one{example}")
+
+
+def constraints(cls: type, key: str) -> list[tuple[str, str]]:
+    """(dotted key, rule) of every constrained field of ``cls`` and its nested settings (docs and tests)."""
+    out = []
+    hints = typing.get_type_hints(cls)
+    for f in init_fields(cls).values():
+        name, meta = f"{key}.{f.name}", f.metadata
+        if meta.get("flat"):
+            out += [c for tp in _dataclasses_in(hints[f.name]) for c in constraints(tp, key)]
+            continue
+        if meta.get("nonempty"):
+            out.append((name, "not empty"))
+        if meta.get("min") is not None:
+            rule = f"> {meta['min']}" if meta.get("open") else f">= {meta['min']}"
+            rule += f" and < {meta['below']}" if meta.get("below") is not None else ""
+            out.append((name, rule + (f"; null: {meta['null']}" if meta.get("null") else "")))
+        out += [c for tp in _dataclasses_in(hints[f.name]) for c in constraints(tp, name)]
+    return out
+
+
+def _dataclasses_in(tp: Any) -> list[type]:
+    if dataclasses.is_dataclass(tp):
+        return [tp]  # type: ignore[list-item]
+    return [a for arg in get_args(tp) for a in _dataclasses_in(arg)]
+
+
+def from_conf(cls: type[T], file: str, /, *, part: bool = False, **overrides: Any) -> T:
+    """``cls`` built from ``conf/<file>.yaml`` (the one place its defaults are written) with ``overrides`` on top:
+    for code outside a composed config (benchmarks, tests), e.g. ``from_conf(PlaidSettings, "plaid/default")``.
+    ``part``: the file holds more than ``cls``; only ``cls``'s keys are read (a stage's node from a task's file:
+    ``from_conf(ExactSearch, "task/beir", part=True)``), and each is resolved alone."""
+    from omegaconf import OmegaConf
+
+    import conf
+
+    node = OmegaConf.load(Path(conf.__file__).parent / f"{file}.yaml")
+    if part:
+        data = {k: _plain(node[k]) for k in config_keys(cls) if k in node and k not in overrides}
+    else:
+        data = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "defaults"}
+    return build(cls, {**data, **overrides}, f"conf/{file}.yaml")
+
+
+def nodes_from_conf(file: str, *classes: type, **keys: Any) -> list[Any]:
+    """Each of ``classes`` (stage nodes of a task) built from ``conf/<file>.yaml`` with the flat task ``keys`` on top
+    (``max_length=256``); a key no class has fails with the closest one."""
+    check_keys(keys, [k for cls in classes for k in config_keys(cls)], f"conf/{file}.yaml")
+    return [from_conf(cls, file, part=True, **{k: v for k, v in keys.items() if k in config_keys(cls)})
+            for cls in classes]
+
+
+def _plain(data: Any) -> Any:
+    """OmegaConf containers -> plain Python (resolved)."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(data, DictConfig | ListConfig):
+        return OmegaConf.to_container(data, resolve=True)
+    return data
+
+
+def _coerce(value: Any, tp: Any, where: str, key: str = "") -> Any:
+    """``value`` as type ``tp`` (dataclasses, Optional/unions, list/tuple/dict, str/int/float/bool, Any); ``key``:
+    its dotted config key, for a nested dataclass's constraints."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, arg, where, key)
+            except HarnessError as exc:
+                errors.append(str(exc))
+        raise HarnessError(errors[0] if len(errors) == 1 else f"{where}: {value!r} has the wrong type")
+    if dataclasses.is_dataclass(tp):
+        return value if isinstance(value, tp) else build(tp, value, where, key)   # type: ignore[arg-type]
+    if origin in (list, tuple):
+        if not isinstance(value, list | tuple):
+            raise HarnessError(f"{where} must be a list, got {value!r}")
+        (inner, *_) = get_args(tp) or (Any,)
+        items = [_coerce(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise HarnessError(f"{where} must be a mapping, got {value!r}")
+        _, inner = get_args(tp) or (str, Any)
+        return {str(k): _coerce(v, inner, f"{where}.{k}") for k, v in value.items()}
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise HarnessError(f"{where} must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise HarnessError(f"{where} must be an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool):
+            raise HarnessError(f"{where} must be a number, got {value!r}")
+        try:
+            return float(value)   # YAML reads 8e-5 (no dot) as a string
+        except (TypeError, ValueError):
+            raise HarnessError(f"{where} must be a number, got {value!r}") from None
+    if tp is str:
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise HarnessError(f"{where} must be a string, got {value!r}")
+        return str(value)
+    return value

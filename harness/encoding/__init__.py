@@ -1,0 +1,1 @@
+"""The encoder pipeline every protocol that encodes shares: length-sorted token batches, padded or packed, prefetched."""

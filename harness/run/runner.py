@@ -1,0 +1,196 @@
+"""The one loop every run goes through: plan (:func:`harness.run.planning.plan`) -> skip finished cells -> check -> lock
+-> compute the rest (the plan's ``compute``, given the plan) -> write the records it returns.
+
+Output folders, task settings, the device, the model folder and the data's presence are checked before anything
+is loaded. Planning reads only config and records, so re-running a finished configuration loads no model and no
+data. Each run is locked (:mod:`harness.run.locks`) while it computes, so two processes never compute it twice.
+Records are written one by one as the family yields them (atomically), so an interrupted run keeps everything it
+finished; a failure never replaces a finished record (it is written beside it), and an ok record whose dataset is
+now defined differently is moved aside, never overwritten.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.core import layout, results
+from harness.core.console import print_summary
+from harness.core.errors import HarnessError
+from harness.core.results import ResultRecord
+from harness.core.typed import build
+from harness.run import locks, planning, preflight
+from harness.tasks.runplan import Cell, RunPlan, pending
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+log = logging.getLogger(__name__)
+
+
+class RunFailed(HarnessError):
+    """Some cells produced failed records; ``records`` holds every cell's record (ok, failed, skipped)."""
+
+    def __init__(self, message: str, records: list[ResultRecord]):
+        super().__init__(message)
+        self.records = records
+
+
+def run(cfg: DictConfig) -> list[ResultRecord]:
+    """Run ``cfg`` (also the entry point for tests) and return the record of every planned cell. The run's plan and
+    lock settings come first, after the checks that need no model and no data (:func:`checked`'s, the planner's own
+    among them): a failure there writes nothing."""
+    lock_settings = _settings(cfg)
+    plan = planning.plan(cfg)
+    if plan.part:
+        run_part(plan)
+        return []
+    planned: list[Cell] = []
+    new: dict[tuple[str, str], ResultRecord] = {}
+    kept: dict[tuple[str, str], Path] = {}   # failures written beside a finished record they must not replace
+    try:
+        for i in itertools.count(1):   # the run's rounds: a later one planned once the earlier ones ran (GLUE)
+            planned += plan.cells
+            run_round(cfg, plan, lock_settings, new, kept)
+            if not plan.later:
+                break
+            plan = planning.plan(cfg, round=i)
+        if plan.select_after and len(planned) > 1:
+            write_selection(plan)
+    finally:
+        shown = cell_records(plan, planned, new)
+        print_summary(shown)
+    failed = [r for r in new.values() if r.status == results.STATUS_FAILED and not r.details.get("member_of")]
+    if failed:
+        raise RunFailed("; ".join(failure_line(r, kept.get((r.run_id, r.dataset))) for r in failed), shown)
+    return shown
+
+
+def run_round(cfg: DictConfig, p: RunPlan[Any, Any], lock_settings: locks.LockSettings,
+              new: dict[tuple[str, str], ResultRecord], kept: dict[tuple[str, str], Path]) -> None:
+    """One round of the run: its unfinished cells checked, locked (each in its run's folder, beside its records) and
+    computed; each record written as it comes (``new``; ``kept``: failures written beside a finished record)."""
+    todo = pending(p, p.cells)
+    if not todo:
+        return
+    preflight.check_output_files(output_files(p, todo))
+    p.check(p, todo)
+    with locks.hold({c.run_id: p.record_path(c).parent for c in todo}, lock_settings) as held:
+        mine = pending(p, [c for c in todo if c.run_id in held])   # what another process finished meanwhile: done
+        for rec in (p.compute(p, mine) or ()) if mine else ():
+            with_series(cfg, rec)
+            path = store(p.layout.results, rec)
+            new[(rec.run_id, rec.dataset)] = rec
+            if path != results.path_of(p.layout.results, rec):
+                kept[(rec.run_id, rec.dataset)] = path
+
+
+def checked(cfg: DictConfig, *, plan: bool = False) -> None:
+    """The checks before any model or data: output folders writable, lock and task settings typed, the spec's metric
+    and rule known, the device present (what a job whose cells wait on another's records, its source run among
+    them, can check already); with ``plan``, the run planned once and its plan's own checks run on every cell (data
+    folders, hub access)."""
+    _settings(cfg)
+    if not plan:
+        planning.planner_of(cfg, source=False)
+        return
+    p = planning.plan(cfg)
+    p.check(p, p.cells)
+
+
+def write_selection(plan: RunPlan[Any, Any]) -> None:
+    """After an in-process sweep (more than one cell planned), the task's selection (GLUE: the best configuration
+    per task), as ``python -m harness.select`` writes it."""
+    from harness import selection
+
+    res, experiment = plan.layout.results, plan.header.experiment
+    path = selection.write_selection(plan.task, res, layout.selection_dir(res, experiment), plan.model_name, experiment)
+    if path is not None:
+        log.info("%s selection (best configuration per task on dev): %s", plan.task, path)
+
+
+def _settings(cfg: DictConfig) -> locks.LockSettings:
+    """Output folders writable, the lock settings typed."""
+    preflight.check_output_paths(cfg.paths)
+    return lock_settings(cfg.get("run_lock"))
+
+
+def lock_settings(raw: Mapping[str, Any] | None) -> locks.LockSettings:
+    """Typed ``run_lock`` settings: an unknown key is an error naming the closest valid one."""
+    return build(locks.LockSettings, dict(raw or {}), "run_lock")
+
+
+def run_part(plan: RunPlan[Any, Any]) -> None:
+    """A part job (one corpus shard, ``task.shard``): the unfinished cells' part, into the cache. It takes no run
+    lock (the parts of one run compute side by side) and writes no record (the run that merges them does)."""
+    todo = pending(plan, plan.cells)
+    if todo:
+        plan.check(plan, todo)
+        plan.compute(plan, todo)
+
+
+def with_series(cfg: DictConfig, rec: ResultRecord) -> None:
+    """A run that ``python -m harness.series`` started for one checkpoint: its ``series`` config key (name, step,
+    folder, fingerprint, tokens seen) goes into the record's ``details.series``, the one place readers look."""
+    series = cfg.get("series")
+    if series:
+        from omegaconf import OmegaConf
+
+        rec.details["series"] = OmegaConf.to_container(series, resolve=True)
+
+
+def output_files(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> dict[Path, str]:
+    """Every file the records of ``todo`` are written to (a composite's members' records too)."""
+    from harness.core.per_query import files_of
+
+    out: dict[Path, str] = {}
+    for cell in todo:
+        for dataset in [cell.dataset, *(m.name for m in (getattr(cell.payload, "members", None) or {}).values())]:
+            out |= files_of(plan.record_path(cell, dataset), plan.save_run)
+    return out
+
+
+def failure_line(rec: ResultRecord, side: Path | None) -> str:
+    """``dataset: error``, saying where the failure went when an earlier finished record was kept."""
+    if side is None:
+        return f"{rec.dataset}: {rec.error}"
+    return f"{rec.dataset}: {rec.error} (the earlier ok record is kept; this failure is written to {side})"
+
+
+def store(results_dir: str, rec: ResultRecord) -> Path:
+    """Write ``rec``; a finished record of the same cell whose dataset was defined differently is first moved
+    aside when ``rec`` replaces it (a failure never does: it goes beside, see :func:`results.write_record`)."""
+    path = results.path_of(results_dir, rec)
+    old = results.finished_at(path)
+    if (rec.status != results.STATUS_FAILED and old is not None
+            and old.details.get("data_spec") != rec.details.get("data_spec")):
+        set_aside(path)
+    return results.write_record(results_dir, rec)
+
+
+def set_aside(path: Path) -> None:
+    """Move a superseded record out of the record tree's reach (not ``*.json``), never overwriting it."""
+    superseded = path.with_suffix(f".superseded-{int(time.time())}")
+    path.rename(superseded)
+    log.warning("dataset definition changed since %s was written; moved it to %s", path, superseded)
+
+
+def cell_records(plan: RunPlan[Any, Any], cells: Sequence[Cell], new: dict[tuple[str, str], ResultRecord]
+                 ) -> list[ResultRecord]:
+    """The current record of each planned cell, in plan order (cells that never got one are left out)."""
+    out = []
+    for cell in cells:
+        rec = new.get((cell.run_id, cell.dataset))
+        if rec is None:
+            path = plan.record_path(cell)
+            try:
+                rec = results.read_record(path) if path.exists() else None
+            except (ValueError, OSError):
+                rec = None
+        if rec is not None:
+            out.append(rec)
+    return out

@@ -1,0 +1,123 @@
+"""``task=mteb``'s evaluation: mteb's own evaluator on the model the harness loads, from the run's plan (the mteb task
+objects planning resolved: :class:`MtebStages`); one record per task and split. mteb is imported only here, when a
+run (or ``harness export --format mteb``) needs it (:func:`require_mteb`)."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.core.errors import HarnessError, HubUnavailableError
+from harness.core.results import ResultRecord
+from harness.tasks.runplan import Cell, RunPlan, check_model
+
+log = logging.getLogger(__name__)
+
+@dataclass(frozen=True, kw_only=True)
+class MtebStages:
+    """What ``task=mteb``'s evaluation reads: the mteb task objects (restricted to the configured subsets and
+    splits, no data loaded), the local ones' classes and files, and the mteb module."""
+
+    tasks: Mapping[str, Any]
+    local: Mapping[str, Any]
+    mteb: Any
+
+
+def require_mteb(what: str) -> Any:
+    """The mteb module, or a one-line error naming the install command."""
+    try:
+        import mteb
+    except ImportError as exc:
+        raise HarnessError(f"{what} needs the mteb package, which is not installed: pip install 'harness[mteb]'") from exc
+    return mteb
+
+
+def check(plan: RunPlan[Any, MtebStages], todo: Sequence[Cell]) -> None:
+    """The model's checks; and offline, a hub task's data must already be cached: try each one before any model is
+    loaded, so a missing dataset fails at once and names the local alternative."""
+    from harness.models import hub_reachable
+
+    check_model(plan, todo)
+    remote = [n for n in dict.fromkeys(c.payload[0] for c in todo) if n not in plan.stages.local]
+    if not remote or hub_reachable():
+        return
+    for name in remote:
+        task = plan.stages.tasks[name]
+        try:
+            task.load_data()
+        except Exception as exc:   # datasets raises several types offline; all mean "not available here"
+            ds = task.metadata.dataset
+            raise HubUnavailableError(
+                f"mteb task {name} needs its dataset {ds.get('path')}@{ds.get('revision')} from the Hugging Face "
+                "hub, which is not reachable from here (and it is not cached). Run tasks defined on local data: "
+                f"task.task_files=[my_tasks.py] 'task.tasks=[MyTask]' (see docs/integrations.md). ({type(exc).__name__})"
+            ) from exc
+        task.unload_data()
+
+
+def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+    by_task: dict[str, list[Cell]] = {}
+    for cell in todo:
+        by_task.setdefault(cell.payload[0], []).append(cell)
+    from harness.models import load_sentence_transformer
+
+    model, block = load_sentence_transformer(plan.model, device=plan.device)
+    for name, cells in by_task.items():
+        task = plan.stages.tasks[name]
+        task.filter_eval_splits(eval_splits=[c.payload[1] for c in cells])
+        t0 = time.perf_counter()
+        try:
+            result = evaluate(plan, model, task)
+        except (RuntimeError, ValueError, TypeError, KeyError, OSError) as exc:
+            log.error("mteb/%s failed: %s", name, exc)
+            for cell in cells:
+                yield plan.header.failed(cell, f"{type(exc).__name__}: {exc}", model=block, split=cell.payload[1])
+            continue
+        seconds = time.perf_counter() - t0
+        for cell in cells:
+            yield record(plan, cell, task, result, block, seconds / len(cells))
+
+
+def evaluate(plan: RunPlan, model: Any, task: Any) -> Any:
+    """mteb's own evaluation of ``task`` on ``model`` in the run's precision (autocast, as the harness' encoder)."""
+    from harness.models import autocast
+
+    with autocast(plan.precision, plan.device):
+        out = plan.stages.mteb.evaluate(model, task, cache=None, overwrite_strategy="always", co2_tracker=False,
+                                        encode_kwargs={"batch_size": plan.settings.batch_size},
+                                        show_progress_bar=True)
+    if out.exceptions:
+        raise RuntimeError("; ".join(f"{e.task_name}: {e.exception}" for e in out.exceptions))
+    return out.task_results[0]
+
+
+def record(plan: RunPlan, cell: Cell, task: Any, result: Any, block: dict[str, Any], seconds: float) -> ResultRecord:
+    name, split = cell.payload
+    meta = task.metadata
+    entries = [dict(e) for e in result.scores.get(split, [])]
+    if not entries:
+        return plan.header.failed(cell, f"mteb returned no scores for split {split!r}", model=block, split=split)
+    numeric = [k for k, v in entries[0].items() if isinstance(v, int | float) and not isinstance(v, bool)
+               and all(isinstance(e.get(k), int | float) for e in entries)]
+    metrics = {k: statistics.fmean(float(e[k]) for e in entries) for k in numeric if k != "main_score"}
+    metrics[meta.main_score] = statistics.fmean(float(e["main_score"]) for e in entries)   # mteb's main score
+    local = plan.stages.local.get(name)
+    ds = meta.dataset
+    return plan.header.record(
+        cell, model=block, split=split, metrics=metrics, main_score=meta.main_score,
+        hyperparameters={"precision": plan.precision, "batch_size": plan.settings.batch_size,
+                         "max_length": getattr(plan.model, "max_length", None), "hf_subsets": sorted(task.hf_subsets)},
+        details={"mteb": {
+            "task": name, "type": meta.type, "split": split, "hf_subsets": [e.get("hf_subset") for e in entries],
+            "aggregate": "one subset" if len(entries) == 1 else f"mean over {len(entries)} subsets (mteb's rule)",
+            "scores": entries, "dataset_revision": result.dataset_revision, "mteb_version": result.mteb_version,
+            "evaluation_time": result.evaluation_time, "local": local is not None,
+            "file": local.source if local else None,
+        }},
+        timings={"evaluate_s": seconds},
+        data_fingerprint=f"local:{local.sha[:16]}:{meta.revision}" if local else f"hub:{ds.get('path')}@{meta.revision}",
+    )

@@ -1,0 +1,41 @@
+"""``task=code``: single-vector code retrieval, evaluated as is by default: a set mined from a Python source tree
+(the installed stdlib: the offline main job), or the paper's CoIR sets (CodeSearchNet: six languages, code ->
+docstring, the CSN number being their mean; StackOverflow-QA) from the hub, and local stand-ins (the CodeXGLUE
+Ruby slice, its BEIR view, CoSQA dev). As the paper, the model evaluated is by default the selected ``task=beir``
+run's (``task.source``, see :class:`harness.tasks.runplan.Lineage`), or ``model.path`` as is when that model has none.
+Documents are written by ``task.title_convention`` (:mod:`harness.tasks.retrieval.retrievers.retriever`; default CoIR's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness.core.typed import choices, excluded, flat
+from harness.tasks.retrieval import beir
+from harness.tasks.retrieval.beir import TrainData
+from harness.tasks.retrieval.planner import Resolved, RetrievalKind, RetrievalSettings
+from harness.tasks.retrieval.retrievers.retriever import TITLE_CONVENTIONS
+from harness.tasks.retrieval.settings import SingleVectorEval
+from harness.tasks.runplan import SOURCE, SourceSettings
+from harness.training.settings import DenseTraining
+
+
+@dataclass(kw_only=True)
+class CodeSettings(RetrievalSettings):
+    """task=beir's stages (conf/task/code.yaml extends beir.yaml), and how documents are written."""
+
+    retriever: str
+    evaluation: SingleVectorEval = flat()
+    training: DenseTraining = flat()
+    train_data: TrainData
+    #: datasets=[tree]: the source tree to mine
+    path: str | None = excluded("the tree's root is part of the `tree` catalog entry (each cell's data spec)")
+    title_convention: str = choices(*TITLE_CONVENTIONS)
+    source: SourceSettings = excluded(SOURCE)
+
+
+def hyperparameters(r: Resolved) -> dict[str, Any]:
+    return beir.hyperparameters(r) | {"title_convention": r.settings.title_convention}
+
+
+CODE = RetrievalKind(CodeSettings, hyperparameters)

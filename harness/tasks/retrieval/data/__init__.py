@@ -1,0 +1,1 @@
+"""Retrieval data: catalog entries and their kinds (BEIR, MLDR, CoIR, code), training rows (triplets, KD)."""

@@ -1,0 +1,133 @@
+"""The in-memory retrieval set every loader returns (BEIR folder, hub copy, mined code set), and the rules every
+retrieval loader applies to its queries and qrels, so no input is resolved silently (issue 28):
+
+- a query id given twice with different texts is an error naming both places (the same text twice is one query);
+- a (query, document) pair judged twice with different grades is an error naming both places (the same grade twice
+  is one judgement);
+- a judged query whose text is null, empty or only whitespace is an error naming the ids (it would be searched as
+  the word "None" or as nothing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.core.errors import DataError
+
+
+@dataclass
+class RetrievalDataset:
+    """Corpus as parallel lists (cheap for millions of docs), queries and graded qrels.
+
+    ``qrels[qid][doc_id]`` is the relevance grade; grade 0 is kept (it is a judged non-relevant doc).
+    """
+
+    name: str
+    split: str
+    corpus_ids: list[str]
+    corpus_titles: list[str]
+    corpus_texts: list[str]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    source: str = ""                 # folder path or hub id@revision
+    fingerprint: str = ""            # content hash (local) or hub revision
+    meta: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_query_texts(self.queries, self.qrels, f"{self.name} ({self.source or 'queries'})")
+        if not self.fingerprint:
+            self.fingerprint = content_fingerprint(self)
+
+    def __len__(self) -> int:
+        return len(self.corpus_ids)
+
+    def documents(self) -> list[str]:
+        """Texts to encode: title + " " + text, stripped; the text alone when there is no title (as mteb/BEIR)."""
+        return [
+            f"{title} {text}".strip() if title else text.strip()
+            for title, text in zip(self.corpus_titles, self.corpus_texts, strict=True)
+        ]
+
+    def evaluated_queries(self) -> dict[str, str]:
+        """Queries that have qrels (the ones metrics are computed over), in qrels order."""
+        return {qid: self.queries[qid] for qid in self.qrels if qid in self.queries}
+
+
+def subset(ds: RetrievalDataset, max_queries: int | None, max_docs: int | None) -> RetrievalDataset:
+    """Deterministic smaller set: the first ``max_queries`` judged queries (qrels order), every document they
+    judge, then corpus-order documents up to ``max_docs`` in total. For quick runs and peer comparisons."""
+    qids = list(ds.qrels)[: max_queries or None]
+    judged = {d for q in qids for d in ds.qrels[q]}
+    budget = max(0, (max_docs or len(ds)) - len(judged))
+    keep = []
+    for i, did in enumerate(ds.corpus_ids):
+        if did in judged:
+            keep.append(i)
+        elif budget > 0:
+            keep.append(i)
+            budget -= 1
+    return RetrievalDataset(
+        name=ds.name, split=ds.split, corpus_ids=[ds.corpus_ids[i] for i in keep],
+        corpus_titles=[ds.corpus_titles[i] for i in keep], corpus_texts=[ds.corpus_texts[i] for i in keep],
+        queries={q: ds.queries[q] for q in qids}, qrels={q: ds.qrels[q] for q in qids}, source=ds.source,
+        meta={**ds.meta, "subset": {"max_queries": max_queries, "max_docs": max_docs, "of": ds.fingerprint}},
+    )
+
+
+def content_fingerprint(ds: RetrievalDataset) -> str:
+    """sha256 over corpus, queries and qrels, order-independent for qrels."""
+    h = hashlib.sha256()
+    for did, title, text in zip(ds.corpus_ids, ds.corpus_titles, ds.corpus_texts, strict=True):
+        h.update(f"{did}\x1f{title}\x1f{text}\x1e".encode())
+    for qid in sorted(ds.queries):
+        h.update(f"{qid}\x1f{ds.queries[qid]}\x1e".encode())
+    for qid in sorted(ds.qrels):
+        for did in sorted(ds.qrels[qid]):
+            h.update(f"{qid}\x1f{did}\x1f{ds.qrels[qid][did]}\x1e".encode())
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def query_text(value: Any) -> str | None:
+    """A query's text as loaded: None stays None (never the word "None"), anything else is its string."""
+    return None if value is None else str(value)
+
+
+def unique_queries(rows: Iterable[tuple[str, str, str | None]]) -> dict[str, str | None]:
+    """``(where, query id, text)`` rows -> id -> text; an id with two different texts is a :class:`DataError`."""
+    out: dict[str, str | None] = {}
+    first: dict[str, str] = {}
+    for where, qid, text in rows:
+        if qid in out and out[qid] != text:
+            raise DataError(f"{where}: query id {qid!r} appears twice with different texts (first at {first[qid]}); "
+                            "query ids must be unique: rename or remove one of them")
+        out.setdefault(qid, text)
+        first.setdefault(qid, where)
+    return out
+
+
+def unique_judgements(rows: Iterable[tuple[str, str, str, int]]) -> dict[str, dict[str, int]]:
+    """``(where, query id, doc id, grade)`` rows -> qrels; a pair with two different grades is a
+    :class:`DataError` (the same grade twice is one judgement)."""
+    qrels: dict[str, dict[str, int]] = {}
+    first: dict[tuple[str, str], str] = {}
+    for where, qid, did, grade in rows:
+        judged = qrels.setdefault(qid, {})
+        if did in judged and judged[did] != grade:
+            raise DataError(f"{where}: query {qid!r} judges document {did!r} {grade}, but {first[(qid, did)]} judges "
+                            f"it {judged[did]}; one grade per (query, document) pair: keep one of the lines")
+        judged.setdefault(did, grade)
+        first.setdefault((qid, did), where)
+    return qrels
+
+
+def check_query_texts(queries: Mapping[str, str | None], qrels: Mapping[str, Any], where: str) -> None:
+    """Every judged query has a non-empty text, else a :class:`DataError` naming the first ids."""
+    bad = [q for q in qrels if q in queries and (queries[q] is None or not str(queries[q]).strip())]
+    if bad:
+        null = [q for q in bad if queries[q] is None]
+        raise DataError(f"{where}: {len(bad)} judged quer{'y has' if len(bad) == 1 else 'ies have'} "
+                        f"{'a null' if null else 'an empty'} text ({', '.join(map(repr, bad[:5]))}"
+                        f"{', ...' if len(bad) > 5 else ''}); give each a text, or drop their qrels lines")

@@ -1,0 +1,144 @@
+"""On-disk cache of corpus embeddings, keyed by everything that changes them.
+
+Why our own: mteb's CachedEmbeddingWrapper keys by text only, not by the model settings that change embeddings.
+
+Every entry carries a claim beside it (``<key>.claim.json``: its key, shape, dtype, size and content hash), written
+with it and checked before use: a file copied in under another key, another model's or corpus' embeddings, a
+truncated or altered file, or one with no claim is computed again (with a warning naming it), never used. Concurrent
+jobs needing the same entry compute it once (:func:`harness.core.cache_entry.get_or_build`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.core.cache_entry import Unusable, get_or_build, publish
+from harness.core.results import atomic_write_json, stable_hash
+
+log = logging.getLogger(__name__)
+
+
+def cache_key(identity: Mapping[str, Any], data_fingerprint: str, side: str = "corpus") -> str:
+    """Key of one corpus' embeddings: everything the encoder's output depends on (``identity``, derived from
+    the run identity) and the corpus content."""
+    return stable_hash({"identity": identity, "data": data_fingerprint, "side": side}, length=24)
+
+
+#: files up to this size are hashed whole; larger ones by FILE_SAMPLES evenly spaced blocks plus their size
+FULL_HASH_BYTES = 1 << 30
+FILE_SAMPLES, SAMPLE_BYTES = 256, 1 << 16
+
+
+def texts_key(texts: Sequence[str]) -> str:
+    """Content hash of texts in order (what a slice's embeddings depend on, besides the model)."""
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode())
+        h.update(b"\x1e")
+    return "texts:" + h.hexdigest()[:24]
+
+
+def content_hash(path: Path) -> str:
+    """sha256 of the file (``full:``), or of its size and evenly spaced blocks for files over FULL_HASH_BYTES
+    (``sampled:``): a claim check costs at most ~16 MB of reading."""
+    size = path.stat().st_size
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        if size <= FULL_HASH_BYTES:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+            return "full:" + h.hexdigest()
+        h.update(str(size).encode())
+        for k in range(FILE_SAMPLES):
+            fh.seek((size - SAMPLE_BYTES) * k // (FILE_SAMPLES - 1))
+            h.update(fh.read(SAMPLE_BYTES))
+    return "sampled:" + h.hexdigest()
+
+
+def claim_problem(path: Path, claim_path: Path, key: str) -> str | None:
+    """Why ``path`` is not what its claim says (or has none), or None when it is."""
+    try:
+        claim = json.loads(claim_path.read_text())
+    except (OSError, ValueError):
+        return "has no readable claim"
+    if claim.get("key") != key:
+        return f"claims key {claim.get('key')!r}, not {key!r} (a file of another run copied in)"
+    if claim.get("bytes") != path.stat().st_size:
+        return f"is {path.stat().st_size} bytes, its claim says {claim.get('bytes')} (truncated or replaced)"
+    if claim.get("hash") != content_hash(path):
+        return "does not match its claimed content hash (altered or replaced)"
+    return None
+
+
+def cached_embeddings(
+    cache_dir: str | os.PathLike | None, key: str, compute: Callable[[], np.ndarray], meta: dict | None = None
+) -> tuple[np.ndarray, bool]:
+    """(embeddings, hit). With ``cache_dir=None`` always computes. An entry is used only where its claim (key, size,
+    content hash) holds; a missing or bad one is computed by one process at a time (the lock ``<key>.npy.lock``:
+    the others wait and read it), written aside and renamed into place (a valid entry is never replaced)."""
+    if cache_dir is None:
+        return compute(), False
+    root = Path(cache_dir)
+    path, claim_path = root / f"{key}.npy", root / f"{key}.claim.json"
+
+    def read() -> np.ndarray | None:
+        if not path.exists():
+            return None
+        why = claim_problem(path, claim_path, key)
+        if why is not None:
+            raise Unusable(why)
+        try:
+            return np.load(path, mmap_mode="r")
+        except ValueError as exc:  # a damaged entry is recomputed, never trusted
+            raise Unusable(f"is unreadable ({exc})") from None
+
+    def build() -> np.ndarray:
+        """Compute, write aside, claim, then rename into place (under the entry's lock)."""
+        emb = compute()
+        with written_aside(path, suffix=".npy.tmp") as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, emb)
+            # what the file claims to be, written first: a file without its claim is never used
+            atomic_write_json(claim_path, {"key": key, "shape": list(np.shape(emb)),
+                                           "dtype": str(np.asarray(emb).dtype), "bytes": tmp.stat().st_size,
+                                           "hash": content_hash(tmp)})
+            if meta is not None:
+                atomic_write_json(root / f"{key}.json", meta)
+        return emb
+
+    emb, built = get_or_build(read, build, path, what=f"embedding cache {path}")
+    return emb, not built
+
+
+@contextlib.contextmanager
+def written_aside(path: Path, *, folder: bool = False, **names: str) -> Iterator[Path]:
+    """A temporary file (or ``folder``) beside ``path`` for the block to write, then renamed into place
+    (:func:`~harness.core.cache_entry.publish`: an entry already there, another process' finished one, is kept);
+    removed when the block fails, so a half-written entry is never read."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if folder:
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, **names))
+    else:
+        fd, name = tempfile.mkstemp(dir=path.parent, **names)
+        os.close(fd)
+        tmp = Path(name)
+    try:
+        yield tmp
+        publish(tmp, path)
+    except BaseException:
+        if folder:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,288 @@
+"""Multi-vector (ColBERT) retrieval with PyLate: token embeddings of the corpus (cached fp16 on disk,
+memory-mapped), then a PLAID index (fast-plaid when installed, else PyLate's Stanford PLAID backend; seeded) or
+exact MaxSim over every document (the parity reference).
+
+Reusable by any family: ``load_colbert(spec, ...)`` gives the model, ``MultiVectorRetriever(model,
+MultiVectorSettings(...), cache_identity)`` evaluates it with the task's batching and multi-vector search nodes
+(e.g. MLDR with ``document_length=8192``; outside a composed config, :func:`multi_vector_settings` reads
+task=colbert's values); lengths beyond the model's position limit are capped and the cap is recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from harness.core.console import step
+from harness.core.errors import HarnessError
+from harness.core.typed import from_conf, nodes_from_conf
+from harness.encoding.packing import token_budget_batches
+from harness.encoding.settings import Batching
+from harness.models import usable_positions
+from harness.tasks.retrieval.retrievers.colbert_model import capped_length, encode_tokens, token_lengths
+from harness.tasks.retrieval.retrievers.embedding_cache import cache_key, cached_embeddings, texts_key
+from harness.tasks.retrieval.retrievers.maxsim import maxsim_search, pad_queries, rerank_exact
+from harness.tasks.retrieval.retrievers.plaid_index import (
+    build_plaid,
+    build_voyager,
+    check_voyager,
+    plaid_fits,
+    plaid_search,
+    voyager_search,
+)
+from harness.tasks.retrieval.retrievers.search import id_rank
+from harness.tasks.retrieval.retrievers.token_store import TokenStore
+from harness.tasks.retrieval.settings import (
+    MultiVectorEval,
+    MultiVectorSearch,
+    PlaidSettings,
+    VoyagerSettings,
+    plaid_backend,
+)
+
+if TYPE_CHECKING:
+    from pylate.models import ColBERT
+
+    from harness.tasks.retrieval.data.dataset import RetrievalDataset
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(kw_only=True)
+class MultiVectorSettings:
+    """What the multi-vector retriever gets: the run's device and precision, the task's batching and multi-vector
+    search nodes and exact MaxSim's chunking (their values: the task's YAML), the document length, where corpus
+    token embeddings are cached (None: a temporary directory, removed afterwards)."""
+
+    device: str
+    precision: str
+    batching: Batching
+    search: MultiVectorSearch
+    maxsim_chunk_tokens: int            # exact MaxSim: document tokens (padded) per corpus chunk
+    document_length: int
+    cache_dir: str | None
+    maxsim_score_budget: int = 1 << 26  # exact MaxSim: floats of query-token x document-token scores at a time
+    show_progress: bool = True
+
+
+def multi_vector_settings(*, document_length: int, device: str = "cpu", precision: str = "fp32",
+                          cache_dir: str | None = None, show_progress: bool = False,
+                          **keys: Any) -> MultiVectorSettings:
+    """For code outside a composed config (benchmarks, tests): task=colbert's values (conf/task/colbert.yaml,
+    PLAID's conf/plaid/default.yaml) with ``document_length`` and flat task ``keys`` (``index="exact"``) on top."""
+    keys.setdefault("plaid", from_conf(PlaidSettings, "plaid/default"))
+    batching, mv = nodes_from_conf("task/colbert", Batching, MultiVectorEval, **keys)
+    return MultiVectorSettings(device=device, precision=precision, batching=batching, search=mv.search,
+                               maxsim_chunk_tokens=mv.maxsim_chunk_tokens, document_length=document_length,
+                               cache_dir=cache_dir, show_progress=show_progress)
+
+
+# ------------------------------------------------------------------------------------------------ the retriever
+class MultiVectorRetriever:
+    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a PyLate ColBERT model.
+
+    ``cache_identity`` is what the corpus token embeddings depend on (a run identity minus index and search
+    keys, plus the weights used); with the capped document length and the corpus content it keys the on-disk
+    store, so evaluating again with another index (or top-k, or query length) does not re-encode.
+    ``query_length`` may be changed between datasets (PyLate's BEIR recipe uses 48 or 64 on some sets).
+    """
+
+    kind = "multi_vector"
+
+    def __init__(self, model: ColBERT, settings: MultiVectorSettings, cache_identity: Mapping[str, Any]):
+        self.model = model
+        self.settings = settings
+        self.cache_dir = settings.cache_dir      # ShardEngine (harness.tasks.retrieval.retrievers.shards)
+        self.cache_identity = dict(cache_identity)
+        self.limit = usable_positions(model)
+        self.document_length = capped_length(settings.document_length, self.limit)
+        if self.document_length < settings.document_length:
+            log.warning("document_length %d exceeds the model's %d positions: capped to %d (recorded)",
+                        settings.document_length, self.limit, self.document_length)
+        search = settings.search
+        self.query_length = search.query_length
+        self.backend = plaid_backend(search.plaid.backend) if search.index == "plaid" else None
+        if search.index == "voyager":
+            check_voyager()                      # before any encoding
+            self.max_depth: int | None = VoyagerSettings().k   # documents a search returns at most (the authors' k)
+        else:
+            self.max_depth = None
+        self.store: TokenStore | None = None
+        self.rank: np.ndarray | None = None
+        self._plaid: Any = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._tmp_store: tempfile.TemporaryDirectory | None = None
+        self._mode = search.index      # what index() built: plaid falls back to exact on a small corpus
+
+    # -------------------------------------------------------------------- Retriever protocol
+    def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
+        s = self.settings
+        self.close()
+        t0 = time.perf_counter()
+        memory = self.plaid_memory(ds) if s.search.index == "plaid" else {}
+        self.store, hit = self._corpus_tokens(ds)
+        timings = {"encode_corpus_s": time.perf_counter() - t0}
+        details: dict[str, Any] = {"embedding_cache_hit": hit, "n_doc_tokens": self.store.n_tokens, **memory}
+        self.rank = id_rank(ds.corpus_ids)
+        self._mode = s.search.index
+        if s.search.index == "plaid":
+            ok, why = plaid_fits(self.store.n_tokens)
+            if not ok:
+                log.warning("%s: %s", ds.name, why)
+                self._mode = "exact"
+                details |= {"index": "exact", "index_requested": "plaid", "index_fallback": why}
+            else:
+                t1 = time.perf_counter()
+                self._tmp = tempfile.TemporaryDirectory(prefix="harness-plaid-")
+                try:
+                    self._plaid = build_plaid(self.store, s.search.plaid, str(self.backend), Path(self._tmp.name),
+                                              s.device, s.show_progress)
+                except (RuntimeError, OSError, ImportError) as exc:   # e.g. a C++ extension that does not build
+                    raise HarnessError(f"{ds.name}: building the PLAID index ({self.backend}) failed: {exc}. "
+                                       "Use task.index=exact, or fix the backend (README: Multi-vector retrieval).") \
+                        from exc
+                timings["index_s"] = time.perf_counter() - t1
+        elif s.search.index == "voyager":
+            t1 = time.perf_counter()
+            self._tmp = tempfile.TemporaryDirectory(prefix="harness-voyager-")
+            self._plaid = build_voyager([self.store.doc(i) for i in range(len(self.store))], self.store.dim,
+                                        VoyagerSettings(), Path(self._tmp.name))
+            timings["index_s"] = time.perf_counter() - t1
+        return details, timings
+
+    def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+        assert self.store is not None, "index() first"
+        s = self.settings
+        t0 = time.perf_counter()
+        q = self.encode_queries(queries)
+        t1 = time.perf_counter()
+        if self._mode == "voyager":
+            with step(f"Voyager search, {len(q):,} queries, exact MaxSim rerank", show=s.show_progress):
+                scores, idx = voyager_search(self._plaid, q, top_k)
+        elif self._mode == "plaid":
+            rerank = ", exact MaxSim rerank" if s.search.plaid.rerank else ""
+            with step(f"PLAID search, {len(q):,} queries{rerank}", show=s.show_progress):
+                scores, idx = plaid_search(self._plaid, q, top_k)
+                if s.search.plaid.rerank:
+                    scores, idx = rerank_exact(q, self.store, idx, chunk_tokens=s.maxsim_chunk_tokens,
+                                               device=s.device)
+        else:
+            scores, idx = self._maxsim(pad_queries(q, self.store.dim), self.store, top_k, self.rank)
+        return scores, idx, {"encode_queries_s": t1 - t0, "search_s": time.perf_counter() - t1}
+
+    def describe(self) -> dict[str, Any]:
+        s = self.settings
+        out: dict[str, Any] = {
+            "similarity": "MaxSim", "document_text": "title + ' ' + text", "query_length": self.query_length,
+            "document_length": self.document_length, "document_length_requested": s.document_length,
+            "position_limit": self.limit, "index": s.search.index,
+            "token_embeddings": "float16 on disk, L2-normalised",
+        }
+        if s.search.index == "plaid":
+            out["index_params"] = {**asdict(s.search.plaid), "backend": self.backend}
+        elif s.search.index == "voyager":
+            out["index_params"] = {**asdict(VoyagerSettings()), "rerank": "exact MaxSim (pylate retrieve.ColBERT)"}
+        else:
+            out["index_params"] = {"exact": "pylate.scores.colbert_scores over every document"}
+        return out
+
+    def plaid_memory(self, ds: RetrievalDataset) -> dict[str, Any]:
+        """The PLAID build's memory estimate (document tokens x dim x 4 bytes x 2: the float32 embeddings handed to
+        PyLate and the backend's working copy) and its backend; a one-line refusal, before any encoding, when it
+        exceeds ``plaid_max_memory_gb``."""
+        n_tokens = int(token_lengths(self.model, ds.documents(), self.document_length).sum())
+        gb = n_tokens * int(self.model[-1].out_features) * 4 * 2 / 2**30
+        limit = self.settings.search.plaid_max_memory_gb
+        if limit is not None and gb > limit:
+            raise HarnessError(f"{ds.name}: a PLAID index ({self.backend} backend) over {n_tokens:,} document tokens "
+                               f"needs about {gb:.1f} GB, over task.plaid_max_memory_gb={limit:g}: raise the limit on "
+                               "a larger machine, or use task.index=exact (task.shards splits it across GPUs)")
+        return {"index_backend": self.backend, "index_memory_gb_estimate": round(gb, 3)}
+
+    # -------------------------------------------------------------------- ShardEngine (harness.tasks.retrieval.retrievers.shards)
+    def token_lengths(self, texts: list[str]) -> np.ndarray:
+        """Document tokens per text (prefix included), as :func:`encode_tokens` batches them."""
+        if self.settings.search.index != "exact":
+            raise HarnessError("task.shards with ColBERT needs task.index=exact (exact MaxSim merges per-shard top-k "
+                               "lists); PLAID builds one index over the whole corpus")
+        return token_lengths(self.model, texts, self.document_length)
+
+    def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
+        b = self.settings.batching
+        return token_budget_batches(lengths, b.fixed_tokens, b.max_batch_size)
+
+    def query_embeddings(self, queries: list[str]) -> np.ndarray:
+        """Queries' token embeddings, zero-padded to one length [n, tokens, dim]; cached by text and query length."""
+        length = capped_length(self.query_length, self.limit)
+        key = cache_key({"identity": self.cache_identity, "query_length": length}, texts_key(queries), side="queries")
+        dim = int(self.model[-1].out_features)
+        return cached_embeddings(self.settings.cache_dir, key,
+                                 lambda: pad_queries(self.encode_queries(queries), dim).numpy())[0]
+
+    def search_shard(self, texts: list[str], key: str, queries: np.ndarray, top_k: int,
+                     rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+        s = self.settings
+        store, hit = TokenStore.cached(Path(str(s.cache_dir)) / key, len(texts),
+                                       lambda: self._document_batches(texts, "corpus shard"),
+                                       {"identity": self.cache_identity, "document_length": self.document_length})
+        # a copy: the cached query array is read-only, which torch.from_numpy does not support
+        return *self._maxsim(torch.from_numpy(np.array(queries)), store, top_k, rank), hit
+
+    def search_settings(self) -> dict[str, Any]:
+        return {"query_length": capped_length(self.query_length, self.limit), "index": "exact"}
+
+    # -------------------------------------------------------------------- helpers
+    def _maxsim(self, queries: torch.Tensor, store: TokenStore, top_k: int,
+                rank: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        s = self.settings
+        return maxsim_search(queries, store, top_k, chunk_tokens=s.maxsim_chunk_tokens,
+                             score_budget=s.maxsim_score_budget, device=s.device, show_progress=s.show_progress,
+                             rank=rank)
+
+    def encode_queries(self, queries: list[str]) -> list[np.ndarray]:
+        s = self.settings
+        self.model.query_length = capped_length(self.query_length, self.limit)
+        out: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(queries)
+        for idx, embs in encode_tokens(self.model, queries, is_query=True, device=s.device, precision=s.precision,
+                                       batching=s.batching, desc="queries", show_progress=s.show_progress):
+            for i, e in zip(idx, embs, strict=True):
+                out[i] = e
+        return out
+
+    def _corpus_tokens(self, ds: RetrievalDataset) -> tuple[TokenStore, bool]:
+        s = self.settings
+        key = cache_key({"identity": self.cache_identity, "document_length": self.document_length},
+                        ds.fingerprint, side="colbert-tokens")
+        meta = {"identity": self.cache_identity, "data": ds.fingerprint, "dataset": ds.name,
+                "document_length": self.document_length}
+        if s.cache_dir is not None:
+            return TokenStore.cached(Path(s.cache_dir) / key, len(ds),
+                                     lambda: self._document_batches(ds.documents(), f"{ds.name}: corpus"), meta)
+        self._tmp_store = tempfile.TemporaryDirectory(prefix="harness-tokens-")
+        root = Path(self._tmp_store.name) / key
+        return TokenStore.write(root, self._document_batches(ds.documents(), f"{ds.name}: corpus"), len(ds),
+                                meta), False
+
+    def _document_batches(self, texts: list[str], desc: str) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
+        """The documents' token embeddings, batch by batch (encoded as the batches are read)."""
+        s = self.settings
+        self.model.document_length = self.document_length
+        return encode_tokens(self.model, texts, is_query=False, device=s.device, precision=s.precision,
+                             batching=s.batching, desc=desc, show_progress=s.show_progress)
+
+    def close(self) -> None:
+        """Drop the last dataset's index and temporary files (the cache stays)."""
+        self._plaid = None
+        for attr in ("_tmp", "_tmp_store"):
+            tmp = getattr(self, attr, None)
+            if tmp is not None:
+                tmp.cleanup()
+                setattr(self, attr, None)

@@ -1,0 +1,174 @@
+"""ColBERT indexes with PyLate. PLAID: the backend (fast-plaid when installed, else the Stanford backend and its C++
+extensions), a memory check before building, the build, and the search. Voyager, the authors' index: PyLate's HNSW
+over document tokens, then PyLate's exact MaxSim rerank of the candidates (``retrieve.ColBERT``), with the
+parameters of MB@8c57a0f:examples/evaluate_pylate.py:23 (M 200, ef_construction 500, ef_search 500) and its search
+depth k=100 (:53): :class:`VoyagerSettings`; it needs the ``voyager`` package (a PyLate dependency) and runs offline
+on CPU. Document ids are corpus positions as strings, so both give (scores, positions) arrays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import logging
+import os
+import random
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from harness.core.console import step
+from harness.core.errors import HarnessError
+from harness.tasks.retrieval.retrievers.token_store import TokenStore
+from harness.tasks.retrieval.settings import PlaidSettings, VoyagerSettings
+
+log = logging.getLogger(__name__)
+
+
+#: C++ extensions PyLate's Stanford PLAID backend compiles on first use
+_STANFORD_EXTENSIONS = ("segmented_lookup_cpp", "filter_pids_cpp", "decompress_residuals_cpp", "segmented_maxsim_cpp")
+_STALE_LOCK_S = 900
+
+
+def plaid_fits(n_tokens: int) -> tuple[bool, str]:
+    """Whether PLAID's k-means can run on ``n_tokens`` document tokens: it makes 2^floor(log2(16 sqrt(n)))
+    centroids from the tokens less a 5% held-out sample and needs at least one point per centroid."""
+    if n_tokens < 1:
+        return False, "the corpus has no document tokens"
+    partitions = int(2 ** np.floor(np.log2(16 * np.sqrt(n_tokens))))
+    points = n_tokens - int(min(0.05 * n_tokens, 50_000))
+    if points >= partitions:
+        return True, ""
+    return False, (f"corpus too small for PLAID's k-means ({points} training token embeddings < {partitions} "
+                   "centroids); evaluated with exact MaxSim instead")
+
+
+def prepare_stanford_extensions() -> None:
+    """The Stanford backend compiles 4 C++ extensions on first use (~100 s; cached in TORCH_EXTENSIONS_DIR).
+    Make that work on a clean machine or fail at once with the fix: ninja from this environment on PATH, a
+    C++ compiler, and no lock left behind by a killed earlier build (torch would wait on it forever)."""
+    from torch.utils import cpp_extension
+
+    bindir = str(Path(sys.executable).parent)
+    if shutil.which("ninja") is None and Path(bindir, "ninja").exists():
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    if shutil.which("ninja") is None:
+        raise HarnessError("PLAID (Stanford backend) needs ninja to build its C++ extensions: pip install "
+                           "ninja==1.11.1.4, or use task.index=exact.")
+    cxx = os.environ.get("CXX", "c++")
+    if shutil.which(cxx) is None:
+        raise HarnessError(f"PLAID (Stanford backend) compiles C++ extensions on first use and needs a C++ compiler "
+                           f"({cxx!r} not found): install one (apt-get install g++), install fast-plaid, or use "
+                           "task.index=exact.")
+    for name in _STANFORD_EXTENSIONS:
+        lock = Path(cpp_extension._get_build_directory(name, verbose=False)) / "lock"
+        if lock.exists() and time.time() - lock.stat().st_mtime > _STALE_LOCK_S:
+            log.warning("removing stale build lock %s (left by an interrupted build)", lock)
+            lock.unlink(missing_ok=True)
+
+
+def stanford_extensions_built() -> bool:
+    """Whether the Stanford backend's C++ extensions are already compiled (else its first use compiles them)."""
+    from torch.utils import cpp_extension
+
+    return all(any(Path(cpp_extension._get_build_directory(name, verbose=False)).glob(f"{name}*.so"))
+               for name in _STANFORD_EXTENSIONS)
+
+
+class _LogWriter(io.TextIOBase):
+    """stdout of the Stanford backend (dozens of lines per index) -> debug log."""
+
+    def write(self, s: str) -> int:
+        if s.strip():
+            log.debug("plaid: %s", s.rstrip())
+        return len(s)
+
+
+def build_plaid(store: TokenStore, settings: PlaidSettings, backend: str, folder: Path, device: str,
+                show_progress: bool = True):
+    """A seeded PyLate PLAID index over the store's documents (ids = corpus positions as strings)."""
+    from pylate import indexes
+
+    first_use = ""
+    if backend == "stanford":
+        prepare_stanford_extensions()
+        if not stanford_extensions_built():
+            first_use = "first use: compiling PyLate's 4 C++ extensions first, about 2 minutes"
+    random.seed(settings.seed)
+    np.random.seed(settings.seed)
+    torch.manual_seed(settings.seed)
+    kwargs: dict[str, Any] = dict(
+        index_folder=str(folder), index_name="index", override=True, use_fast=backend == "fast", nbits=settings.nbits,
+        kmeans_niters=settings.kmeans_niters, n_ivf_probe=settings.n_ivf_probe, n_full_scores=settings.n_full_scores,
+        seed=settings.seed, show_progress=show_progress,
+    )
+    if backend == "fast":
+        kwargs["device"] = device
+    else:
+        kwargs["embedding_size"] = store.dim
+    docs = [np.asarray(store.doc(i), dtype=np.float32) for i in range(len(store))]
+    with step(f"PLAID index ({backend}) over {len(store):,} documents, {store.n_tokens:,} tokens",
+              show=show_progress, starting=first_use), contextlib.redirect_stdout(_LogWriter()):
+        index = indexes.PLAID(**kwargs)
+        index.add_documents(documents_ids=[str(i) for i in range(len(store))], documents_embeddings=docs)
+    return index
+
+
+def plaid_search(index: Any, queries: list[np.ndarray], top_k: int) -> tuple[np.ndarray, np.ndarray]:
+    same = len({q.shape for q in queries}) == 1
+    with contextlib.redirect_stdout(_LogWriter()):
+        hits = index(np.stack(queries) if same else queries, k=top_k)
+    return _arrays(hits, max((len(h) for h in hits), default=0))
+
+
+def _arrays(hits: list[list[dict[str, Any]]], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """PyLate's hits (per query: dicts of ``id`` and ``score``, best first) as [queries, width] scores and corpus
+    positions, -inf / -1 where fewer came back."""
+    scores = np.full((len(hits), width), -np.inf, dtype=np.float32)
+    idx = np.full((len(hits), width), -1, dtype=np.int64)
+    for row, h in enumerate(hits):
+        for j, r in enumerate(h[:width]):
+            scores[row, j], idx[row, j] = r["score"], int(r["id"])
+    return scores, idx
+
+
+# ------------------------------------------------------------------------------------------------ Voyager
+def check_voyager() -> None:
+    """One ``error:``-style refusal, before any encoding, when the voyager package is missing."""
+    if importlib.util.find_spec("voyager") is None:
+        raise HarnessError("task.index=voyager needs the voyager package (pip install voyager; PyLate's Voyager "
+                           "index), which is not installed; or use task.index=plaid or exact")
+
+
+def build_voyager(docs: Sequence[np.ndarray], dim: int, settings: VoyagerSettings, folder: Path) -> Any:
+    """A PyLate Voyager index over ``docs`` (one [tokens, dim] array per document, ids = positions)."""
+    check_voyager()
+    from pylate import indexes
+
+    index = indexes.Voyager(index_folder=str(folder), index_name="index", override=True, embedding_size=dim,
+                            M=settings.M, ef_construction=settings.ef_construction, ef_search=settings.ef_search)
+    with contextlib.redirect_stderr(io.StringIO()):          # PyLate's per-batch progress bar
+        index.add_documents(documents_ids=[str(i) for i in range(len(docs))],
+                            documents_embeddings=[np.asarray(d, dtype=np.float32) for d in docs])
+    return index
+
+
+def voyager_search(index: Any, queries: Sequence[np.ndarray], top_k: int, depth: int = VoyagerSettings.k
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """PyLate's ``retrieve.ColBERT`` over the index (token candidates, exact MaxSim rerank): [queries, top_k]
+    scores and corpus positions, -inf / -1 where fewer came back. At most ``depth`` documents come back: the
+    authors asked for k=100 (PyLate then keeps its default 100 neighbours per query token; a deeper k raises
+    them to k, a different search)."""
+    from pylate import retrieve
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        hits = retrieve.ColBERT(index=index).retrieve(
+            queries_embeddings=[np.asarray(q, dtype=np.float32) for q in queries], k=min(top_k, depth))
+    return _arrays(hits, top_k)

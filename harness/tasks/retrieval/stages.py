@@ -1,0 +1,49 @@
+"""The retrieval stages: each one's protocol version and code (:data:`STAGES`, where a new retriever is registered:
+docs/layout.md, "Adding a retriever"), and what planning resolved for the stages of one run
+(:class:`RetrievalStages`). A stage's code is found one way, by its declaration
+(:func:`harness.specs.stages.code_of` over :data:`STAGES`): the ``load.*`` and ``retrieve.*`` stages' is
+:mod:`~harness.tasks.retrieval.compute`'s, the ``train.*`` stages' :mod:`~harness.tasks.retrieval.train`'s; it gets
+values (the run's :class:`~harness.tasks.runplan.RunPlan` and its nodes), never the planner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.core.registry import Registry
+from harness.specs.stages import Stage
+
+#: a retrieval stage's name -> its version and code (``load.*``: a loader, ``train.*``: a trainer, ``retrieve.*``: a
+#: retriever builder ``function(plan, model, cache_identity) -> Retriever``); ``score.ir`` is the run's own scoring;
+#: ``load.encoder``, which other protocols compose too, is :data:`harness.specs.stages.SHARED`'s
+STAGES: Registry[Stage] = Registry("stage", {
+    "load.colbert": Stage(1, "harness.tasks.retrieval.compute:colbert", "a PyLate ColBERT model"),
+    "train.dense": Stage(2, "harness.tasks.retrieval.train:DENSE",
+                         "sentence-transformers (Cached)MNRL on triplets (harness.tasks.retrieval.seeding)"),
+    "train.kd": Stage(1, "harness.tasks.retrieval.train:KD",
+                      "PyLate KL distillation from teacher scores (harness.tasks.retrieval.seeding)"),
+    "retrieve.single_vector": Stage(1, "harness.tasks.retrieval.compute:single_vector",
+                                    "encode + exact search (cosine, top-k): retrievers.dense"),
+    "retrieve.multi_vector": Stage(1, "harness.tasks.retrieval.compute:multi_vector",
+                                   "token embeddings + exact MaxSim or PLAID: retrievers.multivector"),
+    "score.ir": Stage(1, what="trec_eval metrics (pytrec_eval), self-matches dropped: retrievers.ir_metrics"),
+}, hint="Declare it in STAGES of harness/tasks/retrieval/stages.py.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrievalStages:
+    """What planning resolved for one retrieval run's stages: which ``load.*``, ``train.*`` and ``retrieve.*``
+    stage computes it (by name, in :data:`STAGES`), the training rows' source (its registry's object), where a
+    finished training is kept, what the corpus cache is keyed by (the run less its search-only keys), the query
+    length of each dataset where the task sets one (ColBERT) and each composite member's data spec."""
+
+    load: str
+    retrieve: str
+    train: str | None = None
+    source: Any = None                     # the train_data node's source (its ``load``), when the run trains
+    train_dir: Path | None = None          # where its trained model goes (``train_done.json`` marks it finished)
+    cache_run: Mapping[str, Any] = field(default_factory=dict)
+    query_lengths: Mapping[str, int] | None = None
+    member_specs: Mapping[str, str] = field(default_factory=dict)

@@ -1,0 +1,161 @@
+"""The ``train.<name>`` stages of a retrieval run: the ``train.*`` stage a task's spec lists fine-tunes the
+loaded model when the run trains (``task.train``; MLDR: ``task.setting=id``). A trainer gets the run's
+:class:`~harness.tasks.runplan.RunPlan` (its ``training`` node, the resolved learning rate, the precision and device)
+and the rows the runner loaded from the task's ``train_data`` source; it says under which key its
+trained model is kept, how it fits and how a finished training reloads. Which task keys count only when training
+follows from the settings (their ``train`` nodes)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.core import results
+
+if TYPE_CHECKING:
+    from harness.models import ModelSpec
+    from harness.tasks.runplan import Cell, RunPlan
+    from harness.training.settings import TrainRun
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """A ``train.*`` stage: ``loader``, the load stage its model loads with (the ranks of task.devices load the run's
+    weights with it); ``train``, its training function, and ``reload``, what a finished training reloads with
+    (``module:attribute`` each); ``key``, the key its trained model is kept under."""
+
+    loader: str
+    train: str
+    reload: str
+    key: Callable[[Cell, Sequence[str]], str]
+
+    def load_trained(self, plan: RunPlan, model_dir: str) -> Any:
+        from harness.core.registry import load_target
+
+        return load_target(self.reload)(model_dir, device=plan.device)
+
+    def fit(self, plan: RunPlan, model: Any, data: Any, out_dir: Path, tracker: Any, spec: ModelSpec
+            ) -> dict[str, Any]:
+        """``train`` on this process, or on the N processes of ``task.devices`` (:func:`fit_on_devices`), at the
+        values the run resolved (its learning rate, the training node's epochs and seed, where it runs); ``spec``: the
+        model as the run loaded it. The training facts."""
+        from harness.core.registry import load_target
+        from harness.training.settings import TrainRun
+
+        t = plan.settings.training
+        assert plan.lr is not None, "a run that trains has a learning rate"
+        run = TrainRun(lr=plan.lr, epochs=t.epochs, seed=t.train_seed, precision=plan.precision, device=plan.device)
+        if t.devices > 1:
+            return fit_on_devices(plan, self, model, data, spec, out_dir, tracker, run)
+        return load_target(self.train)(model, data, t, run, out_dir, tracker)
+
+
+#: task keys besides the training's that the weights train.kd produces depend on: the new projection's size, the task
+TRAINED_WEIGHTS_ALSO = ("embedding_size", "name")
+
+
+def kd_key(cell: Cell, train_keys: Sequence[str]) -> str:
+    """Hash of what the trained weights depend on: the run identity with, of its task keys, only those of the
+    training (``train_keys``: its ``train`` nodes), the projection's size and the task's name. So runs that differ
+    only in evaluation keys (index, top-k, query and document length) share one trained model."""
+    ident = dict(cell.identity)
+    task = ident.get("task", {})
+    names = (*(t.split(".", 1)[1] for t in train_keys), *TRAINED_WEIGHTS_ALSO)
+    kept = {k: task[k] for k in names if k in task}
+    return "train-" + results.stable_hash({**ident, "task": kept}, length=16)
+
+
+#: ``train.dense``: sentence-transformers' trainer, (Cached)MNRL on (query, positive, negative) triplets; its model is
+#: kept under the run id
+DENSE = Trainer("load.encoder", "harness.tasks.retrieval.seeding:train_dense", "sentence_transformers:SentenceTransformer",
+                lambda cell, train_keys: cell.run_id)
+#: ``train.kd``: PyLate's KL distillation of teacher scores; its model is kept under :func:`kd_key`
+KD = Trainer("load.colbert", "harness.tasks.retrieval.seeding:train_kd", "pylate.models:ColBERT", kd_key)
+
+
+# -------------------------------------------------------------------------------- task.devices: the N processes
+# A ``train.*`` stage on N processes (``task.devices``): what the run hands its ranks, and what a rank does.
+#
+# One writer. The run's own process (the one holding its run lock) stages the weights it loaded and the training rows
+# in ``<trained model folder>/staging``, launches the ranks (:func:`harness.training.ranks.run_on_devices`) and,
+# once every rank has ended well, loads the weights rank 0 saved into its model: it alone then writes the training
+# marker and the records (:mod:`~harness.tasks.retrieval.compute`). A rank loads the staged weights through the run's
+# own load stage (the same attention, unpadding and head as the run's model), trains its share, and only rank 0 saves
+# (the others wait at a barrier). A failed rank fails the run with its error line: no marker, no record, the staging
+# removed; a re-run trains again, as after any interrupted training.
+
+
+@dataclass(frozen=True)
+class RankJob:
+    """Everything a rank needs, picklable: the run's plan, how it loaded its model (``loader``: the load
+    stage, ``spec`` pointing at the staged weights), the staged rows and their format (a transform such as PyLate's
+    KDProcessing is not saved with them), the training function (``train``: ``module:function``) and the values
+    it resolves (``run``: on each rank's own device), where the trained model goes and the tracker (rank 0 reports)."""
+
+    plan: Any
+    loader: str
+    spec: Any
+    rows: str
+    rows_format: Mapping[str, Any]
+    train: str
+    out_dir: str
+    tracker: Any
+    run: Any
+
+
+def fit_on_devices(plan: RunPlan, trainer: Trainer, model: Any, data: Any, spec: ModelSpec, out_dir: Path,
+                   tracker: Any, run: TrainRun) -> dict[str, Any]:
+    """Train ``model`` on ``plan.settings.training.devices`` processes with ``trainer.train`` (as the one-process
+    stage calls it); the trained weights are loaded into ``model``; returns rank 0's training facts.
+    A failure removes the trainers' checkpoint folder, as on one process (ranks stopped mid-way cannot)."""
+    from harness.training.arguments import discard_unfinished
+    from harness.training.ranks import run_on_devices
+
+    staging = Path(out_dir) / "staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    job = RankJob(plan=plan, loader=trainer.loader, spec=replace(spec, path=str(staging / "initial"), keep_layers=None),
+                  rows=str(staging / "rows"), rows_format=dict(data.format), train=trainer.train, out_dir=str(out_dir),
+                  tracker=tracker, run=run)
+    home = plan.device
+    with discard_unfinished(Path(out_dir) / "checkpoints"):
+        try:
+            model.save(str(staging / "initial"))
+            data.with_format(None).save_to_disk(str(staging / "rows"))
+            if home.startswith("cuda"):   # rank 0 trains on the GPU this process holds its copy on: off it meanwhile
+                model.to("cpu")
+            info = run_on_devices(train_rank, (job,), plan.settings.training.devices, home, staging)
+            model.load_state_dict(trainer.load_trained(plan, info["model_dir"]).state_dict())
+        finally:
+            model.to(home)
+            shutil.rmtree(staging, ignore_errors=True)
+    return info
+
+
+def train_rank(job: RankJob) -> dict[str, Any] | None:
+    """One rank: the staged weights loaded as the run loaded its model, on this rank's device; its share of the
+    training; rank 0's facts (the others return None)."""
+    import os
+
+    from datasets import load_from_disk
+
+    from harness.core.registry import load_target
+    from harness.specs.stages import code_of
+    from harness.tasks.retrieval import stages
+    from harness.training import ranks
+
+    device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if job.plan.device.startswith("cuda") else job.plan.device
+    plan = replace(job.plan, device=device)
+    run = replace(job.run, device=device)
+    model, _ = code_of(stages.STAGES, job.loader)(plan, job.spec)
+    rows = load_from_disk(job.rows)
+    fmt = job.rows_format
+    if fmt.get("type") is not None:
+        rows.set_format(type=fmt["type"], columns=fmt["columns"], output_all_columns=fmt["output_all_columns"],
+                        **fmt["format_kwargs"])
+    writer = ranks.rank() == 0
+    facts = load_target(job.train)(model, rows, plan.settings.training, run, job.out_dir,
+                                   job.tracker if writer else None)
+    return facts if writer else None

@@ -1,0 +1,321 @@
+"""A run as a value, and what every planner builds it from. :class:`RunPlan` is everything
+:func:`harness.run.planning.plan` resolves from one composed config (the typed settings, the model, device,
+precision, seed, learning rate, lineage, the cells, where files go, the record header, the work estimate, the code
+that computes it), and what the computing stages receive. :class:`Setup` is what planning resolves before a task's
+planner runs; the functions below are what every planner shares (the run identity, the record header, the model's
+checks). Nothing here imports torch or a runner.
+
+A :class:`Cell` is one record to be; the :class:`RecordHeader` turns a cell and what a stage measured into a
+:class:`~harness.core.results.ResultRecord` (the fields every record of the run shares filled in), so compute
+returns records without holding anything but values.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from harness.core import results
+from harness.core.identity import derived_key, run_identity
+from harness.core.layout import RunLayout, record_path
+from harness.core.results import ResultRecord
+from harness.core.work import Work
+from harness.models.spec import ModelSpec
+from harness.specs.schema import TaskSpec
+from harness.specs.stages import Stage, declared, versions
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from harness.core.registry import Registry
+
+S = TypeVar("S")    # a task's typed settings (the nodes of its stages)
+T = TypeVar("T")    # what its stages read beyond the plan's own values (RetrievalStages, GlueStages, ...)
+
+
+# -------------------------------------------------------------------------------- the trained run a task evaluates
+# The paper evaluates MLDR (out-of-domain), CodeSearchNet and StackOverflow-QA with the DPR model task=beir trained on
+# MS MARCO, never retraining it. ``task.source`` names that model: the run its task's selection rule picks
+# (``selected``, as harness.select), one run id, or null for model.path as is; planning resolves it into a Lineage
+# (:func:`harness.run.planning.source_of`), whose run id and weights' fingerprint replace ``model.ref`` in the run
+# identity (a new selection is a new run); every record carries it in ``details.lineage``.
+@dataclass(kw_only=True)
+class SourceSettings:
+    """``task.source``: the weights a run evaluates."""
+
+    task: str                       # the family whose trained runs are read
+    run: str | None                 # selected | <run id> | null (model.path as is)
+    required: bool                  # run=selected and this model has no run: error (true) or model.path (false)
+    results: str | None             # where that family's records are read (null: paths.results)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The resolved source: ``model_dir`` is None when ``model.path`` itself is evaluated."""
+
+    mode: str                       # selected | run | model
+    task: str | None = None
+    run_id: str | None = None
+    model_dir: str | None = None    # the run's trained model directory
+    fingerprint: str | None = None  # its weights fingerprint, as the run recorded it
+    lr: float | None = None         # the run's learning rate (the selected DPR LR)
+    note: str = ""
+
+    def ref(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        """What the run identity hashes instead of ``model.ref``."""
+        if self.model_dir is None:
+            return {**base, **({"source_run": self.run_id, "source_task": self.task} if self.run_id else {})}
+        return {"fingerprint": self.fingerprint, "source_run": self.run_id, "source_task": self.task}
+
+    def record(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
+
+
+#: why ``task.source`` is left out of the run identity: it is hashed as what it resolves to
+SOURCE = "resolved into model.ref: the source run id and its trained weights' fingerprint"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One record to be: a (run, dataset) pair. ``identity`` is what ``run_id`` hashes; ``spec`` is a hash of the
+    dataset's definition (an ok record with another spec is out of date); ``payload`` is the task's own (a catalog
+    entry, a grid point, a synthetic set, an mteb task). ``plan_key``: where the run id holds what only the executing
+    machine knows (the efficiency task's hardware), the hash of the identity without it, stored in the record, so a
+    planner elsewhere still finds the record."""
+
+    dataset: str
+    run_id: str
+    identity: Mapping[str, Any]
+    spec: str | None = None
+    payload: Any = None
+    plan_key: str | None = None
+
+
+@dataclass(frozen=True)
+class RecordHeader:
+    """What every record of one run shares: its task, model block and content reference, main score and direction,
+    precision, the composed config, the keys that only pick a seed (``config_id`` leaves them out), the
+    hyperparameters and details the run shows on every record (a failed one too)."""
+
+    task: str
+    model: Mapping[str, Any]
+    model_ref: Mapping[str, Any]
+    main_score: str
+    higher_is_better: bool
+    precision: str
+    config: Mapping[str, Any]
+    seed_keys: tuple[str, ...] = ()
+    experiment: str | None = None
+    hyperparameters: Mapping[str, Any] | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def record(self, cell: Cell, *, model: Mapping[str, Any] | None = None, **fields: Any) -> ResultRecord:
+        """A record of ``cell``: ``fields`` (metrics, split, details, ...) over the shared ones."""
+        from harness.core import scheduler
+
+        fields.setdefault("dataset", cell.dataset)
+        fields.setdefault("main_score", self.main_score)
+        fields.setdefault("precision", self.precision)
+        if self.hyperparameters is not None:
+            fields.setdefault("hyperparameters", copy.deepcopy(dict(self.hyperparameters)))
+        block = copy.deepcopy(dict(self.model if model is None else model))   # as it is now: its attention entry
+        # goes on counting kernel calls (harness.models.kernel_calls)
+        rec = ResultRecord(
+            task=self.task, model={**block, "ref": dict(self.model_ref)}, run_id=cell.run_id,
+            higher_is_better=self.higher_is_better, config_id=derived_key(cell.identity, without=self.seed_keys),
+            config=dict(self.config), sweep=scheduler.sweep_name(), experiment=self.experiment, scheduler=scheduler.facts(),
+            **fields,
+        )
+        if cell.spec is not None:
+            rec.details.setdefault("data_spec", cell.spec)
+        if cell.plan_key is not None:
+            rec.details.setdefault("plan_key", cell.plan_key)
+        for key, value in self.details.items():
+            rec.details.setdefault(key, copy.deepcopy(value))   # failed records too: the right column
+        return rec
+
+    def failed(self, cell: Cell, error: BaseException | str, *, model: Mapping[str, Any] | None = None,
+               **fields: Any) -> ResultRecord:
+        """A failed record of ``cell`` saying ``error``."""
+        fields.setdefault("split", "")
+        return self.record(cell, model=model, metrics={}, status=results.STATUS_FAILED, error=str(error), **fields)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunPlan(Generic[S, T]):
+    """One run, resolved. ``cells``: this round's (``later``: another round is planned once these have run: GLUE's
+    chained tasks start from MNLI's records); ``work``: what its job processes (run or report mode); ``compute``:
+    what computes its cells (``compute(plan, todo)`` yields records, failed ones too; a ``part`` job, one corpus
+    shard into the cache, returns none); ``check(plan, todo)``: cheap checks before any work (data present, weights);
+    ``fitted``: lengths (by config key) the model must position; ``weights``: the local folder of the weights it
+    loads (None: a hub id or a package); ``select_after``: the task's selection is written after an in-process sweep
+    of more than one cell (GLUE's); ``stages``: what its stages read beyond these values."""
+
+    task: str
+    model_name: str
+    settings: S
+    model: ModelSpec
+    device: str
+    precision: str
+    seed: int
+    lr: float | None
+    trains: bool
+    lineage: Lineage | None
+    cells: list[Cell]
+    later: bool
+    layout: RunLayout
+    header: RecordHeader
+    work: Work
+    config: Mapping[str, Any]
+    overwrite: bool
+    save_run: bool
+    part: bool = False
+    compute: Callable[[RunPlan[S, T], Sequence[Cell]], Iterable[ResultRecord] | None]
+    check: Callable[[RunPlan[S, T], Sequence[Cell]], None]
+    fitted: Mapping[str, int]
+    weights: str | None
+    select_after: bool = False
+    stages: T
+
+    def record_path(self, cell: Cell, dataset: str | None = None) -> Path:
+        """Where ``cell``'s record (or a composite member's, ``dataset``) is written."""
+        return record_path(self.layout.results, self.task, self.model_name, cell.run_id, dataset or cell.dataset)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setup:
+    """What :func:`harness.run.planning.plan` resolves before a task's planner: the composed config (and its resolved
+    copy, as records carry it), the task's spec, where files go; when first asked, the model, device, precision and
+    the trained run the task evaluates (``task.source``, by ``resolve_source``; None where the task has none)."""
+
+    cfg: DictConfig
+    config: dict[str, Any]
+    task: dict[str, Any]            # the config's task node, without its spec: what the task's settings type
+    name: str
+    spec: TaskSpec
+    layout: RunLayout
+    resolve_source: Callable[[], Lineage | None] | None = None
+
+    @cached_property
+    def model(self) -> ModelSpec:
+        return ModelSpec.from_config(self.cfg.model)
+
+    @cached_property
+    def device(self) -> str:
+        from harness.models import resolve_device
+
+        return resolve_device(str(self.cfg.device))
+
+    @cached_property
+    def lineage(self) -> Lineage | None:
+        return None if self.resolve_source is None else self.resolve_source()
+
+    @cached_property
+    def precision(self) -> str:
+        """The resolved top-level ``precision`` (a task with its own precision key resolves that instead)."""
+        from harness.models import resolve_precision
+
+        return resolve_precision(str(self.cfg.precision), self.device)
+
+    @cached_property
+    def model_ref(self) -> dict[str, Any]:
+        """The model's content reference (with a source run: that run and its trained weights' fingerprint)."""
+        from harness.models import model_ref
+
+        if self.lineage is None:
+            return model_ref(self.model)
+        return self.lineage.ref({} if self.lineage.model_dir is not None else model_ref(self.model))
+
+    def weights_dir(self) -> str | None:
+        """The local folder of the weights the run loads: a source run's trained weights, else ``model.path``'s
+        folder (None: a hub id or a package, checked when loaded)."""
+        if self.lineage is not None and self.lineage.model_dir is not None:
+            return self.lineage.model_dir
+        path = Path(str(self.model.path)).expanduser()
+        return str(path) if path.is_dir() else None
+
+    def identity(self, stages: Registry[Stage], exclude: Mapping[str, str], *, precision: str | None = None,
+                 without: Sequence[str] = (), replace: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The run identity: the resolved config minus ``exclude`` (every key that changes no number: the task's
+        :func:`excluded_keys`) and ``without``, with the resolved precision and the model's content reference in
+        place of ``precision`` and ``model.path``, and the protocol version (in the task's ``stages``) of every
+        stage that computes this run (the spec's ``stages_for`` the config); the keys only a stage that does not
+        run reads (``spec.stage_keys``) are left out."""
+        spec = self.spec
+        for stage in spec.stage_keys:
+            declared(stages, stage)   # an unknown stage fails with the closest names
+        return run_identity(
+            self.config, exclude=[*exclude, *spec.chosen_keys(), *spec.unused_keys(self.config), *without],
+            replace={"precision": precision or self.precision, "model.ref": self.model_ref,
+                     "protocol": versions(stages, spec.stages_for(self.config)), **(replace or {})},
+        )
+
+    def header(self, precision: str | None = None, **fields: Any) -> RecordHeader:
+        """What every record of the run shares (``fields``: the task's hyperparameters and details): the model block
+        as the config states it (stages that load weights add what they found), the spec's main metric, direction
+        and the keys that only pick a seed (runs that differ only in these are averaged by selection)."""
+        m, spec = self.model, self.spec
+        model = {"name": m.name, "path": m.path, "revision": m.revision, "family": m.family, "size": m.size}
+        return RecordHeader(task=self.name, model=model, model_ref=self.model_ref, main_score=spec.main_metric,
+                            higher_is_better=spec.higher_is_better, precision=precision or self.precision,
+                            config=self.config,
+                            seed_keys=spec.seed_keys, experiment=self.cfg.get("experiment"), **fields)
+
+
+def excluded_keys(settings_class: type, root: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every key (dotted from the config root) that changes no number, and why: ``root`` (keys outside ``task``) and
+    the task keys its settings declare excluded, less its ``kept`` ones (excluded keys its run ids always hashed)."""
+    from harness.core.typed import excluded_keys as declared
+
+    kept = set(getattr(settings_class, "kept", ()))
+    return {**(root or {}), **{k: v for k, v in declared(settings_class, "task").items() if k not in kept}}
+
+
+def check_model(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> None:
+    """Every run's first check before any work (it loads no model and parses no data): the attention it asks for is
+    available (one rule for every task: flash_attention_2 needs flash-attn, never another kernel), the weights are
+    reachable (a source run's local weights were checked when planning), and each length the run fits is within the
+    model's positions, read from its config.json (a series of checkpoints is refused once, not per checkpoint)."""
+    from harness.models import _check_attn, check_available
+
+    _check_attn(plan.model)
+    if plan.lineage is None or plan.lineage.model_dir is None:
+        check_available(plan.model)
+    if plan.fitted and plan.weights is not None:
+        from harness.models.positions import check_length, positions_in
+
+        n = positions_in(plan.weights)
+        for key, length in plan.fitted.items():
+            check_length(n, length, plan.model_name, key)
+
+
+def done(rec: ResultRecord | None, cell: Cell, *, overwrite: bool) -> bool:
+    """The one answer to "is this cell done?", for the runner (:func:`pending`), the paper graph and the series
+    (:func:`harness.paper.progress.job_state`): ``rec``, the finished (ok or skipped) record found for the cell, is
+    of the same definition (a local dataset that now holds other data has another ``data_spec``: the runner
+    evaluates it again) and the run is not to be redone (``overwrite``)."""
+    return rec is not None and not overwrite and not stale(rec, cell)
+
+
+def stale(rec: ResultRecord, cell: Cell) -> bool:
+    """Whether ``rec`` was computed on other data than ``cell``'s dataset holds now (its ``data_spec`` differs)."""
+    return cell.spec is not None and rec.details.get("data_spec") != cell.spec
+
+
+def pending(plan: RunPlan[Any, Any], cells: Sequence[Cell]) -> list[Cell]:
+    """The cells of ``plan`` that are not :func:`done` (all of them with ``overwrite``)."""
+    import logging
+
+    log = logging.getLogger("harness.runner")
+    todo = []
+    for cell in cells:
+        if not done(results.finished_at(plan.record_path(cell)), cell, overwrite=plan.overwrite):
+            todo.append(cell)
+        else:
+            log.info("skip %s/%s: record exists for run %s (overwrite=true to redo)", plan.task, cell.dataset,
+                     cell.run_id)
+    return todo
