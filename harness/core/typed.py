@@ -1,21 +1,15 @@
 """Typed settings from config mappings: unknown keys fail with the closest valid one, values are checked.
 
-Constraints are declared on the field, next to its type, and checked here, in one place: :func:`choices` (one of
-a few values), :func:`count` (an integer count or size, >= 1 unless told), :func:`positive` (a number > 0),
-:func:`at_least` (a number >= a bound, e.g. 0), :func:`nonempty` (a list that selects what runs). A bound applies
-to each number of a list or mapping field, and never to null (whose meaning the field states) or to a string
-(``task.shards=auto``). :func:`constraints` lists them (docs/reliability.md, "Counts and sizes").
+Constraints are declared on the field and checked here: :func:`choices`, :func:`count` (an integer >= 1 unless
+told), :func:`positive`, :func:`at_least`, :func:`nonempty` (a list that selects what runs). A bound applies to each
+number of a list or mapping, never to null or a string (``task.shards=auto``); :func:`constraints` lists them.
 
-A task's settings are composed of the typed nodes of its stages: a field declared :func:`flat` holds a node whose
-keys are the parent's own (``task.max_length`` is a key of the encode node; users type it as before), a plain
-dataclass field a nested one (``task.train_data``). What a key is follows from where it is declared:
-:func:`excluded` (on the field: it changes no number, so the run identity leaves it out), and a node's ``role``
-(``search``: it changes the ranking but not the corpus encoding; ``train``: it only counts when the run trains):
-:func:`excluded_keys` and :func:`role_keys` read them.
-
-Why our own and not Hydra structured configs or pydantic: both reject unknown keys, but neither names the
-closest valid key in a one-line message, and a typo such as ``ignore_identical_id`` must say what was meant.
-"""
+A task's settings are composed of its stages' typed nodes: a :func:`flat` field holds a node whose keys are the
+parent's own (``task.max_length`` is a key of the encode node), a plain dataclass field a nested one
+(``task.train_data``). :func:`excluded` (the key changes no number: out of the run identity) and a node's ``role``
+(``search``: changes the ranking, not the corpus encoding; ``train``: counts only when the run trains) are read by
+:func:`excluded_keys` and :func:`role_keys`. Our own, not Hydra structured configs or pydantic: neither names the
+closest valid key in a one-line message (a typo such as ``ignore_identical_id`` must say what was meant)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,15 @@
 """The retrieval encoder: tokenise, group by a token budget, run padded or packed, pool with the model's modules.
 
-Why not only ``SentenceTransformer.encode``: it re-tokenises per fixed-size batch of texts, so a batch of
-8,192-token documents is as many texts as a batch of titles; a token budget keeps short-text batches large and
-long-text batches within memory. The pooling and normalisation after the encoder are the model's own
-sentence-transformers modules, so the embeddings are the same (a test checks it).
+Not only ``SentenceTransformer.encode``: it batches a fixed number of texts, so a batch of 8,192-token documents is
+as many texts as a batch of titles; a token budget keeps short-text batches large and long ones within memory.
+Pooling and normalisation are the model's own sentence-transformers modules (a test checks the embeddings match).
 
-Two ways to run (:func:`encode`): on a CPU the texts are tokenised at once, sorted by length, and each of
-``torch.get_num_threads()`` workers runs its own batches single-threaded; on a GPU (``prefetch``) tokenisation runs
-ahead in worker threads, chunk by chunk (:mod:`harness.encoding.prefetch`; each worker borrows one of the
-model's tokenizer copies, made once per worker and kept across calls), batches are built in pinned host memory and
-copied asynchronously, outputs come back without synchronising, and the closing line says how much of the time
-the GPU waited for input and how busy it was (CUDA events around each batch). ``task.batch_tokens=auto`` is
-measured on a GPU (:func:`gpu_batch_tokens`). Where the attention takes packed sequences (``harness_varlen``), a batch is one
-packed row with ``cu_seq_lens`` (:mod:`harness.encoding.packing`), holding real tokens only.
-"""
+:func:`encode` on a CPU tokenises at once, sorts by length, and runs ``torch.get_num_threads()`` single-threaded
+workers; on a GPU (``prefetch``, :mod:`harness.encoding.prefetch`) tokenisation runs ahead in worker threads
+(each with its own tokenizer copy, kept across calls), batches are built in pinned memory and copied
+asynchronously, and the closing line says how long the GPU waited for input (CUDA events). ``task.batch_tokens=auto``
+is measured on a GPU (:func:`gpu_batch_tokens`); with ``harness_varlen`` a batch is one packed row of real tokens
+(:mod:`harness.encoding.packing`)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,13 @@
 """Which folders of a training run are its checkpoints, at which step, and whether each is complete (a checkpoint
 still being written is never read).
 
-Three ways to say it: the Hugging Face / sentence-transformers trainers' ``checkpoint-<step>`` folders under the
-run's folder (the default); a user's ``--step-pattern``, a regular expression with one group for the step,
-matched against each folder's path below the run's folder (up to three levels: ``step_(\\d+)/hf``); or an explicit
-``--checkpoints`` list (``PATH`` whose name the pattern reads, or ``STEP=PATH``).
-
-A folder is complete when (1) ``config.json`` is there and parses, (2) its weights are whole: every safetensors
-file is as long as its header says (:func:`harness.models.weights.check_safetensors`), a sharded model's index
-names only shards that are there (and whole), and (3) its writer is done: the Hugging Face Trainer's
-``trainer_state.json`` is there and parses (the Trainer writes it last, after the weights, optimizer and RNG
-states), or, for folders no Trainer wrote, nothing in the folder has changed for ``settle`` seconds. ``.bin``
-weights have no header to check, so (3) is what vouches for them. A folder whose writer is done (3) but whose
-config or weights are not whole is broken, never "still being written".
-"""
+Found as the trainers' ``checkpoint-<step>`` folders (default), by ``--step-pattern`` (a regex with one group for
+the step, matched against paths up to three levels below the run: ``step_(\\d+)/hf``), or by ``--checkpoints``
+(``PATH`` or ``STEP=PATH``). Complete when (1) ``config.json`` parses, (2) every safetensors file is as long as its
+header says (:func:`harness.models.weights.check_safetensors`) and a sharded index names only such shards, and (3)
+its writer is done: ``trainer_state.json`` parses (the Trainer writes it last) or, without a Trainer, nothing has
+changed for ``settle`` seconds (all that vouches for ``.bin`` weights). Done (3) but not whole is broken, never
+"still being written"."""
 
 from __future__ import annotations
 

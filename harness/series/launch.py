@@ -1,20 +1,13 @@
 """What evaluates a series' runs: here, or one SLURM array per checkpoint.
 
-Here (:func:`run_all`): each checkpoint's run through the one loop (:func:`harness.run.runner.run`), one after another,
-in step order. A checkpoint that fails is noted and the others go on; its failed records are beside any earlier good
-ones (the runner's rule), and the next run of the series computes it again.
-
-``--launcher slurm`` (:class:`Submitter`): each checkpoint's runs are one step of the paper graph's kind, submitted
-by the paper graph's SLURM executor (:func:`harness.paper.slurm.submit`: one array per step, the same
-``ledger.json`` and ``attempts.json``, the same job runner, the same ``--status``). A look at the folder that finds
-new complete checkpoints submits them (with ``--watch``, as they appear). Nothing stays alive on the login node but
-the watch.
-
-The series' bookkeeping is ``<results>/../series/<name>/``: its ``context.json`` holds every step submitted so far
-(a job finds its own there), the ledger maps each run (task, step, weights' fingerprint) to its SLURM id. A run still
-queued or running is not submitted again; a finished one has its records (the series skips it); a failed one is
-submitted again by the next command (a watch reports it and goes on).
-"""
+Here (:func:`run_all`): each checkpoint's run through :func:`harness.run.runner.run`, in step order; a failed
+checkpoint is noted (its failed records beside any earlier good ones), the others go on, and the series' next run
+computes it again. ``--launcher slurm`` (:class:`Submitter`): each checkpoint's runs are one step submitted by the
+paper graph's SLURM executor (:func:`harness.paper.slurm.submit`: one array per step, the same ledger, attempts,
+job runner and ``--status``); new complete checkpoints are submitted at each look (``--watch``: as they appear).
+The bookkeeping is ``<results>/../series/<name>/``: ``context.json`` holds every step submitted (a job finds its
+own there), the ledger maps each run (task, step, weights' fingerprint) to its SLURM id. A queued or running run is
+not submitted again, a finished one is skipped, a failed one is resubmitted by the next command."""
 
 from __future__ import annotations
 

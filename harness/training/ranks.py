@@ -1,34 +1,25 @@
 """``task.devices=N``: a training on N processes of this node, started by torch.distributed's elastic launcher as
-``torchrun --standalone`` starts them (a c10d rendezvous on a free local port, one worker per device, no restarts);
-under SLURM, inside the job's own allocation (one task holding N GPUs, or N CPUs). Each worker is a rank of the
-trainers' own data parallelism (transformers' Trainer through accelerate: DDP over gloo on CPU, NCCL on GPUs),
-taking the optimizer steps one process would.
+``torchrun --standalone`` does (c10d rendezvous on a free local port, one worker per device, no restarts); under
+SLURM inside the job's own allocation. Each worker is a rank of the trainers' own data parallelism (Trainer through
+accelerate: DDP over gloo on CPU, NCCL on GPUs), taking the optimizer steps one process would. The elastic
+launcher, not ``torch.multiprocessing.spawn``: it sets every rank's environment as torchrun does, stops the others
+when one fails, and reports which rank failed with its error (its ``@record`` file), which the run's error line says.
 
-Why the elastic launcher and not ``torch.multiprocessing.spawn``: it sets every rank's environment (``RANK``,
-``WORLD_SIZE``, the rendezvous) as torchrun does, watches the workers, stops the others when one fails, and reports
-which rank failed with its error (its ``@record`` error file), which is what the run's error line says.
+Accelerate's ``BatchSamplerShard`` (no ``split_batches``) hands rank r the micro-batches r, r + N, r + 2N, ... of
+the batch sampler every rank iterates alike, and the Trainer groups k of them per optimizer step. With k = the
+configured accumulation / N, step j of every rank covers micro-batches jNk .. (j+1)Nk - 1: one process's step j at
+accumulation Nk. Each rank scales its losses by 1/k and DDP averages, so every micro-batch counts 1/(Nk).
 
-What a process of N gets is accelerate's: the trainers' DataLoader is prepared with ``BatchSamplerShard`` (no
-``split_batches``), which hands rank r the micro-batches r, r + N, r + 2N, ... of the batch sampler every rank
-iterates alike (the same seed and epoch), and transformers' Trainer groups each rank's micro-batches k at a time
-into optimizer steps. With k = the configured accumulation / N, optimizer step j of every rank covers the
-micro-batches jNk .. (j+1)Nk - 1 of that stream: those of one process's step j at accumulation Nk. Each rank scales
-its micro-batch losses by 1/k and DDP averages the ranks' gradients, so every micro-batch counts 1/(Nk), as on one
-process.
-
-What accelerate leaves to us (:class:`StepBatches`, wrapped around the trainer's own batch sampler):
-- the end of an epoch: one process takes a last, shorter step of R micro-batches (R = the planned batches mod Nk);
-  ``BatchSamplerShard`` with ``drop_last`` would drop the R mod N that do not fill a round of ranks. They are kept,
-  and the round is filled with copies of the last batch whose loss counts 0, each real micro-batch of that step
-  counting 1/R (:meth:`StepBatches.factor`) as it does on one process;
-- a shorter epoch than planned (NO_DUPLICATES cannot always fill its last batches): one process computes the
-  incomplete group but never applies it (no optimizer step), so it is not handed out here;
-- the epoch: accelerate reaches only a wrapped sampler's ``sampler`` to set its epoch, which the NO_DUPLICATES
-  sampler does not use (it reseeds with seed + epoch itself): :class:`EpochStart` sets it, as the one-process
-  DataLoader does;
-- with gathered negatives (``task.gather_across_devices``) a copied batch would be a negative of every rank's
-  queries, so the R mod N last micro-batches are dropped instead.
-"""
+What accelerate leaves to us (:class:`StepBatches`, around the trainer's batch sampler):
+- an epoch's last, shorter step of R micro-batches (R = planned batches mod Nk): ``drop_last`` would drop the
+  R mod N that do not fill a round of ranks; they are kept, the round filled with copies of the last batch whose
+  loss counts 0, each real micro-batch counting 1/R (:meth:`StepBatches.factor`) as on one process;
+- a shorter epoch than planned (NO_DUPLICATES cannot always fill its last batches): one process never applies the
+  incomplete group, so it is not handed out;
+- the epoch: accelerate sets it only on a wrapped sampler's ``sampler``, which NO_DUPLICATES does not use (it
+  reseeds with seed + epoch): :class:`EpochStart` sets it;
+- with gathered negatives (``task.gather_across_devices``) a copied batch would be every rank's negative, so the
+  R mod N last micro-batches are dropped instead."""
 
 from __future__ import annotations
 

@@ -1,20 +1,12 @@
-"""Sequence-classification fine-tuning for GLUE: transformers' Trainer with early stopping, under one of two
-scoring protocols (``task.scoring_protocol``): ``authors`` (the ModernBERT authors' Composer runs: evaluation every N
-batches, patience in batches on one metric, every parameter decayed, the last evaluation scored) or ``best_epoch``
-(per-epoch evaluations, patience in evaluations on the task score, HF's decay groups, the best one restored).
-
-The pieces are the library's: ``AutoModelForSequenceClassification``, ``Trainer``, ``EarlyStoppingCallback``,
-``DataCollatorWithPadding``. This module adds starting from another task's checkpoint with a fresh final classifier
-(MNLI chaining: :func:`carry_weights`) and the ModernBERT head the authors built, and turning a NaN loss into a clear error; the tokenised
-splits and their cache are :mod:`harness.tasks.glue.tokens`.
-
-task=glue's classification head on a ModernBERT encoder is built as the authors' FlexBERT GLUE runs built it
-(``model.glue``: conf/model/modernbert-*.yaml, docs/fidelity.md): the transformers config keys it sets before the
-model is built, the two settings transformers' ModernBERT has no key for, and what a record says of the head built.
-Why our own: transformers' ``ModernBertPredictionHead`` always applies a LayerNorm and its ``attention_dropout``
-drops both the attention probabilities and the attention output, where FlexBERT's head had no norm and its
-attention output had a dropout of its own (``attn_out_dropout_prob``).
-"""
+"""Sequence-classification fine-tuning for GLUE with transformers' Trainer and early stopping, under one of two
+scoring protocols (``task.scoring_protocol``): ``authors`` (the authors' Composer runs: evaluation every N batches,
+patience in batches on one metric, every parameter decayed, the last evaluation scored) or ``best_epoch``
+(per-epoch evaluations, patience on the task score, HF's decay groups, the best one restored). Added to the
+library's pieces: starting from another task's checkpoint with a fresh classifier (MNLI chaining:
+:func:`carry_weights`), a NaN loss as a clear error, and the ModernBERT head built as the authors' FlexBERT GLUE
+runs built it (``model.glue``, docs/fidelity.md). Why our own head: transformers' ``ModernBertPredictionHead`` always
+applies a LayerNorm and its ``attention_dropout`` drops both the attention probabilities and output, where
+FlexBERT's head had no norm and its attention output its own dropout (``attn_out_dropout_prob``)."""
 
 from __future__ import annotations
 

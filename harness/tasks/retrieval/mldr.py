@@ -1,24 +1,16 @@
 """``task=mldr``: long-document retrieval as the paper ran it (section 3.1.3): MLDR English, nDCG@10.
 
-- ``task.setting=ood`` (out-of-domain): the DPR model ``task=beir`` trained on MS MARCO (``task.source``: the
-  selected run, a run id, or ``model.path`` as is), evaluated with no further training.
-- ``task.setting=id`` (in-domain): that model fine-tuned further on MLDR's English train set (``Shitao/MLDR``
-  ``mldr-v1.0-en/train.jsonl.gz``, or a local folder in MLDR's layout), then evaluated. The paper gives no
-  recipe: loss, learning rate (default: the source run's, i.e. the selected DPR LR), epochs, sequence length,
-  batch and accumulation are config and recorded.
-
-Documents are encoded up to ``task.max_length`` (the model's own maximum by default: 8,192 for ModernBERT and
-GTE-en-MLM, 512 for BERT/RoBERTa/DeBERTa); a length above the model's positions is refused before any work.
-Every record names its setting, retriever and training lineage; sets that record where each query's answer starts
-in its document (the long-document set of source files) also get nDCG@10 before and after the truncation point.
+``task.setting=ood``: the DPR model ``task=beir`` trained on MS MARCO (``task.source``: the selected run, a run id,
+or ``model.path`` as is), evaluated untrained. ``task.setting=id``: that model fine-tuned further on MLDR's English
+train set (``Shitao/MLDR`` ``mldr-v1.0-en/train.jsonl.gz``, or a local folder in its layout); the paper gives no
+recipe, so loss, learning rate (default: the source run's), epochs, length, batch and accumulation are config and
+recorded. Documents are encoded up to ``task.max_length`` (default the model's maximum: 8,192 for ModernBERT and
+GTE-en-MLM, 512 for BERT/RoBERTa/DeBERTa); a length above the model's positions is refused before any work. Sets
+that record where each query's answer starts also get nDCG@10 before and after the truncation point.
 
 Dense and ColBERT (the paper's MLDR OOD ColBERT column) differ only in YAML: ``task.retriever`` picks the
-``retrieve.*`` stage, and the spec's ``stage_when`` the ``load.*`` stage that goes with it.
-
-Where the in-domain training rows come from (``task.train_data.source``): one class per source, found in
-:data:`MLDR_SOURCES`; each says what enters the run identity, what a record shows, what is checked before any work,
-and how the rows load (:mod:`harness.tasks.retrieval.data.mldr`).
-"""
+``retrieve.*`` stage, the spec's ``stage_when`` its ``load.*`` stage. The in-domain training rows' sources
+(``task.train_data.source``) are in :data:`MLDR_SOURCES` (loading: :mod:`harness.tasks.retrieval.data.mldr`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """The retrieval catalog: an entry (:class:`DatasetEntry`, pure data, built from config by :func:`resolve_entries`),
-the data kinds (how the data of one entry is found, checked and read, one object per ``kind:``), and the checks and
-loading the planner and the stages call (:func:`check_entries`, :func:`load_entry`), through the entry's kind.
+the data kinds (how one entry's data is found, checked and read, one object per ``kind:``), and the checks and
+loading the planner and stages call (:func:`check_entries`, :func:`load_entry`), through the entry's kind.
 
-A kind is a :class:`DataKind` subclass registered by one line in :data:`KINDS` (the shipped kinds are below); the
-catalog's functions and the retrieval tasks reach data only through it, so they name no kind.
-A new kind (say a TSV corpus format) is a module of its own with a class like this, plus
-``"tsv": "mypkg.tsv_kind:TsvKind"`` in :data:`KINDS`; a catalog entry then says ``kind: tsv``::
+A kind is a :class:`DataKind` subclass registered by one line in :data:`KINDS`; nothing else names a kind. A new
+kind (say a TSV corpus) is a module with a class like this, plus ``"tsv": "mypkg.tsv_kind:TsvKind"`` in
+:data:`KINDS`; a catalog entry then says ``kind: tsv``::
 
     class TsvKind(DataKind):
         name = "tsv"
@@ -14,10 +13,8 @@ A new kind (say a TSV corpus format) is a module of its own with a class like th
         def load_local(self, folder, entry, split, strict_qrels):
             ...   # read the folder -> RetrievalDataset
 
-The base class supplies the rest: the presence check (the folder under ``task.data_dir``), local-or-hub
-dispatch (a kind with a hub copy sets ``has_hub`` and overrides :meth:`DataKind.load_hub`), the "no hub copy"
-error and the offline hint.
-"""
+The base class supplies the presence check, local-or-hub dispatch (a kind with a hub copy sets ``has_hub`` and
+overrides :meth:`DataKind.load_hub`), the "no hub copy" error and the offline hint."""
 
 from __future__ import annotations
 

@@ -1,19 +1,12 @@
-"""The retriever protocol and the one retrieval evaluation every retrieval family shares.
+"""The retriever protocol and the one retrieval evaluation every retrieval protocol shares.
 
-As mteb separates its encoder and search protocols, a retriever here is anything that can index a corpus and
-search it: single-vector (:mod:`harness.tasks.retrieval.retrievers.dense`: encode + exact search) or multi-vector (PyLate
-token embeddings + an index or exact MaxSim). :func:`evaluate` turns a retriever and a dataset into metrics
-with the same conventions for all of them (top-k, self-match removal, trec_eval metrics).
-
-How a document is written for the encoder: mteb prepends a document's title to its text, CoIR's own evaluator
-encodes the text alone (CoIR issue #17), which moves CoIR numbers: ``task.title_convention`` names the one used
-(:class:`TitleConvention`) and every record states it.
-
-Scoring a run on groups of its queries is an option of the shared evaluation (not a wrapper around the retriever):
-each scorer splits a dataset's evaluated queries into named groups, and the evaluation scores the same run on each
-group. ``truncation``: queries whose answer starts before / after the point where the encoder truncates the
-document (sets that record each answer's start, e.g. the long-document set of source files).
-"""
+As in mteb, a retriever is anything that can index a corpus and search it: single-vector
+(:mod:`harness.tasks.retrieval.retrievers.dense`) or multi-vector (PyLate token embeddings + an index or exact
+MaxSim). :func:`evaluate` turns a retriever and a dataset into metrics with one set of conventions (top-k,
+self-match removal, trec_eval metrics). mteb prepends a document's title to its text, CoIR's evaluator encodes the
+text alone (CoIR issue #17): ``task.title_convention`` (:class:`TitleConvention`) names the one used, in every
+record. Scorers split a dataset's queries into named groups scored on the same run (``truncation``: answers that
+start before / after the point where the encoder truncates the document)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,15 @@
 """Sharded corpus evaluation: K shards each encode a slice of the corpus into the embedding cache and search it with
 every query, keeping the top-k per query; the merge combines the shards' top-k lists into the final ranking.
 
-- The plan: the corpus in the encoder's own order (longest first, as :func:`harness.encoding.encode.encode` batches it), cut
-  into K contiguous runs at batch boundaries, balanced by tokens. A shard encodes exactly the batches the unsharded
-  run would, so its embeddings are bit for bit the same (slices cut anywhere else differ in the last bits: a
-  document's embedding depends on the padding of its batch).
-- The cache: a shard's embeddings are keyed by its documents' text and the model identity (not the dataset), so a
-  re-run, or another dataset over the same corpus (FEVER and Climate-FEVER), encodes nothing; its top-k list by
-  those embeddings, its documents' ids (the tie key), the queries, k and the search settings.
-- The merge: :func:`harness.tasks.retrieval.retrievers.search.ranked_topk` over the shards' lists (score, then document id), a
-  total order, so the result is the unsharded one for any K. It reads K x queries x k hits, never an embedding. A
-  missing or unreadable shard stops it with one line naming the shard and the command that redoes only that shard.
-- Where shards run is the launcher's (``task.shard_launcher``): ``sequential`` here, ``devices`` one process per
-  visible GPU, ``external`` a scheduler ran them (the paper graph's SLURM array: ``task.shard=<i>`` per task).
-"""
+- The plan: the corpus in the encoder's own order (longest first), cut into K contiguous runs at batch boundaries,
+  balanced by tokens, so a shard's embeddings are bit for bit the unsharded run's (an embedding depends on the
+  padding of its batch).
+- The cache: a shard's embeddings are keyed by its documents' text and the model (so FEVER and Climate-FEVER share
+  them); its top-k list by those, its documents' ids, the queries, k and the search settings.
+- The merge: :func:`~harness.tasks.retrieval.retrievers.search.ranked_topk` (score, then document id: a total
+  order), so the result is the unsharded one for any K; a missing shard stops it with one line naming the command
+  that redoes it. Where shards run is ``task.shard_launcher``'s: ``sequential``, ``devices`` (one process per
+  GPU), ``external`` (the paper graph's SLURM array: ``task.shard=<i>`` per task)."""
 
 from __future__ import annotations
 
