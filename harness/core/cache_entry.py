@@ -1,17 +1,12 @@
 """Cache entries built once and published atomically, and the one lock primitive of the harness.
 
-Concurrent jobs on one shared cache (a SLURM array of GLUE points or shards on NFS/Lustre) that need the same
-missing entry: one builds it under a lock beside the entry (``<entry>.lock``), the others wait for that lock and
-read the finished entry (:func:`get_or_build`). An entry is written aside and renamed into place, never removed
-or replaced while valid; one that fails its claim check is moved aside by one rename under the lock, then
-deleted. A reader that meets an entry vanishing or half-replaced goes through the locked path instead of failing.
-
-The lock (:class:`FileLock`; run locks in ``locks.py`` are one too) is a file created with ``O_CREAT | O_EXCL``
-holding its owner's host, pid, a token and start time, touched by a heartbeat. It is stale (its owner died:
-kill -9, a lost node) when untouched for ``stale_after`` seconds, or at once when its owner was a process on this
-host that no longer exists; a stale lock is taken over. Our own code: file locks (``fcntl``) do not hold across the
-nodes of a cluster, ``O_CREAT | O_EXCL`` and a heartbeat do.
-"""
+Jobs on one shared cache (a SLURM array on NFS/Lustre) needing the same missing entry: one builds it under
+``<entry>.lock``, the others wait and read it (:func:`get_or_build`). An entry is written aside and renamed into
+place, never replaced while valid; one failing its claim check is renamed aside under the lock, then deleted; a
+reader meeting an entry vanishing goes through the locked path. :class:`FileLock` (run locks too) is a file made
+with ``O_CREAT | O_EXCL`` holding host, pid, token and start time, touched by a heartbeat; stale (taken over) when
+untouched for ``stale_after`` seconds, or at once when its owner on this host is gone. Not ``fcntl``: it does not
+hold across a cluster's nodes."""
 
 from __future__ import annotations
 

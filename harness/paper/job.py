@@ -1,17 +1,12 @@
 """One job of the paper graph, as SLURM or the local executor runs it: ``python -m harness.paper.job CONTEXT KEY``;
 and the local executor.
 
-The job rebuilds the graph from the context file (the paper config and the overrides every job gets), finds its own
-entry and runs it: a harness run, a selection over its sweep's records (refused with one line when too few points
-finished), the selected configuration on every dataset, or the leaderboard. A failed job exits non-zero, so the
-scheduler marks it FAILED and ``afterok`` dependents never start.
-
-The local executor (:func:`run_local`): the graph's steps in dependency order on this machine, one job after
-another, each in its own process, skipping finished jobs. The processes are forked from one server that imported
-torch, transformers and sentence-transformers once (multiprocessing's ``forkserver``; a fresh interpreter per job
-where it is not available), so a job does not spend seconds importing them again. ``afterok`` is honoured (a step
-whose upstream failed is skipped, saying why); ``afterany`` steps run whatever their upstream's outcome.
-"""
+The job rebuilds the graph from the context file, finds its own entry and runs it (a harness run, a selection
+refused with one line when too few points finished, the selected configuration on every dataset, or the
+leaderboard); a failed job exits non-zero, so SLURM marks it FAILED and ``afterok`` dependents never start.
+:func:`run_local` runs the steps in dependency order here, skipping finished jobs, each in a process forked from a
+``forkserver`` that imported torch, transformers and sentence-transformers once (else a fresh interpreter);
+``afterok`` is honoured (skipped, saying why), ``afterany`` steps run whatever their upstream's outcome."""
 
 from __future__ import annotations
 

@@ -1,18 +1,13 @@
-"""The SLURM executor: the whole graph submitted at once through submitit, one job array per step, each array
-waiting on its upstream arrays with SLURM's own ``afterok`` / ``afterany``. Returns as soon as everything is
-queued; nothing stays alive on the login node.
+"""The SLURM executor: the whole graph submitted at once through submitit, one job array per step, each waiting on
+its upstream arrays with SLURM's ``afterok`` / ``afterany``; returns once everything is queued.
 
 Beside the results, ``ledger.json`` maps each job key to its current SLURM id and ``attempts.json`` notes, per
-SLURM id, the ids it waits on and the scheduler's final state once it has ended (read from ``scontrol``, or
-``sacct`` where accounting is on, whenever the graph is submitted or ``--status`` runs), so a job's end stays
-known after SLURM forgets it. A re-submit resumes:
-- finished jobs are skipped (records); jobs still queued or running are kept and waited on;
-- a job is replaced (cancelled where still queued, submitted again) when it can never start (an ``afterok``
-  upstream ended FAILED) or when it waits on anything but the current attempts of its upstream jobs;
-- when anything upstream is replaced, everything downstream of it is replaced too, finished or not (a selection,
-  a report, the leaderboard must see the new attempt's records). Stale jobs are cancelled downstream first, so
-  none is released by its upstream's cancellation.
-"""
+SLURM id, the ids it waits on and its final state (from ``scontrol`` or ``sacct``, at each submit or ``--status``),
+so a job's end stays known after SLURM forgets it. A re-submit resumes: finished jobs are skipped, queued or running
+ones kept; a job that can never start (an ``afterok`` upstream FAILED) or waits on anything but its upstreams'
+current attempts is replaced, and so is everything downstream of a replaced job, finished or not (a selection or
+report must see the new records). Stale jobs are cancelled downstream first, so none is released by its
+upstream's cancellation."""
 
 from __future__ import annotations
 

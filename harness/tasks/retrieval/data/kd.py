@@ -1,18 +1,12 @@
 """Knowledge-distillation training data for ColBERT: a query, documents and one teacher score per document.
 
-Three layouts, all validated before any training (a bad row is an error naming the row and the fix):
-
-- ``ids``: the ``lightonai/ms-marco-en-bge`` layout. Rows ``{query_id, document_ids: [...], scores: [...]}``
-  plus a queries file (``query_id``, ``text``) and a documents file (``document_id``, ``text``). Joined on the fly
-  by PyLate's ``utils.KDProcessing(n_ways=...)``, exactly as ModernBERT's ``examples/train_pylate.py``; but where
-  KDProcessing silently trains on ``""`` for an id the documents file lacks, we refuse.
-- ``flag``: FlagEmbedding's layout, ``{query, pos: [...], neg: [...], pos_scores: [...], neg_scores: [...]}``;
-  documents are ``pos + neg`` with scores ``pos_scores + neg_scores`` (positives first, as the file orders them).
-- ``joined``: ``{query, documents: [...], scores: [...]}`` (what KDProcessing produces).
-
-Every layout yields the columns PyLate's ``losses.Distillation`` and ``utils.ColBERTCollator`` read: ``query``
-(str), ``documents`` (list of ``n_ways`` str) and ``scores`` (list of ``n_ways`` float).
-"""
+Three layouts, validated before any training (a bad row is an error naming the row and the fix): ``ids``
+(``lightonai/ms-marco-en-bge``: rows ``{query_id, document_ids, scores}`` plus queries and documents files, joined
+by PyLate's ``utils.KDProcessing(n_ways=...)`` as ModernBERT's ``examples/train_pylate.py`` does, but an id the
+documents file lacks is refused where KDProcessing trains on ``""``); ``flag`` (FlagEmbedding's ``{query, pos, neg,
+pos_scores, neg_scores}``: documents ``pos + neg``, positives first); ``joined`` (``{query, documents, scores}``,
+what KDProcessing produces). Each yields the ``query``, ``documents`` (``n_ways`` str) and ``scores`` (``n_ways``
+float) columns PyLate's ``losses.Distillation`` and ``utils.ColBERTCollator`` read."""
 
 from __future__ import annotations
 
