@@ -1,14 +1,9 @@
-"""What a run prints. By default: the harness' own progress (log lines, progress bars, the summary) and errors;
-library records below ERROR (transformers' "LOAD REPORT" table on every MiniLM load, mteb's and
-sentence-transformers' INFO chatter) go only to the job's log file (``<hydra output dir>/<job name>.log``, e.g. ``outputs/hydra/<time>/cli.log``), and
-transformers' "Loading weights" bars are off (download bars stay). ``log_level=INFO|DEBUG|WARNING`` or
-``hydra.verbose=...`` brings everything back to the console.
-
-Progress of the harness' own long steps goes through :class:`Progress` (a counted step: a tqdm bar with an ETA on a
-terminal) and :func:`step` (one step of unknown length). Both log one line when the step finishes; on a terminal
-:func:`step` also says when it starts. When stderr is not a terminal (a SLURM log, a pipe) no bar is drawn, so a
-log reads one line per finished step. ``log_level=WARNING`` silences them all.
-"""
+"""What a run prints: the harness' own progress and errors; library records below ERROR (transformers' "LOAD REPORT",
+mteb's and sentence-transformers' INFO) go only to the job's log file (``<hydra output dir>/<job name>.log``), and
+transformers' "Loading weights" bars are off. ``log_level=INFO|DEBUG|WARNING`` or ``hydra.verbose=...`` brings
+everything back. :class:`Progress` (a counted step: a tqdm bar with ETA on a terminal) and :func:`step` (unknown
+length, announced on a terminal) log one line when done; off a terminal no bar is drawn. ``log_level=WARNING``
+silences them."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""Whether a record was computed on the official copy of its dataset: the pinned hub copy its catalog entry names,
-or a local copy whose content fingerprint the entry lists as verified (``official_fingerprints``). A number
-computed on other data under an official dataset's name (a local folder, a toy set) is marked :data:`LOCAL_MARK`
-wherever it is shown (the terminal summary, the leaderboard): it is never ranked against published numbers.
-
-A retrieval record carries the fact in ``details.data`` (:func:`origin`): ``source`` (``hub`` | ``local``),
-``official`` (true, false, or null where the dataset has no official copy to differ from: a set mined here, a
-dataset the catalog names no hub copy of), the copy's ``fingerprint`` and ``path``. Records written before it
-was recorded: a dataset read from ``task.data_dir`` whose catalog entry (in the record's config) names a hub
-copy is local data; anything else is left unmarked (:func:`local_data`). Reads records only (ground layer).
-"""
+"""Whether a record was computed on the official copy of its dataset: the pinned hub copy its catalog entry names, or
+a local copy whose fingerprint the entry lists (``official_fingerprints``). Otherwise it is marked
+:data:`LOCAL_MARK` wherever shown and never ranked against published numbers. ``details.data`` (:func:`origin`):
+``source`` (``hub`` | ``local``), ``official`` (null where there is no official copy), ``fingerprint``, ``path``.
+Older records: data from ``task.data_dir`` whose entry names a hub copy is local (:func:`local_data`)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
 """An encoder that never waits: inputs prepared ahead of the device, outputs copied back without stopping it.
 
-:class:`Prefetcher` runs ``prepare(start, stop)`` (tokenise a chunk of texts, group it into batches, lay them out
-in pinned host memory) for the next chunks in worker threads while the consumer computes the current ones (the
-tokenizers release the GIL), and counts how long the consumer blocked waiting for a chunk: the device's wait for
-input. Chunks are sized in characters (the tokens are not known yet): about one batch first (the device starts
-at once), doubling to a few. :class:`HostSink` copies each batch's outputs
-to pinned host memory asynchronously and moves them into the result array once their copy has finished, so the
-consumer never synchronises with the device except to bound the copies in flight. :func:`tokenizers` keeps one
-tokenizer copy per preparing thread per model, made once (a copy takes 0.1-0.3 s, mostly holding the GIL) and lent to
-every later call; :class:`GpuBusy` measures how much of the wall time the device spent in the encoder's batches
-(CUDA events, read once at the end: no synchronisation per batch, no profiler inflating the wall time).
-"""
+:class:`Prefetcher` runs ``prepare(start, stop)`` (tokenise a chunk, batch it, lay it out in pinned memory) for the
+next chunks in worker threads (tokenizers release the GIL) and counts how long the consumer waited: the device's
+wait for input. Chunks are sized in characters, about one batch first, doubling to a few. :class:`HostSink` copies
+outputs to pinned memory asynchronously, synchronising only to bound the copies in flight. :func:`tokenizers` keeps
+one tokenizer copy per thread per model (a copy takes 0.1-0.3 s, mostly holding the GIL). :class:`GpuBusy`
+measures the device's busy share with CUDA events read once at the end (no per-batch synchronisation)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
 """Which attention a model loads with, and which kernel runs it: the paper's setting where the machine allows.
 
-The ModernBERT paper timed and trained ModernBERT unpadded (flash-attention on packed sequences). ``auto`` gives
-that on a CUDA machine for an architecture the harness packs (ModernBERT, BERT) where the flash kernels can run
-(:func:`kernel_blocker`: compute capability 8.0 or above, a head size of at most 256 that is a multiple of 8,
-fp16/bf16 inputs): the harness' own attention function, ``harness_varlen``
-(:mod:`harness.models.varlen_attention`), whose kernel is flash-attn's varlen function where flash-attn is
-installed and torch's own flash kernel otherwise. Everywhere else, and on a GPU the kernels cannot run on (a T4, a
-V100, an odd head size), sdpa on padded batches, said on one line and in the record (``fallback``). An explicit
-``harness_varlen`` (or ``flash_attention_2``, which loads it for these architectures) on such a GPU is refused
-before any work. The choice is a pure function of facts (:func:`resolve_attention`), so it is tested without a GPU
-by faking them. What really ran is counted, not inferred (:mod:`harness.models.kernel_calls`).
-"""
+The paper timed and trained ModernBERT unpadded (flash-attention on packed sequences). ``auto`` gives that on CUDA
+for an architecture the harness packs (ModernBERT, BERT) where the flash kernels run (:func:`kernel_blocker`:
+capability >= 8.0, head size <= 256 and a multiple of 8, fp16/bf16): ``harness_varlen``
+(:mod:`harness.models.varlen_attention`). Elsewhere (CPU, T4, V100, odd head size) sdpa on padded batches, said on
+one line and in the record (``fallback``); an explicit ``harness_varlen`` (or ``flash_attention_2``) there is
+refused before any work. :func:`resolve_attention` is a pure function of facts, tested by faking them."""
 
 from __future__ import annotations
 

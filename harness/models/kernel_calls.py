@@ -1,16 +1,11 @@
 """The attention kernel that really ran, counted call by call: what a record's ``kernel`` says.
 
-:func:`watch` gives an encoder one :class:`KernelCalls` and hands it to each of its attention modules. Under
-``harness_varlen`` the attention function itself counts each call under the kernel it called (torch's flash
-kernel, flash-attn's varlen function, the plain-torch reference, or the padded mask path); under any other
-implementation a hook on each attention module counts ``transformers <implementation>`` (the padded fallback). A
-record's attention block (:func:`harness.models.load.attention_record`) is kept current as calls arrive
-(:meth:`KernelCalls.keep`), so a record made after encoding names the kernel that encoded, never one inferred from
-the settings. Each call also counts the dtype the kernel's inputs were in (``dtype``: ``bfloat16`` where fp32 weights
-have q, k and v cast around the flash kernel), so a record of fp32 weights says that its attention ran in bf16.
-Calls inside a ``torch.compile`` graph are not seen one by one: the compiled forwards are counted instead
-(``compiled forward (torch.compile)``, no dtype).
-"""
+:func:`watch` gives an encoder's attention modules one :class:`KernelCalls`. Under ``harness_varlen`` the attention
+function counts each call under the kernel it called (torch's flash kernel, flash-attn's varlen, the reference, or
+the padded mask path); otherwise a hook counts ``transformers <implementation>``. The record's attention block
+(:func:`harness.models.load.attention_record`) is kept current (:meth:`KernelCalls.keep`), so it names the kernel
+that encoded, never one inferred. Each call also counts its inputs' ``dtype`` (``bfloat16`` where fp32 weights are
+cast around the flash kernel); inside ``torch.compile`` the compiled forwards are counted instead, with no dtype."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
-"""``task=glue``'s planner: every grid point (:mod:`.grid`, pure) of every task a cell, starting from the encoder
-:mod:`.chain` resolves (pretrained, ``task.init_from``, or the MNLI record's kept checkpoint for the tasks the
-spec's ``depends_on`` chains from MNLI); MNLI and the tasks that do not chain first, the chained ones once MNLI's
-records exist. :mod:`.compute` loads every task's data first (a missing file or an offline hub fails before any
-training), then fine-tunes and evaluates in order; after an in-process sweep the runner writes the selection.
-
-What GLUE *is* (tasks, labels, score definitions, Table 5) is :mod:`.spec`; its selection rule is
-:class:`harness.selection.rules.GlueSelection`. Under a Hydra multirun every job is one grid point; the GLUE sweep
-configs make each task one batch (one SLURM array), MNLI first, and :class:`harness.run.hydra_callbacks.StagingCheck`
-refuses a sweep whose batches would start a chained task before MNLI has finished.
-"""
+"""``task=glue``'s planner: every grid point (:mod:`.grid`) of every task a cell, from the encoder :mod:`.chain`
+resolves (pretrained, ``task.init_from``, or MNLI's kept checkpoint for the tasks ``depends_on`` chains); chained
+tasks once MNLI's records exist. :mod:`.compute` loads all data first (a missing file fails before training), then
+trains in order; the runner writes the selection after an in-process sweep. What GLUE *is* is :mod:`.spec`; its
+rule :class:`harness.selection.rules.GlueSelection`. The GLUE sweep configs make each task one SLURM array, MNLI
+first; :class:`harness.run.hydra_callbacks.StagingCheck` refuses a sweep starting a chained task before MNLI."""
 
 from __future__ import annotations
 

@@ -1,14 +1,11 @@
 """The retrieval tasks' planner (task=beir, nanobeir, code, mldr, colbert): datasets from a typed catalog, one cell
 per dataset under one run id, composite datasets (CQADupstack) as the mean of their members.
 
-A run is composed from the stages its spec lists: the ``load.*`` stage loads the weights (``task.source``'s trained
-weights where the task has a source), the ``train.*`` stage fine-tunes them when the run trains (rows from the
-``train_data`` node's source), the ``retrieve.*`` stage builds the retriever, and ``score.ir`` scores it
-(:mod:`harness.tasks.retrieval.stages`). Planning resolves all of it into the run's :class:`~harness.tasks.runplan.RunPlan` (its
-``stages``: :class:`~harness.tasks.retrieval.stages.RetrievalStages`); the stages compute from that value. What differs
-between tasks is declared: their typed settings and a :class:`RetrievalKind` (identity exclusions, the run-id slug,
-what a record shows), whose functions read a :class:`Resolved`, never the planner.
-"""
+A run is composed from its spec's stages (:mod:`harness.tasks.retrieval.stages`): ``load.*`` (``task.source``'s
+trained weights where there is one), ``train.*`` when the run trains, ``retrieve.*``, ``score.ir``; planning
+resolves them into the :class:`~harness.tasks.runplan.RunPlan` the stages compute from. What differs between tasks
+is declared: typed settings and a :class:`RetrievalKind` (identity exclusions, run-id slug, what a record shows),
+reading a :class:`Resolved`, never the planner."""
 
 from __future__ import annotations
 

@@ -1,16 +1,13 @@
-"""The sentence-transformers trainer with the run's seed reaching its batch sampler, and, on N processes
-(``task.devices``), the micro-batches and steps of one process (:mod:`harness.training.ranks`); the two trainers on
-it, thin adapters: DPR (:func:`train_dense`: sentence-transformers' (Cached)MNRL) and ColBERT knowledge distillation
-(:func:`train_kd`: PyLate's ``models.ColBERT``, ``losses.Distillation``, ``utils.ColBERTCollator``, configured as
-ModernBERT's ``examples/train_pylate.py``: batch 16, 5% warmup, 1 epoch, bf16 where precision=auto picks it).
+"""The sentence-transformers trainer with the run's seed reaching its batch sampler and, on N processes
+(``task.devices``), one process's micro-batches and steps (:mod:`harness.training.ranks`); the two trainers on it:
+DPR (:func:`train_dense`: (Cached)MNRL) and ColBERT knowledge distillation (:func:`train_kd`: PyLate's
+``models.ColBERT``, ``losses.Distillation``, ``utils.ColBERTCollator``, as ModernBERT's
+``examples/train_pylate.py``: batch 16, 5% warmup, 1 epoch, bf16 where precision=auto picks it).
 
-The other sources of randomness already follow the seed: transformers' ``Trainer.__init__`` calls
-``set_seed(args.seed)`` (dropout, CachedMNRL's replayed RNG states); the default batch sampler's shuffle (ColBERT KD)
-is accelerate's ``SeedableRandomSampler`` seeded with ``args.data_seed``; the data samples and the fresh heads are
-seeded by the callers (``triplets.sample``, ``kd.sample``, ``load_colbert(seed=task.train_seed)``, task=glue's
-``set_seed`` before ``load_classifier``). On N processes every rank seeds alike, so dropout masks differ from one
-process's (a rank's first micro-batch draws what one process's first draws): the equality holds without dropout.
-"""
+Other randomness already follows the seed: ``Trainer.__init__`` calls ``set_seed(args.seed)`` (dropout,
+CachedMNRL's replayed RNG states); ColBERT KD's shuffle is accelerate's ``SeedableRandomSampler`` (``data_seed``);
+data samples and fresh heads are seeded by the callers. On N processes every rank seeds alike, so dropout masks
+differ from one process's: the equality holds without dropout."""
 
 from __future__ import annotations
 

@@ -1,16 +1,13 @@
 """CoIR's code-retrieval sets as the paper ran them, and their local stand-ins.
 
-- CodeSearchNet (CoIR: ``CoIR-Retrieval/CodeSearchNet``, one hub config triple ``<lang>-corpus`` /
-  ``<lang>-queries`` / ``<lang>-qrels`` per language): the query is a function's code, the relevant document its
-  docstring (code -> summary); only queries of partition ``test`` are evaluated (mteb 2.26's
-  ``COIRCodeSearchNetRetrieval`` logic). The same loader reads a local copy in that hub layout.
-- A CodeXGLUE CodeSearchNet folder (``<lang>/{train,valid,test}.jsonl``; the Ruby slice in ``../shared/data``)
-  converted to CoIR's direction: queries = test rows' ``code``, corpus = every row's ``docstring`` (exact
-  duplicates kept once, as CoIR's corpus holds unique texts). :func:`export_coir_layout` writes it in the hub
-  layout, so mteb's own loader can read the very same data.
-- CoSQA dev (CodeXGLUE ``cosqa-dev.json``): queries = web queries labelled 1, corpus = the distinct code
-  snippets of all pairs, relevant = the snippet paired with the query.
-"""
+- CodeSearchNet (``CoIR-Retrieval/CodeSearchNet``, configs ``<lang>-corpus`` / ``-queries`` / ``-qrels``, or a
+  local copy in that layout): query a function's code, relevant document its docstring; only ``test`` partition
+  queries are evaluated (mteb 2.26's ``COIRCodeSearchNetRetrieval``).
+- A CodeXGLUE CodeSearchNet folder (``<lang>/{train,valid,test}.jsonl``) in CoIR's direction: queries = test rows'
+  ``code``, corpus = every row's unique ``docstring``; :func:`export_coir_layout` writes it in the hub layout for
+  mteb's own loader.
+- CoSQA dev (CodeXGLUE ``cosqa-dev.json``): queries = web queries labelled 1, corpus = the distinct snippets of all
+  pairs, relevant = the query's snippet."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """A long-document retrieval set from any Python source tree, with no download: what 512 vs 8,192 tokens buys.
 
-Documents are whole source files (the installed standard library by default); a query is the docstring summary
-of a function defined in a file, and its relevant document is that file. The query's own docstring is removed
-from the file (the rest is unchanged), so the query is never a verbatim substring of its document. Each query
-records where its function starts in the document (character offset and line); the family turns that into a token
-position for the model it evaluates and reports nDCG@10 for the queries whose function starts before and after
-the model's truncation point.
-
-Files are split into ``train`` and ``test`` by a hash of their path (about half each); every file stays in the
-corpus. :func:`export_mldr` writes a folder in MLDR's layout (corpus, train with negative files, test) from it.
-"""
+Documents are whole source files (the installed standard library by default); a query is the docstring summary of
+a function in a file, removed from that file, its relevant document. Each query records where its function starts
+(character offset and line), for nDCG@10 before and after the model's truncation point. Files are split ``train``
+/ ``test`` by a hash of their path and all stay in the corpus; :func:`export_mldr` writes MLDR's layout from it."""
 
 from __future__ import annotations
 
