@@ -1,12 +1,7 @@
-"""Paired significance between the leaderboard's run rows, per cell and per table average, for the page: the
-baseline marks, tie groups (compact letters) corrected across each table's tests, and rank intervals.
-
-A cell is testable when ok records stand behind it and each keeps its per-query (or per-example) scores
-(``harness.core.per_query``): one record is tested as ``harness.compare A B`` tests it, several (the seeds of a
-selected configuration) by the two-level bootstrap over items and seeds (``harness.compare.many``). A cell the
-selection withheld (a GLUE configuration missing seeds) has no value and is not tested. Published rows have no
-per-query data and are never marked.
-"""
+"""Paired significance between the leaderboard's run rows, per cell and per table average: baseline marks, tie groups
+(compact letters) corrected across each table's tests, and rank intervals. A cell is tested when its ok records
+keep per-query scores: one record as ``harness.compare A B`` tests it, several seeds by the two-level bootstrap
+(``harness.compare.many``). Withheld cells and published rows (no per-query data) are never marked."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
-"""The one loop every run goes through: plan (:func:`harness.run.planning.plan`) -> skip finished cells -> check -> lock
--> compute the rest (the plan's ``compute``, given the plan) -> write the records it returns.
+"""The one loop every run goes through: plan (:func:`harness.run.planning.plan`) -> skip finished cells -> check ->
+lock -> compute the rest (the plan's ``compute``) -> write the records it returns.
 
-Output folders, task settings, the device, the model folder and the data's presence are checked before anything
-is loaded. Planning reads only config and records, so re-running a finished configuration loads no model and no
-data. Each run is locked (:mod:`harness.run.locks`) while it computes, so two processes never compute it twice.
-Records are written one by one as the family yields them (atomically), so an interrupted run keeps everything it
-finished; a failure never replaces a finished record (it is written beside it), and an ok record whose dataset is
-now defined differently is moved aside, never overwritten.
-"""
+Everything is checked before anything is loaded; planning reads only config and records, so a finished
+configuration loads no model or data. A computing run is locked (:mod:`harness.run.locks`). Records are written
+atomically one by one as yielded, so an interrupted run keeps what it finished; a failure is written beside a
+finished record, never over it, and an ok record whose dataset is now defined differently is moved aside."""
 
 from __future__ import annotations
 

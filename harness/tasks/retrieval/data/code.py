@@ -68,16 +68,12 @@ def build_code_retrieval_set(
 ) -> RetrievalDataset:
     """Mine functions with docstrings under ``root`` (None = installed stdlib) into a retrieval set.
 
-    Every module-level function and method (also under ``if``/``try`` blocks; not functions nested in
-    functions, whose code sits inside another document) that has a docstring and at least
-    ``min_code_lines`` non-empty lines once the docstring is removed becomes a corpus document with id
-    ``<relpath>:<qualname>:<lineno>``. Its docstring summary becomes query ``q:<doc id>`` unless it is
-    shorter than ``min_summary_words``, trivial (see ``_TRIVIAL``/``_SIGNATURE``) or shared by another
-    function (ambiguous); such documents stay in the corpus as distractors. Functions whose code repeats an
-    earlier one's are dropped. ``max_queries`` queries are kept, chosen by a hash of their ids (adding a file
-    does not reshuffle the rest); ``max_corpus`` caps the corpus, keeping the kept queries' documents first.
-    Same tree (and Python version) -> same dataset; ids use relative paths, so a copied tree matches too.
-    """
+        Every module-level function and method (also under ``if``/``try``; not nested functions) with a docstring and
+        at least ``min_code_lines`` lines without it is a document ``<relpath>:<qualname>:<lineno>``; its docstring
+        summary is query ``q:<doc id>`` unless shorter than ``min_summary_words``, trivial (``_TRIVIAL``/``_SIGNATURE``)
+        or shared (such documents stay as distractors). Repeated code is dropped. ``max_queries`` are kept by a hash of
+        their ids (stable as files are added); ``max_corpus`` caps the corpus, the kept queries' documents first.
+        Same tree and Python version -> same dataset (relative paths)."""
     _check_settings(max_queries, max_corpus, min_summary_words, min_code_lines, max_code_chars)
     is_stdlib = root is None
     base, files = _source_files(root, exclude)
@@ -330,10 +326,8 @@ def _is_stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _code_without_docstring(lines: list[str], fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """The function's source (decorators included) without its docstring, de-indented; None if no body is left.
 
-    The def line's indentation is removed from every line that starts with it (lines of multi-line strings
-    that start further left are left alone, which textwrap.dedent would not do). Trailing whitespace and the
-    blank lines that followed the docstring are dropped.
-    """
+        Only lines starting with the def line's indentation lose it (unlike textwrap.dedent, multi-line strings
+        further left are kept); trailing whitespace and blank lines after the docstring are dropped."""
     if _is_stub(fn):
         return None
     doc = fn.body[0]

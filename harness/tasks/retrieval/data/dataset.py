@@ -1,12 +1,7 @@
-"""The in-memory retrieval set every loader returns (BEIR folder, hub copy, mined code set), and the rules every
-retrieval loader applies to its queries and qrels, so no input is resolved silently (issue 28):
-
-- a query id given twice with different texts is an error naming both places (the same text twice is one query);
-- a (query, document) pair judged twice with different grades is an error naming both places (the same grade twice
-  is one judgement);
-- a judged query whose text is null, empty or only whitespace is an error naming the ids (it would be searched as
-  the word "None" or as nothing).
-"""
+"""The in-memory retrieval set every loader returns, and the rules every loader applies so no input is resolved
+silently (issue 28): a query id twice with different texts, a (query, document) pair judged twice with different
+grades, or a judged query whose text is null or blank is an error naming the places or ids (identical repeats are
+one)."""
 
 from __future__ import annotations
 

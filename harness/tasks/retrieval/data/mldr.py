@@ -1,12 +1,10 @@
 """MLDR (Multi Long Doc Retrieval): the English test set from mteb's pinned hub copy, the training set from
 ``Shitao/MLDR``, or any local folder in MLDR's layout.
 
-MLDR's layout (``Shitao/MLDR``'s ``mldr-v1.0-<lang>/``): ``corpus.jsonl`` ({docid, text}) and ``train.jsonl``,
-``dev.jsonl``, ``test.jsonl`` ({query_id, query, positive_passages: [{docid, text}], negative_passages: [...]}),
-each possibly gzipped. The hub repo ships a loading script, which datasets 5 refuses, so its JSONL files are read
-with the ``json`` loader; mteb's copy (``mteb/MultiLongDocRetrieval``) has configs ``<lang>-corpus``,
-``<lang>-queries`` and ``<lang>-qrels``.
-"""
+MLDR's layout (``mldr-v1.0-<lang>/``): ``corpus.jsonl`` ({docid, text}) and ``{train,dev,test}.jsonl`` ({query_id,
+query, positive_passages: [{docid, text}], negative_passages}), possibly gzipped, read with the ``json`` loader
+(datasets 5 refuses the repo's loading script); mteb's copy (``mteb/MultiLongDocRetrieval``) has configs
+``<lang>-corpus``, ``<lang>-queries`` and ``<lang>-qrels``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""On-disk cache of corpus embeddings, keyed by everything that changes them.
-
-Why our own: mteb's CachedEmbeddingWrapper keys by text only, not by the model settings that change embeddings.
-
-Every entry carries a claim beside it (``<key>.claim.json``: its key, shape, dtype, size and content hash), written
-with it and checked before use: a file copied in under another key, another model's or corpus' embeddings, a
-truncated or altered file, or one with no claim is computed again (with a warning naming it), never used. Concurrent
-jobs needing the same entry compute it once (:func:`harness.core.cache_entry.get_or_build`).
-"""
+"""On-disk cache of corpus embeddings, keyed by everything that changes them (mteb's CachedEmbeddingWrapper keys by
+text only). Each entry has a claim beside it (``<key>.claim.json``: key, shape, dtype, size, content hash) checked
+before use: a misplaced, foreign, truncated, altered or unclaimed file is computed again with a warning, never
+used. Concurrent jobs compute an entry once (:func:`harness.core.cache_entry.get_or_build`)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
-"""Multi-vector (ColBERT) retrieval with PyLate: token embeddings of the corpus (cached fp16 on disk,
-memory-mapped), then a PLAID index (fast-plaid when installed, else PyLate's Stanford PLAID backend; seeded) or
-exact MaxSim over every document (the parity reference).
-
-Reusable by any family: ``load_colbert(spec, ...)`` gives the model, ``MultiVectorRetriever(model,
-MultiVectorSettings(...), cache_identity)`` evaluates it with the task's batching and multi-vector search nodes
-(e.g. MLDR with ``document_length=8192``; outside a composed config, :func:`multi_vector_settings` reads
-task=colbert's values); lengths beyond the model's position limit are capped and the cap is recorded.
-"""
+"""Multi-vector (ColBERT) retrieval with PyLate: token embeddings of the corpus (cached fp16 on disk, memory-mapped),
+then a PLAID index (fast-plaid when installed, else PyLate's Stanford PLAID backend; seeded) or exact MaxSim (the
+parity reference). Any protocol may use it: ``MultiVectorRetriever(load_colbert(spec, ...),
+MultiVectorSettings(...), cache_identity)`` (outside a composed config :func:`multi_vector_settings` reads
+task=colbert's values); lengths beyond the model's position limit are capped and the cap is recorded."""
 
 from __future__ import annotations
 
@@ -89,11 +85,9 @@ def multi_vector_settings(*, document_length: int, device: str = "cpu", precisio
 class MultiVectorRetriever:
     """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a PyLate ColBERT model.
 
-    ``cache_identity`` is what the corpus token embeddings depend on (a run identity minus index and search
-    keys, plus the weights used); with the capped document length and the corpus content it keys the on-disk
-    store, so evaluating again with another index (or top-k, or query length) does not re-encode.
-    ``query_length`` may be changed between datasets (PyLate's BEIR recipe uses 48 or 64 on some sets).
-    """
+        ``cache_identity`` (a run identity minus index and search keys, plus the weights), the capped document length
+        and the corpus key the token store, so another index, top-k or query length does not re-encode.
+        ``query_length`` may change between datasets (PyLate's BEIR recipe uses 48 or 64 on some sets)."""
 
     kind = "multi_vector"
 
