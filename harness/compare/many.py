@@ -1,11 +1,8 @@
-"""Every pair of several models, per cell (dataset, GLUE task) and per table average, corrected across all the
-tests, with tie groups (compact letters) and bootstrap intervals of each model's rank.
-
-A cell where both models have one run is tested as ``harness.compare A B`` tests it (paired randomization test
-over the queries or examples, equal to ranx's); a cell averaged over seeds on either side by the two-level
-bootstrap over items and seeds (:mod:`harness.compare.twolevel`). A table average is tested over the cells every
-model has, each cell weighted equally, items resampled within their cell.
-"""
+"""Every pair of several models, per cell (dataset, GLUE task) and per table average, corrected across all the tests,
+with tie groups (compact letters) and bootstrap intervals of each model's rank. One run a side is tested as
+``harness.compare A B`` does (paired randomization, equal to ranx's), seeds by the two-level bootstrap
+(:mod:`harness.compare.twolevel`); a table average over the cells every model has, equally weighted, items
+resampled within their cell."""
 
 from __future__ import annotations
 

@@ -247,11 +247,11 @@ def encode(
 ) -> np.ndarray:
     """Embeddings (float32, shape [len(texts), dim]) in input order.
 
-        ``batching.batch_tokens`` bounds a batch's tokens (padded: batch x longest; packed: real tokens), at most
-        ``batching.max_batch_size`` texts. ``prefetch`` (default: any device but the CPU) runs the GPU pipeline;
-        otherwise ``workers`` threads (default: torch's intra-op count) each encode whole batches single-threaded, at
-        most ``CPU_BATCH_TOKENS`` tokens (no barrier after every operator). ``stats`` receives the wall time, tokens,
-        batches and the wait for input."""
+    ``batching.batch_tokens`` bounds a batch's tokens (padded: batch x longest; packed: real tokens), at most
+    ``batching.max_batch_size`` texts. ``prefetch`` (default: any device but the CPU) runs the GPU pipeline;
+    otherwise ``workers`` threads (default: torch's intra-op count) each encode whole batches single-threaded, at
+    most ``CPU_BATCH_TOKENS`` tokens (no barrier after every operator). ``stats`` receives the wall time, tokens,
+    batches and the wait for input."""
     mode = pack_mode(model, pack, device)
     if not texts:
         return np.zeros((0, model.get_sentence_embedding_dimension() or 0), dtype=np.float32)

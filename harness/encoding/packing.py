@@ -1,11 +1,9 @@
 """Batches of token sequences: grouped by a token budget, laid out padded or packed, as forward kwargs.
 
-Packed batches have no padding at all: where the attention takes variable-length sequences (``harness_varlen``,
-flash-attn: ``cu_seq_lens``) a batch is one row of concatenated sequences with restarting position ids
-(``varlen``); with sdpa/eager, sequences are bin-packed into rows of the batch's longest length with a
-block-diagonal mask (``mask``; ModernBERT: one per attention type), which is how a CPU test checks the packed
-layout against the padded one.
-"""
+Packed batches have no padding: with variable-length attention (``harness_varlen``, flash-attn) a batch is one row
+of concatenated sequences with restarting position ids and ``cu_seq_lens`` (``varlen``); with sdpa/eager,
+sequences are bin-packed into rows with a block-diagonal mask (``mask``; ModernBERT: one per attention type), which
+is how a CPU test checks the packed layout."""
 
 from __future__ import annotations
 

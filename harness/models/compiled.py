@@ -1,11 +1,8 @@
 """``compile=true``: the encoder's forward through ``torch.compile``, for inference on a GPU.
 
-Off by default: it is an option until a GPU measures it faster than eager, compile time included
-(``benchmarks/gpu/check.sh`` measures both; docs/efficiency.md). Shapes are dynamic (packed rows differ in length
-from batch to batch). The forward is compiled, not the module's call, so the unpadding hooks
-(:mod:`harness.models.varlen_attention`) and the kernel counting stay outside the graph; attention calls inside it are not
-seen one by one, so the compiled forwards are counted instead (:mod:`harness.models.kernel_calls`).
-"""
+Off until a GPU measures it faster than eager, compile time included (``benchmarks/gpu/check.sh``;
+docs/efficiency.md). Shapes are dynamic (packed rows vary). The forward is compiled, not the module's call, so the
+unpadding hooks stay outside the graph; the compiled forwards are counted (:mod:`harness.models.kernel_calls`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""One process per run: a lock file in the run's results folder, so a requeued SLURM array task that overlaps the
-original (or two users starting the same sweep) never computes a run twice.
-
-``<results>/<task>/<model>/<run id>/.lock`` is :mod:`harness.core.cache_entry`'s lock, shared with the cache entries
-(owner's host, pid, token and start time; touched every ``stale_after / 10`` seconds; a stale one taken over; why
-our own and not ``fcntl``: see there, NFS/Lustre). A live lock is waited for up to ``wait`` seconds, then the run is
-skipped with a message naming the owner.
-"""
+"""One process per run: ``<results>/<task>/<model>/<run id>/.lock`` (:mod:`harness.core.cache_entry`'s lock, touched
+every ``stale_after / 10`` s), so a requeued SLURM task overlapping the original, or two users starting one sweep,
+never compute a run twice. A live lock is waited for up to ``wait`` seconds, then the run is skipped with a message
+naming the owner."""
 
 from __future__ import annotations
 

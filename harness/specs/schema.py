@@ -1,10 +1,6 @@
-"""The schema of a task spec: what a task *is* (its metric, where its records go on the leaderboard, how a model's
-records are selected, which stages compute it, what it depends on). Pure data: no torch, no compute code.
-
-A spec is the ``spec:`` node of ``conf/task/<name>.yaml``, validated against :class:`TaskSpec` (unknown keys fail
-with the closest valid one). The runner builds the computation from ``runner`` and ``stages``; ``harness.select``,
-the leaderboard and the whole-paper graph read nothing but specs and records.
-"""
+"""The schema of a task spec (``spec:`` of ``conf/task/<name>.yaml``, validated by :class:`TaskSpec`): what a task
+*is*: its metric, leaderboard place, selection, stages and dependencies. Pure data; the selection, the leaderboard
+and the paper graph read nothing but specs and records."""
 
 from __future__ import annotations
 

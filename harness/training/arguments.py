@@ -34,13 +34,10 @@ class Batches(Protocol):
 
 def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, tracker: Tracker | None = None,
                        sentence_transformers: bool = True, **fields: Any) -> Any:
-    """``SentenceTransformerTrainingArguments`` (``sentence_transformers=False``: transformers'
-    ``TrainingArguments``) with the shared fields: batch size, accumulation and warmup ratio from ``node``; epochs,
-    learning rate, mixed precision, seeds (model and data order) and the CPU flag from ``run``; the tracker's
-    ``report_to`` and run name (``logger=``), NaN losses logged (the NaN guard must see them) and no checkpoints
-    (the caller saves the model it keeps). ``fields``: what the caller adds or sets differently. On N processes
-    (:func:`harness.training.ranks.world`) each accumulates 1/N of the accumulation, over DDP (gloo on CPU, NCCL on
-    GPUs)."""
+    """``SentenceTransformerTrainingArguments`` (``sentence_transformers=False``: ``TrainingArguments``) with the
+    shared fields: batch, accumulation and warmup ratio from ``node``; epochs, learning rate, precision, seeds and
+    the CPU flag from ``run``; the tracker's ``report_to`` and run name; NaN losses logged (for the NaN guard); no
+    checkpoints. ``fields``: what the caller adds or overrides. On N processes each accumulates 1/N of it."""
     n = ranks.world()
     if node.gradient_accumulation_steps % n:
         raise HarnessError(f"{n} training processes cannot share task.gradient_accumulation_steps="

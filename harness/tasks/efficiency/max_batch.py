@@ -1,11 +1,7 @@
-"""The largest batch that runs (the ModernBERT paper's BS columns, Table 2): every probe is one forward of
-batch x length tokens in its own process under a memory budget, so a probe that runs out of memory never poisons
-the next. On a CPU a probe also has a time budget: a search that reaches it stops there and reports the largest
-batch that ran as a lower bound (a CPU has the memory for batches that take many minutes each).
-
-Each probe is a step of the console's progress: one line with the batch, its outcome, the forward's seconds,
-the probe's peak memory and the bracket the search is narrowing.
-"""
+"""The largest batch that runs (the paper's BS columns, Table 2): each probe is one forward of batch x length tokens
+in its own process under a memory budget, so an out-of-memory probe never poisons the next. On a CPU a time budget
+too: a search reaching it reports the largest batch that ran as a lower bound. Each probe is one progress line
+(batch, outcome, forward seconds, peak memory, the bracket being narrowed)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Inference throughput as the ModernBERT paper measured it (section 4, Tables 2, 10, 11): synthetic sets of
-random ordinary token ids, tokens per second over real tokens, the largest batch that fits, and the device's
-dense matmul throughput as the roofline. The max-batch search is in :mod:`harness.tasks.efficiency.max_batch`.
-
-Why our own: ModernBERT's efficiency script is a GPU-only one-off; this runs the same protocol on any device,
-padded or packed (unpadded), with every number in a result record.
-"""
+"""Inference throughput as the paper measured it (section 4, Tables 2, 10, 11): synthetic random token ids, tokens per
+second over real tokens, the largest batch (:mod:`harness.tasks.efficiency.max_batch`), dense matmul throughput as
+the roofline. Our own: ModernBERT's script is a GPU-only one-off; this runs on any device, padded or packed."""
 
 from __future__ import annotations
 

@@ -68,12 +68,12 @@ def build_code_retrieval_set(
 ) -> RetrievalDataset:
     """Mine functions with docstrings under ``root`` (None = installed stdlib) into a retrieval set.
 
-        Every module-level function and method (also under ``if``/``try``; not nested functions) with a docstring and
-        at least ``min_code_lines`` lines without it is a document ``<relpath>:<qualname>:<lineno>``; its docstring
-        summary is query ``q:<doc id>`` unless shorter than ``min_summary_words``, trivial (``_TRIVIAL``/``_SIGNATURE``)
-        or shared (such documents stay as distractors). Repeated code is dropped. ``max_queries`` are kept by a hash of
-        their ids (stable as files are added); ``max_corpus`` caps the corpus, the kept queries' documents first.
-        Same tree and Python version -> same dataset (relative paths)."""
+    Every module-level function and method (also under ``if``/``try``; not nested functions) with a docstring and
+    at least ``min_code_lines`` lines without it is a document ``<relpath>:<qualname>:<lineno>``; its docstring
+    summary is query ``q:<doc id>`` unless shorter than ``min_summary_words``, trivial (``_TRIVIAL``/``_SIGNATURE``)
+    or shared (such documents stay as distractors). Repeated code is dropped. ``max_queries`` are kept by a hash of
+    their ids (stable as files are added); ``max_corpus`` caps the corpus, the kept queries' documents first.
+    Same tree and Python version -> same dataset (relative paths)."""
     _check_settings(max_queries, max_corpus, min_summary_words, min_code_lines, max_code_chars)
     is_stdlib = root is None
     base, files = _source_files(root, exclude)
@@ -326,8 +326,8 @@ def _is_stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _code_without_docstring(lines: list[str], fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """The function's source (decorators included) without its docstring, de-indented; None if no body is left.
 
-        Only lines starting with the def line's indentation lose it (unlike textwrap.dedent, multi-line strings
-        further left are kept); trailing whitespace and blank lines after the docstring are dropped."""
+    Only lines starting with the def line's indentation lose it (unlike textwrap.dedent, multi-line strings
+    further left are kept); trailing whitespace and blank lines after the docstring are dropped."""
     if _is_stub(fn):
         return None
     doc = fn.body[0]

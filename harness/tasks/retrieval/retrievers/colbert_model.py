@@ -100,11 +100,9 @@ def encode_tokens(model: ColBERT, texts: list[str], *, is_query: bool, batching:
                   show_progress: bool = True) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
     """(text positions, their L2-normalised token embeddings as float32) batch by batch, longest texts first.
 
-    The tokens kept are PyLate's (``ColBERT.encode``): documents without padding and skiplist (punctuation)
-    tokens, queries padded with mask tokens to ``query_length`` (query expansion). Why not ``ColBERT.encode``:
-    it batches a fixed number of texts sorted by characters and runs in the weights' dtype; token-budget
-    batches keep short-text batches large and the configured precision is applied with autocast.
-    """
+    The tokens kept are PyLate's (``ColBERT.encode``: documents without padding and skiplist tokens, queries
+    mask-padded to ``query_length``); not ``ColBERT.encode`` itself, which batches a fixed number of texts in the
+    weights' dtype: token-budget batches, precision by autocast."""
     if not texts:
         return
     length = model.query_length if is_query else model.document_length

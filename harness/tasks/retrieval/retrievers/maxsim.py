@@ -45,13 +45,10 @@ def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk
                   score_budget: int = 1 << 26, device: str = "cpu", show_progress: bool = True,
                   rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Exact ColBERT scores of every (query, document) and the running top-k: (scores, doc positions), each
-    [n_queries, min(top_k, n_docs)], best first; equal scores in ``rank`` order (a tie key per document; None:
-    corpus position), exactly as :func:`harness.tasks.retrieval.retrievers.search.ranked_topk`.
-
-    Scores come from PyLate's ``scores.colbert_scores`` (the function ``rank.rerank`` uses). Why not
-    ``rank.rerank`` over all documents: it pads the documents again for every query and returns a dict per
-    document; here each corpus chunk is read from the memory-mapped store and padded once for all queries.
-    """
+    [n_queries, min(top_k, n_docs)], best first, ties in ``rank`` order (None: corpus position) as
+    :func:`~harness.tasks.retrieval.retrievers.search.ranked_topk`. Scores are PyLate's ``scores.colbert_scores``
+    (what ``rank.rerank`` uses); not ``rank.rerank`` itself, which pads the documents again for every query: here
+    each chunk of the memory-mapped store is padded once for all queries."""
     from pylate.scores import colbert_scores
 
     from harness.tasks.retrieval.retrievers.search import running_topk

@@ -85,9 +85,9 @@ def multi_vector_settings(*, document_length: int, device: str = "cpu", precisio
 class MultiVectorRetriever:
     """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a PyLate ColBERT model.
 
-        ``cache_identity`` (a run identity minus index and search keys, plus the weights), the capped document length
-        and the corpus key the token store, so another index, top-k or query length does not re-encode.
-        ``query_length`` may change between datasets (PyLate's BEIR recipe uses 48 or 64 on some sets)."""
+    ``cache_identity`` (a run identity minus index and search keys, plus the weights), the capped document length
+    and the corpus key the token store, so another index, top-k or query length does not re-encode.
+    ``query_length`` may change between datasets (PyLate's BEIR recipe uses 48 or 64 on some sets)."""
 
     kind = "multi_vector"
 

@@ -1,10 +1,8 @@
-"""ColBERT indexes with PyLate. PLAID: the backend (fast-plaid when installed, else the Stanford backend and its C++
-extensions), a memory check before building, the build, and the search. Voyager, the authors' index: PyLate's HNSW
-over document tokens, then PyLate's exact MaxSim rerank of the candidates (``retrieve.ColBERT``), with the
-parameters of MB@8c57a0f:examples/evaluate_pylate.py:23 (M 200, ef_construction 500, ef_search 500) and its search
-depth k=100 (:53): :class:`VoyagerSettings`; it needs the ``voyager`` package (a PyLate dependency) and runs offline
-on CPU. Document ids are corpus positions as strings, so both give (scores, positions) arrays.
-"""
+"""ColBERT indexes with PyLate. PLAID: the backend (fast-plaid when installed, else Stanford's C++ extensions), a
+memory check, the build, the search. Voyager, the authors' index: PyLate's HNSW over document tokens then exact
+MaxSim rerank (``retrieve.ColBERT``) with MB@8c57a0f:examples/evaluate_pylate.py:23's parameters (M 200,
+ef_construction 500, ef_search 500) and depth k=100 (:53): :class:`VoyagerSettings`; CPU, offline. Document ids are
+corpus positions as strings, so both give (scores, positions) arrays."""
 
 from __future__ import annotations
 

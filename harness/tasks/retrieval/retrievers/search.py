@@ -1,9 +1,6 @@
-"""Exact top-k dense search on the configured device, streaming the corpus one chunk at a time.
-
-Why not ``sentence_transformers.util.semantic_search``: it needs the whole corpus as one tensor on the device
-and returns a Python dict per hit; ours streams a memory-mapped corpus chunk by chunk to the device and keeps
-the running top-k as two arrays.
-"""
+"""Exact top-k dense search on the configured device, streaming a memory-mapped corpus chunk by chunk and keeping
+the running top-k as two arrays (``sentence_transformers.util.semantic_search`` needs the whole corpus on the device
+and returns a dict per hit)."""
 
 from __future__ import annotations
 
@@ -16,12 +13,9 @@ import torch
 def ranked_topk(scores: torch.Tensor, ids: torch.Tensor, k: int,
                 rank: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` best of each row of ``scores`` by (score descending, ``rank[id]`` ascending), best first, and their
-    ids. ``ids``: [n] (shared by every row) or [rows, n]; ``rank``: a tie key per id (None: the id itself).
-
-    A total order, so the top-k of a union is the top-k of its parts' top-k lists: chunks, shards and the whole
-    corpus give the same lists, whatever the ties. ``torch.topk`` alone picks among equal scores arbitrarily; rows
-    where a tie straddles the k-th place are resolved exactly (rare: duplicate documents).
-    """
+    ids. ``ids``: [n] or [rows, n]; ``rank``: a tie key per id (None: the id). A total order, so chunks, shards and
+    the whole corpus give the same lists; rows where a tie straddles the k-th place (``torch.topk`` picks
+    arbitrarily) are resolved exactly."""
     rows, n = scores.shape
     k = min(k, n)
     ids = ids.expand(rows, -1) if ids.dim() == 1 else ids
@@ -96,12 +90,9 @@ def exact_search(
     device: str = "cpu",
     rank: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first; equal scores in ``rank`` order
-    (a tie key per document, e.g. :func:`id_rank`; None: corpus order), exactly as :func:`ranked_topk`.
-
-    ``doc_emb`` may be a memory-mapped array: only one chunk of ``corpus_chunk_size`` rows is copied (as float32)
-    and moved to ``device`` at a time. Scores in memory are bounded by query_chunk_size x corpus_chunk_size.
-    """
+    """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first, ties in ``rank`` order (e.g.
+    :func:`id_rank`; None: corpus order) as :func:`ranked_topk`. ``doc_emb`` may be memory-mapped: one chunk of
+    ``corpus_chunk_size`` rows is on ``device`` at a time (scores bounded by query x corpus chunk sizes)."""
     if similarity not in ("cosine", "dot"):
         raise ValueError(f"unknown similarity {similarity!r}: use cosine or dot")
     n_docs, n_queries = doc_emb.shape[0], query_emb.shape[0]
