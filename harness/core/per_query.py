@@ -1,10 +1,8 @@
 """Per-query (retrieval) or per-example (GLUE) scores of a record, stored beside it for paired comparisons.
 
-``<dataset>.json`` gets ``<dataset>.perquery.npz`` (compressed: item ids + one float64 vector per metric) and its
-``details.per_query`` names the file, its sha256 and fingerprints of the items scored (query texts and qrels, or
-the evaluated examples and labels): two records are comparable only where those fingerprints are equal, and a
-sidecar is used only where its sha256 is the one its record claims.
-"""
+``<dataset>.perquery.npz`` (item ids + one float64 vector per metric), named with its sha256 and fingerprints of the
+items scored in ``details.per_query``: two records are comparable only where the fingerprints are equal, and a
+sidecar is used only where its sha256 is its record's."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Result records: one JSON file per (run, dataset), written atomically; the only writer of results.
 
-Layout: ``<results_dir>/<task>/<model name>/<run id>/<dataset>.json``. A run id is a readable slug plus a
-hash of everything that defines the run (see :func:`run_id`), so re-running the same configuration finds
-its records and skips them, and a SLURM array that is requeued redoes only the missing cells.
-"""
+``<results_dir>/<task>/<model name>/<run id>/<dataset>.json``; a run id is a readable slug plus a hash of everything
+that defines the run (:func:`run_id`), so a re-run or a requeued SLURM array redoes only the missing cells."""
 
 from __future__ import annotations
 

@@ -92,11 +92,8 @@ def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
 
 
 def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[SentenceTransformer, dict[str, Any]]:
-    """A SentenceTransformer for ``spec`` and the model's identity for records.
-
-    A directory with a sentence-transformers config (modules.json) loads as is; a plain encoder
-    (e.g. ModernBERT-base) gets ``spec.pooling`` pooling on top, like the paper's DPR setup.
-    """
+    """A SentenceTransformer for ``spec`` and the model's identity for records: a sentence-transformers folder
+    (modules.json) as is, a plain encoder with ``spec.pooling`` on top (the paper's DPR setup)."""
     from sentence_transformers import SentenceTransformer, models
 
     _check_attn(spec)
@@ -190,11 +187,9 @@ def check_keep_layers(spec: ModelSpec, local: str) -> None:
 def prune_layers(hf_model: torch.nn.Module, keep: list[int]) -> None:
     """Keep only the encoder layers ``keep`` (original indices, in order), in place, without copying weights.
 
-    The kept modules are the original ones, so each keeps what its original index gave it: attention type
-    (ModernBERT global or local/sliding window), its pre-attention norm (ModernBERT's layer 0 has none), RoPE
-    table. ``config.layer_types`` is rewritten to the kept layers' own types, since the model picks each layer's
-    mask and rotary embedding by that list; ``num_hidden_layers`` shrinks; ``config.keep_layers`` records it.
-    """
+    Each kept module keeps what its original index gave it (attention type, pre-attention norm: ModernBERT's
+    layer 0 has none, RoPE table); ``config.layer_types`` (which picks each layer's mask and rotary embedding) is
+    rewritten to theirs, ``num_hidden_layers`` shrinks, ``config.keep_layers`` records it."""
     import torch
 
     owner, attr = layer_list(hf_model)

@@ -1,9 +1,6 @@
 """Run mteb's retrieval evaluation on a harness ``RetrievalDataset`` (a local mteb task, as mteb's own mocks), and
-mteb 2.26's CoIR CodeSearchNet task (``COIRCodeSearchNetRetrieval``: its own loader, filters and evaluation) on a
-local folder in CoIR's hub layout.
-
-Why: the parity tests and the benchmarks must compare on the same bytes as the harness reads, offline.
-"""
+mteb 2.26's ``COIRCodeSearchNetRetrieval`` (its loader, filters and evaluation) on a local folder in CoIR's hub
+layout: the parity tests and benchmarks compare on the bytes the harness reads, offline."""
 
 from __future__ import annotations
 

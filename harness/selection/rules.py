@@ -246,10 +246,9 @@ class BestRunOnSelectionSets(SelectionRule):
     """The paper's retrieval rule (appendix E.2): one configuration per model, the one with the best mean main
     score over the selection datasets, reported on every dataset.
 
-    The selection datasets are those the runs were configured with (``task.spec.selection.sets`` in the recorded
-    config; ``task.selection_datasets`` in records written before specs), else ``datasets``. Eligible runs cover every selection dataset any run of the model has. When no run
-    has one, the datasets every run shares decide; when they share none, the most recent run is reported.
-    """
+    The selection datasets are the runs' own (``task.spec.selection.sets``; older records
+    ``task.selection_datasets``), else ``datasets``; eligible runs cover every one any run of the model has. When
+    no run has one, the datasets every run shares decide; when they share none, the most recent run is reported."""
 
     def __init__(self, datasets: Sequence[str]):
         self.datasets = tuple(datasets)

@@ -1,9 +1,6 @@
-"""``task=glue``'s computation, from the run's plan: every task's data loaded first (a missing file or an offline hub
-fails before any training), the decay check, then each grid point fine-tuned and evaluated in order (its data
-tokenised once per model, data and max length), one record each (after an in-process sweep the runner writes the
-GLUE selection: the plan's ``select_after``).
-Compute: torch, transformers and datasets are imported inside the functions; the typed GLUE settings arrive as the
-plan's ``settings`` (``tcfg``)."""
+"""``task=glue``'s computation, from the run's plan: every task's data loaded first (fails before any training), the
+decay check, then each grid point fine-tuned and evaluated in order (data tokenised once per model, data and max
+length), one record each. torch, transformers and datasets are imported inside the functions."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """GLUE task definitions (from conf/task/glue.yaml) and loaders: local TSVs in GLUE's own layout, or the hub.
 
-Local files are read as GLUE ships them: tab-separated with quoting off (texts hold unbalanced quotes), the
-MRPC header keeps its UTF-8 BOM (its label column is addressed by index), CoLA has no header. Every row must
-have the header's column count; labels must be a class name or an integer id.
-"""
+Local TSVs are read as GLUE ships them: quoting off (texts hold unbalanced quotes), MRPC's header BOM kept (its
+label column is addressed by index), CoLA headerless; rows must have the header's column count, labels a class
+name or integer id."""
 
 from __future__ import annotations
 

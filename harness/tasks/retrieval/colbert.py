@@ -1,9 +1,7 @@
 """``task=colbert``: multi-vector (ColBERT) retrieval as the paper ran it (section 3.1.2, appendix E.2): a PyLate
-ColBERT on the encoder (``load.colbert``), trained by KL distillation of teacher scores on MS MARCO
-(``lightonai/ms-marco-en-bge``; ``train.kd``), then nDCG@10 on the 15 BEIR sets through a PLAID index (or exact
-MaxSim; ``retrieve.multi_vector``). Where its distillation data comes from (``task.train_data.source``,
-:mod:`harness.tasks.retrieval.data.kd`): one class per source, found in :data:`KD_SOURCES`; each says what enters the run identity,
-what a record shows, what is checked before any work, and how the samples load."""
+ColBERT on the encoder (``load.colbert``) trained by KL distillation on MS MARCO (``lightonai/ms-marco-en-bge``;
+``train.kd``), then nDCG@10 on the 15 BEIR sets through a PLAID index or exact MaxSim (``retrieve.multi_vector``).
+Distillation data sources (``task.train_data.source``, :mod:`harness.tasks.retrieval.data.kd`): :data:`KD_SOURCES`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """The retrieval stages: each one's protocol version and code (:data:`STAGES`, where a new retriever is registered:
-docs/layout.md, "Adding a retriever"), and what planning resolved for the stages of one run
-(:class:`RetrievalStages`). A stage's code is found one way, by its declaration
-(:func:`harness.specs.stages.code_of` over :data:`STAGES`): the ``load.*`` and ``retrieve.*`` stages' is
-:mod:`~harness.tasks.retrieval.compute`'s, the ``train.*`` stages' :mod:`~harness.tasks.retrieval.train`'s; it gets
-values (the run's :class:`~harness.tasks.runplan.RunPlan` and its nodes), never the planner."""
+docs/layout.md, "Adding a retriever"), and what planning resolved for one run's stages (:class:`RetrievalStages`).
+Code is found by the declaration (:func:`harness.specs.stages.code_of`): ``load.*``/``retrieve.*`` in
+:mod:`~harness.tasks.retrieval.compute`, ``train.*`` in :mod:`~harness.tasks.retrieval.train`; it gets values, never
+the planner."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""The ``train.<name>`` stages of a retrieval run: the ``train.*`` stage a task's spec lists fine-tunes the
-loaded model when the run trains (``task.train``; MLDR: ``task.setting=id``). A trainer gets the run's
-:class:`~harness.tasks.runplan.RunPlan` (its ``training`` node, the resolved learning rate, the precision and device)
-and the rows the runner loaded from the task's ``train_data`` source; it says under which key its
-trained model is kept, how it fits and how a finished training reloads. Which task keys count only when training
-follows from the settings (their ``train`` nodes)."""
+"""The ``train.<name>`` stages: the ``train.*`` stage a spec lists fine-tunes the loaded model when the run trains
+(``task.train``; MLDR: ``task.setting=id``). A trainer gets the run's :class:`~harness.tasks.runplan.RunPlan` and the
+rows loaded from the ``train_data`` source; it says under which key its model is kept, how it fits and how a
+finished training reloads."""
 
 from __future__ import annotations
 

@@ -49,10 +49,8 @@ def dense_settings(*, max_length: int, device: str = "cpu", precision: str = "fp
 class DenseRetriever:
     """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a SentenceTransformer.
 
-    ``cache_identity`` is what the corpus embeddings depend on (the run's identity minus search-only keys, plus
-    the weights actually used); the cache key is derived from it and the corpus content, so it cannot miss a
-    setting that changes embeddings.
-    """
+    ``cache_identity`` (the run's identity minus search-only keys, plus the weights used) and the corpus content
+    key the embedding cache, so it cannot miss a setting that changes embeddings."""
 
     kind = "single_vector"
 
