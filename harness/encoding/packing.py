@@ -17,8 +17,7 @@ import torch
 def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) -> list[np.ndarray]:
     """Indices grouped into batches, longest first, with ``len(batch) * longest <= batch_tokens`` (padded tokens).
 
-    A single text longer than the budget still gets a batch of its own.
-    """
+    A single text longer than the budget still gets a batch of its own."""
     order = np.argsort(-lengths, kind="stable")
     batches: list[np.ndarray] = []
     start = 0

@@ -1,7 +1,6 @@
 """Leaderboard: result records + the paper's published baselines -> Markdown, CSV and a static site.
 
-``python -m harness.leaderboard results/ --out leaderboard/site --combine best``
-"""
+``python -m harness.leaderboard results/ --out leaderboard/site --combine best``"""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 call the same rule object of a family, so the leaderboard shows exactly what selection picks.
 
 A *configuration* is a set of runs that differ only in their seed (records share ``config_id``); ``mean``
-averages a configuration's seeds, ``best`` treats every run as its own configuration.
-"""
+averages a configuration's seeds, ``best`` treats every run as its own configuration."""
 
 from __future__ import annotations
 

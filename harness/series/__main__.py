@@ -3,8 +3,7 @@ every checkpoint of a training run as its own run, resumable; the series and its
 
 ``python -m harness.series --best NAME [paths.results=...]`` prints the overrides of the series' selected step
 (``python -m harness.select --series NAME --task T``), for the next step:
-``python -m harness task=mldr $(python -m harness.series --best NAME)``.
-"""
+``python -m harness task=mldr $(python -m harness.series --best NAME)``."""
 
 from __future__ import annotations
 

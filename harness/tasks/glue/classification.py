@@ -370,8 +370,7 @@ def restore_best_checkpoint(model: PreTrainedModel, checkpoint: str | None) -> N
     """Load every weight of the best checkpoint into ``model``, strictly.
 
     Why our own: transformers 5.3 saves BERT-family LayerNorms as ``gamma``/``beta`` and the Trainer's own
-    best-model restore (``load_state_dict(strict=False)``) silently skips them; ``from_pretrained`` maps the names.
-    """
+    best-model restore (``load_state_dict(strict=False)``) silently skips them; ``from_pretrained`` maps the names."""
     if not checkpoint:
         return
     best = type(model).from_pretrained(checkpoint)

@@ -1,8 +1,7 @@
 """BEIR-layout retrieval sets, from a local folder or a pinned hub copy, validated on load; any set written as one.
 
 A local folder holds ``corpus.jsonl`` ({"_id","title","text"}), ``queries.jsonl`` ({"_id","text"}) and
-``qrels/<split>.tsv`` (query-id, corpus-id, score; header optional; CRLF or LF).
-"""
+``qrels/<split>.tsv`` (query-id, corpus-id, score; header optional; CRLF or LF)."""
 
 from __future__ import annotations
 
@@ -230,8 +229,7 @@ def export_beir(ds: RetrievalDataset, out_dir: str | Path, *, overwrite: bool = 
     """Write ``ds`` as a BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv (UTF-8, LF).
 
     Files are written to a temporary sibling folder that is then renamed into place, so ``out_dir`` never
-    holds a half-written set. An existing non-empty ``out_dir`` is replaced only with ``overwrite=True``.
-    """
+    holds a half-written set. An existing non-empty ``out_dir`` is replaced only with ``overwrite=True``."""
     out = Path(out_dir).expanduser().absolute()
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise DataError(f"export folder {str(out)!r} already exists and is not empty; pass overwrite=True "

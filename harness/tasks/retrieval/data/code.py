@@ -1,8 +1,7 @@
 """Mine a CodeSearchNet-style retrieval set from Python source, with no hub and no downloads.
 
 Query = a function's docstring summary; document = the function's code with that docstring removed.
-By default the installed standard library is mined; any local source tree works the same way.
-"""
+By default the installed standard library is mined; any local source tree works the same way."""
 
 from __future__ import annotations
 
@@ -273,8 +272,7 @@ def _mine_file(rel: str, source: str, tree: ast.Module, stats: Counter[str], min
 def _summary(docstring: str) -> str:
     """First paragraph of the cleaned docstring, whitespace collapsed.
 
-    A leading signature line ("slave_open(tty_name) -> slave_fd") followed by more text is skipped.
-    """
+    A leading signature line ("slave_open(tty_name) -> slave_fd") followed by more text is skipped."""
     lines = inspect.cleandoc(docstring).split("\n")
     if len(lines) > 1 and _SIGNATURE.fullmatch(lines[0].strip()) and any(x.strip() for x in lines[1:]):
         lines = lines[1:]

@@ -17,8 +17,7 @@ from harness.core.errors import DataError
 class RetrievalDataset:
     """Corpus as parallel lists (cheap for millions of docs), queries and graded qrels.
 
-    ``qrels[qid][doc_id]`` is the relevance grade; grade 0 is kept (it is a judged non-relevant doc).
-    """
+    ``qrels[qid][doc_id]`` is the relevance grade; grade 0 is kept (it is a judged non-relevant doc)."""
 
     name: str
     split: str

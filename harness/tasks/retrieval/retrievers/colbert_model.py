@@ -38,8 +38,7 @@ def load_colbert(spec: ModelSpec, *, device: str, embedding_size: int,
     """A PyLate ColBERT for ``spec`` (``[Q] ``/``[D] `` prefixes, query expansion) and the record's model block.
 
     A PyLate checkpoint loads with its own projection; a plain encoder (ModernBERT-base, MiniLM) gets a new
-    ``embedding_size`` projection and new prefix-token embeddings, initialised from ``seed``.
-    """
+    ``embedding_size`` projection and new prefix-token embeddings, initialised from ``seed``."""
     from pylate import models
 
     from harness.models import _check_attn, model_identity, resolve_path
