@@ -28,8 +28,7 @@ class Settings:
     correction: str = "holm"
 
     def check(self) -> None:
-        """Each flag checked (harness.compare and the leaderboard's --significance): a refusal names the flag, its
-        value and the valid range."""
+        """Each flag checked (harness.compare, leaderboard --significance): a refusal names flag, value and range."""
         if self.permutations < 1:
             raise HarnessError(f"--permutations {self.permutations}: must be an integer >= 1 (the randomization "
                                "permutations and bootstrap resamples; e.g. --permutations 10000)")
@@ -109,9 +108,8 @@ def cell_row(table: str, name: str, cells: dict[str, Outcomes], s: Settings, hig
 
 def average_row(table: str, names: Sequence[str], labels: Sequence[str], cells: dict[str, dict[str, Outcomes]],
                 reps: dict[str, dict[str, twolevel.Replicates]], s: Settings, higher_is_better: bool) -> Row:
-    """The table average of the models ``labels`` over the cells ``names`` (each of them has every one), each cell
-    weighted equally: single runs of a per-query metric by the stratified randomization test, else the two-level
-    bootstrap."""
+    """The table average of the models ``labels`` over the cells ``names`` (each has every one), cells weighted
+    equally: single runs of a per-query metric by the stratified randomization test, else the two-level bootstrap."""
     n = sum(len(cells[c][labels[0]].ids) for c in names)
     row = Row(table, "average", {x: float(np.mean([cells[c][x].score() for c in names])) for x in labels},
               {x: max(cells[c][x].k for c in names) for x in labels}, n, over=tuple(names))

@@ -1,9 +1,8 @@
 """What a run prints: the harness' own progress and errors; library records below ERROR (transformers' "LOAD REPORT",
 mteb's and sentence-transformers' INFO) go only to the job's log file (``<hydra output dir>/<job name>.log``), and
 transformers' "Loading weights" bars are off. ``log_level=INFO|DEBUG|WARNING`` or ``hydra.verbose=...`` brings
-everything back. :class:`Progress` (a counted step: a tqdm bar with ETA on a terminal) and :func:`step` (unknown
-length, announced on a terminal) log one line when done; off a terminal no bar is drawn. ``log_level=WARNING``
-silences them."""
+everything back. :class:`Progress` (a counted step: a tqdm bar on a terminal) and :func:`step` log one line when
+done; off a terminal no bar is drawn. ``log_level=WARNING`` silences them."""
 
 from __future__ import annotations
 

@@ -55,8 +55,7 @@ def from_metrics(per_query: Mapping[str, Mapping[str, float]], data: Mapping[str
 
 
 def _beside(record_path: Path, suffix: str) -> Path:
-    """``<dataset><suffix>`` beside ``<dataset>.json``: its per-query scores, or where ``save_run=true`` writes its
-    ranking (a TREC run file)."""
+    """``<dataset><suffix>`` beside ``<dataset>.json``: per-query scores, or the ``save_run=true`` TREC run file."""
     return record_path.with_name(record_path.name.removesuffix(".json") + suffix)
 
 

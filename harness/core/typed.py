@@ -43,8 +43,7 @@ def at_least(low: float, *, below: float | None = None, null: str = "", nonempty
 
 
 def count(low: int = 1, **kw: Any) -> Any:
-    """A count or size: an integer >= ``low`` (1 unless told; 0 is not "no limit": null is, where ``null`` says
-    what it means)."""
+    """A count or size: an integer >= ``low`` (1 unless told; null, not 0, means "no limit" where a field says so)."""
     return at_least(low, **kw)
 
 
@@ -68,8 +67,7 @@ def excluded(why: str, **kw: Any) -> Any:
 
 def flat() -> Any:
     """A field holding a stage's settings node whose keys are the parent's own: ``task.batch_tokens``, not
-    ``task.encode.batch_tokens``. The node is built from those keys (its constraints name ``task.<key>``); a key
-    belongs to one node only."""
+    ``task.encode.batch_tokens`` (constraints name ``task.<key>``); a key belongs to one node only."""
     return dataclasses.field(metadata={"flat": True})
 
 

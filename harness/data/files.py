@@ -1,8 +1,7 @@
 """Reading local data files: UTF-8 text (plain or gzipped), delimited rows, JSON Lines and Parquet tables. Every
-reader under ``harness/data`` reads through these, so a file that cannot be decoded is one ``DataError`` line naming
-the file, the line, the byte offset and the fix, never a ``UnicodeDecodeError``, ``csv.Error`` or pyarrow traceback.
-Why not ``datasets``' json loader for JSONL: a bad line must be an error naming the file and line before any work,
-not a pyarrow trace."""
+reader under ``harness/data`` reads through these, so an undecodable file is one ``DataError`` line naming the file,
+line, byte offset and fix, before any work, never a ``UnicodeDecodeError``, ``csv.Error`` or pyarrow traceback
+(hence not ``datasets``' json loader)."""
 
 from __future__ import annotations
 

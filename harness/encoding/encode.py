@@ -61,8 +61,7 @@ CPU_BATCH_TOKENS = 4096
 
 
 def batch_budget(device: str, batch_tokens: int, workers: int | None = None) -> int:
-    """Padded tokens per batch :func:`encode` uses: on CPU each of ``workers`` threads gets a share, at most
-    ``CPU_BATCH_TOKENS``."""
+    """Padded tokens per batch :func:`encode` uses: on CPU a share per worker, at most ``CPU_BATCH_TOKENS``."""
     n_workers = workers or cpu_workers(device)
     return max(1, min(batch_tokens // n_workers, CPU_BATCH_TOKENS) if device == "cpu" else batch_tokens)
 
@@ -93,9 +92,8 @@ def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None
 
 
 def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
-    """How batches are packed: ``"varlen"`` (one row + ``cu_seq_lens``: ``harness_varlen``, or flash-attn on a
-    GPU), ``"mask"`` (rows with a block-diagonal mask) or None (padded). ``auto`` packs only where it saves work:
-    varlen."""
+    """How batches are packed: ``"varlen"`` (one row + ``cu_seq_lens``: ``harness_varlen``, or flash-attn on a GPU),
+    ``"mask"`` (rows with a block-diagonal mask) or None (padded). ``auto`` packs only as varlen (saves work)."""
     from harness.models.attention import PACKABLE_TYPES, VARLEN, can_pack
 
     if pack not in PACK_MODES:

@@ -40,8 +40,7 @@ def packed_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) 
 
 def chunk_bounds(sizes: np.ndarray, first: int, most: int, most_items: int | None = None) -> list[tuple[int, int]]:
     """[start, stop) of consecutive chunks covering items of ``sizes`` (e.g. characters), the first holding about
-    ``first`` of it, each next one twice as much, up to ``most``; at least one item per chunk, at most
-    ``most_items``."""
+    ``first``, each next twice as much, up to ``most``; at least one item per chunk, at most ``most_items``."""
     ends = np.cumsum(sizes)
     bounds, start, target = [], 0, max(1, first)
     while start < len(sizes):

@@ -59,8 +59,7 @@ class Cell:
     sources: list[dict[str, Any]] = field(default_factory=list)   # provenance, one dict per record/source
 
     def to_json(self) -> dict[str, Any]:
-        """The page's form: value and text, then each other field under its short key where it is not its default
-        (flags as 1)."""
+        """The page's form: value and text, then each non-default field under its short key (flags as 1)."""
         out: dict[str, Any] = {"v": self.value, "t": self.text}
         for f in fields(self)[2:]:
             value = getattr(self, f.name)
@@ -70,8 +69,7 @@ class Cell:
 
 
 def ranked(cell: Cell) -> bool:
-    """A cell that competes for best: a number, complete, on the full official datasets, in its column's metric and
-    protocol."""
+    """A cell that competes for best: complete, on the full official datasets, in its column's metric and protocol."""
     return (cell.value is not None and not cell.partial and not cell.subset and not cell.local
             and not cell.other_metric and not cell.other_protocol)
 

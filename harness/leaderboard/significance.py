@@ -116,8 +116,7 @@ def _outcomes(runs: dict[str, tuple[list[per_query.PerQuery], str]]) -> dict[str
 
 def _average(table: Any, rows_ids: list[str], kept: dict[str, dict[str, many.Outcomes]], reps: dict[str, Any],
              s: many.Settings, hib: bool) -> list[tuple[many.Row, float]]:
-    """The table's Avg column tested over its components, among rows whose average is complete and tested in every
-    component."""
+    """The table's Avg column tested over its components, among rows complete and tested in every component."""
     complete = {}
     for r in rows_ids:
         cell = table.cells[r].get(AVG)

@@ -23,8 +23,7 @@ COMPILED = "compiled forward (torch.compile)"
 
 
 class KernelCalls:
-    """Calls by kernel name and by the dtype of the kernel's inputs, from any thread; the attention blocks it keeps
-    current (:meth:`keep`)."""
+    """Calls by kernel name and input dtype, from any thread; the attention blocks it keeps current (:meth:`keep`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -75,8 +74,7 @@ class KernelCalls:
 
 
 def observed_kernel(counts: dict[str, int]) -> str | None:
-    """The kernel (or dtype) the counts name: the one that ran, or each with its calls where several did; None
-    before any."""
+    """The kernel (or dtype) the counts name: the one that ran, or each with its calls; None before any."""
     ran = {k: n for k, n in counts.items() if n}
     if len(ran) <= 1:
         return next(iter(ran), None)

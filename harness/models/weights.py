@@ -103,8 +103,7 @@ FIT_FIX = ("The config and the weights come from different models: put back the 
 
 
 def encoder_dir(local: str | Path) -> Path:
-    """The folder the encoder loads from: a sentence-transformers / PyLate folder's first module (modules.json),
-    else the folder itself."""
+    """The folder the encoder loads from: a sentence-transformers / PyLate folder's first module, else the folder."""
     root = Path(local)
     modules = root / "modules.json"
     if modules.is_file():

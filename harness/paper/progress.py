@@ -184,8 +184,7 @@ def selected_overrides(job: Job, upstream: Sequence[JobState]) -> list[str] | No
 
 
 def choose(task: str, recs: Sequence[results.ResultRecord]) -> Any:
-    """The task's selection rule over ``recs`` (the upstream jobs' runs only, one model: :func:`sweep_records`), or
-    None."""
+    """The task's selection rule over ``recs`` (the upstream jobs' runs, one model: :func:`sweep_records`), or None."""
     if not recs:
         return None
     spec = specs.get(task)

@@ -5,9 +5,8 @@ Beside the results, ``ledger.json`` maps each job key to its current SLURM id an
 SLURM id, the ids it waits on and its final state (from ``scontrol`` or ``sacct``, at each submit or ``--status``),
 so a job's end stays known after SLURM forgets it. A re-submit resumes: finished jobs are skipped, queued or running
 ones kept; a job that can never start (an ``afterok`` upstream FAILED) or waits on anything but its upstreams'
-current attempts is replaced, and so is everything downstream of a replaced job, finished or not (a selection or
-report must see the new records). Stale jobs are cancelled downstream first, so none is released by its
-upstream's cancellation."""
+current attempts is replaced, and so is everything downstream of a replaced job (a report must see the new
+records). Stale jobs are cancelled downstream first, so none is released by its upstream's cancellation."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ REPLACED = "CANCELLED (replaced by a re-submit)"
 
 
 def queue() -> dict[str, tuple[str, str]]:
-    """SLURM id (``123_4``) -> (state, reason) of this user's queued jobs, one line per array task; empty where
-    SLURM is absent."""
+    """SLURM id (``123_4``) -> (state, reason) of this user's queued array tasks; empty where SLURM is absent."""
     try:
         out = subprocess.run(["squeue", "-h", "-r", "--me", "-o", "%i|%t|%r"], capture_output=True, text=True,
                              check=False).stdout

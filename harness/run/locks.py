@@ -1,7 +1,6 @@
-"""One process per run: ``<results>/<task>/<model>/<run id>/.lock`` (:mod:`harness.core.cache_entry`'s lock, touched
-every ``stale_after / 10`` s), so a requeued SLURM task overlapping the original, or two users starting one sweep,
-never compute a run twice. A live lock is waited for up to ``wait`` seconds, then the run is skipped with a message
-naming the owner."""
+"""One process per run: ``<results>/<task>/<model>/<run id>/.lock`` (:mod:`harness.core.cache_entry`'s lock), so a
+requeued SLURM task overlapping the original, or two users starting one sweep, never compute a run twice. A live
+lock is waited for up to ``wait`` seconds, then the run is skipped with a message naming the owner."""
 
 from __future__ import annotations
 

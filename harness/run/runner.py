@@ -87,10 +87,9 @@ def run_round(cfg: DictConfig, p: RunPlan[Any, Any], lock_settings: locks.LockSe
 
 
 def checked(cfg: DictConfig, *, plan: bool = False) -> None:
-    """The checks before any model or data: output folders writable, lock and task settings typed, the spec's metric
-    and rule known, the device present (what a job whose cells wait on another's records, its source run among
-    them, can check already); with ``plan``, the run planned once and its plan's own checks run on every cell (data
-    folders, hub access)."""
+    """The checks before any model or data: output folders writable, settings typed, the spec's metric and rule
+    known, the device present (what a job waiting on another's records can check already); with ``plan``, the run
+    planned once and its plan's own checks run on every cell (data folders, hub access)."""
     _settings(cfg)
     if not plan:
         planning.planner_of(cfg, source=False)

@@ -29,8 +29,7 @@ def choose(family: str, records: Iterable[ResultRecord], model: str | None = Non
 
 
 def spec_of(family: str, records: Iterable[ResultRecord]) -> specs.TaskSpec:
-    """``family``'s spec: ``conf/task/``'s, else the one its records carry (unknown: the error names the known
-    tasks)."""
+    """``family``'s spec: ``conf/task/``'s, else its records' (unknown: the error names the known tasks)."""
     return (specs.find(family) or next((s for r in records if r.task == family and (s := specs.for_record(r))), None)
             or specs.get(family))
 

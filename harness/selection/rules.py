@@ -347,8 +347,7 @@ def scoring_protocol(r: ResultRecord) -> str:
 
 class GlueSelection(SelectionRule):
     """Best configuration per task (mean over seeds: :class:`BestConfigPerDataset`), plus the GLUE average and the
-    paper's Table 5 rows. One scoring protocol per model: that of its newest record (runs of another protocol are
-    counted, not mixed in)."""
+    paper's Table 5 rows; one scoring protocol per model, its newest record's (others counted, not mixed in)."""
 
     per_task = BestConfigPerDataset(expected=lambda r: expected_seed_count(r.config))
     description = per_task.description

@@ -6,8 +6,7 @@ the step, matched against paths up to three levels below the run: ``step_(\\d+)/
 (``PATH`` or ``STEP=PATH``). Complete when (1) ``config.json`` parses, (2) every safetensors file is as long as its
 header says (:func:`harness.models.weights.check_safetensors`) and a sharded index names only such shards, and (3)
 its writer is done: ``trainer_state.json`` parses (the Trainer writes it last) or, without a Trainer, nothing has
-changed for ``settle`` seconds (all that vouches for ``.bin`` weights). Done (3) but not whole is broken, never
-"still being written"."""
+changed for ``settle`` seconds (all that vouches for ``.bin`` weights). Done but not whole is broken."""
 
 from __future__ import annotations
 
@@ -177,8 +176,7 @@ def step_of(pattern: re.Pattern[str], name: str) -> int | None:
 
 
 def under(root: Path, pattern: re.Pattern[str]) -> Found:
-    """The checkpoints below ``root`` whose relative path matches ``pattern``; a matching folder is not looked
-    into further."""
+    """The checkpoints below ``root`` whose relative path matches ``pattern`` (a match is not looked into further)."""
     found = Found()
     level = [p for p in sorted(root.iterdir()) if p.is_dir()]
     for _ in range(MAX_DEPTH):

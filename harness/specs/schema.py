@@ -88,8 +88,7 @@ class Dependency:
 @dataclass(frozen=True, kw_only=True)
 class TaskSpec:
     """What a task is. ``runner``: the computation (a key of :data:`harness.run.planning.PLANNERS`); ``stages``: the
-    stages it composes, whose protocol versions (each protocol's ``STAGES``: :mod:`harness.specs.stages`) enter every run
-    identity."""
+    stages it composes, whose protocol versions (:mod:`harness.specs.stages`) enter every run identity."""
 
     runner: str
     main_metric: str

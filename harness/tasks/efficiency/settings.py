@@ -1,6 +1,5 @@
 """``task=efficiency``'s typed settings (conf/task/efficiency.yaml documents each key) and a synthetic set's
-definition (Table 10), importable without torch: the planner types the config with them, the measurement reads
-them."""
+definition (Table 10), importable without torch: the planner types the config, the measurement reads them."""
 
 from __future__ import annotations
 

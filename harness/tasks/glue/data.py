@@ -1,8 +1,7 @@
 """GLUE task definitions (from conf/task/glue.yaml) and loaders: local TSVs in GLUE's own layout, or the hub.
 
 Local TSVs are read as GLUE ships them: quoting off (texts hold unbalanced quotes), MRPC's header BOM kept (its
-label column is addressed by index), CoLA headerless; rows must have the header's column count, labels a class
-name or integer id."""
+label column is addressed by index), CoLA headerless; every row has the header's column count."""
 
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ from harness.training.settings import GlueTraining
 
 @dataclass(frozen=True)
 class GridPoint:
-    """One cell of the GLUE sweep: one fine-tuning run (a cell's payload, with its
-    :class:`InitSource`)."""
+    """One cell of the GLUE sweep: one fine-tuning run (a cell's payload, with its :class:`InitSource`)."""
 
     task: str
     lr: float
@@ -29,8 +28,7 @@ class GridPoint:
 
 @dataclass(frozen=True)
 class InitSource:
-    """Where a GLUE run's weights come from: the pretrained model, or a fine-tuned checkpoint (all but its final
-    classifier)."""
+    """Where a GLUE run's weights come from: pretrained, or a fine-tuned checkpoint (all but its final classifier)."""
 
     kind: str                        # pretrained | mnli | path
     checkpoint: str | None = None

@@ -64,8 +64,7 @@ class HubKd(RowSource):
 
 
 class FileKd(RowSource):
-    """A local JSONL or Parquet KD file (and the queries and documents files it joins); their hashes enter the
-    run identity."""
+    """A local JSONL or Parquet KD file (and the files it joins); their hashes enter the run identity."""
 
     load = kd_load
 
@@ -176,8 +175,7 @@ def check(task_config: Any) -> None:
 
 
 def query_length(s: ColbertSettings, entry: DatasetEntry) -> int:
-    """``task.query_lengths[<dataset>]`` (a composite's member: its own, else the composite's), else
-    ``task.query_length``."""
+    """``task.query_lengths[<dataset>]`` (a member: its own, else its composite's), else ``task.query_length``."""
     lengths = s.queries.query_lengths
     parent = (entry.local or "").split("/")[0] if "/" in (entry.local or "") else None
     return int(lengths.get(entry.name, lengths.get(parent or "", s.multi_vector.search.query_length)))

@@ -123,8 +123,7 @@ MLDR_SOURCES: Registry[Any] = Registry("MLDR training source", {"hub": HubMldr()
 
 @dataclass(kw_only=True)
 class MldrTrainData(TrainRows):
-    """MLDR training rows (query, positive_passages, negative_passages): the hub's English train file, or a local
-    folder in MLDR's layout."""
+    """MLDR training rows: the hub's English train file, or a local folder in MLDR's layout."""
 
     sources: ClassVar[Registry[Any]] = MLDR_SOURCES
     source: str = choices("hub", "local")
@@ -138,8 +137,7 @@ class MldrTrainData(TrainRows):
 
 @dataclass(kw_only=True)
 class MldrSettings(RetrievalSettings):
-    """task=beir's stages, the ColBERT evaluation of task.retriever=multi_vector (``task.multi_vector``), and MLDR's
-    own keys."""
+    """task=beir's stages, the ColBERT evaluation of task.retriever=multi_vector, and MLDR's own keys."""
 
     retriever: str
     evaluation: SingleVectorEval = flat()

@@ -113,8 +113,7 @@ def entries(s: Any) -> list[DatasetEntry]:
 
 
 def data_spec(s: Any, entry: DatasetEntry, query_length: int | None = None) -> str:
-    """Hash of what defines a dataset's data (catalog entry, local folder, split, qrels strictness; ColBERT: the
-    dataset's query length)."""
+    """Hash of what defines a dataset's data (entry, local folder, split, qrels strictness; ColBERT: query length)."""
     spec = results.stable_hash({
         "entry": entry.definition(), "data_dir": str(Path(s.data_dir).expanduser().resolve()) if s.data_dir else None,
         "split": s.split, "strict_qrels": s.strict_qrels,

@@ -1,8 +1,7 @@
 """The retrieval stages: each one's protocol version and code (:data:`STAGES`, where a new retriever is registered:
 docs/layout.md, "Adding a retriever"), and what planning resolved for one run's stages (:class:`RetrievalStages`).
 Code is found by the declaration (:func:`harness.specs.stages.code_of`): ``load.*``/``retrieve.*`` in
-:mod:`~harness.tasks.retrieval.compute`, ``train.*`` in :mod:`~harness.tasks.retrieval.train`; it gets values, never
-the planner."""
+:mod:`~harness.tasks.retrieval.compute`, ``train.*`` in :mod:`~harness.tasks.retrieval.train`."""
 
 from __future__ import annotations
 

@@ -128,8 +128,7 @@ class DataKind:
     # ------------------------------------------------------------------------------------------ loading
     def load(self, entry: DatasetEntry, data_dir: str | None, split: str,
              strict_qrels: bool = True) -> RetrievalDataset:
-        """One (non-composite) entry's data: ``<data_dir>/<local>`` when ``data_dir`` is set, else the pinned hub
-        copy."""
+        """One (non-composite) entry's data: ``<data_dir>/<local>`` when ``data_dir`` is set, else the hub copy."""
         if data_dir:
             return self.load_local(local_folder(data_dir, entry), entry, split, strict_qrels)
         if not self.hub_copy(entry):
@@ -367,8 +366,7 @@ def resolve_entries(names: list[str], catalog: Mapping[str, Any]) -> list[Datase
 def load_entry(
     entry: DatasetEntry, *, data_dir: str | None, split: str | None = None, strict_qrels: bool = True
 ) -> RetrievalDataset:
-    """Load one (non-composite) dataset through its kind: ``<data_dir>/<local>``, what the entry names, or its
-    pinned hub copy."""
+    """One (non-composite) dataset through its kind: ``<data_dir>/<local>``, what the entry names, or the hub copy."""
     return get_kind(entry.kind).load(entry, data_dir, split or entry.split, strict_qrels)
 
 

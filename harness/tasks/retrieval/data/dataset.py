@@ -1,7 +1,6 @@
 """The in-memory retrieval set every loader returns, and the rules every loader applies so no input is resolved
 silently (issue 28): a query id twice with different texts, a (query, document) pair judged twice with different
-grades, or a judged query whose text is null or blank is an error naming the places or ids (identical repeats are
-one)."""
+grades, or a judged query with a null or blank text is an error naming the places or ids."""
 
 from __future__ import annotations
 

@@ -18,8 +18,7 @@ METRICS = (*_MEASURES, "mrr_at_10")
 
 
 def reciprocal_ranks(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], k: int) -> dict[str, float]:
-    """Per query: 1 / rank of the first relevant (grade > 0) doc in the top k (0 if none), ties by doc id as
-    trec_eval."""
+    """Per query: 1 / rank of the first relevant (grade > 0) doc in the top k (else 0), ties by doc id as trec_eval."""
     out = {}
     for qid, judged in qrels.items():
         ranked = sorted(run.get(qid, {}).items(), key=lambda x: (-x[1], x[0]))[:k]

@@ -29,8 +29,7 @@ def _chunks(store: TokenStore, chunk_tokens: int) -> Iterator[np.ndarray]:
 
 def _padded(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
     """[docs, longest, dim] float32 of documents anywhere in the store; a shorter document is padded with copies of
-    its own first token, so the max over its tokens, hence its MaxSim score, is exactly the unpadded one (no mask
-    needed)."""
+    its own first token, so its max over tokens, hence its MaxSim score, is exactly the unpadded one (no mask)."""
     lens = store.lengths[docs]
     steps = np.arange(int(lens.max()))
     rows = store.starts[docs][:, None] + np.where(steps[None, :] < lens[:, None], steps[None, :], 0)

@@ -92,9 +92,8 @@ def save_topk(path: Path, scores: np.ndarray, positions: np.ndarray, meta: dict[
 
 def load_topk(path: Path, n_queries: int, n_docs: int, claim: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """A shard's top-k, checked (zip CRCs, shapes, positions in range, and what it claims to be: shard index,
-    document ids, model and corpus (its embedding key), queries, top_k, search settings); raises ValueError when
-    unusable."""
+    """A shard's top-k, checked (zip CRCs, shapes, positions in range, and its claim: shard index, document ids,
+    model and corpus, queries, top_k, search settings); raises ValueError when unusable."""
     try:
         with np.load(path) as z:
             scores, positions, meta = z["scores"], z["positions"], json.loads(str(z["meta"]))

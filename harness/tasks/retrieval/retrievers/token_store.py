@@ -1,5 +1,4 @@
-"""Corpus token embeddings on disk: fp16, memory-mapped, written atomically with the claim they were computed
-for (checked before use)."""
+"""Corpus token embeddings on disk: fp16, memory-mapped, written atomically with the claim checked before use."""
 
 from __future__ import annotations
 
