@@ -78,8 +78,7 @@ def t_test_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 def bootstrap_ci(a: Sequence[float], b: Sequence[float], resamples: int = 10_000, seed: int = 0,
                  level: float = 0.95, strata: Sequence[int] | None = None, chunk: int = 1000) -> tuple[float, float]:
-    """Paired percentile bootstrap interval of mean(b - a): items resampled with replacement, pairs kept (within
-    each stratum, for the macro average over ``strata``)."""
+    """Paired percentile bootstrap interval of mean(b - a): items resampled in pairs (within each of ``strata``)."""
     x, y = _pairs(a, b)
     if not 0 < level < 1:
         raise ValueError(f"level={level} must be in (0, 1)")

@@ -86,9 +86,8 @@ class TwoLevel:
 
 
 def two_level(a: Sequence[Replicates], b: Sequence[Replicates], n_items: int, level: float) -> TwoLevel:
-    """B - A on the mean over cells (one cell, or a table's cells with equal weight): the observed difference of the
-    seed-averaged scores, the replicates' standard error and Welch-Satterthwaite's degrees of freedom (items:
-    ``n_items`` - 1; each model's seeds in each cell: k - 1)."""
+    """B - A on the mean over cells (equally weighted): the seed-averaged difference, the replicates' standard error and
+    Welch-Satterthwaite degrees of freedom (items: ``n_items`` - 1; each model's seeds per cell: k - 1)."""
     from scipy import stats as sps
 
     c = len(a)

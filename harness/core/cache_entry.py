@@ -5,8 +5,7 @@ Jobs on one shared cache (a SLURM array on NFS/Lustre) needing the same missing 
 place, never replaced while valid; one failing its claim check is renamed aside under the lock, then deleted; a
 reader meeting an entry vanishing goes through the locked path. :class:`FileLock` (run locks too) is a file made
 with ``O_CREAT | O_EXCL`` holding host, pid, token and start time, touched by a heartbeat; stale (taken over) when
-untouched for ``stale_after`` seconds, or at once when its owner on this host is gone. Not ``fcntl``: it does not
-hold across a cluster's nodes."""
+untouched for ``stale_after`` seconds, or when its owner on this host is gone (``fcntl`` fails across nodes)."""
 
 from __future__ import annotations
 

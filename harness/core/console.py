@@ -167,8 +167,7 @@ def step(what: str, *, show: bool = True, starting: str = "") -> Iterator[Step]:
 
 # -------------------------------------------------------------------------------- the table at the end of a run
 def seconds(timings: Mapping[str, Any]) -> float:
-    """A record's wall time from its timings: their ``total`` where it has one (GLUE: ``train`` and ``eval`` are
-    parts of it), else the sum of its parts (numbers only)."""
+    """A record's wall time: its timings' ``total`` where present (GLUE), else the sum of its numeric parts."""
     numbers = {k: v for k, v in timings.items() if isinstance(v, int | float)}
     return float(numbers["total"]) if "total" in numbers else float(sum(numbers.values()))
 

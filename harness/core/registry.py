@@ -58,8 +58,7 @@ class Registry(MutableMapping[str, T], Generic[T]):
         return self._targets[name]
 
     def register(self, name: str, target: T | str) -> None:
-        """Add ``name``. Registering a name again with another target is an error, so two plugins cannot
-        silently shadow each other."""
+        """Add ``name``; registering it again with another target is an error (no plugin silently shadows another)."""
         key = _key(target)
         if name in self._targets and _key(self._targets[name]) != key:
             raise HarnessError(f"{self.what} {name!r} is already registered as {_key(self._targets[name])}")

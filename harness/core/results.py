@@ -145,8 +145,7 @@ def stable_hash(obj: Any, length: int = 10) -> str:
 
 
 def file_sha(path: str | os.PathLike | None) -> str | None:
-    """The first 16 hex digits of a file's sha256 (what records and run ids store for a data file); None when
-    ``path`` is empty or not a file."""
+    """The first 16 hex digits of a file's sha256 (as records and run ids store it); None if ``path`` is no file."""
     if not path or not Path(path).is_file():
         return None
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
@@ -176,9 +175,8 @@ def _umask() -> int:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Write to a temp file in the same directory, fsync, rename: a crash never leaves a half-written file. The
-    file gets the mode a plain ``open`` would give it (``0o666`` less the umask), not ``mkstemp``'s 0600, so people
-    sharing a results folder can read each other's records."""
+    """Write to a temp file in the same directory, fsync, rename: never a half-written file. Mode as ``open`` gives
+    (``0o666`` less the umask, not ``mkstemp``'s 0600), so people sharing a results folder read each other's."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -97,8 +97,7 @@ def stop_on_signals() -> None:
 
 
 class JobFailed:
-    """A multirun job's return value when its cells failed. Unpickling it (the launching process reading a
-    submitit job's result) registers the failure there too."""
+    """A multirun job's return value when its cells failed; unpickling it registers the failure in the launcher."""
 
     def __init__(self, label: str, error: str) -> None:
         self.label, self.error = label, error
@@ -134,8 +133,7 @@ def _label() -> str:
 
 @functools.cache   # registered once
 def exit_nonzero_at_exit() -> None:
-    """End this process with :data:`FAILED_STATUS` once it has finished normally (submitit has then written the
-    job's result, so the launching process still reads it)."""
+    """Exit with :data:`FAILED_STATUS` after a normal finish (submitit's result is written, the launcher reads it)."""
     atexit.register(_exit_failed)
 
 

@@ -101,8 +101,7 @@ def key_fields(cls: type) -> dict[str, tuple[type, dataclasses.Field]]:
 
 
 def excluded_keys(cls: type, prefix: str) -> dict[str, str]:
-    """``{dotted key: why}`` of every :func:`excluded` field of ``cls`` and its nodes (``prefix``: the key ``cls``
-    is read from, e.g. ``task``)."""
+    """``{dotted key: why}`` of every :func:`excluded` field of ``cls`` and its nodes, under ``prefix`` (``task``)."""
     out: dict[str, str] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.metadata.get("excluded"):

@@ -83,9 +83,8 @@ def csv_rows(path: Path, delimiter: str, quoting: int = csv.QUOTE_MINIMAL) -> It
 
 
 def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-empty line of a JSONL file (gzipped when it ends in ``.gz``; a BOM is
-    ignored); invalid UTF-8, a line that is not a JSON object, or one lacking a ``required`` field is an error
-    naming the line and the fix."""
+    """(line number, object) for each non-empty line of a JSONL file (``.gz``: gzipped; a BOM ignored); invalid
+    UTF-8, a non-object line or a missing ``required`` field is an error naming the line and the fix."""
     for lineno, line in enumerate(text_lines(path), start=1):
         if not line.strip():
             continue

@@ -1,7 +1,6 @@
-"""The sizes of the data a job is configured with, where they can be read cheaply (line counts and file sizes of
-local files; a large file's lines estimated from its first MiB), for the cost preview, and the evaluation work of a
-retrieval job from them. None where the data is not local (hub copies): the cost file's published sizes are used
-instead, and the preview says which."""
+"""The sizes of the data a job is configured with, where cheap to read (line counts and sizes of local files; a large
+file's lines estimated from its first MiB), for the cost preview, and a retrieval job's evaluation work from them.
+None for hub copies: the cost file's published sizes are used, and the preview says which."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ def lines(path: Path) -> float:
 
 
 def retrieval_set(data_dir: Any, dataset: str) -> list[float] | None:
-    """[documents, queries, tokens per document] of a local retrieval set (BEIR layout, or a folder of jsonl files
-    named after the dataset), else None."""
+    """[documents, queries, tokens per document] of a local retrieval set (BEIR layout or named jsonl), else None."""
     if not data_dir:
         return None
     root = Path(str(data_dir)).expanduser()

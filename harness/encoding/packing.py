@@ -65,8 +65,7 @@ class Packed:
 
 
 def pack_rows(seqs: list[list[int]], capacity: int | None, pad_id: int) -> Packed:
-    """First-fit packing of ``seqs`` (longest first works best) into rows of ``capacity`` tokens; ``None``:
-    one row holding everything (varlen)."""
+    """First-fit packing of ``seqs`` (longest first) into rows of ``capacity`` tokens; ``None``: one row (varlen)."""
     lengths = [len(s) for s in seqs]
     cap = capacity or sum(lengths)
     free: list[int] = []
@@ -142,8 +141,7 @@ def cu_seq_lens(lengths: list[int]) -> np.ndarray:
 
 
 def packed_arrays(packed: Packed, mode: str) -> dict[str, np.ndarray]:
-    """Host arrays of packed rows: ids, restarting positions, and ``cu_seq_lens`` (``varlen``) or the rows'
-    ``segment`` numbering (``mask``)."""
+    """Host arrays of packed rows: ids, restarting positions, ``cu_seq_lens`` (varlen) or ``segment`` (mask)."""
     arrays = {"input_ids": packed.input_ids, "position_ids": packed.position_ids}
     return arrays | ({"cu_seq_lens": cu_seq_lens(packed.lengths)} if mode == "varlen" else {"segment": packed.segment})
 

@@ -25,8 +25,7 @@ _JSON_KEYS = {"std": "s", "n": "n", "partial": "p", "failed": "f", "computed": "
 
 @dataclass(frozen=True)
 class RowKey:
-    """Row identity: model name, family and size, plus whether it was published or run here, so a
-    published row and a run of the same model both appear."""
+    """Row identity: model, family, size, and published or run here (so both rows of one model appear)."""
 
     name: str
     family: str

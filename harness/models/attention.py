@@ -148,9 +148,8 @@ def blocker_for(device: str | None, head_dim: int | None = None, dtype: str | No
 
 def resolve_for(requested: str, model_type: str | None, device: str | None = None, *, head_dim: int | None = None,
                 dtype: str | None = None) -> str:
-    """:func:`resolve_attention` on this machine for a model that runs on ``device`` (None: wherever torch finds a
-    GPU; ``cpu`` never counts as CUDA), with the model's ``head_dim`` and weights' ``dtype`` where known. torch is
-    imported only where the answer depends on the GPU."""
+    """:func:`resolve_attention` here for a model on ``device`` (None: wherever torch finds a GPU; ``cpu`` is never
+    CUDA), with ``head_dim`` and ``dtype`` where known; torch imported only where the GPU matters."""
     packs = can_pack(model_type)
     if requested != VARLEN and not (packs and requested in ("auto", "flash_attention_2")):
         return resolve_attention(requested, cuda=False, packs=packs)
@@ -169,9 +168,8 @@ def fallback_reason(requested: str, implementation: str, model_type: str | None,
 
 # --------------------------------------------------------------------------------------------- what ran
 def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
-    """What computes attention under ``implementation`` (expected from the settings; records count what ran):
-    for ``harness_varlen`` flash-attn's varlen function (installed, CUDA), torch's flash kernel (CUDA), or the
-    plain-torch reference (elsewhere)."""
+    """What computes attention under ``implementation`` (expected; records count what ran): for ``harness_varlen``
+    flash-attn's varlen (installed, CUDA), torch's flash kernel (CUDA), or the plain-torch reference."""
     if implementation != VARLEN:
         return f"transformers {implementation}"
     if not cuda:

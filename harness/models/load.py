@@ -161,8 +161,7 @@ def model_identity(spec: ModelSpec, local: str, revision: str | None) -> dict[st
 
 
 def layer_list(hf_model: torch.nn.Module) -> tuple[torch.nn.Module, str]:
-    """(owner, attribute) of the encoder's layer ``ModuleList``: ModernBERT ``layers``, BERT-style
-    ``encoder.layer``, DistilBERT ``transformer.layer``."""
+    """(owner, attribute) of the encoder's layers: ModernBERT ``layers``, BERT ``encoder.layer``, DistilBERT's."""
     import torch
 
     for owner_path, attr in (("", "layers"), ("encoder", "layer"), ("transformer", "layer")):

@@ -56,8 +56,7 @@ def _is_local(path: str) -> bool:
 
 
 def _check_not_missing_dir(path: str) -> None:
-    """A path that looks like a folder (not a hub id ``org/name``) must exist, and be a folder: a file (the
-    weights, config.json) is named as such, with its folder."""
+    """A folder-like path (not a hub id ``org/name``) must be an existing folder (a file is named with its folder)."""
     found = Path(path).expanduser()
     if found.is_file():
         raise HarnessError(f"model.path={path} is a file, not the model's folder: model.path must be the folder "
@@ -114,9 +113,8 @@ def check_available(spec: ModelSpec) -> None:
 
 
 def model_ref(spec: ModelSpec) -> dict[str, Any]:
-    """What identifies the weights without loading or downloading anything: the content fingerprint of a local
-    or packaged model, or the hub id and configured revision (pin ``model.revision`` for an exact commit; the
-    resolved commit is recorded in each result either way)."""
+    """What identifies the weights without loading anything: a local or packaged model's content fingerprint, or the
+    hub id and configured revision (each result records the resolved commit)."""
     path = spec.path
     variant = {"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {}
     if _is_local(path):

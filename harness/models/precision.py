@@ -91,11 +91,9 @@ def autocast(precision: str, device: str) -> Any:
 
 
 def cast_for_inference(model: Any, precision: str, device: str) -> str:
-    """Cast ``model``'s weights for inference at ``precision`` (bf16/fp16 on CUDA) rather than autocast over fp32
-    weights: autocast keeps LayerNorm, residuals and rotary in fp32 and casts between them, and the attention output
-    back to fp32, which is slower and not what the GPU path is for. CPUs keep autocast (their bf16 runs, where
-    chosen, are measured that way: see docs/efficiency.md). What runs, for the record: ``fp32``, ``bf16 weights``
-    (or fp16), or ``autocast bf16 over fp32 weights``."""
+    """Cast ``model``'s weights to ``precision`` for inference (bf16/fp16 on CUDA): autocast over fp32 weights
+    keeps LayerNorm, residuals and rotary in fp32 with casts between, slower. CPUs keep autocast (measured so:
+    docs/efficiency.md). Returns what runs: ``fp32``, ``bf16 weights`` (or fp16) or ``autocast bf16 over fp32 weights``."""
     if precision == "fp32":
         return "fp32"
     if device.startswith("cuda") and precision in ("bf16", "fp16"):
@@ -125,8 +123,7 @@ def cast_weights(model: Any, dtype: Any) -> None:
 
 
 def autocast_for(model: Any, precision: str, device: str) -> Any:
-    """:func:`autocast` for a forward of ``model``, a no-op where its weights are already in a low precision
-    (autocast would run LayerNorm in fp32 between them)."""
+    """:func:`autocast` for ``model``'s forward; a no-op where its weights are already in a low precision."""
     import torch
 
     first = next(iter(model.parameters()), None)

@@ -117,8 +117,7 @@ def encoder_dir(local: str | Path) -> Path:
 
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """No "LOAD REPORT", meta-device chatter or "Loading weights" bar for the probe (its findings are raised; the
-    real load reports its own)."""
+    """No "LOAD REPORT", meta-device chatter or "Loading weights" bar for the probe (its findings are raised)."""
     import transformers.utils.logging as tlog
 
     level, bars = tlog.get_verbosity(), tlog.is_progress_bar_enabled()

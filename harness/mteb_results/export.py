@@ -1,5 +1,4 @@
-"""Exporting harness records as mteb result files, through mteb's own classes (``TaskResult``, ``ModelMeta``):
-mteb must be installed (``pip install 'harness[mteb]'``)."""
+"""Exporting harness records as mteb result files through mteb's ``TaskResult`` and ``ModelMeta`` (needs mteb)."""
 
 from __future__ import annotations
 

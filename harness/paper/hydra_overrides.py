@@ -18,8 +18,7 @@ from harness.core.layout import safe_name
 
 @dataclass(frozen=True)
 class HydraOverrides:
-    """A command line split: the other overrides, and where each job's logs go (``hydra.run.dir``; None: the
-    jobs' own default, ``${paths.outputs}/hydra/<time>``)."""
+    """A command line split: other overrides, and ``hydra.run.dir`` (None: ``${paths.outputs}/hydra/<time>``)."""
 
     rest: list[str]
     log_dir: str | None = None
@@ -37,8 +36,7 @@ def is_hydra(override: str) -> bool:
 
 
 def split(overrides: Sequence[str], command: str, launcher: str) -> HydraOverrides:
-    """``overrides`` without their ``hydra`` ones, applied or refused (``launcher``: how this command launches its
-    jobs elsewhere, for the refusal of ``hydra/launcher``)."""
+    """``overrides`` without their ``hydra`` ones, applied or refused (``launcher``: named when refusing it)."""
     rest: list[str] = []
     log_dir = None
     for text in overrides:

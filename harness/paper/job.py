@@ -73,9 +73,8 @@ def _now() -> str:
 
 
 def run_job(context: str, key: str) -> None:
-    """Run the job ``key`` of the graph in ``context``, noting the attempt beside the context (start, end, outcome:
-    what ``--status`` shows for jobs that fail before any record, e.g. a refused selection); raises
-    :class:`JobFailed` on failure."""
+    """Run the job ``key`` of the graph in ``context``, noting the attempt (start, end, outcome: what ``--status``
+    shows for a job failing before any record); raises :class:`JobFailed` on failure."""
     started, error = _now(), None
     try:
         _run(context, key)

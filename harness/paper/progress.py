@@ -75,8 +75,7 @@ def config_groups() -> frozenset[str]:
 
 
 def is_group(override: str) -> bool:
-    """Whether Hydra composes ``override`` (a group choice, an added or deleted key), rather than a value set on
-    the composed config (``task.lr=1e-5``, ``series={...}``)."""
+    """Whether Hydra composes ``override`` (a group choice, an added or deleted key), not a value (``task.lr=1e-5``)."""
     key = override.partition("=")[0]
     return override.startswith(("+", "~")) or key.split("/")[0] in config_groups()
 
@@ -162,9 +161,8 @@ def _cell_path(res: str, task: str, model: str, cell: Any) -> Path:
 
 
 def _seconds(rec: results.ResultRecord, trained: dict[str, float] | None) -> float:
-    """The seconds a record's timings add up to (their ``total`` where a family records one), plus its run's
-    training counted once (every dataset shares it); ``trained`` None: training not counted (a report job
-    evaluates a run its sweep trained)."""
+    """The seconds a record's timings add up to (their ``total`` where recorded), plus its run's training once
+    (shared by every dataset); ``trained`` None: not counted (a report job evaluates a run its sweep trained)."""
     own = seconds(rec.timings or {})
     train = ((rec.model or {}).get("trained") or {}).get("train_s")
     if trained is not None and isinstance(train, int | float) and rec.run_id not in trained:

@@ -162,9 +162,8 @@ def _array(i: str) -> str:
 
 def decide(steps: Sequence[Step], states: Mapping[str, JobState], ledger: Mapping[str, str],
            attempts: Mapping[str, Mapping[str, Any]], live: set[str]) -> tuple[set[str], dict[str, list[str]]]:
-    """Which jobs are kept (key set: still queued or running, waiting on the current attempts of their upstream)
-    and which are submitted (step -> keys): unfinished ones not kept, and every job of a step downstream of a
-    step with new submissions."""
+    """Which jobs are kept (key set: queued or running, waiting on their upstream's current attempts) and which are
+    submitted (step -> keys): unfinished ones not kept, and every job of a step downstream of new submissions."""
     kept: set[str] = set()
     new: dict[str, list[str]] = {}
     for step in steps:
@@ -205,8 +204,7 @@ def executor(folder: Path, name: str, cluster: Mapping[str, Any], res: Mapping[s
 
 def _cancel(steps: Sequence[Step], ledger: Mapping[str, str], attempts: dict[str, dict[str, Any]],
             kept: set[str], q: Mapping[str, tuple[str, str]]) -> None:
-    """Cancel every queued job that is not kept, downstream steps first (so no ``afterany`` dependent of a
-    cancelled job starts before it is cancelled itself)."""
+    """Cancel every queued job not kept, downstream first (no ``afterany`` dependent starts before its own cancel)."""
     for step in reversed(steps):
         doomed = [ledger[j.key] for j in step.jobs if j.key not in kept and q.get(ledger.get(j.key, ""),
                                                                                        ("", ""))[0] in LIVE]
@@ -248,8 +246,7 @@ def submit(steps: Sequence[Step], states: Mapping[str, JobState], context: Path,
 
 
 def _sbatch(ex: Any, step: str, context: Path, keys: list[str]) -> list[Any]:
-    """One step's array through submitit; sbatch refusing it is one line (the steps before it stay submitted,
-    in the ledger, and a re-submit goes on from there)."""
+    """One step's array through submitit; a refusal is one line (earlier steps stay submitted, a re-submit goes on)."""
     from submitit.core.utils import FailedJobError
 
     from harness.paper.job import run_job

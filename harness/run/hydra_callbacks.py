@@ -1,7 +1,6 @@
-"""Hydra callbacks (``hydra.callbacks``), an entry-point concern: checks that run before a multirun launches
-anything. :class:`StagingCheck` (the GLUE sweep configs) refuses a sweep whose batches would start a task that
-chains from MNLI's checkpoint before every MNLI job has finished: it exits (status 2) with a one-line error
-before anything is launched."""
+"""Hydra callbacks (``hydra.callbacks``): checks before a multirun launches anything. :class:`StagingCheck` (the GLUE
+sweep configs) refuses, in one line (exit 2), a sweep whose batches would start a task that chains from MNLI's
+checkpoint before every MNLI job has finished."""
 
 from __future__ import annotations
 

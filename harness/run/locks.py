@@ -78,8 +78,7 @@ def hold(dirs: Mapping[str, Path], settings: LockSettings) -> Iterator[set[str]]
 
 
 def _acquire_all(dirs: Mapping[str, Path], settings: LockSettings, held: list[FileLock]) -> dict[str, Holder]:
-    """Take the locks of ``dirs`` into ``held``, waiting up to ``settings.wait`` for busy runs; returns the live
-    holders of the runs still busy (every run not held)."""
+    """Take the locks of ``dirs`` into ``held``, waiting up to ``settings.wait``; returns busy runs' holders."""
     busy: dict[str, Holder] = {}
     deadline = time.monotonic() + settings.wait
     pending = dict(dirs)

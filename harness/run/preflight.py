@@ -49,9 +49,8 @@ def check_writable_dir(path: Path, key: str) -> None:
 
 
 def check_output_files(files: Mapping[Path, str]) -> None:
-    """Each file a run will write (path -> what it holds) can be written: the path is not a folder and no
-    part of its parent is a file. Checked before any work (a folder in the way would fail after the whole
-    evaluation, losing its record)."""
+    """Each file a run will write (path -> what it holds) can be written: the path is not a folder, no parent part a
+    file. Checked before any work (else it would fail after the whole evaluation, losing its record)."""
     for path, what in files.items():
         if path.is_dir():
             raise HarnessError(f"{path} is a folder, but this run writes {what} there: move or remove that folder "

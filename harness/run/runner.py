@@ -99,8 +99,7 @@ def checked(cfg: DictConfig, *, plan: bool = False) -> None:
 
 
 def write_selection(plan: RunPlan[Any, Any]) -> None:
-    """After an in-process sweep (more than one cell planned), the task's selection (GLUE: the best configuration
-    per task), as ``python -m harness.select`` writes it."""
+    """After an in-process sweep (several cells planned), the task's selection, as ``harness.select`` writes it."""
     from harness import selection
 
     res, experiment = plan.layout.results, plan.header.experiment

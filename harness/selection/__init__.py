@@ -1,7 +1,6 @@
 """Selection from records only: each task's rule picks the records that stand for a model (nothing is rerun).
 
-``python -m harness.select --task <family>`` writes them as ``selected/<family>-<model>.json`` beside the results
-directory (outside the record tree)."""
+``python -m harness.select --task <family>`` writes ``selected/<family>-<model>.json`` beside the results folder."""
 
 from __future__ import annotations
 

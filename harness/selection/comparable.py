@@ -101,8 +101,7 @@ def rerun_command(rec: ResultRecord) -> str:
 
 
 def set_aside_lines(records: Iterable[ResultRecord]) -> list[str]:
-    """One line per (model, dataset, reason) of the set-aside records among ``records``: how many, why, and one
-    rerun command (the others differ in grid point and seed)."""
+    """One line per (model, dataset, reason) of the set-aside ``records``: how many, why, one rerun command."""
     groups: dict[tuple[str, str, str], list[ResultRecord]] = {}
     for r in records:
         aside = (r.details or {}).get("set_aside")

@@ -47,8 +47,7 @@ def best(argv: list[str]) -> int:
 
 
 def check(settings: Settings) -> dict:
-    """Everything checked before a checkpoint is read: names and keys of the overrides (closest first), output
-    folders, each task's settings, the cluster profile."""
+    """Everything checked before a checkpoint is read: overrides, output folders, tasks' settings, cluster profile."""
     from harness.paper.__main__ import cluster_profile
     from harness.paper.progress import config_of
     from harness.run import runner
@@ -110,11 +109,10 @@ def run(argv: list[str]) -> int:
 
 def watch(settings: Settings, act: Callable[[units.Series], tuple[dict[str, str], int]], first: units.Series
           ) -> tuple[dict[str, str], units.Series]:
-    """``--watch``: poll the training run's folder while a job writes to it, evaluate (or submit) each checkpoint
-    once it is complete, and stop after ``--idle`` seconds in which nothing happened: no new checkpoint, no file
-    written in one, no evaluation. A checkpoint is planned again only when it is new or its folder changed. ``act``
-    evaluates or submits a series's runs: (unit key -> failure, how many it started). Returns (unit key -> failure of
-    what failed, the last series)."""
+    """``--watch``: poll the training run's folder, evaluate (or submit) each checkpoint once complete, and stop
+    after ``--idle`` seconds with no new checkpoint, no file written in one and no evaluation; a checkpoint is
+    planned again only when new or changed. ``act`` evaluates or submits a series's runs: (unit key -> failure,
+    how many it started). Returns (unit key -> failure, the last series)."""
     s = settings
     known = {(u.task, u.checkpoint.folder): u for u in first.units}
     seen = {key: (u.changed, u.skipped) for key, u in known.items()}   # the series already printed: only changes show

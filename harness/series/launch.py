@@ -21,8 +21,7 @@ from harness.series.units import Series, Unit, steps, with_state
 
 
 def run_unit(unit: Unit, log_dir: str | None = None) -> str | None:
-    """Compute one checkpoint's run (``log_dir``: ``hydra.run.dir``, under which its log goes); returns None when
-    every cell has an ok record, else the one-line failure."""
+    """Compute one checkpoint's run (its log under ``log_dir``); None when every cell is ok, else the failure line."""
     from harness.paper.hydra_overrides import job_log_dir, log_file
     from harness.paper.progress import composed
     from harness.run import runner

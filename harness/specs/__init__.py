@@ -1,7 +1,6 @@
 """Task specs: what each task is (metric, tables, selection, stages, dependencies), as data, and its stages.
 
-Read from ``spec:`` of ``conf/task/<name>.yaml`` (or the resolved config a record carries); reading every spec loads
-OmegaConf and no compute code."""
+Read from ``spec:`` of ``conf/task/<name>.yaml`` (or a record's config), loading OmegaConf and no compute code."""
 
 from __future__ import annotations
 

@@ -122,8 +122,7 @@ class TaskSpec:
         return tuple(k for stage, keys in self.stage_keys.items() if stage not in active for k in keys)
 
     def chosen_keys(self) -> tuple[str, ...]:
-        """The config keys stage names are filled from: a run's ``protocol`` holds them (the stage and its
-        version), so the identity need not hash them again."""
+        """The config keys stage names are filled from (a run's ``protocol`` holds them: not hashed again)."""
         return tuple(k for s in self.stages for k in _TEMPLATE.findall(s))
 
     def column_of(self, record: ResultRecord) -> tuple[str, str]:

@@ -1,8 +1,6 @@
-"""What every trainer here shares. Its training arguments, built once: the shared fields, read from its settings node
-and the run's resolved values (:class:`~harness.training.settings.TrainRun`); each trainer (DPR, ColBERT KD, GLUE
-classification) adds only what differs. Its callbacks and guards: a NaN loss stops it, progress lines off a terminal,
-an unfinished run's checkpoints removed. The end of its run: it took optimisation steps, its loss is finite, the
-model is saved, and the facts a record keeps about it."""
+"""What every trainer here shares: its training arguments' shared fields, from its settings node and the run
+(:class:`~harness.training.settings.TrainRun`); callbacks and guards (a NaN loss stops it, progress lines off a
+terminal, an unfinished run's checkpoints removed); the end of a run (steps taken, finite loss, model saved, facts)."""
 
 from __future__ import annotations
 
@@ -138,10 +136,9 @@ def check_loss(loss: float) -> None:
 
 def finish_training(model: Any, result: Any, output_dir: str | Path, *, cfg: Batches, n_rows: int,
                     rows: str, tracker: Tracker | None = None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Check the run (some steps, :func:`check_loss`), save ``model`` to ``output_dir/model`` and return
-    the record's training facts: steps, mean loss, ``n_<rows>``, effective batch size, ``facts``, where the model
-    is, and the tracker's description when one is on. ``result``: what ``Trainer.train()`` returned. On several
-    processes only rank 0 saves; the others wait for it."""
+    """Check the run (:func:`check_loss`), save ``model`` to ``output_dir/model`` (rank 0; the others wait) and
+    return the record's training facts: steps, mean loss, ``n_<rows>``, effective batch, ``facts``, the model's
+    place, the tracker's description. ``result``: what ``Trainer.train()`` returned."""
     tracker = tracker or tracking.NONE
     if result.global_step == 0:     # the data did not fill one (accumulated) batch
         raise HarnessError(

@@ -66,10 +66,9 @@ def check_devices(n: int, device: str) -> None:
 
 
 def run_on_devices(fn: Callable[..., Any], args: tuple[Any, ...], n: int, device: str, workdir: Path) -> Any:
-    """``fn(*args)`` in ``n`` processes (ranks 0..n-1; ``fn`` must be importable: a module-level function), on
-    ``device``'s GPUs 0..n-1 or on the CPU; returns rank 0's return value. A rank that fails stops the others and
-    raises here with its error line (:class:`TrainingDivergedError` where it diverged). ``workdir``: the
-    launcher's logs and error files (the caller removes it)."""
+    """``fn(*args)`` in ``n`` processes (ranks 0..n-1; ``fn`` a module-level function) on ``device``'s GPUs 0..n-1 or
+    the CPU; returns rank 0's value. A failing rank stops the others and raises here with its error line
+    (:class:`TrainingDivergedError` where it diverged). ``workdir``: the launcher's logs (the caller removes it)."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

@@ -39,8 +39,7 @@ def attention_facts(requested: str, hf: Any, since: tuple[dict[str, int], dict[s
 
 
 def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
-    """Table 2's fp32 matmuls as the paper's notebooks ran them (:func:`~harness.tasks.efficiency.throughput.paper_matmul`)
-    around the whole measurement."""
+    """Table 2's fp32 matmuls as the paper's notebooks ran them (:func:`~.throughput.paper_matmul`), around it all."""
     from harness.encoding.encode import pack_mode
     from harness.models import cast_for_inference, load_sentence_transformer
     from harness.models.compiled import compile_encoder, wanted

@@ -69,9 +69,8 @@ def probe_for(spec: Any, *, device: str, precision: str, length: int, mode: str 
 
 
 def start_within(batch_size: int, length: int, tokens_per_s: float | None, seconds: float | None) -> int:
-    """Where a time-budgeted search starts: ``batch_size`` halved until a forward of it would take at most half the
-    budget at the throughput just measured (no probe spent on batches that cannot finish); unchanged without a
-    budget (a GPU: the paper's search)."""
+    """Where a time-budgeted search starts: ``batch_size`` halved until a forward would take at most half the
+    budget at the measured throughput; unchanged without a budget (a GPU: the paper's search)."""
     n = max(1, batch_size)
     if seconds is None or not tokens_per_s or tokens_per_s <= 0:
         return n
@@ -161,8 +160,7 @@ def _receive(out: Any, proc: Any, timeout: float) -> ProbeOutcome | None:
 
 
 def probe_once(probe: Probe, batch_size: int) -> ProbeOutcome:
-    """One probe in its own process (nothing it allocates survives it); its forward is stopped at
-    ``probe.seconds`` (status "slow")."""
+    """One probe in its own process; its forward is stopped at ``probe.seconds`` (status "slow")."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     proc = ctx.Process(target=_probe_child, args=(probe, batch_size, out), daemon=True)

@@ -40,8 +40,7 @@ def set_stats(lengths: np.ndarray) -> dict[str, float]:
 
 
 def batch_token_ids(lengths: Sequence[int], seed: int, batch_index: int, low: int, high: int) -> list[np.ndarray]:
-    """Random ordinary token ids in [low, high) for one batch, seeded by (seed, batch index), so a set of
-    8,192 x 8,192 tokens never has to sit in memory at once."""
+    """Random ordinary token ids in [low, high) for one batch, seeded by (seed, batch index): never all in memory."""
     g = torch.Generator().manual_seed(seed * 1_000_003 + batch_index)
     flat = torch.randint(low, high, (int(sum(lengths)),), generator=g).numpy()
     return np.split(flat, np.cumsum(lengths)[:-1])

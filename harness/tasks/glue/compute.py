@@ -126,8 +126,7 @@ def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
 def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metric: str = "score") -> Any:
     """The classification trainer's settings for one grid point; ``metric``: what ``authors`` early stopping
     watches (``best_epoch`` watches ``score``); under ``authors`` the dev set is evaluated every
-    ``task.eval_interval`` optimizer steps (every planned task has one: :func:`~harness.tasks.glue.grid.grid_points`
-    refuses a config without)."""
+    ``task.eval_interval`` optimizer steps (:func:`~harness.tasks.glue.grid.grid_points` requires one)."""
     from harness.tasks.glue import classification as clf
     from harness.training.settings import TrainRun
 
@@ -141,8 +140,7 @@ def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metri
 
 def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec: ResultRecord, ctx: RunContext,
               tracker: Any = None) -> None:
-    """Fine-tune and evaluate one grid point, filling ``rec`` (status ok or failed; never raises on divergence);
-    ``tracker`` (``logger=``) receives the training curves."""
+    """Fine-tune and evaluate one grid point into ``rec`` (ok or failed; never raises on divergence)."""
     from harness.tasks.glue import classification as clf
     from harness.training import tracking
 

@@ -48,8 +48,7 @@ def planned_steps(n_train: int, tcfg: Any, epochs: int) -> int:
 
 
 def lr_multipliers(steps: int, warmup_ratio: float) -> np.ndarray:
-    """lr_t / lr at each optimizer step: transformers' linear schedule (warm-up over ceil(ratio x steps) steps,
-    then linear decay to 0), as the GLUE trainer runs it."""
+    """lr_t / lr per optimizer step: transformers' linear schedule (warm-up over ceil(ratio x steps), decay to 0)."""
     warm = math.ceil(steps * warmup_ratio) if warmup_ratio > 0 else 0
     t = np.arange(steps, dtype=np.float64)
     return np.where(t < warm, t / max(1, warm), np.maximum(0.0, (steps - t) / max(1, steps - warm)))

@@ -1,5 +1,4 @@
-"""GLUE's ``task.*`` settings and the grid they imply: which tasks in which order, which grid points (pure: no
-records, no model, no data)."""
+"""GLUE's ``task.*`` settings and the grid they imply: which tasks in which order, which grid points (pure)."""
 
 from __future__ import annotations
 
@@ -137,8 +136,7 @@ def check_schedule(tasks: Sequence[glue_data.GlueTask], tcfg: GlueSettings) -> N
 
 
 def grid_points(tasks: Sequence[glue_data.GlueTask], tcfg: GlueSettings, default_seed: int) -> list[GridPoint]:
-    """Every grid point the config implies, in run order (each point's seeds one after another). A set
-    ``task.lr`` etc. pins that axis."""
+    """Every grid point the config implies, in run order (seeds consecutive); a set ``task.lr`` etc. pins the axis."""
     check_schedule(tasks, tcfg)
     lrs = [float(tcfg.lr)] if tcfg.lr is not None else [float(v) for v in tcfg.grid.learning_rates]
     wds = [float(tcfg.weight_decay)] if tcfg.weight_decay is not None else [float(v) for v in tcfg.grid.weight_decays]

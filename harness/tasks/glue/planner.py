@@ -147,8 +147,7 @@ class GluePlanner:
         return cls(setup).runplan(mode=mode, skip=skip, round=round)
 
     def runplan(self, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[GlueSettings, GlueStages]:
-        """Round ``round``'s :class:`~harness.tasks.runplan.RunPlan` (a later round is planned from the records of
-        the earlier ones), its work estimate for a ``mode`` job."""
+        """Round ``round``'s :class:`~harness.tasks.runplan.RunPlan` (planned from earlier rounds' records) and work."""
         su, rounds = self.setup, self.rounds()
         cells = rounds[round]() if round < len(rounds) else []
         return RunPlan(

@@ -63,9 +63,8 @@ def paper_baselines() -> list[dict[str, Any]]:
 
 
 def planned_seeds(protocol: str, seeds: Sequence[int] | None, seed: int | None, default_seed: int | None) -> list[int]:
-    """The seeds every GLUE grid point runs: ``task.seed`` if set; else ``task.seeds`` under ``authors``, the
-    top-level ``seed`` under ``best_epoch``. The selection reads it back from a record's config to tell a complete
-    configuration from one whose seeds did not all finish."""
+    """The seeds every GLUE grid point runs: ``task.seed`` if set, else ``task.seeds`` (``authors``) or the top-level
+    ``seed`` (``best_epoch``); the selection reads it back to tell a complete configuration."""
     if seed is not None:
         return [int(seed)]
     if protocol == "authors":

@@ -25,8 +25,7 @@ FILE_KEYS = ("path", "queries_path", "documents_path")
 
 
 def kd_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
-    """What the KD sources share (each says its ``name`` and how it ``read``s): its samples for the settings ``s``
-    (every query and document id checked) and their facts."""
+    """What the KD sources share: their samples for settings ``s`` (every id checked) and facts."""
     from harness.core.console import step
 
     d = s.train_data   # n_ways >= 2: typed (KdData)
@@ -140,8 +139,7 @@ class KdData(TrainRows):
 
 @dataclass(kw_only=True)
 class QueryLengths:
-    """Per-dataset query lengths by recipe: which recipe changes the ranking (not the corpus encoding); each cell's
-    own length is part of its data spec."""
+    """Per-dataset query lengths by recipe (a search key); each cell's own length is part of its data spec."""
 
     role: ClassVar[str] = "search"
     query_length_recipe: str = choices("authors_code", "pylate_beir")

@@ -75,8 +75,7 @@ class HubMldr(RowSource):
 
 
 class LocalMldr(RowSource):
-    """A folder in MLDR's layout (``task.train_data.path``, else the evaluated mldr dataset's folder); the train
-    file's hash enters the run identity."""
+    """A folder in MLDR's layout (``task.train_data.path``, else the mldr dataset's); its train file's hash counts."""
 
     load, work = mldr_load, mldr_work
 

@@ -80,10 +80,9 @@ def lr_or_eval(r: Resolved) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RetrievalKind:
-    """What one retrieval task declares beyond its YAML: its typed settings (the nodes of its stages), the run-id
-    slug, the record's hyperparameters and details, a per-dataset query length (ColBERT), checks of combinations
-    the types cannot express, and identity facts only the executing machine resolves. Calling it with a composed
-    config gives the planner for it."""
+    """What one retrieval task declares beyond its YAML: typed settings (its stages' nodes), run-id slug, the record's
+    hyperparameters and details, a per-dataset query length (ColBERT), checks the types cannot express, and
+    identity facts only the executing machine resolves. Called with a config, it gives its planner."""
 
     settings_class: type
     hyperparameters: Callable[[Resolved], dict[str, Any]]
@@ -171,8 +170,7 @@ class RetrievalPlanner:
 
     @cached_property
     def lr(self) -> float:
-        """``task.lr``; null: the source run's LR (the selected DPR LR), else the model's Table 9 DPR LR (tasks with
-        a ``task.source`` only: a task without one names its LR)."""
+        """``task.lr``; null: the source run's LR, else the model's Table 9 DPR LR (tasks without a source name one)."""
         if self.settings.training.lr is not None:
             return float(self.settings.training.lr)
         if self.setup.lineage is not None and self.setup.lineage.lr is not None:

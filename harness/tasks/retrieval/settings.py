@@ -1,7 +1,6 @@
-"""The typed settings nodes of the retrieval stages (single- and multi-vector, PyLate's PLAID parameters among them,
-and which PLAID backend ``auto`` resolves to; the corpus shards), importable without torch or a model library: each is at once the schema of its keys in a task's YAML (flat: ``task.max_length``, ``task.top_k``) and
-what the stage receives. A node's ``role`` says what its keys do to a run (``search``: they change the ranking, not
-the corpus encoding; see :mod:`harness.core.typed`)."""
+"""The typed settings nodes of the retrieval stages (single- and multi-vector, PLAID parameters and the backend
+``auto`` picks; corpus shards), importable without torch: each is both the schema of its (flat) YAML keys and what
+the stage receives; a node's ``role`` says what its keys do to a run (:mod:`harness.core.typed`)."""
 
 from __future__ import annotations
 

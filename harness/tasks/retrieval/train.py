@@ -133,8 +133,7 @@ def fit_on_devices(plan: RunPlan, trainer: Trainer, model: Any, data: Any, spec:
 
 
 def train_rank(job: RankJob) -> dict[str, Any] | None:
-    """One rank: the staged weights loaded as the run loaded its model, on this rank's device; its share of the
-    training; rank 0's facts (the others return None)."""
+    """One rank: the staged weights loaded as the run loads its model, on its device; its share; rank 0's facts."""
     import os
 
     from datasets import load_from_disk

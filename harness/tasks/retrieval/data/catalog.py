@@ -187,9 +187,8 @@ class BeirKind(DataKind):
 
 
 class HubLayoutKind(DataKind):
-    """A hub dataset repository read file by file (mteb's ``Nano*Retrieval`` copies: configs ``corpus``,
-    ``queries``, ``qrels`` of ``<split>-*.parquet``), as a snapshot fetched before any model loads; local folders
-    as kind ``beir`` reads them (hub or BEIR layout)."""
+    """A hub dataset repository read file by file (mteb's ``Nano*Retrieval``: configs ``corpus``, ``queries``,
+    ``qrels`` of ``<split>-*.parquet``), fetched before any model loads; local folders as kind ``beir``."""
 
     name = "hub_layout"
     has_hub = True
@@ -351,8 +350,7 @@ def entry_from_config(name: str, raw: Mapping[str, Any] | None) -> DatasetEntry:
 
 
 def resolve_entries(names: list[str], catalog: Mapping[str, Any]) -> list[DatasetEntry]:
-    """Catalog entries for ``names``. Every entry is validated (a typo anywhere in the catalog is an error); an
-    unknown name fails with the valid ones, closest first."""
+    """Catalog entries for ``names``, all validated; an unknown name fails with the valid ones, closest first."""
     entries = {name: entry_from_config(name, raw) for name, raw in catalog.items()}
     for name in names:
         if name not in entries:

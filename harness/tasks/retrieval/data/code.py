@@ -214,8 +214,7 @@ def _python_files(base: Path, exclude: tuple[str, ...]) -> list[str]:
 
 
 def _source_tree(path: Path) -> tuple[str, ast.Module] | None:
-    """The decoded source (PEP 263 cookie honoured, newlines normalised to LF) and its AST, or None if the file
-    cannot be read, decoded or parsed."""
+    """The decoded source (PEP 263 honoured, LF newlines) and its AST, or None if unreadable or unparsable."""
     try:
         source = importlib.util.decode_source(path.read_bytes())
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
@@ -363,8 +362,7 @@ def _hash_sample(ids: list[str], k: int | None) -> list[str]:
 
 
 def _capped_corpus(ids: list[str], positives: set[str], max_corpus: int | None, what: str) -> set[str]:
-    """The documents kept under ``max_corpus``: every one of ``positives`` (the selected queries' ``what``), then
-    a hash sample of the rest; all of ``ids`` when they fit."""
+    """The documents kept under ``max_corpus``: all of ``positives``, then a hash sample; all ``ids`` when they fit."""
     if max_corpus is None or len(ids) <= max_corpus:
         return set(ids)
     if len(positives) > max_corpus:

@@ -174,8 +174,7 @@ def _joined_row(where: str, row: Mapping[str, Any], layout: str, n_ways: int) ->
 
 
 def _ids_rows(rows: list[tuple[str, dict[str, Any]]], n_ways: int) -> list[dict[str, Any]]:
-    """The ids-layout rows checked (ids present and of one type, a score per document) and normalised (lists,
-    float scores), so the Dataset is built from clean values."""
+    """The ids-layout rows checked (ids present, of one type, a score per document) and normalised (lists, floats)."""
     out: list[dict[str, Any]] = []
     first: dict[str, type] = {}
     for where, row in rows:

@@ -163,9 +163,8 @@ def build_long_document_set(root: str | Path | None = None, *, name: str = "stdl
 
 def export_mldr(lds: LongDocSet, out_dir: str | Path, *, max_train: int | None = None, max_test: int | None = None,
                 negatives: int = 3, max_corpus: int | None = None) -> Path:
-    """A folder in MLDR's layout from ``lds``: ``train.jsonl`` rows with ``negatives`` other files each (chosen by
-    hash, deterministic), ``test.jsonl`` rows without negatives, ``corpus.jsonl`` holding every positive and
-    negative (and, up to ``max_corpus``, other files)."""
+    """A folder in MLDR's layout from ``lds``: ``train.jsonl`` rows with ``negatives`` other files each (by hash),
+    ``test.jsonl`` rows without, ``corpus.jsonl`` with every one of them (and others up to ``max_corpus``)."""
     from harness.tasks.retrieval.data import mldr
 
     text_of = dict(zip(lds.doc_ids, lds.texts, strict=True))

@@ -117,8 +117,7 @@ def load_local(folder: Path, name: str, split: str = "test", strict_qrels: bool 
 
 def load_hub(path: str, revision: str | None, lang: str, name: str, split: str = "test",
              strict_qrels: bool = True) -> RetrievalDataset:
-    """mteb's MLDR copy: configs ``<lang>-corpus``, ``<lang>-queries``, ``<lang>-qrels`` (the split, or the only
-    one a config has, as mteb's loader)."""
+    """mteb's MLDR copy: ``<lang>-corpus``, ``-queries``, ``-qrels`` (the split, or a config's only one, as mteb)."""
     from datasets import get_dataset_split_names, load_dataset
 
     from harness.models import require_hub

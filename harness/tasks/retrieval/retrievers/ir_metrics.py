@@ -27,8 +27,7 @@ def reciprocal_ranks(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, 
 
 
 def per_query_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Each record metric per judged query (metric -> query id -> value), trec_eval conventions: a judged query
-    with an empty run counts as zero, as in ``trec_eval -c``."""
+    """Each metric per judged query (metric -> query id -> value); an empty run counts zero (``trec_eval -c``)."""
     import pytrec_eval  # here: planning a run reads METRICS without loading the scorer
 
     evaluator = pytrec_eval.RelevanceEvaluator(

@@ -1,5 +1,4 @@
-"""Exact MaxSim (the parity reference): every query token against every document token, chunked to a memory
-budget; and the exact rerank of an index's candidates."""
+"""Exact MaxSim (the parity reference), chunked to a memory budget; and the exact rerank of an index's candidates."""
 
 from __future__ import annotations
 

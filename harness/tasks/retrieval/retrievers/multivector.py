@@ -189,9 +189,8 @@ class MultiVectorRetriever:
         return out
 
     def plaid_memory(self, ds: RetrievalDataset) -> dict[str, Any]:
-        """The PLAID build's memory estimate (document tokens x dim x 4 bytes x 2: the float32 embeddings handed to
-        PyLate and the backend's working copy) and its backend; a one-line refusal, before any encoding, when it
-        exceeds ``plaid_max_memory_gb``."""
+        """The PLAID build's memory estimate (document tokens x dim x 4 bytes x 2: PyLate's float32 copy and the
+        backend's) and its backend; refused in one line, before encoding, above ``plaid_max_memory_gb``."""
         n_tokens = int(token_lengths(self.model, ds.documents(), self.document_length).sum())
         gb = n_tokens * int(self.model[-1].out_features) * 4 * 2 / 2**30
         limit = self.settings.search.plaid_max_memory_gb

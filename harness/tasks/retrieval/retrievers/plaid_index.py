@@ -160,10 +160,9 @@ def build_voyager(docs: Sequence[np.ndarray], dim: int, settings: VoyagerSetting
 
 def voyager_search(index: Any, queries: Sequence[np.ndarray], top_k: int, depth: int = VoyagerSettings.k
                    ) -> tuple[np.ndarray, np.ndarray]:
-    """PyLate's ``retrieve.ColBERT`` over the index (token candidates, exact MaxSim rerank): [queries, top_k]
-    scores and corpus positions, -inf / -1 where fewer came back. At most ``depth`` documents come back: the
-    authors asked for k=100 (PyLate then keeps its default 100 neighbours per query token; a deeper k raises
-    them to k, a different search)."""
+    """PyLate's ``retrieve.ColBERT`` over the index (token candidates, exact MaxSim rerank): [queries, top_k] scores
+    and positions, -inf / -1 where fewer came back; at most ``depth`` (the authors' k=100: PyLate keeps its
+    default 100 neighbours per query token; a deeper k raises them, a different search)."""
     from pylate import retrieve
 
     with contextlib.redirect_stderr(io.StringIO()):

@@ -181,8 +181,7 @@ def token_starts(tokenizer: Any, text: str, chars: Sequence[int]) -> list[int]:
 
 
 class TruncationSplit:
-    """``before`` / ``after``: the query's answer starts among the first ``max_length - 1`` positions the encoder
-    keeps (its last one is the end token), or past them."""
+    """``before`` / ``after``: the answer starts within the first ``max_length - 1`` positions kept, or past them."""
 
     name = "truncation"
 

@@ -1,6 +1,5 @@
-"""Exact top-k dense search on the configured device, streaming a memory-mapped corpus chunk by chunk and keeping
-the running top-k as two arrays (``sentence_transformers.util.semantic_search`` needs the whole corpus on the device
-and returns a dict per hit)."""
+"""Exact top-k dense search on the configured device, streaming a memory-mapped corpus chunk by chunk (unlike
+``sentence_transformers.util.semantic_search``: the whole corpus on the device, a dict per hit)."""
 
 from __future__ import annotations
 

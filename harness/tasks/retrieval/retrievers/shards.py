@@ -84,8 +84,7 @@ def plan_shards(lengths: np.ndarray, batches: Sequence[np.ndarray], shards: int 
 
 # ------------------------------------------------------------------------------------------------ shard results
 def save_topk(path: Path, scores: np.ndarray, positions: np.ndarray, meta: dict[str, Any]) -> None:
-    """One shard's top-k (scores, shard-local positions) and facts, written aside and renamed into place (a file
-    already there, another process' finished one, is kept)."""
+    """One shard's top-k (scores, shard-local positions) and facts, written aside and renamed (an existing one kept)."""
     with written_aside(path, suffix=".npz.tmp") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, scores=scores, positions=positions, meta=np.array(json.dumps(meta, default=str)))
 
