@@ -50,7 +50,7 @@ def local_data(record: Any) -> str | None:
 
 
 def _has_official_copy(catalog: Mapping[str, Any], dataset: str) -> bool:
-    """The record's catalog names a hub copy of ``dataset`` (a composite: a member's; a member: its own or its parent's)."""
+    """The record's catalog names a hub copy of ``dataset`` (composite: a member's; member: its own or its parent's)."""
     entry = catalog.get(dataset)
     if entry is None and "-" in dataset:
         parent, _, member = dataset.partition("-")
