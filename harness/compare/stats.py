@@ -34,8 +34,7 @@ def _pairs(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarr
 
 
 def weights(strata: Sequence[int] | None, n: int) -> np.ndarray:
-    """Item weights whose weighted sum is the mean over strata of each stratum's mean (a macro average over
-    datasets); the plain mean without strata."""
+    """Item weights giving the mean over strata of each stratum's mean (macro average); without strata the mean."""
     if strata is None:
         return np.full(n, 1.0 / n)
     s = np.asarray(strata)

@@ -56,8 +56,7 @@ class Holder:
 
 
 def read_holder(path: Path) -> Holder | None:
-    """The lock's owner, or None when there is no lock. A lock being written (empty: no token) reads as a fresh one,
-    stale once it has stayed empty :data:`EMPTY_GRACE` seconds."""
+    """The lock's owner, or None. A lock being written (empty) reads fresh, stale after :data:`EMPTY_GRACE` seconds."""
     try:
         idle = time.time() - path.stat().st_mtime
         text = path.read_text()
@@ -87,8 +86,7 @@ EMPTY_GRACE = 10.0
 
 
 def is_stale(holder: Holder, stale_after: float) -> bool:
-    """Untouched for ``stale_after`` seconds, owned by a dead process (or a finished job of ours) on this host, or
-    still empty :data:`EMPTY_GRACE` seconds after it was created."""
+    """Untouched for ``stale_after`` s, owned by a dead process (or our finished job) here, or empty too long."""
     if holder.idle > stale_after:
         return True
     if not holder.token:

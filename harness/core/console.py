@@ -110,8 +110,7 @@ class Progress:
                         disable=not (self.show and interactive()))
 
     def update(self, n: int = 1, note: str = "", left_s: float | None = None) -> None:
-        """``n`` more done; ``note`` says how the last step went, ``left_s`` replaces the estimate of what is left
-        (e.g. when a time budget will end the work before ``total``)."""
+        """``n`` more done; ``note``: how the last step went; ``left_s`` replaces the estimate (e.g. a time budget)."""
         self.n += n
         self.bar.update(n)
         now = time.perf_counter()
@@ -209,8 +208,7 @@ def print_summary(records: Sequence[ResultRecord]) -> None:
 
 
 def format_series(title: str, rows: Sequence[tuple[int, float | None, str]], higher_is_better: bool = True) -> str:
-    """A series as a table: one row per step (its score, the difference to the previous step that has one, or why
-    it has none), the best step marked ``*``."""
+    """A series as a table: a row per step (score, difference to the previous scored step, or why none), best ``*``."""
     scored = [(step, score) for step, score, _ in rows if score is not None]
     best = (max if higher_is_better else min)(scored, key=lambda p: p[1])[0] if scored else None
     table = [("step", "score", "vs previous")]

@@ -72,8 +72,7 @@ def put(tree: dict[str, Any], dotted: str, value: Any) -> None:
 def run_identity(
     config: Mapping[str, Any], *, exclude: Iterable[str] = (), replace: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The resolved config minus :data:`GLOBAL_EXCLUDE` and ``exclude``, with ``replace`` applied (dotted
-    keys, e.g. ``{"precision": "bf16", "model.ref": {...}}``)."""
+    """The resolved config minus :data:`GLOBAL_EXCLUDE` and ``exclude``, ``replace`` applied (dotted keys)."""
     out = drop(config, [*GLOBAL_EXCLUDE, *exclude])
     for key, value in (replace or {}).items():
         put(out, key, value)

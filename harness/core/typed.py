@@ -36,9 +36,8 @@ def choices(*values: Any, **kw: Any) -> Any:
 
 
 def at_least(low: float, *, below: float | None = None, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
-    """A numeric field whose value (each number of a list or mapping) is >= ``low`` (and < ``below`` if given);
-    ``null``: what null means where the type allows it (the error line offers it); ``nonempty``: a list that
-    must not be empty either (see :func:`nonempty`)."""
+    """A number (each of a list or mapping) >= ``low`` (and < ``below`` if given); ``null``: what null means where
+    allowed (the error offers it); ``nonempty``: a list not empty either (:func:`nonempty`)."""
     return _field({"min": low, "below": below, "null": null, "nonempty": nonempty}, **kw)
 
 
@@ -53,9 +52,8 @@ def positive(*, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
 
 
 def nonempty(names_from: str = "", **kw: Any) -> Any:
-    """A list that selects what runs (datasets, tasks, seeds): empty would run nothing and say nothing.
-    ``names_from``: the sibling field whose keys are the valid names (named in the error). A mapping of lists
-    (GLUE's epoch groups) needs each list non-empty."""
+    """A list that selects what runs (datasets, tasks, seeds): empty would run nothing, silently. ``names_from``: the
+    sibling field whose keys are the valid names; a mapping of lists (GLUE's epoch groups) needs each non-empty."""
     return _field({"nonempty": True, "names_from": names_from}, **kw)
 
 
@@ -281,8 +279,7 @@ def _plain(data: Any) -> Any:
 
 
 def _coerce(value: Any, tp: Any, where: str, key: str = "") -> Any:
-    """``value`` as type ``tp`` (dataclasses, Optional/unions, list/tuple/dict, str/int/float/bool, Any); ``key``:
-    its dotted config key, for a nested dataclass's constraints."""
+    """``value`` as type ``tp`` (dataclasses, unions, containers, scalars, Any); ``key``: its dotted config key."""
     origin = get_origin(tp)
     if tp is Any:
         return value

@@ -104,8 +104,8 @@ def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int
 
 
 def table_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(where, row) of each row of a Parquet file (``<path> row <n>``) or a JSONL file (``<path> line <n>``), from 1;
-    a Parquet file pyarrow cannot read is a one-line DataError."""
+    """(where, row) of each row of a Parquet (``<path> row <n>``) or JSONL file (``<path> line <n>``); unreadable
+    Parquet is a one-line DataError."""
     if path.suffix.lower() == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq

@@ -76,8 +76,7 @@ _POOLS_LOCK = threading.Lock()
 
 
 def tokenizers(module: Any) -> TokenizerPool:
-    """The pool of copies of ``module.tokenizer`` (a sentence-transformers Transformer module), one per module
-    for its lifetime (a new pool if its tokenizer was replaced)."""
+    """The pool of copies of ``module.tokenizer``, one per module for its life (new if its tokenizer was replaced)."""
     with _POOLS_LOCK:
         pool = _POOLS.get(module)
         if pool is None or pool.tokenizer is not module.tokenizer:

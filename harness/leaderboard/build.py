@@ -120,8 +120,7 @@ def average_cell(cells: dict[str, Cell], expected: Sequence[str], decimals: int 
 
 
 def _published_mean(cells: dict[str, Cell], expected: Sequence[str]) -> Cell | None:
-    """A published table without an average column (Table 5): the mean of its printed values, computed
-    here in decimal and labelled as such."""
+    """A published table without an average column (Table 5): its printed values' mean, in decimal, labelled so."""
     if not all(d in cells for d in expected):
         return None
     where = next((src["where"] for cell in cells.values() for src in cell.sources if "where" in src), "the source")

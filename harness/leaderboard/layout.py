@@ -1,6 +1,5 @@
-"""The shape of the leaderboard: the tables come from the task specs (each declares its
-:class:`~harness.specs.TableSpec` s and where a record lands), plus the paper's Table-1 overview,
-whose columns are averages or single cells of those tables."""
+"""The shape of the leaderboard: the tables from the task specs (their :class:`~harness.specs.TableSpec` s), plus
+the paper's Table-1 overview, whose columns are averages or single cells of those tables."""
 
 from __future__ import annotations
 

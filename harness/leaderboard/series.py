@@ -74,8 +74,7 @@ def latest_only(loaded: Sequence[Loaded]) -> list[Loaded]:
 
 
 def bootstrap(item: Loaded) -> tuple[float, float] | None:
-    """A 95% bootstrap interval of the record's score over its queries (or examples), when it keeps per-query
-    scores whose mean is its score; None otherwise."""
+    """A 95% bootstrap interval of the score over its queries where kept per-query scores mean it; else None."""
     import numpy as np
 
     from harness.core import per_query

@@ -129,8 +129,7 @@ def write_markdown(lb: Leaderboard, out: Path) -> Path:
 
 
 def site_data(lb: Leaderboard, sig: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Everything the page shows: rows, tables with per-cell provenance, build meta, version table, and (``sig``)
-    the paired tests between run rows behind the baseline marks."""
+    """What the page shows: rows, tables with cell provenance, build meta, versions, (``sig``) the paired tests."""
     tables = {c.table for c in OVERVIEW} | {t.id for t in lb.tables}
     return {
         "meta": lb.meta,

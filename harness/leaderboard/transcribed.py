@@ -1,6 +1,5 @@
-"""Published rows of later papers (Ettin, mmBERT), transcribed into CSV here: :class:`PaperSource` (one table of a
-paper) and its reader; :class:`PublishedRow`, the row every published source becomes. The registry of the tables is
-``harness.leaderboard.baselines.PAPER_SOURCES``."""
+"""Published rows of later papers (Ettin, mmBERT), transcribed into CSV: :class:`PaperSource` and its reader;
+:class:`PublishedRow`, what every published source becomes (registry: ``baselines.PAPER_SOURCES``)."""
 
 from __future__ import annotations
 

@@ -93,8 +93,7 @@ def model_type_of(local: str | Path) -> str | None:
 
 
 def head_dim_of(config: Any) -> int | None:
-    """The attention head size of a transformers config (a mapping or a config object): ``head_dim``, else
-    hidden size / heads; None when it does not say."""
+    """A transformers config's head size (mapping or object): ``head_dim``, else hidden size / heads; else None."""
     get = config.get if isinstance(config, dict) else lambda k: getattr(config, k, None)
     if isinstance(get("head_dim"), int):
         return int(get("head_dim"))

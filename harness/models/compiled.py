@@ -12,8 +12,7 @@ from harness.models.kernel_calls import COMPILED, watch
 
 
 def wanted(config: Any, device: str) -> bool:
-    """``compile=true`` on a CUDA device (on a CPU the key is ignored): the one rule the efficiency task's identity,
-    its measurement and the retrieval encoder read."""
+    """``compile=true`` on a CUDA device (ignored on a CPU): what identity, measurement and the encoder read."""
     return bool(config.get("compile")) and device.startswith("cuda")
 
 

@@ -118,8 +118,7 @@ def dtype_name(dtype: Any) -> str:
 
 
 def layer_dtype(hidden: Any) -> str:
-    """The dtype an attention layer computes q, k and v in from ``hidden``: autocast's where it is on for the
-    tensor's device, else the tensor's own."""
+    """The dtype an attention layer computes q, k, v in from ``hidden``: autocast's where on, else the tensor's."""
     import torch
 
     kind = hidden.device.type

@@ -59,9 +59,8 @@ def usable_positions(model_or_config: Any) -> int | None:
 
 
 def positions_in(folder: str | Path) -> int | None:
-    """:func:`usable_positions` of the model in ``folder``, read from its ``config.json`` alone (no weights, no
-    transformers): what planning checks a run's lengths against before any model is loaded. None when the folder has
-    no readable config or it does not say."""
+    """:func:`usable_positions` of the model in ``folder`` from its ``config.json`` alone (no weights, no
+    transformers), which planning checks lengths against; None when there is no readable config or it is silent."""
     try:
         data = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

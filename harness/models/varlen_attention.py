@@ -203,8 +203,7 @@ def _packable(inputs: dict[str, Any], keep_padded: Callable[[dict[str, Any]], bo
 
 def pack_padded(inputs: dict[str, Any]) -> tuple[dict[str, Any], tuple[torch.Tensor, int, int]]:
     """Forward kwargs of one packed row for a padded batch, and what :func:`repad` needs. The mask is read on the
-    host once (the forward's one synchronisation: the kernel needs the longest length as a number); the indices
-    and ``cu_seq_lens`` go back to the device without another."""
+    host once (the kernel needs the longest length); indices and ``cu_seq_lens`` return to the device unsynced."""
     mask = inputs["attention_mask"]
     device = mask.device
     host = mask.cpu().bool()

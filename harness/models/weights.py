@@ -206,8 +206,7 @@ def _stamp(folder: Path) -> tuple:
 
 
 def check_weights_fit(local: str | Path, *, trust_remote_code: bool = False) -> None:
-    """Raise a one-line HarnessError when the weights of ``local`` do not fit the encoder its config describes
-    (once per folder and content in a process)."""
+    """Raise a one-line HarnessError when ``local``'s weights do not fit its config (once per folder and content)."""
     folder = encoder_dir(local)
     if not (folder / "config.json").is_file():
         return   # check_model_dir names a folder without a config

@@ -50,8 +50,7 @@ class JobState:
 
 @cache
 def base_config(overrides: tuple[str, ...]) -> Any:
-    """The config ``overrides`` compose, once per distinct set (shared: callers change it only inside
-    :func:`composed`, which undoes what it set)."""
+    """The config ``overrides`` compose, once per set (shared: changed only inside :func:`composed`, undone there)."""
     from harness.run.overrides import compose_config
 
     return compose_config(overrides)

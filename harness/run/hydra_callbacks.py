@@ -19,8 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def sweep_batches(params: Mapping[str, str], cli_overrides: Sequence[str], max_batch_size: int | None) -> list:
-    """The job batches Hydra's basic sweeper will launch, in order (each batch = one SLURM array, and the
-    next batch starts only when the previous one has finished)."""
+    """The job batches Hydra's basic sweeper launches, in order (one SLURM array each, each after the previous)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.plugins import Plugins
     from hydra.plugins.sweeper import Sweeper

@@ -1,6 +1,5 @@
-"""Checks that run before any expensive work (loading a model, reading a corpus, training), so a bad path, device
-or output folder costs a second, not a model load or a whole evaluation. Each failure is one line naming the key
-and the fix; none of them writes anything."""
+"""Checks before any expensive work (a model load, a corpus read, training), so a bad path, device or output folder
+costs a second; each failure is one line naming the key and the fix, and none writes anything."""
 
 from __future__ import annotations
 

@@ -38,9 +38,8 @@ class RunFailed(HarnessError):
 
 
 def run(cfg: DictConfig) -> list[ResultRecord]:
-    """Run ``cfg`` (also the entry point for tests) and return the record of every planned cell. The run's plan and
-    lock settings come first, after the checks that need no model and no data (:func:`checked`'s, the planner's own
-    among them): a failure there writes nothing."""
+    """Run ``cfg`` (also the tests' entry point) and return every planned cell's record. The plan and lock
+    settings come after the checks that need no model or data (:func:`checked`'s): a failure there writes nothing."""
     lock_settings = _settings(cfg)
     plan = planning.plan(cfg)
     if plan.part:

@@ -71,8 +71,7 @@ def _seed(r: ResultRecord) -> int:
 @dataclass
 class Choice:
     """What a rule picked for one model: per cell (dataset or column), the records whose mean is reported;
-    ``remarks``: per cell, what a reader must know of the pick (incomplete configurations left out), and for a
-    cell with nothing picked, why (``withheld``)."""
+    ``remarks``: per cell, what a reader must know (configurations left out; nothing picked: ``withheld``)."""
 
     model: dict[str, Any]
     cells: dict[Any, list[ResultRecord]]

@@ -90,9 +90,8 @@ BROKEN = "broken"
 
 
 def incomplete(folder: Path, settle: float, now: float | None = None) -> str | None:
-    """Why ``folder`` cannot be read yet (one phrase), or None when it is a complete checkpoint. A folder whose
-    ``trainer_state.json`` (written last) is whole while its config or weights are not is :data:`BROKEN`, not in
-    progress: waiting will not complete it."""
+    """Why ``folder`` cannot be read yet (one phrase), or None when complete. A whole ``trainer_state.json``
+    (written last) with a config or weights not whole is :data:`BROKEN`: waiting will not complete it."""
     problem = _json(folder / "config.json") or _weights(folder)
     if problem:
         if (folder / TRAINER_MARKER).exists() and _json(folder / TRAINER_MARKER) is None:
@@ -124,8 +123,7 @@ class Checkpoint:
     folder: Path
 
     def facts(self) -> dict[str, Any]:
-        """What the folder says about its training progress (the trainer's ``trainer_state.json``): tokens seen,
-        epoch, global step. Empty where it says nothing."""
+        """What ``trainer_state.json`` says of the training progress: tokens seen, epoch, global step (or nothing)."""
         try:
             state = json.loads((self.folder / TRAINER_MARKER).read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -151,8 +151,7 @@ def _short(message: str, limit: int = 160) -> str:
 
 
 def _said(f: Any) -> str:
-    """A failed rank's error line: its exception (``Type: message``, from its error file), or the signal that killed
-    it (``Signal 9 (SIGKILL) received by PID ...``)."""
+    """A failed rank's error line: its exception (``Type: message``) or the signal (``Signal 9 (SIGKILL) ...``)."""
     message = f.message.get("message") if isinstance(f.message, dict) else f.message
     return one_line(message or f"exit code {f.exitcode}")
 
@@ -203,8 +202,7 @@ class StepBatches(BatchSampler):
 
     @property
     def sampler(self) -> Any:
-        """The inner sampler's index sampler: accelerate replaces a RandomSampler by its seeded one here, as it does
-        on one process (ColBERT KD's shuffle)."""
+        """The inner index sampler: accelerate replaces a RandomSampler by its seeded one here, as on one process."""
         return getattr(self.inner, "sampler", None)
 
     @sampler.setter
@@ -251,9 +249,8 @@ class StepBatches(BatchSampler):
 
 
 class EpochStart(TrainerCallback):
-    """At each epoch: the sampler's epoch (as one process's DataLoader sets it) and the trainer's micro-batch count
-    restarted; at the end of the last one, the loss logged (gathered over the ranks: a rank's own remainder since
-    the last log would otherwise enter the mean training loss)."""
+    """At each epoch: the sampler's epoch set (as one process's DataLoader does) and the micro-batch count restarted;
+    after the last, the loss logged gathered over ranks (else a rank's remainder would enter the mean loss)."""
 
     def __init__(self, trainer: Any) -> None:
         self.trainer, self.epoch = trainer, 0

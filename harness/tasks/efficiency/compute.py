@@ -28,8 +28,7 @@ log = logging.getLogger(__name__)
 def attention_facts(requested: str, hf: Any, since: tuple[dict[str, int], dict[str, int]] | None = None
                     ) -> dict[str, Any]:
     """Which attention ran (``auto`` stays the config value; what it resolved to is here), on which kernel and in
-    which dtype (fp32 weights: bfloat16 around the flash kernel): the calls counted since the mark ``since``
-    (:mod:`harness.models.kernel_calls`)."""
+    which dtype: the calls counted since the mark ``since`` (:mod:`harness.models.kernel_calls`)."""
     from harness.models.kernel_calls import observed_kernel, watch
 
     calls, dtypes = watch(hf).since(since)

@@ -143,8 +143,7 @@ def _limit_memory(device: str, memory_bytes: int | None) -> None:
 
 
 def _receive(out: Any, proc: Any, timeout: float) -> ProbeOutcome | None:
-    """The child's next report; None when ``timeout`` passes first. A child that died without reporting (e.g.
-    killed by the kernel's OOM killer) did not fit."""
+    """The child's next report; None after ``timeout``. A child dead without reporting (OOM killer) did not fit."""
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -37,8 +37,7 @@ class InitSource:
 
 @dataclass(frozen=True, kw_only=True)
 class GlueStages:
-    """What ``task=glue``'s computation reads beyond the settings: the GLUE tasks of the run, resolved from their
-    definitions (labels, metric, data files)."""
+    """What ``task=glue``'s computation reads beyond the settings: the run's GLUE tasks (labels, metric, data files)."""
 
     tasks: tuple[glue_data.GlueTask, ...]
 

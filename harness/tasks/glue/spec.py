@@ -73,8 +73,7 @@ def planned_seeds(protocol: str, seeds: Sequence[int] | None, seed: int | None, 
 
 
 def expected_seed_count(config: Mapping[str, Any] | None) -> int | None:
-    """How many seeds the protocol of a GLUE record's config asks each configuration for (None: a record without
-    its config, whose protocol cannot be known)."""
+    """Seeds per configuration the protocol of a GLUE record's config asks for (None: no config, protocol unknown)."""
     task = (config or {}).get("task")
     if not isinstance(task, Mapping):
         return None

@@ -35,10 +35,8 @@ from harness.training.settings import Training
 
 @dataclass(kw_only=True)
 class RetrievalSettings:
-    """Keys every retrieval task config has (conf/task/beir.yaml documents each), and the nodes of the stages every
-    retrieval task composes; each task adds the nodes of its own stages. No defaults here: each task's YAML writes
-    its values, once (tests/test_defaults.py). What a key does to the run identity is declared where the key is
-    (:func:`~harness.core.typed.excluded`, a node's ``role``)."""
+    """Keys every retrieval task config has (conf/task/beir.yaml documents each) and the nodes of the stages every
+    retrieval task composes; no defaults (each YAML writes its values once); identity roles declared per key."""
 
     name: str
     datasets: list[str] = nonempty("catalog", excluded="which datasets to evaluate: each one is its own cell of the "

@@ -104,8 +104,7 @@ def train_seeded(model: Any, node: Training, run: TrainRun, output_dir: str | Pa
 
 
 def check_batchable(train_dataset: Dataset, batch_size: int) -> None:
-    """NO_DUPLICATES batches need ``batch_size`` distinct anchors; otherwise the sampler silently yields
-    nothing and training would do zero steps."""
+    """NO_DUPLICATES batches need ``batch_size`` distinct anchors, else the sampler yields nothing (zero steps)."""
     distinct = len(set(train_dataset["anchor"]))
     if distinct < batch_size:
         raise HarnessError(

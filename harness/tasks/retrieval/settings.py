@@ -107,9 +107,8 @@ class MultiVectorSearch:
 
 @dataclass(kw_only=True)
 class MultiVectorEval:
-    """How a multi-vector (ColBERT) model is evaluated: the projection size of a plain encoder (a ColBERT checkpoint
-    keeps its own), exact MaxSim's chunking, and the search. task=colbert has these keys at the task's top level
-    (a flat node), MLDR under ``task.multi_vector``."""
+    """How a multi-vector (ColBERT) model is evaluated: a plain encoder's projection size, exact MaxSim's chunking,
+    the search. task=colbert has these keys at its top level (flat), MLDR under ``task.multi_vector``."""
 
     embedding_size: int = count()
     maxsim_chunk_tokens: int = count(excluded="how exact MaxSim is chunked")

@@ -1,7 +1,6 @@
 """The ``train.<name>`` stages: the ``train.*`` stage a spec lists fine-tunes the loaded model when the run trains
-(``task.train``; MLDR: ``task.setting=id``). A trainer gets the run's :class:`~harness.tasks.runplan.RunPlan` and the
-rows loaded from the ``train_data`` source; it says under which key its model is kept, how it fits and how a
-finished training reloads."""
+(``task.train``; MLDR: ``task.setting=id``), given the run's :class:`~harness.tasks.runplan.RunPlan` and the rows of
+its ``train_data`` source; it says under which key its model is kept, how it fits and how it reloads."""
 
 from __future__ import annotations
 
@@ -37,9 +36,8 @@ class Trainer:
 
     def fit(self, plan: RunPlan, model: Any, data: Any, out_dir: Path, tracker: Any, spec: ModelSpec
             ) -> dict[str, Any]:
-        """``train`` on this process, or on the N processes of ``task.devices`` (:func:`fit_on_devices`), at the
-        values the run resolved (its learning rate, the training node's epochs and seed, where it runs); ``spec``: the
-        model as the run loaded it. The training facts."""
+        """``train`` here, or on ``task.devices``' N processes (:func:`fit_on_devices`), at the run's resolved values
+        (learning rate, epochs, seed, where it runs); ``spec``: the model as loaded. The training facts."""
         from harness.core.registry import load_target
         from harness.training.settings import TrainRun
 

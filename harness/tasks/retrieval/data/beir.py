@@ -212,8 +212,7 @@ def load_hub(path: str, revision: str | None, name: str, split: str = "test", st
 
 
 def hub_qrels(rows: Any, where: str) -> dict[str, dict[str, int]]:
-    """query-id -> {corpus-id: grade} from a hub qrels table (columns query-id, corpus-id, score), integer grades
-    only; ``where`` names the table (row numbers count from 1)."""
+    """query-id -> {corpus-id: grade} from a hub qrels table, integer grades; ``where`` names it (rows from 1)."""
     missing = [c for c in ("query-id", "corpus-id", "score") if c not in rows.column_names]
     if missing:
         raise DataError(f"{where}: no column(s) {missing} (has {rows.column_names}); a qrels table needs query-id, "

@@ -369,8 +369,7 @@ def load_entry(
 
 
 def check_local(entry: DatasetEntry, data_dir: str | None, split: str | None = None) -> None:
-    """The files a (non-composite) entry reads are there (its kind's check), before any model is loaded. Presence
-    only: contents are validated when loaded."""
+    """A (non-composite) entry's files are there (its kind's check), before any model loads; contents checked later."""
     problem = get_kind(entry.kind).check(entry, data_dir, split or entry.split)
     if problem:
         raise DataError(problem)

@@ -169,8 +169,7 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
 
 
 def check_local_layout(folder: Path, lang: str) -> None:
-    """Every JSONL file of a local CoIR-layout folder decodes and parses (an error names the file, line and fix)
-    before ``datasets`` reads it, whose own errors name neither."""
+    """Every JSONL file of a local CoIR-layout folder parses (an error names file, line and fix) before ``datasets``."""
     for kind in ("corpus", "queries", "qrels"):
         for path in sorted((folder / f"{lang}-{kind}").glob("*.jsonl")):
             for _ in jsonl_rows(path):

@@ -102,8 +102,7 @@ def unique_queries(rows: Iterable[tuple[str, str, str | None]]) -> dict[str, str
 
 
 def unique_judgements(rows: Iterable[tuple[str, str, str, int]]) -> dict[str, dict[str, int]]:
-    """``(where, query id, doc id, grade)`` rows -> qrels; a pair with two different grades is a
-    :class:`DataError` (the same grade twice is one judgement)."""
+    """``(where, query id, doc id, grade)`` rows -> qrels; a pair with two grades is a :class:`DataError`."""
     qrels: dict[str, dict[str, int]] = {}
     first: dict[tuple[str, str], str] = {}
     for where, qid, did, grade in rows:

@@ -165,8 +165,7 @@ def train_rows_local(folder: Path, split: str) -> tuple[list[dict[str, Any]], st
 
 
 def train_rows_hub(repo: str, revision: str | None, subdir: str, split: str) -> list[dict[str, Any]]:
-    """``<repo>@<revision>/<subdir>/<split>.jsonl.gz`` with the ``json`` loader (the repo's loading script is
-    refused by datasets 5), validated row by row."""
+    """``<repo>@<revision>/<subdir>/<split>.jsonl.gz`` by the ``json`` loader (datasets 5 refuses the repo's script)."""
     from datasets import load_dataset
 
     from harness.models import require_hub

@@ -25,8 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def cache_key(identity: Mapping[str, Any], data_fingerprint: str, side: str = "corpus") -> str:
-    """Key of one corpus' embeddings: everything the encoder's output depends on (``identity``, derived from
-    the run identity) and the corpus content."""
+    """Key of one corpus' embeddings: what the encoder's output depends on (``identity``) and the corpus content."""
     return stable_hash({"identity": identity, "data": data_fingerprint, "side": side}, length=24)
 
 

@@ -41,8 +41,7 @@ class Retriever(Protocol):
         ...
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, Timings]:
-        """(scores, corpus positions, timings) over the last indexed corpus, [n_queries, <= top_k] each,
-        best first; a position of -1 marks no hit."""
+        """(scores, corpus positions, timings) over the last indexed corpus, [n_queries, <= top_k], -1: no hit."""
         ...
 
     def describe(self) -> Details:
@@ -105,8 +104,7 @@ def evaluate_per_query(
     retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
     subgroups: Sequence[QueryGroups] = (),
 ) -> tuple[dict[str, float], Details, Timings, PerQuery]:
-    """:func:`evaluate`, plus each metric per judged query (what the record's metrics are the means of), with
-    fingerprints of the query texts and qrels it was scored on."""
+    """:func:`evaluate`, plus each metric per judged query, with fingerprints of the query texts and qrels scored."""
     details, timings = retriever.index(ds)
     queries = ds.evaluated_queries()
     qids = list(queries)

@@ -13,8 +13,7 @@ def ranked_topk(scores: torch.Tensor, ids: torch.Tensor, k: int,
                 rank: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` best of each row of ``scores`` by (score descending, ``rank[id]`` ascending), best first, and their
     ids. ``ids``: [n] or [rows, n]; ``rank``: a tie key per id (None: the id). A total order, so chunks, shards and
-    the whole corpus give the same lists; rows where a tie straddles the k-th place (``torch.topk`` picks
-    arbitrarily) are resolved exactly."""
+    the whole corpus give the same lists (ties straddling the k-th place, arbitrary in ``torch.topk``, resolved)."""
     rows, n = scores.shape
     k = min(k, n)
     ids = ids.expand(rows, -1) if ids.dim() == 1 else ids
@@ -69,9 +68,8 @@ SCORE_BLOCK = 1024
 
 
 def block_scores(q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """``q @ d.T``, as products of one fixed shape: a (query, document) score then does not depend on where the
-    document sits in the corpus, its chunk or its shard (BLAS picks kernels by shape, and a product of another
-    width can round differently in the last bit)."""
+    """``q @ d.T`` as products of one fixed shape, so a score does not depend on where its document sits (corpus,
+    chunk, shard): BLAS picks kernels by shape, and another width can round differently in the last bit."""
     n = d.shape[0]
     if n % SCORE_BLOCK:
         d = torch.cat([d, d.new_zeros(SCORE_BLOCK - n % SCORE_BLOCK, d.shape[1])])
