@@ -51,7 +51,7 @@ def detect_layout(columns: Iterable[str], where: str) -> str:
 
 
 def _listify(value: Any, where: str = "", key: str = "value") -> Any:
-    """Lists stored as strings (``"[1, 2]"``, some hub exports) -> lists, like KDProcessing; else an error at ``where``."""
+    """Lists stored as strings (``"[1, 2]"``, some hub exports) -> lists, as KDProcessing; else an error (``where``)."""
     if not isinstance(value, str):
         return value
     try:
