@@ -95,9 +95,8 @@ def discard_unfinished(folder: Path) -> Iterator[None]:
 
 
 class ProgressLines(TrainerCallback):
-    """Training progress through the console when no bar is drawn (SLURM logs, pipes): one line per evaluation
-    and at most ~20 loss lines a run, each with the step count, epoch, loss or score, and an estimate of what is
-    left. On a terminal the Trainer's own tqdm bar shows it instead."""
+    """Training progress through the console when no bar is drawn (SLURM logs, pipes): one line per evaluation and
+    at most ~20 loss lines a run (step, epoch, loss or score, time left); on a terminal the Trainer's tqdm bar."""
 
     def __init__(self, desc: str = "training") -> None:
         self.desc = desc

@@ -98,11 +98,10 @@ def _rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 @contextmanager
 def _launching(n: int, device: str) -> Iterator[None]:
-    """While the agent runs. What the ranks inherit besides the launcher's variables: the level of this run's
-    progress lines (rank 0 prints them) and, on CPU, an equal share of this process's threads (``OMP_NUM_THREADS``,
-    unless set: else accelerate gives each rank the machine's physical cores / N, however few of them this job
-    holds). The launcher's own log of a failure (tracebacks of the agent) off the console: the run's error line says
-    it. Afterwards, the process's signal handlers as they were before the elastic agent set its own."""
+    """While the agent runs: the ranks inherit this run's progress level (rank 0 prints) and, on CPU, an equal
+    share of this process's threads (``OMP_NUM_THREADS`` unless set; accelerate would give each the machine's
+    cores / N); the launcher's failure log stays off the console (the run's error line says it). Afterwards, the
+    signal handlers as before the elastic agent set its own."""
     env = {"HARNESS_RANK_LOG_LEVEL": str(logging.getLogger("harness.progress").getEffectiveLevel())}
     if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         env["OMP_NUM_THREADS"] = str(max(1, torch.get_num_threads() // n))
@@ -190,9 +189,9 @@ class Tail:
 
 
 class StepBatches(BatchSampler):
-    """The micro-batch stream of one process (``inner``: the trainer's own batch sampler), cut where the ``world``
-    processes can share it: whole optimizer steps of ``group`` (= accumulation x world) micro-batches, then the
-    planned last step padded to a multiple of ``world`` (``pad``; else cut to one: gathered negatives)."""
+    """The micro-batch stream of one process (``inner``: the trainer's batch sampler) cut where ``world`` processes
+    can share it: whole steps of ``group`` (accumulation x world) micro-batches, then the planned last step padded
+    to a multiple of ``world`` (``pad``; else cut to one: gathered negatives)."""
 
     def __init__(self, inner: Any, world: int, group: int, pad: bool = True) -> None:
         self.inner, self.world, self.group, self.pad = inner, world, group, pad

@@ -1,6 +1,5 @@
-"""The typed settings nodes of the training stages, importable without torch (planning reads them): each is at once
-the schema of its keys in a task's YAML (flat: ``task.lr``) and what the trainer receives. Their ``role`` is
-``train``: the keys count only when the run trains (see :mod:`harness.core.typed`)."""
+"""The typed settings nodes of the training stages, importable without torch: each is both the schema of its (flat)
+YAML keys (``task.lr``) and what the trainer receives; role ``train``: they count only when the run trains."""
 
 from __future__ import annotations
 

@@ -118,9 +118,9 @@ class GluePlanner:
         return {"task.max_length": int(self.settings.max_length)}
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
-        """Training and dev-evaluation tokens: per task, each epoch of its grid points and every seed the protocol
-        runs; dev passes every ``eval_interval`` batches plus one at the end (authors), or ``evals_per_epoch`` per
-        epoch plus the restored best's (best_epoch). Early stopping makes both upper bounds."""
+        """Training and dev-evaluation tokens: per task, each epoch of its grid points and every seed; dev passes every
+        ``eval_interval`` batches plus one (authors), or ``evals_per_epoch`` per epoch plus the restored best's
+        (best_epoch). Early stopping makes both upper bounds."""
         from harness.data.sizes import glue_task
 
         s, c, w = self.settings, cost_data(), Work()
@@ -160,10 +160,9 @@ class GluePlanner:
 
 
 def check(plan: RunPlan[GlueSettings, GlueStages], todo: Sequence[Cell]) -> None:
-    """Before any data or model is loaded: the model's checks, and a precision the Trainer really trains in. fp16 on
-    a CPU is refused: transformers' Trainer leaves it to accelerate, which autocasts fp16 only on an accelerator
-    (``Accelerator.__init__``: ``native_amp`` stays False for fp16 on cpu), so the run would train and evaluate in
-    fp32 under an fp16 run id and record (its losses equal the fp32 run's to the last bit)."""
+    """Before any data or model: the model's checks, and a precision the Trainer really trains in. fp16 on a CPU is
+    refused: accelerate autocasts fp16 only on an accelerator (``Accelerator.__init__``: ``native_amp`` stays False
+    on cpu), so the run would be fp32 under an fp16 run id (its losses equal the fp32 run's to the last bit)."""
     check_model(plan, todo)
     if plan.precision == "fp16" and not plan.device.startswith(("cuda", "mps", "xpu")):
         raise HarnessError(f"precision=fp16 on device {plan.device}: transformers' Trainer runs fp32 there (no fp16 "

@@ -36,10 +36,9 @@ def score_note(task: str, main_score: str | None) -> str | None:
 
 @cache
 def compared_scores() -> dict[str, str]:
-    """The score each GLUE task's column compares (a record's ``main_score``): the score of the metric
-    ``conf/task/glue.yaml`` defines for it (MRPC and QQP: accuracy, Table 5's). A table, a selection or a comparison
-    holds one score per task: a record scored otherwise (an F1-scored MRPC record of an older default) is rescored
-    or set aside before it is read (:mod:`harness.selection.comparable`)."""
+    """The score each GLUE task's column compares (a record's ``main_score``): its metric's in
+    ``conf/task/glue.yaml`` (MRPC and QQP: accuracy, Table 5's); a record scored otherwise is rescored or set aside
+    before it is read (:mod:`harness.selection.comparable`)."""
     definitions = specs.task_node(TASK_FAMILY).get("definitions") or {}
     return {name: score_key(str(d["metric"]), len(d["hub"]["dev"]) > 1) for name, d in definitions.items()}
 

@@ -89,9 +89,9 @@ class SeededTrainer(SentenceTransformerTrainer):
 def train_seeded(model: Any, node: Training, run: TrainRun, output_dir: str | Path, tracker: Tracker | None, *,
                  desc: str, rows: str, n_rows: int, fields: Mapping[str, Any],
                  facts: Mapping[str, Any] | None = None, **trainer: Any) -> dict[str, Any]:
-    """The training DPR and ColBERT KD share: :class:`SeededTrainer` (``trainer``: its dataset, loss, ...) under
-    the shared arguments (``fields``: what the caller adds), the NaN guard, progress lines (``desc``) and the
-    tracker's callbacks; an unfinished run's checkpoints removed; :func:`finish_training`'s facts returned."""
+    """The training DPR and ColBERT KD share: :class:`SeededTrainer` (``trainer``: dataset, loss, ...) under the
+    shared arguments (``fields``), the NaN guard, progress lines (``desc``), the tracker's callbacks, an unfinished
+    run's checkpoints removed; returns :func:`finish_training`'s facts."""
     tracker = tracker or tracking.NONE
     output_dir = Path(output_dir)
     args = arguments.training_arguments(node, run, output_dir / "checkpoints", tracker=tracker, **fields)
@@ -127,9 +127,8 @@ def make_loss(model: SentenceTransformer, node: DenseTraining):
 
 def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseTraining, run: TrainRun,
                 output_dir: str | Path, tracker: Tracker | None = None) -> dict[str, Any]:
-    """Fine-tune ``model`` in place on (anchor, positive, negative) triplets as ``node`` (the task's ``train.dense``
-    settings) says, at ``run``'s learning rate, seed and precision; save it to ``output_dir``; the training facts for
-    the record (steps, loss, effective batch size, where the curves are). ``tracker``: ``logger=``'s (or none)."""
+    """Fine-tune ``model`` in place on (anchor, positive, negative) triplets per ``node`` (``train.dense``) at
+    ``run``'s learning rate, seed and precision; save it to ``output_dir``; return the training facts."""
     check_batchable(train_dataset, node.batch_size)
     model.max_seq_length = node.max_seq_length
     steps_per_epoch = max(1, len(train_dataset) // (node.batch_size * node.gradient_accumulation_steps))
@@ -143,9 +142,8 @@ def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseT
 
 def train_kd(model: ColBERT, train_dataset: Dataset, node: KdTraining, run: TrainRun, output_dir: str | Path,
              tracker: Tracker | None = None) -> dict[str, Any]:
-    """Distil teacher scores into ``model`` in place as ``node`` (the task's ``train.kd`` settings) says, at
-    ``run``'s learning rate, seed and precision, with query and document lengths capped at the model's positions;
-    save it to ``output_dir/model``; the training facts. ``tracker``: ``logger=``'s (or none)."""
+    """Distil teacher scores into ``model`` in place per ``node`` (``train.kd``) at ``run``'s learning rate, seed and
+    precision, lengths capped at the model's positions; save it to ``output_dir/model``; the training facts."""
     tracker = tracker or tracking.NONE
     from pylate import losses, utils
 

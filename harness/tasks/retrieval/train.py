@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Trainer:
-    """A ``train.*`` stage: ``loader``, the load stage its model loads with (the ranks of task.devices load the run's
-    weights with it); ``train``, its training function, and ``reload``, what a finished training reloads with
-    (``module:attribute`` each); ``key``, the key its trained model is kept under."""
+    """A ``train.*`` stage: ``loader``, the load stage its model (and each rank's) loads with; ``train``, its
+    training function, ``reload``, what a finished training reloads with (``module:attribute``); ``key``, the
+    key its trained model is kept under."""
 
     loader: str
     train: str
@@ -54,9 +54,8 @@ TRAINED_WEIGHTS_ALSO = ("embedding_size", "name")
 
 
 def kd_key(cell: Cell, train_keys: Sequence[str]) -> str:
-    """Hash of what the trained weights depend on: the run identity with, of its task keys, only those of the
-    training (``train_keys``: its ``train`` nodes), the projection's size and the task's name. So runs that differ
-    only in evaluation keys (index, top-k, query and document length) share one trained model."""
+    """Hash of what the trained weights depend on: the run identity with only the training's task keys (``train``
+    nodes), the projection size and task name, so runs differing only in evaluation keys share a trained model."""
     ident = dict(cell.identity)
     task = ident.get("task", {})
     names = (*(t.split(".", 1)[1] for t in train_keys), *TRAINED_WEIGHTS_ALSO)
@@ -86,10 +85,9 @@ KD = Trainer("load.colbert", "harness.tasks.retrieval.seeding:train_kd", "pylate
 
 @dataclass(frozen=True)
 class RankJob:
-    """Everything a rank needs, picklable: the run's plan, how it loaded its model (``loader``: the load
-    stage, ``spec`` pointing at the staged weights), the staged rows and their format (a transform such as PyLate's
-    KDProcessing is not saved with them), the training function (``train``: ``module:function``) and the values
-    it resolves (``run``: on each rank's own device), where the trained model goes and the tracker (rank 0 reports)."""
+    """Everything a rank needs, picklable: the plan, how it loaded its model (``loader``, ``spec`` of the staged
+    weights), the staged rows and their format (a transform such as KDProcessing is not saved), the training
+    function (``module:function``), ``run`` (resolved on each rank's device), the output and the tracker."""
 
     plan: Any
     loader: str
@@ -104,9 +102,8 @@ class RankJob:
 
 def fit_on_devices(plan: RunPlan, trainer: Trainer, model: Any, data: Any, spec: ModelSpec, out_dir: Path,
                    tracker: Any, run: TrainRun) -> dict[str, Any]:
-    """Train ``model`` on ``plan.settings.training.devices`` processes with ``trainer.train`` (as the one-process
-    stage calls it); the trained weights are loaded into ``model``; returns rank 0's training facts.
-    A failure removes the trainers' checkpoint folder, as on one process (ranks stopped mid-way cannot)."""
+    """Train ``model`` on ``plan.settings.training.devices`` processes with ``trainer.train``, load the trained
+    weights into it and return rank 0's facts; a failure removes the checkpoint folder, as on one process."""
     from harness.training.arguments import discard_unfinished
     from harness.training.ranks import run_on_devices
 
