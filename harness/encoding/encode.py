@@ -119,18 +119,14 @@ def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------ batch_tokens=auto
-# On a GPU the encoder's token budget comes from the device's memory, measured. As the efficiency task's max-batch
-# search does, the budget comes from what the device holds rather than a number written for the smallest machine:
-# one forward of a calibration batch (sequences of the model's longest length, about CALIBRATION_TOKENS tokens, in
-# the run's layout and precision) gives the model's peak memory per token; the budget is the largest power of two
-# whose batches take at most MEMORY_SHARE of the memory free now, capped at MAX_BATCH_TOKENS. Measured once per
-# (model, device, layout, precision) and kept on the model; batch_tokens_facts is what records carry
-# (``details.batch_tokens``).
+# On a GPU the token budget is measured: one forward of a calibration batch (the model's longest sequences, about
+# CALIBRATION_TOKENS tokens, in the run's layout and precision) gives the peak memory per token; the budget is the
+# largest power of two whose batches take at most MEMORY_SHARE of the free memory, capped at MAX_BATCH_TOKENS. Once
+# per (model, device, layout, precision), kept on the model; records carry ``details.batch_tokens``.
 
 #: tokens of the calibration forward (whole sequences of the model's longest length; at least one)
 CALIBRATION_TOKENS = 8192
-#: the share of the free memory batches may take: the rest is the embeddings, pinned copies in flight, the
-#: allocator's fragmentation
+#: the share of the free memory batches may take (the rest: embeddings, pinned copies in flight, fragmentation)
 MEMORY_SHARE = 0.5
 #: the most tokens a batch holds: beyond this an encoder-sized model gains nothing per token, and a larger batch
 #: only delays the pipeline's first batch (its first chunk of text is about one batch)

@@ -10,8 +10,7 @@ from harness import specs
 from harness.specs import TableSpec, column_of  # noqa: F401  (column_of: the leaderboard's name for it)
 
 AVG = "avg"
-#: Tables with published rows whose task has no spec yet: they show the published rows only.
-#: A spec that declares a table of the same id replaces its entry here. Every published table has a spec now.
+#: Tables with published rows whose task has no spec yet (a spec's table of the same id replaces it); none now.
 PENDING_TABLES: dict[str, TableSpec] = {}
 
 

@@ -77,8 +77,7 @@ class StagingCheck(Callback):
         try:
             check_staging(batches, dependencies.chained(spec, config.task))
         except HarnessError as exc:
-            # Hydra turns a callback's Exception into a warning and launches anyway; SystemExit is not one, so
-            # the multirun stops here, before any job is launched or submitted.
+            # Hydra turns a callback's Exception into a warning and launches anyway; SystemExit stops it here.
             raise SystemExit(print_error(exc)) from exc
         log.info("GLUE multirun: %d job(s) in %d batch(es), MNLI before the chained tasks",
                  sum(len(b) for b in batches), len(batches))

@@ -132,10 +132,9 @@ def load_classifier(
     return model
 
 
-#: the final classification layer's names start so in every ``*ForSequenceClassification`` the harness chains
-#: (transformers' BERT, RoBERTa, DeBERTa-v2, ModernBERT; NomicBERT's and GTE's remote code): what MNLI chaining
-#: leaves fresh, as the authors' ``load_ignore_keys=["state/model/model.classifier*"]``
-#: (MB@2fed0f2:src/evals/finetuning_jobs.py:288-299) left their FlexBERT ``classifier`` alone fresh
+#: the final classification layer's prefix in every ``*ForSequenceClassification`` the harness chains (BERT, RoBERTa,
+#: DeBERTa-v2, ModernBERT, NomicBERT, GTE): what MNLI chaining leaves fresh, as the authors' ``load_ignore_keys=
+#: ["state/model/model.classifier*"]`` (MB@2fed0f2:src/evals/finetuning_jobs.py:288-299) left FlexBERT's
 CLASSIFIER = "classifier."
 
 

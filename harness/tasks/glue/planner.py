@@ -38,9 +38,8 @@ from harness.tasks.runplan import Cell, RunPlan, Setup, check_model, excluded_ke
 #: GLUE's stages, each with its protocol version (their code is :mod:`harness.tasks.glue.compute`'s)
 STAGES: Registry[Stage] = Registry("stage", {
     "load.classifier": Stage(1, what="a sequence classifier (fresh head): harness.tasks.glue.classification"),
-    # a GLUE point that starts from another run's weights (MNLI's chosen checkpoint, task.init_from) computes this
-    # stage too (its version enters only those points' identities); 1: the encoder alone was carried (before the
-    # fifth fidelity pass, never hashed), 2: every weight but the final classifier, as the authors carried it
+    # computed (and versioned) only by points starting from another run's weights (MNLI's, task.init_from); 1: the
+    # encoder alone carried (never hashed), 2: every weight but the final classifier, as the authors carried it
     "load.chain": Stage(2, what="the weights a chained GLUE point starts from: all but classifier.*, "
                               "harness.tasks.glue.classification.carry_weights"),
     "train.glue": Stage(2, what="Trainer; authors (last eval, seeds) or best_epoch: harness.tasks.glue.classification"),
@@ -88,8 +87,7 @@ class GluePlanner:
     def cells_for(self, tasks: Sequence[glue_data.GlueTask]) -> list[Cell]:
         s = self.settings
         data = {t.name: glue_data.data_fingerprint(t, s.data_dir, s.hub.path, s.hub.revision) for t in tasks}
-        # the head this model fine-tunes with (model.glue), where it sets one: runs of a model without one keep the ids
-        # they had before heads were configurable
+        # the head this model fine-tunes with (model.glue), where set: runs of a model without one keep their ids
         model = self.setup.model
         head = {} if model.glue is None else {"task.head": asdict(model.glue)}
         out = []

@@ -63,8 +63,7 @@ def kd_key(cell: Cell, train_keys: Sequence[str]) -> str:
     return "train-" + results.stable_hash({**ident, "task": kept}, length=16)
 
 
-#: ``train.dense``: sentence-transformers' trainer, (Cached)MNRL on (query, positive, negative) triplets; its model is
-#: kept under the run id
+#: ``train.dense``: sentence-transformers' (Cached)MNRL on (query, positive, negative) triplets; kept under the run id
 DENSE = Trainer("load.encoder", "harness.tasks.retrieval.seeding:train_dense", "sentence_transformers:SentenceTransformer",
                 lambda cell, train_keys: cell.run_id)
 #: ``train.kd``: PyLate's KL distillation of teacher scores; its model is kept under :func:`kd_key`
@@ -72,15 +71,11 @@ KD = Trainer("load.colbert", "harness.tasks.retrieval.seeding:train_kd", "pylate
 
 
 # -------------------------------------------------------------------------------- task.devices: the N processes
-# A ``train.*`` stage on N processes (``task.devices``): what the run hands its ranks, and what a rank does.
-#
-# One writer. The run's own process (the one holding its run lock) stages the weights it loaded and the training rows
-# in ``<trained model folder>/staging``, launches the ranks (:func:`harness.training.ranks.run_on_devices`) and,
-# once every rank has ended well, loads the weights rank 0 saved into its model: it alone then writes the training
-# marker and the records (:mod:`~harness.tasks.retrieval.compute`). A rank loads the staged weights through the run's
-# own load stage (the same attention, unpadding and head as the run's model), trains its share, and only rank 0 saves
-# (the others wait at a barrier). A failed rank fails the run with its error line: no marker, no record, the staging
-# removed; a re-run trains again, as after any interrupted training.
+# One writer: the run's process (holding its run lock) stages its loaded weights and the training rows in
+# ``<trained model folder>/staging``, launches the ranks (:func:`harness.training.ranks.run_on_devices`), loads the
+# weights rank 0 saved once every rank ended well, and alone writes the training marker and the records. A rank loads
+# the staged weights through the run's own load stage, trains its share; only rank 0 saves (the others wait at a
+# barrier). A failed rank fails the run with its error line (no marker, no record, staging removed).
 
 
 @dataclass(frozen=True)

@@ -156,8 +156,7 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
         )
     else:
         check_local_layout(Path(path), lang)
-    # a local folder gets a cache of its own content: datasets keys local folders by their name, so two folders
-    # called alike (or one whose files changed) would otherwise share a stale cache
+    # a cache of the folder's own content: datasets keys local folders by name (alike names would share a stale cache)
     cache_dir = None if hub else local_cache_dir(Path(path))
     qrels = _csn_config(path, revision, lang, "qrels", split, ("query-id", "corpus-id", "score"), cache_dir)
     corpus = _csn_config(path, revision, lang, "corpus", "corpus", ("_id", "text"), cache_dir)

@@ -192,9 +192,8 @@ class ShardedRetriever:
         encode_s = time.perf_counter() - t0
         qkey, every, launcher = texts_key(queries), range(len(self.plan)), self.settings.shard_launcher
         t0 = time.perf_counter()
-        # the shards computed for this run (one done before it is from the cache; the others' files say how they were
-        # computed): here, each one not there yet (its own locked read decides); externally, all of them; by
-        # ``launch``, those with no top-k list yet
+        # the shards computed for this run: here, each one not there yet (its own locked read decides); externally,
+        # all of them; by ``launch``, those with no top-k list yet
         if launcher == "sequential":
             fresh = {i for i in every if self._compute(i, lambda: q, qkey, top_k, len(queries))}
         elif launcher == "external":
