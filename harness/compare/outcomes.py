@@ -20,9 +20,9 @@ Statistic = Callable[[np.ndarray, np.ndarray], float]
 
 @dataclass(frozen=True)
 class Outcomes:
-    """``values[run, item]``: per-query metric values (mean metrics, ``weights`` sum to 1 and give the cell's score
-    as a weighted mean: a macro average over MNLI's two dev sets) or GLUE predictions (``statistic`` re-scores
-    them). Items are resampled within their ``strata``; ``runs`` holds the kept scores of each run."""
+    """``values[run, item]``: per-query metric values (``weights`` sum to 1 and give the cell's score as a weighted
+    mean: MNLI's two dev sets) or GLUE predictions (``statistic`` re-scores them); items resampled within
+    ``strata``; ``runs``: each run's kept scores."""
 
     ids: tuple[str, ...]
     values: np.ndarray

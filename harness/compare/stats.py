@@ -146,9 +146,8 @@ CONTROLS = {"holm": "family-wise error rate (Holm)", "bh": "false discovery rate
 
 def paired_statistic(pred_a: np.ndarray, pred_b: np.ndarray, stat: Callable[[np.ndarray, np.ndarray], float],
                      permutations: int = 10_000, seed: int = 0, level: float = 0.95) -> Paired:
-    """The paired tests for a score that is not a mean over items (Matthews, F1, Spearman): ``stat(idx, preds)``
-    scores the predictions ``preds`` of the items ``idx``. Randomization: each item's two predictions are swapped
-    with probability 1/2 and both systems re-scored; bootstrap: items resampled, both re-scored."""
+    """The paired tests for a score that is not a mean (Matthews, F1, Spearman): ``stat(idx, preds)`` scores items
+    ``idx``; randomization swaps each item's two predictions with probability 1/2, bootstrap resamples items."""
     if pred_a.shape != pred_b.shape or len(pred_a) == 0:
         raise ValueError(f"paired predictions must have equal, non-empty shapes ({pred_a.shape}, {pred_b.shape})")
     n = len(pred_a)

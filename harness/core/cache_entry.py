@@ -273,9 +273,8 @@ def _link(tmp: Path, path: Path) -> None:
 
 
 def get_or_build(read: Callable[[], T | None], build: Callable[[], T], entry: Path, *, what: str) -> tuple[T, bool]:
-    """(the entry at ``entry``, built here): ``read`` it (None: absent; :class:`Unusable` or OSError: bad or
-    vanishing); on a miss take its lock (:func:`lock_path`), read again (another job may have built it meanwhile),
-    and only then set a bad entry aside and ``build`` it (``build`` writes aside and publishes)."""
+    """(the entry at ``entry``, built here): ``read`` it (None: absent; :class:`Unusable`/OSError: bad or vanishing);
+    on a miss take its lock (:func:`lock_path`), read again, and only then set a bad entry aside and ``build`` it."""
     with contextlib.suppress(Unusable, OSError):
         got = read()
         if got is not None:

@@ -93,9 +93,9 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """A counted step (``total`` ``unit``s): a tqdm bar with an ETA on a terminal, one log line when it finishes.
-    ``each_update_is_a_step``: every update is itself a finished step (a timed pass, a training stage) and gets
-    its own line when no bar is drawn. ``show=False`` (tests, benchmarks) or ``log_level=WARNING``: nothing at all."""
+    """A counted step (``total`` ``unit``s): a tqdm bar with an ETA on a terminal, one log line when done.
+    ``each_update_is_a_step``: each update gets its own line when no bar is drawn. ``show=False`` (tests,
+    benchmarks) or ``log_level=WARNING``: nothing."""
 
     def __init__(self, total: int | None, desc: str, unit: str = "it", *, show: bool = True,
                  unit_scale: bool = False, each_update_is_a_step: bool = False) -> None:

@@ -194,9 +194,8 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
     """Fill provenance (versions, git sha, created_at) if unset and write the record atomically; returns where.
-
     A failed record never replaces a finished (ok or skipped) one: it goes beside it, to
-    ``<dataset>.failed-<UTC time>`` (outside the ``*.json`` the leaderboard reads), and the finished one stays."""
+    ``<dataset>.failed-<UTC time>`` (outside the ``*.json`` the leaderboard reads)."""
     if not record.created_at:
         record.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     if not record.versions:
@@ -237,9 +236,8 @@ def read_record(path: str | os.PathLike) -> ResultRecord:
 def iter_records(
     dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True, strict_schema: bool = False
 ) -> Iterator[tuple[Path, ResultRecord]]:
-    """Every record under one or more results directories. Malformed or foreign JSON is skipped with a
-    warning naming the file; it never stops the iteration. A record of a schema this harness does not read is
-    skipped with that warning too, or, ``strict_schema``, raised (:class:`UnknownSchemaError`, naming the file)."""
+    """Every record under one or more results directories; malformed or foreign JSON, or an unread schema, is
+    skipped with a warning naming the file (``strict_schema``: :class:`UnknownSchemaError` raised)."""
     if isinstance(dirs, str | os.PathLike):
         dirs = [dirs]
     for d in dirs:

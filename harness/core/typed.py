@@ -110,9 +110,8 @@ def excluded_keys(cls: type, prefix: str) -> dict[str, str]:
 
 
 def role_keys(cls: type, role: str, prefix: str) -> tuple[str, ...]:
-    """The dotted keys of every node of ``cls`` whose ``role`` (a class attribute) is ``role``: a node's own keys
-    (flat nodes' keys at their parent's level; a nested field as one key) and the keys the run resolves into it
-    (its ``derived``, e.g. ``voyager``); a nested node of that role counts as one key."""
+    """The dotted keys of every node of ``cls`` whose ``role`` is ``role``: its own keys (flat: at the parent's
+    level), the keys the run resolves into it (``derived``, e.g. ``voyager``); a nested node counts as one key."""
     if getattr(cls, "role", None) == role:
         return tuple(f"{prefix}.{k}" for k in (*config_keys(cls), *getattr(cls, "derived", ())))
     out: list[str] = []
@@ -138,9 +137,8 @@ def check_keys(data: Mapping[str, Any], valid: list[str], where: str) -> None:
 
 
 def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "") -> T:
-    """``cls(**data)`` for a dataclass ``cls``, recursively; unknown keys, missing keys, wrong types and values
-    outside a field's constraint raise a :class:`HarnessError` naming ``where`` (e.g. ``model 'modernbert-base'``)
-    and the key; ``key``: the mapping's dotted config key (``task``), so a constraint names ``task.max_queries``."""
+    """``cls(**data)`` for a dataclass ``cls``, recursively; unknown or missing keys, wrong types and constraint
+    violations raise a :class:`HarnessError` naming ``where`` and the key (``key``: the mapping's dotted key)."""
     data = _plain(data) or {}
     if not isinstance(data, Mapping):
         raise HarnessError(f"{where} must be a mapping of keys to values, got {type(data).__name__}")
@@ -245,10 +243,9 @@ def _dataclasses_in(tp: Any) -> list[type]:
 
 
 def from_conf(cls: type[T], file: str, /, *, part: bool = False, **overrides: Any) -> T:
-    """``cls`` built from ``conf/<file>.yaml`` (the one place its defaults are written) with ``overrides`` on top:
-    for code outside a composed config (benchmarks, tests), e.g. ``from_conf(PlaidSettings, "plaid/default")``.
-    ``part``: the file holds more than ``cls``; only ``cls``'s keys are read (a stage's node from a task's file:
-    ``from_conf(ExactSearch, "task/beir", part=True)``), and each is resolved alone."""
+    """``cls`` from ``conf/<file>.yaml`` (where its defaults are written) with ``overrides``, for code outside a
+    composed config: ``from_conf(PlaidSettings, "plaid/default")``; ``part``: only ``cls``'s keys of a larger
+    file, each resolved alone (``from_conf(ExactSearch, "task/beir", part=True)``)."""
     from omegaconf import OmegaConf
 
     import conf

@@ -19,9 +19,8 @@ UTF8_FIX = "re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 old > new)"
 
 
 def text_lines(path: Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file, line ends kept (``\\n``, ``\\r\\n`` or ``\\r``, as ``open(newline="")``),
-    a BOM dropped, gunzipped when the name ends in ``.gz``. Invalid UTF-8, a corrupt gzip stream or an unreadable
-    file is a one-line DataError; invalid UTF-8 names the line and byte offset of the first bad byte."""
+    """The lines of a UTF-8 text file (ends kept, as ``open(newline="")``; BOM dropped; ``.gz`` gunzipped). Invalid
+    UTF-8 (named by line and byte offset), a corrupt gzip or an unreadable file is a one-line DataError."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:

@@ -79,9 +79,8 @@ def resolve_batch_tokens(model: SentenceTransformer, batching: Batching, device:
 
 def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None,
              max_length: int | None = None) -> list[list[int]]:
-    """Token ids per text, exactly as the model's sentence-transformers module tokenises (strip, lower-case
-    when the module says so, truncation at ``max_length``, default ``max_seq_length``), without padding.
-    ``tokenizer``: a copy to use instead of the module's own (one per thread)."""
+    """Token ids per text, exactly as the model's sentence-transformers module tokenises (strip, lower-case if so,
+    truncation at ``max_length``, default ``max_seq_length``), unpadded; ``tokenizer``: a per-thread copy."""
     module = model[0]
     stripped = [str(t).strip() for t in texts]
     if getattr(module, "do_lower_case", False):
@@ -332,9 +331,8 @@ def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: st
 
 def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int,
                  cast: Any) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
-    """(indices, embeddings) per batch, as they finish: in this thread, or in ``n_workers`` threads that each
-    take the next batch (longest first) and run it with one intra-op thread (a setting of each thread). inference
-    mode and autocast (``cast()``) are per thread, so a worker enters them for each batch it runs."""
+    """(indices, embeddings) per batch as they finish: here, or in ``n_workers`` threads each taking the next batch
+    with one intra-op thread; inference mode and autocast (``cast()``) are per thread, entered per batch."""
     if n_workers == 1 or len(batches) == 1:
         with torch.inference_mode(), cast():
             for idx in batches:

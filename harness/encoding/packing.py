@@ -15,9 +15,7 @@ import torch
 
 
 def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) -> list[np.ndarray]:
-    """Indices grouped into batches, longest first, with ``len(batch) * longest <= batch_tokens`` (padded tokens).
-
-    A single text longer than the budget still gets a batch of its own."""
+    """Indices in batches, longest first, ``len(batch) * longest <= batch_tokens`` (a longer text: a batch alone)."""
     order = np.argsort(-lengths, kind="stable")
     batches: list[np.ndarray] = []
     start = 0
@@ -100,9 +98,8 @@ def unpack_index(packed: Packed) -> tuple[np.ndarray, np.ndarray]:
 
 
 def block_masks(hf_model: Any, segment: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | dict[str, torch.Tensor]:
-    """Additive 4-D masks [rows, 1, width, width]: a token sees the tokens of its own sequence (padding sees only
-    itself, so no row of the softmax is empty). ModernBERT gets one mask per attention type (local layers also
-    limit the distance to ``config.sliding_window``, as transformers' own sliding mask does)."""
+    """Additive 4-D masks [rows, 1, width, width]: a token sees its own sequence (padding only itself, so no softmax
+    row is empty); ModernBERT: one per attention type (local ones within ``config.sliding_window``)."""
     same = segment[:, :, None] == segment[:, None, :]
     pad = segment < 0
     eye = torch.eye(segment.shape[1], dtype=torch.bool, device=segment.device)

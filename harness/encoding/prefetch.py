@@ -85,9 +85,8 @@ def tokenizers(module: Any) -> TokenizerPool:
 
 
 class GpuBusy:
-    """The time a CUDA device spent inside :meth:`span` s (a pair of CUDA events around each batch: the span
-    counts from when the stream reaches its start to when it reaches its end, so a batch whose kernels wait on
-    the host's launches counts as busy). Read after the device finished them (:meth:`seconds`); a no-op elsewhere."""
+    """The time a CUDA device spent inside :meth:`span` s (CUDA events around each batch, so waiting on the host's
+    launches counts as busy), read once the device finished them (:meth:`seconds`); a no-op elsewhere."""
 
     def __init__(self, device: str) -> None:
         self.enabled = device.startswith("cuda")

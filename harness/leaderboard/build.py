@@ -172,9 +172,8 @@ def build_leaderboard(
     mteb_results: Sequence[str | os.PathLike] = (),
     mteb_models: Sequence[str] = (),
 ) -> Leaderboard:
-    """Read every record under ``dirs``, combine each cell by ``combine_rule``, add the published rows (and the
-    models in ``mteb_results`` folders of mteb result files, ``mteb_models`` patterns picking some).
-    Record links in the output are relative to ``link_root`` (the output directory)."""
+    """Read every record under ``dirs``, combine each cell by ``combine_rule``, add the published rows (and
+    ``mteb_results`` models, ``mteb_models`` patterns picking some); record links relative to ``link_root``."""
     COMBINE_RULES.lookup(combine_rule)
     with step(f"leaderboard: reading the records under {', '.join(map(str, dirs))}") as done:
         loaded, skipped = load_records(dirs)

@@ -119,10 +119,9 @@ def kernel_blocker(*, capability: tuple[int, int] | None, head_dim: int | None, 
 
 
 def resolve_attention(requested: str, *, cuda: bool, packs: bool, blocker: str = "") -> str:
-    """The implementation to load: ``auto`` -> ``harness_varlen`` on CUDA for a packable architecture where the
-    flash kernels can run (``blocker`` empty), else ``sdpa``; ``flash_attention_2`` on a packable architecture ->
-    ``harness_varlen`` (its kernel is flash-attn's); any other name as given. ``harness_varlen`` (asked for, or
-    through ``flash_attention_2``) on CUDA where ``blocker`` says the kernels cannot run is a :class:`HarnessError`."""
+    """The implementation to load: ``auto`` -> ``harness_varlen`` on CUDA for a packable architecture with no
+    ``blocker``, else ``sdpa``; ``flash_attention_2`` on a packable one -> ``harness_varlen``; else as given. A
+    ``harness_varlen`` (asked or via ``flash_attention_2``) with a ``blocker`` on CUDA is a :class:`HarnessError`."""
     requested_varlen = requested == VARLEN or (requested == "flash_attention_2" and packs)
     if requested_varlen and cuda and blocker:
         raise HarnessError(

@@ -32,10 +32,9 @@ def _check_attn(spec: ModelSpec) -> None:
 
 
 def attention_for(requested: str, local: str, device: str | None = None, *, dtype: str | None = None) -> str:
-    """The implementation a model in ``local`` loads with to run on ``device`` (``auto`` resolved for its
-    architecture, head size and weights' ``dtype``; None: this machine's GPU if it has one); ``auto`` falling back
-    to padded sdpa on a GPU says so on one line; an explicit ``harness_varlen`` the GPU cannot run is refused here,
-    before the weights load. ``harness_varlen`` is registered with transformers first."""
+    """The implementation a model in ``local`` loads with on ``device`` (``auto`` resolved for architecture, head
+    size, ``dtype``; None: this machine's GPU if any); a GPU fallback to sdpa is said, an explicit
+    ``harness_varlen`` the GPU cannot run refused before loading; ``harness_varlen`` registered first."""
     config = att.model_config_json(local)
     model_type, head_dim = config.get("model_type"), att.head_dim_of(config)
     implementation = att.resolve_for(requested, model_type, device, head_dim=head_dim, dtype=dtype)
@@ -63,10 +62,9 @@ def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
 
 
 def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any]:
-    """The record's ``attention`` entry where ``auto`` was resolved (or the harness changed the implementation):
-    which implementation, why ``auto`` fell back to padded sdpa on a GPU, and the kernel counted as it runs with
-    the dtype its inputs were in (``dtype``: bfloat16 for fp32 weights on the flash kernel; the entry stays
-    current: :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
+    """The record's ``attention`` entry where ``auto`` was resolved (or changed): the implementation, why ``auto``
+    fell back on a GPU, and the kernel counted as it runs with its inputs' dtype (kept current:
+    :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
     if requested not in ("auto", "flash_attention_2", att.VARLEN):
         return {}
     config = encoder.config

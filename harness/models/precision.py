@@ -63,9 +63,9 @@ def bf16_supported(device: str) -> bool:
 
 
 def bf16_faster(device: str) -> bool:
-    """bf16 matmuls faster than fp32: CUDA with bf16, or a CPU with AMX-BF16 tiles. AVX512-BF16 alone is not
-    enough: on the project's Xeon (AVX512-BF16, no AMX exposed) a bf16 matmul ran at 0.6x fp32, whole SciFact
-    evaluations were 2x slower in bf16, and nDCG@10 moved by 0.0025 (benchmarks/encode_vs_st.py, beir_vs_mteb.py)."""
+    """bf16 matmuls faster than fp32: CUDA with bf16, or a CPU with AMX-BF16. Not AVX512-BF16 alone: on the project's
+    Xeon a bf16 matmul ran at 0.6x fp32, SciFact 2x slower, nDCG@10 moved 0.0025 (benchmarks/encode_vs_st.py,
+    beir_vs_mteb.py)."""
     if device.startswith("cuda"):
         return bf16_supported(device)
     return device == "cpu" and "amx_bf16" in cpu_flags()
@@ -110,9 +110,8 @@ FP32_BUFFERS = "inv_freq"
 
 
 def cast_weights(model: Any, dtype: Any) -> None:
-    """``model.to(dtype)`` with the rotary frequencies kept in fp32, as transformers' own ``dtype=`` loading keeps
-    them: cast to bf16 they lose all but 8 bits, and a position's angle (position x frequency) is then off by up to
-    a few radians at 2,048 tokens. The rotary forward computes its angles in fp32 from them either way."""
+    """``model.to(dtype)`` with rotary frequencies kept in fp32 as transformers' ``dtype=`` loading keeps them: in bf16
+    a position's angle is off by up to a few radians at 2,048 tokens."""
     kept = {name: buffer for name, buffer in model.named_buffers() if name.rsplit(".", 1)[-1].endswith(FP32_BUFFERS)
             and buffer.is_floating_point()}
     model.to(dtype)

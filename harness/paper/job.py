@@ -170,10 +170,9 @@ def select(job: graph.Job, upstream: Sequence[progress.JobState], min_finished: 
 
 def settle(steps: Sequence[graph.Step], states: dict[str, progress.JobState], paper: Mapping[str, Any]
            ) -> dict[str, progress.JobState]:
-    """'Done' means the products are there and built from the records: a selection job is done only when its
-    selection file was written after every attempt of its sweep's jobs ended (and its own last attempt did not fail
-    since), the leaderboard only when every other job is done and the site is newer than every record and
-    selection. A selection or site made before a re-run's records is made again."""
+    """'Done' means products built from the records: a selection job when its file is newer than every attempt of
+    its sweep's jobs (and its own last did not fail since), the leaderboard when every other job is done and the
+    site is newer than every record and selection; otherwise made again."""
     res = next((s.results for s in states.values() if s.results), None)
     name = next((str(s.model.get("name")) for s in states.values() if s.model.get("name")), None)
     if res is None or name is None:

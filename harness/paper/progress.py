@@ -81,9 +81,8 @@ def is_group(override: str) -> bool:
 
 @contextmanager
 def composed(overrides: Sequence[str]) -> Iterator[Any]:
-    """The job's config as the CLI composes it. Group choices and ``sweep=`` are composed by Hydra once per
-    distinct set; plain ``key=value`` overrides (a sweep's point) are set on that config for the duration of the
-    block and then undone, so planning a 384-point grid composes a handful of configs, not 384."""
+    """The job's config as the CLI composes it: group choices and ``sweep=`` composed once per set, plain
+    ``key=value`` overrides set for the block and undone (a 384-point grid composes a handful of configs)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 

@@ -51,9 +51,8 @@ SLURM_ID = re.compile(r"\d+(_\d+)?")
 
 
 def read_ledger(folder: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-    """``ledger.json`` (job key -> SLURM id) and ``attempts.json`` (SLURM id -> key, after, state), each checked
-    for its shape: a file that is not JSON or not that shape is one line naming it and the fix (never read as an
-    empty ledger, which would submit every queued job a second time)."""
+    """``ledger.json`` (job key -> SLURM id) and ``attempts.json`` (SLURM id -> key, after, state), shape-checked: a
+    bad file is one line naming it and the fix (never an empty ledger, which would resubmit every queued job)."""
     ledger, attempts = (_read_json(folder / name) for name in ("ledger.json", "attempts.json"))
     for key, i in ledger.items():
         if not isinstance(i, str) or not SLURM_ID.fullmatch(i):
@@ -139,9 +138,8 @@ def note_ended(ledger: Mapping[str, str], attempts: dict[str, dict[str, Any]],
 
 
 def job_states(folder: Path) -> dict[str, str]:
-    """Job key -> its current attempt's state for ``--status``: the queue's (``R``, ``PD``; ``BLOCKED`` for a
-    pending job that can never start), else the final state noted when it ended (``COMPLETED exit 0:0``), else
-    ``ENDED`` (gone from the queue, final state unknown). Notes newly ended attempts in ``attempts.json``."""
+    """Job key -> its current attempt's state for ``--status``: the queue's (``R``, ``PD``; ``BLOCKED``: can never
+    start), else the noted final state (``COMPLETED exit 0:0``), else ``ENDED``; notes newly ended attempts."""
     ledger, attempts = read_ledger(folder)
     if not ledger:
         return {}
@@ -216,9 +214,8 @@ def _cancel(steps: Sequence[Step], ledger: Mapping[str, str], attempts: dict[str
 
 def submit(steps: Sequence[Step], states: Mapping[str, JobState], context: Path, cluster: Mapping[str, Any],
            folder: Path, queued: Mapping[str, tuple[str, str]] | None = None) -> dict[str, list[str]]:
-    """Queue every job :func:`decide` picks; returns step -> the SLURM ids it runs as (new or kept). ``queued``:
-    the queue as it was before ``states`` were read from the records (else it is read now, and a job that ended in
-    between would be neither finished nor queued, and submitted again). The ledger is written after each step."""
+    """Queue every job :func:`decide` picks; returns step -> its SLURM ids (new or kept). ``queued``: the queue read
+    before ``states`` (else a job ending in between would be resubmitted). The ledger is written after each step."""
 
     ledger, attempts = read_ledger(folder)
     q = queue() if queued is None else queued

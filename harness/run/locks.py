@@ -60,9 +60,8 @@ class RunLock(FileLock):
 
 @contextlib.contextmanager
 def hold(dirs: Mapping[str, Path], settings: LockSettings) -> Iterator[set[str]]:
-    """Lock the runs ``dirs`` names (run id -> its folder) and yield the ids this process holds: a run another live
-    process holds is waited for up to ``settings.wait`` seconds, then skipped with a warning. The caller plans the
-    held runs' cells again, so what the other process finished meanwhile is not computed twice."""
+    """Lock the runs ``dirs`` names (run id -> folder) and yield those held; a run another live process holds is
+    waited for up to ``settings.wait`` seconds, then skipped with a warning (the caller plans held runs again)."""
     # the locks held: beating while the others are waited for
     with Heartbeat([], beat_every(settings.stale_after)) as beat:
         try:

@@ -147,10 +147,9 @@ def incomplete(group: list[ResultRecord], expected: int) -> dict[str, Any]:
 
 
 class BestConfigPerDataset(SelectionRule):
-    """GLUE's rule (appendix E.1): per dataset, the configuration with the best mean score over its seeds. With
-    ``expected`` (how many seeds a record's protocol asks each configuration for), only complete configurations
-    compete: one with fewer finished seeds is listed, never selected (its mean is over fewer runs), and a dataset
-    with no complete configuration is left unselected, saying why."""
+    """GLUE's rule (appendix E.1): per dataset, the configuration with the best seed-mean score. With ``expected``
+    (seeds per configuration), an incomplete configuration is listed, never selected, and a dataset without a
+    complete one is left unselected, saying why."""
 
     description = ("per dataset, the configuration (every setting but the seed) with the best mean score over "
                    "its seeds")

@@ -73,9 +73,8 @@ def write_context(folder: Path, units: list[Unit], log_dir: str | None = None) -
 
 
 class Submitter:
-    """The SLURM launcher of one command: submits a series's runs that are not queued or running already through the
-    paper graph's executor, one array per checkpoint; each run is submitted at most once by it (a watch does not
-    resubmit a job that failed every poll: it reports it; the next command submits it again)."""
+    """The SLURM launcher of one command: submits a series's runs not queued or running through the paper graph's
+    executor, one array per checkpoint, each at most once (a watch reports a failed one; the next command resubmits)."""
 
     def __init__(self, cluster: dict[str, Any]) -> None:
         self.cluster = cluster

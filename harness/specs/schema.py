@@ -19,9 +19,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class TableSpec:
-    """One leaderboard table. ``columns`` fixes the columns (what the published table means) and adds an average
-    over them (None: the columns are the datasets found in the records, no average). ``scale`` maps a record's value
-    to the shown one (100 for 0-1 IR metrics; None: x100 when every value is in [0, 1])."""
+    """One leaderboard table: ``columns`` fixed, with an average (None: the records' datasets, no average);
+    ``scale`` maps a value to the shown one (100 for 0-1 IR metrics; None: x100 when all in [0, 1])."""
 
     id: str
     label: str                      # short name: filters, charts
@@ -38,9 +37,8 @@ class TableSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Placement:
-    """The column a record fills in the spec's first table: ``column`` formatted with the record's ``dataset``,
-    ``split`` and ``details`` keys (``defaults`` for details a record lacks), plus ``suffixes[key][value]`` for
-    each details key named there (e.g. MLDR: ``mldr-en/ood`` + ``-colbert`` for a multi-vector record)."""
+    """The column a record fills in the spec's first table: ``column`` formatted with its ``dataset``, ``split``
+    and ``details`` (``defaults`` where missing), plus ``suffixes[key][value]`` (MLDR: ``mldr-en/ood-colbert``)."""
 
     column: str = "{dataset}"
     defaults: Mapping[str, str] = field(default_factory=dict)
@@ -73,9 +71,9 @@ class SelectionSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Dependency:
-    """What a task needs before it runs: the ``selection`` (or every ``record``) of ``task`` (``task_key``: a config
-    key that names that task instead, e.g. ``task.source.task``), limited to its ``datasets``; ``for_datasets``: the
-    datasets of this task that need it (empty: all); ``via``: the config key that carries it into the run."""
+    """What a task needs first: the ``selection`` (or every ``record``) of ``task`` (or of the task config key
+    ``task_key`` names), limited to ``datasets``; ``for_datasets``: which of this task's need it (empty: all);
+    ``via``: the config key carrying it into the run."""
 
     task: str
     needs: str = choices("selection", "records", default="selection")

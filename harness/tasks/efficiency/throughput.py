@@ -58,9 +58,8 @@ def model_inputs(hf_model: Any, seqs: list[np.ndarray], *, mode: str | None, pad
 
 # --------------------------------------------------------------------------------------------- FLOPs, roofline
 def forward_flops(hf_model: Any, lengths: Sequence[int]) -> float:
-    """Dense FLOPs of a forward over sequences of ``lengths`` real tokens: 2 x (linear weights of the encoder
-    layers) per token, plus QK^T and AV (4 x context x hidden per token and layer; a local layer's context is
-    its window). Embedding lookups, norms and activations are not counted (as usual for model FLOPs)."""
+    """Dense FLOPs of a forward over sequences of ``lengths`` real tokens: 2 x encoder linear weights per token, plus
+    QK^T and AV (4 x context x hidden per token and layer; local: the window); embeddings, norms etc. not counted."""
     owner, attr = layer_list(hf_model)
     layers = getattr(owner, attr)
     hidden = int(hf_model.config.hidden_size)
@@ -141,9 +140,8 @@ class Timing:
 
 def time_passes(run_pass: Callable[[], None], *, repeats: int, warmup: int, device: str,
                 desc: str = "timed passes", show: bool = True, budget_s: float | None = None) -> list[float]:
-    """Seconds of each of ``repeats`` passes after ``warmup`` untimed ones; each pass is a step of the console's
-    progress (a bar with an ETA on a terminal, else one line per pass). With ``budget_s``, no timed pass starts
-    that would end past the budget at the mean pass time so far (warm-up included); the first one always runs."""
+    """Seconds of each of ``repeats`` passes after ``warmup`` untimed ones, each a progress step; with ``budget_s``
+    no timed pass starts that would end past it at the mean pass time so far (the first always runs)."""
     from harness.core.console import Progress
 
     out: list[float] = []

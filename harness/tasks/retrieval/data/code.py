@@ -269,9 +269,7 @@ def _mine_file(rel: str, source: str, tree: ast.Module, stats: Counter[str], min
 
 
 def _summary(docstring: str) -> str:
-    """First paragraph of the cleaned docstring, whitespace collapsed.
-
-    A leading signature line ("slave_open(tty_name) -> slave_fd") followed by more text is skipped."""
+    """First paragraph of the cleaned docstring, whitespace collapsed, a leading signature line skipped."""
     lines = inspect.cleandoc(docstring).split("\n")
     if len(lines) > 1 and _SIGNATURE.fullmatch(lines[0].strip()) and any(x.strip() for x in lines[1:]):
         lines = lines[1:]

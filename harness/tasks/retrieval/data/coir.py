@@ -96,9 +96,8 @@ def dataset_from_triple(triple: CoirTriple, name: str, split: str, source: str, 
 
 
 def export_coir_layout(triple: CoirTriple, out_dir: str | Path, lang: str) -> Path:
-    """Write ``triple`` in CoIR's hub layout (``<lang>-corpus/``, ``<lang>-queries/``, ``<lang>-qrels/`` JSONL
-    plus a README declaring the configs), so ``datasets.load_dataset(out_dir, "<lang>-corpus")`` reads it as it
-    reads the hub copy. One language per call; the README lists every language folder present."""
+    """Write ``triple`` in CoIR's hub layout (``<lang>-corpus/``, ``-queries/``, ``-qrels/`` JSONL, a README with
+    the configs of every language present), read by ``datasets.load_dataset(out_dir, "<lang>-corpus")`` as the hub."""
     out = Path(out_dir)
     parts = {"corpus": ("corpus", triple.corpus), "queries": ("queries", triple.queries),
              "qrels": (triple.split, triple.qrels)}

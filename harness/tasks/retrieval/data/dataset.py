@@ -14,9 +14,7 @@ from harness.core.errors import DataError
 
 @dataclass
 class RetrievalDataset:
-    """Corpus as parallel lists (cheap for millions of docs), queries and graded qrels.
-
-    ``qrels[qid][doc_id]`` is the relevance grade; grade 0 is kept (it is a judged non-relevant doc)."""
+    """Corpus as parallel lists (cheap for millions of docs), queries and graded qrels (grade 0 kept: non-relevant)."""
 
     name: str
     split: str

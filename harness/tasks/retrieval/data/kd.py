@@ -297,9 +297,8 @@ def load_kd_hub(path: str, revision: str | None, *, n_ways: int, max_samples: in
 
 
 def _hub_commit(path: str, revision: str | None) -> str | None:
-    """The commit ``revision`` resolves to (recorded; the data is then loaded at exactly that commit). A pin (a commit
-    id, full or abbreviated) fails closed: if the hub cannot resolve it, or resolves it to a commit that does not start
-    with it, nothing is loaded; a branch that cannot be resolved is loaded by name, with a warning."""
+    """The commit ``revision`` resolves to (recorded; loaded at exactly it). A pin (a full or short commit id) fails
+    closed if unresolved or resolved to another commit; an unresolved branch loads by name, with a warning."""
     from huggingface_hub import HfApi
 
     pinned = pinned_commit(revision)

@@ -65,9 +65,8 @@ def file_split(rel: str) -> str:
 
 def mine(root: str | Path | None = None, *, min_summary_words: int = 4,
          exclude: tuple[str, ...] = DEFAULT_EXCLUDE) -> LongDocSet:
-    """Read every ``*.py`` file under ``root`` (None: the installed stdlib) as one document and collect the
-    functions (and methods) whose docstring summary makes a query: at least ``min_summary_words`` words, not
-    trivial, not shared with another function, with a body beyond the docstring."""
+    """Every ``*.py`` file under ``root`` (None: the stdlib) as a document, and the functions whose docstring
+    summary makes a query (at least ``min_summary_words`` words, not trivial or shared, a body beyond it)."""
     base, files = _source_files(root, exclude)
     stats: Counter[str] = Counter(files=len(files))
     doc_ids, texts, queries = [], [], []
