@@ -226,9 +226,8 @@ class RetrievalPlanner:
         return out
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
-        """Evaluation tokens of the datasets not in ``skip`` (a shard job's: its share; the merge's: none), and when
-        the run trains (``mode`` run), its training source's. Documents count at the length they are encoded at:
-        ``task.document_length`` where the task has it (ColBERT; MLDR: its ``max_length``), else ``task.max_length``."""
+        """Evaluation tokens of the datasets not in ``skip`` (a shard's share; the merge: none), plus the training
+        source's when the run trains; documents at their encoded length (``task.document_length`` or ``max_length``)."""
         from harness.data.sizes import retrieval_work
 
         s: Any = self.settings
@@ -283,9 +282,9 @@ class RetrievalPlanner:
 
 
 def check(plan: RunPlan[Any, RetrievalStages], todo: Sequence[Cell]) -> None:
-    """Before any model is loaded: the model's checks (:func:`~harness.tasks.runplan.check_model`), every dataset's local
-    folder and files there, or the hub reachable for its pinned copy (else one error naming each local
-    alternative); then the training data, when this run still has to train."""
+    """Before any model loads: the model's checks (:func:`~harness.tasks.runplan.check_model`), every dataset's
+    local files or its pinned hub copy reachable (else one error naming each local alternative); then the
+    training data, when this run still has to train."""
     check_model(plan, todo)
     s = plan.settings
     if plan.trains and plan.stages.train is None:

@@ -76,8 +76,7 @@ def plaid_backend(requested: str) -> str:
 @dataclass(frozen=True)
 class VoyagerSettings:
     """The authors' PyLate ``indexes.Voyager`` HNSW and search (MB@8c57a0f:examples/evaluate_pylate.py:23 M 200,
-    ef_construction 500, ef_search 500; :53 ``retrieve(k=100)``, so PyLate keeps its 100 neighbours per query
-    token). Constants of the ``voyager`` path, not settings: they enter the run identity of voyager runs only."""
+    ef_construction 500, ef_search 500; :53 ``retrieve(k=100)``): constants of voyager runs' identity."""
 
     M: int = 200                 # PyLate's name
     ef_construction: int = 500

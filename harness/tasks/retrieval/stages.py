@@ -32,10 +32,9 @@ STAGES: Registry[Stage] = Registry("stage", {
 
 @dataclass(frozen=True, kw_only=True)
 class RetrievalStages:
-    """What planning resolved for one retrieval run's stages: which ``load.*``, ``train.*`` and ``retrieve.*``
-    stage computes it (by name, in :data:`STAGES`), the training rows' source (its registry's object), where a
-    finished training is kept, what the corpus cache is keyed by (the run less its search-only keys), the query
-    length of each dataset where the task sets one (ColBERT) and each composite member's data spec."""
+    """What planning resolved for one retrieval run's stages: its ``load.*``, ``train.*`` and ``retrieve.*`` (names in
+    :data:`STAGES`), the training rows' source, where a finished training is kept, the corpus cache's key (the run
+    less search-only keys), per-dataset query lengths (ColBERT) and each composite member's data spec."""
 
     load: str
     retrieve: str

@@ -47,10 +47,8 @@ def dense_settings(*, max_length: int, device: str = "cpu", precision: str = "fp
 
 
 class DenseRetriever:
-    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a SentenceTransformer.
-
-    ``cache_identity`` (the run's identity minus search-only keys, plus the weights used) and the corpus content
-    key the embedding cache, so it cannot miss a setting that changes embeddings."""
+    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a SentenceTransformer; ``cache_identity``
+    (the run's identity minus search-only keys, plus the weights) and the corpus key the embedding cache."""
 
     kind = "single_vector"
 

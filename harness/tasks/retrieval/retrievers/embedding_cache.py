@@ -78,9 +78,8 @@ def claim_problem(path: Path, claim_path: Path, key: str) -> str | None:
 def cached_embeddings(
     cache_dir: str | os.PathLike | None, key: str, compute: Callable[[], np.ndarray], meta: dict | None = None
 ) -> tuple[np.ndarray, bool]:
-    """(embeddings, hit). With ``cache_dir=None`` always computes. An entry is used only where its claim (key, size,
-    content hash) holds; a missing or bad one is computed by one process at a time (the lock ``<key>.npy.lock``:
-    the others wait and read it), written aside and renamed into place (a valid entry is never replaced)."""
+    """(embeddings, hit); ``cache_dir=None`` always computes. An entry is used only where its claim holds; else one
+    process computes it (lock ``<key>.npy.lock``), written aside and renamed (a valid entry is never replaced)."""
     if cache_dir is None:
         return compute(), False
     root = Path(cache_dir)
@@ -117,9 +116,8 @@ def cached_embeddings(
 
 @contextlib.contextmanager
 def written_aside(path: Path, *, folder: bool = False, **names: str) -> Iterator[Path]:
-    """A temporary file (or ``folder``) beside ``path`` for the block to write, then renamed into place
-    (:func:`~harness.core.cache_entry.publish`: an entry already there, another process' finished one, is kept);
-    removed when the block fails, so a half-written entry is never read."""
+    """A temporary file (or ``folder``) beside ``path`` for the block to write, then published
+    (:func:`~harness.core.cache_entry.publish`: one already there is kept); removed if the block fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if folder:
         tmp = Path(tempfile.mkdtemp(dir=path.parent, **names))

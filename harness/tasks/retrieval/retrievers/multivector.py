@@ -54,9 +54,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(kw_only=True)
 class MultiVectorSettings:
-    """What the multi-vector retriever gets: the run's device and precision, the task's batching and multi-vector
-    search nodes and exact MaxSim's chunking (their values: the task's YAML), the document length, where corpus
-    token embeddings are cached (None: a temporary directory, removed afterwards)."""
+    """What the multi-vector retriever gets: the run's device and precision, the task's batching, search and MaxSim
+    chunking nodes, the document length, and the token cache folder (None: a temporary one, removed after)."""
 
     device: str
     precision: str
@@ -84,10 +83,8 @@ def multi_vector_settings(*, document_length: int, device: str = "cpu", precisio
 # ------------------------------------------------------------------------------------------------ the retriever
 class MultiVectorRetriever:
     """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a PyLate ColBERT model.
-
     ``cache_identity`` (a run identity minus index and search keys, plus the weights), the capped document length
-    and the corpus key the token store, so another index, top-k or query length does not re-encode.
-    ``query_length`` may change between datasets (PyLate's BEIR recipe uses 48 or 64 on some sets)."""
+    and the corpus key the token store; ``query_length`` may change per dataset (PyLate's BEIR recipe: 48 or 64)."""
 
     kind = "multi_vector"
 

@@ -49,9 +49,8 @@ def plaid_fits(n_tokens: int) -> tuple[bool, str]:
 
 
 def prepare_stanford_extensions() -> None:
-    """The Stanford backend compiles 4 C++ extensions on first use (~100 s; cached in TORCH_EXTENSIONS_DIR).
-    Make that work on a clean machine or fail at once with the fix: ninja from this environment on PATH, a
-    C++ compiler, and no lock left behind by a killed earlier build (torch would wait on it forever)."""
+    """The Stanford backend compiles 4 C++ extensions on first use (~100 s; TORCH_EXTENSIONS_DIR): make that work or
+    fail at once with the fix (this environment's ninja on PATH, a C++ compiler, no lock left by a killed build)."""
     from torch.utils import cpp_extension
 
     bindir = str(Path(sys.executable).parent)

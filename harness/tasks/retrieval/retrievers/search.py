@@ -44,9 +44,8 @@ def _boundary_ties(scores: torch.Tensor, ids: torch.Tensor, k: int,
 
 def running_topk(chunks: Iterable[tuple[torch.Tensor, int, Callable[[int, int], torch.Tensor]]], n_queries: int,
                  k: int, rank: np.ndarray | None, device: str) -> tuple[np.ndarray, np.ndarray]:
-    """The top-k (scores, ids) of ``n_queries`` queries over chunks of documents, merged chunk by chunk by
-    :func:`ranked_topk` (``rank``: the tie key per document). A chunk is (its document ids, queries per step,
-    ``scores(start, stop)``: queries [start, stop) against its documents)."""
+    """The top-k (scores, ids) of ``n_queries`` queries over chunks of documents, merged by :func:`ranked_topk`. A
+    chunk: (its document ids, queries per step, ``scores(start, stop)``: queries [start, stop) against it)."""
     best_s = torch.full((n_queries, 0), float("-inf"), device=device)
     best_i = torch.zeros((n_queries, 0), dtype=torch.long, device=device)
     tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
@@ -127,9 +126,8 @@ def to_run(
     top_k: int,
     ignore_identical_ids: bool = False,
 ) -> dict[str, dict[str, float]]:
-    """TREC-style run {qid: {doc id: score}}; with ``ignore_identical_ids`` a doc whose id equals the query
-    id is dropped (BEIR/mteb convention for ArguAna, Quora, ...), then the list is cut to ``top_k``.
-    Negative indices (a retriever that found fewer than k hits) are skipped."""
+    """TREC-style run {qid: {doc id: score}} cut to ``top_k``; ``ignore_identical_ids`` drops a doc whose id is the
+    query's (BEIR/mteb: ArguAna, Quora, ...); negative indices (fewer than k hits) are skipped."""
     run: dict[str, dict[str, float]] = {}
     for row, qid in enumerate(query_ids):
         hits: dict[str, float] = {}

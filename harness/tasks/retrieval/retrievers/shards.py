@@ -156,9 +156,9 @@ def merge(parts: Sequence[tuple[np.ndarray, np.ndarray]], top_k: int, rank: np.n
 
 
 class ShardedRetriever:
-    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` that evaluates ``engine`` shard by shard: ``index`` plans the
-    shards, ``search`` encodes the queries once (cached), has the shards that have no top-k list yet computed
-    (here, by ``launch``, or nowhere: ``external``), then merges. ``run_shard`` is a shard job's whole work."""
+    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` evaluating ``engine`` shard by shard: ``index``
+    plans the shards, ``search`` encodes the queries once, has the missing shards computed (here, by ``launch``,
+    or ``external``) and merges; ``run_shard`` is a shard job's whole work."""
 
     def __init__(self, engine: Any, settings: ShardSettings,
                  launch: Callable[[list[int]], None] | None = None) -> None:

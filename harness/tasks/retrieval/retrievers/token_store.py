@@ -15,9 +15,8 @@ from harness.tasks.retrieval.retrievers.embedding_cache import content_hash, wri
 
 
 class TokenStore:
-    """Every document's token embeddings, fp16, in one memory-mapped file (in encoding order: longest first)
-    with per-document ``starts`` and ``lengths``. Written to a temporary directory and renamed, so a
-    half-written store is never read; a store already in place is never replaced."""
+    """Every document's token embeddings, fp16, in one memory-mapped file (longest first) with ``starts`` and
+    ``lengths``; written aside and renamed (never read half-written, never replaced)."""
 
     def __init__(self, root: Path):
         meta = json.loads((root / "meta.json").read_text())
