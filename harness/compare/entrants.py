@@ -21,8 +21,7 @@ Located = tuple[Path, ResultRecord]
 
 @dataclass
 class Entrant:
-    """One model in the comparison: its records per cell (several: the seeds of its selected configuration),
-    the cells its selection withheld (and why), and how it was named."""
+    """One compared model: its records per cell (its seeds), the cells withheld (and why), how it was named."""
 
     label: str
     task: str

@@ -1,5 +1,4 @@
-"""One model's kept scores on one cell: every run behind the cell (its seeds) over the same items, and how the
-cell's score is computed from them on any resample of the items."""
+"""One model's kept scores on one cell: every run (seed) over the same items, and the cell's score of a resample."""
 
 from __future__ import annotations
 
@@ -94,8 +93,7 @@ def outcomes(runs: Sequence[per_query.PerQuery], metric: str) -> Outcomes:
 
 
 def _examples(runs: Sequence[per_query.PerQuery]) -> Outcomes:
-    """GLUE: accuracy (MNLI: the mean of its dev sets' accuracies) as a weighted mean of 0/100 outcomes; Matthews,
-    F1 and Spearman re-scored from the predictions on every resample."""
+    """GLUE: accuracy as a weighted mean of 0/100 outcomes; Matthews, F1, Spearman re-scored on every resample."""
     from harness.compare.stats import weights
     from harness.tasks.glue.metrics import compute
 

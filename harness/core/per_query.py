@@ -101,8 +101,7 @@ def trec_lines(run: Mapping[str, Mapping[str, float]], tag: str) -> str:
 
 
 def read(record_path: Path, claim: Mapping[str, Any] | None) -> PerQuery:
-    """The per-query scores of the record at ``record_path`` (its ``details.per_query`` is ``claim``), checked
-    against the claim; :class:`PerQueryError` (one line) when absent or different."""
+    """The per-query scores of the record at ``record_path``, checked against ``claim``; else :class:`PerQueryError`."""
     if not claim:
         raise PerQueryError(f"{record_path} keeps no per-query scores (written before they were stored): "
                             "re-run it (delete the record) to compare it")

@@ -39,8 +39,7 @@ _VERSIONED_PACKAGES = (
 
 @dataclass
 class ResultRecord:
-    """What one (run, dataset) produced. ``metrics`` are the raw values (0-1 for IR, x100 for GLUE as the
-    paper reports); ``main_score`` names the metric the leaderboard and selection use."""
+    """One (run, dataset)'s output: raw ``metrics`` (0-1 for IR, x100 for GLUE) and the ``main_score`` metric."""
 
     task: str                       # task family (its registry name): beir | code | glue | ...
     dataset: str                    # e.g. scifact, rte

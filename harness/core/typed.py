@@ -259,8 +259,7 @@ def from_conf(cls: type[T], file: str, /, *, part: bool = False, **overrides: An
 
 
 def nodes_from_conf(file: str, *classes: type, **keys: Any) -> list[Any]:
-    """Each of ``classes`` (stage nodes of a task) built from ``conf/<file>.yaml`` with the flat task ``keys`` on top
-    (``max_length=256``); a key no class has fails with the closest one."""
+    """``classes`` built from ``conf/<file>.yaml`` with flat task ``keys`` on top; an unknown key names the closest."""
     check_keys(keys, [k for cls in classes for k in config_keys(cls)], f"conf/{file}.yaml")
     return [from_conf(cls, file, part=True, **{k: v for k, v in keys.items() if k in config_keys(cls)})
             for cls in classes]

@@ -67,8 +67,7 @@ def _csv_error(path: Path, start: int, end: int, exc: csv.Error) -> DataError:
 
 
 def csv_rows(path: Path, delimiter: str, quoting: int = csv.QUOTE_MINIMAL) -> Iterator[tuple[int, list[str]]]:
-    """(line number where the row starts, fields) of each row of a delimited UTF-8 file (blank lines give ``[]``);
-    decoding and csv problems are one-line DataErrors naming the line."""
+    """(start line, fields) of each row of a delimited UTF-8 file (blank: ``[]``); problems are one-line DataErrors."""
     reader = csv.reader(text_lines(path), delimiter=delimiter, quoting=quoting)
     while True:
         start = reader.line_num + 1
@@ -103,8 +102,7 @@ def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int
 
 
 def table_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(where, row) of each row of a Parquet (``<path> row <n>``) or JSONL file (``<path> line <n>``); unreadable
-    Parquet is a one-line DataError."""
+    """(where, row) of each row of a Parquet or JSONL file; unreadable Parquet is a one-line DataError."""
     if path.suffix.lower() == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq

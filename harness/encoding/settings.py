@@ -1,5 +1,4 @@
-"""How the encoder batches texts (:class:`Batching`, a typed settings node every protocol that encodes composes:
-``task.batch_tokens``, ``task.max_batch_size``), importable without torch."""
+"""How the encoder batches texts (:class:`Batching`: ``task.batch_tokens``, ``task.max_batch_size``), torch-free."""
 
 from __future__ import annotations
 

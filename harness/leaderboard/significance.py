@@ -29,8 +29,7 @@ def check_baseline(lb: Any, name: str | None) -> None:
 
 
 def _kept(cell: Cell, link_root: Path | None, cache: dict[Path, Any]) -> tuple[list[per_query.PerQuery], str] | None:
-    """The kept scores of every record behind ``cell`` (its seeds) and their metric, or None (no value, a record
-    that keeps none, a file missing or not the one its record claims)."""
+    """The kept scores of every record behind ``cell`` and their metric, or None (none kept, missing or mismatched)."""
     used = [s for s in cell.sources if s.get("used") and s.get("status") == "ok" and s.get("path")]
     if cell.value is None or not used:
         return None

@@ -82,8 +82,7 @@ def observed_kernel(counts: dict[str, int]) -> str | None:
 
 
 def attention_modules(encoder: Any) -> list[Any]:
-    """The innermost modules of ``encoder`` whose class name ends in ``Attention`` (ModernBertAttention,
-    BertSelfAttention, ...): the ones that call the attention function, once per layer."""
+    """The innermost modules of ``encoder`` named ``*Attention``: those calling the attention function, per layer."""
     found = [m for m in encoder.modules() if type(m).__name__.endswith("Attention")]
     return [m for m in found if not any(c is not m and type(c).__name__.endswith("Attention") for c in m.modules())]
 

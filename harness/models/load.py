@@ -50,8 +50,7 @@ def attention_for(requested: str, local: str, device: str | None = None, *, dtyp
 
 
 def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
-    """transformers' loading kwargs of ``spec``'s model in ``local`` to run on ``device``: the attention
-    (:func:`attention_for`) and, unless float32, the weights' dtype."""
+    """Loading kwargs of the model in ``local`` for ``device``: its attention and, unless float32, its dtype."""
     import torch
 
     kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local, device,

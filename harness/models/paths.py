@@ -39,8 +39,7 @@ def require_hub(what: str, fix: str) -> None:
 
 
 def cached_snapshot(spec: ModelSpec) -> str | None:
-    """The hub model's snapshot folder when it is cached (no network), else None once the hub is known to be
-    reachable to download it; unreachable, fail naming the local alternatives."""
+    """The cached hub snapshot (no network), else None if the hub is reachable; else fail naming local alternatives."""
     from huggingface_hub import snapshot_download
 
     try:

@@ -36,8 +36,7 @@ def resolve_device(device: str = "auto") -> str:
 
 
 def cpu_flags() -> set[str]:
-    """The CPU's feature flags (``/proc/cpuinfo``). ``HARNESS_CPU_FLAGS`` (space-separated) replaces them, so a
-    test or a user can see what ``precision=auto`` does on the other kind of CPU."""
+    """The CPU's feature flags (``/proc/cpuinfo``), or ``HARNESS_CPU_FLAGS`` (space-separated) for tests and users."""
     override = os.environ.get("HARNESS_CPU_FLAGS")
     if override is not None:
         return set(override.split())

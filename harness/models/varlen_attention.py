@@ -131,8 +131,7 @@ def band(n: int, window: int, causal: bool, device: torch.device) -> torch.Tenso
 
 def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, *, scale: float | None,
               window: int, causal: bool = False, dropout: float = 0.0) -> torch.Tensor:
-    """:func:`varlen` in plain torch: each sequence's attention on its own (sdpa, the window as a mask); the
-    sequences of one length go through sdpa together, as a batch."""
+    """:func:`varlen` in plain torch: each sequence on its own (sdpa, window as mask), equal lengths batched."""
     starts, lengths = cu_seqlens[:-1].long(), cu_seqlens.diff().long()
     indices, parts = [], []
     for n in lengths.unique().tolist():

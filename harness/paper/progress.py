@@ -189,8 +189,7 @@ def choose(task: str, recs: Sequence[results.ResultRecord]) -> Any:
 
 
 def sweep_records(task: str, upstream: Sequence[JobState], datasets: Sequence[str] = ()) -> list[results.ResultRecord]:
-    """The records of the upstream jobs' runs, in the score their column compares (:mod:`harness.selection.comparable`:
-    a GLUE record scored by F1 is read as its accuracy, or set aside)."""
+    """The upstream jobs' records, each in its column's score (:mod:`harness.selection.comparable`)."""
     ids = {rid for s in upstream for rid in s.run_ids}
     res = next((s.results for s in upstream if s.results), None)
     if not ids or res is None:

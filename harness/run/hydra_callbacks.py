@@ -65,8 +65,7 @@ def check_staging(batches: Sequence[Sequence[Sequence[str]]], chain: Mapping[str
 
 
 class StagingCheck(Callback):
-    """Hydra callback (``hydra.callbacks`` in the GLUE sweep configs): before a multirun launches anything,
-    check that MNLI's jobs finish before the jobs that start from MNLI's checkpoint."""
+    """Before a GLUE multirun launches anything: MNLI's jobs finish before the jobs starting from its checkpoint."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweeper = config.hydra.sweeper

@@ -36,8 +36,7 @@ class LockSettings:
 
 
 class RunLock(FileLock):
-    """The lock of one run folder (the lock primitive is :class:`harness.core.cache_entry.FileLock`): the folders made
-    for it are removed again on release if the run wrote nothing."""
+    """One run folder's :class:`~harness.core.cache_entry.FileLock`; folders made for it go on release if unused."""
 
     def __init__(self, run_dir: Path) -> None:
         super().__init__(Path(run_dir) / LOCK_NAME)

@@ -23,8 +23,7 @@ def existing_ancestor(path: Path) -> Path:
 
 
 def check_records_dir(folder: str | Path, label: str, example: str) -> None:
-    """A folder a command reads records from exists and is a folder: one line naming it (``label``: how the
-    command calls it) and the fix (``example``: the command with the right folder)."""
+    """A folder a command reads records from exists: else one line naming it (``label``) and the fix (``example``)."""
     if not Path(folder).is_dir():
         what = "is a file" if Path(folder).exists() else "does not exist"
         raise HarnessError(f"{label} {folder} {what}: pass the folder the records were written to (a run's "

@@ -44,8 +44,7 @@ def _without_seeds(value: Any) -> Any:
 
 
 def configuration(r: ResultRecord, *, per_dataset: bool) -> str:
-    """The configuration a record belongs to: its ``config_id``, or (legacy records) its hyperparameters
-    without seeds, precision and, ``per_dataset``, its data fingerprint."""
+    """A record's configuration: its ``config_id``, or (legacy) its hyperparameters less seed, precision, data."""
     if r.config_id:
         return r.config_id
     parts = [_without_seeds(r.hyperparameters or {}), r.precision]

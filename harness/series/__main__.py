@@ -153,8 +153,7 @@ def nothing_found(settings: Settings, series: units.Series) -> HarnessError:
 
 
 def check_evaluated(series: units.Series) -> None:
-    """Broken checkpoints (their trainer finished, their files are not whole) when none was evaluated: an error,
-    naming the first, never a quiet exit 0 as if they were still being written."""
+    """Broken checkpoints (trainer done, files not whole) when none was evaluated: an error, never a quiet exit 0."""
     broken = [u for u in series.units if (u.skipped or "").startswith(BROKEN)]
     if broken and not any(u.done for u in series.units):
         first = broken[0]

@@ -1,5 +1,4 @@
-"""What the series command prints: the series (found, skipped and why, to run) with its cost, and the series table
-of the records (step, score, difference to the previous step)."""
+"""What the series command prints: the series with its cost, and the series table of the records."""
 
 from __future__ import annotations
 

@@ -128,8 +128,7 @@ def with_state(unit: Unit) -> Unit:
 
 
 def series_of(settings: Settings, known: dict[tuple[str | None, Path], Unit] | None = None) -> Series:
-    """Every checkpoint of the series and each of its runs; ``known``: units planned before, finished and
-    unchanged since (a watch re-plans only what is new or changed)."""
+    """Every checkpoint of the series and its runs; ``known``: units planned before and unchanged since."""
     found = find(settings)
     units = []
     for ckpt in found.checkpoints:

@@ -48,8 +48,7 @@ SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 
 
 def check_devices(n: int, device: str) -> None:
-    """Before any work: N processes need N visible GPUs on a CUDA device (GPUs 0..N-1 of ``CUDA_VISIBLE_DEVICES``);
-    on CPU they share the cores. One line naming the fix otherwise."""
+    """Before any work: N processes need N visible GPUs on CUDA (CPU: cores shared); else one line with the fix."""
     if n == 1:
         return
     if device.startswith("cuda"):
@@ -180,8 +179,7 @@ def barrier() -> None:
 
 @dataclass(frozen=True)
 class Tail:
-    """The last step of an epoch that one process takes shorter: from stream position ``start``, ``real``
-    micro-batches, then ``pads`` copies of the last one that count nothing."""
+    """An epoch's shorter last step: from ``start``, ``real`` micro-batches, then ``pads`` copies counting nothing."""
 
     start: int
     real: int

@@ -41,7 +41,7 @@ class Training:
         return self.gradient_accumulation_steps // self.devices
 
     def identity(self) -> dict[str, Any]:
-        """Keys this node adds to the identity of a run that trains, beyond its non-excluded fields (none)."""
+        """Gathered negatives change the objective: the flag and device count enter the run id (only then)."""
         return {}
 
 

@@ -26,8 +26,7 @@ START_TIMEOUT = 1800.0
 
 @dataclass
 class Probe:
-    """What one isolated probe needs: the model spec (as a dict), device, precision, the inputs' shape, the
-    memory budget, and the time budget of its forward (None: none, as on a GPU)."""
+    """What one isolated probe needs: model spec, device, precision, input shape, memory and time budgets."""
 
     spec: dict[str, Any]
     device: str

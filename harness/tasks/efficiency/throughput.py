@@ -74,8 +74,7 @@ def forward_flops(hf_model: Any, lengths: Sequence[int]) -> float:
 
 
 def matmul_flops(precision: str, device: str, size: int = 2048, repeats: int = 10) -> float:
-    """Measured dense matmul throughput (FLOP/s, best of ``repeats`` after a warm-up) for the dtype the
-    model's matmuls run in: the roofline a model's achieved FLOP/s is compared with."""
+    """Measured dense matmul FLOP/s (best of ``repeats``) in the model's matmul dtype: the roofline compared with."""
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
@@ -170,8 +169,7 @@ def time_passes(run_pass: Callable[[], None], *, repeats: int, warmup: int, devi
 def measure(hf_model: Any, lengths: np.ndarray, *, batch_size: int, mode: str | None, pad_to: int | None,
             pad_id: int, seed: int, id_range: tuple[int, int], precision: str, device: str, repeats: int,
             warmup: int, desc: str = "timed passes", show: bool = True, budget_s: float | None = None) -> Timing:
-    """Time ``repeats`` passes over the set (batches in set order, as the paper's benchmark); the inputs of
-    every batch are built once, before timing, so only the model is timed."""
+    """Time ``repeats`` passes over the set in order (as the paper); every batch's inputs are built before timing."""
     batches = []
     for b, start in enumerate(range(0, len(lengths), batch_size)):
         seqs = batch_token_ids(lengths[start : start + batch_size].tolist(), seed, b, *id_range)

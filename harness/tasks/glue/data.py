@@ -136,8 +136,7 @@ GLUE_FIX = "re-download the file (download_glue_data.py writes GLUE's layout)"
 
 
 def read_tsv(path: Path, header: bool) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
-    """(header, [(line number, fields)]) of a GLUE TSV, quoting off; every row must have the header's (or, without
-    a header, the first row's) column count. Blank lines are skipped."""
+    """(header, [(line number, fields)]) of a GLUE TSV, quoting off, blank lines skipped, column counts checked."""
     if not path.is_file():
         raise DataError(
             f"GLUE file {path} does not exist. task.data_dir must point at a folder in GLUE's layout "

@@ -85,8 +85,7 @@ class GlueSettings:
 
 
 def order_tasks(tasks: Sequence[glue_data.GlueTask], chain: Mapping[str, Sequence[str]]) -> list[glue_data.GlueTask]:
-    """The tasks others start from (MNLI) first, then those that do not chain, then the chained ones (``chain``:
-    :func:`harness.specs.dependencies.chained`; each group in the given order)."""
+    """The tasks others chain from (MNLI) first, then the unchained, then the chained, each group in given order."""
     ups = dependencies.upstream(chain)
     rank = {t.name: (0 if t.name in ups else 2 if t.name in chain else 1) for t in tasks}
     return sorted(tasks, key=lambda t: rank[t.name])
@@ -115,8 +114,7 @@ def epoch_values(task: glue_data.GlueTask, tcfg: GlueSettings) -> list[int]:
 
 
 def seeds(tcfg: GlueSettings, default_seed: int) -> list[int]:
-    """The seeds every grid point runs (averaged by the selection): ``task.seed`` if set; else under the
-    ``authors`` protocol ``task.seeds``, under ``best_epoch`` the top-level ``seed``."""
+    """The seeds every grid point runs: ``task.seed`` if set, else ``task.seeds`` (authors) or ``seed`` (best_epoch)."""
     out = planned_seeds(str(tcfg.training.scoring_protocol), list(tcfg.seeds or ()), tcfg.seed, default_seed)
     if not out or len(set(out)) != len(out):
         raise HarnessError(f"task.seeds={list(tcfg.seeds)} must be a non-empty list of distinct seeds")

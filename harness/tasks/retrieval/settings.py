@@ -120,8 +120,7 @@ LAUNCHERS = ("sequential", "devices", "external")
 
 @dataclass(kw_only=True)
 class ShardSettings:
-    """``task.shards`` (K, or ``auto``: ``shard_tokens`` tokens per shard), ``task.shard`` (a shard job: only this
-    one, no record) and ``task.shard_launcher`` (where the shards run)."""
+    """``task.shards`` (K, or ``auto``: by ``shard_tokens``), ``task.shard`` (one shard's job), ``shard_launcher``."""
 
     shards: int | str = count(excluded="how the corpus is split for encoding: the merged ranking is the unsharded one")
     shard_tokens: int = count(excluded="how the corpus is split for encoding (task.shards=auto)")

@@ -35,8 +35,7 @@ def _require_file(path: Path, what: str) -> None:
 def read_corpus(path: Path, id_key: str = "_id", id_name: str = "document id",
                 empty_fix: str = '. Check the file or the dataset folder (one {"_id", "title", "text"} object per line).',
                 ) -> tuple[list[str], list[str], list[str]]:
-    """(ids, titles, texts) of a JSONL corpus, one {``id_key``, title, text} object per line (BEIR's
-    ``corpus.jsonl``; MLDR's, keyed by ``docid``): ids unique, at least one document."""
+    """(ids, titles, texts) of a JSONL corpus (BEIR's; MLDR's keyed by ``docid``): ids unique, a document at least."""
     _require_file(path, "corpus file")
     ids: list[str] = []
     titles: list[str] = []

@@ -104,8 +104,7 @@ class DataKind:
 
     # ------------------------------------------------------------------------------------------ checking
     def check(self, entry: DatasetEntry, data_dir: str | None, split: str) -> str | None:
-        """The problem with the files ``entry`` reads (a one-line message with its fix), or None. Presence only,
-        before any model is loaded: contents are validated when loaded."""
+        """The problem with the files ``entry`` reads (a line with its fix), or None; presence only, before loading."""
         if not data_dir:
             return f"dataset {entry.name!r} reads local files: pass task.data_dir=<dir containing {shown_local(entry)}/>."
         folder = local_folder(data_dir, entry)
@@ -233,8 +232,7 @@ class MldrKind(DataKind):
 
 
 class CoirCsnKind(DataKind):
-    """CoIR's CodeSearchNet for one language (``hub_config``), from the pinned hub copy, or a local folder in
-    CoIR's hub layout or CodeXGLUE's ``{train,valid,test}.jsonl``."""
+    """CoIR's CodeSearchNet for one language: the hub copy, or a folder in CoIR's or CodeXGLUE's layout."""
 
     name = "coir_csn"
     has_hub = True

@@ -39,8 +39,7 @@ class CoirTriple:
 
 # ------------------------------------------------------------------------------------------ CodeXGLUE -> CoIR
 def read_codexglue(folder: Path, lang: str) -> list[dict[str, Any]]:
-    """The rows of ``folder/{train,valid,test}.jsonl`` (whichever exist), partitions in :data:`PARTITIONS`
-    order; each row must have ``code``, ``docstring`` and ``partition``."""
+    """Rows of ``folder/{train,valid,test}.jsonl`` in :data:`PARTITIONS` order, each with code, docstring, partition."""
     files = [folder / f"{p}.jsonl" for p in PARTITIONS if (folder / f"{p}.jsonl").is_file()]
     if not (folder / "test.jsonl").is_file():
         raise DataError(
@@ -60,8 +59,7 @@ def read_codexglue(folder: Path, lang: str) -> list[dict[str, Any]]:
 
 
 def coir_from_codexglue(rows: Iterable[dict[str, Any]], lang: str, split: str = "test") -> CoirTriple:
-    """CoIR's code -> docstring direction over CodeXGLUE rows: one query per row (its code, with its partition),
-    one document per distinct docstring, qrels for the rows of ``split``."""
+    """CoIR's code -> docstring over CodeXGLUE rows: a query per row, a document per docstring, ``split``'s qrels."""
     corpus: list[dict[str, str]] = []
     queries: list[dict[str, str]] = []
     qrels: list[dict[str, Any]] = []

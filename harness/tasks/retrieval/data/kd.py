@@ -319,8 +319,7 @@ def _hub_commit(path: str, revision: str | None) -> str | None:
 
 
 def pinned_commit(revision: str | None) -> str | None:
-    """``revision`` lowercased where it is a commit id (7 to 40 hex digits, full or abbreviated), else None (a branch
-    or tag: whatever it points at is read, and the commit recorded)."""
+    """``revision`` lowercased if a commit id (7-40 hex digits), else None (a branch or tag: its commit recorded)."""
     import re
 
     text = str(revision or "").lower()

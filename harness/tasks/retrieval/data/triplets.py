@@ -1,5 +1,4 @@
-"""DPR training data as (anchor, positive, negative) triplets: a local file, the paper's hub set, or pairs
-from a BEIR train split with hard negatives mined by sentence-transformers."""
+"""DPR training triplets: a local file, the paper's hub set, or a BEIR train split with mined hard negatives."""
 
 from __future__ import annotations
 
@@ -152,8 +151,7 @@ def mine_from_beir(
     range_max: int,
     batch_size: int = 64,
 ) -> Dataset:
-    """(query, positive) pairs from ``ds``'s qrels (grade > 0), hard negatives mined from its corpus by
-    sentence-transformers' ``mine_hard_negatives`` with ``model``."""
+    """(query, positive) pairs of ``ds``'s qrels, hard negatives mined with ``model`` (``mine_hard_negatives``)."""
     from sentence_transformers.util import mine_hard_negatives
 
     docs = dict(zip(ds.corpus_ids, ds.documents(), strict=True))

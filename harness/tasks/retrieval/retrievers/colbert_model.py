@@ -1,5 +1,4 @@
-"""The ColBERT model (PyLate) and its token encoding: loading a checkpoint or a plain encoder with a
-projection, the lengths it can take, token embeddings in token-budget batches."""
+"""The ColBERT model (PyLate): loading, the lengths it takes, token embeddings in token-budget batches."""
 
 from __future__ import annotations
 

@@ -39,8 +39,7 @@ class DenseSettings:
 
 def dense_settings(*, max_length: int, device: str = "cpu", precision: str = "fp32", cache_dir: str | None = None,
                    show_progress: bool = False, **keys: Any) -> DenseSettings:
-    """For code outside a composed config (benchmarks, tests): task=beir's values (conf/task/beir.yaml) with
-    ``max_length`` and any other flat task ``keys`` (``similarity="dot"``) on top."""
+    """task=beir's values (conf/task/beir.yaml) with flat task ``keys`` on top, for code outside a composed config."""
     batching, evaluation = nodes_from_conf("task/beir", Batching, SingleVectorEval, max_length=max_length, **keys)
     return DenseSettings(device=device, precision=precision, batching=batching, evaluation=evaluation,
                          cache_dir=cache_dir, show_progress=show_progress)

@@ -44,8 +44,7 @@ def texts_key(texts: Sequence[str]) -> str:
 
 
 def content_hash(path: Path) -> str:
-    """sha256 of the file (``full:``), or of its size and evenly spaced blocks for files over FULL_HASH_BYTES
-    (``sampled:``): a claim check costs at most ~16 MB of reading."""
+    """sha256 of the file (``full:``), or of its size and spaced blocks over FULL_HASH_BYTES (``sampled:``)."""
     size = path.stat().st_size
     h = hashlib.sha256()
     with open(path, "rb") as fh:

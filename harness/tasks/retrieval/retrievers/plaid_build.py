@@ -29,8 +29,7 @@ def _call(target: str) -> str:
 
 
 def build(loaders: Sequence[str] = tuple(LOADERS)) -> float:
-    """Build every extension (already built ones are only loaded); returns the seconds it took. Raises
-    ``RuntimeError`` naming the extension and the compiler's last lines when one fails."""
+    """Build every extension; the seconds it took. A failure raises ``RuntimeError`` with the compiler's last lines."""
     from harness.tasks.retrieval.retrievers.plaid_index import prepare_stanford_extensions
 
     prepare_stanford_extensions()   # ninja on PATH, a compiler, no stale lock: or a one-line error

@@ -126,8 +126,7 @@ def plaid_search(index: Any, queries: list[np.ndarray], top_k: int) -> tuple[np.
 
 
 def _arrays(hits: list[list[dict[str, Any]]], width: int) -> tuple[np.ndarray, np.ndarray]:
-    """PyLate's hits (per query: dicts of ``id`` and ``score``, best first) as [queries, width] scores and
-    positions, -inf / -1 where fewer came back."""
+    """PyLate's hits as [queries, width] scores and positions, -inf / -1 where fewer came back."""
     scores = np.full((len(hits), width), -np.inf, dtype=np.float32)
     idx = np.full((len(hits), width), -1, dtype=np.int64)
     for row, h in enumerate(hits):

@@ -60,8 +60,7 @@ class ShardPlan:
 
 
 def plan_shards(lengths: np.ndarray, batches: Sequence[np.ndarray], shards: int | str, shard_tokens: int) -> ShardPlan:
-    """Cut the encoder's batches into ``shards`` runs of about equal tokens (``auto``: ceil(tokens / shard_tokens)).
-    Never more shards than batches; every shard holds at least one batch."""
+    """The encoder's batches cut into ``shards`` runs of about equal tokens, at least one batch each."""
     sizes = np.array([int(lengths[b].sum()) for b in batches], dtype=np.int64)
     total = int(sizes.sum())
     if shards == "auto":
@@ -132,8 +131,7 @@ class ShardEngine(Protocol):
 
     def search_shard(self, texts: list[str], key: str, queries: Any, top_k: int,
                      rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-        """(scores, shard-local positions, embeddings came from the cache) of one shard's ``texts``; ``key`` keys
-        its embeddings in the cache, ``rank`` is the tie key of its documents."""
+        """(scores, local positions, cached) of one shard's ``texts``; ``key``: its cache key, ``rank``: tie keys."""
         ...
 
     def search_settings(self) -> dict[str, Any]:
