@@ -133,8 +133,7 @@ class FileLock:
         _HELD.add(self.token)
 
     def _take_over(self, stale: Holder) -> None:
-        """Move a stale lock aside (one rename wins) after checking it is still the one judged stale; a lock
-        renamed by mistake (a new owner's, made between the check and the rename) is put back."""
+        """Move a stale lock aside (one rename wins) if still the one judged stale; a new owner's is put back."""
         now = read_holder(self.path)
         if now is None or now.token != stale.token:
             return
@@ -207,8 +206,7 @@ def lock_path(entry: Path) -> Path:
 
 @contextlib.contextmanager
 def entry_lock(path: Path, what: str, *, stale_after: float = STALE_AFTER, wait: float = WAIT) -> Iterator[None]:
-    """Hold the lock file ``path`` (its heartbeat running) while the body builds ``what``; waits up to ``wait``
-    seconds for a live holder, then fails in one line naming it, the lock file and the fix."""
+    """Hold lock ``path`` (heartbeat on) while building ``what``; a live holder is waited for ``wait`` s, then named."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(path)
     deadline, pause, told = time.monotonic() + wait, 0.02, False

@@ -155,8 +155,7 @@ def _fmt(value: Any) -> str:
 
 
 def run_id(identity: Mapping[str, Any], readable: Mapping[str, Any] | None = None) -> str:
-    """``<k=v_k=v>-<hash>``: ``identity`` holds everything that changes the numbers (model, data, training
-    hyperparameters, evaluation conventions); ``readable`` picks a few of them for the slug."""
+    """``<k=v_k=v>-<hash>``: ``identity`` holds everything that changes the numbers, ``readable`` the slug's keys."""
     slug = "_".join(f"{k}={_fmt(v)}" for k, v in (readable or {}).items())
     slug = "".join(c if c.isalnum() or c in "=._-" else "-" for c in slug)[:80]
     h = stable_hash(identity)

@@ -170,8 +170,7 @@ def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "
 
 
 def check_constraint(meta: Mapping[str, Any], value: Any, label: str, siblings: Mapping[str, Any]) -> None:
-    """``value`` (of the field whose metadata is ``meta``, named ``label``) within the field's bounds and, for
-    :func:`nonempty`, not empty; one line naming the key, the value and the fix otherwise."""
+    """``value`` (field ``meta``, key ``label``) within bounds and, for :func:`nonempty`, not empty; else one line."""
     if meta.get("nonempty"):
         _check_nonempty(value, label, siblings.get(meta.get("names_from") or ""))
     if meta.get("min") is None:

@@ -68,8 +68,7 @@ def train_file(path: Any) -> tuple[float, float] | None:
 
 
 def documents_work(size: list[float], length_cap: int, per_word: bool) -> Work:
-    """Evaluation tokens of one retrieval set of ``size`` ([documents, queries, length]): its documents (capped at
-    ``length_cap`` tokens; ``per_word``: the length is in words) and its queries."""
+    """Evaluation tokens of one retrieval set of ``size`` ([documents, queries, length]), capped at ``length_cap``."""
     c = cost_data()
     docs, queries, length = size
     tokens = min(length * (c["tokens_per_word"] if per_word else 1.0), length_cap)
@@ -79,8 +78,7 @@ def documents_work(size: list[float], length_cap: int, per_word: bool) -> Work:
 
 
 def retrieval_work(datasets: list[str], cap: int, data_dir: Any = None, catalog: Any = None) -> Work:
-    """Evaluation tokens of ``datasets``: from the local files under ``data_dir`` (each in its catalog entry's
-    ``local`` folder) where there are some, else from the cost file's published sizes."""
+    """Evaluation tokens of ``datasets``: from local files under ``data_dir`` where any, else the cost file's sizes."""
     c, w = cost_data(), Work()
     for d in datasets:
         entry = (catalog or {}).get(d) or {}

@@ -68,8 +68,7 @@ def batch_budget(device: str, batch_tokens: int, workers: int | None = None) -> 
 
 def resolve_batch_tokens(model: SentenceTransformer, batching: Batching, device: str, mode: str | None,
                          precision: str) -> int:
-    """The token budget of ``batching`` for ``model`` on ``device``: the number given; ``auto`` measured from the
-    memory of a CUDA device (:func:`gpu_batch_tokens`), else ``AUTO_BATCH_TOKENS``."""
+    """``batching``'s token budget: as given; ``auto``: :func:`gpu_batch_tokens` on CUDA, else ``AUTO_BATCH_TOKENS``."""
     if batching.batch_tokens != "auto" or not device.startswith("cuda"):
         return batching.fixed_tokens
     pad_id, type_ids = _setup(model)
@@ -145,8 +144,7 @@ def batch_tokens_facts(model: Any) -> dict[str, Any]:
 
 def gpu_batch_tokens(model: Any, device: str, mode: str | None, precision: str, *, forward: Any,
                      host_batch: Any, pad_id: int, type_ids: bool) -> int:
-    """The budget ``auto`` gives ``model`` on CUDA ``device`` (``mode``: the batches' layout, see
-    :func:`harness.encoding.encode.pack_mode`); ``forward``/``host_batch`` are the encoder's own."""
+    """The budget ``auto`` gives ``model`` on CUDA ``device`` for layout ``mode`` (:func:`pack_mode`)."""
     key = (device, mode, precision)
     cache = _cache(model)
     if key in cache:

@@ -150,8 +150,7 @@ def _over_other_metrics(avg: Cell, cells: dict[str, Cell], expected: Sequence[st
 
 def _published_averages(overview: dict[RowKey, dict[str, Cell]],
                         by_table: dict[str, dict[RowKey, dict[str, Cell]]]) -> None:
-    """A published row's table average is the one the paper printed (Table 1's GLUE column), not one recomputed
-    here from the rounded per-task cells (88.3 vs the printed 88.1 for DeBERTaV3-base)."""
+    """A published row's table average as printed (DeBERTaV3-base: 88.1), not from its rounded cells (88.3)."""
     for key, cells in overview.items():
         for col in OVERVIEW:
             rows = by_table.get(col.table, {})

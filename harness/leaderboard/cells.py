@@ -40,8 +40,7 @@ class RowKey:
 
 @dataclass
 class Cell:
-    """One displayed number. ``value`` is on the display scale (x100 for IR) and is None for an empty or
-    failed cell; ``text`` is what is printed (published cells: exactly as in the source)."""
+    """One displayed number: ``value`` on the display scale (None: empty or failed), ``text`` as printed."""
 
     value: float | None
     text: str

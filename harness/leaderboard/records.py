@@ -104,8 +104,7 @@ def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded
 
 @dataclass(frozen=True)
 class Pick:
-    """What a family's selection rule says of one cell: the records used (none: ``withheld`` says why) and what a
-    reader must know of the pick (``remark``: e.g. incomplete configurations left out)."""
+    """A selection rule's word on one cell: the records used (none: ``withheld`` says why) and a ``remark``."""
 
     used: list[Loaded]
     remark: str = ""

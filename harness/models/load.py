@@ -125,8 +125,7 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
 
 
 def apply_head(model: SentenceTransformer, spec: ModelSpec) -> None:
-    """Make the pooling and normalisation the config names the ones the model uses: a sentence-transformers
-    directory ships its own, and silently keeping it would make ``model.pooling=cls`` a no-op."""
+    """Use the pooling and normalisation the config names, not a directory's own (``model.pooling=cls`` must count)."""
     from sentence_transformers import models
 
     pos = next((i for i, m in enumerate(model) if isinstance(m, models.Pooling)), None)

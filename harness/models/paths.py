@@ -1,5 +1,4 @@
-"""Where a model's files are: a packaged model, a local folder or a hub id (cached or downloaded; is the hub
-reachable: no download there), and what identifies its weights without loading them."""
+"""Where a model's files are (packaged, local, or a hub id cached or downloaded) and what identifies its weights."""
 
 from __future__ import annotations
 
@@ -111,8 +110,7 @@ def check_available(spec: ModelSpec) -> None:
 
 
 def model_ref(spec: ModelSpec) -> dict[str, Any]:
-    """What identifies the weights without loading anything: a local or packaged model's content fingerprint, or the
-    hub id and configured revision (each result records the resolved commit)."""
+    """What identifies the weights unloaded: a local model's content fingerprint, or hub id and configured revision."""
     path = spec.path
     variant = {"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {}
     if _is_local(path):

@@ -11,8 +11,7 @@ from harness.core.errors import HarnessError
 
 
 def resolve_device(device: str = "auto") -> str:
-    """``auto`` -> cuda when torch sees a GPU, else cpu; an explicit device must exist here (checked before any
-    work, so ``device=cuda`` on a CPU node fails in a second, not after loading the model)."""
+    """``auto`` -> cuda if torch sees a GPU, else cpu; an explicit device must exist (checked before any work)."""
     if device == "cpu":   # nothing to check: planning a CPU run imports no torch
         return device
     import torch

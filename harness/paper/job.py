@@ -73,8 +73,7 @@ def _now() -> str:
 
 
 def run_job(context: str, key: str) -> None:
-    """Run the job ``key`` of the graph in ``context``, noting the attempt (start, end, outcome: what ``--status``
-    shows for a job failing before any record); raises :class:`JobFailed` on failure."""
+    """Run the job ``key`` of ``context``'s graph, noting the attempt for ``--status``; raises :class:`JobFailed`."""
     started, error = _now(), None
     try:
         _run(context, key)
@@ -110,8 +109,7 @@ def _upstream(job: graph.Job, steps: Sequence[graph.Step]) -> list[progress.JobS
 
 
 def _harness(key: str, overrides: Sequence[str]) -> None:
-    """``python -m harness OVERRIDES`` in this process (a job is one process per run already: SLURM's, or the
-    local executor's), so torch and the libraries are imported once per job, not twice."""
+    """``python -m harness OVERRIDES`` in this process (one per job already), so the libraries are imported once."""
     from harness import cli
 
     print(f"[{key}] python -m harness {' '.join(overrides)}", flush=True)

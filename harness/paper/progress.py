@@ -142,8 +142,7 @@ def job_state(job: Job, overrides: Sequence[str] | None = None) -> JobState:
 
 
 def _cell_path(res: str, task: str, model: str, cell: Any) -> Path:
-    """Where ``cell``'s record is: its run id's path, or for a cell with a ``plan_key`` (a run id holding the
-    executing machine's hardware) the record that claims the key, finished ones first."""
+    """``cell``'s record: its run id's path, or (a ``plan_key`` cell) the record claiming the key, finished first."""
     path = results.record_path(res, task, model, cell.run_id, cell.dataset)
     if cell.plan_key is None or path.is_file():
         return path

@@ -42,8 +42,7 @@ def job_tasks(job: Sequence[str]) -> list[str] | None:
 
 
 def check_staging(batches: Sequence[Sequence[Sequence[str]]], chain: Mapping[str, Sequence[str]]) -> None:
-    """Fail unless every job of a chained task (``chain``: :func:`harness.specs.dependencies.chained`, GLUE's
-    RTE/MRPC/STS-B on MNLI) is in a later batch than every job of a task it starts from."""
+    """Fail unless every job of a chained task (GLUE's RTE/MRPC/STS-B) is in a later batch than those it starts from."""
     ups = dependencies.upstream(chain)
     last_up, first_chained = -1, None
     for i, batch in enumerate(batches):

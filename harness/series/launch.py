@@ -61,8 +61,7 @@ def folder_of(series: Series) -> Path:
 
 
 def write_context(folder: Path, units: list[Unit], log_dir: str | None = None) -> Path:
-    """``context.json`` with every step submitted so far and ``units``' (by step name; a step submitted again
-    is replaced by its new jobs), and where the jobs' logs go (``hydra.run.dir``, or None)."""
+    """``context.json``: every step submitted so far with ``units``' (replacing a resubmitted step), and ``log_dir``."""
     path = folder / "context.json"
     old = json.loads(path.read_text()) if path.exists() else {}
     known = {s["name"]: s for s in old.get("steps", old.get("stages", []))}   # "stages": before steps were named so

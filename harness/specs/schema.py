@@ -54,8 +54,7 @@ class Placement:
 
 @dataclass(frozen=True, kw_only=True)
 class ExtraColumn:
-    """A further cell a record fills from another of its metrics: ``metric`` shown in ``columns[dataset]`` of the
-    spec's first table (Table 2: a fixed-length set's max batch size in its BS column)."""
+    """A further cell from another metric: ``metric`` in ``columns[dataset]`` of the first table (Table 2's BS)."""
 
     metric: str
     columns: Mapping[str, str]

@@ -13,8 +13,7 @@ from harness.core.registry import Registry, load_target
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage: its protocol version, where its code lives (``module:attribute``, the harness's own stages and a
-    user's alike; a stage its protocol computes inline has none) and what it does."""
+    """One stage: its protocol version, its code (``module:attribute``; none if computed inline), what it does."""
 
     version: int
     code: str = ""

@@ -81,8 +81,7 @@ class KdTraining(Training):
 
 @dataclass(kw_only=True)
 class TrainRows:
-    """Where a trainer's rows come from (``task.train_data``): a task's node holds the registry of its sources
-    (``sources``), ``task.train_data.source`` the entry; the keys count only when training."""
+    """A trainer's rows (``task.train_data``): the ``sources`` registry and the chosen ``source``; training keys."""
 
     role: ClassVar[str] = "train"
     sources: ClassVar[Any]

@@ -126,8 +126,7 @@ def _probe_child(probe: Probe, batch_size: int, out: Any) -> None:
 
 
 def _limit_memory(device: str, memory_bytes: int | None) -> None:
-    """Cap what the probe may allocate: CUDA through the caching allocator's fraction, CPU through the address
-    space limit (so a failed allocation raises instead of waking the kernel's OOM killer)."""
+    """Cap the probe's memory (CUDA: the allocator's fraction; CPU: the address space, so it raises, not OOM-kills)."""
     if memory_bytes is None:
         return
     if device.startswith("cuda"):

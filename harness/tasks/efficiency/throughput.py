@@ -48,8 +48,7 @@ def batch_token_ids(lengths: Sequence[int], seed: int, batch_index: int, low: in
 
 def model_inputs(hf_model: Any, seqs: list[np.ndarray], *, mode: str | None, pad_to: int | None, pad_id: int,
                  device: str) -> dict[str, Any]:
-    """Forward kwargs for one batch: padded to ``pad_to`` (or the longest), or packed (``mode`` ``varlen``: one
-    row + ``cu_seq_lens``; ``mask``: rows of ``pad_to`` tokens with block-diagonal masks)."""
+    """Forward kwargs for one batch: padded to ``pad_to`` (or the longest), or packed (``mode``: varlen or mask)."""
     if mode is None:
         return padded_inputs(seqs, pad_to or max(len(s) for s in seqs), pad_id, device)
     packed = pack_rows([list(s) for s in seqs], None if mode == "varlen" else (pad_to or max(map(len, seqs))), pad_id)

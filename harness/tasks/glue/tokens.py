@@ -73,8 +73,7 @@ def cached_tokenize(
 
 
 def token_hash(ds: datasets.Dataset) -> str:
-    """sha256 (24 hex) of what a tokenised split holds: each column's per-row lengths and values (ids, masks, type
-    ids, labels), read from its Arrow table, so a token altered in place is seen."""
+    """sha256 (24 hex) of a tokenised split's columns (lengths and values per row), so in-place changes are seen."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

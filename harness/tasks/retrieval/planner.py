@@ -215,8 +215,7 @@ class RetrievalPlanner:
         return [Cell(e.name, rid, ident, self.data_spec(e), e) for e in entries(self.settings)]
 
     def fitted_lengths(self) -> dict[str, int]:
-        """What ``load.encoder`` checks once loaded (``task.max_length``; ``task.max_seq_length`` when training),
-        checked here from the config first; ColBERT's loader caps its lengths instead."""
+        """``task.max_length`` (training: ``max_seq_length``) checked from the config before ``load.encoder`` does."""
         if "load.encoder" not in self.setup.spec.stages_for(self.setup.config):
             return {}
         s: Any = self.settings

@@ -145,8 +145,7 @@ class DataKind:
 
 # ------------------------------------------------------------------------------------------ the shipped kinds
 class BeirKind(DataKind):
-    """A BEIR folder under ``task.data_dir`` (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``; a folder
-    in the hub layout reads too), else mteb's pinned hub copy through ``datasets``."""
+    """A BEIR (or hub-layout) folder under ``task.data_dir``, else mteb's pinned hub copy through ``datasets``."""
 
     name = "beir"
     has_hub = True
@@ -211,8 +210,7 @@ class HubLayoutKind(DataKind):
 
 
 class MldrKind(DataKind):
-    """A folder in MLDR's layout under ``task.data_dir`` (``corpus.jsonl``, ``<split>.jsonl``, each possibly
-    gzipped), else mteb's pinned hub copy (``hub_config``: the language, default ``en``)."""
+    """An MLDR-layout folder under ``task.data_dir``, else mteb's pinned hub copy (``hub_config``: language, ``en``)."""
 
     name = "mldr"
     has_hub = True

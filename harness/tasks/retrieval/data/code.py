@@ -303,8 +303,7 @@ def _around_docstring(first: str, last: str, doc: ast.stmt) -> str:
 
 
 def _is_stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """The docstring is (nearly) the whole body: nothing, or ``pass``, ``...`` or ``raise NotImplementedError[(...)]``
-    after it (an abstract method, a stub), which says nothing about the function."""
+    """The docstring is (nearly) the whole body: nothing, ``pass``, ``...`` or ``raise NotImplementedError`` next."""
     if len(fn.body) != 2:
         return len(fn.body) < 2
     stmt = fn.body[1]

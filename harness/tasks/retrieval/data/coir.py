@@ -140,8 +140,7 @@ def _csn_config(path: str, revision: str | None, lang: str, kind: str, split: st
 
 def load_csn(path: str, revision: str | None, lang: str, name: str, split: str = "test",
              strict_qrels: bool = True, *, hub: bool = True) -> RetrievalDataset:
-    """CoIR CodeSearchNet for one language from the hub (``hub=True``: fails fast offline) or from a local
-    folder in the same layout, read exactly as mteb 2.26's ``COIRCodeSearchNetRetrieval`` does."""
+    """CoIR CodeSearchNet for one language, hub (fast failure offline) or local, read as mteb 2.26 reads it."""
     if hub:
         from harness.models import require_hub
 

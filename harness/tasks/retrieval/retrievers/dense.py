@@ -26,8 +26,7 @@ if TYPE_CHECKING:
 
 @dataclass(kw_only=True)
 class DenseSettings:
-    """What the single-vector retriever gets: the run's device and precision, the task's batching and evaluation
-    nodes (their values: the task's YAML), where embeddings are cached (None: nowhere)."""
+    """What the single-vector retriever gets: device, precision, batching and evaluation nodes, embedding cache."""
 
     device: str
     precision: str

@@ -115,8 +115,7 @@ def cached_embeddings(
 
 @contextlib.contextmanager
 def written_aside(path: Path, *, folder: bool = False, **names: str) -> Iterator[Path]:
-    """A temporary file (or ``folder``) beside ``path`` for the block to write, then published
-    (:func:`~harness.core.cache_entry.publish`: one already there is kept); removed if the block fails."""
+    """A temporary file (or ``folder``) beside ``path`` for the block, then published (one there is kept) or removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if folder:
         tmp = Path(tempfile.mkdtemp(dir=path.parent, **names))

@@ -165,8 +165,7 @@ class QueryGroups(Protocol):
 
 
 def token_starts(tokenizer: Any, text: str, chars: Sequence[int]) -> list[int]:
-    """The position (special tokens counted, as the encoder sees it) of the first token at or after each
-    character offset in ``text``; the sequence length when an offset is past the last token."""
+    """The encoder's position of the first token at or after each character offset in ``text`` (past it: the length)."""
     enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True, truncation=False, verbose=False)
     starts = [a if b > a else -1 for a, b in enc["offset_mapping"]]   # special tokens have empty spans
     content = [(s, i) for i, s in enumerate(starts) if s >= 0]

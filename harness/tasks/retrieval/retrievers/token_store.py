@@ -15,8 +15,7 @@ from harness.tasks.retrieval.retrievers.embedding_cache import content_hash, wri
 
 
 class TokenStore:
-    """Every document's token embeddings, fp16, in one memory-mapped file (longest first) with ``starts`` and
-    ``lengths``; written aside and renamed (never read half-written, never replaced)."""
+    """Every document's fp16 token embeddings in one memory-mapped file with ``starts`` and ``lengths``, atomic."""
 
     def __init__(self, root: Path):
         meta = json.loads((root / "meta.json").read_text())
