@@ -64,8 +64,7 @@ def excluded(why: str, **kw: Any) -> Any:
 
 
 def flat() -> Any:
-    """A field holding a stage's settings node whose keys are the parent's own: ``task.batch_tokens``, not
-    ``task.encode.batch_tokens`` (constraints name ``task.<key>``); a key belongs to one node only."""
+    """A stage's settings node whose keys are the parent's own (``task.batch_tokens``); a key is in one node only."""
     return dataclasses.field(metadata={"flat": True})
 
 

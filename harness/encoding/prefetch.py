@@ -111,8 +111,7 @@ class GpuBusy:
 
 
 class Prefetcher:
-    """The items of every chunk in order, each chunk prepared ahead by a pool of ``workers`` threads
-    (``ahead`` chunks in flight). ``waited_s``: how long the consumer blocked on a chunk not ready yet."""
+    """Every chunk's items in order, prepared ahead by ``workers`` threads (``ahead`` chunks); ``waited_s``: blocked."""
 
     def __init__(self, prepare: Callable[[int, int], list[Any]], chunks: list[tuple[int, int]], *,
                  workers: int, ahead: int | None = None) -> None:

@@ -1,5 +1,4 @@
-"""The shape of the leaderboard: the tables from the task specs (their :class:`~harness.specs.TableSpec` s), plus
-the paper's Table-1 overview, whose columns are averages or single cells of those tables."""
+"""The shape of the leaderboard: the task specs' tables, plus the paper's Table-1 overview of their averages/cells."""
 
 from __future__ import annotations
 

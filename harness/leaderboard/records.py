@@ -112,8 +112,7 @@ class Pick:
 
 
 def selected(loaded: Sequence[Loaded], rule: str) -> dict[tuple[str, str, str], Pick]:
-    """What each registered family's selection rule picks: (model name, table, column) -> its :class:`Pick`.
-    ``best`` applies the rule to single runs, ``mean`` to configurations averaged over their seeds."""
+    """Each family's selection, (model, table, column) -> :class:`Pick`; ``best``: per run, ``mean``: seed-averaged."""
     out: dict[tuple[str, str, str], Pick] = {}
     for items in group_by(loaded, lambda i: i.record.task).values():
         spec = specs.for_record(items[0].record)

@@ -17,8 +17,7 @@ def wanted(config: Any, device: str) -> bool:
 
 
 def compile_encoder(encoder: Any, backend: str = "inductor") -> bool:
-    """Compile ``encoder``'s forward in place (idempotent); False where it already was. ``backend``: torch.compile's
-    (the CPU dry run of the GPU check uses ``eager``: tracing without code generation)."""
+    """Compile ``encoder``'s forward in place (False if it was); ``backend``: torch.compile's (``eager``: a dry run)."""
     import torch
 
     from harness.models.attention import flash_attn_importable

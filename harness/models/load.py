@@ -89,8 +89,7 @@ def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
 
 
 def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[SentenceTransformer, dict[str, Any]]:
-    """A SentenceTransformer for ``spec`` and the model's identity for records: a sentence-transformers folder
-    (modules.json) as is, a plain encoder with ``spec.pooling`` on top (the paper's DPR setup)."""
+    """A SentenceTransformer for ``spec`` and its identity: an ST folder as is, else ``spec.pooling`` on the encoder."""
     from sentence_transformers import SentenceTransformer, models
 
     _check_attn(spec)

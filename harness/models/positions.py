@@ -21,8 +21,7 @@ _DEFAULT_PAD = 1
 
 
 def model_config(model_or_config: Any) -> Any | None:
-    """The transformers config of a config, a ``PreTrainedModel``, a sentence-transformers ``Transformer`` module,
-    or a SentenceTransformer / PyLate ColBERT (its first module's); None when there is none."""
+    """The transformers config of a config, model, ``Transformer`` module, SentenceTransformer or ColBERT, or None."""
     obj = model_or_config
     for _ in range(3):
         if hasattr(obj, "auto_model"):              # sentence-transformers' Transformer module

@@ -76,8 +76,7 @@ def kernel_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, max_len: int, *,
            scale: float | None, window: int, causal: bool = False, dropout: float = 0.0) -> torch.Tensor:
-    """Attention within each packed sequence: ``q``/``k``/``v`` [tokens, heads, dim], sequence i at
-    ``cu_seqlens[i]:cu_seqlens[i+1]``; ``window`` tokens either side (-1: all). Returns [tokens, heads, dim]."""
+    """Attention within each packed sequence (``cu_seqlens``): [tokens, heads, dim] in and out; ``window``: -1 all."""
     if not on_cuda(q):
         return reference(q, k, v, cu_seqlens, scale=scale, window=window, causal=causal, dropout=dropout)
     dtype = q.dtype

@@ -36,8 +36,7 @@ class JobFailed(HarnessError):
 
 
 def load(context: str | Path) -> tuple[dict[str, Any], list[str], list[graph.Step]]:
-    """The graph a context file describes: the paper config and the overrides every job gets (rebuilt, as the
-    login node built it), or the steps themselves (a checkpoint series: one step per checkpoint)."""
+    """The graph a context file describes: rebuilt from the paper config and overrides, or its steps (a series)."""
     ctx = json.loads(Path(context).read_text())
     steps = ctx.get("steps", ctx.get("stages"))   # "stages": written before the graph's steps were named so
     if steps is not None:

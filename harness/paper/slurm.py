@@ -96,8 +96,7 @@ def write_ledger(folder: Path, ledger: Mapping[str, str], attempts: Mapping[str,
 
 
 def ended_states(ids: Sequence[str]) -> dict[str, str]:
-    """SLURM id -> final state (``FAILED exit 2:0``) of the jobs among ``ids`` that have ended, from ``scontrol``
-    (which forgets a job MinJobAge after it ended), else ``sacct`` (where accounting is on)."""
+    """SLURM id -> final state (``FAILED exit 2:0``) of the ended ``ids``, from ``scontrol``, else ``sacct``."""
     out: dict[str, str] = {}
     try:
         text = subprocess.run(["scontrol", "-o", "show", "job"], capture_output=True, text=True, check=False,
@@ -180,8 +179,7 @@ def decide(steps: Sequence[Step], states: Mapping[str, JobState], ledger: Mappin
 
 def executor(folder: Path, name: str, cluster: Mapping[str, Any], res: Mapping[str, Any], dependency: str | None
              ) -> Any:
-    """A submitit executor of SLURM arrays named ``name`` whose jobs ask for ``res`` (a step's resources:
-    :meth:`Step.resources`), each job's log under ``folder/<id>``; ``dependency``: sbatch's, if any."""
+    """A submitit executor of arrays ``name`` asking ``res`` (:meth:`Step.resources`), logs in ``folder/<id>``."""
     import submitit
 
     ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")

@@ -68,8 +68,7 @@ def probe_for(spec: Any, *, device: str, precision: str, length: int, mode: str 
 
 
 def start_within(batch_size: int, length: int, tokens_per_s: float | None, seconds: float | None) -> int:
-    """Where a time-budgeted search starts: ``batch_size`` halved until a forward would take at most half the
-    budget at the measured throughput; unchanged without a budget (a GPU: the paper's search)."""
+    """``batch_size`` halved until a forward takes at most half the time budget (none, as on a GPU: unchanged)."""
     n = max(1, batch_size)
     if seconds is None or not tokens_per_s or tokens_per_s <= 0:
         return n

@@ -24,8 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def set_lengths(spec: SetSpec, n_docs: int, seed: int) -> np.ndarray:
-    """Document lengths of a set, seeded: ``torch.normal(mean, std).int().clamp(min, max)`` after seeding with
-    ``seed``, which with seed 42 and 8,192 documents reproduces Table 10's statistics exactly."""
+    """A set's document lengths as :class:`SetSpec` draws them (seed 42, 8,192 documents: Table 10 exactly)."""
     if spec.length is not None:
         return np.full(n_docs, spec.length, dtype=np.int64)
     g = torch.Generator().manual_seed(seed)

@@ -55,8 +55,7 @@ def lr_multipliers(steps: int, warmup_ratio: float) -> np.ndarray:
 
 
 def decay_factor(point: GridPoint, tcfg: Any, n_train: int, convention: str | None = None) -> tuple[float, int]:
-    """(what weight decay alone leaves of every decayed weight over the run, the run's planned steps): the
-    product over the steps of ``1 - lr_t * adamw_weight_decay`` (0 where a step's factor reaches 0)."""
+    """(what decay alone leaves of a weight, planned steps): the product of ``1 - lr_t * adamw_weight_decay``."""
     steps = planned_steps(n_train, tcfg, point.epochs)
     warmup = lr_multipliers(steps, float(tcfg.training.warmup_ratio))
     rates = float(point.lr) * adamw_weight_decay(point, tcfg, convention) * warmup

@@ -151,8 +151,7 @@ class QueryLengths:
 
 @dataclass(kw_only=True)
 class ColbertSettings(RetrievalSettings):
-    """task=colbert's stages: ``train.kd`` (its training node and data), ``load.colbert`` and
-    ``retrieve.multi_vector`` (the multi-vector evaluation at the task's top level, per-dataset query lengths)."""
+    """task=colbert's stages: ``train.kd``, ``load.colbert`` and ``retrieve.multi_vector`` (top-level, per-dataset)."""
 
     training: KdTraining = flat()
     train_data: KdData

@@ -31,8 +31,7 @@ from harness.training.settings import DenseTraining, HubRows, TrainRows
 
 
 def mldr_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
-    """What the MLDR sources share (each says where its ``rows`` come from): the training triplets (each query's
-    positive with its first N negatives, a seeded sample) and their counts, for the record."""
+    """The MLDR sources' shared load of their ``rows``: the training triplets (a seeded sample) and their counts."""
     import logging
 
     from harness.tasks.retrieval.data import mldr
@@ -44,8 +43,7 @@ def mldr_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def mldr_work(source: Any, s: Any) -> Work:
-    """Training tokens of MLDR's training queries (the local mldr-en folder's, else the cost file's count), each with
-    its positive and ``num_negatives`` documents of at most ``max_seq_length`` tokens."""
+    """Training tokens of MLDR's queries (local mldr-en, else the cost file), each with positive and negatives."""
     from harness.data.sizes import retrieval_set
 
     c, d, t = cost_data(), s.train_data, s.training

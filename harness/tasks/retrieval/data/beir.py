@@ -84,8 +84,7 @@ def as_number(value: Any) -> float | None:
 
 
 def relevance_grade(value: Any, where: str, number_fix: str = TSV_SCORE_FIX, grade_fix: str = GRADE_FIX) -> int:
-    """``value`` as an integer relevance grade: ``1``, ``"1"`` and ``"1.0"`` are grade 1; a non-integer (``1.5``)
-    or a non-number is an error at ``where`` (never silently truncated, which moves nDCG)."""
+    """``value`` as an integer grade (``1``, ``"1"``, ``"1.0"``); a non-integer is an error at ``where`` (not truncated)."""
     if type(value) is int:
         return value
     number = as_number(value)

@@ -58,8 +58,7 @@ class DatasetEntry:
     official_fingerprints: list[str] = field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:
-        """The fields that define the data (what a record's data spec hashes): everything but the labels
-        (:data:`LABEL_FIELDS`), so naming a dataset's mteb task never makes finished records out of date."""
+        """The fields a record's data spec hashes: all but :data:`LABEL_FIELDS` (an mteb task name changes no record)."""
         out = {k: v for k, v in asdict(self).items() if k not in LABEL_FIELDS}
         out["members"] = {name: m.definition() for name, m in self.members.items()}
         return out
@@ -276,8 +275,7 @@ class CosqaPairsKind(DataKind):
 
 
 class SourceTreeKind(DataKind):
-    """A code-retrieval set mined from the Python source tree ``root`` (null: the installed standard library): a
-    function's docstring summary finds its code. Needs neither ``task.data_dir`` nor the hub."""
+    """A code-retrieval set mined from the source tree ``root`` (null: the stdlib), without data_dir or hub."""
 
     name = "source_tree"
     reads_data_dir = False

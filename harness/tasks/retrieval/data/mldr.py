@@ -219,8 +219,7 @@ def triplets(rows: Sequence[dict[str, Any]], num_negatives: int, max_samples: in
 # ---------------------------------------------------------------------------------------------- writing
 def write_folder(out_dir: str | Path, corpus: Sequence[tuple[str, str]],
                  splits: dict[str, Sequence[dict[str, Any]]]) -> Path:
-    """Write a folder in MLDR's layout: ``corpus.jsonl`` from (docid, text) pairs and one ``<split>.jsonl`` per
-    entry of ``splits`` (rows as MLDR's: query_id, query, positive_passages, negative_passages)."""
+    """Write an MLDR-layout folder: ``corpus.jsonl`` from (docid, text) and a ``<split>.jsonl`` per ``splits`` entry."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl(out / "corpus.jsonl", ({"docid": d, "text": t} for d, t in corpus))

@@ -36,8 +36,7 @@ _STALE_LOCK_S = 900
 
 
 def plaid_fits(n_tokens: int) -> tuple[bool, str]:
-    """Whether PLAID's k-means can run on ``n_tokens`` document tokens: it makes 2^floor(log2(16 sqrt(n)))
-    centroids from the tokens less a 5% held-out sample and needs at least one point per centroid."""
+    """Whether PLAID's k-means (2^floor(log2(16 sqrt(n))) centroids, 5% held out) has a token per centroid."""
     if n_tokens < 1:
         return False, "the corpus has no document tokens"
     partitions = int(2 ** np.floor(np.log2(16 * np.sqrt(n_tokens))))

@@ -55,8 +55,7 @@ TITLE_CONVENTIONS = {"coir": "text", "mteb": "title + ' ' + text"}
 
 
 class TitleConvention:
-    """A retriever that writes documents by a named convention: ``coir`` encodes a document's text alone (CoIR's
-    evaluator), ``mteb`` its title + " " + text (mteb's, and the inner retriever's own way)."""
+    """Documents written by a convention: ``coir`` text alone (CoIR's evaluator), ``mteb`` title + " " + text."""
 
     def __init__(self, inner: Retriever, convention: str):
         self.inner = inner
