@@ -48,7 +48,7 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
                       attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                       sliding_window: int | None = None, cu_seq_lens_q: torch.Tensor | None = None,
                       max_length_q: int | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """transformers' attention interface ([b, heads, tokens, dim] -> ([b, tokens, heads, dim], None)); self-attention."""
+    """transformers' attention interface ([b, heads, tokens, dim] -> ([b, tokens, heads, dim], None)), self only."""
     causal = bool(getattr(module, "is_causal", False))
     window = sliding_window - 1 if sliding_window else -1
     batch, heads, width, dim = query.shape

@@ -105,9 +105,10 @@ def machine_facts() -> str:
             f"python {platform.python_version()}; load average {load}")
 
 
-#: Table 2's float32 matmul precision: torch's default, TF32 off. No notebook of MB@815a267:efficiency/notebooks sets
-#: ``allow_tf32`` or ``set_float32_matmul_precision``; torch warns "TensorFloat32 tensor cores for float32 matrix
-#: multiplication available but not enabled" in MB@815a267:efficiency/notebooks/large/modernbert/modernbert_success.ipynb
+#: the float32 matmul precision Table 2 was measured under: torch's default, TF32 off. None of the authors' efficiency
+#: notebooks (MB@815a267:efficiency/notebooks) sets ``allow_tf32`` or ``set_float32_matmul_precision``, and the large
+#: model's notebook shows torch warning "TensorFloat32 tensor cores for float32 matrix multiplication available but
+#: not enabled" (MB@815a267:efficiency/notebooks/large/modernbert/modernbert_success.ipynb)
 PAPER_MATMUL_PRECISION = "highest"
 
 

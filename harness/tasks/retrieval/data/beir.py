@@ -84,7 +84,7 @@ def as_number(value: Any) -> float | None:
 
 
 def relevance_grade(value: Any, where: str, number_fix: str = TSV_SCORE_FIX, grade_fix: str = GRADE_FIX) -> int:
-    """``value`` as an integer grade (``1``, ``"1"``, ``"1.0"``); a non-integer is an error at ``where`` (not truncated)."""
+    """``value`` as an integer grade (``1``, ``"1"``, ``"1.0"``); a non-integer is an error at ``where``."""
     if type(value) is int:
         return value
     number = as_number(value)

@@ -58,7 +58,7 @@ class DatasetEntry:
     official_fingerprints: list[str] = field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:
-        """The fields a record's data spec hashes: all but :data:`LABEL_FIELDS` (an mteb task name changes no record)."""
+        """The fields a record's data spec hashes: all but :data:`LABEL_FIELDS` (mteb task names outdate no record)."""
         out = {k: v for k, v in asdict(self).items() if k not in LABEL_FIELDS}
         out["members"] = {name: m.definition() for name, m in self.members.items()}
         return out
