@@ -5,8 +5,7 @@ for it: a GLUE cell averages its configuration's seeds); ``--all --task T``: eve
 leaderboard's run rows). Every pair per cell and per table average: one run each by a paired randomization test
 and bootstrap interval, seeds by the two-level bootstrap, corrected across all those tests (Holm, or
 ``--correction bh``), tie groups in compact letters and a bootstrap interval of each model's rank; two models are
-printed as one A/B table (docs/compare.md).
-"""
+printed as one A/B table (docs/compare.md)."""
 
 from __future__ import annotations
 

@@ -21,8 +21,7 @@ Located = tuple[Path, ResultRecord]
 
 @dataclass
 class Entrant:
-    """One model in the comparison: its records per cell (several: the seeds of its selected configuration),
-    the cells its selection withheld (and why), and how it was named."""
+    """One compared model: its records per cell (its seeds), the cells withheld (and why), how it was named."""
 
     label: str
     task: str
@@ -51,8 +50,7 @@ class Records:
 
 def entrants(args: list[str], records: Records, task: str | None, every: bool,
              labels: Sequence[str] | None = None) -> list[Entrant]:
-    """The models compared: ``args`` (paths or model names), or with ``every`` all models of ``task``; each row
-    labelled by ``labels``, else by the shortest part of its argument that tells it apart."""
+    """The models compared (``args``, or ``every`` model of ``task``), labelled by ``labels`` or a telling part."""
     if every:
         if not task:
             raise HarnessError("--all needs --task: the task whose models are compared, e.g. --all --task beir")
@@ -118,8 +116,7 @@ def run_records(arg: str, task: str | None) -> list[Located]:
 
 
 def selected(name: str, records: Records, task: str | None) -> Entrant:
-    """``name``'s cells as ``harness.select`` picks them: per cell the runs (seeds) of the selected configuration;
-    a cell with no complete configuration is withheld, with the selection's reason."""
+    """``name``'s cells as ``harness.select`` picks them (the seeds of the selected configuration), or withheld."""
     from harness.selection import choose
 
     if not records.results.is_dir():

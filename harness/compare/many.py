@@ -1,11 +1,7 @@
-"""Every pair of several models, per cell (dataset, GLUE task) and per table average, corrected across all the
-tests, with tie groups (compact letters) and bootstrap intervals of each model's rank.
-
-A cell where both models have one run is tested as ``harness.compare A B`` tests it (paired randomization test
-over the queries or examples, equal to ranx's); a cell averaged over seeds on either side by the two-level
-bootstrap over items and seeds (:mod:`harness.compare.twolevel`). A table average is tested over the cells every
-model has, each cell weighted equally, items resampled within their cell.
-"""
+"""Every pair of several models, per cell (dataset, GLUE task) and per table average, corrected across all the tests,
+with tie groups (compact letters) and bootstrap intervals of each model's rank. One run a side is tested as
+``harness.compare A B`` does (paired randomization, equal to ranx's), seeds by the two-level bootstrap
+(:mod:`harness.compare.twolevel`); a table average over the cells every model has, items resampled in their cell."""
 
 from __future__ import annotations
 
@@ -31,8 +27,7 @@ class Settings:
     correction: str = "holm"
 
     def check(self) -> None:
-        """Each flag checked (harness.compare and the leaderboard's --significance): a refusal names the flag, its
-        value and the valid range."""
+        """Each flag checked (harness.compare, leaderboard --significance): a refusal names flag, value and range."""
         if self.permutations < 1:
             raise HarnessError(f"--permutations {self.permutations}: must be an integer >= 1 (the randomization "
                                "permutations and bootstrap resamples; e.g. --permutations 10000)")
@@ -43,9 +38,9 @@ class Settings:
 
 
 def pair_test(a: Outcomes, b: Outcomes, s: Settings) -> stats.Paired:
-    """B against A where each has one run on the cell (``b`` in ``a``'s item order): the paired randomization test
-    and bootstrap interval over the items (a macro average over MNLI's dev sets: within each), or, for a score that
-    is not a mean (Matthews, F1, Spearman), the score re-computed for every permutation and resample."""
+    """B against A, one run each on the cell (``b`` in ``a``'s item order): the paired randomization test and
+    bootstrap over the items (MNLI: within each dev set), or for a score that is not a mean (Matthews, F1,
+    Spearman) the score re-computed for every permutation and resample."""
     x, y = a.values[0], b.values[0]
     if a.statistic is not None:
         return stats.paired_statistic(x, y, a.statistic, s.permutations, s.seed, s.level)
@@ -112,9 +107,8 @@ def cell_row(table: str, name: str, cells: dict[str, Outcomes], s: Settings, hig
 
 def average_row(table: str, names: Sequence[str], labels: Sequence[str], cells: dict[str, dict[str, Outcomes]],
                 reps: dict[str, dict[str, twolevel.Replicates]], s: Settings, higher_is_better: bool) -> Row:
-    """The table average of the models ``labels`` over the cells ``names`` (each of them has every one), each cell
-    weighted equally: single runs of a per-query metric by the stratified randomization test, else the two-level
-    bootstrap."""
+    """The table average of the models ``labels`` over the cells ``names`` (each has every one), cells weighted
+    equally: single runs of a per-query metric by the stratified randomization test, else the two-level bootstrap."""
     n = sum(len(cells[c][labels[0]].ids) for c in names)
     row = Row(table, "average", {x: float(np.mean([cells[c][x].score() for c in names])) for x in labels},
               {x: max(cells[c][x].k for c in names) for x in labels}, n, over=tuple(names))

@@ -1,5 +1,4 @@
-"""One model's kept scores on one cell: every run behind the cell (its seeds) over the same items, and how the
-cell's score is computed from them on any resample of the items."""
+"""One model's kept scores on one cell: every run (seed) over the same items, and the cell's score of a resample."""
 
 from __future__ import annotations
 
@@ -20,9 +19,9 @@ Statistic = Callable[[np.ndarray, np.ndarray], float]
 
 @dataclass(frozen=True)
 class Outcomes:
-    """``values[run, item]``: per-query metric values (mean metrics, ``weights`` sum to 1 and give the cell's score
-    as a weighted mean: a macro average over MNLI's two dev sets) or GLUE predictions (``statistic`` re-scores
-    them). Items are resampled within their ``strata``; ``runs`` holds the kept scores of each run."""
+    """``values[run, item]``: per-query metric values (``weights`` sum to 1 and give the cell's score as a weighted
+    mean: MNLI's two dev sets) or GLUE predictions (``statistic`` re-scores them); items resampled within
+    ``strata``; ``runs``: each run's kept scores."""
 
     ids: tuple[str, ...]
     values: np.ndarray
@@ -94,8 +93,7 @@ def outcomes(runs: Sequence[per_query.PerQuery], metric: str) -> Outcomes:
 
 
 def _examples(runs: Sequence[per_query.PerQuery]) -> Outcomes:
-    """GLUE: accuracy (MNLI: the mean of its dev sets' accuracies) as a weighted mean of 0/100 outcomes; Matthews,
-    F1 and Spearman re-scored from the predictions on every resample."""
+    """GLUE: accuracy as a weighted mean of 0/100 outcomes; Matthews, F1, Spearman re-scored on every resample."""
     from harness.compare.stats import weights
     from harness.tasks.glue.metrics import compute
 

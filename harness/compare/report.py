@@ -141,8 +141,7 @@ def _p(value: float) -> str:
 
 
 def two_lines(cmp: Comparison, entrants: list[Entrant]) -> list[str]:
-    """Two models: one A/B table (B - A per cell, then each table's average and the test over its cells' scores),
-    the rows, tests and correction of :func:`compare_entrants` as they are."""
+    """Two models: one A/B table (B - A per cell, table averages and their tests) of :func:`compare_entrants`."""
     s, (a, b) = cmp.settings, entrants
     pct = f"{s.level:.0%}"
     many_runs = not (a.single() and b.single())

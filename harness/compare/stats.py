@@ -1,9 +1,6 @@
-"""Paired tests over per-query (or per-dataset) scores of two systems on the same items.
-
-scipy has the t-test; the randomization test and the bootstrap interval are written here (a few lines of numpy)
-because scipy's ``permutation_test`` / ``bootstrap`` are far slower on 10^4 resamples of 10^4 queries and ranx's
-numba version reseeds numpy's global state.
-"""
+"""Paired tests over per-query (or per-dataset) scores of two systems on the same items. The randomization test and
+bootstrap are a few lines of numpy: scipy's ``permutation_test`` / ``bootstrap`` are far slower on 10^4 resamples of
+10^4 queries, and ranx's numba version reseeds numpy's global state."""
 
 from __future__ import annotations
 
@@ -37,8 +34,7 @@ def _pairs(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarr
 
 
 def weights(strata: Sequence[int] | None, n: int) -> np.ndarray:
-    """Item weights whose weighted sum is the mean over strata of each stratum's mean (a macro average over
-    datasets); the plain mean without strata."""
+    """Item weights giving the mean over strata of each stratum's mean (macro average); without strata the mean."""
     if strata is None:
         return np.full(n, 1.0 / n)
     s = np.asarray(strata)
@@ -50,11 +46,10 @@ def weights(strata: Sequence[int] | None, n: int) -> np.ndarray:
 
 def randomization_p(a: Sequence[float], b: Sequence[float], permutations: int = 10_000, seed: int = 0,
                     strata: Sequence[int] | None = None, chunk: int = 1000) -> float:
-    """Fisher's paired randomization test (Smucker et al., CIKM '07), two-sided: each permutation swaps the two
-    systems' scores of every item with probability 1/2; p = (1 + #{|mean diff| >= observed}) / (1 + permutations)
-    (Phipson & Smyth 2010: never 0 for a finite number of permutations). With ``strata`` (a dataset label per
-    item) the statistic is the macro average of the per-dataset mean differences. Up to 16 items are enumerated
-    exactly (all 2^n swaps; p = #{...} / 2^n)."""
+    """Fisher's paired randomization test (Smucker et al., CIKM '07), two-sided: each permutation swaps an item's two
+    scores with probability 1/2; p = (1 + #{|mean diff| >= observed}) / (1 + permutations) (Phipson & Smyth 2010).
+    ``strata`` (a dataset per item): the statistic is the macro average of per-dataset mean differences. Up to 16
+    items are enumerated exactly (p = #{...} / 2^n)."""
     x, y = _pairs(a, b)
     wd = weights(strata, len(x)) * (y - x)
     observed = abs(wd.sum())
@@ -82,8 +77,7 @@ def t_test_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 def bootstrap_ci(a: Sequence[float], b: Sequence[float], resamples: int = 10_000, seed: int = 0,
                  level: float = 0.95, strata: Sequence[int] | None = None, chunk: int = 1000) -> tuple[float, float]:
-    """Paired percentile bootstrap interval of mean(b - a): items resampled with replacement, pairs kept (within
-    each stratum, for the macro average over ``strata``)."""
+    """Paired percentile bootstrap interval of mean(b - a): items resampled in pairs (within each of ``strata``)."""
     x, y = _pairs(a, b)
     if not 0 < level < 1:
         raise ValueError(f"level={level} must be in (0, 1)")
@@ -152,9 +146,8 @@ CONTROLS = {"holm": "family-wise error rate (Holm)", "bh": "false discovery rate
 
 def paired_statistic(pred_a: np.ndarray, pred_b: np.ndarray, stat: Callable[[np.ndarray, np.ndarray], float],
                      permutations: int = 10_000, seed: int = 0, level: float = 0.95) -> Paired:
-    """The paired tests for a score that is not a mean over items (Matthews, F1, Spearman): ``stat(idx, preds)``
-    scores the predictions ``preds`` of the items ``idx``. Randomization: each item's two predictions are swapped
-    with probability 1/2 and both systems re-scored; bootstrap: items resampled, both re-scored."""
+    """The paired tests for a score that is not a mean (Matthews, F1, Spearman): ``stat(idx, preds)`` scores items
+    ``idx``; randomization swaps each item's two predictions with probability 1/2, bootstrap resamples items."""
     if pred_a.shape != pred_b.shape or len(pred_a) == 0:
         raise ValueError(f"paired predictions must have equal, non-empty shapes ({pred_a.shape}, {pred_b.shape})")
     n = len(pred_a)

@@ -1,18 +1,13 @@
 """The two-level bootstrap over items and seeds: shared item resamples (paired across models), then each model's
 runs (seeds) resampled within it.
 
-A cell averaged over k seeds has two sources of chance: the items scored and the seeds drawn. Each replicate
-resamples the items (within their strata; the same resample for every model, so the comparison stays paired) and
-scores every run on them, then draws k of the model's runs with replacement. The seed draw is widened by
-sqrt(k/(k-1)) around the runs' mean, so its variance is the runs' sample variance over k (resampling k values
-alone gives (k-1)/k of it: 2/3 at three seeds). The runs' spread also holds how each run happened to do on these
-items (the seed x item interaction), which the item resamples count already: counted twice, it makes the interval
-slightly wide (92% coverage at a nominal 90% in tests/test_compare_many.py's simulation), and the test holds its
-level (subtracting it, a moment estimate from three seeds, rejected a true null 1.6 times too often at 0.05/6).
-The difference's standard error is the replicates' spread; its p and interval come from Student's t with
-Welch-Satterthwaite degrees of freedom, because three seeds estimate their variance with two degrees of freedom
-each and a normal reference would reject a true null too often.
-"""
+Each replicate resamples the items (within strata; the same resample for every model) and scores every run on them,
+then draws k of the model's runs with replacement, widened by sqrt(k/(k-1)) around the runs' mean so its variance
+is the runs' sample variance over k (plain resampling gives (k-1)/k of it). The seed x item interaction is counted
+twice, which makes the interval slightly wide (92% coverage at a nominal 90% in tests/test_compare_many.py's
+simulation) but holds the test's level (subtracting it rejected a true null 1.6 times too often at 0.05/6). The
+standard error is the replicates' spread; p and interval come from Student's t with Welch-Satterthwaite degrees of
+freedom, as three seeds estimate their variance with two degrees of freedom each."""
 
 from __future__ import annotations
 
@@ -91,9 +86,8 @@ class TwoLevel:
 
 
 def two_level(a: Sequence[Replicates], b: Sequence[Replicates], n_items: int, level: float) -> TwoLevel:
-    """B - A on the mean over cells (one cell, or a table's cells with equal weight): the observed difference of the
-    seed-averaged scores, the replicates' standard error and Welch-Satterthwaite's degrees of freedom (items:
-    ``n_items`` - 1; each model's seeds in each cell: k - 1)."""
+    """B - A on the mean over cells (equally weighted): the seed-averaged difference, the replicates' standard error and
+    Welch-Satterthwaite degrees of freedom (items: ``n_items`` - 1; each model's seeds per cell: k - 1)."""
     from scipy import stats as sps
 
     c = len(a)

@@ -1,17 +1,11 @@
 """Cache entries built once and published atomically, and the one lock primitive of the harness.
 
-Concurrent jobs on one shared cache (a SLURM array of GLUE points or shards on NFS/Lustre) that need the same
-missing entry: one builds it under a lock beside the entry (``<entry>.lock``), the others wait for that lock and
-read the finished entry (:func:`get_or_build`). An entry is written aside and renamed into place, never removed
-or replaced while valid; one that fails its claim check is moved aside by one rename under the lock, then
-deleted. A reader that meets an entry vanishing or half-replaced goes through the locked path instead of failing.
-
-The lock (:class:`FileLock`; run locks in ``locks.py`` are one too) is a file created with ``O_CREAT | O_EXCL``
-holding its owner's host, pid, a token and start time, touched by a heartbeat. It is stale (its owner died:
-kill -9, a lost node) when untouched for ``stale_after`` seconds, or at once when its owner was a process on this
-host that no longer exists; a stale lock is taken over. Our own code: file locks (``fcntl``) do not hold across the
-nodes of a cluster, ``O_CREAT | O_EXCL`` and a heartbeat do.
-"""
+Jobs on one shared cache (a SLURM array on NFS/Lustre) needing the same missing entry: one builds it under
+``<entry>.lock``, the others wait and read it (:func:`get_or_build`). An entry is written aside and renamed into
+place, never replaced while valid; one failing its claim check is renamed aside under the lock, then deleted; a
+reader meeting an entry vanishing goes through the locked path. :class:`FileLock` (run locks too) is a file made
+with ``O_CREAT | O_EXCL`` holding host, pid, token and start time, touched by a heartbeat; stale (taken over) when
+untouched for ``stale_after`` seconds, or when its owner on this host is gone (``fcntl`` fails across nodes)."""
 
 from __future__ import annotations
 
@@ -62,8 +56,7 @@ class Holder:
 
 
 def read_holder(path: Path) -> Holder | None:
-    """The lock's owner, or None when there is no lock. A lock being written (empty: no token) reads as a fresh one,
-    stale once it has stayed empty :data:`EMPTY_GRACE` seconds."""
+    """The lock's owner, or None. A lock being written (empty) reads fresh, stale after :data:`EMPTY_GRACE` seconds."""
     try:
         idle = time.time() - path.stat().st_mtime
         text = path.read_text()
@@ -93,8 +86,7 @@ EMPTY_GRACE = 10.0
 
 
 def is_stale(holder: Holder, stale_after: float) -> bool:
-    """Untouched for ``stale_after`` seconds, owned by a dead process (or a finished job of ours) on this host, or
-    still empty :data:`EMPTY_GRACE` seconds after it was created."""
+    """Untouched for ``stale_after`` s, owned by a dead process (or our finished job) here, or empty too long."""
     if holder.idle > stale_after:
         return True
     if not holder.token:
@@ -141,8 +133,7 @@ class FileLock:
         _HELD.add(self.token)
 
     def _take_over(self, stale: Holder) -> None:
-        """Move a stale lock aside (one rename wins) after checking it is still the one judged stale; a lock
-        renamed by mistake (a new owner's, made between the check and the rename) is put back."""
+        """Move a stale lock aside (one rename wins) if still the one judged stale; a new owner's is put back."""
         now = read_holder(self.path)
         if now is None or now.token != stale.token:
             return
@@ -215,8 +206,7 @@ def lock_path(entry: Path) -> Path:
 
 @contextlib.contextmanager
 def entry_lock(path: Path, what: str, *, stale_after: float = STALE_AFTER, wait: float = WAIT) -> Iterator[None]:
-    """Hold the lock file ``path`` (its heartbeat running) while the body builds ``what``; waits up to ``wait``
-    seconds for a live holder, then fails in one line naming it, the lock file and the fix."""
+    """Hold lock ``path`` (heartbeat on) while building ``what``; a live holder is waited for ``wait`` s, then named."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(path)
     deadline, pause, told = time.monotonic() + wait, 0.02, False
@@ -281,9 +271,8 @@ def _link(tmp: Path, path: Path) -> None:
 
 
 def get_or_build(read: Callable[[], T | None], build: Callable[[], T], entry: Path, *, what: str) -> tuple[T, bool]:
-    """(the entry at ``entry``, built here): ``read`` it (None: absent; :class:`Unusable` or OSError: bad or
-    vanishing); on a miss take its lock (:func:`lock_path`), read again (another job may have built it meanwhile),
-    and only then set a bad entry aside and ``build`` it (``build`` writes aside and publishes)."""
+    """(the entry at ``entry``, built here): ``read`` it (None: absent; :class:`Unusable`/OSError: bad or vanishing);
+    on a miss take its lock (:func:`lock_path`), read again, and only then set a bad entry aside and ``build`` it."""
     with contextlib.suppress(Unusable, OSError):
         got = read()
         if got is not None:

@@ -1,14 +1,8 @@
-"""What a run prints. By default: the harness' own progress (log lines, progress bars, the summary) and errors;
-library records below ERROR (transformers' "LOAD REPORT" table on every MiniLM load, mteb's and
-sentence-transformers' INFO chatter) go only to the job's log file (``<hydra output dir>/<job name>.log``, e.g. ``outputs/hydra/<time>/cli.log``), and
-transformers' "Loading weights" bars are off (download bars stay). ``log_level=INFO|DEBUG|WARNING`` or
-``hydra.verbose=...`` brings everything back to the console.
-
-Progress of the harness' own long steps goes through :class:`Progress` (a counted step: a tqdm bar with an ETA on a
-terminal) and :func:`step` (one step of unknown length). Both log one line when the step finishes; on a terminal
-:func:`step` also says when it starts. When stderr is not a terminal (a SLURM log, a pipe) no bar is drawn, so a
-log reads one line per finished step. ``log_level=WARNING`` silences them all.
-"""
+"""What a run prints: the harness' own progress and errors; library records below ERROR (transformers' "LOAD REPORT",
+mteb's and sentence-transformers' INFO) go only to the job's log file (``<hydra output dir>/<job name>.log``), and
+transformers' "Loading weights" bars are off. ``log_level=INFO|DEBUG|WARNING`` or ``hydra.verbose=...`` brings
+everything back. :class:`Progress` (a counted step: a tqdm bar on a terminal) and :func:`step` log one line when
+done; off a terminal no bar is drawn. ``log_level=WARNING`` silences them."""
 
 from __future__ import annotations
 
@@ -99,9 +93,9 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """A counted step (``total`` ``unit``s): a tqdm bar with an ETA on a terminal, one log line when it finishes.
-    ``each_update_is_a_step``: every update is itself a finished step (a timed pass, a training stage) and gets
-    its own line when no bar is drawn. ``show=False`` (tests, benchmarks) or ``log_level=WARNING``: nothing at all."""
+    """A counted step (``total`` ``unit``s): a tqdm bar with an ETA on a terminal, one log line when done.
+    ``each_update_is_a_step``: each update gets its own line when no bar is drawn. ``show=False`` (tests,
+    benchmarks) or ``log_level=WARNING``: nothing."""
 
     def __init__(self, total: int | None, desc: str, unit: str = "it", *, show: bool = True,
                  unit_scale: bool = False, each_update_is_a_step: bool = False) -> None:
@@ -116,8 +110,7 @@ class Progress:
                         disable=not (self.show and interactive()))
 
     def update(self, n: int = 1, note: str = "", left_s: float | None = None) -> None:
-        """``n`` more done; ``note`` says how the last step went, ``left_s`` replaces the estimate of what is left
-        (e.g. when a time budget will end the work before ``total``)."""
+        """``n`` more done; ``note``: how the last step went; ``left_s`` replaces the estimate (e.g. a time budget)."""
         self.n += n
         self.bar.update(n)
         now = time.perf_counter()
@@ -173,8 +166,7 @@ def step(what: str, *, show: bool = True, starting: str = "") -> Iterator[Step]:
 
 # -------------------------------------------------------------------------------- the table at the end of a run
 def seconds(timings: Mapping[str, Any]) -> float:
-    """A record's wall time from its timings: their ``total`` where it has one (GLUE: ``train`` and ``eval`` are
-    parts of it), else the sum of its parts (numbers only)."""
+    """A record's wall time: its timings' ``total`` where present (GLUE), else the sum of its numeric parts."""
     numbers = {k: v for k, v in timings.items() if isinstance(v, int | float)}
     return float(numbers["total"]) if "total" in numbers else float(sum(numbers.values()))
 
@@ -216,8 +208,7 @@ def print_summary(records: Sequence[ResultRecord]) -> None:
 
 
 def format_series(title: str, rows: Sequence[tuple[int, float | None, str]], higher_is_better: bool = True) -> str:
-    """A series as a table: one row per step (its score, the difference to the previous step that has one, or why
-    it has none), the best step marked ``*``."""
+    """A series as a table: a row per step (score, difference to the previous scored step, or why none), best ``*``."""
     scored = [(step, score) for step, score, _ in rows if score is not None]
     best = (max if higher_is_better else min)(scored, key=lambda p: p[1])[0] if scored else None
     table = [("step", "score", "vs previous")]

@@ -1,14 +1,8 @@
-"""Whether a record was computed on the official copy of its dataset: the pinned hub copy its catalog entry names,
-or a local copy whose content fingerprint the entry lists as verified (``official_fingerprints``). A number
-computed on other data under an official dataset's name (a local folder, a toy set) is marked :data:`LOCAL_MARK`
-wherever it is shown (the terminal summary, the leaderboard): it is never ranked against published numbers.
-
-A retrieval record carries the fact in ``details.data`` (:func:`origin`): ``source`` (``hub`` | ``local``),
-``official`` (true, false, or null where the dataset has no official copy to differ from: a set mined here, a
-dataset the catalog names no hub copy of), the copy's ``fingerprint`` and ``path``. Records written before it
-was recorded: a dataset read from ``task.data_dir`` whose catalog entry (in the record's config) names a hub
-copy is local data; anything else is left unmarked (:func:`local_data`). Reads records only (ground layer).
-"""
+"""Whether a record was computed on the official copy of its dataset: the pinned hub copy its catalog entry names, or
+a local copy whose fingerprint the entry lists (``official_fingerprints``). Otherwise it is marked
+:data:`LOCAL_MARK` wherever shown and never ranked against published numbers. ``details.data`` (:func:`origin`):
+``source`` (``hub`` | ``local``), ``official`` (null where there is no official copy), ``fingerprint``, ``path``.
+Older records: data from ``task.data_dir`` whose entry names a hub copy is local (:func:`local_data`)."""
 
 from __future__ import annotations
 
@@ -25,9 +19,8 @@ MEANING = ("computed on data that is not the pinned official copy of the dataset
 
 def origin(fingerprint: str, source: str, *, hub: str | None, revision: str | None,
            official_fingerprints: Iterable[str] = ()) -> dict[str, Any]:
-    """``details.data`` of a record whose data has ``fingerprint`` (``hub:<id>@<rev>`` for a hub copy, else the
-    content hash) and came from ``source`` (a folder, or the hub id); ``hub``/``revision``: the official copy
-    the catalog entry pins (None: the dataset has none)."""
+    """``details.data`` for data of ``fingerprint`` (``hub:<id>@<rev>``, else the content hash) from ``source``
+    (a folder or hub id); ``hub``/``revision``: the official copy the entry pins (None: none)."""
     if fingerprint.startswith("hub:"):
         return {"source": "hub", "official": revision is not None, "fingerprint": fingerprint, "path": source}
     official = None if hub is None else fingerprint in set(official_fingerprints)
@@ -43,8 +36,7 @@ def combined(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def local_data(record: Any) -> str | None:
-    """Why ``record``'s number is not on the official data (one short phrase), or None where it is, or where
-    the dataset has no official copy."""
+    """Why ``record``'s number is not on the official data (a short phrase), or None (official, or none exists)."""
     data = (record.details or {}).get("data")
     if isinstance(data, Mapping):
         if data.get("official") is False:
@@ -58,8 +50,7 @@ def local_data(record: Any) -> str | None:
 
 
 def _has_official_copy(catalog: Mapping[str, Any], dataset: str) -> bool:
-    """The record config's catalog names a hub copy of ``dataset`` (a composite: of one of its members; a member
-    ``<composite>-<member>``: its own or the composite's)."""
+    """The record's catalog names a hub copy of ``dataset`` (composite: a member's; member: its own or its parent's)."""
     entry = catalog.get(dataset)
     if entry is None and "-" in dataset:
         parent, _, member = dataset.partition("-")

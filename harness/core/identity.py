@@ -1,9 +1,7 @@
 """Run identity fails closed: a run is defined by the resolved config minus an explicit exclude list.
 
-A key added to any config is part of the run id unless someone lists it here (or in a family's
-``identity_exclude``) with the reason it cannot change a number. The embedding-cache key and the seed group
-that selection averages over derive from the same identity, so they cannot forget a key either.
-"""
+A new config key is in the run id unless listed here (or a protocol's ``identity_exclude``) with why it changes no
+number; the embedding-cache key and the seed group derive from the same identity."""
 
 from __future__ import annotations
 
@@ -74,8 +72,7 @@ def put(tree: dict[str, Any], dotted: str, value: Any) -> None:
 def run_identity(
     config: Mapping[str, Any], *, exclude: Iterable[str] = (), replace: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The resolved config minus :data:`GLOBAL_EXCLUDE` and ``exclude``, with ``replace`` applied (dotted
-    keys, e.g. ``{"precision": "bf16", "model.ref": {...}}``)."""
+    """The resolved config minus :data:`GLOBAL_EXCLUDE` and ``exclude``, ``replace`` applied (dotted keys)."""
     out = drop(config, [*GLOBAL_EXCLUDE, *exclude])
     for key, value in (replace or {}).items():
         put(out, key, value)

@@ -1,11 +1,7 @@
-"""Where what a run writes lives: records, selections and trained models. The one module that builds these paths.
-
-``<paths.results>/<task>/<model>/<run id>/<dataset>.json``: one record per (run, dataset);
-``<paths.results>/../selected[/<experiment>]/<task>-<model>.json``: a selection, outside the record tree;
-``<paths.outputs>/models/<task>/<model>/<key>/``: a run's trained model (key: its run id or training key);
-``<paths.cache>/{embeddings,colbert-tokens,glue-tokenized}/``: caches (:class:`RunLayout`, what a run's stages get).
-Names are made filesystem-safe the same way everywhere, so a reader finds what a writer wrote.
-"""
+"""Where what a run writes lives (the one module that builds these paths, names made filesystem-safe alike):
+``<paths.results>/<task>/<model>/<run id>/<dataset>.json`` (a record), ``<paths.results>/../selected[/<experiment>]/
+<task>-<model>.json`` (a selection), ``<paths.outputs>/models/<task>/<model>/<key>/`` (a trained model, key: run id
+or training key), ``<paths.cache>/{embeddings,colbert-tokens,glue-tokenized}/`` (caches; :class:`RunLayout`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Per-query (retrieval) or per-example (GLUE) scores of a record, stored beside it for paired comparisons.
 
-``<dataset>.json`` gets ``<dataset>.perquery.npz`` (compressed: item ids + one float64 vector per metric) and its
-``details.per_query`` names the file, its sha256 and fingerprints of the items scored (query texts and qrels, or
-the evaluated examples and labels): two records are comparable only where those fingerprints are equal, and a
-sidecar is used only where its sha256 is the one its record claims.
-"""
+``<dataset>.perquery.npz`` (item ids + one float64 vector per metric), named with its sha256 and fingerprints of the
+items scored in ``details.per_query``: two records are comparable only where the fingerprints are equal, and a
+sidecar is used only where its sha256 is its record's."""
 
 from __future__ import annotations
 
@@ -57,8 +55,7 @@ def from_metrics(per_query: Mapping[str, Mapping[str, float]], data: Mapping[str
 
 
 def _beside(record_path: Path, suffix: str) -> Path:
-    """``<dataset><suffix>`` beside ``<dataset>.json``: its per-query scores, or where ``save_run=true`` writes its
-    ranking (a TREC run file)."""
+    """``<dataset><suffix>`` beside ``<dataset>.json``: per-query scores, or the ``save_run=true`` TREC run file."""
     return record_path.with_name(record_path.name.removesuffix(".json") + suffix)
 
 
@@ -104,8 +101,7 @@ def trec_lines(run: Mapping[str, Mapping[str, float]], tag: str) -> str:
 
 
 def read(record_path: Path, claim: Mapping[str, Any] | None) -> PerQuery:
-    """The per-query scores of the record at ``record_path`` (its ``details.per_query`` is ``claim``), checked
-    against the claim; :class:`PerQueryError` (one line) when absent or different."""
+    """The per-query scores of the record at ``record_path``, checked against ``claim``; else :class:`PerQueryError`."""
     if not claim:
         raise PerQueryError(f"{record_path} keeps no per-query scores (written before they were stored): "
                             "re-run it (delete the record) to compare it")

@@ -14,9 +14,8 @@ T = TypeVar("T")
 
 
 class Registry(MutableMapping[str, T], Generic[T]):
-    """``name -> T``. With ``lazy``, a value may be a ``"package.module[:attr]"`` string, imported on first lookup
-    (so reading the table imports no model library). Read it as a mapping; :meth:`lookup` fails with the valid
-    names, closest first, and ``hint`` (how to fix the name). :meth:`register` adds a name and refuses to shadow
+    """``name -> T``; with ``lazy`` a value may be a ``"package.module[:attr]"`` string imported on first lookup.
+    :meth:`lookup` fails with the valid names, closest first, and ``hint``; :meth:`register` refuses to shadow
     another target; item assignment replaces one (a test's ``monkeypatch.setitem``)."""
 
     def __init__(self, what: str, entries: Mapping[str, T | str] | None = None, *, hint: str = "",
@@ -58,8 +57,7 @@ class Registry(MutableMapping[str, T], Generic[T]):
         return self._targets[name]
 
     def register(self, name: str, target: T | str) -> None:
-        """Add ``name``. Registering a name again with another target is an error, so two plugins cannot
-        silently shadow each other."""
+        """Add ``name``; registering it again with another target is an error (no plugin silently shadows another)."""
         key = _key(target)
         if name in self._targets and _key(self._targets[name]) != key:
             raise HarnessError(f"{self.what} {name!r} is already registered as {_key(self._targets[name])}")

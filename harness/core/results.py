@@ -1,9 +1,7 @@
 """Result records: one JSON file per (run, dataset), written atomically; the only writer of results.
 
-Layout: ``<results_dir>/<task>/<model name>/<run id>/<dataset>.json``. A run id is a readable slug plus a
-hash of everything that defines the run (see :func:`run_id`), so re-running the same configuration finds
-its records and skips them, and a SLURM array that is requeued redoes only the missing cells.
-"""
+``<results_dir>/<task>/<model name>/<run id>/<dataset>.json``; a run id is a readable slug plus a hash of everything
+that defines the run (:func:`run_id`), so a re-run or a requeued SLURM array redoes only the missing cells."""
 
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ _VERSIONED_PACKAGES = (
 
 @dataclass
 class ResultRecord:
-    """What one (run, dataset) produced. ``metrics`` are the raw values (0-1 for IR, x100 for GLUE as the
-    paper reports); ``main_score`` names the metric the leaderboard and selection use."""
+    """One (run, dataset)'s output: raw ``metrics`` (0-1 for IR, x100 for GLUE) and the ``main_score`` metric."""
 
     task: str                       # task family (its registry name): beir | code | glue | ...
     dataset: str                    # e.g. scifact, rte
@@ -147,8 +144,7 @@ def stable_hash(obj: Any, length: int = 10) -> str:
 
 
 def file_sha(path: str | os.PathLike | None) -> str | None:
-    """The first 16 hex digits of a file's sha256 (what records and run ids store for a data file); None when
-    ``path`` is empty or not a file."""
+    """The first 16 hex digits of a file's sha256 (as records and run ids store it); None if ``path`` is no file."""
     if not path or not Path(path).is_file():
         return None
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
@@ -159,8 +155,7 @@ def _fmt(value: Any) -> str:
 
 
 def run_id(identity: Mapping[str, Any], readable: Mapping[str, Any] | None = None) -> str:
-    """``<k=v_k=v>-<hash>``: ``identity`` holds everything that changes the numbers (model, data, training
-    hyperparameters, evaluation conventions); ``readable`` picks a few of them for the slug."""
+    """``<k=v_k=v>-<hash>``: ``identity`` holds everything that changes the numbers, ``readable`` the slug's keys."""
     slug = "_".join(f"{k}={_fmt(v)}" for k, v in (readable or {}).items())
     slug = "".join(c if c.isalnum() or c in "=._-" else "-" for c in slug)[:80]
     h = stable_hash(identity)
@@ -178,9 +173,8 @@ def _umask() -> int:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Write to a temp file in the same directory, fsync, rename: a crash never leaves a half-written file. The
-    file gets the mode a plain ``open`` would give it (``0o666`` less the umask), not ``mkstemp``'s 0600, so people
-    sharing a results folder can read each other's records."""
+    """Write to a temp file in the same directory, fsync, rename: never a half-written file. Mode as ``open`` gives
+    (``0o666`` less the umask, not ``mkstemp``'s 0600), so people sharing a results folder read each other's."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -198,9 +192,8 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
     """Fill provenance (versions, git sha, created_at) if unset and write the record atomically; returns where.
-
     A failed record never replaces a finished (ok or skipped) one: it goes beside it, to
-    ``<dataset>.failed-<UTC time>`` (outside the ``*.json`` the leaderboard reads), and the finished one stays."""
+    ``<dataset>.failed-<UTC time>`` (outside the ``*.json`` the leaderboard reads)."""
     if not record.created_at:
         record.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     if not record.versions:
@@ -241,9 +234,8 @@ def read_record(path: str | os.PathLike) -> ResultRecord:
 def iter_records(
     dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True, strict_schema: bool = False
 ) -> Iterator[tuple[Path, ResultRecord]]:
-    """Every record under one or more results directories. Malformed or foreign JSON is skipped with a
-    warning naming the file; it never stops the iteration. A record of a schema this harness does not read is
-    skipped with that warning too, or, ``strict_schema``, raised (:class:`UnknownSchemaError`, naming the file)."""
+    """Every record under one or more results directories; malformed or foreign JSON, or an unread schema, is
+    skipped with a warning naming the file (``strict_schema``: :class:`UnknownSchemaError` raised)."""
     if isinstance(dirs, str | os.PathLike):
         dirs = [dirs]
     for d in dirs:

@@ -1,17 +1,14 @@
 """What a job owes its scheduler (SLURM through submitit, or Hydra's in-process launcher): the facts recorded
 with each record, a clean stop on ``scancel``/requeue, and a non-zero exit when its cells failed.
 
-- :func:`facts`: node, SLURM job / array ids, submitit's and Hydra's job ids, the GPU's name: kept in each
-  record's ``scheduler`` block, never in the run identity.
-- :func:`stop_on_signals`: SIGTERM (``scancel``, ``scontrol requeue``; submitit ignores it and SLURM then kills the
-  job) raises ``SystemExit`` in the main thread, so ``finally`` blocks run: run locks are released and an unfinished
-  training's checkpoint folder is removed.
-- :func:`job_failed`: a multirun job whose cells failed. Its siblings go on; a submitit job (one SLURM array task)
-  exits non-zero after submitit has stored its result, so SLURM says FAILED and ``afterok`` holds; the launching
-  process learns of it when it reads the job's result (:class:`JobFailed` registers itself when unpickled) and
-  exits non-zero when the whole multirun has ended (:func:`failed_jobs`).
-- :func:`sweep_name`, :func:`is_multirun`: what a run knows of the Hydra job that launched it.
-"""
+- :func:`facts`: node, SLURM job / array ids, submitit's and Hydra's job ids, the GPU's name (each record's
+  ``scheduler`` block, never the run identity).
+- :func:`stop_on_signals`: SIGTERM (``scancel``, requeue) raises ``SystemExit`` in the main thread, so ``finally``
+  blocks release run locks and remove an unfinished training's checkpoint folder.
+- :func:`job_failed`: a submitit job whose cells failed exits non-zero after submitit stored its result (SLURM says
+  FAILED, ``afterok`` holds); the launcher learns of it when unpickling (:class:`JobFailed`) and exits non-zero
+  when the multirun has ended (:func:`failed_jobs`).
+- :func:`sweep_name`, :func:`is_multirun`: what a run knows of the Hydra job that launched it."""
 
 from __future__ import annotations
 
@@ -100,8 +97,7 @@ def stop_on_signals() -> None:
 
 
 class JobFailed:
-    """A multirun job's return value when its cells failed. Unpickling it (the launching process reading a
-    submitit job's result) registers the failure there too."""
+    """A multirun job's return value when its cells failed; unpickling it registers the failure in the launcher."""
 
     def __init__(self, label: str, error: str) -> None:
         self.label, self.error = label, error
@@ -137,8 +133,7 @@ def _label() -> str:
 
 @functools.cache   # registered once
 def exit_nonzero_at_exit() -> None:
-    """End this process with :data:`FAILED_STATUS` once it has finished normally (submitit has then written the
-    job's result, so the launching process still reads it)."""
+    """Exit with :data:`FAILED_STATUS` after a normal finish (submitit's result is written, the launcher reads it)."""
     atexit.register(_exit_failed)
 
 

@@ -1,21 +1,15 @@
 """Typed settings from config mappings: unknown keys fail with the closest valid one, values are checked.
 
-Constraints are declared on the field, next to its type, and checked here, in one place: :func:`choices` (one of
-a few values), :func:`count` (an integer count or size, >= 1 unless told), :func:`positive` (a number > 0),
-:func:`at_least` (a number >= a bound, e.g. 0), :func:`nonempty` (a list that selects what runs). A bound applies
-to each number of a list or mapping field, and never to null (whose meaning the field states) or to a string
-(``task.shards=auto``). :func:`constraints` lists them (docs/reliability.md, "Counts and sizes").
+Constraints are declared on the field and checked here: :func:`choices`, :func:`count` (an integer >= 1 unless
+told), :func:`positive`, :func:`at_least`, :func:`nonempty` (a list that selects what runs). A bound applies to each
+number of a list or mapping, never to null or a string (``task.shards=auto``); :func:`constraints` lists them.
 
-A task's settings are composed of the typed nodes of its stages: a field declared :func:`flat` holds a node whose
-keys are the parent's own (``task.max_length`` is a key of the encode node; users type it as before), a plain
-dataclass field a nested one (``task.train_data``). What a key is follows from where it is declared:
-:func:`excluded` (on the field: it changes no number, so the run identity leaves it out), and a node's ``role``
-(``search``: it changes the ranking but not the corpus encoding; ``train``: it only counts when the run trains):
-:func:`excluded_keys` and :func:`role_keys` read them.
-
-Why our own and not Hydra structured configs or pydantic: both reject unknown keys, but neither names the
-closest valid key in a one-line message, and a typo such as ``ignore_identical_id`` must say what was meant.
-"""
+A task's settings are composed of its stages' typed nodes: a :func:`flat` field holds a node whose keys are the
+parent's own (``task.max_length`` is a key of the encode node), a plain dataclass field a nested one
+(``task.train_data``). :func:`excluded` (the key changes no number: out of the run identity) and a node's ``role``
+(``search``: changes the ranking, not the corpus encoding; ``train``: counts only when the run trains) are read by
+:func:`excluded_keys` and :func:`role_keys`. Our own, not Hydra structured configs or pydantic: neither names the
+closest valid key in a one-line message (a typo such as ``ignore_identical_id`` must say what was meant)."""
 
 from __future__ import annotations
 
@@ -42,15 +36,13 @@ def choices(*values: Any, **kw: Any) -> Any:
 
 
 def at_least(low: float, *, below: float | None = None, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
-    """A numeric field whose value (each number of a list or mapping) is >= ``low`` (and < ``below`` if given);
-    ``null``: what null means where the type allows it (the error line offers it); ``nonempty``: a list that
-    must not be empty either (see :func:`nonempty`)."""
+    """A number (each of a list or mapping) >= ``low`` (and < ``below`` if given); ``null``: what null means where
+    allowed (the error offers it); ``nonempty``: a list not empty either (:func:`nonempty`)."""
     return _field({"min": low, "below": below, "null": null, "nonempty": nonempty}, **kw)
 
 
 def count(low: int = 1, **kw: Any) -> Any:
-    """A count or size: an integer >= ``low`` (1 unless told; 0 is not "no limit": null is, where ``null`` says
-    what it means)."""
+    """A count or size: an integer >= ``low`` (1 unless told; null, not 0, means "no limit" where a field says so)."""
     return at_least(low, **kw)
 
 
@@ -60,9 +52,8 @@ def positive(*, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
 
 
 def nonempty(names_from: str = "", **kw: Any) -> Any:
-    """A list that selects what runs (datasets, tasks, seeds): empty would run nothing and say nothing.
-    ``names_from``: the sibling field whose keys are the valid names (named in the error). A mapping of lists
-    (GLUE's epoch groups) needs each list non-empty."""
+    """A list that selects what runs (datasets, tasks, seeds): empty would run nothing, silently. ``names_from``: the
+    sibling field whose keys are the valid names; a mapping of lists (GLUE's epoch groups) needs each non-empty."""
     return _field({"nonempty": True, "names_from": names_from}, **kw)
 
 
@@ -73,9 +64,7 @@ def excluded(why: str, **kw: Any) -> Any:
 
 
 def flat() -> Any:
-    """A field holding a stage's settings node whose keys are the parent's own: ``task.batch_tokens``, not
-    ``task.encode.batch_tokens``. The node is built from those keys (its constraints name ``task.<key>``); a key
-    belongs to one node only."""
+    """A stage's settings node whose keys are the parent's own (``task.batch_tokens``); a key is in one node only."""
     return dataclasses.field(metadata={"flat": True})
 
 
@@ -109,8 +98,7 @@ def key_fields(cls: type) -> dict[str, tuple[type, dataclasses.Field]]:
 
 
 def excluded_keys(cls: type, prefix: str) -> dict[str, str]:
-    """``{dotted key: why}`` of every :func:`excluded` field of ``cls`` and its nodes (``prefix``: the key ``cls``
-    is read from, e.g. ``task``)."""
+    """``{dotted key: why}`` of every :func:`excluded` field of ``cls`` and its nodes, under ``prefix`` (``task``)."""
     out: dict[str, str] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.metadata.get("excluded"):
@@ -121,9 +109,8 @@ def excluded_keys(cls: type, prefix: str) -> dict[str, str]:
 
 
 def role_keys(cls: type, role: str, prefix: str) -> tuple[str, ...]:
-    """The dotted keys of every node of ``cls`` whose ``role`` (a class attribute) is ``role``: a node's own keys
-    (flat nodes' keys at their parent's level; a nested field as one key) and the keys the run resolves into it
-    (its ``derived``, e.g. ``voyager``); a nested node of that role counts as one key."""
+    """The dotted keys of every node of ``cls`` whose ``role`` is ``role``: its own keys (flat: at the parent's
+    level), the keys the run resolves into it (``derived``, e.g. ``voyager``); a nested node counts as one key."""
     if getattr(cls, "role", None) == role:
         return tuple(f"{prefix}.{k}" for k in (*config_keys(cls), *getattr(cls, "derived", ())))
     out: list[str] = []
@@ -149,9 +136,8 @@ def check_keys(data: Mapping[str, Any], valid: list[str], where: str) -> None:
 
 
 def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "") -> T:
-    """``cls(**data)`` for a dataclass ``cls``, recursively; unknown keys, missing keys, wrong types and values
-    outside a field's constraint raise a :class:`HarnessError` naming ``where`` (e.g. ``model 'modernbert-base'``)
-    and the key; ``key``: the mapping's dotted config key (``task``), so a constraint names ``task.max_queries``."""
+    """``cls(**data)`` for a dataclass ``cls``, recursively; unknown or missing keys, wrong types and constraint
+    violations raise a :class:`HarnessError` naming ``where`` and the key (``key``: the mapping's dotted key)."""
     data = _plain(data) or {}
     if not isinstance(data, Mapping):
         raise HarnessError(f"{where} must be a mapping of keys to values, got {type(data).__name__}")
@@ -183,8 +169,7 @@ def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "
 
 
 def check_constraint(meta: Mapping[str, Any], value: Any, label: str, siblings: Mapping[str, Any]) -> None:
-    """``value`` (of the field whose metadata is ``meta``, named ``label``) within the field's bounds and, for
-    :func:`nonempty`, not empty; one line naming the key, the value and the fix otherwise."""
+    """``value`` (field ``meta``, key ``label``) within bounds and, for :func:`nonempty`, not empty; else one line."""
     if meta.get("nonempty"):
         _check_nonempty(value, label, siblings.get(meta.get("names_from") or ""))
     if meta.get("min") is None:
@@ -256,10 +241,9 @@ def _dataclasses_in(tp: Any) -> list[type]:
 
 
 def from_conf(cls: type[T], file: str, /, *, part: bool = False, **overrides: Any) -> T:
-    """``cls`` built from ``conf/<file>.yaml`` (the one place its defaults are written) with ``overrides`` on top:
-    for code outside a composed config (benchmarks, tests), e.g. ``from_conf(PlaidSettings, "plaid/default")``.
-    ``part``: the file holds more than ``cls``; only ``cls``'s keys are read (a stage's node from a task's file:
-    ``from_conf(ExactSearch, "task/beir", part=True)``), and each is resolved alone."""
+    """``cls`` from ``conf/<file>.yaml`` (where its defaults are written) with ``overrides``, for code outside a
+    composed config: ``from_conf(PlaidSettings, "plaid/default")``; ``part``: only ``cls``'s keys of a larger
+    file, each resolved alone (``from_conf(ExactSearch, "task/beir", part=True)``)."""
     from omegaconf import OmegaConf
 
     import conf
@@ -273,8 +257,7 @@ def from_conf(cls: type[T], file: str, /, *, part: bool = False, **overrides: An
 
 
 def nodes_from_conf(file: str, *classes: type, **keys: Any) -> list[Any]:
-    """Each of ``classes`` (stage nodes of a task) built from ``conf/<file>.yaml`` with the flat task ``keys`` on top
-    (``max_length=256``); a key no class has fails with the closest one."""
+    """``classes`` built from ``conf/<file>.yaml`` with flat task ``keys`` on top; an unknown key names the closest."""
     check_keys(keys, [k for cls in classes for k in config_keys(cls)], f"conf/{file}.yaml")
     return [from_conf(cls, file, part=True, **{k: v for k, v in keys.items() if k in config_keys(cls)})
             for cls in classes]
@@ -290,8 +273,7 @@ def _plain(data: Any) -> Any:
 
 
 def _coerce(value: Any, tp: Any, where: str, key: str = "") -> Any:
-    """``value`` as type ``tp`` (dataclasses, Optional/unions, list/tuple/dict, str/int/float/bool, Any); ``key``:
-    its dotted config key, for a nested dataclass's constraints."""
+    """``value`` as type ``tp`` (dataclasses, unions, containers, scalars, Any); ``key``: its dotted config key."""
     origin = get_origin(tp)
     if tp is Any:
         return value

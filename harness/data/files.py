@@ -1,8 +1,7 @@
 """Reading local data files: UTF-8 text (plain or gzipped), delimited rows, JSON Lines and Parquet tables. Every
-reader under ``harness/data`` reads through these, so a file that cannot be decoded is one ``DataError`` line naming
-the file, the line, the byte offset and the fix, never a ``UnicodeDecodeError``, ``csv.Error`` or pyarrow traceback.
-Why not ``datasets``' json loader for JSONL: a bad line must be an error naming the file and line before any work,
-not a pyarrow trace."""
+reader under ``harness/data`` reads through these, so an undecodable file is one ``DataError`` line naming the file,
+line, byte offset and fix, before any work, never a ``UnicodeDecodeError``, ``csv.Error`` or pyarrow traceback
+(hence not ``datasets``' json loader)."""
 
 from __future__ import annotations
 
@@ -20,9 +19,8 @@ UTF8_FIX = "re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 old > new)"
 
 
 def text_lines(path: Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file, line ends kept (``\\n``, ``\\r\\n`` or ``\\r``, as ``open(newline="")``),
-    a BOM dropped, gunzipped when the name ends in ``.gz``. Invalid UTF-8, a corrupt gzip stream or an unreadable
-    file is a one-line DataError; invalid UTF-8 names the line and byte offset of the first bad byte."""
+    """The lines of a UTF-8 text file (ends kept, as ``open(newline="")``; BOM dropped; ``.gz`` gunzipped). Invalid
+    UTF-8 (named by line and byte offset), a corrupt gzip or an unreadable file is a one-line DataError."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
@@ -69,8 +67,7 @@ def _csv_error(path: Path, start: int, end: int, exc: csv.Error) -> DataError:
 
 
 def csv_rows(path: Path, delimiter: str, quoting: int = csv.QUOTE_MINIMAL) -> Iterator[tuple[int, list[str]]]:
-    """(line number where the row starts, fields) of each row of a delimited UTF-8 file (blank lines give ``[]``);
-    decoding and csv problems are one-line DataErrors naming the line."""
+    """(start line, fields) of each row of a delimited UTF-8 file (blank: ``[]``); problems are one-line DataErrors."""
     reader = csv.reader(text_lines(path), delimiter=delimiter, quoting=quoting)
     while True:
         start = reader.line_num + 1
@@ -84,9 +81,8 @@ def csv_rows(path: Path, delimiter: str, quoting: int = csv.QUOTE_MINIMAL) -> It
 
 
 def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-empty line of a JSONL file (gzipped when it ends in ``.gz``; a BOM is
-    ignored); invalid UTF-8, a line that is not a JSON object, or one lacking a ``required`` field is an error
-    naming the line and the fix."""
+    """(line number, object) for each non-empty line of a JSONL file (``.gz``: gzipped; a BOM ignored); invalid
+    UTF-8, a non-object line or a missing ``required`` field is an error naming the line and the fix."""
     for lineno, line in enumerate(text_lines(path), start=1):
         if not line.strip():
             continue
@@ -106,8 +102,7 @@ def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int
 
 
 def table_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(where, row) of each row of a Parquet file (``<path> row <n>``) or a JSONL file (``<path> line <n>``), from 1;
-    a Parquet file pyarrow cannot read is a one-line DataError."""
+    """(where, row) of each row of a Parquet or JSONL file; unreadable Parquet is a one-line DataError."""
     if path.suffix.lower() == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq

@@ -1,7 +1,6 @@
-"""The sizes of the data a job is configured with, where they can be read cheaply (line counts and file sizes of
-local files; a large file's lines estimated from its first MiB), for the cost preview, and the evaluation work of a
-retrieval job from them. None where the data is not local (hub copies): the cost file's published sizes are used
-instead, and the preview says which."""
+"""The sizes of the data a job is configured with, where cheap to read (line counts and sizes of local files; a large
+file's lines estimated from its first MiB), for the cost preview, and a retrieval job's evaluation work from them.
+None for hub copies: the cost file's published sizes are used, and the preview says which."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ def lines(path: Path) -> float:
 
 
 def retrieval_set(data_dir: Any, dataset: str) -> list[float] | None:
-    """[documents, queries, tokens per document] of a local retrieval set (BEIR layout, or a folder of jsonl files
-    named after the dataset), else None."""
+    """[documents, queries, tokens per document] of a local retrieval set (BEIR layout or named jsonl), else None."""
     if not data_dir:
         return None
     root = Path(str(data_dir)).expanduser()
@@ -70,8 +68,7 @@ def train_file(path: Any) -> tuple[float, float] | None:
 
 
 def documents_work(size: list[float], length_cap: int, per_word: bool) -> Work:
-    """Evaluation tokens of one retrieval set of ``size`` ([documents, queries, length]): its documents (capped at
-    ``length_cap`` tokens; ``per_word``: the length is in words) and its queries."""
+    """Evaluation tokens of one retrieval set of ``size`` ([documents, queries, length]), capped at ``length_cap``."""
     c = cost_data()
     docs, queries, length = size
     tokens = min(length * (c["tokens_per_word"] if per_word else 1.0), length_cap)
@@ -81,8 +78,7 @@ def documents_work(size: list[float], length_cap: int, per_word: bool) -> Work:
 
 
 def retrieval_work(datasets: list[str], cap: int, data_dir: Any = None, catalog: Any = None) -> Work:
-    """Evaluation tokens of ``datasets``: from the local files under ``data_dir`` (each in its catalog entry's
-    ``local`` folder) where there are some, else from the cost file's published sizes."""
+    """Evaluation tokens of ``datasets``: from local files under ``data_dir`` where any, else the cost file's sizes."""
     c, w = cost_data(), Work()
     for d in datasets:
         entry = (catalog or {}).get(d) or {}

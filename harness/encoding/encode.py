@@ -1,19 +1,15 @@
 """The retrieval encoder: tokenise, group by a token budget, run padded or packed, pool with the model's modules.
 
-Why not only ``SentenceTransformer.encode``: it re-tokenises per fixed-size batch of texts, so a batch of
-8,192-token documents is as many texts as a batch of titles; a token budget keeps short-text batches large and
-long-text batches within memory. The pooling and normalisation after the encoder are the model's own
-sentence-transformers modules, so the embeddings are the same (a test checks it).
+Not only ``SentenceTransformer.encode``: it batches a fixed number of texts, so a batch of 8,192-token documents is
+as many texts as a batch of titles; a token budget keeps short-text batches large and long ones within memory.
+Pooling and normalisation are the model's own sentence-transformers modules (a test checks the embeddings match).
 
-Two ways to run (:func:`encode`): on a CPU the texts are tokenised at once, sorted by length, and each of
-``torch.get_num_threads()`` workers runs its own batches single-threaded; on a GPU (``prefetch``) tokenisation runs
-ahead in worker threads, chunk by chunk (:mod:`harness.encoding.prefetch`; each worker borrows one of the
-model's tokenizer copies, made once per worker and kept across calls), batches are built in pinned host memory and
-copied asynchronously, outputs come back without synchronising, and the closing line says how much of the time
-the GPU waited for input and how busy it was (CUDA events around each batch). ``task.batch_tokens=auto`` is
-measured on a GPU (:func:`gpu_batch_tokens`). Where the attention takes packed sequences (``harness_varlen``), a batch is one
-packed row with ``cu_seq_lens`` (:mod:`harness.encoding.packing`), holding real tokens only.
-"""
+:func:`encode` on a CPU tokenises at once, sorts by length, and runs ``torch.get_num_threads()`` single-threaded
+workers; on a GPU (``prefetch``, :mod:`harness.encoding.prefetch`) tokenisation runs ahead in worker threads
+(each with its own tokenizer copy, kept across calls), batches are built in pinned memory and copied
+asynchronously, and the closing line says how long the GPU waited for input (CUDA events). ``task.batch_tokens=auto``
+is measured on a GPU (:func:`gpu_batch_tokens`); with ``harness_varlen`` a batch is one packed row of real tokens
+(:mod:`harness.encoding.packing`)."""
 
 from __future__ import annotations
 
@@ -65,16 +61,14 @@ CPU_BATCH_TOKENS = 4096
 
 
 def batch_budget(device: str, batch_tokens: int, workers: int | None = None) -> int:
-    """Padded tokens per batch :func:`encode` uses: on CPU each of ``workers`` threads gets a share, at most
-    ``CPU_BATCH_TOKENS``."""
+    """Padded tokens per batch :func:`encode` uses: on CPU a share per worker, at most ``CPU_BATCH_TOKENS``."""
     n_workers = workers or cpu_workers(device)
     return max(1, min(batch_tokens // n_workers, CPU_BATCH_TOKENS) if device == "cpu" else batch_tokens)
 
 
 def resolve_batch_tokens(model: SentenceTransformer, batching: Batching, device: str, mode: str | None,
                          precision: str) -> int:
-    """The token budget of ``batching`` for ``model`` on ``device``: the number given; ``auto`` measured from the
-    memory of a CUDA device (:func:`gpu_batch_tokens`), else ``AUTO_BATCH_TOKENS``."""
+    """``batching``'s token budget: as given; ``auto``: :func:`gpu_batch_tokens` on CUDA, else ``AUTO_BATCH_TOKENS``."""
     if batching.batch_tokens != "auto" or not device.startswith("cuda"):
         return batching.fixed_tokens
     pad_id, type_ids = _setup(model)
@@ -84,9 +78,8 @@ def resolve_batch_tokens(model: SentenceTransformer, batching: Batching, device:
 
 def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None,
              max_length: int | None = None) -> list[list[int]]:
-    """Token ids per text, exactly as the model's sentence-transformers module tokenises (strip, lower-case
-    when the module says so, truncation at ``max_length``, default ``max_seq_length``), without padding.
-    ``tokenizer``: a copy to use instead of the module's own (one per thread)."""
+    """Token ids per text, exactly as the model's sentence-transformers module tokenises (strip, lower-case if so,
+    truncation at ``max_length``, default ``max_seq_length``), unpadded; ``tokenizer``: a per-thread copy."""
     module = model[0]
     stripped = [str(t).strip() for t in texts]
     if getattr(module, "do_lower_case", False):
@@ -97,9 +90,8 @@ def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None
 
 
 def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
-    """How batches are packed: ``"varlen"`` (one row + ``cu_seq_lens``: ``harness_varlen``, or flash-attn on a
-    GPU), ``"mask"`` (rows with a block-diagonal mask) or None (padded). ``auto`` packs only where it saves work:
-    varlen."""
+    """How batches are packed: ``"varlen"`` (one row + ``cu_seq_lens``: ``harness_varlen``, or flash-attn on a GPU),
+    ``"mask"`` (rows with a block-diagonal mask) or None (padded). ``auto`` packs only as varlen (saves work)."""
     from harness.models.attention import PACKABLE_TYPES, VARLEN, can_pack
 
     if pack not in PACK_MODES:
@@ -125,18 +117,14 @@ def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------ batch_tokens=auto
-# On a GPU the encoder's token budget comes from the device's memory, measured. As the efficiency task's max-batch
-# search does, the budget comes from what the device holds rather than a number written for the smallest machine:
-# one forward of a calibration batch (sequences of the model's longest length, about CALIBRATION_TOKENS tokens, in
-# the run's layout and precision) gives the model's peak memory per token; the budget is the largest power of two
-# whose batches take at most MEMORY_SHARE of the memory free now, capped at MAX_BATCH_TOKENS. Measured once per
-# (model, device, layout, precision) and kept on the model; batch_tokens_facts is what records carry
-# (``details.batch_tokens``).
+# On a GPU the token budget is measured: one forward of a calibration batch (the model's longest sequences, about
+# CALIBRATION_TOKENS tokens, in the run's layout and precision) gives the peak memory per token; the budget is the
+# largest power of two whose batches take at most MEMORY_SHARE of the free memory, capped at MAX_BATCH_TOKENS. Once
+# per (model, device, layout, precision), kept on the model; records carry ``details.batch_tokens``.
 
 #: tokens of the calibration forward (whole sequences of the model's longest length; at least one)
 CALIBRATION_TOKENS = 8192
-#: the share of the free memory batches may take: the rest is the embeddings, pinned copies in flight, the
-#: allocator's fragmentation
+#: the share of the free memory batches may take (the rest: embeddings, pinned copies in flight, fragmentation)
 MEMORY_SHARE = 0.5
 #: the most tokens a batch holds: beyond this an encoder-sized model gains nothing per token, and a larger batch
 #: only delays the pipeline's first batch (its first chunk of text is about one batch)
@@ -156,8 +144,7 @@ def batch_tokens_facts(model: Any) -> dict[str, Any]:
 
 def gpu_batch_tokens(model: Any, device: str, mode: str | None, precision: str, *, forward: Any,
                      host_batch: Any, pad_id: int, type_ids: bool) -> int:
-    """The budget ``auto`` gives ``model`` on CUDA ``device`` (``mode``: the batches' layout, see
-    :func:`harness.encoding.encode.pack_mode`); ``forward``/``host_batch`` are the encoder's own."""
+    """The budget ``auto`` gives ``model`` on CUDA ``device`` for layout ``mode`` (:func:`pack_mode`)."""
     key = (device, mode, precision)
     cache = _cache(model)
     if key in cache:
@@ -251,14 +238,11 @@ def encode(
 ) -> np.ndarray:
     """Embeddings (float32, shape [len(texts), dim]) in input order.
 
-    ``batching.batch_tokens`` bounds the tokens of a batch (padded: batch x longest; packed: real tokens), at most
-    ``batching.max_batch_size`` texts each. ``prefetch`` (default: on any device but the CPU) runs the GPU pipeline
-    (tokenisation ahead, pinned memory, asynchronous copies; progress in texts, then one line with the GPU's wait).
-    Otherwise, on CPU, ``workers`` threads (default: torch's intra-op thread count) each encode their own batches
-    single-threaded, at most ``CPU_BATCH_TOKENS`` tokens each: whole batches in parallel instead of every operator
-    split across threads with a barrier after it; progress in tokens. ``stats`` (a dict) receives the wall time,
-    tokens, batches and the wait for input.
-    """
+    ``batching.batch_tokens`` bounds a batch's tokens (padded: batch x longest; packed: real tokens), at most
+    ``batching.max_batch_size`` texts. ``prefetch`` (default: any device but the CPU) runs the GPU pipeline;
+    otherwise ``workers`` threads (default: torch's intra-op count) each encode whole batches single-threaded, at
+    most ``CPU_BATCH_TOKENS`` tokens (no barrier after every operator). ``stats`` receives the wall time, tokens,
+    batches and the wait for input."""
     mode = pack_mode(model, pack, device)
     if not texts:
         return np.zeros((0, model.get_sentence_embedding_dimension() or 0), dtype=np.float32)
@@ -345,9 +329,8 @@ def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: st
 
 def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int,
                  cast: Any) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
-    """(indices, embeddings) per batch, as they finish: in this thread, or in ``n_workers`` threads that each
-    take the next batch (longest first) and run it with one intra-op thread (a setting of each thread). inference
-    mode and autocast (``cast()``) are per thread, so a worker enters them for each batch it runs."""
+    """(indices, embeddings) per batch as they finish: here, or in ``n_workers`` threads each taking the next batch
+    with one intra-op thread; inference mode and autocast (``cast()``) are per thread, entered per batch."""
     if n_workers == 1 or len(batches) == 1:
         with torch.inference_mode(), cast():
             for idx in batches:

@@ -1,11 +1,9 @@
 """Batches of token sequences: grouped by a token budget, laid out padded or packed, as forward kwargs.
 
-Packed batches have no padding at all: where the attention takes variable-length sequences (``harness_varlen``,
-flash-attn: ``cu_seq_lens``) a batch is one row of concatenated sequences with restarting position ids
-(``varlen``); with sdpa/eager, sequences are bin-packed into rows of the batch's longest length with a
-block-diagonal mask (``mask``; ModernBERT: one per attention type), which is how a CPU test checks the packed
-layout against the padded one.
-"""
+Packed batches have no padding: with variable-length attention (``harness_varlen``, flash-attn) a batch is one row
+of concatenated sequences with restarting position ids and ``cu_seq_lens`` (``varlen``); with sdpa/eager,
+sequences are bin-packed into rows with a block-diagonal mask (``mask``; ModernBERT: one per attention type), which
+is how a CPU test checks the packed layout."""
 
 from __future__ import annotations
 
@@ -17,10 +15,7 @@ import torch
 
 
 def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) -> list[np.ndarray]:
-    """Indices grouped into batches, longest first, with ``len(batch) * longest <= batch_tokens`` (padded tokens).
-
-    A single text longer than the budget still gets a batch of its own.
-    """
+    """Indices in batches, longest first, ``len(batch) * longest <= batch_tokens`` (a longer text: a batch alone)."""
     order = np.argsort(-lengths, kind="stable")
     batches: list[np.ndarray] = []
     start = 0
@@ -43,8 +38,7 @@ def packed_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) 
 
 def chunk_bounds(sizes: np.ndarray, first: int, most: int, most_items: int | None = None) -> list[tuple[int, int]]:
     """[start, stop) of consecutive chunks covering items of ``sizes`` (e.g. characters), the first holding about
-    ``first`` of it, each next one twice as much, up to ``most``; at least one item per chunk, at most
-    ``most_items``."""
+    ``first``, each next twice as much, up to ``most``; at least one item per chunk, at most ``most_items``."""
     ends = np.cumsum(sizes)
     bounds, start, target = [], 0, max(1, first)
     while start < len(sizes):
@@ -69,8 +63,7 @@ class Packed:
 
 
 def pack_rows(seqs: list[list[int]], capacity: int | None, pad_id: int) -> Packed:
-    """First-fit packing of ``seqs`` (longest first works best) into rows of ``capacity`` tokens; ``None``:
-    one row holding everything (varlen)."""
+    """First-fit packing of ``seqs`` (longest first) into rows of ``capacity`` tokens; ``None``: one row (varlen)."""
     lengths = [len(s) for s in seqs]
     cap = capacity or sum(lengths)
     free: list[int] = []
@@ -105,9 +98,8 @@ def unpack_index(packed: Packed) -> tuple[np.ndarray, np.ndarray]:
 
 
 def block_masks(hf_model: Any, segment: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | dict[str, torch.Tensor]:
-    """Additive 4-D masks [rows, 1, width, width]: a token sees the tokens of its own sequence (padding sees only
-    itself, so no row of the softmax is empty). ModernBERT gets one mask per attention type (local layers also
-    limit the distance to ``config.sliding_window``, as transformers' own sliding mask does)."""
+    """Additive 4-D masks [rows, 1, width, width]: a token sees its own sequence (padding only itself, so no softmax
+    row is empty); ModernBERT: one per attention type (local ones within ``config.sliding_window``)."""
     same = segment[:, :, None] == segment[:, None, :]
     pad = segment < 0
     eye = torch.eye(segment.shape[1], dtype=torch.bool, device=segment.device)
@@ -146,8 +138,7 @@ def cu_seq_lens(lengths: list[int]) -> np.ndarray:
 
 
 def packed_arrays(packed: Packed, mode: str) -> dict[str, np.ndarray]:
-    """Host arrays of packed rows: ids, restarting positions, and ``cu_seq_lens`` (``varlen``) or the rows'
-    ``segment`` numbering (``mask``)."""
+    """Host arrays of packed rows: ids, restarting positions, ``cu_seq_lens`` (varlen) or ``segment`` (mask)."""
     arrays = {"input_ids": packed.input_ids, "position_ids": packed.position_ids}
     return arrays | ({"cu_seq_lens": cu_seq_lens(packed.lengths)} if mode == "varlen" else {"segment": packed.segment})
 

@@ -1,16 +1,11 @@
 """An encoder that never waits: inputs prepared ahead of the device, outputs copied back without stopping it.
 
-:class:`Prefetcher` runs ``prepare(start, stop)`` (tokenise a chunk of texts, group it into batches, lay them out
-in pinned host memory) for the next chunks in worker threads while the consumer computes the current ones (the
-tokenizers release the GIL), and counts how long the consumer blocked waiting for a chunk: the device's wait for
-input. Chunks are sized in characters (the tokens are not known yet): about one batch first (the device starts
-at once), doubling to a few. :class:`HostSink` copies each batch's outputs
-to pinned host memory asynchronously and moves them into the result array once their copy has finished, so the
-consumer never synchronises with the device except to bound the copies in flight. :func:`tokenizers` keeps one
-tokenizer copy per preparing thread per model, made once (a copy takes 0.1-0.3 s, mostly holding the GIL) and lent to
-every later call; :class:`GpuBusy` measures how much of the wall time the device spent in the encoder's batches
-(CUDA events, read once at the end: no synchronisation per batch, no profiler inflating the wall time).
-"""
+:class:`Prefetcher` runs ``prepare(start, stop)`` (tokenise a chunk, batch it, lay it out in pinned memory) for the
+next chunks in worker threads (tokenizers release the GIL) and counts how long the consumer waited: the device's
+wait for input. Chunks are sized in characters, about one batch first, doubling to a few. :class:`HostSink` copies
+outputs to pinned memory asynchronously, synchronising only to bound the copies in flight. :func:`tokenizers` keeps
+one tokenizer copy per thread per model (a copy takes 0.1-0.3 s, mostly holding the GIL). :class:`GpuBusy`
+measures the device's busy share with CUDA events read once at the end (no per-batch synchronisation)."""
 
 from __future__ import annotations
 
@@ -81,8 +76,7 @@ _POOLS_LOCK = threading.Lock()
 
 
 def tokenizers(module: Any) -> TokenizerPool:
-    """The pool of copies of ``module.tokenizer`` (a sentence-transformers Transformer module), one per module
-    for its lifetime (a new pool if its tokenizer was replaced)."""
+    """The pool of copies of ``module.tokenizer``, one per module for its life (new if its tokenizer was replaced)."""
     with _POOLS_LOCK:
         pool = _POOLS.get(module)
         if pool is None or pool.tokenizer is not module.tokenizer:
@@ -91,9 +85,8 @@ def tokenizers(module: Any) -> TokenizerPool:
 
 
 class GpuBusy:
-    """The time a CUDA device spent inside :meth:`span` s (a pair of CUDA events around each batch: the span
-    counts from when the stream reaches its start to when it reaches its end, so a batch whose kernels wait on
-    the host's launches counts as busy). Read after the device finished them (:meth:`seconds`); a no-op elsewhere."""
+    """The time a CUDA device spent inside :meth:`span` s (CUDA events around each batch, so waiting on the host's
+    launches counts as busy), read once the device finished them (:meth:`seconds`); a no-op elsewhere."""
 
     def __init__(self, device: str) -> None:
         self.enabled = device.startswith("cuda")
@@ -118,8 +111,7 @@ class GpuBusy:
 
 
 class Prefetcher:
-    """The items of every chunk in order, each chunk prepared ahead by a pool of ``workers`` threads
-    (``ahead`` chunks in flight). ``waited_s``: how long the consumer blocked on a chunk not ready yet."""
+    """Every chunk's items in order, prepared ahead by ``workers`` threads (``ahead`` chunks); ``waited_s``: blocked."""
 
     def __init__(self, prepare: Callable[[int, int], list[Any]], chunks: list[tuple[int, int]], *,
                  workers: int, ahead: int | None = None) -> None:

@@ -1,5 +1,4 @@
-"""How the encoder batches texts (:class:`Batching`, a typed settings node every protocol that encodes composes:
-``task.batch_tokens``, ``task.max_batch_size``), importable without torch."""
+"""How the encoder batches texts (:class:`Batching`: ``task.batch_tokens``, ``task.max_batch_size``), torch-free."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ AUTO_BATCH_TOKENS = 16384
 
 @dataclass(kw_only=True)
 class Batching:
-    """How an encoder batches texts (longest first, up to a token budget): changes no number. ``batch_tokens``:
-    tokens per batch, or ``auto`` (a CUDA device: from its free memory and the model's measured memory per
-    token, :func:`harness.encoding.encode.gpu_batch_tokens`; elsewhere :data:`AUTO_BATCH_TOKENS`)."""
+    """How an encoder batches texts (longest first, up to a token budget): changes no number. ``batch_tokens``: per
+    batch, or ``auto`` (CUDA: :func:`harness.encoding.encode.gpu_batch_tokens`; else :data:`AUTO_BATCH_TOKENS`)."""
 
     batch_tokens: int | str = count(excluded="how texts are batched for the encoder")
     max_batch_size: int = count(excluded="how texts are batched for the encoder")

@@ -1,7 +1,6 @@
 """Leaderboard: result records + the paper's published baselines -> Markdown, CSV and a static site.
 
-``python -m harness.leaderboard results/ --out leaderboard/site --combine best``
-"""
+``python -m harness.leaderboard results/ --out leaderboard/site --combine best``"""
 
 from __future__ import annotations
 
@@ -22,10 +21,9 @@ def build(
     mteb_results: Sequence[str | os.PathLike] = (), mteb_models: Sequence[str] = (),
     significance: dict[str, Any] | None = None,
 ) -> tuple[Leaderboard, list[Path]]:
-    """Build everything into ``out``: index.html + data.js (+ app.js, style.css), leaderboard.md, one CSV
-    per table. ``mteb_results``: folders of mteb result files shown as published rows. ``significance``
-    (permutations, seed, level, alpha, baseline): paired tests between run rows for the page's baseline marks.
-    Returns the leaderboard and the files written."""
+    """Build everything into ``out``: index.html + data.js (+ app.js, style.css), leaderboard.md, one CSV per table.
+    ``mteb_results``: mteb result folders shown as published rows. ``significance`` (permutations, seed, level,
+    alpha, baseline): paired tests between run rows for the baseline marks. Returns the leaderboard and files."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     lb = build_leaderboard(dirs, combine_rule=combine, published=published, link_root=out,

@@ -120,8 +120,7 @@ def average_cell(cells: dict[str, Cell], expected: Sequence[str], decimals: int 
 
 
 def _published_mean(cells: dict[str, Cell], expected: Sequence[str]) -> Cell | None:
-    """A published table without an average column (Table 5): the mean of its printed values, computed
-    here in decimal and labelled as such."""
+    """A published table without an average column (Table 5): its printed values' mean, in decimal, labelled so."""
     if not all(d in cells for d in expected):
         return None
     where = next((src["where"] for cell in cells.values() for src in cell.sources if "where" in src), "the source")
@@ -151,8 +150,7 @@ def _over_other_metrics(avg: Cell, cells: dict[str, Cell], expected: Sequence[st
 
 def _published_averages(overview: dict[RowKey, dict[str, Cell]],
                         by_table: dict[str, dict[RowKey, dict[str, Cell]]]) -> None:
-    """A published row's table average is the one the paper printed (Table 1's GLUE column), not one recomputed
-    here from the rounded per-task cells (88.3 vs the printed 88.1 for DeBERTaV3-base)."""
+    """A published row's table average as printed (DeBERTaV3-base: 88.1), not from its rounded cells (88.3)."""
     for key, cells in overview.items():
         for col in OVERVIEW:
             rows = by_table.get(col.table, {})
@@ -173,9 +171,8 @@ def build_leaderboard(
     mteb_results: Sequence[str | os.PathLike] = (),
     mteb_models: Sequence[str] = (),
 ) -> Leaderboard:
-    """Read every record under ``dirs``, combine each cell by ``combine_rule``, add the published rows (and the
-    models in ``mteb_results`` folders of mteb result files, ``mteb_models`` patterns picking some).
-    Record links in the output are relative to ``link_root`` (the output directory)."""
+    """Read every record under ``dirs``, combine each cell by ``combine_rule``, add the published rows (and
+    ``mteb_results`` models, ``mteb_models`` patterns picking some); record links relative to ``link_root``."""
     COMBINE_RULES.lookup(combine_rule)
     with step(f"leaderboard: reading the records under {', '.join(map(str, dirs))}") as done:
         loaded, skipped = load_records(dirs)

@@ -25,8 +25,7 @@ _JSON_KEYS = {"std": "s", "n": "n", "partial": "p", "failed": "f", "computed": "
 
 @dataclass(frozen=True)
 class RowKey:
-    """Row identity: model name, family and size, plus whether it was published or run here, so a
-    published row and a run of the same model both appear."""
+    """Row identity: model, family, size, and published or run here (so both rows of one model appear)."""
 
     name: str
     family: str
@@ -41,8 +40,7 @@ class RowKey:
 
 @dataclass
 class Cell:
-    """One displayed number. ``value`` is on the display scale (x100 for IR) and is None for an empty or
-    failed cell; ``text`` is what is printed (published cells: exactly as in the source)."""
+    """One displayed number: ``value`` on the display scale (None: empty or failed), ``text`` as printed."""
 
     value: float | None
     text: str
@@ -59,8 +57,7 @@ class Cell:
     sources: list[dict[str, Any]] = field(default_factory=list)   # provenance, one dict per record/source
 
     def to_json(self) -> dict[str, Any]:
-        """The page's form: value and text, then each other field under its short key where it is not its default
-        (flags as 1)."""
+        """The page's form: value and text, then each non-default field under its short key (flags as 1)."""
         out: dict[str, Any] = {"v": self.value, "t": self.text}
         for f in fields(self)[2:]:
             value = getattr(self, f.name)
@@ -70,8 +67,7 @@ class Cell:
 
 
 def ranked(cell: Cell) -> bool:
-    """A cell that competes for best: a number, complete, on the full official datasets, in its column's metric and
-    protocol."""
+    """A cell that competes for best: complete, on the full official datasets, in its column's metric and protocol."""
     return (cell.value is not None and not cell.partial and not cell.subset and not cell.local
             and not cell.other_metric and not cell.other_protocol)
 

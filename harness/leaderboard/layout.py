@@ -1,6 +1,4 @@
-"""The shape of the leaderboard: the tables come from the task specs (each declares its
-:class:`~harness.specs.TableSpec` s and where a record lands), plus the paper's Table-1 overview,
-whose columns are averages or single cells of those tables."""
+"""The shape of the leaderboard: the task specs' tables, plus the paper's Table-1 overview of their averages/cells."""
 
 from __future__ import annotations
 
@@ -11,8 +9,7 @@ from harness import specs
 from harness.specs import TableSpec, column_of  # noqa: F401  (column_of: the leaderboard's name for it)
 
 AVG = "avg"
-#: Tables with published rows whose task has no spec yet: they show the published rows only.
-#: A spec that declares a table of the same id replaces its entry here. Every published table has a spec now.
+#: Tables with published rows whose task has no spec yet (a spec's table of the same id replaces it); none now.
 PENDING_TABLES: dict[str, TableSpec] = {}
 
 

@@ -45,10 +45,9 @@ class Loaded:
 
 
 def load_records(dirs: Sequence[str | os.PathLike]) -> tuple[list[Loaded], list[str]]:
-    """Every record under ``dirs`` (derived ``selected/`` summaries excluded). Malformed or foreign JSON, and a
-    record of a schema this harness does not read (``schema_version``), is skipped with a warning naming the file;
-    the warnings are also returned for the page, with a line per group of records read in another score than their
-    column compares and not rescorable (set aside: :mod:`harness.selection.comparable`). An ok record with a NaN or infinite metric reads as failed
+    """Every record under ``dirs`` (``selected/`` excluded); malformed, foreign or unread-schema JSON is skipped with a
+    warning naming the file, returned for the page too, with a line per group set aside as not rescorable
+    (:mod:`harness.selection.comparable`). An ok record with a non-finite metric reads as failed
     (:func:`harness.core.results.fail_nonfinite`): never a number in a cell or an average."""
     loaded: list[Loaded] = []
     with warnings.catch_warnings(record=True) as caught:
@@ -88,9 +87,8 @@ def row_key(record: ResultRecord) -> RowKey:
 
 
 def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded]]:
-    """Records by (row, table, column). Members of a composite dataset (CQADupstack subforums, marked
-    ``details.member_of``) are left out: the composite's own record is the cell. A family's ``extra_columns``
-    put a record in further cells too, as a view whose main score is another of its metrics."""
+    """Records by (row, table, column); composite members (``details.member_of``) left out (the composite is the
+    cell); ``extra_columns`` put a record in further cells, its main score another of its metrics."""
     cells: dict[tuple[RowKey, str, str], list[Loaded]] = defaultdict(list)
     for item in loaded:
         r = item.record
@@ -106,8 +104,7 @@ def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded
 
 @dataclass(frozen=True)
 class Pick:
-    """What a family's selection rule says of one cell: the records used (none: ``withheld`` says why) and what a
-    reader must know of the pick (``remark``: e.g. incomplete configurations left out)."""
+    """A selection rule's word on one cell: the records used (none: ``withheld`` says why) and a ``remark``."""
 
     used: list[Loaded]
     remark: str = ""
@@ -115,8 +112,7 @@ class Pick:
 
 
 def selected(loaded: Sequence[Loaded], rule: str) -> dict[tuple[str, str, str], Pick]:
-    """What each registered family's selection rule picks: (model name, table, column) -> its :class:`Pick`.
-    ``best`` applies the rule to single runs, ``mean`` to configurations averaged over their seeds."""
+    """Each family's selection, (model, table, column) -> :class:`Pick`; ``best``: per run, ``mean``: seed-averaged."""
     out: dict[tuple[str, str, str], Pick] = {}
     for items in group_by(loaded, lambda i: i.record.task).values():
         spec = specs.for_record(items[0].record)
@@ -185,10 +181,8 @@ def _pick_split(ok: list[Loaded]) -> tuple[list[Loaded], str]:
 def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded] | None = None,
             chosen_by: str = "", link_root: Path | None = None, versions: VersionTable | None = None,
             decimals: int = 1, remark: str = "", withheld: str = "") -> Cell:
-    """One cell from its records. ``chosen``: the records a family's selection rule picked for this cell (its
-    description in ``chosen_by``, what a reader must know of the pick in ``remark``; ``withheld``: why the rule
-    picked none, e.g. no GLUE configuration finished its seeds); otherwise ``rule`` decides among the cell's own
-    records (latest | best | mean). Failed records never give a number."""
+    """One cell from its records: ``chosen`` (the selection's pick, described in ``chosen_by``, ``remark``;
+    ``withheld``: why none), else ``rule`` (latest | best | mean). Failed records never give a number."""
     COMBINE_RULES.lookup(rule)
     versions = versions or VersionTable()
     if withheld:

@@ -1,15 +1,11 @@
-"""The leaderboard's series view: the records of ``python -m harness.series`` (``details.series``) as the metric
-against the training step, per series, task and dataset, on the leaderboard's scale.
+"""The leaderboard's series view: ``python -m harness.series`` records (``details.series``) as the metric against the
+training step, per series, task and dataset, on the leaderboard's scale.
 
-Each step shows the records of its newest weights (:func:`harness.selection.series.current`), seeds averaged.
-The band around a step is its seed spread (mean ± 1 sd) where it has two or more seeds, else a 95% bootstrap
-interval over its queries (or examples) where the record keeps per-query scores whose mean is the score; a step
-with neither has no band. Reference lines are the published numbers of the same column: the rows of the series
-model's family (e.g. ModernBERT-base and -large), else those of its size, else every row (at most
-:data:`MAX_REFS`, best first). The best step is the one with the best mean (ties: the earlier step).
-
-In the main tables a series contributes its latest step only (one row, ``<series>-step<N>``); every step is here.
-"""
+Each step shows its newest weights' records (:func:`harness.selection.series.current`), seeds averaged; its band
+is the seed spread (mean ± 1 sd) with two or more seeds, else a 95% bootstrap over per-query scores where kept.
+Reference lines are the published numbers of the column: the series model's family, else its size, else every row
+(at most :data:`MAX_REFS`, best first). The best step has the best mean (ties: the earlier). The main tables show a
+series' latest step only (``<series>-step<N>``)."""
 
 from __future__ import annotations
 
@@ -78,8 +74,7 @@ def latest_only(loaded: Sequence[Loaded]) -> list[Loaded]:
 
 
 def bootstrap(item: Loaded) -> tuple[float, float] | None:
-    """A 95% bootstrap interval of the record's score over its queries (or examples), when it keeps per-query
-    scores whose mean is its score; None otherwise."""
+    """A 95% bootstrap interval of the score over its queries where kept per-query scores mean it; else None."""
     import numpy as np
 
     from harness.core import per_query

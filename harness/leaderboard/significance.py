@@ -1,12 +1,7 @@
-"""Paired significance between the leaderboard's run rows, per cell and per table average, for the page: the
-baseline marks, tie groups (compact letters) corrected across each table's tests, and rank intervals.
-
-A cell is testable when ok records stand behind it and each keeps its per-query (or per-example) scores
-(``harness.core.per_query``): one record is tested as ``harness.compare A B`` tests it, several (the seeds of a
-selected configuration) by the two-level bootstrap over items and seeds (``harness.compare.many``). A cell the
-selection withheld (a GLUE configuration missing seeds) has no value and is not tested. Published rows have no
-per-query data and are never marked.
-"""
+"""Paired significance between the leaderboard's run rows, per cell and per table average: baseline marks, tie groups
+(compact letters) corrected across each table's tests, and rank intervals. A cell is tested when its ok records
+keep per-query scores: one record as ``harness.compare A B`` tests it, several seeds by the two-level bootstrap
+(``harness.compare.many``). Withheld cells and published rows (no per-query data) are never marked."""
 
 from __future__ import annotations
 
@@ -34,8 +29,7 @@ def check_baseline(lb: Any, name: str | None) -> None:
 
 
 def _kept(cell: Cell, link_root: Path | None, cache: dict[Path, Any]) -> tuple[list[per_query.PerQuery], str] | None:
-    """The kept scores of every record behind ``cell`` (its seeds) and their metric, or None (no value, a record
-    that keeps none, a file missing or not the one its record claims)."""
+    """The kept scores of every record behind ``cell`` and their metric, or None (none kept, missing or mismatched)."""
     used = [s for s in cell.sources if s.get("used") and s.get("status") == "ok" and s.get("path")]
     if cell.value is None or not used:
         return None
@@ -121,8 +115,7 @@ def _outcomes(runs: dict[str, tuple[list[per_query.PerQuery], str]]) -> dict[str
 
 def _average(table: Any, rows_ids: list[str], kept: dict[str, dict[str, many.Outcomes]], reps: dict[str, Any],
              s: many.Settings, hib: bool) -> list[tuple[many.Row, float]]:
-    """The table's Avg column tested over its components, among rows whose average is complete and tested in every
-    component."""
+    """The table's Avg column tested over its components, among rows complete and tested in every component."""
     complete = {}
     for r in rows_ids:
         cell = table.cells[r].get(AVG)

@@ -1,6 +1,5 @@
-"""Leaderboard -> Markdown (``leaderboard.md``), one CSV per table and the static site: the packaged template
-(index.html, app.js, style.css) plus ``data.js``, which sets ``window.LEADERBOARD`` so the page works from file://
-(browsers block fetch() there)."""
+"""Leaderboard -> Markdown (``leaderboard.md``), one CSV per table and the static site: the packaged template plus
+``data.js``, which sets ``window.LEADERBOARD`` so the page works from file:// (browsers block fetch() there)."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ def table_rows(lb: Leaderboard, table: Table) -> list[RowKey]:
 
 
 def best_by_column(lb: Leaderboard, table: Table) -> dict[str, float]:
-    """Best complete full-set value per column, in the table's direction (partial means, subsets, local data
-    and failed cells never count)."""
+    """Best complete full-set value per column, in the table's direction (partial, subset, local or failed: never)."""
     sign = 1 if higher_is_better(table.family) else -1
     best: dict[str, float] = {}
     for key in table_rows(lb, table):
@@ -131,8 +129,7 @@ def write_markdown(lb: Leaderboard, out: Path) -> Path:
 
 
 def site_data(lb: Leaderboard, sig: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Everything the page shows: rows, tables with per-cell provenance, build meta, version table, and (``sig``)
-    the paired tests between run rows behind the baseline marks."""
+    """What the page shows: rows, tables with cell provenance, build meta, versions, (``sig``) the paired tests."""
     tables = {c.table for c in OVERVIEW} | {t.id for t in lb.tables}
     return {
         "meta": lb.meta,

@@ -1,6 +1,5 @@
-"""Published rows of later papers (Ettin, mmBERT), transcribed into CSV here: :class:`PaperSource` (one table of a
-paper) and its reader; :class:`PublishedRow`, the row every published source becomes. The registry of the tables is
-``harness.leaderboard.baselines.PAPER_SOURCES``."""
+"""Published rows of later papers (Ettin, mmBERT), transcribed into CSV: :class:`PaperSource` and its reader;
+:class:`PublishedRow`, what every published source becomes (registry: ``baselines.PAPER_SOURCES``)."""
 
 from __future__ import annotations
 
@@ -29,12 +28,10 @@ class PublishedRow:
 
 @dataclass(frozen=True)
 class PaperSource:
-    """A table of a later paper, transcribed here (docs/fidelity.md, "Ettin and mmBERT models"): one CSV row per
-    printed row, whose ``source`` column names the table it was copied from (it must read ``cited_as``), and whose
-    ``row``/``family``/``size`` columns place it. ``cells``: CSV header -> (leaderboard table, column); a header not
-    named there is transcribed but not shown (no column shares its protocol). ``other_protocol``: header -> (short name,
-    why): a number not measured the way its column is, footnoted with OTHER_PROTOCOL_MARK and never ranked.
-    ``badge`` and ``protocol`` label the rows (what the paper's protocol changed versus the ModernBERT paper's)."""
+    """A table of a later paper, transcribed (docs/fidelity.md, "Ettin and mmBERT models"): one CSV row per printed
+    row; ``source`` names its table (it must read ``cited_as``), ``row``/``family``/``size`` place it. ``cells``:
+    header -> (table, column), others not shown. ``other_protocol``: header -> (short name, why): footnoted with
+    OTHER_PROTOCOL_MARK, never ranked. ``badge`` and ``protocol`` label the rows (what the protocol changed)."""
 
     id: str
     file: str

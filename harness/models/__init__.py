@@ -1,12 +1,8 @@
 """Model specs (conf/model/*.yaml) -> loaded encoders: hub id, local directory or a packaged model.
 
-One module per job: :mod:`~harness.models.spec` (what a model config says), :mod:`~harness.models.paths` (where the
-files are: hub reachability, cached snapshots; what identifies them),
-:mod:`~harness.models.weights` (safetensors checks, fingerprints), :mod:`~harness.models.precision` (device,
-CPU flags, precision policy, autocast), :mod:`~harness.models.load` (SentenceTransformer loading,
-layer-pruned variants), :mod:`~harness.models.positions` (usable token positions).
-Importing the package imports no torch; the names below are the package's interface.
-"""
+Modules: ``spec`` (what a model config says), ``paths`` (where the files are, what identifies them), ``weights``
+(safetensors checks, fingerprints), ``precision`` (device, precision, autocast), ``load`` (loading, layer-pruned
+variants), ``positions`` (usable token positions). Importing it imports no torch; the names below are its interface."""
 
 from __future__ import annotations
 

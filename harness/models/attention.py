@@ -1,16 +1,11 @@
 """Which attention a model loads with, and which kernel runs it: the paper's setting where the machine allows.
 
-The ModernBERT paper timed and trained ModernBERT unpadded (flash-attention on packed sequences). ``auto`` gives
-that on a CUDA machine for an architecture the harness packs (ModernBERT, BERT) where the flash kernels can run
-(:func:`kernel_blocker`: compute capability 8.0 or above, a head size of at most 256 that is a multiple of 8,
-fp16/bf16 inputs): the harness' own attention function, ``harness_varlen``
-(:mod:`harness.models.varlen_attention`), whose kernel is flash-attn's varlen function where flash-attn is
-installed and torch's own flash kernel otherwise. Everywhere else, and on a GPU the kernels cannot run on (a T4, a
-V100, an odd head size), sdpa on padded batches, said on one line and in the record (``fallback``). An explicit
-``harness_varlen`` (or ``flash_attention_2``, which loads it for these architectures) on such a GPU is refused
-before any work. The choice is a pure function of facts (:func:`resolve_attention`), so it is tested without a GPU
-by faking them. What really ran is counted, not inferred (:mod:`harness.models.kernel_calls`).
-"""
+The paper timed and trained ModernBERT unpadded (flash-attention on packed sequences). ``auto`` gives that on CUDA
+for an architecture the harness packs (ModernBERT, BERT) where the flash kernels run (:func:`kernel_blocker`:
+capability >= 8.0, head size <= 256 and a multiple of 8, fp16/bf16): ``harness_varlen``
+(:mod:`harness.models.varlen_attention`). Elsewhere (CPU, T4, V100, odd head size) sdpa on padded batches, said on
+one line and in the record (``fallback``); an explicit ``harness_varlen`` (or ``flash_attention_2``) there is
+refused before any work. :func:`resolve_attention` is a pure function of facts, tested by faking them."""
 
 from __future__ import annotations
 
@@ -98,8 +93,7 @@ def model_type_of(local: str | Path) -> str | None:
 
 
 def head_dim_of(config: Any) -> int | None:
-    """The attention head size of a transformers config (a mapping or a config object): ``head_dim``, else
-    hidden size / heads; None when it does not say."""
+    """A transformers config's head size (mapping or object): ``head_dim``, else hidden size / heads; else None."""
     get = config.get if isinstance(config, dict) else lambda k: getattr(config, k, None)
     if isinstance(get("head_dim"), int):
         return int(get("head_dim"))
@@ -125,10 +119,9 @@ def kernel_blocker(*, capability: tuple[int, int] | None, head_dim: int | None, 
 
 
 def resolve_attention(requested: str, *, cuda: bool, packs: bool, blocker: str = "") -> str:
-    """The implementation to load: ``auto`` -> ``harness_varlen`` on CUDA for a packable architecture where the
-    flash kernels can run (``blocker`` empty), else ``sdpa``; ``flash_attention_2`` on a packable architecture ->
-    ``harness_varlen`` (its kernel is flash-attn's); any other name as given. ``harness_varlen`` (asked for, or
-    through ``flash_attention_2``) on CUDA where ``blocker`` says the kernels cannot run is a :class:`HarnessError`."""
+    """The implementation to load: ``auto`` -> ``harness_varlen`` on CUDA for a packable architecture with no
+    ``blocker``, else ``sdpa``; ``flash_attention_2`` on a packable one -> ``harness_varlen``; else as given. A
+    ``harness_varlen`` (asked or via ``flash_attention_2``) with a ``blocker`` on CUDA is a :class:`HarnessError`."""
     requested_varlen = requested == VARLEN or (requested == "flash_attention_2" and packs)
     if requested_varlen and cuda and blocker:
         raise HarnessError(
@@ -153,9 +146,8 @@ def blocker_for(device: str | None, head_dim: int | None = None, dtype: str | No
 
 def resolve_for(requested: str, model_type: str | None, device: str | None = None, *, head_dim: int | None = None,
                 dtype: str | None = None) -> str:
-    """:func:`resolve_attention` on this machine for a model that runs on ``device`` (None: wherever torch finds a
-    GPU; ``cpu`` never counts as CUDA), with the model's ``head_dim`` and weights' ``dtype`` where known. torch is
-    imported only where the answer depends on the GPU."""
+    """:func:`resolve_attention` here for a model on ``device`` (None: wherever torch finds a GPU; ``cpu`` is never
+    CUDA), with ``head_dim`` and ``dtype`` where known; torch imported only where the GPU matters."""
     packs = can_pack(model_type)
     if requested != VARLEN and not (packs and requested in ("auto", "flash_attention_2")):
         return resolve_attention(requested, cuda=False, packs=packs)
@@ -174,9 +166,8 @@ def fallback_reason(requested: str, implementation: str, model_type: str | None,
 
 # --------------------------------------------------------------------------------------------- what ran
 def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
-    """What computes attention under ``implementation`` (expected from the settings; records count what ran):
-    for ``harness_varlen`` flash-attn's varlen function (installed, CUDA), torch's flash kernel (CUDA), or the
-    plain-torch reference (elsewhere)."""
+    """What computes attention under ``implementation`` (expected; records count what ran): for ``harness_varlen``
+    flash-attn's varlen (installed, CUDA), torch's flash kernel (CUDA), or the plain-torch reference."""
     if implementation != VARLEN:
         return f"transformers {implementation}"
     if not cuda:

@@ -1,11 +1,8 @@
 """``compile=true``: the encoder's forward through ``torch.compile``, for inference on a GPU.
 
-Off by default: it is an option until a GPU measures it faster than eager, compile time included
-(``benchmarks/gpu/check.sh`` measures both; docs/efficiency.md). Shapes are dynamic (packed rows differ in length
-from batch to batch). The forward is compiled, not the module's call, so the unpadding hooks
-(:mod:`harness.models.varlen_attention`) and the kernel counting stay outside the graph; attention calls inside it are not
-seen one by one, so the compiled forwards are counted instead (:mod:`harness.models.kernel_calls`).
-"""
+Off until a GPU measures it faster than eager, compile time included (``benchmarks/gpu/check.sh``;
+docs/efficiency.md). Shapes are dynamic (packed rows vary). The forward is compiled, not the module's call, so the
+unpadding hooks stay outside the graph; the compiled forwards are counted (:mod:`harness.models.kernel_calls`)."""
 
 from __future__ import annotations
 
@@ -15,14 +12,12 @@ from harness.models.kernel_calls import COMPILED, watch
 
 
 def wanted(config: Any, device: str) -> bool:
-    """``compile=true`` on a CUDA device (on a CPU the key is ignored): the one rule the efficiency task's identity,
-    its measurement and the retrieval encoder read."""
+    """``compile=true`` on a CUDA device (ignored on a CPU): what identity, measurement and the encoder read."""
     return bool(config.get("compile")) and device.startswith("cuda")
 
 
 def compile_encoder(encoder: Any, backend: str = "inductor") -> bool:
-    """Compile ``encoder``'s forward in place (idempotent); False where it already was. ``backend``: torch.compile's
-    (the CPU dry run of the GPU check uses ``eager``: tracing without code generation)."""
+    """Compile ``encoder``'s forward in place (False if it was); ``backend``: torch.compile's (``eager``: a dry run)."""
     import torch
 
     from harness.models.attention import flash_attn_importable

@@ -1,16 +1,11 @@
 """The attention kernel that really ran, counted call by call: what a record's ``kernel`` says.
 
-:func:`watch` gives an encoder one :class:`KernelCalls` and hands it to each of its attention modules. Under
-``harness_varlen`` the attention function itself counts each call under the kernel it called (torch's flash
-kernel, flash-attn's varlen function, the plain-torch reference, or the padded mask path); under any other
-implementation a hook on each attention module counts ``transformers <implementation>`` (the padded fallback). A
-record's attention block (:func:`harness.models.load.attention_record`) is kept current as calls arrive
-(:meth:`KernelCalls.keep`), so a record made after encoding names the kernel that encoded, never one inferred from
-the settings. Each call also counts the dtype the kernel's inputs were in (``dtype``: ``bfloat16`` where fp32 weights
-have q, k and v cast around the flash kernel), so a record of fp32 weights says that its attention ran in bf16.
-Calls inside a ``torch.compile`` graph are not seen one by one: the compiled forwards are counted instead
-(``compiled forward (torch.compile)``, no dtype).
-"""
+:func:`watch` gives an encoder's attention modules one :class:`KernelCalls`. Under ``harness_varlen`` the attention
+function counts each call under the kernel it called (torch's flash kernel, flash-attn's varlen, the reference, or
+the padded mask path); otherwise a hook counts ``transformers <implementation>``. The record's attention block
+(:func:`harness.models.load.attention_record`) is kept current (:meth:`KernelCalls.keep`), so it names the kernel
+that encoded, never one inferred. Each call also counts its inputs' ``dtype`` (``bfloat16`` where fp32 weights are
+cast around the flash kernel); inside ``torch.compile`` the compiled forwards are counted instead, with no dtype."""
 
 from __future__ import annotations
 
@@ -28,8 +23,7 @@ COMPILED = "compiled forward (torch.compile)"
 
 
 class KernelCalls:
-    """Calls by kernel name and by the dtype of the kernel's inputs, from any thread; the attention blocks it keeps
-    current (:meth:`keep`)."""
+    """Calls by kernel name and input dtype, from any thread; the attention blocks it keeps current (:meth:`keep`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -80,8 +74,7 @@ class KernelCalls:
 
 
 def observed_kernel(counts: dict[str, int]) -> str | None:
-    """The kernel (or dtype) the counts name: the one that ran, or each with its calls where several did; None
-    before any."""
+    """The kernel (or dtype) the counts name: the one that ran, or each with its calls; None before any."""
     ran = {k: n for k, n in counts.items() if n}
     if len(ran) <= 1:
         return next(iter(ran), None)
@@ -89,8 +82,7 @@ def observed_kernel(counts: dict[str, int]) -> str | None:
 
 
 def attention_modules(encoder: Any) -> list[Any]:
-    """The innermost modules of ``encoder`` whose class name ends in ``Attention`` (ModernBertAttention,
-    BertSelfAttention, ...): the ones that call the attention function, once per layer."""
+    """The innermost modules of ``encoder`` named ``*Attention``: those calling the attention function, per layer."""
     found = [m for m in encoder.modules() if type(m).__name__.endswith("Attention")]
     return [m for m in found if not any(c is not m and type(c).__name__.endswith("Attention") for c in m.modules())]
 
@@ -125,8 +117,7 @@ def dtype_name(dtype: Any) -> str:
 
 
 def layer_dtype(hidden: Any) -> str:
-    """The dtype an attention layer computes q, k and v in from ``hidden``: autocast's where it is on for the
-    tensor's device, else the tensor's own."""
+    """The dtype an attention layer computes q, k, v in from ``hidden``: autocast's where on, else the tensor's."""
     import torch
 
     kind = hidden.device.type

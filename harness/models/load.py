@@ -32,10 +32,9 @@ def _check_attn(spec: ModelSpec) -> None:
 
 
 def attention_for(requested: str, local: str, device: str | None = None, *, dtype: str | None = None) -> str:
-    """The implementation a model in ``local`` loads with to run on ``device`` (``auto`` resolved for its
-    architecture, head size and weights' ``dtype``; None: this machine's GPU if it has one); ``auto`` falling back
-    to padded sdpa on a GPU says so on one line; an explicit ``harness_varlen`` the GPU cannot run is refused here,
-    before the weights load. ``harness_varlen`` is registered with transformers first."""
+    """The implementation a model in ``local`` loads with on ``device`` (``auto`` resolved for architecture, head
+    size, ``dtype``; None: this machine's GPU if any); a GPU fallback to sdpa is said, an explicit
+    ``harness_varlen`` the GPU cannot run refused before loading; ``harness_varlen`` registered first."""
     config = att.model_config_json(local)
     model_type, head_dim = config.get("model_type"), att.head_dim_of(config)
     implementation = att.resolve_for(requested, model_type, device, head_dim=head_dim, dtype=dtype)
@@ -51,8 +50,7 @@ def attention_for(requested: str, local: str, device: str | None = None, *, dtyp
 
 
 def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
-    """transformers' loading kwargs of ``spec``'s model in ``local`` to run on ``device``: the attention
-    (:func:`attention_for`) and, unless float32, the weights' dtype."""
+    """Loading kwargs of the model in ``local`` for ``device``: its attention and, unless float32, its dtype."""
     import torch
 
     kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local, device,
@@ -63,10 +61,9 @@ def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
 
 
 def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any]:
-    """The record's ``attention`` entry where ``auto`` was resolved (or the harness changed the implementation):
-    which implementation, why ``auto`` fell back to padded sdpa on a GPU, and the kernel counted as it runs with
-    the dtype its inputs were in (``dtype``: bfloat16 for fp32 weights on the flash kernel; the entry stays
-    current: :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
+    """The record's ``attention`` entry where ``auto`` was resolved (or changed): the implementation, why ``auto``
+    fell back on a GPU, and the kernel counted as it runs with its inputs' dtype (kept current:
+    :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
     if requested not in ("auto", "flash_attention_2", att.VARLEN):
         return {}
     config = encoder.config
@@ -92,11 +89,7 @@ def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
 
 
 def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[SentenceTransformer, dict[str, Any]]:
-    """A SentenceTransformer for ``spec`` and the model's identity for records.
-
-    A directory with a sentence-transformers config (modules.json) loads as is; a plain encoder
-    (e.g. ModernBERT-base) gets ``spec.pooling`` pooling on top, like the paper's DPR setup.
-    """
+    """A SentenceTransformer for ``spec`` and its identity: an ST folder as is, else ``spec.pooling`` on the encoder."""
     from sentence_transformers import SentenceTransformer, models
 
     _check_attn(spec)
@@ -131,8 +124,7 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
 
 
 def apply_head(model: SentenceTransformer, spec: ModelSpec) -> None:
-    """Make the pooling and normalisation the config names the ones the model uses: a sentence-transformers
-    directory ships its own, and silently keeping it would make ``model.pooling=cls`` a no-op."""
+    """Use the pooling and normalisation the config names, not a directory's own (``model.pooling=cls`` must count)."""
     from sentence_transformers import models
 
     pos = next((i for i, m in enumerate(model) if isinstance(m, models.Pooling)), None)
@@ -164,8 +156,7 @@ def model_identity(spec: ModelSpec, local: str, revision: str | None) -> dict[st
 
 
 def layer_list(hf_model: torch.nn.Module) -> tuple[torch.nn.Module, str]:
-    """(owner, attribute) of the encoder's layer ``ModuleList``: ModernBERT ``layers``, BERT-style
-    ``encoder.layer``, DistilBERT ``transformer.layer``."""
+    """(owner, attribute) of the encoder's layers: ModernBERT ``layers``, BERT ``encoder.layer``, DistilBERT's."""
     import torch
 
     for owner_path, attr in (("", "layers"), ("encoder", "layer"), ("transformer", "layer")):
@@ -190,11 +181,9 @@ def check_keep_layers(spec: ModelSpec, local: str) -> None:
 def prune_layers(hf_model: torch.nn.Module, keep: list[int]) -> None:
     """Keep only the encoder layers ``keep`` (original indices, in order), in place, without copying weights.
 
-    The kept modules are the original ones, so each keeps what its original index gave it: attention type
-    (ModernBERT global or local/sliding window), its pre-attention norm (ModernBERT's layer 0 has none), RoPE
-    table. ``config.layer_types`` is rewritten to the kept layers' own types, since the model picks each layer's
-    mask and rotary embedding by that list; ``num_hidden_layers`` shrinks; ``config.keep_layers`` records it.
-    """
+    Each kept module keeps what its original index gave it (attention type, pre-attention norm: ModernBERT's
+    layer 0 has none, RoPE table); ``config.layer_types`` (which picks each layer's mask and rotary embedding) is
+    rewritten to theirs, ``num_hidden_layers`` shrinks, ``config.keep_layers`` records it."""
     import torch
 
     owner, attr = layer_list(hf_model)

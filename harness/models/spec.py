@@ -27,11 +27,10 @@ class ColbertDefaults:
 
 @dataclass
 class GlueHead:
-    """The sequence-classification head task=glue fine-tunes on a ModernBERT encoder, and the dropout around it: what
-    the authors' FlexBERT evaluation built (conf/model/modernbert-*.yaml cites each; docs/fidelity.md). The
-    ``classifier_*`` and ``attention_dropout`` keys are transformers' ``ModernBertConfig`` keys, set before the model
-    is built; ``classifier_norm`` and ``attention_output_dropout`` are FlexBERT settings transformers' ModernBERT has
-    no key for, applied to the built model."""
+    """The classification head task=glue fine-tunes on a ModernBERT encoder, and its dropout, as the authors' FlexBERT
+    evaluation built it (conf/model/modernbert-*.yaml cites each; docs/fidelity.md). ``classifier_*`` and
+    ``attention_dropout`` are ``ModernBertConfig`` keys set before the model is built; ``classifier_norm`` and
+    ``attention_output_dropout`` (no transformers key) are applied to the built model."""
 
     classifier_pooling: str = choices("cls", "mean")
     classifier_activation: str

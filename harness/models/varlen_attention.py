@@ -1,41 +1,25 @@
 """``attn_implementation=harness_varlen``: attention over packed sequences, with torch's own kernels on CUDA.
 
-Registered with transformers (:func:`register`) under :data:`~harness.models.attention.VARLEN`; its mask function
-is flash-attention's (a 2-D padding mask or nothing, never a dense 4-D mask). A layer's call arrives as
+Registered with transformers (:func:`register`) under :data:`~harness.models.attention.VARLEN`, with
+flash-attention's mask function (a 2-D padding mask or nothing). A layer's call arrives **packed** (one row of
+concatenated sequences with ``cu_seq_lens_q``/``max_length_q``: attention within each sequence), as **whole rows**
+(no mask: run as packed rows of equal length), or **padded** with a 2-D mask (e.g. PyLate's expanded queries: run
+as sdpa runs it, so even outputs at padded positions are sdpa's). ModernBERT's local layers pass
+``sliding_window`` = half-window + 1 (transformers' convention), applied by the kernel's own window.
 
-- **packed**: one row of concatenated sequences with ``cu_seq_lens_q``/``max_length_q`` (what the encoder, the
-  efficiency task and the unpadding hook below pass): attention within each sequence;
-- **whole rows** (no mask): every row is one sequence, run as packed rows of equal length;
-- **padded** with a 2-D mask (a caller that keeps padded positions, e.g. PyLate's expanded queries): as sdpa runs
-  it, every position a query and padded keys masked, so even outputs at padded positions are sdpa's.
+Kernels (:func:`varlen`): on CUDA flash-attn's ``flash_attn_varlen_func`` if installed, else torch's
+``aten._flash_attention_forward``; fp32 inputs are cast to bf16 around the kernel (the flash kernels take fp16/bf16
+only; the research ModernBERT behind the paper's Table 2 did the same). Elsewhere :func:`reference`: each sequence's
+attention in plain torch, in the inputs' dtype, which is how the CPU tests check the packed path. Each call is
+counted under the kernel it ran (:mod:`harness.models.kernel_calls`).
 
-ModernBERT's local layers pass ``sliding_window`` = half-window + 1 (transformers' convention); a token sees the
-tokens at most half-window away on either side, through the kernel's own window (never a dense mask).
-
-Kernels (:func:`varlen`): on CUDA flash-attn's ``flash_attn_varlen_func`` where flash-attn is installed, else
-torch's ``aten._flash_attention_forward`` (cumulative lengths, a left/right window, autograd for training); fp32
-inputs are cast to bf16 around the kernel and the output back (the flash kernels take fp16/bf16 only; the
-research ModernBERT behind the paper's Table 2 did the same). Elsewhere :func:`reference`: each sequence's
-attention on its own in plain torch (sdpa with the window as a mask), in the inputs' dtype, which is how the CPU
-tests check the whole packed path against the padded model. Each call is counted under the kernel it ran
-(:mod:`harness.models.kernel_calls`): what the records say ran.
-
-Unpadding at the encoder's entry, re-padding at its exit: padded batches run as one packed row.
-
-Every GPU job hands the encoder padded batches: sentence-transformers' and PyLate's collators, the GLUE Trainer's.
-Rather than changing each collator, :func:`install` puts two hooks on the encoder module (``ModernBertModel``,
-``BertModel``) loaded with ``harness_varlen``: before its forward, a padded batch (``input_ids`` + a 2-D
-``attention_mask``) becomes one row of the real tokens with their positions (the padded model's own, restarting at
-each sequence) and ``cu_seq_lens``, so embeddings, every MLP and attention (the varlen kernel) run on real tokens
-only; after it, the last hidden state is scattered back to [batch, width, hidden] with zeros at the padded
-positions (BERT's pooler is recomputed from it), which is what pooling, the classification heads and the losses
-read. Gradients flow through both (gather and scatter). Batches that arrive packed (``cu_seq_lens_q``) or without
-a mask pass through unchanged.
-
-Exact wherever the outputs at padded positions are not used (pooling, heads, document tokens all mask them). A
-caller whose padded positions carry outputs (PyLate's expanded queries: [MASK] tokens with attention mask 0, each
-an embedding) passes ``keep_padded``, and such batches run padded through the attention function's mask path.
-"""
+Unpadding: every GPU job hands the encoder padded batches (sentence-transformers', PyLate's, the GLUE Trainer's
+collators), so :func:`install` hooks the encoder module (``ModernBertModel``, ``BertModel``): before its forward a
+padded batch becomes one row of real tokens with their positions (restarting at each sequence) and
+``cu_seq_lens``; after it, the last hidden state is scattered back to [batch, width, hidden] with zeros at padded
+positions (BERT's pooler recomputed from it). Gradients flow through both. Packed or maskless batches pass through.
+Exact wherever outputs at padded positions are unused; a caller whose padded positions carry outputs (PyLate's
+expanded [MASK] queries) passes ``keep_padded`` and runs padded through the mask path."""
 
 from __future__ import annotations
 
@@ -64,8 +48,7 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
                       attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                       sliding_window: int | None = None, cu_seq_lens_q: torch.Tensor | None = None,
                       max_length_q: int | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """transformers' attention interface: ``query``/``key``/``value`` [batch, heads, tokens, dim] ->
-    ([batch, tokens, heads, dim], None). Self-attention only (``cu_seq_lens_k`` is ``cu_seq_lens_q``)."""
+    """transformers' attention interface ([b, heads, tokens, dim] -> ([b, tokens, heads, dim], None)), self only."""
     causal = bool(getattr(module, "is_causal", False))
     window = sliding_window - 1 if sliding_window else -1
     batch, heads, width, dim = query.shape
@@ -93,8 +76,7 @@ def kernel_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, max_len: int, *,
            scale: float | None, window: int, causal: bool = False, dropout: float = 0.0) -> torch.Tensor:
-    """Attention within each packed sequence: ``q``/``k``/``v`` [tokens, heads, dim], sequence i at
-    ``cu_seqlens[i]:cu_seqlens[i+1]``; ``window`` tokens either side (-1: all). Returns [tokens, heads, dim]."""
+    """Attention within each packed sequence (``cu_seqlens``): [tokens, heads, dim] in and out; ``window``: -1 all."""
     if not on_cuda(q):
         return reference(q, k, v, cu_seqlens, scale=scale, window=window, causal=causal, dropout=dropout)
     dtype = q.dtype
@@ -120,9 +102,8 @@ def torch_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Te
 def torch_kernel_arguments(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, max_len: int, *,
                            scale: float | None, window: int, causal: bool,
                            dropout: float) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The arguments of ``aten._flash_attention_forward`` for one packed row (its schema: query, key, value,
-    cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, return_debug_mask, then by name scale and the
-    window's left and right sizes). Kept apart so a test binds them to the real op on meta tensors."""
+    """The arguments of ``aten._flash_attention_forward`` for one packed row (query, key, value, cum_seq_q/k,
+    max_q/k, dropout_p, is_causal, return_debug_mask; by name scale and the window's sizes); a test binds them."""
     return ((q, k, v, cu, cu, max_len, max_len, dropout, causal, False),
             {"scale": scale, "window_size_left": window, "window_size_right": window})
 
@@ -148,8 +129,7 @@ def band(n: int, window: int, causal: bool, device: torch.device) -> torch.Tenso
 
 def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, *, scale: float | None,
               window: int, causal: bool = False, dropout: float = 0.0) -> torch.Tensor:
-    """:func:`varlen` in plain torch: each sequence's attention on its own (sdpa, the window as a mask); the
-    sequences of one length go through sdpa together, as a batch."""
+    """:func:`varlen` in plain torch: each sequence on its own (sdpa, window as mask), equal lengths batched."""
     starts, lengths = cu_seqlens[:-1].long(), cu_seqlens.diff().long()
     indices, parts = [], []
     for n in lengths.unique().tolist():
@@ -219,8 +199,7 @@ def _packable(inputs: dict[str, Any], keep_padded: Callable[[dict[str, Any]], bo
 
 def pack_padded(inputs: dict[str, Any]) -> tuple[dict[str, Any], tuple[torch.Tensor, int, int]]:
     """Forward kwargs of one packed row for a padded batch, and what :func:`repad` needs. The mask is read on the
-    host once (the forward's one synchronisation: the kernel needs the longest length as a number); the indices
-    and ``cu_seq_lens`` go back to the device without another."""
+    host once (the kernel needs the longest length); indices and ``cu_seq_lens`` return to the device unsynced."""
     mask = inputs["attention_mask"]
     device = mask.device
     host = mask.cpu().bool()

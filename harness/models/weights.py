@@ -1,17 +1,12 @@
 """A model folder's weights: checked complete before loading (safetensors headers), checked to fit its config, and
 fingerprinted by content.
 
-Do a folder's weights fit the encoder its config.json describes? Checked before any work, by transformers' own
-loader on the meta device (no tensor is read: milliseconds, even for large models), so a config of another
-architecture (a BertConfig beside ModernBERT weights) is refused instead of scoring a randomly initialised model.
-
-The rule, on the encoder (``AutoModel``) every task builds on: no encoder weight may be missing (it would be random)
-or mismatched, and no checkpoint weight of the encoder may go unused. Two things are not the encoder and are
-allowed: a pretraining head saved beside it (``head.*``/``decoder.*`` of ModernBERT, ``cls.*`` of BERT, ``lm_head.*``
-of RoBERTa: keys outside the base-model prefix of a checkpoint that has that prefix) and stale buffers
-(``embeddings.position_ids`` of older BERT files: recomputed, not weights). The heads a task trains on top (GLUE's
-classifier, ColBERT's projection) are not part of the encoder, so their absence is expected and never checked here.
-"""
+Fit is checked before any work by transformers' own loader on the meta device (milliseconds), so a config of another
+architecture (a BertConfig beside ModernBERT weights) is refused instead of scoring a random model. On the encoder
+(``AutoModel``): no encoder weight missing or mismatched, no checkpoint weight of it unused; allowed are a
+pretraining head beside it (``head.*``/``decoder.*`` of ModernBERT, ``cls.*`` of BERT, ``lm_head.*`` of RoBERTa:
+keys outside the base-model prefix) and stale buffers (older BERT files' ``embeddings.position_ids``). Heads a task
+trains on top (GLUE's classifier, ColBERT's projection) are not the encoder's and never checked here."""
 
 from __future__ import annotations
 
@@ -108,8 +103,7 @@ FIT_FIX = ("The config and the weights come from different models: put back the 
 
 
 def encoder_dir(local: str | Path) -> Path:
-    """The folder the encoder loads from: a sentence-transformers / PyLate folder's first module (modules.json),
-    else the folder itself."""
+    """The folder the encoder loads from: a sentence-transformers / PyLate folder's first module, else the folder."""
     root = Path(local)
     modules = root / "modules.json"
     if modules.is_file():
@@ -123,8 +117,7 @@ def encoder_dir(local: str | Path) -> Path:
 
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """No "LOAD REPORT", meta-device chatter or "Loading weights" bar for the probe (its findings are raised; the
-    real load reports its own)."""
+    """No "LOAD REPORT", meta-device chatter or "Loading weights" bar for the probe (its findings are raised)."""
     import transformers.utils.logging as tlog
 
     level, bars = tlog.get_verbosity(), tlog.is_progress_bar_enabled()
@@ -213,8 +206,7 @@ def _stamp(folder: Path) -> tuple:
 
 
 def check_weights_fit(local: str | Path, *, trust_remote_code: bool = False) -> None:
-    """Raise a one-line HarnessError when the weights of ``local`` do not fit the encoder its config describes
-    (once per folder and content in a process)."""
+    """Raise a one-line HarnessError when ``local``'s weights do not fit its config (once per folder and content)."""
     folder = encoder_dir(local)
     if not (folder / "config.json").is_file():
         return   # check_model_dir names a folder without a config

@@ -1,5 +1,4 @@
-"""Exporting harness records as mteb result files, through mteb's own classes (``TaskResult``, ``ModelMeta``):
-mteb must be installed (``pip install 'harness[mteb]'``)."""
+"""Exporting harness records as mteb result files through mteb's ``TaskResult`` and ``ModelMeta`` (needs mteb)."""
 
 from __future__ import annotations
 
@@ -35,9 +34,8 @@ def _is_hub_id(path: str) -> bool:
 
 
 def export_name(record: ResultRecord, org: str, names: Mapping[str, str]) -> tuple[str, str]:
-    """(mteb model name ``org/model``, revision). ``names`` maps a harness model name (or a default export name) to
-    an mteb name. A fine-tuned model is its own model (``<org>/<name>-<task>``, the trained weights' fingerprint as
-    revision), never the base model it started from: a mapping of the base name does not apply to it."""
+    """(mteb model name ``org/model``, revision); ``names`` maps a harness name to an mteb name. A fine-tuned model
+    is its own (``<org>/<name>-<task>``, its weights' fingerprint as revision), never its base model's."""
     m = record.model or {}
     trained = m.get("trained") or {}
     base = str(m.get("name") or "model")
@@ -112,9 +110,8 @@ def _scores(item: _Item, main_score_name: str) -> dict[str, dict[str, Any]]:
 
 def export_mteb(dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, org: str = "harness",
                 names: Mapping[str, str] | None = None) -> Export:
-    """Write every exportable record under ``dirs`` as mteb result files under ``out``
-    (``<org>__<model>/<revision>/<Task>.json`` + ``model_meta.json``); one file per (model, revision, task), its
-    splits merged; when two runs give the same (model, revision, task, split), the newest record is written."""
+    """Write every exportable record under ``dirs`` as mteb result files under ``out`` (``<org>__<model>/<revision>/
+    <Task>.json`` + ``model_meta.json``): one per (model, revision, task), splits merged, the newest record winning."""
     report = Export()
     items = _collect(dirs, report)
     if not items:

@@ -1,5 +1,4 @@
-"""Reading mteb result files (``<org>__<model>/<revision>/<TaskName>.json``; e.g. a checkout of the public
-results repository) for the leaderboard's published rows: JSON only, mteb need not be installed."""
+"""Reading mteb result files (``<org>__<model>/<revision>/<TaskName>.json``) for published rows: JSON only, no mteb."""
 
 from __future__ import annotations
 

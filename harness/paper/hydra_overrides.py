@@ -1,10 +1,8 @@
 """``hydra.*`` overrides given to the commands that start jobs themselves (``python -m harness.paper``,
-``python -m harness.series``), where users pass them out of habit because ``python -m harness`` takes them. What a
-job needs of them is applied: ``hydra.run.dir=<dir>`` puts each job's logs in ``<dir>/<job key>/`` (a job's
-``python -m harness`` run writes its Hydra log and ``.hydra/`` config there; a series checkpoint run here writes
-``run.log``), and ``hydra.job.chdir=false`` is what the jobs do anyway. The rest is refused in one line naming the
-override: ``hydra.job.chdir=true`` (a job would resolve relative paths in its log folder, not where the graph
-reads records), ``hydra/launcher=...`` (the command launches its own jobs), anything else under ``hydra``."""
+``python -m harness.series``), out of habit from ``python -m harness``. ``hydra.run.dir=<dir>`` puts each job's logs
+in ``<dir>/<job key>/`` and ``hydra.job.chdir=false`` is what the jobs do anyway; the rest is refused in one line
+naming it: ``hydra.job.chdir=true`` (relative paths would resolve in the log folder), ``hydra/launcher=...`` (the
+command launches its own jobs), anything else under ``hydra``."""
 
 from __future__ import annotations
 
@@ -20,8 +18,7 @@ from harness.core.layout import safe_name
 
 @dataclass(frozen=True)
 class HydraOverrides:
-    """A command line split: the other overrides, and where each job's logs go (``hydra.run.dir``; None: the
-    jobs' own default, ``${paths.outputs}/hydra/<time>``)."""
+    """A command line split: other overrides, and ``hydra.run.dir`` (None: ``${paths.outputs}/hydra/<time>``)."""
 
     rest: list[str]
     log_dir: str | None = None
@@ -39,8 +36,7 @@ def is_hydra(override: str) -> bool:
 
 
 def split(overrides: Sequence[str], command: str, launcher: str) -> HydraOverrides:
-    """``overrides`` without their ``hydra`` ones, applied or refused (``launcher``: how this command launches its
-    jobs elsewhere, for the refusal of ``hydra/launcher``)."""
+    """``overrides`` without their ``hydra`` ones, applied or refused (``launcher``: named when refusing it)."""
     rest: list[str] = []
     log_dir = None
     for text in overrides:

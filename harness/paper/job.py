@@ -1,17 +1,12 @@
 """One job of the paper graph, as SLURM or the local executor runs it: ``python -m harness.paper.job CONTEXT KEY``;
 and the local executor.
 
-The job rebuilds the graph from the context file (the paper config and the overrides every job gets), finds its own
-entry and runs it: a harness run, a selection over its sweep's records (refused with one line when too few points
-finished), the selected configuration on every dataset, or the leaderboard. A failed job exits non-zero, so the
-scheduler marks it FAILED and ``afterok`` dependents never start.
-
-The local executor (:func:`run_local`): the graph's steps in dependency order on this machine, one job after
-another, each in its own process, skipping finished jobs. The processes are forked from one server that imported
-torch, transformers and sentence-transformers once (multiprocessing's ``forkserver``; a fresh interpreter per job
-where it is not available), so a job does not spend seconds importing them again. ``afterok`` is honoured (a step
-whose upstream failed is skipped, saying why); ``afterany`` steps run whatever their upstream's outcome.
-"""
+The job rebuilds the graph from the context file, finds its own entry and runs it (a harness run, a selection
+refused with one line when too few points finished, the selected configuration on every dataset, or the
+leaderboard); a failed job exits non-zero, so SLURM marks it FAILED and ``afterok`` dependents never start.
+:func:`run_local` runs the steps in dependency order here, skipping finished jobs, each in a process forked from a
+``forkserver`` that imported torch, transformers and sentence-transformers once (else a fresh interpreter);
+``afterok`` is honoured (skipped, saying why), ``afterany`` steps run whatever their upstream's outcome."""
 
 from __future__ import annotations
 
@@ -41,8 +36,7 @@ class JobFailed(HarnessError):
 
 
 def load(context: str | Path) -> tuple[dict[str, Any], list[str], list[graph.Step]]:
-    """The graph a context file describes: the paper config and the overrides every job gets (rebuilt, as the
-    login node built it), or the steps themselves (a checkpoint series: one step per checkpoint)."""
+    """The graph a context file describes: rebuilt from the paper config and overrides, or its steps (a series)."""
     ctx = json.loads(Path(context).read_text())
     steps = ctx.get("steps", ctx.get("stages"))   # "stages": written before the graph's steps were named so
     if steps is not None:
@@ -78,9 +72,7 @@ def _now() -> str:
 
 
 def run_job(context: str, key: str) -> None:
-    """Run the job ``key`` of the graph in ``context``, noting the attempt beside the context (start, end, outcome:
-    what ``--status`` shows for jobs that fail before any record, e.g. a refused selection); raises
-    :class:`JobFailed` on failure."""
+    """Run the job ``key`` of ``context``'s graph, noting the attempt for ``--status``; raises :class:`JobFailed`."""
     started, error = _now(), None
     try:
         _run(context, key)
@@ -116,8 +108,7 @@ def _upstream(job: graph.Job, steps: Sequence[graph.Step]) -> list[progress.JobS
 
 
 def _harness(key: str, overrides: Sequence[str]) -> None:
-    """``python -m harness OVERRIDES`` in this process (a job is one process per run already: SLURM's, or the
-    local executor's), so torch and the libraries are imported once per job, not twice."""
+    """``python -m harness OVERRIDES`` in this process (one per job already), so the libraries are imported once."""
     from harness import cli
 
     print(f"[{key}] python -m harness {' '.join(overrides)}", flush=True)
@@ -176,10 +167,9 @@ def select(job: graph.Job, upstream: Sequence[progress.JobState], min_finished: 
 
 def settle(steps: Sequence[graph.Step], states: dict[str, progress.JobState], paper: Mapping[str, Any]
            ) -> dict[str, progress.JobState]:
-    """'Done' means the products are there and built from the records: a selection job is done only when its
-    selection file was written after every attempt of its sweep's jobs ended (and its own last attempt did not fail
-    since), the leaderboard only when every other job is done and the site is newer than every record and
-    selection. A selection or site made before a re-run's records is made again."""
+    """'Done' means products built from the records: a selection job when its file is newer than every attempt of
+    its sweep's jobs (and its own last did not fail since), the leaderboard when every other job is done and the
+    site is newer than every record and selection; otherwise made again."""
     res = next((s.results for s in states.values() if s.results), None)
     name = next((str(s.model.get("name")) for s in states.values() if s.model.get("name")), None)
     if res is None or name is None:

@@ -50,8 +50,7 @@ class JobState:
 
 @cache
 def base_config(overrides: tuple[str, ...]) -> Any:
-    """The config ``overrides`` compose, once per distinct set (shared: callers change it only inside
-    :func:`composed`, which undoes what it set)."""
+    """The config ``overrides`` compose, once per set (shared: changed only inside :func:`composed`, undone there)."""
     from harness.run.overrides import compose_config
 
     return compose_config(overrides)
@@ -75,17 +74,15 @@ def config_groups() -> frozenset[str]:
 
 
 def is_group(override: str) -> bool:
-    """Whether Hydra composes ``override`` (a group choice, an added or deleted key), rather than a value set on
-    the composed config (``task.lr=1e-5``, ``series={...}``)."""
+    """Whether Hydra composes ``override`` (a group choice, an added or deleted key), not a value (``task.lr=1e-5``)."""
     key = override.partition("=")[0]
     return override.startswith(("+", "~")) or key.split("/")[0] in config_groups()
 
 
 @contextmanager
 def composed(overrides: Sequence[str]) -> Iterator[Any]:
-    """The job's config as the CLI composes it. Group choices and ``sweep=`` are composed by Hydra once per
-    distinct set; plain ``key=value`` overrides (a sweep's point) are set on that config for the duration of the
-    block and then undone, so planning a 384-point grid composes a handful of configs, not 384."""
+    """The job's config as the CLI composes it: group choices and ``sweep=`` composed once per set, plain
+    ``key=value`` overrides set for the block and undone (a 384-point grid composes a handful of configs)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
@@ -145,8 +142,7 @@ def job_state(job: Job, overrides: Sequence[str] | None = None) -> JobState:
 
 
 def _cell_path(res: str, task: str, model: str, cell: Any) -> Path:
-    """Where ``cell``'s record is: its run id's path, or for a cell with a ``plan_key`` (a run id holding the
-    executing machine's hardware) the record that claims the key, finished ones first."""
+    """``cell``'s record: its run id's path, or (a ``plan_key`` cell) the record claiming the key, finished first."""
     path = results.record_path(res, task, model, cell.run_id, cell.dataset)
     if cell.plan_key is None or path.is_file():
         return path
@@ -162,9 +158,8 @@ def _cell_path(res: str, task: str, model: str, cell: Any) -> Path:
 
 
 def _seconds(rec: results.ResultRecord, trained: dict[str, float] | None) -> float:
-    """The seconds a record's timings add up to (their ``total`` where a family records one), plus its run's
-    training counted once (every dataset shares it); ``trained`` None: training not counted (a report job
-    evaluates a run its sweep trained)."""
+    """The seconds a record's timings add up to (their ``total`` where recorded), plus its run's training once
+    (shared by every dataset); ``trained`` None: not counted (a report job evaluates a run its sweep trained)."""
     own = seconds(rec.timings or {})
     train = ((rec.model or {}).get("trained") or {}).get("train_s")
     if trained is not None and isinstance(train, int | float) and rec.run_id not in trained:
@@ -184,8 +179,7 @@ def selected_overrides(job: Job, upstream: Sequence[JobState]) -> list[str] | No
 
 
 def choose(task: str, recs: Sequence[results.ResultRecord]) -> Any:
-    """The task's selection rule over ``recs`` (the upstream jobs' runs only, one model: :func:`sweep_records`), or
-    None."""
+    """The task's selection rule over ``recs`` (the upstream jobs' runs, one model: :func:`sweep_records`), or None."""
     if not recs:
         return None
     spec = specs.get(task)
@@ -194,8 +188,7 @@ def choose(task: str, recs: Sequence[results.ResultRecord]) -> Any:
 
 
 def sweep_records(task: str, upstream: Sequence[JobState], datasets: Sequence[str] = ()) -> list[results.ResultRecord]:
-    """The records of the upstream jobs' runs, in the score their column compares (:mod:`harness.selection.comparable`:
-    a GLUE record scored by F1 is read as its accuracy, or set aside)."""
+    """The upstream jobs' records, each in its column's score (:mod:`harness.selection.comparable`)."""
     ids = {rid for s in upstream for rid in s.run_ids}
     res = next((s.results for s in upstream if s.results), None)
     if not ids or res is None:

@@ -1,18 +1,12 @@
-"""The SLURM executor: the whole graph submitted at once through submitit, one job array per step, each array
-waiting on its upstream arrays with SLURM's own ``afterok`` / ``afterany``. Returns as soon as everything is
-queued; nothing stays alive on the login node.
+"""The SLURM executor: the whole graph submitted at once through submitit, one job array per step, each waiting on
+its upstream arrays with SLURM's ``afterok`` / ``afterany``; returns once everything is queued.
 
 Beside the results, ``ledger.json`` maps each job key to its current SLURM id and ``attempts.json`` notes, per
-SLURM id, the ids it waits on and the scheduler's final state once it has ended (read from ``scontrol``, or
-``sacct`` where accounting is on, whenever the graph is submitted or ``--status`` runs), so a job's end stays
-known after SLURM forgets it. A re-submit resumes:
-- finished jobs are skipped (records); jobs still queued or running are kept and waited on;
-- a job is replaced (cancelled where still queued, submitted again) when it can never start (an ``afterok``
-  upstream ended FAILED) or when it waits on anything but the current attempts of its upstream jobs;
-- when anything upstream is replaced, everything downstream of it is replaced too, finished or not (a selection,
-  a report, the leaderboard must see the new attempt's records). Stale jobs are cancelled downstream first, so
-  none is released by its upstream's cancellation.
-"""
+SLURM id, the ids it waits on and its final state (from ``scontrol`` or ``sacct``, at each submit or ``--status``),
+so a job's end stays known after SLURM forgets it. A re-submit resumes: finished jobs are skipped, queued or running
+ones kept; a job that can never start (an ``afterok`` upstream FAILED) or waits on anything but its upstreams'
+current attempts is replaced, and so is everything downstream of a replaced job (a report must see the new
+records). Stale jobs are cancelled downstream first, so none is released by its upstream's cancellation."""
 
 from __future__ import annotations
 
@@ -40,8 +34,7 @@ REPLACED = "CANCELLED (replaced by a re-submit)"
 
 
 def queue() -> dict[str, tuple[str, str]]:
-    """SLURM id (``123_4``) -> (state, reason) of this user's queued jobs, one line per array task; empty where
-    SLURM is absent."""
+    """SLURM id (``123_4``) -> (state, reason) of this user's queued array tasks; empty where SLURM is absent."""
     try:
         out = subprocess.run(["squeue", "-h", "-r", "--me", "-o", "%i|%t|%r"], capture_output=True, text=True,
                              check=False).stdout
@@ -58,9 +51,8 @@ SLURM_ID = re.compile(r"\d+(_\d+)?")
 
 
 def read_ledger(folder: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-    """``ledger.json`` (job key -> SLURM id) and ``attempts.json`` (SLURM id -> key, after, state), each checked
-    for its shape: a file that is not JSON or not that shape is one line naming it and the fix (never read as an
-    empty ledger, which would submit every queued job a second time)."""
+    """``ledger.json`` (job key -> SLURM id) and ``attempts.json`` (SLURM id -> key, after, state), shape-checked: a
+    bad file is one line naming it and the fix (never an empty ledger, which would resubmit every queued job)."""
     ledger, attempts = (_read_json(folder / name) for name in ("ledger.json", "attempts.json"))
     for key, i in ledger.items():
         if not isinstance(i, str) or not SLURM_ID.fullmatch(i):
@@ -104,8 +96,7 @@ def write_ledger(folder: Path, ledger: Mapping[str, str], attempts: Mapping[str,
 
 
 def ended_states(ids: Sequence[str]) -> dict[str, str]:
-    """SLURM id -> final state (``FAILED exit 2:0``) of the jobs among ``ids`` that have ended, from ``scontrol``
-    (which forgets a job MinJobAge after it ended), else ``sacct`` (where accounting is on)."""
+    """SLURM id -> final state (``FAILED exit 2:0``) of the ended ``ids``, from ``scontrol``, else ``sacct``."""
     out: dict[str, str] = {}
     try:
         text = subprocess.run(["scontrol", "-o", "show", "job"], capture_output=True, text=True, check=False,
@@ -146,9 +137,8 @@ def note_ended(ledger: Mapping[str, str], attempts: dict[str, dict[str, Any]],
 
 
 def job_states(folder: Path) -> dict[str, str]:
-    """Job key -> its current attempt's state for ``--status``: the queue's (``R``, ``PD``; ``BLOCKED`` for a
-    pending job that can never start), else the final state noted when it ended (``COMPLETED exit 0:0``), else
-    ``ENDED`` (gone from the queue, final state unknown). Notes newly ended attempts in ``attempts.json``."""
+    """Job key -> its current attempt's state for ``--status``: the queue's (``R``, ``PD``; ``BLOCKED``: can never
+    start), else the noted final state (``COMPLETED exit 0:0``), else ``ENDED``; notes newly ended attempts."""
     ledger, attempts = read_ledger(folder)
     if not ledger:
         return {}
@@ -169,9 +159,8 @@ def _array(i: str) -> str:
 
 def decide(steps: Sequence[Step], states: Mapping[str, JobState], ledger: Mapping[str, str],
            attempts: Mapping[str, Mapping[str, Any]], live: set[str]) -> tuple[set[str], dict[str, list[str]]]:
-    """Which jobs are kept (key set: still queued or running, waiting on the current attempts of their upstream)
-    and which are submitted (step -> keys): unfinished ones not kept, and every job of a step downstream of a
-    step with new submissions."""
+    """Which jobs are kept (key set: queued or running, waiting on their upstream's current attempts) and which are
+    submitted (step -> keys): unfinished ones not kept, and every job of a step downstream of new submissions."""
     kept: set[str] = set()
     new: dict[str, list[str]] = {}
     for step in steps:
@@ -190,8 +179,7 @@ def decide(steps: Sequence[Step], states: Mapping[str, JobState], ledger: Mappin
 
 def executor(folder: Path, name: str, cluster: Mapping[str, Any], res: Mapping[str, Any], dependency: str | None
              ) -> Any:
-    """A submitit executor of SLURM arrays named ``name`` whose jobs ask for ``res`` (a step's resources:
-    :meth:`Step.resources`), each job's log under ``folder/<id>``; ``dependency``: sbatch's, if any."""
+    """A submitit executor of arrays ``name`` asking ``res`` (:meth:`Step.resources`), logs in ``folder/<id>``."""
     import submitit
 
     ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
@@ -212,8 +200,7 @@ def executor(folder: Path, name: str, cluster: Mapping[str, Any], res: Mapping[s
 
 def _cancel(steps: Sequence[Step], ledger: Mapping[str, str], attempts: dict[str, dict[str, Any]],
             kept: set[str], q: Mapping[str, tuple[str, str]]) -> None:
-    """Cancel every queued job that is not kept, downstream steps first (so no ``afterany`` dependent of a
-    cancelled job starts before it is cancelled itself)."""
+    """Cancel every queued job not kept, downstream first (no ``afterany`` dependent starts before its own cancel)."""
     for step in reversed(steps):
         doomed = [ledger[j.key] for j in step.jobs if j.key not in kept and q.get(ledger.get(j.key, ""),
                                                                                        ("", ""))[0] in LIVE]
@@ -225,9 +212,8 @@ def _cancel(steps: Sequence[Step], ledger: Mapping[str, str], attempts: dict[str
 
 def submit(steps: Sequence[Step], states: Mapping[str, JobState], context: Path, cluster: Mapping[str, Any],
            folder: Path, queued: Mapping[str, tuple[str, str]] | None = None) -> dict[str, list[str]]:
-    """Queue every job :func:`decide` picks; returns step -> the SLURM ids it runs as (new or kept). ``queued``:
-    the queue as it was before ``states`` were read from the records (else it is read now, and a job that ended in
-    between would be neither finished nor queued, and submitted again). The ledger is written after each step."""
+    """Queue every job :func:`decide` picks; returns step -> its SLURM ids (new or kept). ``queued``: the queue read
+    before ``states`` (else a job ending in between would be resubmitted). The ledger is written after each step."""
 
     ledger, attempts = read_ledger(folder)
     q = queue() if queued is None else queued
@@ -255,8 +241,7 @@ def submit(steps: Sequence[Step], states: Mapping[str, JobState], context: Path,
 
 
 def _sbatch(ex: Any, step: str, context: Path, keys: list[str]) -> list[Any]:
-    """One step's array through submitit; sbatch refusing it is one line (the steps before it stay submitted,
-    in the ledger, and a re-submit goes on from there)."""
+    """One step's array through submitit; a refusal is one line (earlier steps stay submitted, a re-submit goes on)."""
     from submitit.core.utils import FailedJobError
 
     from harness.paper.job import run_job

@@ -1,9 +1,6 @@
 """Run mteb's retrieval evaluation on a harness ``RetrievalDataset`` (a local mteb task, as mteb's own mocks), and
-mteb 2.26's CoIR CodeSearchNet task (``COIRCodeSearchNetRetrieval``: its own loader, filters and evaluation) on a
-local folder in CoIR's hub layout.
-
-Why: the parity tests and the benchmarks must compare on the same bytes as the harness reads, offline.
-"""
+mteb 2.26's ``COIRCodeSearchNetRetrieval`` (its loader, filters and evaluation) on a local folder in CoIR's hub
+layout: the parity tests and benchmarks compare on the bytes the harness reads, offline."""
 
 from __future__ import annotations
 
@@ -71,11 +68,8 @@ def mteb_ndcg_at_10(
 
 
 def local_coir_csn_task(folder: str | Path, lang: str):
-    """mteb's ``COIRCodeSearchNetRetrieval`` reading ``folder`` (CoIR's layout) for one language, unchanged
-    otherwise (the loader is mteb's: configs ``<lang>-corpus/-queries/-qrels``, queries of partition test).
-
-    datasets caches a local folder under its name, so mteb is pointed at a link named after the folder's content:
-    a folder whose files changed (or another one of the same name) is never served from a stale cache."""
+    """mteb's ``COIRCodeSearchNetRetrieval`` reading ``folder`` (CoIR's layout) for one language, otherwise
+    unchanged; pointed at a link named after the folder's content, so datasets' by-name cache is never stale."""
     from mteb.tasks.retrieval.code.coir_code_search_net_retrieval import COIRCodeSearchNetRetrieval
 
     from harness.tasks.retrieval.data.coir import content_key

@@ -1,7 +1,6 @@
-"""Hydra callbacks (``hydra.callbacks``), an entry-point concern: checks that run before a multirun launches
-anything. :class:`StagingCheck` (the GLUE sweep configs) refuses a sweep whose batches would start a task that
-chains from MNLI's checkpoint before every MNLI job has finished: it exits (status 2) with a one-line error
-before anything is launched."""
+"""Hydra callbacks (``hydra.callbacks``): checks before a multirun launches anything. :class:`StagingCheck` (the GLUE
+sweep configs) refuses, in one line (exit 2), a sweep whose batches would start a task that chains from MNLI's
+checkpoint before every MNLI job has finished."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def sweep_batches(params: Mapping[str, str], cli_overrides: Sequence[str], max_batch_size: int | None) -> list:
-    """The job batches Hydra's basic sweeper will launch, in order (each batch = one SLURM array, and the
-    next batch starts only when the previous one has finished)."""
+    """The job batches Hydra's basic sweeper launches, in order (one SLURM array each, each after the previous)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.plugins import Plugins
     from hydra.plugins.sweeper import Sweeper
@@ -44,8 +42,7 @@ def job_tasks(job: Sequence[str]) -> list[str] | None:
 
 
 def check_staging(batches: Sequence[Sequence[Sequence[str]]], chain: Mapping[str, Sequence[str]]) -> None:
-    """Fail unless every job of a chained task (``chain``: :func:`harness.specs.dependencies.chained`, GLUE's
-    RTE/MRPC/STS-B on MNLI) is in a later batch than every job of a task it starts from."""
+    """Fail unless every job of a chained task (GLUE's RTE/MRPC/STS-B) is in a later batch than those it starts from."""
     ups = dependencies.upstream(chain)
     last_up, first_chained = -1, None
     for i, batch in enumerate(batches):
@@ -67,8 +64,7 @@ def check_staging(batches: Sequence[Sequence[Sequence[str]]], chain: Mapping[str
 
 
 class StagingCheck(Callback):
-    """Hydra callback (``hydra.callbacks`` in the GLUE sweep configs): before a multirun launches anything,
-    check that MNLI's jobs finish before the jobs that start from MNLI's checkpoint."""
+    """Before a GLUE multirun launches anything: MNLI's jobs finish before the jobs starting from its checkpoint."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweeper = config.hydra.sweeper
@@ -79,8 +75,7 @@ class StagingCheck(Callback):
         try:
             check_staging(batches, dependencies.chained(spec, config.task))
         except HarnessError as exc:
-            # Hydra turns a callback's Exception into a warning and launches anyway; SystemExit is not one, so
-            # the multirun stops here, before any job is launched or submitted.
+            # Hydra turns a callback's Exception into a warning and launches anyway; SystemExit stops it here.
             raise SystemExit(print_error(exc)) from exc
         log.info("GLUE multirun: %d job(s) in %d batch(es), MNLI before the chained tasks",
                  sum(len(b) for b in batches), len(batches))

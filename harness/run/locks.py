@@ -1,11 +1,6 @@
-"""One process per run: a lock file in the run's results folder, so a requeued SLURM array task that overlaps the
-original (or two users starting the same sweep) never computes a run twice.
-
-``<results>/<task>/<model>/<run id>/.lock`` is :mod:`harness.core.cache_entry`'s lock, shared with the cache entries
-(owner's host, pid, token and start time; touched every ``stale_after / 10`` seconds; a stale one taken over; why
-our own and not ``fcntl``: see there, NFS/Lustre). A live lock is waited for up to ``wait`` seconds, then the run is
-skipped with a message naming the owner.
-"""
+"""One process per run: ``<results>/<task>/<model>/<run id>/.lock`` (:mod:`harness.core.cache_entry`'s lock), so a
+requeued SLURM task overlapping the original, or two users starting one sweep, never compute a run twice. A live
+lock is waited for up to ``wait`` seconds, then the run is skipped with a message naming the owner."""
 
 from __future__ import annotations
 
@@ -41,8 +36,7 @@ class LockSettings:
 
 
 class RunLock(FileLock):
-    """The lock of one run folder (the lock primitive is :class:`harness.core.cache_entry.FileLock`): the folders made
-    for it are removed again on release if the run wrote nothing."""
+    """One run folder's :class:`~harness.core.cache_entry.FileLock`; folders made for it go on release if unused."""
 
     def __init__(self, run_dir: Path) -> None:
         super().__init__(Path(run_dir) / LOCK_NAME)
@@ -65,9 +59,8 @@ class RunLock(FileLock):
 
 @contextlib.contextmanager
 def hold(dirs: Mapping[str, Path], settings: LockSettings) -> Iterator[set[str]]:
-    """Lock the runs ``dirs`` names (run id -> its folder) and yield the ids this process holds: a run another live
-    process holds is waited for up to ``settings.wait`` seconds, then skipped with a warning. The caller plans the
-    held runs' cells again, so what the other process finished meanwhile is not computed twice."""
+    """Lock the runs ``dirs`` names (run id -> folder) and yield those held; a run another live process holds is
+    waited for up to ``settings.wait`` seconds, then skipped with a warning (the caller plans held runs again)."""
     # the locks held: beating while the others are waited for
     with Heartbeat([], beat_every(settings.stale_after)) as beat:
         try:
@@ -83,8 +76,7 @@ def hold(dirs: Mapping[str, Path], settings: LockSettings) -> Iterator[set[str]]
 
 
 def _acquire_all(dirs: Mapping[str, Path], settings: LockSettings, held: list[FileLock]) -> dict[str, Holder]:
-    """Take the locks of ``dirs`` into ``held``, waiting up to ``settings.wait`` for busy runs; returns the live
-    holders of the runs still busy (every run not held)."""
+    """Take the locks of ``dirs`` into ``held``, waiting up to ``settings.wait``; returns busy runs' holders."""
     busy: dict[str, Holder] = {}
     deadline = time.monotonic() + settings.wait
     pending = dict(dirs)

@@ -1,6 +1,5 @@
-"""Checks that run before any expensive work (loading a model, reading a corpus, training), so a bad path, device
-or output folder costs a second, not a model load or a whole evaluation. Each failure is one line naming the key
-and the fix; none of them writes anything."""
+"""Checks before any expensive work (a model load, a corpus read, training), so a bad path, device or output folder
+costs a second; each failure is one line naming the key and the fix, and none writes anything."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ def existing_ancestor(path: Path) -> Path:
 
 
 def check_records_dir(folder: str | Path, label: str, example: str) -> None:
-    """A folder a command reads records from exists and is a folder: one line naming it (``label``: how the
-    command calls it) and the fix (``example``: the command with the right folder)."""
+    """A folder a command reads records from exists: else one line naming it (``label``) and the fix (``example``)."""
     if not Path(folder).is_dir():
         what = "is a file" if Path(folder).exists() else "does not exist"
         raise HarnessError(f"{label} {folder} {what}: pass the folder the records were written to (a run's "
@@ -49,9 +47,8 @@ def check_writable_dir(path: Path, key: str) -> None:
 
 
 def check_output_files(files: Mapping[Path, str]) -> None:
-    """Each file a run will write (path -> what it holds) can be written: the path is not a folder and no
-    part of its parent is a file. Checked before any work (a folder in the way would fail after the whole
-    evaluation, losing its record)."""
+    """Each file a run will write (path -> what it holds) can be written: the path is not a folder, no parent part a
+    file. Checked before any work (else it would fail after the whole evaluation, losing its record)."""
     for path, what in files.items():
         if path.is_dir():
             raise HarnessError(f"{path} is a folder, but this run writes {what} there: move or remove that folder "

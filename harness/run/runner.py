@@ -1,13 +1,10 @@
-"""The one loop every run goes through: plan (:func:`harness.run.planning.plan`) -> skip finished cells -> check -> lock
--> compute the rest (the plan's ``compute``, given the plan) -> write the records it returns.
+"""The one loop every run goes through: plan (:func:`harness.run.planning.plan`) -> skip finished cells -> check ->
+lock -> compute the rest (the plan's ``compute``) -> write the records it returns.
 
-Output folders, task settings, the device, the model folder and the data's presence are checked before anything
-is loaded. Planning reads only config and records, so re-running a finished configuration loads no model and no
-data. Each run is locked (:mod:`harness.run.locks`) while it computes, so two processes never compute it twice.
-Records are written one by one as the family yields them (atomically), so an interrupted run keeps everything it
-finished; a failure never replaces a finished record (it is written beside it), and an ok record whose dataset is
-now defined differently is moved aside, never overwritten.
-"""
+Everything is checked before anything is loaded; planning reads only config and records, so a finished
+configuration loads no model or data. A computing run is locked (:mod:`harness.run.locks`). Records are written
+atomically one by one as yielded, so an interrupted run keeps what it finished; a failure is written beside a
+finished record, never over it, and an ok record whose dataset is now defined differently is moved aside."""
 
 from __future__ import annotations
 
@@ -41,9 +38,8 @@ class RunFailed(HarnessError):
 
 
 def run(cfg: DictConfig) -> list[ResultRecord]:
-    """Run ``cfg`` (also the entry point for tests) and return the record of every planned cell. The run's plan and
-    lock settings come first, after the checks that need no model and no data (:func:`checked`'s, the planner's own
-    among them): a failure there writes nothing."""
+    """Run ``cfg`` (also the tests' entry point) and return every planned cell's record. The plan and lock
+    settings come after the checks that need no model or data (:func:`checked`'s): a failure there writes nothing."""
     lock_settings = _settings(cfg)
     plan = planning.plan(cfg)
     if plan.part:
@@ -90,10 +86,9 @@ def run_round(cfg: DictConfig, p: RunPlan[Any, Any], lock_settings: locks.LockSe
 
 
 def checked(cfg: DictConfig, *, plan: bool = False) -> None:
-    """The checks before any model or data: output folders writable, lock and task settings typed, the spec's metric
-    and rule known, the device present (what a job whose cells wait on another's records, its source run among
-    them, can check already); with ``plan``, the run planned once and its plan's own checks run on every cell (data
-    folders, hub access)."""
+    """The checks before any model or data: output folders writable, settings typed, the spec's metric and rule
+    known, the device present (what a job waiting on another's records can check already); with ``plan``, the run
+    planned once and its plan's own checks run on every cell (data folders, hub access)."""
     _settings(cfg)
     if not plan:
         planning.planner_of(cfg, source=False)
@@ -103,8 +98,7 @@ def checked(cfg: DictConfig, *, plan: bool = False) -> None:
 
 
 def write_selection(plan: RunPlan[Any, Any]) -> None:
-    """After an in-process sweep (more than one cell planned), the task's selection (GLUE: the best configuration
-    per task), as ``python -m harness.select`` writes it."""
+    """After an in-process sweep (several cells planned), the task's selection, as ``harness.select`` writes it."""
     from harness import selection
 
     res, experiment = plan.layout.results, plan.header.experiment

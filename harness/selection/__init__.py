@@ -1,7 +1,6 @@
 """Selection from records only: each task's rule picks the records that stand for a model (nothing is rerun).
 
-``python -m harness.select --task <family>`` writes them as ``selected/<family>-<model>.json`` beside the results
-directory (outside the record tree)."""
+``python -m harness.select --task <family>`` writes ``selected/<family>-<model>.json`` beside the results folder."""
 
 from __future__ import annotations
 
@@ -29,18 +28,16 @@ def choose(family: str, records: Iterable[ResultRecord], model: str | None = Non
 
 
 def spec_of(family: str, records: Iterable[ResultRecord]) -> specs.TaskSpec:
-    """``family``'s spec: ``conf/task/``'s, else the one its records carry (unknown: the error names the known
-    tasks)."""
+    """``family``'s spec: ``conf/task/``'s, else its records' (unknown: the error names the known tasks)."""
     return (specs.find(family) or next((s for r in records if r.task == family and (s := specs.for_record(r))), None)
             or specs.get(family))
 
 
 def load_selections(family: str, results_dir: str | Path, model: str | None = None, experiment: str | None = None
                     ) -> tuple[dict[str, Choice], list[ResultRecord]]:
-    """Choices per model for ``family`` from the records under ``results_dir`` (and the records read, each in the
-    score its column compares: :mod:`harness.selection.comparable`); with
-    ``experiment``, only the records of that experiment (the ``experiment`` config key) count. A record of a schema
-    this harness does not read is refused (it might be the one to select), naming the file."""
+    """Choices per model for ``family`` from the records under ``results_dir`` (and the records read, in their
+    column's score: :mod:`harness.selection.comparable`); ``experiment``: only that experiment's records. A record
+    of an unread schema is refused (it might be the one to select), naming the file."""
     if not Path(results_dir).is_dir():
         specs.find(family) or specs.get(family)   # an unknown task is named first (it may be a typo)
         raise HarnessError(f"results directory {results_dir} does not exist; run a sweep first or pass --results")

@@ -1,15 +1,9 @@
 """Records read for a table, a selection or a comparison, in one score per column: a GLUE record whose score is not
-the one its task's column compares (an MRPC/QQP record scored by F1, the default before the fourth fidelity pass) is
-rescored from its kept predictions where that gives exactly what a run under today's definition records, else set
-aside with a one-line reason and the command that reruns it. Never written back: the record file keeps what it
-says; only what the readers see changes (``details.rescored`` / ``details.set_aside`` say so).
-
-Exact means: the run scored its *last* evaluation (``scoring_protocol=authors``) and its early stopping watched
-the same metric a run scored by today's definition watches (accuracy for MRPC/QQP whatever their score), so the
-training and the scored evaluation did not depend on the score; only which of its metrics is the score does. A
-``best_epoch`` record restored the evaluation that was best by its own score: its accuracy is not the
-accuracy-selected one, and it is set aside.
-"""
+its column's (an MRPC/QQP record scored by F1, the default before the fourth fidelity pass) is rescored from its
+kept predictions where that is exact, else set aside with a reason and the command that reruns it. Never written
+back: ``details.rescored`` / ``details.set_aside`` say what the readers see. Exact means the run scored its *last*
+evaluation (``scoring_protocol=authors``) and its early stopping watched what today's definition watches; a
+``best_epoch`` record restored the best evaluation by its own score, so it is set aside."""
 
 from __future__ import annotations
 
@@ -107,8 +101,7 @@ def rerun_command(rec: ResultRecord) -> str:
 
 
 def set_aside_lines(records: Iterable[ResultRecord]) -> list[str]:
-    """One line per (model, dataset, reason) of the set-aside records among ``records``: how many, why, and one
-    rerun command (the others differ in grid point and seed)."""
+    """One line per (model, dataset, reason) of the set-aside ``records``: how many, why, one rerun command."""
     groups: dict[tuple[str, str, str], list[ResultRecord]] = {}
     for r in records:
         aside = (r.details or {}).get("set_aside")

@@ -2,8 +2,7 @@
 call the same rule object of a family, so the leaderboard shows exactly what selection picks.
 
 A *configuration* is a set of runs that differ only in their seed (records share ``config_id``); ``mean``
-averages a configuration's seeds, ``best`` treats every run as its own configuration.
-"""
+averages a configuration's seeds, ``best`` treats every run as its own configuration."""
 
 from __future__ import annotations
 
@@ -45,8 +44,7 @@ def _without_seeds(value: Any) -> Any:
 
 
 def configuration(r: ResultRecord, *, per_dataset: bool) -> str:
-    """The configuration a record belongs to: its ``config_id``, or (legacy records) its hyperparameters
-    without seeds, precision and, ``per_dataset``, its data fingerprint."""
+    """A record's configuration: its ``config_id``, or (legacy) its hyperparameters less seed, precision, data."""
     if r.config_id:
         return r.config_id
     parts = [_without_seeds(r.hyperparameters or {}), r.precision]
@@ -72,8 +70,7 @@ def _seed(r: ResultRecord) -> int:
 @dataclass
 class Choice:
     """What a rule picked for one model: per cell (dataset or column), the records whose mean is reported;
-    ``remarks``: per cell, what a reader must know of the pick (incomplete configurations left out), and for a
-    cell with nothing picked, why (``withheld``)."""
+    ``remarks``: per cell, what a reader must know (configurations left out; nothing picked: ``withheld``)."""
 
     model: dict[str, Any]
     cells: dict[Any, list[ResultRecord]]
@@ -149,10 +146,9 @@ def incomplete(group: list[ResultRecord], expected: int) -> dict[str, Any]:
 
 
 class BestConfigPerDataset(SelectionRule):
-    """GLUE's rule (appendix E.1): per dataset, the configuration with the best mean score over its seeds. With
-    ``expected`` (how many seeds a record's protocol asks each configuration for), only complete configurations
-    compete: one with fewer finished seeds is listed, never selected (its mean is over fewer runs), and a dataset
-    with no complete configuration is left unselected, saying why."""
+    """GLUE's rule (appendix E.1): per dataset, the configuration with the best seed-mean score. With ``expected``
+    (seeds per configuration), an incomplete configuration is listed, never selected, and a dataset without a
+    complete one is left unselected, saying why."""
 
     description = ("per dataset, the configuration (every setting but the seed) with the best mean score over "
                    "its seeds")
@@ -246,10 +242,9 @@ class BestRunOnSelectionSets(SelectionRule):
     """The paper's retrieval rule (appendix E.2): one configuration per model, the one with the best mean main
     score over the selection datasets, reported on every dataset.
 
-    The selection datasets are those the runs were configured with (``task.spec.selection.sets`` in the recorded
-    config; ``task.selection_datasets`` in records written before specs), else ``datasets``. Eligible runs cover every selection dataset any run of the model has. When no run
-    has one, the datasets every run shares decide; when they share none, the most recent run is reported.
-    """
+    The selection datasets are the runs' own (``task.spec.selection.sets``; older records
+    ``task.selection_datasets``), else ``datasets``; eligible runs cover every one any run of the model has. When
+    no run has one, the datasets every run shares decide; when they share none, the most recent run is reported."""
 
     def __init__(self, datasets: Sequence[str]):
         self.datasets = tuple(datasets)
@@ -349,8 +344,7 @@ def scoring_protocol(r: ResultRecord) -> str:
 
 class GlueSelection(SelectionRule):
     """Best configuration per task (mean over seeds: :class:`BestConfigPerDataset`), plus the GLUE average and the
-    paper's Table 5 rows. One scoring protocol per model: that of its newest record (runs of another protocol are
-    counted, not mixed in)."""
+    paper's Table 5 rows; one scoring protocol per model, its newest record's (others counted, not mixed in)."""
 
     per_task = BestConfigPerDataset(expected=lambda r: expected_seed_count(r.config))
     description = per_task.description

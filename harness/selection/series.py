@@ -1,12 +1,9 @@
 """The best step of a series (``python -m harness.series``'s records: ``details.series``), from records only.
 
-A step's score on a task is the mean, over the chosen datasets, of its main score (seeds averaged). Only the
-records of the step's newest weights count (a checkpoint rewritten on disk has a new fingerprint; its older
-records are history). The datasets are ``--datasets`` if given, else the task's selection sets where the series
-has them, else every dataset the series has; a step that lacks one of them is not eligible (listed, with what it
-lacks). ``selected/series-<name>.json`` holds the pick: the next stage evaluates its folder
-(``python -m harness.series --best <name>`` prints the overrides).
-"""
+A step's score on a task is the mean over the chosen datasets of its main score (seeds averaged), from its newest
+weights' records only. The datasets are ``--datasets``, else the task's selection sets the series has, else all it
+has; a step lacking one is not eligible (listed, with what it lacks). ``selected/series-<name>.json`` holds the
+pick (``python -m harness.series --best <name>`` prints its overrides)."""
 
 from __future__ import annotations
 

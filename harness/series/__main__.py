@@ -3,8 +3,7 @@ every checkpoint of a training run as its own run, resumable; the series and its
 
 ``python -m harness.series --best NAME [paths.results=...]`` prints the overrides of the series' selected step
 (``python -m harness.select --series NAME --task T``), for the next step:
-``python -m harness task=mldr $(python -m harness.series --best NAME)``.
-"""
+``python -m harness task=mldr $(python -m harness.series --best NAME)``."""
 
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ def best(argv: list[str]) -> int:
 
 
 def check(settings: Settings) -> dict:
-    """Everything checked before a checkpoint is read: names and keys of the overrides (closest first), output
-    folders, each task's settings, the cluster profile."""
+    """Everything checked before a checkpoint is read: overrides, output folders, tasks' settings, cluster profile."""
     from harness.paper.__main__ import cluster_profile
     from harness.paper.progress import config_of
     from harness.run import runner
@@ -111,11 +109,10 @@ def run(argv: list[str]) -> int:
 
 def watch(settings: Settings, act: Callable[[units.Series], tuple[dict[str, str], int]], first: units.Series
           ) -> tuple[dict[str, str], units.Series]:
-    """``--watch``: poll the training run's folder while a job writes to it, evaluate (or submit) each checkpoint
-    once it is complete, and stop after ``--idle`` seconds in which nothing happened: no new checkpoint, no file
-    written in one, no evaluation. A checkpoint is planned again only when it is new or its folder changed. ``act``
-    evaluates or submits a series's runs: (unit key -> failure, how many it started). Returns (unit key -> failure of
-    what failed, the last series)."""
+    """``--watch``: poll the training run's folder, evaluate (or submit) each checkpoint once complete, and stop
+    after ``--idle`` seconds with no new checkpoint, no file written in one and no evaluation; a checkpoint is
+    planned again only when new or changed. ``act`` evaluates or submits a series's runs: (unit key -> failure,
+    how many it started). Returns (unit key -> failure, the last series)."""
     s = settings
     known = {(u.task, u.checkpoint.folder): u for u in first.units}
     seen = {key: (u.changed, u.skipped) for key, u in known.items()}   # the series already printed: only changes show
@@ -156,8 +153,7 @@ def nothing_found(settings: Settings, series: units.Series) -> HarnessError:
 
 
 def check_evaluated(series: units.Series) -> None:
-    """Broken checkpoints (their trainer finished, their files are not whole) when none was evaluated: an error,
-    naming the first, never a quiet exit 0 as if they were still being written."""
+    """Broken checkpoints (trainer done, files not whole) when none was evaluated: an error, never a quiet exit 0."""
     broken = [u for u in series.units if (u.skipped or "").startswith(BROKEN)]
     if broken and not any(u.done for u in series.units):
         first = broken[0]

@@ -1,19 +1,12 @@
 """Which folders of a training run are its checkpoints, at which step, and whether each is complete (a checkpoint
 still being written is never read).
 
-Three ways to say it: the Hugging Face / sentence-transformers trainers' ``checkpoint-<step>`` folders under the
-run's folder (the default); a user's ``--step-pattern``, a regular expression with one group for the step,
-matched against each folder's path below the run's folder (up to three levels: ``step_(\\d+)/hf``); or an explicit
-``--checkpoints`` list (``PATH`` whose name the pattern reads, or ``STEP=PATH``).
-
-A folder is complete when (1) ``config.json`` is there and parses, (2) its weights are whole: every safetensors
-file is as long as its header says (:func:`harness.models.weights.check_safetensors`), a sharded model's index
-names only shards that are there (and whole), and (3) its writer is done: the Hugging Face Trainer's
-``trainer_state.json`` is there and parses (the Trainer writes it last, after the weights, optimizer and RNG
-states), or, for folders no Trainer wrote, nothing in the folder has changed for ``settle`` seconds. ``.bin``
-weights have no header to check, so (3) is what vouches for them. A folder whose writer is done (3) but whose
-config or weights are not whole is broken, never "still being written".
-"""
+Found as the trainers' ``checkpoint-<step>`` folders (default), by ``--step-pattern`` (a regex with one group for
+the step, matched against paths up to three levels below the run: ``step_(\\d+)/hf``), or by ``--checkpoints``
+(``PATH`` or ``STEP=PATH``). Complete when (1) ``config.json`` parses, (2) every safetensors file is as long as its
+header says (:func:`harness.models.weights.check_safetensors`) and a sharded index names only such shards, and (3)
+its writer is done: ``trainer_state.json`` parses (the Trainer writes it last) or, without a Trainer, nothing has
+changed for ``settle`` seconds (all that vouches for ``.bin`` weights). Done but not whole is broken."""
 
 from __future__ import annotations
 
@@ -97,9 +90,8 @@ BROKEN = "broken"
 
 
 def incomplete(folder: Path, settle: float, now: float | None = None) -> str | None:
-    """Why ``folder`` cannot be read yet (one phrase), or None when it is a complete checkpoint. A folder whose
-    ``trainer_state.json`` (written last) is whole while its config or weights are not is :data:`BROKEN`, not in
-    progress: waiting will not complete it."""
+    """Why ``folder`` cannot be read yet (one phrase), or None when complete. A whole ``trainer_state.json``
+    (written last) with a config or weights not whole is :data:`BROKEN`: waiting will not complete it."""
     problem = _json(folder / "config.json") or _weights(folder)
     if problem:
         if (folder / TRAINER_MARKER).exists() and _json(folder / TRAINER_MARKER) is None:
@@ -131,8 +123,7 @@ class Checkpoint:
     folder: Path
 
     def facts(self) -> dict[str, Any]:
-        """What the folder says about its training progress (the trainer's ``trainer_state.json``): tokens seen,
-        epoch, global step. Empty where it says nothing."""
+        """What ``trainer_state.json`` says of the training progress: tokens seen, epoch, global step (or nothing)."""
         try:
             state = json.loads((self.folder / TRAINER_MARKER).read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -183,8 +174,7 @@ def step_of(pattern: re.Pattern[str], name: str) -> int | None:
 
 
 def under(root: Path, pattern: re.Pattern[str]) -> Found:
-    """The checkpoints below ``root`` whose relative path matches ``pattern``; a matching folder is not looked
-    into further."""
+    """The checkpoints below ``root`` whose relative path matches ``pattern`` (a match is not looked into further)."""
     found = Found()
     level = [p for p in sorted(root.iterdir()) if p.is_dir()]
     for _ in range(MAX_DEPTH):

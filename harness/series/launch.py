@@ -1,20 +1,13 @@
 """What evaluates a series' runs: here, or one SLURM array per checkpoint.
 
-Here (:func:`run_all`): each checkpoint's run through the one loop (:func:`harness.run.runner.run`), one after another,
-in step order. A checkpoint that fails is noted and the others go on; its failed records are beside any earlier good
-ones (the runner's rule), and the next run of the series computes it again.
-
-``--launcher slurm`` (:class:`Submitter`): each checkpoint's runs are one step of the paper graph's kind, submitted
-by the paper graph's SLURM executor (:func:`harness.paper.slurm.submit`: one array per step, the same
-``ledger.json`` and ``attempts.json``, the same job runner, the same ``--status``). A look at the folder that finds
-new complete checkpoints submits them (with ``--watch``, as they appear). Nothing stays alive on the login node but
-the watch.
-
-The series' bookkeeping is ``<results>/../series/<name>/``: its ``context.json`` holds every step submitted so far
-(a job finds its own there), the ledger maps each run (task, step, weights' fingerprint) to its SLURM id. A run still
-queued or running is not submitted again; a finished one has its records (the series skips it); a failed one is
-submitted again by the next command (a watch reports it and goes on).
-"""
+Here (:func:`run_all`): each checkpoint's run through :func:`harness.run.runner.run`, in step order; a failed
+checkpoint is noted (its failed records beside any earlier good ones), the others go on, and the series' next run
+computes it again. ``--launcher slurm`` (:class:`Submitter`): each checkpoint's runs are one step submitted by the
+paper graph's SLURM executor (:func:`harness.paper.slurm.submit`: one array per step, the same ledger, attempts,
+job runner and ``--status``); new complete checkpoints are submitted at each look (``--watch``: as they appear).
+The bookkeeping is ``<results>/../series/<name>/``: ``context.json`` holds every step submitted (a job finds its
+own there), the ledger maps each run (task, step, weights' fingerprint) to its SLURM id. A queued or running run is
+not submitted again, a finished one is skipped, a failed one is resubmitted by the next command."""
 
 from __future__ import annotations
 
@@ -28,8 +21,7 @@ from harness.series.units import Series, Unit, steps, with_state
 
 
 def run_unit(unit: Unit, log_dir: str | None = None) -> str | None:
-    """Compute one checkpoint's run (``log_dir``: ``hydra.run.dir``, under which its log goes); returns None when
-    every cell has an ok record, else the one-line failure."""
+    """Compute one checkpoint's run (its log under ``log_dir``); None when every cell is ok, else the failure line."""
     from harness.paper.hydra_overrides import job_log_dir, log_file
     from harness.paper.progress import composed
     from harness.run import runner
@@ -69,8 +61,7 @@ def folder_of(series: Series) -> Path:
 
 
 def write_context(folder: Path, units: list[Unit], log_dir: str | None = None) -> Path:
-    """``context.json`` with every step submitted so far and ``units``' (by step name; a step submitted again
-    is replaced by its new jobs), and where the jobs' logs go (``hydra.run.dir``, or None)."""
+    """``context.json``: every step submitted so far with ``units``' (replacing a resubmitted step), and ``log_dir``."""
     path = folder / "context.json"
     old = json.loads(path.read_text()) if path.exists() else {}
     known = {s["name"]: s for s in old.get("steps", old.get("stages", []))}   # "stages": before steps were named so
@@ -81,9 +72,8 @@ def write_context(folder: Path, units: list[Unit], log_dir: str | None = None) -
 
 
 class Submitter:
-    """The SLURM launcher of one command: submits a series's runs that are not queued or running already through the
-    paper graph's executor, one array per checkpoint; each run is submitted at most once by it (a watch does not
-    resubmit a job that failed every poll: it reports it; the next command submits it again)."""
+    """The SLURM launcher of one command: submits a series's runs not queued or running through the paper graph's
+    executor, one array per checkpoint, each at most once (a watch reports a failed one; the next command resubmits)."""
 
     def __init__(self, cluster: dict[str, Any]) -> None:
         self.cluster = cluster

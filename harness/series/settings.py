@@ -1,5 +1,4 @@
-"""The series command's settings: its flags and the harness overrides, each checked before anything is read or
-written (one ``error:`` line naming the flag and the fix)."""
+"""The series command's settings: flags and harness overrides, checked before anything is read (one ``error:`` line)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What the series command prints: the series (found, skipped and why, to run) with its cost, and the series table
-of the records (step, score, difference to the previous step)."""
+"""What the series command prints: the series with its cost, and the series table of the records."""
 
 from __future__ import annotations
 
@@ -54,8 +53,7 @@ def _table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
 
 
 def cost_text(series: Series, cluster: dict[str, Any]) -> str:
-    """The cost of what is left: the paper graph's cost model (tokens over Table 2's throughput, GPU-hours on the
-    cluster's GPU), and, once some checkpoints are done, the seconds they took here."""
+    """The cost of what is left: the paper graph's cost model and, once checkpoints are done, their seconds here."""
     from harness.paper import cost
 
     todo = series.todo

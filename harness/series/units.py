@@ -1,13 +1,9 @@
-"""A series' units: every checkpoint found, whether it is complete, and each checkpoint's run per task as one
-job of the paper graph's kind (:class:`~harness.paper.graph.Job`, its state planned as every job's is: by
-:func:`harness.paper.progress.job_state`, through :func:`harness.run.planning.plan`), and what the rest will cost.
-
-Each checkpoint runs as ``model.path=<its folder> model.name=<series>-step<step>`` with the ``series`` config key
-set (name, step, folder, fingerprint, what the folder says of its progress): the runner copies that key into each
-record's ``details.series``. The run id holds the weights' content fingerprint (``model.ref``), so a checkpoint
-rewritten on disk is a new run, evaluated again, never trusted from an older record. A checkpoint's jobs are one
-step of the graph: one SLURM array, one ledger, one status view with the paper graph's.
-"""
+"""A series' units: every checkpoint found, whether complete, and each checkpoint's run per task as one job of the
+paper graph's kind (:class:`~harness.paper.graph.Job`, its state by :func:`harness.paper.progress.job_state`), and
+what the rest will cost. Each checkpoint runs as ``model.path=<folder> model.name=<series>-step<step>`` with the
+``series`` config key (name, step, folder, fingerprint, progress) copied into each record's ``details.series``; the
+run id holds the weights' fingerprint (``model.ref``), so a rewritten checkpoint is a new run. A checkpoint's jobs
+are one step of the graph: one SLURM array, one ledger, one status view with the paper graph's."""
 
 from __future__ import annotations
 
@@ -132,8 +128,7 @@ def with_state(unit: Unit) -> Unit:
 
 
 def series_of(settings: Settings, known: dict[tuple[str | None, Path], Unit] | None = None) -> Series:
-    """Every checkpoint of the series and each of its runs; ``known``: units planned before, finished and
-    unchanged since (a watch re-plans only what is new or changed)."""
+    """Every checkpoint of the series and its runs; ``known``: units planned before and unchanged since."""
     found = find(settings)
     units = []
     for ckpt in found.checkpoints:

@@ -1,9 +1,6 @@
 """Task specs: what each task is (metric, tables, selection, stages, dependencies), as data, and its stages.
 
-Read from the ``spec:`` node of ``conf/task/<name>.yaml`` (and, for a task whose YAML lives in a user's own config
-folder, from the resolved config its records carry). Light: importing this package and reading every spec loads
-OmegaConf and nothing of the compute code.
-"""
+Read from ``spec:`` of ``conf/task/<name>.yaml`` (or a record's config), loading OmegaConf and no compute code."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The schema of a task spec: what a task *is* (its metric, where its records go on the leaderboard, how a model's
-records are selected, which stages compute it, what it depends on). Pure data: no torch, no compute code.
-
-A spec is the ``spec:`` node of ``conf/task/<name>.yaml``, validated against :class:`TaskSpec` (unknown keys fail
-with the closest valid one). The runner builds the computation from ``runner`` and ``stages``; ``harness.select``,
-the leaderboard and the whole-paper graph read nothing but specs and records.
-"""
+"""The schema of a task spec (``spec:`` of ``conf/task/<name>.yaml``, validated by :class:`TaskSpec`): what a task
+*is*: its metric, leaderboard place, selection, stages and dependencies. Pure data; the selection, the leaderboard
+and the paper graph read nothing but specs and records."""
 
 from __future__ import annotations
 
@@ -23,9 +19,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class TableSpec:
-    """One leaderboard table. ``columns`` fixes the columns (what the published table means) and adds an average
-    over them (None: the columns are the datasets found in the records, no average). ``scale`` maps a record's value
-    to the shown one (100 for 0-1 IR metrics; None: x100 when every value is in [0, 1])."""
+    """One leaderboard table: ``columns`` fixed, with an average (None: the records' datasets, no average);
+    ``scale`` maps a value to the shown one (100 for 0-1 IR metrics; None: x100 when all in [0, 1])."""
 
     id: str
     label: str                      # short name: filters, charts
@@ -42,9 +37,8 @@ class TableSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Placement:
-    """The column a record fills in the spec's first table: ``column`` formatted with the record's ``dataset``,
-    ``split`` and ``details`` keys (``defaults`` for details a record lacks), plus ``suffixes[key][value]`` for
-    each details key named there (e.g. MLDR: ``mldr-en/ood`` + ``-colbert`` for a multi-vector record)."""
+    """The column a record fills in the spec's first table: ``column`` formatted with its ``dataset``, ``split``
+    and ``details`` (``defaults`` where missing), plus ``suffixes[key][value]`` (MLDR: ``mldr-en/ood-colbert``)."""
 
     column: str = "{dataset}"
     defaults: Mapping[str, str] = field(default_factory=dict)
@@ -60,8 +54,7 @@ class Placement:
 
 @dataclass(frozen=True, kw_only=True)
 class ExtraColumn:
-    """A further cell a record fills from another of its metrics: ``metric`` shown in ``columns[dataset]`` of the
-    spec's first table (Table 2: a fixed-length set's max batch size in its BS column)."""
+    """A further cell from another metric: ``metric`` in ``columns[dataset]`` of the first table (Table 2's BS)."""
 
     metric: str
     columns: Mapping[str, str]
@@ -77,9 +70,9 @@ class SelectionSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Dependency:
-    """What a task needs before it runs: the ``selection`` (or every ``record``) of ``task`` (``task_key``: a config
-    key that names that task instead, e.g. ``task.source.task``), limited to its ``datasets``; ``for_datasets``: the
-    datasets of this task that need it (empty: all); ``via``: the config key that carries it into the run."""
+    """What a task needs first: the ``selection`` (or every ``record``) of ``task`` (or of the task config key
+    ``task_key`` names), limited to ``datasets``; ``for_datasets``: which of this task's need it (empty: all);
+    ``via``: the config key carrying it into the run."""
 
     task: str
     needs: str = choices("selection", "records", default="selection")
@@ -92,8 +85,7 @@ class Dependency:
 @dataclass(frozen=True, kw_only=True)
 class TaskSpec:
     """What a task is. ``runner``: the computation (a key of :data:`harness.run.planning.PLANNERS`); ``stages``: the
-    stages it composes, whose protocol versions (each protocol's ``STAGES``: :mod:`harness.specs.stages`) enter every run
-    identity."""
+    stages it composes, whose protocol versions (:mod:`harness.specs.stages`) enter every run identity."""
 
     runner: str
     main_metric: str
@@ -127,8 +119,7 @@ class TaskSpec:
         return tuple(k for stage, keys in self.stage_keys.items() if stage not in active for k in keys)
 
     def chosen_keys(self) -> tuple[str, ...]:
-        """The config keys stage names are filled from: a run's ``protocol`` holds them (the stage and its
-        version), so the identity need not hash them again."""
+        """The config keys stage names are filled from (a run's ``protocol`` holds them: not hashed again)."""
         return tuple(k for s in self.stages for k in _TEMPLATE.findall(s))
 
     def column_of(self, record: ResultRecord) -> tuple[str, str]:

@@ -1,9 +1,6 @@
-"""A stage as a task declares it: its protocol version, and where its code is. Each protocol declares its own stages
-(``STAGES`` in its folder under ``harness/tasks/``), and :data:`SHARED` those several protocols compose; a version
-enters the identity of every run that uses the stage:
-bump it when a change to the stage's code changes its numbers, and every record computed before the change stops
-counting as finished (it is recomputed on the next run; the old record stays for comparison).
-"""
+"""A stage as a task declares it: its protocol version, and where its code is. Each protocol declares its ``STAGES``
+in its folder, :data:`SHARED` those several compose. A version enters the identity of every run using the stage:
+bump it when a code change changes its numbers, and earlier records stop counting as finished (kept for comparison)."""
 
 from __future__ import annotations
 
@@ -16,8 +13,7 @@ from harness.core.registry import Registry, load_target
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage: its protocol version, where its code lives (``module:attribute``, the harness's own stages and a
-    user's alike; a stage its protocol computes inline has none) and what it does."""
+    """One stage: its protocol version, its code (``module:attribute``; none if computed inline), what it does."""
 
     version: int
     code: str = ""

@@ -1,8 +1,6 @@
-"""What every trainer here shares. Its training arguments, built once: the shared fields, read from its settings node
-and the run's resolved values (:class:`~harness.training.settings.TrainRun`); each trainer (DPR, ColBERT KD, GLUE
-classification) adds only what differs. Its callbacks and guards: a NaN loss stops it, progress lines off a terminal,
-an unfinished run's checkpoints removed. The end of its run: it took optimisation steps, its loss is finite, the
-model is saved, and the facts a record keeps about it."""
+"""What every trainer here shares: its training arguments' shared fields, from its settings node and the run
+(:class:`~harness.training.settings.TrainRun`); callbacks and guards (a NaN loss stops it, progress lines off a
+terminal, an unfinished run's checkpoints removed); the end of a run (steps taken, finite loss, model saved, facts)."""
 
 from __future__ import annotations
 
@@ -34,13 +32,10 @@ class Batches(Protocol):
 
 def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, tracker: Tracker | None = None,
                        sentence_transformers: bool = True, **fields: Any) -> Any:
-    """``SentenceTransformerTrainingArguments`` (``sentence_transformers=False``: transformers'
-    ``TrainingArguments``) with the shared fields: batch size, accumulation and warmup ratio from ``node``; epochs,
-    learning rate, mixed precision, seeds (model and data order) and the CPU flag from ``run``; the tracker's
-    ``report_to`` and run name (``logger=``), NaN losses logged (the NaN guard must see them) and no checkpoints
-    (the caller saves the model it keeps). ``fields``: what the caller adds or sets differently. On N processes
-    (:func:`harness.training.ranks.world`) each accumulates 1/N of the accumulation, over DDP (gloo on CPU, NCCL on
-    GPUs)."""
+    """``SentenceTransformerTrainingArguments`` (``sentence_transformers=False``: ``TrainingArguments``) with the
+    shared fields: batch, accumulation and warmup ratio from ``node``; epochs, learning rate, precision, seeds and
+    the CPU flag from ``run``; the tracker's ``report_to`` and run name; NaN losses logged (for the NaN guard); no
+    checkpoints. ``fields``: what the caller adds or overrides. On N processes each accumulates 1/N of it."""
     n = ranks.world()
     if node.gradient_accumulation_steps % n:
         raise HarnessError(f"{n} training processes cannot share task.gradient_accumulation_steps="
@@ -100,9 +95,8 @@ def discard_unfinished(folder: Path) -> Iterator[None]:
 
 
 class ProgressLines(TrainerCallback):
-    """Training progress through the console when no bar is drawn (SLURM logs, pipes): one line per evaluation
-    and at most ~20 loss lines a run, each with the step count, epoch, loss or score, and an estimate of what is
-    left. On a terminal the Trainer's own tqdm bar shows it instead."""
+    """Training progress through the console when no bar is drawn (SLURM logs, pipes): one line per evaluation and
+    at most ~20 loss lines a run (step, epoch, loss or score, time left); on a terminal the Trainer's tqdm bar."""
 
     def __init__(self, desc: str = "training") -> None:
         self.desc = desc
@@ -141,10 +135,9 @@ def check_loss(loss: float) -> None:
 
 def finish_training(model: Any, result: Any, output_dir: str | Path, *, cfg: Batches, n_rows: int,
                     rows: str, tracker: Tracker | None = None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Check the run (some steps, :func:`check_loss`), save ``model`` to ``output_dir/model`` and return
-    the record's training facts: steps, mean loss, ``n_<rows>``, effective batch size, ``facts``, where the model
-    is, and the tracker's description when one is on. ``result``: what ``Trainer.train()`` returned. On several
-    processes only rank 0 saves; the others wait for it."""
+    """Check the run (:func:`check_loss`), save ``model`` to ``output_dir/model`` (rank 0; the others wait) and
+    return the record's training facts: steps, mean loss, ``n_<rows>``, effective batch, ``facts``, the model's
+    place, the tracker's description. ``result``: what ``Trainer.train()`` returned."""
     tracker = tracker or tracking.NONE
     if result.global_step == 0:     # the data did not fill one (accumulated) batch
         raise HarnessError(

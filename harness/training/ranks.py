@@ -1,34 +1,25 @@
 """``task.devices=N``: a training on N processes of this node, started by torch.distributed's elastic launcher as
-``torchrun --standalone`` starts them (a c10d rendezvous on a free local port, one worker per device, no restarts);
-under SLURM, inside the job's own allocation (one task holding N GPUs, or N CPUs). Each worker is a rank of the
-trainers' own data parallelism (transformers' Trainer through accelerate: DDP over gloo on CPU, NCCL on GPUs),
-taking the optimizer steps one process would.
+``torchrun --standalone`` does (c10d rendezvous on a free local port, one worker per device, no restarts); under
+SLURM inside the job's own allocation. Each worker is a rank of the trainers' own data parallelism (Trainer through
+accelerate: DDP over gloo on CPU, NCCL on GPUs), taking the optimizer steps one process would. The elastic
+launcher, not ``torch.multiprocessing.spawn``: it sets every rank's environment as torchrun does, stops the others
+when one fails, and reports which rank failed with its error (its ``@record`` file), which the run's error line says.
 
-Why the elastic launcher and not ``torch.multiprocessing.spawn``: it sets every rank's environment (``RANK``,
-``WORLD_SIZE``, the rendezvous) as torchrun does, watches the workers, stops the others when one fails, and reports
-which rank failed with its error (its ``@record`` error file), which is what the run's error line says.
+Accelerate's ``BatchSamplerShard`` (no ``split_batches``) hands rank r the micro-batches r, r + N, r + 2N, ... of
+the batch sampler every rank iterates alike, and the Trainer groups k of them per optimizer step. With k = the
+configured accumulation / N, step j of every rank covers micro-batches jNk .. (j+1)Nk - 1: one process's step j at
+accumulation Nk. Each rank scales its losses by 1/k and DDP averages, so every micro-batch counts 1/(Nk).
 
-What a process of N gets is accelerate's: the trainers' DataLoader is prepared with ``BatchSamplerShard`` (no
-``split_batches``), which hands rank r the micro-batches r, r + N, r + 2N, ... of the batch sampler every rank
-iterates alike (the same seed and epoch), and transformers' Trainer groups each rank's micro-batches k at a time
-into optimizer steps. With k = the configured accumulation / N, optimizer step j of every rank covers the
-micro-batches jNk .. (j+1)Nk - 1 of that stream: those of one process's step j at accumulation Nk. Each rank scales
-its micro-batch losses by 1/k and DDP averages the ranks' gradients, so every micro-batch counts 1/(Nk), as on one
-process.
-
-What accelerate leaves to us (:class:`StepBatches`, wrapped around the trainer's own batch sampler):
-- the end of an epoch: one process takes a last, shorter step of R micro-batches (R = the planned batches mod Nk);
-  ``BatchSamplerShard`` with ``drop_last`` would drop the R mod N that do not fill a round of ranks. They are kept,
-  and the round is filled with copies of the last batch whose loss counts 0, each real micro-batch of that step
-  counting 1/R (:meth:`StepBatches.factor`) as it does on one process;
-- a shorter epoch than planned (NO_DUPLICATES cannot always fill its last batches): one process computes the
-  incomplete group but never applies it (no optimizer step), so it is not handed out here;
-- the epoch: accelerate reaches only a wrapped sampler's ``sampler`` to set its epoch, which the NO_DUPLICATES
-  sampler does not use (it reseeds with seed + epoch itself): :class:`EpochStart` sets it, as the one-process
-  DataLoader does;
-- with gathered negatives (``task.gather_across_devices``) a copied batch would be a negative of every rank's
-  queries, so the R mod N last micro-batches are dropped instead.
-"""
+What accelerate leaves to us (:class:`StepBatches`, around the trainer's batch sampler):
+- an epoch's last, shorter step of R micro-batches (R = planned batches mod Nk): ``drop_last`` would drop the
+  R mod N that do not fill a round of ranks; they are kept, the round filled with copies of the last batch whose
+  loss counts 0, each real micro-batch counting 1/R (:meth:`StepBatches.factor`) as on one process;
+- a shorter epoch than planned (NO_DUPLICATES cannot always fill its last batches): one process never applies the
+  incomplete group, so it is not handed out;
+- the epoch: accelerate sets it only on a wrapped sampler's ``sampler``, which NO_DUPLICATES does not use (it
+  reseeds with seed + epoch): :class:`EpochStart` sets it;
+- with gathered negatives (``task.gather_across_devices``) a copied batch would be every rank's negative, so the
+  R mod N last micro-batches are dropped instead."""
 
 from __future__ import annotations
 
@@ -57,8 +48,7 @@ SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 
 
 def check_devices(n: int, device: str) -> None:
-    """Before any work: N processes need N visible GPUs on a CUDA device (GPUs 0..N-1 of ``CUDA_VISIBLE_DEVICES``);
-    on CPU they share the cores. One line naming the fix otherwise."""
+    """Before any work: N processes need N visible GPUs on CUDA (CPU: cores shared); else one line with the fix."""
     if n == 1:
         return
     if device.startswith("cuda"):
@@ -75,10 +65,9 @@ def check_devices(n: int, device: str) -> None:
 
 
 def run_on_devices(fn: Callable[..., Any], args: tuple[Any, ...], n: int, device: str, workdir: Path) -> Any:
-    """``fn(*args)`` in ``n`` processes (ranks 0..n-1; ``fn`` must be importable: a module-level function), on
-    ``device``'s GPUs 0..n-1 or on the CPU; returns rank 0's return value. A rank that fails stops the others and
-    raises here with its error line (:class:`TrainingDivergedError` where it diverged). ``workdir``: the
-    launcher's logs and error files (the caller removes it)."""
+    """``fn(*args)`` in ``n`` processes (ranks 0..n-1; ``fn`` a module-level function) on ``device``'s GPUs 0..n-1 or
+    the CPU; returns rank 0's value. A failing rank stops the others and raises here with its error line
+    (:class:`TrainingDivergedError` where it diverged). ``workdir``: the launcher's logs (the caller removes it)."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -108,11 +97,10 @@ def _rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 @contextmanager
 def _launching(n: int, device: str) -> Iterator[None]:
-    """While the agent runs. What the ranks inherit besides the launcher's variables: the level of this run's
-    progress lines (rank 0 prints them) and, on CPU, an equal share of this process's threads (``OMP_NUM_THREADS``,
-    unless set: else accelerate gives each rank the machine's physical cores / N, however few of them this job
-    holds). The launcher's own log of a failure (tracebacks of the agent) off the console: the run's error line says
-    it. Afterwards, the process's signal handlers as they were before the elastic agent set its own."""
+    """While the agent runs: the ranks inherit this run's progress level (rank 0 prints) and, on CPU, an equal
+    share of this process's threads (``OMP_NUM_THREADS`` unless set; accelerate would give each the machine's
+    cores / N); the launcher's failure log stays off the console (the run's error line says it). Afterwards, the
+    signal handlers as before the elastic agent set its own."""
     env = {"HARNESS_RANK_LOG_LEVEL": str(logging.getLogger("harness.progress").getEffectiveLevel())}
     if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         env["OMP_NUM_THREADS"] = str(max(1, torch.get_num_threads() // n))
@@ -161,8 +149,7 @@ def _short(message: str, limit: int = 160) -> str:
 
 
 def _said(f: Any) -> str:
-    """A failed rank's error line: its exception (``Type: message``, from its error file), or the signal that killed
-    it (``Signal 9 (SIGKILL) received by PID ...``)."""
+    """A failed rank's error line: its exception (``Type: message``) or the signal (``Signal 9 (SIGKILL) ...``)."""
     message = f.message.get("message") if isinstance(f.message, dict) else f.message
     return one_line(message or f"exit code {f.exitcode}")
 
@@ -192,8 +179,7 @@ def barrier() -> None:
 
 @dataclass(frozen=True)
 class Tail:
-    """The last step of an epoch that one process takes shorter: from stream position ``start``, ``real``
-    micro-batches, then ``pads`` copies of the last one that count nothing."""
+    """An epoch's shorter last step: from ``start``, ``real`` micro-batches, then ``pads`` copies counting nothing."""
 
     start: int
     real: int
@@ -201,9 +187,9 @@ class Tail:
 
 
 class StepBatches(BatchSampler):
-    """The micro-batch stream of one process (``inner``: the trainer's own batch sampler), cut where the ``world``
-    processes can share it: whole optimizer steps of ``group`` (= accumulation x world) micro-batches, then the
-    planned last step padded to a multiple of ``world`` (``pad``; else cut to one: gathered negatives)."""
+    """The micro-batch stream of one process (``inner``: the trainer's batch sampler) cut where ``world`` processes
+    can share it: whole steps of ``group`` (accumulation x world) micro-batches, then the planned last step padded
+    to a multiple of ``world`` (``pad``; else cut to one: gathered negatives)."""
 
     def __init__(self, inner: Any, world: int, group: int, pad: bool = True) -> None:
         self.inner, self.world, self.group, self.pad = inner, world, group, pad
@@ -213,8 +199,7 @@ class StepBatches(BatchSampler):
 
     @property
     def sampler(self) -> Any:
-        """The inner sampler's index sampler: accelerate replaces a RandomSampler by its seeded one here, as it does
-        on one process (ColBERT KD's shuffle)."""
+        """The inner index sampler: accelerate replaces a RandomSampler by its seeded one here, as on one process."""
         return getattr(self.inner, "sampler", None)
 
     @sampler.setter
@@ -261,9 +246,8 @@ class StepBatches(BatchSampler):
 
 
 class EpochStart(TrainerCallback):
-    """At each epoch: the sampler's epoch (as one process's DataLoader sets it) and the trainer's micro-batch count
-    restarted; at the end of the last one, the loss logged (gathered over the ranks: a rank's own remainder since
-    the last log would otherwise enter the mean training loss)."""
+    """At each epoch: the sampler's epoch set (as one process's DataLoader does) and the micro-batch count restarted;
+    after the last, the loss logged gathered over ranks (else a rank's remainder would enter the mean loss)."""
 
     def __init__(self, trainer: Any) -> None:
         self.trainer, self.epoch = trainer, 0

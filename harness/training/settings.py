@@ -1,6 +1,5 @@
-"""The typed settings nodes of the training stages, importable without torch (planning reads them): each is at once
-the schema of its keys in a task's YAML (flat: ``task.lr``) and what the trainer receives. Their ``role`` is
-``train``: the keys count only when the run trains (see :mod:`harness.core.typed`)."""
+"""The typed settings nodes of the training stages, importable without torch: each is both the schema of its (flat)
+YAML keys (``task.lr``) and what the trainer receives; role ``train``: they count only when the run trains."""
 
 from __future__ import annotations
 
@@ -42,7 +41,7 @@ class Training:
         return self.gradient_accumulation_steps // self.devices
 
     def identity(self) -> dict[str, Any]:
-        """Keys this node adds to the identity of a run that trains, beyond its non-excluded fields (none)."""
+        """Gathered negatives change the objective: the flag and device count enter the run id (only then)."""
         return {}
 
 
@@ -82,8 +81,7 @@ class KdTraining(Training):
 
 @dataclass(kw_only=True)
 class TrainRows:
-    """Where a trainer's rows come from (``task.train_data``): a task's node holds the registry of its sources
-    (``sources``), ``task.train_data.source`` the entry; the keys count only when training."""
+    """A trainer's rows (``task.train_data``): the ``sources`` registry and the chosen ``source``; training keys."""
 
     role: ClassVar[str] = "train"
     sources: ClassVar[Any]

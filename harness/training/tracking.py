@@ -1,17 +1,15 @@
 """Experiment trackers for every trainer (DPR, GLUE, ColBERT): the ``logger`` config group (``none``,
-``tensorboard``, ``wandb``, ``mlflow``) becomes the Trainer's ``report_to``, callbacks and a tracker run labelled with
-the harness run id and the record path. A trainer uses it in three lines::
+``tensorboard``, ``wandb``, ``mlflow``) becomes the Trainer's ``report_to``, callbacks and a tracker run labelled
+with the run id and the record path (``tracking.tracker(cfg, run_id=..., record_path=..., task=..., model=...)``)::
 
     args = TrainingArguments(..., **tracker.training_args())      # report_to, run_name
     trainer = Trainer(..., callbacks=[..., *tracker.callbacks()])
     with tracker.session():                                         # opens/closes the tracker run
         trainer.train()
 
-and a family makes one per training run: ``tracking.tracker(cfg, run_id=..., record_path=..., task=..., model=...)``.
-wandb and mlflow are optional extras, imported only when chosen (:func:`check` fails first with the install hint).
-TensorBoard uses transformers' own ``TensorBoardCallback`` with a writer we place: ``<logger.dir>/<task>/<model>/
-<run id>`` (default ``${paths.outputs}/tensorboard``), outside checkpoint folders that are deleted after training.
-"""
+wandb and mlflow are optional, imported only when chosen (:func:`check` fails first with the install hint).
+TensorBoard is transformers' ``TensorBoardCallback`` writing to ``<logger.dir>/<task>/<model>/<run id>`` (default
+``${paths.outputs}/tensorboard``), outside the checkpoint folders deleted after training."""
 
 from __future__ import annotations
 

@@ -28,8 +28,7 @@ log = logging.getLogger(__name__)
 def attention_facts(requested: str, hf: Any, since: tuple[dict[str, int], dict[str, int]] | None = None
                     ) -> dict[str, Any]:
     """Which attention ran (``auto`` stays the config value; what it resolved to is here), on which kernel and in
-    which dtype (fp32 weights: bfloat16 around the flash kernel): the calls counted since the mark ``since``
-    (:mod:`harness.models.kernel_calls`)."""
+    which dtype: the calls counted since the mark ``since`` (:mod:`harness.models.kernel_calls`)."""
     from harness.models.kernel_calls import observed_kernel, watch
 
     calls, dtypes = watch(hf).since(since)
@@ -39,8 +38,7 @@ def attention_facts(requested: str, hf: Any, since: tuple[dict[str, int], dict[s
 
 
 def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
-    """Table 2's fp32 matmuls as the paper's notebooks ran them (:func:`~harness.tasks.efficiency.throughput.paper_matmul`)
-    around the whole measurement."""
+    """Table 2's fp32 matmuls as the paper's notebooks ran them (:func:`~.throughput.paper_matmul`), around it all."""
     from harness.encoding.encode import pack_mode
     from harness.models import cast_for_inference, load_sentence_transformer
     from harness.models.compiled import compile_encoder, wanted
@@ -137,10 +135,9 @@ def measure_cell(plan: RunPlan, cell: Cell, model: Any, hf: Any, block: dict[str
 
 def max_batch(plan: RunPlan, spec: SetSpec, mode: str | None, ids: tuple[int, int], pad_id: int,
               found: dict[int, SearchResult], tokens_per_s: float) -> SearchResult:
-    """The largest batch of the set's longest sequences that fits (sets of equal length share the search).
-    On a CPU each probe's forward stops at ``task.max_batch.probe_seconds`` and the search starts where the
-    measured throughput says a forward takes half that; on a GPU it starts at the set's batch size and every
-    probe runs to the end."""
+    """The largest batch of the set's longest sequences that fits (sets of equal length share the search). On a CPU
+    a probe stops at ``task.max_batch.probe_seconds`` and the search starts where a forward takes half that; on a
+    GPU it starts at the set's batch size and every probe runs to the end."""
     from harness.tasks.efficiency import max_batch as mbs
 
     if spec.max_length in found:

@@ -1,11 +1,7 @@
-"""The largest batch that runs (the ModernBERT paper's BS columns, Table 2): every probe is one forward of
-batch x length tokens in its own process under a memory budget, so a probe that runs out of memory never poisons
-the next. On a CPU a probe also has a time budget: a search that reaches it stops there and reports the largest
-batch that ran as a lower bound (a CPU has the memory for batches that take many minutes each).
-
-Each probe is a step of the console's progress: one line with the batch, its outcome, the forward's seconds,
-the probe's peak memory and the bracket the search is narrowing.
-"""
+"""The largest batch that runs (the paper's BS columns, Table 2): each probe is one forward of batch x length tokens
+in its own process under a memory budget, so an out-of-memory probe never poisons the next. On a CPU a time budget
+too: a search reaching it reports the largest batch that ran as a lower bound. Each probe is one progress line
+(batch, outcome, forward seconds, peak memory, the bracket being narrowed)."""
 
 from __future__ import annotations
 
@@ -30,8 +26,7 @@ START_TIMEOUT = 1800.0
 
 @dataclass
 class Probe:
-    """What one isolated probe needs: the model spec (as a dict), device, precision, the inputs' shape, the
-    memory budget, and the time budget of its forward (None: none, as on a GPU)."""
+    """What one isolated probe needs: model spec, device, precision, input shape, memory and time budgets."""
 
     spec: dict[str, Any]
     device: str
@@ -73,9 +68,7 @@ def probe_for(spec: Any, *, device: str, precision: str, length: int, mode: str 
 
 
 def start_within(batch_size: int, length: int, tokens_per_s: float | None, seconds: float | None) -> int:
-    """Where a time-budgeted search starts: ``batch_size`` halved until a forward of it would take at most half the
-    budget at the throughput just measured (no probe spent on batches that cannot finish); unchanged without a
-    budget (a GPU: the paper's search)."""
+    """``batch_size`` halved until a forward takes at most half the time budget (none, as on a GPU: unchanged)."""
     n = max(1, batch_size)
     if seconds is None or not tokens_per_s or tokens_per_s <= 0:
         return n
@@ -132,8 +125,7 @@ def _probe_child(probe: Probe, batch_size: int, out: Any) -> None:
 
 
 def _limit_memory(device: str, memory_bytes: int | None) -> None:
-    """Cap what the probe may allocate: CUDA through the caching allocator's fraction, CPU through the address
-    space limit (so a failed allocation raises instead of waking the kernel's OOM killer)."""
+    """Cap the probe's memory (CUDA: the allocator's fraction; CPU: the address space, so it raises, not OOM-kills)."""
     if memory_bytes is None:
         return
     if device.startswith("cuda"):
@@ -148,8 +140,7 @@ def _limit_memory(device: str, memory_bytes: int | None) -> None:
 
 
 def _receive(out: Any, proc: Any, timeout: float) -> ProbeOutcome | None:
-    """The child's next report; None when ``timeout`` passes first. A child that died without reporting (e.g.
-    killed by the kernel's OOM killer) did not fit."""
+    """The child's next report; None after ``timeout``. A child dead without reporting (OOM killer) did not fit."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -165,8 +156,7 @@ def _receive(out: Any, proc: Any, timeout: float) -> ProbeOutcome | None:
 
 
 def probe_once(probe: Probe, batch_size: int) -> ProbeOutcome:
-    """One probe in its own process (nothing it allocates survives it); its forward is stopped at
-    ``probe.seconds`` (status "slow")."""
+    """One probe in its own process; its forward is stopped at ``probe.seconds`` (status "slow")."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     proc = ctx.Process(target=_probe_child, args=(probe, batch_size, out), daemon=True)
@@ -233,9 +223,8 @@ class _Search:
 def max_batch_size(probe: Probe, *, start: int, limit: int, resolution: int,
                    run: Callable[[Probe, int], ProbeOutcome] = probe_once, label: str = "max batch",
                    show: bool = True) -> SearchResult:
-    """The largest batch (<= ``limit``) that runs: double from ``start`` until a probe fails, halve until one
-    runs, then bisect to ``resolution``. A probe over its time budget ends the search at the largest batch that
-    ran (halving first if none has), flagged as a lower bound; 0 if not even one sequence fits."""
+    """The largest batch (<= ``limit``) that runs: double from ``start`` until a probe fails, halve until one runs,
+    bisect to ``resolution``; a probe over its time budget ends it (a lower bound); 0 if one sequence won't fit."""
     s = _Search(probe, run, label, show)
     n = max(1, min(start, limit))
     status = s.fits(n)

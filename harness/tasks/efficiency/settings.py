@@ -1,6 +1,5 @@
 """``task=efficiency``'s typed settings (conf/task/efficiency.yaml documents each key) and a synthetic set's
-definition (Table 10), importable without torch: the planner types the config with them, the measurement reads
-them."""
+definition (Table 10), importable without torch: the planner types the config, the measurement reads them."""
 
 from __future__ import annotations
 
@@ -45,9 +44,8 @@ class EfficiencySettings:
 
 @dataclass(kw_only=True)
 class SetSpec:
-    """One synthetic set (Table 10): every document ``length`` tokens, or lengths drawn from
-    normal(``mean``, ``std``), truncated to int and clamped to [``min``, ``max``] (as torch.normal(...).int()
-    .clamp(...) after torch.manual_seed(seed), which reproduces Table 10's statistics exactly)."""
+    """One synthetic set (Table 10): every document ``length`` tokens, or normal(``mean``, ``std``) lengths as
+    ``torch.normal(...).int().clamp(min, max)`` after ``torch.manual_seed(seed)`` (Table 10's statistics exactly)."""
 
     length: int | None = None
     mean: float | None = None

@@ -1,10 +1,6 @@
-"""Inference throughput as the ModernBERT paper measured it (section 4, Tables 2, 10, 11): synthetic sets of
-random ordinary token ids, tokens per second over real tokens, the largest batch that fits, and the device's
-dense matmul throughput as the roofline. The max-batch search is in :mod:`harness.tasks.efficiency.max_batch`.
-
-Why our own: ModernBERT's efficiency script is a GPU-only one-off; this runs the same protocol on any device,
-padded or packed (unpadded), with every number in a result record.
-"""
+"""Inference throughput as the paper measured it (section 4, Tables 2, 10, 11): synthetic random token ids, tokens per
+second over real tokens, the largest batch (:mod:`harness.tasks.efficiency.max_batch`), dense matmul throughput as
+the roofline. Our own: ModernBERT's script is a GPU-only one-off; this runs on any device, padded or packed."""
 
 from __future__ import annotations
 
@@ -28,8 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def set_lengths(spec: SetSpec, n_docs: int, seed: int) -> np.ndarray:
-    """Document lengths of a set, seeded: ``torch.normal(mean, std).int().clamp(min, max)`` after seeding with
-    ``seed``, which with seed 42 and 8,192 documents reproduces Table 10's statistics exactly."""
+    """A set's document lengths as :class:`SetSpec` draws them (seed 42, 8,192 documents: Table 10 exactly)."""
     if spec.length is not None:
         return np.full(n_docs, spec.length, dtype=np.int64)
     g = torch.Generator().manual_seed(seed)
@@ -44,8 +39,7 @@ def set_stats(lengths: np.ndarray) -> dict[str, float]:
 
 
 def batch_token_ids(lengths: Sequence[int], seed: int, batch_index: int, low: int, high: int) -> list[np.ndarray]:
-    """Random ordinary token ids in [low, high) for one batch, seeded by (seed, batch index), so a set of
-    8,192 x 8,192 tokens never has to sit in memory at once."""
+    """Random ordinary token ids in [low, high) for one batch, seeded by (seed, batch index): never all in memory."""
     g = torch.Generator().manual_seed(seed * 1_000_003 + batch_index)
     flat = torch.randint(low, high, (int(sum(lengths)),), generator=g).numpy()
     return np.split(flat, np.cumsum(lengths)[:-1])
@@ -53,8 +47,7 @@ def batch_token_ids(lengths: Sequence[int], seed: int, batch_index: int, low: in
 
 def model_inputs(hf_model: Any, seqs: list[np.ndarray], *, mode: str | None, pad_to: int | None, pad_id: int,
                  device: str) -> dict[str, Any]:
-    """Forward kwargs for one batch: padded to ``pad_to`` (or the longest), or packed (``mode`` ``varlen``: one
-    row + ``cu_seq_lens``; ``mask``: rows of ``pad_to`` tokens with block-diagonal masks)."""
+    """Forward kwargs for one batch: padded to ``pad_to`` (or the longest), or packed (``mode``: varlen or mask)."""
     if mode is None:
         return padded_inputs(seqs, pad_to or max(len(s) for s in seqs), pad_id, device)
     packed = pack_rows([list(s) for s in seqs], None if mode == "varlen" else (pad_to or max(map(len, seqs))), pad_id)
@@ -63,9 +56,8 @@ def model_inputs(hf_model: Any, seqs: list[np.ndarray], *, mode: str | None, pad
 
 # --------------------------------------------------------------------------------------------- FLOPs, roofline
 def forward_flops(hf_model: Any, lengths: Sequence[int]) -> float:
-    """Dense FLOPs of a forward over sequences of ``lengths`` real tokens: 2 x (linear weights of the encoder
-    layers) per token, plus QK^T and AV (4 x context x hidden per token and layer; a local layer's context is
-    its window). Embedding lookups, norms and activations are not counted (as usual for model FLOPs)."""
+    """Dense FLOPs of a forward over sequences of ``lengths`` real tokens: 2 x encoder linear weights per token, plus
+    QK^T and AV (4 x context x hidden per token and layer; local: the window); embeddings, norms etc. not counted."""
     owner, attr = layer_list(hf_model)
     layers = getattr(owner, attr)
     hidden = int(hf_model.config.hidden_size)
@@ -80,8 +72,7 @@ def forward_flops(hf_model: Any, lengths: Sequence[int]) -> float:
 
 
 def matmul_flops(precision: str, device: str, size: int = 2048, repeats: int = 10) -> float:
-    """Measured dense matmul throughput (FLOP/s, best of ``repeats`` after a warm-up) for the dtype the
-    model's matmuls run in: the roofline a model's achieved FLOP/s is compared with."""
+    """Measured dense matmul FLOP/s (best of ``repeats``) in the model's matmul dtype: the roofline compared with."""
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
@@ -147,9 +138,8 @@ class Timing:
 
 def time_passes(run_pass: Callable[[], None], *, repeats: int, warmup: int, device: str,
                 desc: str = "timed passes", show: bool = True, budget_s: float | None = None) -> list[float]:
-    """Seconds of each of ``repeats`` passes after ``warmup`` untimed ones; each pass is a step of the console's
-    progress (a bar with an ETA on a terminal, else one line per pass). With ``budget_s``, no timed pass starts
-    that would end past the budget at the mean pass time so far (warm-up included); the first one always runs."""
+    """Seconds of each of ``repeats`` passes after ``warmup`` untimed ones, each a progress step; with ``budget_s``
+    no timed pass starts that would end past it at the mean pass time so far (the first always runs)."""
     from harness.core.console import Progress
 
     out: list[float] = []
@@ -178,8 +168,7 @@ def time_passes(run_pass: Callable[[], None], *, repeats: int, warmup: int, devi
 def measure(hf_model: Any, lengths: np.ndarray, *, batch_size: int, mode: str | None, pad_to: int | None,
             pad_id: int, seed: int, id_range: tuple[int, int], precision: str, device: str, repeats: int,
             warmup: int, desc: str = "timed passes", show: bool = True, budget_s: float | None = None) -> Timing:
-    """Time ``repeats`` passes over the set (batches in set order, as the paper's benchmark); the inputs of
-    every batch are built once, before timing, so only the model is timed."""
+    """Time ``repeats`` passes over the set in order (as the paper); every batch's inputs are built before timing."""
     batches = []
     for b, start in enumerate(range(0, len(lengths), batch_size)):
         seqs = batch_token_ids(lengths[start : start + batch_size].tolist(), seed, b, *id_range)

@@ -1,5 +1,4 @@
-"""MNLI chaining: which encoder a grid point starts from (the pretrained model, ``task.init_from``, or the kept
-checkpoint of the MNLI run :func:`pick_mnli` picks). Reads records only: no model, no data."""
+"""MNLI chaining: which encoder a grid point starts from (pretrained, ``task.init_from``, or :func:`pick_mnli`'s)."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ PRETRAINED = InitSource("pretrained")
 
 def mnli_candidates(results_dir: str | Path, model_ref: Mapping[str, Any], max_length: int,
                     protocol: str = "best_epoch", upstream: str = "mnli") -> list[ResultRecord]:
-    """Ok ``upstream`` (MNLI) records of this model (same weights, same max length, same scoring ``protocol``;
-    records written before protocols existed are ``best_epoch``) whose checkpoint still exists."""
+    """This model's ok MNLI records (same weights, max length, protocol; older: ``best_epoch``) with a checkpoint."""
     root = layout.task_folder(results_dir, TASK_FAMILY)
     out = []
     for _, rec in results.iter_records(root, warn=False) if root.exists() else []:
@@ -42,9 +40,8 @@ def mnli_candidates(results_dir: str | Path, model_ref: Mapping[str, Any], max_l
 
 def resolve_init(task: str, tcfg: GlueSettings, results_dir: str | Path, model_ref: Mapping[str, Any], model_name: str, *,
                  chain: Mapping[str, Sequence[str]]) -> InitSource:
-    """The encoder a run starts from: ``task.init_from`` if set; for a task ``chain`` (the spec's ``depends_on``,
-    :func:`harness.specs.dependencies.chained`) starts from MNLI, an MNLI record's checkpoint (:func:`pick_mnli`;
-    ``task.mnli_init`` says whether one is required); else pretrained."""
+    """The encoder a run starts from: ``task.init_from`` if set; for a task the spec's ``depends_on`` chains from
+    MNLI, an MNLI record's checkpoint (:func:`pick_mnli`; ``task.mnli_init``: whether required); else pretrained."""
     if tcfg.init_from:
         path = Path(str(tcfg.init_from)).expanduser()
         if not (path / "config.json").exists():

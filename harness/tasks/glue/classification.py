@@ -1,20 +1,12 @@
-"""Sequence-classification fine-tuning for GLUE: transformers' Trainer with early stopping, under one of two
-scoring protocols (``task.scoring_protocol``): ``authors`` (the ModernBERT authors' Composer runs: evaluation every N
-batches, patience in batches on one metric, every parameter decayed, the last evaluation scored) or ``best_epoch``
-(per-epoch evaluations, patience in evaluations on the task score, HF's decay groups, the best one restored).
-
-The pieces are the library's: ``AutoModelForSequenceClassification``, ``Trainer``, ``EarlyStoppingCallback``,
-``DataCollatorWithPadding``. This module adds starting from another task's checkpoint with a fresh final classifier
-(MNLI chaining: :func:`carry_weights`) and the ModernBERT head the authors built, and turning a NaN loss into a clear error; the tokenised
-splits and their cache are :mod:`harness.tasks.glue.tokens`.
-
-task=glue's classification head on a ModernBERT encoder is built as the authors' FlexBERT GLUE runs built it
-(``model.glue``: conf/model/modernbert-*.yaml, docs/fidelity.md): the transformers config keys it sets before the
-model is built, the two settings transformers' ModernBERT has no key for, and what a record says of the head built.
-Why our own: transformers' ``ModernBertPredictionHead`` always applies a LayerNorm and its ``attention_dropout``
-drops both the attention probabilities and the attention output, where FlexBERT's head had no norm and its
-attention output had a dropout of its own (``attn_out_dropout_prob``).
-"""
+"""Sequence-classification fine-tuning for GLUE with transformers' Trainer and early stopping, under one of two
+scoring protocols (``task.scoring_protocol``): ``authors`` (the authors' Composer runs: evaluation every N batches,
+patience in batches on one metric, every parameter decayed, the last evaluation scored) or ``best_epoch``
+(per-epoch evaluations, patience on the task score, HF's decay groups, the best one restored). Added to the
+library's pieces: starting from another task's checkpoint with a fresh classifier (MNLI chaining:
+:func:`carry_weights`), a NaN loss as a clear error, and the ModernBERT head built as the authors' FlexBERT GLUE
+runs built it (``model.glue``, docs/fidelity.md). Why our own head: transformers' ``ModernBertPredictionHead`` always
+applies a LayerNorm and its ``attention_dropout`` drops both the attention probabilities and output, where
+FlexBERT's head had no norm and its attention output its own dropout (``attn_out_dropout_prob``)."""
 
 from __future__ import annotations
 
@@ -50,10 +42,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """Everything that shapes one fine-tuning run (one GLUE grid point): the task's ``train.glue`` node (its values:
-    conf/task/glue.yaml), the point's resolved values (``run``: learning rate, epochs, seed, precision, device), and
-    what the point works out from its node (through ``harness.tasks.glue.compute.train_config``). Each value was checked
-    where it was typed (the node, the grid: :mod:`harness.core.typed`), so nothing is checked again here."""
+    """Everything that shapes one fine-tuning run (one GLUE grid point): the task's ``train.glue`` node, the point's
+    resolved values (``run``: learning rate, epochs, seed, precision, device) and what ``train_config`` works out;
+    each value was checked where it was typed (:mod:`harness.core.typed`), not again here."""
 
     node: GlueTraining
     run: TrainRun
@@ -112,11 +103,9 @@ def load_classifier(
     model_dir: str, num_labels: int, *, attn_implementation: str = "sdpa", init_from: str | None = None,
     trust_remote_code: bool = False, head: GlueHead | None = None, device: str | None = None,
 ) -> PreTrainedModel:
-    """A classifier on the pretrained encoder in ``model_dir`` with a fresh head (``head``: the settings of a
-    ModernBERT's head, ``model.glue``; None: the checkpoint's config as is); with ``init_from`` (a fine-tuned
-    classifier, e.g. MNLI's chosen checkpoint), every weight but the final classifier's comes from there
-    (:func:`carry_weights`) and the classifier stays fresh.
-    ``device``: where it runs (the attention ``auto`` resolves to depends on it; None: this machine's GPU if any)."""
+    """A classifier on the pretrained encoder in ``model_dir`` with a fresh head (``head``: a ModernBERT's head
+    settings, ``model.glue``; None: the config as is); ``init_from`` (e.g. MNLI's chosen checkpoint) gives every
+    weight but the final classifier's (:func:`carry_weights`). ``device``: where it runs (``auto`` attention)."""
     from transformers import AutoModelForSequenceClassification
 
     kwargs: dict[str, Any] = {"attn_implementation": attention_for(attn_implementation, model_dir, device),
@@ -143,19 +132,17 @@ def load_classifier(
     return model
 
 
-#: the final classification layer's names start so in every ``*ForSequenceClassification`` the harness chains
-#: (transformers' BERT, RoBERTa, DeBERTa-v2, ModernBERT; NomicBERT's and GTE's remote code): what MNLI chaining
-#: leaves fresh, as the authors' ``load_ignore_keys=["state/model/model.classifier*"]``
-#: (MB@2fed0f2:src/evals/finetuning_jobs.py:288-299) left their FlexBERT ``classifier`` alone fresh
+#: the final classification layer's prefix in every ``*ForSequenceClassification`` the harness chains (BERT, RoBERTa,
+#: DeBERTa-v2, ModernBERT, NomicBERT, GTE): what MNLI chaining leaves fresh, as the authors' ``load_ignore_keys=
+#: ["state/model/model.classifier*"]`` (MB@2fed0f2:src/evals/finetuning_jobs.py:288-299) left FlexBERT's
 CLASSIFIER = "classifier."
 
 
 def carry_weights(model: PreTrainedModel, source: PreTrainedModel, init_from: str, model_dir: str) -> list[str]:
     """Every weight of ``source`` (a classifier fine-tuned from the same model: MNLI's) into ``model`` but the final
-    classifier's (names starting ``classifier.``), which stays as built: the encoder and whatever pooling head sits
-    outside ``classifier`` (ModernBERT's ``head``, DeBERTa's ``pooler``, BERT's pooler in ``bert``) come from
-    ``source``; a RoBERTa head's dense layer sits inside ``classifier`` and starts fresh, as the authors' glob
-    leaves it. Returns the names left fresh; any other weight missing or unexpected is an error."""
+    classifier's (``classifier.*``, left as built): the encoder and any pooling head outside ``classifier``
+    (ModernBERT's ``head``, DeBERTa's and BERT's poolers); a RoBERTa head's dense layer sits inside it and starts
+    fresh, as the authors' glob leaves it. Returns the names left fresh; any other mismatch is an error."""
     fresh = fresh_parameters(model)
     if not fresh:
         raise HarnessError(f"{type(model).__name__} has no weight named {CLASSIFIER}*: MNLI chaining carries every "
@@ -226,8 +213,8 @@ def describe_head(model: PreTrainedModel) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- training
 def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker: Tracker | None = None):
     """TrainingArguments: AdamW (betas, eps), linear warmup then decay; ``best_epoch``: evaluation and checkpoint
-    ``evals_per_epoch`` times per epoch, best checkpoint (by ``score``) restored at the end; ``authors``: evaluation
-    every ``eval_steps`` steps, no checkpoints; ``tracker`` (``logger=``) receives the curves."""
+    ``evals_per_epoch`` times per epoch, the best (by ``score``) restored; ``authors``: evaluation every
+    ``eval_steps`` steps, no checkpoints; ``tracker`` receives the curves."""
     n = cfg.node
     per_epoch = cfg.steps_per_epoch(n_train)
     by_epoch = n.evals_per_epoch == 1
@@ -378,8 +365,7 @@ def restore_best_checkpoint(model: PreTrainedModel, checkpoint: str | None) -> N
     """Load every weight of the best checkpoint into ``model``, strictly.
 
     Why our own: transformers 5.3 saves BERT-family LayerNorms as ``gamma``/``beta`` and the Trainer's own
-    best-model restore (``load_state_dict(strict=False)``) silently skips them; ``from_pretrained`` maps the names.
-    """
+    best-model restore (``load_state_dict(strict=False)``) silently skips them; ``from_pretrained`` maps the names."""
     if not checkpoint:
         return
     best = type(model).from_pretrained(checkpoint)

@@ -1,9 +1,6 @@
-"""``task=glue``'s computation, from the run's plan: every task's data loaded first (a missing file or an offline hub
-fails before any training), the decay check, then each grid point fine-tuned and evaluated in order (its data
-tokenised once per model, data and max length), one record each (after an in-process sweep the runner writes the
-GLUE selection: the plan's ``select_after``).
-Compute: torch, transformers and datasets are imported inside the functions; the typed GLUE settings arrive as the
-plan's ``settings`` (``tcfg``)."""
+"""``task=glue``'s computation, from the run's plan: every task's data loaded first (fails before any training), the
+decay check, then each grid point fine-tuned and evaluated in order (data tokenised once per model, data and max
+length), one record each. torch, transformers and datasets are imported inside the functions."""
 
 from __future__ import annotations
 
@@ -129,8 +126,7 @@ def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
 def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metric: str = "score") -> Any:
     """The classification trainer's settings for one grid point; ``metric``: what ``authors`` early stopping
     watches (``best_epoch`` watches ``score``); under ``authors`` the dev set is evaluated every
-    ``task.eval_interval`` optimizer steps (every planned task has one: :func:`~harness.tasks.glue.grid.grid_points`
-    refuses a config without)."""
+    ``task.eval_interval`` optimizer steps (:func:`~harness.tasks.glue.grid.grid_points` requires one)."""
     from harness.tasks.glue import classification as clf
     from harness.training.settings import TrainRun
 
@@ -144,8 +140,7 @@ def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metri
 
 def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec: ResultRecord, ctx: RunContext,
               tracker: Any = None) -> None:
-    """Fine-tune and evaluate one grid point, filling ``rec`` (status ok or failed; never raises on divergence);
-    ``tracker`` (``logger=``) receives the training curves."""
+    """Fine-tune and evaluate one grid point into ``rec`` (ok or failed; never raises on divergence)."""
     from harness.tasks.glue import classification as clf
     from harness.training import tracking
 

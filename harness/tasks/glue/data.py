@@ -1,9 +1,7 @@
 """GLUE task definitions (from conf/task/glue.yaml) and loaders: local TSVs in GLUE's own layout, or the hub.
 
-Local files are read as GLUE ships them: tab-separated with quoting off (texts hold unbalanced quotes), the
-MRPC header keeps its UTF-8 BOM (its label column is addressed by index), CoLA has no header. Every row must
-have the header's column count; labels must be a class name or an integer id.
-"""
+Local TSVs are read as GLUE ships them: quoting off (texts hold unbalanced quotes), MRPC's header BOM kept (its
+label column is addressed by index), CoLA headerless; every row has the header's column count."""
 
 from __future__ import annotations
 
@@ -138,8 +136,7 @@ GLUE_FIX = "re-download the file (download_glue_data.py writes GLUE's layout)"
 
 
 def read_tsv(path: Path, header: bool) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
-    """(header, [(line number, fields)]) of a GLUE TSV, quoting off; every row must have the header's (or, without
-    a header, the first row's) column count. Blank lines are skipped."""
+    """(header, [(line number, fields)]) of a GLUE TSV, quoting off, blank lines skipped, column counts checked."""
     if not path.is_file():
         raise DataError(
             f"GLUE file {path} does not exist. task.data_dir must point at a folder in GLUE's layout "

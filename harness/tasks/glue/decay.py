@@ -1,17 +1,12 @@
-"""What a GLUE grid point's weight decay does to the weights over its run, worked out before any training, and
-the refusal of a decay that would shrink every weight to a fraction of itself (pure: numpy, no model, no data
-beyond the training set's size).
+"""What a GLUE grid point's weight decay does to the weights over its run, worked out before any training, and the
+refusal of a decay that would shrink every weight to a fraction of itself (pure numpy).
 
-torch's AdamW multiplies each decayed weight by ``(1 - lr_t * wd)`` at every optimizer step, before the gradient
-update; ``wd`` is what :func:`adamw_weight_decay` passes it. Under ``task.weight_decay_convention=composer``
-(the authors' DecoupledAdamW) that is ``weight_decay / lr``, so a step decays by ``weight_decay * lr_t / lr``:
-the grid's 1e-5 is 1e-5 of each weight per step at the peak, but 0.01 is 1% per step. The product of these
-factors over the steps the schedule plans (:func:`decay_factor`) is what decay alone leaves of a weight; the
-gradient pulls the other way, but a fine-tuning run must start from the pretrained weights, not from a fraction
-of them. :data:`KEEP_AT_LEAST` is the floor: the paper's grid at the paper's settings keeps at least 75% (QQP,
-10 epochs, batch 64, weight decay 1e-5: ``tests/test_glue_decay.py``), while 0.01 under ``composer`` on STS-B
-keeps 40% after 2 epochs and 1% after 10 (the run that ended at Spearman -0.03).
-"""
+torch's AdamW multiplies each decayed weight by ``(1 - lr_t * wd)`` per step, ``wd`` from
+:func:`adamw_weight_decay`; under ``task.weight_decay_convention=composer`` (the authors' DecoupledAdamW) that is
+``weight_decay / lr``, so 1e-5 decays 1e-5 per step at the peak but 0.01 decays 1%. :func:`decay_factor` is the
+product over the planned steps: what decay alone leaves of a weight. :data:`KEEP_AT_LEAST` is the floor: the
+paper's grid keeps at least 75% (QQP, 10 epochs, batch 64, 1e-5: ``tests/test_glue_decay.py``); 0.01 under
+``composer`` on STS-B keeps 40% after 2 epochs and 1% after 10 (the run that ended at Spearman -0.03)."""
 
 from __future__ import annotations
 
@@ -53,16 +48,14 @@ def planned_steps(n_train: int, tcfg: Any, epochs: int) -> int:
 
 
 def lr_multipliers(steps: int, warmup_ratio: float) -> np.ndarray:
-    """lr_t / lr at each optimizer step: transformers' linear schedule (warm-up over ceil(ratio x steps) steps,
-    then linear decay to 0), as the GLUE trainer runs it."""
+    """lr_t / lr per optimizer step: transformers' linear schedule (warm-up over ceil(ratio x steps), decay to 0)."""
     warm = math.ceil(steps * warmup_ratio) if warmup_ratio > 0 else 0
     t = np.arange(steps, dtype=np.float64)
     return np.where(t < warm, t / max(1, warm), np.maximum(0.0, (steps - t) / max(1, steps - warm)))
 
 
 def decay_factor(point: GridPoint, tcfg: Any, n_train: int, convention: str | None = None) -> tuple[float, int]:
-    """(what weight decay alone leaves of every decayed weight over the run, the run's planned steps): the
-    product over the steps of ``1 - lr_t * adamw_weight_decay`` (0 where a step's factor reaches 0)."""
+    """(what decay alone leaves of a weight, planned steps): the product of ``1 - lr_t * adamw_weight_decay``."""
     steps = planned_steps(n_train, tcfg, point.epochs)
     warmup = lr_multipliers(steps, float(tcfg.training.warmup_ratio))
     rates = float(point.lr) * adamw_weight_decay(point, tcfg, convention) * warmup

@@ -1,5 +1,4 @@
-"""GLUE's ``task.*`` settings and the grid they imply: which tasks in which order, which grid points (pure: no
-records, no model, no data)."""
+"""GLUE's ``task.*`` settings and the grid they imply: which tasks in which order, which grid points (pure)."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ from harness.training.settings import GlueTraining
 
 @dataclass(frozen=True)
 class GridPoint:
-    """One cell of the GLUE sweep: one fine-tuning run (a cell's payload, with its
-    :class:`InitSource`)."""
+    """One cell of the GLUE sweep: one fine-tuning run (a cell's payload, with its :class:`InitSource`)."""
 
     task: str
     lr: float
@@ -29,8 +27,7 @@ class GridPoint:
 
 @dataclass(frozen=True)
 class InitSource:
-    """Where a GLUE run's weights come from: the pretrained model, or a fine-tuned checkpoint (all but its final
-    classifier)."""
+    """Where a GLUE run's weights come from: pretrained, or a fine-tuned checkpoint (all but its final classifier)."""
 
     kind: str                        # pretrained | mnli | path
     checkpoint: str | None = None
@@ -40,8 +37,7 @@ class InitSource:
 
 @dataclass(frozen=True, kw_only=True)
 class GlueStages:
-    """What ``task=glue``'s computation reads beyond the settings: the GLUE tasks of the run, resolved from their
-    definitions (labels, metric, data files)."""
+    """What ``task=glue``'s computation reads beyond the settings: the run's GLUE tasks (labels, metric, data files)."""
 
     tasks: tuple[glue_data.GlueTask, ...]
 
@@ -89,8 +85,7 @@ class GlueSettings:
 
 
 def order_tasks(tasks: Sequence[glue_data.GlueTask], chain: Mapping[str, Sequence[str]]) -> list[glue_data.GlueTask]:
-    """The tasks others start from (MNLI) first, then those that do not chain, then the chained ones (``chain``:
-    :func:`harness.specs.dependencies.chained`; each group in the given order)."""
+    """The tasks others chain from (MNLI) first, then the unchained, then the chained, each group in given order."""
     ups = dependencies.upstream(chain)
     rank = {t.name: (0 if t.name in ups else 2 if t.name in chain else 1) for t in tasks}
     return sorted(tasks, key=lambda t: rank[t.name])
@@ -119,8 +114,7 @@ def epoch_values(task: glue_data.GlueTask, tcfg: GlueSettings) -> list[int]:
 
 
 def seeds(tcfg: GlueSettings, default_seed: int) -> list[int]:
-    """The seeds every grid point runs (averaged by the selection): ``task.seed`` if set; else under the
-    ``authors`` protocol ``task.seeds``, under ``best_epoch`` the top-level ``seed``."""
+    """The seeds every grid point runs: ``task.seed`` if set, else ``task.seeds`` (authors) or ``seed`` (best_epoch)."""
     out = planned_seeds(str(tcfg.training.scoring_protocol), list(tcfg.seeds or ()), tcfg.seed, default_seed)
     if not out or len(set(out)) != len(out):
         raise HarnessError(f"task.seeds={list(tcfg.seeds)} must be a non-empty list of distinct seeds")
@@ -139,8 +133,7 @@ def check_schedule(tasks: Sequence[glue_data.GlueTask], tcfg: GlueSettings) -> N
 
 
 def grid_points(tasks: Sequence[glue_data.GlueTask], tcfg: GlueSettings, default_seed: int) -> list[GridPoint]:
-    """Every grid point the config implies, in run order (each point's seeds one after another). A set
-    ``task.lr`` etc. pins that axis."""
+    """Every grid point the config implies, in run order (seeds consecutive); a set ``task.lr`` etc. pins the axis."""
     check_schedule(tasks, tcfg)
     lrs = [float(tcfg.lr)] if tcfg.lr is not None else [float(v) for v in tcfg.grid.learning_rates]
     wds = [float(tcfg.weight_decay)] if tcfg.weight_decay is not None else [float(v) for v in tcfg.grid.weight_decays]

@@ -1,22 +1,13 @@
-"""GLUE dev-set metrics computed locally with sklearn/scipy (``evaluate.load`` needs the hub), x100 as the paper:
-the ``score.glue`` stage, and the comparison's re-scoring of kept predictions (``harness.compare``, the
-leaderboard's significance marks), so it lives in the ground layer and imports no compute code (sklearn and scipy
-only where a metric is computed).
+"""GLUE dev-set metrics computed locally with sklearn/scipy (``evaluate.load`` needs the hub), x100 as the paper: for
+the ``score.glue`` stage and the comparison's re-scoring of kept predictions, so it imports no compute code.
 
-Each metric function takes predictions (class ids, or scores for regression) and gold labels and returns a
-dict of named values; which key is the task score is :mod:`harness.tasks.glue.scores`' (by name):
-
-- ``accuracy``: accuracy (SST-2, QNLI, RTE, WNLI)
-- ``matthews``: Matthews correlation (CoLA)
-- ``accuracy_f1``: accuracy is the task score, F1 of the positive class and ``f1_accuracy_mean`` recorded beside it
-  (MRPC, QQP: Table 5 prints accuracy, and the authors' sweep selected by it; docs/fidelity.md)
-- ``f1``: the same values, F1 the task score (what the authors' eval.py printed for MRPC/QQP: one metric per
-  evaluator, the last, BinaryF1Score; this harness's default before its fourth fidelity pass)
-- ``f1_accuracy``: the same values, the task score their mean (``f1_accuracy_mean``; the default before that)
-- ``spearman_pearson``: Spearman (the task score) and Pearson correlation (STS-B)
-- MNLI: accuracy on matched and mismatched dev; the task score is their mean (``accuracy_mean``), as the
-  paper reports MNLI
-"""
+Each metric takes predictions (class ids, or scores for regression) and gold labels and returns named values; which
+key is the task score is :mod:`harness.tasks.glue.scores`':
+- ``accuracy`` (SST-2, QNLI, RTE, WNLI); ``matthews`` (CoLA); ``spearman_pearson``: Spearman scores (STS-B)
+- ``accuracy_f1``: accuracy scores, F1 of the positive class and ``f1_accuracy_mean`` beside it (MRPC, QQP: Table 5
+  prints accuracy, and the authors' sweep selected by it; docs/fidelity.md); ``f1``: the same, F1 scores (what the
+  authors' eval.py printed: its last evaluator, BinaryF1Score); ``f1_accuracy``: the same, their mean scores
+- MNLI: accuracy on matched and mismatched dev; the task score is their mean (``accuracy_mean``), as the paper's"""
 
 from __future__ import annotations
 
@@ -72,9 +63,8 @@ METRICS: dict[str, Callable[..., Metrics]] = {"accuracy": accuracy, "matthews": 
 
 
 def compute(metric: str, preds: Sequence, labels: Sequence, groups: Sequence[tuple[str, int]] | None = None) -> Metrics:
-    """Metrics for one task, plus ``score`` (the task score). ``groups`` splits the rows into consecutive named
-    dev sets (MNLI: ``[("matched", n1), ("mismatched", n2)]``): each gets ``<key>_<group>`` and the task score
-    is the mean of the groups' scores."""
+    """Metrics for one task, plus ``score`` (the task score). ``groups`` splits the rows into consecutive dev sets
+    (MNLI: ``[("matched", n1), ("mismatched", n2)]``): each gets ``<key>_<group>``, the score is their mean."""
     fn, key = METRICS[known(metric)], SCORE_KEYS[metric]
     if not groups:
         out = fn(preds, labels)

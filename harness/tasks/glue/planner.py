@@ -1,14 +1,9 @@
-"""``task=glue``'s planner: every grid point (:mod:`.grid`, pure) of every task a cell, starting from the encoder
-:mod:`.chain` resolves (pretrained, ``task.init_from``, or the MNLI record's kept checkpoint for the tasks the
-spec's ``depends_on`` chains from MNLI); MNLI and the tasks that do not chain first, the chained ones once MNLI's
-records exist. :mod:`.compute` loads every task's data first (a missing file or an offline hub fails before any
-training), then fine-tunes and evaluates in order; after an in-process sweep the runner writes the selection.
-
-What GLUE *is* (tasks, labels, score definitions, Table 5) is :mod:`.spec`; its selection rule is
-:class:`harness.selection.rules.GlueSelection`. Under a Hydra multirun every job is one grid point; the GLUE sweep
-configs make each task one batch (one SLURM array), MNLI first, and :class:`harness.run.hydra_callbacks.StagingCheck`
-refuses a sweep whose batches would start a chained task before MNLI has finished.
-"""
+"""``task=glue``'s planner: every grid point (:mod:`.grid`) of every task a cell, from the encoder :mod:`.chain`
+resolves (pretrained, ``task.init_from``, or MNLI's kept checkpoint for the tasks ``depends_on`` chains); chained
+tasks once MNLI's records exist. :mod:`.compute` loads all data first (a missing file fails before training), then
+trains in order; the runner writes the selection after an in-process sweep. What GLUE *is* is :mod:`.spec`; its
+rule :class:`harness.selection.rules.GlueSelection`. The GLUE sweep configs make each task one SLURM array, MNLI
+first; :class:`harness.run.hydra_callbacks.StagingCheck` refuses a sweep starting a chained task before MNLI."""
 
 from __future__ import annotations
 
@@ -43,9 +38,8 @@ from harness.tasks.runplan import Cell, RunPlan, Setup, check_model, excluded_ke
 #: GLUE's stages, each with its protocol version (their code is :mod:`harness.tasks.glue.compute`'s)
 STAGES: Registry[Stage] = Registry("stage", {
     "load.classifier": Stage(1, what="a sequence classifier (fresh head): harness.tasks.glue.classification"),
-    # a GLUE point that starts from another run's weights (MNLI's chosen checkpoint, task.init_from) computes this
-    # stage too (its version enters only those points' identities); 1: the encoder alone was carried (before the
-    # fifth fidelity pass, never hashed), 2: every weight but the final classifier, as the authors carried it
+    # computed (and versioned) only by points starting from another run's weights (MNLI's, task.init_from); 1: the
+    # encoder alone carried (never hashed), 2: every weight but the final classifier, as the authors carried it
     "load.chain": Stage(2, what="the weights a chained GLUE point starts from: all but classifier.*, "
                               "harness.tasks.glue.classification.carry_weights"),
     "train.glue": Stage(2, what="Trainer; authors (last eval, seeds) or best_epoch: harness.tasks.glue.classification"),
@@ -93,8 +87,7 @@ class GluePlanner:
     def cells_for(self, tasks: Sequence[glue_data.GlueTask]) -> list[Cell]:
         s = self.settings
         data = {t.name: glue_data.data_fingerprint(t, s.data_dir, s.hub.path, s.hub.revision) for t in tasks}
-        # the head this model fine-tunes with (model.glue), where it sets one: runs of a model without one keep the ids
-        # they had before heads were configurable
+        # the head this model fine-tunes with (model.glue), where set: runs of a model without one keep their ids
         model = self.setup.model
         head = {} if model.glue is None else {"task.head": asdict(model.glue)}
         out = []
@@ -123,9 +116,9 @@ class GluePlanner:
         return {"task.max_length": int(self.settings.max_length)}
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
-        """Training and dev-evaluation tokens: per task, each epoch of its grid points and every seed the protocol
-        runs; dev passes every ``eval_interval`` batches plus one at the end (authors), or ``evals_per_epoch`` per
-        epoch plus the restored best's (best_epoch). Early stopping makes both upper bounds."""
+        """Training and dev-evaluation tokens: per task, each epoch of its grid points and every seed; dev passes every
+        ``eval_interval`` batches plus one (authors), or ``evals_per_epoch`` per epoch plus the restored best's
+        (best_epoch). Early stopping makes both upper bounds."""
         from harness.data.sizes import glue_task
 
         s, c, w = self.settings, cost_data(), Work()
@@ -152,8 +145,7 @@ class GluePlanner:
         return cls(setup).runplan(mode=mode, skip=skip, round=round)
 
     def runplan(self, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[GlueSettings, GlueStages]:
-        """Round ``round``'s :class:`~harness.tasks.runplan.RunPlan` (a later round is planned from the records of
-        the earlier ones), its work estimate for a ``mode`` job."""
+        """Round ``round``'s :class:`~harness.tasks.runplan.RunPlan` (planned from earlier rounds' records) and work."""
         su, rounds = self.setup, self.rounds()
         cells = rounds[round]() if round < len(rounds) else []
         return RunPlan(
@@ -166,10 +158,9 @@ class GluePlanner:
 
 
 def check(plan: RunPlan[GlueSettings, GlueStages], todo: Sequence[Cell]) -> None:
-    """Before any data or model is loaded: the model's checks, and a precision the Trainer really trains in. fp16 on
-    a CPU is refused: transformers' Trainer leaves it to accelerate, which autocasts fp16 only on an accelerator
-    (``Accelerator.__init__``: ``native_amp`` stays False for fp16 on cpu), so the run would train and evaluate in
-    fp32 under an fp16 run id and record (its losses equal the fp32 run's to the last bit)."""
+    """Before any data or model: the model's checks, and a precision the Trainer really trains in. fp16 on a CPU is
+    refused: accelerate autocasts fp16 only on an accelerator (``Accelerator.__init__``: ``native_amp`` stays False
+    on cpu), so the run would be fp32 under an fp16 run id (its losses equal the fp32 run's to the last bit)."""
     check_model(plan, todo)
     if plan.precision == "fp16" and not plan.device.startswith(("cuda", "mps", "xpu")):
         raise HarnessError(f"precision=fp16 on device {plan.device}: transformers' Trainer runs fp32 there (no fp16 "

@@ -1,7 +1,6 @@
 """What each GLUE metric kind (a task definition's ``metric``) scores, by name only: the record's main score key, the
-one metric the authors' early stopping watches, the kind kept predictions are re-scored with. Pure (no numpy): the
-readers (leaderboard, selection, compare) and the specs read it without importing the metric functions, which are
-:mod:`harness.tasks.glue.metrics`."""
+metric the authors' early stopping watches, the kind kept predictions are re-scored with. Pure (no numpy), so
+readers and specs need not import :mod:`harness.tasks.glue.metrics`."""
 
 from __future__ import annotations
 

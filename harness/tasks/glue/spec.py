@@ -36,10 +36,9 @@ def score_note(task: str, main_score: str | None) -> str | None:
 
 @cache
 def compared_scores() -> dict[str, str]:
-    """The score each GLUE task's column compares (a record's ``main_score``): the score of the metric
-    ``conf/task/glue.yaml`` defines for it (MRPC and QQP: accuracy, Table 5's). A table, a selection or a comparison
-    holds one score per task: a record scored otherwise (an F1-scored MRPC record of an older default) is rescored
-    or set aside before it is read (:mod:`harness.selection.comparable`)."""
+    """The score each GLUE task's column compares (a record's ``main_score``): its metric's in
+    ``conf/task/glue.yaml`` (MRPC and QQP: accuracy, Table 5's); a record scored otherwise is rescored or set aside
+    before it is read (:mod:`harness.selection.comparable`)."""
     definitions = specs.task_node(TASK_FAMILY).get("definitions") or {}
     return {name: score_key(str(d["metric"]), len(d["hub"]["dev"]) > 1) for name, d in definitions.items()}
 
@@ -63,10 +62,8 @@ def paper_baselines() -> list[dict[str, Any]]:
 
 
 def planned_seeds(protocol: str, seeds: Sequence[int] | None, seed: int | None, default_seed: int | None) -> list[int]:
-    """The seeds every GLUE grid point runs under ``task.scoring_protocol``: ``task.seed`` if set; else under
-    ``authors`` the list ``task.seeds``; under ``best_epoch`` the top-level ``seed`` (one run). The grid plans with it
-    and the selection reads it back from a record's config, to tell a complete configuration from one whose seeds
-    did not all finish."""
+    """The seeds every GLUE grid point runs: ``task.seed`` if set, else ``task.seeds`` (``authors``) or the top-level
+    ``seed`` (``best_epoch``); the selection reads it back to tell a complete configuration."""
     if seed is not None:
         return [int(seed)]
     if protocol == "authors":
@@ -75,8 +72,7 @@ def planned_seeds(protocol: str, seeds: Sequence[int] | None, seed: int | None, 
 
 
 def expected_seed_count(config: Mapping[str, Any] | None) -> int | None:
-    """How many seeds the protocol of a GLUE record's config asks each configuration for (None: a record without
-    its config, whose protocol cannot be known)."""
+    """Seeds per configuration the protocol of a GLUE record's config asks for (None: no config, protocol unknown)."""
     task = (config or {}).get("task")
     if not isinstance(task, Mapping):
         return None

@@ -32,11 +32,9 @@ def tokenize(split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, 
 def cached_tokenize(
     split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, regression: bool, cache_dir: Path | None
 ) -> datasets.Dataset:
-    """:func:`tokenize`, stored under ``cache_dir`` (keyed by the caller: model, data, max length) and reused only
-    where it is what it claims (``claim.json``: its folder's key, the content hash of the texts and labels it was
-    made from, and the content hash of the token ids, masks and labels it holds) and holds this split's labels;
-    else rebuilt, with a warning. Concurrent jobs build it once (the lock ``<cache_dir>.lock``); it is written aside
-    and renamed into place, a valid entry never replaced."""
+    """:func:`tokenize`, cached under ``cache_dir`` (keyed by the caller) and reused only where its ``claim.json``
+    (key, hash of the texts and labels, hash of the ids, masks and labels held) holds and its labels are this
+    split's; else rebuilt with a warning. Built once under ``<cache_dir>.lock``, renamed into place."""
     import datasets
 
     datasets.disable_progress_bars()
@@ -75,8 +73,7 @@ def cached_tokenize(
 
 
 def token_hash(ds: datasets.Dataset) -> str:
-    """sha256 (24 hex) of what a tokenised split holds: each column's per-row lengths and values (ids, masks, type
-    ids, labels), read from its Arrow table, so a token altered in place is seen."""
+    """sha256 (24 hex) of a tokenised split's columns (lengths and values per row), so in-place changes are seen."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -1,9 +1,7 @@
 """``task=beir`` (and nanobeir): single-vector (DPR) retrieval as the paper ran it (section 3.1.2, appendix E.2):
 fine-tune on MS MARCO hard negatives with sentence-transformers (``train.dense``), then nDCG@10 on the 15 BEIR sets
-(``retrieve.single_vector``). Where its training triplets come from (``task.train_data.source``): one class per
-source, found in :data:`TRIPLET_SOURCES`; each says what enters the run identity, what a record shows, what is checked
-before any work, and how the rows load (``load``: the training dataset and the facts a record shows, None here). A
-new source is one class here (or in a user's module) and one registry entry."""
+(``retrieve.single_vector``). Training triplet sources (``task.train_data.source``) are :data:`TRIPLET_SOURCES`: a
+new source is one class (here or in a user's module) and one registry entry."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""``task=code``: single-vector code retrieval, evaluated as is by default: a set mined from a Python source tree
-(the installed stdlib: the offline main job), or the paper's CoIR sets (CodeSearchNet: six languages, code ->
-docstring, the CSN number being their mean; StackOverflow-QA) from the hub, and local stand-ins (the CodeXGLUE
-Ruby slice, its BEIR view, CoSQA dev). As the paper, the model evaluated is by default the selected ``task=beir``
-run's (``task.source``, see :class:`harness.tasks.runplan.Lineage`), or ``model.path`` as is when that model has none.
-Documents are written by ``task.title_convention`` (:mod:`harness.tasks.retrieval.retrievers.retriever`; default CoIR's)."""
+"""``task=code``: single-vector code retrieval, evaluated as is: a set mined from a Python source tree (the stdlib:
+the offline main job), the paper's CoIR sets (CodeSearchNet's six languages, code -> docstring, their mean the CSN
+number; StackOverflow-QA), or local stand-ins (CodeXGLUE Ruby, its BEIR view, CoSQA dev). The model is the selected
+``task=beir`` run's (``task.source``, :class:`harness.tasks.runplan.Lineage`), or ``model.path`` as is.
+Documents are written by ``task.title_convention`` (default CoIR's)."""
 
 from __future__ import annotations
 

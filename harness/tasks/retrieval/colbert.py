@@ -1,9 +1,7 @@
 """``task=colbert``: multi-vector (ColBERT) retrieval as the paper ran it (section 3.1.2, appendix E.2): a PyLate
-ColBERT on the encoder (``load.colbert``), trained by KL distillation of teacher scores on MS MARCO
-(``lightonai/ms-marco-en-bge``; ``train.kd``), then nDCG@10 on the 15 BEIR sets through a PLAID index (or exact
-MaxSim; ``retrieve.multi_vector``). Where its distillation data comes from (``task.train_data.source``,
-:mod:`harness.tasks.retrieval.data.kd`): one class per source, found in :data:`KD_SOURCES`; each says what enters the run identity,
-what a record shows, what is checked before any work, and how the samples load."""
+ColBERT on the encoder (``load.colbert``) trained by KL distillation on MS MARCO (``lightonai/ms-marco-en-bge``;
+``train.kd``), then nDCG@10 on the 15 BEIR sets through a PLAID index or exact MaxSim (``retrieve.multi_vector``).
+Distillation data sources (``task.train_data.source``, :mod:`harness.tasks.retrieval.data.kd`): :data:`KD_SOURCES`."""
 
 from __future__ import annotations
 
@@ -27,8 +25,7 @@ FILE_KEYS = ("path", "queries_path", "documents_path")
 
 
 def kd_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
-    """What the KD sources share (each says its ``name`` and how it ``read``s): its samples for the settings ``s``
-    (every query and document id checked) and their facts."""
+    """What the KD sources share: their samples for settings ``s`` (every id checked) and facts."""
     from harness.core.console import step
 
     d = s.train_data   # n_ways >= 2: typed (KdData)
@@ -66,8 +63,7 @@ class HubKd(RowSource):
 
 
 class FileKd(RowSource):
-    """A local JSONL or Parquet KD file (and the queries and documents files it joins); their hashes enter the
-    run identity."""
+    """A local JSONL or Parquet KD file (and the files it joins); their hashes enter the run identity."""
 
     load = kd_load
 
@@ -143,8 +139,7 @@ class KdData(TrainRows):
 
 @dataclass(kw_only=True)
 class QueryLengths:
-    """Per-dataset query lengths by recipe: which recipe changes the ranking (not the corpus encoding); each cell's
-    own length is part of its data spec."""
+    """Per-dataset query lengths by recipe (a search key); each cell's own length is part of its data spec."""
 
     role: ClassVar[str] = "search"
     query_length_recipe: str = choices("authors_code", "pylate_beir")
@@ -156,8 +151,7 @@ class QueryLengths:
 
 @dataclass(kw_only=True)
 class ColbertSettings(RetrievalSettings):
-    """task=colbert's stages: ``train.kd`` (its training node and data), ``load.colbert`` and
-    ``retrieve.multi_vector`` (the multi-vector evaluation at the task's top level, per-dataset query lengths)."""
+    """task=colbert's stages: ``train.kd``, ``load.colbert`` and ``retrieve.multi_vector`` (top-level, per-dataset)."""
 
     training: KdTraining = flat()
     train_data: KdData
@@ -178,8 +172,7 @@ def check(task_config: Any) -> None:
 
 
 def query_length(s: ColbertSettings, entry: DatasetEntry) -> int:
-    """``task.query_lengths[<dataset>]`` (a composite's member: its own, else the composite's), else
-    ``task.query_length``."""
+    """``task.query_lengths[<dataset>]`` (a member: its own, else its composite's), else ``task.query_length``."""
     lengths = s.queries.query_lengths
     parent = (entry.local or "").split("/")[0] if "/" in (entry.local or "") else None
     return int(lengths.get(entry.name, lengths.get(parent or "", s.multi_vector.search.query_length)))

@@ -27,8 +27,7 @@ def visible_devices() -> list[str]:
 
 def launcher(plan: RunPlan, part: Part, shards: int | None = None) -> Callable[[list[int]], None]:
     """What computes the shards ``todo`` of ``plan``'s run: shard i on device ``i mod n`` (n visible GPUs), each a
-    part job ``part(plan, todo)``. ``shards``: the run's shard count where it is not its own ``task.shards``
-    (:func:`over_training_devices`)."""
+    part job ``part(plan, todo)``; ``shards``: the count where not ``task.shards`` (:func:`over_training_devices`)."""
     import torch
 
     devices = visible_devices()
@@ -63,10 +62,9 @@ def _device_shards(rank: int, plan: RunPlan, part: Part, devices: list[str], sha
 
 
 def over_training_devices(plan: RunPlan, retriever: Any, part: Part) -> tuple[Any, Callable[[list[int]], None]] | None:
-    """The evaluation of a run that trains on N GPUs (``task.devices=N``, ``task.shards`` left at 1): its corpora in
-    N shards, one process per GPU, merged into exactly the unsharded ranking; (shard settings, launcher). None where
-    it stays in this process, said once: one device, the CPU (N processes would share the cores one process already
-    uses), or a retriever that cannot be sharded (PLAID, Voyager: exact MaxSim and single-vector search can)."""
+    """A run training on N GPUs (``task.devices=N``, ``task.shards`` 1) evaluates in N shards, one process per GPU,
+    merged to the unsharded ranking: (shard settings, launcher). None, said once, for one device, the CPU (shares
+    its cores already) or an unshardable retriever (PLAID, Voyager)."""
     n = plan.settings.training.devices
     if n == 1 or not plan.trains:
         return None

@@ -1,24 +1,16 @@
 """``task=mldr``: long-document retrieval as the paper ran it (section 3.1.3): MLDR English, nDCG@10.
 
-- ``task.setting=ood`` (out-of-domain): the DPR model ``task=beir`` trained on MS MARCO (``task.source``: the
-  selected run, a run id, or ``model.path`` as is), evaluated with no further training.
-- ``task.setting=id`` (in-domain): that model fine-tuned further on MLDR's English train set (``Shitao/MLDR``
-  ``mldr-v1.0-en/train.jsonl.gz``, or a local folder in MLDR's layout), then evaluated. The paper gives no
-  recipe: loss, learning rate (default: the source run's, i.e. the selected DPR LR), epochs, sequence length,
-  batch and accumulation are config and recorded.
-
-Documents are encoded up to ``task.max_length`` (the model's own maximum by default: 8,192 for ModernBERT and
-GTE-en-MLM, 512 for BERT/RoBERTa/DeBERTa); a length above the model's positions is refused before any work.
-Every record names its setting, retriever and training lineage; sets that record where each query's answer starts
-in its document (the long-document set of source files) also get nDCG@10 before and after the truncation point.
+``task.setting=ood``: the DPR model ``task=beir`` trained on MS MARCO (``task.source``: the selected run, a run id,
+or ``model.path`` as is), evaluated untrained. ``task.setting=id``: that model fine-tuned further on MLDR's English
+train set (``Shitao/MLDR`` ``mldr-v1.0-en/train.jsonl.gz``, or a local folder in its layout); the paper gives no
+recipe, so loss, learning rate (default: the source run's), epochs, length, batch and accumulation are config and
+recorded. Documents are encoded up to ``task.max_length`` (default the model's maximum: 8,192 for ModernBERT and
+GTE-en-MLM, 512 for BERT/RoBERTa/DeBERTa); a length above the model's positions is refused before any work. Sets
+that record where each query's answer starts also get nDCG@10 before and after the truncation point.
 
 Dense and ColBERT (the paper's MLDR OOD ColBERT column) differ only in YAML: ``task.retriever`` picks the
-``retrieve.*`` stage, and the spec's ``stage_when`` the ``load.*`` stage that goes with it.
-
-Where the in-domain training rows come from (``task.train_data.source``): one class per source, found in
-:data:`MLDR_SOURCES`; each says what enters the run identity, what a record shows, what is checked before any work,
-and how the rows load (:mod:`harness.tasks.retrieval.data.mldr`).
-"""
+``retrieve.*`` stage, the spec's ``stage_when`` its ``load.*`` stage. The in-domain training rows' sources
+(``task.train_data.source``) are in :data:`MLDR_SOURCES` (loading: :mod:`harness.tasks.retrieval.data.mldr`)."""
 
 from __future__ import annotations
 
@@ -39,8 +31,7 @@ from harness.training.settings import DenseTraining, HubRows, TrainRows
 
 
 def mldr_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
-    """What the MLDR sources share (each says where its ``rows`` come from): the training triplets (each query's
-    positive with its first N negatives, a seeded sample) and their counts, for the record."""
+    """The MLDR sources' shared load of their ``rows``: the training triplets (a seeded sample) and their counts."""
     import logging
 
     from harness.tasks.retrieval.data import mldr
@@ -52,8 +43,7 @@ def mldr_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def mldr_work(source: Any, s: Any) -> Work:
-    """Training tokens of MLDR's training queries (the local mldr-en folder's, else the cost file's count), each with
-    its positive and ``num_negatives`` documents of at most ``max_seq_length`` tokens."""
+    """Training tokens of MLDR's queries (local mldr-en, else the cost file), each with positive and negatives."""
     from harness.data.sizes import retrieval_set
 
     c, d, t = cost_data(), s.train_data, s.training
@@ -83,8 +73,7 @@ class HubMldr(RowSource):
 
 
 class LocalMldr(RowSource):
-    """A folder in MLDR's layout (``task.train_data.path``, else the evaluated mldr dataset's folder); the train
-    file's hash enters the run identity."""
+    """A folder in MLDR's layout (``task.train_data.path``, else the mldr dataset's); its train file's hash counts."""
 
     load, work = mldr_load, mldr_work
 
@@ -131,8 +120,7 @@ MLDR_SOURCES: Registry[Any] = Registry("MLDR training source", {"hub": HubMldr()
 
 @dataclass(kw_only=True)
 class MldrTrainData(TrainRows):
-    """MLDR training rows (query, positive_passages, negative_passages): the hub's English train file, or a local
-    folder in MLDR's layout."""
+    """MLDR training rows: the hub's English train file, or a local folder in MLDR's layout."""
 
     sources: ClassVar[Registry[Any]] = MLDR_SOURCES
     source: str = choices("hub", "local")
@@ -146,8 +134,7 @@ class MldrTrainData(TrainRows):
 
 @dataclass(kw_only=True)
 class MldrSettings(RetrievalSettings):
-    """task=beir's stages, the ColBERT evaluation of task.retriever=multi_vector (``task.multi_vector``), and MLDR's
-    own keys."""
+    """task=beir's stages, the ColBERT evaluation of task.retriever=multi_vector, and MLDR's own keys."""
 
     retriever: str
     evaluation: SingleVectorEval = flat()

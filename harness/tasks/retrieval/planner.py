@@ -1,14 +1,11 @@
 """The retrieval tasks' planner (task=beir, nanobeir, code, mldr, colbert): datasets from a typed catalog, one cell
 per dataset under one run id, composite datasets (CQADupstack) as the mean of their members.
 
-A run is composed from the stages its spec lists: the ``load.*`` stage loads the weights (``task.source``'s trained
-weights where the task has a source), the ``train.*`` stage fine-tunes them when the run trains (rows from the
-``train_data`` node's source), the ``retrieve.*`` stage builds the retriever, and ``score.ir`` scores it
-(:mod:`harness.tasks.retrieval.stages`). Planning resolves all of it into the run's :class:`~harness.tasks.runplan.RunPlan` (its
-``stages``: :class:`~harness.tasks.retrieval.stages.RetrievalStages`); the stages compute from that value. What differs
-between tasks is declared: their typed settings and a :class:`RetrievalKind` (identity exclusions, the run-id slug,
-what a record shows), whose functions read a :class:`Resolved`, never the planner.
-"""
+A run is composed from its spec's stages (:mod:`harness.tasks.retrieval.stages`): ``load.*`` (``task.source``'s
+trained weights where there is one), ``train.*`` when the run trains, ``retrieve.*``, ``score.ir``; planning
+resolves them into the :class:`~harness.tasks.runplan.RunPlan` the stages compute from. What differs between tasks
+is declared: typed settings and a :class:`RetrievalKind` (identity exclusions, run-id slug, what a record shows),
+reading a :class:`Resolved`, never the planner."""
 
 from __future__ import annotations
 
@@ -38,10 +35,8 @@ from harness.training.settings import Training
 
 @dataclass(kw_only=True)
 class RetrievalSettings:
-    """Keys every retrieval task config has (conf/task/beir.yaml documents each), and the nodes of the stages every
-    retrieval task composes; each task adds the nodes of its own stages. No defaults here: each task's YAML writes
-    its values, once (tests/test_defaults.py). What a key does to the run identity is declared where the key is
-    (:func:`~harness.core.typed.excluded`, a node's ``role``)."""
+    """Keys every retrieval task config has (conf/task/beir.yaml documents each) and the nodes of the stages every
+    retrieval task composes; no defaults (each YAML writes its values once); identity roles declared per key."""
 
     name: str
     datasets: list[str] = nonempty("catalog", excluded="which datasets to evaluate: each one is its own cell of the "
@@ -83,10 +78,9 @@ def lr_or_eval(r: Resolved) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RetrievalKind:
-    """What one retrieval task declares beyond its YAML: its typed settings (the nodes of its stages), the run-id
-    slug, the record's hyperparameters and details, a per-dataset query length (ColBERT), checks of combinations
-    the types cannot express, and identity facts only the executing machine resolves. Calling it with a composed
-    config gives the planner for it."""
+    """What one retrieval task declares beyond its YAML: typed settings (its stages' nodes), run-id slug, the record's
+    hyperparameters and details, a per-dataset query length (ColBERT), checks the types cannot express, and
+    identity facts only the executing machine resolves. Called with a config, it gives its planner."""
 
     settings_class: type
     hyperparameters: Callable[[Resolved], dict[str, Any]]
@@ -116,8 +110,7 @@ def entries(s: Any) -> list[DatasetEntry]:
 
 
 def data_spec(s: Any, entry: DatasetEntry, query_length: int | None = None) -> str:
-    """Hash of what defines a dataset's data (catalog entry, local folder, split, qrels strictness; ColBERT: the
-    dataset's query length)."""
+    """Hash of what defines a dataset's data (entry, local folder, split, qrels strictness; ColBERT: query length)."""
     spec = results.stable_hash({
         "entry": entry.definition(), "data_dir": str(Path(s.data_dir).expanduser().resolve()) if s.data_dir else None,
         "split": s.split, "strict_qrels": s.strict_qrels,
@@ -175,8 +168,7 @@ class RetrievalPlanner:
 
     @cached_property
     def lr(self) -> float:
-        """``task.lr``; null: the source run's LR (the selected DPR LR), else the model's Table 9 DPR LR (tasks with
-        a ``task.source`` only: a task without one names its LR)."""
+        """``task.lr``; null: the source run's LR, else the model's Table 9 DPR LR (tasks without a source name one)."""
         if self.settings.training.lr is not None:
             return float(self.settings.training.lr)
         if self.setup.lineage is not None and self.setup.lineage.lr is not None:
@@ -223,8 +215,7 @@ class RetrievalPlanner:
         return [Cell(e.name, rid, ident, self.data_spec(e), e) for e in entries(self.settings)]
 
     def fitted_lengths(self) -> dict[str, int]:
-        """What ``load.encoder`` checks once loaded (``task.max_length``; ``task.max_seq_length`` when training),
-        checked here from the config first; ColBERT's loader caps its lengths instead."""
+        """``task.max_length`` (training: ``max_seq_length``) checked from the config before ``load.encoder`` does."""
         if "load.encoder" not in self.setup.spec.stages_for(self.setup.config):
             return {}
         s: Any = self.settings
@@ -234,9 +225,8 @@ class RetrievalPlanner:
         return out
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
-        """Evaluation tokens of the datasets not in ``skip`` (a shard job's: its share; the merge's: none), and when
-        the run trains (``mode`` run), its training source's. Documents count at the length they are encoded at:
-        ``task.document_length`` where the task has it (ColBERT; MLDR: its ``max_length``), else ``task.max_length``."""
+        """Evaluation tokens of the datasets not in ``skip`` (a shard's share; the merge: none), plus the training
+        source's when the run trains; documents at their encoded length (``task.document_length`` or ``max_length``)."""
         from harness.data.sizes import retrieval_work
 
         s: Any = self.settings
@@ -291,9 +281,9 @@ class RetrievalPlanner:
 
 
 def check(plan: RunPlan[Any, RetrievalStages], todo: Sequence[Cell]) -> None:
-    """Before any model is loaded: the model's checks (:func:`~harness.tasks.runplan.check_model`), every dataset's local
-    folder and files there, or the hub reachable for its pinned copy (else one error naming each local
-    alternative); then the training data, when this run still has to train."""
+    """Before any model loads: the model's checks (:func:`~harness.tasks.runplan.check_model`), every dataset's
+    local files or its pinned hub copy reachable (else one error naming each local alternative); then the
+    training data, when this run still has to train."""
     check_model(plan, todo)
     s = plan.settings
     if plan.trains and plan.stages.train is None:

@@ -23,8 +23,7 @@ log = logging.getLogger(__name__)
 
 def evaluate_cell(plan: RunPlan, cell: Cell, retriever: Retriever, block: dict[str, Any],
                   tokenizer: Any) -> Iterator[ResultRecord]:
-    """One dataset's record; a composite yields one record per member, then their mean. ``tokenizer``: the loaded
-    model's (query subgroups count tokens with it)."""
+    """One dataset's record (a composite: one per member, then their mean); ``tokenizer`` counts query tokens."""
     entry: DatasetEntry = cell.payload
     members = list(entry.members.values())
     if not members:

@@ -1,16 +1,13 @@
-"""The sentence-transformers trainer with the run's seed reaching its batch sampler, and, on N processes
-(``task.devices``), the micro-batches and steps of one process (:mod:`harness.training.ranks`); the two trainers on
-it, thin adapters: DPR (:func:`train_dense`: sentence-transformers' (Cached)MNRL) and ColBERT knowledge distillation
-(:func:`train_kd`: PyLate's ``models.ColBERT``, ``losses.Distillation``, ``utils.ColBERTCollator``, configured as
-ModernBERT's ``examples/train_pylate.py``: batch 16, 5% warmup, 1 epoch, bf16 where precision=auto picks it).
+"""The sentence-transformers trainer with the run's seed reaching its batch sampler and, on N processes
+(``task.devices``), one process's micro-batches and steps (:mod:`harness.training.ranks`); the two trainers on it:
+DPR (:func:`train_dense`: (Cached)MNRL) and ColBERT knowledge distillation (:func:`train_kd`: PyLate's
+``models.ColBERT``, ``losses.Distillation``, ``utils.ColBERTCollator``, as ModernBERT's
+``examples/train_pylate.py``: batch 16, 5% warmup, 1 epoch, bf16 where precision=auto picks it).
 
-The other sources of randomness already follow the seed: transformers' ``Trainer.__init__`` calls
-``set_seed(args.seed)`` (dropout, CachedMNRL's replayed RNG states); the default batch sampler's shuffle (ColBERT KD)
-is accelerate's ``SeedableRandomSampler`` seeded with ``args.data_seed``; the data samples and the fresh heads are
-seeded by the callers (``triplets.sample``, ``kd.sample``, ``load_colbert(seed=task.train_seed)``, task=glue's
-``set_seed`` before ``load_classifier``). On N processes every rank seeds alike, so dropout masks differ from one
-process's (a rank's first micro-batch draws what one process's first draws): the equality holds without dropout.
-"""
+Other randomness already follows the seed: ``Trainer.__init__`` calls ``set_seed(args.seed)`` (dropout,
+CachedMNRL's replayed RNG states); ColBERT KD's shuffle is accelerate's ``SeedableRandomSampler`` (``data_seed``);
+data samples and fresh heads are seeded by the callers. On N processes every rank seeds alike, so dropout masks
+differ from one process's: the equality holds without dropout."""
 
 from __future__ import annotations
 
@@ -92,9 +89,9 @@ class SeededTrainer(SentenceTransformerTrainer):
 def train_seeded(model: Any, node: Training, run: TrainRun, output_dir: str | Path, tracker: Tracker | None, *,
                  desc: str, rows: str, n_rows: int, fields: Mapping[str, Any],
                  facts: Mapping[str, Any] | None = None, **trainer: Any) -> dict[str, Any]:
-    """The training DPR and ColBERT KD share: :class:`SeededTrainer` (``trainer``: its dataset, loss, ...) under
-    the shared arguments (``fields``: what the caller adds), the NaN guard, progress lines (``desc``) and the
-    tracker's callbacks; an unfinished run's checkpoints removed; :func:`finish_training`'s facts returned."""
+    """The training DPR and ColBERT KD share: :class:`SeededTrainer` (``trainer``: dataset, loss, ...) under the
+    shared arguments (``fields``), the NaN guard, progress lines (``desc``), the tracker's callbacks, an unfinished
+    run's checkpoints removed; returns :func:`finish_training`'s facts."""
     tracker = tracker or tracking.NONE
     output_dir = Path(output_dir)
     args = arguments.training_arguments(node, run, output_dir / "checkpoints", tracker=tracker, **fields)
@@ -107,8 +104,7 @@ def train_seeded(model: Any, node: Training, run: TrainRun, output_dir: str | Pa
 
 
 def check_batchable(train_dataset: Dataset, batch_size: int) -> None:
-    """NO_DUPLICATES batches need ``batch_size`` distinct anchors; otherwise the sampler silently yields
-    nothing and training would do zero steps."""
+    """NO_DUPLICATES batches need ``batch_size`` distinct anchors, else the sampler yields nothing (zero steps)."""
     distinct = len(set(train_dataset["anchor"]))
     if distinct < batch_size:
         raise HarnessError(
@@ -131,9 +127,8 @@ def make_loss(model: SentenceTransformer, node: DenseTraining):
 
 def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseTraining, run: TrainRun,
                 output_dir: str | Path, tracker: Tracker | None = None) -> dict[str, Any]:
-    """Fine-tune ``model`` in place on (anchor, positive, negative) triplets as ``node`` (the task's ``train.dense``
-    settings) says, at ``run``'s learning rate, seed and precision; save it to ``output_dir``; the training facts for
-    the record (steps, loss, effective batch size, where the curves are). ``tracker``: ``logger=``'s (or none)."""
+    """Fine-tune ``model`` in place on (anchor, positive, negative) triplets per ``node`` (``train.dense``) at
+    ``run``'s learning rate, seed and precision; save it to ``output_dir``; return the training facts."""
     check_batchable(train_dataset, node.batch_size)
     model.max_seq_length = node.max_seq_length
     steps_per_epoch = max(1, len(train_dataset) // (node.batch_size * node.gradient_accumulation_steps))
@@ -147,9 +142,8 @@ def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseT
 
 def train_kd(model: ColBERT, train_dataset: Dataset, node: KdTraining, run: TrainRun, output_dir: str | Path,
              tracker: Tracker | None = None) -> dict[str, Any]:
-    """Distil teacher scores into ``model`` in place as ``node`` (the task's ``train.kd`` settings) says, at
-    ``run``'s learning rate, seed and precision, with query and document lengths capped at the model's positions;
-    save it to ``output_dir/model``; the training facts. ``tracker``: ``logger=``'s (or none)."""
+    """Distil teacher scores into ``model`` in place per ``node`` (``train.kd``) at ``run``'s learning rate, seed and
+    precision, lengths capped at the model's positions; save it to ``output_dir/model``; the training facts."""
     tracker = tracker or tracking.NONE
     from pylate import losses, utils
 

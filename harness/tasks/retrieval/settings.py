@@ -1,7 +1,6 @@
-"""The typed settings nodes of the retrieval stages (single- and multi-vector, PyLate's PLAID parameters among them,
-and which PLAID backend ``auto`` resolves to; the corpus shards), importable without torch or a model library: each is at once the schema of its keys in a task's YAML (flat: ``task.max_length``, ``task.top_k``) and
-what the stage receives. A node's ``role`` says what its keys do to a run (``search``: they change the ranking, not
-the corpus encoding; see :mod:`harness.core.typed`)."""
+"""The typed settings nodes of the retrieval stages (single- and multi-vector, PLAID parameters and the backend
+``auto`` picks; corpus shards), importable without torch: each is both the schema of its (flat) YAML keys and what
+the stage receives; a node's ``role`` says what its keys do to a run (:mod:`harness.core.typed`)."""
 
 from __future__ import annotations
 
@@ -77,8 +76,7 @@ def plaid_backend(requested: str) -> str:
 @dataclass(frozen=True)
 class VoyagerSettings:
     """The authors' PyLate ``indexes.Voyager`` HNSW and search (MB@8c57a0f:examples/evaluate_pylate.py:23 M 200,
-    ef_construction 500, ef_search 500; :53 ``retrieve(k=100)``, so PyLate keeps its 100 neighbours per query
-    token). Constants of the ``voyager`` path, not settings: they enter the run identity of voyager runs only."""
+    ef_construction 500, ef_search 500; :53 ``retrieve(k=100)``): constants of voyager runs' identity."""
 
     M: int = 200                 # PyLate's name
     ef_construction: int = 500
@@ -108,9 +106,8 @@ class MultiVectorSearch:
 
 @dataclass(kw_only=True)
 class MultiVectorEval:
-    """How a multi-vector (ColBERT) model is evaluated: the projection size of a plain encoder (a ColBERT checkpoint
-    keeps its own), exact MaxSim's chunking, and the search. task=colbert has these keys at the task's top level
-    (a flat node), MLDR under ``task.multi_vector``."""
+    """How a multi-vector (ColBERT) model is evaluated: a plain encoder's projection size, exact MaxSim's chunking,
+    the search. task=colbert has these keys at its top level (flat), MLDR under ``task.multi_vector``."""
 
     embedding_size: int = count()
     maxsim_chunk_tokens: int = count(excluded="how exact MaxSim is chunked")
@@ -123,8 +120,7 @@ LAUNCHERS = ("sequential", "devices", "external")
 
 @dataclass(kw_only=True)
 class ShardSettings:
-    """``task.shards`` (K, or ``auto``: ``shard_tokens`` tokens per shard), ``task.shard`` (a shard job: only this
-    one, no record) and ``task.shard_launcher`` (where the shards run)."""
+    """``task.shards`` (K, or ``auto``: by ``shard_tokens``), ``task.shard`` (one shard's job), ``shard_launcher``."""
 
     shards: int | str = count(excluded="how the corpus is split for encoding: the merged ranking is the unsharded one")
     shard_tokens: int = count(excluded="how the corpus is split for encoding (task.shards=auto)")

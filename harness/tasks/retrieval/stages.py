@@ -1,9 +1,7 @@
 """The retrieval stages: each one's protocol version and code (:data:`STAGES`, where a new retriever is registered:
-docs/layout.md, "Adding a retriever"), and what planning resolved for the stages of one run
-(:class:`RetrievalStages`). A stage's code is found one way, by its declaration
-(:func:`harness.specs.stages.code_of` over :data:`STAGES`): the ``load.*`` and ``retrieve.*`` stages' is
-:mod:`~harness.tasks.retrieval.compute`'s, the ``train.*`` stages' :mod:`~harness.tasks.retrieval.train`'s; it gets
-values (the run's :class:`~harness.tasks.runplan.RunPlan` and its nodes), never the planner."""
+docs/layout.md, "Adding a retriever"), and what planning resolved for one run's stages (:class:`RetrievalStages`).
+Code is found by the declaration (:func:`harness.specs.stages.code_of`): ``load.*``/``retrieve.*`` in
+:mod:`~harness.tasks.retrieval.compute`, ``train.*`` in :mod:`~harness.tasks.retrieval.train`."""
 
 from __future__ import annotations
 
@@ -34,10 +32,9 @@ STAGES: Registry[Stage] = Registry("stage", {
 
 @dataclass(frozen=True, kw_only=True)
 class RetrievalStages:
-    """What planning resolved for one retrieval run's stages: which ``load.*``, ``train.*`` and ``retrieve.*``
-    stage computes it (by name, in :data:`STAGES`), the training rows' source (its registry's object), where a
-    finished training is kept, what the corpus cache is keyed by (the run less its search-only keys), the query
-    length of each dataset where the task sets one (ColBERT) and each composite member's data spec."""
+    """What planning resolved for one retrieval run's stages: its ``load.*``, ``train.*`` and ``retrieve.*`` (names in
+    :data:`STAGES`), the training rows' source, where a finished training is kept, the corpus cache's key (the run
+    less search-only keys), per-dataset query lengths (ColBERT) and each composite member's data spec."""
 
     load: str
     retrieve: str

@@ -1,9 +1,6 @@
-"""The ``train.<name>`` stages of a retrieval run: the ``train.*`` stage a task's spec lists fine-tunes the
-loaded model when the run trains (``task.train``; MLDR: ``task.setting=id``). A trainer gets the run's
-:class:`~harness.tasks.runplan.RunPlan` (its ``training`` node, the resolved learning rate, the precision and device)
-and the rows the runner loaded from the task's ``train_data`` source; it says under which key its
-trained model is kept, how it fits and how a finished training reloads. Which task keys count only when training
-follows from the settings (their ``train`` nodes)."""
+"""The ``train.<name>`` stages: the ``train.*`` stage a spec lists fine-tunes the loaded model when the run trains
+(``task.train``; MLDR: ``task.setting=id``), given the run's :class:`~harness.tasks.runplan.RunPlan` and the rows of
+its ``train_data`` source; it says under which key its model is kept, how it fits and how it reloads."""
 
 from __future__ import annotations
 
@@ -23,9 +20,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Trainer:
-    """A ``train.*`` stage: ``loader``, the load stage its model loads with (the ranks of task.devices load the run's
-    weights with it); ``train``, its training function, and ``reload``, what a finished training reloads with
-    (``module:attribute`` each); ``key``, the key its trained model is kept under."""
+    """A ``train.*`` stage: ``loader``, the load stage its model (and each rank's) loads with; ``train``, its
+    training function, ``reload``, what a finished training reloads with (``module:attribute``); ``key``, the
+    key its trained model is kept under."""
 
     loader: str
     train: str
@@ -39,9 +36,8 @@ class Trainer:
 
     def fit(self, plan: RunPlan, model: Any, data: Any, out_dir: Path, tracker: Any, spec: ModelSpec
             ) -> dict[str, Any]:
-        """``train`` on this process, or on the N processes of ``task.devices`` (:func:`fit_on_devices`), at the
-        values the run resolved (its learning rate, the training node's epochs and seed, where it runs); ``spec``: the
-        model as the run loaded it. The training facts."""
+        """``train`` here, or on ``task.devices``' N processes (:func:`fit_on_devices`), at the run's resolved values
+        (learning rate, epochs, seed, where it runs); ``spec``: the model as loaded. The training facts."""
         from harness.core.registry import load_target
         from harness.training.settings import TrainRun
 
@@ -58,9 +54,8 @@ TRAINED_WEIGHTS_ALSO = ("embedding_size", "name")
 
 
 def kd_key(cell: Cell, train_keys: Sequence[str]) -> str:
-    """Hash of what the trained weights depend on: the run identity with, of its task keys, only those of the
-    training (``train_keys``: its ``train`` nodes), the projection's size and the task's name. So runs that differ
-    only in evaluation keys (index, top-k, query and document length) share one trained model."""
+    """Hash of what the trained weights depend on: the run identity with only the training's task keys (``train``
+    nodes), the projection size and task name, so runs differing only in evaluation keys share a trained model."""
     ident = dict(cell.identity)
     task = ident.get("task", {})
     names = (*(t.split(".", 1)[1] for t in train_keys), *TRAINED_WEIGHTS_ALSO)
@@ -68,8 +63,7 @@ def kd_key(cell: Cell, train_keys: Sequence[str]) -> str:
     return "train-" + results.stable_hash({**ident, "task": kept}, length=16)
 
 
-#: ``train.dense``: sentence-transformers' trainer, (Cached)MNRL on (query, positive, negative) triplets; its model is
-#: kept under the run id
+#: ``train.dense``: sentence-transformers' (Cached)MNRL on (query, positive, negative) triplets; kept under the run id
 DENSE = Trainer("load.encoder", "harness.tasks.retrieval.seeding:train_dense", "sentence_transformers:SentenceTransformer",
                 lambda cell, train_keys: cell.run_id)
 #: ``train.kd``: PyLate's KL distillation of teacher scores; its model is kept under :func:`kd_key`
@@ -77,23 +71,18 @@ KD = Trainer("load.colbert", "harness.tasks.retrieval.seeding:train_kd", "pylate
 
 
 # -------------------------------------------------------------------------------- task.devices: the N processes
-# A ``train.*`` stage on N processes (``task.devices``): what the run hands its ranks, and what a rank does.
-#
-# One writer. The run's own process (the one holding its run lock) stages the weights it loaded and the training rows
-# in ``<trained model folder>/staging``, launches the ranks (:func:`harness.training.ranks.run_on_devices`) and,
-# once every rank has ended well, loads the weights rank 0 saved into its model: it alone then writes the training
-# marker and the records (:mod:`~harness.tasks.retrieval.compute`). A rank loads the staged weights through the run's
-# own load stage (the same attention, unpadding and head as the run's model), trains its share, and only rank 0 saves
-# (the others wait at a barrier). A failed rank fails the run with its error line: no marker, no record, the staging
-# removed; a re-run trains again, as after any interrupted training.
+# One writer: the run's process (holding its run lock) stages its loaded weights and the training rows in
+# ``<trained model folder>/staging``, launches the ranks (:func:`harness.training.ranks.run_on_devices`), loads the
+# weights rank 0 saved once every rank ended well, and alone writes the training marker and the records. A rank loads
+# the staged weights through the run's own load stage, trains its share; only rank 0 saves (the others wait at a
+# barrier). A failed rank fails the run with its error line (no marker, no record, staging removed).
 
 
 @dataclass(frozen=True)
 class RankJob:
-    """Everything a rank needs, picklable: the run's plan, how it loaded its model (``loader``: the load
-    stage, ``spec`` pointing at the staged weights), the staged rows and their format (a transform such as PyLate's
-    KDProcessing is not saved with them), the training function (``train``: ``module:function``) and the values
-    it resolves (``run``: on each rank's own device), where the trained model goes and the tracker (rank 0 reports)."""
+    """Everything a rank needs, picklable: the plan, how it loaded its model (``loader``, ``spec`` of the staged
+    weights), the staged rows and their format (a transform such as KDProcessing is not saved), the training
+    function (``module:function``), ``run`` (resolved on each rank's device), the output and the tracker."""
 
     plan: Any
     loader: str
@@ -108,9 +97,8 @@ class RankJob:
 
 def fit_on_devices(plan: RunPlan, trainer: Trainer, model: Any, data: Any, spec: ModelSpec, out_dir: Path,
                    tracker: Any, run: TrainRun) -> dict[str, Any]:
-    """Train ``model`` on ``plan.settings.training.devices`` processes with ``trainer.train`` (as the one-process
-    stage calls it); the trained weights are loaded into ``model``; returns rank 0's training facts.
-    A failure removes the trainers' checkpoint folder, as on one process (ranks stopped mid-way cannot)."""
+    """Train ``model`` on ``plan.settings.training.devices`` processes with ``trainer.train``, load the trained
+    weights into it and return rank 0's facts; a failure removes the checkpoint folder, as on one process."""
     from harness.training.arguments import discard_unfinished
     from harness.training.ranks import run_on_devices
 
@@ -135,8 +123,7 @@ def fit_on_devices(plan: RunPlan, trainer: Trainer, model: Any, data: Any, spec:
 
 
 def train_rank(job: RankJob) -> dict[str, Any] | None:
-    """One rank: the staged weights loaded as the run loaded its model, on this rank's device; its share of the
-    training; rank 0's facts (the others return None)."""
+    """One rank: the staged weights loaded as the run loads its model, on its device; its share; rank 0's facts."""
     import os
 
     from datasets import load_from_disk

@@ -1,8 +1,7 @@
 """BEIR-layout retrieval sets, from a local folder or a pinned hub copy, validated on load; any set written as one.
 
 A local folder holds ``corpus.jsonl`` ({"_id","title","text"}), ``queries.jsonl`` ({"_id","text"}) and
-``qrels/<split>.tsv`` (query-id, corpus-id, score; header optional; CRLF or LF).
-"""
+``qrels/<split>.tsv`` (query-id, corpus-id, score; header optional; CRLF or LF)."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ def _require_file(path: Path, what: str) -> None:
 def read_corpus(path: Path, id_key: str = "_id", id_name: str = "document id",
                 empty_fix: str = '. Check the file or the dataset folder (one {"_id", "title", "text"} object per line).',
                 ) -> tuple[list[str], list[str], list[str]]:
-    """(ids, titles, texts) of a JSONL corpus, one {``id_key``, title, text} object per line (BEIR's
-    ``corpus.jsonl``; MLDR's, keyed by ``docid``): ids unique, at least one document."""
+    """(ids, titles, texts) of a JSONL corpus (BEIR's; MLDR's keyed by ``docid``): ids unique, a document at least."""
     _require_file(path, "corpus file")
     ids: list[str] = []
     titles: list[str] = []
@@ -86,8 +84,7 @@ def as_number(value: Any) -> float | None:
 
 
 def relevance_grade(value: Any, where: str, number_fix: str = TSV_SCORE_FIX, grade_fix: str = GRADE_FIX) -> int:
-    """``value`` as an integer relevance grade: ``1``, ``"1"`` and ``"1.0"`` are grade 1; a non-integer (``1.5``)
-    or a non-number is an error at ``where`` (never silently truncated, which moves nDCG)."""
+    """``value`` as an integer grade (``1``, ``"1"``, ``"1.0"``); a non-integer is an error at ``where``."""
     if type(value) is int:
         return value
     number = as_number(value)
@@ -213,8 +210,7 @@ def load_hub(path: str, revision: str | None, name: str, split: str = "test", st
 
 
 def hub_qrels(rows: Any, where: str) -> dict[str, dict[str, int]]:
-    """query-id -> {corpus-id: grade} from a hub qrels table (columns query-id, corpus-id, score), integer grades
-    only; ``where`` names the table (row numbers count from 1)."""
+    """query-id -> {corpus-id: grade} from a hub qrels table, integer grades; ``where`` names it (rows from 1)."""
     missing = [c for c in ("query-id", "corpus-id", "score") if c not in rows.column_names]
     if missing:
         raise DataError(f"{where}: no column(s) {missing} (has {rows.column_names}); a qrels table needs query-id, "
@@ -227,11 +223,8 @@ def hub_qrels(rows: Any, where: str) -> dict[str, dict[str, int]]:
 
 
 def export_beir(ds: RetrievalDataset, out_dir: str | Path, *, overwrite: bool = False) -> Path:
-    """Write ``ds`` as a BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv (UTF-8, LF).
-
-    Files are written to a temporary sibling folder that is then renamed into place, so ``out_dir`` never
-    holds a half-written set. An existing non-empty ``out_dir`` is replaced only with ``overwrite=True``.
-    """
+    """Write ``ds`` as a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv; UTF-8, LF) via a temporary
+    sibling renamed into place; a non-empty ``out_dir`` is replaced only with ``overwrite=True``."""
     out = Path(out_dir).expanduser().absolute()
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise DataError(f"export folder {str(out)!r} already exists and is not empty; pass overwrite=True "

@@ -1,11 +1,10 @@
 """The retrieval catalog: an entry (:class:`DatasetEntry`, pure data, built from config by :func:`resolve_entries`),
-the data kinds (how the data of one entry is found, checked and read, one object per ``kind:``), and the checks and
-loading the planner and the stages call (:func:`check_entries`, :func:`load_entry`), through the entry's kind.
+the data kinds (how one entry's data is found, checked and read, one object per ``kind:``), and the checks and
+loading the planner and stages call (:func:`check_entries`, :func:`load_entry`), through the entry's kind.
 
-A kind is a :class:`DataKind` subclass registered by one line in :data:`KINDS` (the shipped kinds are below); the
-catalog's functions and the retrieval tasks reach data only through it, so they name no kind.
-A new kind (say a TSV corpus format) is a module of its own with a class like this, plus
-``"tsv": "mypkg.tsv_kind:TsvKind"`` in :data:`KINDS`; a catalog entry then says ``kind: tsv``::
+A kind is a :class:`DataKind` subclass registered by one line in :data:`KINDS`; nothing else names a kind. A new
+kind (say a TSV corpus) is a module with a class like this, plus ``"tsv": "mypkg.tsv_kind:TsvKind"`` in
+:data:`KINDS`; a catalog entry then says ``kind: tsv``::
 
     class TsvKind(DataKind):
         name = "tsv"
@@ -14,10 +13,8 @@ A new kind (say a TSV corpus format) is a module of its own with a class like th
         def load_local(self, folder, entry, split, strict_qrels):
             ...   # read the folder -> RetrievalDataset
 
-The base class supplies the rest: the presence check (the folder under ``task.data_dir``), local-or-hub
-dispatch (a kind with a hub copy sets ``has_hub`` and overrides :meth:`DataKind.load_hub`), the "no hub copy"
-error and the offline hint.
-"""
+The base class supplies the presence check, local-or-hub dispatch (a kind with a hub copy sets ``has_hub`` and
+overrides :meth:`DataKind.load_hub`), the "no hub copy" error and the offline hint."""
 
 from __future__ import annotations
 
@@ -61,8 +58,7 @@ class DatasetEntry:
     official_fingerprints: list[str] = field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:
-        """The fields that define the data (what a record's data spec hashes): everything but the labels
-        (:data:`LABEL_FIELDS`), so naming a dataset's mteb task never makes finished records out of date."""
+        """The fields a record's data spec hashes: all but :data:`LABEL_FIELDS` (mteb task names outdate no record)."""
         out = {k: v for k, v in asdict(self).items() if k not in LABEL_FIELDS}
         out["members"] = {name: m.definition() for name, m in self.members.items()}
         return out
@@ -107,8 +103,7 @@ class DataKind:
 
     # ------------------------------------------------------------------------------------------ checking
     def check(self, entry: DatasetEntry, data_dir: str | None, split: str) -> str | None:
-        """The problem with the files ``entry`` reads (a one-line message with its fix), or None. Presence only,
-        before any model is loaded: contents are validated when loaded."""
+        """The problem with the files ``entry`` reads (a line with its fix), or None; presence only, before loading."""
         if not data_dir:
             return f"dataset {entry.name!r} reads local files: pass task.data_dir=<dir containing {shown_local(entry)}/>."
         folder = local_folder(data_dir, entry)
@@ -131,8 +126,7 @@ class DataKind:
     # ------------------------------------------------------------------------------------------ loading
     def load(self, entry: DatasetEntry, data_dir: str | None, split: str,
              strict_qrels: bool = True) -> RetrievalDataset:
-        """One (non-composite) entry's data: ``<data_dir>/<local>`` when ``data_dir`` is set, else the pinned hub
-        copy."""
+        """One (non-composite) entry's data: ``<data_dir>/<local>`` when ``data_dir`` is set, else the hub copy."""
         if data_dir:
             return self.load_local(local_folder(data_dir, entry), entry, split, strict_qrels)
         if not self.hub_copy(entry):
@@ -150,8 +144,7 @@ class DataKind:
 
 # ------------------------------------------------------------------------------------------ the shipped kinds
 class BeirKind(DataKind):
-    """A BEIR folder under ``task.data_dir`` (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``; a folder
-    in the hub layout reads too), else mteb's pinned hub copy through ``datasets``."""
+    """A BEIR (or hub-layout) folder under ``task.data_dir``, else mteb's pinned hub copy through ``datasets``."""
 
     name = "beir"
     has_hub = True
@@ -191,9 +184,8 @@ class BeirKind(DataKind):
 
 
 class HubLayoutKind(DataKind):
-    """A hub dataset repository read file by file (mteb's ``Nano*Retrieval`` copies: configs ``corpus``,
-    ``queries``, ``qrels`` of ``<split>-*.parquet``), as a snapshot fetched before any model loads; local folders
-    as kind ``beir`` reads them (hub or BEIR layout)."""
+    """A hub dataset repository read file by file (mteb's ``Nano*Retrieval``: configs ``corpus``, ``queries``,
+    ``qrels`` of ``<split>-*.parquet``), fetched before any model loads; local folders as kind ``beir``."""
 
     name = "hub_layout"
     has_hub = True
@@ -217,8 +209,7 @@ class HubLayoutKind(DataKind):
 
 
 class MldrKind(DataKind):
-    """A folder in MLDR's layout under ``task.data_dir`` (``corpus.jsonl``, ``<split>.jsonl``, each possibly
-    gzipped), else mteb's pinned hub copy (``hub_config``: the language, default ``en``)."""
+    """An MLDR-layout folder under ``task.data_dir``, else mteb's pinned hub copy (``hub_config``: language, ``en``)."""
 
     name = "mldr"
     has_hub = True
@@ -238,8 +229,7 @@ class MldrKind(DataKind):
 
 
 class CoirCsnKind(DataKind):
-    """CoIR's CodeSearchNet for one language (``hub_config``), from the pinned hub copy, or a local folder in
-    CoIR's hub layout or CodeXGLUE's ``{train,valid,test}.jsonl``."""
+    """CoIR's CodeSearchNet for one language: the hub copy, or a folder in CoIR's or CodeXGLUE's layout."""
 
     name = "coir_csn"
     has_hub = True
@@ -285,8 +275,7 @@ class CosqaPairsKind(DataKind):
 
 
 class SourceTreeKind(DataKind):
-    """A code-retrieval set mined from the Python source tree ``root`` (null: the installed standard library): a
-    function's docstring summary finds its code. Needs neither ``task.data_dir`` nor the hub."""
+    """A code-retrieval set mined from the source tree ``root`` (null: the stdlib), without data_dir or hub."""
 
     name = "source_tree"
     reads_data_dir = False
@@ -355,8 +344,7 @@ def entry_from_config(name: str, raw: Mapping[str, Any] | None) -> DatasetEntry:
 
 
 def resolve_entries(names: list[str], catalog: Mapping[str, Any]) -> list[DatasetEntry]:
-    """Catalog entries for ``names``. Every entry is validated (a typo anywhere in the catalog is an error); an
-    unknown name fails with the valid ones, closest first."""
+    """Catalog entries for ``names``, all validated; an unknown name fails with the valid ones, closest first."""
     entries = {name: entry_from_config(name, raw) for name, raw in catalog.items()}
     for name in names:
         if name not in entries:
@@ -370,14 +358,12 @@ def resolve_entries(names: list[str], catalog: Mapping[str, Any]) -> list[Datase
 def load_entry(
     entry: DatasetEntry, *, data_dir: str | None, split: str | None = None, strict_qrels: bool = True
 ) -> RetrievalDataset:
-    """Load one (non-composite) dataset through its kind: ``<data_dir>/<local>``, what the entry names, or its
-    pinned hub copy."""
+    """One (non-composite) dataset through its kind: ``<data_dir>/<local>``, what the entry names, or the hub copy."""
     return get_kind(entry.kind).load(entry, data_dir, split or entry.split, strict_qrels)
 
 
 def check_local(entry: DatasetEntry, data_dir: str | None, split: str | None = None) -> None:
-    """The files a (non-composite) entry reads are there (its kind's check), before any model is loaded. Presence
-    only: contents are validated when loaded."""
+    """A (non-composite) entry's files are there (its kind's check), before any model loads; contents checked later."""
     problem = get_kind(entry.kind).check(entry, data_dir, split or entry.split)
     if problem:
         raise DataError(problem)
@@ -391,9 +377,8 @@ def hub_label(entry: DatasetEntry) -> str:
 
 
 def check_entries(entries: Sequence[DatasetEntry], data_dir: str | None, split: str | None = None) -> None:
-    """Before any model is loaded: every entry's local files are there (``data_dir`` set, or kinds that need
-    neither it nor the hub), or its pinned hub copy exists and the hub is reachable (else one error naming each
-    local alternative); hub copies a kind fetches ahead are fetched."""
+    """Before any model loads: every entry's local files are there, or its pinned hub copy exists and the hub is
+    reachable (else one error naming each local alternative); copies a kind fetches ahead are fetched."""
     needs_hub: list[DatasetEntry] = []
     for entry in entries:
         parts = list(entry.members.values()) or [entry]

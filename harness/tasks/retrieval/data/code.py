@@ -1,8 +1,7 @@
 """Mine a CodeSearchNet-style retrieval set from Python source, with no hub and no downloads.
 
 Query = a function's docstring summary; document = the function's code with that docstring removed.
-By default the installed standard library is mined; any local source tree works the same way.
-"""
+By default the installed standard library is mined; any local source tree works the same way."""
 
 from __future__ import annotations
 
@@ -68,16 +67,12 @@ def build_code_retrieval_set(
 ) -> RetrievalDataset:
     """Mine functions with docstrings under ``root`` (None = installed stdlib) into a retrieval set.
 
-    Every module-level function and method (also under ``if``/``try`` blocks; not functions nested in
-    functions, whose code sits inside another document) that has a docstring and at least
-    ``min_code_lines`` non-empty lines once the docstring is removed becomes a corpus document with id
-    ``<relpath>:<qualname>:<lineno>``. Its docstring summary becomes query ``q:<doc id>`` unless it is
-    shorter than ``min_summary_words``, trivial (see ``_TRIVIAL``/``_SIGNATURE``) or shared by another
-    function (ambiguous); such documents stay in the corpus as distractors. Functions whose code repeats an
-    earlier one's are dropped. ``max_queries`` queries are kept, chosen by a hash of their ids (adding a file
-    does not reshuffle the rest); ``max_corpus`` caps the corpus, keeping the kept queries' documents first.
-    Same tree (and Python version) -> same dataset; ids use relative paths, so a copied tree matches too.
-    """
+    Every module-level function and method (also under ``if``/``try``; not nested functions) with a docstring and
+    at least ``min_code_lines`` lines without it is a document ``<relpath>:<qualname>:<lineno>``; its docstring
+    summary is query ``q:<doc id>`` unless shorter than ``min_summary_words``, trivial (``_TRIVIAL``/``_SIGNATURE``)
+    or shared (such documents stay as distractors). Repeated code is dropped. ``max_queries`` are kept by a hash of
+    their ids (stable as files are added); ``max_corpus`` caps the corpus, the kept queries' documents first.
+    Same tree and Python version -> same dataset (relative paths)."""
     _check_settings(max_queries, max_corpus, min_summary_words, min_code_lines, max_code_chars)
     is_stdlib = root is None
     base, files = _source_files(root, exclude)
@@ -219,8 +214,7 @@ def _python_files(base: Path, exclude: tuple[str, ...]) -> list[str]:
 
 
 def _source_tree(path: Path) -> tuple[str, ast.Module] | None:
-    """The decoded source (PEP 263 cookie honoured, newlines normalised to LF) and its AST, or None if the file
-    cannot be read, decoded or parsed."""
+    """The decoded source (PEP 263 honoured, LF newlines) and its AST, or None if unreadable or unparsable."""
     try:
         source = importlib.util.decode_source(path.read_bytes())
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
@@ -275,10 +269,7 @@ def _mine_file(rel: str, source: str, tree: ast.Module, stats: Counter[str], min
 
 
 def _summary(docstring: str) -> str:
-    """First paragraph of the cleaned docstring, whitespace collapsed.
-
-    A leading signature line ("slave_open(tty_name) -> slave_fd") followed by more text is skipped.
-    """
+    """First paragraph of the cleaned docstring, whitespace collapsed, a leading signature line skipped."""
     lines = inspect.cleandoc(docstring).split("\n")
     if len(lines) > 1 and _SIGNATURE.fullmatch(lines[0].strip()) and any(x.strip() for x in lines[1:]):
         lines = lines[1:]
@@ -312,8 +303,7 @@ def _around_docstring(first: str, last: str, doc: ast.stmt) -> str:
 
 
 def _is_stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """The docstring is (nearly) the whole body: nothing, or ``pass``, ``...`` or ``raise NotImplementedError[(...)]``
-    after it (an abstract method, a stub), which says nothing about the function."""
+    """The docstring is (nearly) the whole body: nothing, ``pass``, ``...`` or ``raise NotImplementedError`` next."""
     if len(fn.body) != 2:
         return len(fn.body) < 2
     stmt = fn.body[1]
@@ -330,10 +320,8 @@ def _is_stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _code_without_docstring(lines: list[str], fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """The function's source (decorators included) without its docstring, de-indented; None if no body is left.
 
-    The def line's indentation is removed from every line that starts with it (lines of multi-line strings
-    that start further left are left alone, which textwrap.dedent would not do). Trailing whitespace and the
-    blank lines that followed the docstring are dropped.
-    """
+    Only lines starting with the def line's indentation lose it (unlike textwrap.dedent, multi-line strings
+    further left are kept); trailing whitespace and blank lines after the docstring are dropped."""
     if _is_stub(fn):
         return None
     doc = fn.body[0]
@@ -371,8 +359,7 @@ def _hash_sample(ids: list[str], k: int | None) -> list[str]:
 
 
 def _capped_corpus(ids: list[str], positives: set[str], max_corpus: int | None, what: str) -> set[str]:
-    """The documents kept under ``max_corpus``: every one of ``positives`` (the selected queries' ``what``), then
-    a hash sample of the rest; all of ``ids`` when they fit."""
+    """The documents kept under ``max_corpus``: all of ``positives``, then a hash sample; all ``ids`` when they fit."""
     if max_corpus is None or len(ids) <= max_corpus:
         return set(ids)
     if len(positives) > max_corpus:

@@ -1,16 +1,13 @@
 """CoIR's code-retrieval sets as the paper ran them, and their local stand-ins.
 
-- CodeSearchNet (CoIR: ``CoIR-Retrieval/CodeSearchNet``, one hub config triple ``<lang>-corpus`` /
-  ``<lang>-queries`` / ``<lang>-qrels`` per language): the query is a function's code, the relevant document its
-  docstring (code -> summary); only queries of partition ``test`` are evaluated (mteb 2.26's
-  ``COIRCodeSearchNetRetrieval`` logic). The same loader reads a local copy in that hub layout.
-- A CodeXGLUE CodeSearchNet folder (``<lang>/{train,valid,test}.jsonl``; the Ruby slice in ``../shared/data``)
-  converted to CoIR's direction: queries = test rows' ``code``, corpus = every row's ``docstring`` (exact
-  duplicates kept once, as CoIR's corpus holds unique texts). :func:`export_coir_layout` writes it in the hub
-  layout, so mteb's own loader can read the very same data.
-- CoSQA dev (CodeXGLUE ``cosqa-dev.json``): queries = web queries labelled 1, corpus = the distinct code
-  snippets of all pairs, relevant = the snippet paired with the query.
-"""
+- CodeSearchNet (``CoIR-Retrieval/CodeSearchNet``, configs ``<lang>-corpus`` / ``-queries`` / ``-qrels``, or a
+  local copy in that layout): query a function's code, relevant document its docstring; only ``test`` partition
+  queries are evaluated (mteb 2.26's ``COIRCodeSearchNetRetrieval``).
+- A CodeXGLUE CodeSearchNet folder (``<lang>/{train,valid,test}.jsonl``) in CoIR's direction: queries = test rows'
+  ``code``, corpus = every row's unique ``docstring``; :func:`export_coir_layout` writes it in the hub layout for
+  mteb's own loader.
+- CoSQA dev (CodeXGLUE ``cosqa-dev.json``): queries = web queries labelled 1, corpus = the distinct snippets of all
+  pairs, relevant = the query's snippet."""
 
 from __future__ import annotations
 
@@ -42,8 +39,7 @@ class CoirTriple:
 
 # ------------------------------------------------------------------------------------------ CodeXGLUE -> CoIR
 def read_codexglue(folder: Path, lang: str) -> list[dict[str, Any]]:
-    """The rows of ``folder/{train,valid,test}.jsonl`` (whichever exist), partitions in :data:`PARTITIONS`
-    order; each row must have ``code``, ``docstring`` and ``partition``."""
+    """Rows of ``folder/{train,valid,test}.jsonl`` in :data:`PARTITIONS` order, each with code, docstring, partition."""
     files = [folder / f"{p}.jsonl" for p in PARTITIONS if (folder / f"{p}.jsonl").is_file()]
     if not (folder / "test.jsonl").is_file():
         raise DataError(
@@ -63,8 +59,7 @@ def read_codexglue(folder: Path, lang: str) -> list[dict[str, Any]]:
 
 
 def coir_from_codexglue(rows: Iterable[dict[str, Any]], lang: str, split: str = "test") -> CoirTriple:
-    """CoIR's code -> docstring direction over CodeXGLUE rows: one query per row (its code, with its partition),
-    one document per distinct docstring, qrels for the rows of ``split``."""
+    """CoIR's code -> docstring over CodeXGLUE rows: a query per row, a document per docstring, ``split``'s qrels."""
     corpus: list[dict[str, str]] = []
     queries: list[dict[str, str]] = []
     qrels: list[dict[str, Any]] = []
@@ -99,9 +94,8 @@ def dataset_from_triple(triple: CoirTriple, name: str, split: str, source: str, 
 
 
 def export_coir_layout(triple: CoirTriple, out_dir: str | Path, lang: str) -> Path:
-    """Write ``triple`` in CoIR's hub layout (``<lang>-corpus/``, ``<lang>-queries/``, ``<lang>-qrels/`` JSONL
-    plus a README declaring the configs), so ``datasets.load_dataset(out_dir, "<lang>-corpus")`` reads it as it
-    reads the hub copy. One language per call; the README lists every language folder present."""
+    """Write ``triple`` in CoIR's hub layout (``<lang>-corpus/``, ``-queries/``, ``-qrels/`` JSONL, a README with
+    the configs of every language present), read by ``datasets.load_dataset(out_dir, "<lang>-corpus")`` as the hub."""
     out = Path(out_dir)
     parts = {"corpus": ("corpus", triple.corpus), "queries": ("queries", triple.queries),
              "qrels": (triple.split, triple.qrels)}
@@ -146,8 +140,7 @@ def _csn_config(path: str, revision: str | None, lang: str, kind: str, split: st
 
 def load_csn(path: str, revision: str | None, lang: str, name: str, split: str = "test",
              strict_qrels: bool = True, *, hub: bool = True) -> RetrievalDataset:
-    """CoIR CodeSearchNet for one language from the hub (``hub=True``: fails fast offline) or from a local
-    folder in the same layout, read exactly as mteb 2.26's ``COIRCodeSearchNetRetrieval`` does."""
+    """CoIR CodeSearchNet for one language, hub (fast failure offline) or local, read as mteb 2.26 reads it."""
     if hub:
         from harness.models import require_hub
 
@@ -159,8 +152,7 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
         )
     else:
         check_local_layout(Path(path), lang)
-    # a local folder gets a cache of its own content: datasets keys local folders by their name, so two folders
-    # called alike (or one whose files changed) would otherwise share a stale cache
+    # a cache of the folder's own content: datasets keys local folders by name (alike names would share a stale cache)
     cache_dir = None if hub else local_cache_dir(Path(path))
     qrels = _csn_config(path, revision, lang, "qrels", split, ("query-id", "corpus-id", "score"), cache_dir)
     corpus = _csn_config(path, revision, lang, "corpus", "corpus", ("_id", "text"), cache_dir)
@@ -172,8 +164,7 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
 
 
 def check_local_layout(folder: Path, lang: str) -> None:
-    """Every JSONL file of a local CoIR-layout folder decodes and parses (an error names the file, line and fix)
-    before ``datasets`` reads it, whose own errors name neither."""
+    """Every JSONL file of a local CoIR-layout folder parses (an error names file, line and fix) before ``datasets``."""
     for kind in ("corpus", "queries", "qrels"):
         for path in sorted((folder / f"{lang}-{kind}").glob("*.jsonl")):
             for _ in jsonl_rows(path):

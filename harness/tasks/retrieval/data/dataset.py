@@ -1,12 +1,6 @@
-"""The in-memory retrieval set every loader returns (BEIR folder, hub copy, mined code set), and the rules every
-retrieval loader applies to its queries and qrels, so no input is resolved silently (issue 28):
-
-- a query id given twice with different texts is an error naming both places (the same text twice is one query);
-- a (query, document) pair judged twice with different grades is an error naming both places (the same grade twice
-  is one judgement);
-- a judged query whose text is null, empty or only whitespace is an error naming the ids (it would be searched as
-  the word "None" or as nothing).
-"""
+"""The in-memory retrieval set every loader returns, and the rules every loader applies so no input is resolved
+silently (issue 28): a query id twice with different texts, a (query, document) pair judged twice with different
+grades, or a judged query with a null or blank text is an error naming the places or ids."""
 
 from __future__ import annotations
 
@@ -20,10 +14,7 @@ from harness.core.errors import DataError
 
 @dataclass
 class RetrievalDataset:
-    """Corpus as parallel lists (cheap for millions of docs), queries and graded qrels.
-
-    ``qrels[qid][doc_id]`` is the relevance grade; grade 0 is kept (it is a judged non-relevant doc).
-    """
+    """Corpus as parallel lists (cheap for millions of docs), queries and graded qrels (grade 0 kept: non-relevant)."""
 
     name: str
     split: str
@@ -109,8 +100,7 @@ def unique_queries(rows: Iterable[tuple[str, str, str | None]]) -> dict[str, str
 
 
 def unique_judgements(rows: Iterable[tuple[str, str, str, int]]) -> dict[str, dict[str, int]]:
-    """``(where, query id, doc id, grade)`` rows -> qrels; a pair with two different grades is a
-    :class:`DataError` (the same grade twice is one judgement)."""
+    """``(where, query id, doc id, grade)`` rows -> qrels; a pair with two grades is a :class:`DataError`."""
     qrels: dict[str, dict[str, int]] = {}
     first: dict[tuple[str, str], str] = {}
     for where, qid, did, grade in rows:

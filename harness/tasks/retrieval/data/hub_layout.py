@@ -1,11 +1,8 @@
 """Retrieval sets stored as a Hugging Face dataset repository: one folder per config (``corpus``, ``queries``,
-``qrels`` or ``default``) holding ``<split>-*.parquet`` (or ``.jsonl``) files, as mteb's hub copies are laid
-out (e.g. ``mteb/NanoArguAnaRetrieval``: split ``train``). The same reader serves a hub snapshot and a local
-folder in that layout, so the offline tests run the hub path's code.
-
-Why not ``datasets.load_dataset``: it needs the repository's README metadata to find configs, and mteb's loader
-needs the hub; this reads the files directly and picks configs and splits as mteb's ``RetrievalDatasetLoader``.
-"""
+``qrels`` or ``default``) of ``<split>-*.parquet`` (or ``.jsonl``) files, as mteb's hub copies (e.g.
+``mteb/NanoArguAnaRetrieval``), from a hub snapshot or a local folder alike (so offline tests run the hub path).
+Not ``datasets.load_dataset``: it needs the README metadata to find configs (mteb's loader needs the hub); configs
+and splits are picked as mteb's ``RetrievalDatasetLoader`` picks them."""
 
 from __future__ import annotations
 

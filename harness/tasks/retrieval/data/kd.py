@@ -1,18 +1,12 @@
 """Knowledge-distillation training data for ColBERT: a query, documents and one teacher score per document.
 
-Three layouts, all validated before any training (a bad row is an error naming the row and the fix):
-
-- ``ids``: the ``lightonai/ms-marco-en-bge`` layout. Rows ``{query_id, document_ids: [...], scores: [...]}``
-  plus a queries file (``query_id``, ``text``) and a documents file (``document_id``, ``text``). Joined on the fly
-  by PyLate's ``utils.KDProcessing(n_ways=...)``, exactly as ModernBERT's ``examples/train_pylate.py``; but where
-  KDProcessing silently trains on ``""`` for an id the documents file lacks, we refuse.
-- ``flag``: FlagEmbedding's layout, ``{query, pos: [...], neg: [...], pos_scores: [...], neg_scores: [...]}``;
-  documents are ``pos + neg`` with scores ``pos_scores + neg_scores`` (positives first, as the file orders them).
-- ``joined``: ``{query, documents: [...], scores: [...]}`` (what KDProcessing produces).
-
-Every layout yields the columns PyLate's ``losses.Distillation`` and ``utils.ColBERTCollator`` read: ``query``
-(str), ``documents`` (list of ``n_ways`` str) and ``scores`` (list of ``n_ways`` float).
-"""
+Three layouts, validated before any training (a bad row is an error naming the row and the fix): ``ids``
+(``lightonai/ms-marco-en-bge``: rows ``{query_id, document_ids, scores}`` plus queries and documents files, joined
+by PyLate's ``utils.KDProcessing(n_ways=...)`` as ModernBERT's ``examples/train_pylate.py`` does, but an id the
+documents file lacks is refused where KDProcessing trains on ``""``); ``flag`` (FlagEmbedding's ``{query, pos, neg,
+pos_scores, neg_scores}``: documents ``pos + neg``, positives first); ``joined`` (``{query, documents, scores}``,
+what KDProcessing produces). Each yields the ``query``, ``documents`` (``n_ways`` str) and ``scores`` (``n_ways``
+float) columns PyLate's ``losses.Distillation`` and ``utils.ColBERTCollator`` read."""
 
 from __future__ import annotations
 
@@ -57,8 +51,7 @@ def detect_layout(columns: Iterable[str], where: str) -> str:
 
 
 def _listify(value: Any, where: str = "", key: str = "value") -> Any:
-    """Lists stored as strings (``"[1, 2]"``, as some hub exports do) -> lists, like KDProcessing; a string that
-    is no Python literal is an error at ``where``."""
+    """Lists stored as strings (``"[1, 2]"``, some hub exports) -> lists, as KDProcessing; else an error (``where``)."""
     if not isinstance(value, str):
         return value
     try:
@@ -180,8 +173,7 @@ def _joined_row(where: str, row: Mapping[str, Any], layout: str, n_ways: int) ->
 
 
 def _ids_rows(rows: list[tuple[str, dict[str, Any]]], n_ways: int) -> list[dict[str, Any]]:
-    """The ids-layout rows checked (ids present and of one type, a score per document) and normalised (lists,
-    float scores), so the Dataset is built from clean values."""
+    """The ids-layout rows checked (ids present, of one type, a score per document) and normalised (lists, floats)."""
     out: list[dict[str, Any]] = []
     first: dict[str, type] = {}
     for where, row in rows:
@@ -305,9 +297,8 @@ def load_kd_hub(path: str, revision: str | None, *, n_ways: int, max_samples: in
 
 
 def _hub_commit(path: str, revision: str | None) -> str | None:
-    """The commit ``revision`` resolves to (recorded; the data is then loaded at exactly that commit). A pin (a commit
-    id, full or abbreviated) fails closed: if the hub cannot resolve it, or resolves it to a commit that does not start
-    with it, nothing is loaded; a branch that cannot be resolved is loaded by name, with a warning."""
+    """The commit ``revision`` resolves to (recorded; loaded at exactly it). A pin (a full or short commit id) fails
+    closed if unresolved or resolved to another commit; an unresolved branch loads by name, with a warning."""
     from huggingface_hub import HfApi
 
     pinned = pinned_commit(revision)
@@ -328,8 +319,7 @@ def _hub_commit(path: str, revision: str | None) -> str | None:
 
 
 def pinned_commit(revision: str | None) -> str | None:
-    """``revision`` lowercased where it is a commit id (7 to 40 hex digits, full or abbreviated), else None (a branch
-    or tag: whatever it points at is read, and the commit recorded)."""
+    """``revision`` lowercased if a commit id (7-40 hex digits), else None (a branch or tag: its commit recorded)."""
     import re
 
     text = str(revision or "").lower()

@@ -1,15 +1,9 @@
 """A long-document retrieval set from any Python source tree, with no download: what 512 vs 8,192 tokens buys.
 
-Documents are whole source files (the installed standard library by default); a query is the docstring summary
-of a function defined in a file, and its relevant document is that file. The query's own docstring is removed
-from the file (the rest is unchanged), so the query is never a verbatim substring of its document. Each query
-records where its function starts in the document (character offset and line); the family turns that into a token
-position for the model it evaluates and reports nDCG@10 for the queries whose function starts before and after
-the model's truncation point.
-
-Files are split into ``train`` and ``test`` by a hash of their path (about half each); every file stays in the
-corpus. :func:`export_mldr` writes a folder in MLDR's layout (corpus, train with negative files, test) from it.
-"""
+Documents are whole source files (the installed standard library by default); a query is the docstring summary of
+a function in a file, removed from that file, its relevant document. Each query records where its function starts
+(character offset and line), for nDCG@10 before and after the model's truncation point. Files are split ``train``
+/ ``test`` by a hash of their path and all stay in the corpus; :func:`export_mldr` writes MLDR's layout from it."""
 
 from __future__ import annotations
 
@@ -71,9 +65,8 @@ def file_split(rel: str) -> str:
 
 def mine(root: str | Path | None = None, *, min_summary_words: int = 4,
          exclude: tuple[str, ...] = DEFAULT_EXCLUDE) -> LongDocSet:
-    """Read every ``*.py`` file under ``root`` (None: the installed stdlib) as one document and collect the
-    functions (and methods) whose docstring summary makes a query: at least ``min_summary_words`` words, not
-    trivial, not shared with another function, with a body beyond the docstring."""
+    """Every ``*.py`` file under ``root`` (None: the stdlib) as a document, and the functions whose docstring
+    summary makes a query (at least ``min_summary_words`` words, not trivial or shared, a body beyond it)."""
     base, files = _source_files(root, exclude)
     stats: Counter[str] = Counter(files=len(files))
     doc_ids, texts, queries = [], [], []
@@ -169,9 +162,8 @@ def build_long_document_set(root: str | Path | None = None, *, name: str = "stdl
 
 def export_mldr(lds: LongDocSet, out_dir: str | Path, *, max_train: int | None = None, max_test: int | None = None,
                 negatives: int = 3, max_corpus: int | None = None) -> Path:
-    """A folder in MLDR's layout from ``lds``: ``train.jsonl`` rows with ``negatives`` other files each (chosen by
-    hash, deterministic), ``test.jsonl`` rows without negatives, ``corpus.jsonl`` holding every positive and
-    negative (and, up to ``max_corpus``, other files)."""
+    """A folder in MLDR's layout from ``lds``: ``train.jsonl`` rows with ``negatives`` other files each (by hash),
+    ``test.jsonl`` rows without, ``corpus.jsonl`` with every one of them (and others up to ``max_corpus``)."""
     from harness.tasks.retrieval.data import mldr
 
     text_of = dict(zip(lds.doc_ids, lds.texts, strict=True))

@@ -1,12 +1,10 @@
 """MLDR (Multi Long Doc Retrieval): the English test set from mteb's pinned hub copy, the training set from
 ``Shitao/MLDR``, or any local folder in MLDR's layout.
 
-MLDR's layout (``Shitao/MLDR``'s ``mldr-v1.0-<lang>/``): ``corpus.jsonl`` ({docid, text}) and ``train.jsonl``,
-``dev.jsonl``, ``test.jsonl`` ({query_id, query, positive_passages: [{docid, text}], negative_passages: [...]}),
-each possibly gzipped. The hub repo ships a loading script, which datasets 5 refuses, so its JSONL files are read
-with the ``json`` loader; mteb's copy (``mteb/MultiLongDocRetrieval``) has configs ``<lang>-corpus``,
-``<lang>-queries`` and ``<lang>-qrels``.
-"""
+MLDR's layout (``mldr-v1.0-<lang>/``): ``corpus.jsonl`` ({docid, text}) and ``{train,dev,test}.jsonl`` ({query_id,
+query, positive_passages: [{docid, text}], negative_passages}), possibly gzipped, read with the ``json`` loader
+(datasets 5 refuses the repo's loading script); mteb's copy (``mteb/MultiLongDocRetrieval``) has configs
+``<lang>-corpus``, ``<lang>-queries`` and ``<lang>-qrels``."""
 
 from __future__ import annotations
 
@@ -119,8 +117,7 @@ def load_local(folder: Path, name: str, split: str = "test", strict_qrels: bool 
 
 def load_hub(path: str, revision: str | None, lang: str, name: str, split: str = "test",
              strict_qrels: bool = True) -> RetrievalDataset:
-    """mteb's MLDR copy: configs ``<lang>-corpus``, ``<lang>-queries``, ``<lang>-qrels`` (the split, or the only
-    one a config has, as mteb's loader)."""
+    """mteb's MLDR copy: ``<lang>-corpus``, ``-queries``, ``-qrels`` (the split, or a config's only one, as mteb)."""
     from datasets import get_dataset_split_names, load_dataset
 
     from harness.models import require_hub
@@ -168,8 +165,7 @@ def train_rows_local(folder: Path, split: str) -> tuple[list[dict[str, Any]], st
 
 
 def train_rows_hub(repo: str, revision: str | None, subdir: str, split: str) -> list[dict[str, Any]]:
-    """``<repo>@<revision>/<subdir>/<split>.jsonl.gz`` with the ``json`` loader (the repo's loading script is
-    refused by datasets 5), validated row by row."""
+    """``<repo>@<revision>/<subdir>/<split>.jsonl.gz`` by the ``json`` loader (datasets 5 refuses the repo's script)."""
     from datasets import load_dataset
 
     from harness.models import require_hub
@@ -190,9 +186,8 @@ def train_rows_hub(repo: str, revision: str | None, subdir: str, split: str) -> 
 
 def triplets(rows: Sequence[dict[str, Any]], num_negatives: int, max_samples: int | None,
              seed: int) -> tuple[Dataset, dict[str, int]]:
-    """(anchor, positive, negative) triplets for MNRL: per row, its first positive with each of its first
-    ``num_negatives`` negatives. Rows without negatives are skipped (counted); ``max_samples`` keeps a seeded
-    random sample of rows."""
+    """(anchor, positive, negative) triplets for MNRL: each row's first positive with each of its first
+    ``num_negatives`` negatives; rows without negatives skipped (counted); ``max_samples``: a seeded sample of rows."""
     import random
 
     from datasets import Dataset
@@ -224,8 +219,7 @@ def triplets(rows: Sequence[dict[str, Any]], num_negatives: int, max_samples: in
 # ---------------------------------------------------------------------------------------------- writing
 def write_folder(out_dir: str | Path, corpus: Sequence[tuple[str, str]],
                  splits: dict[str, Sequence[dict[str, Any]]]) -> Path:
-    """Write a folder in MLDR's layout: ``corpus.jsonl`` from (docid, text) pairs and one ``<split>.jsonl`` per
-    entry of ``splits`` (rows as MLDR's: query_id, query, positive_passages, negative_passages)."""
+    """Write an MLDR-layout folder: ``corpus.jsonl`` from (docid, text) and a ``<split>.jsonl`` per ``splits`` entry."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl(out / "corpus.jsonl", ({"docid": d, "text": t} for d, t in corpus))

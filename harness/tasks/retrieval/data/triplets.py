@@ -1,5 +1,4 @@
-"""DPR training data as (anchor, positive, negative) triplets: a local file, the paper's hub set, or pairs
-from a BEIR train split with hard negatives mined by sentence-transformers."""
+"""DPR training triplets: a local file, the paper's hub set, or a BEIR train split with mined hard negatives."""
 
 from __future__ import annotations
 
@@ -135,9 +134,8 @@ HELD_OUT = 1_000
 
 def sample(ds: Dataset, max_samples: int | None, seed: int) -> Dataset:
     """The authors' subset: ``train_test_split(test_size=1_000, seed=seed)["train"].select(range(max_samples))``
-    (MB@8c57a0f:examples/train_st.py, seed 12, 1,250,000 rows), so the same rows in the same order; all rows when
-    there are no more than ``max_samples``. A set with fewer than ``max_samples + 1,000`` rows holds out only the
-    rows beyond ``max_samples``."""
+    (MB@8c57a0f:examples/train_st.py, seed 12, 1,250,000 rows): the same rows in the same order; all rows when
+    there are at most ``max_samples``; with fewer than ``max_samples + 1,000`` only the rest is held out."""
     if max_samples and len(ds) > max_samples:
         held_out = min(HELD_OUT, len(ds) - max_samples)
         return ds.train_test_split(test_size=held_out, seed=seed)["train"].select(range(max_samples))
@@ -153,8 +151,7 @@ def mine_from_beir(
     range_max: int,
     batch_size: int = 64,
 ) -> Dataset:
-    """(query, positive) pairs from ``ds``'s qrels (grade > 0), hard negatives mined from its corpus by
-    sentence-transformers' ``mine_hard_negatives`` with ``model``."""
+    """(query, positive) pairs of ``ds``'s qrels, hard negatives mined with ``model`` (``mine_hard_negatives``)."""
     from sentence_transformers.util import mine_hard_negatives
 
     docs = dict(zip(ds.corpus_ids, ds.documents(), strict=True))

@@ -1,5 +1,4 @@
-"""The ColBERT model (PyLate) and its token encoding: loading a checkpoint or a plain encoder with a
-projection, the lengths it can take, token embeddings in token-budget batches."""
+"""The ColBERT model (PyLate): loading, the lengths it takes, token embeddings in token-budget batches."""
 
 from __future__ import annotations
 
@@ -35,11 +34,8 @@ def is_colbert_checkpoint(local: str | os.PathLike) -> bool:
 
 def load_colbert(spec: ModelSpec, *, device: str, embedding_size: int,
                  seed: int) -> tuple[ColBERT, dict[str, Any]]:
-    """A PyLate ColBERT for ``spec`` (``[Q] ``/``[D] `` prefixes, query expansion) and the record's model block.
-
-    A PyLate checkpoint loads with its own projection; a plain encoder (ModernBERT-base, MiniLM) gets a new
-    ``embedding_size`` projection and new prefix-token embeddings, initialised from ``seed``.
-    """
+    """A PyLate ColBERT for ``spec`` (``[Q] ``/``[D] `` prefixes, query expansion) and the record's model block; a
+    plain encoder gets a new ``embedding_size`` projection and prefix-token embeddings, seeded by ``seed``."""
     from pylate import models
 
     from harness.models import _check_attn, model_identity, resolve_path
@@ -72,9 +68,8 @@ def load_colbert(spec: ModelSpec, *, device: str, embedding_size: int,
 
 
 def expanded_queries(model: ColBERT, inputs: dict[str, Any]) -> bool:
-    """Whether a batch must run padded: PyLate's expanded queries embed their [MASK] tokens, which have attention
-    mask 0 (unless ``attend_to_expansion_tokens``); documents' padded positions are masked out, so they unpad.
-    A query batch is told by its prefix token ([Q]) after [CLS]; without a query prefix every batch runs padded."""
+    """Whether a batch must run padded: PyLate's expanded queries embed their [MASK] tokens (attention mask 0 unless
+    ``attend_to_expansion_tokens``), told by the [Q] prefix after [CLS] (no query prefix: every batch padded)."""
     if not model.do_query_expansion or model.attend_to_expansion_tokens:
         return False
     ids, prefix = inputs["input_ids"], model.query_prefix_id
@@ -98,13 +93,9 @@ def token_lengths(model: ColBERT, texts: list[str], max_length: int) -> np.ndarr
 def encode_tokens(model: ColBERT, texts: list[str], *, is_query: bool, batching: Batching, device: str,
                   precision: str = "fp32", desc: str = "encoding",
                   show_progress: bool = True) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
-    """(text positions, their L2-normalised token embeddings as float32) batch by batch, longest texts first.
-
-    The tokens kept are PyLate's (``ColBERT.encode``): documents without padding and skiplist (punctuation)
-    tokens, queries padded with mask tokens to ``query_length`` (query expansion). Why not ``ColBERT.encode``:
-    it batches a fixed number of texts sorted by characters and runs in the weights' dtype; token-budget
-    batches keep short-text batches large and the configured precision is applied with autocast.
-    """
+    """(text positions, their L2-normalised token embeddings as float32) batch by batch, longest texts first: PyLate's
+    tokens (documents without padding and skiplist tokens, queries mask-padded to ``query_length``), not
+    ``ColBERT.encode``'s fixed-count batches in the weights' dtype: token budgets, precision by autocast."""
     if not texts:
         return
     length = model.query_length if is_query else model.document_length

@@ -26,8 +26,7 @@ if TYPE_CHECKING:
 
 @dataclass(kw_only=True)
 class DenseSettings:
-    """What the single-vector retriever gets: the run's device and precision, the task's batching and evaluation
-    nodes (their values: the task's YAML), where embeddings are cached (None: nowhere)."""
+    """What the single-vector retriever gets: device, precision, batching and evaluation nodes, embedding cache."""
 
     device: str
     precision: str
@@ -39,20 +38,15 @@ class DenseSettings:
 
 def dense_settings(*, max_length: int, device: str = "cpu", precision: str = "fp32", cache_dir: str | None = None,
                    show_progress: bool = False, **keys: Any) -> DenseSettings:
-    """For code outside a composed config (benchmarks, tests): task=beir's values (conf/task/beir.yaml) with
-    ``max_length`` and any other flat task ``keys`` (``similarity="dot"``) on top."""
+    """task=beir's values (conf/task/beir.yaml) with flat task ``keys`` on top, for code outside a composed config."""
     batching, evaluation = nodes_from_conf("task/beir", Batching, SingleVectorEval, max_length=max_length, **keys)
     return DenseSettings(device=device, precision=precision, batching=batching, evaluation=evaluation,
                          cache_dir=cache_dir, show_progress=show_progress)
 
 
 class DenseRetriever:
-    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a SentenceTransformer.
-
-    ``cache_identity`` is what the corpus embeddings depend on (the run's identity minus search-only keys, plus
-    the weights actually used); the cache key is derived from it and the corpus content, so it cannot miss a
-    setting that changes embeddings.
-    """
+    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a SentenceTransformer; ``cache_identity``
+    (the run's identity minus search-only keys, plus the weights) and the corpus key the embedding cache."""
 
     kind = "single_vector"
 

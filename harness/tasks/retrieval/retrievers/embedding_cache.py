@@ -1,12 +1,7 @@
-"""On-disk cache of corpus embeddings, keyed by everything that changes them.
-
-Why our own: mteb's CachedEmbeddingWrapper keys by text only, not by the model settings that change embeddings.
-
-Every entry carries a claim beside it (``<key>.claim.json``: its key, shape, dtype, size and content hash), written
-with it and checked before use: a file copied in under another key, another model's or corpus' embeddings, a
-truncated or altered file, or one with no claim is computed again (with a warning naming it), never used. Concurrent
-jobs needing the same entry compute it once (:func:`harness.core.cache_entry.get_or_build`).
-"""
+"""On-disk cache of corpus embeddings, keyed by everything that changes them (mteb's CachedEmbeddingWrapper keys by
+text only). Each entry has a claim beside it (``<key>.claim.json``: key, shape, dtype, size, content hash) checked
+before use: a misplaced, foreign, truncated, altered or unclaimed file is computed again with a warning, never
+used. Concurrent jobs compute an entry once (:func:`harness.core.cache_entry.get_or_build`)."""
 
 from __future__ import annotations
 
@@ -30,8 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def cache_key(identity: Mapping[str, Any], data_fingerprint: str, side: str = "corpus") -> str:
-    """Key of one corpus' embeddings: everything the encoder's output depends on (``identity``, derived from
-    the run identity) and the corpus content."""
+    """Key of one corpus' embeddings: what the encoder's output depends on (``identity``) and the corpus content."""
     return stable_hash({"identity": identity, "data": data_fingerprint, "side": side}, length=24)
 
 
@@ -50,8 +44,7 @@ def texts_key(texts: Sequence[str]) -> str:
 
 
 def content_hash(path: Path) -> str:
-    """sha256 of the file (``full:``), or of its size and evenly spaced blocks for files over FULL_HASH_BYTES
-    (``sampled:``): a claim check costs at most ~16 MB of reading."""
+    """sha256 of the file (``full:``), or of its size and spaced blocks over FULL_HASH_BYTES (``sampled:``)."""
     size = path.stat().st_size
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -84,9 +77,8 @@ def claim_problem(path: Path, claim_path: Path, key: str) -> str | None:
 def cached_embeddings(
     cache_dir: str | os.PathLike | None, key: str, compute: Callable[[], np.ndarray], meta: dict | None = None
 ) -> tuple[np.ndarray, bool]:
-    """(embeddings, hit). With ``cache_dir=None`` always computes. An entry is used only where its claim (key, size,
-    content hash) holds; a missing or bad one is computed by one process at a time (the lock ``<key>.npy.lock``:
-    the others wait and read it), written aside and renamed into place (a valid entry is never replaced)."""
+    """(embeddings, hit); ``cache_dir=None`` always computes. An entry is used only where its claim holds; else one
+    process computes it (lock ``<key>.npy.lock``), written aside and renamed (a valid entry is never replaced)."""
     if cache_dir is None:
         return compute(), False
     root = Path(cache_dir)
@@ -123,9 +115,7 @@ def cached_embeddings(
 
 @contextlib.contextmanager
 def written_aside(path: Path, *, folder: bool = False, **names: str) -> Iterator[Path]:
-    """A temporary file (or ``folder``) beside ``path`` for the block to write, then renamed into place
-    (:func:`~harness.core.cache_entry.publish`: an entry already there, another process' finished one, is kept);
-    removed when the block fails, so a half-written entry is never read."""
+    """A temporary file (or ``folder``) beside ``path`` for the block, then published (one there is kept) or removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if folder:
         tmp = Path(tempfile.mkdtemp(dir=path.parent, **names))

@@ -18,8 +18,7 @@ METRICS = (*_MEASURES, "mrr_at_10")
 
 
 def reciprocal_ranks(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], k: int) -> dict[str, float]:
-    """Per query: 1 / rank of the first relevant (grade > 0) doc in the top k (0 if none), ties by doc id as
-    trec_eval."""
+    """Per query: 1 / rank of the first relevant (grade > 0) doc in the top k (else 0), ties by doc id as trec_eval."""
     out = {}
     for qid, judged in qrels.items():
         ranked = sorted(run.get(qid, {}).items(), key=lambda x: (-x[1], x[0]))[:k]
@@ -28,8 +27,7 @@ def reciprocal_ranks(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, 
 
 
 def per_query_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Each record metric per judged query (metric -> query id -> value), trec_eval conventions: a judged query
-    with an empty run counts as zero, as in ``trec_eval -c``."""
+    """Each metric per judged query (metric -> query id -> value); an empty run counts zero (``trec_eval -c``)."""
     import pytrec_eval  # here: planning a run reads METRICS without loading the scorer
 
     evaluator = pytrec_eval.RelevanceEvaluator(

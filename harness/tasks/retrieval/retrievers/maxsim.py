@@ -1,5 +1,4 @@
-"""Exact MaxSim (the parity reference): every query token against every document token, chunked to a memory
-budget; and the exact rerank of an index's candidates."""
+"""Exact MaxSim (the parity reference), chunked to a memory budget; and the exact rerank of an index's candidates."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ def _chunks(store: TokenStore, chunk_tokens: int) -> Iterator[np.ndarray]:
 
 def _padded(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
     """[docs, longest, dim] float32 of documents anywhere in the store; a shorter document is padded with copies of
-    its own first token, so the max over its tokens, hence its MaxSim score, is exactly the unpadded one (no mask
-    needed)."""
+    its own first token, so its max over tokens, hence its MaxSim score, is exactly the unpadded one (no mask)."""
     lens = store.lengths[docs]
     steps = np.arange(int(lens.max()))
     rows = store.starts[docs][:, None] + np.where(steps[None, :] < lens[:, None], steps[None, :], 0)
@@ -45,13 +43,10 @@ def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk
                   score_budget: int = 1 << 26, device: str = "cpu", show_progress: bool = True,
                   rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Exact ColBERT scores of every (query, document) and the running top-k: (scores, doc positions), each
-    [n_queries, min(top_k, n_docs)], best first; equal scores in ``rank`` order (a tie key per document; None:
-    corpus position), exactly as :func:`harness.tasks.retrieval.retrievers.search.ranked_topk`.
-
-    Scores come from PyLate's ``scores.colbert_scores`` (the function ``rank.rerank`` uses). Why not
-    ``rank.rerank`` over all documents: it pads the documents again for every query and returns a dict per
-    document; here each corpus chunk is read from the memory-mapped store and padded once for all queries.
-    """
+    [n_queries, min(top_k, n_docs)], best first, ties in ``rank`` order (None: corpus position) as
+    :func:`~harness.tasks.retrieval.retrievers.search.ranked_topk`. Scores are PyLate's ``scores.colbert_scores``
+    (what ``rank.rerank`` uses); not ``rank.rerank`` itself, which pads the documents again for every query: here
+    each chunk of the memory-mapped store is padded once for all queries."""
     from pylate.scores import colbert_scores
 
     from harness.tasks.retrieval.retrievers.search import running_topk

@@ -1,12 +1,8 @@
-"""Multi-vector (ColBERT) retrieval with PyLate: token embeddings of the corpus (cached fp16 on disk,
-memory-mapped), then a PLAID index (fast-plaid when installed, else PyLate's Stanford PLAID backend; seeded) or
-exact MaxSim over every document (the parity reference).
-
-Reusable by any family: ``load_colbert(spec, ...)`` gives the model, ``MultiVectorRetriever(model,
-MultiVectorSettings(...), cache_identity)`` evaluates it with the task's batching and multi-vector search nodes
-(e.g. MLDR with ``document_length=8192``; outside a composed config, :func:`multi_vector_settings` reads
-task=colbert's values); lengths beyond the model's position limit are capped and the cap is recorded.
-"""
+"""Multi-vector (ColBERT) retrieval with PyLate: token embeddings of the corpus (cached fp16 on disk, memory-mapped),
+then a PLAID index (fast-plaid when installed, else PyLate's Stanford PLAID backend; seeded) or exact MaxSim (the
+parity reference). Any protocol may use it: ``MultiVectorRetriever(load_colbert(spec, ...),
+MultiVectorSettings(...), cache_identity)`` (outside a composed config :func:`multi_vector_settings` reads
+task=colbert's values); lengths beyond the model's position limit are capped and the cap is recorded."""
 
 from __future__ import annotations
 
@@ -58,9 +54,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(kw_only=True)
 class MultiVectorSettings:
-    """What the multi-vector retriever gets: the run's device and precision, the task's batching and multi-vector
-    search nodes and exact MaxSim's chunking (their values: the task's YAML), the document length, where corpus
-    token embeddings are cached (None: a temporary directory, removed afterwards)."""
+    """What the multi-vector retriever gets: the run's device and precision, the task's batching, search and MaxSim
+    chunking nodes, the document length, and the token cache folder (None: a temporary one, removed after)."""
 
     device: str
     precision: str
@@ -88,12 +83,8 @@ def multi_vector_settings(*, document_length: int, device: str = "cpu", precisio
 # ------------------------------------------------------------------------------------------------ the retriever
 class MultiVectorRetriever:
     """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a PyLate ColBERT model.
-
-    ``cache_identity`` is what the corpus token embeddings depend on (a run identity minus index and search
-    keys, plus the weights used); with the capped document length and the corpus content it keys the on-disk
-    store, so evaluating again with another index (or top-k, or query length) does not re-encode.
-    ``query_length`` may be changed between datasets (PyLate's BEIR recipe uses 48 or 64 on some sets).
-    """
+    ``cache_identity`` (a run identity minus index and search keys, plus the weights), the capped document length
+    and the corpus key the token store; ``query_length`` may change per dataset (PyLate's BEIR recipe: 48 or 64)."""
 
     kind = "multi_vector"
 
@@ -195,9 +186,8 @@ class MultiVectorRetriever:
         return out
 
     def plaid_memory(self, ds: RetrievalDataset) -> dict[str, Any]:
-        """The PLAID build's memory estimate (document tokens x dim x 4 bytes x 2: the float32 embeddings handed to
-        PyLate and the backend's working copy) and its backend; a one-line refusal, before any encoding, when it
-        exceeds ``plaid_max_memory_gb``."""
+        """The PLAID build's memory estimate (document tokens x dim x 4 bytes x 2: PyLate's float32 copy and the
+        backend's) and its backend; refused in one line, before encoding, above ``plaid_max_memory_gb``."""
         n_tokens = int(token_lengths(self.model, ds.documents(), self.document_length).sum())
         gb = n_tokens * int(self.model[-1].out_features) * 4 * 2 / 2**30
         limit = self.settings.search.plaid_max_memory_gb

@@ -1,10 +1,8 @@
 """Compile PyLate's Stanford PLAID C++ extensions now, in parallel: ``python -m harness.tasks.retrieval.retrievers.plaid_build``.
 
-PyLate compiles them on first use, one after another (~50 s each on one core), inside whatever job first builds a
-PLAID index; compute nodes often have no compiler. Set-up runs this once (a login node with a shared home works
-too: torch caches them in ``TORCH_EXTENSIONS_DIR``). Each extension is built by PyLate's own loader, so the build
-command, and so torch's cache key, is the one PyLate later looks for.
-"""
+PyLate compiles them on first use, one after another (~50 s each), inside the first job to build a PLAID index, and
+compute nodes often have no compiler; set-up runs this once (torch caches them in ``TORCH_EXTENSIONS_DIR``). Each is
+built by PyLate's own loader, so torch's cache key is the one PyLate later looks for."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ def _call(target: str) -> str:
 
 
 def build(loaders: Sequence[str] = tuple(LOADERS)) -> float:
-    """Build every extension (already built ones are only loaded); returns the seconds it took. Raises
-    ``RuntimeError`` naming the extension and the compiler's last lines when one fails."""
+    """Build every extension; the seconds it took. A failure raises ``RuntimeError`` with the compiler's last lines."""
     from harness.tasks.retrieval.retrievers.plaid_index import prepare_stanford_extensions
 
     prepare_stanford_extensions()   # ninja on PATH, a compiler, no stale lock: or a one-line error

@@ -1,10 +1,8 @@
-"""ColBERT indexes with PyLate. PLAID: the backend (fast-plaid when installed, else the Stanford backend and its C++
-extensions), a memory check before building, the build, and the search. Voyager, the authors' index: PyLate's HNSW
-over document tokens, then PyLate's exact MaxSim rerank of the candidates (``retrieve.ColBERT``), with the
-parameters of MB@8c57a0f:examples/evaluate_pylate.py:23 (M 200, ef_construction 500, ef_search 500) and its search
-depth k=100 (:53): :class:`VoyagerSettings`; it needs the ``voyager`` package (a PyLate dependency) and runs offline
-on CPU. Document ids are corpus positions as strings, so both give (scores, positions) arrays.
-"""
+"""ColBERT indexes with PyLate. PLAID: the backend (fast-plaid when installed, else Stanford's C++ extensions), a
+memory check, the build, the search. Voyager, the authors' index: PyLate's HNSW over document tokens then exact
+MaxSim rerank (``retrieve.ColBERT``) with MB@8c57a0f:examples/evaluate_pylate.py:23's parameters (M 200,
+ef_construction 500, ef_search 500) and depth k=100 (:53): :class:`VoyagerSettings`; CPU, offline. Document ids are
+corpus positions as strings, so both give (scores, positions) arrays."""
 
 from __future__ import annotations
 
@@ -38,8 +36,7 @@ _STALE_LOCK_S = 900
 
 
 def plaid_fits(n_tokens: int) -> tuple[bool, str]:
-    """Whether PLAID's k-means can run on ``n_tokens`` document tokens: it makes 2^floor(log2(16 sqrt(n)))
-    centroids from the tokens less a 5% held-out sample and needs at least one point per centroid."""
+    """Whether PLAID's k-means (2^floor(log2(16 sqrt(n))) centroids, 5% held out) has a token per centroid."""
     if n_tokens < 1:
         return False, "the corpus has no document tokens"
     partitions = int(2 ** np.floor(np.log2(16 * np.sqrt(n_tokens))))
@@ -51,9 +48,8 @@ def plaid_fits(n_tokens: int) -> tuple[bool, str]:
 
 
 def prepare_stanford_extensions() -> None:
-    """The Stanford backend compiles 4 C++ extensions on first use (~100 s; cached in TORCH_EXTENSIONS_DIR).
-    Make that work on a clean machine or fail at once with the fix: ninja from this environment on PATH, a
-    C++ compiler, and no lock left behind by a killed earlier build (torch would wait on it forever)."""
+    """The Stanford backend compiles 4 C++ extensions on first use (~100 s; TORCH_EXTENSIONS_DIR): make that work or
+    fail at once with the fix (this environment's ninja on PATH, a C++ compiler, no lock left by a killed build)."""
     from torch.utils import cpp_extension
 
     bindir = str(Path(sys.executable).parent)
@@ -129,8 +125,7 @@ def plaid_search(index: Any, queries: list[np.ndarray], top_k: int) -> tuple[np.
 
 
 def _arrays(hits: list[list[dict[str, Any]]], width: int) -> tuple[np.ndarray, np.ndarray]:
-    """PyLate's hits (per query: dicts of ``id`` and ``score``, best first) as [queries, width] scores and corpus
-    positions, -inf / -1 where fewer came back."""
+    """PyLate's hits as [queries, width] scores and positions, -inf / -1 where fewer came back."""
     scores = np.full((len(hits), width), -np.inf, dtype=np.float32)
     idx = np.full((len(hits), width), -1, dtype=np.int64)
     for row, h in enumerate(hits):
@@ -162,10 +157,9 @@ def build_voyager(docs: Sequence[np.ndarray], dim: int, settings: VoyagerSetting
 
 def voyager_search(index: Any, queries: Sequence[np.ndarray], top_k: int, depth: int = VoyagerSettings.k
                    ) -> tuple[np.ndarray, np.ndarray]:
-    """PyLate's ``retrieve.ColBERT`` over the index (token candidates, exact MaxSim rerank): [queries, top_k]
-    scores and corpus positions, -inf / -1 where fewer came back. At most ``depth`` documents come back: the
-    authors asked for k=100 (PyLate then keeps its default 100 neighbours per query token; a deeper k raises
-    them to k, a different search)."""
+    """PyLate's ``retrieve.ColBERT`` over the index (token candidates, exact MaxSim rerank): [queries, top_k] scores
+    and positions, -inf / -1 where fewer came back; at most ``depth`` (the authors' k=100: PyLate keeps its
+    default 100 neighbours per query token; a deeper k raises them, a different search)."""
     from pylate import retrieve
 
     with contextlib.redirect_stderr(io.StringIO()):

@@ -1,19 +1,12 @@
-"""The retriever protocol and the one retrieval evaluation every retrieval family shares.
+"""The retriever protocol and the one retrieval evaluation every retrieval protocol shares.
 
-As mteb separates its encoder and search protocols, a retriever here is anything that can index a corpus and
-search it: single-vector (:mod:`harness.tasks.retrieval.retrievers.dense`: encode + exact search) or multi-vector (PyLate
-token embeddings + an index or exact MaxSim). :func:`evaluate` turns a retriever and a dataset into metrics
-with the same conventions for all of them (top-k, self-match removal, trec_eval metrics).
-
-How a document is written for the encoder: mteb prepends a document's title to its text, CoIR's own evaluator
-encodes the text alone (CoIR issue #17), which moves CoIR numbers: ``task.title_convention`` names the one used
-(:class:`TitleConvention`) and every record states it.
-
-Scoring a run on groups of its queries is an option of the shared evaluation (not a wrapper around the retriever):
-each scorer splits a dataset's evaluated queries into named groups, and the evaluation scores the same run on each
-group. ``truncation``: queries whose answer starts before / after the point where the encoder truncates the
-document (sets that record each answer's start, e.g. the long-document set of source files).
-"""
+As in mteb, a retriever is anything that can index a corpus and search it: single-vector
+(:mod:`harness.tasks.retrieval.retrievers.dense`) or multi-vector (PyLate token embeddings + an index or exact
+MaxSim). :func:`evaluate` turns a retriever and a dataset into metrics with one set of conventions (top-k,
+self-match removal, trec_eval metrics). mteb prepends a document's title to its text, CoIR's evaluator encodes the
+text alone (CoIR issue #17): ``task.title_convention`` (:class:`TitleConvention`) names the one used, in every
+record. Scorers split a dataset's queries into named groups scored on the same run (``truncation``: answers that
+start before / after the point where the encoder truncates the document)."""
 
 from __future__ import annotations
 
@@ -48,8 +41,7 @@ class Retriever(Protocol):
         ...
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, Timings]:
-        """(scores, corpus positions, timings) over the last indexed corpus, [n_queries, <= top_k] each,
-        best first; a position of -1 marks no hit."""
+        """(scores, corpus positions, timings) over the last indexed corpus, [n_queries, <= top_k], -1: no hit."""
         ...
 
     def describe(self) -> Details:
@@ -63,8 +55,7 @@ TITLE_CONVENTIONS = {"coir": "text", "mteb": "title + ' ' + text"}
 
 
 class TitleConvention:
-    """A retriever that writes documents by a named convention: ``coir`` encodes a document's text alone (CoIR's
-    evaluator), ``mteb`` its title + " " + text (mteb's, and the inner retriever's own way)."""
+    """Documents written by a convention: ``coir`` text alone (CoIR's evaluator), ``mteb`` title + " " + text."""
 
     def __init__(self, inner: Retriever, convention: str):
         self.inner = inner
@@ -112,8 +103,7 @@ def evaluate_per_query(
     retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
     subgroups: Sequence[QueryGroups] = (),
 ) -> tuple[dict[str, float], Details, Timings, PerQuery]:
-    """:func:`evaluate`, plus each metric per judged query (what the record's metrics are the means of), with
-    fingerprints of the query texts and qrels it was scored on."""
+    """:func:`evaluate`, plus each metric per judged query, with fingerprints of the query texts and qrels scored."""
     details, timings = retriever.index(ds)
     queries = ds.evaluated_queries()
     qids = list(queries)
@@ -174,8 +164,7 @@ class QueryGroups(Protocol):
 
 
 def token_starts(tokenizer: Any, text: str, chars: Sequence[int]) -> list[int]:
-    """The position (special tokens counted, as the encoder sees it) of the first token at or after each
-    character offset in ``text``; the sequence length when an offset is past the last token."""
+    """The encoder's position of the first token at or after each character offset in ``text`` (past it: the length)."""
     enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True, truncation=False, verbose=False)
     starts = [a if b > a else -1 for a, b in enc["offset_mapping"]]   # special tokens have empty spans
     content = [(s, i) for i, s in enumerate(starts) if s >= 0]
@@ -188,8 +177,7 @@ def token_starts(tokenizer: Any, text: str, chars: Sequence[int]) -> list[int]:
 
 
 class TruncationSplit:
-    """``before`` / ``after``: the query's answer starts among the first ``max_length - 1`` positions the encoder
-    keeps (its last one is the end token), or past them."""
+    """``before`` / ``after``: the answer starts within the first ``max_length - 1`` positions kept, or past them."""
 
     name = "truncation"
 

@@ -1,9 +1,5 @@
-"""Exact top-k dense search on the configured device, streaming the corpus one chunk at a time.
-
-Why not ``sentence_transformers.util.semantic_search``: it needs the whole corpus as one tensor on the device
-and returns a Python dict per hit; ours streams a memory-mapped corpus chunk by chunk to the device and keeps
-the running top-k as two arrays.
-"""
+"""Exact top-k dense search on the configured device, streaming a memory-mapped corpus chunk by chunk (unlike
+``sentence_transformers.util.semantic_search``: the whole corpus on the device, a dict per hit)."""
 
 from __future__ import annotations
 
@@ -16,12 +12,8 @@ import torch
 def ranked_topk(scores: torch.Tensor, ids: torch.Tensor, k: int,
                 rank: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` best of each row of ``scores`` by (score descending, ``rank[id]`` ascending), best first, and their
-    ids. ``ids``: [n] (shared by every row) or [rows, n]; ``rank``: a tie key per id (None: the id itself).
-
-    A total order, so the top-k of a union is the top-k of its parts' top-k lists: chunks, shards and the whole
-    corpus give the same lists, whatever the ties. ``torch.topk`` alone picks among equal scores arbitrarily; rows
-    where a tie straddles the k-th place are resolved exactly (rare: duplicate documents).
-    """
+    ids. ``ids``: [n] or [rows, n]; ``rank``: a tie key per id (None: the id). A total order, so chunks, shards and
+    the whole corpus give the same lists (ties straddling the k-th place, arbitrary in ``torch.topk``, resolved)."""
     rows, n = scores.shape
     k = min(k, n)
     ids = ids.expand(rows, -1) if ids.dim() == 1 else ids
@@ -52,9 +44,8 @@ def _boundary_ties(scores: torch.Tensor, ids: torch.Tensor, k: int,
 
 def running_topk(chunks: Iterable[tuple[torch.Tensor, int, Callable[[int, int], torch.Tensor]]], n_queries: int,
                  k: int, rank: np.ndarray | None, device: str) -> tuple[np.ndarray, np.ndarray]:
-    """The top-k (scores, ids) of ``n_queries`` queries over chunks of documents, merged chunk by chunk by
-    :func:`ranked_topk` (``rank``: the tie key per document). A chunk is (its document ids, queries per step,
-    ``scores(start, stop)``: queries [start, stop) against its documents)."""
+    """The top-k (scores, ids) of ``n_queries`` queries over chunks of documents, merged by :func:`ranked_topk`. A
+    chunk: (its document ids, queries per step, ``scores(start, stop)``: queries [start, stop) against it)."""
     best_s = torch.full((n_queries, 0), float("-inf"), device=device)
     best_i = torch.zeros((n_queries, 0), dtype=torch.long, device=device)
     tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
@@ -76,9 +67,8 @@ SCORE_BLOCK = 1024
 
 
 def block_scores(q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """``q @ d.T``, as products of one fixed shape: a (query, document) score then does not depend on where the
-    document sits in the corpus, its chunk or its shard (BLAS picks kernels by shape, and a product of another
-    width can round differently in the last bit)."""
+    """``q @ d.T`` as products of one fixed shape, so a score does not depend on where its document sits (corpus,
+    chunk, shard): BLAS picks kernels by shape, and another width can round differently in the last bit."""
     n = d.shape[0]
     if n % SCORE_BLOCK:
         d = torch.cat([d, d.new_zeros(SCORE_BLOCK - n % SCORE_BLOCK, d.shape[1])])
@@ -96,12 +86,9 @@ def exact_search(
     device: str = "cpu",
     rank: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first; equal scores in ``rank`` order
-    (a tie key per document, e.g. :func:`id_rank`; None: corpus order), exactly as :func:`ranked_topk`.
-
-    ``doc_emb`` may be a memory-mapped array: only one chunk of ``corpus_chunk_size`` rows is copied (as float32)
-    and moved to ``device`` at a time. Scores in memory are bounded by query_chunk_size x corpus_chunk_size.
-    """
+    """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first, ties in ``rank`` order (e.g.
+    :func:`id_rank`; None: corpus order) as :func:`ranked_topk`. ``doc_emb`` may be memory-mapped: one chunk of
+    ``corpus_chunk_size`` rows is on ``device`` at a time (scores bounded by query x corpus chunk sizes)."""
     if similarity not in ("cosine", "dot"):
         raise ValueError(f"unknown similarity {similarity!r}: use cosine or dot")
     n_docs, n_queries = doc_emb.shape[0], query_emb.shape[0]
@@ -139,9 +126,8 @@ def to_run(
     top_k: int,
     ignore_identical_ids: bool = False,
 ) -> dict[str, dict[str, float]]:
-    """TREC-style run {qid: {doc id: score}}; with ``ignore_identical_ids`` a doc whose id equals the query
-    id is dropped (BEIR/mteb convention for ArguAna, Quora, ...), then the list is cut to ``top_k``.
-    Negative indices (a retriever that found fewer than k hits) are skipped."""
+    """TREC-style run {qid: {doc id: score}} cut to ``top_k``; ``ignore_identical_ids`` drops a doc whose id is the
+    query's (BEIR/mteb: ArguAna, Quora, ...); negative indices (fewer than k hits) are skipped."""
     run: dict[str, dict[str, float]] = {}
     for row, qid in enumerate(query_ids):
         hits: dict[str, float] = {}

@@ -1,19 +1,15 @@
 """Sharded corpus evaluation: K shards each encode a slice of the corpus into the embedding cache and search it with
 every query, keeping the top-k per query; the merge combines the shards' top-k lists into the final ranking.
 
-- The plan: the corpus in the encoder's own order (longest first, as :func:`harness.encoding.encode.encode` batches it), cut
-  into K contiguous runs at batch boundaries, balanced by tokens. A shard encodes exactly the batches the unsharded
-  run would, so its embeddings are bit for bit the same (slices cut anywhere else differ in the last bits: a
-  document's embedding depends on the padding of its batch).
-- The cache: a shard's embeddings are keyed by its documents' text and the model identity (not the dataset), so a
-  re-run, or another dataset over the same corpus (FEVER and Climate-FEVER), encodes nothing; its top-k list by
-  those embeddings, its documents' ids (the tie key), the queries, k and the search settings.
-- The merge: :func:`harness.tasks.retrieval.retrievers.search.ranked_topk` over the shards' lists (score, then document id), a
-  total order, so the result is the unsharded one for any K. It reads K x queries x k hits, never an embedding. A
-  missing or unreadable shard stops it with one line naming the shard and the command that redoes only that shard.
-- Where shards run is the launcher's (``task.shard_launcher``): ``sequential`` here, ``devices`` one process per
-  visible GPU, ``external`` a scheduler ran them (the paper graph's SLURM array: ``task.shard=<i>`` per task).
-"""
+- The plan: the corpus in the encoder's own order (longest first), cut into K contiguous runs at batch boundaries,
+  balanced by tokens, so a shard's embeddings are bit for bit the unsharded run's (an embedding depends on the
+  padding of its batch).
+- The cache: a shard's embeddings are keyed by its documents' text and the model (so FEVER and Climate-FEVER share
+  them); its top-k list by those, its documents' ids, the queries, k and the search settings.
+- The merge: :func:`~harness.tasks.retrieval.retrievers.search.ranked_topk` (score, then document id: a total
+  order), so the result is the unsharded one for any K; a missing shard stops it with one line naming the command
+  that redoes it. Where shards run is ``task.shard_launcher``'s: ``sequential``, ``devices`` (one process per
+  GPU), ``external`` (the paper graph's SLURM array: ``task.shard=<i>`` per task)."""
 
 from __future__ import annotations
 
@@ -64,8 +60,7 @@ class ShardPlan:
 
 
 def plan_shards(lengths: np.ndarray, batches: Sequence[np.ndarray], shards: int | str, shard_tokens: int) -> ShardPlan:
-    """Cut the encoder's batches into ``shards`` runs of about equal tokens (``auto``: ceil(tokens / shard_tokens)).
-    Never more shards than batches; every shard holds at least one batch."""
+    """The encoder's batches cut into ``shards`` runs of about equal tokens, at least one batch each."""
     sizes = np.array([int(lengths[b].sum()) for b in batches], dtype=np.int64)
     total = int(sizes.sum())
     if shards == "auto":
@@ -88,17 +83,15 @@ def plan_shards(lengths: np.ndarray, batches: Sequence[np.ndarray], shards: int 
 
 # ------------------------------------------------------------------------------------------------ shard results
 def save_topk(path: Path, scores: np.ndarray, positions: np.ndarray, meta: dict[str, Any]) -> None:
-    """One shard's top-k (scores, shard-local positions) and facts, written aside and renamed into place (a file
-    already there, another process' finished one, is kept)."""
+    """One shard's top-k (scores, shard-local positions) and facts, written aside and renamed (an existing one kept)."""
     with written_aside(path, suffix=".npz.tmp") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, scores=scores, positions=positions, meta=np.array(json.dumps(meta, default=str)))
 
 
 def load_topk(path: Path, n_queries: int, n_docs: int, claim: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """A shard's top-k, checked (zip CRCs, shapes, positions in range, and what it claims to be: shard index,
-    document ids, model and corpus (its embedding key), queries, top_k, search settings); raises ValueError when
-    unusable."""
+    """A shard's top-k, checked (zip CRCs, shapes, positions in range, and its claim: shard index, document ids,
+    model and corpus, queries, top_k, search settings); raises ValueError when unusable."""
     try:
         with np.load(path) as z:
             scores, positions, meta = z["scores"], z["positions"], json.loads(str(z["meta"]))
@@ -138,8 +131,7 @@ class ShardEngine(Protocol):
 
     def search_shard(self, texts: list[str], key: str, queries: Any, top_k: int,
                      rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-        """(scores, shard-local positions, embeddings came from the cache) of one shard's ``texts``; ``key`` keys
-        its embeddings in the cache, ``rank`` is the tie key of its documents."""
+        """(scores, local positions, cached) of one shard's ``texts``; ``key``: its cache key, ``rank``: tie keys."""
         ...
 
     def search_settings(self) -> dict[str, Any]:
@@ -162,9 +154,9 @@ def merge(parts: Sequence[tuple[np.ndarray, np.ndarray]], top_k: int, rank: np.n
 
 
 class ShardedRetriever:
-    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` that evaluates ``engine`` shard by shard: ``index`` plans the
-    shards, ``search`` encodes the queries once (cached), has the shards that have no top-k list yet computed
-    (here, by ``launch``, or nowhere: ``external``), then merges. ``run_shard`` is a shard job's whole work."""
+    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` evaluating ``engine`` shard by shard: ``index``
+    plans the shards, ``search`` encodes the queries once, has the missing shards computed (here, by ``launch``,
+    or ``external``) and merges; ``run_shard`` is a shard job's whole work."""
 
     def __init__(self, engine: Any, settings: ShardSettings,
                  launch: Callable[[list[int]], None] | None = None) -> None:
@@ -198,9 +190,8 @@ class ShardedRetriever:
         encode_s = time.perf_counter() - t0
         qkey, every, launcher = texts_key(queries), range(len(self.plan)), self.settings.shard_launcher
         t0 = time.perf_counter()
-        # the shards computed for this run (one done before it is from the cache; the others' files say how they were
-        # computed): here, each one not there yet (its own locked read decides); externally, all of them; by
-        # ``launch``, those with no top-k list yet
+        # the shards computed for this run: here, each one not there yet (its own locked read decides); externally,
+        # all of them; by ``launch``, those with no top-k list yet
         if launcher == "sequential":
             fresh = {i for i in every if self._compute(i, lambda: q, qkey, top_k, len(queries))}
         elif launcher == "external":

@@ -1,5 +1,4 @@
-"""Corpus token embeddings on disk: fp16, memory-mapped, written atomically with the claim they were computed
-for (checked before use)."""
+"""Corpus token embeddings on disk: fp16, memory-mapped, written atomically with the claim checked before use."""
 
 from __future__ import annotations
 
@@ -16,9 +15,7 @@ from harness.tasks.retrieval.retrievers.embedding_cache import content_hash, wri
 
 
 class TokenStore:
-    """Every document's token embeddings, fp16, in one memory-mapped file (in encoding order: longest first)
-    with per-document ``starts`` and ``lengths``. Written to a temporary directory and renamed, so a
-    half-written store is never read; a store already in place is never replaced."""
+    """Every document's fp16 token embeddings in one memory-mapped file with ``starts`` and ``lengths``, atomic."""
 
     def __init__(self, root: Path):
         meta = json.loads((root / "meta.json").read_text())
