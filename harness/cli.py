@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from harness.core import scheduler
 from harness.core.errors import HarnessError, one_line, print_error
 from harness.core.registry import Registry
-from harness.run.overrides import PRIMARY, check_overrides
+from harness.run.overrides import PRIMARY, check_overrides, quote_names
 
 log = logging.getLogger("harness")
 
@@ -64,6 +64,7 @@ def main() -> None:
     if sys.argv[1:2] and sys.argv[1] in SUBCOMMANDS:
         sys.exit(SUBCOMMANDS[sys.argv[1]].main(sys.argv[2:]))
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] %(message)s")
+    sys.argv[1:] = quote_names(sys.argv[1:])
     try:
         check_overrides(sys.argv[1:])
     except HarnessError as exc:

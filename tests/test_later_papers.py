@@ -18,7 +18,8 @@ from harness.leaderboard.baselines import PAPER_SOURCES, SOURCES, baselines_dir
 from harness.leaderboard.build import _published_mean
 from harness.leaderboard.cells import OTHER_PROTOCOL_MARK, Cell, RowKey, ranked
 from harness.leaderboard.transcribed import read_paper_source
-from harness.mteb_results.catalog import MTEB_ENG_V2, benchmark_column
+from harness.mteb_results.catalog import MTEB_ENG_V2
+from harness.tasks.mteb.benchmark import benchmark_column
 from tests.conftest import REPO
 
 BY_ID = {s.id: s for s in PAPER_SOURCES}

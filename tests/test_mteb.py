@@ -63,7 +63,7 @@ def test_minilm_score_equals_mteb_run_directly(tmp_path: Path, sts_data: Path) -
     from harness.tasks.mteb.planner import load_task_files
 
     (rec,) = run(compose(overrides(tmp_path, "task.tasks=[LocalSTSBenchmarkDevHead]", model=("model=all-minilm-l6-v2",))))
-    task = load_task_files([str(TASKS)])["LocalSTSBenchmarkDevHead"].cls()
+    task = load_task_files([str(TASKS)]).tasks["LocalSTSBenchmarkDevHead"].cls()
     direct = mteb.evaluate(SentenceTransformer(str(get_model_path()), device="cpu"), task, cache=None,
                            co2_tracker=False, show_progress_bar=False, encode_kwargs={"batch_size": 32})
     expected = direct.task_results[0].get_score()

@@ -27,11 +27,11 @@ from harness.mteb_results.catalog import (
     MTEB_ENG_V2,
     MTEB_FAMILY,
     MtebColumn,
-    benchmark_column,
     catalog_columns,
     configured_subsets,
 )
 from harness.mteb_results.reading import MtebModel, models_in, read_file
+from harness.tasks.mteb.benchmark import benchmark_column
 
 MODERNBERT_PAPER = (
     "Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "

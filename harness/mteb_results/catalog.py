@@ -24,15 +24,6 @@ SPLITS = ("test", "dev", "validation", "train")
 MTEB_ENG_V2 = "MTEB(eng, v2)"
 
 
-def benchmark_column(benchmark: str, task_type: str | None = None) -> str:
-    """The column of the mteb table that holds a benchmark's aggregate as mteb computes it: the mean of the main
-    scores of its tasks of ``task_type`` (mteb's per-task-type mean, ``Benchmark.get_score``'s ``"Retrieval"``), or
-    with ``task_type=None`` its mean over task types (``"Mean(TaskType)"``). The published rows (Ettin Table 3's
-    "Retrieval", mmBERT Table 4's "Retrieve") and a task=mteb run of that benchmark place their number here, so both
-    share one column: ``benchmark_column("MTEB(eng, v2)", "Retrieval")`` is ``"MTEB(eng, v2) Retrieval"``."""
-    return f"{benchmark} {task_type or 'Mean(TaskType)'}"
-
-
 @dataclass(frozen=True)
 class MtebColumn:
     """Where one mteb task's main score lands on the leaderboard, and which part of the result file it is."""

@@ -96,6 +96,7 @@ class StepSettings:
     params: dict[str, Any] | None = None
     shards: int | None = None       # its evaluation as this many shard jobs at once plus a merge (task.shards)
     devices: int | None = None      # its trainings on this many GPUs of one node each (task.devices)
+    enabled: bool = True            # false: declared, not in the graph (paper.stages.<name>.enabled=true adds it)
 
 
 def load_paper(name: str = "paper", dotlist: Sequence[str] = ()) -> dict[str, Any]:
@@ -149,7 +150,7 @@ def _key(step: str, point: Mapping[str, str]) -> str:
 def build(paper: Mapping[str, Any], common: Sequence[str] = ()) -> list[Step]:
     """Every step of the graph, in dependency order. ``common``: overrides every run job gets (``model=...``)."""
     confs = {name: StepSettings(**{**c, "overrides": c.get("overrides") or []})
-             for name, c in (paper.get("stages") or {}).items()}
+             for name, c in (paper.get("stages") or {}).items() if c.get("enabled", True)}
     base = [*common, *(paper.get("overrides") or ())]
     steps: list[Step] = []
     for name, conf in confs.items():

@@ -5,7 +5,7 @@ planned yet (its upstream selection has no records) is waiting, with the reason.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -108,7 +108,13 @@ def job_state(job: Job, overrides: Sequence[str] | None = None) -> JobState:
     try:
         with composed(overrides if overrides is not None else job.overrides) as cfg:
             spec = specs.get(str(cfg.task.name))
-            first = planning.plan(cfg, mode=job.mode, skip=spec.selection.sets if job.mode == "report" else ())
+            skip = spec.selection.sets if job.mode == "report" else ()
+            try:
+                first = planning.plan(cfg, mode=job.mode, skip=skip)
+            except HarnessError:   # its source run not selected yet: what it will cost all the same
+                with suppress(HarnessError):
+                    state.work = cost.job_work(planning.plan(cfg, mode=job.mode, skip=skip, source=False))
+                raise
             state.work = cost.job_work(first)
             state.model = {k: cfg.model.get(k) for k in ("name", "family", "size")}
             cells = planning.every_cell(cfg, first)

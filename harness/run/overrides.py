@@ -33,6 +33,20 @@ PRIMARY = "pkg://conf"
 
 #: the package holding conf/config.yaml
 CONFIG_MODULE = "conf"
+#: keys whose values are names with characters Hydra's grammar reserves (mteb's "MTEB(eng, v2)"): taken as strings
+NAME_KEYS = ("task.benchmark",)
+
+
+def quote_names(argv: Sequence[str]) -> list[str]:
+    """``task.benchmark=MTEB(eng, v2)`` (the shell's quotes gone) as Hydra reads a string: single-quoted; a value
+    already quoted, a sweep or any other argument is left as it is."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and key.lstrip("+~") in NAME_KEYS and value[:1] not in ("'", '"') and set(value) & set("(), []{}"):
+            arg = f"{key}='" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        out.append(arg)
+    return out
 
 
 def compose_config(overrides: Sequence[str] = (), *, config_dir: str | Path | None = None) -> Any:

@@ -69,10 +69,12 @@ def planner_of(cfg: Any, *, source: bool = True) -> Any:
     return planner_for(setup)(setup)
 
 
-def plan(cfg: Any, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[Any, Any]:
+def plan(cfg: Any, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0, source: bool = True
+         ) -> RunPlan[Any, Any]:
     """The run ``cfg`` composes, planned: round ``round``'s cells (GLUE's chained tasks are round 1, planned from
-    MNLI's records), and the work of a ``mode`` job (``report``: evaluation only, on the datasets not in ``skip``)."""
-    setup = setup_of(cfg)
+    MNLI's records), and the work of a ``mode`` job (``report``: evaluation only, on the datasets not in ``skip``);
+    ``source=False``: ``task.source`` left unresolved (what a job costs before its source run is selected)."""
+    setup = setup_of(cfg, source=source)
     return planner_for(setup).plan(setup, mode=mode, skip=skip, round=round)
 
 
@@ -88,9 +90,12 @@ def every_cell(cfg: Any, first: RunPlan[Any, Any]) -> list[Cell]:
 
 
 # -------------------------------------------------------------------------------- task.source: the run evaluated
-def source_of(cfg: Any, node: Any, name: str) -> Lineage:
-    """The trained run ``task.source`` names for the config's model (reads records only; loads no model)."""
+def source_of(cfg: Any, node: Any, name: str) -> Lineage | None:
+    """The trained run ``task.source`` names for the config's model (reads records only; loads no model); None
+    where ``task.source.task`` is null (the task evaluates ``model.path`` and records no lineage)."""
     source = build(SourceSettings, node, f"task {name!r}", key="task.source")
+    if source.task is None:
+        return None
     results_dir = str(source.results or cfg.paths.results)
     model_name = str(cfg.model.name)
     if source.run is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -47,7 +47,7 @@ T = TypeVar("T")    # what its stages read beyond the plan's own values (Retriev
 class SourceSettings:
     """``task.source``: the weights a run evaluates."""
 
-    task: str                       # the family whose trained runs are read
+    task: str | None                # the family whose trained runs are read (null: none, model.path as is)
     run: str | None                 # selected | <run id> | null (model.path as is)
     required: bool                  # run=selected and this model has no run: error (true) or model.path (false)
     results: str | None             # where that family's records are read (null: paths.results)
@@ -73,6 +73,21 @@ class Lineage:
 
     def record(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
+
+    def weights(self, model: ModelSpec) -> ModelSpec:
+        """The model spec a run loads: ``model``, or with a trained source run, ``model`` at that run's weights."""
+        return replace(model, path=self.model_dir) if self.model_dir else model
+
+    def check(self, block: Mapping[str, Any]) -> None:
+        """The loaded weights (``block``: the load stage's model block) are those the source run recorded."""
+        from harness.core.errors import HarnessError
+
+        if self.model_dir and self.fingerprint and block["fingerprint"] != self.fingerprint:
+            raise HarnessError(
+                f"the weights in {self.model_dir} changed since task={self.task} run {self.run_id} recorded them "
+                f"(fingerprint {block['fingerprint']} != {self.fingerprint}); re-run that configuration or pass "
+                "the directory as model.path=<dir> with task.source.run=null."
+            )
 
 
 #: why ``task.source`` is left out of the run identity: it is hashed as what it resolves to

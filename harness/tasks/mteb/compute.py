@@ -13,7 +13,9 @@ from typing import Any
 
 from harness.core.errors import HarnessError, HubUnavailableError
 from harness.core.results import ResultRecord
-from harness.tasks.runplan import Cell, RunPlan, check_model
+from harness.tasks.mteb import benchmark
+from harness.tasks.mteb.benchmark import Aggregate
+from harness.tasks.runplan import Cell, RunPlan, check_model, stale
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,8 @@ def check(plan: RunPlan[Any, MtebStages], todo: Sequence[Cell]) -> None:
     from harness.models import hub_reachable
 
     check_model(plan, todo)
-    remote = [n for n in dict.fromkeys(c.payload[0] for c in todo) if n not in plan.stages.local]
+    remote = [n for n in dict.fromkeys(c.payload[0] for c in todo if isinstance(c.payload, tuple))
+              if n not in plan.stages.local]
     if not remote or hub_reachable():
         return
     for name in remote:
@@ -54,18 +57,34 @@ def check(plan: RunPlan[Any, MtebStages], todo: Sequence[Cell]) -> None:
             raise HubUnavailableError(
                 f"mteb task {name} needs its dataset {ds.get('path')}@{ds.get('revision')} from the Hugging Face "
                 "hub, which is not reachable from here (and it is not cached). Run tasks defined on local data: "
-                f"task.task_files=[my_tasks.py] 'task.tasks=[MyTask]' (see docs/integrations.md). ({type(exc).__name__})"
+                "task.task_files=[my_tasks.py] 'task.tasks=[MyTask]', or a benchmark of them: task.benchmark=<the name "
+                "of an mteb.Benchmark that file defines> (docs/integrations.md; tests/fixtures/mteb_local_benchmark.py "
+                f"defines one on SciFact and CodeSearchNet Ruby). ({type(exc).__name__})"
             ) from exc
         task.unload_data()
 
 
 def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
+    """The tasks' records (mteb's evaluation, a task at a time), then the benchmark's aggregates from the records."""
     by_task: dict[str, list[Cell]] = {}
     for cell in todo:
-        by_task.setdefault(cell.payload[0], []).append(cell)
+        if isinstance(cell.payload, tuple):
+            by_task.setdefault(cell.payload[0], []).append(cell)
+    if by_task:
+        yield from evaluate_tasks(plan, by_task)
+    for cell in todo:
+        if isinstance(cell.payload, Aggregate):
+            yield aggregate_record(plan, cell)
+
+
+def evaluate_tasks(plan: RunPlan, by_task: Mapping[str, list[Cell]]) -> Iterator[ResultRecord]:
     from harness.models import load_sentence_transformer
 
-    model, block = load_sentence_transformer(plan.model, device=plan.device)
+    lin = plan.lineage
+    model, block = load_sentence_transformer(lin.weights(plan.model) if lin else plan.model, device=plan.device)
+    if lin is not None:
+        lin.check(block)
+        block |= {"path": plan.model.path, "lineage": lin.record()}
     for name, cells in by_task.items():
         task = plan.stages.tasks[name]
         task.filter_eval_splits(eval_splits=[c.payload[1] for c in cells])
@@ -80,6 +99,26 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
         seconds = time.perf_counter() - t0
         for cell in cells:
             yield record(plan, cell, task, result, block, seconds / len(cells))
+
+
+def aggregate_record(plan: RunPlan, cell: Cell) -> ResultRecord:
+    """The benchmark's aggregate ``cell`` from its members' records as written (this run's, or an earlier one's)."""
+    from harness.core import results
+
+    agg, cells = cell.payload, {c.dataset: c for c in plan.cells}
+    found = {d: results.finished_at(plan.record_path(cell, d)) for ds in agg.tasks.values() for d in ds}
+    found = {d: None if r is None or stale(r, cells[d]) else r for d, r in found.items()}   # as the runner reads it
+    got = benchmark.aggregate(agg, found)
+    info = {"benchmark": agg.benchmark, "task_type": agg.task_type, "rule": benchmark.RULE,
+            "tasks": sorted(agg.tasks)}
+    split = ",".join(sorted({r.split for r in found.values() if r is not None}))
+    if isinstance(got, str):
+        return plan.header.failed(cell, got, split=split, details={"mteb": info})
+    value, per_task, main = got
+    lineage = next((r.model.get("lineage") for r in found.values() if r is not None and r.model.get("lineage")), None)
+    model = {**plan.header.model, **({"lineage": lineage} if lineage else {})}
+    return plan.header.record(cell, model=model, split=split, metrics={main: value}, main_score=main,
+                              details={"mteb": info | {"task_scores": per_task}})
 
 
 def evaluate(plan: RunPlan, model: Any, task: Any) -> Any:

@@ -1,8 +1,11 @@
 """``task=mteb``: any mteb task by name, evaluated by mteb itself (its data, evaluator and main score) on the model
 the harness loads (``model=...``, ``precision``, ``device``); one record per task and split.
 
-Offline, or for data of your own, ``task.task_files`` names Python files (or modules) that define mteb tasks
-(subclasses of mteb's ``AbsTask`` with a ``TaskMetadata``, as mteb's own mock tasks); their tasks are then run by
+A benchmark by mteb's own name (``task.benchmark``, ``task.task_types``) runs its tasks and adds its aggregate as
+mteb computes it (:mod:`harness.tasks.mteb.benchmark`); ``task.source`` evaluates another task's trained run (the
+DPR model ``task=beir`` selected, as the Ettin and mmBERT papers evaluated MTEB v2). Offline, or for data of your
+own, ``task.task_files`` names Python files (or modules) that define mteb tasks (subclasses of mteb's ``AbsTask``
+with a ``TaskMetadata``, as mteb's own mock tasks) and benchmarks (``mteb.Benchmark`` values); they are then run by
 name like mteb's. mteb is imported only when this family runs (``pip install 'harness[mteb]'``).
 """
 
@@ -22,10 +25,12 @@ from harness.core.errors import HarnessError, closest_first
 from harness.core.registry import Registry
 from harness.core.typed import build, count, excluded, nonempty
 from harness.core.work import Work
+from harness.data.sizes import BYTES_PER_TOKEN
 from harness.specs.stages import Stage
 from harness.tasks.mteb import compute
+from harness.tasks.mteb.benchmark import aggregates, benchmark_tasks
 from harness.tasks.mteb.compute import MtebStages
-from harness.tasks.runplan import Cell, RunPlan, Setup, excluded_keys
+from harness.tasks.runplan import SOURCE, Cell, RunPlan, Setup, SourceSettings, excluded_keys
 
 #: task=mteb's one stage, with its protocol version (its code: :mod:`harness.tasks.mteb.compute`)
 STAGES: Registry[Stage] = Registry("stage", {
@@ -42,6 +47,9 @@ class MtebSettings:
     hf_subsets: dict[str, list[str]] = excluded("each cell's subsets are part of its task spec")
     eval_splits: dict[str, list[str]] = excluded("each cell's split is part of its task spec")
     task_files: list[str] = excluded("a local task's file content is part of its task spec")
+    benchmark: str | None = excluded("which tasks to run (the benchmark's, in place of task.tasks)")
+    task_types: list[str] = excluded("which of the benchmark's tasks to run")
+    source: SourceSettings = excluded(SOURCE)
     batch_size: int = count(excluded="how texts are batched for the encoder")
 
 
@@ -54,38 +62,54 @@ class LocalTask:
     sha: str
 
 
-def load_task_files(entries: Sequence[str]) -> dict[str, LocalTask]:
-    """Task name -> the mteb task class each file (``my_tasks.py``) or module (``pkg.tasks``) defines."""
+@dataclass(frozen=True)
+class TaskFiles:
+    """What ``task.task_files`` define: mteb tasks by name, and mteb benchmarks (``mteb.Benchmark`` values) by name."""
+
+    tasks: dict[str, LocalTask]
+    benchmarks: dict[str, Any]
+
+
+def load_task_files(entries: Sequence[str]) -> TaskFiles:
+    """The mteb task classes and benchmarks each file (``my_tasks.py``) or module (``pkg.tasks``) defines."""
+    from mteb import Benchmark
     from mteb.abstasks import AbsTask
 
-    out: dict[str, LocalTask] = {}
+    out = TaskFiles({}, {})
     for entry in entries:
-        path = Path(entry).expanduser()
-        if entry.endswith(".py") or "/" in entry:
-            if not path.is_file():
-                raise HarnessError(f"task.task_files: {entry} does not exist (give a .py file or a module name that "
-                                   "defines mteb tasks)")
-            sha = hashlib.sha256(path.read_bytes()).hexdigest()
-            spec = importlib.util.spec_from_file_location(f"harness_mteb_tasks_{sha[:12]}", path)
-            if spec is None or spec.loader is None:
-                raise HarnessError(f"task.task_files: cannot import {path} as Python")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            try:
-                module = importlib.import_module(entry)
-            except ImportError as exc:
-                raise HarnessError(f"task.task_files: cannot import module {entry!r}: {exc}") from exc
-            source = Path(getattr(module, "__file__", "") or "")
-            sha = hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else entry
+        module, path, sha = _import(entry)
         classes = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, AbsTask)
                    and c.__module__ == module.__name__ and getattr(c, "metadata", None) is not None]
-        if not classes:
+        benchmarks = [b for b in vars(module).values() if isinstance(b, Benchmark)]
+        if not classes and not benchmarks:
             raise HarnessError(f"task.task_files: {entry} defines no mteb task (a subclass of an mteb AbsTask* class "
-                               "with a `metadata = TaskMetadata(...)`)")
+                               "with a `metadata = TaskMetadata(...)`) and no mteb.Benchmark")
         for cls in classes:
-            out[cls.metadata.name] = LocalTask(cls, str(path.resolve()) if path.is_file() else entry, sha)
+            out.tasks[cls.metadata.name] = LocalTask(cls, str(path.resolve()) if path.is_file() else entry, sha)
+        out.benchmarks.update({b.name: b for b in benchmarks})
     return out
+
+
+def _import(entry: str) -> tuple[Any, Path, str]:
+    """(module, its file, the file's sha256) of a task file's path or a module's name."""
+    path = Path(entry).expanduser()
+    if entry.endswith(".py") or "/" in entry:
+        if not path.is_file():
+            raise HarnessError(f"task.task_files: {entry} does not exist (give a .py file or a module name that "
+                               "defines mteb tasks)")
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()
+        spec = importlib.util.spec_from_file_location(f"harness_mteb_tasks_{sha[:12]}", path)
+        if spec is None or spec.loader is None:
+            raise HarnessError(f"task.task_files: cannot import {path} as Python")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module, path, sha
+    try:
+        module = importlib.import_module(entry)
+    except ImportError as exc:
+        raise HarnessError(f"task.task_files: cannot import module {entry!r}: {exc}") from exc
+    source = Path(getattr(module, "__file__", "") or "")
+    return module, source, hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else entry
 
 
 class MtebPlanner:
@@ -104,19 +128,28 @@ class MtebPlanner:
         return compute.require_mteb("task=mteb")
 
     @cached_property
+    def files(self) -> TaskFiles:
+        return load_task_files(list(self.settings.task_files)) if self.settings.task_files else TaskFiles({}, {})
+
+    @property
     def local_tasks(self) -> dict[str, LocalTask]:
-        return load_task_files(list(self.settings.task_files)) if self.settings.task_files else {}
+        return self.files.tasks
 
     @cached_property
     def tasks(self) -> dict[str, Any]:
-        """Task name -> mteb task object restricted to the configured subsets and splits (no data loaded)."""
-        return {name: self._task(name) for name in self.settings.tasks}
+        """Task name -> mteb task object restricted to the configured subsets and splits (a benchmark's: as it
+        restricts them), no data loaded."""
+        s = self.settings
+        if s.benchmark is None:
+            return {name: self._task(name) for name in s.tasks}
+        return {t.metadata.name: t for t in benchmark_tasks(self.mteb, s.benchmark, self.files.benchmarks,
+                                                            s.task_types)}
 
     def _task(self, name: str) -> Any:
         s = self.settings
         splits, subsets = s.eval_splits.get(name), s.hf_subsets.get(name)
-        if name in self.local_tasks:
-            task = self.local_tasks[name].cls()
+        if name in self.files.tasks:
+            task = self.files.tasks[name].cls()
         else:
             try:
                 task = self.mteb.get_task(name)
@@ -157,13 +190,37 @@ class MtebPlanner:
     def cells(self) -> list[Cell]:
         ident = self.run_identity()
         rid = results.run_id(ident, {"eval": self.setup.precision})
-        out = []
+        out, datasets = [], {}
         for name, task in self.tasks.items():
             first = task.metadata.eval_splits[0]
             for split in task.eval_splits:   # a record's dataset: the task for its main split, else <task>-<split>
                 dataset = name if split == first else f"{name}-{split}"
                 out.append(Cell(dataset, rid, ident, self.mteb_task_spec(name, split), (name, split)))
+                datasets[name] = (*datasets.get(name, ()), dataset)
+        if self.settings.benchmark is not None:
+            specs = {c.dataset: c.spec for c in out}
+            for agg in aggregates(self.settings.benchmark, self.tasks, datasets, self.settings.task_types):
+                spec = results.stable_hash({"members": [specs[d] for ds in agg.tasks.values() for d in ds],
+                                            "type": agg.task_type, "benchmark": agg.benchmark})
+                out.append(Cell(agg.column, rid, ident, spec, agg))
         return out
+
+    def work(self) -> Work:
+        """What the run encodes: each task's texts, from the sizes mteb publishes with the task (its descriptive
+        statistics: characters per split, mean document length), :data:`BYTES_PER_TOKEN` characters a token; a
+        task without statistics (a local one) counts nothing."""
+        w = Work()
+        for task in self.tasks.values():
+            stats = task.metadata.descriptive_stats or {}
+            for split in task.eval_splits:
+                st = stats.get(split) or {}
+                if not st.get("number_of_characters"):
+                    continue
+                docs = st.get("documents_text_statistics") or st.get("text_statistics") or {}
+                w.add_tokens(st["number_of_characters"] / BYTES_PER_TOKEN,
+                             float(docs.get("average_text_length") or 0) / BYTES_PER_TOKEN)
+                w.published += 1
+        return w
 
     @classmethod
     def plan(cls, setup: Setup, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[Any, Any]:
@@ -175,8 +232,9 @@ class MtebPlanner:
         su = self.setup
         return RunPlan(
             task=su.name, model_name=su.model.name, model=su.model, device=su.device, layout=su.layout,
-            config=su.config, overwrite=bool(su.cfg.overwrite), save_run=bool(su.cfg.get("save_run")), lineage=None, settings=self.settings,
+            config=su.config, overwrite=bool(su.cfg.overwrite), save_run=bool(su.cfg.get("save_run")), settings=self.settings,
             precision=su.precision, lr=None, trains=False, seed=int(su.cfg.seed),
             cells=self.cells() if round == 0 else [], later=False, header=su.header(),
-            work=Work(), compute=compute.run, check=compute.check, fitted={}, weights=su.weights_dir(),
-            stages=MtebStages(tasks=self.tasks, local=self.local_tasks, mteb=self.mteb))
+            work=self.work() if round == 0 else Work(), compute=compute.run, check=compute.check, fitted={}, weights=su.weights_dir(),
+            stages=MtebStages(tasks=self.tasks, local=self.local_tasks, mteb=self.mteb),
+            lineage=su.lineage)

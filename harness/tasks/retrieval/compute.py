@@ -10,7 +10,6 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HarnessError, TrainingDivergedError
@@ -39,8 +38,7 @@ def trained(plan: RunPlan) -> bool:
 
 def loaded_spec(plan: RunPlan) -> Any:
     """The model spec the load stage loads: ``model.path``, or a source run's trained weights."""
-    lin = plan.lineage
-    return replace(plan.model, path=lin.model_dir) if lin is not None and lin.model_dir else plan.model
+    return plan.lineage.weights(plan.model) if plan.lineage is not None else plan.model
 
 
 def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
@@ -50,12 +48,7 @@ def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
     p, lin = plan.stages, plan.lineage
     model, block = code_of(stages.STAGES, p.load)(plan, loaded_spec(plan))
     if lin is not None:
-        if lin.model_dir and lin.fingerprint and block["fingerprint"] != lin.fingerprint:
-            raise HarnessError(
-                f"the weights in {lin.model_dir} changed since task={lin.task} run {lin.run_id} recorded them "
-                f"(fingerprint {block['fingerprint']} != {lin.fingerprint}); re-run that configuration or pass "
-                "the directory as model.path=<dir> with task.source.run=null."
-            )
+        lin.check(block)
         block |= {"path": plan.model.path, "lineage": lin.record(), "max_positions": usable_positions(model)}
     return model, block
 
