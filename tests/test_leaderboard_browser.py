@@ -80,8 +80,19 @@ def page(driver, tmp_path_factory):
     _write_records(res)
     with pytest.warns(UserWarning, match="notes.json"):
         build([res], out, combine="best")
-    driver.get((out / "index.html").resolve().as_uri())
+    _open(driver, out / "index.html")
     return driver
+
+
+def _open(driver, page: Path) -> None:
+    """Load ``page`` and wait until it is the document shown, rendered: the module's pages share one browser, and
+    a query right after ``get`` could otherwise read the page before it (seen under load)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    uri = page.resolve().as_uri()
+    driver.get(uri)
+    WebDriverWait(driver, 30).until(lambda d: d.current_url == uri and d.execute_script(
+        "return document.readyState === 'complete' && document.querySelectorAll('table tbody tr').length > 0"))
 
 
 def _visible_rows(driver, table: str) -> list:
@@ -164,7 +175,7 @@ def mteb_page(driver, tmp_path_factory):
     _write_records(res)
     (res / "notes.json").unlink()
     build([res], out, combine="best", mteb_results=[shared])
-    driver.get((out / "index.html").resolve().as_uri())
+    _open(driver, out / "index.html")
     return driver, shared
 
 
@@ -264,7 +275,7 @@ def groups_page(driver, tmp_path_factory):
                   config_id=f"cfg-{model}", labels=labels)
     build([res], out, significance={"permutations": 500, "seed": 0, "level": 0.95, "alpha": 0.05,
                                     "correction": "holm", "baseline": None})
-    driver.get((out / "index.html").resolve().as_uri())
+    _open(driver, out / "index.html")
     return driver
 
 
