@@ -239,3 +239,14 @@ def test_ood_colbert_evaluates_the_selected_colbert_run_at_the_models_positions(
     lb = build_leaderboard([tmp_path / "results"], published=False)
     row = lb.table("overview").cells["run:tiny-modernbert|ModernBERT|base"]
     assert row["mldr_ood_colbert"].value == pytest.approx(rec.score * 100)
+
+
+def test_source_weights_that_changed_since_their_run_are_refused() -> None:
+    from harness.tasks.runplan import Lineage
+
+    lin = Lineage("selected", "beir", "lr=1e-4-aaaa", "/m/dir", "fp-1")
+    assert lin.loaded({"fingerprint": "fp-1"}, "hub/id") == {"path": "hub/id", "lineage": lin.record()}
+    with pytest.raises(HarnessError, match=r"^the weights in /m/dir changed since task=beir run lr=1e-4-aaaa recorded "
+                                           r"them \(fingerprint fp-2 != fp-1\); re-run that configuration or pass the "
+                                           r"directory as model.path=<dir> with task.source.run=null.$"):
+        lin.loaded({"fingerprint": "fp-2"}, "hub/id")

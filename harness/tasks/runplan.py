@@ -74,12 +74,9 @@ class Lineage:
     def record(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
-    def weights(self, model: ModelSpec) -> ModelSpec:
-        """The model spec a run loads: ``model``, or with a trained source run, ``model`` at that run's weights."""
-        return replace(model, path=self.model_dir) if self.model_dir else model
-
-    def check(self, block: Mapping[str, Any]) -> None:
-        """The loaded weights (``block``: the load stage's model block) are those the source run recorded."""
+    def loaded(self, block: Mapping[str, Any], path: str) -> dict[str, Any]:
+        """What a loaded model's record block (``block``, the load stage's) gains from this source, once the loaded
+        weights are checked to be those the source run recorded: ``model.path`` as configured and the lineage."""
         from harness.core.errors import HarnessError
 
         if self.model_dir and self.fingerprint and block["fingerprint"] != self.fingerprint:
@@ -88,6 +85,13 @@ class Lineage:
                 f"(fingerprint {block['fingerprint']} != {self.fingerprint}); re-run that configuration or pass "
                 "the directory as model.path=<dir> with task.source.run=null."
             )
+        return {"path": path, "lineage": self.record()}
+
+
+def weights_of(plan: RunPlan[Any, Any]) -> ModelSpec:
+    """The model spec a run loads: ``model.path``, or a trained source run's weights."""
+    lin = plan.lineage
+    return replace(plan.model, path=lin.model_dir) if lin is not None and lin.model_dir else plan.model
 
 
 #: why ``task.source`` is left out of the run identity: it is hashed as what it resolves to

@@ -15,7 +15,7 @@ from harness.core.errors import HarnessError, HubUnavailableError
 from harness.core.results import ResultRecord
 from harness.tasks.mteb import benchmark
 from harness.tasks.mteb.benchmark import Aggregate
-from harness.tasks.runplan import Cell, RunPlan, check_model, stale
+from harness.tasks.runplan import Cell, RunPlan, check_model, done, weights_of
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +80,9 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
 def evaluate_tasks(plan: RunPlan, by_task: Mapping[str, list[Cell]]) -> Iterator[ResultRecord]:
     from harness.models import load_sentence_transformer
 
-    lin = plan.lineage
-    model, block = load_sentence_transformer(lin.weights(plan.model) if lin else plan.model, device=plan.device)
-    if lin is not None:
-        lin.check(block)
-        block |= {"path": plan.model.path, "lineage": lin.record()}
+    model, block = load_sentence_transformer(weights_of(plan), device=plan.device)
+    if plan.lineage is not None:
+        block |= plan.lineage.loaded(block, plan.model.path)
     for name, cells in by_task.items():
         task = plan.stages.tasks[name]
         task.filter_eval_splits(eval_splits=[c.payload[1] for c in cells])
@@ -106,8 +104,8 @@ def aggregate_record(plan: RunPlan, cell: Cell) -> ResultRecord:
     from harness.core import results
 
     agg, cells = cell.payload, {c.dataset: c for c in plan.cells}
-    found = {d: results.finished_at(plan.record_path(cell, d)) for ds in agg.tasks.values() for d in ds}
-    found = {d: None if r is None or stale(r, cells[d]) else r for d, r in found.items()}   # as the runner reads it
+    found = {d: rec if done(rec := results.finished_at(plan.record_path(cell, d)), cells[d], overwrite=False) else None
+             for ds in agg.tasks.values() for d in ds}   # a member's record as the runner reads it: current, or none
     got = benchmark.aggregate(agg, found)
     info = {"benchmark": agg.benchmark, "task_type": agg.task_type, "rule": benchmark.RULE,
             "tasks": sorted(agg.tasks)}

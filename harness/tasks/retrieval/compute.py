@@ -18,7 +18,7 @@ from harness.models import usable_positions
 from harness.models.positions import check_length
 from harness.specs.stages import code_of
 from harness.tasks.retrieval import stages
-from harness.tasks.runplan import Cell, RunPlan
+from harness.tasks.runplan import Cell, RunPlan, weights_of
 
 if TYPE_CHECKING:
     from harness.models import ModelSpec
@@ -36,20 +36,14 @@ def trained(plan: RunPlan) -> bool:
     return folder is not None and (folder / TRAIN_DONE).exists()
 
 
-def loaded_spec(plan: RunPlan) -> Any:
-    """The model spec the load stage loads: ``model.path``, or a source run's trained weights."""
-    return plan.lineage.weights(plan.model) if plan.lineage is not None else plan.model
-
-
 def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
     """(model, the record's model block) from the load stage; with a source, its trained weights, checked
     against the fingerprint that run recorded. Fails fast, naming the local alternative, when the hub is
     needed and unreachable."""
     p, lin = plan.stages, plan.lineage
-    model, block = code_of(stages.STAGES, p.load)(plan, loaded_spec(plan))
+    model, block = code_of(stages.STAGES, p.load)(plan, weights_of(plan))
     if lin is not None:
-        lin.check(block)
-        block |= {"path": plan.model.path, "lineage": lin.record(), "max_positions": usable_positions(model)}
+        block |= {**lin.loaded(block, plan.model.path), "max_positions": usable_positions(model)}
     return model, block
 
 
@@ -78,7 +72,7 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
         data, facts = p.source.load(plan.settings, model)
         tracker = tracking.tracker(plan.config, run_id=todo[0].run_id, record_path=plan.record_path(todo[0]).parent,
                                    task=plan.task, model=plan.model_name)
-        info = trainer.fit(plan, model, data, p.train_dir, tracker, loaded_spec(plan))
+        info = trainer.fit(plan, model, data, p.train_dir, tracker, weights_of(plan))
         info |= {**({"data": facts} if facts else {}), "train_s": time.perf_counter() - t0,
                  "fingerprint": fingerprint(info["model_dir"])}
         atomic_write_json(marker, info)
