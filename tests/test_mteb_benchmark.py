@@ -89,6 +89,9 @@ def test_bad_benchmark_input_names_the_fix(tmp_path: Path) -> None:
                                            r"Retreival; its types: Classification, Clustering"):
         plan(compose(["task=mteb", "task.benchmark='MTEB(eng, v2)'", "task.task_types=[Retreival]",
                       "model=modernbert-base", *paths(tmp_path)]))
+    with pytest.raises(HarnessError, match=r"^task.task_types=\['Retrieval'\] picks among a benchmark's tasks, and no "
+                                           r"task.benchmark is set: set task.benchmark="):
+        plan(compose(["task=mteb", "task.task_types=[Retrieval]", "model=modernbert-base", *paths(tmp_path)]))
 
 
 # ------------------------------------------------------------------------------------------------ the aggregate

@@ -141,6 +141,10 @@ class MtebPlanner:
         restricts them), no data loaded."""
         s = self.settings
         if s.benchmark is None:
+            if s.task_types:
+                raise HarnessError(f"task.task_types={s.task_types} picks among a benchmark's tasks, and no "
+                                   "task.benchmark is set: set task.benchmark=<an mteb benchmark's name>, or list "
+                                   "the tasks in task.tasks")
             return {name: self._task(name) for name in s.tasks}
         return {t.metadata.name: t for t in benchmark_tasks(self.mteb, s.benchmark, self.files.benchmarks,
                                                             s.task_types)}
