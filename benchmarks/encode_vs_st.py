@@ -37,7 +37,8 @@ def texts_for(args, model) -> list[str]:
     if args.data:
         from harness.tasks.retrieval.data.beir import load_local
 
-        return load_local(args.data, os.path.basename(os.path.normpath(args.data)), "test").documents()[: args.n_docs]
+        ds = load_local(args.data, os.path.basename(os.path.normpath(args.data)), "test")
+        return ds.corpus.texts(0, args.n_docs or len(ds))
     spec = (SetSpec(length=512, batch_size=512) if args.set == "short_fixed"
             else SetSpec(mean=256, std=64, min=32, max=512, batch_size=512))
     lengths = tp.set_lengths(spec, args.n_docs, 42)

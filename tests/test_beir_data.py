@@ -18,7 +18,7 @@ def test_loads_toy_folder_lf_and_crlf(tmp_path: Path) -> None:
     assert len(lf) == 40 and len(lf.queries) == 5
     assert lf.qrels["q0"]["d0-0"] == 2
     assert lf.fingerprint == crlf.fingerprint           # same content, whatever the line endings
-    assert lf.documents()[0].startswith("astronomy note 0 stars")
+    assert lf.corpus.texts(0, len(lf))[0].startswith("astronomy note 0 stars")
 
 
 def test_qrels_header_optional_and_trec_style(tmp_path: Path) -> None:

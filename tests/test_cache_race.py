@@ -17,7 +17,6 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -28,6 +27,7 @@ import pytest
 from harness.core import cache_entry
 from harness.core.errors import HarnessError
 from harness.tasks.glue.data import Split
+from harness.tasks.retrieval.data.dataset import in_memory
 from harness.tasks.retrieval.retrievers import shards
 from harness.tasks.retrieval.retrievers.embedding_cache import cached_embeddings
 from harness.tasks.retrieval.retrievers.token_store import TokenStore
@@ -154,17 +154,8 @@ def corrupt_glue(cache: Path) -> None:
     arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])
 
 
-@dataclass
-class ToyCorpus:
-    name: str
-    corpus_ids: list[str]
-    texts: list[str]
-
-    def documents(self) -> list[str]:
-        return self.texts
-
-
-TOY = ToyCorpus("toy", [f"d{i}" for i in range(12)], [f"document {'word ' * (i % 5)}number {i}" for i in range(12)])
+TOY = in_memory("toy", "test", [f"d{i}" for i in range(12)], [""] * 12,
+                [f"document {'word ' * (i % 5)}number {i}" for i in range(12)], queries={}, qrels={})
 QUERIES = ["word number", "document 3", "number"]
 
 
@@ -190,10 +181,10 @@ class ToyEngine:
     def query_embeddings(self, queries: list[str]) -> np.ndarray:
         return _vectors(queries)
 
-    def search_shard(self, texts: list[str], key: str, queries: np.ndarray, top_k: int,
+    def search_shard(self, segments: list, n_docs: int, key: str, queries: np.ndarray, top_k: int,
                      rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
         self.built(f"shard-{key}")
-        scores = queries @ _vectors(texts).T
+        scores = queries @ _vectors([t for read in segments for t in read()]).T
         idx = np.stack([np.lexsort((rank, -row))[:top_k] for row in scores])
         return np.take_along_axis(scores, idx, axis=1), idx, False
 

@@ -15,7 +15,7 @@ import pytest
 from harness.core.errors import DataError
 from harness.tasks.retrieval.data.beir import export_beir
 from harness.tasks.retrieval.data.code import build_code_retrieval_set
-from harness.tasks.retrieval.data.dataset import RetrievalDataset
+from harness.tasks.retrieval.data.dataset import RetrievalDataset, in_memory
 
 TREE = {
     "pkg/__init__.py": "",
@@ -159,14 +159,14 @@ def tree(tmp_path: Path) -> Path:
 
 
 def doc(ds: RetrievalDataset, doc_id: str) -> str:
-    return ds.corpus_texts[ds.corpus_ids.index(doc_id)]
+    return [x for _, _, x in ds.corpus.rows()][ds.corpus_ids.index(doc_id)]
 
 
 def test_mines_exact_ids_queries_and_documents(tree: Path) -> None:
     ds = build_code_retrieval_set(tree)
     assert ds.name == "proj" and ds.split == "test" and ds.source == str(tree.resolve())
     assert ds.corpus_ids == CORPUS_IDS
-    assert ds.corpus_titles == [""] * len(CORPUS_IDS)
+    assert [t for _, t, _ in ds.corpus.rows()] == [""] * len(CORPUS_IDS)
     assert ds.queries == QUERIES
     assert list(ds.qrels) == list(QUERIES)
     assert ds.qrels == {qid: {qid[2:]: 1} for qid in QUERIES}
@@ -205,7 +205,7 @@ def test_one_line_function_and_non_ascii_columns(tmp_path: Path) -> None:
     write_tree(tmp_path, {"m.py": 'def grüße(n="ä"): "Grüße the person by name, politely."; return "Hallo " + n\n'})
     ds = build_code_retrieval_set(tmp_path, min_code_lines=1)
     assert ds.corpus_ids == ["m.py:grüße:1"]
-    assert ds.corpus_texts == ['def grüße(n="ä"): return "Hallo " + n']
+    assert [x for _, _, x in ds.corpus.rows()] == ['def grüße(n="ä"): return "Hallo " + n']
     assert ds.queries == {"q:m.py:grüße:1": "Grüße the person by name, politely."}
 
 
@@ -233,7 +233,7 @@ def test_deterministic_and_independent_of_location_and_line_endings(tree: Path, 
     moved = build_code_retrieval_set(copy, name="proj")
     assert moved.source != first.source
     assert moved.fingerprint == first.fingerprint
-    assert (moved.corpus_ids, moved.corpus_texts, moved.queries) == (first.corpus_ids, first.corpus_texts,
+    assert (moved.corpus_ids, [x for _, _, x in moved.corpus.rows()], moved.queries) == (first.corpus_ids, [x for _, _, x in first.corpus.rows()],
                                                                        first.queries)
 
 
@@ -258,7 +258,7 @@ def test_max_corpus_keeps_positives_first(tree: Path) -> None:
 
 def test_long_code_truncated_at_a_line_break(tree: Path) -> None:
     ds = build_code_retrieval_set(tree, max_code_chars=30)
-    assert all(len(t) <= 30 for t in ds.corpus_texts)
+    assert all(len(t) <= 30 for t in [x for _, _, x in ds.corpus.rows()])
     assert doc(ds, "pkg/maths.py:add_numbers:4") == "def add_numbers(a, b):"
     assert ds.meta["truncated"] == 10
 
@@ -312,10 +312,8 @@ def test_export_beir_round_trip(tree: Path, tmp_path: Path) -> None:
     for row in rows[1:]:
         qid, did, score = row.split("\t")
         qrels.setdefault(qid, {})[did] = int(score)
-    back = RetrievalDataset(
-        name=ds.name, split="test", corpus_ids=[d["_id"] for d in corpus],
-        corpus_titles=[d["title"] for d in corpus], corpus_texts=[d["text"] for d in corpus],
-        queries={q["_id"]: q["text"] for q in queries}, qrels=qrels)
+    back = in_memory(ds.name, "test", [d["_id"] for d in corpus], [d["title"] for d in corpus],
+                     [d["text"] for d in corpus], queries={q["_id"]: q["text"] for q in queries}, qrels=qrels)
     assert back.fingerprint == ds.fingerprint
     with pytest.raises(DataError, match="overwrite=True"):
         export_beir(ds, out)
@@ -340,7 +338,7 @@ def test_stdlib_default_set_is_real(stdlib_build: tuple[RetrievalDataset, float]
     assert ds.meta["files"] > 300 and ds.meta["failed"] == 0
     assert len(ds) > 2000 and ds.meta["candidate_queries"] > 1000
     assert not any("/test/" in f"/{d}" or d.startswith("idlelib/") for d in ds.corpus_ids)
-    assert len(set(ds.corpus_texts)) == len(ds)
+    assert len(set([x for _, _, x in ds.corpus.rows()])) == len(ds)
     assert len({q.casefold().rstrip(".") for q in ds.queries.values()}) == 500
 
 

@@ -57,7 +57,7 @@ def test_real_ruby_slice_matches_coirs_ruby_query_statistics(shared_data: Path) 
     assert len(lengths) == 1261 and min(lengths) == 83 and max(lengths) == 3992
     assert sum(lengths) / len(lengths) == pytest.approx(455.43695479777955)
     assert len(ds) == 2660 and all(len(r) == 1 for r in ds.qrels.values())   # test + valid docstrings (1 dup)
-    assert set(ds.corpus_titles) == {""}
+    assert set([t for _, t, _ in ds.corpus.rows()]) == {""}
 
 
 def test_hub_layout_copy_reads_the_same_as_codexglue_and_as_mtebs_loader(shared_data: Path, tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_hub_layout_copy_reads_the_same_as_codexglue_and_as_mtebs_loader(shared_
     corpus, queries, qrels = _load_code_search_code_retrieval(str(out), ["ruby"], ["test"], revision=None)
     assert queries["ruby"]["test"] == direct.queries and qrels["ruby"]["test"] == direct.qrels
     assert {k: v["text"] for k, v in corpus["ruby"]["test"].items()} == dict(zip(direct.corpus_ids,
-                                                                                  direct.corpus_texts, strict=True))
+                                                                                  [x for _, _, x in direct.corpus.rows()], strict=True))
 
 
 def test_two_local_copies_of_the_same_name_never_share_a_cache(tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ def test_cosqa_dev_queries_labelled_one_over_distinct_snippets(shared_data: Path
     ds = load_entry(entry, data_dir=str(shared_data))
     pairs = json.loads((shared_data / "cosqa" / "cosqa-dev.json").read_text())
     assert (len(ds.queries), len(ds), ds.split) == (313, 552, "dev")
-    text = dict(zip(ds.corpus_ids, ds.corpus_texts, strict=True))
+    text = dict(zip(ds.corpus_ids, [x for _, _, x in ds.corpus.rows()], strict=True))
     for p in pairs:
         if p["label"] == 1:
             (doc,) = ds.qrels[p["idx"]]
@@ -104,7 +104,7 @@ def test_cosqa_dev_queries_labelled_one_over_distinct_snippets(shared_data: Path
 def test_beir_view_of_the_slice_by_name(shared_data: Path) -> None:
     (entry,) = resolve_entries(["csn-ruby-beir"], code_catalog())
     ds = load_entry(entry, data_dir=str(shared_data))
-    assert (len(ds), len(ds.qrels)) == (1261, 1261) and all(ds.corpus_titles)   # titles: function names
+    assert (len(ds), len(ds.qrels)) == (1261, 1261) and all([t for _, t, _ in ds.corpus.rows()])   # titles: function names
 
 
 def test_bad_input_names_the_problem_and_the_fix(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ class _Inner:
         self.titles: list[str] = []
 
     def index(self, ds):
-        self.titles = list(ds.corpus_titles)
+        self.titles = list([t for _, t, _ in ds.corpus.rows()])
         return {}, {}
 
     def search(self, queries, top_k):

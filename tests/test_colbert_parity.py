@@ -42,7 +42,7 @@ def pylate_ndcg10(cfg, data: Path) -> float:
                             seed=int(cfg.seed))
     model.query_length, model.document_length = 48, 180
     evaluator = PyLateInformationRetrievalEvaluator(
-        queries=ds.evaluated_queries(), corpus=dict(zip(ds.corpus_ids, ds.documents(), strict=True)),
+        queries=ds.evaluated_queries(), corpus=dict(zip(ds.corpus_ids, ds.corpus.texts(0, len(ds)), strict=True)),
         relevant_docs={q: {d for d, g in rel.items() if g > 0} for q, rel in ds.qrels.items()},
         show_progress_bar=False, batch_size=32,
     )

@@ -34,7 +34,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.tasks.retrieval.data.catalog import DataKind
-from harness.tasks.retrieval.data.dataset import RetrievalDataset
+from harness.tasks.retrieval.data.dataset import RetrievalDataset, in_memory
 
 
 def rows(path: Path) -> list[list[str]]:
@@ -50,10 +50,9 @@ class TsvKind(DataKind):
         qrels: dict[str, dict[str, int]] = {}
         for qid, did, grade in rows(folder / "qrels.tsv"):
             qrels.setdefault(qid, {})[did] = int(grade)
-        return RetrievalDataset(
-            name=entry.name, split=split, corpus_ids=[r[0] for r in corpus], corpus_titles=[r[1] for r in corpus],
-            corpus_texts=[r[2] for r in corpus], queries=dict(rows(folder / "queries.tsv")), qrels=qrels,
-            source=str(folder))
+        ids, titles, texts = ([r[k] for r in corpus] for k in range(3))
+        return in_memory(entry.name, split, ids, titles, texts, queries=dict(rows(folder / "queries.tsv")),
+                         qrels=qrels, source=str(folder))
 '''
 
 
@@ -89,7 +88,7 @@ def test_a_new_kind_is_one_module_and_one_registry_line(tsv_kind: str, tmp_path:
     check_entries([entry], str(tmp_path / "data"))
     ds = load_entry(entry, data_dir=str(tmp_path / "data"))
     assert (len(ds), len(ds.queries), ds.split) == (40, 5, "test")
-    assert ds.qrels["q0"]["d0-0"] == 2 and ds.documents()[0].startswith("astronomy note 0 stars")
+    assert ds.qrels["q0"]["d0-0"] == 2 and ds.corpus.texts(0, len(ds))[0].startswith("astronomy note 0 stars")
     with pytest.raises(DataError, match=r"dataset folder not found: .*nowhere.*task.data_dir"):
         check_entries([entry], str(tmp_path / "nowhere"))
     with pytest.raises(DataError, match=r"'toytsv' has no hub copy in the catalog; pass task.data_dir=<dir containing"):

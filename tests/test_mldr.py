@@ -40,7 +40,7 @@ def test_local_folder_in_mldrs_layout_plain_or_gzipped(tmp_path: Path) -> None:
     for gz in (False, True):
         folder = write_mldr(tmp_path / f"m{gz}", [row("q1", "who?", ["d2"]), row("q2", "what?", ["d1", "d3"])], gz=gz)
         ds = mldr.load_local(folder, "mldr-en", "test")
-        assert ds.corpus_ids == ["d1", "d2", "d3"] and ds.corpus_texts[1] == "text of d2"
+        assert ds.corpus_ids == ["d1", "d2", "d3"] and [x for _, _, x in ds.corpus.rows()][1] == "text of d2"
         assert ds.queries == {"q1": "who?", "q2": "what?"} and ds.qrels == {"q1": {"d2": 1}, "q2": {"d1": 1, "d3": 1}}
 
 

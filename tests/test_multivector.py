@@ -17,7 +17,7 @@ from harness.core.errors import HarnessError
 from harness.core.typed import from_conf
 from harness.encoding.settings import Batching
 from harness.models import ModelSpec, usable_positions
-from harness.tasks.retrieval.data.dataset import RetrievalDataset
+from harness.tasks.retrieval.data.dataset import RetrievalDataset, in_memory
 from harness.tasks.retrieval.retrievers import colbert_model, maxsim, plaid_index, token_store
 from harness.tasks.retrieval.retrievers import multivector as mv
 from harness.tasks.retrieval.retrievers.retriever import evaluate
@@ -163,11 +163,9 @@ def test_new_head_is_seeded(tiny_colbert) -> None:
 
 def small_dataset(n_docs: int, words: int) -> RetrievalDataset:
     ids = [f"d{i}" for i in range(n_docs)]
-    return RetrievalDataset(
-        name="small", split="test", corpus_ids=ids, corpus_titles=[""] * n_docs,
-        corpus_texts=[" ".join(f"w{i}x{j}" for j in range(words)) for i in range(n_docs)],
-        queries={"q0": "w1x0", "q1": "w2x1"}, qrels={"q0": {"d1": 1}, "q1": {"d2": 1}},
-    )
+    return in_memory("small", "test", ids, [""] * n_docs,
+                     [" ".join(f"w{i}x{j}" for j in range(words)) for i in range(n_docs)],
+                     queries={"q0": "w1x0", "q1": "w2x1"}, qrels={"q0": {"d1": 1}, "q1": {"d2": 1}})
 
 
 def test_plaid_on_a_tiny_corpus_falls_back_to_exact_and_says_so(tiny_colbert, tmp_path: Path) -> None:

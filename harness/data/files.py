@@ -84,21 +84,25 @@ def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int
     """(line number, object) for each non-empty line of a JSONL file (``.gz``: gzipped; a BOM ignored); invalid
     UTF-8, a non-object line or a missing ``required`` field is an error naming the line and the fix."""
     for lineno, line in enumerate(text_lines(path), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg}). Each line must be one JSON "
-                            "object; fix or remove that line.") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{path} line {lineno}: expected a JSON object, got {type(row).__name__}. Each line "
-                            "must be one JSON object (JSON Lines): convert a JSON array to one object per line.")
-        missing = [k for k in required if k not in row]
-        if missing:
-            raise DataError(f"{path} line {lineno}: missing field(s) {missing}; each line needs {list(required)}: "
-                            "add the field(s) to that line.")
-        yield lineno, row
+        if line.strip():
+            yield lineno, json_object(path, lineno, line, required)
+
+
+def json_object(path: Path, lineno: int, line: str, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Line ``lineno`` of the JSONL file ``path`` as an object with the ``required`` fields, else a one-line error."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg}). Each line must be one JSON "
+                        "object; fix or remove that line.") from None
+    if not isinstance(row, dict):
+        raise DataError(f"{path} line {lineno}: expected a JSON object, got {type(row).__name__}. Each line "
+                        "must be one JSON object (JSON Lines): convert a JSON array to one object per line.")
+    missing = [k for k in required if k not in row]
+    if missing:
+        raise DataError(f"{path} line {lineno}: missing field(s) {missing}; each line needs {list(required)}: "
+                        "add the field(s) to that line.")
+    return row
 
 
 def table_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -89,6 +89,17 @@ def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None
     return enc["input_ids"]
 
 
+#: texts tokenised per call of :func:`token_ids`: their ids are kept as int32 arrays (4 bytes a token, not a Python
+#: list's 36), so a chunk of millions of tokens stays small
+TOKENIZE_STEP = 4096
+
+
+def token_ids(model: SentenceTransformer, texts: list[str], max_length: int | None = None) -> list[np.ndarray]:
+    """:func:`tokenize`'s ids of ``texts``, as int32 arrays, tokenised ``TOKENIZE_STEP`` texts at a time."""
+    return [np.asarray(ids, dtype=np.int32) for a in range(0, len(texts), TOKENIZE_STEP)
+            for ids in tokenize(model, texts[a : a + TOKENIZE_STEP], max_length=max_length)]
+
+
 def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
     """How batches are packed: ``"varlen"`` (one row + ``cu_seq_lens``: ``harness_varlen``, or flash-attn on a GPU),
     ``"mask"`` (rows with a block-diagonal mask) or None (padded). ``auto`` packs only as varlen (saves work)."""
@@ -235,8 +246,10 @@ def encode(
     desc: str = "encoding",
     show_progress: bool = True,
     stats: dict[str, float] | None = None,
+    keep_width: bool = False,
 ) -> np.ndarray:
-    """Embeddings (float32, shape [len(texts), dim]) in input order.
+    """Embeddings (float32, shape [len(texts), dim]) in input order; ``keep_width``: at the width the encoder
+    produced them (bf16 as its bits: :data:`harness.encoding.prefetch.KEPT_DTYPES`).
 
     ``batching.batch_tokens`` bounds a batch's tokens (padded: batch x longest; packed: real tokens), at most
     ``batching.max_batch_size`` texts. ``prefetch`` (default: any device but the CPU) runs the GPU pipeline;
@@ -253,7 +266,7 @@ def encode(
     stats["batch_tokens"] = budget
     return run(model, texts, mode=mode, device=device, precision=precision, batch_tokens=budget,
                max_batch_size=batching.max_batch_size, workers=workers, desc=desc, show_progress=show_progress,
-               stats=stats)
+               stats=stats, keep_width=keep_width)
 
 
 def _setup(model: SentenceTransformer) -> tuple[int, bool]:
@@ -264,7 +277,7 @@ def _setup(model: SentenceTransformer) -> tuple[int, bool]:
 
 def _encode_prefetched(model: SentenceTransformer, texts: list[str], *, mode: str | None, device: str,
                        precision: str, batch_tokens: int, max_batch_size: int, workers: int | None, desc: str,
-                       show_progress: bool, stats: dict[str, float]) -> np.ndarray:
+                       show_progress: bool, stats: dict[str, float], keep_width: bool = False) -> np.ndarray:
     """The GPU pipeline: chunks tokenised and laid out by worker threads ahead of the device."""
     pad_id, type_ids = _setup(model)
     pin = device.startswith("cuda")
@@ -279,7 +292,7 @@ def _encode_prefetched(model: SentenceTransformer, texts: list[str], *, mode: st
                 for b in group(lengths, batch_tokens, max_batch_size)]
 
     feed = Prefetcher(prepare, text_chunks(texts, batch_tokens), workers=workers or default_workers())
-    sink = HostSink(len(texts), device)
+    sink = HostSink(len(texts), device, keep_width)
     busy = GpuBusy(device)
     t0, tokens, n_batches = time.perf_counter(), 0, 0
     with Progress(len(texts), desc, "texts", show=show_progress) as bar, torch.inference_mode(), \
@@ -305,10 +318,10 @@ def _encode_prefetched(model: SentenceTransformer, texts: list[str], *, mode: st
 
 def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: str | None, device: str,
                        precision: str, batch_tokens: int, max_batch_size: int, workers: int | None, desc: str,
-                       show_progress: bool, stats: dict[str, float]) -> np.ndarray:
+                       show_progress: bool, stats: dict[str, float], keep_width: bool = False) -> np.ndarray:
     """The CPU encoder: tokenised at once, sorted by length, batches run by ``workers`` threads."""
     pad_id, type_ids = _setup(model)
-    input_ids = tokenize(model, texts)
+    input_ids = token_ids(model, texts)
     lengths = np.fromiter((len(x) for x in input_ids), dtype=np.int64, count=len(input_ids))
     n_workers = workers or cpu_workers(device)
     batches = token_budget_batches(lengths, batch_budget(device, batch_tokens, n_workers), max_batch_size)
@@ -317,7 +330,7 @@ def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: st
         batch = host_batch([input_ids[i] for i in idx], idx, mode, pad_id)
         return forward_batch(model, batch, mode, device, type_ids)
 
-    sink = HostSink(len(texts), "cpu")           # each batch's rows copied into the result as it finishes
+    sink = HostSink(len(texts), "cpu", keep_width)   # each batch's rows copied into the result as it finishes
     t0 = time.perf_counter()
     with Progress(int(lengths.sum()), desc, "tokens", show=show_progress, unit_scale=True) as bar:
         for idx, emb in _run_batches(batches, run_batch, n_workers, lambda: autocast_for(model, precision, device)):

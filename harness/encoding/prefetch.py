@@ -142,22 +142,38 @@ def pinned(array: np.ndarray, pin: bool) -> torch.Tensor:
     return tensor.pin_memory() if pin else tensor
 
 
-class HostSink:
-    """Rows of a float32 [n, dim] result, filled batch by batch from device tensors without stopping the device."""
+#: numpy's dtype for an embedding of each torch dtype when its width is kept: numpy has no bfloat16, so bf16 values
+#: are kept as their 16 bits (uint16; :func:`harness.tasks.retrieval.retrievers.search.as_float32` reads them back
+#: exactly)
+KEPT_DTYPES = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloat16: np.uint16}
 
-    def __init__(self, n: int, device: str) -> None:
-        self.n, self.cuda = n, device.startswith("cuda")
+
+def host_array(tensor: torch.Tensor) -> np.ndarray:
+    """A host tensor as numpy at its own width (bf16 as its bits, uint16)."""
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(np.uint16)
+    return tensor.numpy()
+
+
+class HostSink:
+    """Rows of an [n, dim] result, filled batch by batch from device tensors without stopping the device: float32,
+    or with ``keep_width`` the encoder's own width (bf16 and fp16 in 2 bytes, :data:`KEPT_DTYPES`)."""
+
+    def __init__(self, n: int, device: str, keep_width: bool = False) -> None:
+        self.n, self.cuda, self.keep_width = n, device.startswith("cuda"), keep_width
         self.out: np.ndarray | None = None
         self.pending: deque[tuple[np.ndarray, torch.Tensor, Any]] = deque()
 
     def put(self, idx: np.ndarray, emb: torch.Tensor) -> None:
+        if not self.keep_width or emb.dtype not in KEPT_DTYPES:
+            emb = emb.float()
         if self.out is None:
-            self.out = np.empty((self.n, emb.shape[1]), dtype=np.float32)
+            self.out = np.empty((self.n, emb.shape[1]), dtype=KEPT_DTYPES[emb.dtype])
         if not self.cuda:
-            self.out[idx] = emb.float().cpu().numpy()
+            self.out[idx] = host_array(emb.cpu())
             return
-        host = torch.empty(emb.shape, dtype=torch.float32, pin_memory=True)
-        host.copy_(emb.float(), non_blocking=True)
+        host = torch.empty(emb.shape, dtype=emb.dtype, pin_memory=True)
+        host.copy_(emb, non_blocking=True)
         done = torch.cuda.Event()
         done.record()
         self.pending.append((idx, host, done))
@@ -167,7 +183,7 @@ class HostSink:
         while self.pending and (len(self.pending) > keep or self.pending[0][2].query()):
             idx, host, done = self.pending.popleft()
             done.synchronize()
-            self.out[idx] = host.numpy()                                  # type: ignore[index]
+            self.out[idx] = host_array(host)                              # type: ignore[index]
 
     def result(self) -> np.ndarray:
         self._drain(keep=0)

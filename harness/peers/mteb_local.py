@@ -36,7 +36,9 @@ def mteb_task_for(ds: RetrievalDataset, ignore_identical_ids: bool = False):
         def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
             split = RetrievalSplitData(
                 queries=Dataset.from_dict({"id": list(queries), "text": list(queries.values())}),
-                corpus=Dataset.from_dict({"id": ds.corpus_ids, "title": ds.corpus_titles, "text": ds.corpus_texts}),
+                corpus=Dataset.from_dict(dict(zip(("id", "title", "text"),
+                                                  (list(c) for c in zip(*ds.corpus.rows(), strict=True)),
+                                                  strict=True))),
                 relevant_docs={q: dict(ds.qrels[q]) for q in queries},
                 top_ranked=None,
             )

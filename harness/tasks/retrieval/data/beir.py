@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.core.errors import DataError
 from harness.data.files import jsonl_rows, text_lines, write_jsonl
+from harness.tasks.retrieval.data.corpus import ArrowCorpus, JsonlCorpus
 from harness.tasks.retrieval.data.dataset import (
     RetrievalDataset,
     query_text,
@@ -34,26 +35,11 @@ def _require_file(path: Path, what: str) -> None:
 
 def read_corpus(path: Path, id_key: str = "_id", id_name: str = "document id",
                 empty_fix: str = '. Check the file or the dataset folder (one {"_id", "title", "text"} object per line).',
-                ) -> tuple[list[str], list[str], list[str]]:
-    """(ids, titles, texts) of a JSONL corpus (BEIR's; MLDR's keyed by ``docid``): ids unique, a document at least."""
+                ) -> JsonlCorpus:
+    """A JSONL corpus (BEIR's; MLDR's keyed by ``docid``), scanned and checked: ids unique, a document at least;
+    its texts are read when used."""
     _require_file(path, "corpus file")
-    ids: list[str] = []
-    titles: list[str] = []
-    texts: list[str] = []
-    seen: set[str] = set()
-    for lineno, row in jsonl_rows(path, (id_key, "text")):
-        did = str(row[id_key])
-        if did in seen:
-            first = next(n for n, r in jsonl_rows(path) if str(r[id_key]) == did)   # error path only: rescan
-            raise DataError(f"{path} line {lineno}: duplicate {id_name} {did!r} (first on line {first}); "
-                            "document ids must be unique: rename or remove one of them.")
-        seen.add(did)
-        ids.append(did)
-        titles.append(str(row.get("title") or ""))
-        texts.append(str(row["text"] or ""))
-    if not ids:
-        raise DataError(f"{path} is empty: the corpus has no documents{empty_fix}")
-    return ids, titles, texts
+    return JsonlCorpus(path, id_key, id_name, empty_fix)
 
 
 def read_queries(path: Path) -> dict[str, str]:
@@ -117,17 +103,16 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
             f"qrels file not found: {path}. Splits available here: {avail or 'none'}; "
             "choose one with task.split=<split>."
         )
-    def rows():
-        for lineno, line in enumerate(text_lines(path), start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            qid, did, score = _qrels_fields(path, lineno, line)
-            if lineno == 1 and as_number(score) is None:
-                continue  # header
-            yield f"{path} line {lineno}", qid, did, relevance_grade(score, f"{path} line {lineno}")
-
-    qrels = unique_judgements(rows())
+    rows = []
+    for lineno, line in enumerate(text_lines(path), start=1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        qid, did, score = _qrels_fields(path, lineno, line)
+        if lineno == 1 and as_number(score) is None:
+            continue  # header
+        rows.append((f"{path} line {lineno}", qid, did, relevance_grade(score, f"{path} line {lineno}")))
+    qrels = unique_judgements(rows)
     if not qrels:
         raise DataError(f"{path} has no judgements. Each line needs query-id, corpus-id and an integer score, "
                         "tab separated.")
@@ -164,12 +149,10 @@ def load_local(folder: str | Path, name: str, split: str = "test", strict_qrels:
         )
     qrels = read_qrels(folder / "qrels" / f"{split}.tsv")
     queries = read_queries(folder / "queries.jsonl")
-    ids, titles, texts = read_corpus(folder / "corpus.jsonl")
-    qrels = check_qrels_ids(qrels, queries, set(ids), str(folder), strict=strict_qrels)
-    return RetrievalDataset(
-        name=name, split=split, corpus_ids=ids, corpus_titles=titles, corpus_texts=texts,
-        queries=queries, qrels=qrels, source=str(folder.resolve()),
-    )
+    corpus = read_corpus(folder / "corpus.jsonl")
+    qrels = check_qrels_ids(qrels, queries, set(corpus.ids), str(folder), strict=strict_qrels)
+    return RetrievalDataset(name=name, split=split, corpus=corpus, queries=queries, qrels=qrels,
+                            source=str(folder.resolve()))
 
 
 def load_hub(path: str, revision: str | None, name: str, split: str = "test", strict_qrels: bool = True) -> RetrievalDataset:
@@ -194,19 +177,15 @@ def load_hub(path: str, revision: str | None, name: str, split: str = "test", st
         raise DataError(f"hub dataset {path}@{revision}: no qrels split {split!r} (has {list(qrels_splits)}); choose "
                         "one with task.split=<split>.")
     qrels_ds = qrels_splits[split]
-    ids = [str(x) for x in corpus["_id"]]
-    titles = [str(x or "") for x in corpus["title"]] if "title" in corpus.column_names else [""] * len(ids)
-    texts = [str(x or "") for x in corpus["text"]]
+    docs = ArrowCorpus(corpus, f"{path}@{revision}")
     queries = unique_queries((f"{path}@{revision} queries row {i}", str(q), query_text(t))
                              for i, (q, t) in enumerate(zip(queries_ds["_id"], queries_ds["text"], strict=True), 1))
     qrels = hub_qrels(qrels_ds, f"{path}@{revision} qrels ({split})")
-    if not ids:
+    if not len(docs):
         raise DataError(f"hub dataset {path}@{revision}: empty corpus; check task.catalog's hub and revision.")
-    qrels = check_qrels_ids(qrels, queries, set(ids), f"{path}@{revision}", strict=strict_qrels)
-    return RetrievalDataset(
-        name=name, split=split, corpus_ids=ids, corpus_titles=titles, corpus_texts=texts, queries=queries,
-        qrels=qrels, source=f"{path}@{revision}", fingerprint=f"hub:{path}@{revision}",
-    )
+    qrels = check_qrels_ids(qrels, queries, set(docs.ids), f"{path}@{revision}", strict=strict_qrels)
+    return RetrievalDataset(name=name, split=split, corpus=docs, queries=queries, qrels=qrels,
+                            source=f"{path}@{revision}", fingerprint=f"hub:{path}@{revision}")
 
 
 def hub_qrels(rows: Any, where: str) -> dict[str, dict[str, int]]:
@@ -237,8 +216,8 @@ def export_beir(ds: RetrievalDataset, out_dir: str | Path, *, overwrite: bool = 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        write_jsonl(tmp / "corpus.jsonl", ({"_id": did, "title": title, "text": text} for did, title, text
-                                           in zip(ds.corpus_ids, ds.corpus_titles, ds.corpus_texts, strict=True)))
+        write_jsonl(tmp / "corpus.jsonl", ({"_id": did, "title": title, "text": text}
+                                           for did, title, text in ds.corpus.rows()))
         write_jsonl(tmp / "queries.jsonl", ({"_id": qid, "text": text} for qid, text in ds.queries.items()))
         (tmp / "qrels").mkdir()
         with open(tmp / "qrels" / f"{ds.split}.tsv", "w", encoding="utf-8", newline="\n") as f:

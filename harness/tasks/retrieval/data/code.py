@@ -22,7 +22,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from harness.core.errors import DataError
-from harness.tasks.retrieval.data.dataset import RetrievalDataset
+from harness.tasks.retrieval.data.dataset import RetrievalDataset, in_memory
 
 #: fnmatch patterns (case-sensitive) tested against every component of a file's path relative to the root.
 DEFAULT_EXCLUDE: tuple[str, ...] = (
@@ -145,14 +145,10 @@ def build_code_retrieval_set(
             "min_code_lines": min_code_lines, "max_code_chars": max_code_chars, "exclude": list(exclude),
         },
     }
-    return RetrievalDataset(
-        name=name,
-        split="test",
-        corpus_ids=[fn.doc_id for fn in corpus],
-        # No titles: the qualified name as a title would hand the encoder a keyword match for queries that
-        # name the function. The code keeps its def line, as in CodeSearchNet.
-        corpus_titles=[""] * len(corpus),
-        corpus_texts=texts,
+    # No titles: the qualified name as a title would hand the encoder a keyword match for queries that
+    # name the function. The code keeps its def line, as in CodeSearchNet.
+    return in_memory(
+        name, "test", [fn.doc_id for fn in corpus], [""] * len(corpus), texts,
         queries={f"q:{fn.doc_id}": fn.summary for fn in queries},
         qrels={f"q:{fn.doc_id}": {fn.doc_id: 1} for fn in queries},
         source=str(base),

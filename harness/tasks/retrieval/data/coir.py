@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.core.errors import DataError, one_line
 from harness.data.files import jsonl_rows, text_lines, write_jsonl
-from harness.tasks.retrieval.data.dataset import RetrievalDataset
+from harness.tasks.retrieval.data.dataset import RetrievalDataset, in_memory
 from harness.tasks.retrieval.data.hub_layout import Row, dataset_from_rows
 
 #: CodeXGLUE partitions, in the order their docstrings enter the corpus (first occurrence keeps its id)
@@ -246,7 +246,5 @@ def load_cosqa_pairs(path: Path, name: str, split: str = "test") -> RetrievalDat
     if not qrels:
         raise DataError(f"{path}: no pair is labelled 1, so no query has a relevant snippet.")
     codes = list(doc_of_code)
-    return RetrievalDataset(
-        name=name, split=split, corpus_ids=[doc_of_code[c] for c in codes], corpus_titles=[""] * len(codes),
-        corpus_texts=codes, queries=queries, qrels=qrels, source=str(path.resolve()),
-    )
+    return in_memory(name, split, [doc_of_code[c] for c in codes], [""] * len(codes), codes, queries=queries,
+                     qrels=qrels, source=str(path.resolve()))

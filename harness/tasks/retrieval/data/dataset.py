@@ -1,26 +1,27 @@
-"""The in-memory retrieval set every loader returns, and the rules every loader applies so no input is resolved
+"""The retrieval set every loader returns, and the rules every loader applies so no input is resolved
 silently (issue 28): a query id twice with different texts, a (query, document) pair judged twice with different
 grades, or a judged query with a null or blank text is an error naming the places or ids."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from harness.core.errors import DataError
+from harness.tasks.retrieval.data.corpus import Corpus, InMemoryCorpus, SubsetCorpus
 
 
 @dataclass
 class RetrievalDataset:
-    """Corpus as parallel lists (cheap for millions of docs), queries and graded qrels (grade 0 kept: non-relevant)."""
+    """A corpus (ids in memory, texts read chunk by chunk: :mod:`~harness.tasks.retrieval.data.corpus`), queries
+    and graded qrels (grade 0 kept: non-relevant)."""
 
     name: str
     split: str
-    corpus_ids: list[str]
-    corpus_titles: list[str]
-    corpus_texts: list[str]
+    corpus: Corpus
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
     source: str = ""                 # folder path or hub id@revision
@@ -33,18 +34,21 @@ class RetrievalDataset:
             self.fingerprint = content_fingerprint(self)
 
     def __len__(self) -> int:
-        return len(self.corpus_ids)
+        return len(self.corpus)
 
-    def documents(self) -> list[str]:
-        """Texts to encode: title + " " + text, stripped; the text alone when there is no title (as mteb/BEIR)."""
-        return [
-            f"{title} {text}".strip() if title else text.strip()
-            for title, text in zip(self.corpus_titles, self.corpus_texts, strict=True)
-        ]
+    @property
+    def corpus_ids(self) -> list[str]:
+        return self.corpus.ids
 
     def evaluated_queries(self) -> dict[str, str]:
         """Queries that have qrels (the ones metrics are computed over), in qrels order."""
         return {qid: self.queries[qid] for qid in self.qrels if qid in self.queries}
+
+
+def in_memory(name: str, split: str, ids: list[str], titles: list[str], texts: list[str],
+              **fields: Any) -> RetrievalDataset:
+    """A dataset of lists (the small sets the harness builds itself)."""
+    return RetrievalDataset(name=name, split=split, corpus=InMemoryCorpus(ids, titles, texts), **fields)
 
 
 def subset(ds: RetrievalDataset, max_queries: int | None, max_docs: int | None) -> RetrievalDataset:
@@ -61,18 +65,15 @@ def subset(ds: RetrievalDataset, max_queries: int | None, max_docs: int | None) 
             keep.append(i)
             budget -= 1
     return RetrievalDataset(
-        name=ds.name, split=ds.split, corpus_ids=[ds.corpus_ids[i] for i in keep],
-        corpus_titles=[ds.corpus_titles[i] for i in keep], corpus_texts=[ds.corpus_texts[i] for i in keep],
+        name=ds.name, split=ds.split, corpus=SubsetCorpus(ds.corpus, np.asarray(keep, dtype=np.int64)),
         queries={q: ds.queries[q] for q in qids}, qrels={q: ds.qrels[q] for q in qids}, source=ds.source,
         meta={**ds.meta, "subset": {"max_queries": max_queries, "max_docs": max_docs, "of": ds.fingerprint}},
     )
 
 
 def content_fingerprint(ds: RetrievalDataset) -> str:
-    """sha256 over corpus, queries and qrels, order-independent for qrels."""
-    h = hashlib.sha256()
-    for did, title, text in zip(ds.corpus_ids, ds.corpus_titles, ds.corpus_texts, strict=True):
-        h.update(f"{did}\x1f{title}\x1f{text}\x1e".encode())
+    """sha256 over corpus, queries and qrels, order-independent for qrels (the corpus part kept by the corpus)."""
+    h = ds.corpus.content.copy()
     for qid in sorted(ds.queries):
         h.update(f"{qid}\x1f{ds.queries[qid]}\x1e".encode())
     for qid in sorted(ds.qrels):

@@ -14,6 +14,7 @@ from harness.data.files import table_rows
 from harness.tasks.retrieval.data.beir import check_qrels_ids, relevance_grade
 from harness.tasks.retrieval.data.dataset import (
     RetrievalDataset,
+    in_memory,
     query_text,
     unique_judgements,
     unique_queries,
@@ -91,8 +92,8 @@ def dataset_from_rows(corpus: list[Row], queries: list[Row], qrels: list[Row], *
     judged_queries = unique_queries((w, str(_field(w, r, "_id", "id")), query_text(_field(w, r, "text")))
                                     for w, r in queries)
     qrels_checked = check_qrels_ids(_qrels(qrels), judged_queries, set(ids), where, strict=strict_qrels)
-    return RetrievalDataset(name=name, split=split, corpus_ids=ids, corpus_titles=titles, corpus_texts=texts,
-                            queries=judged_queries, qrels=qrels_checked, source=source, fingerprint=fingerprint)
+    return in_memory(name, split, ids, titles, texts, queries=judged_queries, qrels=qrels_checked, source=source,
+                     fingerprint=fingerprint)
 
 
 def read_hub_layout(folder: str | Path, name: str, split: str, *, strict_qrels: bool = True, source: str = "",

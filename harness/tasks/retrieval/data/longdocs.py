@@ -29,7 +29,7 @@ from harness.tasks.retrieval.data.code import (
     _summary,
     _summary_key,
 )
-from harness.tasks.retrieval.data.dataset import RetrievalDataset
+from harness.tasks.retrieval.data.dataset import RetrievalDataset, in_memory
 
 SPLITS = ("train", "test")
 
@@ -144,9 +144,9 @@ def build(lds: LongDocSet, *, name: str, split: str = "test", max_queries: int |
     queries = [q for q in candidates if q.qid in chosen]
     kept_ids = _capped_corpus(lds.doc_ids, {q.doc_id for q in queries}, max_corpus, "files the selected queries need")
     keep = [i for i, d in enumerate(lds.doc_ids) if d in kept_ids]
-    return RetrievalDataset(
-        name=name, split=split, corpus_ids=[lds.doc_ids[i] for i in keep], corpus_titles=[""] * len(keep),
-        corpus_texts=[lds.texts[i] for i in keep], queries={q.qid: q.text for q in queries},
+    return in_memory(
+        name, split, [lds.doc_ids[i] for i in keep], [""] * len(keep), [lds.texts[i] for i in keep],
+        queries={q.qid: q.text for q in queries},
         qrels={q.qid: {q.doc_id: 1} for q in queries}, source=lds.root,
         meta={"query_starts": {q.qid: {"char": q.start_char, "line": q.start_line} for q in queries},
               "stats": {**lds.stats, "queries": len(queries), "corpus": len(keep)},

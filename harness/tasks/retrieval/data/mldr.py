@@ -17,6 +17,7 @@ from harness.core.errors import DataError
 from harness.core.results import file_sha
 from harness.data.files import jsonl_rows, write_jsonl
 from harness.tasks.retrieval.data.beir import hub_qrels, read_corpus
+from harness.tasks.retrieval.data.corpus import ArrowCorpus
 from harness.tasks.retrieval.data.dataset import (
     RetrievalDataset,
     query_text,
@@ -108,11 +109,10 @@ def check_positives(qrels: dict[str, dict[str, int]], doc_ids: set[str], where: 
 def load_local(folder: Path, name: str, split: str = "test", strict_qrels: bool = True) -> RetrievalDataset:
     """A folder in MLDR's layout -> the ``split`` queries over the whole corpus, positives as relevance 1."""
     queries, qrels = read_queries(folder, split)
-    ids, _, texts = read_corpus(_require(folder, "corpus"), "docid", "docid",
-                                "; it needs one {docid, text} object per line.")
-    qrels = check_positives(qrels, set(ids), str(folder), strict_qrels)
-    return RetrievalDataset(name=name, split=split, corpus_ids=ids, corpus_titles=[""] * len(ids),
-                            corpus_texts=texts, queries=queries, qrels=qrels, source=str(folder.resolve()))
+    corpus = read_corpus(_require(folder, "corpus"), "docid", "docid", "; it needs one {docid, text} object per line.")
+    qrels = check_positives(qrels, set(corpus.ids), str(folder), strict_qrels)
+    return RetrievalDataset(name=name, split=split, corpus=corpus, queries=queries, qrels=qrels,
+                            source=str(folder.resolve()))
 
 
 def load_hub(path: str, revision: str | None, lang: str, name: str, split: str = "test",
@@ -136,17 +136,14 @@ def load_hub(path: str, revision: str | None, lang: str, name: str, split: str =
         return load_dataset(path, config, split=chosen, revision=revision)
 
     corpus, queries_ds, qrels_ds = part(f"{lang}-corpus"), part(f"{lang}-queries"), part(f"{lang}-qrels")
-    id_col = "_id" if "_id" in corpus.column_names else "id"
-    ids = [str(x) for x in corpus[id_col]]
-    titles = [str(x or "") for x in corpus["title"]] if "title" in corpus.column_names else [""] * len(ids)
+    docs = ArrowCorpus(corpus, f"{path}@{revision}:{lang}", "_id" if "_id" in corpus.column_names else "id")
     qcol = "_id" if "_id" in queries_ds.column_names else "id"
     queries = unique_queries((f"{path}@{revision} queries row {i}", str(q), query_text(t))
                              for i, (q, t) in enumerate(zip(queries_ds[qcol], queries_ds["text"], strict=True), 1))
     qrels = hub_qrels(qrels_ds, f"{path}@{revision} {lang}-qrels")
-    qrels = check_positives(qrels, set(ids), f"{path}@{revision}", strict_qrels)
+    qrels = check_positives(qrels, set(docs.ids), f"{path}@{revision}", strict_qrels)
     queries = {q: queries[q] for q in qrels if q in queries}
-    return RetrievalDataset(name=name, split=split, corpus_ids=ids, corpus_titles=titles,
-                            corpus_texts=[str(x or "") for x in corpus["text"]], queries=queries, qrels=qrels,
+    return RetrievalDataset(name=name, split=split, corpus=docs, queries=queries, qrels=qrels,
                             source=f"{path}@{revision}:{lang}", fingerprint=f"hub:{path}@{revision}:{lang}")
 
 

@@ -154,13 +154,15 @@ def mine_from_beir(
     """(query, positive) pairs of ``ds``'s qrels, hard negatives mined with ``model`` (``mine_hard_negatives``)."""
     from sentence_transformers.util import mine_hard_negatives
 
-    docs = dict(zip(ds.corpus_ids, ds.documents(), strict=True))
+    # sentence-transformers' miner takes the corpus as one list: mining is for train splits of small sets
+    docs = [text for _, chunk in ds.corpus.chunks() for text in chunk]
+    position = {did: i for i, did in enumerate(ds.corpus_ids)}
     anchors, positives = [], []
     for qid, judged in ds.qrels.items():
         for did, grade in judged.items():
             if grade > 0 and qid in ds.queries:
                 anchors.append(ds.queries[qid])
-                positives.append(docs[did])
+                positives.append(docs[position[did]])
     if not anchors:
         raise DataError(f"{ds.source}: split {ds.split!r} has no positive judgements to train on.")
     pairs = Dataset.from_dict({"anchor": anchors, "positive": positives})
@@ -175,7 +177,7 @@ def mine_from_beir(
     with step(f"mining hard negatives for {len(pairs):,} pairs of {ds.name}/{ds.split} ({len(docs):,} documents)",
               starting="encoding the corpus and the queries") as done:
         mined = mine_hard_negatives(
-            pairs, model, corpus=list(docs.values()), num_negatives=num_negatives, range_min=range_min,
+            pairs, model, corpus=docs, num_negatives=num_negatives, range_min=range_min,
             range_max=range_max, sampling_strategy="top", output_format="triplet", batch_size=batch_size,
             verbose=False,
         )

@@ -13,7 +13,7 @@ import torch
 
 from harness.core.console import Progress
 from harness.core.errors import HarnessError
-from harness.encoding.encode import tokenize
+from harness.encoding.encode import token_ids
 from harness.encoding.packing import token_budget_batches
 from harness.encoding.settings import Batching
 from harness.models import autocast_for, usable_positions
@@ -86,7 +86,7 @@ def capped_length(requested: int, limit: int | None) -> int:
 def token_lengths(model: ColBERT, texts: list[str], max_length: int) -> np.ndarray:
     """Tokens per text after truncation (prefix included): only used to group texts into batches."""
     prefix = 1 if model.document_prefix_id is not None else 0
-    ids = tokenize(model, texts, max_length=max_length - prefix)
+    ids = token_ids(model, texts, max_length=max_length - prefix)
     return np.fromiter((len(x) + prefix for x in ids), dtype=np.int64, count=len(texts))
 
 

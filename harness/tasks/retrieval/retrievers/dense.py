@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.core.console import step
+from harness.core.console import Progress, step
 from harness.core.typed import nodes_from_conf
-from harness.encoding.encode import batch_budget, batch_tokens_facts, encode, tokenize
+from harness.encoding.encode import batch_budget, batch_tokens_facts, encode, token_ids
 from harness.encoding.packing import token_budget_batches
 from harness.encoding.settings import Batching
 from harness.tasks.retrieval.retrievers import search as _search
-from harness.tasks.retrieval.retrievers.embedding_cache import cache_key, cached_embeddings, texts_key
+from harness.tasks.retrieval.retrievers.embedding_cache import (
+    cache_key,
+    cached_embeddings,
+    cached_rows,
+    texts_key,
+)
 from harness.tasks.retrieval.settings import SingleVectorEval
 
 if TYPE_CHECKING:
@@ -57,23 +63,41 @@ class DenseRetriever:
         self.cache_identity = dict(cache_identity)
         self.doc_emb: np.ndarray | None = None
         self.rank: np.ndarray | None = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
         model.max_seq_length = settings.evaluation.max_length
 
-    def _encode(self, texts: list[str], desc: str) -> np.ndarray:
+    def _encode(self, texts: list[str], desc: str, keep_width: bool = False) -> np.ndarray:
         s = self.settings
         return encode(self.model, texts, batching=s.batching, device=s.device, precision=s.precision, desc=desc,
-                      show_progress=s.show_progress)
+                      show_progress=s.show_progress, keep_width=keep_width)
 
     def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
+        """The corpus encoded chunk by chunk into a memory-mapped matrix (the embedding cache, or a temporary one:
+        a miss is searched from disk as a hit is), at the width the encoder produced."""
         t0 = time.perf_counter()
-        docs = ds.documents()
-        key = cache_key(self.cache_identity, texts_key(docs))   # the corpus' content, not the dataset's name
-        self.doc_emb, hit = cached_embeddings(
-            self.settings.cache_dir, key, lambda: self._encode(docs, f"{ds.name}: corpus"),
-            meta={"identity": self.cache_identity, "data": ds.fingerprint, "dataset": ds.name, "n_docs": len(ds)},
-        )
+        self.close()
+        s = self.settings
+        with Progress(len(ds), f"{ds.name}: corpus", "documents", show=s.show_progress) as bar:
+            chunks = bar.counted(ds.corpus.chunks(), lambda chunk: len(chunk[1]))
+            self.doc_emb, hit = cached_rows(
+                s.cache_dir or self._scratch(), (self.cache_identity, ds.corpus.key),   # the corpus' content
+                ((start, encode(self.model, texts, batching=s.batching, device=s.device, precision=s.precision,
+                                show_progress=False, keep_width=True)) for start, texts in chunks),
+                len(ds), meta={"identity": self.cache_identity, "data": ds.fingerprint, "dataset": ds.name,
+                               "n_docs": len(ds)})
         self.rank = _search.id_rank(ds.corpus_ids)
         return {"embedding_cache_hit": hit}, {"encode_corpus_s": time.perf_counter() - t0}
+
+    def _scratch(self) -> str:
+        """A temporary folder for this dataset's matrix when no cache is kept (removed by :meth:`close`)."""
+        self._tmp = tempfile.TemporaryDirectory(prefix="harness-dense-")
+        return self._tmp.name
+
+    def close(self) -> None:
+        self.doc_emb = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
         assert self.doc_emb is not None, "index() first"
@@ -100,7 +124,7 @@ class DenseRetriever:
 
     # -------------------------------------------------------------------- ShardEngine (harness.tasks.retrieval.retrievers.shards)
     def token_lengths(self, texts: list[str]) -> np.ndarray:
-        return np.fromiter((len(x) for x in tokenize(self.model, texts)), dtype=np.int64, count=len(texts))
+        return np.fromiter((len(x) for x in token_ids(self.model, texts)), dtype=np.int64, count=len(texts))
 
     def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
         s = self.settings
@@ -112,11 +136,19 @@ class DenseRetriever:
         key = cache_key(self.cache_identity, texts_key(queries), side="queries")
         return cached_embeddings(self.settings.cache_dir, key, lambda: self._encode(queries, "queries"))[0]
 
-    def search_shard(self, texts: list[str], key: str, queries: np.ndarray, top_k: int,
-                     rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-        emb, hit = cached_embeddings(self.settings.cache_dir, key, lambda: self._encode(texts, "corpus shard"),
-                                     meta={"identity": self.cache_identity, "n_docs": len(texts)})
+    def search_shard(self, segments: Sequence[Callable[[], list[str]]], n_docs: int, key: str, queries: np.ndarray,
+                     top_k: int, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+        emb, hit = cached_rows(str(self.settings.cache_dir), key, self._segment_rows(segments), n_docs,
+                               meta={"identity": self.cache_identity, "n_docs": n_docs})
         return *self._exact(queries, emb, top_k, rank), hit
+
+    def _segment_rows(self, segments: Sequence[Callable[[], list[str]]]) -> Iterator[tuple[int, np.ndarray]]:
+        """(start, embeddings) of each segment's texts, read and encoded in turn."""
+        start = 0
+        for read in segments:
+            texts = read()
+            yield start, self._encode(texts, "corpus shard", keep_width=True)
+            start += len(texts)
 
     def search_settings(self) -> dict[str, Any]:
         return {"similarity": self.settings.evaluation.search.similarity}

@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import numpy as np
 
 from harness.core.cache_entry import Unusable, get_or_build, publish
 from harness.core.results import atomic_write_json, stable_hash
+from harness.tasks.retrieval.data.corpus import texts_key as texts_key
 
 log = logging.getLogger(__name__)
 
@@ -34,22 +35,13 @@ FULL_HASH_BYTES = 1 << 30
 FILE_SAMPLES, SAMPLE_BYTES = 256, 1 << 16
 
 
-def texts_key(texts: Sequence[str]) -> str:
-    """Content hash of texts in order (what a slice's embeddings depend on, besides the model)."""
-    h = hashlib.sha256()
-    for t in texts:
-        h.update(t.encode())
-        h.update(b"\x1e")
-    return "texts:" + h.hexdigest()[:24]
-
-
 def content_hash(path: Path) -> str:
     """sha256 of the file (``full:``), or of its size and spaced blocks over FULL_HASH_BYTES (``sampled:``)."""
     size = path.stat().st_size
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         if size <= FULL_HASH_BYTES:
-            for block in iter(lambda: fh.read(1 << 20), b""):
+            for block in iter(lambda: fh.read(SAMPLE_BYTES), b""):
                 h.update(block)
             return "full:" + h.hexdigest()
         h.update(str(size).encode())
@@ -77,10 +69,22 @@ def claim_problem(path: Path, claim_path: Path, key: str) -> str | None:
 def cached_embeddings(
     cache_dir: str | os.PathLike | None, key: str, compute: Callable[[], np.ndarray], meta: dict | None = None
 ) -> tuple[np.ndarray, bool]:
-    """(embeddings, hit); ``cache_dir=None`` always computes. An entry is used only where its claim holds; else one
-    process computes it (lock ``<key>.npy.lock``), written aside and renamed (a valid entry is never replaced)."""
+    """(embeddings, hit) of ``compute()`` (one array); ``cache_dir=None`` always computes. Otherwise
+    :func:`cached_rows`: used where its claim holds, else computed once (under its lock) and read back."""
     if cache_dir is None:
         return compute(), False
+    return cached_rows(cache_dir, key, ((0, compute()) for _ in range(1)), meta=meta)   # computed on a miss only
+
+
+def cached_rows(cache_dir: str | os.PathLike, key: str | tuple[Mapping[str, Any], str],
+                rows: Iterable[tuple[int, np.ndarray]], n_rows: int | None = None,
+                meta: dict | None = None) -> tuple[np.ndarray, bool]:
+    """(the memory-mapped [n_rows, dim] matrix, hit); ``key``: the entry's, or (identity, content key) to key it
+    by (:func:`cache_key`). An entry is used only where its claim holds; else one process builds it (lock
+    ``<key>.npy.lock``): ``rows`` are read, (start, rows) as they are made, straight into a memory-mapped file
+    written aside, then claimed and renamed into place (a valid entry is never replaced), and read back as a hit is
+    (the rows are never all in memory). Rows keep their dtype (bf16 as uint16 bits)."""
+    key = key if isinstance(key, str) else cache_key(*key)
     root = Path(cache_dir)
     path, claim_path = root / f"{key}.npy", root / f"{key}.claim.json"
 
@@ -96,21 +100,48 @@ def cached_embeddings(
             raise Unusable(f"is unreadable ({exc})") from None
 
     def build() -> np.ndarray:
-        """Compute, write aside, claim, then rename into place (under the entry's lock)."""
-        emb = compute()
+        """Fill aside, claim, then rename into place (under the entry's lock), and read it back."""
         with written_aside(path, suffix=".npy.tmp") as tmp:
-            with open(tmp, "wb") as fh:
-                np.save(fh, emb)
+            writer = RowWriter(tmp, n_rows)
+            for start, block in rows:
+                writer.put(start, block)
+            shape, dtype = writer.close()
             # what the file claims to be, written first: a file without its claim is never used
-            atomic_write_json(claim_path, {"key": key, "shape": list(np.shape(emb)),
-                                           "dtype": str(np.asarray(emb).dtype), "bytes": tmp.stat().st_size,
-                                           "hash": content_hash(tmp)})
+            atomic_write_json(claim_path, {"key": key, "shape": list(shape), "dtype": dtype,
+                                           "bytes": tmp.stat().st_size, "hash": content_hash(tmp)})
             if meta is not None:
                 atomic_write_json(root / f"{key}.json", meta)
-        return emb
+        return np.load(path, mmap_mode="r")
 
     emb, built = get_or_build(read, build, path, what=f"embedding cache {path}")
     return emb, not built
+
+
+class RowWriter:
+    """An .npy file of ``n`` rows filled in place (memory-mapped) as rows come; its width and dtype are the first
+    rows' (``n`` None: one put of every row)."""
+
+    def __init__(self, path: Path, n: int | None) -> None:
+        self.path, self.n, self.rows, self.filled = path, n, None, 0
+
+    def put(self, start: int, rows: np.ndarray) -> None:
+        if self.rows is None:
+            shape = (len(rows) if self.n is None else self.n, *np.shape(rows)[1:])
+            self.rows = np.lib.format.open_memmap(self.path, mode="w+", dtype=rows.dtype, shape=shape)
+        self.rows[start : start + len(rows)] = rows
+        self.filled += len(rows)
+
+    def close(self) -> tuple[tuple[int, ...], str]:
+        """(shape, dtype) written; every row must have been put."""
+        if self.rows is None:
+            np.save(self.path, np.zeros((0, 0), dtype=np.float32))
+            return (0, 0), "float32"
+        if self.filled != len(self.rows):
+            raise RuntimeError(f"{self.path}: {self.filled} rows written of {len(self.rows)}")
+        self.rows.flush()
+        shape, dtype = self.rows.shape, str(self.rows.dtype)
+        self.rows = None
+        return shape, dtype
 
 
 @contextlib.contextmanager

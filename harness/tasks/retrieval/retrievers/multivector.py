@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from harness.core.typed import from_conf, nodes_from_conf
 from harness.encoding.packing import token_budget_batches
 from harness.encoding.settings import Batching
 from harness.models import usable_positions
+from harness.tasks.retrieval.data.corpus import chunk_bounds
 from harness.tasks.retrieval.retrievers.colbert_model import capped_length, encode_tokens, token_lengths
 from harness.tasks.retrieval.retrievers.embedding_cache import cache_key, cached_embeddings, texts_key
 from harness.tasks.retrieval.retrievers.maxsim import maxsim_search, pad_queries, rerank_exact
@@ -188,7 +189,8 @@ class MultiVectorRetriever:
     def plaid_memory(self, ds: RetrievalDataset) -> dict[str, Any]:
         """The PLAID build's memory estimate (document tokens x dim x 4 bytes x 2: PyLate's float32 copy and the
         backend's) and its backend; refused in one line, before encoding, above ``plaid_max_memory_gb``."""
-        n_tokens = int(token_lengths(self.model, ds.documents(), self.document_length).sum())
+        n_tokens = sum(int(token_lengths(self.model, texts, self.document_length).sum())
+                       for _, texts in ds.corpus.chunks())
         gb = n_tokens * int(self.model[-1].out_features) * 4 * 2 / 2**30
         limit = self.settings.search.plaid_max_memory_gb
         if limit is not None and gb > limit:
@@ -217,11 +219,11 @@ class MultiVectorRetriever:
         return cached_embeddings(self.settings.cache_dir, key,
                                  lambda: pad_queries(self.encode_queries(queries), dim).numpy())[0]
 
-    def search_shard(self, texts: list[str], key: str, queries: np.ndarray, top_k: int,
-                     rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    def search_shard(self, segments: Sequence[Callable[[], list[str]]], n_docs: int, key: str, queries: np.ndarray,
+                     top_k: int, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
         s = self.settings
-        store, hit = TokenStore.cached(Path(str(s.cache_dir)) / key, len(texts),
-                                       lambda: self._document_batches(texts, "corpus shard"),
+        store, hit = TokenStore.cached(Path(str(s.cache_dir)) / key, n_docs,
+                                       lambda: self._document_batches(segments, "corpus shard"),
                                        {"identity": self.cache_identity, "document_length": self.document_length})
         # a copy: the cached query array is read-only, which torch.from_numpy does not support
         return *self._maxsim(torch.from_numpy(np.array(queries)), store, top_k, rank), hit
@@ -253,20 +255,27 @@ class MultiVectorRetriever:
                         ds.fingerprint, side="colbert-tokens")
         meta = {"identity": self.cache_identity, "data": ds.fingerprint, "dataset": ds.name,
                 "document_length": self.document_length}
+        chunks = [lambda a=a, b=b: ds.corpus.texts(a, b) for a, b in chunk_bounds(ds.corpus.chars)]
         if s.cache_dir is not None:
             return TokenStore.cached(Path(s.cache_dir) / key, len(ds),
-                                     lambda: self._document_batches(ds.documents(), f"{ds.name}: corpus"), meta)
+                                     lambda: self._document_batches(chunks, f"{ds.name}: corpus"), meta)
         self._tmp_store = tempfile.TemporaryDirectory(prefix="harness-tokens-")
         root = Path(self._tmp_store.name) / key
-        return TokenStore.write(root, self._document_batches(ds.documents(), f"{ds.name}: corpus"), len(ds),
-                                meta), False
+        return TokenStore.write(root, self._document_batches(chunks, f"{ds.name}: corpus"), len(ds), meta), False
 
-    def _document_batches(self, texts: list[str], desc: str) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
-        """The documents' token embeddings, batch by batch (encoded as the batches are read)."""
+    def _document_batches(self, chunks: Sequence[Callable[[], list[str]]],
+                          desc: str) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
+        """The documents' token embeddings, batch by batch: ``chunks`` read in turn, each encoded on its own (its
+        batches formed within it), positions counted across them."""
         s = self.settings
         self.model.document_length = self.document_length
-        return encode_tokens(self.model, texts, is_query=False, device=s.device, precision=s.precision,
-                             batching=s.batching, desc=desc, show_progress=s.show_progress)
+        start = 0
+        for read in chunks:
+            texts = read()
+            for idx, embs in encode_tokens(self.model, texts, is_query=False, device=s.device, precision=s.precision,
+                                           batching=s.batching, desc=desc, show_progress=s.show_progress):
+                yield idx + start, embs
+            start += len(texts)
 
     def close(self) -> None:
         """Drop the last dataset's index and temporary files (the cache stays)."""

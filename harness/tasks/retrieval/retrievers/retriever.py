@@ -37,7 +37,8 @@ class Retriever(Protocol):
     kind: str
 
     def index(self, ds: RetrievalDataset) -> tuple[Details, Timings]:
-        """Encode or index ``ds``'s corpus (documents are ``ds.documents()``); details: cache hit, index type."""
+        """Encode or index ``ds``'s corpus (documents: ``ds.corpus``, read chunk by chunk); details: cache hit,
+        index type."""
         ...
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, Timings]:
@@ -63,9 +64,9 @@ class TitleConvention:
         self.convention = convention
 
     def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
-        if self.convention == "coir" and any(ds.corpus_titles):
+        if self.convention == "coir" and ds.corpus.has_titles():
             # same content hash: the run identity (task.title_convention) keys the embedding cache apart
-            ds = replace(ds, corpus_titles=[""] * len(ds))
+            ds = replace(ds, corpus=ds.corpus.without_titles())
         return self.inner.index(ds)
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
@@ -189,11 +190,12 @@ class TruncationSplit:
 
     def split(self, ds: RetrievalDataset) -> tuple[Groups, dict[str, Any]]:
         starts = ds.meta["query_starts"]
-        text_of = dict(zip(ds.corpus_ids, ds.documents(), strict=True))
         qids = list(ds.evaluated_queries())
         by_doc: dict[str, list[str]] = defaultdict(list)
         for q in qids:
             by_doc[next(iter(ds.qrels[q]))].append(q)
+        position = {did: i for i, did in enumerate(ds.corpus_ids)}
+        text_of = dict(zip(by_doc, ds.corpus.texts_at([position[d] for d in by_doc]), strict=True))
         token_of: dict[str, int] = {}
         for did, qs in by_doc.items():
             chars = [starts[q]["char"] for q in qs]

@@ -62,6 +62,14 @@ def running_topk(chunks: Iterable[tuple[torch.Tensor, int, Callable[[int, int], 
     return best_s.cpu().numpy(), best_i.cpu().numpy()
 
 
+def as_float32(rows: np.ndarray) -> np.ndarray:
+    """Stored embeddings as float32: uint16 rows are bf16 bits (the encoder's width kept:
+    :data:`harness.encoding.prefetch.KEPT_DTYPES`), widened exactly."""
+    if rows.dtype == np.uint16:
+        return torch.from_numpy(np.array(rows).view(np.int16)).view(torch.bfloat16).float().numpy()
+    return np.asarray(rows, dtype=np.float32)
+
+
 #: documents per matrix product of the search: every product has this shape (the last block zero-padded)
 SCORE_BLOCK = 1024
 
@@ -87,7 +95,8 @@ def exact_search(
     rank: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first, ties in ``rank`` order (e.g.
-    :func:`id_rank`; None: corpus order) as :func:`ranked_topk`. ``doc_emb`` may be memory-mapped: one chunk of
+    :func:`id_rank`; None: corpus order) as :func:`ranked_topk`. ``doc_emb`` (float32, fp16, or bf16 bits as uint16:
+    each chunk widened to float32 exactly) may be memory-mapped: one chunk of
     ``corpus_chunk_size`` rows is on ``device`` at a time (scores bounded by query x corpus chunk sizes)."""
     if similarity not in ("cosine", "dot"):
         raise ValueError(f"unknown similarity {similarity!r}: use cosine or dot")
@@ -98,7 +107,7 @@ def exact_search(
 
     def chunks() -> Iterator[tuple[torch.Tensor, int, Callable[[int, int], torch.Tensor]]]:
         for start in range(0, n_docs, corpus_chunk_size):
-            chunk = np.array(doc_emb[start : start + corpus_chunk_size], dtype=np.float32)   # one chunk read from disk
+            chunk = np.array(as_float32(doc_emb[start : start + corpus_chunk_size]))   # one chunk read from disk
             d = torch.from_numpy(chunk).to(device)
             if similarity == "cosine":
                 d = torch.nn.functional.normalize(d, dim=-1)

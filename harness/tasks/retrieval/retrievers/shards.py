@@ -13,6 +13,7 @@ every query, keeping the top-k per query; the merge combines the shards' top-k l
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
@@ -29,9 +30,10 @@ import numpy as np
 from harness.core.cache_entry import Unusable, get_or_build
 from harness.core.errors import HarnessError
 from harness.core.results import stable_hash
+from harness.tasks.retrieval.data.corpus import chunk_bounds
 from harness.tasks.retrieval.retrievers.embedding_cache import (
     cache_key,
-    cached_embeddings,
+    cached_rows,
     texts_key,
     written_aside,
 )
@@ -122,16 +124,18 @@ class ShardEngine(Protocol):
         ...
 
     def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
-        """The batches the encoder forms over texts of these lengths (positions, longest first)."""
+        """The batches the encoder forms over one chunk of texts of these lengths (positions, longest first)."""
         ...
 
     def query_embeddings(self, queries: list[str]) -> np.ndarray:
         """The queries' embeddings (cached: encoded once for every shard)."""
         ...
 
-    def search_shard(self, texts: list[str], key: str, queries: Any, top_k: int,
-                     rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-        """(scores, local positions, cached) of one shard's ``texts``; ``key``: its cache key, ``rank``: tie keys."""
+    def search_shard(self, segments: Sequence[Callable[[], list[str]]], n_docs: int, key: str, queries: Any,
+                     top_k: int, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(scores, local positions, cached) of one shard of ``n_docs`` documents, whose texts ``segments`` read
+        (one per corpus chunk it covers, each encoded on its own, as the whole corpus' chunks are); ``key``: its
+        cache key, ``rank``: tie keys."""
         ...
 
     def search_settings(self) -> dict[str, Any]:
@@ -172,12 +176,15 @@ class ShardedRetriever:
         from harness.tasks.retrieval.retrievers.search import id_rank
 
         t0 = time.perf_counter()
-        self.ds, self.texts = ds, ds.documents()
+        self.ds = ds
         # token lengths, cached by the corpus' content: every shard job plans from them, one tokenises
-        key = cache_key(self.engine.cache_identity, texts_key(self.texts), side=f"{self.kind}-lengths")
-        lengths = np.asarray(cached_embeddings(self.engine.cache_dir, key,
-                                               lambda: self.engine.token_lengths(self.texts))[0])
-        batches = self.engine.batches(lengths)
+        key = cache_key(self.engine.cache_identity, ds.corpus.key, side=f"{self.kind}-lengths")
+        lengths = np.asarray(cached_rows(self.engine.cache_dir, key, (
+            (start, self.engine.token_lengths(texts).reshape(-1, 1)) for start, texts in ds.corpus.chunks()),
+            len(ds))[0]).ravel()
+        # the encoder's batches, chunk by chunk (as the whole corpus is encoded): a shard is a run of them
+        self.chunks = list(chunk_bounds(ds.corpus.chars))
+        batches = [b + a for a, z in self.chunks for b in self.engine.batches(lengths[a:z])]
         self.plan = plan_shards(lengths, batches, self.settings.shards, self.settings.shard_tokens)
         self.rank = id_rank(ds.corpus_ids)
         self.facts = {"shards": len(self.plan), "shard_launcher": self.settings.shard_launcher,
@@ -235,7 +242,7 @@ class ShardedRetriever:
         """What shard ``i``'s top-k file is: written into it, checked before it is merged."""
         pos = self.plan.positions(i)
         return {"shard": i, "of": len(self.plan), "embeddings": self._embedding_key(i),
-                "ids": texts_key([self.ds.corpus_ids[p] for p in pos]), "queries": qkey, "top_k": top_k,
+                "ids": texts_key([self.ds.corpus_ids[p] for p in pos.tolist()]), "queries": qkey, "top_k": top_k,
                 "search": self.engine.search_settings()}
 
     def _path(self, i: int, qkey: str, top_k: int) -> Path:
@@ -244,8 +251,17 @@ class ShardedRetriever:
         return Path(str(self.engine.cache_dir)) / "shard-topk" / f"{key}.npz"
 
     def _embedding_key(self, i: int) -> str:
-        content = texts_key([self.texts[p] for p in self.plan.positions(i)])
-        return cache_key(self.engine.cache_identity, content, side=f"{self.kind}-shard")
+        """The shard's documents: the corpus' content and which of them (so sets sharing a corpus share it)."""
+        which = hashlib.sha256(np.ascontiguousarray(self.plan.positions(i), dtype=np.int64).tobytes()).hexdigest()
+        return cache_key(self.engine.cache_identity, f"{self.ds.corpus.key}/{which[:24]}", side=f"{self.kind}-shard")
+
+    def _segments(self, i: int) -> list[Callable[[], list[str]]]:
+        """Readers of shard ``i``'s texts, one per corpus chunk it covers (in encoding order)."""
+        pos = self.plan.positions(i)
+        starts = np.array([a for a, _ in self.chunks])
+        which = np.searchsorted(starts, pos, side="right") - 1
+        cuts = np.flatnonzero(np.diff(which)) + 1
+        return [lambda part=part: self.ds.corpus.texts_at(part) for part in np.split(pos, cuts)]
 
     def _compute(self, i: int, q: Callable[[], Any], qkey: str, top_k: int, n_queries: int) -> bool:
         """Shard ``i``'s top-k list, unless it is there or another process finishes it meanwhile (one process at a
@@ -257,7 +273,7 @@ class ShardedRetriever:
     def _build(self, i: int, q: Any, qkey: str, top_k: int) -> bool:
         pos = self.plan.positions(i)
         t0 = time.perf_counter()
-        scores, local, hit = self.engine.search_shard([self.texts[p] for p in pos], self._embedding_key(i), q, top_k,
+        scores, local, hit = self.engine.search_shard(self._segments(i), len(pos), self._embedding_key(i), q, top_k,
                                                       self.rank[pos])
         meta = {"shard": i, "of": len(self.plan), "n_docs": len(pos), "tokens": int(self.plan.tokens[i]),
                 "embeddings_from_cache": hit, "encode_s": 0.0 if hit else time.perf_counter() - t0,
