@@ -225,8 +225,9 @@ _ETTIN_GLUE = ("Ettin GLUE sweep", "the Ettin rows' own GLUE runs (bert24@ae0db9
 #: what the two papers' MTEB(eng, v2) Retrieval numbers leave open (both papers print ModernBERT-base)
 _RETRIEVAL_OPEN = ("its DPR model from Ettin's train_st.py on MS MARCO (the recipe a run here names ettin); ModernBERT-base "
                    "reads 43.9 in Ettin Table 3 and 44.8 in mmBERT Table 4, whose retrieval code \"is the same as Ettin\" "
-                   "(mmbert@108ffb3:README.md:264): neither paper pins the protocol in what could be read (LR grid and "
-                   "pick, batch x accumulation, GPU count, mteb version)")
+                   "(mmbert@108ffb3:README.md:264): neither paper pins the protocol in what could be read (neither "
+                   "states batch x accumulation, GPU count or mteb version; Ettin no LR, its Appendix E not read; "
+                   "mmBERT's LR grid 1e-4..7e-4, 1e-4 picked, only per a secondary summary)")
 _GLUE = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte")
 PAPER_SOURCES: tuple[PaperSource, ...] = (
     PaperSource(
