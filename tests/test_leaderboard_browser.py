@@ -229,6 +229,11 @@ def test_later_papers_rows_show_their_table_badge_and_footnoted_cells(page):
     assert cola.text == "61.9¶" and "best" not in cola.get_attribute("class") and "mGTE" in cola.get_attribute("title")
     csn = d.find_element(By.CSS_SELECTOR, '#t-code tr[data-row="pub:Ettin-1b|Ettin|1b"] td[data-col="codesearchnet"]')
     assert csn.text == "82.3¶" and "best" not in csn.get_attribute("class")   # 82.3 beats every row, but not this column's measurement
+    sst2 = d.find_element(By.CSS_SELECTOR, '#t-glue tr[data-row="pub:Ettin-150m|Ettin|150m"] td[data-col="sst2"]')
+    assert sst2.text == "95.8¶" and "best" not in sst2.get_attribute("class")   # issue 60: the Ettin rows' own sweep
+    assert "{1e-6, 5e-6, 8e-6, 1e-5}" in sst2.get_attribute("title")
+    copied = '#t-glue tr[data-row="pub:ModernBERT-base (Ettin paper)|ModernBERT|base"] td[data-col="sst2"]'
+    assert d.find_element(By.CSS_SELECTOR, copied).text == "96.0"        # copied from the ModernBERT paper: unmarked
     foot = d.find_element(By.ID, "sources").get_attribute("textContent")
     assert "ettin_table3_encoders.csv" in foot and "protocol: GLUE with mGTE's NLU code" in foot
     ARTIFACTS.mkdir(exist_ok=True)

@@ -37,7 +37,7 @@ MODERNBERT_PAPER = (
     "Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "
     "Efficient, and Long Context Finetuning and Inference\", arXiv 2412.13663v2"
 )
-MMBERT_CARD = "mmBERT-L4H384/L7H384/L13H384 layer-pruned model card (NanoBEIR NDCG@10, unpruned mmBERT-small and pruned variants)"
+MMBERT_CARD = ("Hugging Face user hotchpotch's model card of mmBERT-L4H384/L7H384/L13H384-pruned (layer-pruned jhu-clsp/mmBERT-small; a third party, not the mmBERT authors): NanoBEIR NDCG@10 of mmBERT-small and its pruned variants, each scored after that author's own MS MARCO fine-tune (\"We fine-tuned the pruned models for information retrieval on the MS MARCO dataset\"; its recipe is not stated in what could be read, and that the 22-layer row was fine-tuned the same way is our reading); the released weights are pruning-only")
 JINA_BLOG = ("Jina AI blog post comparing ModernBERT-large with jina-XLM-RoBERTa and RoBERTa-large "
              "(STS12-STS17 and BEIR subset table, 0-100 scale)")
 ETTIN_PAPER = "Weller et al., \"Seq vs Seq: An Open Suite of Paired Encoders and Decoders\" (Ettin), arXiv 2507.11412v2"
@@ -215,21 +215,38 @@ _ETTIN_OWN = ("Ettin paper", "the Ettin paper's own measurement (its DPR fine-tu
               "paper's: its ModernBERT-base row reads CSN 75.9 / MLDR 30.4 where ModernBERT Table 1 prints 56.4 / 27.4")
 _MGTE_NLU = ("mGTE NLU code", "mmBERT ran GLUE with mGTE's NLU code (LR 2e-5..8e-5 x epochs {1,2,3,5,10}, batch 32), not "
              "ModernBERT's: its ModernBERT-base row averages 87.4 where ModernBERT Table 5 gives 88.4")
-_MMBERT_DPR = ("mmBERT DPR model", "CoIR on mmBERT's own MS MARCO DPR model (Ettin's train_st.py, LR grid 1e-4..7e-4), "
-               "not the ModernBERT paper's DPR recipe")
+_MMBERT_DPR = ("mmBERT DPR model", "CoIR on mmBERT's own MS MARCO DPR model (Ettin's train_st.py; LR grid 1e-4..7e-4 per "
+               "a secondary summary of mmBERT's appendix), not the ModernBERT paper's DPR recipe")
+#: why the Ettin rows' GLUE cells (not its ModernBERT rows', copied from the ModernBERT paper) are footnoted
+_ETTIN_GLUE = ("Ettin GLUE sweep", "the Ettin rows' own GLUE runs (bert24@ae0db97 create_glue_sweep.py: LR {1e-5, 3e-5, "
+               "5e-5, 8e-5, 1e-4} x weight decay {1e-6, 5e-6, 8e-6, 1e-5} x batch {16, 32} x epochs {1, 2, 3, 4} for "
+               "MNLI, SST-2, RTE / {2, 5, 10, 12} for the others, one seed (42), the best run per task): another grid, "
+               "batch, epoch set and seed count than task=glue's, the ModernBERT paper's protocol (docs/fidelity.md)")
+#: what the two papers' MTEB(eng, v2) Retrieval numbers leave open (both papers print ModernBERT-base)
+_RETRIEVAL_OPEN = ("its DPR model from Ettin's train_st.py on MS MARCO (the recipe a run here names ettin); ModernBERT-base "
+                   "reads 43.9 in Ettin Table 3 and 44.8 in mmBERT Table 4, whose retrieval code \"is the same as Ettin\" "
+                   "(mmbert@108ffb3:README.md:264): neither paper pins the protocol in what could be read (neither "
+                   "states batch x accumulation, GPU count or mteb version; Ettin no LR, its Appendix E not read; "
+                   "mmBERT's LR grid 1e-4..7e-4, 1e-4 picked, only per a secondary summary)")
 _GLUE = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte")
 PAPER_SOURCES: tuple[PaperSource, ...] = (
     PaperSource(
         "ettin-table3", "ettin_table3_encoders.csv", ETTIN_PAPER, "Table 3", "arXiv 2507.11412v2 Table 3",
         "Ettin Table 3",
-        "GLUE: ModernBERT's FlexBERT code (orionw/bert24), LR 1e-5..1e-4, batch 16/32, one seed, best run per task; "
-        "retrieval: ModernBERT's MS MARCO DPR recipe (Ettin's train_st.py: per-device batch 1024 by default) evaluated "
-        "on MTEB(eng, v2), not on the BEIR subset",
+        "GLUE (the Ettin rows): FlexBERT's code in the orionw/bert24 fork, LR {1e-5, 3e-5, 5e-5, 8e-5, 1e-4} x weight "
+        "decay {1e-6, 5e-6, 8e-6, 1e-5} x batch {16, 32} x epochs, one seed, best run per task (bert24@ae0db97 "
+        "create_glue_sweep.py; its ModernBERT rows copy the ModernBERT paper's GLUE); retrieval: Ettin's train_st.py "
+        "(ModernBERT's script, minor changes: per-device batch 1024 and CachedMNRL mini-batch 256 by default, --lr and "
+        "--accum_steps required, their values and the GPU count unpublished) on MS MARCO, evaluated on MTEB(eng, v2), "
+        "not on the BEIR subset",
         {"csn": ("code", "codesearchnet"), "mldr": ("mldr", "mldr-en/ood"), "retrieval": ("mteb", MTEB_V2_RETRIEVAL),
          "sst2": ("glue", "sst2"), "mnli": ("glue", "mnli"), "glue_avg": ("glue", AVG)},
         other_protocol={"csn": _ETTIN_OWN, "mldr": _ETTIN_OWN},
         notes={"glue_avg": "the GLUE average as printed (8 tasks; the per-task appendix table was not transcribed)",
-               "retrieval": "MTEB(eng, v2) Retrieval: mteb's mean nDCG@10 over its 10 retrieval tasks, x100"}),
+               "retrieval": f"MTEB(eng, v2) Retrieval: mteb's mean nDCG@10 over its 10 retrieval tasks, x100, on "
+                            f"{_RETRIEVAL_OPEN}"},
+        family_protocol={("Ettin", h): _ETTIN_GLUE for h in ("sst2", "mnli", "glue_avg")},
+        recipes={"retrieval": "ettin"}),
     PaperSource(
         "mmbert-table2", "mmbert_table2_glue.csv", MMBERT_PAPER, "Table 2", "arXiv 2509.06888v1 Table 2",
         "mmBERT Table 2", "GLUE with mGTE's NLU code (izhx/nlu-evals), not ModernBERT's FlexBERT code and sweep",
@@ -239,10 +256,12 @@ PAPER_SOURCES: tuple[PaperSource, ...] = (
                       "85.6 from the tasks, 84.7 printed); what it averages is not stated in what could be read"}),
     PaperSource(
         "mmbert-table4", "mmbert_table4_mteb_english.csv", MMBERT_PAPER, "Table 4", "arXiv 2509.06888v1 Table 4",
-        "mmBERT Table 4", "retrieval: Ettin's train_st.py (MS MARCO, 1 epoch, LR grid 1e-4..7e-4) evaluated on "
-                          "MTEB(eng, v2)",
+        "mmBERT Table 4", "retrieval: Ettin's train_st.py (MS MARCO, 1 epoch; LR grid 1e-4..7e-4 per a secondary "
+                          "summary of its appendix) evaluated on MTEB(eng, v2)",
         {"retrieve": ("mteb", MTEB_V2_RETRIEVAL)},
-        notes={"retrieve": "MTEB(eng, v2) Retrieval: mteb's mean nDCG@10 over its 10 retrieval tasks, x100"}),
+        notes={"retrieve": f"MTEB(eng, v2) Retrieval: mteb's mean nDCG@10 over its 10 retrieval tasks, x100, on "
+                           f"{_RETRIEVAL_OPEN}"},
+        recipes={"retrieve": "ettin"}),
     PaperSource(
         "mmbert-table6", "mmbert_table6_coir.csv", MMBERT_PAPER, "Table 6", "arXiv 2509.06888v1 Table 6",
         "mmBERT Table 6", "code: CoIR on mmBERT's own MS MARCO DPR model (Ettin's train_st.py)",

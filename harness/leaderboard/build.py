@@ -36,6 +36,7 @@ from harness.leaderboard.cells import (
     fmt,
 )
 from harness.leaderboard.layout import AVG, OVERVIEW, auto_scale, table_spec, table_specs
+from harness.leaderboard.recipes import column_recipes, mark_recipe, run_recipes
 from harness.leaderboard.records import COMBINE_RULES, VersionTable, combine, group, load_records, selected
 from harness.leaderboard.series import collect, latest_only
 from harness.selection.rules import rule_for
@@ -91,8 +92,11 @@ def rules_text(combine_rule: str) -> list[str]:
         "columns are accuracy, but it copies GTE-en-MLM's F1: QQP's by arithmetic, MRPC's our reading): footnoted, "
         "never marked best; an average over such a cell (Table 1's GLUE of that row) carries the mark too.",
         f"{OTHER_PROTOCOL_MARK} marks a published number measured under another protocol than its column's (a later "
-        "paper's own fine-tuning or evaluation code: mmBERT's GLUE via mGTE's NLU code, Ettin's CSN and MLDR): "
-        "footnoted with what differs, never marked best; its row is badged with its source table.",
+        "paper's own fine-tuning or evaluation code: mmBERT's GLUE via mGTE's NLU code, the Ettin rows' own GLUE "
+        "sweep, Ettin's CSN and MLDR), and a run's number whose DPR model was not fine-tuned under the recipe of the "
+        "published rows beside it (MTEB(eng, v2) Retrieval: Ettin's train_st.py, sweep=beir-lr-ettin; task=beir "
+        "alone trains with the ModernBERT paper's): footnoted with what differs, never marked best; a published row "
+        "is badged with its source table.",
         "GLUE runs made here follow the authors' eval.py protocol (last evaluation, batch patience, three seeds, "
         "MNLI chaining of every weight but the classifier): that it is what produced Table 5, like each default "
         "docs/fidelity.md marks 'our reading', is a reading of unpublished sweep configs, not a fact the sources state.",
@@ -191,6 +195,7 @@ def build_leaderboard(
 
     # (table -> row -> column -> cell), user rows first, then published rows
     by_table: dict[str, dict[RowKey, dict[str, Cell]]] = {}
+    recipes, wanted = run_recipes(i.record for i in everything), column_recipes(PAPER_SOURCES)
     for (key, table, col), items in groups.items():
         fam, spec = specs.for_record(items[0].record), table_spec(table)
         pick = picks.get((key.name, table, col))
@@ -199,6 +204,7 @@ def build_leaderboard(
                        chosen_by=rule_for(fam.selection).description if fam and chosen else "",
                        link_root=link_root, versions=versions, decimals=spec.column_decimals.get(col, spec.decimals),
                        remark=pick.remark if pick else "", withheld=pick.withheld if pick else "")
+        cell = mark_recipe(cell, [i.record for i in items], wanted.get((table, col)), recipes)
         by_table.setdefault(table, {}).setdefault(key, {})[col] = cell
     user_rows = sorted({k for (k, _, _) in groups}, key=_row_order)
 

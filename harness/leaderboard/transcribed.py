@@ -31,7 +31,10 @@ class PaperSource:
     """A table of a later paper, transcribed (docs/fidelity.md, "Ettin and mmBERT models"): one CSV row per printed
     row; ``source`` names its table (it must read ``cited_as``), ``row``/``family``/``size`` place it. ``cells``:
     header -> (table, column), others not shown. ``other_protocol``: header -> (short name, why): footnoted with
-    OTHER_PROTOCOL_MARK, never ranked. ``badge`` and ``protocol`` label the rows (what the protocol changed)."""
+    OTHER_PROTOCOL_MARK, never ranked; ``family_protocol``: (family, header) -> the same, for that family's rows only
+    (a paper's own runs, beside baseline rows it copied). ``recipes``: header -> the DPR recipe its numbers were
+    fine-tuned under (a run cell of that column under another recipe is footnoted: ``harness.leaderboard.recipes``).
+    ``badge`` and ``protocol`` label the rows (what the protocol changed)."""
 
     id: str
     file: str
@@ -43,6 +46,12 @@ class PaperSource:
     cells: Mapping[str, tuple[str, str]]
     other_protocol: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     notes: Mapping[str, str] = field(default_factory=dict)   # header -> what else a reader of the cell must know
+    family_protocol: Mapping[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    recipes: Mapping[str, str] = field(default_factory=dict)
+
+    def protocol_of(self, family: str, header: str) -> tuple[str, str]:
+        """(short name, why) where a row's cell was measured under another protocol than its column's, else empty."""
+        return self.other_protocol.get(header) or self.family_protocol.get((family, header)) or ("", "")
 
 
 _PAPER_COLUMNS = ("source", "printed", "row", "family", "size")
@@ -75,7 +84,7 @@ def _paper_cell(source: PaperSource, i: int, line: Mapping[str, str], header: st
            "row": i + 1, "model": line["printed"], "column": header, "printed": raw}
     note = "; ".join(n for n in (f"published, {source.cited_as}", source.notes.get(header, ""),
                                  (line.get("note") or "").strip()) if n)
-    short, why = source.other_protocol.get(header, ("", ""))
+    short, why = source.protocol_of(line["family"], header)
     if short:
         note += f"; {OTHER_PROTOCOL_MARK} {why}"
     return Cell(float(raw), raw + (OTHER_PROTOCOL_MARK if short else ""), note=note, sources=[src], other_protocol=short)

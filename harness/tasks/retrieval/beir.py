@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from harness.core.errors import DataError, HarnessError
 from harness.core.registry import Registry
 from harness.core.results import file_sha
-from harness.core.typed import at_least, choices, count, flat
+from harness.core.typed import at_least, choices, count, excluded, flat
 from harness.core.work import Work, cost_data
 from harness.tasks.retrieval.planner import Resolved, RetrievalKind, RetrievalSettings, RowSource, data_spec
 from harness.tasks.retrieval.settings import SingleVectorEval
@@ -159,6 +159,28 @@ class TrainData(TrainRows):
     range_max: int = count()
 
 
+#: the training keys a recipe (``task.recipes.<name>``) may name: those the DPR recipes differ in
+RECIPE_KEYS = ("batch_size", "gradient_accumulation_steps", "mini_batch_size", "max_seq_length")
+#: why ``task.recipes`` is left out of the run identity
+RECIPES = "names for training values the run id hashes as task.batch_size, ... themselves (records: details.recipe)"
+
+
+def check_recipes(recipes: dict[str, Any]) -> None:
+    """Each ``task.recipes`` entry names only :data:`RECIPE_KEYS`, else one line naming the key."""
+    for name, values in recipes.items():
+        odd = sorted(set(values or {}) - set(RECIPE_KEYS))
+        if odd or not values:
+            raise HarnessError(f"task.recipes.{name} names {odd or 'no value'}: a recipe lists values of "
+                               f"{', '.join(RECIPE_KEYS)} (conf/task/beir.yaml)")
+
+
+def recipe_of(s: Any) -> str:
+    """The first ``task.recipes`` entry whose every value this run's training has, else ``custom``."""
+    have = {k: getattr(s.training, k) for k in RECIPE_KEYS}
+    return next((name for name, values in s.recipes.items() if all(have[k] == v for k, v in values.items())),
+                "custom")
+
+
 @dataclass(kw_only=True)
 class BeirSettings(RetrievalSettings):
     """task=beir's stages: ``retrieve.<retriever>`` (single-vector: its evaluation node) and ``train.dense``."""
@@ -167,6 +189,10 @@ class BeirSettings(RetrievalSettings):
     evaluation: SingleVectorEval = flat()
     training: DenseTraining = flat()
     train_data: TrainData
+    recipes: dict[str, dict[str, Any]] = excluded(RECIPES)
+
+    def __post_init__(self) -> None:
+        check_recipes(self.recipes)
 
 
 def evaluation(r: Resolved) -> dict[str, Any]:
@@ -201,4 +227,9 @@ def hyperparameters(r: Resolved) -> dict[str, Any]:
     return evaluation(r) | dense_training(r, {"source": r.settings.train_data.source, **r.data})
 
 
-BEIR = RetrievalKind(BeirSettings, hyperparameters)
+def details(r: Resolved) -> dict[str, Any]:
+    """A trained run's record names its DPR recipe (:func:`recipe_of`); one that does not train, none."""
+    return {"recipe": recipe_of(r.settings)} if r.trains else {}
+
+
+BEIR = RetrievalKind(BeirSettings, hyperparameters, details=details)

@@ -31,10 +31,14 @@ class CodeSettings(RetrievalSettings):
     path: str | None = excluded("the tree's root is part of the `tree` catalog entry (each cell's data spec)")
     title_convention: str = choices(*TITLE_CONVENTIONS)
     source: SourceSettings = excluded(SOURCE)
+    recipes: dict[str, dict[str, Any]] = excluded(beir.RECIPES)
+
+    def __post_init__(self) -> None:
+        beir.check_recipes(self.recipes)
 
 
 def hyperparameters(r: Resolved) -> dict[str, Any]:
     return beir.hyperparameters(r) | {"title_convention": r.settings.title_convention}
 
 
-CODE = RetrievalKind(CodeSettings, hyperparameters)
+CODE = RetrievalKind(CodeSettings, hyperparameters, details=beir.details)
