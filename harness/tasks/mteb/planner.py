@@ -26,6 +26,7 @@ from harness.core.registry import Registry
 from harness.core.typed import build, count, excluded, nonempty
 from harness.core.work import Work
 from harness.data.sizes import BYTES_PER_TOKEN
+from harness.specs import task_node
 from harness.specs.stages import Stage
 from harness.tasks.mteb import compute
 from harness.tasks.mteb.benchmark import aggregates, benchmark_tasks
@@ -158,6 +159,11 @@ class MtebPlanner:
                                    "task.benchmark is set: set task.benchmark=<an mteb benchmark's name>, or list "
                                    "the tasks in task.tasks")
             return {name: self._task(name) for name in s.tasks}
+        if list(s.tasks) != list(task_node("mteb").get("tasks") or []):
+            raise HarnessError(f"task.benchmark={s.benchmark!r} runs that benchmark's own tasks (its aggregate needs all "
+                               f"of them) and task.tasks={list(s.tasks)} names tasks to run without one: it would be "
+                               "ignored; drop task.tasks to run the benchmark, or set task.benchmark=null to run those "
+                               "tasks alone")
         return {t.metadata.name: t for t in benchmark_tasks(self.mteb, s.benchmark, self.files.benchmarks,
                                                             s.task_types)}
 
