@@ -94,6 +94,18 @@ def test_bad_benchmark_input_names_the_fix(tmp_path: Path) -> None:
         plan(compose(["task=mteb", "task.task_types=[Retrieval]", "model=modernbert-base", *paths(tmp_path)]))
 
 
+def test_a_benchmark_with_a_task_list_of_its_own_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The benchmark's tasks replaced ``task.tasks`` without a word (issue 60): refused, before any model loads."""
+    with pytest.raises(HarnessError) as err:
+        plan(compose(["task=mteb", "task.benchmark='MTEB(eng, v2)'", "task.tasks=[SciFact]", "model=modernbert-base",
+                      *paths(tmp_path)]))
+    line = str(err.value)
+    assert "\n" not in line and "task.benchmark='MTEB(eng, v2)' runs that benchmark's own tasks" in line
+    assert "its aggregate needs all of them" in line and "task.tasks=['SciFact'] names tasks to run" in line
+    assert "drop task.tasks" in line and "task.benchmark=null" in line
+    assert plan(compose([*V2, "model=modernbert-base", *paths(tmp_path)])).cells   # the default list: the benchmark
+
+
 # ------------------------------------------------------------------------------------------------ the aggregate
 def _rec(dataset: str, entries: list[float], type_: str = "Retrieval", status: str = "ok") -> results.ResultRecord:
     return results.ResultRecord(

@@ -273,6 +273,7 @@ def test_changed_dataset_definition_is_not_skipped(tmp_path: Path, toy_beir: Pat
     (second,) = run(compose(overrides(tmp_path, other, "task.train=false")))
     assert second.run_id == first.run_id and second.details["n_docs"] == 15 != first.details["n_docs"]
     assert second.data_fingerprint != first.data_fingerprint
-    assert len(list((tmp_path / "results").rglob("toy.superseded-*"))) == 1
+    aside = sorted(p.name for p in (tmp_path / "results").rglob("toy.superseded-*"))   # the record, its per-query
+    assert len(aside) == 2 and aside[1] == aside[0] + ".perquery.npz"                   # scores beside it
     (third,) = run(compose(overrides(tmp_path, other, "task.train=false")))     # now it is done: skipped
     assert third.created_at == second.created_at

@@ -49,6 +49,18 @@ def local_data(record: Any) -> str | None:
     return None
 
 
+def file_version(record: Any) -> str:
+    """`` (files sha256:...: 3 files, 1.2 MB)``: which version of its local files a record was computed on
+    (``details.data_files``; the leaderboard's note), or nothing for a record written before records said it."""
+    files = (record.details or {}).get("data_files")
+    if not isinstance(files, Mapping) or not files.get("fingerprint"):
+        return ""
+    n, size = int(files.get("n") or 0), float(files.get("bytes") or 0)
+    unit, factor = next(((u, f) for u, f in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)) if size >= f), ("B", 1.0))
+    amount = f"{size:.0f} B" if unit == "B" else f"{size / factor:.1f} {unit}"
+    return f" (files {files['fingerprint']}: {n} file{'s' if n != 1 else ''}, {amount})"
+
+
 def _has_official_copy(catalog: Mapping[str, Any], dataset: str) -> bool:
     """The record's catalog names a hub copy of ``dataset`` (composite: a member's; member: its own or its parent's)."""
     entry = catalog.get(dataset)

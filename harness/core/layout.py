@@ -1,7 +1,7 @@
 """Where what a run writes lives (the one module that builds these paths, names made filesystem-safe alike):
 ``<paths.results>/<task>/<model>/<run id>/<dataset>.json`` (a record), ``<paths.results>/../selected[/<experiment>]/
 <task>-<model>.json`` (a selection), ``<paths.outputs>/models/<task>/<model>/<key>/`` (a trained model, key: run id
-or training key), ``<paths.cache>/{embeddings,colbert-tokens,glue-tokenized}/`` (caches; :class:`RunLayout`)."""
+or training key), ``<paths.cache>/{embeddings,colbert-tokens,glue-tokenized,file-hashes}/`` (caches; :class:`RunLayout`)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,10 @@ class RunLayout:
 
     def trained_model(self, task: str, model: str, key: str) -> Path:
         return trained_model_dir(self.outputs, task, model, key)
+
+    def file_hashes(self) -> Path:
+        """The hashes of local data files, by path and stat (:mod:`harness.core.file_hash`)."""
+        return self.cache / "file-hashes"
 
     def embeddings(self) -> Path:
         """Corpus and query embeddings of single-vector retrievers (:mod:`harness.tasks.retrieval.retrievers.embedding_cache`)."""

@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness.core.file_hash import file_sha  # noqa: F401  (the 16-digit file hash run ids hold, cached)
 from harness.core.layout import record_path
 
 SCHEMA_VERSION = 2   # 2: higher_is_better, config_id (v1 records read with their defaults)
@@ -143,13 +144,6 @@ def stable_hash(obj: Any, length: int = 10) -> str:
     return hashlib.sha256(blob).hexdigest()[:length]
 
 
-def file_sha(path: str | os.PathLike | None) -> str | None:
-    """The first 16 hex digits of a file's sha256 (as records and run ids store it); None if ``path`` is no file."""
-    if not path or not Path(path).is_file():
-        return None
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-
-
 def _fmt(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -215,6 +209,30 @@ def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
     data["metrics"] = {k: None if _nonfinite(v) else v for k, v in record.metrics.items()}
     atomic_write_json(path, data)   # strict JSON: a NaN is written as null (the error names its value)
     return path
+
+
+#: what a record set aside is renamed to: ``<dataset>.superseded-<UTC time>`` (not ``*.json``: no reader takes it)
+SUPERSEDED = ".superseded-"
+
+
+def set_aside(path: Path) -> Path:
+    """Move the record at ``path`` and the files beside it (per-query scores, TREC run) out of the readers' reach,
+    unchanged: to ``<dataset>.superseded-<UTC time>`` (``-2``, ... when that exists: never over another) and
+    ``<dataset>.superseded-<UTC time>.perquery.npz``, ...; returns where the record went."""
+    from harness.core.per_query import RUN_SUFFIX, SUFFIX
+
+    stem = path.name.removesuffix(".json")
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    n, target = 1, path.with_name(f"{stem}{SUPERSEDED}{stamp}")
+    while target.exists() or any(target.with_name(target.name + s).exists() for s in (SUFFIX, RUN_SUFFIX)):
+        n += 1
+        target = path.with_name(f"{stem}{SUPERSEDED}{stamp}-{n}")
+    for suffix in (SUFFIX, RUN_SUFFIX):
+        side = path.with_name(stem + suffix)
+        if side.exists():
+            side.rename(target.with_name(target.name + suffix))
+    path.rename(target)
+    return target
 
 
 def finished_at(path: Path) -> ResultRecord | None:

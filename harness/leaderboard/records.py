@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import specs
-from harness.core.data_origin import MEANING, local_data
+from harness.core.data_origin import MEANING, file_version, local_data
 from harness.core.registry import Registry
 from harness.core.results import STATUS_OK, STATUS_SKIPPED, ResultRecord, evaluated_subset
 from harness.leaderboard.cells import LOCAL_MARK, SUBSET_MARK, Cell, RowKey, fmt
@@ -225,7 +225,7 @@ def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded
         text += SUBSET_MARK
         notes.insert(0, f"subset: evaluated on part of the dataset ({'; '.join(cut)}); not comparable with "
                         "full-set numbers, never marked best")
-    local = sorted({why for i in used if (why := local_data(i.record))})
+    local = sorted({why + file_version(i.record) for i in used if (why := local_data(i.record))})   # which files
     if local:
         text += LOCAL_MARK
         notes.insert(0, f"local data: {'; '.join(local)}; {MEANING}")

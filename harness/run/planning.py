@@ -11,7 +11,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from harness.core import layout, results
+from harness.core import file_hash, layout, results
 from harness.core.errors import HarnessError, closest_first
 from harness.core.layout import RunLayout
 from harness.core.registry import Registry
@@ -43,7 +43,9 @@ def setup_of(cfg: Any, *, source: bool = True) -> Setup:
     name = str(task["name"])   # = the records' ``task`` and the record path's first folder
     spec = spec_from(task.get("spec") or {}, name, f"task {name!r}, spec")
     resolver = partial(source_of, cfg, task["source"], name) if source and task.get("source") is not None else None
-    return Setup(cfg=cfg, config=config, name=name, spec=spec, layout=RunLayout.of(cfg.paths), resolve_source=resolver,
+    where = RunLayout.of(cfg.paths)
+    file_hash.use_cache(where.file_hashes())   # the local files' hashes a data spec reads, kept with the run's caches
+    return Setup(cfg=cfg, config=config, name=name, spec=spec, layout=where, resolve_source=resolver,
                  task={k: v for k, v in task.items() if k != "spec"})
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -156,21 +155,41 @@ def failure_line(rec: ResultRecord, side: Path | None) -> str:
 
 
 def store(results_dir: str, rec: ResultRecord) -> Path:
-    """Write ``rec``; a finished record of the same cell whose dataset was defined differently is first moved
-    aside when ``rec`` replaces it (a failure never does: it goes beside, see :func:`results.write_record`)."""
+    """Write ``rec``. When it replaces them (a failure never does: it goes beside, see
+    :func:`results.write_record`), finished records of the same cell computed on other data are first set aside
+    (:func:`results.set_aside`): the record at its path whose data spec differs (the dataset is defined differently,
+    or its local files now hold other data), and, where the files' content is in the run id (``data_free_key``),
+    the records of the same configuration under another run id: an earlier version of those files."""
     path = results.path_of(results_dir, rec)
+    if rec.status == results.STATUS_FAILED:
+        return results.write_record(results_dir, rec)
     old = results.finished_at(path)
-    if (rec.status != results.STATUS_FAILED and old is not None
-            and old.details.get("data_spec") != rec.details.get("data_spec")):
-        set_aside(path)
+    if old is not None and old.details.get("data_spec") != rec.details.get("data_spec"):
+        set_aside(path, "its dataset is defined differently or its files now hold other data")
+    for other in earlier_versions(path, rec):
+        set_aside(other, f"it was computed on an earlier version of the files run {rec.run_id} reads")
     return results.write_record(results_dir, rec)
 
 
-def set_aside(path: Path) -> None:
+def earlier_versions(path: Path, rec: ResultRecord) -> list[Path]:
+    """The finished records of ``rec``'s dataset, model and configuration (``details.data_free_key``; the same
+    run-id slug) under another run id."""
+    key = rec.details.get("data_free_key")
+    if key is None:
+        return []
+    slug = layout.safe_name(rec.run_id.rpartition("-")[0])   # as its folder is named
+    out = []
+    for other in sorted(path.parent.parent.glob(f"{slug}-*/{path.name}" if slug else f"*/{path.name}")):
+        found = results.finished_at(other)
+        if found is not None and found.run_id != rec.run_id and found.details.get("data_free_key") == key:
+            out.append(other)
+    return out
+
+
+def set_aside(path: Path, why: str) -> None:
     """Move a superseded record out of the record tree's reach (not ``*.json``), never overwriting it."""
-    superseded = path.with_suffix(f".superseded-{int(time.time())}")
-    path.rename(superseded)
-    log.warning("dataset definition changed since %s was written; moved it to %s", path, superseded)
+    moved = results.set_aside(path)
+    log.warning("%s: %s; moved it to %s", path, why, moved)
 
 
 def cell_records(plan: RunPlan[Any, Any], cells: Sequence[Cell], new: dict[tuple[str, str], ResultRecord]

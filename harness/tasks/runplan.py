@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harness.core import results
-from harness.core.identity import derived_key, run_identity
+from harness.core.identity import derived_key, drop, run_identity
 from harness.core.layout import RunLayout, record_path
 from harness.core.results import ResultRecord
 from harness.core.work import Work
@@ -101,10 +101,15 @@ SOURCE = "resolved into model.ref: the source run id and its trained weights' fi
 @dataclass(frozen=True)
 class Cell:
     """One record to be: a (run, dataset) pair. ``identity`` is what ``run_id`` hashes; ``spec`` is a hash of the
-    dataset's definition (an ok record with another spec is out of date); ``payload`` is the task's own (a catalog
-    entry, a grid point, a synthetic set, an mteb task). ``plan_key``: where the run id holds what only the executing
-    machine knows (the efficiency task's hardware), the hash of the identity without it, stored in the record, so a
-    planner elsewhere still finds the record."""
+    dataset's definition and, for local data, of what its files hold (:func:`with_files`; an ok record with another
+    spec is out of date); ``payload`` is the task's own (a catalog entry, a grid point, a synthetic set, an mteb
+    task). ``plan_key``: where the run id holds what only the executing machine knows (the efficiency task's
+    hardware), the hash of the identity without it, stored in the record, so a planner elsewhere still finds the
+    record. ``files``: the local files the cell reads (:func:`harness.core.file_hash.describe`: their fingerprint and
+    table), shown in the record's ``details.data_files``. ``data_free_key``: where the files' content is in the run
+    id itself (GLUE's TSVs, a training file), the hash of the identity without it but with the files' paths: a
+    finished record of the same key under another run id was computed on an earlier version of those files, and is
+    set aside when this cell's record is written (:func:`harness.run.runner.store`)."""
 
     dataset: str
     run_id: str
@@ -112,6 +117,20 @@ class Cell:
     spec: str | None = None
     payload: Any = None
     plan_key: str | None = None
+    files: Mapping[str, Any] | None = None
+    data_free_key: str | None = None
+
+
+def with_files(spec: str, files: Mapping[str, Any] | None) -> str:
+    """A data spec that also holds what the local files hold (``files``: :func:`harness.core.file_hash.describe`);
+    the spec unchanged where nothing local is read (hub data: its pinned revision is in the definition)."""
+    return spec if not files else results.stable_hash({"data": spec, "files": files["fingerprint"]})
+
+
+def data_free_key(identity: Mapping[str, Any], content_keys: Sequence[str], paths: Sequence[Any]) -> str:
+    """The identity less the ``content_keys`` that hash local files' contents, with those files' ``paths``."""
+    return results.stable_hash({"identity": drop(identity, content_keys),
+                                "files": sorted(str(Path(p).expanduser().resolve()) for p in paths)})
 
 
 @dataclass(frozen=True)
@@ -153,6 +172,10 @@ class RecordHeader:
             rec.details.setdefault("data_spec", cell.spec)
         if cell.plan_key is not None:
             rec.details.setdefault("plan_key", cell.plan_key)
+        if cell.files:
+            rec.details.setdefault("data_files", copy.deepcopy(dict(cell.files)))
+        if cell.data_free_key is not None:
+            rec.details.setdefault("data_free_key", cell.data_free_key)
         for key, value in self.details.items():
             rec.details.setdefault(key, copy.deepcopy(value))   # failed records too: the right column
         return rec

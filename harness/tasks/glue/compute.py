@@ -149,11 +149,11 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
     out_dir = ctx.plan.layout.trained_model(TASK_FAMILY, rec.model["name"], rec.run_id)
     trainer_dir = out_dir / "trainer"
     groups = [(name, len(split)) for name, split in data.dev.items()]
-    rec.details = {
+    rec.details.update({   # over what the cell put there (its files: data_files, data_free_key)
         "init_from": init.checkpoint, "init_from_run_id": init.run_id, "mnli_candidates": init.candidates,
         "n_train": len(data.train), "n_eval": dict(groups), "source": data.source, "checkpoint": None,
         "run_name": ctx.plan.config.get("run_name"),
-    }
+    })
     t0 = time.perf_counter()
     try:
         watched = monitor(task, groups) if str(tcfg.training.scoring_protocol) == "authors" else "score"

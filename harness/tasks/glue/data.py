@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import file_hash
 from harness.core.errors import DataError, HarnessError, HubUnavailableError, unknown_name
 from harness.data.files import csv_rows
 
@@ -224,16 +225,23 @@ def local_paths(task: GlueTask, data_dir: str | Path) -> tuple[Path, Path, dict[
     return folder, folder / task.local.train, {name: folder / f for name, f in task.local.dev.items()}
 
 
-def data_fingerprint(task: GlueTask, data_dir: str | None, hub_path: str, hub_revision: str | None) -> str:
-    """What identifies a task's data without parsing it: the local files' content hash, or the hub revision."""
-    if not data_dir:
-        return f"hub:{hub_path}@{hub_revision}"
+def local_files(task: GlueTask, data_dir: str) -> list[Path]:
+    """The train and dev files a task reads under ``data_dir``; a missing one is a one-line error."""
     _, train, dev = local_paths(task, data_dir)
     for p in (train, *dev.values()):
         if not p.is_file():
             raise DataError(f"GLUE {task.name}: {p} not found. task.data_dir must hold GLUE's layout ({task.local.dir}/"
                             f"{task.local.train}, ...)")
-    return file_fingerprint([train, *dev.values()])
+    return [train, *dev.values()]
+
+
+def data_fingerprint(task: GlueTask, data_dir: str | None, hub_path: str, hub_revision: str | None) -> str:
+    """What identifies a task's data without parsing it: the local files' content hash (read once while they are
+    unchanged: :func:`harness.core.file_hash.cached`), or the hub revision."""
+    if not data_dir:
+        return f"hub:{hub_path}@{hub_revision}"
+    paths = local_files(task, data_dir)
+    return file_hash.cached("glue-files", paths, lambda: file_fingerprint(paths))
 
 
 def load_local(task: GlueTask, data_dir: str | Path) -> GlueData:

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from functools import cached_property
 from typing import Any, ClassVar
 
-from harness.core import results
+from harness.core import file_hash, results
 from harness.core.errors import HarnessError
 from harness.core.registry import Registry
 from harness.core.typed import build
@@ -33,7 +33,7 @@ from harness.tasks.glue.grid import (
     order_tasks,
     seeds,
 )
-from harness.tasks.runplan import Cell, RunPlan, Setup, check_model, excluded_keys
+from harness.tasks.runplan import Cell, RunPlan, Setup, check_model, data_free_key, excluded_keys
 
 #: GLUE's stages, each with its protocol version (their code is :mod:`harness.tasks.glue.compute`'s)
 STAGES: Registry[Stage] = Registry("stage", {
@@ -87,6 +87,7 @@ class GluePlanner:
     def cells_for(self, tasks: Sequence[glue_data.GlueTask]) -> list[Cell]:
         s = self.settings
         data = {t.name: glue_data.data_fingerprint(t, s.data_dir, s.hub.path, s.hub.revision) for t in tasks}
+        files = {t.name: glue_data.local_files(t, s.data_dir) for t in tasks} if s.data_dir else {}
         # the head this model fine-tunes with (model.glue), where set: runs of a model without one keep their ids
         model = self.setup.model
         head = {} if model.glue is None else {"task.head": asdict(model.glue)}
@@ -102,7 +103,10 @@ class GluePlanner:
             })
             rid = results.run_id(ident, {"lr": point.lr, "wd": point.weight_decay, "ep": point.epochs,
                                          "seed": point.seed})
-            out.append(Cell(point.task, rid, ident, payload=(point, init)))
+            local = files.get(point.task)   # its content is in the run id: a new version of a file is a new run
+            out.append(Cell(point.task, rid, ident, payload=(point, init),
+                            files=file_hash.describe(local, s.data_dir) if local else None,
+                            data_free_key=data_free_key(ident, ["task.data"], local) if local else None))
         return out
 
     def chained_protocol(self, init: InitSource) -> dict[str, Any]:

@@ -20,17 +20,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from harness.core import results
+from harness.core import file_hash, results
 from harness.core.errors import HarnessError, closest_first
 from harness.core.registry import Registry
 from harness.core.typed import build, count, excluded, nonempty
 from harness.core.work import Work
 from harness.data.sizes import BYTES_PER_TOKEN
+from harness.specs import task_node
 from harness.specs.stages import Stage
 from harness.tasks.mteb import compute
 from harness.tasks.mteb.benchmark import aggregates, benchmark_tasks
 from harness.tasks.mteb.compute import MtebStages
-from harness.tasks.runplan import SOURCE, Cell, RunPlan, Setup, SourceSettings, excluded_keys
+from harness.tasks.runplan import SOURCE, Cell, RunPlan, Setup, SourceSettings, excluded_keys, with_files
 
 #: task=mteb's one stage, with its protocol version (its code: :mod:`harness.tasks.mteb.compute`)
 STAGES: Registry[Stage] = Registry("stage", {
@@ -112,6 +113,18 @@ def _import(entry: str) -> tuple[Any, Path, str]:
     return module, source, hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else entry
 
 
+def dataset_files(path: str | None) -> list[Path]:
+    """The files at a local task's ``metadata.dataset`` path, when it names a local file or folder (an absolute path,
+    or one starting with ``.`` or ``~``; a hub id does not), hidden ones left out."""
+    if not path or not str(path).startswith(("/", ".", "~")):
+        return []
+    where = Path(str(path)).expanduser()
+    if where.is_file():
+        return [where]
+    return sorted(p for p in where.rglob("*")
+                  if p.is_file() and not any(x.startswith(".") for x in p.relative_to(where).parts))
+
+
 class MtebPlanner:
     """mteb's evaluation, the harness' model loading, one record per (task, split)."""
 
@@ -146,6 +159,11 @@ class MtebPlanner:
                                    "task.benchmark is set: set task.benchmark=<an mteb benchmark's name>, or list "
                                    "the tasks in task.tasks")
             return {name: self._task(name) for name in s.tasks}
+        if list(s.tasks) != list(task_node("mteb").get("tasks") or []):
+            raise HarnessError(f"task.benchmark={s.benchmark!r} runs that benchmark's own tasks (its aggregate needs all "
+                               f"of them) and task.tasks={list(s.tasks)} names tasks to run without one: it would be "
+                               "ignored; drop task.tasks to run the benchmark, or set task.benchmark=null to run those "
+                               "tasks alone")
         return {t.metadata.name: t for t in benchmark_tasks(self.mteb, s.benchmark, self.files.benchmarks,
                                                             s.task_types)}
 
@@ -182,14 +200,25 @@ class MtebPlanner:
         return self.setup.identity(STAGES, self.identity_exclude, replace={"task.mteb_version": mteb_version})   # mteb's evaluator makes the number
 
     def mteb_task_spec(self, name: str, split: str) -> str:
-        """What defines a cell's data and scoring: the task, its dataset revision, split and subsets."""
+        """What defines a cell's data and scoring: the task, its dataset revision, split and subsets, and what its
+        local files hold (:meth:`local_files`)."""
         task = self.tasks[name]
         meta = task.metadata
         local = self.local_tasks.get(name)
-        return results.stable_hash({
+        return with_files(results.stable_hash({
             "task": name, "type": meta.type, "dataset": dict(meta.dataset), "split": split,
             "subsets": sorted(task.hf_subsets), "main_score": meta.main_score, "file": local.sha if local else None,
-        })
+        }), self.local_files(name))
+
+    def local_files(self, name: str) -> dict[str, Any] | None:
+        """The local files a task reads, fingerprinted (:func:`harness.core.file_hash.describe`): the task file that
+        defines it (``task.task_files``) and, where its ``metadata.dataset`` path is a local file or folder (an
+        absolute path, or one starting with ``.`` or ``~``), every file there; None for mteb's own tasks (hub data
+        at the revision they pin)."""
+        local = self.local_tasks.get(name)
+        if local is None or not Path(local.source).is_file():
+            return None
+        return file_hash.describe([local.source, *dataset_files(self.tasks[name].metadata.dataset.get("path"))])
 
     def cells(self) -> list[Cell]:
         ident = self.run_identity()
@@ -199,7 +228,8 @@ class MtebPlanner:
             first = task.metadata.eval_splits[0]
             for split in task.eval_splits:   # a record's dataset: the task for its main split, else <task>-<split>
                 dataset = name if split == first else f"{name}-{split}"
-                out.append(Cell(dataset, rid, ident, self.mteb_task_spec(name, split), (name, split)))
+                out.append(Cell(dataset, rid, ident, self.mteb_task_spec(name, split), (name, split),
+                                files=self.local_files(name)))
                 datasets[name] = (*datasets.get(name, ()), dataset)
         if self.settings.benchmark is not None:
             specs = {c.dataset: c.spec for c in out}

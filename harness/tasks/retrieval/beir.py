@@ -46,8 +46,13 @@ class HubTriplets(RowSource):
 class FileTriplets(RowSource):
     """A local TSV/CSV/JSONL of (query, positive, negative) rows; its content hash enters the run identity."""
 
+    hashes_files = True
+
     def identity(self, s: Any) -> dict[str, Any]:
         return {"task.train_data.path": {"sha256": file_sha(s.train_data.path)}}
+
+    def files(self, s: Any) -> list[Path]:
+        return existing([s.train_data.path])
 
     def describe(self, s: Any) -> dict[str, Any]:
         d = s.train_data
@@ -89,6 +94,15 @@ class BeirMined(RowSource):
         return {"dataset": d.dataset, "split": d.split, "num_negatives": d.num_negatives, "range_min": d.range_min,
                 "range_max": d.range_max}
 
+    def files(self, s: Any) -> list[Path]:
+        """The train split's files in the dataset's local folder (its corpus, queries and qrels)."""
+        from harness.tasks.retrieval.data.catalog import KINDS
+        from harness.tasks.retrieval.data.reads import entry_files
+
+        found = entry_files(self.entry(s), s.data_dir, s.train_data.split, KINDS.lookup) if s.train_data.dataset \
+            else None
+        return found[1] if found else []
+
     def entry(self, s: Any) -> Any:
         from harness.tasks.retrieval.data.catalog import resolve_entries
 
@@ -126,6 +140,11 @@ def sampled_work(s: Any) -> Work:
     """Training tokens of ``max_samples`` triplets at the cost file's tokens per triplet."""
     d, t = s.train_data, s.training
     return Work(train=float(d.max_samples or 0) * cost_data()["dpr_sample_tokens"] * int(t.epochs))
+
+
+def existing(paths: list[Any]) -> list[Path]:
+    """The files of ``paths`` that exist (a missing one is reported by the source's check, before any work)."""
+    return [Path(p).expanduser() for p in paths if p and Path(p).expanduser().is_file()]
 
 
 def _path(d: Any) -> str:

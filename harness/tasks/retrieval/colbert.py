@@ -66,10 +66,14 @@ class FileKd(RowSource):
     """A local JSONL or Parquet KD file (and the files it joins); their hashes enter the run identity."""
 
     load = kd_load
+    hashes_files = True
 
     def identity(self, s: Any) -> dict[str, Any]:
         d = s.train_data
         return {f"task.train_data.{k}": {"sha256": file_sha(getattr(d, k))} for k in FILE_KEYS if getattr(d, k)}
+
+    def files(self, s: Any) -> list[Path]:
+        return beir.existing([getattr(s.train_data, k) for k in FILE_KEYS])
 
     def describe(self, s: Any) -> dict[str, Any]:
         d = s.train_data

@@ -31,9 +31,20 @@ TRAIN_DONE = "train_done.json"
 
 
 def trained(plan: RunPlan) -> bool:
-    """This run's training already finished (its model is reused, its data not read)."""
+    """This run's training already finished, on the training files as they are now (its model is reused, its data
+    not read)."""
+    return finished_training(plan) is not None
+
+
+def finished_training(plan: RunPlan) -> dict[str, Any] | None:
+    """What this run's finished training recorded (``train_done.json``), unless its local training files held other
+    data then (``train_files``: their fingerprint; a training from the hub has none)."""
     folder = plan.stages.train_dir
-    return folder is not None and (folder / TRAIN_DONE).exists()
+    marker = None if folder is None else folder / TRAIN_DONE
+    if marker is None or not marker.exists():
+        return None
+    info = json.loads(marker.read_text())
+    return info if info.get("train_files") == plan.stages.train_files else None
 
 
 def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
@@ -56,8 +67,9 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
         return None
     trainer = code_of(stages.STAGES, p.train)
     marker = p.train_dir / TRAIN_DONE
-    if marker.exists() and not plan.overwrite:
-        info = json.loads(marker.read_text())
+    done = None if plan.overwrite else finished_training(plan)
+    if done is not None:
+        info = done
         log.info("reusing trained model %s", info["model_dir"])
         model.load_state_dict(trainer.load_trained(plan, info["model_dir"]).state_dict())
     else:
@@ -74,7 +86,7 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
                                    task=plan.task, model=plan.model_name)
         info = trainer.fit(plan, model, data, p.train_dir, tracker, weights_of(plan))
         info |= {**({"data": facts} if facts else {}), "train_s": time.perf_counter() - t0,
-                 "fingerprint": fingerprint(info["model_dir"])}
+                 "fingerprint": fingerprint(info["model_dir"]), "train_files": p.train_files}
         atomic_write_json(marker, info)
     if plan.lineage is not None:
         info["fine_tuned_from"] = plan.lineage.record()

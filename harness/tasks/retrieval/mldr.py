@@ -89,11 +89,18 @@ class LocalMldr(RowSource):
 
         return local_folder(s.data_dir, mldr_sets[0])
 
+    hashes_files = True
+
     def identity(self, s: Any) -> dict[str, Any]:
         from harness.tasks.retrieval.data import mldr
 
         path = mldr.split_file(self.folder(s), s.train_data.split)
         return {"task.train_data.path": {"sha256": file_sha(path)}}
+
+    def files(self, s: Any) -> list[Path]:
+        from harness.tasks.retrieval.data import mldr
+
+        return beir.existing([mldr.split_file(self.folder(s), s.train_data.split)])
 
     def describe(self, s: Any) -> dict[str, Any]:
         return {"path": str(self.folder(s)), "file_sha": self.identity(s)["task.train_data.path"]}

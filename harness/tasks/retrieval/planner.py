@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.core import results
+from harness.core import file_hash, results
 from harness.core.errors import HarnessError
 from harness.core.identity import drop, put
 from harness.core.typed import build, count, excluded, flat, nonempty, role_keys
@@ -25,11 +25,21 @@ from harness.specs import TaskSpec
 from harness.specs.stages import code_of
 from harness.tasks.retrieval import compute
 from harness.tasks.retrieval import stages as declared
-from harness.tasks.retrieval.data.catalog import DatasetEntry, check_entries, resolve_entries
+from harness.tasks.retrieval.data.catalog import KINDS, DatasetEntry, check_entries, resolve_entries
+from harness.tasks.retrieval.data.reads import entry_files
 from harness.tasks.retrieval.retrievers.ir_metrics import METRICS
 from harness.tasks.retrieval.settings import Ranking, ShardSettings
 from harness.tasks.retrieval.stages import RetrievalStages
-from harness.tasks.runplan import Cell, Lineage, RunPlan, Setup, check_model, excluded_keys
+from harness.tasks.runplan import (
+    Cell,
+    Lineage,
+    RunPlan,
+    Setup,
+    check_model,
+    data_free_key,
+    excluded_keys,
+    with_files,
+)
 from harness.training.settings import Training
 
 
@@ -123,9 +133,16 @@ class RowSource:
     a hub source's check: the hub reachable, else one line naming ``hub`` (over the node ``d``) and ``offline``."""
 
     hub = offline = ""   # what a hub source reads, and its local alternative
+    #: its identity holds its files' content hashes: a new version of a file is a new run id, and the records of
+    #: the run on the earlier version are set aside when the new run's are written (``Cell.data_free_key``)
+    hashes_files: ClassVar[bool] = False
 
     def identity(self, s: Any) -> dict[str, Any]:
         return {}
+
+    def files(self, s: Any) -> list[Path]:
+        """The local files its rows are read from (none: a pinned hub copy): in each cell's data spec."""
+        return []
 
     def check(self, s: Any) -> None:
         from harness.models import require_hub
@@ -205,14 +222,36 @@ class RetrievalPlanner:
             put(ident, key, value)
         return ident
 
+    @cached_property
+    def train_files(self) -> list[Path]:
+        """The local files the run's training rows are read from (none when it does not train, or from the hub)."""
+        return training_source(self.settings).files(self.settings) if self.trains else []
+
+    def local_files(self, entry: DatasetEntry) -> dict[str, Any] | None:
+        """What the local files a cell of ``entry`` reads hold (its dataset's, and the training rows' when the run
+        trains): :func:`harness.core.file_hash.describe`, or None (hub data only)."""
+        s = self.settings
+        found = entry_files(entry, s.data_dir, s.split, KINDS.lookup)
+        paths = [*(found[1] if found else ()), *self.train_files]
+        return file_hash.describe(paths, found[0] if found else None) if paths else None
+
     def data_spec(self, entry: DatasetEntry) -> str:
+        """The dataset's definition (:func:`data_spec`) and what its local files (and training files) hold."""
         length = None if self.kind.query_length is None else self.kind.query_length(self.settings, entry)
-        return data_spec(self.settings, entry, length)
+        return with_files(data_spec(self.settings, entry, length), self.local_files(entry))
+
+    def data_free_key(self, ident: dict[str, Any]) -> str | None:
+        """Where the training files' content is in the run id: the identity without it (:class:`Cell`)."""
+        if not self.train_files or not training_source(self.settings).hashes_files:
+            return None
+        return data_free_key(ident, list(training_source(self.settings).identity(self.settings)), self.train_files)
 
     def cells(self) -> list[Cell]:
         ident = self.run_identity()
         rid = results.run_id(ident, self.kind.readable(self.resolved))
-        return [Cell(e.name, rid, ident, self.data_spec(e), e) for e in entries(self.settings)]
+        free = self.data_free_key(ident)
+        return [Cell(e.name, rid, ident, self.data_spec(e), e, files=self.local_files(e), data_free_key=free)
+                for e in entries(self.settings)]
 
     def fitted_lengths(self) -> dict[str, int]:
         """``task.max_length`` (training: ``max_seq_length``) checked from the config before ``load.encoder`` does."""
@@ -259,6 +298,7 @@ class RetrievalPlanner:
             cache_run=drop(cells[0].identity, role_keys(self.settings_class, "search", "task")) if cells else {},
             query_lengths=lengths,
             member_specs={m.name: self.data_spec(m) for e in every for m in e.members.values()},
+            train_files=file_hash.files_fingerprint(self.train_files) if self.train_files else None,
         )
 
     def runplan(self, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0) -> RunPlan[Any, RetrievalStages]:

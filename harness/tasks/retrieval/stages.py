@@ -34,7 +34,8 @@ STAGES: Registry[Stage] = Registry("stage", {
 class RetrievalStages:
     """What planning resolved for one retrieval run's stages: its ``load.*``, ``train.*`` and ``retrieve.*`` (names in
     :data:`STAGES`), the training rows' source, where a finished training is kept, the corpus cache's key (the run
-    less search-only keys), per-dataset query lengths (ColBERT) and each composite member's data spec."""
+    less search-only keys), per-dataset query lengths (ColBERT), each composite member's data spec and what the
+    local training files hold."""
 
     load: str
     retrieve: str
@@ -44,3 +45,5 @@ class RetrievalStages:
     cache_run: Mapping[str, Any] = field(default_factory=dict)
     query_lengths: Mapping[str, int] | None = None
     member_specs: Mapping[str, str] = field(default_factory=dict)
+    train_files: str | None = None         # the local training files' fingerprint: a finished training on others
+    #                                        is not reused (harness.tasks.retrieval.compute.trained)

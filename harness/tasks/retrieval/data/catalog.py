@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from harness.core.errors import DataError, HarnessError, HubUnavailableError, no_hub_copy, unknown_name
 from harness.core.registry import Registry
 from harness.core.typed import build
+from harness.tasks.retrieval.data.reads import local_folder
 
 if TYPE_CHECKING:
     from harness.tasks.retrieval.data.dataset import RetrievalDataset
@@ -77,11 +78,6 @@ def get_kind(name: str, where: str = "the catalog entry") -> DataKind:
     return kind
 
 
-def local_folder(data_dir: str, entry: DatasetEntry) -> Path:
-    """``<data_dir>/<name>``; a composite member (cqadupstack-android) lives in ``cqadupstack/android``."""
-    return Path(data_dir).expanduser() / (entry.local or entry.name)
-
-
 def shown_local(entry: DatasetEntry) -> str:
     """An entry's local folder as a message shows it (a composite: ``cqadupstack/<android|english|...>``)."""
     local = entry.local or entry.name
@@ -100,6 +96,9 @@ class DataKind:
     has_hub: ClassVar[bool] = False
     #: the local alternative of the hub copy (``{name}``: the dataset, ``{local}``: its folder under data_dir)
     hint: ClassVar[str] = "{name}: task.data_dir=<dir containing {local}/>."
+    #: the files of a local copy that its loader reads, as globs under its folder (``{split}``: the split read);
+    #: what a record's data spec fingerprints (:mod:`harness.tasks.retrieval.data.reads`). Default: every file
+    reads: ClassVar[tuple[str, ...]] = ("**/*",)
 
     # ------------------------------------------------------------------------------------------ checking
     def check(self, entry: DatasetEntry, data_dir: str | None, split: str) -> str | None:
@@ -149,6 +148,9 @@ class BeirKind(DataKind):
     name = "beir"
     has_hub = True
     hint: ClassVar[str] = "{name}: task.data_dir=<dir containing {local}/> in BEIR layout."
+    reads: ClassVar[tuple[str, ...]] = ("corpus.jsonl", "queries.jsonl", "qrels/{split}.tsv",   # or the hub layout's:
+                                        "corpus/**/*", "queries/**/*", "qrels/**/*.parquet", "qrels/**/*.json*",
+                                        "default/**/*")
 
     def check(self, entry: DatasetEntry, data_dir: str | None, split: str) -> str | None:
         """The folder is there, and (unless in the hub layout) its corpus, queries and ``split``'s qrels."""
@@ -191,6 +193,7 @@ class HubLayoutKind(DataKind):
     has_hub = True
     check = BeirKind.check
     load_local = BeirKind.load_local
+    reads = BeirKind.reads
     hint: ClassVar[str] = ("{name}: task.data_dir=<dir> with a copy in <dir>/{local}/ (hub layout: corpus/, "
                            "queries/, qrels/ folders of <split>-*.parquet or .jsonl; or BEIR layout).")
 
@@ -215,6 +218,7 @@ class MldrKind(DataKind):
     has_hub = True
     hint: ClassVar[str] = ("{name}: task.data_dir=<dir containing {local}/> in MLDR's layout (corpus.jsonl, "
                            "test.jsonl; e.g. a copy of Shitao/MLDR's mldr-v1.0-en/).")
+    reads: ClassVar[tuple[str, ...]] = ("corpus.jsonl", "corpus.jsonl.gz", "{split}.jsonl", "{split}.jsonl.gz")
 
     def load_local(self, folder: Path, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import mldr
@@ -279,6 +283,7 @@ class SourceTreeKind(DataKind):
 
     name = "source_tree"
     reads_data_dir = False
+    reads: ClassVar[tuple[str, ...]] = ("**/*.py",)   # under ``root`` (the stdlib, root=null: not fingerprinted)
 
     def check(self, entry: DatasetEntry, data_dir: str | None, split: str) -> str | None:
         """The entry's ``root`` folder exists (null: the installed Python stdlib)."""
@@ -303,6 +308,7 @@ class SourceFilesKind(DataKind):
     name = "source_files"
     reads_data_dir = False
     check = SourceTreeKind.check
+    reads = SourceTreeKind.reads
 
     def load(self, entry: DatasetEntry, data_dir: str | None, split: str,
              strict_qrels: bool = True) -> RetrievalDataset:
