@@ -43,8 +43,8 @@ ROOT=$PWD; OUT=${OUT:-$ROOT/gpu-out}; mkdir -p "$OUT"; PY=${PYTHON:-python3}
 DRY=0; [ "${1:-}" = "--cpu" ] && DRY=1
 T0=$(date +%s)
 # Each step's time limit on the GPU machine, s. setup: benchmarks/gpu/rehearse.sh times the set-up at full shapes on
-# its CPU and states this limit's margin over it (docs/efficiency.md: 180 s against 64-95 s on a busy 2-core CPU;
-# the GPU machine has 16 cores). The target steps' limits add up past the deadline: the deadline decides.
+# its CPU and states this limit's margin over it (docs/efficiency.md: 180 s, 2.2x the 83 s it took on a busy 2-core
+# CPU; the GPU machine has 16 cores). The target steps' limits add up past the deadline: the deadline decides.
 declare -A LIMIT=([setup]=180 [window]=45 [efficiency]=90 [bf16]=45 [encode]=120 [parity]=40 [gradients]=45
   [task_efficiency]=60 [task_beir]=60 [information]=300)
 # The CPU dry run scales every limit (and the default deadline) to the CPU it runs on: the GPU machine's 16 cores
