@@ -72,3 +72,26 @@ class Figures:
             fh.write(json.dumps(line) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+
+
+
+def earlier(out: str | Path | None, step: str, name_start: str) -> dict[str, Any] | None:
+    """The last figure of ``step`` whose name starts with ``name_start`` already in ``out``'s figures.jsonl (None:
+    none written, or no ``out``): what a later step compares with an earlier step's figure."""
+    if not out or not (Path(out) / "figures.jsonl").is_file():
+        return None
+    found = None
+    for line in (Path(out) / "figures.jsonl").read_text().splitlines():
+        try:
+            figure = json.loads(line)
+        except ValueError:                  # a line cut off by a killed step
+            continue
+        if figure.get("step") == step and str(figure.get("name", "")).startswith(name_start):
+            found = figure
+    return found
+
+
+def written(out: str | Path | None, step: str, name_start: str) -> float | None:
+    """The value of :func:`earlier`'s figure where it is a number, else None."""
+    value = (earlier(out, step, name_start) or {}).get("value")
+    return float(value) if isinstance(value, int | float) else None

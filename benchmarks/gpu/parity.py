@@ -89,7 +89,7 @@ def run_gradients(args: Any) -> None:
         ref_model, logits_ref, grads_ref = run("sdpa", precision)
         kernel = kernel_of(model.base_model, ref_model.base_model)
         what = f"{model.config.num_hidden_layers}-layer classifier, {model.config.hidden_size} wide, {precision}"
-        figures.add(f"gradients through {model.config._attn_implementation} vs padded sdpa, cosine ({what})",
+        figures.add(f"{precision} gradients through {model.config._attn_implementation} vs padded sdpa, cosine ({what})",
                     float(torch.nn.functional.cosine_similarity(grads, grads_ref, dim=0)), "", kernel=kernel,
                     target=(">=", GRADIENT_COSINE),
                     note=f"relative error {float((grads - grads_ref).norm() / grads_ref.norm()):.2e}, logits max "

@@ -305,7 +305,7 @@ def _encode_prefetched(model: SentenceTransformer, texts: list[str], *, mode: st
             bar.update(len(batch.idx))
         out = sink.result()
     wall = time.perf_counter() - t0
-    stats.update(wall_s=wall, wait_s=feed.waited_s, tokens=tokens, batches=n_batches)
+    stats.update(wall_s=wall, wait_s=feed.waited_s, first_wait_s=feed.first_wait_s, tokens=tokens, batches=n_batches)
     if busy.enabled:
         stats.update(gpu_busy_s=busy.seconds(), gpu_busy=busy.seconds() / wall)
     if show_progress:
@@ -336,7 +336,8 @@ def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: st
         for idx, emb in _run_batches(batches, run_batch, n_workers, lambda: autocast_for(model, precision, device)):
             sink.put(idx, emb)
             bar.update(int(lengths[idx].sum()))
-    stats.update(wall_s=time.perf_counter() - t0, wait_s=0.0, tokens=int(lengths.sum()), batches=len(batches))
+    stats.update(wall_s=time.perf_counter() - t0, wait_s=0.0, first_wait_s=0.0, tokens=int(lengths.sum()),
+                 batches=len(batches))
     return sink.result()
 
 

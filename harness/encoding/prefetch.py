@@ -111,17 +111,18 @@ class GpuBusy:
 
 
 class Prefetcher:
-    """Every chunk's items in order, prepared ahead by ``workers`` threads (``ahead`` chunks); ``waited_s``: blocked."""
+    """Every chunk's items in order, prepared ahead by ``workers`` threads (``ahead`` chunks); ``waited_s``: blocked,
+    ``first_wait_s``: of which for the first chunk (its host time: the device has nothing to do before it)."""
 
     def __init__(self, prepare: Callable[[int, int], list[Any]], chunks: list[tuple[int, int]], *,
                  workers: int, ahead: int | None = None) -> None:
         self.prepare, self.chunks, self.workers = prepare, chunks, max(1, workers)
         self.ahead = max(1, ahead or 2 * self.workers)
-        self.waited_s = 0.0
+        self.waited_s = self.first_wait_s = 0.0
 
     def __iter__(self) -> Iterator[Any]:
         pool = ThreadPoolExecutor(self.workers, thread_name_prefix="encode-prefetch")
-        todo = iter(self.chunks)
+        todo, counted = iter(self.chunks), False     # counted: the first chunk's wait is in first_wait_s
         try:
             pending: deque[Future] = deque(pool.submit(self.prepare, *bounds) for bounds in islice(todo, self.ahead))
             while pending:
@@ -130,7 +131,9 @@ class Prefetcher:
                     pending.append(pool.submit(self.prepare, *bounds))
                 t0 = time.perf_counter()
                 items = future.result()
-                self.waited_s += time.perf_counter() - t0
+                waited = time.perf_counter() - t0
+                self.first_wait_s = self.first_wait_s if counted else waited
+                self.waited_s, counted = self.waited_s + waited, True
                 yield from items
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
