@@ -142,7 +142,7 @@ def record(results: Path) -> dict[str, Any]:
 
 
 def args_for(run: str, data: Path, name: str, work: Path, cache: Path) -> list[str]:
-    common = [*MODEL, f"task.data_dir={data}", f"task.datasets=[{name}]", f"+task.catalog.{name}={{split: test}}",
+    common = [*MODEL, f"task.data_dir={data.parent}", f"task.datasets=[{name}]", f"+task.catalog.{name}={{split: test}}",
               f"paths.results={work}/results", f"paths.outputs={work}/outputs", f"paths.cache={cache}"]
     if run.startswith("dpr"):
         return ["task=beir", *common]
@@ -185,6 +185,8 @@ def show(rows: list[dict[str, Any]]) -> None:
                            if isinstance(v, float) and v >= 0.05)
         print(f"{r['run']:15} {r['n_docs']:>9,} {r['rc']:>3} {r['wall_s']:>8.1f} {r['peak_anon'] / 2**20:>14,.0f} "
               f"{r['disk'] / 2**20:>9,.0f}  {stages}")
+        if r["rc"] and r["run"] != "plaid-refusal":
+            print("   failed:", *r["tail"], sep="\n   ")
 
 
 def main() -> None:
@@ -206,14 +208,14 @@ def main() -> None:
             for run in args.runs.split(","):
                 rows.append(measure(run, data, n, scratch))
                 show(rows[-1:])
+                if args.out:
+                    Path(args.out).write_text(json.dumps({"rows": rows}, indent=2))
     print(f"\n{platform.node()}: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; tiny ModernBERT, "
           "CPU, fp32")
     show(rows)
-    from benchmarks.scale_projection import report
+    from scale_projection import report
 
     report(rows)
-    if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows}, indent=2))
 
 
 if __name__ == "__main__":
