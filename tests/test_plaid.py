@@ -90,7 +90,7 @@ def test_the_memory_model_follows_the_build() -> None:
     assert pm.sample_docs(50_000) == 39_192 and pm.sample_docs(5_000) == 5_000
     assert pm.partitions(4_250_000) == 32_768
     small, large = (pm.plaid_memory(n, n * 85, 128, STANFORD, "stanford") for n in (10_000, 8_841_823))
-    assert small.phase == "compress" and 2.5 < small.gb < 4       # the 2 GiB score block dominates a small corpus
+    assert small.phases["compress"] > 2 * 2**30 and 3 < small.gb < 5    # fixed blocks dominate a small corpus
     assert large.phase in ("kmeans", "index") and large.gb > 40   # MS MARCO: the k-means sample and the index
     assert large.phases["index"] > 70 * 8_841_823 * 85            # codes and 4-bit residuals of every token
     fast = pm.plaid_memory(8_841_823, 8_841_823 * 85, 128, STANFORD, "fast")
@@ -107,7 +107,7 @@ def test_the_memory_model_follows_the_build() -> None:
 @can_build
 def test_colbert_plaid_shards_build_an_index_per_shard_and_merge_by_score(tmp_path: Path, toy_ds: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """task.shards=3 with PLAID: each shard builds its own index (its own k-means sample and centroids) over its
+    """task.shards=2 with PLAID: each shard builds its own index (its own k-means sample and centroids) over its
     own documents, each shard's candidates are re-scored with exact MaxSim, and the merge keeps the best by
     score; so every merged hit carries its exact score, and the top-10 overlaps the single index's."""
     built = []
@@ -125,15 +125,16 @@ def test_colbert_plaid_shards_build_an_index_per_shard_and_merge_by_score(tmp_pa
     _, want_i = _search(inner, ds, 10)
     exact = _retrievers(compose([*common[:-2], "task.index=exact"]), inner.model)[1]
     ex_s, ex_i = _search(exact, ds, len(ds))
-    other, _, sharded = _retrievers(compose([*common, "task.shards=3"]), inner.model)
+    other, _, sharded = _retrievers(compose([*common, "task.shards=2"]), inner.model)
     score.prepare(other, sharded, entry)
     got_s, got_i = _search(sharded, ds, 10)
-    assert built[0] == len(ds) and sorted(built[1:]) != [len(ds)] and sum(built[1:]) == len(ds) and len(built) == 4
+    assert built[0] == len(ds) and sorted(built[1:]) != [len(ds)] and sum(built[1:]) == len(ds) and len(built) == 3
     exact_of = [dict(zip(i.tolist(), s.tolist(), strict=True)) for s, i in zip(ex_s, ex_i, strict=True)]
     for row, (s, i) in enumerate(zip(got_s, got_i, strict=True)):
         assert np.all(np.diff(s) <= 0)
         np.testing.assert_allclose(s, [exact_of[row][d] for d in i], rtol=1e-5, atol=1e-5)
     overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got_i.tolist(), want_i.tolist(), strict=True)])
+    print(f"top-10 overlap with the single index: {overlap:.3f}")
     assert overlap >= 0.7
 
 
@@ -141,5 +142,5 @@ def test_colbert_plaid_shards_build_an_index_per_shard_and_merge_by_score(tmp_pa
 def toy_ds(tmp_path: Path) -> Path:
     from tests.conftest import write_beir_folder
 
-    write_beir_folder(tmp_path / "data", docs_per_topic=40)
+    write_beir_folder(tmp_path / "data", docs_per_topic=20)
     return tmp_path / "data"

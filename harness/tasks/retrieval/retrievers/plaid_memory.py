@@ -3,7 +3,7 @@ run's check before anything is loaded and the paper graph's ``--mem``. The phase
 the largest (plus what lives through all of them, the document ids):
 
 - sample: ColBERTv2's k-means sample, 1 + 16 sqrt(120 N) documents, copied per document then concatenated (fp16);
-- kmeans: that sample in fp16, its fp32 copy and fastkmeans' squared copy, then its distance block;
+- kmeans: that sample in fp16, its fp32 copy and fastkmeans' squared copy, then two of its distance blocks;
 - compress: one chunk of documents (fp16, copied then concatenated), the centroid-score block, the residual
   buffers of one compression batch and the compressed chunks queued for writing;
 - ivf: the codes of every token, sorted (values and positions), the token-to-document map and the IVF;
@@ -88,7 +88,8 @@ def plaid_memory(n_docs: int, n_tokens: float, dim: int, settings: PlaidSettings
     subsample = 4.0 * dim * k * MAX_POINTS_PER_CENTROID if t_sample > k * MAX_POINTS_PER_CENTROID else 0.0
     phases = {
         "sample": 4.0 * dim * t_sample,
-        "kmeans": max(10.0 * dim * t_sample, 6.0 * dim * t_sample + 8 * t_sample + subsample + dist),
+        # the next distance block is allocated before the last one is dropped: two at a time
+        "kmeans": max(10.0 * dim * t_sample, 6.0 * dim * t_sample + 8 * t_sample + subsample + 2 * dist),
         "ivf": IVF_BYTES * n_tokens + DOC_BYTES * n,
     }
     if backend == "fast":
