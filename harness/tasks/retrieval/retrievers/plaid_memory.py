@@ -113,8 +113,9 @@ def job_host_gb(n_docs: float, n_queries: float, tokens_per_doc: float, search: 
     gb = c["fixed_gb"] + (c["bytes_per_doc"] * n_docs + c["bytes_per_query"] * n_queries) / 2**30
     if search is not None and search.index == "plaid":
         k = max(int(shards), 1)
+        asked = search.plaid.backend      # as asked where it is (the planning machine may lack fast-plaid)
         gb += plaid_memory(math.ceil(n_docs / k), n_docs * tokens_per_doc / k, dim, search.plaid,
-                           plaid_backend(search.plaid.backend)).gb
+                           asked if asked != "auto" else plaid_backend(asked)).gb
     return gb
 
 
