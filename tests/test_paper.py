@@ -92,8 +92,8 @@ def test_dry_run_for_modernbert_base_needs_no_hub(tmp_path) -> None:
     assert not (tmp_path / "results").exists()                       # a preview writes nothing
     # host memory per BEIR set, from the run's memory model: ColBERT's report step asks SLURM for the largest
     at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["colbert.report"])
-    host = lines[at + 1].split("host memory: ")[1]
-    per_set = {p.rsplit(" ", 1)[0]: float(p.rsplit(" ", 1)[1].split()[0]) for p in host.split(", ")}
+    host = lines[at + 1].split("host memory: ")[1].removesuffix(" GB")
+    per_set = {p.rsplit(" ", 1)[0]: float(p.rsplit(" ", 1)[1]) for p in host.split(", ")}
     assert {"msmarco", "fever", "hotpotqa", "nq"} <= set(per_set) and per_set["msmarco"] > per_set["arguana"]
     headroom = cost.cost_data()["host_memory"]["headroom"]
     mem = float(lines[at].split(" GB, ")[0].rsplit(", ", 1)[1])
@@ -134,14 +134,14 @@ def test_a_step_asks_for_the_memory_its_jobs_need() -> None:
     assert step.resources(profile)["mem_gb"] == step.mem_gb and glue.resources(profile)["mem_gb"] == 32
     assert cost.host_by_dataset(step, states) == {"msmarco": 50.2, "nq": 30.0}
     # DPR grows with documents and queries only; PLAID adds its build, split by shards
-    dense = job_host_gb(8.8e6, 7000, 73)
+    dense = job_host_gb(8.8e6, 7000, 73, None, 128, 1)
     from harness.core.typed import from_conf
     from harness.tasks.retrieval.settings import MultiVectorSearch, PlaidSettings
 
     search = MultiVectorSearch(query_length=32, index="plaid", plaid=from_conf(PlaidSettings, "plaid/default",
                                                                                backend="stanford"),
                                plaid_max_memory_gb=None)
-    one, four = job_host_gb(8.8e6, 7000, 73, search), job_host_gb(8.8e6, 7000, 73, search, shards=4)
+    one, four = job_host_gb(8.8e6, 7000, 73, search, 128, 1), job_host_gb(8.8e6, 7000, 73, search, 128, 4)
     assert dense < 10 < four < one
 
 

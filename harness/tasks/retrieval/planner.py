@@ -146,7 +146,7 @@ def host_memory(s: Any, shards: int) -> Any:
 
     mv = getattr(s, "multi_vector", None)
     search = mv.search if mv is not None and getattr(s, "retriever", "multi_vector") == "multi_vector" else None
-    dim = int(getattr(mv, "embedding_size", 128) or 128)
+    dim = int(mv.embedding_size) if mv is not None else 0
     return lambda docs, queries, tokens: job_host_gb(docs, queries, tokens, search, dim, shards)
 
 

@@ -104,8 +104,8 @@ def plaid_memory(n_docs: int, n_tokens: float, dim: int, settings: PlaidSettings
     return PlaidMemory(phases, ID_BYTES * n, t_sample, k)
 
 
-def job_host_gb(n_docs: float, n_queries: float, tokens_per_doc: float, search: MultiVectorSearch | None = None,
-                dim: int = 128, shards: int = 1) -> float:
+def job_host_gb(n_docs: float, n_queries: float, tokens_per_doc: float, search: MultiVectorSearch | None, dim: int,
+                shards: int) -> float:
     """Host GB a retrieval job needs for one dataset (conf/paper/cost.yaml ``host_memory``: a fixed part, bytes per
     document and per query), plus, for a multi-vector ``search`` with PLAID, the build's peak over a corpus shard
     (``shards``: K, each built and searched on its own). Dense and exact MaxSim read their embeddings memory-mapped."""
