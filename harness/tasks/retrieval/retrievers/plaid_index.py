@@ -25,6 +25,7 @@ import torch
 
 from harness.core.console import step
 from harness.core.errors import HarnessError
+from harness.tasks.retrieval.retrievers.plaid_memory import partitions
 from harness.tasks.retrieval.retrievers.token_store import TokenStore
 from harness.tasks.retrieval.settings import PlaidSettings, VoyagerSettings
 
@@ -40,11 +41,11 @@ def plaid_fits(n_tokens: int) -> tuple[bool, str]:
     """Whether PLAID's k-means (2^floor(log2(16 sqrt(n))) centroids, 5% held out) has a token per centroid."""
     if n_tokens < 1:
         return False, "the corpus has no document tokens"
-    partitions = int(2 ** np.floor(np.log2(16 * np.sqrt(n_tokens))))
+    k = partitions(n_tokens)
     points = n_tokens - int(min(0.05 * n_tokens, 50_000))
-    if points >= partitions:
+    if points >= k:
         return True, ""
-    return False, (f"corpus too small for PLAID's k-means ({points} training token embeddings < {partitions} "
+    return False, (f"corpus too small for PLAID's k-means ({points} training token embeddings < {k} "
                    "centroids); evaluated with exact MaxSim instead")
 
 

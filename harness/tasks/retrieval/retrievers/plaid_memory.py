@@ -1,18 +1,8 @@
 """A PLAID build's host memory, modelled on the build as each backend runs it (pure: no torch, no corpus), for the
-run's check before anything is loaded and the paper graph's ``--mem``. The phases do not overlap, so the peak is
-the largest (plus what lives through all of them, the document ids):
-
-- sample: ColBERTv2's k-means sample, 1 + 16 sqrt(120 N) documents, copied per document then concatenated (fp16);
-- kmeans: that sample in fp16, its fp32 copy and fastkmeans' squared copy, then two of its distance blocks;
-- compress: one chunk of documents (fp16, copied then concatenated), the centroid-score block, the residual
-  buffers of one compression batch and the compressed chunks queued for writing;
-- ivf: the codes of every token, sorted (values and positions), the token-to-document map and the IVF;
-- index: what the search holds for the index's life (codes, packed residuals, IVF; fast-plaid memory-maps them on
-  CPU and keeps them on the GPU otherwise) and one search's decompressed candidates.
-
-Sizes come from PyLate 1.6's Stanford backend (``pylate/indexes/stanford_nlp``) and fast-plaid 1.4.6, CPU case (on
-a GPU, k-means and compression run there: the host needs less). The Stanford figures are checked against measured
-builds by ``benchmarks/plaid_memory.py`` (docs/retrieval.md, "PLAID's memory")."""
+run's check before anything is loaded and the paper graph's ``--mem``: the phases (k-means sample, k-means,
+compression, IVF, the index the search holds) do not overlap, so the peak is the largest, plus the document ids.
+Sizes are read off PyLate 1.6's Stanford backend and fast-plaid 1.4.6 (CPU: on a GPU the host needs less) and checked
+against measured builds by ``benchmarks/plaid_memory.py`` (docs/retrieval.md, "PLAID's memory")."""
 
 from __future__ import annotations
 
@@ -40,12 +30,10 @@ IVF_BYTES = 8 + 16 + 4 + 4
 
 @dataclass(frozen=True)
 class PlaidMemory:
-    """The estimate: bytes per phase (the peak is the largest, plus ``ids``) and the counts it rests on."""
+    """The estimate: bytes per phase (the peak is the largest, plus ``ids``)."""
 
     phases: dict[str, float]
     ids: float
-    sample_tokens: float
-    partitions: int
 
     @property
     def peak(self) -> float:
@@ -101,7 +89,7 @@ def plaid_memory(n_docs: int, n_tokens: float, dim: int, settings: PlaidSettings
         score = 4.0 * min(SCORE_FLOATS, k * batch)
         phases["compress"] = 4 * dim * t_chunk + score + (12 + 2 * nbits) * dim * batch + 2 * (8 + packed) * t_chunk
         phases["index"] = (8 + packed) * n_tokens + DOC_BYTES * n + 3.0 * dim * per_doc * n_full_scores
-    return PlaidMemory(phases, ID_BYTES * n, t_sample, k)
+    return PlaidMemory(phases, ID_BYTES * n)
 
 
 def job_host_gb(n_docs: float, n_queries: float, tokens_per_doc: float, search: MultiVectorSearch | None, dim: int,
