@@ -238,7 +238,7 @@ def test_a_plaid_build_failure_is_a_harness_error_naming_the_fix(tiny_colbert, t
 
 
 def test_a_plaid_plan_that_cannot_fit_is_refused_before_encoding(tmp_path: Path) -> None:
-    """The PLAID build's memory (document tokens x dim x 4 x 2) over task.plaid_max_memory_gb: one line, nothing
+    """The PLAID build's memory (retrievers/plaid_memory.py) over task.plaid_max_memory_gb: one line, nothing
     encoded; under it the estimate and the backend are recorded."""
     from harness.run.runner import RunFailed, run
     from tests.conftest import write_beir_folder

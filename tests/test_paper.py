@@ -90,6 +90,14 @@ def test_dry_run_for_modernbert_base_needs_no_hub(tmp_path) -> None:
     total = next(line for line in lines if line.startswith("total"))
     assert " 408 " in total and "GPU-hours estimated" in total and float(total.split()[3]) > 0
     assert not (tmp_path / "results").exists()                       # a preview writes nothing
+    # host memory per BEIR set, from the run's memory model: ColBERT's report step asks SLURM for the largest
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["colbert.report"])
+    host = lines[at + 1].split("host memory: ")[1].removesuffix(" GB")
+    per_set = {p.rsplit(" ", 1)[0]: float(p.rsplit(" ", 1)[1]) for p in host.split(", ")}
+    assert {"msmarco", "fever", "hotpotqa", "nq"} <= set(per_set) and per_set["msmarco"] > per_set["arguana"]
+    headroom = cost.cost_data()["host_memory"]["headroom"]
+    mem = float(lines[at].split(" GB, ")[0].rsplit(", ", 1)[1])
+    assert max(per_set.values()) * headroom - 0.1 <= mem < max(per_set.values()) * headroom + 1.1
 
 
 def test_a_job_that_ends_while_the_records_are_read_is_not_submitted_again(tmp_path) -> None:
@@ -106,3 +114,67 @@ def test_a_job_that_ends_while_the_records_are_read_is_not_submitted_again(tmp_p
                        queued={"126": ("R", "None")})             # the queue, read before: running
     assert ids == {"glue": ["126"]}
     assert json.loads((tmp_path / "ledger.json").read_text()) == {job.key: "126"}
+
+
+def test_a_step_asks_for_the_memory_its_jobs_need() -> None:
+    """``Work.host`` (GB per dataset, from the memory model) -> the step's ``mem_gb`` (x headroom, whole GB), never
+    under the cluster profile's; steps that model none keep the profile's."""
+    from harness.tasks.retrieval.retrievers.plaid_memory import job_host_gb
+
+    a, b = graph.Job("a", "s", "run", "colbert"), graph.Job("b", "s", "run", "colbert")
+    state = type("S", (), {})
+    states = {"a": state(), "b": state()}
+    states["a"].work = cost.Work(host={"msmarco": 50.2, "nq": 20.0})
+    states["b"].work = cost.Work(host={"nq": 30.0})
+    step, glue = graph.Step("s", "eval", [a, b]), graph.Step("g", "train", [])
+    cost.host_memory([step, glue], states)
+    headroom = cost.cost_data()["host_memory"]["headroom"]
+    assert step.mem_gb == -(-50.2 * headroom // 1) and glue.mem_gb is None
+    profile = {"eval": {"gpus": 1, "cpus": 8, "mem_gb": 32}, "train": {"gpus": 1, "cpus": 8, "mem_gb": 32}}
+    assert step.resources(profile)["mem_gb"] == step.mem_gb and glue.resources(profile)["mem_gb"] == 32
+    assert cost.host_by_dataset(step, states) == {"msmarco": 50.2, "nq": 30.0}
+    # DPR grows with documents and queries only; PLAID adds its build, split by shards
+    dense = job_host_gb(8.8e6, 7000, 73, None, 128, 1)
+    from harness.core.typed import from_conf
+    from harness.tasks.retrieval.settings import MultiVectorSearch, PlaidSettings
+
+    search = MultiVectorSearch(query_length=32, index="plaid", plaid=from_conf(PlaidSettings, "plaid/default",
+                                                                               backend="stanford"),
+                               plaid_max_memory_gb=None)
+    one, four = job_host_gb(8.8e6, 7000, 73, search, 128, 1), job_host_gb(8.8e6, 7000, 73, search, 128, 4)
+    assert dense < 10 < four < one
+
+
+@pytest.mark.slurm
+def test_slurm_is_asked_for_the_memory_model_s_host_memory(tmp_path) -> None:
+    """On the local cluster: a ColBERT PLAID evaluation of SciFact is submitted with ``--mem`` from the memory model
+    (above the local profile's 4 GB), the figure the dry run shows; SLURM holds the job with that minimum."""
+    from tests.conftest import SHARED_DATA, TINY_MODEL
+    from tests.test_paper_runs import scontrol
+
+    job = ["task.train=false", f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.index=plaid",
+           "task.plaid.backend=stanford", "device=cpu"]
+    paper = tmp_path / "paper-mem.yaml"
+    paper.write_text(json.dumps({"stages": {"scifact": {"task": "colbert", "overrides": job, "kind": "eval"}},
+                                 "leaderboard": False, "min_finished": 0.5, "overrides": [], "launcher": "slurm",
+                                 "cluster": "local", "site": None}))
+    common = [f"paper={paper}", "model=modernbert-base", f"model.path={TINY_MODEL}", "model.name=tiny-modernbert",
+              f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs", f"paths.cache={tmp_path}/cache"]
+    preview = subprocess.run([sys.executable, "-m", "harness.paper", *common, "--dry-run"], capture_output=True,
+                             text=True, cwd=REPO, timeout=300)
+    assert preview.returncode == 0, preview.stderr[-2000:]
+    line = next(x for x in preview.stdout.splitlines() if x.startswith("scifact "))
+    mem = float(line.split(" GB, ")[0].rsplit(", ", 1)[1])
+    assert mem > 4
+    ledger = tmp_path / "paper" / "tiny-modernbert" / "ledger.json"
+    try:
+        done = subprocess.run([sys.executable, "-m", "harness.paper", *common], capture_output=True, text=True,
+                              cwd=REPO, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        (job_id,) = json.loads(ledger.read_text()).values()
+        held = scontrol(job_id)
+    finally:
+        ids = sorted(set(json.loads(ledger.read_text()).values())) if ledger.is_file() else []
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
+    assert held.get("MinMemoryNode") in (f"{mem:g}G", f"{mem * 1024:g}M"), held

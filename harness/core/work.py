@@ -4,7 +4,7 @@ estimate (``Family.work``; :mod:`harness.paper.cost` turns it into GPU-hours), a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -23,12 +23,19 @@ class Work:
     fixed_s: float = 0.0            # seconds whatever the data: process start, imports, model load
     local: int = 0                  # datasets or files sized from the configured local data
     published: int = 0              # datasets sized from the cost file (hub copies)
+    host: dict[str, float] = field(default_factory=dict)   # host GB each dataset's evaluation needs (SLURM --mem)
 
     def __iadd__(self, other: Work) -> Work:
         self.train, self.short, self.long = self.train + other.train, self.short + other.short, self.long + other.long
         self.fixed_s += other.fixed_s
         self.local, self.published = self.local + other.local, self.published + other.published
+        self.host = {d: max(gb, self.host.get(d, 0.0)) for d, gb in {**self.host, **other.host}.items()}
         return self
+
+    @property
+    def host_gb(self) -> float:
+        """The most host memory any of its datasets needs (0: none modelled)."""
+        return max(self.host.values(), default=0.0)
 
     def add_tokens(self, tokens: float, length: float) -> None:
         """Evaluation ``tokens`` of texts ``length`` tokens long: short or long by :data:`LONG`."""

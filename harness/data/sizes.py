@@ -4,6 +4,7 @@ None for hub copies: the cost file's published sizes are used, and the preview s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,27 +70,34 @@ def train_file(path: Any) -> tuple[float, float] | None:
 
 def documents_work(size: list[float], length_cap: int, per_word: bool) -> Work:
     """Evaluation tokens of one retrieval set of ``size`` ([documents, queries, length]), capped at ``length_cap``."""
-    c = cost_data()
-    docs, queries, length = size
-    tokens = min(length * (c["tokens_per_word"] if per_word else 1.0), length_cap)
-    w = Work(short=queries * c["query_tokens"])
+    docs, queries, tokens = tokens_of(size, length_cap, per_word)
+    w = Work(short=queries * cost_data()["query_tokens"])
     w.add_tokens(docs * tokens, tokens)
     return w
 
 
-def retrieval_work(datasets: list[str], cap: int, data_dir: Any = None, catalog: Any = None) -> Work:
-    """Evaluation tokens of ``datasets``: from local files under ``data_dir`` where any, else the cost file's sizes."""
+def tokens_of(size: list[float], length_cap: int, per_word: bool) -> tuple[float, float, float]:
+    """(documents, queries, tokens per document at most ``length_cap``) of a size in words or tokens."""
+    docs, queries, length = size
+    return docs, queries, min(length * (cost_data()["tokens_per_word"] if per_word else 1.0), length_cap)
+
+
+def retrieval_work(datasets: list[str], cap: int, data_dir: Any = None, catalog: Any = None,
+                   memory: Callable[[float, float, float], float] | None = None) -> Work:
+    """Evaluation tokens of ``datasets``: from local files under ``data_dir`` where any, else the cost file's sizes;
+    with ``memory`` ((documents, queries, tokens per document) -> GB), the host memory of each."""
     c, w = cost_data(), Work()
     for d in datasets:
         entry = (catalog or {}).get(d) or {}
-        local = retrieval_set(data_dir, str(entry.get("local") or d))
-        if local is not None:
-            w += documents_work(local, cap, per_word=False)
+        size, per_word = retrieval_set(data_dir, str(entry.get("local") or d)), False
+        if size is not None:
             w.local += 1
-            continue
-        for table, per_word in ((c["beir"], True), (c["code"], False), (c, False)):   # beir sizes are in words
-            if d in table:
-                w += documents_work(table[d], cap, per_word=per_word)
-                break
-        w.published += 1
+        else:
+            w.published += 1
+            table = next((t for t in (c["beir"], c["code"], c) if d in t), None)   # beir sizes are in words
+            size, per_word = (table[d], table is c["beir"]) if table is not None else (None, False)
+        if size is not None:
+            w += documents_work(size, cap, per_word=per_word)
+            if memory is not None:
+                w.host[d] = memory(*tokens_of(size, cap, per_word))
     return w

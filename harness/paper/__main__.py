@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if paper["launcher"] == "slurm" and submitting:
         queued = slurm.queue()   # before the records are read: a job ending in between is found in one or the other
     states = job.settle(steps, progress.job_states(steps), paper)   # 'done': selections and the site built from the records
+    cost.host_memory(steps, states)    # each step's --mem, from its jobs' memory model
     model = next((s.model for s in states.values() if s.model), {})
     res = next((s.results for s in states.values() if s.results), "results")
     tp = cost.throughput(model, res)

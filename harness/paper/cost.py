@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
@@ -24,7 +24,7 @@ from harness.core import layout, results
 from harness.core.work import Work, cost_data
 from harness.tasks.runplan import RunPlan
 
-__all__ = ["Throughput", "Work", "cost_data", "device_hours", "gpu_hours", "job_work", "throughput"]
+__all__ = ["Throughput", "Work", "cost_data", "device_hours", "gpu_hours", "host_memory", "job_work", "throughput"]
 
 def job_work(plan: RunPlan) -> Work:
     """What one job processes: its plan's work (its family's estimate for the job's mode: a report job evaluates
@@ -32,6 +32,25 @@ def job_work(plan: RunPlan) -> Work:
     w = Work(**asdict(plan.work))
     w.fixed_s += float(cost_data()["job_overhead_s"])
     return w
+
+
+def host_memory(steps: Sequence[Any], states: Mapping[str, Any]) -> None:
+    """Each step's ``mem_gb``, its SLURM ``--mem``: the most host memory any dataset of its jobs needs (their
+    ``Work.host``, from the run's memory model) x the cost file's headroom, in whole GB; None where no job models it
+    (the cluster profile's ``mem_gb`` is asked, and stays the floor)."""
+    headroom = float(cost_data()["host_memory"]["headroom"])
+    for step in steps:
+        need = max((states[j.key].work.host_gb for j in step.jobs), default=0.0)
+        step.mem_gb = math.ceil(need * headroom) if need > 0 else None
+
+
+def host_by_dataset(step: Any, states: Mapping[str, Any]) -> dict[str, float]:
+    """Host GB per dataset over a step's jobs (the largest where several jobs evaluate it)."""
+    out: dict[str, float] = {}
+    for j in step.jobs:
+        for d, gb in states[j.key].work.host.items():
+            out[d] = max(gb, out.get(d, 0.0))
+    return out
 
 
 @dataclass(frozen=True)

@@ -61,13 +61,15 @@ class Step:
     after: list[tuple[str, str]] = field(default_factory=list)
     task: str = ""
     devices: int = 1        # the processes (GPUs) each of its jobs trains on: task.devices
+    mem_gb: float | None = None   # host memory its jobs need (harness.paper.cost.host_memory), where modelled
 
     def resources(self, cluster: Mapping[str, Any]) -> dict[str, Any]:
         """What one job of this step asks for: the cluster profile's entry for its kind, GPUs, CPUs and memory
-        times its ``devices`` (N processes of one job, on one node)."""
+        times its ``devices`` (N processes of one job, on one node); memory at least what its jobs need."""
         res = dict(cluster[self.kind])
         for key in ("gpus", "cpus", "mem_gb"):
             res[key] = (res.get(key) or 0) * self.devices
+        res["mem_gb"] = max(res["mem_gb"], self.mem_gb or 0)
         return res
 
     def to_dict(self) -> dict[str, Any]:

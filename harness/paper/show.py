@@ -54,6 +54,10 @@ def dry_run(steps: Sequence[Step], states: Mapping[str, JobState], tp: cost.Thro
             waits += f"; {len(ss)} at once: ~{hours / max(1, len(ss)):.1f} h wall"
         lines.append(f"{s.name:20s} {s.kind:5s} {len(ss):5d} {sum(x.finished for x in ss):5d} {hours_text(hours):>8s}  "
                      f"{resources(s, cluster)}; {waits}")
+        host = cost.host_by_dataset(s, states)
+        if host:
+            lines.append(f"{'':20s} host memory: " + ", ".join(f"{d} {gb:.1f}" for d, gb in
+                                                               sorted(host.items(), key=lambda x: -x[1])) + " GB")
         upstream_done = all(states[j.key].finished for up, _ in s.after for st in steps if st.name == up
                             for j in st.jobs)
         why = next((x.waiting for x in ss if x.waiting and not x.waiting.startswith("waits for")), None)

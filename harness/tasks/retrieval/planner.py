@@ -156,6 +156,17 @@ def training_source(s: Any) -> Any:
     return type(data).sources.lookup(data.source)
 
 
+def host_memory(s: Any, shards: int) -> Any:
+    """(documents, queries, tokens per document) -> host GB of one dataset's evaluation under settings ``s``
+    (:func:`~harness.tasks.retrieval.retrievers.plaid_memory.job_host_gb`; a multi-vector run's PLAID build too)."""
+    from harness.tasks.retrieval.retrievers.plaid_memory import job_host_gb
+
+    mv = getattr(s, "multi_vector", None)
+    search = mv.search if mv is not None and getattr(s, "retriever", "multi_vector") == "multi_vector" else None
+    dim = int(mv.embedding_size) if mv is not None else 0
+    return lambda docs, queries, tokens: job_host_gb(docs, queries, tokens, search, dim, shards)
+
+
 class RetrievalPlanner:
     """Plan: settings -> cells (one run id, one cell per dataset) -> the stages' resolved facts -> RunPlan."""
 
@@ -270,12 +281,13 @@ class RetrievalPlanner:
 
         s: Any = self.settings
         length = int(getattr(s, "document_length", None) or s.evaluation.max_length)
-        w = retrieval_work([d for d in s.datasets if d not in skip], length, s.data_dir, s.catalog)
         shards = s.sharding
-        if shards.shard_launcher == "external" and isinstance(shards.shards, int) and shards.shards > 1:
+        k = shards.shards if isinstance(shards.shards, int) else 1
+        w = retrieval_work([d for d in s.datasets if d not in skip], length, s.data_dir, s.catalog,
+                           memory=host_memory(s, k))
+        if shards.shard_launcher == "external" and k > 1:
             # a shard job encodes 1/K of the corpora (queries: each shard searches with every query); the merge reads
-            k = shards.shards
-            return Work(short=w.short / k, long=w.long / k) if shards.shard is not None else Work()
+            return Work(short=w.short / k, long=w.long / k, host=w.host) if shards.shard is not None else Work()
         if mode == "report" or not self.trains:
             return w
         w += training_source(s).work(s)

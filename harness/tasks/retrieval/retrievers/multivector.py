@@ -30,11 +30,13 @@ from harness.tasks.retrieval.retrievers.maxsim import maxsim_search, pad_queries
 from harness.tasks.retrieval.retrievers.plaid_index import (
     build_plaid,
     build_voyager,
+    check_plaid_backend,
     check_voyager,
     plaid_fits,
     plaid_search,
     voyager_search,
 )
+from harness.tasks.retrieval.retrievers.plaid_memory import check_plaid_memory, plaid_memory
 from harness.tasks.retrieval.retrievers.search import id_rank
 from harness.tasks.retrieval.retrievers.token_store import TokenStore
 from harness.tasks.retrieval.settings import (
@@ -102,6 +104,8 @@ class MultiVectorRetriever:
         search = settings.search
         self.query_length = search.query_length
         self.backend = plaid_backend(search.plaid.backend) if search.index == "plaid" else None
+        if self.backend is not None:
+            check_plaid_backend(self.backend)    # before any encoding
         if search.index == "voyager":
             check_voyager()                      # before any encoding
             self.max_depth: int | None = VoyagerSettings().k   # documents a search returns at most (the authors' k)
@@ -126,22 +130,11 @@ class MultiVectorRetriever:
         self.rank = id_rank(ds.corpus_ids)
         self._mode = s.search.index
         if s.search.index == "plaid":
-            ok, why = plaid_fits(self.store.n_tokens)
-            if not ok:
-                log.warning("%s: %s", ds.name, why)
-                self._mode = "exact"
-                details |= {"index": "exact", "index_requested": "plaid", "index_fallback": why}
-            else:
-                t1 = time.perf_counter()
-                self._tmp = tempfile.TemporaryDirectory(prefix="harness-plaid-")
-                try:
-                    self._plaid = build_plaid(self.store, s.search.plaid, str(self.backend), Path(self._tmp.name),
-                                              s.device, s.show_progress)
-                except (RuntimeError, OSError, ImportError) as exc:   # e.g. a C++ extension that does not build
-                    raise HarnessError(f"{ds.name}: building the PLAID index ({self.backend}) failed: {exc}. "
-                                       "Use task.index=exact, or fix the backend (README: Multi-vector retrieval).") \
-                        from exc
-                timings["index_s"] = time.perf_counter() - t1
+            t1 = time.perf_counter()
+            self._plaid, self._tmp, fell_back = self._build_plaid(self.store, ds.name)
+            self._mode = "exact" if fell_back else "plaid"
+            details |= fell_back or {}
+            timings |= {} if fell_back else {"index_s": time.perf_counter() - t1}
         elif s.search.index == "voyager":
             t1 = time.perf_counter()
             self._tmp = tempfile.TemporaryDirectory(prefix="harness-voyager-")
@@ -160,12 +153,7 @@ class MultiVectorRetriever:
             with step(f"Voyager search, {len(q):,} queries, exact MaxSim rerank", show=s.show_progress):
                 scores, idx = voyager_search(self._plaid, q, top_k)
         elif self._mode == "plaid":
-            rerank = ", exact MaxSim rerank" if s.search.plaid.rerank else ""
-            with step(f"PLAID search, {len(q):,} queries{rerank}", show=s.show_progress):
-                scores, idx = plaid_search(self._plaid, q, top_k)
-                if s.search.plaid.rerank:
-                    scores, idx = rerank_exact(q, self.store, idx, chunk_tokens=s.maxsim_chunk_tokens,
-                                               device=s.device)
+            scores, idx = self._plaid_search(self._plaid, q, self.store, top_k)
         else:
             scores, idx = self._maxsim(pad_queries(q, self.store.dim), self.store, top_k, self.rank)
         return scores, idx, {"encode_queries_s": t1 - t0, "search_s": time.perf_counter() - t1}
@@ -187,24 +175,48 @@ class MultiVectorRetriever:
         return out
 
     def plaid_memory(self, ds: RetrievalDataset) -> dict[str, Any]:
-        """The PLAID build's memory estimate (document tokens x dim x 4 bytes x 2: PyLate's float32 copy and the
-        backend's) and its backend; refused in one line, before encoding, above ``plaid_max_memory_gb``."""
+        """The PLAID build's host memory (:func:`~harness.tasks.retrieval.retrievers.plaid_memory.plaid_memory`) and
+        its backend; refused in one line, before encoding, above ``plaid_max_memory_gb``."""
         n_tokens = sum(int(token_lengths(self.model, texts, self.document_length).sum())
                        for _, texts in ds.corpus.chunks())
-        gb = n_tokens * int(self.model[-1].out_features) * 4 * 2 / 2**30
-        limit = self.settings.search.plaid_max_memory_gb
-        if limit is not None and gb > limit:
-            raise HarnessError(f"{ds.name}: a PLAID index ({self.backend} backend) over {n_tokens:,} document tokens "
-                               f"needs about {gb:.1f} GB, over task.plaid_max_memory_gb={limit:g}: raise the limit on "
-                               "a larger machine, or use task.index=exact (task.shards splits it across GPUs)")
-        return {"index_backend": self.backend, "index_memory_gb_estimate": round(gb, 3)}
+        est = plaid_memory(len(ds), n_tokens, int(self.model[-1].out_features), self.settings.search.plaid,
+                           str(self.backend))
+        check_plaid_memory(ds.name, est, self.settings.search.plaid_max_memory_gb, str(self.backend))
+        return {"index_backend": self.backend, **est.describe()}
+
+    def _build_plaid(self, store: TokenStore, name: str) -> tuple[Any, Any, dict[str, Any] | None]:
+        """(index, its temporary folder, None), or (None, None, why) where the corpus is too small for PLAID's
+        k-means and exact MaxSim is used instead."""
+        ok, why = plaid_fits(store.n_tokens)
+        if not ok:
+            log.warning("%s: %s", name, why)
+            return None, None, {"index": "exact", "index_requested": "plaid", "index_fallback": why}
+        s = self.settings
+        tmp = tempfile.TemporaryDirectory(prefix="harness-plaid-")
+        try:
+            return build_plaid(store, s.search.plaid, str(self.backend), Path(tmp.name), s.device,
+                               s.show_progress), tmp, None
+        except (RuntimeError, OSError, ImportError) as exc:   # e.g. a C++ extension that does not build
+            tmp.cleanup()
+            raise HarnessError(f"{name}: building the PLAID index ({self.backend}) failed: {exc}. Use "
+                               "task.index=exact, or fix the backend (README: Multi-vector retrieval).") from exc
+
+    def _plaid_search(self, index: Any, q: list[np.ndarray], store: TokenStore, top_k: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        s = self.settings
+        rerank = ", exact MaxSim rerank" if s.search.plaid.rerank else ""
+        with step(f"PLAID search, {len(q):,} queries{rerank}", show=s.show_progress):
+            scores, idx = plaid_search(index, q, top_k)
+            if s.search.plaid.rerank:
+                scores, idx = rerank_exact(q, store, idx, chunk_tokens=s.maxsim_chunk_tokens, device=s.device)
+        return scores, idx
 
     # -------------------------------------------------------------------- ShardEngine (harness.tasks.retrieval.retrievers.shards)
     def token_lengths(self, texts: list[str]) -> np.ndarray:
         """Document tokens per text (prefix included), as :func:`encode_tokens` batches them."""
-        if self.settings.search.index != "exact":
-            raise HarnessError("task.shards with ColBERT needs task.index=exact (exact MaxSim merges per-shard top-k "
-                               "lists); PLAID builds one index over the whole corpus")
+        if self.settings.search.index == "voyager":
+            raise HarnessError("task.shards with ColBERT needs task.index=exact or plaid (an index per shard, their "
+                               "top-k lists merged by score); Voyager builds one index over the whole corpus")
         return token_lengths(self.model, texts, self.document_length)
 
     def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
@@ -225,11 +237,21 @@ class MultiVectorRetriever:
         store, hit = TokenStore.cached(Path(str(s.cache_dir)) / key, n_docs,
                                        lambda: self._document_batches(segments, "corpus shard"),
                                        {"identity": self.cache_identity, "document_length": self.document_length})
+        if s.search.index == "plaid":   # an index per shard (its own k-means sample and centroids)
+            index, tmp, fell_back = self._build_plaid(store, f"corpus shard {key}")
+            if not fell_back:
+                try:
+                    q = [x[np.abs(x).sum(axis=1) > 0] for x in queries]    # the padding rows dropped
+                    return *self._plaid_search(index, q, store, top_k), hit
+                finally:
+                    tmp.cleanup()
         # a copy: the cached query array is read-only, which torch.from_numpy does not support
         return *self._maxsim(torch.from_numpy(np.array(queries)), store, top_k, rank), hit
 
     def search_settings(self) -> dict[str, Any]:
-        return {"query_length": capped_length(self.query_length, self.limit), "index": "exact"}
+        index = self.settings.search.index
+        return {"query_length": capped_length(self.query_length, self.limit), "index": index,
+                **({"plaid": asdict(self.settings.search.plaid), "backend": self.backend} if index == "plaid" else {})}
 
     # -------------------------------------------------------------------- helpers
     def _maxsim(self, queries: torch.Tensor, store: TokenStore, top_k: int,

@@ -15,6 +15,7 @@ import random
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import torch
 
 from harness.core.console import step
 from harness.core.errors import HarnessError
+from harness.tasks.retrieval.retrievers.plaid_memory import partitions
 from harness.tasks.retrieval.retrievers.token_store import TokenStore
 from harness.tasks.retrieval.settings import PlaidSettings, VoyagerSettings
 
@@ -39,11 +41,11 @@ def plaid_fits(n_tokens: int) -> tuple[bool, str]:
     """Whether PLAID's k-means (2^floor(log2(16 sqrt(n))) centroids, 5% held out) has a token per centroid."""
     if n_tokens < 1:
         return False, "the corpus has no document tokens"
-    partitions = int(2 ** np.floor(np.log2(16 * np.sqrt(n_tokens))))
+    k = partitions(n_tokens)
     points = n_tokens - int(min(0.05 * n_tokens, 50_000))
-    if points >= partitions:
+    if points >= k:
         return True, ""
-    return False, (f"corpus too small for PLAID's k-means ({points} training token embeddings < {partitions} "
+    return False, (f"corpus too small for PLAID's k-means ({points} training token embeddings < {k} "
                    "centroids); evaluated with exact MaxSim instead")
 
 
@@ -87,13 +89,55 @@ class _LogWriter(io.TextIOBase):
         return len(s)
 
 
+class StoreDocs(Sequence):
+    """The store's documents, each read on demand as an fp16 view of its memory map (nothing is copied until a
+    backend reads it): PyLate's Stanford ``Collection`` iterates it chunk by chunk."""
+
+    def __init__(self, store: TokenStore) -> None:
+        self.store = store
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def __getitem__(self, i: int) -> np.ndarray:   # type: ignore[override]
+        if not 0 <= i < len(self.store):
+            raise IndexError(i)
+        return self.store.doc(i)
+
+
+def store_views(store: TokenStore) -> list[torch.Tensor]:
+    """fast-plaid's list of documents as torch views of the store's memory map (no copy: its ``create`` reads them
+    batch by batch)."""
+    with warnings.catch_warnings():   # read-only memory map: torch warns that it cannot write to it; nothing does
+        warnings.simplefilter("ignore", UserWarning)
+        whole = torch.from_numpy(np.asarray(store.emb))
+    return [whole[int(s) : int(s) + int(n)] for s, n in zip(store.starts, store.lengths, strict=True)]
+
+
+def check_plaid_backend(backend: str) -> None:
+    """Before any encoding: the backend's imports and, for Stanford, its C++ extensions' prerequisites."""
+    if backend == "fast":
+        try:
+            import fast_plaid.search  # noqa: F401
+        except (ImportError, OSError) as exc:
+            raise HarnessError(f"task.plaid.backend=fast: fast-plaid does not import ({exc}); reinstall it for this "
+                               "torch, use task.plaid.backend=stanford, or task.index=exact") from None
+    else:
+        prepare_stanford_extensions()
+        from pylate.indexes.stanford_nlp.data.collection import Collection  # noqa: F401
+
+
 def build_plaid(store: TokenStore, settings: PlaidSettings, backend: str, folder: Path, device: str,
                 show_progress: bool = True):
-    """A seeded PyLate PLAID index over the store's documents (ids = corpus positions as strings)."""
+    """A seeded PyLate PLAID index over the store's documents (ids = corpus positions as strings), read from its
+    memory map as the backend needs them: Stanford's indexer samples its k-means documents, then compresses
+    25,000 documents at a time (a lazy ``Collection``); fast-plaid's ``create`` gets zero-copy views."""
     from pylate import indexes
 
     first_use = ""
     if backend == "stanford":
+        from pylate.indexes.stanford_nlp.data.collection import Collection
+
         prepare_stanford_extensions()
         if not stanford_extensions_built():
             first_use = "first use: compiling PyLate's 4 C++ extensions first, about 2 minutes"
@@ -107,9 +151,10 @@ def build_plaid(store: TokenStore, settings: PlaidSettings, backend: str, folder
     )
     if backend == "fast":
         kwargs["device"] = device
+        docs: Any = store_views(store)
     else:
         kwargs["embedding_size"] = store.dim
-    docs = [np.asarray(store.doc(i), dtype=np.float32) for i in range(len(store))]
+        docs = Collection(data=StoreDocs(store))    # Collection.cast passes a Collection through as it is
     with step(f"PLAID index ({backend}) over {len(store):,} documents, {store.n_tokens:,} tokens",
               show=show_progress, starting=first_use), contextlib.redirect_stdout(_LogWriter()):
         index = indexes.PLAID(**kwargs)

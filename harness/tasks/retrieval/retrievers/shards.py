@@ -107,7 +107,7 @@ def load_topk(path: Path, n_queries: int, n_docs: int, claim: dict[str, Any] | N
                          "query set's top-k, or a file written before claims were kept)")
     if scores.shape != positions.shape or scores.shape[0] != n_queries:
         raise ValueError(f"holds {scores.shape} hits, expected {n_queries} queries")
-    if positions.size and (positions.min() < 0 or positions.max() >= n_docs):
+    if positions.size and (positions.min() < -1 or positions.max() >= n_docs):     # -1: no hit (PLAID)
         raise ValueError("positions out of range")
     return scores, positions, meta
 
@@ -213,7 +213,7 @@ class ShardedRetriever:
         parts, metas = [], []
         for i in range(len(self.plan)):
             scores, local, meta = self._require(i, qkey, top_k, len(queries))
-            parts.append((scores, self.plan.positions(i)[local]))
+            parts.append((scores, np.where(local >= 0, self.plan.positions(i)[np.maximum(local, 0)], -1)))
             metas.append(meta)
         scores, idx = merge(parts, top_k, self.rank)
         cached = [i not in fresh or bool(m.get("embeddings_from_cache")) for i, m in enumerate(metas)]
