@@ -4,6 +4,7 @@ encoding against ColBERT.encode, length caps, PLAID's small-corpus rule and its 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import time
 from pathlib import Path
@@ -237,17 +238,25 @@ def test_a_plaid_build_failure_is_a_harness_error_naming_the_fix(tiny_colbert, t
         evaluate(mv.MultiVectorRetriever(model, settings, {"run": 1}), small_dataset(60, 12), top_k=10)
 
 
-def test_a_plaid_plan_that_cannot_fit_is_refused_before_encoding(tmp_path: Path) -> None:
-    """The PLAID build's memory (retrievers/plaid_memory.py) over task.plaid_max_memory_gb: one line, nothing
-    encoded; under it the estimate and the backend are recorded."""
-    from harness.run.runner import RunFailed, run
+def test_a_plaid_plan_that_cannot_fit_is_refused_before_anything_loads(tmp_path: Path, monkeypatch) -> None:
+    """The PLAID build's memory (retrievers/plaid_memory.py) over task.plaid_max_memory_gb: one line, from the
+    corpus alone (its tokens counted through the tokenizer, kept), before the model loads and nothing encoded."""
+    from harness.core.errors import HarnessError
+    from harness.run.runner import run
+    from harness.tasks.retrieval import compute
     from tests.conftest import write_beir_folder
     from tests.test_colbert import overrides
 
+    def never(plan):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(compute, "load_model", never)
     write_beir_folder(tmp_path / "data")
     small = ["task.train=false", "task.index=plaid", "task.plaid_max_memory_gb=0.00001"]
-    with pytest.raises(RunFailed) as exc:
+    with pytest.raises(HarnessError) as exc:
         run(compose(overrides(tmp_path, tmp_path / "data", *small)))
-    (rec,) = exc.value.records
-    assert "needs about" in rec.error and "task.plaid_max_memory_gb=1e-05" in rec.error and "\n" not in rec.error
+    msg = str(exc.value)
+    assert "needs about" in msg and "task.plaid_max_memory_gb=1e-05" in msg and "\n" not in msg
     assert not (tmp_path / "cache" / "colbert-tokens").exists()
+    (count,) = (tmp_path / "cache" / "token-counts").glob("*.json")
+    assert json.loads(count.read_text())["documents"] == 40

@@ -78,6 +78,10 @@ class RunLayout:
         """Corpus token embeddings of multi-vector retrievers (:mod:`harness.tasks.retrieval.retrievers.token_store`)."""
         return self.cache / "colbert-tokens"
 
+    def token_counts(self) -> Path:
+        """Document tokens of corpora, counted before a PLAID run loads anything (:mod:`harness.tasks.retrieval.plaid_check`)."""
+        return self.cache / "token-counts"
+
     def glue_tokenized(self, key: str) -> Path:
         """One GLUE task's tokenised train and dev sets (``key``: model, data, length, subsample)."""
         return self.cache / "glue-tokenized" / key

@@ -335,12 +335,15 @@ class RetrievalPlanner:
 def check(plan: RunPlan[Any, RetrievalStages], todo: Sequence[Cell]) -> None:
     """Before any model loads: the model's checks (:func:`~harness.tasks.runplan.check_model`), every dataset's
     local files or its pinned hub copy reachable (else one error naming each local alternative); then the
-    training data, when this run still has to train."""
+    training data, when this run still has to train; a PLAID build's memory, from the corpus alone."""
+    from harness.tasks.retrieval.plaid_check import check_plaid
+
     check_model(plan, todo)
     s = plan.settings
     if plan.trains and plan.stages.train is None:
         raise HarnessError(f"task={plan.task} trains (task.train=true) but its spec lists no train.* stage: add one "
                            "(e.g. train.dense) to spec.stages, or set task.train=false.")
     check_entries([cell.payload for cell in todo], s.data_dir, s.split)
+    check_plaid(plan, todo)
     if plan.trains and (plan.overwrite or not compute.trained(plan)):
         plan.stages.source.check(s)

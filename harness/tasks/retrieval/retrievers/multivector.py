@@ -36,7 +36,7 @@ from harness.tasks.retrieval.retrievers.plaid_index import (
     plaid_search,
     voyager_search,
 )
-from harness.tasks.retrieval.retrievers.plaid_memory import check_plaid_memory, plaid_memory
+from harness.tasks.retrieval.retrievers.plaid_memory import plaid_memory
 from harness.tasks.retrieval.retrievers.search import id_rank
 from harness.tasks.retrieval.retrievers.token_store import TokenStore
 from harness.tasks.retrieval.settings import (
@@ -123,10 +123,11 @@ class MultiVectorRetriever:
         s = self.settings
         self.close()
         t0 = time.perf_counter()
-        memory = self.plaid_memory(ds) if s.search.index == "plaid" else {}
         self.store, hit = self._corpus_tokens(ds)
         timings = {"encode_corpus_s": time.perf_counter() - t0}
-        details: dict[str, Any] = {"embedding_cache_hit": hit, "n_doc_tokens": self.store.n_tokens, **memory}
+        details: dict[str, Any] = {"embedding_cache_hit": hit, "n_doc_tokens": self.store.n_tokens}
+        if s.search.index == "plaid":
+            details |= self.plaid_memory(ds, self.store.n_tokens)
         self.rank = id_rank(ds.corpus_ids)
         self._mode = s.search.index
         if s.search.index == "plaid":
@@ -174,14 +175,11 @@ class MultiVectorRetriever:
             out["index_params"] = {"exact": "pylate.scores.colbert_scores over every document"}
         return out
 
-    def plaid_memory(self, ds: RetrievalDataset) -> dict[str, Any]:
-        """The PLAID build's host memory (:func:`~harness.tasks.retrieval.retrievers.plaid_memory.plaid_memory`) and
-        its backend; refused in one line, before encoding, above ``plaid_max_memory_gb``."""
-        n_tokens = sum(int(token_lengths(self.model, texts, self.document_length).sum())
-                       for _, texts in ds.corpus.chunks())
+    def plaid_memory(self, ds: RetrievalDataset, n_tokens: int) -> dict[str, Any]:
+        """What the record says of the PLAID build: its backend and modelled host memory (the run's up-front check,
+        harness/tasks/retrieval/plaid_check.py, refused it before anything loaded where it was over the limit)."""
         est = plaid_memory(len(ds), n_tokens, int(self.model[-1].out_features), self.settings.search.plaid,
                            str(self.backend))
-        check_plaid_memory(ds.name, est, self.settings.search.plaid_max_memory_gb, str(self.backend))
         return {"index_backend": self.backend, **est.describe()}
 
     def _build_plaid(self, store: TokenStore, name: str) -> tuple[Any, Any, dict[str, Any] | None]:
