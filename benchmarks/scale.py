@@ -195,12 +195,12 @@ def main() -> None:
     ap.add_argument("--runs", default=",".join(RUNS))
     ap.add_argument("--scratch", default="/tmp/harness-scale", help="synthetic data and caches (large: ~5 GB at 1M)")
     ap.add_argument("--out", default=None, help="write every figure as JSON here")
-    ap.add_argument("--fit", default=None, help="with --project-only: a JSON written by --out")
+    ap.add_argument("--fit", default=None, help="with --project-only: JSON files written by --out, comma-separated")
     ap.add_argument("--project-only", action="store_true")
     args = ap.parse_args()
     scratch = Path(args.scratch)
     if args.project_only:
-        rows = json.loads(Path(args.fit).read_text())["rows"]
+        rows = [r for f in args.fit.split(",") for r in json.loads(Path(f).read_text())["rows"]]
     else:
         rows = []
         for n in (int(x) for x in args.sizes.split(",")):
