@@ -10,6 +10,7 @@ import gzip
 import json
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,17 @@ from harness.core.errors import DataError, one_line
 UTF8_FIX = "re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 old > new)"
 
 
-def text_lines(path: Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file (ends kept, as ``open(newline="")``; BOM dropped; ``.gz`` gunzipped). Invalid
-    UTF-8 (named by line and byte offset), a corrupt gzip or an unreadable file is a one-line DataError."""
-    opener = gzip.open if path.suffix == ".gz" else open
+def opened(path: Path, mode: str = "rb", **kwargs: Any) -> Any:
+    """``path`` opened (``.gz``: gunzipped)."""
+    return (gzip.open if path.suffix == ".gz" else open)(path, mode, **kwargs)
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Reading ``path`` in the block: invalid UTF-8 (named by line and byte offset), a corrupt gzip or an unreadable
+    file is a one-line DataError."""
     try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
-            yield from fh
+        yield
     except UnicodeDecodeError:
         raise utf8_error(path) from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
@@ -35,12 +40,18 @@ def text_lines(path: Path) -> Iterator[str]:
                         "file.") from None
 
 
+def text_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file (ends kept, as ``open(newline="")``; BOM dropped; ``.gz`` gunzipped), read
+    as :func:`reading` says."""
+    with reading(path), opened(path, "rt", encoding="utf-8-sig", newline="") as fh:
+        yield from fh
+
+
 def utf8_error(path: Path) -> DataError:
     """The error for a file that is not valid UTF-8, naming the line and byte offset of its first invalid sequence
     (offsets of the uncompressed text for ``.gz``; lines end at ``\\n``, ``\\r\\n`` or ``\\r``)."""
-    opener = gzip.open if path.suffix == ".gz" else open
     offset, lineno = 0, 1
-    with opener(path, "rb") as fh:
+    with opened(path) as fh:
         for raw in fh:  # binary lines end at b"\n", which no multi-byte UTF-8 sequence contains
             try:
                 raw.decode("utf-8")

@@ -6,18 +6,16 @@ stripped, or the text alone without a title (as mteb and BEIR)."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
-import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.core.errors import DataError, one_line
-from harness.data.files import json_object, utf8_error
+from harness.core.errors import DataError
+from harness.data.files import json_object, opened, reading
 
 #: the most characters of text one chunk holds (with its token ids, what encoding holds at once: about 4 bytes a
 #: character at most), and the most documents
@@ -50,6 +48,7 @@ class Corpus:
     ids: list[str]
     chars: np.ndarray
     content: Any = None
+    _key: str | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -66,7 +65,9 @@ class Corpus:
 
     @property
     def key(self) -> str:
-        raise NotImplementedError
+        if self._key is None:
+            self._key = texts_key(t for _, chunk in self.chunks() for t in chunk)
+        return self._key
 
     def texts_at(self, positions: Sequence[int] | np.ndarray) -> list[str]:
         """The documents at ``positions`` (any order), as encoded."""
@@ -125,32 +126,18 @@ class InMemoryCorpus(Corpus):
         self.ids, self.titles, self.text_list = ids, titles, texts
         self.chars = np.fromiter((len(a) + len(b) + 1 for a, b in zip(titles, texts, strict=True)), dtype=np.int64,
                                  count=len(ids))
-        self._key: str | None = None
         self.content = self.hash_content()
 
     def _read(self, positions: np.ndarray) -> list[tuple[str, str]]:
         return [(self.titles[i], self.text_list[i]) for i in positions.tolist()]
 
-    @property
-    def key(self) -> str:
-        if self._key is None:
-            self._key = texts_key(document(a, b) for a, b in zip(self.titles, self.text_list, strict=True))
-        return self._key
-
 
 class _Untitled(Corpus):
     def __init__(self, base: Corpus) -> None:
         self.base, self.ids, self.chars = base, base.ids, base.chars
-        self._key: str | None = None
 
     def _read(self, positions: np.ndarray) -> list[tuple[str, str]]:
         return [("", text) for _, text in self.base._read(positions)]
-
-    @property
-    def key(self) -> str:
-        if self._key is None:
-            self._key = texts_key(t for _, chunk in self.chunks() for t in chunk)
-        return self._key
 
 
 class SubsetCorpus(Corpus):
@@ -160,17 +147,10 @@ class SubsetCorpus(Corpus):
         self.base, self.positions = base, np.asarray(positions, dtype=np.int64)
         self.ids = [base.ids[i] for i in self.positions.tolist()]
         self.chars = base.chars[self.positions]
-        self._key: str | None = None
         self.content = self.hash_content()
 
     def _read(self, positions: np.ndarray) -> list[tuple[str, str]]:
         return self.base._read(self.positions[positions])
-
-    @property
-    def key(self) -> str:
-        if self._key is None:
-            self._key = texts_key(t for _, chunk in self.chunks() for t in chunk)
-        return self._key
 
 
 class ArrowCorpus(Corpus):
@@ -237,7 +217,7 @@ class JsonlCorpus(Corpus):
             if _stat(self.path) != self._stat:
                 raise DataError(f"{self.path} changed while it was being read (its size or modification time is not "
                                 "what it was when loaded); run again once the file is no longer being written.")
-            self._fh = (gzip.open if self.path.suffix == ".gz" else open)(self.path, "rb")
+            self._fh = opened(self.path)
         fh, at = self._fh, None
         for i in positions.tolist():
             if at != self.offsets[i]:
@@ -258,10 +238,6 @@ class JsonlCorpus(Corpus):
         if getattr(self, "_fh", None) is not None:
             self._fh.close()
 
-    @property
-    def key(self) -> str:
-        return self._key
-
 
 def _stat(path: Path) -> tuple[int, int]:
     st = path.stat()
@@ -272,22 +248,10 @@ def _scan(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, int
     """(line number, byte offset, object) of each non-empty line of a JSONL file (``.gz``: offsets in its
     uncompressed bytes), each checked as :func:`harness.data.files.jsonl_rows` checks it (the same errors)."""
     offset = 0
-    try:
-        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                start, offset = offset, offset + len(raw)
-                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw, start = raw[3:], start + 3
-                if not raw.strip():
-                    continue
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise utf8_error(path) from None
-                yield lineno, start, json_object(path, lineno, line, required)
-    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-        raise DataError(f"{path}: not a valid gzip file ({one_line(exc)}); re-compress it with gzip, or drop the "
-                        ".gz suffix if it is plain text.") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot be read ({one_line(exc.strerror or exc)}); check that it is a readable "
-                        "file.") from None
+    with reading(path), opened(path) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            start, offset = offset, offset + len(raw)
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw, start = raw[3:], start + 3
+            if raw.strip():
+                yield lineno, start, json_object(path, lineno, raw.decode("utf-8"), required)
