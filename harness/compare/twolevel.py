@@ -105,8 +105,7 @@ def two_level(a: Sequence[Replicates], b: Sequence[Replicates], n_items: int, le
     return TwoLevel(diff, se, df, float(2 * sps.t.sf(abs(diff) / se, df)), diff - q * se, diff + q * se)
 
 
-def rank_intervals(drawn: dict[str, np.ndarray], higher_is_better: bool, level: float
-                   ) -> dict[str, tuple[int, int]]:
+def rank_intervals(drawn: dict[str, np.ndarray], higher_is_better: bool, level: float) -> dict[str, tuple[int, int]]:
     """Each model's rank (1 = best) on every replicate, and the central ``level`` interval of it."""
     names = list(drawn)
     m = np.stack([drawn[x] for x in names], axis=1) * (1 if higher_is_better else -1)

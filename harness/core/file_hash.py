@@ -135,8 +135,7 @@ def describe(paths: Iterable[str | os.PathLike], base: str | os.PathLike | None 
     relative to ``base``, size and content), ``n`` files, ``bytes``, and ``files`` (name -> size and sha256 prefix)
     when there are at most :data:`LISTED`. Each file hashed once (:func:`file_digest`)."""
     root = Path(base).expanduser() if base is not None else None
-    rows = sorted((_name(p, root), p.stat().st_size, file_digest(p))
-                  for p in {Path(x).expanduser() for x in paths})
+    rows = sorted((_name(p, root), p.stat().st_size, file_digest(p)) for p in {Path(x).expanduser() for x in paths})
     h = hashlib.sha256(json.dumps(rows).encode())
     out: dict[str, Any] = {"fingerprint": "sha256:" + h.hexdigest()[:16], "n": len(rows),
                            "bytes": sum(size for _, size, _ in rows)}

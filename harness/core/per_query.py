@@ -50,8 +50,7 @@ def fingerprint(obj: Any) -> str:
 def from_metrics(per_query: Mapping[str, Mapping[str, float]], data: Mapping[str, str]) -> PerQuery:
     """A :class:`PerQuery` from metric -> query id -> value (every metric over the same ids)."""
     ids = list(next(iter(per_query.values()), {}))
-    return PerQuery(ids, {m: np.array([v[i] for i in ids], dtype=np.float64) for m, v in per_query.items()},
-                    dict(data))
+    return PerQuery(ids, {m: np.array([v[i] for i in ids], dtype=np.float64) for m, v in per_query.items()}, dict(data))
 
 
 def _beside(record_path: Path, suffix: str) -> Path:

@@ -32,10 +32,8 @@ STATUS_FAILED = "failed"
 #: A final outcome like ok (the cell is not retried), but it has no score and is never selected.
 STATUS_SKIPPED = "skipped"
 
-_VERSIONED_PACKAGES = (
-    "harness", "torch", "transformers", "sentence-transformers", "tokenizers", "datasets",
-    "hydra-core", "pytrec-eval-terrier", "numpy", "scikit-learn", "mteb", "pylate",
-)
+_VERSIONED_PACKAGES = ("harness", "torch", "transformers", "sentence-transformers", "tokenizers", "datasets",
+                       "hydra-core", "pytrec-eval-terrier", "numpy", "scikit-learn", "mteb", "pylate")
 
 
 @dataclass

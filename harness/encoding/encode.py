@@ -233,21 +233,9 @@ def cpu_workers(device: str) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ the encoder
-def encode(
-    model: SentenceTransformer,
-    texts: list[str],
-    *,
-    batching: Batching,
-    device: str,
-    precision: str = "fp32",
-    pack: str = "auto",
-    workers: int | None = None,
-    prefetch: bool | None = None,
-    desc: str = "encoding",
-    show_progress: bool = True,
-    stats: dict[str, float] | None = None,
-    keep_width: bool = False,
-) -> np.ndarray:
+def encode(model: SentenceTransformer, texts: list[str], *, batching: Batching, device: str, precision: str = "fp32",
+           pack: str = "auto", workers: int | None = None, prefetch: bool | None = None, desc: str = "encoding",
+           show_progress: bool = True, stats: dict[str, float] | None = None, keep_width: bool = False) -> np.ndarray:
     """Embeddings (float32, shape [len(texts), dim]) in input order; ``keep_width``: at the width the encoder
     produced them (bf16 as its bits: :data:`harness.encoding.prefetch.KEPT_DTYPES`).
 
@@ -357,8 +345,7 @@ def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int,
 
     threads_before = torch.get_num_threads()
     torch.set_num_threads(1)
-    pool = ThreadPoolExecutor(n_workers, thread_name_prefix="encode", initializer=torch.set_num_threads,
-                              initargs=(1,))
+    pool = ThreadPoolExecutor(n_workers, thread_name_prefix="encode", initializer=torch.set_num_threads, initargs=(1,))
     try:
         for done in as_completed([pool.submit(run, idx) for idx in batches]):
             yield done.result()        # a worker's error is raised here, in the caller's thread

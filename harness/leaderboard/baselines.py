@@ -33,10 +33,8 @@ from harness.mteb_results.catalog import (
 from harness.mteb_results.reading import MtebModel, models_in, read_file
 from harness.tasks.mteb.benchmark import benchmark_column
 
-MODERNBERT_PAPER = (
-    "Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "
-    "Efficient, and Long Context Finetuning and Inference\", arXiv 2412.13663v2"
-)
+MODERNBERT_PAPER = ("Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "
+                    "Efficient, and Long Context Finetuning and Inference\", arXiv 2412.13663v2")
 MMBERT_CARD = ("Hugging Face user hotchpotch's model card of mmBERT-L4H384/L7H384/L13H384-pruned (layer-pruned jhu-clsp/mmBERT-small; a third party, not the mmBERT authors): NanoBEIR NDCG@10 of mmBERT-small and its pruned variants, each scored after that author's own MS MARCO fine-tune (\"We fine-tuned the pruned models for information retrieval on the MS MARCO dataset\"; its recipe is not stated in what could be read, and that the 22-layer row was fine-tuned the same way is our reading); the released weights are pruning-only")
 JINA_BLOG = ("Jina AI blog post comparing ModernBERT-large with jina-XLM-RoBERTa and RoBERTa-large "
              "(STS12-STS17 and BEIR subset table, 0-100 scale)")

@@ -166,15 +166,9 @@ def _row_order(key: RowKey) -> tuple:
     return (key.family.lower(), _SIZE_ORDER.get(key.size, 9), key.size, key.name)
 
 
-def build_leaderboard(
-    dirs: Sequence[str | os.PathLike],
-    *,
-    combine_rule: str = "mean",
-    published: bool = True,
-    link_root: Path | None = None,
-    mteb_results: Sequence[str | os.PathLike] = (),
-    mteb_models: Sequence[str] = (),
-) -> Leaderboard:
+def build_leaderboard(dirs: Sequence[str | os.PathLike], *, combine_rule: str = "mean", published: bool = True,
+                      link_root: Path | None = None, mteb_results: Sequence[str | os.PathLike] = (),
+                      mteb_models: Sequence[str] = ()) -> Leaderboard:
     """Read every record under ``dirs``, combine each cell by ``combine_rule``, add the published rows (and
     ``mteb_results`` models, ``mteb_models`` patterns picking some); record links relative to ``link_root``."""
     COMBINE_RULES.lookup(combine_rule)

@@ -102,13 +102,10 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
                 local, device=device, trust_remote_code=spec.trust_remote_code, model_kwargs=kwargs
             )
         else:
-            transformer = models.Transformer(
-                local,
-                max_seq_length=spec.max_length,
-                model_args={**kwargs, "trust_remote_code": spec.trust_remote_code},
-                config_args={"trust_remote_code": spec.trust_remote_code},
-                tokenizer_args={"trust_remote_code": spec.trust_remote_code},
-            )
+            transformer = models.Transformer(local, max_seq_length=spec.max_length,
+                                             model_args={**kwargs, "trust_remote_code": spec.trust_remote_code},
+                                             config_args={"trust_remote_code": spec.trust_remote_code},
+                                             tokenizer_args={"trust_remote_code": spec.trust_remote_code})
             pooling = models.Pooling(transformer.get_word_embedding_dimension(), spec.pooling)
             model = SentenceTransformer(modules=[transformer, pooling], device=device)   # apply_head: Normalize
     except (OSError, ValueError, json.JSONDecodeError) as exc:
@@ -143,16 +140,9 @@ def apply_head(model: SentenceTransformer, spec: ModelSpec) -> None:
 
 def model_identity(spec: ModelSpec, local: str, revision: str | None) -> dict[str, Any]:
     """The ``model`` block of a result record."""
-    return {
-        "name": spec.name,
-        "path": spec.path,
-        "local_path": local,
-        "revision": revision or spec.revision,
-        "family": spec.family,
-        "size": spec.size,
-        "fingerprint": fingerprint(local),
-        **({"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {}),
-    }
+    return {"name": spec.name, "path": spec.path, "local_path": local, "revision": revision or spec.revision,
+            "family": spec.family, "size": spec.size, "fingerprint": fingerprint(local),
+            **({"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {})}
 
 
 def layer_list(hf_model: torch.nn.Module) -> tuple[torch.nn.Module, str]:

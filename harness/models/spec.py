@@ -58,8 +58,7 @@ class ModelSpec:
     dtype: str = choices("float32", "bfloat16", "float16")
     #: as written (``auto`` keeps run ids machine-independent); the loaders resolve it on the machine that loads
     #: (:func:`harness.models.attention.resolve_for`: ``harness_varlen`` on CUDA for ModernBERT/BERT, else sdpa)
-    attn_implementation: str = choices("sdpa", "eager", "flash_attention_2", "flex_attention", "auto",
-                                       "harness_varlen")
+    attn_implementation: str = choices("sdpa", "eager", "flash_attention_2", "flex_attention", "auto", "harness_varlen")
     trust_remote_code: bool
     dpr: DprDefaults | None
     colbert: ColbertDefaults | None

@@ -151,8 +151,7 @@ def devices(kind: str, cluster: Mapping[str, Any]) -> int:
     return 0 if kind == "cpu" else max(int(cluster[kind].get("gpus") or 0), 1)
 
 
-def _job_state(state: JobState, slurm: str, outcome: Mapping[str, Any] | None, started: bool
-               ) -> tuple[str, str | None]:
+def _job_state(state: JobState, slurm: str, outcome: Mapping[str, Any] | None, started: bool) -> tuple[str, str | None]:
     """One job's state for ``--status`` and why (the error line, or what SLURM said)."""
     if state.finished:
         return "done", None

@@ -54,10 +54,8 @@ def mteb_scores(model: SentenceTransformer, task: Any, batch_size: int) -> dict[
     import mteb
 
     with tempfile.TemporaryDirectory() as cache:
-        result = mteb.evaluate(
-            model, task, cache=mteb.ResultCache(cache_path=cache), overwrite_strategy="always",
-            encode_kwargs={"batch_size": batch_size}, show_progress_bar=False,
-        )
+        result = mteb.evaluate(model, task, cache=mteb.ResultCache(cache_path=cache), overwrite_strategy="always",
+                               encode_kwargs={"batch_size": batch_size}, show_progress_bar=False)
     return result.task_results[0].scores
 
 
@@ -84,11 +82,9 @@ def local_coir_csn_task(folder: str | Path, lang: str):
     folder = link
 
     meta = COIRCodeSearchNetRetrieval.metadata
-    local_meta = meta.model_copy(update={
-        "name": f"LocalCOIRCodeSearchNet_{lang}",
-        "dataset": {"path": str(folder), "revision": meta.dataset["revision"]},
-        "eval_langs": {lang: meta.eval_langs[lang]},
-    })
+    local_meta = meta.model_copy(update={"name": f"LocalCOIRCodeSearchNet_{lang}",
+                                         "dataset": {"path": str(folder), "revision": meta.dataset["revision"]},
+                                         "eval_langs": {lang: meta.eval_langs[lang]}})
 
     class LocalCOIRCodeSearchNet(COIRCodeSearchNetRetrieval):
         metadata = local_meta

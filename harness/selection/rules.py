@@ -195,19 +195,13 @@ class BestConfigPerDataset(SelectionRule):
     @staticmethod
     def describe_cell(best: list[ResultRecord], groups: list[list[ResultRecord]], recs: list[ResultRecord]) -> dict:
         metric_names = sorted(set().union(*(r.metrics for r in best)))
-        return {
-            "main_score": best[0].main_score,
-            "score": summary([float(r.score) for r in best]),
-            "metrics": {m: summary([float(r.metrics[m]) for r in best if m in r.metrics]) for m in metric_names},
-            "hyperparameters": {k: v for k, v in best[0].hyperparameters.items() if k != "seed"},
-            "seeds": [(r.hyperparameters or {}).get("seed") for r in best],
-            "n_seeds": len(best),
-            "best_epochs": [r.details.get("best_epoch") for r in best],
-            "init_from_run_ids": sorted({r.details.get("init_from_run_id") for r in best} - {None}),
-            "run_ids": [r.run_id for r in best],
-            "n_configurations": len(groups),
-            "n_runs": len(recs),
-        }
+        return {"main_score": best[0].main_score, "score": summary([float(r.score) for r in best]),
+                "metrics": {m: summary([float(r.metrics[m]) for r in best if m in r.metrics]) for m in metric_names},
+                "hyperparameters": {k: v for k, v in best[0].hyperparameters.items() if k != "seed"},
+                "seeds": [(r.hyperparameters or {}).get("seed") for r in best], "n_seeds": len(best),
+                "best_epochs": [r.details.get("best_epoch") for r in best],
+                "init_from_run_ids": sorted({r.details.get("init_from_run_id") for r in best} - {None}),
+                "run_ids": [r.run_id for r in best], "n_configurations": len(groups), "n_runs": len(recs)}
 
     def format(self, choice: Choice) -> str:
         lines = [f"{choice.model.get('name')}: {self.description}"]

@@ -84,8 +84,7 @@ def _datasets(recs: Sequence[ResultRecord], task: str, given: Sequence[str]) -> 
     return sets or have
 
 
-def choose_step(records: Iterable[ResultRecord], name: str, task: str, datasets: Sequence[str] = ()
-                ) -> dict[str, Any]:
+def choose_step(records: Iterable[ResultRecord], name: str, task: str, datasets: Sequence[str] = ()) -> dict[str, Any]:
     """The best step of series ``name`` on ``task``, as the JSON the selection file holds."""
     recs = [r for r in records if r.task == task and (series_of(r) or {}).get("name") == name and usable(r)]
     if not recs:

@@ -1,14 +1,6 @@
-"""A run as a value, and what every planner builds it from. :class:`RunPlan` is everything
-:func:`harness.run.planning.plan` resolves from one composed config (the typed settings, the model, device,
-precision, seed, learning rate, lineage, the cells, where files go, the record header, the work estimate, the code
-that computes it), and what the computing stages receive. :class:`Setup` is what planning resolves before a task's
-planner runs; the functions below are what every planner shares (the run identity, the record header, the model's
-checks). Nothing here imports torch or a runner.
-
-A :class:`Cell` is one record to be; the :class:`RecordHeader` turns a cell and what a stage measured into a
-:class:`~harness.core.results.ResultRecord` (the fields every record of the run shares filled in), so compute
-returns records without holding anything but values.
-"""
+"""A run as a value: :class:`RunPlan` (all :func:`harness.run.planning.plan` resolves from one composed config,
+what the computing stages receive), :class:`Setup` (what planning resolves before a task's planner runs), and what
+every planner shares (the run identity, the record header, the model's checks). Imports no torch and no runner."""
 
 from __future__ import annotations
 
@@ -37,12 +29,9 @@ S = TypeVar("S")    # a task's typed settings (the nodes of its stages)
 T = TypeVar("T")    # what its stages read beyond the plan's own values (RetrievalStages, GlueStages, ...)
 
 
-# -------------------------------------------------------------------------------- the trained run a task evaluates
-# The paper evaluates MLDR (out-of-domain), CodeSearchNet and StackOverflow-QA with the DPR model task=beir trained on
-# MS MARCO, never retraining it. ``task.source`` names that model: the run its task's selection rule picks
-# (``selected``, as harness.select), one run id, or null for model.path as is; planning resolves it into a Lineage
-# (:func:`harness.run.planning.source_of`), whose run id and weights' fingerprint replace ``model.ref`` in the run
-# identity (a new selection is a new run); every record carries it in ``details.lineage``.
+# The paper evaluates MLDR (out-of-domain), CodeSearchNet and StackOverflow-QA with task=beir's DPR model trained on MS
+# MARCO. ``task.source`` names it (``selected``, a run id, or null: model.path as is); planning resolves it into a
+# Lineage whose run id and weights' fingerprint replace ``model.ref`` in the run identity (``details.lineage``).
 @dataclass(kw_only=True)
 class SourceSettings:
     """``task.source``: the weights a run evaluates."""
@@ -100,16 +89,13 @@ SOURCE = "resolved into model.ref: the source run id and its trained weights' fi
 
 @dataclass(frozen=True)
 class Cell:
-    """One record to be: a (run, dataset) pair. ``identity`` is what ``run_id`` hashes; ``spec`` is a hash of the
-    dataset's definition and, for local data, of what its files hold (:func:`with_files`; an ok record with another
-    spec is out of date); ``payload`` is the task's own (a catalog entry, a grid point, a synthetic set, an mteb
-    task). ``plan_key``: where the run id holds what only the executing machine knows (the efficiency task's
-    hardware), the hash of the identity without it, stored in the record, so a planner elsewhere still finds the
-    record. ``files``: the local files the cell reads (:func:`harness.core.file_hash.describe`: their fingerprint and
-    table), shown in the record's ``details.data_files``. ``data_free_key``: where the files' content is in the run
-    id itself (GLUE's TSVs, a training file), the hash of the identity without it but with the files' paths: a
-    finished record of the same key under another run id was computed on an earlier version of those files, and is
-    set aside when this cell's record is written (:func:`harness.run.runner.store`)."""
+    """One record to be: a (run, dataset) pair. ``identity``: what ``run_id`` hashes; ``spec``: a hash of the dataset's
+    definition and of what its local files hold (:func:`with_files`; an ok record with another spec is out of date);
+    ``payload``: the task's own (a catalog entry, a grid point, an mteb task). ``plan_key``: the identity's hash
+    without what only the executing machine knows (efficiency's hardware), so a planner elsewhere finds the record.
+    ``files``: the local files read (``details.data_files``). ``data_free_key``: where the files' content is in the
+    run id (GLUE's TSVs), the identity's hash with their paths instead: a finished record of that key under another
+    run id was computed on earlier files, set aside when this cell's is written (:func:`harness.run.runner.store`)."""
 
     dataset: str
     run_id: str
@@ -165,9 +151,8 @@ class RecordHeader:
         rec = ResultRecord(
             task=self.task, model={**block, "ref": dict(self.model_ref)}, run_id=cell.run_id,
             higher_is_better=self.higher_is_better, config_id=derived_key(cell.identity, without=self.seed_keys),
-            config=dict(self.config), sweep=scheduler.sweep_name(), experiment=self.experiment, scheduler=scheduler.facts(),
-            **fields,
-        )
+            config=dict(self.config), sweep=scheduler.sweep_name(), experiment=self.experiment,
+            scheduler=scheduler.facts(), **fields)
         if cell.spec is not None:
             rec.details.setdefault("data_spec", cell.spec)
         if cell.plan_key is not None:
@@ -189,13 +174,12 @@ class RecordHeader:
 
 @dataclass(frozen=True, kw_only=True)
 class RunPlan(Generic[S, T]):
-    """One run, resolved. ``cells``: this round's (``later``: another round is planned once these have run: GLUE's
-    chained tasks start from MNLI's records); ``work``: what its job processes (run or report mode); ``compute``:
-    what computes its cells (``compute(plan, todo)`` yields records, failed ones too; a ``part`` job, one corpus
-    shard into the cache, returns none); ``check(plan, todo)``: cheap checks before any work (data present, weights);
-    ``fitted``: lengths (by config key) the model must position; ``weights``: the local folder of the weights it
-    loads (None: a hub id or a package); ``select_after``: the task's selection is written after an in-process sweep
-    of more than one cell (GLUE's); ``stages``: what its stages read beyond these values."""
+    """One run, resolved. ``cells``: this round's (``later``: another round follows them, as GLUE's chained tasks
+    start from MNLI's records); ``work``: what its job processes; ``compute(plan, todo)`` yields records, failed ones
+    too (a ``part`` job, one corpus shard into the cache, none); ``check(plan, todo)``: cheap checks before any work;
+    ``fitted``: lengths (by config key) the model must position; ``weights``: the local folder of the weights (None:
+    hub id or package); ``select_after``: selection written after an in-process sweep (GLUE's); ``stages``: what
+    its stages read beyond these values."""
 
     task: str
     model_name: str
@@ -282,11 +266,9 @@ class Setup:
 
     def identity(self, stages: Registry[Stage], exclude: Mapping[str, str], *, precision: str | None = None,
                  without: Sequence[str] = (), replace: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The run identity: the resolved config minus ``exclude`` (every key that changes no number: the task's
-        :func:`excluded_keys`) and ``without``, with the resolved precision and the model's content reference in
-        place of ``precision`` and ``model.path``, and the protocol version (in the task's ``stages``) of every
-        stage that computes this run (the spec's ``stages_for`` the config); the keys only a stage that does not
-        run reads (``spec.stage_keys``) are left out."""
+        """The run identity: the resolved config minus ``exclude`` (:func:`excluded_keys`), ``without`` and the keys
+        only stages that do not run read, with the resolved precision, the model's content reference and the
+        protocol version of every stage that computes this run."""
         spec = self.spec
         for stage in spec.stage_keys:
             declared(stages, stage)   # an unknown stage fails with the closest names
@@ -304,8 +286,8 @@ class Setup:
         model = {"name": m.name, "path": m.path, "revision": m.revision, "family": m.family, "size": m.size}
         return RecordHeader(task=self.name, model=model, model_ref=self.model_ref, main_score=spec.main_metric,
                             higher_is_better=spec.higher_is_better, precision=precision or self.precision,
-                            config=self.config,
-                            seed_keys=spec.seed_keys, experiment=self.cfg.get("experiment"), **fields)
+                            config=self.config, seed_keys=spec.seed_keys, experiment=self.cfg.get("experiment"),
+                            **fields)
 
 
 def excluded_keys(settings_class: type, root: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -318,10 +300,9 @@ def excluded_keys(settings_class: type, root: Mapping[str, str] | None = None) -
 
 
 def check_model(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> None:
-    """Every run's first check before any work (it loads no model and parses no data): the attention it asks for is
-    available (one rule for every task: flash_attention_2 needs flash-attn, never another kernel), the weights are
-    reachable (a source run's local weights were checked when planning), and each length the run fits is within the
-    model's positions, read from its config.json (a series of checkpoints is refused once, not per checkpoint)."""
+    """Every run's first check, loading no model and parsing no data: the attention asked for is available
+    (flash_attention_2 needs flash-attn), the weights are reachable, and each fitted length is within the model's
+    positions (its config.json)."""
     from harness.models import _check_attn, check_available
 
     _check_attn(plan.model)
@@ -336,10 +317,8 @@ def check_model(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> None:
 
 
 def done(rec: ResultRecord | None, cell: Cell, *, overwrite: bool) -> bool:
-    """The one answer to "is this cell done?", for the runner (:func:`pending`), the paper graph and the series
-    (:func:`harness.paper.progress.job_state`): ``rec``, the finished (ok or skipped) record found for the cell, is
-    of the same definition (a local dataset that now holds other data has another ``data_spec``: the runner
-    evaluates it again) and the run is not to be redone (``overwrite``)."""
+    """The one answer to "is this cell done?" (runner, paper graph, series): ``rec``, the finished record found for the
+    cell, is of the same definition (not :func:`stale`) and the run is not to be redone (``overwrite``)."""
     return rec is not None and not overwrite and not stale(rec, cell)
 
 

@@ -125,8 +125,7 @@ def _launching(n: int, device: str) -> Iterator[None]:
 
 
 #: what a rank says when another rank is gone (the collective it waited in broke): never the root cause
-SECONDARY = ("DistBackendError", "gloo", "NCCL", "Connection closed by peer", "Connection reset by peer",
-             "Broken pipe")
+SECONDARY = ("DistBackendError", "gloo", "NCCL", "Connection closed by peer", "Connection reset by peer", "Broken pipe")
 
 
 def failure(exc: Any, n: int) -> HarnessError:

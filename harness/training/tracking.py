@@ -28,8 +28,7 @@ log = logging.getLogger(__name__)
 
 #: logger name -> (module it imports, the install command)
 PACKAGES = {"tensorboard": ("tensorboard", "pip install 'harness[tensorboard]'"),
-            "wandb": ("wandb", "pip install 'harness[wandb]'"),
-            "mlflow": ("mlflow", "pip install 'harness[mlflow]'")}
+            "wandb": ("wandb", "pip install 'harness[wandb]'"), "mlflow": ("mlflow", "pip install 'harness[mlflow]'")}
 
 
 @dataclass(kw_only=True)

@@ -8,13 +8,11 @@ import json
 import random
 from pathlib import Path
 
-TOPICS = {
-    "astronomy": "stars planets galaxies telescopes orbit comets nebula",
-    "cooking": "recipes ovens flour butter baking bread sauce",
-    "football": "goals players referee stadium league match striker",
-    "medicine": "patients doctors vaccine clinical trial disease therapy",
-    "finance": "stocks bonds interest rates markets inflation banks",
-}
+TOPICS = {"astronomy": "stars planets galaxies telescopes orbit comets nebula",
+          "cooking": "recipes ovens flour butter baking bread sauce",
+          "football": "goals players referee stadium league match striker",
+          "medicine": "patients doctors vaccine clinical trial disease therapy",
+          "finance": "stocks bonds interest rates markets inflation banks"}
 
 WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "park", "big", "small", "red", "blue", "man", "woman", "saw", "heard"]
 

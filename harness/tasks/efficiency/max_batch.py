@@ -173,8 +173,7 @@ def probe_once(probe: Probe, batch_size: int) -> ProbeOutcome:
             return got
         if probe.seconds is None:
             return ProbeOutcome("error", f"probe of batch {batch_size} timed out after {START_TIMEOUT:.0f} s")
-        return ProbeOutcome("slow", f"stopped at the {probe.seconds:g} s budget per probe",
-                            time.perf_counter() - t0)
+        return ProbeOutcome("slow", f"stopped at the {probe.seconds:g} s budget per probe", time.perf_counter() - t0)
     finally:
         if proc.is_alive():
             proc.kill()

@@ -230,20 +230,12 @@ def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker
             "save_only_model": True, "load_best_model_at_end": True, "metric_for_best_model": "score",
             "greater_is_better": True,
         }
-    return shared_training_arguments(
-        n, cfg.run, output_dir, tracker=tracker, sentence_transformers=False,
-        weight_decay=cfg.weight_decay,
-        per_device_eval_batch_size=n.eval_batch_size,
-        lr_scheduler_type="linear",
-        adam_beta1=n.adam_beta1,
-        adam_beta2=n.adam_beta2,
-        adam_epsilon=n.adam_epsilon,
-        optim="adamw_torch",
-        max_grad_norm=n.max_grad_norm,
-        logging_steps=n.logging_steps,
-        dataloader_num_workers=n.dataloader_num_workers,
-        **schedule,
-    )
+    return shared_training_arguments(n, cfg.run, output_dir, tracker=tracker, sentence_transformers=False,
+                                     weight_decay=cfg.weight_decay, per_device_eval_batch_size=n.eval_batch_size,
+                                     lr_scheduler_type="linear", adam_beta1=n.adam_beta1, adam_beta2=n.adam_beta2,
+                                     adam_epsilon=n.adam_epsilon, optim="adamw_torch", max_grad_norm=n.max_grad_norm,
+                                     logging_steps=n.logging_steps, dataloader_num_workers=n.dataloader_num_workers,
+                                     **schedule)
 
 
 def trainer_class(protocol: str) -> type:
@@ -278,16 +270,9 @@ def compute_metrics_fn(metric: str, groups: list[tuple[str, int]] | None) -> Cal
     return fn
 
 
-def train_and_evaluate(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    train_ds: datasets.Dataset,
-    eval_ds: datasets.Dataset,
-    compute_metrics: Callable,
-    cfg: TrainConfig,
-    output_dir: Path,
-    tracker: Tracker | None = None,
-) -> TrainOutcome:
+def train_and_evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, train_ds: datasets.Dataset,
+                       eval_ds: datasets.Dataset, compute_metrics: Callable, cfg: TrainConfig, output_dir: Path,
+                       tracker: Tracker | None = None) -> TrainOutcome:
     """Fine-tune with early stopping and evaluate on ``eval_ds`` the weights ``cfg.protocol`` scores (``best_epoch``:
     the restored best checkpoint; ``authors``: the last weights); ``tracker``: ``logger=``'s (or none)."""
     tracker = tracker or tracking.NONE
@@ -335,20 +320,14 @@ def train_and_evaluate(
     clean = {k[len("eval_"):]: float(v) for k, v in metrics.items() if k.startswith("eval_") and k not in NOT_METRICS}
     if any(not math.isfinite(v) for v in clean.values()):
         raise TrainingDivergedError(f"dev metrics are not finite ({clean}); the model diverged")
-    return TrainOutcome(
-        metrics=clean,
-        best_step=best_step,
-        best_epoch=round(best_step / per_epoch, 4) if best_step else None,
-        epochs_run=round(float(state.epoch or 0.0), 4),
-        stopped_early=state.global_step < state.max_steps,
-        eval_history=history,
-        train_loss=float(result.training_loss),
-        train_seconds=train_seconds,
-        eval_seconds=eval_seconds,
-        scored="last" if last else "best",
-        predictions=_predicted(scored.predictions) if scored is not None else None,
-        labels=np.asarray(scored.label_ids) if scored is not None else None,
-    )
+    return TrainOutcome(metrics=clean, best_step=best_step,
+                        best_epoch=round(best_step / per_epoch, 4) if best_step else None,
+                        epochs_run=round(float(state.epoch or 0.0), 4),
+                        stopped_early=state.global_step < state.max_steps, eval_history=history,
+                        train_loss=float(result.training_loss), train_seconds=train_seconds, eval_seconds=eval_seconds,
+                        scored="last" if last else "best",
+                        predictions=_predicted(scored.predictions) if scored is not None else None,
+                        labels=np.asarray(scored.label_ids) if scored is not None else None)
 
 
 #: what an evaluation logs beside the metrics

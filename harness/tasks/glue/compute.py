@@ -76,26 +76,15 @@ def load_data(tasks: Sequence[glue_data.GlueTask], tcfg: Any) -> dict[str, glue_
 def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, Any]:
     """The record's hyperparameters: the grid point and the settings that shape its training."""
     t = tcfg.training
-    return {
-        "lr": point.lr,
-        "weight_decay": point.weight_decay,
-        "weight_decay_convention": str(tcfg.weight_decay_convention),
-        "adamw_weight_decay": adamw_weight_decay(point, tcfg),
-        "epochs": point.epochs,
-        "seed": point.seed,
-        "batch_size": int(t.batch_size),
-        "gradient_accumulation_steps": int(t.gradient_accumulation_steps),
-        "max_length": int(tcfg.max_length),
-        "warmup_ratio": float(t.warmup_ratio),
-        "adam_betas": [float(t.adam_beta1), float(t.adam_beta2)],
-        "adam_epsilon": float(t.adam_epsilon),
-        "max_grad_norm": float(t.max_grad_norm),
-        **protocol_hyperparameters(point, tcfg),
-        "early_stopping_min_delta": float(t.early_stopping.min_delta),
-        "init_from": init.kind,
-        "max_train_samples": tcfg.max_train_samples,
-        "max_eval_samples": tcfg.max_eval_samples,
-    }
+    return {"lr": point.lr, "weight_decay": point.weight_decay,
+            "weight_decay_convention": str(tcfg.weight_decay_convention),
+            "adamw_weight_decay": adamw_weight_decay(point, tcfg), "epochs": point.epochs, "seed": point.seed,
+            "batch_size": int(t.batch_size), "gradient_accumulation_steps": int(t.gradient_accumulation_steps),
+            "max_length": int(tcfg.max_length), "warmup_ratio": float(t.warmup_ratio),
+            "adam_betas": [float(t.adam_beta1), float(t.adam_beta2)], "adam_epsilon": float(t.adam_epsilon),
+            "max_grad_norm": float(t.max_grad_norm), **protocol_hyperparameters(point, tcfg),
+            "early_stopping_min_delta": float(t.early_stopping.min_delta), "init_from": init.kind,
+            "max_train_samples": tcfg.max_train_samples, "max_eval_samples": tcfg.max_eval_samples}
 
 
 def monitor(task: glue_data.GlueTask, groups: Sequence[tuple[str, int]]) -> str:
@@ -116,11 +105,9 @@ def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
             "early_stopping_metric": None,   # one dev metric, set by run_point (it knows the dev sets)
             "weight_decay_params": "all", "scored_evaluation": "last",
         }
-    return {
-        "scoring_protocol": "best_epoch", "evals_per_epoch": int(t.evals_per_epoch),
-        "early_stopping_patience": int(t.early_stopping.patience), "early_stopping_metric": "score",
-        "weight_decay_params": "hf_default (no bias, no LayerNorm)", "scored_evaluation": "best (restored)",
-    }
+    return {"scoring_protocol": "best_epoch", "evals_per_epoch": int(t.evals_per_epoch),
+            "early_stopping_patience": int(t.early_stopping.patience), "early_stopping_metric": "score",
+            "weight_decay_params": "hf_default (no bias, no LayerNorm)", "scored_evaluation": "best (restored)"}
 
 
 def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metric: str = "score") -> Any:
@@ -171,10 +158,8 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
         if init.checkpoint is not None:   # what started fresh: the final classifier; every other weight was carried
             rec.details["init_fresh"] = clf.fresh_parameters(model)
         rec.details["tracking"] = tracker.describe()
-        outcome = clf.train_and_evaluate(
-            model, ctx.tokenizer, train_ds, eval_ds,
-            clf.compute_metrics_fn(task.metric, groups), train_cfg, trainer_dir, tracker,
-        )
+        outcome = clf.train_and_evaluate(model, ctx.tokenizer, train_ds, eval_ds,
+                                         clf.compute_metrics_fn(task.metric, groups), train_cfg, trainer_dir, tracker)
         rec.metrics = {k: v for k, v in outcome.metrics.items() if k != "score"}
         rec.details.update(
             best_epoch=outcome.best_epoch, best_step=outcome.best_step, epochs_run=outcome.epochs_run,

@@ -64,14 +64,10 @@ def task_definitions(definitions: Mapping[str, Any], metrics: Collection[str] | 
             labels = d.get("labels")
             if metrics is not None and d["metric"] not in metrics:
                 raise ValueError(f"metric {d['metric']!r} is not one of {', '.join(metrics)}")
-            out[name] = GlueTask(
-                name=name,
-                metric=d["metric"],
-                labels=tuple(labels) if labels is not None else None,
-                epoch_group=d["epoch_group"],
-                hub=SourceSpec(**{**dict(d["hub"]), "dev": dict(d["hub"]["dev"])}),
-                local=SourceSpec(**{**dict(d["local"]), "dev": dict(d["local"]["dev"])}),
-            )
+            out[name] = GlueTask(name=name, metric=d["metric"], labels=tuple(labels) if labels is not None else None,
+                                 epoch_group=d["epoch_group"],
+                                 hub=SourceSpec(**{**dict(d["hub"]), "dev": dict(d["hub"]["dev"])}),
+                                 local=SourceSpec(**{**dict(d["local"]), "dev": dict(d["local"]["dev"])}))
         except (KeyError, TypeError, ValueError) as exc:
             raise HarnessError(
                 f"GLUE task definition {name!r} in task.definitions is invalid ({exc}). Each needs metric, labels, "
@@ -139,10 +135,8 @@ GLUE_FIX = "re-download the file (download_glue_data.py writes GLUE's layout)"
 def read_tsv(path: Path, header: bool) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
     """(header, [(line number, fields)]) of a GLUE TSV, quoting off, blank lines skipped, column counts checked."""
     if not path.is_file():
-        raise DataError(
-            f"GLUE file {path} does not exist. task.data_dir must point at a folder in GLUE's layout "
-            f"(e.g. RTE/train.tsv, RTE/dev.tsv as download_glue_data.py writes them)."
-        )
+        raise DataError(f"GLUE file {path} does not exist. task.data_dir must point at a folder in GLUE's layout "
+                        f"(e.g. RTE/train.tsv, RTE/dev.tsv as download_glue_data.py writes them).")
     rows = [(n, r) for n, r in csv_rows(path, "\t", csv.QUOTE_NONE) if r]  # a trailing blank line is not a row
     if not rows:
         raise DataError(f"GLUE file {path} is empty; {GLUE_FIX}.")
@@ -202,11 +196,8 @@ def read_local_split(path: Path, task: GlueTask) -> Split:
         if idx is not None and not 0 <= idx < width:
             raise DataError(f"{path} line {rows[0][0]}: column index {idx} is out of range for {width} columns; set "
                             f"task.definitions.{task.name}.local.{key} to 0-{width - 1}.")
-    return Split(
-        text_a=[r[ia] for _, r in rows],
-        text_b=[r[ib] for _, r in rows] if ib is not None else None,
-        labels=[_label(r[il], task, f"{path} line {n}") for n, r in rows],
-    )
+    return Split(text_a=[r[ia] for _, r in rows], text_b=[r[ib] for _, r in rows] if ib is not None else None,
+                 labels=[_label(r[il], task, f"{path} line {n}") for n, r in rows])
 
 
 def file_fingerprint(paths: list[Path]) -> str:
@@ -259,10 +250,8 @@ def load_hub(task: GlueTask, path: str, revision: str | None) -> GlueData:
 
     from harness.models import hub_reachable
 
-    fix = (
-        "Use local GLUE files instead: task.data_dir=/path/to/glue_data (the original GLUE TSV layout), "
-        "or run where the hub is reachable."
-    )
+    fix = ("Use local GLUE files instead: task.data_dir=/path/to/glue_data (the original GLUE TSV layout), "
+           "or run where the hub is reachable.")
     online = hub_reachable()
     if not online and not constants.HF_HUB_OFFLINE:
         raise HubUnavailableError(f"GLUE task {task.name} ({path}) needs the Hugging Face hub, which is not reachable. {fix}")
@@ -288,10 +277,8 @@ def load_hub(task: GlueTask, path: str, revision: str | None) -> GlueData:
         labels = [float(v) for v in s[task.hub.label]] if task.is_regression else [int(v) for v in s[task.hub.label]]
         return Split(list(s[task.hub.text_a]), list(s[task.hub.text_b]) if task.hub.text_b else None, labels)
 
-    return GlueData(
-        task, split(task.hub.train), {k: split(v) for k, v in task.hub.dev.items()},
-        f"{path}@{revision}", f"hub:{path}@{revision}",
-    )
+    return GlueData(task, split(task.hub.train), {k: split(v) for k, v in task.hub.dev.items()},
+                    f"{path}@{revision}", f"hub:{path}@{revision}")
 
 
 def load(task: GlueTask, data_dir: str | None, hub_path: str, hub_revision: str | None) -> GlueData:

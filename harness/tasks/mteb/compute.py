@@ -107,8 +107,7 @@ def aggregate_record(plan: RunPlan, cell: Cell) -> ResultRecord:
     found = {d: rec if done(rec := results.finished_at(plan.record_path(cell, d)), cells[d], overwrite=False) else None
              for ds in agg.tasks.values() for d in ds}   # a member's record as the runner reads it: current, or none
     got = benchmark.aggregate(agg, found)
-    info = {"benchmark": agg.benchmark, "task_type": agg.task_type, "rule": benchmark.RULE,
-            "tasks": sorted(agg.tasks)}
+    info = {"benchmark": agg.benchmark, "task_type": agg.task_type, "rule": benchmark.RULE, "tasks": sorted(agg.tasks)}
     split = ",".join(sorted({r.split for r in found.values() if r is not None}))
     if isinstance(got, str):
         return plan.header.failed(cell, got, split=split, details={"mteb": info})
@@ -125,8 +124,7 @@ def evaluate(plan: RunPlan, model: Any, task: Any) -> Any:
 
     with autocast(plan.precision, plan.device):
         out = plan.stages.mteb.evaluate(model, task, cache=None, overwrite_strategy="always", co2_tracker=False,
-                                        encode_kwargs={"batch_size": plan.settings.batch_size},
-                                        show_progress_bar=True)
+                                        encode_kwargs={"batch_size": plan.settings.batch_size}, show_progress_bar=True)
     if out.exceptions:
         raise RuntimeError("; ".join(f"{e.task_name}: {e.exception}" for e in out.exceptions))
     return out.task_results[0]

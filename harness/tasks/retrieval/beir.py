@@ -196,8 +196,7 @@ def check_recipes(recipes: dict[str, Any]) -> None:
 def recipe_of(s: Any) -> str:
     """The first ``task.recipes`` entry whose every value this run's training has, else ``custom``."""
     have = {k: getattr(s.training, k) for k in RECIPE_KEYS}
-    return next((name for name, values in s.recipes.items() if all(have[k] == v for k, v in values.items())),
-                "custom")
+    return next((name for name, values in s.recipes.items() if all(have[k] == v for k, v in values.items())), "custom")
 
 
 @dataclass(kw_only=True)

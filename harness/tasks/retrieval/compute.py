@@ -113,8 +113,7 @@ def retriever(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> A
     return code_of(stages.STAGES, plan.stages.retrieve)(plan, model, cache_identity)
 
 
-def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mapping[str, Any] | None
-                   ) -> dict[str, Any]:
+def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mapping[str, Any] | None) -> dict[str, Any]:
     """What the cached corpus encodings depend on: the run (less its search-only keys), the weights, and the
     attention ``auto`` resolved to where it is not padded sdpa (the unpadded GPU path runs attention in bf16:
     its embeddings are never handed to a padded run, or back)."""

@@ -34,8 +34,7 @@ class Trainer:
 
         return load_target(self.reload)(model_dir, device=plan.device)
 
-    def fit(self, plan: RunPlan, model: Any, data: Any, out_dir: Path, tracker: Any, spec: ModelSpec
-            ) -> dict[str, Any]:
+    def fit(self, plan: RunPlan, model: Any, data: Any, out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
         """``train`` here, or on ``task.devices``' N processes (:func:`fit_on_devices`), at the run's resolved values
         (learning rate, epochs, seed, where it runs); ``spec``: the model as loaded. The training facts."""
         from harness.core.registry import load_target

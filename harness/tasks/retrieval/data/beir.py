@@ -99,10 +99,8 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     """query-id -> {corpus-id: grade}. Header optional; CRLF or LF; tab separated, 3 columns; integer grades."""
     if not path.is_file():
         avail = sorted(p.stem for p in path.parent.glob("*.tsv")) if path.parent.is_dir() else []
-        raise DataError(
-            f"qrels file not found: {path}. Splits available here: {avail or 'none'}; "
-            "choose one with task.split=<split>."
-        )
+        raise DataError(f"qrels file not found: {path}. Splits available here: {avail or 'none'}; "
+                        "choose one with task.split=<split>.")
     rows = []
     for lineno, line in enumerate(text_lines(path), start=1):
         line = line.rstrip("\r\n")
@@ -127,11 +125,9 @@ def check_qrels_ids(
     bad_d = sorted({d for docs in qrels.values() for d in docs if d not in doc_ids})
     if not bad_q and not bad_d:
         return qrels
-    msg = (
-        f"{where}: qrels name {len(bad_q)} unknown query id(s) {bad_q[:5]} and {len(bad_d)} unknown document "
-        f"id(s) {bad_d[:5]}. The qrels must belong to this corpus and these queries: check the files, or set "
-        "task.strict_qrels=false to drop those judgements with a warning."
-    )
+    msg = (f"{where}: qrels name {len(bad_q)} unknown query id(s) {bad_q[:5]} and {len(bad_d)} unknown document "
+           f"id(s) {bad_d[:5]}. The qrels must belong to this corpus and these queries: check the files, or set "
+           "task.strict_qrels=false to drop those judgements with a warning.")
     if strict:
         raise DataError(msg)
     log.warning("%s", msg)
@@ -143,10 +139,8 @@ def load_local(folder: str | Path, name: str, split: str = "test", strict_qrels:
     """A BEIR folder -> RetrievalDataset, validated."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise DataError(
-            f"dataset folder not found: {folder}. Set task.data_dir to the directory that contains {name}/ "
-            "in BEIR layout (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."
-        )
+        raise DataError(f"dataset folder not found: {folder}. Set task.data_dir to the directory that contains {name}/ "
+                        "in BEIR layout (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).")
     qrels = read_qrels(folder / "qrels" / f"{split}.tsv")
     queries = read_queries(folder / "queries.jsonl")
     corpus = read_corpus(folder / "corpus.jsonl")
@@ -161,10 +155,8 @@ def load_hub(path: str, revision: str | None, name: str, split: str = "test", st
 
     from harness.models import require_hub
 
-    require_hub(
-        f"dataset {path!r}",
-        f"Download it elsewhere in BEIR layout and pass task.data_dir=<dir containing {name}/>.",
-    )
+    require_hub(f"dataset {path!r}",
+                f"Download it elsewhere in BEIR layout and pass task.data_dir=<dir containing {name}/>.")
 
     def first_split(config: str):
         dd = load_dataset(path, config, revision=revision)

@@ -1,20 +1,7 @@
 """The retrieval catalog: an entry (:class:`DatasetEntry`, pure data, built from config by :func:`resolve_entries`),
-the data kinds (how one entry's data is found, checked and read, one object per ``kind:``), and the checks and
-loading the planner and stages call (:func:`check_entries`, :func:`load_entry`), through the entry's kind.
-
-A kind is a :class:`DataKind` subclass registered by one line in :data:`KINDS`; nothing else names a kind. A new
-kind (say a TSV corpus) is a module with a class like this, plus ``"tsv": "mypkg.tsv_kind:TsvKind"`` in
-:data:`KINDS`; a catalog entry then says ``kind: tsv``::
-
-    class TsvKind(DataKind):
-        name = "tsv"
-        hint = "{name}: task.data_dir=<dir containing {local}/> with corpus.tsv, queries.tsv, qrels.tsv."
-
-        def load_local(self, folder, entry, split, strict_qrels):
-            ...   # read the folder -> RetrievalDataset
-
-The base class supplies the presence check, local-or-hub dispatch (a kind with a hub copy sets ``has_hub`` and
-overrides :meth:`DataKind.load_hub`), the "no hub copy" error and the offline hint."""
+the data kinds (how one entry's data is found, checked and read: a :class:`DataKind` subclass registered by one line
+in :data:`KINDS`, as docs/layout.md "Adding a task" shows), and the checks and loading the planner and stages call
+(:func:`check_entries`, :func:`load_entry`), through the entry's kind."""
 
 from __future__ import annotations
 
@@ -228,8 +215,7 @@ class MldrKind(DataKind):
     def load_hub(self, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import mldr
 
-        return mldr.load_hub(str(entry.hub), entry.revision, entry.hub_config or "en", entry.name, split,
-                             strict_qrels)
+        return mldr.load_hub(str(entry.hub), entry.revision, entry.hub_config or "en", entry.name, split, strict_qrels)
 
 
 class CoirCsnKind(DataKind):
@@ -342,10 +328,8 @@ def entry_from_config(name: str, raw: Mapping[str, Any] | None) -> DatasetEntry:
     if entry.kind not in KINDS:
         get_kind(entry.kind, f"catalog entry {name!r}")   # raises: the valid kinds, closest first
     inherited = {k: raw[k] for k in ("split", "ignore_identical_ids") if k in raw}
-    members = {
-        m: entry_from_config(f"{name}-{m}", {"local": f"{name}/{m}", **inherited, **dict(mraw or {})})
-        for m, mraw in members_raw.items()
-    }
+    members = {m: entry_from_config(f"{name}-{m}", {"local": f"{name}/{m}", **inherited, **dict(mraw or {})})
+               for m, mraw in members_raw.items()}
     return replace(entry, members=members) if members else entry
 
 

@@ -1,7 +1,5 @@
-"""Mine a CodeSearchNet-style retrieval set from Python source, with no hub and no downloads.
-
-Query = a function's docstring summary; document = the function's code with that docstring removed.
-By default the installed standard library is mined; any local source tree works the same way."""
+"""Mine a CodeSearchNet-style retrieval set from Python source (the installed stdlib by default), with no hub and no
+downloads: query = a function's docstring summary; document = the function's code with that docstring removed."""
 
 from __future__ import annotations
 
@@ -54,17 +52,10 @@ def stdlib_root() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
 
-def build_code_retrieval_set(
-    root: str | Path | None = None,
-    *,
-    name: str | None = None,
-    max_queries: int | None = 500,
-    max_corpus: int | None = None,
-    min_summary_words: int = 4,
-    min_code_lines: int = 3,
-    max_code_chars: int = 4000,
-    exclude: tuple[str, ...] = DEFAULT_EXCLUDE,
-) -> RetrievalDataset:
+def build_code_retrieval_set(root: str | Path | None = None, *, name: str | None = None,
+                             max_queries: int | None = 500, max_corpus: int | None = None, min_summary_words: int = 4,
+                             min_code_lines: int = 3, max_code_chars: int = 4000,
+                             exclude: tuple[str, ...] = DEFAULT_EXCLUDE) -> RetrievalDataset:
     """Mine functions with docstrings under ``root`` (None = installed stdlib) into a retrieval set.
 
     Every module-level function and method (also under ``if``/``try``; not nested functions) with a docstring and
@@ -113,8 +104,7 @@ def build_code_retrieval_set(
             stats["dropped_ambiguous"] += 1
         elif fn.summary:
             candidates.append(fn)
-    stats["corpus_mined"] = len(corpus)
-    stats["candidate_queries"] = len(candidates)
+    stats["corpus_mined"], stats["candidate_queries"] = len(corpus), len(candidates)
     if not candidates:
         raise DataError(
             f"no usable functions under {str(base)!r}: {stats['files']} .py files ({stats['parsed']} parsed, "
@@ -132,36 +122,23 @@ def build_code_retrieval_set(
 
     texts = [_truncate(fn.code, max_code_chars) for fn in corpus]
     stats["truncated"] = sum(len(t) < len(fn.code) for t, fn in zip(texts, corpus, strict=True))
-    stats["corpus"] = len(corpus)
-    stats["queries"] = len(queries)
+    stats["corpus"], stats["queries"] = len(corpus), len(queries)
     meta: dict[str, object] = {
-        **{k: stats[k] for k in _STAT_KEYS},
-        "failed": len(failed),
-        "failed_files": failed[:20],
-        "python": platform.python_version(),
-        "stdlib": is_stdlib,
-        "settings": {
-            "max_queries": max_queries, "max_corpus": max_corpus, "min_summary_words": min_summary_words,
-            "min_code_lines": min_code_lines, "max_code_chars": max_code_chars, "exclude": list(exclude),
-        },
+        **{k: stats[k] for k in _STAT_KEYS}, "failed": len(failed), "failed_files": failed[:20],
+        "python": platform.python_version(), "stdlib": is_stdlib,
+        "settings": {"max_queries": max_queries, "max_corpus": max_corpus, "min_summary_words": min_summary_words,
+                     "min_code_lines": min_code_lines, "max_code_chars": max_code_chars, "exclude": list(exclude)},
     }
     # No titles: the qualified name as a title would hand the encoder a keyword match for queries that
     # name the function. The code keeps its def line, as in CodeSearchNet.
-    return in_memory(
-        name, "test", [fn.doc_id for fn in corpus], [""] * len(corpus), texts,
-        queries={f"q:{fn.doc_id}": fn.summary for fn in queries},
-        qrels={f"q:{fn.doc_id}": {fn.doc_id: 1} for fn in queries},
-        source=str(base),
-        meta=meta,
-    )
+    return in_memory(name, "test", [fn.doc_id for fn in corpus], [""] * len(corpus), texts,
+                     queries={f"q:{fn.doc_id}": fn.summary for fn in queries},
+                     qrels={f"q:{fn.doc_id}": {fn.doc_id: 1} for fn in queries}, source=str(base), meta=meta)
 
 
 _STAT_KEYS = ("files", "parsed", "functions", "with_docstring", "short_summary", "trivial_summary",
               "stub", "short_code", "dropped_duplicates", "dropped_ambiguous", "corpus_mined", "candidate_queries",
               "corpus", "queries", "truncated")
-
-
-# ---------------------------------------------------------------------------------------------- helpers
 
 
 def _check_settings(max_queries: int | None, max_corpus: int | None, min_summary_words: int,
@@ -314,10 +291,8 @@ def _is_stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def _code_without_docstring(lines: list[str], fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
-    """The function's source (decorators included) without its docstring, de-indented; None if no body is left.
-
-    Only lines starting with the def line's indentation lose it (unlike textwrap.dedent, multi-line strings
-    further left are kept); trailing whitespace and blank lines after the docstring are dropped."""
+    """The function's source (decorators included) without its docstring, de-indented (only lines that start with the
+    def line's indentation: multi-line strings further left are kept); None if no body is left."""
     if _is_stub(fn):
         return None
     doc = fn.body[0]
@@ -334,9 +309,7 @@ def _code_without_docstring(lines: list[str], fn: ast.FunctionDef | ast.AsyncFun
             j += 1
         seg[i0:j] = []
     indent = seg[0][: len(seg[0]) - len(seg[0].lstrip())]
-    n = len(indent)
-    out = [(line[n:] if line.startswith(indent) else line).rstrip() for line in seg]
-    return "\n".join(out).strip("\n")
+    return "\n".join((line[len(indent):] if line.startswith(indent) else line).rstrip() for line in seg).strip("\n")
 
 
 def _truncate(code: str, max_chars: int) -> str:

@@ -144,12 +144,10 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
     if hub:
         from harness.models import require_hub
 
-        require_hub(
-            f"dataset {path!r} ({lang})",
-            f"Offline, use the CodeXGLUE Ruby slice: task.datasets=[csn-ruby] task.data_dir=<dir containing "
-            f"codesearchnet/ruby/test.jsonl> (../shared/data), or a local copy in CoIR's layout under "
-            f"task.data_dir=<dir containing codesearchnet/{lang}/>.",
-        )
+        require_hub(f"dataset {path!r} ({lang})",
+                    f"Offline, use the CodeXGLUE Ruby slice: task.datasets=[csn-ruby] task.data_dir=<dir containing "
+                    f"codesearchnet/ruby/test.jsonl> (../shared/data), or a local copy in CoIR's layout under "
+                    f"task.data_dir=<dir containing codesearchnet/{lang}/>.")
     else:
         check_local_layout(Path(path), lang)
     # a cache of the folder's own content: datasets keys local folders by name (alike names would share a stale cache)

@@ -90,8 +90,7 @@ class Corpus:
     def rows(self) -> Iterator[tuple[str, str, str]]:
         """(id, title, text) of every document in order, chunk by chunk (exports, peers)."""
         for a, b in chunk_bounds(self.chars):
-            yield from ((self.ids[i], t, x) for i, (t, x) in zip(range(a, b), self._read(np.arange(a, b)),
-                                                                strict=True))
+            yield from ((self.ids[i], t, x) for i, (t, x) in zip(range(a, b), self._read(np.arange(a, b)), strict=True))
 
     def hash_content(self) -> Any:
         """A sha256 over every (id, title, text), in order (the corpus part of a dataset's content fingerprint)."""

@@ -106,8 +106,7 @@ def read_hub_layout(folder: str | Path, name: str, split: str, *, strict_qrels: 
     qconfig = "qrels" if (folder / "qrels").is_dir() else "default"
     return dataset_from_rows(_rows(_files(folder, "corpus", split)), _rows(_files(folder, "queries", split)),
                              _rows(_files(folder, qconfig, split)), name=name, split=split, where=str(folder),
-                             source=source or str(folder.resolve()), strict_qrels=strict_qrels,
-                             fingerprint=fingerprint)
+                             source=source or str(folder.resolve()), strict_qrels=strict_qrels, fingerprint=fingerprint)
 
 
 def snapshot(repo: str, revision: str | None, name: str) -> Path:

@@ -25,11 +25,8 @@ from harness.data.files import table_rows
 log = logging.getLogger(__name__)
 
 KD_COLUMNS = ("query", "documents", "scores")
-LAYOUTS = {
-    "ids": ("query_id", "document_ids", "scores"),
-    "flag": ("query", "pos", "neg", "pos_scores", "neg_scores"),
-    "joined": ("query", "documents", "scores"),
-}
+LAYOUTS = {"ids": ("query_id", "document_ids", "scores"), "flag": ("query", "pos", "neg", "pos_scores", "neg_scores"),
+           "joined": ("query", "documents", "scores")}
 
 
 #: the local alternatives of the hub KD set
@@ -201,10 +198,8 @@ def _joined_dataset(rows: list[tuple[str, dict[str, Any]]], layout: str, n_ways:
     return Dataset.from_dict(data)
 
 
-def load_kd_file(
-    path: str | Path, *, n_ways: int, queries_path: str | None = None, documents_path: str | None = None,
-    max_samples: int | None = None, seed: int = 12,
-) -> tuple[Dataset, dict[str, Any]]:
+def load_kd_file(path: str | Path, *, n_ways: int, queries_path: str | None = None, documents_path: str | None = None,
+                 max_samples: int | None = None, seed: int = 12) -> tuple[Dataset, dict[str, Any]]:
     """A local KD file (any layout) -> (training Dataset with query/documents/scores, facts for the record)."""
     path = Path(path)
     rows = list(read_rows(path))

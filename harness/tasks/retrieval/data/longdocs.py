@@ -175,11 +175,9 @@ def export_mldr(lds: LongDocSet, out_dir: str | Path, *, max_train: int | None =
         rows[split] = []
         for q in (q for q in candidates if q.qid in chosen):
             negs = _negatives(lds.doc_ids, q, negatives) if split == "train" else []
-            rows[split].append({
-                "query_id": q.qid, "query": q.text,
-                "positive_passages": [{"docid": q.doc_id, "text": text_of[q.doc_id]}],
-                "negative_passages": [{"docid": d, "text": text_of[d]} for d in negs],
-            })
+            rows[split].append({"query_id": q.qid, "query": q.text,
+                                "positive_passages": [{"docid": q.doc_id, "text": text_of[q.doc_id]}],
+                                "negative_passages": [{"docid": d, "text": text_of[d]} for d in negs]})
             used.update([q.doc_id, *negs])
     extra = [d for d in lds.doc_ids if d not in used]
     room = None if max_corpus is None else max(0, max_corpus - len(used))

@@ -122,11 +122,9 @@ def load_hub(path: str, revision: str | None, lang: str, name: str, split: str =
 
     from harness.models import require_hub
 
-    require_hub(
-        f"dataset {path!r} ({lang}-corpus/-queries/-qrels, {split})",
-        "Offline, pass a local folder in MLDR's layout: task.data_dir=<dir containing mldr-v1.0-en/> "
-        "(corpus.jsonl, test.jsonl), e.g. a copy of Shitao/MLDR.",
-    )
+    require_hub(f"dataset {path!r} ({lang}-corpus/-queries/-qrels, {split})",
+                "Offline, pass a local folder in MLDR's layout: task.data_dir=<dir containing mldr-v1.0-en/> "
+                "(corpus.jsonl, test.jsonl), e.g. a copy of Shitao/MLDR.")
 
     def part(config: str):
         splits = get_dataset_split_names(path, config, revision=revision)

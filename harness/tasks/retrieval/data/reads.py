@@ -40,8 +40,7 @@ def entry_root(entry: Any, data_dir: str | None, kind_of: KindOf) -> Path | None
     return local_folder(data_dir, entry) if data_dir else None
 
 
-def entry_files(entry: Any, data_dir: str | None, split: str | None, kind_of: KindOf
-                ) -> tuple[Path, list[Path]] | None:
+def entry_files(entry: Any, data_dir: str | None, split: str | None, kind_of: KindOf) -> tuple[Path, list[Path]] | None:
     """(the folder, the files) a catalog entry's local copy reads (a composite: every member's, under its folder);
     None where it reads none (its pinned hub copy)."""
     parts = list(entry.members.values()) or [entry]

@@ -20,11 +20,8 @@ if TYPE_CHECKING:
 
 COLUMNS = ("anchor", "positive", "negative")
 #: accepted column names for each triplet field, first match wins
-ALIASES = {
-    "anchor": ("anchor", "query", "question"),
-    "positive": ("positive", "pos", "positive_passage", "document"),
-    "negative": ("negative", "neg", "negative_passage", "hard_negative"),
-}
+ALIASES = {"anchor": ("anchor", "query", "question"), "positive": ("positive", "pos", "positive_passage", "document"),
+           "negative": ("negative", "neg", "negative_passage", "hard_negative")}
 
 
 TRIPLET_FIX = "every triplet needs a non-empty query, positive and negative: fill in or remove that line"
@@ -118,11 +115,9 @@ def load_hub_triplets(path: str, config: str, revision: str | None, max_samples:
 
     from harness.models import require_hub
 
-    require_hub(
-        f"training set {path!r} ({config})",
-        "Train from a local file instead: task.train_data.source=file task.train_data.path=triplets.tsv "
-        "(columns query, positive, negative), or evaluate without training: task.train=false.",
-    )
+    require_hub(f"training set {path!r} ({config})",
+                "Train from a local file instead: task.train_data.source=file task.train_data.path=triplets.tsv "
+                "(columns query, positive, negative), or evaluate without training: task.train=false.")
     ds = load_dataset(path, config, split="train", revision=revision)
     ds = ds.rename_columns({c: a for c, a in zip(ds.column_names[:3], COLUMNS, strict=True)})
     return sample(ds, max_samples, seed)
@@ -142,15 +137,8 @@ def sample(ds: Dataset, max_samples: int | None, seed: int) -> Dataset:
     return ds
 
 
-def mine_from_beir(
-    ds: RetrievalDataset,
-    model: SentenceTransformer,
-    *,
-    num_negatives: int,
-    range_min: int,
-    range_max: int,
-    batch_size: int = 64,
-) -> Dataset:
+def mine_from_beir(ds: RetrievalDataset, model: SentenceTransformer, *, num_negatives: int, range_min: int,
+                   range_max: int, batch_size: int = 64) -> Dataset:
     """(query, positive) pairs of ``ds``'s qrels, hard negatives mined with ``model`` (``mine_hard_negatives``)."""
     from sentence_transformers.util import mine_hard_negatives
 

@@ -32,8 +32,7 @@ def is_colbert_checkpoint(local: str | os.PathLike) -> bool:
     return config.exists() and "HF_ColBERT" in config.read_text()   # a Stanford ColBERT checkpoint
 
 
-def load_colbert(spec: ModelSpec, *, device: str, embedding_size: int,
-                 seed: int) -> tuple[ColBERT, dict[str, Any]]:
+def load_colbert(spec: ModelSpec, *, device: str, embedding_size: int, seed: int) -> tuple[ColBERT, dict[str, Any]]:
     """A PyLate ColBERT for ``spec`` (``[Q] ``/``[D] `` prefixes, query expansion) and the record's model block; a
     plain encoder gets a new ``embedding_size`` projection and prefix-token embeddings, seeded by ``seed``."""
     from pylate import models

@@ -89,10 +89,8 @@ def search_width(top_k: int, ignore_identical_ids: bool) -> int:
     return top_k + (1 if ignore_identical_ids else 0)
 
 
-def evaluate(
-    retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
-    subgroups: Sequence[QueryGroups] = (),
-) -> tuple[dict[str, float], Details, Timings]:
+def evaluate(retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
+             subgroups: Sequence[QueryGroups] = ()) -> tuple[dict[str, float], Details, Timings]:
     """(metrics, details, timings) of ``retriever`` on ``ds``: nDCG@10 (main), MAP, recall, MRR; ``subgroups``
     score the same run on groups of the queries too (``ndcg_at_10_<group>_<name>``, details under ``<name>``)."""
     metrics, details, timings, _ = evaluate_per_query(retriever, ds, top_k=top_k,
@@ -100,10 +98,8 @@ def evaluate(
     return metrics, details, timings
 
 
-def evaluate_per_query(
-    retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
-    subgroups: Sequence[QueryGroups] = (),
-) -> tuple[dict[str, float], Details, Timings, PerQuery]:
+def evaluate_per_query(retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
+                       subgroups: Sequence[QueryGroups] = ()) -> tuple[dict[str, float], Details, Timings, PerQuery]:
     """:func:`evaluate`, plus each metric per judged query, with fingerprints of the query texts and qrels scored."""
     details, timings = retriever.index(ds)
     queries = ds.evaluated_queries()
@@ -122,10 +118,8 @@ def evaluate_per_query(
     beyond = sorted(m for m in per_query if min(cutoff(m), len(ds)) > depth)   # would count too few hits
     per_query = {m: v for m, v in per_query.items() if m not in beyond}
     metrics = means(per_query)
-    details = {
-        "retriever": retriever.kind, "n_docs": len(ds), "n_queries": len(qids), "top_k": top_k,
-        "ignore_identical_ids": ignore_identical_ids, "source": ds.source, **retriever.describe(), **details,
-    }
+    details = {"retriever": retriever.kind, "n_docs": len(ds), "n_queries": len(qids), "top_k": top_k,
+               "ignore_identical_ids": ignore_identical_ids, "source": ds.source, **retriever.describe(), **details}
     if beyond:
         why = f"their cutoff exceeds top_k={top_k}" if depth == top_k else \
             f"their cutoff exceeds the {depth} documents the index returns per query"

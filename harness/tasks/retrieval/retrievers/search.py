@@ -126,15 +126,8 @@ def id_rank(doc_ids: list[str]) -> np.ndarray:
     return rank
 
 
-def to_run(
-    query_ids: list[str],
-    doc_ids: list[str],
-    scores: np.ndarray,
-    indices: np.ndarray,
-    *,
-    top_k: int,
-    ignore_identical_ids: bool = False,
-) -> dict[str, dict[str, float]]:
+def to_run(query_ids: list[str], doc_ids: list[str], scores: np.ndarray, indices: np.ndarray, *, top_k: int,
+           ignore_identical_ids: bool = False) -> dict[str, dict[str, float]]:
     """TREC-style run {qid: {doc id: score}} cut to ``top_k``; ``ignore_identical_ids`` drops a doc whose id is the
     query's (BEIR/mteb: ArguAna, Quora, ...); negative indices (fewer than k hits) are skipped."""
     run: dict[str, dict[str, float]] = {}

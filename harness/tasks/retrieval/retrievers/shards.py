@@ -162,8 +162,7 @@ class ShardedRetriever:
     plans the shards, ``search`` encodes the queries once, has the missing shards computed (here, by ``launch``,
     or ``external``) and merges; ``run_shard`` is a shard job's whole work."""
 
-    def __init__(self, engine: Any, settings: ShardSettings,
-                 launch: Callable[[list[int]], None] | None = None) -> None:
+    def __init__(self, engine: Any, settings: ShardSettings, launch: Callable[[list[int]], None] | None = None) -> None:
         if engine.cache_dir is None:
             raise HarnessError("task.shards needs the embedding cache (task.embedding_cache=true): shards hand their "
                                "embeddings and top-k lists over through it")
