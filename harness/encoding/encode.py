@@ -1,15 +1,7 @@
-"""The retrieval encoder: tokenise, group by a token budget, run padded or packed, pool with the model's modules.
-
-Not only ``SentenceTransformer.encode``: it batches a fixed number of texts, so a batch of 8,192-token documents is
-as many texts as a batch of titles; a token budget keeps short-text batches large and long ones within memory.
-Pooling and normalisation are the model's own sentence-transformers modules (a test checks the embeddings match).
-
-:func:`encode` on a CPU tokenises at once, sorts by length, and runs ``torch.get_num_threads()`` single-threaded
-workers; on a GPU (``prefetch``, :mod:`harness.encoding.prefetch`) tokenisation runs ahead in worker threads
-(each with its own tokenizer copy, kept across calls), batches are built in pinned memory and copied
-asynchronously, and the closing line says how long the GPU waited for input (CUDA events). ``task.batch_tokens=auto``
-is measured on a GPU (:func:`gpu_batch_tokens`); with ``harness_varlen`` a batch is one packed row of real tokens
-(:mod:`harness.encoding.packing`)."""
+"""The retrieval encoder: tokenise, group by a token budget, run padded or packed, pool with the model's own
+sentence-transformers modules. Not ``SentenceTransformer.encode``: it batches a fixed number of texts, where a token
+budget keeps short-text batches large and long ones within memory. On a CPU, single-threaded workers; on a GPU,
+tokenisation runs ahead in worker threads into pinned memory (:mod:`harness.encoding.prefetch`)."""
 
 from __future__ import annotations
 
@@ -128,17 +120,15 @@ def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------ batch_tokens=auto
-# On a GPU the token budget is measured: one forward of a calibration batch (the model's longest sequences, about
-# CALIBRATION_TOKENS tokens, in the run's layout and precision) gives the peak memory per token; the budget is the
-# largest power of two whose batches take at most MEMORY_SHARE of the free memory, capped at MAX_BATCH_TOKENS. Once
-# per (model, device, layout, precision), kept on the model; records carry ``details.batch_tokens``.
+# On a GPU the token budget is measured: one forward of a calibration batch gives the peak memory per token; the
+# budget is the largest power of two whose batches take at most MEMORY_SHARE of the free memory. Once per (model,
+# device, layout, precision), kept on the model; records carry ``details.batch_tokens``.
 
 #: tokens of the calibration forward (whole sequences of the model's longest length; at least one)
 CALIBRATION_TOKENS = 8192
 #: the share of the free memory batches may take (the rest: embeddings, pinned copies in flight, fragmentation)
 MEMORY_SHARE = 0.5
-#: the most tokens a batch holds: beyond this an encoder-sized model gains nothing per token, and a larger batch
-#: only delays the pipeline's first batch (its first chunk of text is about one batch)
+#: the most tokens a batch holds: beyond this an encoder gains nothing per token, and the pipeline's first batch waits
 MAX_BATCH_TOKENS = 1 << 18
 
 
@@ -218,8 +208,7 @@ def forward_batch(model: SentenceTransformer, batch: HostBatch, mode: str | None
     if type_ids:
         kwargs["token_type_ids"] = torch.zeros_like(kwargs["input_ids"])
     tokens = hf(**kwargs, return_dict=True).last_hidden_state
-    tokens = tokens.reshape(-1, tokens.shape[-1])                            # every row's tokens, flattened
-    mask = t["mask"]
+    tokens, mask = tokens.reshape(-1, tokens.shape[-1]), t["mask"]           # every row's tokens, flattened
     features = {"token_embeddings": tokens[t["index"]] * mask[..., None].to(tokens.dtype),  # [batch, longest, hidden]
                 "attention_mask": mask.long()}
     for module in list(model)[1:]:      # the modules after the encoder (pooling, dense, normalise), as the model runs
@@ -236,14 +225,10 @@ def cpu_workers(device: str) -> int:
 def encode(model: SentenceTransformer, texts: list[str], *, batching: Batching, device: str, precision: str = "fp32",
            pack: str = "auto", workers: int | None = None, prefetch: bool | None = None, desc: str = "encoding",
            show_progress: bool = True, stats: dict[str, float] | None = None, keep_width: bool = False) -> np.ndarray:
-    """Embeddings (float32, shape [len(texts), dim]) in input order; ``keep_width``: at the width the encoder
-    produced them (bf16 as its bits: :data:`harness.encoding.prefetch.KEPT_DTYPES`).
-
-    ``batching.batch_tokens`` bounds a batch's tokens (padded: batch x longest; packed: real tokens), at most
-    ``batching.max_batch_size`` texts. ``prefetch`` (default: any device but the CPU) runs the GPU pipeline;
-    otherwise ``workers`` threads (default: torch's intra-op count) each encode whole batches single-threaded, at
-    most ``CPU_BATCH_TOKENS`` tokens (no barrier after every operator). ``stats`` receives the wall time, tokens,
-    batches and the wait for input."""
+    """Embeddings (float32, [len(texts), dim]) in input order; ``keep_width``: at the encoder's width (bf16 as its
+    bits). ``prefetch`` (default: any device but the CPU) runs the GPU pipeline; else ``workers`` threads each encode
+    whole batches single-threaded (no barrier after every operator). ``stats`` receives wall time, tokens, batches
+    and the wait for input."""
     mode = pack_mode(model, pack, device)
     if not texts:
         return np.zeros((0, model.get_sentence_embedding_dimension() or 0), dtype=np.float32)

@@ -1,9 +1,6 @@
-"""Batches of token sequences: grouped by a token budget, laid out padded or packed, as forward kwargs.
-
-Packed batches have no padding: with variable-length attention (``harness_varlen``, flash-attn) a batch is one row
-of concatenated sequences with restarting position ids and ``cu_seq_lens`` (``varlen``); with sdpa/eager,
-sequences are bin-packed into rows with a block-diagonal mask (``mask``; ModernBERT: one per attention type), which
-is how a CPU test checks the packed layout."""
+"""Batches of token sequences: grouped by a token budget, laid out padded or packed, as forward kwargs. Packed: one
+row of sequences with restarting positions and ``cu_seq_lens`` (``varlen``: harness_varlen, flash-attn), or rows with
+a block-diagonal mask (``mask``: sdpa/eager, how a CPU test checks the packed layout)."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size:
     order = np.argsort(-lengths, kind="stable")
     batches: list[np.ndarray] = []
     start = 0
-    n = len(order)
-    while start < n:
+    while start < len(order):
         longest = max(int(lengths[order[start]]), 1)
         size = max(1, min(max_batch_size, batch_tokens // longest))
         batches.append(order[start : start + size])
@@ -29,8 +25,8 @@ def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size:
 
 
 def packed_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) -> list[np.ndarray]:
-    """Indices grouped into packed batches, longest first, with at most ``batch_tokens`` real tokens each (a packed
-    batch holds no padding) and ``max_batch_size`` sequences; a text longer than the budget gets its own batch."""
+    """Indices in packed batches, longest first, at most ``batch_tokens`` real tokens and ``max_batch_size`` sequences
+    each (a longer text: a batch alone)."""
     order = np.argsort(-lengths, kind="stable")
     sizes = np.maximum(lengths[order], 1)
     return [order[a:b] for a, b in chunk_bounds(sizes, batch_tokens, batch_tokens, most_items=max_batch_size)]
@@ -88,9 +84,7 @@ def pack_rows(seqs: list[list[int]], capacity: int | None, pad_id: int) -> Packe
 def unpack_index(packed: Packed) -> tuple[np.ndarray, np.ndarray]:
     """Where each sequence's tokens are in the flattened rows, as [sequences, longest] indices (clamped past a
     sequence's end) and the mask of real tokens: gathers the packed output back to [batch, longest, hidden]."""
-    longest = max(packed.lengths)
-    width = packed.input_ids.shape[1]
-    offs = np.arange(longest)
+    offs, width = np.arange(max(packed.lengths)), packed.input_ids.shape[1]
     starts = np.array([row * width + start for row, start in packed.where])
     mask = offs[None, :] < np.asarray(packed.lengths)[:, None]
     index = np.minimum(starts[:, None] + offs[None, :], packed.input_ids.size - 1)

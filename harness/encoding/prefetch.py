@@ -1,11 +1,6 @@
-"""An encoder that never waits: inputs prepared ahead of the device, outputs copied back without stopping it.
-
-:class:`Prefetcher` runs ``prepare(start, stop)`` (tokenise a chunk, batch it, lay it out in pinned memory) for the
-next chunks in worker threads (tokenizers release the GIL) and counts how long the consumer waited: the device's
-wait for input. Chunks are sized in characters, about one batch first, doubling to a few. :class:`HostSink` copies
-outputs to pinned memory asynchronously, synchronising only to bound the copies in flight. :func:`tokenizers` keeps
-one tokenizer copy per thread per model (a copy takes 0.1-0.3 s, mostly holding the GIL). :class:`GpuBusy`
-measures the device's busy share with CUDA events read once at the end (no per-batch synchronisation)."""
+"""An encoder that never waits: inputs prepared ahead of the device in worker threads (:class:`Prefetcher`; tokenizers
+release the GIL), outputs copied back to pinned memory without stopping it (:class:`HostSink`). :func:`tokenizers`
+keeps a tokenizer copy per thread per model (a copy takes 0.1-0.3 s, mostly holding the GIL)."""
 
 from __future__ import annotations
 
@@ -145,9 +140,8 @@ def pinned(array: np.ndarray, pin: bool) -> torch.Tensor:
     return tensor.pin_memory() if pin else tensor
 
 
-#: numpy's dtype for an embedding of each torch dtype when its width is kept: numpy has no bfloat16, so bf16 values
-#: are kept as their 16 bits (uint16; :func:`harness.tasks.retrieval.retrievers.search.as_float32` reads them back
-#: exactly)
+#: numpy's dtype for an embedding of each torch dtype when its width is kept: numpy has no bfloat16, so bf16 is kept
+#: as its 16 bits (uint16; :func:`harness.tasks.retrieval.retrievers.search.as_float32` reads them back exactly)
 KEPT_DTYPES = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloat16: np.uint16}
 
 
