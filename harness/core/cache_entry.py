@@ -1,11 +1,8 @@
-"""Cache entries built once and published atomically, and the one lock primitive of the harness.
-
-Jobs on one shared cache (a SLURM array on NFS/Lustre) needing the same missing entry: one builds it under
-``<entry>.lock``, the others wait and read it (:func:`get_or_build`). An entry is written aside and renamed into
-place, never replaced while valid; one failing its claim check is renamed aside under the lock, then deleted; a
-reader meeting an entry vanishing goes through the locked path. :class:`FileLock` (run locks too) is a file made
-with ``O_CREAT | O_EXCL`` holding host, pid, token and start time, touched by a heartbeat; stale (taken over) when
-untouched for ``stale_after`` seconds, or when its owner on this host is gone (``fcntl`` fails across nodes)."""
+"""Cache entries built once and published atomically, and the one lock primitive of the harness. Jobs on one shared
+cache (a SLURM array on NFS/Lustre) needing the same missing entry: one builds it under ``<entry>.lock``, the others
+wait and read it (:func:`get_or_build`). :class:`FileLock` (run locks too) is a file made with ``O_CREAT | O_EXCL``
+touched by a heartbeat; stale when untouched for ``stale_after`` s or its owner here is gone (``fcntl`` fails across
+nodes)."""
 
 from __future__ import annotations
 
@@ -80,8 +77,8 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-#: seconds a lock may stay empty: its creator writes its owner right after the exclusive create, so a lock still
-#: empty after this was left by a process killed in between (it would otherwise block until ``stale_after``)
+#: seconds a lock may stay empty: its creator writes its owner right after creating it, so one still empty was left
+#: by a process killed in between
 EMPTY_GRACE = 10.0
 
 

@@ -1,8 +1,6 @@
-"""What a run prints: the harness' own progress and errors; library records below ERROR (transformers' "LOAD REPORT",
-mteb's and sentence-transformers' INFO) go only to the job's log file (``<hydra output dir>/<job name>.log``), and
-transformers' "Loading weights" bars are off. ``log_level=INFO|DEBUG|WARNING`` or ``hydra.verbose=...`` brings
-everything back. :class:`Progress` (a counted step: a tqdm bar on a terminal) and :func:`step` log one line when
-done; off a terminal no bar is drawn. ``log_level=WARNING`` silences them."""
+"""What a run prints: the harness' own progress and errors; library records below ERROR go only to the job's log
+file, and transformers' "Loading weights" bars are off (``log_level=INFO|DEBUG`` brings everything back).
+:class:`Progress` and :func:`step` log one line when done (a bar on a terminal); ``log_level=WARNING`` silences them."""
 
 from __future__ import annotations
 
@@ -95,9 +93,8 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """A counted step (``total`` ``unit``s): a tqdm bar with an ETA on a terminal, one log line when done.
-    ``each_update_is_a_step``: each update gets its own line when no bar is drawn. ``show=False`` (tests,
-    benchmarks) or ``log_level=WARNING``: nothing."""
+    """A counted step (``total`` ``unit``s): a tqdm bar on a terminal, one log line when done (``each_update_is_a_step``:
+    a line per update without a bar); ``show=False`` or ``log_level=WARNING``: nothing."""
 
     def __init__(self, total: int | None, desc: str, unit: str = "it", *, show: bool = True,
                  unit_scale: bool = False, each_update_is_a_step: bool = False) -> None:

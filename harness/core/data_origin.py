@@ -1,8 +1,6 @@
 """Whether a record was computed on the official copy of its dataset: the pinned hub copy its catalog entry names, or
-a local copy whose fingerprint the entry lists (``official_fingerprints``). Otherwise it is marked
-:data:`LOCAL_MARK` wherever shown and never ranked against published numbers. ``details.data`` (:func:`origin`):
-``source`` (``hub`` | ``local``), ``official`` (null where there is no official copy), ``fingerprint``, ``path``.
-Older records: data from ``task.data_dir`` whose entry names a hub copy is local (:func:`local_data`)."""
+a local copy whose fingerprint the entry lists (``official_fingerprints``); else it is marked :data:`LOCAL_MARK`
+wherever shown and never ranked against published numbers (``details.data``: :func:`origin`)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""What a run's local files hold, known at plan time without reading them twice: each file's sha256, cached by
-its path and what ``stat`` says of it (size, modification and change times, inode), so a 5M-document corpus is
-hashed once (with progress) and a re-plan costs a ``stat`` per file.
-
-:func:`files_fingerprint` (one string for a set of files: their names, sizes and contents) and :func:`describe`
-(that fingerprint and a table of the files, as a record shows it) are what a planner puts in a cell's data spec;
-:func:`file_sha` is the 16-digit file hash that run identities already hold. The cache is one small JSON file per
-(file, stat) under ``<paths.cache>/file-hashes/`` (:func:`use_cache`; the planner sets it from the run's config),
-written atomically, so concurrent jobs share it without locks; an unreadable entry is recomputed. Hub data is never
-hashed: its pinned revision is its identity."""
+"""What a run's local files hold, known at plan time: each file's sha256, cached by its path and ``stat`` (size,
+modification and change times, inode), so a 5M-document corpus is hashed once and a re-plan costs a ``stat`` per
+file. The cache is one small JSON file per (file, stat) under ``<paths.cache>/file-hashes/`` (:func:`use_cache`),
+written atomically, so concurrent jobs share it without locks. Hub data is never hashed (its revision identifies it)."""
 
 from __future__ import annotations
 
@@ -131,9 +125,8 @@ def _name(path: Path, base: Path | None) -> str:
 
 
 def describe(paths: Iterable[str | os.PathLike], base: str | os.PathLike | None = None) -> dict[str, Any]:
-    """A set of files as a record shows it: ``fingerprint`` (``sha256:`` + 16 hex digits over each file's name,
-    relative to ``base``, size and content), ``n`` files, ``bytes``, and ``files`` (name -> size and sha256 prefix)
-    when there are at most :data:`LISTED`. Each file hashed once (:func:`file_digest`)."""
+    """A set of files as a record shows it: ``fingerprint`` (over each file's name relative to ``base``, size and
+    content), ``n``, ``bytes``, and ``files`` (name -> size and sha256 prefix) when at most :data:`LISTED`."""
     root = Path(base).expanduser() if base is not None else None
     rows = sorted((_name(p, root), p.stat().st_size, file_digest(p)) for p in {Path(x).expanduser() for x in paths})
     h = hashlib.sha256(json.dumps(rows).encode())

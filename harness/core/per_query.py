@@ -1,8 +1,6 @@
-"""Per-query (retrieval) or per-example (GLUE) scores of a record, stored beside it for paired comparisons.
-
-``<dataset>.perquery.npz`` (item ids + one float64 vector per metric), named with its sha256 and fingerprints of the
-items scored in ``details.per_query``: two records are comparable only where the fingerprints are equal, and a
-sidecar is used only where its sha256 is its record's."""
+"""Per-query (retrieval) or per-example (GLUE) scores of a record, stored beside it for paired comparisons:
+``<dataset>.perquery.npz`` (item ids + one float64 vector per metric), named in ``details.per_query`` with its sha256
+and the items' fingerprints (two records are comparable only where the fingerprints are equal)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""One registry type for every "name -> implementation" table the harness has (runners, data kinds, selection
-rules, stages, subgroup scorers, combine rules, subcommands): the same lookup, the same closest-name error, the
-same conflict rule when something registers a name twice, and lazy imports where the table names code."""
+"""One registry type for every "name -> implementation" table (runners, data kinds, selection rules, stages, ...):
+the same lookup, closest-name error and conflict rule, and lazy imports where the table names code."""
 
 from __future__ import annotations
 

@@ -28,8 +28,8 @@ SCHEMA_VERSION = 2   # 2: higher_is_better, config_id (v1 records read with thei
 READABLE_SCHEMAS = (1, 2)
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
-#: the cell cannot apply to this model (e.g. 8,192-token inputs for a 512-position model); ``error`` says why.
-#: A final outcome like ok (the cell is not retried), but it has no score and is never selected.
+#: the cell cannot apply to this model (8,192-token inputs for a 512-position model; ``error`` says why): final like
+#: ok (not retried), but it has no score and is never selected
 STATUS_SKIPPED = "skipped"
 
 _VERSIONED_PACKAGES = ("harness", "torch", "transformers", "sentence-transformers", "tokenizers", "datasets",
@@ -111,8 +111,8 @@ def nonfinite_metrics(metrics: Mapping[str, Any]) -> list[str]:
 
 
 def fail_nonfinite(record: ResultRecord) -> None:
-    """An ok record with a NaN or infinite metric is a failed record (it is no number to rank, average or export):
-    its status becomes failed and its error names the metrics. Applied when a record is built or read."""
+    """An ok record with a NaN or infinite metric (no number to rank, average or export) becomes a failed record
+    whose error names the metrics; applied when a record is built or read."""
     bad = nonfinite_metrics(record.metrics) if record.status == STATUS_OK else []
     if bad:
         record.status = STATUS_FAILED
@@ -122,15 +122,12 @@ def fail_nonfinite(record: ResultRecord) -> None:
 
 #: hyperparameters that shrink the evaluated data below the whole dataset (a quick run, not a full-set number)
 SUBSET_KEYS = ("max_queries", "max_docs", "max_eval_samples")
-
-
 #: beside every number computed on part of a dataset (terminal summary, leaderboard): never comparable to full sets
 SUBSET_MARK = "§"
 
 
 def evaluated_subset(record: ResultRecord) -> str | None:
-    """How a record's data was cut below the whole dataset (``max_queries=50, max_docs=1000``), or None for a
-    full-set record. Published columns mean full sets, so a subset's number is never ranked against them."""
+    """How a record's data was cut below the whole dataset (``max_queries=50, max_docs=1000``), or None."""
     hp = record.hyperparameters or {}
     cut = [f"{k}={hp[k]}" for k in SUBSET_KEYS if hp.get(k)]
     return ", ".join(cut) or None
@@ -183,9 +180,8 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 
 def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
-    """Fill provenance (versions, git sha, created_at) if unset and write the record atomically; returns where.
-    A failed record never replaces a finished (ok or skipped) one: it goes beside it, to
-    ``<dataset>.failed-<UTC time>`` (outside the ``*.json`` the leaderboard reads)."""
+    """Fill provenance (versions, git sha, created_at) if unset and write the record atomically; returns where. A
+    failed record never replaces a finished one: it goes beside it, to ``<dataset>.failed-<UTC time>``."""
     if not record.created_at:
         record.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     if not record.versions:
@@ -215,8 +211,7 @@ SUPERSEDED = ".superseded-"
 
 def set_aside(path: Path) -> Path:
     """Move the record at ``path`` and the files beside it (per-query scores, TREC run) out of the readers' reach,
-    unchanged: to ``<dataset>.superseded-<UTC time>`` (``-2``, ... when that exists: never over another) and
-    ``<dataset>.superseded-<UTC time>.perquery.npz``, ...; returns where the record went."""
+    unchanged, to ``<dataset>.superseded-<UTC time>`` (``-2``, ...: never over another); returns where it went."""
     from harness.core.per_query import RUN_SUFFIX, SUFFIX
 
     stem = path.name.removesuffix(".json")
@@ -247,9 +242,8 @@ def read_record(path: str | os.PathLike) -> ResultRecord:
         return ResultRecord.from_dict(json.load(fh))
 
 
-def iter_records(
-    dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True, strict_schema: bool = False
-) -> Iterator[tuple[Path, ResultRecord]]:
+def iter_records(dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True,
+                 strict_schema: bool = False) -> Iterator[tuple[Path, ResultRecord]]:
     """Every record under one or more results directories; malformed or foreign JSON, or an unread schema, is
     skipped with a warning naming the file (``strict_schema``: :class:`UnknownSchemaError` raised)."""
     if isinstance(dirs, str | os.PathLike):
@@ -283,12 +277,10 @@ def git_sha() -> str | None:
     """Commit of the harness checkout (with ``-dirty`` when it has uncommitted changes), if it is one."""
     here = Path(__file__).resolve().parent
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True,
+                               text=True, timeout=5).stdout.strip()
         return f"{sha}-dirty" if dirty else sha
     except (OSError, subprocess.SubprocessError):
         return None

@@ -1,14 +1,7 @@
-"""What a job owes its scheduler (SLURM through submitit, or Hydra's in-process launcher): the facts recorded
-with each record, a clean stop on ``scancel``/requeue, and a non-zero exit when its cells failed.
-
-- :func:`facts`: node, SLURM job / array ids, submitit's and Hydra's job ids, the GPU's name (each record's
-  ``scheduler`` block, never the run identity).
-- :func:`stop_on_signals`: SIGTERM (``scancel``, requeue) raises ``SystemExit`` in the main thread, so ``finally``
-  blocks release run locks and remove an unfinished training's checkpoint folder.
-- :func:`job_failed`: a submitit job whose cells failed exits non-zero after submitit stored its result (SLURM says
-  FAILED, ``afterok`` holds); the launcher learns of it when unpickling (:class:`JobFailed`) and exits non-zero
-  when the multirun has ended (:func:`failed_jobs`).
-- :func:`sweep_name`, :func:`is_multirun`: what a run knows of the Hydra job that launched it."""
+"""What a job owes its scheduler (SLURM through submitit, or Hydra's in-process launcher): the facts recorded with
+each record (:func:`facts`), a clean stop on ``scancel``/requeue (:func:`stop_on_signals`: ``SystemExit`` in the main
+thread, so ``finally`` blocks release locks), and a non-zero exit when its cells failed (:func:`job_failed`: after
+submitit stored its result, so SLURM says FAILED and ``afterok`` holds; the launcher exits non-zero at the end)."""
 
 from __future__ import annotations
 

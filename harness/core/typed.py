@@ -1,13 +1,9 @@
-"""Typed settings from config mappings: unknown keys fail with the closest valid one, values are checked.
-
-Constraints are declared on the field and checked here: :func:`choices`, :func:`count` (an integer >= 1 unless
-told), :func:`positive`, :func:`at_least`, :func:`nonempty` (a list that selects what runs). A bound applies to each
-number of a list or mapping, never to null or a string (``task.shards=auto``); :func:`constraints` lists them.
+"""Typed settings from config mappings: unknown keys fail with the closest valid one, values are checked against
+the constraints declared on the field (:func:`choices`, :func:`count`, :func:`positive`, :func:`at_least`,
+:func:`nonempty`; a bound applies to each number of a list or mapping, never to null or a string).
 
 A task's settings are composed of its stages' typed nodes: a :func:`flat` field holds a node whose keys are the
-parent's own (``task.max_length`` is a key of the encode node), a plain dataclass field a nested one
-(``task.train_data``). :func:`excluded` (the key changes no number: out of the run identity) and a node's ``role``
-(``search``: changes the ranking, not the corpus encoding; ``train``: counts only when the run trains) are read by
+parent's own, a plain dataclass field a nested one. :func:`excluded` and a node's ``role`` are read by
 :func:`excluded_keys` and :func:`role_keys`. Our own, not Hydra structured configs or pydantic: neither names the
 closest valid key in a one-line message (a typo such as ``ignore_identical_id`` must say what was meant)."""
 
@@ -136,8 +132,8 @@ def check_keys(data: Mapping[str, Any], valid: list[str], where: str) -> None:
 
 
 def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "") -> T:
-    """``cls(**data)`` for a dataclass ``cls``, recursively; unknown or missing keys, wrong types and constraint
-    violations raise a :class:`HarnessError` naming ``where`` and the key (``key``: the mapping's dotted key)."""
+    """``cls(**data)`` for a dataclass ``cls``, recursively; a bad key or value is a :class:`HarnessError` naming
+    ``where`` and the key (``key``: the mapping's dotted key)."""
     data = _plain(data) or {}
     if not isinstance(data, Mapping):
         raise HarnessError(f"{where} must be a mapping of keys to values, got {type(data).__name__}")
@@ -242,8 +238,7 @@ def _dataclasses_in(tp: Any) -> list[type]:
 
 def from_conf(cls: type[T], file: str, /, *, part: bool = False, **overrides: Any) -> T:
     """``cls`` from ``conf/<file>.yaml`` (where its defaults are written) with ``overrides``, for code outside a
-    composed config: ``from_conf(PlaidSettings, "plaid/default")``; ``part``: only ``cls``'s keys of a larger
-    file, each resolved alone (``from_conf(ExactSearch, "task/beir", part=True)``)."""
+    composed config; ``part``: only ``cls``'s keys of a larger file, each resolved alone."""
     from omegaconf import OmegaConf
 
     import conf

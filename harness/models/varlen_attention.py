@@ -1,25 +1,20 @@
 """``attn_implementation=harness_varlen``: attention over packed sequences, with torch's own kernels on CUDA.
 
-Registered with transformers (:func:`register`) under :data:`~harness.models.attention.VARLEN`, with
-flash-attention's mask function (a 2-D padding mask or nothing). A layer's call arrives **packed** (one row of
-concatenated sequences with ``cu_seq_lens_q``/``max_length_q``: attention within each sequence), as **whole rows**
-(no mask: run as packed rows of equal length), or **padded** with a 2-D mask (e.g. PyLate's expanded queries: run
-as sdpa runs it, so even outputs at padded positions are sdpa's). ModernBERT's local layers pass
-``sliding_window`` = half-window + 1 (transformers' convention), applied by the kernel's own window.
+Registered with transformers (:func:`register`) with flash-attention's mask function. A layer's call arrives
+**packed** (one row of sequences with ``cu_seq_lens_q``/``max_length_q``), as **whole rows** (no mask: run as packed
+rows of equal length), or **padded** with a 2-D mask (e.g. PyLate's expanded queries: run as sdpa runs it, so even
+outputs at padded positions are sdpa's). ModernBERT's local layers pass ``sliding_window`` = half-window + 1.
 
 Kernels (:func:`varlen`): on CUDA flash-attn's ``flash_attn_varlen_func`` if installed, else torch's
 ``aten._flash_attention_forward``; fp32 inputs are cast to bf16 around the kernel (the flash kernels take fp16/bf16
-only; the research ModernBERT behind the paper's Table 2 did the same). Elsewhere :func:`reference`: each sequence's
-attention in plain torch, in the inputs' dtype, which is how the CPU tests check the packed path. Each call is
-counted under the kernel it ran (:mod:`harness.models.kernel_calls`).
+only; the research ModernBERT behind the paper's Table 2 did the same). Elsewhere :func:`reference`: plain torch per
+sequence, in the inputs' dtype, how the CPU tests check the packed path.
 
 Unpadding: every GPU job hands the encoder padded batches (sentence-transformers', PyLate's, the GLUE Trainer's
-collators), so :func:`install` hooks the encoder module (``ModernBertModel``, ``BertModel``): before its forward a
-padded batch becomes one row of real tokens with their positions (restarting at each sequence) and
-``cu_seq_lens``; after it, the last hidden state is scattered back to [batch, width, hidden] with zeros at padded
-positions (BERT's pooler recomputed from it). Gradients flow through both. Packed or maskless batches pass through.
-Exact wherever outputs at padded positions are unused; a caller whose padded positions carry outputs (PyLate's
-expanded [MASK] queries) passes ``keep_padded`` and runs padded through the mask path."""
+collators), so :func:`install` hooks the encoder module: before its forward a padded batch becomes one row of real
+tokens with restarting positions and ``cu_seq_lens``; after it, the last hidden state is scattered back to [batch,
+width, hidden] with zeros at padded positions (BERT's pooler recomputed). Exact wherever outputs at padded positions
+are unused; a caller whose padded positions carry outputs (PyLate's expanded [MASK] queries) passes ``keep_padded``."""
 
 from __future__ import annotations
 

@@ -1,25 +1,17 @@
 """``task.devices=N``: a training on N processes of this node, started by torch.distributed's elastic launcher as
-``torchrun --standalone`` does (c10d rendezvous on a free local port, one worker per device, no restarts); under
-SLURM inside the job's own allocation. Each worker is a rank of the trainers' own data parallelism (Trainer through
-accelerate: DDP over gloo on CPU, NCCL on GPUs), taking the optimizer steps one process would. The elastic
-launcher, not ``torch.multiprocessing.spawn``: it sets every rank's environment as torchrun does, stops the others
-when one fails, and reports which rank failed with its error (its ``@record`` file), which the run's error line says.
+``torchrun --standalone`` does (under SLURM inside the job's allocation); each worker is a rank of the trainers' own
+data parallelism (DDP over gloo on CPU, NCCL on GPUs), taking the optimizer steps one process would. Not
+``torch.multiprocessing.spawn``: the launcher sets every rank's environment as torchrun does, stops the others when
+one fails and reports which rank failed, with its error.
 
-Accelerate's ``BatchSamplerShard`` (no ``split_batches``) hands rank r the micro-batches r, r + N, r + 2N, ... of
-the batch sampler every rank iterates alike, and the Trainer groups k of them per optimizer step. With k = the
-configured accumulation / N, step j of every rank covers micro-batches jNk .. (j+1)Nk - 1: one process's step j at
-accumulation Nk. Each rank scales its losses by 1/k and DDP averages, so every micro-batch counts 1/(Nk).
-
-What accelerate leaves to us (:class:`StepBatches`, around the trainer's batch sampler):
-- an epoch's last, shorter step of R micro-batches (R = planned batches mod Nk): ``drop_last`` would drop the
-  R mod N that do not fill a round of ranks; they are kept, the round filled with copies of the last batch whose
-  loss counts 0, each real micro-batch counting 1/R (:meth:`StepBatches.factor`) as on one process;
-- a shorter epoch than planned (NO_DUPLICATES cannot always fill its last batches): one process never applies the
-  incomplete group, so it is not handed out;
-- the epoch: accelerate sets it only on a wrapped sampler's ``sampler``, which NO_DUPLICATES does not use (it
-  reseeds with seed + epoch): :class:`EpochStart` sets it;
-- with gathered negatives (``task.gather_across_devices``) a copied batch would be every rank's negative, so the
-  R mod N last micro-batches are dropped instead."""
+Accelerate's ``BatchSamplerShard`` hands rank r the micro-batches r, r + N, ... of the batch sampler every rank
+iterates alike, k per optimizer step (k = accumulation / N): step j of every rank covers micro-batches jNk ..
+(j+1)Nk - 1, one process's step j at accumulation Nk. What accelerate leaves to us (:class:`StepBatches`):
+- an epoch's last, shorter step of R micro-batches: the round of ranks filled with copies of the last batch whose
+  loss counts 0, each real micro-batch counting 1/R (:meth:`StepBatches.factor`) as on one process; with gathered
+  negatives (``task.gather_across_devices``) the R mod N last are dropped instead;
+- a shorter epoch than planned (NO_DUPLICATES): the incomplete group one process never applies is not handed out;
+- the epoch, which accelerate sets only on a wrapped sampler's ``sampler``: :class:`EpochStart` sets it."""
 
 from __future__ import annotations
 
@@ -97,10 +89,9 @@ def _rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 @contextmanager
 def _launching(n: int, device: str) -> Iterator[None]:
-    """While the agent runs: the ranks inherit this run's progress level (rank 0 prints) and, on CPU, an equal
-    share of this process's threads (``OMP_NUM_THREADS`` unless set; accelerate would give each the machine's
-    cores / N); the launcher's failure log stays off the console (the run's error line says it). Afterwards, the
-    signal handlers as before the elastic agent set its own."""
+    """While the agent runs: the ranks inherit this run's progress level and, on CPU, an equal share of this process's
+    threads (``OMP_NUM_THREADS`` unless set); the launcher's failure log stays off the console. Afterwards, the signal
+    handlers as before the elastic agent set its own."""
     env = {"HARNESS_RANK_LOG_LEVEL": str(logging.getLogger("harness.progress").getEffectiveLevel())}
     if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         env["OMP_NUM_THREADS"] = str(max(1, torch.get_num_threads() // n))
