@@ -1,7 +1,5 @@
-"""Reading local data files: UTF-8 text (plain or gzipped), delimited rows, JSON Lines and Parquet tables. Every
-reader under ``harness/data`` reads through these, so an undecodable file is one ``DataError`` line naming the file,
-line, byte offset and fix, before any work, never a ``UnicodeDecodeError``, ``csv.Error`` or pyarrow traceback
-(hence not ``datasets``' json loader)."""
+"""Reading local data files (UTF-8 text, plain or gzipped; delimited rows, JSON Lines, Parquet), so an undecodable
+file is one ``DataError`` line naming the file, line and fix, never a traceback (hence not ``datasets``' json loader)."""
 
 from __future__ import annotations
 

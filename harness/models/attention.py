@@ -1,11 +1,7 @@
-"""Which attention a model loads with, and which kernel runs it: the paper's setting where the machine allows.
-
-The paper timed and trained ModernBERT unpadded (flash-attention on packed sequences). ``auto`` gives that on CUDA
-for an architecture the harness packs (ModernBERT, BERT) where the flash kernels run (:func:`kernel_blocker`:
-capability >= 8.0, head size <= 256 and a multiple of 8, fp16/bf16): ``harness_varlen``
-(:mod:`harness.models.varlen_attention`). Elsewhere (CPU, T4, V100, odd head size) sdpa on padded batches, said on
-one line and in the record (``fallback``); an explicit ``harness_varlen`` (or ``flash_attention_2``) there is
-refused before any work. :func:`resolve_attention` is a pure function of facts, tested by faking them."""
+"""Which attention a model loads with, and which kernel runs it. The paper timed and trained ModernBERT unpadded
+(flash-attention on packed sequences): ``auto`` gives that (``harness_varlen``) on CUDA for an architecture the
+harness packs where the flash kernels run (:func:`kernel_blocker`); elsewhere sdpa on padded batches, said on one
+line and in the record, and an explicit ``harness_varlen`` there is refused before any work."""
 
 from __future__ import annotations
 
@@ -120,8 +116,8 @@ def kernel_blocker(*, capability: tuple[int, int] | None, head_dim: int | None, 
 
 def resolve_attention(requested: str, *, cuda: bool, packs: bool, blocker: str = "") -> str:
     """The implementation to load: ``auto`` -> ``harness_varlen`` on CUDA for a packable architecture with no
-    ``blocker``, else ``sdpa``; ``flash_attention_2`` on a packable one -> ``harness_varlen``; else as given. A
-    ``harness_varlen`` (asked or via ``flash_attention_2``) with a ``blocker`` on CUDA is a :class:`HarnessError`."""
+    ``blocker``, else ``sdpa``; ``flash_attention_2`` on a packable one -> ``harness_varlen`` (refused with a
+    ``blocker`` on CUDA); else as given."""
     requested_varlen = requested == VARLEN or (requested == "flash_attention_2" and packs)
     if requested_varlen and cuda and blocker:
         raise HarnessError(

@@ -1,8 +1,6 @@
-"""``compile=true``: the encoder's forward through ``torch.compile``, for inference on a GPU.
-
-Off until a GPU measures it faster than eager, compile time included (``benchmarks/gpu/check.sh``;
-docs/efficiency.md). Shapes are dynamic (packed rows vary). The forward is compiled, not the module's call, so the
-unpadding hooks stay outside the graph; the compiled forwards are counted (:mod:`harness.models.kernel_calls`)."""
+"""``compile=true``: the encoder's forward through ``torch.compile`` (dynamic shapes), for inference on a GPU; off
+until a GPU measures it faster than eager (docs/efficiency.md). The forward is compiled, not the module's call, so
+the unpadding hooks stay outside the graph."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The attention kernel that really ran, counted call by call: what a record's ``kernel`` says.
-
-:func:`watch` gives an encoder's attention modules one :class:`KernelCalls`. Under ``harness_varlen`` the attention
-function counts each call under the kernel it called (torch's flash kernel, flash-attn's varlen, the reference, or
-the padded mask path); otherwise a hook counts ``transformers <implementation>``. The record's attention block
-(:func:`harness.models.load.attention_record`) is kept current (:meth:`KernelCalls.keep`), so it names the kernel
-that encoded, never one inferred. Each call also counts its inputs' ``dtype`` (``bfloat16`` where fp32 weights are
-cast around the flash kernel); inside ``torch.compile`` the compiled forwards are counted instead, with no dtype."""
+"""The attention kernel that really ran, counted call by call with its inputs' dtype: what a record's ``kernel`` says
+(never one inferred). Under ``harness_varlen`` the attention function counts each call under the kernel it called;
+otherwise a hook counts ``transformers <implementation>``; inside ``torch.compile``, the compiled forwards."""
 
 from __future__ import annotations
 

@@ -32,9 +32,8 @@ def _check_attn(spec: ModelSpec) -> None:
 
 
 def attention_for(requested: str, local: str, device: str | None = None, *, dtype: str | None = None) -> str:
-    """The implementation a model in ``local`` loads with on ``device`` (``auto`` resolved for architecture, head
-    size, ``dtype``; None: this machine's GPU if any); a GPU fallback to sdpa is said, an explicit
-    ``harness_varlen`` the GPU cannot run refused before loading; ``harness_varlen`` registered first."""
+    """The implementation a model in ``local`` loads with on ``device`` (``auto`` resolved; None: this machine's GPU
+    if any); a GPU fallback to sdpa is said, an explicit ``harness_varlen`` the GPU cannot run refused."""
     config = att.model_config_json(local)
     model_type, head_dim = config.get("model_type"), att.head_dim_of(config)
     implementation = att.resolve_for(requested, model_type, device, head_dim=head_dim, dtype=dtype)
@@ -62,8 +61,7 @@ def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
 
 def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any]:
     """The record's ``attention`` entry where ``auto`` was resolved (or changed): the implementation, why ``auto``
-    fell back on a GPU, and the kernel counted as it runs with its inputs' dtype (kept current:
-    :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
+    fell back on a GPU, and the kernel counted as it runs; empty for a named sdpa/eager/flex."""
     if requested not in ("auto", "flash_attention_2", att.VARLEN):
         return {}
     config = encoder.config
@@ -169,11 +167,9 @@ def check_keep_layers(spec: ModelSpec, local: str) -> None:
 
 
 def prune_layers(hf_model: torch.nn.Module, keep: list[int]) -> None:
-    """Keep only the encoder layers ``keep`` (original indices, in order), in place, without copying weights.
-
-    Each kept module keeps what its original index gave it (attention type, pre-attention norm: ModernBERT's
-    layer 0 has none, RoPE table); ``config.layer_types`` (which picks each layer's mask and rotary embedding) is
-    rewritten to theirs, ``num_hidden_layers`` shrinks, ``config.keep_layers`` records it."""
+    """Keep only the encoder layers ``keep`` (original indices, in order), in place, without copying weights. Each
+    kept module keeps what its index gave it (attention type, ModernBERT's layer 0 without pre-attention norm, RoPE
+    table); ``config.layer_types`` is rewritten to theirs and ``config.keep_layers`` records it."""
     import torch
 
     owner, attr = layer_list(hf_model)

@@ -39,12 +39,10 @@ def model_config(model_or_config: Any) -> Any | None:
 
 
 def usable_positions(model_or_config: Any) -> int | None:
-    """The longest input, in tokens, the encoder can position; None when its config does not say.
-
-    ``max_position_embeddings`` or ``n_positions`` (NomicBERT: 2,048 for nomic-bert-2048; ``max_trained_positions``
-    is no cap), less ``pad_token_id + 1`` for RoBERTa-style types (:data:`OFFSET_POSITIONS`: 514 -> 512). BERT 512
-    and ModernBERT 8,192 as stated. DeBERTa-v3: 512, as stated: its relative positions set no hard limit, but it was
-    trained, tokenised and evaluated by the paper at 512, so longer inputs would extrapolate untested."""
+    """The longest input, in tokens, the encoder can position; None when its config does not say:
+    ``max_position_embeddings`` or ``n_positions`` (NomicBERT), less ``pad_token_id + 1`` for RoBERTa-style types
+    (514 -> 512). DeBERTa-v3: 512 as stated (its relative positions set no hard limit, but the paper trained and
+    evaluated it at 512, so longer inputs would extrapolate untested)."""
     config = model_config(model_or_config)
     if config is None:
         return None

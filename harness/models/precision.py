@@ -89,9 +89,8 @@ def autocast(precision: str, device: str) -> Any:
 
 
 def cast_for_inference(model: Any, precision: str, device: str) -> str:
-    """Cast ``model``'s weights to ``precision`` for inference (bf16/fp16 on CUDA): autocast over fp32 weights
-    keeps LayerNorm, residuals and rotary in fp32 with casts between, slower. CPUs keep autocast (measured so:
-    docs/efficiency.md). Returns what runs: ``fp32``, ``bf16 weights`` (fp16) or ``autocast bf16 over fp32 weights``."""
+    """Cast ``model``'s weights to ``precision`` for inference on CUDA (autocast over fp32 weights is slower); CPUs
+    keep autocast (measured: docs/efficiency.md). Returns what runs (``fp32``, ``bf16 weights``, ``autocast ...``)."""
     if precision == "fp32":
         return "fp32"
     if device.startswith("cuda") and precision in ("bf16", "fp16"):

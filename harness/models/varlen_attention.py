@@ -1,20 +1,13 @@
-"""``attn_implementation=harness_varlen``: attention over packed sequences, with torch's own kernels on CUDA.
+"""``attn_implementation=harness_varlen``: attention over packed sequences, with torch's own kernels on CUDA. A
+layer's call arrives **packed** (one row of sequences with ``cu_seq_lens_q``), as **whole rows** (no mask), or
+**padded** with a 2-D mask (PyLate's expanded queries: run as sdpa runs it). Kernels (:func:`varlen`): on CUDA
+flash-attn's varlen function if installed, else torch's ``aten._flash_attention_forward``, fp32 inputs cast to bf16
+around the kernel (as the research ModernBERT behind the paper's Table 2); elsewhere :func:`reference`, plain torch.
 
-Registered with transformers (:func:`register`) with flash-attention's mask function. A layer's call arrives
-**packed** (one row of sequences with ``cu_seq_lens_q``/``max_length_q``), as **whole rows** (no mask: run as packed
-rows of equal length), or **padded** with a 2-D mask (e.g. PyLate's expanded queries: run as sdpa runs it, so even
-outputs at padded positions are sdpa's). ModernBERT's local layers pass ``sliding_window`` = half-window + 1.
-
-Kernels (:func:`varlen`): on CUDA flash-attn's ``flash_attn_varlen_func`` if installed, else torch's
-``aten._flash_attention_forward``; fp32 inputs are cast to bf16 around the kernel (the flash kernels take fp16/bf16
-only; the research ModernBERT behind the paper's Table 2 did the same). Elsewhere :func:`reference`: plain torch per
-sequence, in the inputs' dtype, how the CPU tests check the packed path.
-
-Unpadding: every GPU job hands the encoder padded batches (sentence-transformers', PyLate's, the GLUE Trainer's
-collators), so :func:`install` hooks the encoder module: before its forward a padded batch becomes one row of real
-tokens with restarting positions and ``cu_seq_lens``; after it, the last hidden state is scattered back to [batch,
-width, hidden] with zeros at padded positions (BERT's pooler recomputed). Exact wherever outputs at padded positions
-are unused; a caller whose padded positions carry outputs (PyLate's expanded [MASK] queries) passes ``keep_padded``."""
+Unpadding: every GPU job hands the encoder padded batches, so :func:`install` hooks the encoder module: before its
+forward a padded batch becomes one row of real tokens with restarting positions and ``cu_seq_lens``; after it, the
+last hidden state is scattered back with zeros at padded positions (BERT's pooler recomputed). Exact wherever
+outputs at padded positions are unused; a caller whose padded positions carry outputs passes ``keep_padded``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """A model folder's weights: checked complete before loading (safetensors headers), checked to fit its config, and
-fingerprinted by content.
-
-Fit is checked before any work by transformers' own loader on the meta device (milliseconds), so a config of another
-architecture (a BertConfig beside ModernBERT weights) is refused instead of scoring a random model. On the encoder
-(``AutoModel``): no encoder weight missing or mismatched, no checkpoint weight of it unused; allowed are a
-pretraining head beside it (``head.*``/``decoder.*`` of ModernBERT, ``cls.*`` of BERT, ``lm_head.*`` of RoBERTa:
-keys outside the base-model prefix) and stale buffers (older BERT files' ``embeddings.position_ids``). Heads a task
-trains on top (GLUE's classifier, ColBERT's projection) are not the encoder's and never checked here."""
+fingerprinted by content. Fit is checked by transformers' own loader on the meta device (milliseconds), so a config of
+another architecture is refused instead of scoring a random model: no encoder weight missing, mismatched or unused;
+a pretraining head beside it (keys outside the base-model prefix) and stale buffers are allowed."""
 
 from __future__ import annotations
 

@@ -32,10 +32,9 @@ class Batches(Protocol):
 
 def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, tracker: Tracker | None = None,
                        sentence_transformers: bool = True, **fields: Any) -> Any:
-    """``SentenceTransformerTrainingArguments`` (``sentence_transformers=False``: ``TrainingArguments``) with the
-    shared fields: batch, accumulation and warmup ratio from ``node``; epochs, learning rate, precision, seeds and
-    the CPU flag from ``run``; the tracker's ``report_to`` and run name; NaN losses logged (for the NaN guard); no
-    checkpoints. ``fields``: what the caller adds or overrides. On N processes each accumulates 1/N of it."""
+    """``SentenceTransformerTrainingArguments`` (or ``TrainingArguments``) with the shared fields from ``node`` and
+    ``run``, the tracker's, NaN losses logged (for the NaN guard), no checkpoints; ``fields``: the caller's. On N
+    processes each accumulates 1/N of it."""
     n = ranks.world()
     if node.gradient_accumulation_steps % n:
         raise HarnessError(f"{n} training processes cannot share task.gradient_accumulation_steps="
@@ -136,8 +135,7 @@ def check_loss(loss: float) -> None:
 def finish_training(model: Any, result: Any, output_dir: str | Path, *, cfg: Batches, n_rows: int,
                     rows: str, tracker: Tracker | None = None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Check the run (:func:`check_loss`), save ``model`` to ``output_dir/model`` (rank 0; the others wait) and
-    return the record's training facts: steps, mean loss, ``n_<rows>``, effective batch, ``facts``, the model's
-    place, the tracker's description. ``result``: what ``Trainer.train()`` returned."""
+    return the record's training facts (``result``: what ``Trainer.train()`` returned)."""
     tracker = tracker or tracking.NONE
     if result.global_step == 0:     # the data did not fill one (accumulated) batch
         raise HarnessError(

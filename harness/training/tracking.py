@@ -1,15 +1,7 @@
-"""Experiment trackers for every trainer (DPR, GLUE, ColBERT): the ``logger`` config group (``none``,
-``tensorboard``, ``wandb``, ``mlflow``) becomes the Trainer's ``report_to``, callbacks and a tracker run labelled
-with the run id and the record path (``tracking.tracker(cfg, run_id=..., record_path=..., task=..., model=...)``)::
-
-    args = TrainingArguments(..., **tracker.training_args())      # report_to, run_name
-    trainer = Trainer(..., callbacks=[..., *tracker.callbacks()])
-    with tracker.session():                                         # opens/closes the tracker run
-        trainer.train()
-
-wandb and mlflow are optional, imported only when chosen (:func:`check` fails first with the install hint).
-TensorBoard is transformers' ``TensorBoardCallback`` writing to ``<logger.dir>/<task>/<model>/<run id>`` (default
-``${paths.outputs}/tensorboard``), outside the checkpoint folders deleted after training."""
+"""Experiment trackers for every trainer: the ``logger`` config group (``none``, ``tensorboard``, ``wandb``,
+``mlflow``) becomes the Trainer's ``report_to`` (:meth:`Tracker.training_args`), callbacks and a tracker run
+(:meth:`Tracker.session`) labelled with the run id and record path. wandb and mlflow are imported only when chosen
+(:func:`check` fails first with the install hint); TensorBoard writes to ``<logger.dir>/<task>/<model>/<run id>``."""
 
 from __future__ import annotations
 
