@@ -57,9 +57,8 @@ _BEIR_CSV = {_BEIR_RENAMED.get(d, d): d for d in _columns("beir")} | {"avg": AVG
 
 @dataclass(frozen=True)
 class PublishedSource:
-    """One published table. ``columns`` maps CSV header -> leaderboard column of ``table`` (a family id,
-    or ``overview``); ``scale`` multiplies the printed values onto the leaderboard's 0-100 scale
-    (done in decimal, so the digits stay those printed)."""
+    """One published table: ``columns`` maps CSV header -> leaderboard column of ``table``; ``scale`` multiplies the
+    printed values onto the 0-100 scale (in decimal, so the digits stay those printed)."""
 
     id: str
     file: str
@@ -292,11 +291,9 @@ def mteb_source(directory: str | os.PathLike) -> dict[str, str]:
 
 def load_mteb_published(dirs: Sequence[str | os.PathLike], *, models: Sequence[str] = (),
                         existing: Mapping[str, Iterable[str]] | None = None) -> list[PublishedRow]:
-    """Published rows from folders of mteb result files, one per model revision. A task lands in the column its
-    catalog entry names (``mteb_task`` in ``conf/task/<family>.yaml``: BEIR, code, NanoBEIR, ...); a task run by name
-    (``task=mteb``: STS12, ...) lands in the mteb table when that table already has its column (from records or a
-    published source), so a whole results repository adds rows, not hundreds of columns. ``models``: fnmatch
-    patterns on the mteb model name (default: all). Cells show mteb's main score x100; the tooltip names the file."""
+    """Published rows from folders of mteb result files, one per model revision (``models``: fnmatch patterns on the
+    mteb model name). A task lands in the column its catalog entry names, or in the mteb table where that table
+    already has its column, so a whole results repository adds rows, not hundreds of columns."""
     columns = catalog_columns()
     spec = specs.find(MTEB_FAMILY)
     if spec is not None:

@@ -1,10 +1,7 @@
-"""Two DPR recipes, one column (issue 60): a run's retrieval cell against the recipe of the published rows beside it.
-
-A trained task=beir record names its recipe (``details.recipe``: ``modernbert``, ``ettin`` or ``custom``, from
-``task.recipes`` in conf/task/beir.yaml); a record that evaluates that run's weights (task=mteb with
-``task.source.task=beir``) names the run (``model.lineage``). Where a later paper's column declares the recipe its
-numbers were fine-tuned under (``PaperSource.recipes``), a run cell whose DPR model was not fine-tuned under it, or
-whose recipe the records read do not say, is footnoted ¶ and never marked best. Reads records only."""
+"""Two DPR recipes, one column (issue 60): a trained task=beir record names its recipe (``details.recipe``), a record
+evaluating its weights names the run (``model.lineage``). Where a later paper's column declares the recipe its numbers
+were fine-tuned under (``PaperSource.recipes``), a run cell not fine-tuned under it (or not saying) is footnoted ¶
+and never marked best. Reads records only."""
 
 from __future__ import annotations
 

@@ -45,10 +45,8 @@ class Loaded:
 
 
 def load_records(dirs: Sequence[str | os.PathLike]) -> tuple[list[Loaded], list[str]]:
-    """Every record under ``dirs`` (``selected/`` excluded); malformed, foreign or unread-schema JSON is skipped with a
-    warning naming the file, returned for the page too, with a line per group set aside as not rescorable
-    (:mod:`harness.selection.comparable`). An ok record with a non-finite metric reads as failed
-    (:func:`harness.core.results.fail_nonfinite`): never a number in a cell or an average."""
+    """Every record under ``dirs`` (``selected/`` excluded), and the warnings for the page: files skipped, groups set
+    aside as not rescorable (:mod:`harness.selection.comparable`)."""
     loaded: list[Loaded] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

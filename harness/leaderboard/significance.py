@@ -1,7 +1,6 @@
 """Paired significance between the leaderboard's run rows, per cell and per table average: baseline marks, tie groups
-(compact letters) corrected across each table's tests, and rank intervals. A cell is tested when its ok records
-keep per-query scores: one record as ``harness.compare A B`` tests it, several seeds by the two-level bootstrap
-(``harness.compare.many``). Withheld cells and published rows (no per-query data) are never marked."""
+corrected across each table's tests, and rank intervals, for cells whose records keep per-query scores (one record
+as ``harness.compare A B`` tests it, several seeds by ``harness.compare.many``)."""
 
 from __future__ import annotations
 
