@@ -1,13 +1,7 @@
-"""The graph's cost model (``conf/paper/cost.yaml``): GPU-hours from the tokens each job processes, over a
-throughput for the model.
-
-GPU-hours = ((training tokens x ``train_factor`` + evaluation tokens) / (tokens/s x the GPU's ``gpu_speed``)
-+ ``job_overhead_s``) / 3600. The tokens are the job's runner's own estimate (``Family.work``: its datasets,
-epochs, samples, seeds and lengths, from the sizes of its local data files where it has some, else the cost
-file's; :mod:`harness.core.work`); the throughput comes from the paper's Table 2 for the model's family and size, or
-from this results folder's own ``task=efficiency`` records of the model once there are any. Pure: reads config,
-YAML, CSV and records.
-"""
+"""The graph's cost model (``conf/paper/cost.yaml``): GPU-hours = ((training tokens x ``train_factor`` + evaluation
+tokens) / (tokens/s x the GPU's ``gpu_speed``) + ``job_overhead_s``) / 3600. The tokens are the job's runner's own
+estimate (:mod:`harness.core.work`); the throughput is the paper's Table 2 row for the model, or this results
+folder's ``task=efficiency`` records of it once there are any. Pure: reads config, YAML, CSV and records."""
 
 from __future__ import annotations
 
@@ -35,9 +29,8 @@ def job_work(plan: RunPlan) -> Work:
 
 
 def host_memory(steps: Sequence[Any], states: Mapping[str, Any]) -> None:
-    """Each step's ``mem_gb``, its SLURM ``--mem``: the most host memory any dataset of its jobs needs (their
-    ``Work.host``, from the run's memory model) x the cost file's headroom, in whole GB; None where no job models it
-    (the cluster profile's ``mem_gb`` is asked, and stays the floor)."""
+    """Each step's ``mem_gb`` (SLURM ``--mem``): the most host memory any dataset of its jobs needs x the cost file's
+    headroom, in whole GB; None where no job models it (the cluster profile's ``mem_gb`` stays the floor)."""
     headroom = float(cost_data()["host_memory"]["headroom"])
     for step in steps:
         need = max((states[j.key].work.host_gb for j in step.jobs), default=0.0)

@@ -1,15 +1,8 @@
-"""The paper as a dependency graph: steps of jobs, built from ``conf/paper/<name>.yaml`` and the task specs.
-
-Pure: reads YAML files and specs only (no model, no data, no records), so the same graph is built on a login node,
-inside every job and in tests. What waits for what comes from the specs, never from code paths:
-- a step over a sweep whose task selects one configuration on selection sets (``best_run_on_sets``) is followed by
-  ``<step>.select`` (CPU, after the sweep has ended, failed points or not) and ``<step>.report`` (the selected
-  configuration on every dataset, after the selection succeeded);
-- a ``depends_on`` on the task's own datasets (GLUE: RTE, MRPC, STS-B need the selected MNLI run) splits the sweep:
-  ``<step>.<datasets>`` first, its ``.select``, then ``<step>.chained``; ``<step>.select`` closes the task;
-- a ``depends_on`` on another task's selection waits for that task's ``.select`` step (``task_key``: the config key
-  that names the task, e.g. MLDR's ``task.source.task=colbert``).
-"""
+"""The paper as a dependency graph: steps of jobs, built from ``conf/paper/<name>.yaml`` and the task specs. Pure
+(no model, data or records), so the same graph is built on a login node, inside every job and in tests. What waits
+for what comes from the specs: a sweep selecting on selection sets is followed by ``<step>.select`` and
+``<step>.report``; a ``depends_on`` on the task's own datasets (GLUE's MNLI) splits the sweep into
+``<step>.<datasets>``, its ``.select``, then ``<step>.chained``; one on another task waits for its ``.select``."""
 
 from __future__ import annotations
 
@@ -228,9 +221,8 @@ def _devices(name: str, conf: StepSettings, kind: str) -> tuple[str, ...]:
 
 
 def _sharded(step: Step, k: int) -> list[Step]:
-    """An evaluation step as ``<step>.shards`` (one job per corpus shard: ``task.shard=<i>``, k GPUs at once) and
-    the step itself as the merge, after every shard ended well (``afterok``). Where the step trains (a sweep's
-    points) nothing is sharded: only evaluations are."""
+    """An evaluation step as ``<step>.shards`` (one job per corpus shard: ``task.shard=<i>``) and the step itself as
+    the merge, after every shard ended well (``afterok``); a step that trains is not sharded."""
     if step.kind != "eval":
         raise HarnessError(f"paper.stages.{step.name}.shards: only an evaluation step can be sharded (this one "
                            f"is {step.kind!r}); a sweep's report is")

@@ -1,8 +1,6 @@
-"""``hydra.*`` overrides given to the commands that start jobs themselves (``python -m harness.paper``,
-``python -m harness.series``), out of habit from ``python -m harness``. ``hydra.run.dir=<dir>`` puts each job's logs
-in ``<dir>/<job key>/`` and ``hydra.job.chdir=false`` is what the jobs do anyway; the rest is refused in one line
-naming it: ``hydra.job.chdir=true`` (relative paths would resolve in the log folder), ``hydra/launcher=...`` (the
-command launches its own jobs), anything else under ``hydra``."""
+"""``hydra.*`` overrides given to the commands that start jobs themselves (``python -m harness.paper``/``series``):
+``hydra.run.dir=<dir>`` puts each job's logs in ``<dir>/<job key>/``, ``hydra.job.chdir=false`` is what the jobs do
+anyway; the rest is refused in one line naming it (``hydra/launcher=...``: the command launches its own jobs)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""One job of the paper graph, as SLURM or the local executor runs it: ``python -m harness.paper.job CONTEXT KEY``;
-and the local executor.
-
-The job rebuilds the graph from the context file, finds its own entry and runs it (a harness run, a selection
-refused with one line when too few points finished, the selected configuration on every dataset, or the
-leaderboard); a failed job exits non-zero, so SLURM marks it FAILED and ``afterok`` dependents never start.
-:func:`run_local` runs the steps in dependency order here, skipping finished jobs, each in a process forked from a
-``forkserver`` that imported torch, transformers and sentence-transformers once (else a fresh interpreter);
-``afterok`` is honoured (skipped, saying why), ``afterany`` steps run whatever their upstream's outcome."""
+"""One job of the paper graph, as SLURM or the local executor runs it (``python -m harness.paper.job CONTEXT KEY``:
+the graph rebuilt from the context file, its own entry run; a failed job exits non-zero, so ``afterok`` dependents
+never start), and the local executor (:func:`run_local`: the steps in dependency order, each in a process forked from
+a ``forkserver`` that imported torch and transformers once; ``afterok`` honoured, saying why)."""
 
 from __future__ import annotations
 
@@ -167,9 +162,8 @@ def select(job: graph.Job, upstream: Sequence[progress.JobState], min_finished: 
 
 def settle(steps: Sequence[graph.Step], states: dict[str, progress.JobState], paper: Mapping[str, Any]
            ) -> dict[str, progress.JobState]:
-    """'Done' means products built from the records: a selection job when its file is newer than every attempt of
-    its sweep's jobs (and its own last did not fail since), the leaderboard when every other job is done and the
-    site is newer than every record and selection; otherwise made again."""
+    """'Done' means built from the current records: a selection newer than every attempt of its sweep's jobs (its
+    own last not failed since), the leaderboard when all else is done and its site is newer than every input."""
     res = next((s.results for s in states.values() if s.results), None)
     name = next((str(s.model.get("name")) for s in states.values() if s.model.get("name")), None)
     if res is None or name is None:

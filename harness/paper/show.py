@@ -88,13 +88,10 @@ ORDER = ("running", "blocked", "failed", "queued", "stopped", "pending", "todo")
 
 def status(steps: Sequence[Step], states: Mapping[str, JobState], tp: cost.Throughput, cluster: Mapping[str, Any],
            folder: Path) -> list[str]:
-    """Each step: its state and job counts, the failing cells' (or failed jobs') one-line errors and the jobs
-    that can never start, device-hours spent (last attempts) vs the estimate; from the records, each job's SLURM
-    attempt (:func:`harness.paper.slurm.job_states`) and each job's last attempt noted in ``folder``
-    (:func:`harness.paper.job.outcomes`). States: done (records there, selections and site built from them),
-    running, blocked (queued but can never start: re-submit to replace), failed, queued, stopped (ended in SLURM
-    without finishing, e.g. cancelled: re-submit), pending (not queued: waits for a re-submit or its upstream),
-    todo (the graph was never submitted or run)."""
+    """Each step: its state and job counts, the failing cells' one-line errors and the jobs that can never start,
+    device-hours spent vs the estimate; from the records, each job's SLURM attempt and its last attempt noted in
+    ``folder``. States: done, running, blocked (can never start: re-submit), failed, queued, stopped (ended in SLURM
+    without finishing: re-submit), pending (waits for a re-submit or its upstream), todo (never submitted)."""
     from harness.paper.job import outcomes as read_outcomes
 
     live = job_states(folder)   # each job's SLURM attempt: queued, running, blocked, or its final state
@@ -145,9 +142,8 @@ def job_seconds(outcome: Mapping[str, Any] | None, recorded: float) -> float:
 
 
 def devices(kind: str, cluster: Mapping[str, Any]) -> int:
-    """Devices a job of ``kind`` holds, as the estimate counts them: its GPUs; a training or evaluation job on a
-    CPU-only profile (``gpu: cpu``) counts as one device; selections and the leaderboard (kind cpu) as none. A
-    step of N training processes (``devices: N``) holds N times that."""
+    """Devices a job of ``kind`` holds, as the estimate counts them: its GPUs (a CPU-only profile: one; kind cpu:
+    none), N times that for a step of N training processes."""
     return 0 if kind == "cpu" else max(int(cluster[kind].get("gpus") or 0), 1)
 
 

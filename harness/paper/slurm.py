@@ -1,12 +1,8 @@
-"""The SLURM executor: the whole graph submitted at once through submitit, one job array per step, each waiting on
-its upstream arrays with SLURM's ``afterok`` / ``afterany``; returns once everything is queued.
-
-Beside the results, ``ledger.json`` maps each job key to its current SLURM id and ``attempts.json`` notes, per
-SLURM id, the ids it waits on and its final state (from ``scontrol`` or ``sacct``, at each submit or ``--status``),
-so a job's end stays known after SLURM forgets it. A re-submit resumes: finished jobs are skipped, queued or running
-ones kept; a job that can never start (an ``afterok`` upstream FAILED) or waits on anything but its upstreams'
-current attempts is replaced, and so is everything downstream of a replaced job (a report must see the new
-records). Stale jobs are cancelled downstream first, so none is released by its upstream's cancellation."""
+"""The SLURM executor: the whole graph submitted at once through submitit, one job array per step waiting on its
+upstream arrays (``afterok`` / ``afterany``). ``ledger.json`` maps each job key to its current SLURM id and
+``attempts.json`` notes each attempt's dependencies and final state, so a job's end stays known after SLURM forgets
+it. A re-submit resumes: finished jobs skipped, queued ones kept; a job that can never start or waits on stale
+attempts is replaced with everything downstream (cancelled downstream first, so none is released by the cancel)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Everything a paper graph needs, checked before the first job exists (no sbatch, no local run): every
-``paper.*`` value (typed: unknown keys, wrong types and out-of-range values are one line naming the fix), every
-step's run as a single run checks it up front (task and model names, config keys, data folders or hub access,
-writable results and cache folders, the device), the paper folder writable and its ledger readable."""
+"""Everything a paper graph needs, checked before the first job exists: every ``paper.*`` value (typed), every step's
+run as a single run checks it up front (names, keys, data or hub access, writable folders, the device), the paper
+folder writable and its ledger readable."""
 
 from __future__ import annotations
 
@@ -95,9 +94,8 @@ def check_runs(steps: Sequence[Any], deep: bool = True) -> None:
 
 
 def check_no_overwrite(steps: Sequence[Any]) -> None:
-    """``overwrite=true`` is refused: a graph's jobs are done when the runner would skip their cells
-    (:func:`harness.tasks.runplan.done`), and under overwrite the runner skips none, so no job would ever be done (a
-    selection would find no finished run) and every resubmit would compute everything again."""
+    """``overwrite=true`` is refused: a graph's job is done when the runner would skip its cells, which under
+    overwrite it never does, so every resubmit would compute everything again."""
     for step in steps:
         for job in step.jobs:
             for text in job.overrides:
@@ -110,9 +108,8 @@ def check_no_overwrite(steps: Sequence[Any]) -> None:
 
 
 def _check_composed(argv: list[str], plan: bool) -> None:
-    """Compose the run's config and run the single run's up-front checks (typed settings, spec, device, output
-    folders; with ``plan``, data folders or hub access for every dataset) without loading a model or reading
-    data."""
+    """Compose the run's config and run the single run's up-front checks (with ``plan``, data folders or hub access
+    for every dataset) without loading a model or reading data."""
     from harness.run.overrides import compose_config
     from harness.run.runner import checked
 
