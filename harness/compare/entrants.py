@@ -1,6 +1,5 @@
-"""What each argument of ``harness.compare`` brings, cell by cell: a record or a run folder (that run: one model,
-one record per dataset), a model name (what ``harness.select`` selects for it: a seed-averaged configuration, or why
-a cell has none), or ``--all`` (every model with records of the task: the leaderboard's run rows)."""
+"""What each argument of ``harness.compare`` brings, cell by cell: a record or run folder, a model name (what
+``harness.select`` selects for it, or why a cell has none), or ``--all`` (the leaderboard's run rows)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Every pair of several models, per cell (dataset, GLUE task) and per table average, corrected across all the tests,
-with tie groups (compact letters) and bootstrap intervals of each model's rank. One run a side is tested as
-``harness.compare A B`` does (paired randomization, equal to ranx's), seeds by the two-level bootstrap
-(:mod:`harness.compare.twolevel`); a table average over the cells every model has, items resampled in their cell."""
+"""Every pair of several models, per cell and per table average, corrected across all the tests, with tie groups and
+bootstrap intervals of each model's rank: one run a side by paired randomization (equal to ranx's), seeds by the
+two-level bootstrap (:mod:`harness.compare.twolevel`)."""
 
 from __future__ import annotations
 

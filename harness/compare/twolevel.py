@@ -1,13 +1,8 @@
-"""The two-level bootstrap over items and seeds: shared item resamples (paired across models), then each model's
-runs (seeds) resampled within it.
-
-Each replicate resamples the items (within strata; the same resample for every model) and scores every run on them,
-then draws k of the model's runs with replacement, widened by sqrt(k/(k-1)) around the runs' mean so its variance
-is the runs' sample variance over k (plain resampling gives (k-1)/k of it). The seed x item interaction is counted
-twice, which makes the interval slightly wide (92% coverage at a nominal 90% in tests/test_compare_many.py's
-simulation) but holds the test's level (subtracting it rejected a true null 1.6 times too often at 0.05/6). The
-standard error is the replicates' spread; p and interval come from Student's t with Welch-Satterthwaite degrees of
-freedom, as three seeds estimate their variance with two degrees of freedom each."""
+"""The two-level bootstrap over items and seeds: each replicate resamples the items (within strata; the same for every
+model), then draws k of a model's runs with replacement, widened by sqrt(k/(k-1)) around their mean so its variance
+is the runs' sample variance over k. The seed x item interaction is counted twice: the interval is slightly wide (92%
+coverage at a nominal 90% in tests/test_compare_many.py) but holds the test's level (subtracting it rejected a true
+null 1.6 times too often). p and interval: Student's t with Welch-Satterthwaite degrees of freedom."""
 
 from __future__ import annotations
 

@@ -35,9 +35,8 @@ def spec_of(family: str, records: Iterable[ResultRecord]) -> specs.TaskSpec:
 
 def load_selections(family: str, results_dir: str | Path, model: str | None = None, experiment: str | None = None
                     ) -> tuple[dict[str, Choice], list[ResultRecord]]:
-    """Choices per model for ``family`` from the records under ``results_dir`` (and the records read, in their
-    column's score: :mod:`harness.selection.comparable`); ``experiment``: only that experiment's records. A record
-    of an unread schema is refused (it might be the one to select), naming the file."""
+    """Choices per model for ``family`` from the records under ``results_dir`` (``experiment``: only its), and the
+    records read; a record of an unread schema is refused (it might be the one to select), naming the file."""
     if not Path(results_dir).is_dir():
         specs.find(family) or specs.get(family)   # an unknown task is named first (it may be a typo)
         raise HarnessError(f"results directory {results_dir} does not exist; run a sweep first or pass --results")

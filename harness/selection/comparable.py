@@ -1,9 +1,7 @@
 """Records read for a table, a selection or a comparison, in one score per column: a GLUE record whose score is not
-its column's (an MRPC/QQP record scored by F1, the default before the fourth fidelity pass) is rescored from its
-kept predictions where that is exact, else set aside with a reason and the command that reruns it. Never written
-back: ``details.rescored`` / ``details.set_aside`` say what the readers see. Exact means the run scored its *last*
-evaluation (``scoring_protocol=authors``) and its early stopping watched what today's definition watches; a
-``best_epoch`` record restored the best evaluation by its own score, so it is set aside."""
+its column's (MRPC/QQP scored by F1 before the fourth fidelity pass) is rescored from its kept predictions where
+that is exact (it scored its *last* evaluation and its early stopping watched what today's watches), else set aside
+with a reason and the command that reruns it; never written back."""
 
 from __future__ import annotations
 

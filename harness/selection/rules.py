@@ -1,8 +1,6 @@
-"""Selection rules: from records only, which records stand for a model. ``harness.select`` and the leaderboard
-call the same rule object of a family, so the leaderboard shows exactly what selection picks.
-
-A *configuration* is a set of runs that differ only in their seed (records share ``config_id``); ``mean``
-averages a configuration's seeds, ``best`` treats every run as its own configuration."""
+"""Selection rules: from records only, which records stand for a model (``harness.select`` and the leaderboard call
+the same rule). A *configuration* is a set of runs that differ only in their seed (``config_id``); ``mean`` averages
+its seeds, ``best`` treats every run as its own configuration."""
 
 from __future__ import annotations
 
@@ -233,12 +231,9 @@ def _incomplete_line(c: dict[str, Any]) -> str:
 
 
 class BestRunOnSelectionSets(SelectionRule):
-    """The paper's retrieval rule (appendix E.2): one configuration per model, the one with the best mean main
-    score over the selection datasets, reported on every dataset.
-
-    The selection datasets are the runs' own (``task.spec.selection.sets``; older records
-    ``task.selection_datasets``), else ``datasets``; eligible runs cover every one any run of the model has. When
-    no run has one, the datasets every run shares decide; when they share none, the most recent run is reported."""
+    """The paper's retrieval rule (appendix E.2): one configuration per model, the one with the best mean main score
+    over the selection datasets (the runs' own, else ``datasets``), reported on every dataset; eligible runs cover
+    every one any run of the model has. Without any, the datasets every run shares decide, else the newest run."""
 
     def __init__(self, datasets: Sequence[str]):
         self.datasets = tuple(datasets)

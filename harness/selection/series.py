@@ -1,9 +1,6 @@
-"""The best step of a series (``python -m harness.series``'s records: ``details.series``), from records only.
-
-A step's score on a task is the mean over the chosen datasets of its main score (seeds averaged), from its newest
-weights' records only. The datasets are ``--datasets``, else the task's selection sets the series has, else all it
-has; a step lacking one is not eligible (listed, with what it lacks). ``selected/series-<name>.json`` holds the
-pick (``python -m harness.series --best <name>`` prints its overrides)."""
+"""The best step of a series (``details.series`` records), from records only: a step's score on a task is the mean
+over the chosen datasets (``--datasets``, else the task's selection sets, else all) of its newest weights' main
+score, seeds averaged; a step lacking a dataset is not eligible. ``selected/series-<name>.json`` holds the pick."""
 
 from __future__ import annotations
 

@@ -109,10 +109,9 @@ def run(argv: list[str]) -> int:
 
 def watch(settings: Settings, act: Callable[[units.Series], tuple[dict[str, str], int]], first: units.Series
           ) -> tuple[dict[str, str], units.Series]:
-    """``--watch``: poll the training run's folder, evaluate (or submit) each checkpoint once complete, and stop
-    after ``--idle`` seconds with no new checkpoint, no file written in one and no evaluation; a checkpoint is
-    planned again only when new or changed. ``act`` evaluates or submits a series's runs: (unit key -> failure,
-    how many it started). Returns (unit key -> failure, the last series)."""
+    """``--watch``: poll the training run's folder, evaluate (or submit: ``act``) each checkpoint once complete, and
+    stop after ``--idle`` seconds without a new checkpoint, write or evaluation. Returns (unit key -> failure, the
+    last series)."""
     s = settings
     known = {(u.task, u.checkpoint.folder): u for u in first.units}
     seen = {key: (u.changed, u.skipped) for key, u in known.items()}   # the series already printed: only changes show

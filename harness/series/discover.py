@@ -1,12 +1,7 @@
-"""Which folders of a training run are its checkpoints, at which step, and whether each is complete (a checkpoint
-still being written is never read).
-
-Found as the trainers' ``checkpoint-<step>`` folders (default), by ``--step-pattern`` (a regex with one group for
-the step, matched against paths up to three levels below the run: ``step_(\\d+)/hf``), or by ``--checkpoints``
-(``PATH`` or ``STEP=PATH``). Complete when (1) ``config.json`` parses, (2) every safetensors file is as long as its
-header says (:func:`harness.models.weights.check_safetensors`) and a sharded index names only such shards, and (3)
-its writer is done: ``trainer_state.json`` parses (the Trainer writes it last) or, without a Trainer, nothing has
-changed for ``settle`` seconds (all that vouches for ``.bin`` weights). Done but not whole is broken."""
+"""Which folders of a training run are its checkpoints (``checkpoint-<step>``, ``--step-pattern`` or
+``--checkpoints``), at which step, and whether each is complete, so one still being written is never read: its
+``config.json`` parses, every safetensors file is as long as its header says, and its writer is done
+(``trainer_state.json``, written last, parses; else nothing changed for ``settle`` seconds)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""What evaluates a series' runs: here, or one SLURM array per checkpoint.
-
-Here (:func:`run_all`): each checkpoint's run through :func:`harness.run.runner.run`, in step order; a failed
-checkpoint is noted (its failed records beside any earlier good ones), the others go on, and the series' next run
-computes it again. ``--launcher slurm`` (:class:`Submitter`): each checkpoint's runs are one step submitted by the
-paper graph's SLURM executor (:func:`harness.paper.slurm.submit`: one array per step, the same ledger, attempts,
-job runner and ``--status``); new complete checkpoints are submitted at each look (``--watch``: as they appear).
-The bookkeeping is ``<results>/../series/<name>/``: ``context.json`` holds every step submitted (a job finds its
-own there), the ledger maps each run (task, step, weights' fingerprint) to its SLURM id. A queued or running run is
-not submitted again, a finished one is skipped, a failed one is resubmitted by the next command."""
+"""What evaluates a series' runs: here (:func:`run_all`, in step order; a failed checkpoint is noted and computed
+again by the next run), or ``--launcher slurm`` (:class:`Submitter`: each checkpoint's runs one step submitted by the
+paper graph's SLURM executor, with its ledger and ``--status``, kept in ``<results>/../series/<name>/``). A queued or
+running run is not submitted again, a finished one is skipped, a failed one is resubmitted by the next command."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""A series' units: every checkpoint found, whether complete, and each checkpoint's run per task as one job of the
-paper graph's kind (:class:`~harness.paper.graph.Job`, its state by :func:`harness.paper.progress.job_state`), and
-what the rest will cost. Each checkpoint runs as ``model.path=<folder> model.name=<series>-step<step>`` with the
-``series`` config key (name, step, folder, fingerprint, progress) copied into each record's ``details.series``; the
-run id holds the weights' fingerprint (``model.ref``), so a rewritten checkpoint is a new run. A checkpoint's jobs
-are one step of the graph: one SLURM array, one ledger, one status view with the paper graph's."""
+"""A series' units: every checkpoint found, whether complete, each checkpoint's run per task as one job of the paper
+graph's kind, and what the rest will cost. Each runs as ``model.path=<folder> model.name=<series>-step<step>`` with
+the ``series`` config key copied into each record's ``details.series``; the run id holds the weights' fingerprint,
+so a rewritten checkpoint is a new run."""
 
 from __future__ import annotations
 
