@@ -45,9 +45,8 @@ def _task_yaml(family: str) -> dict[str, Any]:
 
 
 def own_catalog(family: str) -> dict[str, Any]:
-    """The catalog ``conf/task/<family>.yaml`` declares itself: its ``catalog`` plus a shared one it includes
-    (``defaults: - [override] /catalog@catalog: <name>`` -> ``conf/catalog/<name>.yaml``), not entries of inherited
-    tasks."""
+    """The catalog ``conf/task/<family>.yaml`` declares itself (its ``catalog`` plus a shared one it includes,
+    ``conf/catalog/<name>.yaml``), not entries of inherited tasks."""
     from omegaconf import OmegaConf
 
     raw = _task_yaml(family)
@@ -62,10 +61,8 @@ def own_catalog(family: str) -> dict[str, Any]:
 
 
 def catalog_columns() -> dict[str, MtebColumn]:
-    """mteb task name -> leaderboard column, from the ``mteb_task`` of each registered family's own catalog
-    (``conf/task/<family>.yaml``, not inherited entries), placed where that family puts a record of the dataset.
-    A family that adds ``mteb_task`` to its catalog entries (NanoBEIR: ``NanoSciFactRetrieval``, ...) is picked up
-    with no change here. When two families name the same task, the first registered wins."""
+    """mteb task name -> leaderboard column, from the ``mteb_task`` of each registered family's own catalog, placed
+    where that family puts a record of the dataset; the first registered family naming a task wins."""
 
     out: dict[str, MtebColumn] = {}
     for fam in specs.all_specs().values():

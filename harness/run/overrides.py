@@ -1,12 +1,8 @@
-"""The command line's config. Before Hydra runs: a group name that does not exist (``task=nope``) or a key the
-config does not have (``task.lrr=1``) fails with the valid names, closest first, and the output folders are checked
-for writability, so a typo costs a second, not a composed run. Hydra's own parser reads the command line
-(``hydra._internal``: Hydra has no public one) so what is checked is exactly what Hydra will run.
-
-:func:`compose_config` is the one way the harness composes a config outside a running Hydra app: what
-``python -m harness <overrides>`` would run (the paper planner, its pre-submit validation, the series, tests). Task
-specs and catalogs are read from their YAML files as data, without Hydra, so the torch-free leaderboard and a
-running Hydra job can read them."""
+"""The command line's config. Before Hydra runs, a group name that does not exist (``task=nope``) or a key the config
+does not have (``task.lrr=1``) fails with the valid names, closest first, and the output folders are checked, so a
+typo costs a second; Hydra's own parser reads the command line (``hydra._internal``: it has no public one), so what
+is checked is what Hydra will run. :func:`compose_config` composes what ``python -m harness <overrides>`` would run,
+outside a running Hydra app; task specs and catalogs are read from their YAML files as data, without Hydra."""
 
 from __future__ import annotations
 
@@ -129,9 +125,8 @@ def check_overrides(argv: list[str]) -> None:
 
 
 def check_group_overrides(argv: list[str]) -> None:
-    """Fail on ``task=nope`` with the valid names, closest first (Hydra lists them alphabetically), counting the
-    user's own config folders (``--config-dir``, ``hydra.searchpath``); sweeps (``model=a,b``,
-    ``task=choice(beir,code)``, ``model=glob(*)``) are checked value by value."""
+    """Fail on ``task=nope`` with the valid names, closest first, counting the user's own config folders; sweeps
+    (``model=a,b``, ``task=choice(beir,code)``, ``model=glob(*)``) are checked value by value."""
     from hydra.core.override_parser.types import ValueType
 
     if (got := _parse(argv)) is None:
@@ -226,9 +221,8 @@ def _dotted(node, prefix: str = "") -> list[str]:
 
 
 def check_key_overrides(argv: list[str]) -> None:
-    """``task.lrr=1`` (a key the config does not have) fails with the closest valid keys, before Hydra, whose
-    message suggests ``+task.lrr=1``: that would add a key nothing reads. Also checks, before Hydra creates its
-    output folder, that the output folders are writable (a bad ``paths.*`` fails in a second)."""
+    """``task.lrr=1`` fails with the closest valid keys, before Hydra (whose message suggests ``+task.lrr=1``, a key
+    nothing reads); the output folders are checked writable before Hydra creates its own."""
     if (got := _parse(argv)) is None:
         return
     args, overrides = got

@@ -1,8 +1,6 @@
-"""``plan(cfg)``: the one planning of a run, shared by the runner, the paper graph, the checkpoint series and the cost
-preview. Pure (config and records only, no model, no data, no torch): the task's spec names its planner
-(:data:`PLANNERS`), which types the settings and builds the :class:`~harness.tasks.runplan.RunPlan` from the run's
-:class:`~harness.tasks.runplan.Setup`; a task that evaluates another task's trained run (``task.source``) gets that
-run resolved here, from records through its selection rule."""
+"""``plan(cfg)``: the one planning of a run, shared by the runner, the paper graph, the series and the cost preview.
+Pure (config and records only): the task's spec names its planner (:data:`PLANNERS`), which builds the
+:class:`~harness.tasks.runplan.RunPlan`; a ``task.source`` run is resolved here, through its selection rule."""
 
 from __future__ import annotations
 
@@ -73,9 +71,9 @@ def planner_of(cfg: Any, *, source: bool = True) -> Any:
 
 def plan(cfg: Any, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0, source: bool = True
          ) -> RunPlan[Any, Any]:
-    """The run ``cfg`` composes, planned: round ``round``'s cells (GLUE's chained tasks are round 1, planned from
-    MNLI's records), and the work of a ``mode`` job (``report``: evaluation only, on the datasets not in ``skip``);
-    ``source=False``: ``task.source`` left unresolved (what a job costs before its source run is selected)."""
+    """The run ``cfg`` composes, planned: round ``round``'s cells (GLUE's chained tasks: round 1), the work of a
+    ``mode`` job (``report``: evaluation only, of the datasets not in ``skip``); ``source=False``: ``task.source``
+    left unresolved."""
     setup = setup_of(cfg, source=source)
     return planner_for(setup).plan(setup, mode=mode, skip=skip, round=round)
 

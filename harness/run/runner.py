@@ -1,10 +1,6 @@
-"""The one loop every run goes through: plan (:func:`harness.run.planning.plan`) -> skip finished cells -> check ->
-lock -> compute the rest (the plan's ``compute``) -> write the records it returns.
-
-Everything is checked before anything is loaded; planning reads only config and records, so a finished
-configuration loads no model or data. A computing run is locked (:mod:`harness.run.locks`). Records are written
-atomically one by one as yielded, so an interrupted run keeps what it finished; a failure is written beside a
-finished record, never over it, and an ok record whose dataset is now defined differently is moved aside."""
+"""The one loop every run goes through: plan -> skip finished cells -> check -> lock -> compute the rest -> write the
+records it yields, one by one (an interrupted run keeps what it finished). Everything is checked before anything is
+loaded, so a finished configuration loads no model or data."""
 
 from __future__ import annotations
 
@@ -85,9 +81,8 @@ def run_round(cfg: DictConfig, p: RunPlan[Any, Any], lock_settings: locks.LockSe
 
 
 def checked(cfg: DictConfig, *, plan: bool = False) -> None:
-    """The checks before any model or data: output folders writable, settings typed, the spec's metric and rule
-    known, the device present (what a job waiting on another's records can check already); with ``plan``, the run
-    planned once and its plan's own checks run on every cell (data folders, hub access)."""
+    """The checks before any model or data: output folders, settings, the spec's metric and rule, the device; with
+    ``plan``, the run planned once and its plan's own checks run on every cell (data folders, hub access)."""
     _settings(cfg)
     if not plan:
         planning.planner_of(cfg, source=False)
@@ -155,11 +150,9 @@ def failure_line(rec: ResultRecord, side: Path | None) -> str:
 
 
 def store(results_dir: str, rec: ResultRecord) -> Path:
-    """Write ``rec``. When it replaces them (a failure never does: it goes beside, see
-    :func:`results.write_record`), finished records of the same cell computed on other data are first set aside
-    (:func:`results.set_aside`): the record at its path whose data spec differs (the dataset is defined differently,
-    or its local files now hold other data), and, where the files' content is in the run id (``data_free_key``),
-    the records of the same configuration under another run id: an earlier version of those files."""
+    """Write ``rec``. When it replaces them (a failure never does), finished records of the cell computed on other
+    data are first set aside: the one at its path whose data spec differs, and, where the files' content is in the
+    run id (``data_free_key``), the same configuration's under another run id (earlier versions of those files)."""
     path = results.path_of(results_dir, rec)
     if rec.status == results.STATUS_FAILED:
         return results.write_record(results_dir, rec)
