@@ -1,7 +1,5 @@
-"""``task=efficiency``: inference throughput as the ModernBERT paper measured it (section 4; Tables 2, 10, 11).
-
-Four synthetic sets of 8,192 documents (fixed 512, normal(256, 64) in [32, 512], fixed 8,192, normal(4,096, 1,024)
-in [32, 8,192]); tokens per second, mean and std over 10 timed passes after a warm-up; the largest batch; the
+"""``task=efficiency``: inference throughput as the ModernBERT paper measured it (section 4; Tables 2, 10, 11): four
+synthetic sets of 8,192 documents; tokens per second over timed passes after a warm-up, the largest batch, the
 achieved fraction of dense matmul throughput. One record per (model, set)."""
 
 from __future__ import annotations

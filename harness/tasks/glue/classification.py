@@ -1,12 +1,9 @@
 """Sequence-classification fine-tuning for GLUE with transformers' Trainer and early stopping, under one of two
-scoring protocols (``task.scoring_protocol``): ``authors`` (the authors' Composer runs: evaluation every N batches,
-patience in batches on one metric, every parameter decayed, the last evaluation scored) or ``best_epoch``
-(per-epoch evaluations, patience on the task score, HF's decay groups, the best one restored). Added to the
-library's pieces: starting from another task's checkpoint with a fresh classifier (MNLI chaining:
-:func:`carry_weights`), a NaN loss as a clear error, and the ModernBERT head built as the authors' FlexBERT GLUE
-runs built it (``model.glue``, docs/fidelity.md). Why our own head: transformers' ``ModernBertPredictionHead`` always
-applies a LayerNorm and its ``attention_dropout`` drops both the attention probabilities and output, where
-FlexBERT's head had no norm and its attention output its own dropout (``attn_out_dropout_prob``)."""
+scoring protocols: ``authors`` (the authors' Composer runs: evaluation every N batches, patience in batches on one
+metric, every parameter decayed, the last evaluation scored) or ``best_epoch`` (per-epoch evaluations, the best
+restored). Added: MNLI chaining with a fresh classifier (:func:`carry_weights`), and the ModernBERT head built as the
+authors' FlexBERT runs built it (transformers' ``ModernBertPredictionHead`` always applies a LayerNorm and one
+``attention_dropout`` for probabilities and output; FlexBERT's had no norm and ``attn_out_dropout_prob``)."""
 
 from __future__ import annotations
 
@@ -43,8 +40,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """Everything that shapes one fine-tuning run (one GLUE grid point): the task's ``train.glue`` node, the point's
-    resolved values (``run``: learning rate, epochs, seed, precision, device) and what ``train_config`` works out;
-    each value was checked where it was typed (:mod:`harness.core.typed`), not again here."""
+    resolved values (``run``) and what ``train_config`` works out, each checked where it was typed."""
 
     node: GlueTraining
     run: TrainRun
@@ -103,9 +99,8 @@ def load_classifier(
     model_dir: str, num_labels: int, *, attn_implementation: str = "sdpa", init_from: str | None = None,
     trust_remote_code: bool = False, head: GlueHead | None = None, device: str | None = None,
 ) -> PreTrainedModel:
-    """A classifier on the pretrained encoder in ``model_dir`` with a fresh head (``head``: a ModernBERT's head
-    settings, ``model.glue``; None: the config as is); ``init_from`` (e.g. MNLI's chosen checkpoint) gives every
-    weight but the final classifier's (:func:`carry_weights`). ``device``: where it runs (``auto`` attention)."""
+    """A classifier on the pretrained encoder in ``model_dir`` with a fresh head (``head``: ``model.glue``; None: the
+    config as is); ``init_from`` (MNLI's chosen checkpoint) gives every weight but the final classifier's."""
     from transformers import AutoModelForSequenceClassification
 
     kwargs: dict[str, Any] = {"attn_implementation": attention_for(attn_implementation, model_dir, device),
@@ -341,10 +336,8 @@ def _predicted(predictions: Any) -> np.ndarray:
 
 
 def restore_best_checkpoint(model: PreTrainedModel, checkpoint: str | None) -> None:
-    """Load every weight of the best checkpoint into ``model``, strictly.
-
-    Why our own: transformers 5.3 saves BERT-family LayerNorms as ``gamma``/``beta`` and the Trainer's own
-    best-model restore (``load_state_dict(strict=False)``) silently skips them; ``from_pretrained`` maps the names."""
+    """Load every weight of the best checkpoint into ``model``, strictly. Our own: transformers 5.3 saves BERT-family
+    LayerNorms as ``gamma``/``beta`` and the Trainer's restore (``strict=False``) silently skips them."""
     if not checkpoint:
         return
     best = type(model).from_pretrained(checkpoint)

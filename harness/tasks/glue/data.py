@@ -1,7 +1,5 @@
-"""GLUE task definitions (from conf/task/glue.yaml) and loaders: local TSVs in GLUE's own layout, or the hub.
-
-Local TSVs are read as GLUE ships them: quoting off (texts hold unbalanced quotes), MRPC's header BOM kept (its
-label column is addressed by index), CoLA headerless; every row has the header's column count."""
+"""GLUE task definitions (from conf/task/glue.yaml) and loaders: the hub, or local TSVs read as GLUE ships them
+(quoting off: texts hold unbalanced quotes; MRPC's header BOM kept; CoLA headerless)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
-"""What a GLUE grid point's weight decay does to the weights over its run, worked out before any training, and the
-refusal of a decay that would shrink every weight to a fraction of itself (pure numpy).
-
-torch's AdamW multiplies each decayed weight by ``(1 - lr_t * wd)`` per step, ``wd`` from
-:func:`adamw_weight_decay`; under ``task.weight_decay_convention=composer`` (the authors' DecoupledAdamW) that is
-``weight_decay / lr``, so 1e-5 decays 1e-5 per step at the peak but 0.01 decays 1%. :func:`decay_factor` is the
-product over the planned steps: what decay alone leaves of a weight. :data:`KEEP_AT_LEAST` is the floor: the
-paper's grid keeps at least 75% (QQP, 10 epochs, batch 64, 1e-5: ``tests/test_glue_decay.py``); 0.01 under
-``composer`` on STS-B keeps 40% after 2 epochs and 1% after 10 (the run that ended at Spearman -0.03)."""
+"""What a GLUE grid point's weight decay leaves of the weights over its run, worked out before any training, and the
+refusal of a decay that would shrink every weight to a fraction of itself (pure numpy). torch's AdamW multiplies each
+decayed weight by ``(1 - lr_t * wd)`` per step; under ``weight_decay_convention=composer`` (the authors'
+DecoupledAdamW) ``wd`` is ``weight_decay / lr``, so 0.01 decays 1% per step. :data:`KEEP_AT_LEAST`: the paper's grid
+keeps at least 75%; 0.01 under composer on STS-B keeps 1% after 10 epochs (the run that ended at Spearman -0.03)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""GLUE dev-set metrics computed locally with sklearn/scipy (``evaluate.load`` needs the hub), x100 as the paper: for
-the ``score.glue`` stage and the comparison's re-scoring of kept predictions, so it imports no compute code.
-
-Each metric takes predictions (class ids, or scores for regression) and gold labels and returns named values; which
-key is the task score is :mod:`harness.tasks.glue.scores`':
-- ``accuracy`` (SST-2, QNLI, RTE, WNLI); ``matthews`` (CoLA); ``spearman_pearson``: Spearman scores (STS-B)
-- ``accuracy_f1``: accuracy scores, F1 of the positive class and ``f1_accuracy_mean`` beside it (MRPC, QQP: Table 5
-  prints accuracy, and the authors' sweep selected by it; docs/fidelity.md); ``f1``: the same, F1 scores (what the
-  authors' eval.py printed: its last evaluator, BinaryF1Score); ``f1_accuracy``: the same, their mean scores
-- MNLI: accuracy on matched and mismatched dev; the task score is their mean (``accuracy_mean``), as the paper's"""
+"""GLUE dev-set metrics computed locally with sklearn/scipy (``evaluate.load`` needs the hub), x100 as the paper, for
+the ``score.glue`` stage and the comparison's re-scoring of kept predictions (no compute code imported). Each takes
+predictions and gold labels and returns named values; which key is the task score is
+:mod:`harness.tasks.glue.scores`' (MRPC, QQP: accuracy, as Table 5 prints; MNLI: the mean over matched and
+mismatched)."""
 
 from __future__ import annotations
 

@@ -32,9 +32,8 @@ def tokenize(split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, 
 def cached_tokenize(
     split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, regression: bool, cache_dir: Path | None
 ) -> datasets.Dataset:
-    """:func:`tokenize`, cached under ``cache_dir`` (keyed by the caller) and reused only where its ``claim.json``
-    (key, hash of the texts and labels, hash of the ids, masks and labels held) holds and its labels are this
-    split's; else rebuilt with a warning. Built once under ``<cache_dir>.lock``, renamed into place."""
+    """:func:`tokenize`, cached under ``cache_dir`` and reused only where its ``claim.json`` (key, hashes of the inputs
+    and of what is held) holds; else rebuilt with a warning. Built once under ``<cache_dir>.lock``."""
     import datasets
 
     datasets.disable_progress_bars()

@@ -1,9 +1,6 @@
-"""An mteb benchmark by its own name (``task.benchmark``): its tasks, optionally of some types (``task.task_types``),
-and its aggregate as mteb computes it (``Benchmark.get_score``: the per-task-type mean of the tasks' main scores,
-a task's score being the mean over its splits and subsets), one record per aggregate beside the tasks' records.
-
-Why our own aggregation: mteb's needs its ``TaskResult`` objects of one process, while a run's task records may come
-from several (a resumed run); this is the same arithmetic on the records (a test runs mteb's beside it)."""
+"""An mteb benchmark by its own name (``task.benchmark``): its tasks (of ``task.task_types``) and its aggregate as mteb
+computes it (``Benchmark.get_score``), one record per aggregate. Our own aggregation: mteb's needs the ``TaskResult``
+objects of one process, a resumed run's records come from several (a test runs mteb's beside it)."""
 
 from __future__ import annotations
 
@@ -21,11 +18,8 @@ RULE = ("mteb's Benchmark.get_score: per task type, the mean of its tasks' main 
 
 
 def benchmark_column(benchmark: str, task_type: str | None = None) -> str:
-    """The column of the mteb table that holds a benchmark's aggregate as mteb computes it: the mean of the main
-    scores of its tasks of ``task_type`` (mteb's per-task-type mean, ``Benchmark.get_score``'s ``"Retrieval"``), or
-    with ``task_type=None`` its mean over task types (``"Mean(TaskType)"``). The published rows (Ettin Table 3's
-    "Retrieval", mmBERT Table 4's "Retrieve") and a task=mteb run of that benchmark place their number here, so both
-    share one column: ``benchmark_column("MTEB(eng, v2)", "Retrieval")`` is ``"MTEB(eng, v2) Retrieval"``."""
+    """The mteb table's column of a benchmark's aggregate over its tasks of ``task_type`` (None: the mean over task
+    types), shared by published rows (Ettin Table 3's "Retrieval") and a task=mteb run: ``"MTEB(eng, v2) Retrieval"``."""
     return f"{benchmark} {task_type or 'Mean(TaskType)'}"
 
 

@@ -1,13 +1,7 @@
-"""``task=mteb``: any mteb task by name, evaluated by mteb itself (its data, evaluator and main score) on the model
-the harness loads (``model=...``, ``precision``, ``device``); one record per task and split.
-
-A benchmark by mteb's own name (``task.benchmark``, ``task.task_types``) runs its tasks and adds its aggregate as
-mteb computes it (:mod:`harness.tasks.mteb.benchmark`); ``task.source`` evaluates another task's trained run (the
-DPR model ``task=beir`` selected, as the Ettin and mmBERT papers evaluated MTEB v2). Offline, or for data of your
-own, ``task.task_files`` names Python files (or modules) that define mteb tasks (subclasses of mteb's ``AbsTask``
-with a ``TaskMetadata``, as mteb's own mock tasks) and benchmarks (``mteb.Benchmark`` values); they are then run by
-name like mteb's. mteb is imported only when this family runs (``pip install 'harness[mteb]'``).
-"""
+"""``task=mteb``: any mteb task (or benchmark: :mod:`harness.tasks.mteb.benchmark`) by name, evaluated by mteb itself
+on the model the harness loads; one record per task and split. ``task.source`` evaluates another task's trained run
+(as the Ettin and mmBERT papers evaluated MTEB v2); ``task.task_files`` names Python files defining mteb tasks and
+benchmarks of your own, then run by name. mteb is imported only when this family runs."""
 
 from __future__ import annotations
 
@@ -211,10 +205,8 @@ class MtebPlanner:
         }), self.local_files(name))
 
     def local_files(self, name: str) -> dict[str, Any] | None:
-        """The local files a task reads, fingerprinted (:func:`harness.core.file_hash.describe`): the task file that
-        defines it (``task.task_files``) and, where its ``metadata.dataset`` path is a local file or folder (an
-        absolute path, or one starting with ``.`` or ``~``), every file there; None for mteb's own tasks (hub data
-        at the revision they pin)."""
+        """The local files a task reads, fingerprinted: the task file that defines it and, where its
+        ``metadata.dataset`` path is local, every file there; None for mteb's own tasks (hub data, pinned)."""
         local = self.local_tasks.get(name)
         if local is None or not Path(local.source).is_file():
             return None
@@ -240,9 +232,7 @@ class MtebPlanner:
         return out
 
     def work(self) -> Work:
-        """What the run encodes: each task's texts, from the sizes mteb publishes with the task (its descriptive
-        statistics: characters per split, mean document length), :data:`BYTES_PER_TOKEN` characters a token; a
-        task without statistics (a local one) counts nothing."""
+        """What the run encodes: each task's texts, from mteb's descriptive statistics (none: nothing counted)."""
         w = Work()
         for task in self.tasks.values():
             stats = task.metadata.descriptive_stats or {}
