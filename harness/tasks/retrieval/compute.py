@@ -1,8 +1,6 @@
 """One retrieval run's computation, from its plan alone: load the weights (``load.*``), fine-tune them or reuse the
-finished training (``train.*``, marked done by ``train_done.json``), build the retriever (``retrieve.*``) over a
-corpus cache keyed by the run's identity and the weights, and evaluate each cell (``score.ir``:
-:mod:`~harness.tasks.retrieval.score`). Everything it reads is in the :class:`~harness.tasks.runplan.RunPlan` (its ``stages``:
-:class:`~harness.tasks.retrieval.stages.RetrievalStages`); it returns records, which the runner writes."""
+finished training (``train.*``), build the retriever (``retrieve.*``) over a corpus cache keyed by the run's identity
+and the weights, and evaluate each cell (``score.ir``); it returns records, which the runner writes."""
 
 from __future__ import annotations
 
@@ -48,9 +46,8 @@ def finished_training(plan: RunPlan) -> dict[str, Any] | None:
 
 
 def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
-    """(model, the record's model block) from the load stage; with a source, its trained weights, checked
-    against the fingerprint that run recorded. Fails fast, naming the local alternative, when the hub is
-    needed and unreachable."""
+    """(model, the record's model block) from the load stage; with a source, its trained weights, checked against
+    the fingerprint that run recorded."""
     p, lin = plan.stages, plan.lineage
     model, block = code_of(stages.STAGES, p.load)(plan, weights_of(plan))
     if lin is not None:
@@ -59,9 +56,8 @@ def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
 
 
 def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
-    """Fine-tune ``model`` in place when the run trains, or load this run's finished training (unless
-    ``overwrite``; e.g. after a pre-emption during evaluation); returns the training facts for the record
-    (``train_s`` and the trained weights' ``fingerprint`` included), or None."""
+    """Fine-tune ``model`` in place when the run trains, or load this run's finished training (unless ``overwrite``);
+    returns the training facts for the record, or None."""
     p = plan.stages
     if not plan.trains:   # a run that trains has a train.* stage: checked before any work (families.retrieval.check)
         return None
@@ -94,9 +90,8 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
 
 
 def for_inference(plan: RunPlan, model: Any, block: dict[str, Any]) -> None:
-    """Ready ``model`` to encode, after any training: its weights cast to bf16/fp16 on CUDA at that precision (not
-    autocast over fp32 weights), its encoder compiled where ``compile=true`` (CUDA); what runs goes into the
-    record's model block (``inference``) where it is not plain fp32."""
+    """Ready ``model`` to encode, after any training: weights cast to bf16/fp16 on CUDA, the encoder compiled where
+    ``compile=true``; what runs goes into the record's model block (``inference``) where it is not plain fp32."""
     from harness.models import cast_for_inference
     from harness.models.compiled import compile_encoder, wanted
 
@@ -129,9 +124,8 @@ def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mappi
 
 
 def sharded(plan: RunPlan, retriever: Any) -> Any:
-    """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (single-vector retrievers and
-    exact MaxSim: their engines implement :class:`~harness.tasks.retrieval.retrievers.shards.ShardEngine`), or over the GPUs a
-    ``task.devices`` training ran on; a device's shards run :func:`run_part`."""
+    """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (engines implementing
+    :class:`~harness.tasks.retrieval.retrievers.shards.ShardEngine`), or over the GPUs a training ran on."""
     from harness.tasks.retrieval import devices
     from harness.tasks.retrieval.retrievers.shards import ShardedRetriever
 
@@ -218,9 +212,8 @@ def encoder(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
 
 
 def colbert(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
-    """A PyLate ColBERT (a ColBERT checkpoint as is; a plain encoder gets the ``embedding_size`` projection, seeded
-    by the run's seed: ``task.train_seed`` when training, else ``seed``). Document lengths are capped at the
-    positions and recorded by the retriever, as the paper's evaluation does."""
+    """A PyLate ColBERT (a ColBERT checkpoint as is; a plain encoder gets the ``embedding_size`` projection, seeded by
+    the run's seed: ``task.train_seed`` when training, else ``seed``)."""
     from harness.tasks.retrieval.retrievers.colbert_model import load_colbert
 
     return load_colbert(spec, device=plan.device, embedding_size=plan.settings.multi_vector.embedding_size,

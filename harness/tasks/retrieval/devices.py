@@ -62,9 +62,8 @@ def _device_shards(rank: int, plan: RunPlan, part: Part, devices: list[str], sha
 
 
 def over_training_devices(plan: RunPlan, retriever: Any, part: Part) -> tuple[Any, Callable[[list[int]], None]] | None:
-    """A run training on N GPUs (``task.devices=N``, ``task.shards`` 1) evaluates in N shards, one process per GPU,
-    merged to the unsharded ranking: (shard settings, launcher). None, said once, for one device, the CPU (shares
-    its cores already) or an unshardable retriever (PLAID, Voyager)."""
+    """(shard settings, launcher) for a run training on N GPUs: it evaluates in N shards, one process per GPU; None,
+    said once, for one device, the CPU or an unshardable retriever (PLAID, Voyager)."""
     n = plan.settings.training.devices
     if n == 1 or not plan.trains:
         return None

@@ -1,16 +1,8 @@
 """``task=mldr``: long-document retrieval as the paper ran it (section 3.1.3): MLDR English, nDCG@10.
-
-``task.setting=ood``: the DPR model ``task=beir`` trained on MS MARCO (``task.source``: the selected run, a run id,
-or ``model.path`` as is), evaluated untrained. ``task.setting=id``: that model fine-tuned further on MLDR's English
-train set (``Shitao/MLDR`` ``mldr-v1.0-en/train.jsonl.gz``, or a local folder in its layout); the paper gives no
-recipe, so loss, learning rate (default: the source run's), epochs, length, batch and accumulation are config and
-recorded. Documents are encoded up to ``task.max_length`` (default the model's maximum: 8,192 for ModernBERT and
-GTE-en-MLM, 512 for BERT/RoBERTa/DeBERTa); a length above the model's positions is refused before any work. Sets
-that record where each query's answer starts also get nDCG@10 before and after the truncation point.
-
-Dense and ColBERT (the paper's MLDR OOD ColBERT column) differ only in YAML: ``task.retriever`` picks the
-``retrieve.*`` stage, the spec's ``stage_when`` its ``load.*`` stage. The in-domain training rows' sources
-(``task.train_data.source``) are in :data:`MLDR_SOURCES` (loading: :mod:`harness.tasks.retrieval.data.mldr`)."""
+``task.setting=ood``: task=beir's DPR model (``task.source``), evaluated untrained; ``id``: that model fine-tuned
+further on MLDR's English train set (the paper gives no recipe: its settings are config and recorded). Documents are
+encoded up to ``task.max_length`` (default the model's maximum). Dense and ColBERT (the paper's MLDR OOD ColBERT
+column) differ only in YAML: ``task.retriever`` picks the ``retrieve.*`` stage."""
 
 from __future__ import annotations
 

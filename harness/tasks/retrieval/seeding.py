@@ -1,13 +1,8 @@
-"""The sentence-transformers trainer with the run's seed reaching its batch sampler and, on N processes
-(``task.devices``), one process's micro-batches and steps (:mod:`harness.training.ranks`); the two trainers on it:
-DPR (:func:`train_dense`: (Cached)MNRL) and ColBERT knowledge distillation (:func:`train_kd`: PyLate's
-``models.ColBERT``, ``losses.Distillation``, ``utils.ColBERTCollator``, as ModernBERT's
-``examples/train_pylate.py``: batch 16, 5% warmup, 1 epoch, bf16 where precision=auto picks it).
-
-Other randomness already follows the seed: ``Trainer.__init__`` calls ``set_seed(args.seed)`` (dropout,
-CachedMNRL's replayed RNG states); ColBERT KD's shuffle is accelerate's ``SeedableRandomSampler`` (``data_seed``);
-data samples and fresh heads are seeded by the callers. On N processes every rank seeds alike, so dropout masks
-differ from one process's: the equality holds without dropout."""
+"""The sentence-transformers trainer with the run's seed reaching its batch sampler and, on N processes, one process's
+micro-batches and steps (:mod:`harness.training.ranks`); the two trainers on it: DPR (:func:`train_dense`) and ColBERT
+knowledge distillation (:func:`train_kd`: PyLate's, as ModernBERT's ``examples/train_pylate.py``). Other randomness
+already follows the seed (``Trainer.__init__`` calls ``set_seed``; KD's shuffle is accelerate's seeded sampler). On N
+processes every rank seeds alike, so dropout masks differ from one process's."""
 
 from __future__ import annotations
 
@@ -90,8 +85,7 @@ def train_seeded(model: Any, node: Training, run: TrainRun, output_dir: str | Pa
                  desc: str, rows: str, n_rows: int, fields: Mapping[str, Any],
                  facts: Mapping[str, Any] | None = None, **trainer: Any) -> dict[str, Any]:
     """The training DPR and ColBERT KD share: :class:`SeededTrainer` (``trainer``: dataset, loss, ...) under the
-    shared arguments (``fields``), the NaN guard, progress lines (``desc``), the tracker's callbacks, an unfinished
-    run's checkpoints removed; returns :func:`finish_training`'s facts."""
+    shared arguments (``fields``) and guards; returns :func:`finish_training`'s facts."""
     tracker = tracker or tracking.NONE
     output_dir = Path(output_dir)
     args = arguments.training_arguments(node, run, output_dir / "checkpoints", tracker=tracker, **fields)

@@ -32,10 +32,9 @@ STAGES: Registry[Stage] = Registry("stage", {
 
 @dataclass(frozen=True, kw_only=True)
 class RetrievalStages:
-    """What planning resolved for one retrieval run's stages: its ``load.*``, ``train.*`` and ``retrieve.*`` (names in
-    :data:`STAGES`), the training rows' source, where a finished training is kept, the corpus cache's key (the run
-    less search-only keys), per-dataset query lengths (ColBERT), each composite member's data spec and what the
-    local training files hold."""
+    """What planning resolved for one retrieval run's stages: its ``load.*``, ``train.*`` and ``retrieve.*``, the
+    training rows' source, where a finished training is kept, the corpus cache's key, per-dataset query lengths
+    (ColBERT), each composite member's data spec and what the local training files hold."""
 
     load: str
     retrieve: str

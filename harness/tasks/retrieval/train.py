@@ -1,6 +1,5 @@
-"""The ``train.<name>`` stages: the ``train.*`` stage a spec lists fine-tunes the loaded model when the run trains
-(``task.train``; MLDR: ``task.setting=id``), given the run's :class:`~harness.tasks.runplan.RunPlan` and the rows of
-its ``train_data`` source; it says under which key its model is kept, how it fits and how it reloads."""
+"""The ``train.<name>`` stages: fine-tune the loaded model when the run trains, from the rows of its ``train_data``
+source; each says under which key its model is kept, how it fits and how it reloads."""
 
 from __future__ import annotations
 

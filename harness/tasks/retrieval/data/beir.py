@@ -1,7 +1,5 @@
-"""BEIR-layout retrieval sets, from a local folder or a pinned hub copy, validated on load; any set written as one.
-
-A local folder holds ``corpus.jsonl`` ({"_id","title","text"}), ``queries.jsonl`` ({"_id","text"}) and
-``qrels/<split>.tsv`` (query-id, corpus-id, score; header optional; CRLF or LF)."""
+"""BEIR-layout retrieval sets (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``), from a local folder or a
+pinned hub copy, validated on load; any set written as one."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""CoIR's code-retrieval sets as the paper ran them, and their local stand-ins.
-
-- CodeSearchNet (``CoIR-Retrieval/CodeSearchNet``, configs ``<lang>-corpus`` / ``-queries`` / ``-qrels``, or a
-  local copy in that layout): query a function's code, relevant document its docstring; only ``test`` partition
-  queries are evaluated (mteb 2.26's ``COIRCodeSearchNetRetrieval``).
-- A CodeXGLUE CodeSearchNet folder (``<lang>/{train,valid,test}.jsonl``) in CoIR's direction: queries = test rows'
-  ``code``, corpus = every row's unique ``docstring``; :func:`export_coir_layout` writes it in the hub layout for
-  mteb's own loader.
-- CoSQA dev (CodeXGLUE ``cosqa-dev.json``): queries = web queries labelled 1, corpus = the distinct snippets of all
-  pairs, relevant = the query's snippet."""
+"""CoIR's code-retrieval sets as the paper ran them, and their local stand-ins: CodeSearchNet (the hub copy or a
+local one in its layout: query a function's code, relevant document its docstring; ``test`` partition queries only,
+as mteb 2.26's ``COIRCodeSearchNetRetrieval``); a CodeXGLUE CodeSearchNet folder read in CoIR's direction; CoSQA dev
+(queries labelled 1, corpus the distinct snippets of all pairs)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """A retrieval corpus read as it is used: the ids in memory, the texts read chunk by chunk from where they lie (a JSONL
-file by byte offsets, a hub copy's memory-mapped Arrow table, a list for the small sets the harness builds), so a
-corpus of millions of documents is never held whole. Every retriever reads documents through :meth:`Corpus.chunks`
-(in corpus order) or :meth:`Corpus.texts_at` (some positions); a document's text is ``title + " " + text``,
-stripped, or the text alone without a title (as mteb and BEIR)."""
+file by byte offsets, a hub copy's memory-mapped Arrow table, a list), so a corpus of millions of documents is never
+held whole; a document's text is ``title + " " + text``, stripped, or the text alone (as mteb and BEIR)."""
 
 from __future__ import annotations
 

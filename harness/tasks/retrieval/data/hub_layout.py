@@ -1,8 +1,6 @@
-"""Retrieval sets stored as a Hugging Face dataset repository: one folder per config (``corpus``, ``queries``,
-``qrels`` or ``default``) of ``<split>-*.parquet`` (or ``.jsonl``) files, as mteb's hub copies (e.g.
-``mteb/NanoArguAnaRetrieval``), from a hub snapshot or a local folder alike (so offline tests run the hub path).
-Not ``datasets.load_dataset``: it needs the README metadata to find configs (mteb's loader needs the hub); configs
-and splits are picked as mteb's ``RetrievalDatasetLoader`` picks them."""
+"""Retrieval sets stored as a Hugging Face dataset repository (one folder per config of ``<split>-*.parquet`` or
+``.jsonl`` files, as mteb's ``Nano*Retrieval``), from a hub snapshot or a local folder alike. Not
+``datasets.load_dataset``: it needs the README metadata to find configs; picked as mteb's loader picks them."""
 
 from __future__ import annotations
 

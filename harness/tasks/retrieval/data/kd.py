@@ -1,12 +1,8 @@
-"""Knowledge-distillation training data for ColBERT: a query, documents and one teacher score per document.
-
-Three layouts, validated before any training (a bad row is an error naming the row and the fix): ``ids``
-(``lightonai/ms-marco-en-bge``: rows ``{query_id, document_ids, scores}`` plus queries and documents files, joined
-by PyLate's ``utils.KDProcessing(n_ways=...)`` as ModernBERT's ``examples/train_pylate.py`` does, but an id the
-documents file lacks is refused where KDProcessing trains on ``""``); ``flag`` (FlagEmbedding's ``{query, pos, neg,
-pos_scores, neg_scores}``: documents ``pos + neg``, positives first); ``joined`` (``{query, documents, scores}``,
-what KDProcessing produces). Each yields the ``query``, ``documents`` (``n_ways`` str) and ``scores`` (``n_ways``
-float) columns PyLate's ``losses.Distillation`` and ``utils.ColBERTCollator`` read."""
+"""Knowledge-distillation training data for ColBERT (a query, documents and a teacher score per document) in three
+layouts, validated before any training: ``ids`` (``lightonai/ms-marco-en-bge``, joined by PyLate's ``KDProcessing``
+as ModernBERT's ``examples/train_pylate.py`` does, but an id the documents file lacks is refused where KDProcessing
+trains on ``""``), ``flag`` (FlagEmbedding's ``{query, pos, neg, pos_scores, neg_scores}``) and ``joined``
+(``{query, documents, scores}``, the columns PyLate's ``losses.Distillation`` reads)."""
 
 from __future__ import annotations
 

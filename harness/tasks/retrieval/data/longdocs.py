@@ -1,9 +1,6 @@
-"""A long-document retrieval set from any Python source tree, with no download: what 512 vs 8,192 tokens buys.
-
-Documents are whole source files (the installed standard library by default); a query is the docstring summary of
-a function in a file, removed from that file, its relevant document. Each query records where its function starts
-(character offset and line), for nDCG@10 before and after the model's truncation point. Files are split ``train``
-/ ``test`` by a hash of their path and all stay in the corpus; :func:`export_mldr` writes MLDR's layout from it."""
+"""A long-document retrieval set from any Python source tree (the stdlib by default), with no download: documents are
+whole files; a query is a function's docstring summary, removed from its file, the relevant document. Each query
+records where its function starts (nDCG@10 before and after the truncation point); files are split by a hash."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """MLDR (Multi Long Doc Retrieval): the English test set from mteb's pinned hub copy, the training set from
-``Shitao/MLDR``, or any local folder in MLDR's layout.
-
-MLDR's layout (``mldr-v1.0-<lang>/``): ``corpus.jsonl`` ({docid, text}) and ``{train,dev,test}.jsonl`` ({query_id,
-query, positive_passages: [{docid, text}], negative_passages}), possibly gzipped, read with the ``json`` loader
-(datasets 5 refuses the repo's loading script); mteb's copy (``mteb/MultiLongDocRetrieval``) has configs
-``<lang>-corpus``, ``<lang>-queries`` and ``<lang>-qrels``."""
+``Shitao/MLDR`` (read with the ``json`` loader: datasets 5 refuses the repo's loading script), or any local folder in
+MLDR's layout (``corpus.jsonl`` and ``{train,dev,test}.jsonl``, possibly gzipped)."""
 
 from __future__ import annotations
 

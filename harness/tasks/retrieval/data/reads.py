@@ -1,8 +1,6 @@
 """Which local files a catalog entry's data is read from, as its kind declares them (``DataKind.reads``), without
-reading them: what a cell's data spec fingerprints (:func:`harness.core.file_hash.describe`), so a folder whose
-files now hold other data is evaluated again. Hub copies read no local file here: their pinned revision is their
-identity. Nothing here parses a file, and nothing here imports the catalog: the caller hands over how a kind name
-becomes its class (``KINDS.lookup``), so planning does not walk back and forth through the catalog."""
+reading them: what a cell's data spec fingerprints. It imports no catalog: the caller hands over how a kind name
+becomes its class, so planning does not walk back and forth through the catalog."""
 
 from __future__ import annotations
 
