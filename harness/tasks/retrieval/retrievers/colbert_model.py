@@ -93,8 +93,7 @@ def encode_tokens(model: ColBERT, texts: list[str], *, is_query: bool, batching:
                   precision: str = "fp32", desc: str = "encoding",
                   show_progress: bool = True) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
     """(text positions, their L2-normalised token embeddings as float32) batch by batch, longest texts first: PyLate's
-    tokens (documents without padding and skiplist tokens, queries mask-padded to ``query_length``), not
-    ``ColBERT.encode``'s fixed-count batches in the weights' dtype: token budgets, precision by autocast."""
+    tokens, under token budgets and autocast (not ``ColBERT.encode``'s fixed-count batches in the weights' dtype)."""
     if not texts:
         return
     length = model.query_length if is_query else model.document_length

@@ -79,11 +79,9 @@ def cached_embeddings(
 def cached_rows(cache_dir: str | os.PathLike, key: str | tuple[Mapping[str, Any], str],
                 rows: Iterable[tuple[int, np.ndarray]], n_rows: int | None = None,
                 meta: dict | None = None) -> tuple[np.ndarray, bool]:
-    """(the memory-mapped [n_rows, dim] matrix, hit); ``key``: the entry's, or (identity, content key) to key it
-    by (:func:`cache_key`). An entry is used only where its claim holds; else one process builds it (lock
-    ``<key>.npy.lock``): ``rows`` are read, (start, rows) as they are made, straight into a memory-mapped file
-    written aside, then claimed and renamed into place (a valid entry is never replaced), and read back as a hit is
-    (the rows are never all in memory). Rows keep their dtype (bf16 as uint16 bits)."""
+    """(the memory-mapped [n_rows, dim] matrix, hit); ``key``: the entry's, or (identity, content key). An entry is
+    used only where its claim holds; else one process builds it: ``rows`` ((start, rows) as they are made) written
+    into a memory-mapped file aside, claimed, renamed into place and read back as a hit is (never all in memory)."""
     key = key if isinstance(key, str) else cache_key(*key)
     root = Path(cache_dir)
     path, claim_path = root / f"{key}.npy", root / f"{key}.claim.json"

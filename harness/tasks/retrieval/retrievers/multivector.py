@@ -1,8 +1,6 @@
 """Multi-vector (ColBERT) retrieval with PyLate: token embeddings of the corpus (cached fp16 on disk, memory-mapped),
-then a PLAID index (fast-plaid when installed, else PyLate's Stanford PLAID backend; seeded) or exact MaxSim (the
-parity reference). Any protocol may use it: ``MultiVectorRetriever(load_colbert(spec, ...),
-MultiVectorSettings(...), cache_identity)`` (outside a composed config :func:`multi_vector_settings` reads
-task=colbert's values); lengths beyond the model's position limit are capped and the cap is recorded."""
+then a PLAID index (fast-plaid when installed, else PyLate's Stanford backend) or exact MaxSim (the parity
+reference); lengths beyond the model's positions are capped and the cap is recorded."""
 
 from __future__ import annotations
 
@@ -85,9 +83,8 @@ def multi_vector_settings(*, document_length: int, device: str = "cpu", precisio
 
 # ------------------------------------------------------------------------------------------------ the retriever
 class MultiVectorRetriever:
-    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a PyLate ColBERT model.
-    ``cache_identity`` (a run identity minus index and search keys, plus the weights), the capped document length
-    and the corpus key the token store; ``query_length`` may change per dataset (PyLate's BEIR recipe: 48 or 64)."""
+    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a PyLate ColBERT model; the token store is
+    keyed by ``cache_identity``, the capped document length and the corpus; ``query_length`` may change per dataset."""
 
     kind = "multi_vector"
 

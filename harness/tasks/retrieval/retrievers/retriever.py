@@ -1,12 +1,7 @@
-"""The retriever protocol and the one retrieval evaluation every retrieval protocol shares.
-
-As in mteb, a retriever is anything that can index a corpus and search it: single-vector
-(:mod:`harness.tasks.retrieval.retrievers.dense`) or multi-vector (PyLate token embeddings + an index or exact
-MaxSim). :func:`evaluate` turns a retriever and a dataset into metrics with one set of conventions (top-k,
-self-match removal, trec_eval metrics). mteb prepends a document's title to its text, CoIR's evaluator encodes the
-text alone (CoIR issue #17): ``task.title_convention`` (:class:`TitleConvention`) names the one used, in every
-record. Scorers split a dataset's queries into named groups scored on the same run (``truncation``: answers that
-start before / after the point where the encoder truncates the document)."""
+"""The retriever protocol (as in mteb: anything that can index a corpus and search it) and the one retrieval
+evaluation every retrieval protocol shares (:func:`evaluate`: top-k, self-match removal, trec_eval metrics). mteb
+prepends a document's title to its text, CoIR's evaluator encodes the text alone (CoIR issue #17):
+``task.title_convention`` names the one used. Scorers split a dataset's queries into named groups (``truncation``)."""
 
 from __future__ import annotations
 

@@ -94,10 +94,9 @@ def exact_search(
     device: str = "cpu",
     rank: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first, ties in ``rank`` order (e.g.
-    :func:`id_rank`; None: corpus order) as :func:`ranked_topk`. ``doc_emb`` (float32, fp16, or bf16 bits as uint16:
-    each chunk widened to float32 exactly) may be memory-mapped: one chunk of
-    ``corpus_chunk_size`` rows is on ``device`` at a time (scores bounded by query x corpus chunk sizes)."""
+    """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first, ties in ``rank`` order as
+    :func:`ranked_topk`. ``doc_emb`` (float32, fp16, or bf16 bits as uint16) may be memory-mapped: one chunk of
+    ``corpus_chunk_size`` rows is on ``device`` at a time, widened to float32 exactly."""
     if similarity not in ("cosine", "dot"):
         raise ValueError(f"unknown similarity {similarity!r}: use cosine or dot")
     n_docs, n_queries = doc_emb.shape[0], query_emb.shape[0]

@@ -1,15 +1,8 @@
 """Sharded corpus evaluation: K shards each encode a slice of the corpus into the embedding cache and search it with
-every query, keeping the top-k per query; the merge combines the shards' top-k lists into the final ranking.
-
-- The plan: the corpus in the encoder's own order (longest first), cut into K contiguous runs at batch boundaries,
-  balanced by tokens, so a shard's embeddings are bit for bit the unsharded run's (an embedding depends on the
-  padding of its batch).
-- The cache: a shard's embeddings are keyed by its documents' text and the model (so FEVER and Climate-FEVER share
-  them); its top-k list by those, its documents' ids, the queries, k and the search settings.
-- The merge: :func:`~harness.tasks.retrieval.retrievers.search.ranked_topk` (score, then document id: a total
-  order), so the result is the unsharded one for any K; a missing shard stops it with one line naming the command
-  that redoes it. Where shards run is ``task.shard_launcher``'s: ``sequential``, ``devices`` (one process per
-  GPU), ``external`` (the paper graph's SLURM array: ``task.shard=<i>`` per task)."""
+every query, keeping the top-k per query; the merge combines the shards' lists. The corpus is cut in the encoder's
+own order at batch boundaries, balanced by tokens, so a shard's embeddings are bit for bit the unsharded run's; the
+merge orders by score, then document id (a total order), so the result is the unsharded one for any K. Where shards
+run is ``task.shard_launcher``'s: ``sequential``, ``devices`` (one process per GPU), ``external`` (a SLURM array)."""
 
 from __future__ import annotations
 
@@ -158,9 +151,8 @@ def merge(parts: Sequence[tuple[np.ndarray, np.ndarray]], top_k: int, rank: np.n
 
 
 class ShardedRetriever:
-    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` evaluating ``engine`` shard by shard: ``index``
-    plans the shards, ``search`` encodes the queries once, has the missing shards computed (here, by ``launch``,
-    or ``external``) and merges; ``run_shard`` is a shard job's whole work."""
+    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` evaluating ``engine`` shard by shard: ``search``
+    encodes the queries once, has the missing shards computed and merges; ``run_shard`` is a shard job's work."""
 
     def __init__(self, engine: Any, settings: ShardSettings, launch: Callable[[list[int]], None] | None = None) -> None:
         if engine.cache_dir is None:
