@@ -94,7 +94,6 @@ def nothing_to_select(args: argparse.Namespace, mine: list[results.ResultRecord]
 def select_series(args: argparse.Namespace, out_dir: Path) -> int:
     """``--series NAME``: the series' best step on ``--task``, printed and written to ``selected/series-NAME.json``."""
     from harness.selection.series import choose_step, format_choice, names
-
     try:
         if not Path(args.results).is_dir():
             raise HarnessError(f"results directory {args.results} does not exist; run the series first or pass "

@@ -117,7 +117,6 @@ def run_records(arg: str, task: str | None) -> list[Located]:
 def selected(name: str, records: Records, task: str | None) -> Entrant:
     """``name``'s cells as ``harness.select`` picks them (the seeds of the selected configuration), or withheld."""
     from harness.selection import choose
-
     if not records.results.is_dir():
         raise HarnessError(f"{name} is neither a record, a folder, nor a model under --results {records.results} "
                            "(no such folder); pass --results <folder>")

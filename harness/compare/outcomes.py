@@ -96,7 +96,6 @@ def _examples(runs: Sequence[per_query.PerQuery]) -> Outcomes:
     """GLUE: accuracy as a weighted mean of 0/100 outcomes; Matthews, F1, Spearman re-scored on every resample."""
     from harness.compare.stats import weights
     from harness.tasks.glue.metrics import compute
-
     first = runs[0]
     preds = np.stack([per_query.aligned(first, r, "prediction")[1] for r in runs])
     labels = first.scores["label"]

@@ -68,7 +68,6 @@ def randomization_p(a: Sequence[float], b: Sequence[float], permutations: int = 
 def t_test_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided paired Student's t-test (scipy's ``ttest_rel``); 1.0 where every difference is equal."""
     from scipy.stats import ttest_rel
-
     x, y = _pairs(a, b)
     if np.allclose(y - x, (y - x)[0]):
         return 1.0 if np.isclose((y - x)[0], 0.0) else 0.0

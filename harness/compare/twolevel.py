@@ -84,7 +84,6 @@ def two_level(a: Sequence[Replicates], b: Sequence[Replicates], n_items: int, le
     """B - A on the mean over cells (equally weighted): the seed-averaged difference, the replicates' standard error and
     Welch-Satterthwaite degrees of freedom (items: ``n_items`` - 1; each model's seeds per cell: k - 1)."""
     from scipy import stats as sps
-
     c = len(a)
     diff = float(np.mean([rb.full.mean() - ra.full.mean() for ra, rb in zip(a, b, strict=True)]))
     drawn = np.mean([rb.drawn - ra.drawn for ra, rb in zip(a, b, strict=True)], axis=0)

@@ -47,7 +47,6 @@ def configure(log_level: str | None = None, verbose: object = False) -> None:
     """Set up the console for one run (call after Hydra has configured logging)."""
     level = level_of(log_level)
     import transformers.utils.logging as tlog
-
     if level is not None or verbose:   # an earlier quiet job of this process (multirun) must not keep its filters
         for logger in (logging.getLogger(), *(logging.getLogger(n) for n in LIBRARIES)):
             for handler in logger.handlers:
@@ -65,7 +64,6 @@ def configure(log_level: str | None = None, verbose: object = False) -> None:
     tlog.enable_propagation()
     tlog.disable_progress_bar()      # "Loading weights": a local file read, not progress a user waits for
     import huggingface_hub.utils
-
     huggingface_hub.utils.enable_progress_bars()   # ... but downloads keep theirs
     import datasets.utils.logging  # noqa: F401 - importing it adds datasets' own stream handler, filtered below
     for logger in (logging.getLogger(), *(logging.getLogger(n) for n in LIBRARIES)):
@@ -99,7 +97,6 @@ class Progress:
     def __init__(self, total: int | None, desc: str, unit: str = "it", *, show: bool = True,
                  unit_scale: bool = False, each_update_is_a_step: bool = False) -> None:
         from tqdm.auto import tqdm
-
         self.total, self.desc, self.unit = total, desc, unit
         self.show = show and log.isEnabledFor(logging.INFO)      # log_level=WARNING: no bar either
         self.steps = each_update_is_a_step and not interactive()

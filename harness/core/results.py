@@ -197,7 +197,6 @@ def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
         path = path.with_name(f"{path.stem}.failed-{stamp}")
     if record.per_query is not None and record.status == STATUS_OK:
         from harness.core import per_query
-
         record.details["per_query"] = per_query.write(path, record.per_query)   # first: the JSON claims it
     data = record.to_dict()
     data["metrics"] = {k: None if _nonfinite(v) else v for k, v in record.metrics.items()}
@@ -213,7 +212,6 @@ def set_aside(path: Path) -> Path:
     """Move the record at ``path`` and the files beside it (per-query scores, TREC run) out of the readers' reach,
     unchanged, to ``<dataset>.superseded-<UTC time>`` (``-2``, ...: never over another); returns where it went."""
     from harness.core.per_query import RUN_SUFFIX, SUFFIX
-
     stem = path.name.removesuffix(".json")
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     n, target = 1, path.with_name(f"{stem}{SUPERSEDED}{stamp}")

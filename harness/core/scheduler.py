@@ -51,7 +51,6 @@ def facts() -> dict[str, Any]:
 def _hydra() -> Any:
     """The running Hydra job's config (None outside the CLI, e.g. in tests)."""
     from hydra.core.hydra_config import HydraConfig
-
     return HydraConfig.get() if HydraConfig.initialized() else None
 
 
@@ -69,7 +68,6 @@ def is_multirun() -> bool:
 def _hydra_job() -> dict[str, Any]:
     """Hydra's job number and id in a multirun (empty outside one)."""
     from omegaconf import OmegaConf
-
     hydra = _hydra()
     if hydra is None:
         return {}

@@ -242,7 +242,6 @@ def from_conf(cls: type[T], file: str, /, *, part: bool = False, **overrides: An
     from omegaconf import OmegaConf
 
     import conf
-
     node = OmegaConf.load(Path(conf.__file__).parent / f"{file}.yaml")
     if part:
         data = {k: _plain(node[k]) for k in config_keys(cls) if k in node and k not in overrides}
@@ -261,7 +260,6 @@ def nodes_from_conf(file: str, *classes: type, **keys: Any) -> list[Any]:
 def _plain(data: Any) -> Any:
     """OmegaConf containers -> plain Python (resolved)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
-
     if isinstance(data, DictConfig | ListConfig):
         return OmegaConf.to_container(data, resolve=True)
     return data

@@ -49,7 +49,6 @@ class Work:
 def cost_data() -> dict[str, Any]:
     """``conf/paper/cost.yaml``: the cost model's constants and the published sizes of hub datasets."""
     from omegaconf import OmegaConf
-
     out = OmegaConf.to_container(OmegaConf.load(Path(str(resources.files("conf"))) / "paper" / "cost.yaml"))
     assert isinstance(out, dict)
     return out

@@ -119,7 +119,6 @@ def table_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     if path.suffix.lower() == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
-
         try:
             rows = pq.read_table(path).to_pylist()
         except (pa.ArrowException, OSError) as exc:

@@ -28,7 +28,6 @@ def build(dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, combine:
     sig = None
     if significance is not None:
         from harness.leaderboard.significance import check_baseline, tests
-
         check_baseline(lb, significance.get("baseline"))
         sig = tests(lb.tables, out.resolve(), significance)
     files = [*write_site(lb, out, sig), write_markdown(lb, out), *write_csvs(lb, out)]

@@ -74,7 +74,6 @@ def bootstrap(item: Loaded) -> tuple[float, float] | None:
     import numpy as np
 
     from harness.core import per_query
-
     rec = item.record
     try:
         pq = per_query.read(item.path, (rec.details or {}).get("per_query"))

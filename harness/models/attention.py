@@ -43,14 +43,12 @@ def flash_attn_importable() -> bool:
 def cuda_available() -> bool:
     """Whether torch sees a CUDA device."""
     import torch
-
     return bool(torch.cuda.is_available())
 
 
 def cuda_capability(device: str | None) -> tuple[int, int]:
     """The compute capability of ``device`` (None: the current CUDA device)."""
     import torch
-
     return tuple(torch.cuda.get_device_capability(device if device and ":" in device else None))  # type: ignore[return-value]
 
 

@@ -19,7 +19,6 @@ def compile_encoder(encoder: Any, backend: str = "inductor") -> bool:
     import torch
 
     from harness.models.attention import flash_attn_importable
-
     if getattr(encoder, "_harness_compiled", False):
         return False
     flash_attn_importable()               # looked up before tracing: the graph reads the answer, not the lookup

@@ -88,7 +88,6 @@ def watch(encoder: Any) -> KernelCalls:
     if calls is not None:
         return calls
     import torch
-
     calls = KernelCalls()
     encoder._harness_calls = calls
     varlen = getattr(encoder.config, "_attn_implementation", None) == VARLEN
@@ -114,7 +113,6 @@ def dtype_name(dtype: Any) -> str:
 def layer_dtype(hidden: Any) -> str:
     """The dtype an attention layer computes q, k, v in from ``hidden``: autocast's where on, else the tensor's."""
     import torch
-
     kind = hidden.device.type
     if torch.is_autocast_enabled(kind):
         return dtype_name(torch.get_autocast_dtype(kind))

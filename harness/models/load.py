@@ -43,7 +43,6 @@ def attention_for(requested: str, local: str, device: str | None = None, *, dtyp
                     Path(local).name, att.VARLEN, reason)
     if implementation == att.VARLEN:
         from harness.models.varlen_attention import register
-
         register()
     return implementation
 
@@ -51,7 +50,6 @@ def attention_for(requested: str, local: str, device: str | None = None, *, dtyp
 def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
     """Loading kwargs of the model in ``local`` for ``device``: its attention and, unless float32, its dtype."""
     import torch
-
     kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local, device,
                                                                    dtype=spec.dtype)}
     if spec.dtype != "float32":
@@ -82,14 +80,12 @@ def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
     watch(encoder)
     if getattr(encoder.config, "_attn_implementation", None) == att.VARLEN:
         from harness.models.varlen_attention import install
-
         install(encoder, keep_padded)
 
 
 def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[SentenceTransformer, dict[str, Any]]:
     """A SentenceTransformer for ``spec`` and its identity: an ST folder as is, else ``spec.pooling`` on the encoder."""
     from sentence_transformers import SentenceTransformer, models
-
     _check_attn(spec)
     local, revision = resolve_path(spec, pruning_applied=True)
     check_keep_layers(spec, local)
@@ -121,7 +117,6 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
 def apply_head(model: SentenceTransformer, spec: ModelSpec) -> None:
     """Use the pooling and normalisation the config names, not a directory's own (``model.pooling=cls`` must count)."""
     from sentence_transformers import models
-
     pos = next((i for i, m in enumerate(model) if isinstance(m, models.Pooling)), None)
     if pos is None:
         raise HarnessError(f"model {spec.name!r} has no pooling module; it cannot be used as a single-vector encoder")
@@ -146,7 +141,6 @@ def model_identity(spec: ModelSpec, local: str, revision: str | None) -> dict[st
 def layer_list(hf_model: torch.nn.Module) -> tuple[torch.nn.Module, str]:
     """(owner, attribute) of the encoder's layers: ModernBERT ``layers``, BERT ``encoder.layer``, DistilBERT's."""
     import torch
-
     for owner_path, attr in (("", "layers"), ("encoder", "layer"), ("transformer", "layer")):
         owner = hf_model.get_submodule(owner_path) if owner_path else hf_model
         if isinstance(getattr(owner, attr, None), torch.nn.ModuleList):
@@ -171,7 +165,6 @@ def prune_layers(hf_model: torch.nn.Module, keep: list[int]) -> None:
     kept module keeps what its index gave it (attention type, ModernBERT's layer 0 without pre-attention norm, RoPE
     table); ``config.layer_types`` is rewritten to theirs and ``config.keep_layers`` records it."""
     import torch
-
     owner, attr = layer_list(hf_model)
     layers = getattr(owner, attr)
     if max(keep) >= len(layers):

@@ -19,11 +19,9 @@ HUB_MODEL_FIX = ("Pass a local model directory with model.path=/path/to/model, o
 def hub_reachable(timeout: float = 5.0) -> bool:
     """False at once under HF_HUB_OFFLINE=1; otherwise one short HEAD request to the hub endpoint."""
     from huggingface_hub import constants
-
     if constants.HF_HUB_OFFLINE:
         return False
     import urllib.request
-
     try:
         urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=timeout)
         return True
@@ -40,7 +38,6 @@ def require_hub(what: str, fix: str) -> None:
 def cached_snapshot(spec: ModelSpec) -> str | None:
     """The cached hub snapshot (no network), else None if the hub is reachable; else fail naming local alternatives."""
     from huggingface_hub import snapshot_download
-
     try:
         return snapshot_download(spec.path, revision=spec.revision, local_files_only=True)
     except Exception:
@@ -89,7 +86,6 @@ def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False, check_fit: b
     else:
         _check_not_missing_dir(path)
         from huggingface_hub import snapshot_download
-
         local = cached_snapshot(spec) or snapshot_download(path, revision=spec.revision)
         revision = Path(local).name  # snapshot dirs are named by commit hash
     if check_fit:

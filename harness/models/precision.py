@@ -15,7 +15,6 @@ def resolve_device(device: str = "auto") -> str:
     if device == "cpu":   # nothing to check: planning a CPU run imports no torch
         return device
     import torch
-
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     kind, _, index = device.partition(":")
@@ -53,7 +52,6 @@ def bf16_supported(device: str) -> bool:
     """Native bf16 instructions: CUDA with bf16, or a CPU with AVX512-BF16 or AMX-BF16."""
     if device.startswith("cuda"):
         import torch
-
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     if device == "cpu":
         return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
@@ -83,7 +81,6 @@ def autocast(precision: str, device: str) -> Any:
     if precision == "fp32":
         return contextlib.nullcontext()
     import torch
-
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=dtype)
 
@@ -95,7 +92,6 @@ def cast_for_inference(model: Any, precision: str, device: str) -> str:
         return "fp32"
     if device.startswith("cuda") and precision in ("bf16", "fp16"):
         import torch
-
         cast_weights(model, torch.bfloat16 if precision == "bf16" else torch.float16)
         return f"{precision} weights"
     return f"autocast {precision} over fp32 weights"
@@ -121,7 +117,6 @@ def cast_weights(model: Any, dtype: Any) -> None:
 def autocast_for(model: Any, precision: str, device: str) -> Any:
     """:func:`autocast` for ``model``'s forward; a no-op where its weights are already in a low precision."""
     import torch
-
     first = next(iter(model.parameters()), None)
     if first is not None and first.dtype in (torch.bfloat16, torch.float16):
         return contextlib.nullcontext()

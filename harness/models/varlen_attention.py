@@ -27,7 +27,6 @@ def register() -> None:
     """Make ``attn_implementation="harness_varlen"`` loadable (idempotent)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
-
     AttentionInterface.register(VARLEN, attention_forward)
     AttentionMaskInterface.register(VARLEN, flash_attention_mask)
 
@@ -100,7 +99,6 @@ def flash_attn_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: tor
                       scale: float | None, window: int, causal: bool, dropout: float) -> torch.Tensor:
     """flash-attn's varlen function (the optional ``[gpu]`` extra)."""
     from flash_attn import flash_attn_varlen_func
-
     return flash_attn_varlen_func(q, k, v, cu, cu, max_len, max_len, dropout_p=dropout, softmax_scale=scale,
                                   causal=causal, window_size=(window, window))
 

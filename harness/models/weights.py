@@ -114,7 +114,6 @@ def encoder_dir(local: str | Path) -> Path:
 def _quiet_transformers() -> Iterator[None]:
     """No "LOAD REPORT", meta-device chatter or "Loading weights" bar for the probe (its findings are raised)."""
     import transformers.utils.logging as tlog
-
     level, bars = tlog.get_verbosity(), tlog.is_progress_bar_enabled()
     tlog.set_verbosity(logging.ERROR)
     tlog.disable_progress_bar()
@@ -130,7 +129,6 @@ def fit_problem(local: str, *, trust_remote_code: bool = False, device_map: str 
     """Load the encoder of ``local`` with transformers' loader (on the meta device: no tensor is read) and say in
     one line what its loading report finds missing, mismatched or unused (None: the weights fit the config)."""
     from transformers import AutoModel
-
     with _quiet_transformers():
         model, info = AutoModel.from_pretrained(str(local), output_loading_info=True, device_map=device_map,
                                                 trust_remote_code=trust_remote_code)

@@ -38,7 +38,6 @@ class MtebColumn:
 def _task_yaml(family: str) -> dict[str, Any]:
     """``conf/task/<family>.yaml`` as written, unresolved ({} where there is none)."""
     from omegaconf import OmegaConf
-
     path = resources.files("conf") / "task" / f"{family}.yaml"
     raw = OmegaConf.to_container(OmegaConf.load(Path(str(path))), resolve=False) if path.is_file() else None
     return raw if isinstance(raw, dict) else {}
@@ -48,7 +47,6 @@ def own_catalog(family: str) -> dict[str, Any]:
     """The catalog ``conf/task/<family>.yaml`` declares itself (its ``catalog`` plus a shared one it includes,
     ``conf/catalog/<name>.yaml``), not entries of inherited tasks."""
     from omegaconf import OmegaConf
-
     raw = _task_yaml(family)
     out: dict[str, Any] = {}
     for item in raw.get("defaults") or []:

@@ -138,7 +138,6 @@ def export_mteb(dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, or
 def _write_task_result(mteb: Any, out: Path, name: str, revision: str, task_name: str, by_split: dict[str, _Item],
                        report: Export) -> Path | None:
     from mteb.results import TaskResult
-
     try:
         task = mteb.get_task(task_name)
     except (KeyError, ValueError) as exc:
@@ -173,7 +172,6 @@ def _write_task_result(mteb: Any, out: Path, name: str, revision: str, task_name
 
 def _write_model_meta(folder: Path, name: str, revision: str, record: ResultRecord) -> Path:
     from mteb.models import ModelMeta
-
     m = record.model or {}
     model_cfg = (record.config or {}).get("model") or {}
     similarity = ((record.config or {}).get("task") or {}).get("similarity", "cosine")

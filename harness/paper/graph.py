@@ -97,7 +97,6 @@ class StepSettings:
 def load_paper(name: str = "paper", dotlist: Sequence[str] = ()) -> dict[str, Any]:
     """``conf/paper/<name>.yaml`` (or a YAML file's path) with ``paper.<key>=<value>`` overrides applied."""
     from omegaconf import OmegaConf
-
     path = Path(name) if name.endswith(".yaml") else Path(str(resources.files("conf"))) / "paper" / f"{name}.yaml"
     if not path.is_file():
         graphs = [g.stem for g in path.parent.glob("*.yaml") if g.stem != "cost"] if not name.endswith(".yaml") else []
@@ -106,7 +105,6 @@ def load_paper(name: str = "paper", dotlist: Sequence[str] = ()) -> dict[str, An
         raise HarnessError(f"no paper graph {name!r}: {path} does not exist; {shown}. Pass paper=<graph>.")
     from omegaconf.errors import OmegaConfBaseException
     from yaml import YAMLError
-
     try:
         cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist([d.removeprefix("paper.") for d in dotlist]))
         out = OmegaConf.to_container(cfg, resolve=True)
@@ -124,7 +122,6 @@ def sweep_params(sweep: str, replace: Mapping[str, str] | None = None) -> dict[s
     """``hydra.sweeper.params`` of ``conf/sweep/<sweep>.yaml`` (or ``replace``), each value list as override strings."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
-
     path = Path(str(resources.files("conf"))) / "sweep" / f"{sweep}.yaml"
     if not path.is_file():
         raise HarnessError(f"no sweep {sweep!r}: conf/sweep/{sweep}.yaml does not exist")

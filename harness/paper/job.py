@@ -55,7 +55,6 @@ def outcomes(folder: Path) -> dict[str, dict[str, Any]]:
 def _note(context: str, key: str, started: str, error: str | None) -> None:
     """Job ``key``'s last attempt, noted beside the context: ``<paper folder>/jobs/<key>.json``."""
     from harness.core.scheduler import SLURM_VARS
-
     slurm = {k: os.environ[v] for k, v in SLURM_VARS.items() if os.environ.get(v)}
     path = Path(context).parent / "jobs" / f"{key.replace('/', '_')}.json"
     results.atomic_write_json(path, {"key": key, "started": started, "ended": _now(), "status": "failed" if error
@@ -105,7 +104,6 @@ def _upstream(job: graph.Job, steps: Sequence[graph.Step]) -> list[progress.JobS
 def _harness(key: str, overrides: Sequence[str]) -> None:
     """``python -m harness OVERRIDES`` in this process (one per job already), so the libraries are imported once."""
     from harness import cli
-
     print(f"[{key}] python -m harness {' '.join(overrides)}", flush=True)
     argv, sys.argv = sys.argv, [sys.argv[0], *overrides]
     stderr = sys.stderr = _ErrorLine(sys.stderr)
@@ -206,7 +204,6 @@ def _site_current(paper: Mapping[str, Any], res: str) -> bool:
 
 def leaderboard(paper: dict[str, Any], common: Sequence[str]) -> Path:
     from harness.leaderboard import build
-
     res = Path(str(progress.config_of(common).paths.results))
     out = Path(paper["site"]) if paper.get("site") else res.resolve().parent / "site"
     build([res], out)
@@ -276,7 +273,6 @@ def _job(context: str, key: str) -> None:
 def run_job_process(context: Path, key: str) -> int:
     """Run one job in its own process (forked from the warm server); its exit code."""
     import multiprocessing
-
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return subprocess.run([sys.executable, "-m", "harness.paper.job", str(context), key], check=False).returncode
     ctx = multiprocessing.get_context("forkserver")

@@ -52,7 +52,6 @@ class JobState:
 def base_config(overrides: tuple[str, ...]) -> Any:
     """The config ``overrides`` compose, once per set (shared: changed only inside :func:`composed`, undone there)."""
     from harness.run.overrides import compose_config
-
     return compose_config(overrides)
 
 
@@ -69,7 +68,6 @@ def config_of(overrides: Sequence[str]) -> Any:
 def config_groups() -> frozenset[str]:
     """The config groups (``conf/<group>/``, and hydra's): an override naming one is composed by Hydra."""
     from importlib import resources
-
     return frozenset(p.name for p in Path(str(resources.files("conf"))).iterdir() if p.is_dir()) | {"hydra"}
 
 
@@ -85,7 +83,6 @@ def composed(overrides: Sequence[str]) -> Iterator[Any]:
     ``key=value`` overrides set for the block and undone (a 384-point grid composes a handful of configs)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
-
     groups = tuple(o for o in overrides if is_group(o))
     cfg = base_config(groups)
     parser = OverridesParser.create()

@@ -93,7 +93,6 @@ def status(steps: Sequence[Step], states: Mapping[str, JobState], tp: cost.Throu
     ``folder``. States: done, running, blocked (can never start: re-submit), failed, queued, stopped (ended in SLURM
     without finishing: re-submit), pending (waits for a re-submit or its upstream), todo (never submitted)."""
     from harness.paper.job import outcomes as read_outcomes
-
     live = job_states(folder)   # each job's SLURM attempt: queued, running, blocked, or its final state
     outcomes = read_outcomes(folder)
     gpu = str(cluster.get("gpu", "rtx4090"))
@@ -134,7 +133,6 @@ def job_seconds(outcome: Mapping[str, Any] | None, recorded: float) -> float:
     """What a job held its devices for: its last attempt's wall time (start to end, loading included) where the
     graph ran it, else what its records' timings add up to (runs made outside the graph)."""
     from datetime import datetime
-
     try:
         return (datetime.fromisoformat(outcome["ended"]) - datetime.fromisoformat(outcome["started"])).total_seconds()
     except (TypeError, KeyError, ValueError):

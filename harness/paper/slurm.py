@@ -177,7 +177,6 @@ def executor(folder: Path, name: str, cluster: Mapping[str, Any], res: Mapping[s
              ) -> Any:
     """A submitit executor of arrays ``name`` asking ``res`` (:meth:`Step.resources`), logs in ``folder/<id>``."""
     import submitit
-
     ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
     params: dict[str, Any] = {
         "name": name, "timeout_min": int(res["timeout_min"]), "cpus_per_task": int(res["cpus"]),
@@ -241,7 +240,6 @@ def _sbatch(ex: Any, step: str, context: Path, keys: list[str]) -> list[Any]:
     from submitit.core.utils import FailedJobError
 
     from harness.paper.job import run_job
-
     try:
         return ex.map_array(run_job, [str(context)] * len(keys), keys)
     except (FailedJobError, OSError) as exc:

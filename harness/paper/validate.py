@@ -34,7 +34,6 @@ def file_keys(name: str) -> dict[str, Any]:
     from importlib import resources
 
     from omegaconf import OmegaConf
-
     path = Path(name) if name.endswith(".yaml") else Path(str(resources.files("conf"))) / "paper" / f"{name}.yaml"
     raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     return raw if isinstance(raw, dict) else {}
@@ -67,7 +66,6 @@ def check_folder(folder: Path) -> None:
     shape (:func:`harness.paper.slurm.read_ledger`)."""
     from harness.paper.slurm import read_ledger
     from harness.run.preflight import check_writable_dir
-
     check_writable_dir(folder, "the paper folder (beside paths.results)")
     read_ledger(folder)
 
@@ -76,7 +74,6 @@ def check_runs(steps: Sequence[Any], deep: bool = True) -> None:
     """Each step's first run, checked as ``python -m harness <its overrides>`` checks before any work (names and
     keys; ``deep``: also the composed config's settings, folders, device and data)."""
     from harness.run.overrides import check_overrides
-
     check_no_overwrite(steps)
     seen: set[tuple[str, ...]] = set()
     for step in steps:
@@ -112,5 +109,4 @@ def _check_composed(argv: list[str], plan: bool) -> None:
     for every dataset) without loading a model or reading data."""
     from harness.run.overrides import compose_config
     from harness.run.runner import checked
-
     checked(compose_config(argv), plan=plan)

@@ -20,7 +20,6 @@ def mteb_task_for(ds: RetrievalDataset, ignore_identical_ids: bool = False):
     from mteb.abstasks.retrieval import AbsTaskRetrieval
     from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
     from mteb.abstasks.task_metadata import TaskMetadata
-
     queries = ds.evaluated_queries()
 
     class HarnessLocalRetrieval(AbsTaskRetrieval):
@@ -52,7 +51,6 @@ def mteb_task_for(ds: RetrievalDataset, ignore_identical_ids: bool = False):
 def mteb_scores(model: SentenceTransformer, task: Any, batch_size: int) -> dict[str, Any]:
     """mteb's scores of ``task`` for ``model`` by split (exact search, mteb defaults; results cached nowhere)."""
     import mteb
-
     with tempfile.TemporaryDirectory() as cache:
         result = mteb.evaluate(model, task, cache=mteb.ResultCache(cache_path=cache), overwrite_strategy="always",
                                encode_kwargs={"batch_size": batch_size}, show_progress_bar=False)
@@ -73,7 +71,6 @@ def local_coir_csn_task(folder: str | Path, lang: str):
     from mteb.tasks.retrieval.code.coir_code_search_net_retrieval import COIRCodeSearchNetRetrieval
 
     from harness.tasks.retrieval.data.coir import content_key
-
     folder = Path(folder).resolve()
     link = Path(tempfile.gettempdir()) / "harness-mteb-coir" / f"{folder.name}-{content_key(folder)}"
     link.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,6 @@ def sweep_batches(params: Mapping[str, str], cli_overrides: Sequence[str], max_b
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.plugins import Plugins
     from hydra.plugins.sweeper import Sweeper
-
     parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + list(cli_overrides))
     # the sweeper class through Hydra's public plugin registry (it lives in a private module)
     found = [c for c in Plugins.instance().discover(Sweeper) if c.__name__ == "BasicSweeper"]

@@ -50,7 +50,6 @@ def compose_config(overrides: Sequence[str] = (), *, config_dir: str | Path | No
     (``--config-dir``). Clears Hydra's global state first: never call it inside a running Hydra app."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
-
     extra = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
@@ -88,7 +87,6 @@ def _parse(argv: list[str]):
     from hydra._internal.utils import get_args_parser
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
-
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             args = get_args_parser().parse_args(argv)
@@ -128,7 +126,6 @@ def check_group_overrides(argv: list[str]) -> None:
     """Fail on ``task=nope`` with the valid names, closest first, counting the user's own config folders; sweeps
     (``model=a,b``, ``task=choice(beir,code)``, ``model=glob(*)``) are checked value by value."""
     from hydra.core.override_parser.types import ValueType
-
     if (got := _parse(argv)) is None:
         return
     args, overrides = got
@@ -171,7 +168,6 @@ def _groups(sources: Sequence[str]) -> set[str]:
 def _first(o) -> str | None:
     """A group override's value (a sweep's first value), as override text; None when it cannot be told."""
     from hydra.core.override_parser.types import ValueType
-
     if o.value_type == ValueType.ELEMENT:
         return o.input_line
     if o.value_type in (ValueType.CHOICE_SWEEP, ValueType.SIMPLE_CHOICE_SWEEP):
@@ -183,7 +179,6 @@ def compose_first(args: argparse.Namespace, overrides: Sequence) -> tuple[DictCo
     """The config the first job composes from the group choices and ``+``-added keys alone, and the plain key
     overrides left to check against it (None when it cannot be composed this way: Hydra then reports)."""
     from hydra.core.global_hydra import GlobalHydra
-
     groups = _groups(config_sources(args, overrides))
     base, keys = [], []
     if args.config_dir and any(o.key_or_group == "hydra.searchpath" for o in overrides):

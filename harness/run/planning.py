@@ -34,7 +34,6 @@ def setup_of(cfg: Any, *, source: bool = True) -> Setup:
     from omegaconf import OmegaConf
 
     from harness.specs import spec_from
-
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
     task = config["task"]
@@ -51,7 +50,6 @@ def planner_for(setup: Setup) -> Any:
     """The planner the task's spec names, after the checks that need no model and no data: the spec's main metric
     is one its scorer produces, its selection rule exists, the device is present."""
     from harness.selection.rules import rule_for
-
     spec = setup.spec
     planner = PLANNERS.lookup(spec.runner)
     produced = getattr(planner, "metrics", None)   # None: each record's own (GLUE, mteb, efficiency)
@@ -101,7 +99,6 @@ def source_of(cfg: Any, node: Any, name: str) -> Lineage | None:
     if source.run is None:
         return Lineage("model", note="model.path evaluated as is (task.source.run=null)")
     from harness import specs
-
     specs.get(source.task)   # an unknown task fails with the valid names
     folder = layout.model_folder(results_dir, source.task, model_name)
     recs = [r for _, r in results.iter_records(folder, warn=False)
@@ -131,7 +128,6 @@ def source_of(cfg: Any, node: Any, name: str) -> Lineage | None:
 
 def _selected_run(task: str, recs: list[ResultRecord], model_name: str) -> str:
     from harness import selection
-
     choice = selection.choose(task, recs, model_name)[model_name]
     run_id = choice.summary.get("selected_run_id")
     if run_id:

@@ -94,7 +94,6 @@ def checked(cfg: DictConfig, *, plan: bool = False) -> None:
 def write_selection(plan: RunPlan[Any, Any]) -> None:
     """After an in-process sweep (several cells planned), the task's selection, as ``harness.select`` writes it."""
     from harness import selection
-
     res, experiment = plan.layout.results, plan.header.experiment
     path = selection.write_selection(plan.task, res, layout.selection_dir(res, experiment), plan.model_name, experiment)
     if path is not None:
@@ -127,14 +126,12 @@ def with_series(cfg: DictConfig, rec: ResultRecord) -> None:
     series = cfg.get("series")
     if series:
         from omegaconf import OmegaConf
-
         rec.details["series"] = OmegaConf.to_container(series, resolve=True)
 
 
 def output_files(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> dict[Path, str]:
     """Every file the records of ``todo`` are written to (a composite's members' records too)."""
     from harness.core.per_query import files_of
-
     out: dict[Path, str] = {}
     for cell in todo:
         for dataset in [cell.dataset, *(m.name for m in (getattr(cell.payload, "members", None) or {}).values())]:

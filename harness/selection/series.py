@@ -130,7 +130,6 @@ PREFIX = "series:"
 def best_overrides(results_dir: str | Path, name: str) -> list[str]:
     """``model.path=... model.name=...`` of series ``name``'s selected step (selected/ beside ``results_dir``)."""
     from harness.models.weights import fingerprint
-
     path = layout.selection_path(layout.selection_dir(results_dir), "series", name)
     select = f"python -m harness.select --series {name} --task <validation task> --results {results_dir}"
     try:

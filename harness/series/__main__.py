@@ -33,7 +33,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def best(argv: list[str]) -> int:
     from harness.paper.progress import config_of
     from harness.selection.series import best_overrides
-
     i = argv.index("--best")
     if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
         raise HarnessError("--best needs the series' name: python -m harness.series --best <name>")
@@ -52,7 +51,6 @@ def check(settings: Settings) -> dict:
     from harness.paper.progress import config_of
     from harness.run import runner
     from harness.run.overrides import check_overrides
-
     for task in settings.tasks:
         argv = settings.task_overrides(task)
         check_overrides(argv)
@@ -66,7 +64,6 @@ def run(argv: list[str]) -> int:
     from harness.series import settings as parse
     from harness.series.launch import Submitter, run_all, status_lines
     from harness.series.show import cost_text, series_lines, series_tables
-
     settings = parse.from_args(argv)
     cluster = check(settings)
     if settings.log_dir is not None and not settings.dry_run:

@@ -19,7 +19,6 @@ def run_unit(unit: Unit, log_dir: str | None = None) -> str | None:
     from harness.paper.hydra_overrides import job_log_dir, log_file
     from harness.paper.progress import composed
     from harness.run import runner
-
     assert unit.job is not None
     print(f"[series {unit.series['name']}] step {unit.step} ({unit.checkpoint.folder}): "
           f"{unit.task or 'default task'}, {unit.cells - unit.done} of {unit.cells} cells", flush=True)
@@ -75,7 +74,6 @@ class Submitter:
 
     def __call__(self, series: Series) -> tuple[dict[str, str], int]:
         from harness.paper.slurm import LIVE, queue, read_ledger, submit
-
         if not series.todo:
             return {}, 0
         q = queue()
@@ -104,7 +102,6 @@ def status_lines(series: Series, cluster: dict[str, Any]) -> list[str]:
     """The paper graph's ``--status`` over the series' steps: each checkpoint's state from its records and the
     SLURM queue, the failed cells' (or jobs') error lines, device-hours spent against the estimate."""
     from harness.paper import cost, show
-
     units = [u for u in series.units if u.state is not None]
     if not units:
         return ["nothing planned: no checkpoint could be read"]

@@ -111,7 +111,6 @@ def job_of(settings: Settings, unit: Unit) -> Job:
 def series_value(settings: Settings, ckpt: Checkpoint) -> dict[str, Any]:
     """The ``series`` config key of one checkpoint's runs (what its records carry in ``details.series``)."""
     from harness.models.weights import fingerprint
-
     return {"name": settings.name, "step": ckpt.step, "folder": str(ckpt.folder),
             "fingerprint": fingerprint(ckpt.folder), **ckpt.facts()}
 

@@ -34,7 +34,6 @@ def task_node(name: str, folder: Path | None = None) -> dict[str, Any]:
     """``conf/task/<name>.yaml`` as a plain mapping, with the task files it lists in its ``defaults`` (same group,
     e.g. ``code.yaml``'s ``- beir``) merged under it, as Hydra composes them. Other groups' entries are left out."""
     from omegaconf import OmegaConf
-
     folder = folder or _task_dir()
     raw = OmegaConf.load(folder / f"{name}.yaml")
     merged = OmegaConf.create({})

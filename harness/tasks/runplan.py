@@ -67,7 +67,6 @@ class Lineage:
         """What a loaded model's record block (``block``, the load stage's) gains from this source, once the loaded
         weights are checked to be those the source run recorded: ``model.path`` as configured and the lineage."""
         from harness.core.errors import HarnessError
-
         if self.model_dir and self.fingerprint and block["fingerprint"] != self.fingerprint:
             raise HarnessError(
                 f"the weights in {self.model_dir} changed since task={self.task} run {self.run_id} recorded them "
@@ -140,7 +139,6 @@ class RecordHeader:
     def record(self, cell: Cell, *, model: Mapping[str, Any] | None = None, **fields: Any) -> ResultRecord:
         """A record of ``cell``: ``fields`` (metrics, split, details, ...) over the shared ones."""
         from harness.core import scheduler
-
         fields.setdefault("dataset", cell.dataset)
         fields.setdefault("main_score", self.main_score)
         fields.setdefault("precision", self.precision)
@@ -233,7 +231,6 @@ class Setup:
     @cached_property
     def device(self) -> str:
         from harness.models import resolve_device
-
         return resolve_device(str(self.cfg.device))
 
     @cached_property
@@ -244,14 +241,12 @@ class Setup:
     def precision(self) -> str:
         """The resolved top-level ``precision`` (a task with its own precision key resolves that instead)."""
         from harness.models import resolve_precision
-
         return resolve_precision(str(self.cfg.precision), self.device)
 
     @cached_property
     def model_ref(self) -> dict[str, Any]:
         """The model's content reference (with a source run: that run and its trained weights' fingerprint)."""
         from harness.models import model_ref
-
         if self.lineage is None:
             return model_ref(self.model)
         return self.lineage.ref({} if self.lineage.model_dir is not None else model_ref(self.model))
@@ -294,7 +289,6 @@ def excluded_keys(settings_class: type, root: Mapping[str, str] | None = None) -
     """Every key (dotted from the config root) that changes no number, and why: ``root`` (keys outside ``task``) and
     the task keys its settings declare excluded, less its ``kept`` ones (excluded keys its run ids always hashed)."""
     from harness.core.typed import excluded_keys as declared
-
     kept = set(getattr(settings_class, "kept", ()))
     return {**(root or {}), **{k: v for k, v in declared(settings_class, "task").items() if k not in kept}}
 
@@ -304,13 +298,11 @@ def check_model(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> None:
     (flash_attention_2 needs flash-attn), the weights are reachable, and each fitted length is within the model's
     positions (its config.json)."""
     from harness.models import _check_attn, check_available
-
     _check_attn(plan.model)
     if plan.lineage is None or plan.lineage.model_dir is None:
         check_available(plan.model)
     if plan.fitted and plan.weights is not None:
         from harness.models.positions import check_length, positions_in
-
         n = positions_in(plan.weights)
         for key, length in plan.fitted.items():
             check_length(n, length, plan.model_name, key)
@@ -330,7 +322,6 @@ def stale(rec: ResultRecord, cell: Cell) -> bool:
 def pending(plan: RunPlan[Any, Any], cells: Sequence[Cell]) -> list[Cell]:
     """The cells of ``plan`` that are not :func:`done` (all of them with ``overwrite``)."""
     import logging
-
     log = logging.getLogger("harness.runner")
     todo = []
     for cell in cells:

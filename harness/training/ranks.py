@@ -64,7 +64,6 @@ def run_on_devices(fn: Callable[..., Any], args: tuple[Any, ...], n: int, device
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, run_id=str(uuid.uuid4()),
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.5,
                           start_method="spawn", logs_specs=DefaultLogsSpecs(log_dir=str(workdir / "ranks")))
@@ -162,7 +161,6 @@ def rank() -> int:
 def barrier() -> None:
     """Wait for every process of the training (a no-op on one process)."""
     import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         dist.barrier()
 

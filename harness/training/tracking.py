@@ -82,7 +82,6 @@ class Tracker:
             return []
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
-
         writer = SummaryWriter(log_dir=str(self.log_dir))
         writer.add_text("harness/run_id", self.run_id)
         writer.add_text("harness/record_path", self.record_path)
@@ -103,7 +102,6 @@ class Tracker:
     @contextlib.contextmanager
     def _wandb(self) -> Iterator[None]:
         import wandb
-
         s = self.settings
         run = wandb.init(project=s.project, entity=s.entity, name=self.name, dir=s.dir, mode=s.mode,
                          tags=list(s.tags) or None, config={**self.labels(), "harness": dict(self.config)})
@@ -116,7 +114,6 @@ class Tracker:
     @contextlib.contextmanager
     def _mlflow(self) -> Iterator[None]:
         import mlflow
-
         s = self.settings
         if s.tracking_uri:
             mlflow.set_tracking_uri(s.tracking_uri)
@@ -146,7 +143,6 @@ def tracker(cfg: Any, *, run_id: str, record_path: str | Path, task: str, model:
     if s.name == "none":
         return NONE
     from omegaconf import OmegaConf
-
     config = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
     return Tracker(s, run_id=run_id, record_path=str(record_path), name=f"{task}/{model}/{run_id}",
                    config={k: v for k, v in config.items() if k != "hydra"})

@@ -127,7 +127,6 @@ def _glue(root: Path) -> None:
 def _mldr(folder: Path) -> None:
     """MLDR's layout: each topic's four documents (longer texts), one test and one train query per document."""
     from harness.tasks.retrieval.data import mldr
-
     docs: dict[str, str] = {}
     for topic, words in TOPICS.items():
         for i in range(4):

@@ -82,7 +82,6 @@ def _peak_bytes(device: str) -> int:
     if device.startswith("cuda"):
         return int(torch.cuda.max_memory_allocated(torch.device(device)))
     import resource
-
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024   # Linux: KiB
 
 
@@ -93,7 +92,6 @@ def _probe_child(probe: Probe, batch_size: int, out: Any) -> None:
         import transformers.utils.logging as tlog
 
         from harness.models import ModelSpec, load_sentence_transformer
-
         tlog.set_verbosity_error()     # a probe's loading chatter (LOAD REPORT, weight bars) is noise: its outcome
         tlog.disable_progress_bar()    # and any error reach the parent through the queue
         model, _ = load_sentence_transformer(ModelSpec(**probe.spec), device=probe.device)
@@ -133,7 +131,6 @@ def _limit_memory(device: str, memory_bytes: int | None) -> None:
         torch.cuda.set_per_process_memory_fraction(min(1.0, memory_bytes / total), torch.device(device))
         return
     import resource
-
     with open("/proc/self/statm") as fh:
         vm_now = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     resource.setrlimit(resource.RLIMIT_AS, (vm_now + memory_bytes, resource.getrlimit(resource.RLIMIT_AS)[1]))

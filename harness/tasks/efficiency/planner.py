@@ -39,7 +39,6 @@ class EfficiencyPlanner:
     def precision(self) -> str:
         """``task.precision`` (the paper's fp32 by default) where set, else the top-level ``precision``."""
         from harness.models import resolve_precision
-
         chosen = self.settings.precision
         return resolve_precision(str(self.setup.cfg.precision if chosen is None else chosen), self.setup.device)
 
@@ -50,7 +49,6 @@ class EfficiencyPlanner:
     def set_spec(self, name: str) -> SetSpec:
         if name not in self.settings.sets:
             from harness.core.errors import unknown_name
-
             raise unknown_name("synthetic set", name, self.settings.sets,
                                "Define it under task.sets (length, or mean/std/min/max, and batch_size).")
         return build(SetSpec, self.settings.sets[name], f"task.sets.{name}")
@@ -68,12 +66,10 @@ class EfficiencyPlanner:
     def compiled(self) -> bool:
         """``compile=true`` on a CUDA device: the encoder's forward through torch.compile (CPU: ignored)."""
         from harness.models.compiled import wanted
-
         return wanted(self.setup.cfg, self.setup.device)
 
     def cells(self) -> list[Cell]:
         from harness.tasks.efficiency import throughput as tp
-
         s = self.settings
         if s.token_low >= s.token_high:   # each bound alone is typed (harness.core.typed.count, at_least)
             raise HarnessError(f"task.token_low={s.token_low} must be below task.token_high={s.token_high}: token "

@@ -97,7 +97,6 @@ def device_name(device: str) -> str:
 def machine_facts() -> str:
     """One line for benchmarks: CPU model and threads, the ISA flags that decide bf16 speed, versions, load."""
     from harness.models import cpu_flags
-
     flags = cpu_flags()
     isa = ",".join(f for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16") if f in flags) or "-"
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -141,7 +140,6 @@ def time_passes(run_pass: Callable[[], None], *, repeats: int, warmup: int, devi
     """Seconds of each of ``repeats`` passes after ``warmup`` untimed ones, each a progress step; with ``budget_s``
     no timed pass starts that would end past it at the mean pass time so far (the first always runs)."""
     from harness.core.console import Progress
-
     out: list[float] = []
     t_start = time.perf_counter()
     with Progress(warmup + repeats, desc, "passes", show=show, each_update_is_a_step=True) as bar:

@@ -102,7 +102,6 @@ def load_classifier(
     """A classifier on the pretrained encoder in ``model_dir`` with a fresh head (``head``: ``model.glue``; None: the
     config as is); ``init_from`` (MNLI's chosen checkpoint) gives every weight but the final classifier's."""
     from transformers import AutoModelForSequenceClassification
-
     kwargs: dict[str, Any] = {"attn_implementation": attention_for(attn_implementation, model_dir, device),
                               "trust_remote_code": trust_remote_code}
     problem_type = "regression" if num_labels == 1 else "single_label_classification"
@@ -237,7 +236,6 @@ def trainer_class(protocol: str) -> type:
     """``Trainer``; under ``authors`` one whose AdamW decays every parameter, as Composer's ``DecoupledAdamW``
     over ``model.parameters()`` did (MB@8c57a0f:src/evals/glue_jobs.py); HF's own skips biases and LayerNorms."""
     from transformers import Trainer
-
     if protocol != "authors":
         return Trainer
 

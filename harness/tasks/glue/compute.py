@@ -40,13 +40,11 @@ class RunContext:
     def tokenized(self, data: glue_data.GlueData):
         """Train and (concatenated) dev sets tokenised once per (model, data, max length), in memory and on disk."""
         import datasets
-
         tcfg = self.plan.settings
         max_length = int(tcfg.max_length)
         key = tokenization_key(self.model["fingerprint"], data, tcfg)
         if key not in self._cache:
             from harness.tasks.glue.tokens import cached_tokenize
-
             root = self.plan.layout.glue_tokenized(key)
             reg = data.task.is_regression
             train = cached_tokenize(data.train, self.tokenizer, max_length, reg, root / "train")
@@ -90,7 +88,6 @@ def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, 
 def monitor(task: glue_data.GlueTask, groups: Sequence[tuple[str, int]]) -> str:
     """The metric early stopping watches under ``authors``: one metric (MNLI: its first dev set), not the score."""
     from harness.tasks.glue.scores import MONITOR
-
     key = MONITOR[task.metric]
     return f"{key}_{groups[0][0]}" if len(groups) > 1 else key
 
@@ -116,7 +113,6 @@ def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metri
     ``task.eval_interval`` optimizer steps (:func:`~harness.tasks.glue.grid.grid_points` requires one)."""
     from harness.tasks.glue import classification as clf
     from harness.training.settings import TrainRun
-
     authors = tcfg.training.scoring_protocol == "authors"
     return clf.TrainConfig(
         node=tcfg.training, weight_decay=adamw_weight_decay(point, tcfg), monitor=metric,
@@ -130,7 +126,6 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
     """Fine-tune and evaluate one grid point into ``rec`` (ok or failed; never raises on divergence)."""
     from harness.tasks.glue import classification as clf
     from harness.training import tracking
-
     tracker = tracker or tracking.NONE
     task, tcfg, spec, device = data.task, ctx.plan.settings, ctx.plan.model, ctx.plan.device
     out_dir = ctx.plan.layout.trained_model(TASK_FAMILY, rec.model["name"], rec.run_id)
@@ -148,7 +143,6 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
         train_cfg = train_config(point, tcfg, rec.precision or "fp32", device, watched)
         train_ds, eval_ds = ctx.tokenized(data)
         from transformers import set_seed
-
         set_seed(point.seed)  # the fresh head's initialisation follows the run's seed
         model = clf.load_classifier(
             ctx.model_dir, task.num_labels, attn_implementation=spec.attn_implementation,
@@ -190,7 +184,6 @@ def describe_model(rec: ResultRecord, model: Any, ctx: RunContext) -> None:
     what ``auto`` resolved to and its kernel, as retrieval records do) and the head that was built."""
     from harness.models.load import attention_record
     from harness.tasks.glue.classification import describe_head
-
     rec.model = {**rec.model, **attention_record(ctx.plan.model.attn_implementation, model.base_model, ctx.plan.device)}
     rec.details["attn_implementation"] = str(getattr(model.config, "_attn_implementation", "") or "")
     rec.details["head"] = describe_head(model)
@@ -201,7 +194,6 @@ def per_example(outcome: Any, groups: Sequence[tuple[str, int]], metric: str, da
     ``glue_metric``: the kind they are re-scored with (MRPC's ``accuracy_f1``: ``accuracy``, its score)."""
     from harness.core.per_query import PerQuery, fingerprint
     from harness.tasks.glue.scores import rescoring_kind
-
     if outcome.predictions is None or outcome.labels is None:
         return None
     ids = [f"{name}:{i}" for name, n in groups for i in range(n)]
@@ -217,7 +209,6 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
     from harness.tasks.glue.decay import check_decay
     from harness.tasks.glue.scores import score_key
     from harness.training import tracking
-
     s = plan.settings
     names = {c.dataset for c in todo}
     data = load_data([t for t in plan.stages.tasks if t.name in names], s)   # data problems before any model
@@ -244,7 +235,6 @@ def context(plan: RunPlan) -> RunContext:
     from transformers import AutoTokenizer
 
     from harness import models
-
     spec = plan.model
     model_dir, revision = models.resolve_path(spec)
     try:

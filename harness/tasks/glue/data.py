@@ -247,14 +247,12 @@ def load_hub(task: GlueTask, path: str, revision: str | None) -> GlueData:
     from huggingface_hub import constants
 
     from harness.models import hub_reachable
-
     fix = ("Use local GLUE files instead: task.data_dir=/path/to/glue_data (the original GLUE TSV layout), "
            "or run where the hub is reachable.")
     online = hub_reachable()
     if not online and not constants.HF_HUB_OFFLINE:
         raise HubUnavailableError(f"GLUE task {task.name} ({path}) needs the Hugging Face hub, which is not reachable. {fix}")
     import datasets
-
     try:
         ds = datasets.load_dataset(path, task.hub.config, revision=revision)
     except Exception as exc:

@@ -22,19 +22,16 @@ def _x100(values: Metrics) -> Metrics:
 # scipy and sklearn are imported where a metric is computed: planning a GLUE grid (names only) stays light.
 def accuracy(preds: Sequence[int], labels: Sequence[int]) -> Metrics:
     from sklearn.metrics import accuracy_score
-
     return _x100({"accuracy": accuracy_score(labels, preds)})
 
 
 def matthews(preds: Sequence[int], labels: Sequence[int]) -> Metrics:
     from sklearn.metrics import matthews_corrcoef
-
     return _x100({"matthews": matthews_corrcoef(labels, preds)})
 
 
 def f1_accuracy(preds: Sequence[int], labels: Sequence[int]) -> Metrics:
     from sklearn.metrics import accuracy_score, f1_score
-
     out = _x100({"f1": f1_score(labels, preds, zero_division=0), "accuracy": accuracy_score(labels, preds)})
     out["f1_accuracy_mean"] = (out["f1"] + out["accuracy"]) / 2
     return out
@@ -42,7 +39,6 @@ def f1_accuracy(preds: Sequence[int], labels: Sequence[int]) -> Metrics:
 
 def spearman_pearson(preds: Sequence[float], labels: Sequence[float]) -> Metrics:
     from scipy.stats import pearsonr, spearmanr
-
     preds, labels = np.asarray(preds, dtype=np.float64), np.asarray(labels, dtype=np.float64)
     if not np.isfinite(preds).all():
         return {"spearman": float("nan"), "pearson": float("nan")}

@@ -63,7 +63,6 @@ class GluePlanner:
     def tasks(self) -> list[glue_data.GlueTask]:
         s = self.settings
         from harness.tasks.glue.scores import SCORE_KEYS
-
         defs = glue_data.task_definitions(s.definitions, SCORE_KEYS)
         return order_tasks(glue_data.select_tasks(s.tasks, defs), self.chain)
 
@@ -119,7 +118,6 @@ class GluePlanner:
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
         """Training and dev-evaluation tokens of every grid point and seed (upper bounds: early stopping)."""
         from harness.data.sizes import glue_task
-
         s, c, w = self.settings, cost_data(), Work()
         authors = s.training.scoring_protocol == "authors"
         n_seeds = len(seeds(s, int(self.setup.cfg.seed)))

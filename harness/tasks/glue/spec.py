@@ -56,7 +56,6 @@ def paper_tasks() -> tuple[str, ...]:
 def paper_baselines() -> list[dict[str, Any]]:
     """Table 5 of the ModernBERT paper (dev-set GLUE scores), shipped as conf/task/glue/paper_baselines.yaml."""
     import yaml
-
     text = (resources.files("conf") / "task" / "glue" / "paper_baselines.yaml").read_text()
     return list(yaml.safe_load(text)["rows"])
 

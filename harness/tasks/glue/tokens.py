@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 def tokenize(split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, regression: bool) -> datasets.Dataset:
     """Token ids (no padding: the collator pads per batch) and labels of one split."""
     import datasets
-
     enc = tokenizer(split.text_a, split.text_b, truncation=True, max_length=max_length)
     data = {k: enc[k] for k in enc if k in ("input_ids", "attention_mask", "token_type_ids")}
     data["labels"] = [float(v) for v in split.labels] if regression else [int(v) for v in split.labels]
@@ -35,7 +34,6 @@ def cached_tokenize(
     """:func:`tokenize`, cached under ``cache_dir`` and reused only where its ``claim.json`` (key, hashes of the inputs
     and of what is held) holds; else rebuilt with a warning. Built once under ``<cache_dir>.lock``."""
     import datasets
-
     datasets.disable_progress_bars()
     if cache_dir is None:
         return tokenize(split, tokenizer, max_length, regression)
@@ -75,7 +73,6 @@ def token_hash(ds: datasets.Dataset) -> str:
     """sha256 (24 hex) of a tokenised split's columns (lengths and values per row), so in-place changes are seen."""
     import pyarrow as pa
     import pyarrow.compute as pc
-
     table = ds.with_format("arrow")[:]
     h = hashlib.sha256()
     for name in sorted(table.column_names):

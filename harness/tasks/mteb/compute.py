@@ -42,7 +42,6 @@ def check(plan: RunPlan[Any, MtebStages], todo: Sequence[Cell]) -> None:
     """The model's checks; and offline, a hub task's data must already be cached: try each one before any model is
     loaded, so a missing dataset fails at once and names the local alternative."""
     from harness.models import hub_reachable
-
     check_model(plan, todo)
     remote = [n for n in dict.fromkeys(c.payload[0] for c in todo if isinstance(c.payload, tuple))
               if n not in plan.stages.local]
@@ -79,7 +78,6 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
 
 def evaluate_tasks(plan: RunPlan, by_task: Mapping[str, list[Cell]]) -> Iterator[ResultRecord]:
     from harness.models import load_sentence_transformer
-
     model, block = load_sentence_transformer(weights_of(plan), device=plan.device)
     if plan.lineage is not None:
         block |= plan.lineage.loaded(block, plan.model.path)
@@ -102,7 +100,6 @@ def evaluate_tasks(plan: RunPlan, by_task: Mapping[str, list[Cell]]) -> Iterator
 def aggregate_record(plan: RunPlan, cell: Cell) -> ResultRecord:
     """The benchmark's aggregate ``cell`` from its members' records as written (this run's, or an earlier one's)."""
     from harness.core import results
-
     agg, cells = cell.payload, {c.dataset: c for c in plan.cells}
     found = {d: rec if done(rec := results.finished_at(plan.record_path(cell, d)), cells[d], overwrite=False) else None
              for ds in agg.tasks.values() for d in ds}   # a member's record as the runner reads it: current, or none
@@ -121,7 +118,6 @@ def aggregate_record(plan: RunPlan, cell: Cell) -> ResultRecord:
 def evaluate(plan: RunPlan, model: Any, task: Any) -> Any:
     """mteb's own evaluation of ``task`` on ``model`` in the run's precision (autocast, as the harness' encoder)."""
     from harness.models import autocast
-
     with autocast(plan.precision, plan.device):
         out = plan.stages.mteb.evaluate(model, task, cache=None, overwrite_strategy="always", co2_tracker=False,
                                         encode_kwargs={"batch_size": plan.settings.batch_size}, show_progress_bar=True)

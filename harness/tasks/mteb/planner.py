@@ -69,7 +69,6 @@ def load_task_files(entries: Sequence[str]) -> TaskFiles:
     """The mteb task classes and benchmarks each file (``my_tasks.py``) or module (``pkg.tasks``) defines."""
     from mteb import Benchmark
     from mteb.abstasks import AbsTask
-
     out = TaskFiles({}, {})
     for entry in entries:
         module, path, sha = _import(entry)
@@ -186,7 +185,6 @@ class MtebPlanner:
 
     def run_identity(self) -> dict[str, Any]:
         from importlib.metadata import PackageNotFoundError, version
-
         try:
             mteb_version = version("mteb")
         except PackageNotFoundError:

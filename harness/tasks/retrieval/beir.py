@@ -37,7 +37,6 @@ class HubTriplets(RowSource):
 
     def load(self, s: Any, model: Any) -> tuple[Any, None]:
         from harness.tasks.retrieval.data import triplets
-
         d = s.train_data
         return triplets.load_hub_triplets(str(d.hub_path), str(d.hub_config), d.hub_revision, d.max_samples,
                                           d.split_seed), None
@@ -67,7 +66,6 @@ class FileTriplets(RowSource):
     def work(self, s: Any) -> Work:
         """The file's rows (at most ``max_samples``) at its own tokens per row."""
         from harness.data.sizes import train_file
-
         d = s.train_data
         rows = train_file(d.path)
         if rows is None:
@@ -77,7 +75,6 @@ class FileTriplets(RowSource):
 
     def load(self, s: Any, model: Any) -> tuple[Any, None]:
         from harness.tasks.retrieval.data import triplets
-
         d = s.train_data
         return triplets.sample(triplets.load_triplets_file(_path(d)), d.max_samples, d.split_seed), None
 
@@ -98,14 +95,12 @@ class BeirMined(RowSource):
         """The train split's files in the dataset's local folder (its corpus, queries and qrels)."""
         from harness.tasks.retrieval.data.catalog import KINDS
         from harness.tasks.retrieval.data.reads import entry_files
-
         found = entry_files(self.entry(s), s.data_dir, s.train_data.split, KINDS.lookup) if s.train_data.dataset \
             else None
         return found[1] if found else []
 
     def entry(self, s: Any) -> Any:
         from harness.tasks.retrieval.data.catalog import resolve_entries
-
         d = s.train_data
         if not d.dataset:
             raise HarnessError("task.train_data.source=beir needs task.train_data.dataset=<BEIR name with a train "
@@ -115,7 +110,6 @@ class BeirMined(RowSource):
 
     def check(self, s: Any) -> None:
         from harness.tasks.retrieval.data.catalog import check_local
-
         d = s.train_data
         entry = self.entry(s)
         if not s.data_dir:
@@ -129,7 +123,6 @@ class BeirMined(RowSource):
     def load(self, s: Any, model: Any) -> tuple[Any, None]:
         from harness.tasks.retrieval.data import triplets
         from harness.tasks.retrieval.data.catalog import load_entry
-
         d = s.train_data
         ds = load_entry(self.entry(s), data_dir=s.data_dir, split=d.split, strict_qrels=s.strict_qrels)
         return triplets.mine_from_beir(ds, model, num_negatives=d.num_negatives, range_min=d.range_min,

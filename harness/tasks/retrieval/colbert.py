@@ -27,7 +27,6 @@ FILE_KEYS = ("path", "queries_path", "documents_path")
 def kd_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
     """What the KD sources share: their samples for settings ``s`` (every id checked) and facts."""
     from harness.core.console import step
-
     d = s.train_data   # n_ways >= 2: typed (KdData)
     with step(f"KD data: reading, validating and joining {source.name(d)}",
               starting="every query and document id is checked") as done:
@@ -44,7 +43,6 @@ class HubKd(RowSource):
     @property
     def offline(self) -> str:   # type: ignore[override]
         from harness.tasks.retrieval.data.kd import HUB_FIX  # the KD reader's own (it imports datasets)
-
         return HUB_FIX
 
     def describe(self, s: Any) -> dict[str, Any]:
@@ -58,7 +56,6 @@ class HubKd(RowSource):
 
     def read(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
         from harness.tasks.retrieval.data import kd
-
         return kd.load_kd_hub(d.hub.hub_path, d.hub.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples, seed=seed)
 
 
@@ -93,7 +90,6 @@ class FileKd(RowSource):
 
     def work(self, s: Any) -> Work:
         from harness.data.sizes import train_file
-
         rows = train_file(s.train_data.path)
         w = kd_work(s, rows)
         w.local += rows is not None
@@ -101,7 +97,6 @@ class FileKd(RowSource):
 
     def read(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
         from harness.tasks.retrieval.data import kd
-
         return kd.load_kd_file(_path(d), n_ways=d.n_ways, queries_path=d.queries_path,
                                documents_path=d.documents_path, max_samples=d.max_samples, seed=seed)
 
@@ -191,7 +186,6 @@ def resolved(s: ColbertSettings) -> dict[str, Any]:
     """PLAID's backend (``auto`` resolves per machine, and the two backends differ); Voyager's constants (the
     authors' index and search depth: a change to them changes the numbers, so it changes the run id)."""
     from harness.tasks.retrieval.settings import plaid_backend, voyager_identity
-
     search = s.multi_vector.search
     if search.index == "voyager":
         return {"task.voyager": voyager_identity("voyager")}
@@ -210,7 +204,6 @@ def hyperparameters(r: Resolved) -> dict[str, Any]:
     }
     if mv.search.index == "plaid":
         from harness.tasks.retrieval.settings import plaid_backend
-
         hp["plaid"] = asdict(mv.search.plaid) | {"backend": plaid_backend(mv.search.plaid.backend)}
     if not r.trains:
         return hp

@@ -94,7 +94,6 @@ def for_inference(plan: RunPlan, model: Any, block: dict[str, Any]) -> None:
     ``compile=true``; what runs goes into the record's model block (``inference``) where it is not plain fp32."""
     from harness.models import cast_for_inference
     from harness.models.compiled import compile_encoder, wanted
-
     mode = cast_for_inference(model, plan.precision, plan.device)
     compile_it = wanted(plan.config, plan.device)
     if compile_it:
@@ -128,7 +127,6 @@ def sharded(plan: RunPlan, retriever: Any) -> Any:
     :class:`~harness.tasks.retrieval.retrievers.shards.ShardEngine`), or over the GPUs a training ran on."""
     from harness.tasks.retrieval import devices
     from harness.tasks.retrieval.retrievers.shards import ShardedRetriever
-
     shards = plan.settings.sharding
     if not shards.sharded:
         if not plan.trains or plan.settings.training.devices == 1:
@@ -145,7 +143,6 @@ def sharded(plan: RunPlan, retriever: Any) -> Any:
 def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
     """Load -> (train) -> retrieve -> score each cell of ``todo``: one record per dataset (and composite member)."""
     from harness.tasks.retrieval import score
-
     model, block = load_model(plan)
     try:
         facts = train(plan, model, todo)
@@ -172,7 +169,6 @@ def run_part(plan: RunPlan, todo: Sequence[Cell]) -> None:
     from harness.tasks.retrieval import score
     from harness.tasks.retrieval.retrievers.retriever import search_width
     from harness.tasks.retrieval.retrievers.shards import ShardedRetriever
-
     shard = plan.settings.sharding.shard
     model, block = load_model(plan)
     facts = train(plan, model, todo) if plan.trains and trained(plan) else None
@@ -202,7 +198,6 @@ def encoder(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
     """A SentenceTransformer (hub id, folder or package; pruned per ``model.keep_layers``); the lengths it checks:
     ``task.max_length``, and ``task.max_seq_length`` when the run trains."""
     from harness.models import load_sentence_transformer
-
     model, block = load_sentence_transformer(spec, device=plan.device)
     s = plan.settings
     check_positions(model, s.evaluation.max_length, spec.name, "task.max_length")
@@ -215,7 +210,6 @@ def colbert(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
     """A PyLate ColBERT (a ColBERT checkpoint as is; a plain encoder gets the ``embedding_size`` projection, seeded by
     the run's seed: ``task.train_seed`` when training, else ``seed``)."""
     from harness.tasks.retrieval.retrievers.colbert_model import load_colbert
-
     return load_colbert(spec, device=plan.device, embedding_size=plan.settings.multi_vector.embedding_size,
                         seed=plan.seed)
 
@@ -230,7 +224,6 @@ def single_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) 
     documents written by ``task.title_convention`` where the task has one (task=code)."""
     from harness.tasks.retrieval.retrievers.dense import DenseRetriever, DenseSettings
     from harness.tasks.retrieval.retrievers.retriever import TitleConvention
-
     s = plan.settings
     dense = DenseRetriever(model, DenseSettings(
         device=plan.device, precision=plan.precision, batching=s.batching, evaluation=s.evaluation,
@@ -244,7 +237,6 @@ def multi_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -
     """ColBERT: token embeddings, PLAID or exact MaxSim; documents up to the task's document length (capped at the
     model's positions, recorded)."""
     from harness.tasks.retrieval.retrievers.multivector import MultiVectorRetriever, MultiVectorSettings
-
     s = plan.settings
     return MultiVectorRetriever(model, MultiVectorSettings(
         device=plan.device, precision=plan.precision, batching=s.batching, search=s.multi_vector.search,

@@ -21,7 +21,6 @@ Part = Callable[[RunPlan, Sequence[Cell]], None]
 def visible_devices() -> list[str]:
     """The devices shard processes run on: every visible GPU (``CUDA_VISIBLE_DEVICES`` picks them)."""
     import torch
-
     return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
 
 
@@ -29,7 +28,6 @@ def launcher(plan: RunPlan, part: Part, shards: int | None = None) -> Callable[[
     """What computes the shards ``todo`` of ``plan``'s run: shard i on device ``i mod n`` (n visible GPUs), each a
     part job ``part(plan, todo)``; ``shards``: the count where not ``task.shards`` (:func:`over_training_devices`)."""
     import torch
-
     devices = visible_devices()
     if not devices:
         raise HarnessError("task.shard_launcher=devices needs visible GPUs (none found); use sequential, or external "

@@ -27,7 +27,6 @@ def mldr_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
     import logging
 
     from harness.tasks.retrieval.data import mldr
-
     d = s.train_data
     ds, stats = mldr.triplets(source.rows(s), d.num_negatives, d.max_samples, s.training.train_seed)
     logging.getLogger(__name__).info("MLDR training data: %s", stats)
@@ -37,7 +36,6 @@ def mldr_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
 def mldr_work(source: Any, s: Any) -> Work:
     """Training tokens of MLDR's queries (local mldr-en, else the cost file), each with positive and negatives."""
     from harness.data.sizes import retrieval_set
-
     c, d, t = cost_data(), s.train_data, s.training
     docs = min(c["mldr-en"][2], int(t.max_seq_length)) * (int(d.num_negatives) + 1)
     local = retrieval_set(s.data_dir, str((s.catalog.get("mldr-en") or {}).get("local")))
@@ -59,7 +57,6 @@ class HubMldr(RowSource):
 
     def rows(self, s: Any) -> Any:
         from harness.tasks.retrieval.data import mldr
-
         d = s.train_data
         return mldr.train_rows_hub(d.hub.hub_path, d.hub.hub_revision, d.hub_dir, d.split)
 
@@ -78,20 +75,17 @@ class LocalMldr(RowSource):
             raise HarnessError("task.train_data.source=local needs a folder: task.train_data.path=<folder in MLDR's "
                                "layout>, or task.data_dir with an mldr dataset whose folder holds train.jsonl.")
         from harness.tasks.retrieval.data.catalog import local_folder
-
         return local_folder(s.data_dir, mldr_sets[0])
 
     hashes_files = True
 
     def identity(self, s: Any) -> dict[str, Any]:
         from harness.tasks.retrieval.data import mldr
-
         path = mldr.split_file(self.folder(s), s.train_data.split)
         return {"task.train_data.path": {"sha256": file_sha(path)}}
 
     def files(self, s: Any) -> list[Path]:
         from harness.tasks.retrieval.data import mldr
-
         return beir.existing([mldr.split_file(self.folder(s), s.train_data.split)])
 
     def describe(self, s: Any) -> dict[str, Any]:
@@ -99,7 +93,6 @@ class LocalMldr(RowSource):
 
     def check(self, s: Any) -> None:
         from harness.tasks.retrieval.data import mldr
-
         folder, split = self.folder(s), s.train_data.split
         if mldr.split_file(folder, split) is None:
             raise DataError(f"MLDR training file not found: {folder}/{split}.jsonl(.gz). Point "
@@ -107,7 +100,6 @@ class LocalMldr(RowSource):
 
     def rows(self, s: Any) -> Any:
         from harness.tasks.retrieval.data import mldr
-
         rows, _ = mldr.train_rows_local(self.folder(s), s.train_data.split)
         return rows
 
@@ -162,7 +154,6 @@ class MldrSettings(RetrievalSettings):
 def check(task_config: Any) -> None:
     """ColBERT on MLDR is the paper's out-of-domain column; the subgroup names are known."""
     from harness.tasks.retrieval.retrievers.retriever import SUBGROUPS
-
     s = task_config
     if s.get("retriever") == "multi_vector" and (s.get("setting") != "ood" or s.source.get("task") != "colbert"):
         raise HarnessError(
@@ -195,7 +186,6 @@ def hyperparameters(r: Resolved) -> dict[str, Any]:
 def resolved(s: MldrSettings) -> dict[str, Any]:
     """A ColBERT run through the authors' Voyager index holds its constants (see :mod:`harness.tasks.retrieval.colbert`)."""
     from harness.tasks.retrieval.settings import voyager_identity
-
     found = voyager_identity(s.multi_vector.search.index) if s.retriever == "multi_vector" else {}
     return {"task.multi_vector.voyager": found} if found else {}
 

@@ -110,7 +110,6 @@ def check_batchable(train_dataset: Dataset, batch_size: int) -> None:
 
 def make_loss(model: SentenceTransformer, node: DenseTraining):
     from sentence_transformers import losses
-
     gather = {"gather_across_devices": True} if node.gather_across_devices else {}   # a pool of N micro-batches
     if node.loss == "cached_mnrl":
         return losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=node.mini_batch_size, **gather)
@@ -140,7 +139,6 @@ def train_kd(model: ColBERT, train_dataset: Dataset, node: KdTraining, run: Trai
     precision, lengths capped at the model's positions; save it to ``output_dir/model``; the training facts."""
     tracker = tracker or tracking.NONE
     from pylate import losses, utils
-
     if len(train_dataset) == 0:
         raise HarnessError("the KD training set is empty: provide rows or raise task.train_data.max_samples.")
     limit = usable_positions(model)

@@ -30,7 +30,6 @@ class Trainer:
 
     def load_trained(self, plan: RunPlan, model_dir: str) -> Any:
         from harness.core.registry import load_target
-
         return load_target(self.reload)(model_dir, device=plan.device)
 
     def fit(self, plan: RunPlan, model: Any, data: Any, out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
@@ -38,7 +37,6 @@ class Trainer:
         (learning rate, epochs, seed, where it runs); ``spec``: the model as loaded. The training facts."""
         from harness.core.registry import load_target
         from harness.training.settings import TrainRun
-
         t = plan.settings.training
         assert plan.lr is not None, "a run that trains has a learning rate"
         run = TrainRun(lr=plan.lr, epochs=t.epochs, seed=t.train_seed, precision=plan.precision, device=plan.device)
@@ -99,7 +97,6 @@ def fit_on_devices(plan: RunPlan, trainer: Trainer, model: Any, data: Any, spec:
     weights into it and return rank 0's facts; a failure removes the checkpoint folder, as on one process."""
     from harness.training.arguments import discard_unfinished
     from harness.training.ranks import run_on_devices
-
     staging = Path(out_dir) / "staging"
     shutil.rmtree(staging, ignore_errors=True)
     job = RankJob(plan=plan, loader=trainer.loader, spec=replace(spec, path=str(staging / "initial"), keep_layers=None),
@@ -130,7 +127,6 @@ def train_rank(job: RankJob) -> dict[str, Any] | None:
     from harness.specs.stages import code_of
     from harness.tasks.retrieval import stages
     from harness.training import ranks
-
     device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if job.plan.device.startswith("cuda") else job.plan.device
     plan = replace(job.plan, device=device)
     run = replace(job.run, device=device)

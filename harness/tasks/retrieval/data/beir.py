@@ -152,7 +152,6 @@ def load_hub(path: str, revision: str | None, name: str, split: str = "test", st
     from datasets import load_dataset
 
     from harness.models import require_hub
-
     require_hub(f"dataset {path!r}",
                 f"Download it elsewhere in BEIR layout and pass task.data_dir=<dir containing {name}/>.")
 

@@ -142,7 +142,6 @@ class BeirKind(DataKind):
     def check(self, entry: DatasetEntry, data_dir: str | None, split: str) -> str | None:
         """The folder is there, and (unless in the hub layout) its corpus, queries and ``split``'s qrels."""
         from harness.tasks.retrieval.data.hub_layout import is_hub_layout
-
         problem = DataKind.check(self, entry, data_dir, split)   # also serves HubLayoutKind (one level deep)
         if problem or data_dir is None:
             return problem
@@ -161,14 +160,12 @@ class BeirKind(DataKind):
     def load_local(self, folder: Path, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         """A local folder in the hub layout (``corpus/``, ``queries/``; no ``corpus.jsonl``) or in BEIR layout."""
         from harness.tasks.retrieval.data import beir, hub_layout
-
         if hub_layout.is_hub_layout(folder) and not (folder / "corpus.jsonl").is_file():
             return hub_layout.read_hub_layout(folder, entry.name, split, strict_qrels=strict_qrels)
         return beir.load_local(folder, entry.name, split, strict_qrels)
 
     def load_hub(self, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import beir
-
         return beir.load_hub(str(entry.hub), entry.revision, entry.name, split, strict_qrels)
 
 
@@ -186,12 +183,10 @@ class HubLayoutKind(DataKind):
 
     def fetch(self, entry: DatasetEntry) -> None:
         from harness.tasks.retrieval.data import hub_layout
-
         hub_layout.snapshot(str(entry.hub), entry.revision, entry.local or entry.name)
 
     def load_hub(self, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import hub_layout
-
         folder = hub_layout.snapshot(str(entry.hub), entry.revision, entry.local or entry.name)
         return hub_layout.read_hub_layout(folder, entry.name, split, strict_qrels=strict_qrels,
                                           source=f"{entry.hub}@{entry.revision}",
@@ -209,12 +204,10 @@ class MldrKind(DataKind):
 
     def load_local(self, folder: Path, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import mldr
-
         return mldr.load_local(folder, entry.name, split, strict_qrels)
 
     def load_hub(self, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import mldr
-
         return mldr.load_hub(str(entry.hub), entry.revision, entry.hub_config or "en", entry.name, split, strict_qrels)
 
 
@@ -230,7 +223,6 @@ class CoirCsnKind(DataKind):
     def language(entry: DatasetEntry) -> str:
         """The entry's CodeSearchNet language: ``hub_config``, else its name's last part (``csn-ruby``)."""
         from harness.tasks.retrieval.data.coir import CSN_LANGUAGES
-
         lang = entry.hub_config or entry.name.rsplit("-", 1)[-1]
         if lang not in CSN_LANGUAGES:
             raise DataError(f"catalog entry {entry.name!r}: hub_config={lang!r} is not a CodeSearchNet language; "
@@ -244,12 +236,10 @@ class CoirCsnKind(DataKind):
 
     def load_local(self, folder: Path, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import coir
-
         return coir.load_csn_local(folder, self.language(entry), entry.name, split, strict_qrels)
 
     def load_hub(self, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import coir
-
         return coir.load_csn(str(entry.hub), entry.revision, self.language(entry), entry.name, split, strict_qrels)
 
 
@@ -260,7 +250,6 @@ class CosqaPairsKind(DataKind):
 
     def load_local(self, folder: Path, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import coir
-
         return coir.load_cosqa_pairs(folder, entry.name, split)
 
 
@@ -281,7 +270,6 @@ class SourceTreeKind(DataKind):
     def load(self, entry: DatasetEntry, data_dir: str | None, split: str,
              strict_qrels: bool = True) -> RetrievalDataset:
         from harness.tasks.retrieval.data.code import build_code_retrieval_set
-
         root = Path(entry.root).expanduser() if entry.root else None
         return build_code_retrieval_set(root, name=entry.name, max_queries=entry.max_queries,
                                         max_corpus=entry.max_corpus)
@@ -299,7 +287,6 @@ class SourceFilesKind(DataKind):
     def load(self, entry: DatasetEntry, data_dir: str | None, split: str,
              strict_qrels: bool = True) -> RetrievalDataset:
         from harness.tasks.retrieval.data.longdocs import build_long_document_set
-
         return build_long_document_set(entry.root, name=entry.name, split=split, max_queries=entry.max_queries,
                                        max_corpus=entry.max_corpus)
 
@@ -382,7 +369,6 @@ def check_entries(entries: Sequence[DatasetEntry], data_dir: str | None, split: 
     if not needs_hub:
         return
     from harness.models import hub_reachable
-
     if not hub_reachable():
         hints = (get_kind((list(e.members.values()) or [e])[0].kind).offline_hint(e) for e in needs_hub)
         raise HubUnavailableError(

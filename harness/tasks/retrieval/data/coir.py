@@ -112,7 +112,6 @@ def _csn_config(path: str, revision: str | None, lang: str, kind: str, split: st
     """One split of config ``<lang>-<kind>`` (from the hub when ``cache_dir`` is None, else a local folder), with
     its ``columns``; a local folder datasets cannot read, a missing split or column is a DataError."""
     from datasets import load_dataset
-
     where = f"{path}@{revision} {lang}-{kind}" if cache_dir is None else str(Path(path) / f"{lang}-{kind}")
     try:
         splits = load_dataset(path, f"{lang}-{kind}", revision=revision,
@@ -137,7 +136,6 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
     """CoIR CodeSearchNet for one language, hub (fast failure offline) or local, read as mteb 2.26 reads it."""
     if hub:
         from harness.models import require_hub
-
         require_hub(f"dataset {path!r} ({lang})",
                     f"Offline, use the CodeXGLUE Ruby slice: task.datasets=[csn-ruby] task.data_dir=<dir containing "
                     f"codesearchnet/ruby/test.jsonl> (../shared/data), or a local copy in CoIR's layout under "
@@ -166,7 +164,6 @@ def check_local_layout(folder: Path, lang: str) -> None:
 def content_key(folder: Path) -> str:
     """A key of a local folder's files (path, size, mtime): changes whenever a file does."""
     import hashlib
-
     h = hashlib.sha256(str(folder.resolve()).encode())
     for f in sorted(p for p in folder.rglob("*") if p.is_file()):
         st = f.stat()
@@ -177,7 +174,6 @@ def content_key(folder: Path) -> str:
 def local_cache_dir(folder: Path) -> str:
     """datasets' cache for one local folder's current content."""
     from datasets import config
-
     return str(Path(config.HF_DATASETS_CACHE) / "harness-local" / content_key(folder))
 
 

@@ -112,7 +112,6 @@ def snapshot(repo: str, revision: str | None, name: str) -> Path:
     from huggingface_hub import snapshot_download
 
     from harness.models import require_hub
-
     try:
         return Path(snapshot_download(repo, repo_type="dataset", revision=revision, local_files_only=True))
     except Exception:

@@ -120,7 +120,6 @@ def _same_type(where: str, key: str, value: Any, first: dict[str, type]) -> None
 def _to_dataset(rows: list[dict[str, Any]], path: str | Path) -> Dataset:
     """``Dataset.from_list``; a pyarrow failure to build one table is a DataError naming the file."""
     import pyarrow as pa
-
     try:
         return Dataset.from_list(rows)
     except (pa.ArrowException, TypeError, ValueError) as exc:
@@ -253,7 +252,6 @@ def validate_ids(train: Dataset, queries: Dataset, documents: Dataset, n_ways: i
 def kd_processing(train: Dataset, queries: Dataset, documents: Dataset, n_ways: int) -> Dataset:
     """PyLate's on-the-fly join (``KDProcessing(n_ways)``), as ModernBERT's ``train_pylate.py`` sets it."""
     from pylate import utils
-
     train.set_transform(utils.KDProcessing(queries=queries, documents=documents, n_ways=n_ways).transform)
     return train
 
@@ -273,7 +271,6 @@ def load_kd_hub(path: str, revision: str | None, *, n_ways: int, max_samples: in
     from datasets import load_dataset
 
     from harness.models import require_hub
-
     require_hub(f"KD training set {path!r}", HUB_FIX)
     commit = _hub_commit(path, revision)
     parts = {name: load_dataset(path, name, split="train", revision=commit or revision)
@@ -291,7 +288,6 @@ def _hub_commit(path: str, revision: str | None) -> str | None:
     """The commit ``revision`` resolves to (recorded; loaded at exactly it). A pin (a full or short commit id) fails
     closed if unresolved or resolved to another commit; an unresolved branch loads by name, with a warning."""
     from huggingface_hub import HfApi
-
     pinned = pinned_commit(revision)
     try:
         sha = HfApi().dataset_info(path, revision=revision).sha
@@ -312,6 +308,5 @@ def _hub_commit(path: str, revision: str | None) -> str | None:
 def pinned_commit(revision: str | None) -> str | None:
     """``revision`` lowercased if a commit id (7-40 hex digits), else None (a branch or tag: its commit recorded)."""
     import re
-
     text = str(revision or "").lower()
     return text if re.fullmatch(r"[0-9a-f]{7,40}", text) else None

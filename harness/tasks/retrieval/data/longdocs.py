@@ -162,7 +162,6 @@ def export_mldr(lds: LongDocSet, out_dir: str | Path, *, max_train: int | None =
     """A folder in MLDR's layout from ``lds``: ``train.jsonl`` rows with ``negatives`` other files each (by hash),
     ``test.jsonl`` rows without, ``corpus.jsonl`` with every one of them (and others up to ``max_corpus``)."""
     from harness.tasks.retrieval.data import mldr
-
     text_of = dict(zip(lds.doc_ids, lds.texts, strict=True))
     rows: dict[str, list[dict[str, Any]]] = {}
     used: set[str] = set()

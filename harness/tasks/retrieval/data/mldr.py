@@ -117,7 +117,6 @@ def load_hub(path: str, revision: str | None, lang: str, name: str, split: str =
     from datasets import get_dataset_split_names, load_dataset
 
     from harness.models import require_hub
-
     require_hub(f"dataset {path!r} ({lang}-corpus/-queries/-qrels, {split})",
                 "Offline, pass a local folder in MLDR's layout: task.data_dir=<dir containing mldr-v1.0-en/> "
                 "(corpus.jsonl, test.jsonl), e.g. a copy of Shitao/MLDR.")
@@ -160,7 +159,6 @@ def train_rows_hub(repo: str, revision: str | None, subdir: str, split: str) -> 
     from datasets import load_dataset
 
     from harness.models import require_hub
-
     require_hub(
         f"MLDR training data {repo}@{revision} ({subdir}/{split}.jsonl.gz)",
         "Offline, pass a local folder in MLDR's layout: task.train_data.source=local task.train_data.path=<folder "
@@ -182,7 +180,6 @@ def triplets(rows: Sequence[dict[str, Any]], num_negatives: int, max_samples: in
     import random
 
     from datasets import Dataset
-
     if num_negatives < 1:
         raise DataError(f"task.train_data.num_negatives={num_negatives}: use 1 or more (triplets need a negative).")
     picked = list(rows)

@@ -114,7 +114,6 @@ def load_hub_triplets(path: str, config: str, revision: str | None, max_samples:
     from datasets import load_dataset
 
     from harness.models import require_hub
-
     require_hub(f"training set {path!r} ({config})",
                 "Train from a local file instead: task.train_data.source=file task.train_data.path=triplets.tsv "
                 "(columns query, positive, negative), or evaluate without training: task.train=false.")

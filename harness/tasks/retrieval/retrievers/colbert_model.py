@@ -39,7 +39,6 @@ def load_colbert(spec: ModelSpec, *, device: str, embedding_size: int, seed: int
 
     from harness.models import _check_attn, model_identity, resolve_path
     from harness.models.load import attention_record, model_kwargs, unpad_if_varlen
-
     _check_attn(spec)
     local, revision = resolve_path(spec)
     kwargs = model_kwargs(spec, local, device)

@@ -23,7 +23,6 @@ def reciprocal_ranks(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, 
 def per_query_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     """Each metric per judged query (metric -> query id -> value); an empty run counts zero (``trec_eval -c``)."""
     import pytrec_eval  # here: planning a run reads METRICS without loading the scorer
-
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10,100", "map_cut.10", "recall.10,100,1000"})
     per_query = evaluator.evaluate({q: run.get(q) or {"__none__": 0.0} for q in qrels})
     out = {name: {q: float(per_query[q][measure]) for q in qrels} for name, measure in _MEASURES.items()}

@@ -48,7 +48,6 @@ def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk
     from pylate.scores import colbert_scores
 
     from harness.tasks.retrieval.retrievers.search import running_topk
-
     n_q, q_len = queries.shape[0], queries.shape[1]
     q = queries.to(device)
 
@@ -78,7 +77,6 @@ def rerank_exact(queries: list[np.ndarray], store: TokenStore, idx: np.ndarray, 
                  device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
     """Exact MaxSim scores of each query's candidates (``idx``, -1 = none), re-sorted best first."""
     from pylate.scores import colbert_scores
-
     scores = np.full(idx.shape, -np.inf, dtype=np.float32)
     for row, q in enumerate(queries):
         cands = idx[row][idx[row] >= 0]

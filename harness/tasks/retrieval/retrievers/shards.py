@@ -141,7 +141,6 @@ def merge(parts: Sequence[tuple[np.ndarray, np.ndarray]], top_k: int, rank: np.n
     import torch
 
     from harness.tasks.retrieval.retrievers.search import ranked_topk
-
     if not parts:
         return np.zeros((0, 0), dtype=np.float32), np.zeros((0, 0), dtype=np.int64)
     s = torch.from_numpy(np.concatenate([p[0] for p in parts], axis=1).astype(np.float32))
@@ -165,7 +164,6 @@ class ShardedRetriever:
     # -------------------------------------------------------------------- Retriever protocol
     def index(self, ds: Any) -> tuple[dict[str, Any], dict[str, float]]:
         from harness.tasks.retrieval.retrievers.search import id_rank
-
         t0 = time.perf_counter()
         self.ds = ds
         # token lengths, cached by the corpus' content: every shard job plans from them, one tokenises
@@ -306,7 +304,6 @@ class ShardedRetriever:
 def redo_command(shard: int) -> str:
     """The command that computes only ``shard`` of this run (the run's own overrides plus ``task.shard``)."""
     from hydra.core.hydra_config import HydraConfig
-
     try:
         overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("task.shard")]
     except (ValueError, AttributeError):
