@@ -86,8 +86,7 @@ def entrant(arg: str, records: Records, task: str | None) -> Entrant:
 
 
 def run_records(arg: str, task: str | None) -> list[Located]:
-    """The ok records of the record or folder ``arg``: one model's, one record per dataset (composite averages
-    left out: they keep no per-query scores of their own); anything else is one line saying how to narrow it."""
+    """The ok records of the record or folder ``arg`` (one model's, one per dataset, composites left out)."""
     path = Path(arg)
     found = list(comparable_records([path.parent if path.is_file() else path], warn=False))
     if path.is_file():
@@ -176,8 +175,7 @@ def check_distinct(found: Sequence[Entrant]) -> None:
 
 
 def relabel(found: Sequence[Entrant], labels: Sequence[str] | None) -> None:
-    """``--labels`` (one per model, distinct), else: a model name stays as given; a record or folder is named by
-    the shortest of its model name, run id, model/run id that no other row has (its path where none does)."""
+    """``--labels``, else a model name as given, a record or folder by the shortest name no other row has."""
     if labels:
         if len(labels) != len(found) or len(set(labels)) != len(labels):
             raise HarnessError(f"--labels {','.join(labels)}: give {len(found)} distinct labels, one per run or model "

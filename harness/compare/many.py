@@ -106,8 +106,7 @@ def cell_row(table: str, name: str, cells: dict[str, Outcomes], s: Settings, hig
 
 def average_row(table: str, names: Sequence[str], labels: Sequence[str], cells: dict[str, dict[str, Outcomes]],
                 reps: dict[str, dict[str, twolevel.Replicates]], s: Settings, higher_is_better: bool) -> Row:
-    """The table average of the models ``labels`` over the cells ``names`` (each has every one), cells weighted
-    equally: single runs of a per-query metric by the stratified randomization test, else the two-level bootstrap."""
+    """The table average of ``labels`` over the cells ``names``, cells weighted equally, tested as a cell is."""
     n = sum(len(cells[c][labels[0]].ids) for c in names)
     row = Row(table, "average", {x: float(np.mean([cells[c][x].score() for c in names])) for x in labels},
               {x: max(cells[c][x].k for c in names) for x in labels}, n, over=tuple(names))
@@ -150,8 +149,7 @@ def correct(rows: Sequence[Row], correction: str) -> int:
 
 
 def letters(ranked: Sequence[str], different: set[frozenset[str]]) -> dict[str, str]:
-    """Compact letter display by insert-absorb (Piepho 2004): models that share a letter are separated by no
-    test in ``different``; every pair not in it shares one. Letters run from the best-ranked model (``ranked``)."""
+    """Compact letter display by insert-absorb (Piepho 2004), letters from the best-ranked model (``ranked``)."""
     columns: list[frozenset[str]] = [frozenset(ranked)]
     pos = {x: i for i, x in enumerate(ranked)}
     for pair in sorted(different, key=lambda p: sorted(pos[x] for x in p)):

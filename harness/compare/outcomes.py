@@ -80,8 +80,7 @@ def aligned_on(pq: per_query.PerQuery, metric: str) -> str:
 
 
 def outcomes(runs: Sequence[per_query.PerQuery], metric: str) -> Outcomes:
-    """The runs of one cell as :class:`Outcomes`; :class:`per_query.PerQueryError` where they scored different
-    items or do not keep ``metric`` (GLUE: ``metric`` is not used, the predictions are re-scored)."""
+    """The runs of one cell as :class:`Outcomes`; a PerQueryError where they scored different items."""
     first = runs[0]
     for other in runs[1:]:
         per_query.aligned(first, other, aligned_on(first, metric))
@@ -112,8 +111,7 @@ def _examples(runs: Sequence[per_query.PerQuery]) -> Outcomes:
 
 
 def claim_of(path: Path) -> dict | None:
-    """A record file's ``details.per_query`` as its column reads it (an MRPC/QQP record scored by F1 re-scored by
-    accuracy: :func:`harness.selection.comparable.comparable`); None where it keeps none or cannot be read."""
+    """A record file's ``details.per_query`` as its column reads it (rescored if need be), else None."""
     try:
         return (read_comparable(path).details or {}).get("per_query")
     except (OSError, ValueError, TypeError, KeyError, AttributeError):

@@ -95,8 +95,7 @@ def bootstrap_ci(a: Sequence[float], b: Sequence[float], resamples: int = 10_000
 
 def paired(a: Sequence[float], b: Sequence[float], permutations: int = 10_000, seed: int = 0,
            level: float = 0.95, strata: Sequence[int] | None = None) -> Paired:
-    """All of the above for one pair of score vectors (b is compared against a); with ``strata``, of their macro
-    average over strata (the t-test, which has no stratified form here, is then left out: NaN)."""
+    """All of the above for one pair of score vectors (b against a); with ``strata``, of their macro average."""
     x, y = _pairs(a, b)
     w = weights(strata, len(x))
     low, high = bootstrap_ci(x, y, permutations, seed, level, strata)
@@ -123,8 +122,7 @@ def bonferroni(pvalues: Sequence[float]) -> list[float]:
 
 
 def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values (step-up, monotone, capped at 1), in the input order: the false
-    discovery rate, not the chance of any false rejection, is held at the level they are compared with."""
+    """Benjamini-Hochberg adjusted p-values (step-up, monotone, capped at 1), in the input order."""
     p = np.asarray(pvalues, dtype=np.float64)
     m = len(p)
     order = np.argsort(p, kind="stable")[::-1]
@@ -145,8 +143,7 @@ CONTROLS = {"holm": "family-wise error rate (Holm)", "bh": "false discovery rate
 
 def paired_statistic(pred_a: np.ndarray, pred_b: np.ndarray, stat: Callable[[np.ndarray, np.ndarray], float],
                      permutations: int = 10_000, seed: int = 0, level: float = 0.95) -> Paired:
-    """The paired tests for a score that is not a mean (Matthews, F1, Spearman): ``stat(idx, preds)`` scores items
-    ``idx``; randomization swaps each item's two predictions with probability 1/2, bootstrap resamples items."""
+    """The paired tests for a score that is not a mean (Matthews, F1, Spearman): ``stat(idx, preds)``."""
     if pred_a.shape != pred_b.shape or len(pred_a) == 0:
         raise ValueError(f"paired predictions must have equal, non-empty shapes ({pred_a.shape}, {pred_b.shape})")
     n = len(pred_a)

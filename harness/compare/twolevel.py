@@ -25,8 +25,7 @@ def item_resamples(strata: np.ndarray, resamples: int, rng: np.random.Generator)
 
 @dataclass(frozen=True)
 class Replicates:
-    """One model on one cell: ``base[b]``, the mean of its runs' scores on item resample b; ``drawn[b]``, that plus
-    the seed draw; ``full``: each run's score on every item; ``seed_var``: their sample variance."""
+    """One model on one cell: ``base[b]`` its runs' mean on item resample b, ``drawn[b]`` with the seed draw."""
 
     base: np.ndarray
     drawn: np.ndarray
@@ -44,8 +43,7 @@ class Replicates:
 
 def replicates(outs: dict[str, Outcomes], resamples: int, key: Sequence[int], chunk: int = 250
                ) -> dict[str, Replicates]:
-    """Every model's replicates on one cell: the same item resamples for all (drawn in chunks from a generator
-    seeded by ``key`` and the chunk, so memory stays small on large sets), then each model's seeds drawn."""
+    """Every model's replicates on one cell: the same item resamples for all (in chunks), then seeds drawn."""
     first = next(iter(outs.values()))
     per_run: dict[str, list[np.ndarray]] = {x: [] for x in outs}
     for j, start in enumerate(range(0, resamples, chunk)):
@@ -81,8 +79,7 @@ class TwoLevel:
 
 
 def two_level(a: Sequence[Replicates], b: Sequence[Replicates], n_items: int, level: float) -> TwoLevel:
-    """B - A on the mean over cells (equally weighted): the seed-averaged difference, the replicates' standard error and
-    Welch-Satterthwaite degrees of freedom (items: ``n_items`` - 1; each model's seeds per cell: k - 1)."""
+    """B - A on the mean over cells: the difference, its standard error and Welch-Satterthwaite df."""
     from scipy import stats as sps
     c = len(a)
     diff = float(np.mean([rb.full.mean() - ra.full.mean() for ra, rb in zip(a, b, strict=True)]))

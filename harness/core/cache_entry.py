@@ -241,8 +241,7 @@ def _remove(path: Path) -> None:
 
 
 def publish(tmp: Path, path: Path) -> bool:
-    """Rename the finished ``tmp`` (file or folder) to ``path`` unless an entry is there already: that one is kept
-    and ``tmp`` removed (False). Files are linked (a link never replaces), folders renamed (never onto a full one)."""
+    """Rename the finished ``tmp`` to ``path`` unless an entry is there already (kept; ``tmp`` removed: False)."""
     try:
         if tmp.is_dir():
             os.rename(tmp, path)
@@ -268,8 +267,7 @@ def _link(tmp: Path, path: Path) -> None:
 
 
 def get_or_build(read: Callable[[], T | None], build: Callable[[], T], entry: Path, *, what: str) -> tuple[T, bool]:
-    """(the entry at ``entry``, built here): ``read`` it (None: absent; :class:`Unusable`/OSError: bad or vanishing);
-    on a miss take its lock (:func:`lock_path`), read again, and only then set a bad entry aside and ``build`` it."""
+    """(the entry, built here): ``read`` it; on a miss take its lock, read again, and only then ``build`` it."""
     with contextlib.suppress(Unusable, OSError):
         got = read()
         if got is not None:

@@ -156,8 +156,7 @@ class Step:
 
 @contextmanager
 def step(what: str, *, show: bool = True, starting: str = "") -> Iterator[Step]:
-    """One long step of unknown length: on a terminal a line when it starts (``starting`` adds why it may take a
-    while); always one line when it finishes, with its outcome and duration; nothing if it raises."""
+    """One long step of unknown length: a line when it starts (on a terminal) and one when it finishes."""
     if show and interactive():
         log.info("%s ...%s", what, f" ({starting})" if starting else "")
     t0, result = time.perf_counter(), Step()

@@ -17,8 +17,7 @@ MEANING = ("computed on data that is not the pinned official copy of the dataset
 
 def origin(fingerprint: str, source: str, *, hub: str | None, revision: str | None,
            official_fingerprints: Iterable[str] = ()) -> dict[str, Any]:
-    """``details.data`` for data of ``fingerprint`` (``hub:<id>@<rev>``, else the content hash) from ``source``
-    (a folder or hub id); ``hub``/``revision``: the official copy the entry pins (None: none)."""
+    """``details.data`` for data of ``fingerprint`` from ``source``; ``hub``/``revision``: the official copy."""
     if fingerprint.startswith("hub:"):
         return {"source": "hub", "official": revision is not None, "fingerprint": fingerprint, "path": source}
     official = None if hub is None else fingerprint in set(official_fingerprints)
@@ -48,8 +47,7 @@ def local_data(record: Any) -> str | None:
 
 
 def file_version(record: Any) -> str:
-    """`` (files sha256:...: 3 files, 1.2 MB)``: which version of its local files a record was computed on
-    (``details.data_files``; the leaderboard's note), or nothing for a record written before records said it."""
+    """`` (files sha256:...: 3 files, 1.2 MB)``: the version of its local files a record was computed on."""
     files = (record.details or {}).get("data_files")
     if not isinstance(files, Mapping) or not files.get("fingerprint"):
         return ""

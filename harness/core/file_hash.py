@@ -82,8 +82,7 @@ def _store(entry: Path, data: dict[str, Any]) -> None:
 
 
 def sha256_of(path: Path) -> str:
-    """The sha256 (hex) of a file's bytes, read in chunks; a big file logs its progress (``harness.progress``, a
-    line every :data:`PROGRESS_S` seconds and one when done)."""
+    """The sha256 (hex) of a file's bytes, read in chunks; a big file logs its progress."""
     size = path.stat().st_size
     h = hashlib.sha256()
     shown = size >= PROGRESS_BYTES and log.isEnabledFor(logging.INFO)

@@ -52,8 +52,7 @@ def trained_model_dir(outputs_dir: PathLike, task: str, model: str, key: str) ->
 
 @dataclass(frozen=True)
 class RunLayout:
-    """Where one run's files go, from the config's ``paths``: records under ``results``, trained models under
-    ``outputs``, caches under ``cache`` (``~`` expanded). Stages get it in their context; none builds a path."""
+    """Where one run's files go, from the config's ``paths`` (``~`` expanded); no stage builds a path."""
 
     results: str
     outputs: str

@@ -162,8 +162,7 @@ def _umask() -> int:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Write to a temp file in the same directory, fsync, rename: never a half-written file. Mode as ``open`` gives
-    (``0o666`` less the umask, not ``mkstemp``'s 0600), so people sharing a results folder read each other's."""
+    """Write to a temp file, fsync, rename (never half-written), with the mode ``open`` gives (not 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -242,8 +241,7 @@ def read_record(path: str | os.PathLike) -> ResultRecord:
 
 def iter_records(dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True,
                  strict_schema: bool = False) -> Iterator[tuple[Path, ResultRecord]]:
-    """Every record under one or more results directories; malformed or foreign JSON, or an unread schema, is
-    skipped with a warning naming the file (``strict_schema``: :class:`UnknownSchemaError` raised)."""
+    """Every record under the results directories; a bad file is skipped with a warning naming it."""
     if isinstance(dirs, str | os.PathLike):
         dirs = [dirs]
     for d in dirs:

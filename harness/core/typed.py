@@ -32,8 +32,7 @@ def choices(*values: Any, **kw: Any) -> Any:
 
 
 def at_least(low: float, *, below: float | None = None, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
-    """A number (each of a list or mapping) >= ``low`` (and < ``below`` if given); ``null``: what null means where
-    allowed (the error offers it); ``nonempty``: a list not empty either (:func:`nonempty`)."""
+    """A number (each of a list or mapping) >= ``low`` (< ``below``); ``null``: what null means where allowed."""
     return _field({"min": low, "below": below, "null": null, "nonempty": nonempty}, **kw)
 
 
@@ -48,14 +47,12 @@ def positive(*, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
 
 
 def nonempty(names_from: str = "", **kw: Any) -> Any:
-    """A list that selects what runs (datasets, tasks, seeds): empty would run nothing, silently. ``names_from``: the
-    sibling field whose keys are the valid names; a mapping of lists (GLUE's epoch groups) needs each non-empty."""
+    """A list that selects what runs (empty would run nothing); ``names_from``: the field of valid names."""
     return _field({"nonempty": True, "names_from": names_from}, **kw)
 
 
 def excluded(why: str, **kw: Any) -> Any:
-    """A field the run identity leaves out, and ``why``: it changes no number (how texts are batched), or the
-    identity holds what it resolves to instead (a source run's id). :func:`excluded_keys` lists them."""
+    """A field the run identity leaves out, and ``why`` (it changes no number, or is hashed resolved)."""
     return _field({}, excluded=why, **kw)
 
 
@@ -80,8 +77,7 @@ def config_keys(cls: type) -> list[str]:
 
 
 def key_fields(cls: type) -> dict[str, tuple[type, dataclasses.Field]]:
-    """``{key: (the class that declares it, its field)}`` for every key a mapping for ``cls`` may have: its own
-    fields, and the keys of its :func:`flat` nodes (a key declared by two of them is an error in ``cls``)."""
+    """``{key: (declaring class, field)}`` of every key a mapping for ``cls`` may have, flat nodes' too."""
     out: dict[str, tuple[type, dataclasses.Field]] = {}
     for name, f in init_fields(cls).items():
         node = _node_of(cls, f) if f.metadata.get("flat") else None
@@ -105,8 +101,7 @@ def excluded_keys(cls: type, prefix: str) -> dict[str, str]:
 
 
 def role_keys(cls: type, role: str, prefix: str) -> tuple[str, ...]:
-    """The dotted keys of every node of ``cls`` whose ``role`` is ``role``: its own keys (flat: at the parent's
-    level), the keys the run resolves into it (``derived``, e.g. ``voyager``); a nested node counts as one key."""
+    """The dotted keys of every node of ``cls`` whose ``role`` is ``role`` (a nested node counts as one key)."""
     if getattr(cls, "role", None) == role:
         return tuple(f"{prefix}.{k}" for k in (*config_keys(cls), *getattr(cls, "derived", ())))
     out: list[str] = []
@@ -237,8 +232,7 @@ def _dataclasses_in(tp: Any) -> list[type]:
 
 
 def from_conf(cls: type[T], file: str, /, *, part: bool = False, **overrides: Any) -> T:
-    """``cls`` from ``conf/<file>.yaml`` (where its defaults are written) with ``overrides``, for code outside a
-    composed config; ``part``: only ``cls``'s keys of a larger file, each resolved alone."""
+    """``cls`` from ``conf/<file>.yaml`` with ``overrides``; ``part``: only ``cls``'s keys of a larger file."""
     from omegaconf import OmegaConf
 
     import conf

@@ -24,8 +24,7 @@ def opened(path: Path, mode: str = "rb", **kwargs: Any) -> Any:
 
 @contextmanager
 def reading(path: Path) -> Iterator[None]:
-    """Reading ``path`` in the block: invalid UTF-8 (named by line and byte offset), a corrupt gzip or an unreadable
-    file is a one-line DataError."""
+    """Reading ``path`` in the block: bad UTF-8, a corrupt gzip or an unreadable file is a one-line DataError."""
     try:
         yield
     except UnicodeDecodeError:
@@ -39,8 +38,7 @@ def reading(path: Path) -> Iterator[None]:
 
 
 def text_lines(path: Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file (ends kept, as ``open(newline="")``; BOM dropped; ``.gz`` gunzipped), read
-    as :func:`reading` says."""
+    """The lines of a UTF-8 text file (ends kept; BOM dropped; ``.gz`` gunzipped), read as :func:`reading`."""
     with reading(path), opened(path, "rt", encoding="utf-8-sig", newline="") as fh:
         yield from fh
 
@@ -90,8 +88,7 @@ def csv_rows(path: Path, delimiter: str, quoting: int = csv.QUOTE_MINIMAL) -> It
 
 
 def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-empty line of a JSONL file (``.gz``: gzipped; a BOM ignored); invalid
-    UTF-8, a non-object line or a missing ``required`` field is an error naming the line and the fix."""
+    """(line number, object) for each non-empty line of a JSONL file; a bad line is an error naming it."""
     for lineno, line in enumerate(text_lines(path), start=1):
         if line.strip():
             yield lineno, json_object(path, lineno, line, required)

@@ -84,8 +84,7 @@ def tokens_of(size: list[float], length_cap: int, per_word: bool) -> tuple[float
 
 def retrieval_work(datasets: list[str], cap: int, data_dir: Any = None, catalog: Any = None,
                    memory: Callable[[float, float, float], float] | None = None) -> Work:
-    """Evaluation tokens of ``datasets``: from local files under ``data_dir`` where any, else the cost file's sizes;
-    with ``memory`` ((documents, queries, tokens per document) -> GB), the host memory of each."""
+    """Evaluation tokens of ``datasets`` (local files, else the cost file's); with ``memory``, host GB of each."""
     c, w = cost_data(), Work()
     for d in datasets:
         entry = (catalog or {}).get(d) or {}

@@ -70,8 +70,7 @@ def resolve_batch_tokens(model: SentenceTransformer, batching: Batching, device:
 
 def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None,
              max_length: int | None = None) -> list[list[int]]:
-    """Token ids per text, exactly as the model's sentence-transformers module tokenises (strip, lower-case if so,
-    truncation at ``max_length``, default ``max_seq_length``), unpadded; ``tokenizer``: a per-thread copy."""
+    """Token ids per text as the model's sentence-transformers module tokenises, unpadded."""
     module = model[0]
     stripped = [str(t).strip() for t in texts]
     if getattr(module, "do_lower_case", False):
@@ -315,8 +314,7 @@ def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: st
 
 def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int,
                  cast: Any) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
-    """(indices, embeddings) per batch as they finish: here, or in ``n_workers`` threads each taking the next batch
-    with one intra-op thread; inference mode and autocast (``cast()``) are per thread, entered per batch."""
+    """(indices, embeddings) per batch as they finish, here or in ``n_workers`` single-threaded threads."""
     if n_workers == 1 or len(batches) == 1:
         with torch.inference_mode(), cast():
             for idx in batches:

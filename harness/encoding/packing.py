@@ -25,16 +25,14 @@ def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size:
 
 
 def packed_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) -> list[np.ndarray]:
-    """Indices in packed batches, longest first, at most ``batch_tokens`` real tokens and ``max_batch_size`` sequences
-    each (a longer text: a batch alone)."""
+    """Indices in packed batches, longest first, at most ``batch_tokens`` real tokens each."""
     order = np.argsort(-lengths, kind="stable")
     sizes = np.maximum(lengths[order], 1)
     return [order[a:b] for a, b in chunk_bounds(sizes, batch_tokens, batch_tokens, most_items=max_batch_size)]
 
 
 def chunk_bounds(sizes: np.ndarray, first: int, most: int, most_items: int | None = None) -> list[tuple[int, int]]:
-    """[start, stop) of consecutive chunks covering items of ``sizes`` (e.g. characters), the first holding about
-    ``first``, each next twice as much, up to ``most``; at least one item per chunk, at most ``most_items``."""
+    """[start, stop) of chunks of items of ``sizes``, the first about ``first``, doubling up to ``most``."""
     ends = np.cumsum(sizes)
     bounds, start, target = [], 0, max(1, first)
     while start < len(sizes):
@@ -82,8 +80,7 @@ def pack_rows(seqs: list[list[int]], capacity: int | None, pad_id: int) -> Packe
 
 
 def unpack_index(packed: Packed) -> tuple[np.ndarray, np.ndarray]:
-    """Where each sequence's tokens are in the flattened rows, as [sequences, longest] indices (clamped past a
-    sequence's end) and the mask of real tokens: gathers the packed output back to [batch, longest, hidden]."""
+    """[sequences, longest] indices of each sequence's tokens in the flattened rows, and the real-token mask."""
     offs, width = np.arange(max(packed.lengths)), packed.input_ids.shape[1]
     starts = np.array([row * width + start for row, start in packed.where])
     mask = offs[None, :] < np.asarray(packed.lengths)[:, None]
@@ -138,8 +135,7 @@ def packed_arrays(packed: Packed, mode: str) -> dict[str, np.ndarray]:
 
 
 def packed_kwargs(hf: Any, tensors: dict[str, torch.Tensor], mode: str, longest: int) -> dict[str, Any]:
-    """Forward kwargs of packed rows from :func:`packed_arrays`' tensors on the device: restarting position ids plus
-    ``cu_seq_lens`` (``varlen``) or a block-diagonal mask per attention type (``mask``, sdpa/eager)."""
+    """Forward kwargs of packed rows: restarting positions plus ``cu_seq_lens`` or block-diagonal masks."""
     kwargs: dict[str, Any] = {"input_ids": tensors["input_ids"], "position_ids": tensors["position_ids"]}
     if mode == "varlen":
         cu = tensors["cu_seq_lens"]

@@ -47,8 +47,7 @@ def default_workers() -> int:
 
 
 class TokenizerPool:
-    """Copies of one tokenizer, each used by one thread at a time: :meth:`borrow` takes a free copy or makes one,
-    so a pool holds as many copies as threads ever tokenised at once, reused by every later call."""
+    """Copies of one tokenizer, each used by one thread at a time (:meth:`borrow`), reused by later calls."""
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
@@ -80,8 +79,7 @@ def tokenizers(module: Any) -> TokenizerPool:
 
 
 class GpuBusy:
-    """The time a CUDA device spent inside :meth:`span` s (CUDA events around each batch, so waiting on the host's
-    launches counts as busy), read once the device finished them (:meth:`seconds`); a no-op elsewhere."""
+    """The time a CUDA device spent inside :meth:`span` s (CUDA events), read once at the end."""
 
     def __init__(self, device: str) -> None:
         self.enabled = device.startswith("cuda")
@@ -106,8 +104,7 @@ class GpuBusy:
 
 
 class Prefetcher:
-    """Every chunk's items in order, prepared ahead by ``workers`` threads (``ahead`` chunks); ``waited_s``: blocked,
-    ``first_wait_s``: of which for the first chunk (its host time: the device has nothing to do before it)."""
+    """Every chunk's items in order, prepared ahead by ``workers`` threads; ``waited_s``: time blocked."""
 
     def __init__(self, prepare: Callable[[int, int], list[Any]], chunks: list[tuple[int, int]], *,
                  workers: int, ahead: int | None = None) -> None:
@@ -153,8 +150,7 @@ def host_array(tensor: torch.Tensor) -> np.ndarray:
 
 
 class HostSink:
-    """Rows of an [n, dim] result, filled batch by batch from device tensors without stopping the device: float32,
-    or with ``keep_width`` the encoder's own width (bf16 and fp16 in 2 bytes, :data:`KEPT_DTYPES`)."""
+    """Rows of an [n, dim] result, filled from device tensors without stopping the device."""
 
     def __init__(self, n: int, device: str, keep_width: bool = False) -> None:
         self.n, self.cuda, self.keep_width = n, device.startswith("cuda"), keep_width

@@ -112,8 +112,7 @@ SOURCES: tuple[PublishedSource, ...] = (
 
 @dataclass(frozen=True)
 class TaskRowSource:
-    """A published table laid out one row per task and one column per model (the Jina AI comparison). Rows whose
-    ``section`` column equals ``section_value`` and whose task is in ``tasks`` become cells of ``table``."""
+    """A published table laid out one row per task and one column per model (the Jina AI comparison)."""
 
     id: str
     file: str
@@ -266,8 +265,7 @@ PAPER_SOURCES: tuple[PaperSource, ...] = (
         other_protocol={"codesearchnet": _MMBERT_DPR, "stackoverflow_qa": _MMBERT_DPR}),
 )
 def load_published() -> list[PublishedRow]:
-    """All published rows, merged by row key across sources (Tables 1, 5, 7, 8 share the paper's rows; mmBERT's
-    Tables 2, 4 and 6 its rows), in the order they first appear."""
+    """All published rows, merged by row key across sources, in the order they first appear."""
     merged: dict[RowKey, PublishedRow] = {}
     for rows in [*map(read_source, SOURCES), *map(read_paper_source, PAPER_SOURCES),
                  *map(read_task_rows, TASK_ROW_SOURCES)]:

@@ -52,8 +52,7 @@ def _why(record: ResultRecord, want: str, recipes: Mapping[tuple[str, str], str]
 
 def mark_recipe(cell: Cell, records: Iterable[ResultRecord], want: str | None,
                 recipes: Mapping[tuple[str, str], str]) -> Cell:
-    """``cell`` footnoted ¶ where the records it shows (``used`` in its sources) were not fine-tuned under ``want``
-    (the column's published recipe; None: the column declares none, nothing to check)."""
+    """``cell`` footnoted ¶ where its records were not fine-tuned under ``want`` (the column's recipe)."""
     if want is None or cell.value is None or cell.other_protocol:
         return cell
     used = {s.get("run_id") for s in cell.sources if s.get("used")}

@@ -85,8 +85,7 @@ def row_key(record: ResultRecord) -> RowKey:
 
 
 def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded]]:
-    """Records by (row, table, column); composite members (``details.member_of``) left out (the composite is the
-    cell); ``extra_columns`` put a record in further cells, its main score another of its metrics."""
+    """Records by (row, table, column); composite members left out, ``extra_columns`` adding cells."""
     cells: dict[tuple[RowKey, str, str], list[Loaded]] = defaultdict(list)
     for item in loaded:
         r = item.record
@@ -179,8 +178,7 @@ def _pick_split(ok: list[Loaded]) -> tuple[list[Loaded], str]:
 def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded] | None = None,
             chosen_by: str = "", link_root: Path | None = None, versions: VersionTable | None = None,
             decimals: int = 1, remark: str = "", withheld: str = "") -> Cell:
-    """One cell from its records: ``chosen`` (the selection's pick, described in ``chosen_by``, ``remark``;
-    ``withheld``: why none), else ``rule`` (latest | best | mean). Failed records never give a number."""
+    """One cell from its records: ``chosen`` (the selection's pick), else ``rule``; failures give no number."""
     COMBINE_RULES.lookup(rule)
     versions = versions or VersionTable()
     if withheld:

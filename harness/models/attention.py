@@ -54,8 +54,7 @@ def cuda_capability(device: str | None) -> tuple[int, int]:
 
 # --------------------------------------------------------------------------------------------- the model's facts
 def transformer_config(local: str | Path) -> Path | None:
-    """The transformers config.json of a model folder: at its root, or, in a sentence-transformers folder, in the
-    folder of the Transformer module its modules.json lists (``0_Transformer/``, ...); None when there is none."""
+    """The transformers config.json of a model folder (or of its sentence-transformers Transformer module)."""
     root = Path(local)
     if (root / "config.json").is_file():
         return root / "config.json"
@@ -97,8 +96,7 @@ def head_dim_of(config: Any) -> int | None:
 
 # --------------------------------------------------------------------------------------------- the choice
 def kernel_blocker(*, capability: tuple[int, int] | None, head_dim: int | None, dtype: str | None) -> str:
-    """Why the flash kernels cannot run a model on this GPU, in words ('' where they can): ``capability`` of the
-    GPU, the model's ``head_dim``, the ``dtype`` its weights load in (fp32 is cast to bf16 around the kernel)."""
+    """Why the flash kernels cannot run a model on this GPU, in words ('' where they can)."""
     reasons = []
     if capability is not None and tuple(capability) < MIN_CAPABILITY:
         reasons.append(f"compute capability {capability[0]}.{capability[1]} (the flash kernels need "
@@ -140,8 +138,7 @@ def blocker_for(device: str | None, head_dim: int | None = None, dtype: str | No
 
 def resolve_for(requested: str, model_type: str | None, device: str | None = None, *, head_dim: int | None = None,
                 dtype: str | None = None) -> str:
-    """:func:`resolve_attention` here for a model on ``device`` (None: wherever torch finds a GPU; ``cpu`` is never
-    CUDA), with ``head_dim`` and ``dtype`` where known; torch imported only where the GPU matters."""
+    """:func:`resolve_attention` here for a model on ``device`` (None: wherever torch finds a GPU)."""
     packs = can_pack(model_type)
     if requested != VARLEN and not (packs and requested in ("auto", "flash_attention_2")):
         return resolve_attention(requested, cuda=False, packs=packs)
@@ -160,8 +157,7 @@ def fallback_reason(requested: str, implementation: str, model_type: str | None,
 
 # --------------------------------------------------------------------------------------------- what ran
 def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
-    """What computes attention under ``implementation`` (expected; records count what ran): for ``harness_varlen``
-    flash-attn's varlen (installed, CUDA), torch's flash kernel (CUDA), or the plain-torch reference."""
+    """What computes attention under ``implementation`` (expected; records count what ran)."""
     if implementation != VARLEN:
         return f"transformers {implementation}"
     if not cuda:

@@ -120,8 +120,7 @@ def layer_dtype(hidden: Any) -> str:
 
 
 def count(module: Any, kernel: str, dtype: Any = None) -> None:
-    """One call of ``kernel`` on inputs of ``dtype`` by the attention ``module`` (of a watched encoder; nothing
-    otherwise). Callers skip it while torch.compile traces (the compiled forwards are counted instead)."""
+    """One call of ``kernel`` on inputs of ``dtype`` by the attention ``module`` (of a watched encoder)."""
     calls = getattr(module, "_harness_calls", None)
     if calls is not None:
         calls.add(kernel, dtype=dtype_name(dtype) if dtype is not None else None)

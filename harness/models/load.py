@@ -75,8 +75,7 @@ def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any
 
 
 def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
-    """Padded batches into ``encoder`` run as one packed row where it loaded ``harness_varlen``; every attention
-    call of ``encoder`` is counted by kernel from now on (:func:`harness.models.kernel_calls.watch`)."""
+    """``encoder`` unpadded where it loaded ``harness_varlen``; its attention calls counted from now on."""
     watch(encoder)
     if getattr(encoder.config, "_attn_implementation", None) == att.VARLEN:
         from harness.models.varlen_attention import install

@@ -94,8 +94,7 @@ def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False, check_fit: b
 
 
 def check_available(spec: ModelSpec) -> None:
-    """Before any work: a hub model is cached or the hub reachable (a local folder is checked by :func:`model_ref`),
-    and a local, packaged or cached model's weights fit its config.json's encoder. Downloads nothing."""
+    """Before any work, downloading nothing: the model is reachable and its weights fit its config.json."""
     if _is_local(spec.path):
         resolve_path(spec, pruning_applied=True)
     elif (snapshot := cached_snapshot(spec)) is not None:

@@ -56,8 +56,7 @@ def usable_positions(model_or_config: Any) -> int | None:
 
 
 def positions_in(folder: str | Path) -> int | None:
-    """:func:`usable_positions` of the model in ``folder`` from its ``config.json`` alone (no weights, no
-    transformers), which planning checks lengths against; None when there is no readable config or it is silent."""
+    """:func:`usable_positions` of the model in ``folder`` from its ``config.json`` alone."""
     try:
         data = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

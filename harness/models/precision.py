@@ -103,8 +103,7 @@ FP32_BUFFERS = "inv_freq"
 
 
 def cast_weights(model: Any, dtype: Any) -> None:
-    """``model.to(dtype)`` with rotary frequencies kept in fp32 as transformers' ``dtype=`` loading keeps them: in bf16
-    a position's angle is off by up to a few radians at 2,048 tokens."""
+    """``model.to(dtype)`` with rotary frequencies kept in fp32 (in bf16 an angle is off by radians)."""
     kept = {name: buffer for name, buffer in model.named_buffers() if name.rsplit(".", 1)[-1].endswith(FP32_BUFFERS)
             and buffer.is_floating_point()}
     model.to(dtype)

@@ -89,8 +89,7 @@ def torch_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Te
 def torch_kernel_arguments(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, max_len: int, *,
                            scale: float | None, window: int, causal: bool,
                            dropout: float) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The arguments of ``aten._flash_attention_forward`` for one packed row (query, key, value, cum_seq_q/k,
-    max_q/k, dropout_p, is_causal, return_debug_mask; by name scale and the window's sizes); a test binds them."""
+    """The arguments of ``aten._flash_attention_forward`` for one packed row (a test binds them)."""
     return ((q, k, v, cu, cu, max_len, max_len, dropout, causal, False),
             {"scale": scale, "window_size_left": window, "window_size_right": window})
 

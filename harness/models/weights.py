@@ -30,8 +30,7 @@ def is_weight_file(path: Path) -> bool:
 
 
 def check_model_dir(local: str | os.PathLike) -> None:
-    """A local model folder has a readable config.json and complete weights (each safetensors file's header is
-    checked against its size, so a truncated download fails here in milliseconds, not inside the loader)."""
+    """A local model folder has a readable config.json and complete weights (safetensors headers)."""
     root = Path(local)
     configs = sorted(root.glob("config.json")) or sorted(root.glob("*/config.json"))
     if not configs:
@@ -126,8 +125,7 @@ def _quiet_transformers() -> Iterator[None]:
 
 
 def fit_problem(local: str, *, trust_remote_code: bool = False, device_map: str | None = "meta") -> str | None:
-    """Load the encoder of ``local`` with transformers' loader (on the meta device: no tensor is read) and say in
-    one line what its loading report finds missing, mismatched or unused (None: the weights fit the config)."""
+    """What loading ``local``'s encoder (on the meta device) finds missing, mismatched or unused; None: fits."""
     from transformers import AutoModel
     with _quiet_transformers():
         model, info = AutoModel.from_pretrained(str(local), output_loading_info=True, device_map=device_map,

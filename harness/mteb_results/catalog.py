@@ -44,8 +44,7 @@ def _task_yaml(family: str) -> dict[str, Any]:
 
 
 def own_catalog(family: str) -> dict[str, Any]:
-    """The catalog ``conf/task/<family>.yaml`` declares itself (its ``catalog`` plus a shared one it includes,
-    ``conf/catalog/<name>.yaml``), not entries of inherited tasks."""
+    """The catalog ``conf/task/<family>.yaml`` declares itself, not entries of inherited tasks."""
     from omegaconf import OmegaConf
     raw = _task_yaml(family)
     out: dict[str, Any] = {}
