@@ -96,8 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def best_step(common: list[str]) -> list[str]:
-    """``model.path=series:<name>``: the graph evaluates that series' selected step (``harness.select --series``),
-    resolved here, so every job gets the checkpoint's folder and row name."""
+    """``model.path=series:<name>``: that series' selected step, resolved here for every job."""
     from harness.selection.series import PREFIX, resolve
     if not any(o.partition("=")[0].lstrip("+") == "model.path" and o.partition("=")[2].startswith(PREFIX)
                for o in common):

@@ -57,8 +57,7 @@ class Step:
     mem_gb: float | None = None   # host memory its jobs need (harness.paper.cost.host_memory), where modelled
 
     def resources(self, cluster: Mapping[str, Any]) -> dict[str, Any]:
-        """What one job of this step asks for: the cluster profile's entry for its kind, GPUs, CPUs and memory
-        times its ``devices`` (N processes of one job, on one node); memory at least what its jobs need."""
+        """What one job of this step asks for: the profile's entry for its kind, times its ``devices``."""
         res = dict(cluster[self.kind])
         for key in ("gpus", "cpus", "mem_gb"):
             res[key] = (res.get(key) or 0) * self.devices
@@ -81,8 +80,7 @@ KINDS = ("train", "eval", "cpu")
 
 @dataclass(kw_only=True)
 class StepSettings:
-    """One configured step (``paper.stages.<name>``; conf/paper/paper.yaml documents each key): a task, optionally
-    over a sweep (``params`` replaces the sweep file's values)."""
+    """One configured step (``paper.stages.<name>``): a task, optionally over a sweep."""
 
     task: str
     sweep: str | None = None
@@ -207,8 +205,7 @@ def _sweep_steps(name: str, conf: StepSettings, spec: specs.TaskSpec, run: list[
 
 
 def _devices(name: str, conf: StepSettings, kind: str) -> tuple[str, ...]:
-    """A training step's ``devices: N``: each of its runs trains on N processes (``task.devices=N``; its SLURM job
-    asks for N times the profile's train resources, on one node). Only training steps train."""
+    """A training step's ``devices: N``: each of its runs trains on N processes of one node."""
     if not conf.devices or conf.devices == 1:
         return ()
     if kind != "train":
@@ -218,8 +215,7 @@ def _devices(name: str, conf: StepSettings, kind: str) -> tuple[str, ...]:
 
 
 def _sharded(step: Step, k: int) -> list[Step]:
-    """An evaluation step as ``<step>.shards`` (one job per corpus shard: ``task.shard=<i>``) and the step itself as
-    the merge, after every shard ended well (``afterok``); a step that trains is not sharded."""
+    """An evaluation step as ``<step>.shards`` (one job per corpus shard) and the step itself as the merge."""
     if step.kind != "eval":
         raise HarnessError(f"paper.stages.{step.name}.shards: only an evaluation step can be sharded (this one "
                            f"is {step.kind!r}); a sweep's report is")

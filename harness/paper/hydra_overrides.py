@@ -71,8 +71,7 @@ def run_dir_override(log_dir: str, key: str) -> str:
 
 @contextmanager
 def log_file(folder: str | None) -> Iterator[None]:
-    """While a job runs in this process (a local series checkpoint run, outside Hydra): its log records at INFO and
-    above also go to ``<folder>/run.log``; the console shows what it showed before. No folder: nothing changes."""
+    """While a job runs in this process outside Hydra: its log records also go to ``<folder>/run.log``."""
     if folder is None:
         yield
         return

@@ -160,8 +160,7 @@ def select(job: graph.Job, upstream: Sequence[progress.JobState], min_finished: 
 
 def settle(steps: Sequence[graph.Step], states: dict[str, progress.JobState], paper: Mapping[str, Any]
            ) -> dict[str, progress.JobState]:
-    """'Done' means built from the current records: a selection newer than every attempt of its sweep's jobs (its
-    own last not failed since), the leaderboard when all else is done and its site is newer than every input."""
+    """'Done' for a selection or the leaderboard: built after every input it reads was last written."""
     res = next((s.results for s in states.values() if s.results), None)
     name = next((str(s.model.get("name")) for s in states.values() if s.model.get("name")), None)
     if res is None or name is None:

@@ -79,8 +79,7 @@ def is_group(override: str) -> bool:
 
 @contextmanager
 def composed(overrides: Sequence[str]) -> Iterator[Any]:
-    """The job's config as the CLI composes it: group choices and ``sweep=`` composed once per set, plain
-    ``key=value`` overrides set for the block and undone (a 384-point grid composes a handful of configs)."""
+    """The job's config as the CLI composes it, group choices composed once per set (a 384-point grid: a few)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
     groups = tuple(o for o in overrides if is_group(o))
@@ -172,8 +171,7 @@ def _seconds(rec: results.ResultRecord, trained: dict[str, float] | None) -> flo
 
 
 def selected_overrides(job: Job, upstream: Sequence[JobState]) -> list[str] | None:
-    """A report job's overrides: its own plus the sweep values (``job.params``) of the run the upstream sweep's
-    selection rule picks among the upstream jobs' records; None while the sweep has no usable record."""
+    """A report job's overrides plus the sweep values of the run its selection picks; None while there is none."""
     choice = choose(job.task, sweep_records(job.task, upstream, job.datasets))
     if choice is None:
         return None

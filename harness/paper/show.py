@@ -130,8 +130,7 @@ def status(steps: Sequence[Step], states: Mapping[str, JobState], tp: cost.Throu
 
 
 def job_seconds(outcome: Mapping[str, Any] | None, recorded: float) -> float:
-    """What a job held its devices for: its last attempt's wall time (start to end, loading included) where the
-    graph ran it, else what its records' timings add up to (runs made outside the graph)."""
+    """What a job held its devices for: its last attempt's wall time, else what its records' timings add up to."""
     from datetime import datetime
     try:
         return (datetime.fromisoformat(outcome["ended"]) - datetime.fromisoformat(outcome["started"])).total_seconds()
@@ -140,8 +139,7 @@ def job_seconds(outcome: Mapping[str, Any] | None, recorded: float) -> float:
 
 
 def devices(kind: str, cluster: Mapping[str, Any]) -> int:
-    """Devices a job of ``kind`` holds, as the estimate counts them: its GPUs (a CPU-only profile: one; kind cpu:
-    none), N times that for a step of N training processes."""
+    """Devices a job of ``kind`` holds, as the estimate counts them (N times that for N training processes)."""
     return 0 if kind == "cpu" else max(int(cluster[kind].get("gpus") or 0), 1)
 
 

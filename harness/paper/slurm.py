@@ -133,8 +133,7 @@ def note_ended(ledger: Mapping[str, str], attempts: dict[str, dict[str, Any]],
 
 
 def job_states(folder: Path) -> dict[str, str]:
-    """Job key -> its current attempt's state for ``--status``: the queue's (``R``, ``PD``; ``BLOCKED``: can never
-    start), else the noted final state (``COMPLETED exit 0:0``), else ``ENDED``; notes newly ended attempts."""
+    """Job key -> its current attempt's state for ``--status`` (the queue's, else the noted final state)."""
     ledger, attempts = read_ledger(folder)
     if not ledger:
         return {}

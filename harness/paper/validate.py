@@ -62,8 +62,7 @@ def check_paper(paper: Mapping[str, Any], base: Mapping[str, Any]) -> PaperSetti
 
 
 def check_folder(folder: Path) -> None:
-    """The paper folder (ledger, context, job logs) is writable and its ledger, if any, is readable and of its
-    shape (:func:`harness.paper.slurm.read_ledger`)."""
+    """The paper folder is writable and its ledger, if any, readable and of its shape."""
     from harness.paper.slurm import read_ledger
     from harness.run.preflight import check_writable_dir
     check_writable_dir(folder, "the paper folder (beside paths.results)")
@@ -71,8 +70,7 @@ def check_folder(folder: Path) -> None:
 
 
 def check_runs(steps: Sequence[Any], deep: bool = True) -> None:
-    """Each step's first run, checked as ``python -m harness <its overrides>`` checks before any work (names and
-    keys; ``deep``: also the composed config's settings, folders, device and data)."""
+    """Each step's first run, checked as ``python -m harness <its overrides>`` checks before any work."""
     from harness.run.overrides import check_overrides
     check_no_overwrite(steps)
     seen: set[tuple[str, ...]] = set()
@@ -91,8 +89,7 @@ def check_runs(steps: Sequence[Any], deep: bool = True) -> None:
 
 
 def check_no_overwrite(steps: Sequence[Any]) -> None:
-    """``overwrite=true`` is refused: a graph's job is done when the runner would skip its cells, which under
-    overwrite it never does, so every resubmit would compute everything again."""
+    """``overwrite=true`` is refused: under it no job would ever be done, and each resubmit redo everything."""
     for step in steps:
         for job in step.jobs:
             for text in job.overrides:
@@ -105,8 +102,7 @@ def check_no_overwrite(steps: Sequence[Any]) -> None:
 
 
 def _check_composed(argv: list[str], plan: bool) -> None:
-    """Compose the run's config and run the single run's up-front checks (with ``plan``, data folders or hub access
-    for every dataset) without loading a model or reading data."""
+    """The single run's up-front checks on the composed config, without loading a model or reading data."""
     from harness.run.overrides import compose_config
     from harness.run.runner import checked
     checked(compose_config(argv), plan=plan)

@@ -59,8 +59,7 @@ class RunLock(FileLock):
 
 @contextlib.contextmanager
 def hold(dirs: Mapping[str, Path], settings: LockSettings) -> Iterator[set[str]]:
-    """Lock the runs ``dirs`` names (run id -> folder) and yield those held; a run another live process holds is
-    waited for up to ``settings.wait`` seconds, then skipped with a warning (the caller plans held runs again)."""
+    """Lock the runs ``dirs`` names and yield those held; one held elsewhere is waited for, then skipped."""
     # the locks held: beating while the others are waited for
     with Heartbeat([], beat_every(settings.stale_after)) as beat:
         try:

@@ -34,8 +34,7 @@ NAME_KEYS = ("task.benchmark",)
 
 
 def quote_names(argv: Sequence[str]) -> list[str]:
-    """``task.benchmark=MTEB(eng, v2)`` (the shell's quotes gone) as Hydra reads a string: single-quoted; a value
-    already quoted, a sweep or any other argument is left as it is."""
+    """``task.benchmark=MTEB(eng, v2)`` (the shell's quotes gone) single-quoted, as Hydra reads a string."""
     out = []
     for arg in argv:
         key, eq, value = arg.partition("=")
@@ -46,8 +45,7 @@ def quote_names(argv: Sequence[str]) -> list[str]:
 
 
 def compose_config(overrides: Sequence[str] = (), *, config_dir: str | Path | None = None) -> Any:
-    """The composed config for ``overrides``; ``config_dir``: a user's config folder searched after ``conf/``
-    (``--config-dir``). Clears Hydra's global state first: never call it inside a running Hydra app."""
+    """The composed config for ``overrides`` (``config_dir``: a user's); never call it inside a Hydra app."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     extra = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
@@ -82,8 +80,7 @@ def _exists(group: str, name: str, sources: Sequence[str]) -> bool:
 
 
 def _parse(argv: list[str]):
-    """(Hydra's parsed command line, its overrides parsed by Hydra's own grammar), or None to let Hydra report (or
-    for another primary config: its groups and keys are not ours to know)."""
+    """(Hydra's parsed command line, its overrides), or None to let Hydra report."""
     from hydra._internal.utils import get_args_parser
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -116,15 +113,13 @@ def config_sources(args: argparse.Namespace, overrides: Sequence) -> list[str]:
 
 
 def check_overrides(argv: list[str]) -> None:
-    """Every check before Hydra: the config groups named (:func:`check_group_overrides`), then the keys and the
-    output folders (:func:`check_key_overrides`)."""
+    """Every check before Hydra: the config groups named, then the keys and the output folders."""
     check_group_overrides(argv)
     check_key_overrides(argv)
 
 
 def check_group_overrides(argv: list[str]) -> None:
-    """Fail on ``task=nope`` with the valid names, closest first, counting the user's own config folders; sweeps
-    (``model=a,b``, ``task=choice(beir,code)``, ``model=glob(*)``) are checked value by value."""
+    """Fail on ``task=nope`` with the valid names, closest first; sweeps are checked value by value."""
     from hydra.core.override_parser.types import ValueType
     if (got := _parse(argv)) is None:
         return
@@ -176,8 +171,7 @@ def _first(o) -> str | None:
 
 
 def compose_first(args: argparse.Namespace, overrides: Sequence) -> tuple[DictConfig, list] | None:
-    """The config the first job composes from the group choices and ``+``-added keys alone, and the plain key
-    overrides left to check against it (None when it cannot be composed this way: Hydra then reports)."""
+    """The config the first job composes from group choices and added keys, and the key overrides left."""
     from hydra.core.global_hydra import GlobalHydra
     groups = _groups(config_sources(args, overrides))
     base, keys = [], []
@@ -216,8 +210,7 @@ def _dotted(node, prefix: str = "") -> list[str]:
 
 
 def check_key_overrides(argv: list[str]) -> None:
-    """``task.lrr=1`` fails with the closest valid keys, before Hydra (whose message suggests ``+task.lrr=1``, a key
-    nothing reads); the output folders are checked writable before Hydra creates its own."""
+    """``task.lrr=1`` fails with the closest valid keys, before Hydra; output folders are checked writable."""
     if (got := _parse(argv)) is None:
         return
     args, overrides = got
@@ -248,8 +241,7 @@ def check_key_overrides(argv: list[str]) -> None:
 
 
 def _note_glue_scores(cfg: DictConfig, keys: list) -> None:
-    """``--cfg`` of task=glue: which metric each task is scored by where its metric kind's name does not say it
-    (``accuracy_f1``: accuracy, F1 recorded beside), a ``task.definitions.<t>.metric=...`` override included."""
+    """``--cfg`` of task=glue: which metric each task is scored by where its metric kind's name does not say."""
     task = cfg.get("task") or {}
     if task.get("name") != "glue":
         return

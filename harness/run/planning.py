@@ -29,8 +29,7 @@ PLANNERS: Registry[Any] = Registry("runner", {
 
 
 def setup_of(cfg: Any, *, source: bool = True) -> Setup:
-    """What every planner starts from; ``source``: resolve ``task.source`` when the planner first asks (a job whose
-    source run is not selected yet is checked without it)."""
+    """What every planner starts from; ``source``: resolve ``task.source`` when the planner first asks."""
     from omegaconf import OmegaConf
 
     from harness.specs import spec_from
@@ -47,8 +46,7 @@ def setup_of(cfg: Any, *, source: bool = True) -> Setup:
 
 
 def planner_for(setup: Setup) -> Any:
-    """The planner the task's spec names, after the checks that need no model and no data: the spec's main metric
-    is one its scorer produces, its selection rule exists, the device is present."""
+    """The planner the task's spec names, after the checks that need no model and no data."""
     from harness.selection.rules import rule_for
     spec = setup.spec
     planner = PLANNERS.lookup(spec.runner)
@@ -77,8 +75,7 @@ def plan(cfg: Any, *, mode: str = "run", skip: Sequence[str] = (), round: int = 
 
 
 def every_cell(cfg: Any, first: RunPlan[Any, Any]) -> list[Cell]:
-    """The cells of every round of the run whose first round is ``first``, as they can be planned now (what the
-    paper graph and the series count; GLUE's chained tasks, round 1, are planned from MNLI's records)."""
+    """The cells of every round of the run whose first round is ``first``, as they can be planned now."""
     cells, last, i = list(first.cells), first, 0
     while last.later:
         i += 1
@@ -89,8 +86,7 @@ def every_cell(cfg: Any, first: RunPlan[Any, Any]) -> list[Cell]:
 
 # -------------------------------------------------------------------------------- task.source: the run evaluated
 def source_of(cfg: Any, node: Any, name: str) -> Lineage | None:
-    """The trained run ``task.source`` names for the config's model (reads records only; loads no model); None
-    where ``task.source.task`` is null (the task evaluates ``model.path`` and records no lineage)."""
+    """The trained run ``task.source`` names for the config's model (from records); None: no source."""
     source = build(SourceSettings, node, f"task {name!r}", key="task.source")
     if source.task is None:
         return None

@@ -33,8 +33,7 @@ class RunFailed(HarnessError):
 
 
 def run(cfg: DictConfig) -> list[ResultRecord]:
-    """Run ``cfg`` (also the tests' entry point) and return every planned cell's record. The plan and lock
-    settings come after the checks that need no model or data (:func:`checked`'s): a failure there writes nothing."""
+    """Run ``cfg`` (also the tests' entry point) and return every planned cell's record."""
     lock_settings = _settings(cfg)
     plan = planning.plan(cfg)
     if plan.part:
@@ -63,8 +62,7 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
 
 def run_round(cfg: DictConfig, p: RunPlan[Any, Any], lock_settings: locks.LockSettings,
               new: dict[tuple[str, str], ResultRecord], kept: dict[tuple[str, str], Path]) -> None:
-    """One round of the run: its unfinished cells checked, locked (each in its run's folder, beside its records) and
-    computed; each record written as it comes (``new``; ``kept``: failures written beside a finished record)."""
+    """One round of the run: its unfinished cells checked, locked and computed, each record written as it comes."""
     todo = pending(p, p.cells)
     if not todo:
         return
@@ -81,8 +79,7 @@ def run_round(cfg: DictConfig, p: RunPlan[Any, Any], lock_settings: locks.LockSe
 
 
 def checked(cfg: DictConfig, *, plan: bool = False) -> None:
-    """The checks before any model or data: output folders, settings, the spec's metric and rule, the device; with
-    ``plan``, the run planned once and its plan's own checks run on every cell (data folders, hub access)."""
+    """The checks before any model or data; with ``plan``, the run planned and its checks run on every cell."""
     _settings(cfg)
     if not plan:
         planning.planner_of(cfg, source=False)
@@ -112,8 +109,7 @@ def lock_settings(raw: Mapping[str, Any] | None) -> locks.LockSettings:
 
 
 def run_part(plan: RunPlan[Any, Any]) -> None:
-    """A part job (one corpus shard, ``task.shard``): the unfinished cells' part, into the cache. It takes no run
-    lock (the parts of one run compute side by side) and writes no record (the run that merges them does)."""
+    """A part job (one corpus shard): the unfinished cells' part into the cache; no run lock, no record."""
     todo = pending(plan, plan.cells)
     if todo:
         plan.check(plan, todo)
@@ -121,8 +117,7 @@ def run_part(plan: RunPlan[Any, Any]) -> None:
 
 
 def with_series(cfg: DictConfig, rec: ResultRecord) -> None:
-    """A run that ``python -m harness.series`` started for one checkpoint: its ``series`` config key (name, step,
-    folder, fingerprint, tokens seen) goes into the record's ``details.series``, the one place readers look."""
+    """A checkpoint's run of ``python -m harness.series``: its ``series`` config key into ``details.series``."""
     series = cfg.get("series")
     if series:
         from omegaconf import OmegaConf
@@ -162,8 +157,7 @@ def store(results_dir: str, rec: ResultRecord) -> Path:
 
 
 def earlier_versions(path: Path, rec: ResultRecord) -> list[Path]:
-    """The finished records of ``rec``'s dataset, model and configuration (``details.data_free_key``; the same
-    run-id slug) under another run id."""
+    """The finished records of ``rec``'s cell and configuration (``details.data_free_key``) under another run id."""
     key = rec.details.get("data_free_key")
     if key is None:
         return []

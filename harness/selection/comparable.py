@@ -32,8 +32,7 @@ def read_comparable(path: Path) -> ResultRecord:
 
 
 def comparable(path: Path, rec: ResultRecord) -> ResultRecord:
-    """``rec`` in the score its column compares: itself, a rescored copy (``details.rescored``), or a copy whose
-    status is skipped with the reason and the rerun command as its error (``details.set_aside``)."""
+    """``rec`` in its column's score: itself, a rescored copy, or a copy set aside (skipped, saying why)."""
     want = compared_score(rec.dataset) if rec.task == TASK_FAMILY else None
     if want is None or rec.status != STATUS_OK or rec.main_score == want:
         return rec

@@ -67,8 +67,7 @@ def _seed(r: ResultRecord) -> int:
 
 @dataclass
 class Choice:
-    """What a rule picked for one model: per cell (dataset or column), the records whose mean is reported;
-    ``remarks``: per cell, what a reader must know (configurations left out; nothing picked: ``withheld``)."""
+    """What a rule picked for one model: per cell, the records whose mean is reported, and remarks."""
 
     model: dict[str, Any]
     cells: dict[Any, list[ResultRecord]]

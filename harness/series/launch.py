@@ -99,8 +99,7 @@ class Submitter:
 
 
 def status_lines(series: Series, cluster: dict[str, Any]) -> list[str]:
-    """The paper graph's ``--status`` over the series' steps: each checkpoint's state from its records and the
-    SLURM queue, the failed cells' (or jobs') error lines, device-hours spent against the estimate."""
+    """The paper graph's ``--status`` over the series' steps."""
     from harness.paper import cost, show
     units = [u for u in series.units if u.state is not None]
     if not units:

@@ -101,8 +101,7 @@ def hydra_value(value: Any) -> str:
 
 
 def job_of(settings: Settings, unit: Unit) -> Job:
-    """One checkpoint's run of a task as a job (keyed as the unit): the task's overrides, the checkpoint, its
-    record row ``<series>-step<step>`` (its own leaderboard row, selection, compare) and its ``series`` value."""
+    """One checkpoint's run of a task as a job, its record row ``<series>-step<step>``."""
     return Job(unit.key, f"step{unit.step}", "run", unit.task or "", (
         *settings.task_overrides(unit.task), f"model.path={hydra_value(str(unit.checkpoint.folder))}",
         f"model.name={hydra_value(f'{settings.name}-step{unit.step}')}", f"series={hydra_value(unit.series)}"))

@@ -84,8 +84,7 @@ class Dependency:
 
 @dataclass(frozen=True, kw_only=True)
 class TaskSpec:
-    """What a task is. ``runner``: the computation (a key of :data:`harness.run.planning.PLANNERS`); ``stages``: the
-    stages it composes, whose protocol versions (:mod:`harness.specs.stages`) enter every run identity."""
+    """What a task is: ``runner`` its computation; ``stages``, whose protocol versions enter its run identity."""
 
     runner: str
     main_metric: str
@@ -106,8 +105,7 @@ class TaskSpec:
     name: str = ""                  # filled from the task config's ``name``
 
     def stages_for(self, config: Mapping[str, Any]) -> tuple[str, ...]:
-        """The stages that compute a run of ``config`` (the resolved config): those whose ``stage_when`` holds, a
-        ``{dotted.key}`` in a stage's name replaced by the config's value (``retrieve.{task.retriever}``)."""
+        """The stages that compute a run of ``config`` (``retrieve.{task.retriever}``: filled in)."""
         def holds(stage: str) -> bool:
             return all(dotted(config, key) == value for key, value in self.stage_when.get(stage, {}).items())
 

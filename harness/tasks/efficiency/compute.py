@@ -27,8 +27,7 @@ log = logging.getLogger(__name__)
 
 def attention_facts(requested: str, hf: Any, since: tuple[dict[str, int], dict[str, int]] | None = None
                     ) -> dict[str, Any]:
-    """Which attention ran (``auto`` stays the config value; what it resolved to is here), on which kernel and in
-    which dtype: the calls counted since the mark ``since`` (:mod:`harness.models.kernel_calls`)."""
+    """Which attention ran, on which kernel and in which dtype: the calls counted since the mark ``since``."""
     from harness.models.kernel_calls import observed_kernel, watch
     calls, dtypes = watch(hf).since(since)
     return {"attn_implementation": hf.config._attn_implementation, "attn_requested": requested,
@@ -150,8 +149,7 @@ def max_batch(plan: RunPlan, spec: SetSpec, mode: str | None, ids: tuple[int, in
     return found[spec.max_length]
 
 def default_memory_gb(plan: RunPlan) -> float | None:
-    """CUDA: none (the device's memory is the limit). CPU: 80% of the memory available now, so a probe that
-    does not fit fails inside its own process instead of pushing the machine into swap or the OOM killer."""
+    """CPU: 80% of the memory available now (a probe that does not fit fails, not the machine); CUDA: None."""
     if plan.device.startswith("cuda"):
         return None
     try:

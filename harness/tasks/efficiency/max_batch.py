@@ -86,8 +86,7 @@ def _peak_bytes(device: str) -> int:
 
 
 def _probe_child(probe: Probe, batch_size: int, out: Any) -> None:
-    """In a fresh process: load the model, say "ready", run one forward of ``batch_size`` x ``length`` tokens
-    under the memory budget; report ok, out-of-memory, or another error, with seconds and peak memory."""
+    """In a fresh process: one forward of ``batch_size`` x ``length`` tokens under the memory budget."""
     try:
         import transformers.utils.logging as tlog
 

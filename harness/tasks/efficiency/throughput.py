@@ -113,8 +113,7 @@ PAPER_MATMUL_PRECISION = "highest"
 
 @contextlib.contextmanager
 def paper_matmul(device: str) -> Iterator[dict[str, Any]]:
-    """fp32 matmuls as the paper's notebooks ran them (:data:`PAPER_MATMUL_PRECISION`) for the block, whatever the
-    environment set; yields what a record says about it. The previous setting is restored after."""
+    """fp32 matmuls as the paper's notebooks ran them, for the block; yields what a record says of it."""
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(PAPER_MATMUL_PRECISION)
     try:

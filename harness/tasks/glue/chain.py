@@ -40,8 +40,7 @@ def mnli_candidates(results_dir: str | Path, model_ref: Mapping[str, Any], max_l
 
 def resolve_init(task: str, tcfg: GlueSettings, results_dir: str | Path, model_ref: Mapping[str, Any], model_name: str, *,
                  chain: Mapping[str, Sequence[str]]) -> InitSource:
-    """The encoder a run starts from: ``task.init_from`` if set; for a task the spec's ``depends_on`` chains from
-    MNLI, an MNLI record's checkpoint (:func:`pick_mnli`; ``task.mnli_init``: whether required); else pretrained."""
+    """The encoder a run starts from: ``task.init_from``, MNLI's checkpoint (chained tasks), else pretrained."""
     if tcfg.init_from:
         path = Path(str(tcfg.init_from)).expanduser()
         if not (path / "config.json").exists():

@@ -39,8 +39,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """Everything that shapes one fine-tuning run (one GLUE grid point): the task's ``train.glue`` node, the point's
-    resolved values (``run``) and what ``train_config`` works out, each checked where it was typed."""
+    """Everything that shapes one fine-tuning run (one GLUE grid point), checked where it was typed."""
 
     node: GlueTraining
     run: TrainRun
@@ -99,8 +98,7 @@ def load_classifier(
     model_dir: str, num_labels: int, *, attn_implementation: str = "sdpa", init_from: str | None = None,
     trust_remote_code: bool = False, head: GlueHead | None = None, device: str | None = None,
 ) -> PreTrainedModel:
-    """A classifier on the pretrained encoder in ``model_dir`` with a fresh head (``head``: ``model.glue``; None: the
-    config as is); ``init_from`` (MNLI's chosen checkpoint) gives every weight but the final classifier's."""
+    """A classifier on ``model_dir``'s encoder with a fresh head; ``init_from`` gives every other weight."""
     from transformers import AutoModelForSequenceClassification
     kwargs: dict[str, Any] = {"attn_implementation": attention_for(attn_implementation, model_dir, device),
                               "trust_remote_code": trust_remote_code}
@@ -162,8 +160,7 @@ def fresh_parameters(model: PreTrainedModel) -> list[str]:
 
 
 def head_config(head: GlueHead | None, model_dir: str) -> dict[str, Any]:
-    """The config keys ``head`` sets before the model is built (transformers' ``ModernBertConfig`` keys); ``head``
-    is for a ModernBERT encoder: any other is refused in one line (``model.glue=null`` keeps its own head)."""
+    """The ``ModernBertConfig`` keys ``head`` sets before the model is built (another encoder: refused)."""
     if head is None:
         return {}
     kind = model_type_of(model_dir)
@@ -175,8 +172,7 @@ def head_config(head: GlueHead | None, model_dir: str) -> dict[str, Any]:
 
 
 def apply_head(model: PreTrainedModel, head: GlueHead | None) -> None:
-    """The two FlexBERT settings transformers' ModernBERT has no config key for: no LayerNorm in the head
-    (``classifier_norm: false``) and a dropout of its own on each attention output (``attention_output_dropout``)."""
+    """FlexBERT's head settings transformers has no key for: no head LayerNorm, attention output dropout."""
     if head is None:
         return
     if not head.classifier_norm:
@@ -266,8 +262,7 @@ def compute_metrics_fn(metric: str, groups: list[tuple[str, int]] | None) -> Cal
 def train_and_evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, train_ds: datasets.Dataset,
                        eval_ds: datasets.Dataset, compute_metrics: Callable, cfg: TrainConfig, output_dir: Path,
                        tracker: Tracker | None = None) -> TrainOutcome:
-    """Fine-tune with early stopping and evaluate on ``eval_ds`` the weights ``cfg.protocol`` scores (``best_epoch``:
-    the restored best checkpoint; ``authors``: the last weights); ``tracker``: ``logger=``'s (or none)."""
+    """Fine-tune with early stopping and evaluate on ``eval_ds`` the weights ``cfg.protocol`` scores."""
     tracker = tracker or tracking.NONE
     args = training_arguments(cfg, output_dir, len(train_ds), tracker)
     seen: dict[str, Any] = {}

@@ -28,8 +28,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RunContext:
-    """What every grid point of one invocation shares beyond its plan (the typed settings, model spec, device, where
-    its files go: the tokenised-data cache, the kept checkpoints): the model's folder, record block and tokenizer."""
+    """What every grid point of one invocation shares beyond its plan: the model's folder, block, tokenizer."""
 
     plan: RunPlan
     model_dir: str
@@ -180,8 +179,7 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
 
 
 def describe_model(rec: ResultRecord, model: Any, ctx: RunContext) -> None:
-    """What ran, read from the loaded model: the attention implementation (every record; the model block also says
-    what ``auto`` resolved to and its kernel, as retrieval records do) and the head that was built."""
+    """What ran, read from the loaded model: the attention implementation and the head that was built."""
     from harness.models.load import attention_record
     from harness.tasks.glue.classification import describe_head
     rec.model = {**rec.model, **attention_record(ctx.plan.model.attn_implementation, model.base_model, ctx.plan.device)}
@@ -190,8 +188,7 @@ def describe_model(rec: ResultRecord, model: Any, ctx: RunContext) -> None:
 
 
 def per_example(outcome: Any, groups: Sequence[tuple[str, int]], metric: str, data: str | None) -> Any:
-    """Each dev example's prediction and label (``<dev set>:<row>``), kept beside the record for paired tests;
-    ``glue_metric``: the kind they are re-scored with (MRPC's ``accuracy_f1``: ``accuracy``, its score)."""
+    """Each dev example's prediction and label, kept beside the record for paired tests."""
     from harness.core.per_query import PerQuery, fingerprint
     from harness.tasks.glue.scores import rescoring_kind
     if outcome.predictions is None or outcome.labels is None:

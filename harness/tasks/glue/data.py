@@ -53,8 +53,7 @@ class GlueTask:
 
 
 def task_definitions(definitions: Mapping[str, Any], metrics: Collection[str] | None = None) -> dict[str, GlueTask]:
-    """Validate ``task.definitions`` into :class:`GlueTask` objects, naming the task and key on any error;
-    ``metrics``: the metric names a definition may use (the evaluation layer's, passed in by the family)."""
+    """``task.definitions`` validated into :class:`GlueTask` objects, naming the task and key on any error."""
     out = {}
     for name, d in definitions.items():
         try:
@@ -225,8 +224,7 @@ def local_files(task: GlueTask, data_dir: str) -> list[Path]:
 
 
 def data_fingerprint(task: GlueTask, data_dir: str | None, hub_path: str, hub_revision: str | None) -> str:
-    """What identifies a task's data without parsing it: the local files' content hash (read once while they are
-    unchanged: :func:`harness.core.file_hash.cached`), or the hub revision."""
+    """What identifies a task's data without parsing it: the local files' content hash, or the hub revision."""
     if not data_dir:
         return f"hub:{hub_path}@{hub_revision}"
     paths = local_files(task, data_dir)

@@ -54,8 +54,7 @@ METRICS: dict[str, Callable[..., Metrics]] = {"accuracy": accuracy, "matthews": 
 
 
 def compute(metric: str, preds: Sequence, labels: Sequence, groups: Sequence[tuple[str, int]] | None = None) -> Metrics:
-    """Metrics for one task, plus ``score`` (the task score). ``groups`` splits the rows into consecutive dev sets
-    (MNLI: ``[("matched", n1), ("mismatched", n2)]``): each gets ``<key>_<group>``, the score is their mean."""
+    """Metrics for one task and its ``score``; ``groups``: consecutive dev sets (MNLI), the score their mean."""
     fn, key = METRICS[known(metric)], SCORE_KEYS[metric]
     if not groups:
         out = fn(preds, labels)

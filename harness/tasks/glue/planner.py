@@ -155,8 +155,7 @@ class GluePlanner:
 
 
 def check(plan: RunPlan[GlueSettings, GlueStages], todo: Sequence[Cell]) -> None:
-    """Before any data or model: the model's checks, and fp16 on a CPU refused (accelerate autocasts fp16 only on an
-    accelerator, so the run would be fp32 under an fp16 run id)."""
+    """Before any data or model: the model's checks; fp16 on a CPU refused (accelerate would train fp32)."""
     check_model(plan, todo)
     if plan.precision == "fp16" and not plan.device.startswith(("cuda", "mps", "xpu")):
         raise HarnessError(f"precision=fp16 on device {plan.device}: transformers' Trainer runs fp32 there (no fp16 "

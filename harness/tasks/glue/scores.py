@@ -36,6 +36,5 @@ def score_key(metric: str, grouped: bool) -> str:
 
 
 def rescoring_kind(metric: str) -> str:
-    """The metric kind a record's kept predictions are re-scored with (``harness.compare``): the plain kind whose
-    score is this kind's score (``accuracy_f1`` scores accuracy: re-scored as ``accuracy``, a mean over examples)."""
+    """The metric kind a record's kept predictions are re-scored with (``accuracy_f1``: ``accuracy``)."""
     return "accuracy" if score_key(metric, False) == "accuracy" else metric

@@ -61,8 +61,7 @@ def paper_baselines() -> list[dict[str, Any]]:
 
 
 def planned_seeds(protocol: str, seeds: Sequence[int] | None, seed: int | None, default_seed: int | None) -> list[int]:
-    """The seeds every GLUE grid point runs: ``task.seed`` if set, else ``task.seeds`` (``authors``) or the top-level
-    ``seed`` (``best_epoch``); the selection reads it back to tell a complete configuration."""
+    """The seeds every GLUE grid point runs: ``task.seed``, else ``task.seeds`` or ``seed`` by protocol."""
     if seed is not None:
         return [int(seed)]
     if protocol == "authors":

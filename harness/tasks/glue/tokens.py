@@ -31,8 +31,7 @@ def tokenize(split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, 
 def cached_tokenize(
     split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, regression: bool, cache_dir: Path | None
 ) -> datasets.Dataset:
-    """:func:`tokenize`, cached under ``cache_dir`` and reused only where its ``claim.json`` (key, hashes of the inputs
-    and of what is held) holds; else rebuilt with a warning. Built once under ``<cache_dir>.lock``."""
+    """:func:`tokenize`, cached under ``cache_dir`` and reused only where its ``claim.json`` holds."""
     import datasets
     datasets.disable_progress_bars()
     if cache_dir is None:
