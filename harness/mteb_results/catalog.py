@@ -58,8 +58,7 @@ def own_catalog(family: str) -> dict[str, Any]:
 
 
 def catalog_columns() -> dict[str, MtebColumn]:
-    """mteb task name -> leaderboard column, from the ``mteb_task`` of each registered family's own catalog, placed
-    where that family puts a record of the dataset; the first registered family naming a task wins."""
+    """mteb task name -> leaderboard column, from each registered family's own catalog (the first wins)."""
 
     out: dict[str, MtebColumn] = {}
     for fam in specs.all_specs().values():
@@ -78,8 +77,7 @@ def catalog_columns() -> dict[str, MtebColumn]:
 
 
 def configured_subsets(family: str = MTEB_FAMILY) -> dict[str, str]:
-    """Task -> hf_subset for the tasks ``conf/task/<family>.yaml`` restricts to one subset (STS17: en-en), so a
-    published score is read the way ``task=mteb`` measures it by default."""
+    """Task -> hf_subset for the tasks a family's catalog restricts to one subset (STS17: en-en)."""
     subsets = _task_yaml(family).get("hf_subsets")
     return {str(t): str(v[0]) for t, v in (subsets or {}).items() if isinstance(v, list) and len(v) == 1}
 
@@ -96,8 +94,7 @@ def _entry_of(record: ResultRecord) -> Mapping[str, Any] | None:
 
 
 def mteb_task_of(record: ResultRecord) -> tuple[str, str | None] | None:
-    """(mteb task, hf_subset) of a record: ``task=mteb`` records name it; retrieval records take it from the catalog
-    entry in their own config (so a user's catalog works too), else from the packaged catalog."""
+    """(mteb task, hf_subset) of a record: its own, else its config's catalog entry's, else the packaged one's."""
     info = (record.details or {}).get("mteb")
     if isinstance(info, Mapping) and info.get("task"):
         return str(info["task"]), None

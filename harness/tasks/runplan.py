@@ -64,8 +64,7 @@ class Lineage:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
     def loaded(self, block: Mapping[str, Any], path: str) -> dict[str, Any]:
-        """What a loaded model's record block (``block``, the load stage's) gains from this source, once the loaded
-        weights are checked to be those the source run recorded: ``model.path`` as configured and the lineage."""
+        """A loaded model's record block with this source's lineage, its weights checked to be the source's."""
         from harness.core.errors import HarnessError
         if self.model_dir and self.fingerprint and block["fingerprint"] != self.fingerprint:
             raise HarnessError(
@@ -107,8 +106,7 @@ class Cell:
 
 
 def with_files(spec: str, files: Mapping[str, Any] | None) -> str:
-    """A data spec that also holds what the local files hold (``files``: :func:`harness.core.file_hash.describe`);
-    the spec unchanged where nothing local is read (hub data: its pinned revision is in the definition)."""
+    """A data spec that also holds what the local files hold; unchanged where nothing local is read."""
     return spec if not files else results.stable_hash({"data": spec, "files": files["fingerprint"]})
 
 
@@ -252,8 +250,7 @@ class Setup:
         return self.lineage.ref({} if self.lineage.model_dir is not None else model_ref(self.model))
 
     def weights_dir(self) -> str | None:
-        """The local folder of the weights the run loads: a source run's trained weights, else ``model.path``'s
-        folder (None: a hub id or a package, checked when loaded)."""
+        """The local folder of the weights the run loads (None: a hub id or a package)."""
         if self.lineage is not None and self.lineage.model_dir is not None:
             return self.lineage.model_dir
         path = Path(str(self.model.path)).expanduser()
@@ -286,8 +283,7 @@ class Setup:
 
 
 def excluded_keys(settings_class: type, root: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every key (dotted from the config root) that changes no number, and why: ``root`` (keys outside ``task``) and
-    the task keys its settings declare excluded, less its ``kept`` ones (excluded keys its run ids always hashed)."""
+    """Every key (dotted from the root) that changes no number, and why, less the settings' ``kept`` ones."""
     from harness.core.typed import excluded_keys as declared
     kept = set(getattr(settings_class, "kept", ()))
     return {**(root or {}), **{k: v for k, v in declared(settings_class, "task").items() if k not in kept}}
@@ -309,8 +305,7 @@ def check_model(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> None:
 
 
 def done(rec: ResultRecord | None, cell: Cell, *, overwrite: bool) -> bool:
-    """The one answer to "is this cell done?" (runner, paper graph, series): ``rec``, the finished record found for the
-    cell, is of the same definition (not :func:`stale`) and the run is not to be redone (``overwrite``)."""
+    """The one answer to "is this cell done?": a finished record of the same definition, and no ``overwrite``."""
     return rec is not None and not overwrite and not stale(rec, cell)
 
 

@@ -134,8 +134,7 @@ def check_loss(loss: float) -> None:
 
 def finish_training(model: Any, result: Any, output_dir: str | Path, *, cfg: Batches, n_rows: int,
                     rows: str, tracker: Tracker | None = None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Check the run (:func:`check_loss`), save ``model`` to ``output_dir/model`` (rank 0; the others wait) and
-    return the record's training facts (``result``: what ``Trainer.train()`` returned)."""
+    """Check the run, save ``model`` to ``output_dir/model`` (rank 0) and return the record's training facts."""
     tracker = tracker or tracking.NONE
     if result.global_step == 0:     # the data did not fill one (accumulated) batch
         raise HarnessError(

@@ -25,8 +25,7 @@ def benchmark_column(benchmark: str, task_type: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class Aggregate:
-    """An aggregate cell's payload: the task type it averages (None: the mean over types) and its members' record
-    datasets, by task."""
+    """An aggregate cell's payload: the task type it averages (None: all) and its members' datasets, by task."""
 
     benchmark: str
     task_type: str | None
@@ -39,8 +38,7 @@ class Aggregate:
 
 
 def benchmark_tasks(mteb: Any, name: str, local: Mapping[str, Any], types: Sequence[str]) -> list[Any]:
-    """The tasks of benchmark ``name`` (one a task file defines, else mteb's own) as the benchmark restricts them
-    (splits, subsets, languages), those of ``types`` only when given."""
+    """The tasks of benchmark ``name`` as it restricts them (splits, subsets, languages), of ``types`` if given."""
     if name in local:
         bench = local[name]
     else:
@@ -63,8 +61,7 @@ def benchmark_tasks(mteb: Any, name: str, local: Mapping[str, Any], types: Seque
 
 def aggregates(benchmark: str, tasks: Mapping[str, Any], datasets: Mapping[str, tuple[str, ...]],
                types: Sequence[str]) -> list[Aggregate]:
-    """The benchmark's aggregates over ``tasks``: one per task type (``types``, else every type present), and the
-    mean over types where the whole benchmark runs with more than one type."""
+    """The benchmark's aggregates over ``tasks``: one per task type, and the mean over types where it applies."""
     present = sorted({t.metadata.type for t in tasks.values()})
     out = [Aggregate(benchmark, ty, {n: datasets[n] for n, t in tasks.items() if t.metadata.type == ty})
            for ty in (types or present)]

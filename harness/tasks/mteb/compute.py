@@ -21,8 +21,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, kw_only=True)
 class MtebStages:
-    """What ``task=mteb``'s evaluation reads: the mteb task objects (restricted to the configured subsets and
-    splits, no data loaded), the local ones' classes and files, and the mteb module."""
+    """What ``task=mteb``'s evaluation reads: the mteb task objects (no data loaded), local ones' files, mteb."""
 
     tasks: Mapping[str, Any]
     local: Mapping[str, Any]

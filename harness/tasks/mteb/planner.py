@@ -107,8 +107,7 @@ def _import(entry: str) -> tuple[Any, Path, str]:
 
 
 def dataset_files(path: str | None) -> list[Path]:
-    """The files at a local task's ``metadata.dataset`` path, when it names a local file or folder (an absolute path,
-    or one starting with ``.`` or ``~``; a hub id does not), hidden ones left out."""
+    """The files at a local task's ``metadata.dataset`` path (a hub id names none), hidden ones left out."""
     if not path or not str(path).startswith(("/", ".", "~")):
         return []
     where = Path(str(path)).expanduser()
@@ -143,8 +142,7 @@ class MtebPlanner:
 
     @cached_property
     def tasks(self) -> dict[str, Any]:
-        """Task name -> mteb task object restricted to the configured subsets and splits (a benchmark's: as it
-        restricts them), no data loaded."""
+        """Task name -> mteb task object restricted to the configured subsets and splits, no data loaded."""
         s = self.settings
         if s.benchmark is None:
             if s.task_types:
@@ -192,8 +190,7 @@ class MtebPlanner:
         return self.setup.identity(STAGES, self.identity_exclude, replace={"task.mteb_version": mteb_version})   # mteb's evaluator makes the number
 
     def mteb_task_spec(self, name: str, split: str) -> str:
-        """What defines a cell's data and scoring: the task, its dataset revision, split and subsets, and what its
-        local files hold (:meth:`local_files`)."""
+        """What defines a cell's data and scoring: task, revision, split, subsets and its local files."""
         task = self.tasks[name]
         meta = task.metadata
         local = self.local_tasks.get(name)
@@ -203,8 +200,7 @@ class MtebPlanner:
         }), self.local_files(name))
 
     def local_files(self, name: str) -> dict[str, Any] | None:
-        """The local files a task reads, fingerprinted: the task file that defines it and, where its
-        ``metadata.dataset`` path is local, every file there; None for mteb's own tasks (hub data, pinned)."""
+        """The local files a task reads, fingerprinted (its task file, a local dataset); None for mteb's own."""
         local = self.local_tasks.get(name)
         if local is None or not Path(local.source).is_file():
             return None

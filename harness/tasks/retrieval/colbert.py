@@ -102,8 +102,7 @@ class FileKd(RowSource):
 
 
 def kd_work(s: Any, rows: tuple[float, float] | None) -> Work:
-    """Training tokens of the samples (a file's rows, else ``max_samples``; at most ``max_samples``): a query and
-    its ``n_ways`` documents each, at most ``train_document_length`` tokens (the cost file's document length)."""
+    """Training tokens of the samples: a query and its ``n_ways`` documents each (capped lengths), per epoch."""
     c, d, t = cost_data(), s.train_data, s.training
     per = c["query_tokens"] + int(d.n_ways) * min(c["kd_doc_tokens"], int(t.train_document_length))
     n = rows[0] if rows else float(d.max_samples or 0)

@@ -29,14 +29,12 @@ TRAIN_DONE = "train_done.json"
 
 
 def trained(plan: RunPlan) -> bool:
-    """This run's training already finished, on the training files as they are now (its model is reused, its data
-    not read)."""
+    """This run's training already finished, on the training files as they are now."""
     return finished_training(plan) is not None
 
 
 def finished_training(plan: RunPlan) -> dict[str, Any] | None:
-    """What this run's finished training recorded (``train_done.json``), unless its local training files held other
-    data then (``train_files``: their fingerprint; a training from the hub has none)."""
+    """What this run's finished training recorded, unless its local training files held other data then."""
     folder = plan.stages.train_dir
     marker = None if folder is None else folder / TRAIN_DONE
     if marker is None or not marker.exists():
@@ -46,8 +44,7 @@ def finished_training(plan: RunPlan) -> dict[str, Any] | None:
 
 
 def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
-    """(model, the record's model block) from the load stage; with a source, its trained weights, checked against
-    the fingerprint that run recorded."""
+    """(model, record block) from the load stage; a source's trained weights checked against its fingerprint."""
     p, lin = plan.stages, plan.lineage
     model, block = code_of(stages.STAGES, p.load)(plan, weights_of(plan))
     if lin is not None:
@@ -56,8 +53,7 @@ def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
 
 
 def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
-    """Fine-tune ``model`` in place when the run trains, or load this run's finished training (unless ``overwrite``);
-    returns the training facts for the record, or None."""
+    """Fine-tune ``model`` in place, or load this run's finished training; the training facts, or None."""
     p = plan.stages
     if not plan.trains:   # a run that trains has a train.* stage: checked before any work (families.retrieval.check)
         return None
@@ -90,8 +86,7 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
 
 
 def for_inference(plan: RunPlan, model: Any, block: dict[str, Any]) -> None:
-    """Ready ``model`` to encode, after any training: weights cast to bf16/fp16 on CUDA, the encoder compiled where
-    ``compile=true``; what runs goes into the record's model block (``inference``) where it is not plain fp32."""
+    """Ready ``model`` to encode: weights cast on CUDA, compiled where ``compile=true``; said in its block."""
     from harness.models import cast_for_inference
     from harness.models.compiled import compile_encoder, wanted
     mode = cast_for_inference(model, plan.precision, plan.device)
@@ -123,8 +118,7 @@ def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mappi
 
 
 def sharded(plan: RunPlan, retriever: Any) -> Any:
-    """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (engines implementing
-    :class:`~harness.tasks.retrieval.retrievers.shards.ShardEngine`), or over the GPUs a training ran on."""
+    """``retriever``, evaluated shard by shard where ``task.shards`` asks, or over a training's GPUs."""
     from harness.tasks.retrieval import devices
     from harness.tasks.retrieval.retrievers.shards import ShardedRetriever
     shards = plan.settings.sharding
@@ -164,8 +158,7 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
 
 
 def run_part(plan: RunPlan, todo: Sequence[Cell]) -> None:
-    """A shard job: shard ``task.shard`` of every dataset of ``todo`` into the cache (no record, no run lock: the
-    shards of one run compute side by side)."""
+    """A shard job: shard ``task.shard`` of every dataset of ``todo`` into the cache (no record, no lock)."""
     from harness.tasks.retrieval import score
     from harness.tasks.retrieval.retrievers.retriever import search_width
     from harness.tasks.retrieval.retrievers.shards import ShardedRetriever
@@ -195,8 +188,7 @@ def run_part(plan: RunPlan, todo: Sequence[Cell]) -> None:
 # (task.retriever: <name>) gets the plan, the loaded model and the corpus-cache identity and returns a Retriever;
 # which keys change its ranking but not its corpus encoding follows from the settings (their ``search`` nodes).
 def encoder(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
-    """A SentenceTransformer (hub id, folder or package; pruned per ``model.keep_layers``); the lengths it checks:
-    ``task.max_length``, and ``task.max_seq_length`` when the run trains."""
+    """A SentenceTransformer, and the lengths it checks (``task.max_length``; training: ``max_seq_length``)."""
     from harness.models import load_sentence_transformer
     model, block = load_sentence_transformer(spec, device=plan.device)
     s = plan.settings
@@ -207,8 +199,7 @@ def encoder(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
 
 
 def colbert(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
-    """A PyLate ColBERT (a ColBERT checkpoint as is; a plain encoder gets the ``embedding_size`` projection, seeded by
-    the run's seed: ``task.train_seed`` when training, else ``seed``)."""
+    """A PyLate ColBERT (a plain encoder gets an ``embedding_size`` projection seeded by the run's seed)."""
     from harness.tasks.retrieval.retrievers.colbert_model import load_colbert
     return load_colbert(spec, device=plan.device, embedding_size=plan.settings.multi_vector.embedding_size,
                         seed=plan.seed)
@@ -220,8 +211,7 @@ def check_positions(model: Any, length: int, name: str, key: str) -> None:
 
 
 def single_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
-    """DPR: the SentenceTransformer's embeddings, exact search (``task.similarity``), corpus embeddings cached;
-    documents written by ``task.title_convention`` where the task has one (task=code)."""
+    """DPR: the SentenceTransformer's embeddings, cached, exact search (``task.similarity``)."""
     from harness.tasks.retrieval.retrievers.dense import DenseRetriever, DenseSettings
     from harness.tasks.retrieval.retrievers.retriever import TitleConvention
     s = plan.settings
@@ -234,8 +224,7 @@ def single_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) 
 
 
 def multi_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
-    """ColBERT: token embeddings, PLAID or exact MaxSim; documents up to the task's document length (capped at the
-    model's positions, recorded)."""
+    """ColBERT: token embeddings, PLAID or exact MaxSim, documents up to the task's document length."""
     from harness.tasks.retrieval.retrievers.multivector import MultiVectorRetriever, MultiVectorSettings
     s = plan.settings
     return MultiVectorRetriever(model, MultiVectorSettings(

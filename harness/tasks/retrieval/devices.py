@@ -25,8 +25,7 @@ def visible_devices() -> list[str]:
 
 
 def launcher(plan: RunPlan, part: Part, shards: int | None = None) -> Callable[[list[int]], None]:
-    """What computes the shards ``todo`` of ``plan``'s run: shard i on device ``i mod n`` (n visible GPUs), each a
-    part job ``part(plan, todo)``; ``shards``: the count where not ``task.shards`` (:func:`over_training_devices`)."""
+    """What computes the shards ``todo`` of ``plan``'s run: shard i on device ``i mod n``, each a part job."""
     import torch
     devices = visible_devices()
     if not devices:

@@ -32,8 +32,7 @@ if TYPE_CHECKING:
 
 
 class SeededTrainer(SentenceTransformerTrainer):
-    """``SentenceTransformerTrainer`` whose batch samplers (e.g. NO_DUPLICATES) are seeded with ``args.seed``; on
-    several processes, each takes its share of one process's micro-batches (``gather``: gathered negatives)."""
+    """``SentenceTransformerTrainer`` whose batch samplers are seeded, sharing micro-batches across ranks."""
 
     def __init__(self, *args: Any, gather: bool = False, **kwargs: Any) -> None:
         self.gather = gather
@@ -84,8 +83,7 @@ class SeededTrainer(SentenceTransformerTrainer):
 def train_seeded(model: Any, node: Training, run: TrainRun, output_dir: str | Path, tracker: Tracker | None, *,
                  desc: str, rows: str, n_rows: int, fields: Mapping[str, Any],
                  facts: Mapping[str, Any] | None = None, **trainer: Any) -> dict[str, Any]:
-    """The training DPR and ColBERT KD share: :class:`SeededTrainer` (``trainer``: dataset, loss, ...) under the
-    shared arguments (``fields``) and guards; returns :func:`finish_training`'s facts."""
+    """The training DPR and ColBERT KD share; returns :func:`finish_training`'s facts."""
     tracker = tracker or tracking.NONE
     output_dir = Path(output_dir)
     args = arguments.training_arguments(node, run, output_dir / "checkpoints", tracker=tracker, **fields)
@@ -120,8 +118,7 @@ def make_loss(model: SentenceTransformer, node: DenseTraining):
 
 def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseTraining, run: TrainRun,
                 output_dir: str | Path, tracker: Tracker | None = None) -> dict[str, Any]:
-    """Fine-tune ``model`` in place on (anchor, positive, negative) triplets per ``node`` (``train.dense``) at
-    ``run``'s learning rate, seed and precision; save it to ``output_dir``; return the training facts."""
+    """Fine-tune ``model`` in place on triplets per ``node`` and ``run``, save it, return the training facts."""
     check_batchable(train_dataset, node.batch_size)
     model.max_seq_length = node.max_seq_length
     steps_per_epoch = max(1, len(train_dataset) // (node.batch_size * node.gradient_accumulation_steps))
@@ -135,8 +132,7 @@ def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseT
 
 def train_kd(model: ColBERT, train_dataset: Dataset, node: KdTraining, run: TrainRun, output_dir: str | Path,
              tracker: Tracker | None = None) -> dict[str, Any]:
-    """Distil teacher scores into ``model`` in place per ``node`` (``train.kd``) at ``run``'s learning rate, seed and
-    precision, lengths capped at the model's positions; save it to ``output_dir/model``; the training facts."""
+    """Distil teacher scores into ``model`` in place per ``node`` and ``run``, save it; the training facts."""
     tracker = tracker or tracking.NONE
     from pylate import losses, utils
     if len(train_dataset) == 0:

@@ -91,8 +91,7 @@ def voyager_identity(index: str) -> dict[str, int]:
 
 @dataclass(kw_only=True)
 class MultiVectorSearch:
-    """How a multi-vector model's ranking is searched: queries of ``query_length`` tokens, the index (PLAID with its
-    parameters, exact MaxSim, or the authors' Voyager, whose constants the run resolves into ``voyager``)."""
+    """How a multi-vector ranking is searched: query length, and the index (PLAID, exact MaxSim, Voyager)."""
 
     role: ClassVar[str] = "search"
     derived: ClassVar[tuple[str, ...]] = ("voyager",)
@@ -106,8 +105,7 @@ class MultiVectorSearch:
 
 @dataclass(kw_only=True)
 class MultiVectorEval:
-    """How a multi-vector (ColBERT) model is evaluated: a plain encoder's projection size, exact MaxSim's chunking,
-    the search. task=colbert has these keys at its top level (flat), MLDR under ``task.multi_vector``."""
+    """How a ColBERT model is evaluated (flat in task=colbert, ``task.multi_vector`` in MLDR)."""
 
     embedding_size: int = count()
     maxsim_chunk_tokens: int = count(excluded="how exact MaxSim is chunked")

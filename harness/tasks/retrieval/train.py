@@ -33,8 +33,7 @@ class Trainer:
         return load_target(self.reload)(model_dir, device=plan.device)
 
     def fit(self, plan: RunPlan, model: Any, data: Any, out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
-        """``train`` here, or on ``task.devices``' N processes (:func:`fit_on_devices`), at the run's resolved values
-        (learning rate, epochs, seed, where it runs); ``spec``: the model as loaded. The training facts."""
+        """``train`` here, or on ``task.devices``' N processes, at the run's resolved values; the training facts."""
         from harness.core.registry import load_target
         from harness.training.settings import TrainRun
         t = plan.settings.training
@@ -93,8 +92,7 @@ class RankJob:
 
 def fit_on_devices(plan: RunPlan, trainer: Trainer, model: Any, data: Any, spec: ModelSpec, out_dir: Path,
                    tracker: Any, run: TrainRun) -> dict[str, Any]:
-    """Train ``model`` on ``plan.settings.training.devices`` processes with ``trainer.train``, load the trained
-    weights into it and return rank 0's facts; a failure removes the checkpoint folder, as on one process."""
+    """Train ``model`` on ``task.devices`` processes, load the trained weights into it; rank 0's facts."""
     from harness.training.arguments import discard_unfinished
     from harness.training.ranks import run_on_devices
     staging = Path(out_dir) / "staging"

@@ -34,8 +34,7 @@ def _require_file(path: Path, what: str) -> None:
 def read_corpus(path: Path, id_key: str = "_id", id_name: str = "document id",
                 empty_fix: str = '. Check the file or the dataset folder (one {"_id", "title", "text"} object per line).',
                 ) -> JsonlCorpus:
-    """A JSONL corpus (BEIR's; MLDR's keyed by ``docid``), scanned and checked: ids unique, a document at least;
-    its texts are read when used."""
+    """A JSONL corpus (BEIR's; MLDR's keyed by ``docid``), scanned and checked; its texts read when used."""
     _require_file(path, "corpus file")
     return JsonlCorpus(path, id_key, id_name, empty_fix)
 

@@ -170,8 +170,7 @@ class BeirKind(DataKind):
 
 
 class HubLayoutKind(DataKind):
-    """A hub dataset repository read file by file (mteb's ``Nano*Retrieval``: configs ``corpus``, ``queries``,
-    ``qrels`` of ``<split>-*.parquet``), fetched before any model loads; local folders as kind ``beir``."""
+    """A hub dataset repository read file by file (mteb's ``Nano*Retrieval``), fetched before any model loads."""
 
     name = "hub_layout"
     has_hub = True
@@ -276,8 +275,7 @@ class SourceTreeKind(DataKind):
 
 
 class SourceFilesKind(DataKind):
-    """Whole files of the Python source tree ``root`` (null: the installed standard library) as long documents,
-    split into train and test by a hash of their path. Needs neither ``task.data_dir`` nor the hub."""
+    """Whole files of the Python source tree ``root`` (null: the stdlib) as long documents, split by a hash."""
 
     name = "source_files"
     reads_data_dir = False

@@ -26,8 +26,7 @@ def document(title: str, text: str) -> str:
 
 
 def chunk_bounds(chars: np.ndarray, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, int]]:
-    """[a, b) of consecutive chunks of documents of ``chars`` characters: at most CHUNK_CHARS (a longer document
-    alone) and CHUNK_DOCS each."""
+    """[a, b) of consecutive chunks of at most CHUNK_CHARS characters (a longer document alone), CHUNK_DOCS."""
     stop = len(chars) if stop is None else stop
     ends = np.cumsum(chars[start:stop], dtype=np.int64)
     a, before = start, 0
@@ -151,8 +150,7 @@ class SubsetCorpus(Corpus):
 
 
 class ArrowCorpus(Corpus):
-    """A hub copy's corpus: a ``datasets.Dataset`` (memory-mapped Arrow), read a slice at a time; ``key`` is its
-    pinned ``source`` (hub data is identified by its revision, never hashed)."""
+    """A hub copy's corpus: a memory-mapped ``datasets.Dataset`` read a slice at a time, keyed by its source."""
 
     def __init__(self, table: Any, source: str, id_column: str = "_id") -> None:
         self.table, self.source = table, source
@@ -242,8 +240,7 @@ def _stat(path: Path) -> tuple[int, int]:
 
 
 def _scan(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """(line number, byte offset, object) of each non-empty line of a JSONL file (``.gz``: offsets in its
-    uncompressed bytes), each checked as :func:`harness.data.files.jsonl_rows` checks it (the same errors)."""
+    """(line number, byte offset, object) of each non-empty line of a JSONL file, checked as ``jsonl_rows``."""
     offset = 0
     with reading(path), opened(path) as fh:
         for lineno, raw in enumerate(fh, start=1):

@@ -266,8 +266,7 @@ def sample(ds: Dataset, max_samples: int | None, seed: int) -> Dataset:
 # -------------------------------------------------------------------------------------------- the hub set
 def load_kd_hub(path: str, revision: str | None, *, n_ways: int, max_samples: int | None,
                 seed: int) -> tuple[Dataset, dict[str, Any]]:
-    """The paper's KD set (configs ``train``, ``queries``, ``documents``), validated, sampled, joined by
-    KDProcessing; the facts name the dataset id, the requested revision and the commit actually loaded."""
+    """The paper's KD set, validated, sampled, joined by KDProcessing; the facts name the commit loaded."""
     from datasets import load_dataset
 
     from harness.models import require_hub

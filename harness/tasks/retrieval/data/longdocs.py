@@ -62,8 +62,7 @@ def file_split(rel: str) -> str:
 
 def mine(root: str | Path | None = None, *, min_summary_words: int = 4,
          exclude: tuple[str, ...] = DEFAULT_EXCLUDE) -> LongDocSet:
-    """Every ``*.py`` file under ``root`` (None: the stdlib) as a document, and the functions whose docstring
-    summary makes a query (at least ``min_summary_words`` words, not trivial or shared, a body beyond it)."""
+    """Every ``*.py`` file under ``root`` (None: the stdlib) as a document, and the functions making queries."""
     base, files = _source_files(root, exclude)
     stats: Counter[str] = Counter(files=len(files))
     doc_ids, texts, queries = [], [], []

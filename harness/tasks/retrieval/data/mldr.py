@@ -175,8 +175,7 @@ def train_rows_hub(repo: str, revision: str | None, subdir: str, split: str) -> 
 
 def triplets(rows: Sequence[dict[str, Any]], num_negatives: int, max_samples: int | None,
              seed: int) -> tuple[Dataset, dict[str, int]]:
-    """(anchor, positive, negative) triplets for MNRL: each row's first positive with each of its first
-    ``num_negatives`` negatives; rows without negatives skipped (counted); ``max_samples``: a seeded sample of rows."""
+    """(anchor, positive, negative) triplets: each row's first positive with its first negatives, sampled."""
     import random
 
     from datasets import Dataset

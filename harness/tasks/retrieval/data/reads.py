@@ -39,8 +39,7 @@ def entry_root(entry: Any, data_dir: str | None, kind_of: KindOf) -> Path | None
 
 
 def entry_files(entry: Any, data_dir: str | None, split: str | None, kind_of: KindOf) -> tuple[Path, list[Path]] | None:
-    """(the folder, the files) a catalog entry's local copy reads (a composite: every member's, under its folder);
-    None where it reads none (its pinned hub copy)."""
+    """(the folder, the files) a catalog entry's local copy reads; None where it reads none."""
     parts = list(entry.members.values()) or [entry]
     root = entry_root(entry, data_dir, kind_of) if entry.members else None
     files: list[Path] = []

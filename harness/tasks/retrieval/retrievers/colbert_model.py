@@ -91,8 +91,7 @@ def token_lengths(model: ColBERT, texts: list[str], max_length: int) -> np.ndarr
 def encode_tokens(model: ColBERT, texts: list[str], *, is_query: bool, batching: Batching, device: str,
                   precision: str = "fp32", desc: str = "encoding",
                   show_progress: bool = True) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
-    """(text positions, their L2-normalised token embeddings as float32) batch by batch, longest texts first: PyLate's
-    tokens, under token budgets and autocast (not ``ColBERT.encode``'s fixed-count batches in the weights' dtype)."""
+    """(text positions, L2-normalised float32 token embeddings), batch by batch under token budgets."""
     if not texts:
         return
     length = model.query_length if is_query else model.document_length

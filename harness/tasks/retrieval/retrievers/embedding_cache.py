@@ -69,8 +69,7 @@ def claim_problem(path: Path, claim_path: Path, key: str) -> str | None:
 def cached_embeddings(
     cache_dir: str | os.PathLike | None, key: str, compute: Callable[[], np.ndarray], meta: dict | None = None
 ) -> tuple[np.ndarray, bool]:
-    """(embeddings, hit) of ``compute()`` (one array); ``cache_dir=None`` always computes. Otherwise
-    :func:`cached_rows`: used where its claim holds, else computed once (under its lock) and read back."""
+    """(embeddings, hit) of ``compute()``; ``cache_dir=None`` always computes, else :func:`cached_rows`."""
     if cache_dir is None:
         return compute(), False
     return cached_rows(cache_dir, key, ((0, compute()) for _ in range(1)), meta=meta)   # computed on a miss only
@@ -116,8 +115,7 @@ def cached_rows(cache_dir: str | os.PathLike, key: str | tuple[Mapping[str, Any]
 
 
 class RowWriter:
-    """An .npy file of ``n`` rows filled in place (memory-mapped) as rows come; its width and dtype are the first
-    rows' (``n`` None: one put of every row)."""
+    """An .npy file of ``n`` rows filled in place (memory-mapped) as rows come, of the first rows' dtype."""
 
     def __init__(self, path: Path, n: int | None) -> None:
         self.path, self.n, self.rows, self.filled = path, n, None, 0

@@ -32,8 +32,7 @@ class Retriever(Protocol):
     kind: str
 
     def index(self, ds: RetrievalDataset) -> tuple[Details, Timings]:
-        """Encode or index ``ds``'s corpus (documents: ``ds.corpus``, read chunk by chunk); details: cache hit,
-        index type."""
+        """Encode or index ``ds``'s corpus; details: cache hit, index type."""
         ...
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, Timings]:
@@ -86,8 +85,7 @@ def search_width(top_k: int, ignore_identical_ids: bool) -> int:
 
 def evaluate(retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
              subgroups: Sequence[QueryGroups] = ()) -> tuple[dict[str, float], Details, Timings]:
-    """(metrics, details, timings) of ``retriever`` on ``ds``: nDCG@10 (main), MAP, recall, MRR; ``subgroups``
-    score the same run on groups of the queries too (``ndcg_at_10_<group>_<name>``, details under ``<name>``)."""
+    """(metrics, details, timings) of ``retriever`` on ``ds``; ``subgroups`` score groups of the queries too."""
     metrics, details, timings, _ = evaluate_per_query(retriever, ds, top_k=top_k,
                                                       ignore_identical_ids=ignore_identical_ids, subgroups=subgroups)
     return metrics, details, timings

@@ -44,8 +44,7 @@ def _boundary_ties(scores: torch.Tensor, ids: torch.Tensor, k: int,
 
 def running_topk(chunks: Iterable[tuple[torch.Tensor, int, Callable[[int, int], torch.Tensor]]], n_queries: int,
                  k: int, rank: np.ndarray | None, device: str) -> tuple[np.ndarray, np.ndarray]:
-    """The top-k (scores, ids) of ``n_queries`` queries over chunks of documents, merged by :func:`ranked_topk`. A
-    chunk: (its document ids, queries per step, ``scores(start, stop)``: queries [start, stop) against it)."""
+    """The top-k (scores, ids) of ``n_queries`` queries over chunks of documents, merged by :func:`ranked_topk`."""
     best_s = torch.full((n_queries, 0), float("-inf"), device=device)
     best_i = torch.zeros((n_queries, 0), dtype=torch.long, device=device)
     tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
@@ -63,8 +62,7 @@ def running_topk(chunks: Iterable[tuple[torch.Tensor, int, Callable[[int, int], 
 
 
 def as_float32(rows: np.ndarray) -> np.ndarray:
-    """Stored embeddings as float32: uint16 rows are bf16 bits (the encoder's width kept:
-    :data:`harness.encoding.prefetch.KEPT_DTYPES`), widened exactly."""
+    """Stored embeddings as float32: uint16 rows are bf16 bits, widened exactly."""
     if rows.dtype == np.uint16:
         return torch.from_numpy(np.array(rows).view(np.int16)).view(torch.bfloat16).float().numpy()
     return np.asarray(rows, dtype=np.float32)
@@ -127,8 +125,7 @@ def id_rank(doc_ids: list[str]) -> np.ndarray:
 
 def to_run(query_ids: list[str], doc_ids: list[str], scores: np.ndarray, indices: np.ndarray, *, top_k: int,
            ignore_identical_ids: bool = False) -> dict[str, dict[str, float]]:
-    """TREC-style run {qid: {doc id: score}} cut to ``top_k``; ``ignore_identical_ids`` drops a doc whose id is the
-    query's (BEIR/mteb: ArguAna, Quora, ...); negative indices (fewer than k hits) are skipped."""
+    """TREC-style run {qid: {doc id: score}} cut to ``top_k``; ``ignore_identical_ids`` drops self-matches."""
     run: dict[str, dict[str, float]] = {}
     for row, qid in enumerate(query_ids):
         hits: dict[str, float] = {}

@@ -85,8 +85,7 @@ def save_topk(path: Path, scores: np.ndarray, positions: np.ndarray, meta: dict[
 
 def load_topk(path: Path, n_queries: int, n_docs: int, claim: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """A shard's top-k, checked (zip CRCs, shapes, positions in range, and its claim: shard index, document ids,
-    model and corpus, queries, top_k, search settings); raises ValueError when unusable."""
+    """A shard's top-k, checked against its claim and shapes; ValueError when unusable."""
     try:
         with np.load(path) as z:
             scores, positions, meta = z["scores"], z["positions"], json.loads(str(z["meta"]))
@@ -150,8 +149,7 @@ def merge(parts: Sequence[tuple[np.ndarray, np.ndarray]], top_k: int, rank: np.n
 
 
 class ShardedRetriever:
-    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` evaluating ``engine`` shard by shard: ``search``
-    encodes the queries once, has the missing shards computed and merges; ``run_shard`` is a shard job's work."""
+    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` evaluating ``engine`` shard by shard."""
 
     def __init__(self, engine: Any, settings: ShardSettings, launch: Callable[[list[int]], None] | None = None) -> None:
         if engine.cache_dir is None:
@@ -253,8 +251,7 @@ class ShardedRetriever:
         return [lambda part=part: self.ds.corpus.texts_at(part) for part in np.split(pos, cuts)]
 
     def _compute(self, i: int, q: Callable[[], Any], qkey: str, top_k: int, n_queries: int) -> bool:
-        """Shard ``i``'s top-k list, unless it is there or another process finishes it meanwhile (one process at a
-        time computes it, under the lock beside its file): True when computed here. ``q``: the query embeddings."""
+        """Shard ``i``'s top-k list, unless there or finished meanwhile (one process computes it): True if here."""
         path = self._path(i, qkey, top_k)
         return get_or_build(lambda: self._load(i, qkey, top_k, n_queries), lambda: self._build(i, q(), qkey, top_k),
                             path, what=f"{self.ds.name}: shard {i} of {len(self.plan)}: {path}")[1]
