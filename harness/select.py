@@ -74,8 +74,7 @@ def check_out(out_dir: Path, given: bool) -> None:
 
 
 def nothing_to_select(args: argparse.Namespace, mine: list[results.ResultRecord], aside: list[str]) -> HarnessError:
-    """Why no model has a selection: no record of the task (and model) there, ``mine``, only records in another score
-    than their column's (set aside, with the rerun command), or only failed ones (the first one's error)."""
+    """Why no model has a selection: no record, ``mine``, records set aside, or only failed ones."""
     where = (f"under {args.results}" + (f" for model {args.model}" if args.model else "")
              + (f" in experiment {args.experiment!r}" if args.experiment else ""))
     if aside:

@@ -91,8 +91,7 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """A counted step (``total`` ``unit``s): a tqdm bar on a terminal, one log line when done (``each_update_is_a_step``:
-    a line per update without a bar); ``show=False`` or ``log_level=WARNING``: nothing."""
+    """A counted step: a tqdm bar on a terminal, one log line when done; ``show=False``: nothing."""
 
     def __init__(self, total: int | None, desc: str, unit: str = "it", *, show: bool = True,
                  unit_scale: bool = False, each_update_is_a_step: bool = False) -> None:
@@ -173,8 +172,7 @@ def seconds(timings: Mapping[str, Any]) -> float:
 
 
 def format_summary(records: Sequence[ResultRecord]) -> str:
-    """One row per record: task, dataset, model, main score (``§``: on part of the dataset; ``‡``: on data that
-    is not the official copy; each explained below the table), status, seconds."""
+    """One row per record: task, dataset, model, main score (marks explained below), status, seconds."""
     rows = [("task", "dataset", "model", "run", "metric", "score", "status", "time (s)")]
     cut: dict[str, str] = {}
     local: dict[str, str] = {}

@@ -124,8 +124,7 @@ def _name(path: Path, base: Path | None) -> str:
 
 
 def describe(paths: Iterable[str | os.PathLike], base: str | os.PathLike | None = None) -> dict[str, Any]:
-    """A set of files as a record shows it: ``fingerprint`` (over each file's name relative to ``base``, size and
-    content), ``n``, ``bytes``, and ``files`` (name -> size and sha256 prefix) when at most :data:`LISTED`."""
+    """A set of files as a record shows it: fingerprint, count, bytes and (at most :data:`LISTED`) the files."""
     root = Path(base).expanduser() if base is not None else None
     rows = sorted((_name(p, root), p.stat().st_size, file_digest(p)) for p in {Path(x).expanduser() for x in paths})
     h = hashlib.sha256(json.dumps(rows).encode())

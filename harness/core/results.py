@@ -111,8 +111,7 @@ def nonfinite_metrics(metrics: Mapping[str, Any]) -> list[str]:
 
 
 def fail_nonfinite(record: ResultRecord) -> None:
-    """An ok record with a NaN or infinite metric (no number to rank, average or export) becomes a failed record
-    whose error names the metrics; applied when a record is built or read."""
+    """An ok record with a NaN or infinite metric becomes a failed one whose error names the metrics."""
     bad = nonfinite_metrics(record.metrics) if record.status == STATUS_OK else []
     if bad:
         record.status = STATUS_FAILED
@@ -179,8 +178,7 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 
 def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
-    """Fill provenance (versions, git sha, created_at) if unset and write the record atomically; returns where. A
-    failed record never replaces a finished one: it goes beside it, to ``<dataset>.failed-<UTC time>``."""
+    """Fill provenance if unset and write the record atomically (a failure beside a finished one); where."""
     if not record.created_at:
         record.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     if not record.versions:
@@ -208,8 +206,7 @@ SUPERSEDED = ".superseded-"
 
 
 def set_aside(path: Path) -> Path:
-    """Move the record at ``path`` and the files beside it (per-query scores, TREC run) out of the readers' reach,
-    unchanged, to ``<dataset>.superseded-<UTC time>`` (``-2``, ...: never over another); returns where it went."""
+    """Move the record at ``path`` and its side files out of the readers' reach, unchanged; returns where."""
     from harness.core.per_query import RUN_SUFFIX, SUFFIX
     stem = path.name.removesuffix(".json")
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

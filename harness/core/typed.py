@@ -127,8 +127,7 @@ def check_keys(data: Mapping[str, Any], valid: list[str], where: str) -> None:
 
 
 def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "") -> T:
-    """``cls(**data)`` for a dataclass ``cls``, recursively; a bad key or value is a :class:`HarnessError` naming
-    ``where`` and the key (``key``: the mapping's dotted key)."""
+    """``cls(**data)`` for a dataclass ``cls``, recursively; a bad key or value is an error naming the key."""
     data = _plain(data) or {}
     if not isinstance(data, Mapping):
         raise HarnessError(f"{where} must be a mapping of keys to values, got {type(data).__name__}")

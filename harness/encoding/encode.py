@@ -92,8 +92,7 @@ def token_ids(model: SentenceTransformer, texts: list[str], max_length: int | No
 
 
 def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
-    """How batches are packed: ``"varlen"`` (one row + ``cu_seq_lens``: ``harness_varlen``, or flash-attn on a GPU),
-    ``"mask"`` (rows with a block-diagonal mask) or None (padded). ``auto`` packs only as varlen (saves work)."""
+    """How batches are packed: ``"varlen"`` (one row), ``"mask"`` (block-diagonal) or None (padded)."""
     from harness.models.attention import PACKABLE_TYPES, VARLEN, can_pack
     if pack not in PACK_MODES:
         raise HarnessError(f"pack={pack!r}: use one of {', '.join(PACK_MODES)}")

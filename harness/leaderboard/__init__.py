@@ -19,8 +19,7 @@ __all__ = ["COMBINE_RULES", "Leaderboard", "build", "build_leaderboard"]
 def build(dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, combine: str = "mean", published: bool = True,
           mteb_results: Sequence[str | os.PathLike] = (), mteb_models: Sequence[str] = (),
           significance: dict[str, Any] | None = None) -> tuple[Leaderboard, list[Path]]:
-    """Build everything into ``out`` (the site, leaderboard.md, one CSV per table); ``mteb_results``: mteb result
-    folders shown as published rows; ``significance``: paired tests between run rows. Returns the board and files."""
+    """Build everything into ``out`` (the site, leaderboard.md, one CSV per table); the board and files."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     lb = build_leaderboard(dirs, combine_rule=combine, published=published, link_root=out,

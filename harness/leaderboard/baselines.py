@@ -57,8 +57,7 @@ _BEIR_CSV = {_BEIR_RENAMED.get(d, d): d for d in _columns("beir")} | {"avg": AVG
 
 @dataclass(frozen=True)
 class PublishedSource:
-    """One published table: ``columns`` maps CSV header -> leaderboard column of ``table``; ``scale`` multiplies the
-    printed values onto the 0-100 scale (in decimal, so the digits stay those printed)."""
+    """One published table: CSV header -> column of ``table``, ``scale`` applied in decimal (digits kept)."""
 
     id: str
     file: str

@@ -45,8 +45,7 @@ class Loaded:
 
 
 def load_records(dirs: Sequence[str | os.PathLike]) -> tuple[list[Loaded], list[str]]:
-    """Every record under ``dirs`` (``selected/`` excluded), and the warnings for the page: files skipped, groups set
-    aside as not rescorable (:mod:`harness.selection.comparable`)."""
+    """Every record under ``dirs`` (``selected/`` excluded), and the warnings for the page."""
     loaded: list[Loaded] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -32,8 +32,7 @@ def _check_attn(spec: ModelSpec) -> None:
 
 
 def attention_for(requested: str, local: str, device: str | None = None, *, dtype: str | None = None) -> str:
-    """The implementation a model in ``local`` loads with on ``device`` (``auto`` resolved; None: this machine's GPU
-    if any); a GPU fallback to sdpa is said, an explicit ``harness_varlen`` the GPU cannot run refused."""
+    """The implementation a model in ``local`` loads with on ``device`` (``auto`` resolved, fallbacks said)."""
     config = att.model_config_json(local)
     model_type, head_dim = config.get("model_type"), att.head_dim_of(config)
     implementation = att.resolve_for(requested, model_type, device, head_dim=head_dim, dtype=dtype)
@@ -58,8 +57,7 @@ def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
 
 
 def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any]:
-    """The record's ``attention`` entry where ``auto`` was resolved (or changed): the implementation, why ``auto``
-    fell back on a GPU, and the kernel counted as it runs; empty for a named sdpa/eager/flex."""
+    """The record's ``attention`` entry where ``auto`` was resolved: what loaded, why, the kernel counted."""
     if requested not in ("auto", "flash_attention_2", att.VARLEN):
         return {}
     config = encoder.config

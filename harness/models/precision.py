@@ -86,8 +86,7 @@ def autocast(precision: str, device: str) -> Any:
 
 
 def cast_for_inference(model: Any, precision: str, device: str) -> str:
-    """Cast ``model``'s weights to ``precision`` for inference on CUDA (autocast over fp32 weights is slower); CPUs
-    keep autocast (measured: docs/efficiency.md). Returns what runs (``fp32``, ``bf16 weights``, ``autocast ...``)."""
+    """Cast ``model``'s weights to ``precision`` for inference on CUDA (CPUs keep autocast); what runs."""
     if precision == "fp32":
         return "fp32"
     if device.startswith("cuda") and precision in ("bf16", "fp16"):

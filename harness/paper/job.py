@@ -227,8 +227,7 @@ SAME_ERROR_JOBS = 2
 
 
 def run_local(steps: Sequence[graph.Step], states: Mapping[str, progress.JobState], context: Path) -> int:
-    """Run every unfinished job; 0 when every step ended well, 1 otherwise (the failures are printed), 2 when the
-    first :data:`SAME_ERROR_JOBS` jobs of a step stopped with the same error line (printed once)."""
+    """Run every unfinished job; 0: every step ended well, 1: failures, 2: a step's first jobs failed alike."""
     failed: dict[str, list[str]] = {}
     for k, step in enumerate(steps, 1):
         todo = [j for j in step.jobs if not states[j.key].finished]

@@ -160,8 +160,7 @@ def _cell_path(res: str, task: str, model: str, cell: Any) -> Path:
 
 
 def _seconds(rec: results.ResultRecord, trained: dict[str, float] | None) -> float:
-    """The seconds a record's timings add up to (their ``total`` where recorded), plus its run's training once
-    (shared by every dataset); ``trained`` None: not counted (a report job evaluates a run its sweep trained)."""
+    """The seconds a record's timings add up to, plus its run's training once (``trained`` None: not)."""
     own = seconds(rec.timings or {})
     train = ((rec.model or {}).get("trained") or {}).get("train_s")
     if trained is not None and isinstance(train, int | float) and rec.run_id not in trained:

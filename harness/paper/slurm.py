@@ -154,8 +154,7 @@ def _array(i: str) -> str:
 
 def decide(steps: Sequence[Step], states: Mapping[str, JobState], ledger: Mapping[str, str],
            attempts: Mapping[str, Mapping[str, Any]], live: set[str]) -> tuple[set[str], dict[str, list[str]]]:
-    """Which jobs are kept (key set: queued or running, waiting on their upstream's current attempts) and which are
-    submitted (step -> keys): unfinished ones not kept, and every job of a step downstream of new submissions."""
+    """Which jobs are kept (queued or running on current attempts) and which are submitted (step -> keys)."""
     kept: set[str] = set()
     new: dict[str, list[str]] = {}
     for step in steps:
@@ -206,8 +205,7 @@ def _cancel(steps: Sequence[Step], ledger: Mapping[str, str], attempts: dict[str
 
 def submit(steps: Sequence[Step], states: Mapping[str, JobState], context: Path, cluster: Mapping[str, Any],
            folder: Path, queued: Mapping[str, tuple[str, str]] | None = None) -> dict[str, list[str]]:
-    """Queue every job :func:`decide` picks; returns step -> its SLURM ids (new or kept). ``queued``: the queue read
-    before ``states`` (else a job ending in between would be resubmitted). The ledger is written after each step."""
+    """Queue every job :func:`decide` picks, writing the ledger after each step; step -> its SLURM ids."""
 
     ledger, attempts = read_ledger(folder)
     q = queue() if queued is None else queued

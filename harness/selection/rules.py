@@ -302,8 +302,7 @@ class BestRunOnSelectionSets(SelectionRule):
 
 
 class LatestConfigPerColumn(SelectionRule):
-    """Per column, the configuration (runs that differ only in seed; mean over seeds) with the newest record: MLDR
-    has no sweep to select on, and a new source run (a new DPR selection) supersedes the records of the old one."""
+    """Per column, the configuration with the newest record (MLDR: no sweep; a new source run supersedes)."""
 
     description = "per column, the most recent configuration (mean over its seeds); MLDR has no sweep to select on"
 
@@ -331,8 +330,7 @@ def scoring_protocol(r: ResultRecord) -> str:
 
 
 class GlueSelection(SelectionRule):
-    """Best configuration per task (mean over seeds: :class:`BestConfigPerDataset`), plus the GLUE average and the
-    paper's Table 5 rows; one scoring protocol per model, its newest record's (others counted, not mixed in)."""
+    """Best configuration per task, the GLUE average and Table 5 rows; one scoring protocol per model."""
 
     per_task = BestConfigPerDataset(expected=lambda r: expected_seed_count(r.config))
     description = per_task.description

@@ -158,8 +158,7 @@ def check_evaluated(series: units.Series) -> None:
 
 
 def check_plannable(series: units.Series) -> None:
-    """A problem every complete checkpoint has (a dataset or setting its runs cannot use) is the command's error,
-    not one skip per checkpoint; broken checkpoints are said at the end (:func:`check_evaluated`)."""
+    """A problem every complete checkpoint has is the command's error, not one skip per checkpoint."""
     complete = [u for u in series.units if not (u.skipped or "").startswith(("still being written", BROKEN))]
     reasons = {u.skipped for u in complete}
     if complete and len(reasons) == 1 and None not in reasons:

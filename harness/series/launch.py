@@ -65,8 +65,7 @@ def write_context(folder: Path, units: list[Unit], log_dir: str | None = None) -
 
 
 class Submitter:
-    """The SLURM launcher of one command: submits a series's runs not queued or running through the paper graph's
-    executor, one array per checkpoint, each at most once (a watch reports a failed one; the next command resubmits)."""
+    """The SLURM launcher of one command: a series's runs through the paper graph's executor, each once."""
 
     def __init__(self, cluster: dict[str, Any]) -> None:
         self.cluster = cluster

@@ -19,8 +19,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class TableSpec:
-    """One leaderboard table: ``columns`` fixed, with an average (None: the records' datasets, no average);
-    ``scale`` maps a value to the shown one (100 for 0-1 IR metrics; None: x100 when all in [0, 1])."""
+    """One leaderboard table: ``columns`` (None: the records' datasets) and ``scale`` (None: x100 if 0-1)."""
 
     id: str
     label: str                      # short name: filters, charts
@@ -37,8 +36,7 @@ class TableSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Placement:
-    """The column a record fills in the spec's first table: ``column`` formatted with its ``dataset``, ``split``
-    and ``details`` (``defaults`` where missing), plus ``suffixes[key][value]`` (MLDR: ``mldr-en/ood-colbert``)."""
+    """The column a record fills: ``column`` formatted with its dataset, split and details, plus suffixes."""
 
     column: str = "{dataset}"
     defaults: Mapping[str, str] = field(default_factory=dict)

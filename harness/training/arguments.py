@@ -84,8 +84,7 @@ class NaNLossGuard(TrainerCallback):
 
 @contextlib.contextmanager
 def discard_unfinished(folder: Path) -> Iterator[None]:
-    """Remove the trainer's checkpoint ``folder`` when training does not finish (an error, or ``scancel`` / a
-    requeue, which :mod:`harness.core.scheduler` turns into ``SystemExit``); a finished training's folder stays."""
+    """Remove the trainer's checkpoint ``folder`` when training does not finish (an error, ``scancel``)."""
     try:
         yield
     except BaseException:
@@ -94,8 +93,7 @@ def discard_unfinished(folder: Path) -> Iterator[None]:
 
 
 class ProgressLines(TrainerCallback):
-    """Training progress through the console when no bar is drawn (SLURM logs, pipes): one line per evaluation and
-    at most ~20 loss lines a run (step, epoch, loss or score, time left); on a terminal the Trainer's tqdm bar."""
+    """Training progress when no bar is drawn: a line per evaluation, at most ~20 loss lines a run."""
 
     def __init__(self, desc: str = "training") -> None:
         self.desc = desc

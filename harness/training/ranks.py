@@ -234,8 +234,7 @@ class StepBatches(BatchSampler):
 
 
 class EpochStart(TrainerCallback):
-    """At each epoch: the sampler's epoch set (as one process's DataLoader does) and the micro-batch count restarted;
-    after the last, the loss logged gathered over ranks (else a rank's remainder would enter the mean loss)."""
+    """Each epoch: the sampler's epoch set, micro-batches counted anew; at the end, the loss logged gathered."""
 
     def __init__(self, trainer: Any) -> None:
         self.trainer, self.epoch = trainer, 0

@@ -136,8 +136,7 @@ class Timing:
 
 def time_passes(run_pass: Callable[[], None], *, repeats: int, warmup: int, device: str,
                 desc: str = "timed passes", show: bool = True, budget_s: float | None = None) -> list[float]:
-    """Seconds of each of ``repeats`` passes after ``warmup`` untimed ones, each a progress step; with ``budget_s``
-    no timed pass starts that would end past it at the mean pass time so far (the first always runs)."""
+    """Seconds of each of ``repeats`` timed passes after ``warmup`` ones, within ``budget_s`` if given."""
     from harness.core.console import Progress
     out: list[float] = []
     t_start = time.perf_counter()

@@ -61,8 +61,7 @@ def decay_factor(point: GridPoint, tcfg: Any, n_train: int, convention: str | No
 
 
 def check_decay(points: Sequence[GridPoint], sizes: Mapping[str, int], tcfg: Any) -> None:
-    """Before any training: no grid point's weight decay leaves less than :data:`KEEP_AT_LEAST` of the weights
-    (``sizes``: each task's number of training rows, as subsampled). One line naming the point and the fix."""
+    """Before any training: no grid point's weight decay leaves less than :data:`KEEP_AT_LEAST` of the weights."""
     for p in {(p.task, p.lr, p.weight_decay, p.epochs): p for p in points}.values():   # each distinct run once
         kept, steps = decay_factor(p, tcfg, sizes[p.task])
         if kept >= KEEP_AT_LEAST:

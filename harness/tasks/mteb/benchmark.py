@@ -76,8 +76,7 @@ def task_score(records: Sequence[ResultRecord]) -> float:
 
 
 def aggregate(agg: Aggregate, found: Mapping[str, ResultRecord | None]) -> tuple[float, dict[str, float], str] | str:
-    """(the aggregate, each task's score, the main score's name) from the members' records (``found``: dataset ->
-    its finished record), or why it cannot be computed (a member missing or failed: mteb's aggregate is None)."""
+    """(the aggregate, each task's score, the main score's name) from the members' records, or why not."""
     bad = [d for ds in agg.tasks.values() for d in ds if found.get(d) is None or found[d].status != STATUS_OK]
     if bad:
         return (f"{agg.benchmark}'s aggregate needs every task's record; not ok: {', '.join(bad[:5])}"

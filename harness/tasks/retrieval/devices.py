@@ -59,8 +59,7 @@ def _device_shards(rank: int, plan: RunPlan, part: Part, devices: list[str], sha
 
 
 def over_training_devices(plan: RunPlan, retriever: Any, part: Part) -> tuple[Any, Callable[[list[int]], None]] | None:
-    """(shard settings, launcher) for a run training on N GPUs: it evaluates in N shards, one process per GPU; None,
-    said once, for one device, the CPU or an unshardable retriever (PLAID, Voyager)."""
+    """(shard settings, launcher) evaluating a run trained on N GPUs in N shards; None where unshardable."""
     n = plan.settings.training.devices
     if n == 1 or not plan.trains:
         return None

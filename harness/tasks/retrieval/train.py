@@ -49,8 +49,7 @@ TRAINED_WEIGHTS_ALSO = ("embedding_size", "name")
 
 
 def kd_key(cell: Cell, train_keys: Sequence[str]) -> str:
-    """Hash of what the trained weights depend on: the run identity with only the training's task keys (``train``
-    nodes), the projection size and task name, so runs differing only in evaluation keys share a trained model."""
+    """Hash of what the trained weights depend on (the training's keys only: evaluations share a model)."""
     ident = dict(cell.identity)
     task = ident.get("task", {})
     names = (*(t.split(".", 1)[1] for t in train_keys), *TRAINED_WEIGHTS_ALSO)

@@ -190,8 +190,7 @@ def hub_qrels(rows: Any, where: str) -> dict[str, dict[str, int]]:
 
 
 def export_beir(ds: RetrievalDataset, out_dir: str | Path, *, overwrite: bool = False) -> Path:
-    """Write ``ds`` as a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv; UTF-8, LF) via a temporary
-    sibling renamed into place; a non-empty ``out_dir`` is replaced only with ``overwrite=True``."""
+    """Write ``ds`` as a BEIR folder via a temporary sibling renamed into place (replacing only if ``overwrite``)."""
     out = Path(out_dir).expanduser().absolute()
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise DataError(f"export folder {str(out)!r} already exists and is not empty; pass overwrite=True "

@@ -305,8 +305,7 @@ KINDS: Registry[type[DataKind]] = Registry("data kind", {
 # ------------------------------------------------------------------------------------------ the catalog
 # Dataset names -> typed entries, checked and loaded through their kind (no kind's layout is known below).
 def entry_from_config(name: str, raw: Mapping[str, Any] | None) -> DatasetEntry:
-    """A typed catalog entry: an unknown key (``ignore_identical_id``) is an error naming the closest valid one.
-    Members of a composite inherit ``split`` and ``ignore_identical_ids`` and live in ``<name>/<member>``."""
+    """A typed catalog entry; a composite's members inherit ``split`` and ``ignore_identical_ids``."""
     raw = dict(raw or {})
     members_raw = raw.pop("members", None) or {}
     entry = build(DatasetEntry, {"name": name, **raw}, f"catalog entry {name!r}")

@@ -88,8 +88,7 @@ def dataset_from_triple(triple: CoirTriple, name: str, split: str, source: str, 
 
 
 def export_coir_layout(triple: CoirTriple, out_dir: str | Path, lang: str) -> Path:
-    """Write ``triple`` in CoIR's hub layout (``<lang>-corpus/``, ``-queries/``, ``-qrels/`` JSONL, a README with
-    the configs of every language present), read by ``datasets.load_dataset(out_dir, "<lang>-corpus")`` as the hub."""
+    """Write ``triple`` in CoIR's hub layout (JSONL configs and a README), readable as the hub copy is."""
     out = Path(out_dir)
     parts = {"corpus": ("corpus", triple.corpus), "queries": ("queries", triple.queries),
              "qrels": (triple.split, triple.qrels)}
@@ -109,8 +108,7 @@ def export_coir_layout(triple: CoirTriple, out_dir: str | Path, lang: str) -> Pa
 # ------------------------------------------------------------------------------------------ loaders
 def _csn_config(path: str, revision: str | None, lang: str, kind: str, split: str, columns: tuple[str, ...],
                 cache_dir: str | None) -> Any:
-    """One split of config ``<lang>-<kind>`` (from the hub when ``cache_dir`` is None, else a local folder), with
-    its ``columns``; a local folder datasets cannot read, a missing split or column is a DataError."""
+    """One split of config ``<lang>-<kind>`` (the hub's, or a local folder's) with its ``columns``."""
     from datasets import load_dataset
     where = f"{path}@{revision} {lang}-{kind}" if cache_dir is None else str(Path(path) / f"{lang}-{kind}")
     try:
@@ -218,8 +216,7 @@ def _cosqa_pairs(path: Path) -> list[dict[str, Any]]:
 
 
 def load_cosqa_pairs(path: Path, name: str, split: str = "test") -> RetrievalDataset:
-    """CoSQA pairs (CodeXGLUE JSON: idx, doc = web query, code, label) as a retrieval set: queries labelled 1,
-    corpus = distinct code snippets (first pair's idx as the id), relevant = the query's own snippet."""
+    """CoSQA pairs as a retrieval set: queries labelled 1, corpus the distinct snippets, relevant its own."""
     if not path.is_file():
         raise DataError(f"CoSQA file not found: {path}. Point task.data_dir at the folder that contains "
                         "cosqa/cosqa-dev.json (../shared/data), or set the catalog entry's `local` to the file.")

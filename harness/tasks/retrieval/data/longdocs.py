@@ -131,8 +131,7 @@ def _strip_query_docstrings(rel: str, source: str, tree: ast.Module, min_summary
 
 def build(lds: LongDocSet, *, name: str, split: str = "test", max_queries: int | None = 300,
           max_corpus: int | None = None) -> RetrievalDataset:
-    """The ``split`` queries (a hash sample of ``max_queries``) over the corpus (every file, or ``max_corpus``:
-    the queries' files first, then a hash sample). ``meta['query_starts']`` = {qid: {char, line}}."""
+    """The ``split`` queries (a hash sample) over the corpus (``max_corpus``: the queries' files first)."""
     if split not in SPLITS:
         raise DataError(f"long-document set split {split!r}: use one of {', '.join(SPLITS)}.")
     candidates = lds.split_queries(split)
@@ -158,8 +157,7 @@ def build_long_document_set(root: str | Path | None = None, *, name: str = "stdl
 
 def export_mldr(lds: LongDocSet, out_dir: str | Path, *, max_train: int | None = None, max_test: int | None = None,
                 negatives: int = 3, max_corpus: int | None = None) -> Path:
-    """A folder in MLDR's layout from ``lds``: ``train.jsonl`` rows with ``negatives`` other files each (by hash),
-    ``test.jsonl`` rows without, ``corpus.jsonl`` with every one of them (and others up to ``max_corpus``)."""
+    """A folder in MLDR's layout from ``lds`` (train rows with ``negatives`` other files each, test rows)."""
     from harness.tasks.retrieval.data import mldr
     text_of = dict(zip(lds.doc_ids, lds.texts, strict=True))
     rows: dict[str, list[dict[str, Any]]] = {}

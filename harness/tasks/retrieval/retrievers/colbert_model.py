@@ -33,8 +33,7 @@ def is_colbert_checkpoint(local: str | os.PathLike) -> bool:
 
 
 def load_colbert(spec: ModelSpec, *, device: str, embedding_size: int, seed: int) -> tuple[ColBERT, dict[str, Any]]:
-    """A PyLate ColBERT for ``spec`` (``[Q] ``/``[D] `` prefixes, query expansion) and the record's model block; a
-    plain encoder gets a new ``embedding_size`` projection and prefix-token embeddings, seeded by ``seed``."""
+    """A PyLate ColBERT for ``spec`` and its record block (a plain encoder: a projection seeded by ``seed``)."""
     from pylate import models
 
     from harness.models import _check_attn, model_identity, resolve_path
