@@ -80,8 +80,7 @@ def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None
     return enc["input_ids"]
 
 
-#: texts tokenised per call of :func:`token_ids`: their ids are kept as int32 arrays (4 bytes a token, not a Python
-#: list's 36), so a chunk of millions of tokens stays small
+#: texts tokenised per call of :func:`token_ids`, their ids kept as int32 arrays (4 bytes a token, not a list's 36)
 TOKENIZE_STEP = 4096
 
 

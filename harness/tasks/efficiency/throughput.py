@@ -104,10 +104,8 @@ def machine_facts() -> str:
             f"python {platform.python_version()}; load average {load}")
 
 
-#: the float32 matmul precision Table 2 was measured under: torch's default, TF32 off. None of the authors' efficiency
-#: notebooks (MB@815a267:efficiency/notebooks) sets ``allow_tf32`` or ``set_float32_matmul_precision``, and the large
-#: model's notebook shows torch warning "TensorFloat32 tensor cores for float32 matrix multiplication available but
-#: not enabled" (MB@815a267:efficiency/notebooks/large/modernbert/modernbert_success.ipynb)
+#: the float32 matmul precision Table 2 was measured under: torch's default, TF32 off (no efficiency notebook sets it,
+#: and MB@815a267:efficiency/notebooks/large/modernbert/modernbert_success.ipynb shows torch's TF32-not-enabled warning)
 PAPER_MATMUL_PRECISION = "highest"
 
 

@@ -182,11 +182,8 @@ def run_part(plan: RunPlan, todo: Sequence[Cell]) -> None:
 
 
 # -------------------------------------------------------------------------------- the load.* and retrieve.* stages
-# A load.<name> stage (MLDR's is chosen by task.retriever through stage_when) gets the run's plan and the model spec
-# to load (model.path, or the trained weights of the task's source run) and returns (model, the record's model
-# block); lengths no model position can encode are refused there, before any expensive work. A retrieve.<name> stage
-# (task.retriever: <name>) gets the plan, the loaded model and the corpus-cache identity and returns a Retriever;
-# which keys change its ranking but not its corpus encoding follows from the settings (their ``search`` nodes).
+# load.<name>(plan, spec) -> (model, the record's model block), refusing lengths no position can encode;
+# retrieve.<name>(plan, model, cache identity) -> a Retriever (task.retriever: <name>).
 def encoder(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
     """A SentenceTransformer, and the lengths it checks (``task.max_length``; training: ``max_seq_length``)."""
     from harness.models import load_sentence_transformer

@@ -13,9 +13,8 @@ from typing import Any
 from harness.core.registry import Registry
 from harness.specs.stages import Stage
 
-#: a retrieval stage's name -> its version and code (``load.*``: a loader, ``train.*``: a trainer, ``retrieve.*``: a
-#: retriever builder ``function(plan, model, cache_identity) -> Retriever``); ``score.ir`` is the run's own scoring;
-#: ``load.encoder``, which other protocols compose too, is :data:`harness.specs.stages.SHARED`'s
+#: a retrieval stage's name -> its version and code (a loader, trainer or retriever builder); ``load.encoder``, which
+#: other protocols compose too, is :data:`harness.specs.stages.SHARED`'s
 STAGES: Registry[Stage] = Registry("stage", {
     "load.colbert": Stage(1, "harness.tasks.retrieval.compute:colbert", "a PyLate ColBERT model"),
     "train.dense": Stage(2, "harness.tasks.retrieval.train:DENSE",

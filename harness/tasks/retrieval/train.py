@@ -65,11 +65,9 @@ KD = Trainer("load.colbert", "harness.tasks.retrieval.seeding:train_kd", "pylate
 
 
 # -------------------------------------------------------------------------------- task.devices: the N processes
-# One writer: the run's process (holding its run lock) stages its loaded weights and the training rows in
-# ``<trained model folder>/staging``, launches the ranks (:func:`harness.training.ranks.run_on_devices`), loads the
-# weights rank 0 saved once every rank ended well, and alone writes the training marker and the records. A rank loads
-# the staged weights through the run's own load stage, trains its share; only rank 0 saves (the others wait at a
-# barrier). A failed rank fails the run with its error line (no marker, no record, staging removed).
+# One writer: the run's process stages its loaded weights and the training rows in ``<trained model
+# folder>/staging``, launches the ranks, loads the weights rank 0 saved once every rank ended well, and alone writes
+# the training marker and the records; a failed rank fails the run with its error line (staging removed).
 
 
 @dataclass(frozen=True)

@@ -289,8 +289,7 @@ class SourceFilesKind(DataKind):
                                        max_corpus=entry.max_corpus)
 
 
-#: kind name (a catalog entry's ``kind``) -> its class; a user's kind may be registered as "module:Class", imported
-#: only when an entry of that kind is checked or loaded. One line per kind.
+#: kind name (a catalog entry's ``kind``) -> its class (a user's: "module:Class", imported when first used)
 KINDS: Registry[type[DataKind]] = Registry("data kind", {
     "beir": BeirKind,                   # BEIR folder, or mteb's hub copy (datasets)
     "hub_layout": HubLayoutKind,        # a hub repository's files (NanoBEIR)
@@ -303,7 +302,6 @@ KINDS: Registry[type[DataKind]] = Registry("data kind", {
 
 
 # ------------------------------------------------------------------------------------------ the catalog
-# Dataset names -> typed entries, checked and loaded through their kind (no kind's layout is known below).
 def entry_from_config(name: str, raw: Mapping[str, Any] | None) -> DatasetEntry:
     """A typed catalog entry; a composite's members inherit ``split`` and ``ignore_identical_ids``."""
     raw = dict(raw or {})

@@ -30,8 +30,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".*", "venv", "node_modules",                                # hidden dirs (.git, .venv, .tox), envs
 )
 
-# Summaries that describe nothing by themselves (kept modest on purpose): pointers and deprecation notes
-# ("See ...", but not "See if/whether ..."), "Same as ...", "Alias ...", "Deprecated ...", TODO/XXX notes.
+# Summaries that describe nothing by themselves (kept modest on purpose): pointers, deprecation and TODO notes.
 _TRIVIAL = re.compile(r"(deprecated|see(?! if\b| whether\b)|same as|alias(es)?|todo|xxx)\b", re.IGNORECASE)
 # A bare call signature, optionally with a return annotation: "f(x) -> y", "D.get(k[,d]) -> D[k] if k in D".
 _SIGNATURE = re.compile(r"[A-Za-z_][\w.]*\([^()]*\)\s*(->.*)?")
