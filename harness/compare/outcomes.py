@@ -19,9 +19,8 @@ Statistic = Callable[[np.ndarray, np.ndarray], float]
 
 @dataclass(frozen=True)
 class Outcomes:
-    """``values[run, item]``: per-query metric values (``weights`` sum to 1 and give the cell's score as a weighted
-    mean: MNLI's two dev sets) or GLUE predictions (``statistic`` re-scores them); items resampled within
-    ``strata``; ``runs``: each run's kept scores."""
+    """``values[run, item]``: per-query values (``weights``: the cell's score as a weighted mean) or GLUE
+    predictions (``statistic`` re-scores them); items resampled within ``strata``; ``runs``: the kept scores."""
 
     ids: tuple[str, ...]
     values: np.ndarray

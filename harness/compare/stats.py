@@ -1,6 +1,5 @@
-"""Paired tests over per-query (or per-dataset) scores of two systems on the same items. The randomization test and
-bootstrap are a few lines of numpy: scipy's ``permutation_test`` / ``bootstrap`` are far slower on 10^4 resamples of
-10^4 queries, and ranx's numba version reseeds numpy's global state."""
+"""Paired tests over per-query (or per-dataset) scores of two systems on the same items, in numpy: scipy's tests are
+far slower on 10^4 resamples of 10^4 queries, and ranx's numba version reseeds numpy's global state."""
 
 from __future__ import annotations
 
@@ -46,10 +45,8 @@ def weights(strata: Sequence[int] | None, n: int) -> np.ndarray:
 
 def randomization_p(a: Sequence[float], b: Sequence[float], permutations: int = 10_000, seed: int = 0,
                     strata: Sequence[int] | None = None, chunk: int = 1000) -> float:
-    """Fisher's paired randomization test (Smucker et al., CIKM '07), two-sided: each permutation swaps an item's two
-    scores with probability 1/2; p = (1 + #{|mean diff| >= observed}) / (1 + permutations) (Phipson & Smyth 2010).
-    ``strata`` (a dataset per item): the statistic is the macro average of per-dataset mean differences. Up to 16
-    items are enumerated exactly (p = #{...} / 2^n)."""
+    """Fisher's paired randomization test (Smucker et al., CIKM '07), two-sided, p = (1 + #{|mean diff| >= observed}) /
+    (1 + permutations) (Phipson & Smyth 2010); ``strata``: the macro average; up to 16 items enumerated exactly."""
     x, y = _pairs(a, b)
     wd = weights(strata, len(x)) * (y - x)
     observed = abs(wd.sum())

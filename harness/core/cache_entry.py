@@ -1,8 +1,6 @@
-"""Cache entries built once and published atomically, and the one lock primitive of the harness. Jobs on one shared
-cache (a SLURM array on NFS/Lustre) needing the same missing entry: one builds it under ``<entry>.lock``, the others
-wait and read it (:func:`get_or_build`). :class:`FileLock` (run locks too) is a file made with ``O_CREAT | O_EXCL``
-touched by a heartbeat; stale when untouched for ``stale_after`` s or its owner here is gone (``fcntl`` fails across
-nodes)."""
+"""Cache entries built once and published atomically (:func:`get_or_build`: one job builds a missing entry under
+``<entry>.lock``, the others wait and read it), and the one lock primitive of the harness (:class:`FileLock`: a file
+made with ``O_CREAT | O_EXCL``, touched by a heartbeat; stale when untouched or its owner here is gone)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """What a run prints: the harness' own progress and errors; library records below ERROR go only to the job's log
-file, and transformers' "Loading weights" bars are off (``log_level=INFO|DEBUG`` brings everything back).
-:class:`Progress` and :func:`step` log one line when done (a bar on a terminal); ``log_level=WARNING`` silences them."""
+file (``log_level=INFO|DEBUG`` brings them back); ``log_level=WARNING`` silences progress lines too."""
 
 from __future__ import annotations
 

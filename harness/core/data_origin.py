@@ -1,6 +1,5 @@
-"""Whether a record was computed on the official copy of its dataset: the pinned hub copy its catalog entry names, or
-a local copy whose fingerprint the entry lists (``official_fingerprints``); else it is marked :data:`LOCAL_MARK`
-wherever shown and never ranked against published numbers (``details.data``: :func:`origin`)."""
+"""Whether a record was computed on the official copy of its dataset (the pinned hub copy, or a local copy the entry
+lists in ``official_fingerprints``); else it is marked :data:`LOCAL_MARK` and never ranked against published numbers."""
 
 from __future__ import annotations
 

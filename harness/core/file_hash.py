@@ -1,7 +1,6 @@
-"""What a run's local files hold, known at plan time: each file's sha256, cached by its path and ``stat`` (size,
-modification and change times, inode), so a 5M-document corpus is hashed once and a re-plan costs a ``stat`` per
-file. The cache is one small JSON file per (file, stat) under ``<paths.cache>/file-hashes/`` (:func:`use_cache`),
-written atomically, so concurrent jobs share it without locks. Hub data is never hashed (its revision identifies it)."""
+"""What a run's local files hold, known at plan time: each file's sha256, cached by its path and ``stat``, so a
+corpus is hashed once and a re-plan costs a ``stat`` per file; one small JSON file per (file, stat) under
+``<paths.cache>/file-hashes/``, written atomically (concurrent jobs share it without locks)."""
 
 from __future__ import annotations
 

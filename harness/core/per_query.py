@@ -1,6 +1,5 @@
-"""Per-query (retrieval) or per-example (GLUE) scores of a record, stored beside it for paired comparisons:
-``<dataset>.perquery.npz`` (item ids + one float64 vector per metric), named in ``details.per_query`` with its sha256
-and the items' fingerprints (two records are comparable only where the fingerprints are equal)."""
+"""Per-query (retrieval) or per-example (GLUE) scores of a record, stored beside it for paired comparisons in
+``<dataset>.perquery.npz``, named in ``details.per_query`` with its sha256 and the items' fingerprints."""
 
 from __future__ import annotations
 

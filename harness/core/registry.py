@@ -13,9 +13,8 @@ T = TypeVar("T")
 
 
 class Registry(MutableMapping[str, T], Generic[T]):
-    """``name -> T``; with ``lazy`` a value may be a ``"package.module[:attr]"`` string imported on first lookup.
-    :meth:`lookup` fails with the valid names, closest first, and ``hint``; :meth:`register` refuses to shadow
-    another target; item assignment replaces one (a test's ``monkeypatch.setitem``)."""
+    """``name -> T``; with ``lazy`` a value may be a ``"package.module[:attr]"`` string imported on first lookup;
+    :meth:`lookup` fails with the valid names, closest first; :meth:`register` refuses to shadow another target."""
 
     def __init__(self, what: str, entries: Mapping[str, T | str] | None = None, *, hint: str = "",
                  lazy: bool = False) -> None:

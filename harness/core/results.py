@@ -1,7 +1,5 @@
-"""Result records: one JSON file per (run, dataset), written atomically; the only writer of results.
-
-``<results_dir>/<task>/<model name>/<run id>/<dataset>.json``; a run id is a readable slug plus a hash of everything
-that defines the run (:func:`run_id`), so a re-run or a requeued SLURM array redoes only the missing cells."""
+"""Result records: one JSON file per (run, dataset), written atomically; the only writer of results. A run id is a
+readable slug plus a hash of everything that defines the run, so a re-run redoes only the missing cells."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""What a job owes its scheduler (SLURM through submitit, or Hydra's in-process launcher): the facts recorded with
-each record (:func:`facts`), a clean stop on ``scancel``/requeue (:func:`stop_on_signals`: ``SystemExit`` in the main
-thread, so ``finally`` blocks release locks), and a non-zero exit when its cells failed (:func:`job_failed`: after
-submitit stored its result, so SLURM says FAILED and ``afterok`` holds; the launcher exits non-zero at the end)."""
+"""What a job owes its scheduler (SLURM through submitit, or Hydra's launcher): the facts recorded with each record,
+a clean stop on ``scancel``/requeue (``SystemExit``, so ``finally`` blocks release locks), and a non-zero exit when
+its cells failed (after submitit stored its result, so SLURM says FAILED and ``afterok`` holds)."""
 
 from __future__ import annotations
 

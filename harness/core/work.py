@@ -1,6 +1,5 @@
-"""What a job processes, for the paper graph's cost preview: tokens trained on and evaluated, each runner's own
-estimate (``Family.work``; :mod:`harness.paper.cost` turns it into GPU-hours), and the cost file's published sizes
-(``conf/paper/cost.yaml``) a runner falls back on where its data is not local. Pure: reads YAML only."""
+"""What a job processes, for the paper graph's cost preview: tokens trained on and evaluated (each runner's estimate),
+and the cost file's published sizes a runner falls back on where its data is not local. Reads YAML only."""
 
 from __future__ import annotations
 

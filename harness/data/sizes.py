@@ -1,6 +1,5 @@
-"""The sizes of the data a job is configured with, where cheap to read (line counts and sizes of local files; a large
-file's lines estimated from its first MiB), for the cost preview, and a retrieval job's evaluation work from them.
-None for hub copies: the cost file's published sizes are used, and the preview says which."""
+"""The sizes of a job's data where cheap to read (local files' lines and sizes; a large file's lines estimated from
+its first MiB), for the cost preview; None for hub copies (the cost file's published sizes are used)."""
 
 from __future__ import annotations
 

@@ -221,10 +221,8 @@ def cpu_workers(device: str) -> int:
 def encode(model: SentenceTransformer, texts: list[str], *, batching: Batching, device: str, precision: str = "fp32",
            pack: str = "auto", workers: int | None = None, prefetch: bool | None = None, desc: str = "encoding",
            show_progress: bool = True, stats: dict[str, float] | None = None, keep_width: bool = False) -> np.ndarray:
-    """Embeddings (float32, [len(texts), dim]) in input order; ``keep_width``: at the encoder's width (bf16 as its
-    bits). ``prefetch`` (default: any device but the CPU) runs the GPU pipeline; else ``workers`` threads each encode
-    whole batches single-threaded (no barrier after every operator). ``stats`` receives wall time, tokens, batches
-    and the wait for input."""
+    """Embeddings (float32, [len(texts), dim]) in input order (``keep_width``: at the encoder's width). ``prefetch``
+    (default: not on a CPU) runs the GPU pipeline, else ``workers`` threads each encode batches single-threaded."""
     mode = pack_mode(model, pack, device)
     if not texts:
         return np.zeros((0, model.get_sentence_embedding_dimension() or 0), dtype=np.float32)

@@ -1,6 +1,5 @@
-"""Batches of token sequences: grouped by a token budget, laid out padded or packed, as forward kwargs. Packed: one
-row of sequences with restarting positions and ``cu_seq_lens`` (``varlen``: harness_varlen, flash-attn), or rows with
-a block-diagonal mask (``mask``: sdpa/eager, how a CPU test checks the packed layout)."""
+"""Batches of token sequences: grouped by a token budget, laid out padded or packed (``varlen``: one row with
+``cu_seq_lens``; ``mask``: rows with a block-diagonal mask, how a CPU test checks the packed layout), as kwargs."""
 
 from __future__ import annotations
 

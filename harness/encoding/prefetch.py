@@ -1,6 +1,5 @@
-"""An encoder that never waits: inputs prepared ahead of the device in worker threads (:class:`Prefetcher`; tokenizers
-release the GIL), outputs copied back to pinned memory without stopping it (:class:`HostSink`). :func:`tokenizers`
-keeps a tokenizer copy per thread per model (a copy takes 0.1-0.3 s, mostly holding the GIL)."""
+"""An encoder that never waits: inputs prepared ahead of the device in worker threads (:class:`Prefetcher`), outputs
+copied back to pinned memory without stopping it (:class:`HostSink`), a tokenizer copy per thread (0.1-0.3 s each)."""
 
 from __future__ import annotations
 

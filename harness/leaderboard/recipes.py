@@ -1,7 +1,5 @@
-"""Two DPR recipes, one column (issue 60): a trained task=beir record names its recipe (``details.recipe``), a record
-evaluating its weights names the run (``model.lineage``). Where a later paper's column declares the recipe its numbers
-were fine-tuned under (``PaperSource.recipes``), a run cell not fine-tuned under it (or not saying) is footnoted ¶
-and never marked best. Reads records only."""
+"""Two DPR recipes, one column (issue 60): where a later paper's column declares the recipe its numbers were
+fine-tuned under, a run cell not fine-tuned under it (by its records, or their source run's) is footnoted ¶."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The leaderboard's series view: ``python -m harness.series`` records as the metric against the training step, per
-series, task and dataset: each step's newest weights' records, seeds averaged, with a band (the seed spread, else a
-95% bootstrap over per-query scores), and the column's published numbers as reference lines (at most
-:data:`MAX_REFS`). The best step has the best mean (ties: the earlier)."""
+"""The leaderboard's series view: ``python -m harness.series`` records as the metric against the training step, each
+step's newest weights' records, seeds averaged, with a band and the column's published numbers as reference lines."""
 
 from __future__ import annotations
 

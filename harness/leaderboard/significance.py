@@ -1,6 +1,5 @@
 """Paired significance between the leaderboard's run rows, per cell and per table average: baseline marks, tie groups
-corrected across each table's tests, and rank intervals, for cells whose records keep per-query scores (one record
-as ``harness.compare A B`` tests it, several seeds by ``harness.compare.many``)."""
+and rank intervals, for cells whose records keep per-query scores (as ``harness.compare`` tests them)."""
 
 from __future__ import annotations
 

@@ -28,10 +28,9 @@ class PublishedRow:
 
 @dataclass(frozen=True)
 class PaperSource:
-    """A table of a later paper, transcribed (docs/fidelity.md): one CSV row per printed row; ``source`` names its
-    table (it must read ``cited_as``); ``cells``: header -> (table, column). ``other_protocol``: header -> (short
-    name, why), footnoted, never ranked (``family_protocol``: the same for one family's rows); ``recipes``: header ->
-    the DPR recipe its numbers were fine-tuned under (``harness.leaderboard.recipes``)."""
+    """A table of a later paper, transcribed (docs/fidelity.md): one CSV row per printed row, citing ``cited_as``;
+    ``cells``: header -> (table, column); ``other_protocol``/``family_protocol``: footnoted, never ranked; ``recipes``:
+    header -> the DPR recipe its numbers were fine-tuned under."""
 
     id: str
     file: str

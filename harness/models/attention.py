@@ -1,7 +1,6 @@
-"""Which attention a model loads with, and which kernel runs it. The paper timed and trained ModernBERT unpadded
-(flash-attention on packed sequences): ``auto`` gives that (``harness_varlen``) on CUDA for an architecture the
-harness packs where the flash kernels run (:func:`kernel_blocker`); elsewhere sdpa on padded batches, said on one
-line and in the record, and an explicit ``harness_varlen`` there is refused before any work."""
+"""Which attention a model loads with, and which kernel runs it: ``auto`` gives the paper's unpadded flash-attention
+(``harness_varlen``) on CUDA where the flash kernels run (:func:`kernel_blocker`), elsewhere sdpa on padded batches,
+said in one line and the record; an explicit ``harness_varlen`` there is refused before any work."""
 
 from __future__ import annotations
 
@@ -112,8 +111,7 @@ def kernel_blocker(*, capability: tuple[int, int] | None, head_dim: int | None, 
 
 def resolve_attention(requested: str, *, cuda: bool, packs: bool, blocker: str = "") -> str:
     """The implementation to load: ``auto`` -> ``harness_varlen`` on CUDA for a packable architecture with no
-    ``blocker``, else ``sdpa``; ``flash_attention_2`` on a packable one -> ``harness_varlen`` (refused with a
-    ``blocker`` on CUDA); else as given."""
+    ``blocker``, else ``sdpa``; ``flash_attention_2`` on a packable one -> ``harness_varlen``; else as given."""
     requested_varlen = requested == VARLEN or (requested == "flash_attention_2" and packs)
     if requested_varlen and cuda and blocker:
         raise HarnessError(

@@ -1,6 +1,5 @@
-"""``compile=true``: the encoder's forward through ``torch.compile`` (dynamic shapes), for inference on a GPU; off
-until a GPU measures it faster than eager (docs/efficiency.md). The forward is compiled, not the module's call, so
-the unpadding hooks stay outside the graph."""
+"""``compile=true``: the encoder's forward through ``torch.compile`` on a GPU (off until measured faster than eager);
+the forward is compiled, not the module's call, so the unpadding hooks stay outside the graph."""
 
 from __future__ import annotations
 

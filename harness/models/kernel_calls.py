@@ -1,6 +1,5 @@
 """The attention kernel that really ran, counted call by call with its inputs' dtype: what a record's ``kernel`` says
-(never one inferred). Under ``harness_varlen`` the attention function counts each call under the kernel it called;
-otherwise a hook counts ``transformers <implementation>``; inside ``torch.compile``, the compiled forwards."""
+(never one inferred), counted by the attention function under ``harness_varlen``, else by a hook."""
 
 from __future__ import annotations
 

@@ -28,9 +28,8 @@ class ColbertDefaults:
 @dataclass
 class GlueHead:
     """The classification head task=glue fine-tunes on a ModernBERT encoder, and its dropout, as the authors' FlexBERT
-    evaluation built it (conf/model/modernbert-*.yaml cites each; docs/fidelity.md). ``classifier_*`` and
-    ``attention_dropout`` are ``ModernBertConfig`` keys set before the model is built; ``classifier_norm`` and
-    ``attention_output_dropout`` (no transformers key) are applied to the built model."""
+    evaluation built it (docs/fidelity.md); ``classifier_norm`` and ``attention_output_dropout`` have no transformers
+    key and are applied to the built model."""
 
     classifier_pooling: str = choices("cls", "mean")
     classifier_activation: str

@@ -1,7 +1,6 @@
-"""A model folder's weights: checked complete before loading (safetensors headers), checked to fit its config, and
-fingerprinted by content. Fit is checked by transformers' own loader on the meta device (milliseconds), so a config of
-another architecture is refused instead of scoring a random model: no encoder weight missing, mismatched or unused;
-a pretraining head beside it (keys outside the base-model prefix) and stale buffers are allowed."""
+"""A model folder's weights: checked complete before loading (safetensors headers), fingerprinted by content, and
+checked to fit its config by transformers' own loader on the meta device (no encoder weight missing, mismatched or
+unused), so a config of another architecture is refused instead of scoring a random model."""
 
 from __future__ import annotations
 

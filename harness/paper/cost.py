@@ -1,7 +1,6 @@
 """The graph's cost model (``conf/paper/cost.yaml``): GPU-hours = ((training tokens x ``train_factor`` + evaluation
-tokens) / (tokens/s x the GPU's ``gpu_speed``) + ``job_overhead_s``) / 3600. The tokens are the job's runner's own
-estimate (:mod:`harness.core.work`); the throughput is the paper's Table 2 row for the model, or this results
-folder's ``task=efficiency`` records of it once there are any. Pure: reads config, YAML, CSV and records."""
+tokens) / (tokens/s x ``gpu_speed``) + ``job_overhead_s``) / 3600; tokens from the job's runner, the throughput from
+the paper's Table 2, or this folder's ``task=efficiency`` records of the model."""
 
 from __future__ import annotations
 

@@ -26,9 +26,8 @@ DATASET_KEYS = ("task.tasks", "task.datasets")
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work. ``mode``: ``run`` (a harness run with ``overrides``), ``select`` (the selection over the
-    records of ``source``'s jobs), ``report`` (``overrides`` plus the values of ``params`` in the run ``source``'s
-    selection picked), ``leaderboard``."""
+    """One unit of work. ``mode``: ``run`` (a harness run), ``select`` (the selection over ``source``'s jobs' records),
+    ``report`` (``overrides`` plus the ``params`` of the run ``source``'s selection picked), ``leaderboard``."""
 
     key: str
     step: str

@@ -1,6 +1,5 @@
-"""``hydra.*`` overrides given to the commands that start jobs themselves (``python -m harness.paper``/``series``):
-``hydra.run.dir=<dir>`` puts each job's logs in ``<dir>/<job key>/``, ``hydra.job.chdir=false`` is what the jobs do
-anyway; the rest is refused in one line naming it (``hydra/launcher=...``: the command launches its own jobs)."""
+"""``hydra.*`` overrides given to the commands that start jobs themselves: ``hydra.run.dir=<dir>`` puts each job's logs
+in ``<dir>/<job key>/``; the rest is refused in one line naming it (the command launches its own jobs)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What each job of the graph has done, from records alone: a job's cells are planned exactly as its run would plan
-them (the task's runner, config only, no model), then looked up in the results folder. A job that cannot be
-planned yet (its upstream selection has no records) is waiting, with the reason."""
+"""What each job of the graph has done, from records alone: its cells planned exactly as its run would plan them, then
+looked up; a job that cannot be planned yet (its upstream selection has no records) is waiting, with the reason."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Everything a paper graph needs, checked before the first job exists: every ``paper.*`` value (typed), every step's
-run as a single run checks it up front (names, keys, data or hub access, writable folders, the device), the paper
-folder writable and its ledger readable."""
+"""Everything a paper graph needs, checked before the first job exists: every ``paper.*`` value, every step's run as a
+single run checks it up front, the paper folder writable and its ledger readable."""
 
 from __future__ import annotations
 
@@ -40,9 +39,8 @@ def file_keys(name: str) -> dict[str, Any]:
 
 
 def check_paper(paper: Mapping[str, Any], base: Mapping[str, Any]) -> PaperSettings:
-    """The typed graph settings (``base``: the graph file before the ``paper.*`` overrides, whose own extra keys
-    are variables its values interpolate, e.g. the test graph's ``data``); a step override naming no step of the
-    graph is refused with the closest."""
+    """The typed graph settings (``base``: the graph file before the ``paper.*`` overrides, whose extra keys are
+    variables); a step override naming no step of the graph is refused with the closest."""
     steps = list(base.get("stages") or {})
     for name, conf in (paper.get("stages") or {}).items():
         if name not in steps and not (isinstance(conf, Mapping) and conf.get("task")):

@@ -1,6 +1,5 @@
-"""Run mteb's retrieval evaluation on a harness ``RetrievalDataset`` (a local mteb task, as mteb's own mocks), and
-mteb 2.26's ``COIRCodeSearchNetRetrieval`` (its loader, filters and evaluation) on a local folder in CoIR's hub
-layout: the parity tests and benchmarks compare on the bytes the harness reads, offline."""
+"""Run mteb's retrieval evaluation on a harness ``RetrievalDataset``, and mteb 2.26's ``COIRCodeSearchNetRetrieval``
+on a local folder in CoIR's hub layout: the parity tests compare on the bytes the harness reads, offline."""
 
 from __future__ import annotations
 

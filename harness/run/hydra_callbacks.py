@@ -1,6 +1,5 @@
-"""Hydra callbacks (``hydra.callbacks``): checks before a multirun launches anything. :class:`StagingCheck` (the GLUE
-sweep configs) refuses, in one line (exit 2), a sweep whose batches would start a task that chains from MNLI's
-checkpoint before every MNLI job has finished."""
+"""Hydra callbacks: checks before a multirun launches anything (:class:`StagingCheck`: a GLUE sweep whose batches
+would start a task chained from MNLI's checkpoint before every MNLI job finished is refused, exit 2)."""
 
 from __future__ import annotations
 

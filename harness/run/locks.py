@@ -1,6 +1,5 @@
-"""One process per run: ``<results>/<task>/<model>/<run id>/.lock`` (:mod:`harness.core.cache_entry`'s lock), so a
-requeued SLURM task overlapping the original, or two users starting one sweep, never compute a run twice. A live
-lock is waited for up to ``wait`` seconds, then the run is skipped with a message naming the owner."""
+"""One process per run: ``<results>/<task>/<model>/<run id>/.lock``, so a requeued SLURM task or two users starting one
+sweep never compute a run twice; a live lock is waited for up to ``wait`` seconds, then the run skipped, naming it."""
 
 from __future__ import annotations
 

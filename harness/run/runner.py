@@ -142,9 +142,8 @@ def failure_line(rec: ResultRecord, side: Path | None) -> str:
 
 
 def store(results_dir: str, rec: ResultRecord) -> Path:
-    """Write ``rec``. When it replaces them (a failure never does), finished records of the cell computed on other
-    data are first set aside: the one at its path whose data spec differs, and, where the files' content is in the
-    run id (``data_free_key``), the same configuration's under another run id (earlier versions of those files)."""
+    """Write ``rec``, first setting aside finished records of the cell computed on other data (its path's, another spec;
+    with a ``data_free_key``, the configuration's under another run id); a failure replaces nothing."""
     path = results.path_of(results_dir, rec)
     if rec.status == results.STATUS_FAILED:
         return results.write_record(results_dir, rec)

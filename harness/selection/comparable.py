@@ -1,7 +1,5 @@
-"""Records read for a table, a selection or a comparison, in one score per column: a GLUE record whose score is not
-its column's (MRPC/QQP scored by F1 before the fourth fidelity pass) is rescored from its kept predictions where
-that is exact (it scored its *last* evaluation and its early stopping watched what today's watches), else set aside
-with a reason and the command that reruns it; never written back."""
+"""Records read in one score per column: a GLUE record scored otherwise (MRPC/QQP by F1 before the fourth fidelity
+pass) is rescored from its kept predictions where that is exact, else set aside with the command that reruns it."""
 
 from __future__ import annotations
 

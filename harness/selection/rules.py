@@ -143,9 +143,8 @@ def incomplete(group: list[ResultRecord], expected: int) -> dict[str, Any]:
 
 
 class BestConfigPerDataset(SelectionRule):
-    """GLUE's rule (appendix E.1): per dataset, the configuration with the best seed-mean score. With ``expected``
-    (seeds per configuration), an incomplete configuration is listed, never selected, and a dataset without a
-    complete one is left unselected, saying why."""
+    """GLUE's rule (appendix E.1): per dataset, the configuration with the best seed-mean score; with ``expected``
+    seeds, an incomplete configuration is listed, never selected."""
 
     description = ("per dataset, the configuration (every setting but the seed) with the best mean score over "
                    "its seeds")

@@ -1,6 +1,5 @@
-"""The schema of a task spec (``spec:`` of ``conf/task/<name>.yaml``, validated by :class:`TaskSpec`): what a task
-*is*: its metric, leaderboard place, selection, stages and dependencies. Pure data; the selection, the leaderboard
-and the paper graph read nothing but specs and records."""
+"""The schema of a task spec (``spec:`` of ``conf/task/<name>.yaml``, :class:`TaskSpec`): its metric, leaderboard place,
+selection, stages and dependencies; the selection, the leaderboard and the paper graph read only specs and records."""
 
 from __future__ import annotations
 
@@ -68,9 +67,8 @@ class SelectionSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Dependency:
-    """What a task needs first: the ``selection`` (or every ``record``) of ``task`` (or of the task config key
-    ``task_key`` names), limited to ``datasets``; ``for_datasets``: which of this task's need it (empty: all);
-    ``via``: the config key carrying it into the run."""
+    """What a task needs first: the ``selection`` (or every ``record``) of ``task`` (or the task ``task_key`` names),
+    limited to ``datasets``, for ``for_datasets`` (empty: all), carried into the run by the config key ``via``."""
 
     task: str
     needs: str = choices("selection", "records", default="selection")

@@ -131,9 +131,8 @@ def measure_cell(plan: RunPlan, cell: Cell, model: Any, hf: Any, block: dict[str
 
 def max_batch(plan: RunPlan, spec: SetSpec, mode: str | None, ids: tuple[int, int], pad_id: int,
               found: dict[int, SearchResult], tokens_per_s: float) -> SearchResult:
-    """The largest batch of the set's longest sequences that fits (sets of equal length share the search). On a CPU
-    a probe stops at ``task.max_batch.probe_seconds`` and the search starts where a forward takes half that; on a
-    GPU it starts at the set's batch size and every probe runs to the end."""
+    """The largest batch of the set's longest sequences that fits; on a CPU a probe stops at
+    ``task.max_batch.probe_seconds`` and the search starts where a forward takes half that."""
     from harness.tasks.efficiency import max_batch as mbs
     if spec.max_length in found:
         return found[spec.max_length]

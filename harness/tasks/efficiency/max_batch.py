@@ -1,7 +1,5 @@
-"""The largest batch that runs (the paper's BS columns, Table 2): each probe is one forward of batch x length tokens
-in its own process under a memory budget, so an out-of-memory probe never poisons the next. On a CPU a time budget
-too: a search reaching it reports the largest batch that ran as a lower bound. Each probe is one progress line
-(batch, outcome, forward seconds, peak memory, the bracket being narrowed)."""
+"""The largest batch that runs (Table 2's BS columns): each probe one forward in its own process under a memory
+budget, so an out-of-memory probe never poisons the next; on a CPU a time budget too (a lower bound)."""
 
 from __future__ import annotations
 

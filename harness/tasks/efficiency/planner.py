@@ -1,6 +1,5 @@
-"""``task=efficiency``: inference throughput as the ModernBERT paper measured it (section 4; Tables 2, 10, 11): four
-synthetic sets of 8,192 documents; tokens per second over timed passes after a warm-up, the largest batch, the
-achieved fraction of dense matmul throughput. One record per (model, set)."""
+"""``task=efficiency``: inference throughput as the ModernBERT paper measured it (section 4; Tables 2, 10, 11), on four
+synthetic sets: tokens per second, the largest batch, the fraction of dense matmul throughput. A record per set."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Inference throughput as the paper measured it (section 4, Tables 2, 10, 11): synthetic random token ids, tokens per
-second over real tokens, the largest batch (:mod:`harness.tasks.efficiency.max_batch`), dense matmul throughput as
-the roofline. Our own: ModernBERT's script is a GPU-only one-off; this runs on any device, padded or packed."""
+"""Inference throughput as the paper measured it: tokens per second over real tokens, the largest batch, dense matmul
+throughput as the roofline. Our own: ModernBERT's script is a GPU-only one-off; this runs anywhere, padded or packed."""
 
 from __future__ import annotations
 
