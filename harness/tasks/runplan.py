@@ -118,9 +118,8 @@ def data_free_key(identity: Mapping[str, Any], content_keys: Sequence[str], path
 
 @dataclass(frozen=True)
 class RecordHeader:
-    """What every record of one run shares: its task, model block and content reference, main score and direction,
-    precision, the composed config, the keys that only pick a seed (``config_id`` leaves them out), the
-    hyperparameters and details the run shows on every record (a failed one too)."""
+    """What every record of one run shares: task, model block and content reference, main score and direction,
+    precision, the composed config, the keys that only pick a seed, and the hyperparameters and details."""
 
     task: str
     model: Mapping[str, Any]
@@ -210,9 +209,8 @@ class RunPlan(Generic[S, T]):
 
 @dataclass(frozen=True, kw_only=True)
 class Setup:
-    """What :func:`harness.run.planning.plan` resolves before a task's planner: the composed config (and its resolved
-    copy, as records carry it), the task's spec, where files go; when first asked, the model, device, precision and
-    the trained run the task evaluates (``task.source``, by ``resolve_source``; None where the task has none)."""
+    """What :func:`harness.run.planning.plan` resolves before a task's planner: the composed config, the task's spec,
+    where files go; when first asked, the model, device, precision and the source run (``resolve_source``)."""
 
     cfg: DictConfig
     config: dict[str, Any]
@@ -258,9 +256,8 @@ class Setup:
 
     def identity(self, stages: Registry[Stage], exclude: Mapping[str, str], *, precision: str | None = None,
                  without: Sequence[str] = (), replace: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The run identity: the resolved config minus ``exclude`` (:func:`excluded_keys`), ``without`` and the keys
-        only stages that do not run read, with the resolved precision, the model's content reference and the
-        protocol version of every stage that computes this run."""
+        """The run identity: the resolved config minus ``exclude``, ``without`` and unused stages' keys, with the
+        resolved precision, the model's content reference and every computing stage's protocol version."""
         spec = self.spec
         for stage in spec.stage_keys:
             declared(stages, stage)   # an unknown stage fails with the closest names
@@ -271,9 +268,8 @@ class Setup:
         )
 
     def header(self, precision: str | None = None, **fields: Any) -> RecordHeader:
-        """What every record of the run shares (``fields``: the task's hyperparameters and details): the model block
-        as the config states it (stages that load weights add what they found), the spec's main metric, direction
-        and the keys that only pick a seed (runs that differ only in these are averaged by selection)."""
+        """What every record of the run shares (``fields``: the task's hyperparameters and details): the model block as
+        configured, the spec's main metric, direction and seed-only keys (runs differing only in these are averaged)."""
         m, spec = self.model, self.spec
         model = {"name": m.name, "path": m.path, "revision": m.revision, "family": m.family, "size": m.size}
         return RecordHeader(task=self.name, model=model, model_ref=self.model_ref, main_score=spec.main_metric,
@@ -290,9 +286,8 @@ def excluded_keys(settings_class: type, root: Mapping[str, str] | None = None) -
 
 
 def check_model(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> None:
-    """Every run's first check, loading no model and parsing no data: the attention asked for is available
-    (flash_attention_2 needs flash-attn), the weights are reachable, and each fitted length is within the model's
-    positions (its config.json)."""
+    """Every run's first check, loading no model and parsing no data: the attention asked for is available, the weights
+    reachable, each fitted length within the model's positions (its config.json)."""
     from harness.models import _check_attn, check_available
     _check_attn(plan.model)
     if plan.lineage is None or plan.lineage.model_dir is None:

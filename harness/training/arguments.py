@@ -1,6 +1,5 @@
-"""What every trainer here shares: its training arguments' shared fields, from its settings node and the run
-(:class:`~harness.training.settings.TrainRun`); callbacks and guards (a NaN loss stops it, progress lines off a
-terminal, an unfinished run's checkpoints removed); the end of a run (steps taken, finite loss, model saved, facts)."""
+"""What every trainer here shares: its training arguments' shared fields; callbacks and guards (a NaN loss stops it,
+progress lines off a terminal, an unfinished run's checkpoints removed); the end of a run (checks, save, facts)."""
 
 from __future__ import annotations
 
@@ -32,9 +31,8 @@ class Batches(Protocol):
 
 def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, tracker: Tracker | None = None,
                        sentence_transformers: bool = True, **fields: Any) -> Any:
-    """``SentenceTransformerTrainingArguments`` (or ``TrainingArguments``) with the shared fields from ``node`` and
-    ``run``, the tracker's, NaN losses logged (for the NaN guard), no checkpoints; ``fields``: the caller's. On N
-    processes each accumulates 1/N of it."""
+    """``SentenceTransformerTrainingArguments`` (or ``TrainingArguments``) with the shared fields from ``node``,
+    ``run`` and ``fields``, NaN losses logged, no checkpoints; on N processes each accumulates 1/N of it."""
     n = ranks.world()
     if node.gradient_accumulation_steps % n:
         raise HarnessError(f"{n} training processes cannot share task.gradient_accumulation_steps="

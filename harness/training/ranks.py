@@ -57,9 +57,8 @@ def check_devices(n: int, device: str) -> None:
 
 
 def run_on_devices(fn: Callable[..., Any], args: tuple[Any, ...], n: int, device: str, workdir: Path) -> Any:
-    """``fn(*args)`` in ``n`` processes (ranks 0..n-1; ``fn`` a module-level function) on ``device``'s GPUs 0..n-1 or
-    the CPU; returns rank 0's value. A failing rank stops the others and raises here with its error line
-    (:class:`TrainingDivergedError` where it diverged). ``workdir``: the launcher's logs (the caller removes it)."""
+    """``fn(*args)`` (a module-level function) in ``n`` processes on ``device``'s GPUs 0..n-1 or the CPU; rank 0's
+    value. A failing rank stops the others and raises here with its error line; ``workdir``: the launcher's logs."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -88,9 +87,8 @@ def _rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 @contextmanager
 def _launching(n: int, device: str) -> Iterator[None]:
-    """While the agent runs: the ranks inherit this run's progress level and, on CPU, an equal share of this process's
-    threads (``OMP_NUM_THREADS`` unless set); the launcher's failure log stays off the console. Afterwards, the signal
-    handlers as before the elastic agent set its own."""
+    """While the agent runs: the ranks inherit this run's progress level and, on CPU, a share of its threads; the
+    launcher's failure log stays off the console; afterwards, the signal handlers as before."""
     env = {"HARNESS_RANK_LOG_LEVEL": str(logging.getLogger("harness.progress").getEffectiveLevel())}
     if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         env["OMP_NUM_THREADS"] = str(max(1, torch.get_num_threads() // n))

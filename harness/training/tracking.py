@@ -1,7 +1,5 @@
-"""Experiment trackers for every trainer: the ``logger`` config group (``none``, ``tensorboard``, ``wandb``,
-``mlflow``) becomes the Trainer's ``report_to`` (:meth:`Tracker.training_args`), callbacks and a tracker run
-(:meth:`Tracker.session`) labelled with the run id and record path. wandb and mlflow are imported only when chosen
-(:func:`check` fails first with the install hint); TensorBoard writes to ``<logger.dir>/<task>/<model>/<run id>``."""
+"""Experiment trackers for every trainer: the ``logger`` config group becomes the Trainer's ``report_to``, callbacks
+and a tracker run labelled with the run id; wandb and mlflow are imported only when chosen."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Toy data in every layout the harness reads (BEIR folders, GLUE TSVs, MLDR, CodeSearchNet, triplets, KD rows):
-what the tests run on, and what ``scripts/paper-trial.sh`` (``python -m harness.trial``) gives the shrunk paper
-graph so a new user can try the local or SLURM path end to end without any download. Deterministic."""
+"""Toy data in every layout the harness reads: what the tests run on, and what ``python -m harness.trial`` gives the
+shrunk paper graph so a new user can try the local or SLURM path end to end without any download. Deterministic."""
 
 from __future__ import annotations
 

@@ -81,10 +81,8 @@ def planned(tcfg: GlueSettings) -> list[int]:
 
 
 def pick_mnli(found: list[ResultRecord], tcfg: GlueSettings) -> ResultRecord | None:
-    """The MNLI record to chain from. ``best_epoch``: the best single record (its restored best checkpoint).
-    ``authors``: among the configurations that finished every seed (None when none did), the one with the best
-    seed-mean score, and of its runs the first seed's (in ``task.seeds`` order), whose checkpoint is its final
-    weights: the authors' eval.py chains from ``checkpoints[-1]`` of the first MNLI job (MB@2fed0f2:eval.py)."""
+    """The MNLI record to chain from: ``best_epoch``, the best single record; ``authors``, the first seed's run of the
+    best complete configuration, whose final weights the authors' eval.py chains from (MB@2fed0f2:eval.py)."""
     def score(r: ResultRecord) -> float:
         return r.score if r.score is not None else -math.inf
 

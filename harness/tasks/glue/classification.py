@@ -74,9 +74,8 @@ class TrainOutcome:
 
 
 class BatchPatienceStopping(TrainerCallback):
-    """Early stopping as Composer's ``EarlyStopper`` (the ModernBERT authors' GLUE runs): one monitored dev
-    metric; an evaluation improves on the best only by more than ``min_delta``; training stops at the first
-    evaluation more than ``patience_batches`` optimizer steps after the best one."""
+    """Early stopping as Composer's ``EarlyStopper`` (the authors' GLUE runs): one monitored dev metric, improved by
+    more than ``min_delta``; training stops ``patience_batches`` optimizer steps after the best evaluation."""
 
     def __init__(self, metric: str, patience_batches: int, min_delta: float) -> None:
         self.metric, self.patience, self.min_delta = metric, int(patience_batches), float(min_delta)
@@ -130,10 +129,8 @@ CLASSIFIER = "classifier."
 
 
 def carry_weights(model: PreTrainedModel, source: PreTrainedModel, init_from: str, model_dir: str) -> list[str]:
-    """Every weight of ``source`` (a classifier fine-tuned from the same model: MNLI's) into ``model`` but the final
-    classifier's (``classifier.*``, left as built): the encoder and any pooling head outside ``classifier``
-    (ModernBERT's ``head``, DeBERTa's and BERT's poolers); a RoBERTa head's dense layer sits inside it and starts
-    fresh, as the authors' glob leaves it. Returns the names left fresh; any other mismatch is an error."""
+    """Every weight of ``source`` (MNLI's classifier of the same model) into ``model`` but the final classifier's (a
+    RoBERTa head's dense layer starts fresh too, as the authors' glob leaves it); returns the names left fresh."""
     fresh = fresh_parameters(model)
     if not fresh:
         raise HarnessError(f"{type(model).__name__} has no weight named {CLASSIFIER}*: MNLI chaining carries every "
@@ -201,9 +198,8 @@ def describe_head(model: PreTrainedModel) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- training
 def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker: Tracker | None = None):
-    """TrainingArguments: AdamW (betas, eps), linear warmup then decay; ``best_epoch``: evaluation and checkpoint
-    ``evals_per_epoch`` times per epoch, the best (by ``score``) restored; ``authors``: evaluation every
-    ``eval_steps`` steps, no checkpoints; ``tracker`` receives the curves."""
+    """TrainingArguments: AdamW, linear warmup then decay; ``best_epoch``: evaluations and checkpoints
+    ``evals_per_epoch`` times an epoch, the best restored; ``authors``: evaluation every ``eval_steps``."""
     n = cfg.node
     per_epoch = cfg.steps_per_epoch(n_train)
     by_epoch = n.evals_per_epoch == 1

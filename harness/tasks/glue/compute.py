@@ -1,6 +1,5 @@
-"""``task=glue``'s computation, from the run's plan: every task's data loaded first (fails before any training), the
-decay check, then each grid point fine-tuned and evaluated in order (data tokenised once per model, data and max
-length), one record each. torch, transformers and datasets are imported inside the functions."""
+"""``task=glue``'s computation: every task's data loaded first (fails before any training), the decay check, then
+each grid point fine-tuned and evaluated in order, one record each; torch and transformers imported inside."""
 
 from __future__ import annotations
 
@@ -107,9 +106,8 @@ def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
 
 
 def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metric: str = "score") -> Any:
-    """The classification trainer's settings for one grid point; ``metric``: what ``authors`` early stopping
-    watches (``best_epoch`` watches ``score``); under ``authors`` the dev set is evaluated every
-    ``task.eval_interval`` optimizer steps (:func:`~harness.tasks.glue.grid.grid_points` requires one)."""
+    """The classification trainer's settings for one grid point; ``metric``: what ``authors`` early stopping watches
+    (the dev set evaluated every ``task.eval_interval`` steps; ``best_epoch`` watches ``score``)."""
     from harness.tasks.glue import classification as clf
     from harness.training.settings import TrainRun
     authors = tcfg.training.scoring_protocol == "authors"

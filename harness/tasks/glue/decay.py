@@ -1,8 +1,7 @@
 """What a GLUE grid point's weight decay leaves of the weights over its run, worked out before any training, and the
-refusal of a decay that would shrink every weight to a fraction of itself (pure numpy). torch's AdamW multiplies each
-decayed weight by ``(1 - lr_t * wd)`` per step; under ``weight_decay_convention=composer`` (the authors'
-DecoupledAdamW) ``wd`` is ``weight_decay / lr``, so 0.01 decays 1% per step. :data:`KEEP_AT_LEAST`: the paper's grid
-keeps at least 75%; 0.01 under composer on STS-B keeps 1% after 10 epochs (the run that ended at Spearman -0.03)."""
+refusal of one that would shrink every weight to a fraction of itself: under ``weight_decay_convention=composer``
+(the authors' DecoupledAdamW) AdamW's ``wd`` is ``weight_decay / lr``, so 0.01 decays 1% per step; the paper's grid
+keeps at least 75%, 0.01 under composer on STS-B 1% after 10 epochs (the run that ended at Spearman -0.03)."""
 
 from __future__ import annotations
 

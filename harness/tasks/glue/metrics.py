@@ -1,8 +1,5 @@
-"""GLUE dev-set metrics computed locally with sklearn/scipy (``evaluate.load`` needs the hub), x100 as the paper, for
-the ``score.glue`` stage and the comparison's re-scoring of kept predictions (no compute code imported). Each takes
-predictions and gold labels and returns named values; which key is the task score is
-:mod:`harness.tasks.glue.scores`' (MRPC, QQP: accuracy, as Table 5 prints; MNLI: the mean over matched and
-mismatched)."""
+"""GLUE dev-set metrics computed locally with sklearn/scipy (``evaluate.load`` needs the hub), x100 as the paper,
+importing no compute code; which key is the task score is :mod:`harness.tasks.glue.scores`'."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What each GLUE metric kind (a task definition's ``metric``) scores, by name only: the record's main score key, the
-metric the authors' early stopping watches, the kind kept predictions are re-scored with. Pure (no numpy), so
-readers and specs need not import :mod:`harness.tasks.glue.metrics`."""
+"""What each GLUE metric kind scores, by name only (the record's main score key, what the authors' early stopping
+watches, the kind kept predictions are re-scored with), so readers need not import :mod:`harness.tasks.glue.metrics`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""An mteb benchmark by its own name (``task.benchmark``): its tasks (of ``task.task_types``) and its aggregate as mteb
-computes it (``Benchmark.get_score``), one record per aggregate. Our own aggregation: mteb's needs the ``TaskResult``
-objects of one process, a resumed run's records come from several (a test runs mteb's beside it)."""
+"""An mteb benchmark by its own name: its tasks and its aggregate as mteb computes it (``Benchmark.get_score``). Our
+own aggregation: mteb's needs one process's ``TaskResult`` objects, a resumed run's records come from several."""
 
 from __future__ import annotations
 

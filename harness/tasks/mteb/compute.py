@@ -1,6 +1,5 @@
-"""``task=mteb``'s evaluation: mteb's own evaluator on the model the harness loads, from the run's plan (the mteb task
-objects planning resolved: :class:`MtebStages`); one record per task and split. mteb is imported only here, when a
-run (or ``harness export --format mteb``) needs it (:func:`require_mteb`)."""
+"""``task=mteb``'s evaluation: mteb's own evaluator on the model the harness loads, one record per task and split;
+mteb is imported only here, when a run (or ``harness export --format mteb``) needs it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""``task=mteb``: any mteb task (or benchmark: :mod:`harness.tasks.mteb.benchmark`) by name, evaluated by mteb itself
-on the model the harness loads; one record per task and split. ``task.source`` evaluates another task's trained run
-(as the Ettin and mmBERT papers evaluated MTEB v2); ``task.task_files`` names Python files defining mteb tasks and
-benchmarks of your own, then run by name. mteb is imported only when this family runs."""
+"""``task=mteb``: any mteb task or benchmark by name, evaluated by mteb itself on the model the harness loads, a record
+per task and split; ``task.task_files``: Python files defining your own. mteb is imported only if it runs."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """``task=beir`` (and nanobeir): single-vector (DPR) retrieval as the paper ran it (section 3.1.2, appendix E.2):
-fine-tune on MS MARCO hard negatives with sentence-transformers (``train.dense``), then nDCG@10 on the 15 BEIR sets
-(``retrieve.single_vector``). Training triplet sources (``task.train_data.source``) are :data:`TRIPLET_SOURCES`: a
-new source is one class (here or in a user's module) and one registry entry."""
+fine-tune on MS MARCO hard negatives (``train.dense``), then nDCG@10 on the 15 BEIR sets; a new source of training
+triplets is one class and one entry in :data:`TRIPLET_SOURCES`."""
 
 from __future__ import annotations
 

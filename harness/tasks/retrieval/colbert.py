@@ -1,7 +1,6 @@
 """``task=colbert``: multi-vector (ColBERT) retrieval as the paper ran it (section 3.1.2, appendix E.2): a PyLate
-ColBERT on the encoder (``load.colbert``) trained by KL distillation on MS MARCO (``lightonai/ms-marco-en-bge``;
-``train.kd``), then nDCG@10 on the 15 BEIR sets through a PLAID index or exact MaxSim (``retrieve.multi_vector``).
-Distillation data sources (``task.train_data.source``, :mod:`harness.tasks.retrieval.data.kd`): :data:`KD_SOURCES`."""
+ColBERT on the encoder trained by KL distillation on MS MARCO (``train.kd``; sources: :data:`KD_SOURCES`), then
+nDCG@10 on the 15 BEIR sets through a PLAID index or exact MaxSim (``retrieve.multi_vector``)."""
 
 from __future__ import annotations
 

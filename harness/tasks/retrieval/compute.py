@@ -1,6 +1,5 @@
-"""One retrieval run's computation, from its plan alone: load the weights (``load.*``), fine-tune them or reuse the
-finished training (``train.*``), build the retriever (``retrieve.*``) over a corpus cache keyed by the run's identity
-and the weights, and evaluate each cell (``score.ir``); it returns records, which the runner writes."""
+"""One retrieval run's computation, from its plan alone: load, fine-tune (or reuse the finished training), build the
+retriever over a corpus cache keyed by the run and the weights, evaluate each cell; records, which the runner writes."""
 
 from __future__ import annotations
 
@@ -103,9 +102,8 @@ def retriever(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> A
 
 
 def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mapping[str, Any] | None) -> dict[str, Any]:
-    """What the cached corpus encodings depend on: the run (less its search-only keys), the weights, and the
-    attention ``auto`` resolved to where it is not padded sdpa (the unpadded GPU path runs attention in bf16:
-    its embeddings are never handed to a padded run, or back)."""
+    """What the cached corpus encodings depend on: the run (less its search-only keys), the weights, and the attention
+    ``auto`` resolved to where not padded sdpa (the unpadded GPU path runs attention in bf16)."""
     out = {"run": dict(plan.stages.cache_run),
            "weights": trained_facts["fingerprint"] if trained_facts else block["fingerprint"]}
     attention = (block.get("attention") or {}).get("implementation")

@@ -1,6 +1,5 @@
-"""``task.shard_launcher=devices``: a run's missing corpus shards over every visible GPU, one process per device
-(``torch.multiprocessing.spawn``), each running the shard jobs of its share (``task.shard=<i>``) one after another.
-A run that trains on N GPUs (``task.devices=N``) evaluates the same way over them (:func:`over_training_devices`)."""
+"""``task.shard_launcher=devices``: a run's missing corpus shards over every visible GPU, one process per device, each
+running its share of shard jobs; a run training on N GPUs evaluates the same way over them."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""``task=mldr``: long-document retrieval as the paper ran it (section 3.1.3): MLDR English, nDCG@10.
-``task.setting=ood``: task=beir's DPR model (``task.source``), evaluated untrained; ``id``: that model fine-tuned
-further on MLDR's English train set (the paper gives no recipe: its settings are config and recorded). Documents are
-encoded up to ``task.max_length`` (default the model's maximum). Dense and ColBERT (the paper's MLDR OOD ColBERT
-column) differ only in YAML: ``task.retriever`` picks the ``retrieve.*`` stage."""
+"""``task=mldr``: long-document retrieval as the paper ran it (section 3.1.3): MLDR English, nDCG@10. ``ood``:
+task=beir's DPR model, untrained; ``id``: fine-tuned further on MLDR's train set (the paper gives no recipe: config).
+Dense and ColBERT (the MLDR OOD ColBERT column) differ only in YAML: ``task.retriever`` picks the stage."""
 
 from __future__ import annotations
 

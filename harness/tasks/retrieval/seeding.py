@@ -1,8 +1,6 @@
 """The sentence-transformers trainer with the run's seed reaching its batch sampler and, on N processes, one process's
-micro-batches and steps (:mod:`harness.training.ranks`); the two trainers on it: DPR (:func:`train_dense`) and ColBERT
-knowledge distillation (:func:`train_kd`: PyLate's, as ModernBERT's ``examples/train_pylate.py``). Other randomness
-already follows the seed (``Trainer.__init__`` calls ``set_seed``; KD's shuffle is accelerate's seeded sampler). On N
-processes every rank seeds alike, so dropout masks differ from one process's."""
+micro-batches and steps; DPR (:func:`train_dense`) and ColBERT distillation (:func:`train_kd`, as ModernBERT's
+``examples/train_pylate.py``) on it. On N processes every rank seeds alike: dropout masks differ from one process's."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The typed settings nodes of the retrieval stages (single- and multi-vector, PLAID parameters and the backend
-``auto`` picks; corpus shards), importable without torch: each is both the schema of its (flat) YAML keys and what
-the stage receives; a node's ``role`` says what its keys do to a run (:mod:`harness.core.typed`)."""
+"""The typed settings nodes of the retrieval stages, importable without torch: each the schema of its (flat) YAML keys
+and what the stage receives; a node's ``role`` says what its keys do to a run."""
 
 from __future__ import annotations
 

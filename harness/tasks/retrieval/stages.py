@@ -1,7 +1,5 @@
 """The retrieval stages: each one's protocol version and code (:data:`STAGES`, where a new retriever is registered:
-docs/layout.md, "Adding a retriever"), and what planning resolved for one run's stages (:class:`RetrievalStages`).
-Code is found by the declaration (:func:`harness.specs.stages.code_of`): ``load.*``/``retrieve.*`` in
-:mod:`~harness.tasks.retrieval.compute`, ``train.*`` in :mod:`~harness.tasks.retrieval.train`."""
+docs/layout.md), and what planning resolved for one run's stages (:class:`RetrievalStages`)."""
 
 from __future__ import annotations
 
@@ -31,9 +29,8 @@ STAGES: Registry[Stage] = Registry("stage", {
 
 @dataclass(frozen=True, kw_only=True)
 class RetrievalStages:
-    """What planning resolved for one retrieval run's stages: its ``load.*``, ``train.*`` and ``retrieve.*``, the
-    training rows' source, where a finished training is kept, the corpus cache's key, per-dataset query lengths
-    (ColBERT), each composite member's data spec and what the local training files hold."""
+    """What planning resolved for one retrieval run's stages: its ``load.*``, ``train.*`` and ``retrieve.*``, the rows'
+    source, the trained model's folder, the cache key, query lengths, members' data specs, the training files."""
 
     load: str
     retrieve: str

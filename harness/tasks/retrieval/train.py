@@ -19,9 +19,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Trainer:
-    """A ``train.*`` stage: ``loader``, the load stage its model (and each rank's) loads with; ``train``, its
-    training function, ``reload``, what a finished training reloads with (``module:attribute``); ``key``, the
-    key its trained model is kept under."""
+    """A ``train.*`` stage: ``loader``, the load stage its model loads with; ``train``, its training function;
+    ``reload``, what a finished training reloads with; ``key``, the key its trained model is kept under."""
 
     loader: str
     train: str
@@ -72,9 +71,8 @@ KD = Trainer("load.colbert", "harness.tasks.retrieval.seeding:train_kd", "pylate
 
 @dataclass(frozen=True)
 class RankJob:
-    """Everything a rank needs, picklable: the plan, how it loaded its model (``loader``, ``spec`` of the staged
-    weights), the staged rows and their format (a transform such as KDProcessing is not saved), the training
-    function (``module:function``), ``run`` (resolved on each rank's device), the output and the tracker."""
+    """Everything a rank needs, picklable: the plan, how it loads its model, the staged rows and their format, the
+    training function, ``run`` (resolved on each rank's device), the output and the tracker."""
 
     plan: Any
     loader: str

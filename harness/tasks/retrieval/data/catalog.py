@@ -1,7 +1,6 @@
-"""The retrieval catalog: an entry (:class:`DatasetEntry`, pure data, built from config by :func:`resolve_entries`),
-the data kinds (how one entry's data is found, checked and read: a :class:`DataKind` subclass registered by one line
-in :data:`KINDS`, as docs/layout.md "Adding a task" shows), and the checks and loading the planner and stages call
-(:func:`check_entries`, :func:`load_entry`), through the entry's kind."""
+"""The retrieval catalog: an entry (:class:`DatasetEntry`, built from config by :func:`resolve_entries`), the data
+kinds (a :class:`DataKind` subclass registered in :data:`KINDS`: docs/layout.md, "Adding a task"), and the checks
+and loading through the entry's kind (:func:`check_entries`, :func:`load_entry`)."""
 
 from __future__ import annotations
 

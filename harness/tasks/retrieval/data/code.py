@@ -55,11 +55,9 @@ def build_code_retrieval_set(root: str | Path | None = None, *, name: str | None
                              max_queries: int | None = 500, max_corpus: int | None = None, min_summary_words: int = 4,
                              min_code_lines: int = 3, max_code_chars: int = 4000,
                              exclude: tuple[str, ...] = DEFAULT_EXCLUDE) -> RetrievalDataset:
-    """Mine functions with docstrings under ``root`` (None = installed stdlib) into a retrieval set: every
-    module-level function and method with a docstring and ``min_code_lines`` lines without it is a document
-    ``<relpath>:<qualname>:<lineno>``; its docstring summary is query ``q:<doc id>`` unless too short, trivial or
-    shared (such documents stay as distractors). ``max_queries`` are kept by a hash of their ids; ``max_corpus``
-    caps the corpus, the kept queries' documents first. Same tree and Python version -> same dataset."""
+    """Mine functions with docstrings under ``root`` (None = installed stdlib) into a retrieval set: a document per
+    function or method (``<relpath>:<qualname>:<lineno>``), its docstring summary the query unless too short, trivial or
+    shared; ``max_queries`` kept by a hash of their ids, ``max_corpus`` capping the rest. Same tree -> same set."""
     _check_settings(max_queries, max_corpus, min_summary_words, min_code_lines, max_code_chars)
     is_stdlib = root is None
     base, files = _source_files(root, exclude)

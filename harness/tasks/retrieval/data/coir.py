@@ -1,7 +1,5 @@
-"""CoIR's code-retrieval sets as the paper ran them, and their local stand-ins: CodeSearchNet (the hub copy or a
-local one in its layout: query a function's code, relevant document its docstring; ``test`` partition queries only,
-as mteb 2.26's ``COIRCodeSearchNetRetrieval``); a CodeXGLUE CodeSearchNet folder read in CoIR's direction; CoSQA dev
-(queries labelled 1, corpus the distinct snippets of all pairs)."""
+"""CoIR's code-retrieval sets as the paper ran them, and local stand-ins: CodeSearchNet (hub or local copy; a
+function's code -> its docstring, ``test`` queries as mteb 2.26), CodeXGLUE's CodeSearchNet, CoSQA."""
 
 from __future__ import annotations
 

@@ -38,9 +38,8 @@ def chunk_bounds(chars: np.ndarray, start: int = 0, stop: int | None = None) -> 
 
 
 class Corpus:
-    """Document ids (in corpus order), each document's length in characters, and its texts read on demand.
-    ``key``: a content hash of the texts as encoded (what their embeddings depend on besides the model);
-    ``content``: a sha256 over every (id, title, text) in order (None for a hub copy: its revision identifies it)."""
+    """Document ids (in corpus order), their lengths in characters, texts read on demand; ``key``: a hash of the texts
+    as encoded; ``content``: a sha256 over every (id, title, text) (None for a hub copy: its revision identifies it)."""
 
     ids: list[str]
     chars: np.ndarray
@@ -177,9 +176,8 @@ class ArrowCorpus(Corpus):
 
 
 class JsonlCorpus(Corpus):
-    """A JSONL corpus file (BEIR's ``{"_id","title","text"}``; MLDR's keyed by ``docid``; ``.gz`` too), scanned
-    once: each line checked, its id, byte offset and length kept, the content hashed; texts are then read by offset
-    through one open handle (a gzipped file read forward, as chunks are)."""
+    """A JSONL corpus file (BEIR's; MLDR's keyed by ``docid``; ``.gz`` too) scanned once (ids, byte offsets, lengths,
+    content hash); texts then read by offset through one open handle."""
 
     def __init__(self, path: Path, id_key: str = "_id", id_name: str = "document id", empty_fix: str = "") -> None:
         self.path, self.id_key = path, id_key

@@ -1,6 +1,5 @@
-"""The retrieval set every loader returns, and the rules every loader applies so no input is resolved
-silently (issue 28): a query id twice with different texts, a (query, document) pair judged twice with different
-grades, or a judged query with a null or blank text is an error naming the places or ids."""
+"""The retrieval set every loader returns, and the rules every loader applies so no input is resolved silently:
+conflicting query texts or grades, or a judged query without text, are errors naming the places or ids."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Retrieval sets stored as a Hugging Face dataset repository (one folder per config of ``<split>-*.parquet`` or
-``.jsonl`` files, as mteb's ``Nano*Retrieval``), from a hub snapshot or a local folder alike. Not
-``datasets.load_dataset``: it needs the README metadata to find configs; picked as mteb's loader picks them."""
+"""Retrieval sets stored as a Hugging Face dataset repository (one folder per config, as mteb's ``Nano*Retrieval``),
+from a hub snapshot or a local folder alike; not ``datasets.load_dataset``, which needs the README metadata."""
 
 from __future__ import annotations
 

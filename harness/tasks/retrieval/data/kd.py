@@ -1,8 +1,6 @@
-"""Knowledge-distillation training data for ColBERT (a query, documents and a teacher score per document) in three
-layouts, validated before any training: ``ids`` (``lightonai/ms-marco-en-bge``, joined by PyLate's ``KDProcessing``
-as ModernBERT's ``examples/train_pylate.py`` does, but an id the documents file lacks is refused where KDProcessing
-trains on ``""``), ``flag`` (FlagEmbedding's ``{query, pos, neg, pos_scores, neg_scores}``) and ``joined``
-(``{query, documents, scores}``, the columns PyLate's ``losses.Distillation`` reads)."""
+"""Knowledge-distillation training data for ColBERT in three layouts, validated before any training: ``ids``
+(``lightonai/ms-marco-en-bge``, joined by PyLate's ``KDProcessing``, but an unknown id refused where KDProcessing
+trains on ``""``), ``flag`` (FlagEmbedding's) and ``joined`` (the columns PyLate's ``losses.Distillation`` reads)."""
 
 from __future__ import annotations
 

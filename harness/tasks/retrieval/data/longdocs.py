@@ -1,6 +1,5 @@
-"""A long-document retrieval set from any Python source tree (the stdlib by default), with no download: documents are
-whole files; a query is a function's docstring summary, removed from its file, the relevant document. Each query
-records where its function starts (nDCG@10 before and after the truncation point); files are split by a hash."""
+"""A long-document retrieval set from any Python source tree, with no download: documents are whole files; a query
+is a function's docstring summary, removed from its file; each query records where its function starts."""
 
 from __future__ import annotations
 

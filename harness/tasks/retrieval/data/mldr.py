@@ -1,6 +1,5 @@
-"""MLDR (Multi Long Doc Retrieval): the English test set from mteb's pinned hub copy, the training set from
-``Shitao/MLDR`` (read with the ``json`` loader: datasets 5 refuses the repo's loading script), or any local folder in
-MLDR's layout (``corpus.jsonl`` and ``{train,dev,test}.jsonl``, possibly gzipped)."""
+"""MLDR: the English test set from mteb's pinned hub copy, the training set from ``Shitao/MLDR`` (the ``json``
+loader: datasets 5 refuses its loading script), or any local folder in MLDR's layout."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Which local files a catalog entry's data is read from, as its kind declares them (``DataKind.reads``), without
-reading them: what a cell's data spec fingerprints. It imports no catalog: the caller hands over how a kind name
-becomes its class, so planning does not walk back and forth through the catalog."""
+"""Which local files a catalog entry's data is read from (``DataKind.reads``), unread: what its data spec
+fingerprints. It imports no catalog (the caller passes the kind lookup), so planning does not walk back through it."""
 
 from __future__ import annotations
 

@@ -127,9 +127,8 @@ HELD_OUT = 1_000
 
 
 def sample(ds: Dataset, max_samples: int | None, seed: int) -> Dataset:
-    """The authors' subset: ``train_test_split(test_size=1_000, seed=seed)["train"].select(range(max_samples))``
-    (MB@8c57a0f:examples/train_st.py, seed 12, 1,250,000 rows): the same rows in the same order; all rows when
-    there are at most ``max_samples``; with fewer than ``max_samples + 1,000`` only the rest is held out."""
+    """The authors' subset (MB@8c57a0f:examples/train_st.py): ``train_test_split(test_size=1_000, seed=seed)["train"]
+    .select(range(max_samples))``; all rows when at most ``max_samples``; fewer than that + 1,000: the rest held out."""
     if max_samples and len(ds) > max_samples:
         held_out = min(HELD_OUT, len(ds) - max_samples)
         return ds.train_test_split(test_size=held_out, seed=seed)["train"].select(range(max_samples))

@@ -1,7 +1,5 @@
-"""On-disk cache of corpus embeddings, keyed by everything that changes them (mteb's CachedEmbeddingWrapper keys by
-text only). Each entry has a claim beside it (``<key>.claim.json``: key, shape, dtype, size, content hash) checked
-before use: a misplaced, foreign, truncated, altered or unclaimed file is computed again with a warning, never
-used. Concurrent jobs compute an entry once (:func:`harness.core.cache_entry.get_or_build`)."""
+"""On-disk cache of corpus embeddings, keyed by everything that changes them (mteb's keys by text only), each entry
+with a claim beside it checked before use (a bad file is computed again with a warning, never used), built once."""
 
 from __future__ import annotations
 
@@ -78,9 +76,8 @@ def cached_embeddings(
 def cached_rows(cache_dir: str | os.PathLike, key: str | tuple[Mapping[str, Any], str],
                 rows: Iterable[tuple[int, np.ndarray]], n_rows: int | None = None,
                 meta: dict | None = None) -> tuple[np.ndarray, bool]:
-    """(the memory-mapped [n_rows, dim] matrix, hit); ``key``: the entry's, or (identity, content key). An entry is
-    used only where its claim holds; else one process builds it: ``rows`` ((start, rows) as they are made) written
-    into a memory-mapped file aside, claimed, renamed into place and read back as a hit is (never all in memory)."""
+    """(the memory-mapped [n_rows, dim] matrix, hit) of ``key``: used only where its claim holds, else built by one
+    process from ``rows`` straight into a memory-mapped file aside, claimed, renamed and read back as a hit."""
     key = key if isinstance(key, str) else cache_key(*key)
     root = Path(cache_dir)
     path, claim_path = root / f"{key}.npy", root / f"{key}.claim.json"

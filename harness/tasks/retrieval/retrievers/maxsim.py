@@ -42,9 +42,8 @@ def _padded(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
 def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk_tokens: int = 1 << 18,
                   score_budget: int = 1 << 26, device: str = "cpu", show_progress: bool = True,
                   rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Exact ColBERT scores of every (query, document) and the running top-k: (scores, doc positions), as
-    :func:`~harness.tasks.retrieval.retrievers.search.ranked_topk`. PyLate's ``scores.colbert_scores``, but not
-    ``rank.rerank``, which pads the documents again for every query: here each chunk is padded once."""
+    """Exact ColBERT scores and the running top-k, as :func:`~harness.tasks.retrieval.retrievers.search.ranked_topk`:
+    PyLate's ``colbert_scores``, not ``rank.rerank``, which pads documents again for every query."""
     from pylate.scores import colbert_scores
 
     from harness.tasks.retrieval.retrievers.search import running_topk

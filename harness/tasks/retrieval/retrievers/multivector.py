@@ -1,6 +1,5 @@
-"""Multi-vector (ColBERT) retrieval with PyLate: token embeddings of the corpus (cached fp16 on disk, memory-mapped),
-then a PLAID index (fast-plaid when installed, else PyLate's Stanford backend) or exact MaxSim (the parity
-reference); lengths beyond the model's positions are capped and the cap is recorded."""
+"""Multi-vector (ColBERT) retrieval with PyLate: token embeddings of the corpus (cached fp16, memory-mapped), then a
+PLAID index (fast-plaid, else PyLate's Stanford backend) or exact MaxSim; document lengths capped at the positions."""
 
 from __future__ import annotations
 

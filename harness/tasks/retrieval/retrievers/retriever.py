@@ -1,7 +1,5 @@
-"""The retriever protocol (as in mteb: anything that can index a corpus and search it) and the one retrieval
-evaluation every retrieval protocol shares (:func:`evaluate`: top-k, self-match removal, trec_eval metrics). mteb
-prepends a document's title to its text, CoIR's evaluator encodes the text alone (CoIR issue #17):
-``task.title_convention`` names the one used. Scorers split a dataset's queries into named groups (``truncation``)."""
+"""The retriever protocol (as mteb's: anything that indexes a corpus and searches it) and the one retrieval evaluation
+every protocol shares; ``task.title_convention``: mteb's title + text, or CoIR's text alone (CoIR issue #17)."""
 
 from __future__ import annotations
 

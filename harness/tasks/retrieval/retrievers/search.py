@@ -11,9 +11,8 @@ import torch
 
 def ranked_topk(scores: torch.Tensor, ids: torch.Tensor, k: int,
                 rank: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``k`` best of each row of ``scores`` by (score descending, ``rank[id]`` ascending), best first, and their
-    ids. ``ids``: [n] or [rows, n]; ``rank``: a tie key per id (None: the id). A total order, so chunks, shards and
-    the whole corpus give the same lists (ties straddling the k-th place, arbitrary in ``torch.topk``, resolved)."""
+    """The ``k`` best of each row of ``scores`` by (score descending, ``rank[id]``), best first, and their ids: a total
+    order, so chunks, shards and the whole corpus give the same lists (``torch.topk``'s ties resolved)."""
     rows, n = scores.shape
     k = min(k, n)
     ids = ids.expand(rows, -1) if ids.dim() == 1 else ids
@@ -92,9 +91,8 @@ def exact_search(
     device: str = "cpu",
     rank: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first, ties in ``rank`` order as
-    :func:`ranked_topk`. ``doc_emb`` (float32, fp16, or bf16 bits as uint16) may be memory-mapped: one chunk of
-    ``corpus_chunk_size`` rows is on ``device`` at a time, widened to float32 exactly."""
+    """(scores, doc indices) of the top ``top_k``, ties in ``rank`` order; ``doc_emb`` (float32, fp16, or bf16 bits)
+    may be memory-mapped: one ``corpus_chunk_size`` chunk at a time on ``device``, widened to float32 exactly."""
     if similarity not in ("cosine", "dot"):
         raise ValueError(f"unknown similarity {similarity!r}: use cosine or dot")
     n_docs, n_queries = doc_emb.shape[0], query_emb.shape[0]
