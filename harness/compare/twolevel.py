@@ -1,8 +1,6 @@
-"""The two-level bootstrap over items and seeds: each replicate resamples the items (within strata; the same for every
-model), then draws k of a model's runs with replacement, widened by sqrt(k/(k-1)) around their mean so its variance
-is the runs' sample variance over k. The seed x item interaction is counted twice: the interval is slightly wide (92%
-coverage at a nominal 90% in tests/test_compare_many.py) but holds the test's level (subtracting it rejected a true
-null 1.6 times too often). p and interval: Student's t with Welch-Satterthwaite degrees of freedom."""
+"""The two-level bootstrap over items and seeds: each replicate resamples the items (the same for every model), then
+draws k of a model's runs, widened by sqrt(k/(k-1)) so its variance is the runs' sample variance over k; slightly
+wide (92% at a nominal 90% in tests/test_compare_many.py), but level-holding; p from Welch-Satterthwaite's t."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Typed settings from config mappings: unknown keys fail with the closest valid one, values are checked against
-the constraints declared on the field (:func:`choices`, :func:`count`, :func:`positive`, :func:`at_least`,
-:func:`nonempty`; a bound applies to each number of a list or mapping, never to null or a string).
-
-A task's settings are composed of its stages' typed nodes: a :func:`flat` field holds a node whose keys are the
-parent's own, a plain dataclass field a nested one. :func:`excluded` and a node's ``role`` are read by
-:func:`excluded_keys` and :func:`role_keys`. Our own, not Hydra structured configs or pydantic: neither names the
-closest valid key in a one-line message (a typo such as ``ignore_identical_id`` must say what was meant)."""
+"""Typed settings from config mappings: unknown keys fail with the closest valid one (neither Hydra structured configs
+nor pydantic names it in one line), values are checked against the constraints declared on the field; a task's
+settings are composed of its stages' typed nodes (a :func:`flat` node's keys are the parent's own)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The retrieval encoder: tokenise, group by a token budget, run padded or packed, pool with the model's own
-sentence-transformers modules. Not ``SentenceTransformer.encode``: it batches a fixed number of texts, where a token
-budget keeps short-text batches large and long ones within memory. On a CPU, single-threaded workers; on a GPU,
-tokenisation runs ahead in worker threads into pinned memory (:mod:`harness.encoding.prefetch`)."""
+"""The retrieval encoder: tokenise, group by a token budget (not ``SentenceTransformer.encode``'s fixed count of texts),
+run padded or packed, pool with the model's own modules; on a GPU tokenisation runs ahead in worker threads."""
 
 from __future__ import annotations
 

@@ -39,10 +39,8 @@ def model_config(model_or_config: Any) -> Any | None:
 
 
 def usable_positions(model_or_config: Any) -> int | None:
-    """The longest input, in tokens, the encoder can position; None when its config does not say:
-    ``max_position_embeddings`` or ``n_positions`` (NomicBERT), less ``pad_token_id + 1`` for RoBERTa-style types
-    (514 -> 512). DeBERTa-v3: 512 as stated (its relative positions set no hard limit, but the paper trained and
-    evaluated it at 512, so longer inputs would extrapolate untested)."""
+    """The longest input, in tokens, the encoder can position (None: its config does not say), less ``pad_token_id + 1``
+    for RoBERTa-style types; DeBERTa-v3: 512 as stated (the paper evaluated it there; longer would extrapolate)."""
     config = model_config(model_or_config)
     if config is None:
         return None

@@ -1,8 +1,6 @@
-"""The paper as a dependency graph: steps of jobs, built from ``conf/paper/<name>.yaml`` and the task specs. Pure
-(no model, data or records), so the same graph is built on a login node, inside every job and in tests. What waits
-for what comes from the specs: a sweep selecting on selection sets is followed by ``<step>.select`` and
-``<step>.report``; a ``depends_on`` on the task's own datasets (GLUE's MNLI) splits the sweep into
-``<step>.<datasets>``, its ``.select``, then ``<step>.chained``; one on another task waits for its ``.select``."""
+"""The paper as a dependency graph: steps of jobs, built from ``conf/paper/<name>.yaml`` and the task specs, pure (a
+login node, every job and the tests build the same graph). A sweep selecting on selection sets is followed by
+``<step>.select`` and ``<step>.report``; a ``depends_on`` (GLUE's MNLI) splits it into ``.<datasets>``, ``.chained``."""
 
 from __future__ import annotations
 

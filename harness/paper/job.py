@@ -1,7 +1,5 @@
-"""One job of the paper graph, as SLURM or the local executor runs it (``python -m harness.paper.job CONTEXT KEY``:
-the graph rebuilt from the context file, its own entry run; a failed job exits non-zero, so ``afterok`` dependents
-never start), and the local executor (:func:`run_local`: the steps in dependency order, each in a process forked from
-a ``forkserver`` that imported torch and transformers once; ``afterok`` honoured, saying why)."""
+"""One job of the paper graph as SLURM or the local executor runs it (``python -m harness.paper.job CONTEXT KEY``; a
+failed job exits non-zero, so ``afterok`` dependents never start), and the local executor (:func:`run_local`)."""
 
 from __future__ import annotations
 

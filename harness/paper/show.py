@@ -88,10 +88,8 @@ ORDER = ("running", "blocked", "failed", "queued", "stopped", "pending", "todo")
 
 def status(steps: Sequence[Step], states: Mapping[str, JobState], tp: cost.Throughput, cluster: Mapping[str, Any],
            folder: Path) -> list[str]:
-    """Each step: its state and job counts, the failing cells' one-line errors and the jobs that can never start,
-    device-hours spent vs the estimate; from the records, each job's SLURM attempt and its last attempt noted in
-    ``folder``. States: done, running, blocked (can never start: re-submit), failed, queued, stopped (ended in SLURM
-    without finishing: re-submit), pending (waits for a re-submit or its upstream), todo (never submitted)."""
+    """Each step: its state and job counts, failing cells' errors, jobs that can never start, device-hours vs the
+    estimate. States: done, running, blocked (re-submit), failed, queued, stopped (re-submit), pending, todo."""
     from harness.paper.job import outcomes as read_outcomes
     live = job_states(folder)   # each job's SLURM attempt: queued, running, blocked, or its final state
     outcomes = read_outcomes(folder)

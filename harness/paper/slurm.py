@@ -1,8 +1,6 @@
 """The SLURM executor: the whole graph submitted at once through submitit, one job array per step waiting on its
-upstream arrays (``afterok`` / ``afterany``). ``ledger.json`` maps each job key to its current SLURM id and
-``attempts.json`` notes each attempt's dependencies and final state, so a job's end stays known after SLURM forgets
-it. A re-submit resumes: finished jobs skipped, queued ones kept; a job that can never start or waits on stale
-attempts is replaced with everything downstream (cancelled downstream first, so none is released by the cancel)."""
+upstream arrays; ``ledger.json`` and ``attempts.json`` keep each job's SLURM id and end after SLURM forgets it. A
+re-submit resumes, replacing a job that can never start (or waits on stale attempts) and everything downstream."""
 
 from __future__ import annotations
 

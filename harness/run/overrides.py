@@ -1,8 +1,6 @@
-"""The command line's config. Before Hydra runs, a group name that does not exist (``task=nope``) or a key the config
-does not have (``task.lrr=1``) fails with the valid names, closest first, and the output folders are checked, so a
-typo costs a second; Hydra's own parser reads the command line (``hydra._internal``: it has no public one), so what
-is checked is what Hydra will run. :func:`compose_config` composes what ``python -m harness <overrides>`` would run,
-outside a running Hydra app; task specs and catalogs are read from their YAML files as data, without Hydra."""
+"""The command line's config: before Hydra runs, a group name or key that does not exist fails with the valid names,
+closest first, and the output folders are checked (Hydra's own parser reads the command line, ``hydra._internal``:
+it has no public one); :func:`compose_config` composes what ``python -m harness <overrides>`` would run."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """``python -m harness.series model=<model> model.path=<training run folder> task=<task> [--watch] [--launcher slurm]``:
-every checkpoint of a training run as its own run, resumable; the series and its cost first, the series table last.
-
-``python -m harness.series --best NAME [paths.results=...]`` prints the overrides of the series' selected step
-(``python -m harness.select --series NAME --task T``), for the next step:
-``python -m harness task=mldr $(python -m harness.series --best NAME)``."""
+every checkpoint of a training run as its own run, resumable; ``--best NAME`` prints the overrides of the series'
+selected step, for the next step: ``python -m harness task=mldr $(python -m harness.series --best NAME)``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Which folders of a training run are its checkpoints (``checkpoint-<step>``, ``--step-pattern`` or
-``--checkpoints``), at which step, and whether each is complete, so one still being written is never read: its
-``config.json`` parses, every safetensors file is as long as its header says, and its writer is done
-(``trainer_state.json``, written last, parses; else nothing changed for ``settle`` seconds)."""
+"""Which folders of a training run are its checkpoints, at which step, and whether each is complete (one still being
+written is never read): ``config.json`` parses, safetensors are whole, its writer done (``trainer_state.json``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""What evaluates a series' runs: here (:func:`run_all`, in step order; a failed checkpoint is noted and computed
-again by the next run), or ``--launcher slurm`` (:class:`Submitter`: each checkpoint's runs one step submitted by the
-paper graph's SLURM executor, with its ledger and ``--status``, kept in ``<results>/../series/<name>/``). A queued or
-running run is not submitted again, a finished one is skipped, a failed one is resubmitted by the next command."""
+"""What evaluates a series' runs: here (:func:`run_all`, in step order), or ``--launcher slurm`` (:class:`Submitter`:
+through the paper graph's SLURM executor); a queued or running run is not submitted again, a failed one is."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """A series' units: every checkpoint found, whether complete, each checkpoint's run per task as one job of the paper
-graph's kind, and what the rest will cost. Each runs as ``model.path=<folder> model.name=<series>-step<step>`` with
-the ``series`` config key copied into each record's ``details.series``; the run id holds the weights' fingerprint,
-so a rewritten checkpoint is a new run."""
+graph's kind (``model.name=<series>-step<step>``, the run id holding the weights' fingerprint), and the cost."""
 
 from __future__ import annotations
 

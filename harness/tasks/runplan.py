@@ -88,12 +88,9 @@ SOURCE = "resolved into model.ref: the source run id and its trained weights' fi
 @dataclass(frozen=True)
 class Cell:
     """One record to be: a (run, dataset) pair. ``identity``: what ``run_id`` hashes; ``spec``: a hash of the dataset's
-    definition and of what its local files hold (:func:`with_files`; an ok record with another spec is out of date);
-    ``payload``: the task's own (a catalog entry, a grid point, an mteb task). ``plan_key``: the identity's hash
-    without what only the executing machine knows (efficiency's hardware), so a planner elsewhere finds the record.
-    ``files``: the local files read (``details.data_files``). ``data_free_key``: where the files' content is in the
-    run id (GLUE's TSVs), the identity's hash with their paths instead: a finished record of that key under another
-    run id was computed on earlier files, set aside when this cell's is written (:func:`harness.run.runner.store`)."""
+    definition and local files (another spec: out of date); ``payload``: the task's own; ``plan_key``: the identity's
+    hash without what only the executing machine knows; ``files``: the local files read; ``data_free_key``: where the
+    files' content is in the run id (GLUE), its hash with their paths (records of it under another id: set aside)."""
 
     dataset: str
     run_id: str

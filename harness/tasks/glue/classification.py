@@ -1,9 +1,7 @@
 """Sequence-classification fine-tuning for GLUE with transformers' Trainer and early stopping, under one of two
-scoring protocols: ``authors`` (the authors' Composer runs: evaluation every N batches, patience in batches on one
-metric, every parameter decayed, the last evaluation scored) or ``best_epoch`` (per-epoch evaluations, the best
-restored). Added: MNLI chaining with a fresh classifier (:func:`carry_weights`), and the ModernBERT head built as the
-authors' FlexBERT runs built it (transformers' ``ModernBertPredictionHead`` always applies a LayerNorm and one
-``attention_dropout`` for probabilities and output; FlexBERT's had no norm and ``attn_out_dropout_prob``)."""
+scoring protocols: ``authors`` (the authors' Composer runs: evaluation every N batches, patience in batches, every
+parameter decayed, the last evaluation scored) or ``best_epoch`` (per-epoch evaluations, the best restored); MNLI
+chaining, and the ModernBERT head as the authors' FlexBERT built it (no head LayerNorm, its own attention dropout)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Sharded corpus evaluation: K shards each encode a slice of the corpus into the embedding cache and search it with
-every query, keeping the top-k per query; the merge combines the shards' lists. The corpus is cut in the encoder's
-own order at batch boundaries, balanced by tokens, so a shard's embeddings are bit for bit the unsharded run's; the
-merge orders by score, then document id (a total order), so the result is the unsharded one for any K. Where shards
-run is ``task.shard_launcher``'s: ``sequential``, ``devices`` (one process per GPU), ``external`` (a SLURM array)."""
+"""Sharded corpus evaluation: K shards each encode a slice of the corpus into the embedding cache and search it,
+keeping the top-k per query; cut in the encoder's order at batch boundaries (a shard's embeddings are the unsharded
+run's bit for bit), merged by score then document id, so the result is the unsharded one for any K."""
 
 from __future__ import annotations
 
