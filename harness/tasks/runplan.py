@@ -166,12 +166,10 @@ class RecordHeader:
 
 @dataclass(frozen=True, kw_only=True)
 class RunPlan(Generic[S, T]):
-    """One run, resolved. ``cells``: this round's (``later``: another round follows them, as GLUE's chained tasks
-    start from MNLI's records); ``work``: what its job processes; ``compute(plan, todo)`` yields records, failed ones
-    too (a ``part`` job, one corpus shard into the cache, none); ``check(plan, todo)``: cheap checks before any work;
-    ``fitted``: lengths (by config key) the model must position; ``weights``: the local folder of the weights (None:
-    hub id or package); ``select_after``: selection written after an in-process sweep (GLUE's); ``stages``: what
-    its stages read beyond these values."""
+    """One run, resolved. ``cells``: this round's (``later``: another round follows, GLUE's chained tasks); ``work``:
+    what its job processes; ``compute(plan, todo)`` yields records (a ``part`` job none); ``check(plan, todo)``:
+    cheap checks first; ``fitted``: lengths the model must position; ``weights``: their folder (None: hub, package);
+    ``select_after``: selection after an in-process sweep (GLUE); ``stages``: what its stages read beyond these."""
 
     task: str
     model_name: str
