@@ -1,6 +1,5 @@
 """Every pair of several models, per cell and per table average, corrected across all the tests, with tie groups and
-bootstrap intervals of each model's rank: one run a side by paired randomization (equal to ranx's), seeds by the
-two-level bootstrap (:mod:`harness.compare.twolevel`)."""
+rank intervals: one run a side by paired randomization, seeds by the two-level bootstrap."""
 
 from __future__ import annotations
 

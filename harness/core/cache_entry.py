@@ -1,6 +1,5 @@
-"""Cache entries built once and published atomically (:func:`get_or_build`: one job builds a missing entry under
-``<entry>.lock``, the others wait and read it), and the one lock primitive of the harness (:class:`FileLock`: a file
-made with ``O_CREAT | O_EXCL``, touched by a heartbeat; stale when untouched or its owner here is gone)."""
+"""Cache entries built once and published atomically (:func:`get_or_build`: one job builds a missing entry under its
+lock, the others wait and read it), and the one lock primitive (:class:`FileLock`: exclusive create, heartbeat)."""
 
 from __future__ import annotations
 

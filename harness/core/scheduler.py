@@ -1,6 +1,5 @@
-"""What a job owes its scheduler (SLURM through submitit, or Hydra's launcher): the facts recorded with each record,
-a clean stop on ``scancel``/requeue (``SystemExit``, so ``finally`` blocks release locks), and a non-zero exit when
-its cells failed (after submitit stored its result, so SLURM says FAILED and ``afterok`` holds)."""
+"""What a job owes its scheduler (SLURM through submitit, or Hydra's launcher): the facts recorded with each record, a
+clean stop on ``scancel`` (``SystemExit``: ``finally`` blocks release locks), a non-zero exit when its cells failed."""
 
 from __future__ import annotations
 

@@ -158,9 +158,8 @@ def check_keep_layers(spec: ModelSpec, local: str) -> None:
 
 
 def prune_layers(hf_model: torch.nn.Module, keep: list[int]) -> None:
-    """Keep only the encoder layers ``keep`` (original indices, in order), in place, without copying weights. Each
-    kept module keeps what its index gave it (attention type, ModernBERT's layer 0 without pre-attention norm, RoPE
-    table); ``config.layer_types`` is rewritten to theirs and ``config.keep_layers`` records it."""
+    """Keep only the encoder layers ``keep`` (original indices), in place, each as its index made it (attention type,
+    norm, RoPE table); ``config.layer_types`` rewritten to theirs, ``config.keep_layers`` recording it."""
     import torch
     owner, attr = layer_list(hf_model)
     layers = getattr(owner, attr)

@@ -59,9 +59,8 @@ def bf16_supported(device: str) -> bool:
 
 
 def bf16_faster(device: str) -> bool:
-    """bf16 matmuls faster than fp32: CUDA with bf16, or a CPU with AMX-BF16. Not AVX512-BF16 alone: on the project's
-    Xeon a bf16 matmul ran at 0.6x fp32, SciFact 2x slower, nDCG@10 moved 0.0025 (benchmarks/encode_vs_st.py,
-    beir_vs_mteb.py)."""
+    """bf16 matmuls faster than fp32: CUDA with bf16, or a CPU with AMX-BF16 (with AVX512-BF16 alone, the project's Xeon
+    ran a bf16 matmul at 0.6x fp32 and SciFact 2x slower: benchmarks/encode_vs_st.py)."""
     if device.startswith("cuda"):
         return bf16_supported(device)
     return device == "cpu" and "amx_bf16" in cpu_flags()

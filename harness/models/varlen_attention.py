@@ -1,13 +1,8 @@
-"""``attn_implementation=harness_varlen``: attention over packed sequences, with torch's own kernels on CUDA. A
-layer's call arrives **packed** (one row of sequences with ``cu_seq_lens_q``), as **whole rows** (no mask), or
-**padded** with a 2-D mask (PyLate's expanded queries: run as sdpa runs it). Kernels (:func:`varlen`): on CUDA
-flash-attn's varlen function if installed, else torch's ``aten._flash_attention_forward``, fp32 inputs cast to bf16
-around the kernel (as the research ModernBERT behind the paper's Table 2); elsewhere :func:`reference`, plain torch.
-
-Unpadding: every GPU job hands the encoder padded batches, so :func:`install` hooks the encoder module: before its
-forward a padded batch becomes one row of real tokens with restarting positions and ``cu_seq_lens``; after it, the
-last hidden state is scattered back with zeros at padded positions (BERT's pooler recomputed). Exact wherever
-outputs at padded positions are unused; a caller whose padded positions carry outputs passes ``keep_padded``."""
+"""``attn_implementation=harness_varlen``: attention over packed sequences, with torch's own kernels on CUDA (a call
+arrives packed, as whole rows, or padded with a 2-D mask: run as sdpa runs it). Kernels: flash-attn's varlen function
+if installed, else ``aten._flash_attention_forward``, fp32 inputs cast to bf16 around it (as the research ModernBERT
+behind Table 2); elsewhere :func:`reference`, plain torch. :func:`install` unpads an encoder's padded batches into
+one row of real tokens and scatters its last hidden state back (a caller needing padded outputs: ``keep_padded``)."""
 
 from __future__ import annotations
 

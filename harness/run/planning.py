@@ -1,6 +1,5 @@
-"""``plan(cfg)``: the one planning of a run, shared by the runner, the paper graph, the series and the cost preview.
-Pure (config and records only): the task's spec names its planner (:data:`PLANNERS`), which builds the
-:class:`~harness.tasks.runplan.RunPlan`; a ``task.source`` run is resolved here, through its selection rule."""
+"""``plan(cfg)``: the one planning of a run (runner, paper graph, series, cost preview), from config and records
+only: the spec's planner (:data:`PLANNERS`) builds the :class:`~harness.tasks.runplan.RunPlan`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The one loop every run goes through: plan -> skip finished cells -> check -> lock -> compute the rest -> write the
-records it yields, one by one (an interrupted run keeps what it finished). Everything is checked before anything is
-loaded, so a finished configuration loads no model or data."""
+"""The one loop every run goes through: plan -> skip finished cells -> check -> lock -> compute -> write each record as
+it comes; everything is checked before anything is loaded, so a finished configuration loads no model or data."""
 
 from __future__ import annotations
 

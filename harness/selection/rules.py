@@ -1,6 +1,5 @@
-"""Selection rules: from records only, which records stand for a model (``harness.select`` and the leaderboard call
-the same rule). A *configuration* is a set of runs that differ only in their seed (``config_id``); ``mean`` averages
-its seeds, ``best`` treats every run as its own configuration."""
+"""Selection rules: from records only, which records stand for a model (``harness.select`` and the leaderboard call the
+same rule); a *configuration* is a set of runs differing only in their seed (``config_id``)."""
 
 from __future__ import annotations
 
@@ -229,9 +228,8 @@ def _incomplete_line(c: dict[str, Any]) -> str:
 
 
 class BestRunOnSelectionSets(SelectionRule):
-    """The paper's retrieval rule (appendix E.2): one configuration per model, the one with the best mean main score
-    over the selection datasets (the runs' own, else ``datasets``), reported on every dataset; eligible runs cover
-    every one any run of the model has. Without any, the datasets every run shares decide, else the newest run."""
+    """The paper's retrieval rule (appendix E.2): per model the configuration with the best mean main score over the
+    selection datasets, reported on every dataset; runs must cover every one the model's runs have."""
 
     def __init__(self, datasets: Sequence[str]):
         self.datasets = tuple(datasets)

@@ -1,6 +1,5 @@
-"""The best step of a series (``details.series`` records), from records only: a step's score on a task is the mean
-over the chosen datasets (``--datasets``, else the task's selection sets, else all) of its newest weights' main
-score, seeds averaged; a step lacking a dataset is not eligible. ``selected/series-<name>.json`` holds the pick."""
+"""The best step of a series, from records only: a step's score is the mean over the chosen datasets of its newest
+weights' main score, seeds averaged (a step lacking one is not eligible); ``selected/series-<name>.json`` keeps it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A run as a value: :class:`RunPlan` (all :func:`harness.run.planning.plan` resolves from one composed config,
-what the computing stages receive), :class:`Setup` (what planning resolves before a task's planner runs), and what
-every planner shares (the run identity, the record header, the model's checks). Imports no torch and no runner."""
+"""A run as a value: :class:`RunPlan` (all planning resolves from one composed config, what the computing stages
+receive), :class:`Setup`, and what every planner shares (identity, record header, model checks); no torch."""
 
 from __future__ import annotations
 

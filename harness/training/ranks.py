@@ -1,17 +1,12 @@
 """``task.devices=N``: a training on N processes of this node, started by torch.distributed's elastic launcher as
-``torchrun --standalone`` does (under SLURM inside the job's allocation); each worker is a rank of the trainers' own
-data parallelism (DDP over gloo on CPU, NCCL on GPUs), taking the optimizer steps one process would. Not
-``torch.multiprocessing.spawn``: the launcher sets every rank's environment as torchrun does, stops the others when
-one fails and reports which rank failed, with its error.
+``torchrun --standalone`` does (it sets every rank's environment, stops the others when one fails and says which),
+each a rank of the trainers' own data parallelism (DDP over gloo on CPU, NCCL on GPUs), taking one process's steps.
 
-Accelerate's ``BatchSamplerShard`` hands rank r the micro-batches r, r + N, ... of the batch sampler every rank
-iterates alike, k per optimizer step (k = accumulation / N): step j of every rank covers micro-batches jNk ..
-(j+1)Nk - 1, one process's step j at accumulation Nk. What accelerate leaves to us (:class:`StepBatches`):
-- an epoch's last, shorter step of R micro-batches: the round of ranks filled with copies of the last batch whose
-  loss counts 0, each real micro-batch counting 1/R (:meth:`StepBatches.factor`) as on one process; with gathered
-  negatives (``task.gather_across_devices``) the R mod N last are dropped instead;
-- a shorter epoch than planned (NO_DUPLICATES): the incomplete group one process never applies is not handed out;
-- the epoch, which accelerate sets only on a wrapped sampler's ``sampler``: :class:`EpochStart` sets it."""
+Accelerate's ``BatchSamplerShard`` hands rank r the micro-batches r, r + N, ... of the sampler every rank iterates
+alike, k = accumulation / N per step, so every rank's step j covers one process's step j. What accelerate leaves to
+us (:class:`StepBatches`): an epoch's last, shorter step of R micro-batches (the round filled with copies counting 0,
+each real one 1/R; gathered negatives: the R mod N last dropped); a shorter epoch than planned (NO_DUPLICATES: the
+incomplete group is not handed out); the epoch of a sampler accelerate does not wrap (:class:`EpochStart`)."""
 
 from __future__ import annotations
 
@@ -173,9 +168,8 @@ class Tail:
 
 
 class StepBatches(BatchSampler):
-    """The micro-batch stream of one process (``inner``: the trainer's batch sampler) cut where ``world`` processes
-    can share it: whole steps of ``group`` (accumulation x world) micro-batches, then the planned last step padded
-    to a multiple of ``world`` (``pad``; else cut to one: gathered negatives)."""
+    """The micro-batch stream of one process cut where ``world`` processes can share it: whole steps of ``group``
+    micro-batches, then the planned last step padded to a multiple of ``world`` (``pad``; else cut to one)."""
 
     def __init__(self, inner: Any, world: int, group: int, pad: bool = True) -> None:
         self.inner, self.world, self.group, self.pad = inner, world, group, pad

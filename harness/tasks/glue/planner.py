@@ -1,5 +1,4 @@
-"""``task=glue``'s planner: every grid point (:mod:`.grid`) of every task a cell, from the encoder :mod:`.chain`
-resolves (pretrained, ``task.init_from``, or MNLI's kept checkpoint for the tasks ``depends_on`` chains); chained
+"""``task=glue``'s planner: every grid point of every task a cell, from the encoder :mod:`.chain` resolves; chained
 tasks once MNLI's records exist."""
 
 from __future__ import annotations

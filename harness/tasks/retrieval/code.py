@@ -1,6 +1,5 @@
-"""``task=code``: single-vector code retrieval, evaluated as is: a set mined from a Python source tree, the paper's
-CoIR sets (CodeSearchNet's six languages, StackOverflow-QA), or local stand-ins (CodeXGLUE Ruby, CoSQA dev), with
-the selected ``task=beir`` run's model (``task.source``) or ``model.path`` as is."""
+"""``task=code``: single-vector code retrieval, evaluated as is (a mined source tree, CoIR's sets, local stand-ins)
+with the selected ``task=beir`` run's model (``task.source``) or ``model.path`` as is."""
 
 from __future__ import annotations
 

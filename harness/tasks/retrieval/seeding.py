@@ -1,6 +1,5 @@
 """The sentence-transformers trainer with the run's seed reaching its batch sampler and, on N processes, one process's
-micro-batches and steps; DPR (:func:`train_dense`) and ColBERT distillation (:func:`train_kd`, as ModernBERT's
-``examples/train_pylate.py``) on it. On N processes every rank seeds alike: dropout masks differ from one process's."""
+micro-batches and steps; DPR (:func:`train_dense`) and ColBERT distillation (:func:`train_kd`) on it."""
 
 from __future__ import annotations
 

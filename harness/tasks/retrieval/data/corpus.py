@@ -1,6 +1,5 @@
-"""A retrieval corpus read as it is used: the ids in memory, the texts read chunk by chunk from where they lie (a JSONL
-file by byte offsets, a hub copy's memory-mapped Arrow table, a list), so a corpus of millions of documents is never
-held whole; a document's text is ``title + " " + text``, stripped, or the text alone (as mteb and BEIR)."""
+"""A retrieval corpus read as it is used: ids in memory, texts read chunk by chunk from where they lie, so millions of
+documents are never held whole; a document is ``title + " " + text``, stripped, or the text alone (as mteb and BEIR)."""
 
 from __future__ import annotations
 
