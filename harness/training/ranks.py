@@ -214,9 +214,9 @@ class StepBatches(BatchSampler):
         yield from held + [held[-1]] * pads
 
     def factor(self, i: int, rank: int, per_rank: int) -> float:
-        """What rank ``rank``'s ``i``-th micro-batch of this epoch's loss is multiplied by, beside the trainer's own
-        1/``per_rank`` (the micro-batches it accumulates in this step): 1 in whole steps; in the padded last step,
-        world x per_rank / R for its real micro-batches (each then counts 1/R after DDP's mean) and 0 for copies."""
+        """What rank ``rank``'s ``i``-th micro-batch loss is multiplied by beside the trainer's 1/``per_rank``: 1 in
+        whole steps; in the padded last step, world x per_rank / R for real ones (1/R after DDP's mean), 0 for
+        copies."""
         position = i * self.world + rank
         if self.tail is None or position < self.tail.start:
             return 1.0
