@@ -36,8 +36,7 @@ class Settings:
 
 
 def pair_test(a: Outcomes, b: Outcomes, s: Settings) -> stats.Paired:
-    """B against A, one run each on the cell: the paired randomization test and bootstrap over the items
-    or, for a score that is not a mean (Matthews, F1, Spearman), the score re-computed for every resample."""
+    """B against A, one run each: paired randomization and bootstrap over the items (re-scoring a non-mean score)."""
     x, y = a.values[0], b.values[0]
     if a.statistic is not None:
         return stats.paired_statistic(x, y, a.statistic, s.permutations, s.seed, s.level)

@@ -13,8 +13,7 @@ T = TypeVar("T")
 
 
 class Registry(MutableMapping[str, T], Generic[T]):
-    """``name -> T``; with ``lazy`` a value may be a ``"package.module[:attr]"`` string imported on first lookup;
-    :meth:`lookup` fails with the valid names, closest first; :meth:`register` refuses to shadow another target."""
+    """``name -> T`` (``lazy``: a value may be a ``"module[:attr]"`` string imported on first lookup)."""
 
     def __init__(self, what: str, entries: Mapping[str, T | str] | None = None, *, hint: str = "",
                  lazy: bool = False) -> None:

@@ -45,8 +45,7 @@ def chunk_bounds(sizes: np.ndarray, first: int, most: int, most_items: int | Non
 
 @dataclass
 class Packed:
-    """Sequences packed into rows: ``input_ids``/``position_ids`` [rows, width]; ``where[i]`` = (row, start) of
-    sequence i; ``segment`` [rows, width] numbers the sequences of a row (-1 for the tail padding)."""
+    """Sequences packed into rows; ``where[i]``: (row, start) of sequence i; ``segment``: sequence numbers (-1: pad)."""
 
     input_ids: np.ndarray
     position_ids: np.ndarray

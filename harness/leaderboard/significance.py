@@ -47,8 +47,7 @@ def _kept(cell: Cell, link_root: Path | None, cache: dict[Path, Any]) -> tuple[l
 
 
 def tests(tables: list[Any], link_root: Path | None, settings: dict[str, Any]) -> dict[str, Any]:
-    """The page's ``sig``: ``pairs`` (table -> column -> ``<row a><TAB><row b>`` -> {d, lo, hi, p, q}), ``groups``
-    (table -> column -> row -> letters), ``ranks`` (-> [rank, low, high]) and ``family`` (table -> tests)."""
+    """The page's ``sig``: ``pairs``, ``groups`` (compact letters), ``ranks`` and ``family``, per table and column."""
     s = many.Settings(int(settings["permutations"]), int(settings["seed"]), float(settings["level"]),
                       float(settings["alpha"]), str(settings.get("correction", "holm")))
     out: dict[str, Any] = {"settings": {**settings, "correction": s.correction}, "pairs": {}, "groups": {},

@@ -110,8 +110,7 @@ def kernel_blocker(*, capability: tuple[int, int] | None, head_dim: int | None, 
 
 
 def resolve_attention(requested: str, *, cuda: bool, packs: bool, blocker: str = "") -> str:
-    """The implementation to load: ``auto`` -> ``harness_varlen`` on CUDA for a packable architecture with no
-    ``blocker``, else ``sdpa``; ``flash_attention_2`` on a packable one -> ``harness_varlen``; else as given."""
+    """The implementation to load: ``auto`` (or ``flash_attention_2``) resolved as the module says; else as given."""
     requested_varlen = requested == VARLEN or (requested == "flash_attention_2" and packs)
     if requested_varlen and cuda and blocker:
         raise HarnessError(

@@ -158,8 +158,7 @@ def check_keep_layers(spec: ModelSpec, local: str) -> None:
 
 
 def prune_layers(hf_model: torch.nn.Module, keep: list[int]) -> None:
-    """Keep only the encoder layers ``keep`` (original indices), in place, each as its index made it (attention type,
-    norm, RoPE table); ``config.layer_types`` rewritten to theirs, ``config.keep_layers`` recording it."""
+    """Keep only the encoder layers ``keep``, in place, each as its index made it; ``config.keep_layers`` records it."""
     import torch
     owner, attr = layer_list(hf_model)
     layers = getattr(owner, attr)

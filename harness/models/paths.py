@@ -61,8 +61,7 @@ def _check_not_missing_dir(path: str) -> None:
 
 
 def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False, check_fit: bool = True) -> tuple[str, str | None]:
-    """Local directory for the model and the hub commit it came from (None: local/packaged); a pruned spec fails unless
-    ``pruning_applied`` (else the full model would score under its name); ``check_fit``: the weights fit the config."""
+    """Local directory for the model and its hub commit (None: local); a pruned spec needs ``pruning_applied``."""
     if spec.keep_layers is not None and not pruning_applied:
         raise HarnessError(
             f"model.keep_layers is applied by the single-vector loader (task=beir/code/nanobeir/efficiency); this "

@@ -24,8 +24,7 @@ DATASET_KEYS = ("task.tasks", "task.datasets")
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work. ``mode``: ``run`` (a harness run), ``select`` (the selection over ``source``'s jobs' records),
-    ``report`` (``overrides`` plus the ``params`` of the run ``source``'s selection picked), ``leaderboard``."""
+    """One unit of work: ``mode`` ``run``, ``select`` (over ``source``'s records), ``report`` or ``leaderboard``."""
 
     key: str
     step: str

@@ -39,8 +39,7 @@ def file_keys(name: str) -> dict[str, Any]:
 
 
 def check_paper(paper: Mapping[str, Any], base: Mapping[str, Any]) -> PaperSettings:
-    """The typed graph settings (``base``: the graph file before the ``paper.*`` overrides, whose extra keys are
-    variables); a step override naming no step of the graph is refused with the closest."""
+    """The typed graph settings; a step override naming no step of the graph is refused with the closest."""
     steps = list(base.get("stages") or {})
     for name, conf in (paper.get("stages") or {}).items():
         if name not in steps and not (isinstance(conf, Mapping) and conf.get("task")):

@@ -66,8 +66,7 @@ def planner_of(cfg: Any, *, source: bool = True) -> Any:
 
 def plan(cfg: Any, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0, source: bool = True
          ) -> RunPlan[Any, Any]:
-    """The run ``cfg`` composes, planned: round ``round``'s cells (GLUE's chained tasks: 1), the work of a ``mode`` job
-    (``report``: evaluation only, not of ``skip``); ``source=False``: ``task.source`` left unresolved."""
+    """The run ``cfg`` composes, planned: round ``round``'s cells and the work of a ``mode`` job."""
     setup = setup_of(cfg, source=source)
     return planner_for(setup).plan(setup, mode=mode, skip=skip, round=round)
 

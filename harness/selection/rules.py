@@ -142,8 +142,7 @@ def incomplete(group: list[ResultRecord], expected: int) -> dict[str, Any]:
 
 
 class BestConfigPerDataset(SelectionRule):
-    """GLUE's rule (appendix E.1): per dataset, the configuration with the best seed-mean score; with ``expected``
-    seeds, an incomplete configuration is listed, never selected."""
+    """GLUE's rule (appendix E.1): per dataset, the configuration with the best mean over its (complete) seeds."""
 
     description = ("per dataset, the configuration (every setting but the seed) with the best mean score over "
                    "its seeds")

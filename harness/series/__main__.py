@@ -103,8 +103,7 @@ def run(argv: list[str]) -> int:
 
 def watch(settings: Settings, act: Callable[[units.Series], tuple[dict[str, str], int]], first: units.Series
           ) -> tuple[dict[str, str], units.Series]:
-    """``--watch``: poll the training run's folder, evaluate (or submit) each complete checkpoint, stop after ``--idle``
-    seconds without news. Returns (unit key -> failure, the last series)."""
+    """``--watch``: evaluate (or submit) each complete checkpoint until ``--idle`` seconds pass without news."""
     s = settings
     known = {(u.task, u.checkpoint.folder): u for u in first.units}
     seen = {key: (u.changed, u.skipped) for key, u in known.items()}   # the series already printed: only changes show

@@ -67,8 +67,7 @@ class SelectionSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Dependency:
-    """What a task needs first: the ``selection`` (or every ``record``) of ``task`` (or the task ``task_key`` names),
-    limited to ``datasets``, for ``for_datasets`` (empty: all), carried into the run by the config key ``via``."""
+    """What a task needs first: the ``selection`` (or every ``record``) of ``task``, carried in by the key ``via``."""
 
     task: str
     needs: str = choices("selection", "records", default="selection")

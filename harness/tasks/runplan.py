@@ -114,8 +114,7 @@ def data_free_key(identity: Mapping[str, Any], content_keys: Sequence[str], path
 
 @dataclass(frozen=True)
 class RecordHeader:
-    """What every record of one run shares: task, model block and content reference, main score and direction,
-    precision, the composed config, the keys that only pick a seed, and the hyperparameters and details."""
+    """What every record of one run shares: task, model, score, direction, precision, config, seed keys, details."""
 
     task: str
     model: Mapping[str, Any]
@@ -203,8 +202,7 @@ class RunPlan(Generic[S, T]):
 
 @dataclass(frozen=True, kw_only=True)
 class Setup:
-    """What :func:`harness.run.planning.plan` resolves before a task's planner: the composed config, the task's spec,
-    where files go; when first asked, the model, device, precision and the source run (``resolve_source``)."""
+    """What planning resolves before a task's planner: config, spec, layout; the model, device and source when asked."""
 
     cfg: DictConfig
     config: dict[str, Any]
@@ -250,8 +248,7 @@ class Setup:
 
     def identity(self, stages: Registry[Stage], exclude: Mapping[str, str], *, precision: str | None = None,
                  without: Sequence[str] = (), replace: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The run identity: the resolved config minus ``exclude``, ``without`` and unused stages' keys, with the
-        resolved precision, the model's content reference and every computing stage's protocol version."""
+        """The run identity: the config less excluded keys, with precision, model reference and stage versions."""
         spec = self.spec
         for stage in spec.stage_keys:
             declared(stages, stage)   # an unknown stage fails with the closest names
@@ -262,8 +259,7 @@ class Setup:
         )
 
     def header(self, precision: str | None = None, **fields: Any) -> RecordHeader:
-        """What every record of the run shares (``fields``: the task's hyperparameters and details): the model block as
-        configured, the spec's main metric, direction and seed-only keys (runs differing only in these are averaged)."""
+        """What every record of the run shares (``fields``: the task's hyperparameters and details)."""
         m, spec = self.model, self.spec
         model = {"name": m.name, "path": m.path, "revision": m.revision, "family": m.family, "size": m.size}
         return RecordHeader(task=self.name, model=model, model_ref=self.model_ref, main_score=spec.main_metric,
@@ -280,8 +276,7 @@ def excluded_keys(settings_class: type, root: Mapping[str, str] | None = None) -
 
 
 def check_model(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> None:
-    """Every run's first check, loading no model and parsing no data: the attention asked for is available, the weights
-    reachable, each fitted length within the model's positions (its config.json)."""
+    """Every run's first check, loading nothing: the attention is available, weights reachable, lengths fit."""
     from harness.models import _check_attn, check_available
     _check_attn(plan.model)
     if plan.lineage is None or plan.lineage.model_dir is None:

@@ -82,8 +82,7 @@ def _rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 @contextmanager
 def _launching(n: int, device: str) -> Iterator[None]:
-    """While the agent runs: the ranks inherit this run's progress level and, on CPU, a share of its threads; the
-    launcher's failure log stays off the console; afterwards, the signal handlers as before."""
+    """While the agent runs: the ranks' log level and threads set, the launcher's failure log quiet; then restored."""
     env = {"HARNESS_RANK_LOG_LEVEL": str(logging.getLogger("harness.progress").getEffectiveLevel())}
     if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         env["OMP_NUM_THREADS"] = str(max(1, torch.get_num_threads() // n))
@@ -168,8 +167,7 @@ class Tail:
 
 
 class StepBatches(BatchSampler):
-    """The micro-batch stream of one process cut where ``world`` processes can share it: whole steps of ``group``
-    micro-batches, then the planned last step padded to a multiple of ``world`` (``pad``; else cut to one)."""
+    """One process's micro-batches cut where ``world`` processes can share them (the last step padded, or cut)."""
 
     def __init__(self, inner: Any, world: int, group: int, pad: bool = True) -> None:
         self.inner, self.world, self.group, self.pad = inner, world, group, pad

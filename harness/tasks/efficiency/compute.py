@@ -131,8 +131,7 @@ def measure_cell(plan: RunPlan, cell: Cell, model: Any, hf: Any, block: dict[str
 
 def max_batch(plan: RunPlan, spec: SetSpec, mode: str | None, ids: tuple[int, int], pad_id: int,
               found: dict[int, SearchResult], tokens_per_s: float) -> SearchResult:
-    """The largest batch of the set's longest sequences that fits; on a CPU a probe stops at
-    ``task.max_batch.probe_seconds`` and the search starts where a forward takes half that."""
+    """The largest batch of the set's longest sequences that fits (a CPU probe: at most ``probe_seconds``)."""
     from harness.tasks.efficiency import max_batch as mbs
     if spec.max_length in found:
         return found[spec.max_length]

@@ -196,8 +196,7 @@ def describe_head(model: PreTrainedModel) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- training
 def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker: Tracker | None = None):
-    """TrainingArguments: AdamW, linear warmup then decay; ``best_epoch``: evaluations and checkpoints
-    ``evals_per_epoch`` times an epoch, the best restored; ``authors``: evaluation every ``eval_steps``."""
+    """TrainingArguments: AdamW, linear warmup then decay, evaluations as ``cfg.protocol`` schedules them."""
     n = cfg.node
     per_epoch = cfg.steps_per_epoch(n_train)
     by_epoch = n.evals_per_epoch == 1

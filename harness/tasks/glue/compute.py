@@ -106,8 +106,7 @@ def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
 
 
 def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metric: str = "score") -> Any:
-    """The classification trainer's settings for one grid point; ``metric``: what ``authors`` early stopping watches
-    (the dev set evaluated every ``task.eval_interval`` steps; ``best_epoch`` watches ``score``)."""
+    """The classification trainer's settings for one grid point; ``metric``: what ``authors`` stopping watches."""
     from harness.tasks.glue import classification as clf
     from harness.training.settings import TrainRun
     authors = tcfg.training.scoring_protocol == "authors"

@@ -36,8 +36,7 @@ def score_note(task: str, main_score: str | None) -> str | None:
 
 @cache
 def compared_scores() -> dict[str, str]:
-    """The score each GLUE task's column compares: its metric's in ``conf/task/glue.yaml`` (MRPC and QQP: accuracy,
-    Table 5's); a record scored otherwise is rescored or set aside before it is read."""
+    """The score each GLUE task's column compares (MRPC and QQP: accuracy, Table 5's)."""
     definitions = specs.task_node(TASK_FAMILY).get("definitions") or {}
     return {name: score_key(str(d["metric"]), len(d["hub"]["dev"]) > 1) for name, d in definitions.items()}
 

@@ -29,8 +29,7 @@ STAGES: Registry[Stage] = Registry("stage", {
 
 @dataclass(frozen=True, kw_only=True)
 class RetrievalStages:
-    """What planning resolved for one retrieval run's stages: its ``load.*``, ``train.*`` and ``retrieve.*``, the rows'
-    source, the trained model's folder, the cache key, query lengths, members' data specs, the training files."""
+    """What planning resolved for one retrieval run's stages (names, sources, folders, keys, lengths, specs)."""
 
     load: str
     retrieve: str

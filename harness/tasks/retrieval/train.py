@@ -71,8 +71,7 @@ KD = Trainer("load.colbert", "harness.tasks.retrieval.seeding:train_kd", "pylate
 
 @dataclass(frozen=True)
 class RankJob:
-    """Everything a rank needs, picklable: the plan, how it loads its model, the staged rows and their format, the
-    training function, ``run`` (resolved on each rank's device), the output and the tracker."""
+    """Everything a rank needs, picklable: plan, model loading, staged rows, training function, run, output."""
 
     plan: Any
     loader: str

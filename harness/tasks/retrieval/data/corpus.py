@@ -175,8 +175,7 @@ class ArrowCorpus(Corpus):
 
 
 class JsonlCorpus(Corpus):
-    """A JSONL corpus file (BEIR's; MLDR's keyed by ``docid``; ``.gz`` too) scanned once (ids, byte offsets, lengths,
-    content hash); texts then read by offset through one open handle."""
+    """A JSONL corpus file scanned once (ids, byte offsets, lengths, hash); texts then read by offset."""
 
     def __init__(self, path: Path, id_key: str = "_id", id_name: str = "document id", empty_fix: str = "") -> None:
         self.path, self.id_key = path, id_key

@@ -123,8 +123,7 @@ class ShardEngine(Protocol):
 
     def search_shard(self, segments: Sequence[Callable[[], list[str]]], n_docs: int, key: str, queries: Any,
                      top_k: int, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-        """(scores, local positions, cached) of one shard of ``n_docs`` documents, read by ``segments`` (each encoded on
-        its own, as the corpus' chunks are); ``key``: its cache key, ``rank``: tie keys."""
+        """(scores, local positions, cached) of one shard of ``n_docs`` documents read by ``segments``."""
         ...
 
     def search_settings(self) -> dict[str, Any]:
