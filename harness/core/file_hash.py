@@ -49,8 +49,7 @@ def stat_key(path: Path) -> list[Any]:
 
 
 def cached(tag: str, paths: Sequence[Path], compute: Callable[[], str]) -> str:
-    """``compute()``, a value of the contents of ``paths`` (``tag`` names what it is), kept while no file changed
-    (a file modified in the last :data:`RACY_S` seconds is not kept: an edit within its clock tick would not show)."""
+    """``compute()`` of the contents of ``paths``, kept while none changed (none within :data:`RACY_S` s)."""
     stats = [stat_key(p) for p in paths]
     key = hashlib.sha256(json.dumps([tag, *stats]).encode()).hexdigest()
     if key in _memo:

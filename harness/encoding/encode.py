@@ -219,8 +219,7 @@ def cpu_workers(device: str) -> int:
 def encode(model: SentenceTransformer, texts: list[str], *, batching: Batching, device: str, precision: str = "fp32",
            pack: str = "auto", workers: int | None = None, prefetch: bool | None = None, desc: str = "encoding",
            show_progress: bool = True, stats: dict[str, float] | None = None, keep_width: bool = False) -> np.ndarray:
-    """Embeddings (float32, [len(texts), dim]) in input order (``keep_width``: at the encoder's width). ``prefetch``
-    (default: not on a CPU) runs the GPU pipeline, else ``workers`` threads each encode batches single-threaded."""
+    """Embeddings (float32, [len(texts), dim]) in input order; ``prefetch`` (default: off a CPU): the GPU pipeline."""
     mode = pack_mode(model, pack, device)
     if not texts:
         return np.zeros((0, model.get_sentence_embedding_dimension() or 0), dtype=np.float32)

@@ -87,8 +87,7 @@ def unpack_index(packed: Packed) -> tuple[np.ndarray, np.ndarray]:
 
 
 def block_masks(hf_model: Any, segment: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | dict[str, torch.Tensor]:
-    """Additive 4-D masks [rows, 1, width, width]: a token sees its own sequence (padding only itself, so no softmax
-    row is empty); ModernBERT: one per attention type (local ones within ``config.sliding_window``)."""
+    """Additive 4-D masks: a token sees its own sequence (padding only itself); ModernBERT: one per attention type."""
     same = segment[:, :, None] == segment[:, None, :]
     pad = segment < 0
     eye = torch.eye(segment.shape[1], dtype=torch.bool, device=segment.device)

@@ -288,8 +288,7 @@ def mteb_source(directory: str | os.PathLike) -> dict[str, str]:
 
 def load_mteb_published(dirs: Sequence[str | os.PathLike], *, models: Sequence[str] = (),
                         existing: Mapping[str, Iterable[str]] | None = None) -> list[PublishedRow]:
-    """Published rows from folders of mteb result files, one per model revision (``models``: fnmatch patterns); a task
-    named by no catalog lands in the mteb table only where it has its column, so a results repository adds rows."""
+    """Published rows from folders of mteb result files, one per model revision (``models``: fnmatch patterns)."""
     columns = catalog_columns()
     spec = specs.find(MTEB_FAMILY)
     if spec is not None:

@@ -39,8 +39,7 @@ def model_config(model_or_config: Any) -> Any | None:
 
 
 def usable_positions(model_or_config: Any) -> int | None:
-    """The longest input, in tokens, the encoder can position (None: its config does not say), less ``pad_token_id + 1``
-    for RoBERTa-style types; DeBERTa-v3: 512 as stated (the paper evaluated it there; longer would extrapolate)."""
+    """The longest input, in tokens, the encoder can position (None: its config does not say; RoBERTa-style: offset)."""
     config = model_config(model_or_config)
     if config is None:
         return None

@@ -27,8 +27,7 @@ class ColbertDefaults:
 
 @dataclass
 class GlueHead:
-    """The classification head task=glue fine-tunes on a ModernBERT encoder, as the authors' FlexBERT built it
-    (docs/fidelity.md); ``classifier_norm`` and ``attention_output_dropout`` are applied to the built model."""
+    """The classification head task=glue fine-tunes on a ModernBERT, as the authors' FlexBERT built it."""
 
     classifier_pooling: str = choices("cls", "mean")
     classifier_activation: str

@@ -88,8 +88,7 @@ ORDER = ("running", "blocked", "failed", "queued", "stopped", "pending", "todo")
 
 def status(steps: Sequence[Step], states: Mapping[str, JobState], tp: cost.Throughput, cluster: Mapping[str, Any],
            folder: Path) -> list[str]:
-    """Each step: its state and job counts, failing cells' errors, jobs that can never start, device-hours vs the
-    estimate. States: done, running, blocked (re-submit), failed, queued, stopped (re-submit), pending, todo."""
+    """Each step: state, job counts, failing cells' errors, jobs that can never start, device-hours vs the estimate."""
     from harness.paper.job import outcomes as read_outcomes
     live = job_states(folder)   # each job's SLURM attempt: queued, running, blocked, or its final state
     outcomes = read_outcomes(folder)

@@ -141,8 +141,7 @@ def failure_line(rec: ResultRecord, side: Path | None) -> str:
 
 
 def store(results_dir: str, rec: ResultRecord) -> Path:
-    """Write ``rec``, first setting aside finished records of the cell computed on other data (its path's, another spec;
-    with a ``data_free_key``, the configuration's under another run id); a failure replaces nothing."""
+    """Write ``rec``, first setting aside finished records of the cell computed on other data."""
     path = results.path_of(results_dir, rec)
     if rec.status == results.STATUS_FAILED:
         return results.write_record(results_dir, rec)

@@ -227,8 +227,7 @@ def _incomplete_line(c: dict[str, Any]) -> str:
 
 
 class BestRunOnSelectionSets(SelectionRule):
-    """The paper's retrieval rule (appendix E.2): per model the configuration with the best mean main score over the
-    selection datasets, reported on every dataset; runs must cover every one the model's runs have."""
+    """The paper's retrieval rule (appendix E.2): per model the configuration best on the selection sets, for all."""
 
     def __init__(self, datasets: Sequence[str]):
         self.datasets = tuple(datasets)

@@ -83,8 +83,7 @@ BROKEN = "broken"
 
 
 def incomplete(folder: Path, settle: float, now: float | None = None) -> str | None:
-    """Why ``folder`` cannot be read yet (one phrase), or None when complete. A whole ``trainer_state.json``
-    (written last) with a config or weights not whole is :data:`BROKEN`: waiting will not complete it."""
+    """Why ``folder`` cannot be read yet (one phrase; :data:`BROKEN`: waiting will not help), or None when complete."""
     problem = _json(folder / "config.json") or _weights(folder)
     if problem:
         if (folder / TRAINER_MARKER).exists() and _json(folder / TRAINER_MARKER) is None:

@@ -86,10 +86,9 @@ SOURCE = "resolved into model.ref: the source run id and its trained weights' fi
 
 @dataclass(frozen=True)
 class Cell:
-    """One record to be: a (run, dataset) pair. ``identity``: what ``run_id`` hashes; ``spec``: a hash of the dataset's
-    definition and local files (another spec: out of date); ``payload``: the task's own; ``plan_key``: the identity's
-    hash without what only the executing machine knows; ``files``: the local files read; ``data_free_key``: where the
-    files' content is in the run id (GLUE), its hash with their paths (records of it under another id: set aside)."""
+    """One record to be: a (run, dataset) pair. ``spec``: a hash of the dataset's definition and local files (another
+    spec: out of date); ``plan_key``: the identity's hash without what only the executing machine knows;
+    ``data_free_key``: where the files' content is in the run id (GLUE), its hash with their paths instead."""
 
     dataset: str
     run_id: str

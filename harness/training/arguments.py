@@ -31,8 +31,7 @@ class Batches(Protocol):
 
 def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, tracker: Tracker | None = None,
                        sentence_transformers: bool = True, **fields: Any) -> Any:
-    """``SentenceTransformerTrainingArguments`` (or ``TrainingArguments``) with the shared fields from ``node``,
-    ``run`` and ``fields``, NaN losses logged, no checkpoints; on N processes each accumulates 1/N of it."""
+    """``SentenceTransformerTrainingArguments`` (or ``TrainingArguments``) with the shared fields and ``fields``."""
     n = ranks.world()
     if node.gradient_accumulation_steps % n:
         raise HarnessError(f"{n} training processes cannot share task.gradient_accumulation_steps="

@@ -52,8 +52,7 @@ def check_devices(n: int, device: str) -> None:
 
 
 def run_on_devices(fn: Callable[..., Any], args: tuple[Any, ...], n: int, device: str, workdir: Path) -> Any:
-    """``fn(*args)`` (a module-level function) in ``n`` processes on ``device``'s GPUs 0..n-1 or the CPU; rank 0's
-    value. A failing rank stops the others and raises here with its error line; ``workdir``: the launcher's logs."""
+    """``fn(*args)`` in ``n`` processes on ``device``'s GPUs 0..n-1 or the CPU; rank 0's value, or the error."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

@@ -216,8 +216,7 @@ class _Search:
 def max_batch_size(probe: Probe, *, start: int, limit: int, resolution: int,
                    run: Callable[[Probe, int], ProbeOutcome] = probe_once, label: str = "max batch",
                    show: bool = True) -> SearchResult:
-    """The largest batch (<= ``limit``) that runs: double from ``start`` until a probe fails, halve until one runs,
-    bisect to ``resolution``; a probe over its time budget ends it (a lower bound); 0 if one sequence won't fit."""
+    """The largest batch (<= ``limit``) that runs: double, halve, bisect; 0 if one sequence won't fit."""
     s = _Search(probe, run, label, show)
     n = max(1, min(start, limit))
     status = s.fits(n)

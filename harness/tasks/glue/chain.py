@@ -81,8 +81,7 @@ def planned(tcfg: GlueSettings) -> list[int]:
 
 
 def pick_mnli(found: list[ResultRecord], tcfg: GlueSettings) -> ResultRecord | None:
-    """The MNLI record to chain from: ``best_epoch``, the best single record; ``authors``, the first seed's run of the
-    best complete configuration, whose final weights the authors' eval.py chains from (MB@2fed0f2:eval.py)."""
+    """The MNLI record to chain from: the best (``best_epoch``), or the authors' first seed's run of the best config."""
     def score(r: ResultRecord) -> float:
         return r.score if r.score is not None else -math.inf
 

@@ -72,8 +72,7 @@ class TrainOutcome:
 
 
 class BatchPatienceStopping(TrainerCallback):
-    """Early stopping as Composer's ``EarlyStopper`` (the authors' GLUE runs): one monitored dev metric, improved by
-    more than ``min_delta``; training stops ``patience_batches`` optimizer steps after the best evaluation."""
+    """Early stopping as Composer's ``EarlyStopper`` (the authors' GLUE runs): patience in optimizer steps."""
 
     def __init__(self, metric: str, patience_batches: int, min_delta: float) -> None:
         self.metric, self.patience, self.min_delta = metric, int(patience_batches), float(min_delta)
@@ -127,8 +126,7 @@ CLASSIFIER = "classifier."
 
 
 def carry_weights(model: PreTrainedModel, source: PreTrainedModel, init_from: str, model_dir: str) -> list[str]:
-    """Every weight of ``source`` (MNLI's classifier of the same model) into ``model`` but the final classifier's (a
-    RoBERTa head's dense layer starts fresh too, as the authors' glob leaves it); returns the names left fresh."""
+    """Every weight of ``source`` (MNLI's) into ``model`` but the final classifier's; the names left fresh."""
     fresh = fresh_parameters(model)
     if not fresh:
         raise HarnessError(f"{type(model).__name__} has no weight named {CLASSIFIER}*: MNLI chaining carries every "

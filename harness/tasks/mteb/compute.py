@@ -37,8 +37,7 @@ def require_mteb(what: str) -> Any:
 
 
 def check(plan: RunPlan[Any, MtebStages], todo: Sequence[Cell]) -> None:
-    """The model's checks; and offline, a hub task's data must already be cached: try each one before any model is
-    loaded, so a missing dataset fails at once and names the local alternative."""
+    """The model's checks; offline, each hub task's data is tried in the cache before any model is loaded."""
     from harness.models import hub_reachable
     check_model(plan, todo)
     remote = [n for n in dict.fromkeys(c.payload[0] for c in todo if isinstance(c.payload, tuple))

@@ -213,8 +213,7 @@ def evaluation(r: Resolved) -> dict[str, Any]:
 
 
 def training(r: Resolved, data: dict[str, Any], **own: Any) -> dict[str, Any]:
-    """What a trained retrieval record shows: ``train``, its training settings (``data``: what the source says of its
-    rows; ``own``: the trainer's own keys), and the schedule at its top level (selection reads it)."""
+    """What a trained retrieval record shows: ``train``, its settings, and the schedule at its top level (selection)."""
     t = r.settings.training
     train = {"data": data, "lr": r.lr, "epochs": t.epochs, "warmup_ratio": t.warmup_ratio, "batch_size": t.batch_size,
              "gradient_accumulation_steps": t.gradient_accumulation_steps, **own, "seed": t.train_seed}

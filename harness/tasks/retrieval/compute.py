@@ -102,8 +102,7 @@ def retriever(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> A
 
 
 def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mapping[str, Any] | None) -> dict[str, Any]:
-    """What the cached corpus encodings depend on: the run (less its search-only keys), the weights, and the attention
-    ``auto`` resolved to where not padded sdpa (the unpadded GPU path runs attention in bf16)."""
+    """What the cached corpus encodings depend on: the run less search-only keys, the weights, the attention."""
     out = {"run": dict(plan.stages.cache_run),
            "weights": trained_facts["fingerprint"] if trained_facts else block["fingerprint"]}
     attention = (block.get("attention") or {}).get("implementation")

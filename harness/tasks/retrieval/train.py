@@ -19,8 +19,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Trainer:
-    """A ``train.*`` stage: ``loader``, the load stage its model loads with; ``train``, its training function;
-    ``reload``, what a finished training reloads with; ``key``, the key its trained model is kept under."""
+    """A ``train.*`` stage: its load stage, training function, reloader and the key its trained model is kept under."""
 
     loader: str
     train: str

@@ -348,8 +348,7 @@ def hub_label(entry: DatasetEntry) -> str:
 
 
 def check_entries(entries: Sequence[DatasetEntry], data_dir: str | None, split: str | None = None) -> None:
-    """Before any model loads: every entry's local files are there, or its pinned hub copy exists and the hub is
-    reachable (else one error naming each local alternative); copies a kind fetches ahead are fetched."""
+    """Before any model loads: every entry's local files are there, or its hub copy is reachable (and fetched)."""
     needs_hub: list[DatasetEntry] = []
     for entry in entries:
         parts = list(entry.members.values()) or [entry]

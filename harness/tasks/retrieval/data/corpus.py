@@ -37,8 +37,7 @@ def chunk_bounds(chars: np.ndarray, start: int = 0, stop: int | None = None) -> 
 
 
 class Corpus:
-    """Document ids (in corpus order), their lengths in characters, texts read on demand; ``key``: a hash of the texts
-    as encoded; ``content``: a sha256 over every (id, title, text) (None for a hub copy: its revision identifies it)."""
+    """Document ids (in corpus order), their lengths in characters, their texts read on demand, their hashes."""
 
     ids: list[str]
     chars: np.ndarray

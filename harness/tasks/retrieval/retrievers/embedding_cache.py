@@ -76,8 +76,7 @@ def cached_embeddings(
 def cached_rows(cache_dir: str | os.PathLike, key: str | tuple[Mapping[str, Any], str],
                 rows: Iterable[tuple[int, np.ndarray]], n_rows: int | None = None,
                 meta: dict | None = None) -> tuple[np.ndarray, bool]:
-    """(the memory-mapped [n_rows, dim] matrix, hit) of ``key``: used only where its claim holds, else built by one
-    process from ``rows`` straight into a memory-mapped file aside, claimed, renamed and read back as a hit."""
+    """(the memory-mapped [n_rows, dim] matrix of ``key``, hit): built once where no valid claim holds."""
     key = key if isinstance(key, str) else cache_key(*key)
     root = Path(cache_dir)
     path, claim_path = root / f"{key}.npy", root / f"{key}.claim.json"

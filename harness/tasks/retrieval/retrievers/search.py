@@ -91,8 +91,7 @@ def exact_search(
     device: str = "cpu",
     rank: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, doc indices) of the top ``top_k``, ties in ``rank`` order; ``doc_emb`` (float32, fp16, or bf16 bits)
-    may be memory-mapped: one ``corpus_chunk_size`` chunk at a time on ``device``, widened to float32 exactly."""
+    """(scores, doc indices) of the top ``top_k``, ties in ``rank`` order, one corpus chunk at a time on ``device``."""
     if similarity not in ("cosine", "dot"):
         raise ValueError(f"unknown similarity {similarity!r}: use cosine or dot")
     n_docs, n_queries = doc_emb.shape[0], query_emb.shape[0]
