@@ -248,9 +248,7 @@ def nodes_from_conf(file: str, *classes: type, **keys: Any) -> list[Any]:
 def _plain(data: Any) -> Any:
     """OmegaConf containers -> plain Python (resolved)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
-    if isinstance(data, DictConfig | ListConfig):
-        return OmegaConf.to_container(data, resolve=True)
-    return data
+    return OmegaConf.to_container(data, resolve=True) if isinstance(data, DictConfig | ListConfig) else data
 
 
 def _coerce(value: Any, tp: Any, where: str, key: str = "") -> Any:

@@ -143,9 +143,7 @@ KEPT_DTYPES = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloa
 
 def host_array(tensor: torch.Tensor) -> np.ndarray:
     """A host tensor as numpy at its own width (bf16 as its bits, uint16)."""
-    if tensor.dtype == torch.bfloat16:
-        return tensor.view(torch.int16).numpy().view(np.uint16)
-    return tensor.numpy()
+    return tensor.view(torch.int16).numpy().view(np.uint16) if tensor.dtype == torch.bfloat16 else tensor.numpy()
 
 
 class HostSink:

@@ -113,9 +113,7 @@ def layer_dtype(hidden: Any) -> str:
     """The dtype an attention layer computes q, k, v in from ``hidden``: autocast's where on, else the tensor's."""
     import torch
     kind = hidden.device.type
-    if torch.is_autocast_enabled(kind):
-        return dtype_name(torch.get_autocast_dtype(kind))
-    return dtype_name(hidden.dtype)
+    return dtype_name(torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else hidden.dtype)
 
 
 def count(module: Any, kernel: str, dtype: Any = None) -> None:

@@ -200,9 +200,7 @@ def pack_padded(inputs: dict[str, Any]) -> tuple[dict[str, Any], tuple[torch.Ten
 
 def _to(host: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A host tensor on ``device``: through pinned memory on CUDA, so the copy does not wait for the stream."""
-    if device.type != "cuda":
-        return host.to(device)
-    return host.pin_memory().to(device, non_blocking=True)
+    return host.to(device) if device.type != "cuda" else host.pin_memory().to(device, non_blocking=True)
 
 
 def repad(packed: torch.Tensor, index: torch.Tensor, batch: int, width: int) -> torch.Tensor:

@@ -165,6 +165,4 @@ def _error(state: JobState, outcome: Mapping[str, Any] | None) -> str | None:
     """Why an unfinished job failed: its first failed cell's record, else its last attempt's error."""
     if state.failed:
         return state.failed[0] + (f" (+{len(state.failed) - 1} more cells)" if len(state.failed) > 1 else "")
-    if outcome and outcome.get("status") == "failed":
-        return str(outcome.get("error"))
-    return None
+    return str(outcome.get("error")) if outcome and outcome.get("status") == "failed" else None

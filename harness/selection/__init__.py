@@ -60,9 +60,7 @@ def jsonable(value: Any) -> Any:
     """Cell keys may be tuples (table, column): JSON wants strings."""
     if isinstance(value, dict):
         return {(k[-1] if isinstance(k, tuple) else k): jsonable(x) for k, x in value.items()}
-    if isinstance(value, list):
-        return [jsonable(x) for x in value]
-    return value
+    return [jsonable(x) for x in value] if isinstance(value, list) else value
 
 
 def prune_checkpoints(choice: Choice, records: Iterable[ResultRecord]) -> list[str]:

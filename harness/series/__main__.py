@@ -20,9 +20,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
-        if "--best" in argv:
-            return best(argv)
-        return run(argv)
+        return best(argv) if "--best" in argv else run(argv)
     except HarnessError as exc:
         return print_error(exc)
 

@@ -277,6 +277,4 @@ def load_hub(task: GlueTask, path: str, revision: str | None) -> GlueData:
 
 def load(task: GlueTask, data_dir: str | None, hub_path: str, hub_revision: str | None) -> GlueData:
     """Local files when ``data_dir`` is set, else the hub."""
-    if data_dir:
-        return load_local(task, data_dir)
-    return load_hub(task, hub_path, hub_revision)
+    return load_local(task, data_dir) if data_dir else load_hub(task, hub_path, hub_revision)

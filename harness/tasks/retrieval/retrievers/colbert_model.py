@@ -70,9 +70,7 @@ def expanded_queries(model: ColBERT, inputs: dict[str, Any]) -> bool:
     if not model.do_query_expansion or model.attend_to_expansion_tokens:
         return False
     ids, prefix = inputs["input_ids"], model.query_prefix_id
-    if prefix is None or ids.shape[1] < 2:
-        return True
-    return bool((ids[:, 1] == prefix).any())
+    return prefix is None or ids.shape[1] < 2 or bool((ids[:, 1] == prefix).any())
 
 
 def capped_length(requested: int, limit: int | None) -> int:
