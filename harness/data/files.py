@@ -1,5 +1,5 @@
 """Reading local data files (UTF-8 text, plain or gzipped; delimited rows, JSON Lines, Parquet), so an undecodable
-file is one ``DataError`` line naming the file, line and fix, never a traceback (hence not ``datasets``' json loader)."""
+file is one ``DataError`` line naming the file, line and fix, not a traceback (hence not ``datasets``' json loader)."""
 
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ def load_classifier(
     return model
 
 
-#: the final classification layer's prefix in every ``*ForSequenceClassification`` the harness chains: what MNLI chaining
+#: the final classification layer's prefix in each ``*ForSequenceClassification`` the harness chains: what MNLI chaining
 #: leaves fresh, as the authors' ``load_ignore_keys`` (MB@2fed0f2:src/evals/finetuning_jobs.py:288-299) left FlexBERT's
 CLASSIFIER = "classifier."
 

@@ -18,7 +18,7 @@ RULE = ("mteb's Benchmark.get_score: per task type, the mean of its tasks' main 
 
 def benchmark_column(benchmark: str, task_type: str | None = None) -> str:
     """The mteb table's column of a benchmark's aggregate over its tasks of ``task_type`` (None: the mean over task
-    types), shared by published rows (Ettin Table 3's "Retrieval") and a task=mteb run: ``"MTEB(eng, v2) Retrieval"``."""
+    types), shared by published rows (Ettin Table 3's "Retrieval") and task=mteb runs: ``"MTEB(eng, v2) Retrieval"``."""
     return f"{benchmark} {task_type or 'Mean(TaskType)'}"
 
 
