@@ -1,5 +1,6 @@
-"""Model specs (conf/model/*.yaml) -> loaded encoders: hub id, local directory or a packaged model. Importing it
-imports no torch; the names below are its interface."""
+"""Model specs (conf/model/*.yaml) -> loaded encoders: hub id, local directory or a packaged model.
+
+Importing it imports no torch; the names below are its interface."""
 
 from __future__ import annotations
 

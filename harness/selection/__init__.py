@@ -1,4 +1,5 @@
-"""Selection from records only: each task's rule picks the records that stand for a model (nothing is rerun);
+"""Selection from records only: each task's rule picks the records that stand for a model (nothing is rerun).
+
 ``python -m harness.select --task <family>`` writes ``selected/<family>-<model>.json`` beside the results folder."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Task specs: what each task is (metric, tables, selection, stages, dependencies), as data, read from ``spec:`` of
-``conf/task/<name>.yaml`` (or a record's config), loading no compute code."""
+"""Task specs: what each task is (metric, tables, selection, stages, dependencies), as data, and its stages.
+
+Read from ``spec:`` of ``conf/task/<name>.yaml`` (or a record's config), loading no compute code."""
 
 from __future__ import annotations
 
