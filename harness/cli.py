@@ -20,7 +20,6 @@ log = logging.getLogger("harness")
 @hydra.main(version_base="1.3", config_path=PRIMARY, config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | scheduler.JobFailed | None:
     from harness.run import runner
-
     scheduler.stop_on_signals()
     try:
         prepare(cfg)
@@ -45,7 +44,6 @@ def prepare(cfg: DictConfig) -> None:
 
     from harness.core import console
     from harness.training import tracking
-
     try:
         verbose = HydraConfig.get().verbose
     except ValueError:

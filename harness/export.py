@@ -45,7 +45,6 @@ def _names(pairs: Sequence[str]) -> dict[str, str]:
 def check_paths(args: argparse.Namespace) -> None:
     """Before any record is read: every results folder exists, ``--out`` can be a folder (nothing created)."""
     from harness.run.preflight import check_records_dir, check_writable_dir
-
     for folder in args.results:
         check_records_dir(folder, "results folder", "harness export --format mteb results/ --out DIR")
     check_writable_dir(Path(args.out), "--out")
@@ -54,7 +53,6 @@ def check_paths(args: argparse.Namespace) -> None:
 def nothing_exported(args: argparse.Namespace, report: Any) -> HarnessError:
     """Why nothing was written: no records, only failed ones (the first one's error), or each left out (listed)."""
     from harness.mteb_results.export import NONFINITE
-
     where = ", ".join(args.results)
     failed = [p for reason in (NONFINITE, "failed record") for p in report.skipped.get(reason, [])]
     if failed and sum(map(len, report.skipped.values())) == len(failed):
@@ -75,7 +73,6 @@ def nothing_exported(args: argparse.Namespace, report: Any) -> HarnessError:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from harness.mteb_results.export import describe, export_mteb
-
     try:
         names = _names(args.name)
         check_paths(args)

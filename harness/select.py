@@ -74,8 +74,7 @@ def check_out(out_dir: Path, given: bool) -> None:
 
 
 def nothing_to_select(args: argparse.Namespace, mine: list[results.ResultRecord], aside: list[str]) -> HarnessError:
-    """Why no model has a selection: no record of the task (and model) there, ``mine``, only records in another score
-    than their column's (set aside, with the rerun command), or only failed ones (the first one's error)."""
+    """Why no model has a selection: no record, ``mine``, records set aside, or only failed ones."""
     where = (f"under {args.results}" + (f" for model {args.model}" if args.model else "")
              + (f" in experiment {args.experiment!r}" if args.experiment else ""))
     if aside:
@@ -94,7 +93,6 @@ def nothing_to_select(args: argparse.Namespace, mine: list[results.ResultRecord]
 def select_series(args: argparse.Namespace, out_dir: Path) -> int:
     """``--series NAME``: the series' best step on ``--task``, printed and written to ``selected/series-NAME.json``."""
     from harness.selection.series import choose_step, format_choice, names
-
     try:
         if not Path(args.results).is_dir():
             raise HarnessError(f"results directory {args.results} does not exist; run the series first or pass "

@@ -53,7 +53,6 @@ def run(args: argparse.Namespace) -> list[str]:
     from harness.compare import report
     from harness.compare.entrants import Records, entrants
     from harness.compare.many import Settings
-
     settings = Settings(args.permutations, args.seed, args.level, args.alpha, args.correction)
     settings.check()
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else None

@@ -1,6 +1,5 @@
-"""What each argument of ``harness.compare`` brings, cell by cell: a record or a run folder (that run: one model,
-one record per dataset), a model name (what ``harness.select`` selects for it: a seed-averaged configuration, or why
-a cell has none), or ``--all`` (every model with records of the task: the leaderboard's run rows)."""
+"""What each argument of ``harness.compare`` brings, cell by cell: a record or run folder, a model name (what
+``harness.select`` selects for it, or why a cell has none), or ``--all`` (the leaderboard's run rows)."""
 
 from __future__ import annotations
 
@@ -87,8 +86,7 @@ def entrant(arg: str, records: Records, task: str | None) -> Entrant:
 
 
 def run_records(arg: str, task: str | None) -> list[Located]:
-    """The ok records of the record or folder ``arg``: one model's, one record per dataset (composite averages
-    left out: they keep no per-query scores of their own); anything else is one line saying how to narrow it."""
+    """The ok records of the record or folder ``arg`` (one model's, one per dataset, composites left out)."""
     path = Path(arg)
     found = list(comparable_records([path.parent if path.is_file() else path], warn=False))
     if path.is_file():
@@ -118,7 +116,6 @@ def run_records(arg: str, task: str | None) -> list[Located]:
 def selected(name: str, records: Records, task: str | None) -> Entrant:
     """``name``'s cells as ``harness.select`` picks them (the seeds of the selected configuration), or withheld."""
     from harness.selection import choose
-
     if not records.results.is_dir():
         raise HarnessError(f"{name} is neither a record, a folder, nor a model under --results {records.results} "
                            "(no such folder); pass --results <folder>")
@@ -178,8 +175,7 @@ def check_distinct(found: Sequence[Entrant]) -> None:
 
 
 def relabel(found: Sequence[Entrant], labels: Sequence[str] | None) -> None:
-    """``--labels`` (one per model, distinct), else: a model name stays as given; a record or folder is named by
-    the shortest of its model name, run id, model/run id that no other row has (its path where none does)."""
+    """``--labels``, else a model name as given, a record or folder by the shortest name no other row has."""
     if labels:
         if len(labels) != len(found) or len(set(labels)) != len(labels):
             raise HarnessError(f"--labels {','.join(labels)}: give {len(found)} distinct labels, one per run or model "

@@ -1,7 +1,5 @@
-"""Every pair of several models, per cell (dataset, GLUE task) and per table average, corrected across all the tests,
-with tie groups (compact letters) and bootstrap intervals of each model's rank. One run a side is tested as
-``harness.compare A B`` does (paired randomization, equal to ranx's), seeds by the two-level bootstrap
-(:mod:`harness.compare.twolevel`); a table average over the cells every model has, items resampled in their cell."""
+"""Every pair of several models, per cell and per table average, corrected across all the tests, with tie groups and
+rank intervals: one run a side by paired randomization, seeds by the two-level bootstrap."""
 
 from __future__ import annotations
 
@@ -38,9 +36,7 @@ class Settings:
 
 
 def pair_test(a: Outcomes, b: Outcomes, s: Settings) -> stats.Paired:
-    """B against A, one run each on the cell (``b`` in ``a``'s item order): the paired randomization test and
-    bootstrap over the items (MNLI: within each dev set), or for a score that is not a mean (Matthews, F1,
-    Spearman) the score re-computed for every permutation and resample."""
+    """B against A, one run each: paired randomization and bootstrap over the items (re-scoring a non-mean score)."""
     x, y = a.values[0], b.values[0]
     if a.statistic is not None:
         return stats.paired_statistic(x, y, a.statistic, s.permutations, s.seed, s.level)
@@ -107,8 +103,7 @@ def cell_row(table: str, name: str, cells: dict[str, Outcomes], s: Settings, hig
 
 def average_row(table: str, names: Sequence[str], labels: Sequence[str], cells: dict[str, dict[str, Outcomes]],
                 reps: dict[str, dict[str, twolevel.Replicates]], s: Settings, higher_is_better: bool) -> Row:
-    """The table average of the models ``labels`` over the cells ``names`` (each has every one), cells weighted
-    equally: single runs of a per-query metric by the stratified randomization test, else the two-level bootstrap."""
+    """The table average of ``labels`` over the cells ``names``, cells weighted equally, tested as a cell is."""
     n = sum(len(cells[c][labels[0]].ids) for c in names)
     row = Row(table, "average", {x: float(np.mean([cells[c][x].score() for c in names])) for x in labels},
               {x: max(cells[c][x].k for c in names) for x in labels}, n, over=tuple(names))
@@ -151,8 +146,7 @@ def correct(rows: Sequence[Row], correction: str) -> int:
 
 
 def letters(ranked: Sequence[str], different: set[frozenset[str]]) -> dict[str, str]:
-    """Compact letter display by insert-absorb (Piepho 2004): models that share a letter are separated by no
-    test in ``different``; every pair not in it shares one. Letters run from the best-ranked model (``ranked``)."""
+    """Compact letter display by insert-absorb (Piepho 2004), letters from the best-ranked model (``ranked``)."""
     columns: list[frozenset[str]] = [frozenset(ranked)]
     pos = {x: i for i, x in enumerate(ranked)}
     for pair in sorted(different, key=lambda p: sorted(pos[x] for x in p)):

@@ -19,9 +19,8 @@ Statistic = Callable[[np.ndarray, np.ndarray], float]
 
 @dataclass(frozen=True)
 class Outcomes:
-    """``values[run, item]``: per-query metric values (``weights`` sum to 1 and give the cell's score as a weighted
-    mean: MNLI's two dev sets) or GLUE predictions (``statistic`` re-scores them); items resampled within
-    ``strata``; ``runs``: each run's kept scores."""
+    """``values[run, item]``: per-query values (``weights``: the cell's score as a weighted mean) or GLUE
+    predictions (``statistic`` re-scores them); items resampled within ``strata``; ``runs``: the kept scores."""
 
     ids: tuple[str, ...]
     values: np.ndarray
@@ -80,8 +79,7 @@ def aligned_on(pq: per_query.PerQuery, metric: str) -> str:
 
 
 def outcomes(runs: Sequence[per_query.PerQuery], metric: str) -> Outcomes:
-    """The runs of one cell as :class:`Outcomes`; :class:`per_query.PerQueryError` where they scored different
-    items or do not keep ``metric`` (GLUE: ``metric`` is not used, the predictions are re-scored)."""
+    """The runs of one cell as :class:`Outcomes`; a PerQueryError where they scored different items."""
     first = runs[0]
     for other in runs[1:]:
         per_query.aligned(first, other, aligned_on(first, metric))
@@ -96,7 +94,6 @@ def _examples(runs: Sequence[per_query.PerQuery]) -> Outcomes:
     """GLUE: accuracy as a weighted mean of 0/100 outcomes; Matthews, F1, Spearman re-scored on every resample."""
     from harness.compare.stats import weights
     from harness.tasks.glue.metrics import compute
-
     first = runs[0]
     preds = np.stack([per_query.aligned(first, r, "prediction")[1] for r in runs])
     labels = first.scores["label"]
@@ -113,8 +110,7 @@ def _examples(runs: Sequence[per_query.PerQuery]) -> Outcomes:
 
 
 def claim_of(path: Path) -> dict | None:
-    """A record file's ``details.per_query`` as its column reads it (an MRPC/QQP record scored by F1 re-scored by
-    accuracy: :func:`harness.selection.comparable.comparable`); None where it keeps none or cannot be read."""
+    """A record file's ``details.per_query`` as its column reads it (rescored if need be), else None."""
     try:
         return (read_comparable(path).details or {}).get("per_query")
     except (OSError, ValueError, TypeError, KeyError, AttributeError):

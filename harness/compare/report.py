@@ -1,6 +1,5 @@
-"""``python -m harness.compare RUN RUN [RUN ...]``: the rows (cells, table averages) of every model pair, corrected
-across all of them, with tie groups and rank intervals, as lines of text. Two models are the same computation,
-printed as one A/B table (B - A per dataset, then the average and the test over the per-dataset scores)."""
+"""``python -m harness.compare RUN RUN [RUN ...]``: the rows of every model pair, corrected across all of them, with
+tie groups and rank intervals, as text; two models are printed as one A/B table."""
 
 from __future__ import annotations
 

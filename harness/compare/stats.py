@@ -1,6 +1,5 @@
-"""Paired tests over per-query (or per-dataset) scores of two systems on the same items. The randomization test and
-bootstrap are a few lines of numpy: scipy's ``permutation_test`` / ``bootstrap`` are far slower on 10^4 resamples of
-10^4 queries, and ranx's numba version reseeds numpy's global state."""
+"""Paired tests over per-query (or per-dataset) scores of two systems on the same items, in numpy: scipy's tests are
+far slower on 10^4 resamples of 10^4 queries, and ranx's numba version reseeds numpy's global state."""
 
 from __future__ import annotations
 
@@ -46,10 +45,8 @@ def weights(strata: Sequence[int] | None, n: int) -> np.ndarray:
 
 def randomization_p(a: Sequence[float], b: Sequence[float], permutations: int = 10_000, seed: int = 0,
                     strata: Sequence[int] | None = None, chunk: int = 1000) -> float:
-    """Fisher's paired randomization test (Smucker et al., CIKM '07), two-sided: each permutation swaps an item's two
-    scores with probability 1/2; p = (1 + #{|mean diff| >= observed}) / (1 + permutations) (Phipson & Smyth 2010).
-    ``strata`` (a dataset per item): the statistic is the macro average of per-dataset mean differences. Up to 16
-    items are enumerated exactly (p = #{...} / 2^n)."""
+    """Fisher's paired randomization test (Smucker et al., CIKM '07), two-sided, p = (1 + #{|mean diff| >= observed}) /
+    (1 + permutations) (Phipson & Smyth 2010); ``strata``: the macro average; up to 16 items enumerated exactly."""
     x, y = _pairs(a, b)
     wd = weights(strata, len(x)) * (y - x)
     observed = abs(wd.sum())
@@ -68,7 +65,6 @@ def randomization_p(a: Sequence[float], b: Sequence[float], permutations: int = 
 def t_test_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided paired Student's t-test (scipy's ``ttest_rel``); 1.0 where every difference is equal."""
     from scipy.stats import ttest_rel
-
     x, y = _pairs(a, b)
     if np.allclose(y - x, (y - x)[0]):
         return 1.0 if np.isclose((y - x)[0], 0.0) else 0.0
@@ -96,8 +92,7 @@ def bootstrap_ci(a: Sequence[float], b: Sequence[float], resamples: int = 10_000
 
 def paired(a: Sequence[float], b: Sequence[float], permutations: int = 10_000, seed: int = 0,
            level: float = 0.95, strata: Sequence[int] | None = None) -> Paired:
-    """All of the above for one pair of score vectors (b is compared against a); with ``strata``, of their macro
-    average over strata (the t-test, which has no stratified form here, is then left out: NaN)."""
+    """All of the above for one pair of score vectors (b against a); with ``strata``, of their macro average."""
     x, y = _pairs(a, b)
     w = weights(strata, len(x))
     low, high = bootstrap_ci(x, y, permutations, seed, level, strata)
@@ -124,8 +119,7 @@ def bonferroni(pvalues: Sequence[float]) -> list[float]:
 
 
 def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values (step-up, monotone, capped at 1), in the input order: the false
-    discovery rate, not the chance of any false rejection, is held at the level they are compared with."""
+    """Benjamini-Hochberg adjusted p-values (step-up, monotone, capped at 1), in the input order."""
     p = np.asarray(pvalues, dtype=np.float64)
     m = len(p)
     order = np.argsort(p, kind="stable")[::-1]
@@ -146,8 +140,7 @@ CONTROLS = {"holm": "family-wise error rate (Holm)", "bh": "false discovery rate
 
 def paired_statistic(pred_a: np.ndarray, pred_b: np.ndarray, stat: Callable[[np.ndarray, np.ndarray], float],
                      permutations: int = 10_000, seed: int = 0, level: float = 0.95) -> Paired:
-    """The paired tests for a score that is not a mean (Matthews, F1, Spearman): ``stat(idx, preds)`` scores items
-    ``idx``; randomization swaps each item's two predictions with probability 1/2, bootstrap resamples items."""
+    """The paired tests for a score that is not a mean (Matthews, F1, Spearman): ``stat(idx, preds)``."""
     if pred_a.shape != pred_b.shape or len(pred_a) == 0:
         raise ValueError(f"paired predictions must have equal, non-empty shapes ({pred_a.shape}, {pred_b.shape})")
     n = len(pred_a)

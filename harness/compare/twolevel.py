@@ -1,13 +1,6 @@
-"""The two-level bootstrap over items and seeds: shared item resamples (paired across models), then each model's
-runs (seeds) resampled within it.
-
-Each replicate resamples the items (within strata; the same resample for every model) and scores every run on them,
-then draws k of the model's runs with replacement, widened by sqrt(k/(k-1)) around the runs' mean so its variance
-is the runs' sample variance over k (plain resampling gives (k-1)/k of it). The seed x item interaction is counted
-twice, which makes the interval slightly wide (92% coverage at a nominal 90% in tests/test_compare_many.py's
-simulation) but holds the test's level (subtracting it rejected a true null 1.6 times too often at 0.05/6). The
-standard error is the replicates' spread; p and interval come from Student's t with Welch-Satterthwaite degrees of
-freedom, as three seeds estimate their variance with two degrees of freedom each."""
+"""The two-level bootstrap over items and seeds: each replicate resamples the items (the same for every model), then
+draws k of a model's runs, widened by sqrt(k/(k-1)) so its variance is the runs' sample variance over k; slightly
+wide (92% at a nominal 90% in tests/test_compare_many.py), but level-holding; p from Welch-Satterthwaite's t."""
 
 from __future__ import annotations
 
@@ -30,8 +23,7 @@ def item_resamples(strata: np.ndarray, resamples: int, rng: np.random.Generator)
 
 @dataclass(frozen=True)
 class Replicates:
-    """One model on one cell: ``base[b]``, the mean of its runs' scores on item resample b; ``drawn[b]``, that plus
-    the seed draw; ``full``: each run's score on every item; ``seed_var``: their sample variance."""
+    """One model on one cell: ``base[b]`` its runs' mean on item resample b, ``drawn[b]`` with the seed draw."""
 
     base: np.ndarray
     drawn: np.ndarray
@@ -49,8 +41,7 @@ class Replicates:
 
 def replicates(outs: dict[str, Outcomes], resamples: int, key: Sequence[int], chunk: int = 250
                ) -> dict[str, Replicates]:
-    """Every model's replicates on one cell: the same item resamples for all (drawn in chunks from a generator
-    seeded by ``key`` and the chunk, so memory stays small on large sets), then each model's seeds drawn."""
+    """Every model's replicates on one cell: the same item resamples for all (in chunks), then seeds drawn."""
     first = next(iter(outs.values()))
     per_run: dict[str, list[np.ndarray]] = {x: [] for x in outs}
     for j, start in enumerate(range(0, resamples, chunk)):
@@ -86,10 +77,8 @@ class TwoLevel:
 
 
 def two_level(a: Sequence[Replicates], b: Sequence[Replicates], n_items: int, level: float) -> TwoLevel:
-    """B - A on the mean over cells (equally weighted): the seed-averaged difference, the replicates' standard error and
-    Welch-Satterthwaite degrees of freedom (items: ``n_items`` - 1; each model's seeds per cell: k - 1)."""
+    """B - A on the mean over cells: the difference, its standard error and Welch-Satterthwaite df."""
     from scipy import stats as sps
-
     c = len(a)
     diff = float(np.mean([rb.full.mean() - ra.full.mean() for ra, rb in zip(a, b, strict=True)]))
     drawn = np.mean([rb.drawn - ra.drawn for ra, rb in zip(a, b, strict=True)], axis=0)
@@ -105,8 +94,7 @@ def two_level(a: Sequence[Replicates], b: Sequence[Replicates], n_items: int, le
     return TwoLevel(diff, se, df, float(2 * sps.t.sf(abs(diff) / se, df)), diff - q * se, diff + q * se)
 
 
-def rank_intervals(drawn: dict[str, np.ndarray], higher_is_better: bool, level: float
-                   ) -> dict[str, tuple[int, int]]:
+def rank_intervals(drawn: dict[str, np.ndarray], higher_is_better: bool, level: float) -> dict[str, tuple[int, int]]:
     """Each model's rank (1 = best) on every replicate, and the central ``level`` interval of it."""
     names = list(drawn)
     m = np.stack([drawn[x] for x in names], axis=1) * (1 if higher_is_better else -1)

@@ -1,11 +1,5 @@
-"""Cache entries built once and published atomically, and the one lock primitive of the harness.
-
-Jobs on one shared cache (a SLURM array on NFS/Lustre) needing the same missing entry: one builds it under
-``<entry>.lock``, the others wait and read it (:func:`get_or_build`). An entry is written aside and renamed into
-place, never replaced while valid; one failing its claim check is renamed aside under the lock, then deleted; a
-reader meeting an entry vanishing goes through the locked path. :class:`FileLock` (run locks too) is a file made
-with ``O_CREAT | O_EXCL`` holding host, pid, token and start time, touched by a heartbeat; stale (taken over) when
-untouched for ``stale_after`` seconds, or when its owner on this host is gone (``fcntl`` fails across nodes)."""
+"""Cache entries built once and published atomically (:func:`get_or_build`: one job builds a missing entry under its
+lock, the others wait and read it), and the one lock primitive (:class:`FileLock`: exclusive create, heartbeat)."""
 
 from __future__ import annotations
 
@@ -80,8 +74,8 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-#: seconds a lock may stay empty: its creator writes its owner right after the exclusive create, so a lock still
-#: empty after this was left by a process killed in between (it would otherwise block until ``stale_after``)
+#: seconds a lock may stay empty: its creator writes its owner right after creating it, so one still empty was left
+#: by a process killed in between
 EMPTY_GRACE = 10.0
 
 
@@ -244,8 +238,7 @@ def _remove(path: Path) -> None:
 
 
 def publish(tmp: Path, path: Path) -> bool:
-    """Rename the finished ``tmp`` (file or folder) to ``path`` unless an entry is there already: that one is kept
-    and ``tmp`` removed (False). Files are linked (a link never replaces), folders renamed (never onto a full one)."""
+    """Rename the finished ``tmp`` to ``path`` unless an entry is there already (kept; ``tmp`` removed: False)."""
     try:
         if tmp.is_dir():
             os.rename(tmp, path)
@@ -271,8 +264,7 @@ def _link(tmp: Path, path: Path) -> None:
 
 
 def get_or_build(read: Callable[[], T | None], build: Callable[[], T], entry: Path, *, what: str) -> tuple[T, bool]:
-    """(the entry at ``entry``, built here): ``read`` it (None: absent; :class:`Unusable`/OSError: bad or vanishing);
-    on a miss take its lock (:func:`lock_path`), read again, and only then set a bad entry aside and ``build`` it."""
+    """(the entry, built here): ``read`` it; on a miss take its lock, read again, and only then ``build`` it."""
     with contextlib.suppress(Unusable, OSError):
         got = read()
         if got is not None:

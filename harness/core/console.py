@@ -1,8 +1,5 @@
-"""What a run prints: the harness' own progress and errors; library records below ERROR (transformers' "LOAD REPORT",
-mteb's and sentence-transformers' INFO) go only to the job's log file (``<hydra output dir>/<job name>.log``), and
-transformers' "Loading weights" bars are off. ``log_level=INFO|DEBUG|WARNING`` or ``hydra.verbose=...`` brings
-everything back. :class:`Progress` (a counted step: a tqdm bar on a terminal) and :func:`step` log one line when
-done; off a terminal no bar is drawn. ``log_level=WARNING`` silences them."""
+"""What a run prints: the harness' own progress and errors; library records below ERROR go only to the job's log
+file (``log_level=INFO|DEBUG`` brings them back); ``log_level=WARNING`` silences progress lines too."""
 
 from __future__ import annotations
 
@@ -49,7 +46,6 @@ def configure(log_level: str | None = None, verbose: object = False) -> None:
     """Set up the console for one run (call after Hydra has configured logging)."""
     level = level_of(log_level)
     import transformers.utils.logging as tlog
-
     if level is not None or verbose:   # an earlier quiet job of this process (multirun) must not keep its filters
         for logger in (logging.getLogger(), *(logging.getLogger(n) for n in LIBRARIES)):
             for handler in logger.handlers:
@@ -67,7 +63,6 @@ def configure(log_level: str | None = None, verbose: object = False) -> None:
     tlog.enable_propagation()
     tlog.disable_progress_bar()      # "Loading weights": a local file read, not progress a user waits for
     import huggingface_hub.utils
-
     huggingface_hub.utils.enable_progress_bars()   # ... but downloads keep theirs
     import datasets.utils.logging  # noqa: F401 - importing it adds datasets' own stream handler, filtered below
     for logger in (logging.getLogger(), *(logging.getLogger(n) for n in LIBRARIES)):
@@ -95,14 +90,11 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """A counted step (``total`` ``unit``s): a tqdm bar with an ETA on a terminal, one log line when done.
-    ``each_update_is_a_step``: each update gets its own line when no bar is drawn. ``show=False`` (tests,
-    benchmarks) or ``log_level=WARNING``: nothing."""
+    """A counted step: a tqdm bar on a terminal, one log line when done; ``show=False``: nothing."""
 
     def __init__(self, total: int | None, desc: str, unit: str = "it", *, show: bool = True,
                  unit_scale: bool = False, each_update_is_a_step: bool = False) -> None:
         from tqdm.auto import tqdm
-
         self.total, self.desc, self.unit = total, desc, unit
         self.show = show and log.isEnabledFor(logging.INFO)      # log_level=WARNING: no bar either
         self.steps = each_update_is_a_step and not interactive()
@@ -162,8 +154,7 @@ class Step:
 
 @contextmanager
 def step(what: str, *, show: bool = True, starting: str = "") -> Iterator[Step]:
-    """One long step of unknown length: on a terminal a line when it starts (``starting`` adds why it may take a
-    while); always one line when it finishes, with its outcome and duration; nothing if it raises."""
+    """One long step of unknown length: a line when it starts (on a terminal) and one when it finishes."""
     if show and interactive():
         log.info("%s ...%s", what, f" ({starting})" if starting else "")
     t0, result = time.perf_counter(), Step()
@@ -180,8 +171,7 @@ def seconds(timings: Mapping[str, Any]) -> float:
 
 
 def format_summary(records: Sequence[ResultRecord]) -> str:
-    """One row per record: task, dataset, model, main score (``§``: on part of the dataset; ``‡``: on data that
-    is not the official copy; each explained below the table), status, seconds."""
+    """One row per record: task, dataset, model, main score (marks explained below), status, seconds."""
     rows = [("task", "dataset", "model", "run", "metric", "score", "status", "time (s)")]
     cut: dict[str, str] = {}
     local: dict[str, str] = {}

@@ -1,8 +1,5 @@
-"""Whether a record was computed on the official copy of its dataset: the pinned hub copy its catalog entry names, or
-a local copy whose fingerprint the entry lists (``official_fingerprints``). Otherwise it is marked
-:data:`LOCAL_MARK` wherever shown and never ranked against published numbers. ``details.data`` (:func:`origin`):
-``source`` (``hub`` | ``local``), ``official`` (null where there is no official copy), ``fingerprint``, ``path``.
-Older records: data from ``task.data_dir`` whose entry names a hub copy is local (:func:`local_data`)."""
+"""Whether a record was computed on the official copy of its dataset (the pinned hub copy, or a local copy the entry
+lists in ``official_fingerprints``); else it is marked :data:`LOCAL_MARK` and never ranked against published numbers."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ MEANING = ("computed on data that is not the pinned official copy of the dataset
 
 def origin(fingerprint: str, source: str, *, hub: str | None, revision: str | None,
            official_fingerprints: Iterable[str] = ()) -> dict[str, Any]:
-    """``details.data`` for data of ``fingerprint`` (``hub:<id>@<rev>``, else the content hash) from ``source``
-    (a folder or hub id); ``hub``/``revision``: the official copy the entry pins (None: none)."""
+    """``details.data`` for data of ``fingerprint`` from ``source``; ``hub``/``revision``: the official copy."""
     if fingerprint.startswith("hub:"):
         return {"source": "hub", "official": revision is not None, "fingerprint": fingerprint, "path": source}
     official = None if hub is None else fingerprint in set(official_fingerprints)
@@ -50,8 +46,7 @@ def local_data(record: Any) -> str | None:
 
 
 def file_version(record: Any) -> str:
-    """`` (files sha256:...: 3 files, 1.2 MB)``: which version of its local files a record was computed on
-    (``details.data_files``; the leaderboard's note), or nothing for a record written before records said it."""
+    """`` (files sha256:...: 3 files, 1.2 MB)``: the version of its local files a record was computed on."""
     files = (record.details or {}).get("data_files")
     if not isinstance(files, Mapping) or not files.get("fingerprint"):
         return ""

@@ -1,13 +1,6 @@
-"""What a run's local files hold, known at plan time without reading them twice: each file's sha256, cached by
-its path and what ``stat`` says of it (size, modification and change times, inode), so a 5M-document corpus is
-hashed once (with progress) and a re-plan costs a ``stat`` per file.
-
-:func:`files_fingerprint` (one string for a set of files: their names, sizes and contents) and :func:`describe`
-(that fingerprint and a table of the files, as a record shows it) are what a planner puts in a cell's data spec;
-:func:`file_sha` is the 16-digit file hash that run identities already hold. The cache is one small JSON file per
-(file, stat) under ``<paths.cache>/file-hashes/`` (:func:`use_cache`; the planner sets it from the run's config),
-written atomically, so concurrent jobs share it without locks; an unreadable entry is recomputed. Hub data is never
-hashed: its pinned revision is its identity."""
+"""What a run's local files hold, known at plan time: each file's sha256, cached by its path and ``stat``, so a
+corpus is hashed once and a re-plan costs a ``stat`` per file; one small JSON file per (file, stat) under
+``<paths.cache>/file-hashes/``, written atomically (concurrent jobs share it without locks)."""
 
 from __future__ import annotations
 
@@ -56,8 +49,7 @@ def stat_key(path: Path) -> list[Any]:
 
 
 def cached(tag: str, paths: Sequence[Path], compute: Callable[[], str]) -> str:
-    """``compute()``, a value of the contents of ``paths`` (``tag`` names what it is), kept while no file changed
-    (a file modified in the last :data:`RACY_S` seconds is not kept: an edit within its clock tick would not show)."""
+    """``compute()`` of the contents of ``paths``, kept while none changed (none within :data:`RACY_S` s)."""
     stats = [stat_key(p) for p in paths]
     key = hashlib.sha256(json.dumps([tag, *stats]).encode()).hexdigest()
     if key in _memo:
@@ -88,8 +80,7 @@ def _store(entry: Path, data: dict[str, Any]) -> None:
 
 
 def sha256_of(path: Path) -> str:
-    """The sha256 (hex) of a file's bytes, read in chunks; a big file logs its progress (``harness.progress``, a
-    line every :data:`PROGRESS_S` seconds and one when done)."""
+    """The sha256 (hex) of a file's bytes, read in chunks; a big file logs its progress."""
     size = path.stat().st_size
     h = hashlib.sha256()
     shown = size >= PROGRESS_BYTES and log.isEnabledFor(logging.INFO)
@@ -131,12 +122,9 @@ def _name(path: Path, base: Path | None) -> str:
 
 
 def describe(paths: Iterable[str | os.PathLike], base: str | os.PathLike | None = None) -> dict[str, Any]:
-    """A set of files as a record shows it: ``fingerprint`` (``sha256:`` + 16 hex digits over each file's name,
-    relative to ``base``, size and content), ``n`` files, ``bytes``, and ``files`` (name -> size and sha256 prefix)
-    when there are at most :data:`LISTED`. Each file hashed once (:func:`file_digest`)."""
+    """A set of files as a record shows it: fingerprint, count, bytes and (at most :data:`LISTED`) the files."""
     root = Path(base).expanduser() if base is not None else None
-    rows = sorted((_name(p, root), p.stat().st_size, file_digest(p))
-                  for p in {Path(x).expanduser() for x in paths})
+    rows = sorted((_name(p, root), p.stat().st_size, file_digest(p)) for p in {Path(x).expanduser() for x in paths})
     h = hashlib.sha256(json.dumps(rows).encode())
     out: dict[str, Any] = {"fingerprint": "sha256:" + h.hexdigest()[:16], "n": len(rows),
                            "bytes": sum(size for _, size, _ in rows)}

@@ -1,7 +1,5 @@
-"""Run identity fails closed: a run is defined by the resolved config minus an explicit exclude list.
-
-A new config key is in the run id unless listed here (or a protocol's ``identity_exclude``) with why it changes no
-number; the embedding-cache key and the seed group derive from the same identity."""
+"""Run identity fails closed: a run is defined by the resolved config minus an explicit exclude list (a new config key
+is in the run id unless listed with why it changes no number); the cache keys and seed group derive from it."""
 
 from __future__ import annotations
 

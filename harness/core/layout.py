@@ -1,7 +1,5 @@
-"""Where what a run writes lives (the one module that builds these paths, names made filesystem-safe alike):
-``<paths.results>/<task>/<model>/<run id>/<dataset>.json`` (a record), ``<paths.results>/../selected[/<experiment>]/
-<task>-<model>.json`` (a selection), ``<paths.outputs>/models/<task>/<model>/<key>/`` (a trained model, key: run id
-or training key), ``<paths.cache>/{embeddings,colbert-tokens,glue-tokenized,file-hashes}/`` (caches; :class:`RunLayout`)."""
+"""Where what a run writes lives (the one module that builds these paths): records under ``<paths.results>``, selections
+beside them, trained models under ``<paths.outputs>/models/``, caches under ``<paths.cache>`` (:class:`RunLayout`)."""
 
 from __future__ import annotations
 
@@ -52,8 +50,7 @@ def trained_model_dir(outputs_dir: PathLike, task: str, model: str, key: str) ->
 
 @dataclass(frozen=True)
 class RunLayout:
-    """Where one run's files go, from the config's ``paths``: records under ``results``, trained models under
-    ``outputs``, caches under ``cache`` (``~`` expanded). Stages get it in their context; none builds a path."""
+    """Where one run's files go, from the config's ``paths`` (``~`` expanded); no stage builds a path."""
 
     results: str
     outputs: str

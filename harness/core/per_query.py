@@ -1,8 +1,5 @@
-"""Per-query (retrieval) or per-example (GLUE) scores of a record, stored beside it for paired comparisons.
-
-``<dataset>.perquery.npz`` (item ids + one float64 vector per metric), named with its sha256 and fingerprints of the
-items scored in ``details.per_query``: two records are comparable only where the fingerprints are equal, and a
-sidecar is used only where its sha256 is its record's."""
+"""Per-query (retrieval) or per-example (GLUE) scores of a record, stored beside it for paired comparisons in
+``<dataset>.perquery.npz``, named in ``details.per_query`` with its sha256 and the items' fingerprints."""
 
 from __future__ import annotations
 
@@ -50,8 +47,7 @@ def fingerprint(obj: Any) -> str:
 def from_metrics(per_query: Mapping[str, Mapping[str, float]], data: Mapping[str, str]) -> PerQuery:
     """A :class:`PerQuery` from metric -> query id -> value (every metric over the same ids)."""
     ids = list(next(iter(per_query.values()), {}))
-    return PerQuery(ids, {m: np.array([v[i] for i in ids], dtype=np.float64) for m, v in per_query.items()},
-                    dict(data))
+    return PerQuery(ids, {m: np.array([v[i] for i in ids], dtype=np.float64) for m, v in per_query.items()}, dict(data))
 
 
 def _beside(record_path: Path, suffix: str) -> Path:

@@ -1,6 +1,5 @@
-"""One registry type for every "name -> implementation" table the harness has (runners, data kinds, selection
-rules, stages, subgroup scorers, combine rules, subcommands): the same lookup, the same closest-name error, the
-same conflict rule when something registers a name twice, and lazy imports where the table names code."""
+"""One registry type for every "name -> implementation" table (runners, data kinds, selection rules, stages, ...):
+the same lookup, closest-name error and conflict rule, and lazy imports where the table names code."""
 
 from __future__ import annotations
 
@@ -14,9 +13,7 @@ T = TypeVar("T")
 
 
 class Registry(MutableMapping[str, T], Generic[T]):
-    """``name -> T``; with ``lazy`` a value may be a ``"package.module[:attr]"`` string imported on first lookup.
-    :meth:`lookup` fails with the valid names, closest first, and ``hint``; :meth:`register` refuses to shadow
-    another target; item assignment replaces one (a test's ``monkeypatch.setitem``)."""
+    """``name -> T`` (``lazy``: a value may be a ``"module[:attr]"`` string imported on first lookup)."""
 
     def __init__(self, what: str, entries: Mapping[str, T | str] | None = None, *, hint: str = "",
                  lazy: bool = False) -> None:

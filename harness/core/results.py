@@ -1,7 +1,5 @@
-"""Result records: one JSON file per (run, dataset), written atomically; the only writer of results.
-
-``<results_dir>/<task>/<model name>/<run id>/<dataset>.json``; a run id is a readable slug plus a hash of everything
-that defines the run (:func:`run_id`), so a re-run or a requeued SLURM array redoes only the missing cells."""
+"""Result records: one JSON file per (run, dataset), written atomically; the only writer of results. A run id is a
+readable slug plus a hash of everything that defines the run, so a re-run redoes only the missing cells."""
 
 from __future__ import annotations
 
@@ -28,14 +26,12 @@ SCHEMA_VERSION = 2   # 2: higher_is_better, config_id (v1 records read with thei
 READABLE_SCHEMAS = (1, 2)
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
-#: the cell cannot apply to this model (e.g. 8,192-token inputs for a 512-position model); ``error`` says why.
-#: A final outcome like ok (the cell is not retried), but it has no score and is never selected.
+#: the cell cannot apply to this model (8,192-token inputs for a 512-position model; ``error`` says why): final like
+#: ok (not retried), but it has no score and is never selected
 STATUS_SKIPPED = "skipped"
 
-_VERSIONED_PACKAGES = (
-    "harness", "torch", "transformers", "sentence-transformers", "tokenizers", "datasets",
-    "hydra-core", "pytrec-eval-terrier", "numpy", "scikit-learn", "mteb", "pylate",
-)
+_VERSIONED_PACKAGES = ("harness", "torch", "transformers", "sentence-transformers", "tokenizers", "datasets",
+                       "hydra-core", "pytrec-eval-terrier", "numpy", "scikit-learn", "mteb", "pylate")
 
 
 @dataclass
@@ -113,8 +109,7 @@ def nonfinite_metrics(metrics: Mapping[str, Any]) -> list[str]:
 
 
 def fail_nonfinite(record: ResultRecord) -> None:
-    """An ok record with a NaN or infinite metric is a failed record (it is no number to rank, average or export):
-    its status becomes failed and its error names the metrics. Applied when a record is built or read."""
+    """An ok record with a NaN or infinite metric becomes a failed one whose error names the metrics."""
     bad = nonfinite_metrics(record.metrics) if record.status == STATUS_OK else []
     if bad:
         record.status = STATUS_FAILED
@@ -124,15 +119,12 @@ def fail_nonfinite(record: ResultRecord) -> None:
 
 #: hyperparameters that shrink the evaluated data below the whole dataset (a quick run, not a full-set number)
 SUBSET_KEYS = ("max_queries", "max_docs", "max_eval_samples")
-
-
 #: beside every number computed on part of a dataset (terminal summary, leaderboard): never comparable to full sets
 SUBSET_MARK = "§"
 
 
 def evaluated_subset(record: ResultRecord) -> str | None:
-    """How a record's data was cut below the whole dataset (``max_queries=50, max_docs=1000``), or None for a
-    full-set record. Published columns mean full sets, so a subset's number is never ranked against them."""
+    """How a record's data was cut below the whole dataset (``max_queries=50, max_docs=1000``), or None."""
     hp = record.hyperparameters or {}
     cut = [f"{k}={hp[k]}" for k in SUBSET_KEYS if hp.get(k)]
     return ", ".join(cut) or None
@@ -167,8 +159,7 @@ def _umask() -> int:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Write to a temp file in the same directory, fsync, rename: never a half-written file. Mode as ``open`` gives
-    (``0o666`` less the umask, not ``mkstemp``'s 0600), so people sharing a results folder read each other's."""
+    """Write to a temp file, fsync, rename (never half-written), with the mode ``open`` gives (not 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -185,9 +176,7 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 
 def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
-    """Fill provenance (versions, git sha, created_at) if unset and write the record atomically; returns where.
-    A failed record never replaces a finished (ok or skipped) one: it goes beside it, to
-    ``<dataset>.failed-<UTC time>`` (outside the ``*.json`` the leaderboard reads)."""
+    """Fill provenance if unset and write the record atomically (a failure beside a finished one); where."""
     if not record.created_at:
         record.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     if not record.versions:
@@ -203,7 +192,6 @@ def write_record(results_dir: str | os.PathLike, record: ResultRecord) -> Path:
         path = path.with_name(f"{path.stem}.failed-{stamp}")
     if record.per_query is not None and record.status == STATUS_OK:
         from harness.core import per_query
-
         record.details["per_query"] = per_query.write(path, record.per_query)   # first: the JSON claims it
     data = record.to_dict()
     data["metrics"] = {k: None if _nonfinite(v) else v for k, v in record.metrics.items()}
@@ -216,11 +204,8 @@ SUPERSEDED = ".superseded-"
 
 
 def set_aside(path: Path) -> Path:
-    """Move the record at ``path`` and the files beside it (per-query scores, TREC run) out of the readers' reach,
-    unchanged: to ``<dataset>.superseded-<UTC time>`` (``-2``, ... when that exists: never over another) and
-    ``<dataset>.superseded-<UTC time>.perquery.npz``, ...; returns where the record went."""
+    """Move the record at ``path`` and its side files out of the readers' reach, unchanged; returns where."""
     from harness.core.per_query import RUN_SUFFIX, SUFFIX
-
     stem = path.name.removesuffix(".json")
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     n, target = 1, path.with_name(f"{stem}{SUPERSEDED}{stamp}")
@@ -249,11 +234,9 @@ def read_record(path: str | os.PathLike) -> ResultRecord:
         return ResultRecord.from_dict(json.load(fh))
 
 
-def iter_records(
-    dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True, strict_schema: bool = False
-) -> Iterator[tuple[Path, ResultRecord]]:
-    """Every record under one or more results directories; malformed or foreign JSON, or an unread schema, is
-    skipped with a warning naming the file (``strict_schema``: :class:`UnknownSchemaError` raised)."""
+def iter_records(dirs: str | os.PathLike | Iterable[str | os.PathLike], *, warn: bool = True,
+                 strict_schema: bool = False) -> Iterator[tuple[Path, ResultRecord]]:
+    """Every record under the results directories; a bad file is skipped with a warning naming it."""
     if isinstance(dirs, str | os.PathLike):
         dirs = [dirs]
     for d in dirs:
@@ -285,12 +268,10 @@ def git_sha() -> str | None:
     """Commit of the harness checkout (with ``-dirty`` when it has uncommitted changes), if it is one."""
     here = Path(__file__).resolve().parent
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True,
+                               text=True, timeout=5).stdout.strip()
         return f"{sha}-dirty" if dirty else sha
     except (OSError, subprocess.SubprocessError):
         return None

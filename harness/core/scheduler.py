@@ -1,14 +1,5 @@
-"""What a job owes its scheduler (SLURM through submitit, or Hydra's in-process launcher): the facts recorded
-with each record, a clean stop on ``scancel``/requeue, and a non-zero exit when its cells failed.
-
-- :func:`facts`: node, SLURM job / array ids, submitit's and Hydra's job ids, the GPU's name (each record's
-  ``scheduler`` block, never the run identity).
-- :func:`stop_on_signals`: SIGTERM (``scancel``, requeue) raises ``SystemExit`` in the main thread, so ``finally``
-  blocks release run locks and remove an unfinished training's checkpoint folder.
-- :func:`job_failed`: a submitit job whose cells failed exits non-zero after submitit stored its result (SLURM says
-  FAILED, ``afterok`` holds); the launcher learns of it when unpickling (:class:`JobFailed`) and exits non-zero
-  when the multirun has ended (:func:`failed_jobs`).
-- :func:`sweep_name`, :func:`is_multirun`: what a run knows of the Hydra job that launched it."""
+"""What a job owes its scheduler (SLURM through submitit, or Hydra's launcher): the facts recorded with each record, a
+clean stop on ``scancel`` (``SystemExit``: ``finally`` blocks release locks), a non-zero exit when its cells failed."""
 
 from __future__ import annotations
 
@@ -58,7 +49,6 @@ def facts() -> dict[str, Any]:
 def _hydra() -> Any:
     """The running Hydra job's config (None outside the CLI, e.g. in tests)."""
     from hydra.core.hydra_config import HydraConfig
-
     return HydraConfig.get() if HydraConfig.initialized() else None
 
 
@@ -76,7 +66,6 @@ def is_multirun() -> bool:
 def _hydra_job() -> dict[str, Any]:
     """Hydra's job number and id in a multirun (empty outside one)."""
     from omegaconf import OmegaConf
-
     hydra = _hydra()
     if hydra is None:
         return {}

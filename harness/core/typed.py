@@ -1,15 +1,6 @@
-"""Typed settings from config mappings: unknown keys fail with the closest valid one, values are checked.
-
-Constraints are declared on the field and checked here: :func:`choices`, :func:`count` (an integer >= 1 unless
-told), :func:`positive`, :func:`at_least`, :func:`nonempty` (a list that selects what runs). A bound applies to each
-number of a list or mapping, never to null or a string (``task.shards=auto``); :func:`constraints` lists them.
-
-A task's settings are composed of its stages' typed nodes: a :func:`flat` field holds a node whose keys are the
-parent's own (``task.max_length`` is a key of the encode node), a plain dataclass field a nested one
-(``task.train_data``). :func:`excluded` (the key changes no number: out of the run identity) and a node's ``role``
-(``search``: changes the ranking, not the corpus encoding; ``train``: counts only when the run trains) are read by
-:func:`excluded_keys` and :func:`role_keys`. Our own, not Hydra structured configs or pydantic: neither names the
-closest valid key in a one-line message (a typo such as ``ignore_identical_id`` must say what was meant)."""
+"""Typed settings from config mappings: unknown keys fail with the closest valid one (neither Hydra structured configs
+nor pydantic names it in one line), values are checked against the constraints declared on the field; a task's
+settings are composed of its stages' typed nodes (a :func:`flat` node's keys are the parent's own)."""
 
 from __future__ import annotations
 
@@ -36,8 +27,7 @@ def choices(*values: Any, **kw: Any) -> Any:
 
 
 def at_least(low: float, *, below: float | None = None, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
-    """A number (each of a list or mapping) >= ``low`` (and < ``below`` if given); ``null``: what null means where
-    allowed (the error offers it); ``nonempty``: a list not empty either (:func:`nonempty`)."""
+    """A number (each of a list or mapping) >= ``low`` (< ``below``); ``null``: what null means where allowed."""
     return _field({"min": low, "below": below, "null": null, "nonempty": nonempty}, **kw)
 
 
@@ -52,14 +42,12 @@ def positive(*, null: str = "", nonempty: bool = False, **kw: Any) -> Any:
 
 
 def nonempty(names_from: str = "", **kw: Any) -> Any:
-    """A list that selects what runs (datasets, tasks, seeds): empty would run nothing, silently. ``names_from``: the
-    sibling field whose keys are the valid names; a mapping of lists (GLUE's epoch groups) needs each non-empty."""
+    """A list that selects what runs (empty would run nothing); ``names_from``: the field of valid names."""
     return _field({"nonempty": True, "names_from": names_from}, **kw)
 
 
 def excluded(why: str, **kw: Any) -> Any:
-    """A field the run identity leaves out, and ``why``: it changes no number (how texts are batched), or the
-    identity holds what it resolves to instead (a source run's id). :func:`excluded_keys` lists them."""
+    """A field the run identity leaves out, and ``why`` (it changes no number, or is hashed resolved)."""
     return _field({}, excluded=why, **kw)
 
 
@@ -84,8 +72,7 @@ def config_keys(cls: type) -> list[str]:
 
 
 def key_fields(cls: type) -> dict[str, tuple[type, dataclasses.Field]]:
-    """``{key: (the class that declares it, its field)}`` for every key a mapping for ``cls`` may have: its own
-    fields, and the keys of its :func:`flat` nodes (a key declared by two of them is an error in ``cls``)."""
+    """``{key: (declaring class, field)}`` of every key a mapping for ``cls`` may have, flat nodes' too."""
     out: dict[str, tuple[type, dataclasses.Field]] = {}
     for name, f in init_fields(cls).items():
         node = _node_of(cls, f) if f.metadata.get("flat") else None
@@ -109,8 +96,7 @@ def excluded_keys(cls: type, prefix: str) -> dict[str, str]:
 
 
 def role_keys(cls: type, role: str, prefix: str) -> tuple[str, ...]:
-    """The dotted keys of every node of ``cls`` whose ``role`` is ``role``: its own keys (flat: at the parent's
-    level), the keys the run resolves into it (``derived``, e.g. ``voyager``); a nested node counts as one key."""
+    """The dotted keys of every node of ``cls`` whose ``role`` is ``role`` (a nested node counts as one key)."""
     if getattr(cls, "role", None) == role:
         return tuple(f"{prefix}.{k}" for k in (*config_keys(cls), *getattr(cls, "derived", ())))
     out: list[str] = []
@@ -136,8 +122,7 @@ def check_keys(data: Mapping[str, Any], valid: list[str], where: str) -> None:
 
 
 def build(cls: type[T], data: Mapping[str, Any] | None, where: str, key: str = "") -> T:
-    """``cls(**data)`` for a dataclass ``cls``, recursively; unknown or missing keys, wrong types and constraint
-    violations raise a :class:`HarnessError` naming ``where`` and the key (``key``: the mapping's dotted key)."""
+    """``cls(**data)`` for a dataclass ``cls``, recursively; a bad key or value is an error naming the key."""
     data = _plain(data) or {}
     if not isinstance(data, Mapping):
         raise HarnessError(f"{where} must be a mapping of keys to values, got {type(data).__name__}")
@@ -241,13 +226,10 @@ def _dataclasses_in(tp: Any) -> list[type]:
 
 
 def from_conf(cls: type[T], file: str, /, *, part: bool = False, **overrides: Any) -> T:
-    """``cls`` from ``conf/<file>.yaml`` (where its defaults are written) with ``overrides``, for code outside a
-    composed config: ``from_conf(PlaidSettings, "plaid/default")``; ``part``: only ``cls``'s keys of a larger
-    file, each resolved alone (``from_conf(ExactSearch, "task/beir", part=True)``)."""
+    """``cls`` from ``conf/<file>.yaml`` with ``overrides``; ``part``: only ``cls``'s keys of a larger file."""
     from omegaconf import OmegaConf
 
     import conf
-
     node = OmegaConf.load(Path(conf.__file__).parent / f"{file}.yaml")
     if part:
         data = {k: _plain(node[k]) for k in config_keys(cls) if k in node and k not in overrides}
@@ -266,10 +248,7 @@ def nodes_from_conf(file: str, *classes: type, **keys: Any) -> list[Any]:
 def _plain(data: Any) -> Any:
     """OmegaConf containers -> plain Python (resolved)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
-
-    if isinstance(data, DictConfig | ListConfig):
-        return OmegaConf.to_container(data, resolve=True)
-    return data
+    return OmegaConf.to_container(data, resolve=True) if isinstance(data, DictConfig | ListConfig) else data
 
 
 def _coerce(value: Any, tp: Any, where: str, key: str = "") -> Any:

@@ -1,6 +1,5 @@
-"""What a job processes, for the paper graph's cost preview: tokens trained on and evaluated, each runner's own
-estimate (``Family.work``; :mod:`harness.paper.cost` turns it into GPU-hours), and the cost file's published sizes
-(``conf/paper/cost.yaml``) a runner falls back on where its data is not local. Pure: reads YAML only."""
+"""What a job processes, for the paper graph's cost preview: tokens trained on and evaluated (each runner's estimate),
+and the cost file's published sizes a runner falls back on where its data is not local. Reads YAML only."""
 
 from __future__ import annotations
 
@@ -49,7 +48,6 @@ class Work:
 def cost_data() -> dict[str, Any]:
     """``conf/paper/cost.yaml``: the cost model's constants and the published sizes of hub datasets."""
     from omegaconf import OmegaConf
-
     out = OmegaConf.to_container(OmegaConf.load(Path(str(resources.files("conf"))) / "paper" / "cost.yaml"))
     assert isinstance(out, dict)
     return out

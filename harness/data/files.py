@@ -1,7 +1,5 @@
-"""Reading local data files: UTF-8 text (plain or gzipped), delimited rows, JSON Lines and Parquet tables. Every
-reader under ``harness/data`` reads through these, so an undecodable file is one ``DataError`` line naming the file,
-line, byte offset and fix, before any work, never a ``UnicodeDecodeError``, ``csv.Error`` or pyarrow traceback
-(hence not ``datasets``' json loader)."""
+"""Reading local data files (UTF-8 text, plain or gzipped; delimited rows, JSON Lines, Parquet), so an undecodable
+file is one ``DataError`` line naming the file, line and fix, not a traceback (hence not ``datasets``' json loader)."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ import gzip
 import json
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,16 @@ from harness.core.errors import DataError, one_line
 UTF8_FIX = "re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 old > new)"
 
 
-def text_lines(path: Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file (ends kept, as ``open(newline="")``; BOM dropped; ``.gz`` gunzipped). Invalid
-    UTF-8 (named by line and byte offset), a corrupt gzip or an unreadable file is a one-line DataError."""
-    opener = gzip.open if path.suffix == ".gz" else open
+def opened(path: Path, mode: str = "rb", **kwargs: Any) -> Any:
+    """``path`` opened (``.gz``: gunzipped)."""
+    return (gzip.open if path.suffix == ".gz" else open)(path, mode, **kwargs)
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Reading ``path`` in the block: bad UTF-8, a corrupt gzip or an unreadable file is a one-line DataError."""
     try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
-            yield from fh
+        yield
     except UnicodeDecodeError:
         raise utf8_error(path) from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
@@ -35,12 +37,17 @@ def text_lines(path: Path) -> Iterator[str]:
                         "file.") from None
 
 
+def text_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file (ends kept; BOM dropped; ``.gz`` gunzipped), read as :func:`reading`."""
+    with reading(path), opened(path, "rt", encoding="utf-8-sig", newline="") as fh:
+        yield from fh
+
+
 def utf8_error(path: Path) -> DataError:
     """The error for a file that is not valid UTF-8, naming the line and byte offset of its first invalid sequence
     (offsets of the uncompressed text for ``.gz``; lines end at ``\\n``, ``\\r\\n`` or ``\\r``)."""
-    opener = gzip.open if path.suffix == ".gz" else open
     offset, lineno = 0, 1
-    with opener(path, "rb") as fh:
+    with opened(path) as fh:
         for raw in fh:  # binary lines end at b"\n", which no multi-byte UTF-8 sequence contains
             try:
                 raw.decode("utf-8")
@@ -81,8 +88,7 @@ def csv_rows(path: Path, delimiter: str, quoting: int = csv.QUOTE_MINIMAL) -> It
 
 
 def jsonl_rows(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-empty line of a JSONL file (``.gz``: gzipped; a BOM ignored); invalid
-    UTF-8, a non-object line or a missing ``required`` field is an error naming the line and the fix."""
+    """(line number, object) for each non-empty line of a JSONL file; a bad line is an error naming it."""
     for lineno, line in enumerate(text_lines(path), start=1):
         if line.strip():
             yield lineno, json_object(path, lineno, line, required)
@@ -110,7 +116,6 @@ def table_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     if path.suffix.lower() == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
-
         try:
             rows = pq.read_table(path).to_pylist()
         except (pa.ArrowException, OSError) as exc:

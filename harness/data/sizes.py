@@ -1,6 +1,5 @@
-"""The sizes of the data a job is configured with, where cheap to read (line counts and sizes of local files; a large
-file's lines estimated from its first MiB), for the cost preview, and a retrieval job's evaluation work from them.
-None for hub copies: the cost file's published sizes are used, and the preview says which."""
+"""The sizes of a job's data where cheap to read (local files' lines and sizes; a large file's lines estimated from
+its first MiB), for the cost preview; None for hub copies (the cost file's published sizes are used)."""
 
 from __future__ import annotations
 
@@ -84,8 +83,7 @@ def tokens_of(size: list[float], length_cap: int, per_word: bool) -> tuple[float
 
 def retrieval_work(datasets: list[str], cap: int, data_dir: Any = None, catalog: Any = None,
                    memory: Callable[[float, float, float], float] | None = None) -> Work:
-    """Evaluation tokens of ``datasets``: from local files under ``data_dir`` where any, else the cost file's sizes;
-    with ``memory`` ((documents, queries, tokens per document) -> GB), the host memory of each."""
+    """Evaluation tokens of ``datasets`` (local files, else the cost file's); with ``memory``, host GB of each."""
     c, w = cost_data(), Work()
     for d in datasets:
         entry = (catalog or {}).get(d) or {}

@@ -1,15 +1,5 @@
-"""The retrieval encoder: tokenise, group by a token budget, run padded or packed, pool with the model's modules.
-
-Not only ``SentenceTransformer.encode``: it batches a fixed number of texts, so a batch of 8,192-token documents is
-as many texts as a batch of titles; a token budget keeps short-text batches large and long ones within memory.
-Pooling and normalisation are the model's own sentence-transformers modules (a test checks the embeddings match).
-
-:func:`encode` on a CPU tokenises at once, sorts by length, and runs ``torch.get_num_threads()`` single-threaded
-workers; on a GPU (``prefetch``, :mod:`harness.encoding.prefetch`) tokenisation runs ahead in worker threads
-(each with its own tokenizer copy, kept across calls), batches are built in pinned memory and copied
-asynchronously, and the closing line says how long the GPU waited for input (CUDA events). ``task.batch_tokens=auto``
-is measured on a GPU (:func:`gpu_batch_tokens`); with ``harness_varlen`` a batch is one packed row of real tokens
-(:mod:`harness.encoding.packing`)."""
+"""The retrieval encoder: tokenise, group by a token budget (not ``SentenceTransformer.encode``'s fixed count of texts),
+run padded or packed, pool with the model's own modules; on a GPU tokenisation runs ahead in worker threads."""
 
 from __future__ import annotations
 
@@ -78,8 +68,7 @@ def resolve_batch_tokens(model: SentenceTransformer, batching: Batching, device:
 
 def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None,
              max_length: int | None = None) -> list[list[int]]:
-    """Token ids per text, exactly as the model's sentence-transformers module tokenises (strip, lower-case if so,
-    truncation at ``max_length``, default ``max_seq_length``), unpadded; ``tokenizer``: a per-thread copy."""
+    """Token ids per text as the model's sentence-transformers module tokenises, unpadded."""
     module = model[0]
     stripped = [str(t).strip() for t in texts]
     if getattr(module, "do_lower_case", False):
@@ -89,8 +78,7 @@ def tokenize(model: SentenceTransformer, texts: list[str], tokenizer: Any = None
     return enc["input_ids"]
 
 
-#: texts tokenised per call of :func:`token_ids`: their ids are kept as int32 arrays (4 bytes a token, not a Python
-#: list's 36), so a chunk of millions of tokens stays small
+#: texts tokenised per call of :func:`token_ids`, their ids kept as int32 arrays (4 bytes a token, not a list's 36)
 TOKENIZE_STEP = 4096
 
 
@@ -101,10 +89,8 @@ def token_ids(model: SentenceTransformer, texts: list[str], max_length: int | No
 
 
 def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
-    """How batches are packed: ``"varlen"`` (one row + ``cu_seq_lens``: ``harness_varlen``, or flash-attn on a GPU),
-    ``"mask"`` (rows with a block-diagonal mask) or None (padded). ``auto`` packs only as varlen (saves work)."""
+    """How batches are packed: ``"varlen"`` (one row), ``"mask"`` (block-diagonal) or None (padded)."""
     from harness.models.attention import PACKABLE_TYPES, VARLEN, can_pack
-
     if pack not in PACK_MODES:
         raise HarnessError(f"pack={pack!r}: use one of {', '.join(PACK_MODES)}")
     if pack == "off":
@@ -128,17 +114,15 @@ def pack_mode(model: SentenceTransformer, pack: str, device: str) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------ batch_tokens=auto
-# On a GPU the token budget is measured: one forward of a calibration batch (the model's longest sequences, about
-# CALIBRATION_TOKENS tokens, in the run's layout and precision) gives the peak memory per token; the budget is the
-# largest power of two whose batches take at most MEMORY_SHARE of the free memory, capped at MAX_BATCH_TOKENS. Once
-# per (model, device, layout, precision), kept on the model; records carry ``details.batch_tokens``.
+# On a GPU the token budget is measured: one forward of a calibration batch gives the peak memory per token; the
+# budget is the largest power of two whose batches take at most MEMORY_SHARE of the free memory. Once per (model,
+# device, layout, precision), kept on the model; records carry ``details.batch_tokens``.
 
 #: tokens of the calibration forward (whole sequences of the model's longest length; at least one)
 CALIBRATION_TOKENS = 8192
 #: the share of the free memory batches may take (the rest: embeddings, pinned copies in flight, fragmentation)
 MEMORY_SHARE = 0.5
-#: the most tokens a batch holds: beyond this an encoder-sized model gains nothing per token, and a larger batch
-#: only delays the pipeline's first batch (its first chunk of text is about one batch)
+#: the most tokens a batch holds: beyond this an encoder gains nothing per token, and the pipeline's first batch waits
 MAX_BATCH_TOKENS = 1 << 18
 
 
@@ -218,8 +202,7 @@ def forward_batch(model: SentenceTransformer, batch: HostBatch, mode: str | None
     if type_ids:
         kwargs["token_type_ids"] = torch.zeros_like(kwargs["input_ids"])
     tokens = hf(**kwargs, return_dict=True).last_hidden_state
-    tokens = tokens.reshape(-1, tokens.shape[-1])                            # every row's tokens, flattened
-    mask = t["mask"]
+    tokens, mask = tokens.reshape(-1, tokens.shape[-1]), t["mask"]           # every row's tokens, flattened
     features = {"token_embeddings": tokens[t["index"]] * mask[..., None].to(tokens.dtype),  # [batch, longest, hidden]
                 "attention_mask": mask.long()}
     for module in list(model)[1:]:      # the modules after the encoder (pooling, dense, normalise), as the model runs
@@ -233,29 +216,10 @@ def cpu_workers(device: str) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ the encoder
-def encode(
-    model: SentenceTransformer,
-    texts: list[str],
-    *,
-    batching: Batching,
-    device: str,
-    precision: str = "fp32",
-    pack: str = "auto",
-    workers: int | None = None,
-    prefetch: bool | None = None,
-    desc: str = "encoding",
-    show_progress: bool = True,
-    stats: dict[str, float] | None = None,
-    keep_width: bool = False,
-) -> np.ndarray:
-    """Embeddings (float32, shape [len(texts), dim]) in input order; ``keep_width``: at the width the encoder
-    produced them (bf16 as its bits: :data:`harness.encoding.prefetch.KEPT_DTYPES`).
-
-    ``batching.batch_tokens`` bounds a batch's tokens (padded: batch x longest; packed: real tokens), at most
-    ``batching.max_batch_size`` texts. ``prefetch`` (default: any device but the CPU) runs the GPU pipeline;
-    otherwise ``workers`` threads (default: torch's intra-op count) each encode whole batches single-threaded, at
-    most ``CPU_BATCH_TOKENS`` tokens (no barrier after every operator). ``stats`` receives the wall time, tokens,
-    batches and the wait for input."""
+def encode(model: SentenceTransformer, texts: list[str], *, batching: Batching, device: str, precision: str = "fp32",
+           pack: str = "auto", workers: int | None = None, prefetch: bool | None = None, desc: str = "encoding",
+           show_progress: bool = True, stats: dict[str, float] | None = None, keep_width: bool = False) -> np.ndarray:
+    """Embeddings (float32, [len(texts), dim]) in input order; ``prefetch`` (default: off a CPU): the GPU pipeline."""
     mode = pack_mode(model, pack, device)
     if not texts:
         return np.zeros((0, model.get_sentence_embedding_dimension() or 0), dtype=np.float32)
@@ -343,8 +307,7 @@ def _encode_in_threads(model: SentenceTransformer, texts: list[str], *, mode: st
 
 def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int,
                  cast: Any) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
-    """(indices, embeddings) per batch as they finish: here, or in ``n_workers`` threads each taking the next batch
-    with one intra-op thread; inference mode and autocast (``cast()``) are per thread, entered per batch."""
+    """(indices, embeddings) per batch as they finish, here or in ``n_workers`` single-threaded threads."""
     if n_workers == 1 or len(batches) == 1:
         with torch.inference_mode(), cast():
             for idx in batches:
@@ -357,8 +320,7 @@ def _run_batches(batches: list[np.ndarray], run_batch, n_workers: int,
 
     threads_before = torch.get_num_threads()
     torch.set_num_threads(1)
-    pool = ThreadPoolExecutor(n_workers, thread_name_prefix="encode", initializer=torch.set_num_threads,
-                              initargs=(1,))
+    pool = ThreadPoolExecutor(n_workers, thread_name_prefix="encode", initializer=torch.set_num_threads, initargs=(1,))
     try:
         for done in as_completed([pool.submit(run, idx) for idx in batches]):
             yield done.result()        # a worker's error is raised here, in the caller's thread

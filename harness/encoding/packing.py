@@ -1,9 +1,5 @@
-"""Batches of token sequences: grouped by a token budget, laid out padded or packed, as forward kwargs.
-
-Packed batches have no padding: with variable-length attention (``harness_varlen``, flash-attn) a batch is one row
-of concatenated sequences with restarting position ids and ``cu_seq_lens`` (``varlen``); with sdpa/eager,
-sequences are bin-packed into rows with a block-diagonal mask (``mask``; ModernBERT: one per attention type), which
-is how a CPU test checks the packed layout."""
+"""Batches of token sequences: grouped by a token budget, laid out padded or packed (``varlen``: one row with
+``cu_seq_lens``; ``mask``: rows with a block-diagonal mask, how a CPU test checks the packed layout), as kwargs."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size:
     order = np.argsort(-lengths, kind="stable")
     batches: list[np.ndarray] = []
     start = 0
-    n = len(order)
-    while start < n:
+    while start < len(order):
         longest = max(int(lengths[order[start]]), 1)
         size = max(1, min(max_batch_size, batch_tokens // longest))
         batches.append(order[start : start + size])
@@ -29,16 +24,14 @@ def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size:
 
 
 def packed_batches(lengths: np.ndarray, batch_tokens: int, max_batch_size: int) -> list[np.ndarray]:
-    """Indices grouped into packed batches, longest first, with at most ``batch_tokens`` real tokens each (a packed
-    batch holds no padding) and ``max_batch_size`` sequences; a text longer than the budget gets its own batch."""
+    """Indices in packed batches, longest first, at most ``batch_tokens`` real tokens each."""
     order = np.argsort(-lengths, kind="stable")
     sizes = np.maximum(lengths[order], 1)
     return [order[a:b] for a, b in chunk_bounds(sizes, batch_tokens, batch_tokens, most_items=max_batch_size)]
 
 
 def chunk_bounds(sizes: np.ndarray, first: int, most: int, most_items: int | None = None) -> list[tuple[int, int]]:
-    """[start, stop) of consecutive chunks covering items of ``sizes`` (e.g. characters), the first holding about
-    ``first``, each next twice as much, up to ``most``; at least one item per chunk, at most ``most_items``."""
+    """[start, stop) of chunks of items of ``sizes``, the first about ``first``, doubling up to ``most``."""
     ends = np.cumsum(sizes)
     bounds, start, target = [], 0, max(1, first)
     while start < len(sizes):
@@ -52,8 +45,7 @@ def chunk_bounds(sizes: np.ndarray, first: int, most: int, most_items: int | Non
 
 @dataclass
 class Packed:
-    """Sequences packed into rows: ``input_ids``/``position_ids`` [rows, width]; ``where[i]`` = (row, start) of
-    sequence i; ``segment`` [rows, width] numbers the sequences of a row (-1 for the tail padding)."""
+    """Sequences packed into rows; ``where[i]``: (row, start) of sequence i; ``segment``: sequence numbers (-1: pad)."""
 
     input_ids: np.ndarray
     position_ids: np.ndarray
@@ -86,11 +78,8 @@ def pack_rows(seqs: list[list[int]], capacity: int | None, pad_id: int) -> Packe
 
 
 def unpack_index(packed: Packed) -> tuple[np.ndarray, np.ndarray]:
-    """Where each sequence's tokens are in the flattened rows, as [sequences, longest] indices (clamped past a
-    sequence's end) and the mask of real tokens: gathers the packed output back to [batch, longest, hidden]."""
-    longest = max(packed.lengths)
-    width = packed.input_ids.shape[1]
-    offs = np.arange(longest)
+    """[sequences, longest] indices of each sequence's tokens in the flattened rows, and the real-token mask."""
+    offs, width = np.arange(max(packed.lengths)), packed.input_ids.shape[1]
     starts = np.array([row * width + start for row, start in packed.where])
     mask = offs[None, :] < np.asarray(packed.lengths)[:, None]
     index = np.minimum(starts[:, None] + offs[None, :], packed.input_ids.size - 1)
@@ -98,8 +87,7 @@ def unpack_index(packed: Packed) -> tuple[np.ndarray, np.ndarray]:
 
 
 def block_masks(hf_model: Any, segment: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | dict[str, torch.Tensor]:
-    """Additive 4-D masks [rows, 1, width, width]: a token sees its own sequence (padding only itself, so no softmax
-    row is empty); ModernBERT: one per attention type (local ones within ``config.sliding_window``)."""
+    """Additive 4-D masks: a token sees its own sequence (padding only itself); ModernBERT: one per attention type."""
     same = segment[:, :, None] == segment[:, None, :]
     pad = segment < 0
     eye = torch.eye(segment.shape[1], dtype=torch.bool, device=segment.device)
@@ -144,8 +132,7 @@ def packed_arrays(packed: Packed, mode: str) -> dict[str, np.ndarray]:
 
 
 def packed_kwargs(hf: Any, tensors: dict[str, torch.Tensor], mode: str, longest: int) -> dict[str, Any]:
-    """Forward kwargs of packed rows from :func:`packed_arrays`' tensors on the device: restarting position ids plus
-    ``cu_seq_lens`` (``varlen``) or a block-diagonal mask per attention type (``mask``, sdpa/eager)."""
+    """Forward kwargs of packed rows: restarting positions plus ``cu_seq_lens`` or block-diagonal masks."""
     kwargs: dict[str, Any] = {"input_ids": tensors["input_ids"], "position_ids": tensors["position_ids"]}
     if mode == "varlen":
         cu = tensors["cu_seq_lens"]

@@ -1,11 +1,5 @@
-"""An encoder that never waits: inputs prepared ahead of the device, outputs copied back without stopping it.
-
-:class:`Prefetcher` runs ``prepare(start, stop)`` (tokenise a chunk, batch it, lay it out in pinned memory) for the
-next chunks in worker threads (tokenizers release the GIL) and counts how long the consumer waited: the device's
-wait for input. Chunks are sized in characters, about one batch first, doubling to a few. :class:`HostSink` copies
-outputs to pinned memory asynchronously, synchronising only to bound the copies in flight. :func:`tokenizers` keeps
-one tokenizer copy per thread per model (a copy takes 0.1-0.3 s, mostly holding the GIL). :class:`GpuBusy`
-measures the device's busy share with CUDA events read once at the end (no per-batch synchronisation)."""
+"""An encoder that never waits: inputs prepared ahead of the device in worker threads (:class:`Prefetcher`), outputs
+copied back to pinned memory without stopping it (:class:`HostSink`), a tokenizer copy per thread (0.1-0.3 s each)."""
 
 from __future__ import annotations
 
@@ -52,8 +46,7 @@ def default_workers() -> int:
 
 
 class TokenizerPool:
-    """Copies of one tokenizer, each used by one thread at a time: :meth:`borrow` takes a free copy or makes one,
-    so a pool holds as many copies as threads ever tokenised at once, reused by every later call."""
+    """Copies of one tokenizer, each used by one thread at a time (:meth:`borrow`), reused by later calls."""
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
@@ -85,8 +78,7 @@ def tokenizers(module: Any) -> TokenizerPool:
 
 
 class GpuBusy:
-    """The time a CUDA device spent inside :meth:`span` s (CUDA events around each batch, so waiting on the host's
-    launches counts as busy), read once the device finished them (:meth:`seconds`); a no-op elsewhere."""
+    """The time a CUDA device spent inside :meth:`span` s (CUDA events), read once at the end."""
 
     def __init__(self, device: str) -> None:
         self.enabled = device.startswith("cuda")
@@ -111,8 +103,7 @@ class GpuBusy:
 
 
 class Prefetcher:
-    """Every chunk's items in order, prepared ahead by ``workers`` threads (``ahead`` chunks); ``waited_s``: blocked,
-    ``first_wait_s``: of which for the first chunk (its host time: the device has nothing to do before it)."""
+    """Every chunk's items in order, prepared ahead by ``workers`` threads; ``waited_s``: time blocked."""
 
     def __init__(self, prepare: Callable[[int, int], list[Any]], chunks: list[tuple[int, int]], *,
                  workers: int, ahead: int | None = None) -> None:
@@ -145,22 +136,18 @@ def pinned(array: np.ndarray, pin: bool) -> torch.Tensor:
     return tensor.pin_memory() if pin else tensor
 
 
-#: numpy's dtype for an embedding of each torch dtype when its width is kept: numpy has no bfloat16, so bf16 values
-#: are kept as their 16 bits (uint16; :func:`harness.tasks.retrieval.retrievers.search.as_float32` reads them back
-#: exactly)
+#: numpy's dtype for an embedding of each torch dtype when its width is kept: numpy has no bfloat16, so bf16 is kept
+#: as its 16 bits (uint16; :func:`harness.tasks.retrieval.retrievers.search.as_float32` reads them back exactly)
 KEPT_DTYPES = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloat16: np.uint16}
 
 
 def host_array(tensor: torch.Tensor) -> np.ndarray:
     """A host tensor as numpy at its own width (bf16 as its bits, uint16)."""
-    if tensor.dtype == torch.bfloat16:
-        return tensor.view(torch.int16).numpy().view(np.uint16)
-    return tensor.numpy()
+    return tensor.view(torch.int16).numpy().view(np.uint16) if tensor.dtype == torch.bfloat16 else tensor.numpy()
 
 
 class HostSink:
-    """Rows of an [n, dim] result, filled batch by batch from device tensors without stopping the device: float32,
-    or with ``keep_width`` the encoder's own width (bf16 and fp16 in 2 bytes, :data:`KEPT_DTYPES`)."""
+    """Rows of an [n, dim] result, filled from device tensors without stopping the device."""
 
     def __init__(self, n: int, device: str, keep_width: bool = False) -> None:
         self.n, self.cuda, self.keep_width = n, device.startswith("cuda"), keep_width

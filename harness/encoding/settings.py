@@ -14,8 +14,7 @@ AUTO_BATCH_TOKENS = 16384
 
 @dataclass(kw_only=True)
 class Batching:
-    """How an encoder batches texts (longest first, up to a token budget): changes no number. ``batch_tokens``: per
-    batch, or ``auto`` (CUDA: :func:`harness.encoding.encode.gpu_batch_tokens`; else :data:`AUTO_BATCH_TOKENS`)."""
+    """How an encoder batches texts (longest first, up to a token budget): changes no number."""
 
     batch_tokens: int | str = count(excluded="how texts are batched for the encoder")
     max_batch_size: int = count(excluded="how texts are batched for the encoder")

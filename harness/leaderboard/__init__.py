@@ -16,14 +16,10 @@ from harness.leaderboard.tables import write_csvs, write_markdown, write_site
 __all__ = ["COMBINE_RULES", "Leaderboard", "build", "build_leaderboard"]
 
 
-def build(
-    dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, combine: str = "mean", published: bool = True,
-    mteb_results: Sequence[str | os.PathLike] = (), mteb_models: Sequence[str] = (),
-    significance: dict[str, Any] | None = None,
-) -> tuple[Leaderboard, list[Path]]:
-    """Build everything into ``out``: index.html + data.js (+ app.js, style.css), leaderboard.md, one CSV per table.
-    ``mteb_results``: mteb result folders shown as published rows. ``significance`` (permutations, seed, level,
-    alpha, baseline): paired tests between run rows for the baseline marks. Returns the leaderboard and files."""
+def build(dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, combine: str = "mean", published: bool = True,
+          mteb_results: Sequence[str | os.PathLike] = (), mteb_models: Sequence[str] = (),
+          significance: dict[str, Any] | None = None) -> tuple[Leaderboard, list[Path]]:
+    """Build everything into ``out`` (the site, leaderboard.md, one CSV per table); the board and files."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     lb = build_leaderboard(dirs, combine_rule=combine, published=published, link_root=out,
@@ -31,7 +27,6 @@ def build(
     sig = None
     if significance is not None:
         from harness.leaderboard.significance import check_baseline, tests
-
         check_baseline(lb, significance.get("baseline"))
         sig = tests(lb.tables, out.resolve(), significance)
     files = [*write_site(lb, out, sig), write_markdown(lb, out), *write_csvs(lb, out)]

@@ -49,14 +49,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def check_args(args: argparse.Namespace, significance: dict[str, Any] | None) -> None:
     """Before anything is read: every results folder exists, ``--out`` can be a folder, the test settings."""
     from harness.run.preflight import check_records_dir, check_writable_dir
-
     for folder in [*args.results, *args.mteb_results]:
         label = "--mteb-results" if folder in args.mteb_results else "results folder"
         check_records_dir(folder, label, "python -m harness.leaderboard results/")
     check_writable_dir(Path(args.out), "--out")
     if significance:
         from harness.compare.many import Settings
-
         Settings(significance["permutations"], level=significance["level"], alpha=significance["alpha"]).check()
 
 

@@ -33,10 +33,8 @@ from harness.mteb_results.catalog import (
 from harness.mteb_results.reading import MtebModel, models_in, read_file
 from harness.tasks.mteb.benchmark import benchmark_column
 
-MODERNBERT_PAPER = (
-    "Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "
-    "Efficient, and Long Context Finetuning and Inference\", arXiv 2412.13663v2"
-)
+MODERNBERT_PAPER = ("Warner et al., \"Smarter, Better, Faster, Longer: A Modern Bidirectional Encoder for Fast, Memory "
+                    "Efficient, and Long Context Finetuning and Inference\", arXiv 2412.13663v2")
 MMBERT_CARD = ("Hugging Face user hotchpotch's model card of mmBERT-L4H384/L7H384/L13H384-pruned (layer-pruned jhu-clsp/mmBERT-small; a third party, not the mmBERT authors): NanoBEIR NDCG@10 of mmBERT-small and its pruned variants, each scored after that author's own MS MARCO fine-tune (\"We fine-tuned the pruned models for information retrieval on the MS MARCO dataset\"; its recipe is not stated in what could be read, and that the 22-layer row was fine-tuned the same way is our reading); the released weights are pruning-only")
 JINA_BLOG = ("Jina AI blog post comparing ModernBERT-large with jina-XLM-RoBERTa and RoBERTa-large "
              "(STS12-STS17 and BEIR subset table, 0-100 scale)")
@@ -59,9 +57,7 @@ _BEIR_CSV = {_BEIR_RENAMED.get(d, d): d for d in _columns("beir")} | {"avg": AVG
 
 @dataclass(frozen=True)
 class PublishedSource:
-    """One published table. ``columns`` maps CSV header -> leaderboard column of ``table`` (a family id,
-    or ``overview``); ``scale`` multiplies the printed values onto the leaderboard's 0-100 scale
-    (done in decimal, so the digits stay those printed)."""
+    """One published table: CSV header -> column of ``table``, ``scale`` applied in decimal (digits kept)."""
 
     id: str
     file: str
@@ -115,8 +111,7 @@ SOURCES: tuple[PublishedSource, ...] = (
 
 @dataclass(frozen=True)
 class TaskRowSource:
-    """A published table laid out one row per task and one column per model (the Jina AI comparison). Rows whose
-    ``section`` column equals ``section_value`` and whose task is in ``tasks`` become cells of ``table``."""
+    """A published table laid out one row per task and one column per model (the Jina AI comparison)."""
 
     id: str
     file: str
@@ -269,8 +264,7 @@ PAPER_SOURCES: tuple[PaperSource, ...] = (
         other_protocol={"codesearchnet": _MMBERT_DPR, "stackoverflow_qa": _MMBERT_DPR}),
 )
 def load_published() -> list[PublishedRow]:
-    """All published rows, merged by row key across sources (Tables 1, 5, 7, 8 share the paper's rows; mmBERT's
-    Tables 2, 4 and 6 its rows), in the order they first appear."""
+    """All published rows, merged by row key across sources, in the order they first appear."""
     merged: dict[RowKey, PublishedRow] = {}
     for rows in [*map(read_source, SOURCES), *map(read_paper_source, PAPER_SOURCES),
                  *map(read_task_rows, TASK_ROW_SOURCES)]:
@@ -294,11 +288,7 @@ def mteb_source(directory: str | os.PathLike) -> dict[str, str]:
 
 def load_mteb_published(dirs: Sequence[str | os.PathLike], *, models: Sequence[str] = (),
                         existing: Mapping[str, Iterable[str]] | None = None) -> list[PublishedRow]:
-    """Published rows from folders of mteb result files, one per model revision. A task lands in the column its
-    catalog entry names (``mteb_task`` in ``conf/task/<family>.yaml``: BEIR, code, NanoBEIR, ...); a task run by name
-    (``task=mteb``: STS12, ...) lands in the mteb table when that table already has its column (from records or a
-    published source), so a whole results repository adds rows, not hundreds of columns. ``models``: fnmatch
-    patterns on the mteb model name (default: all). Cells show mteb's main score x100; the tooltip names the file."""
+    """Published rows from folders of mteb result files, one per model revision (``models``: fnmatch patterns)."""
     columns = catalog_columns()
     spec = specs.find(MTEB_FAMILY)
     if spec is not None:

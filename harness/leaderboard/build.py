@@ -166,17 +166,10 @@ def _row_order(key: RowKey) -> tuple:
     return (key.family.lower(), _SIZE_ORDER.get(key.size, 9), key.size, key.name)
 
 
-def build_leaderboard(
-    dirs: Sequence[str | os.PathLike],
-    *,
-    combine_rule: str = "mean",
-    published: bool = True,
-    link_root: Path | None = None,
-    mteb_results: Sequence[str | os.PathLike] = (),
-    mteb_models: Sequence[str] = (),
-) -> Leaderboard:
-    """Read every record under ``dirs``, combine each cell by ``combine_rule``, add the published rows (and
-    ``mteb_results`` models, ``mteb_models`` patterns picking some); record links relative to ``link_root``."""
+def build_leaderboard(dirs: Sequence[str | os.PathLike], *, combine_rule: str = "mean", published: bool = True,
+                      link_root: Path | None = None, mteb_results: Sequence[str | os.PathLike] = (),
+                      mteb_models: Sequence[str] = ()) -> Leaderboard:
+    """Every record under ``dirs``, each cell combined by ``combine_rule``, with the published rows."""
     COMBINE_RULES.lookup(combine_rule)
     with step(f"leaderboard: reading the records under {', '.join(map(str, dirs))}") as done:
         loaded, skipped = load_records(dirs)

@@ -1,10 +1,5 @@
-"""Two DPR recipes, one column (issue 60): a run's retrieval cell against the recipe of the published rows beside it.
-
-A trained task=beir record names its recipe (``details.recipe``: ``modernbert``, ``ettin`` or ``custom``, from
-``task.recipes`` in conf/task/beir.yaml); a record that evaluates that run's weights (task=mteb with
-``task.source.task=beir``) names the run (``model.lineage``). Where a later paper's column declares the recipe its
-numbers were fine-tuned under (``PaperSource.recipes``), a run cell whose DPR model was not fine-tuned under it, or
-whose recipe the records read do not say, is footnoted ¶ and never marked best. Reads records only."""
+"""Two DPR recipes, one column (issue 60): where a later paper's column declares the recipe its numbers were
+fine-tuned under, a run cell not fine-tuned under it (by its records, or their source run's) is footnoted ¶."""
 
 from __future__ import annotations
 
@@ -55,8 +50,7 @@ def _why(record: ResultRecord, want: str, recipes: Mapping[tuple[str, str], str]
 
 def mark_recipe(cell: Cell, records: Iterable[ResultRecord], want: str | None,
                 recipes: Mapping[tuple[str, str], str]) -> Cell:
-    """``cell`` footnoted ¶ where the records it shows (``used`` in its sources) were not fine-tuned under ``want``
-    (the column's published recipe; None: the column declares none, nothing to check)."""
+    """``cell`` footnoted ¶ where its records were not fine-tuned under ``want`` (the column's recipe)."""
     if want is None or cell.value is None or cell.other_protocol:
         return cell
     used = {s.get("run_id") for s in cell.sources if s.get("used")}

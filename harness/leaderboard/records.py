@@ -45,10 +45,7 @@ class Loaded:
 
 
 def load_records(dirs: Sequence[str | os.PathLike]) -> tuple[list[Loaded], list[str]]:
-    """Every record under ``dirs`` (``selected/`` excluded); malformed, foreign or unread-schema JSON is skipped with a
-    warning naming the file, returned for the page too, with a line per group set aside as not rescorable
-    (:mod:`harness.selection.comparable`). An ok record with a non-finite metric reads as failed
-    (:func:`harness.core.results.fail_nonfinite`): never a number in a cell or an average."""
+    """Every record under ``dirs`` (``selected/`` excluded), and the warnings for the page."""
     loaded: list[Loaded] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -87,8 +84,7 @@ def row_key(record: ResultRecord) -> RowKey:
 
 
 def group(loaded: Iterable[Loaded]) -> dict[tuple[RowKey, str, str], list[Loaded]]:
-    """Records by (row, table, column); composite members (``details.member_of``) left out (the composite is the
-    cell); ``extra_columns`` put a record in further cells, its main score another of its metrics."""
+    """Records by (row, table, column); composite members left out, ``extra_columns`` adding cells."""
     cells: dict[tuple[RowKey, str, str], list[Loaded]] = defaultdict(list)
     for item in loaded:
         r = item.record
@@ -181,8 +177,7 @@ def _pick_split(ok: list[Loaded]) -> tuple[list[Loaded], str]:
 def combine(items: list[Loaded], rule: str, scale: float, *, chosen: list[Loaded] | None = None,
             chosen_by: str = "", link_root: Path | None = None, versions: VersionTable | None = None,
             decimals: int = 1, remark: str = "", withheld: str = "") -> Cell:
-    """One cell from its records: ``chosen`` (the selection's pick, described in ``chosen_by``, ``remark``;
-    ``withheld``: why none), else ``rule`` (latest | best | mean). Failed records never give a number."""
+    """One cell from its records: ``chosen`` (the selection's pick), else ``rule``; failures give no number."""
     COMBINE_RULES.lookup(rule)
     versions = versions or VersionTable()
     if withheld:

@@ -1,11 +1,5 @@
-"""The leaderboard's series view: ``python -m harness.series`` records (``details.series``) as the metric against the
-training step, per series, task and dataset, on the leaderboard's scale.
-
-Each step shows its newest weights' records (:func:`harness.selection.series.current`), seeds averaged; its band
-is the seed spread (mean ± 1 sd) with two or more seeds, else a 95% bootstrap over per-query scores where kept.
-Reference lines are the published numbers of the column: the series model's family, else its size, else every row
-(at most :data:`MAX_REFS`, best first). The best step has the best mean (ties: the earlier). The main tables show a
-series' latest step only (``<series>-step<N>``)."""
+"""The leaderboard's series view: ``python -m harness.series`` records as the metric against the training step, each
+step's newest weights' records, seeds averaged, with a band and the column's published numbers as reference lines."""
 
 from __future__ import annotations
 
@@ -78,7 +72,6 @@ def bootstrap(item: Loaded) -> tuple[float, float] | None:
     import numpy as np
 
     from harness.core import per_query
-
     rec = item.record
     try:
         pq = per_query.read(item.path, (rec.details or {}).get("per_query"))

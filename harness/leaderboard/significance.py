@@ -1,7 +1,5 @@
 """Paired significance between the leaderboard's run rows, per cell and per table average: baseline marks, tie groups
-(compact letters) corrected across each table's tests, and rank intervals. A cell is tested when its ok records
-keep per-query scores: one record as ``harness.compare A B`` tests it, several seeds by the two-level bootstrap
-(``harness.compare.many``). Withheld cells and published rows (no per-query data) are never marked."""
+and rank intervals, for cells whose records keep per-query scores (as ``harness.compare`` tests them)."""
 
 from __future__ import annotations
 
@@ -49,9 +47,7 @@ def _kept(cell: Cell, link_root: Path | None, cache: dict[Path, Any]) -> tuple[l
 
 
 def tests(tables: list[Any], link_root: Path | None, settings: dict[str, Any]) -> dict[str, Any]:
-    """The page's ``sig``: ``pairs`` (table -> column -> ``<row a><TAB><row b>`` -> {d: B - A on the display scale,
-    lo, hi, p, q: p corrected across the table's tests}, a before b in row id order), ``groups`` (table -> column
-    -> row -> letters), ``ranks`` (table -> column -> row -> [rank, low, high]) and ``family`` (table -> tests)."""
+    """The page's ``sig``: ``pairs``, ``groups`` (compact letters), ``ranks`` and ``family``, per table and column."""
     s = many.Settings(int(settings["permutations"]), int(settings["seed"]), float(settings["level"]),
                       float(settings["alpha"]), str(settings.get("correction", "holm")))
     out: dict[str, Any] = {"settings": {**settings, "correction": s.correction}, "pairs": {}, "groups": {},

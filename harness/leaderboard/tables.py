@@ -160,5 +160,4 @@ def write_site(lb: Leaderboard, out: Path, sig: dict[str, Any] | None = None) ->
     data = out / "data.js"
     data.write_text(f"window.LEADERBOARD = {blob};\n")
     from harness.leaderboard.series_page import write
-
     return [*paths, data, *write(lb.series, out)]

@@ -28,13 +28,9 @@ class PublishedRow:
 
 @dataclass(frozen=True)
 class PaperSource:
-    """A table of a later paper, transcribed (docs/fidelity.md, "Ettin and mmBERT models"): one CSV row per printed
-    row; ``source`` names its table (it must read ``cited_as``), ``row``/``family``/``size`` place it. ``cells``:
-    header -> (table, column), others not shown. ``other_protocol``: header -> (short name, why): footnoted with
-    OTHER_PROTOCOL_MARK, never ranked; ``family_protocol``: (family, header) -> the same, for that family's rows only
-    (a paper's own runs, beside baseline rows it copied). ``recipes``: header -> the DPR recipe its numbers were
-    fine-tuned under (a run cell of that column under another recipe is footnoted: ``harness.leaderboard.recipes``).
-    ``badge`` and ``protocol`` label the rows (what the protocol changed)."""
+    """A table of a later paper, transcribed (docs/fidelity.md): one CSV row per printed row, citing ``cited_as``;
+    ``cells``: header -> (table, column); ``other_protocol``/``family_protocol``: footnoted, never ranked; ``recipes``:
+    header -> the DPR recipe its numbers were fine-tuned under."""
 
     id: str
     file: str

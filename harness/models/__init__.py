@@ -1,8 +1,6 @@
 """Model specs (conf/model/*.yaml) -> loaded encoders: hub id, local directory or a packaged model.
 
-Modules: ``spec`` (what a model config says), ``paths`` (where the files are, what identifies them), ``weights``
-(safetensors checks, fingerprints), ``precision`` (device, precision, autocast), ``load`` (loading, layer-pruned
-variants), ``positions`` (usable token positions). Importing it imports no torch; the names below are its interface."""
+Importing it imports no torch; the names below are its interface."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Which attention a model loads with, and which kernel runs it: the paper's setting where the machine allows.
-
-The paper timed and trained ModernBERT unpadded (flash-attention on packed sequences). ``auto`` gives that on CUDA
-for an architecture the harness packs (ModernBERT, BERT) where the flash kernels run (:func:`kernel_blocker`:
-capability >= 8.0, head size <= 256 and a multiple of 8, fp16/bf16): ``harness_varlen``
-(:mod:`harness.models.varlen_attention`). Elsewhere (CPU, T4, V100, odd head size) sdpa on padded batches, said on
-one line and in the record (``fallback``); an explicit ``harness_varlen`` (or ``flash_attention_2``) there is
-refused before any work. :func:`resolve_attention` is a pure function of facts, tested by faking them."""
+"""Which attention a model loads with, and which kernel runs it: ``auto`` gives the paper's unpadded flash-attention
+(``harness_varlen``) on CUDA where the flash kernels run (:func:`kernel_blocker`), elsewhere sdpa on padded batches,
+said in one line and the record; an explicit ``harness_varlen`` there is refused before any work."""
 
 from __future__ import annotations
 
@@ -47,21 +42,18 @@ def flash_attn_importable() -> bool:
 def cuda_available() -> bool:
     """Whether torch sees a CUDA device."""
     import torch
-
     return bool(torch.cuda.is_available())
 
 
 def cuda_capability(device: str | None) -> tuple[int, int]:
     """The compute capability of ``device`` (None: the current CUDA device)."""
     import torch
-
     return tuple(torch.cuda.get_device_capability(device if device and ":" in device else None))  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------------------------- the model's facts
 def transformer_config(local: str | Path) -> Path | None:
-    """The transformers config.json of a model folder: at its root, or, in a sentence-transformers folder, in the
-    folder of the Transformer module its modules.json lists (``0_Transformer/``, ...); None when there is none."""
+    """The transformers config.json of a model folder (or of its sentence-transformers Transformer module)."""
     root = Path(local)
     if (root / "config.json").is_file():
         return root / "config.json"
@@ -103,8 +95,7 @@ def head_dim_of(config: Any) -> int | None:
 
 # --------------------------------------------------------------------------------------------- the choice
 def kernel_blocker(*, capability: tuple[int, int] | None, head_dim: int | None, dtype: str | None) -> str:
-    """Why the flash kernels cannot run a model on this GPU, in words ('' where they can): ``capability`` of the
-    GPU, the model's ``head_dim``, the ``dtype`` its weights load in (fp32 is cast to bf16 around the kernel)."""
+    """Why the flash kernels cannot run a model on this GPU, in words ('' where they can)."""
     reasons = []
     if capability is not None and tuple(capability) < MIN_CAPABILITY:
         reasons.append(f"compute capability {capability[0]}.{capability[1]} (the flash kernels need "
@@ -119,9 +110,7 @@ def kernel_blocker(*, capability: tuple[int, int] | None, head_dim: int | None, 
 
 
 def resolve_attention(requested: str, *, cuda: bool, packs: bool, blocker: str = "") -> str:
-    """The implementation to load: ``auto`` -> ``harness_varlen`` on CUDA for a packable architecture with no
-    ``blocker``, else ``sdpa``; ``flash_attention_2`` on a packable one -> ``harness_varlen``; else as given. A
-    ``harness_varlen`` (asked or via ``flash_attention_2``) with a ``blocker`` on CUDA is a :class:`HarnessError`."""
+    """The implementation to load: ``auto`` (or ``flash_attention_2``) resolved as the module says; else as given."""
     requested_varlen = requested == VARLEN or (requested == "flash_attention_2" and packs)
     if requested_varlen and cuda and blocker:
         raise HarnessError(
@@ -146,8 +135,7 @@ def blocker_for(device: str | None, head_dim: int | None = None, dtype: str | No
 
 def resolve_for(requested: str, model_type: str | None, device: str | None = None, *, head_dim: int | None = None,
                 dtype: str | None = None) -> str:
-    """:func:`resolve_attention` here for a model on ``device`` (None: wherever torch finds a GPU; ``cpu`` is never
-    CUDA), with ``head_dim`` and ``dtype`` where known; torch imported only where the GPU matters."""
+    """:func:`resolve_attention` here for a model on ``device`` (None: wherever torch finds a GPU)."""
     packs = can_pack(model_type)
     if requested != VARLEN and not (packs and requested in ("auto", "flash_attention_2")):
         return resolve_attention(requested, cuda=False, packs=packs)
@@ -166,8 +154,7 @@ def fallback_reason(requested: str, implementation: str, model_type: str | None,
 
 # --------------------------------------------------------------------------------------------- what ran
 def kernel_name(implementation: str, *, cuda: bool, flash_attn: bool) -> str:
-    """What computes attention under ``implementation`` (expected; records count what ran): for ``harness_varlen``
-    flash-attn's varlen (installed, CUDA), torch's flash kernel (CUDA), or the plain-torch reference."""
+    """What computes attention under ``implementation`` (expected; records count what ran)."""
     if implementation != VARLEN:
         return f"transformers {implementation}"
     if not cuda:

@@ -1,8 +1,5 @@
-"""``compile=true``: the encoder's forward through ``torch.compile``, for inference on a GPU.
-
-Off until a GPU measures it faster than eager, compile time included (``benchmarks/gpu/check.sh``;
-docs/efficiency.md). Shapes are dynamic (packed rows vary). The forward is compiled, not the module's call, so the
-unpadding hooks stay outside the graph; the compiled forwards are counted (:mod:`harness.models.kernel_calls`)."""
+"""``compile=true``: the encoder's forward through ``torch.compile`` on a GPU (off until measured faster than eager);
+the forward is compiled, not the module's call, so the unpadding hooks stay outside the graph."""
 
 from __future__ import annotations
 
@@ -21,7 +18,6 @@ def compile_encoder(encoder: Any, backend: str = "inductor") -> bool:
     import torch
 
     from harness.models.attention import flash_attn_importable
-
     if getattr(encoder, "_harness_compiled", False):
         return False
     flash_attn_importable()               # looked up before tracing: the graph reads the answer, not the lookup

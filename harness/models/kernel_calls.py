@@ -1,11 +1,5 @@
-"""The attention kernel that really ran, counted call by call: what a record's ``kernel`` says.
-
-:func:`watch` gives an encoder's attention modules one :class:`KernelCalls`. Under ``harness_varlen`` the attention
-function counts each call under the kernel it called (torch's flash kernel, flash-attn's varlen, the reference, or
-the padded mask path); otherwise a hook counts ``transformers <implementation>``. The record's attention block
-(:func:`harness.models.load.attention_record`) is kept current (:meth:`KernelCalls.keep`), so it names the kernel
-that encoded, never one inferred. Each call also counts its inputs' ``dtype`` (``bfloat16`` where fp32 weights are
-cast around the flash kernel); inside ``torch.compile`` the compiled forwards are counted instead, with no dtype."""
+"""The attention kernel that really ran, counted call by call with its inputs' dtype: what a record's ``kernel`` says
+(never one inferred), counted by the attention function under ``harness_varlen``, else by a hook."""
 
 from __future__ import annotations
 
@@ -93,7 +87,6 @@ def watch(encoder: Any) -> KernelCalls:
     if calls is not None:
         return calls
     import torch
-
     calls = KernelCalls()
     encoder._harness_calls = calls
     varlen = getattr(encoder.config, "_attn_implementation", None) == VARLEN
@@ -119,16 +112,12 @@ def dtype_name(dtype: Any) -> str:
 def layer_dtype(hidden: Any) -> str:
     """The dtype an attention layer computes q, k, v in from ``hidden``: autocast's where on, else the tensor's."""
     import torch
-
     kind = hidden.device.type
-    if torch.is_autocast_enabled(kind):
-        return dtype_name(torch.get_autocast_dtype(kind))
-    return dtype_name(hidden.dtype)
+    return dtype_name(torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else hidden.dtype)
 
 
 def count(module: Any, kernel: str, dtype: Any = None) -> None:
-    """One call of ``kernel`` on inputs of ``dtype`` by the attention ``module`` (of a watched encoder; nothing
-    otherwise). Callers skip it while torch.compile traces (the compiled forwards are counted instead)."""
+    """One call of ``kernel`` on inputs of ``dtype`` by the attention ``module`` (of a watched encoder)."""
     calls = getattr(module, "_harness_calls", None)
     if calls is not None:
         calls.add(kernel, dtype=dtype_name(dtype) if dtype is not None else None)

@@ -32,9 +32,7 @@ def _check_attn(spec: ModelSpec) -> None:
 
 
 def attention_for(requested: str, local: str, device: str | None = None, *, dtype: str | None = None) -> str:
-    """The implementation a model in ``local`` loads with on ``device`` (``auto`` resolved for architecture, head
-    size, ``dtype``; None: this machine's GPU if any); a GPU fallback to sdpa is said, an explicit
-    ``harness_varlen`` the GPU cannot run refused before loading; ``harness_varlen`` registered first."""
+    """The implementation a model in ``local`` loads with on ``device`` (``auto`` resolved, fallbacks said)."""
     config = att.model_config_json(local)
     model_type, head_dim = config.get("model_type"), att.head_dim_of(config)
     implementation = att.resolve_for(requested, model_type, device, head_dim=head_dim, dtype=dtype)
@@ -44,7 +42,6 @@ def attention_for(requested: str, local: str, device: str | None = None, *, dtyp
                     Path(local).name, att.VARLEN, reason)
     if implementation == att.VARLEN:
         from harness.models.varlen_attention import register
-
         register()
     return implementation
 
@@ -52,7 +49,6 @@ def attention_for(requested: str, local: str, device: str | None = None, *, dtyp
 def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
     """Loading kwargs of the model in ``local`` for ``device``: its attention and, unless float32, its dtype."""
     import torch
-
     kwargs: dict[str, Any] = {"attn_implementation": attention_for(spec.attn_implementation, local, device,
                                                                    dtype=spec.dtype)}
     if spec.dtype != "float32":
@@ -61,9 +57,7 @@ def model_kwargs(spec: ModelSpec, local: str, device: str) -> dict[str, Any]:
 
 
 def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any]:
-    """The record's ``attention`` entry where ``auto`` was resolved (or changed): the implementation, why ``auto``
-    fell back on a GPU, and the kernel counted as it runs with its inputs' dtype (kept current:
-    :mod:`harness.models.kernel_calls`); empty for a named sdpa/eager/flex."""
+    """The record's ``attention`` entry where ``auto`` was resolved: what loaded, why, the kernel counted."""
     if requested not in ("auto", "flash_attention_2", att.VARLEN):
         return {}
     config = encoder.config
@@ -79,19 +73,16 @@ def attention_record(requested: str, encoder: Any, device: str) -> dict[str, Any
 
 
 def unpad_if_varlen(encoder: Any, keep_padded: Any = None) -> None:
-    """Padded batches into ``encoder`` run as one packed row where it loaded ``harness_varlen``; every attention
-    call of ``encoder`` is counted by kernel from now on (:func:`harness.models.kernel_calls.watch`)."""
+    """``encoder`` unpadded where it loaded ``harness_varlen``; its attention calls counted from now on."""
     watch(encoder)
     if getattr(encoder.config, "_attn_implementation", None) == att.VARLEN:
         from harness.models.varlen_attention import install
-
         install(encoder, keep_padded)
 
 
 def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[SentenceTransformer, dict[str, Any]]:
     """A SentenceTransformer for ``spec`` and its identity: an ST folder as is, else ``spec.pooling`` on the encoder."""
     from sentence_transformers import SentenceTransformer, models
-
     _check_attn(spec)
     local, revision = resolve_path(spec, pruning_applied=True)
     check_keep_layers(spec, local)
@@ -102,13 +93,10 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
                 local, device=device, trust_remote_code=spec.trust_remote_code, model_kwargs=kwargs
             )
         else:
-            transformer = models.Transformer(
-                local,
-                max_seq_length=spec.max_length,
-                model_args={**kwargs, "trust_remote_code": spec.trust_remote_code},
-                config_args={"trust_remote_code": spec.trust_remote_code},
-                tokenizer_args={"trust_remote_code": spec.trust_remote_code},
-            )
+            transformer = models.Transformer(local, max_seq_length=spec.max_length,
+                                             model_args={**kwargs, "trust_remote_code": spec.trust_remote_code},
+                                             config_args={"trust_remote_code": spec.trust_remote_code},
+                                             tokenizer_args={"trust_remote_code": spec.trust_remote_code})
             pooling = models.Pooling(transformer.get_word_embedding_dimension(), spec.pooling)
             model = SentenceTransformer(modules=[transformer, pooling], device=device)   # apply_head: Normalize
     except (OSError, ValueError, json.JSONDecodeError) as exc:
@@ -126,7 +114,6 @@ def load_sentence_transformer(spec: ModelSpec, device: str = "cpu") -> tuple[Sen
 def apply_head(model: SentenceTransformer, spec: ModelSpec) -> None:
     """Use the pooling and normalisation the config names, not a directory's own (``model.pooling=cls`` must count)."""
     from sentence_transformers import models
-
     pos = next((i for i, m in enumerate(model) if isinstance(m, models.Pooling)), None)
     if pos is None:
         raise HarnessError(f"model {spec.name!r} has no pooling module; it cannot be used as a single-vector encoder")
@@ -143,22 +130,14 @@ def apply_head(model: SentenceTransformer, spec: ModelSpec) -> None:
 
 def model_identity(spec: ModelSpec, local: str, revision: str | None) -> dict[str, Any]:
     """The ``model`` block of a result record."""
-    return {
-        "name": spec.name,
-        "path": spec.path,
-        "local_path": local,
-        "revision": revision or spec.revision,
-        "family": spec.family,
-        "size": spec.size,
-        "fingerprint": fingerprint(local),
-        **({"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {}),
-    }
+    return {"name": spec.name, "path": spec.path, "local_path": local, "revision": revision or spec.revision,
+            "family": spec.family, "size": spec.size, "fingerprint": fingerprint(local),
+            **({"keep_layers": list(spec.keep_layers)} if spec.keep_layers is not None else {})}
 
 
 def layer_list(hf_model: torch.nn.Module) -> tuple[torch.nn.Module, str]:
     """(owner, attribute) of the encoder's layers: ModernBERT ``layers``, BERT ``encoder.layer``, DistilBERT's."""
     import torch
-
     for owner_path, attr in (("", "layers"), ("encoder", "layer"), ("transformer", "layer")):
         owner = hf_model.get_submodule(owner_path) if owner_path else hf_model
         if isinstance(getattr(owner, attr, None), torch.nn.ModuleList):
@@ -179,13 +158,8 @@ def check_keep_layers(spec: ModelSpec, local: str) -> None:
 
 
 def prune_layers(hf_model: torch.nn.Module, keep: list[int]) -> None:
-    """Keep only the encoder layers ``keep`` (original indices, in order), in place, without copying weights.
-
-    Each kept module keeps what its original index gave it (attention type, pre-attention norm: ModernBERT's
-    layer 0 has none, RoPE table); ``config.layer_types`` (which picks each layer's mask and rotary embedding) is
-    rewritten to theirs, ``num_hidden_layers`` shrinks, ``config.keep_layers`` records it."""
+    """Keep only the encoder layers ``keep``, in place, each as its index made it; ``config.keep_layers`` records it."""
     import torch
-
     owner, attr = layer_list(hf_model)
     layers = getattr(owner, attr)
     if max(keep) >= len(layers):

@@ -19,11 +19,9 @@ HUB_MODEL_FIX = ("Pass a local model directory with model.path=/path/to/model, o
 def hub_reachable(timeout: float = 5.0) -> bool:
     """False at once under HF_HUB_OFFLINE=1; otherwise one short HEAD request to the hub endpoint."""
     from huggingface_hub import constants
-
     if constants.HF_HUB_OFFLINE:
         return False
     import urllib.request
-
     try:
         urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=timeout)
         return True
@@ -40,7 +38,6 @@ def require_hub(what: str, fix: str) -> None:
 def cached_snapshot(spec: ModelSpec) -> str | None:
     """The cached hub snapshot (no network), else None if the hub is reachable; else fail naming local alternatives."""
     from huggingface_hub import snapshot_download
-
     try:
         return snapshot_download(spec.path, revision=spec.revision, local_files_only=True)
     except Exception:
@@ -64,12 +61,7 @@ def _check_not_missing_dir(path: str) -> None:
 
 
 def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False, check_fit: bool = True) -> tuple[str, str | None]:
-    """Local directory for the model and the hub commit it came from (None for local/packaged models).
-
-    ``package:<module>`` is a Python package's directory; an existing directory is used as is; anything else is a
-    hub id at ``spec.revision``. A pruned spec (``keep_layers``) fails unless ``pruning_applied`` (else the full
-    model would score under the variant's name). ``check_fit``: the weights must fit the folder's config
-    (:func:`~harness.models.weights.check_weights_fit`; imports transformers, so planning passes False)."""
+    """Local directory for the model and its hub commit (None: local); a pruned spec needs ``pruning_applied``."""
     if spec.keep_layers is not None and not pruning_applied:
         raise HarnessError(
             f"model.keep_layers is applied by the single-vector loader (task=beir/code/nanobeir/efficiency); this "
@@ -92,7 +84,6 @@ def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False, check_fit: b
     else:
         _check_not_missing_dir(path)
         from huggingface_hub import snapshot_download
-
         local = cached_snapshot(spec) or snapshot_download(path, revision=spec.revision)
         revision = Path(local).name  # snapshot dirs are named by commit hash
     if check_fit:
@@ -101,8 +92,7 @@ def resolve_path(spec: ModelSpec, *, pruning_applied: bool = False, check_fit: b
 
 
 def check_available(spec: ModelSpec) -> None:
-    """Before any work: a hub model is cached or the hub reachable (a local folder is checked by :func:`model_ref`),
-    and a local, packaged or cached model's weights fit its config.json's encoder. Downloads nothing."""
+    """Before any work, downloading nothing: the model is reachable and its weights fit its config.json."""
     if _is_local(spec.path):
         resolve_path(spec, pruning_applied=True)
     elif (snapshot := cached_snapshot(spec)) is not None:

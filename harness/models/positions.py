@@ -39,12 +39,7 @@ def model_config(model_or_config: Any) -> Any | None:
 
 
 def usable_positions(model_or_config: Any) -> int | None:
-    """The longest input, in tokens, the encoder can position; None when its config does not say.
-
-    ``max_position_embeddings`` or ``n_positions`` (NomicBERT: 2,048 for nomic-bert-2048; ``max_trained_positions``
-    is no cap), less ``pad_token_id + 1`` for RoBERTa-style types (:data:`OFFSET_POSITIONS`: 514 -> 512). BERT 512
-    and ModernBERT 8,192 as stated. DeBERTa-v3: 512, as stated: its relative positions set no hard limit, but it was
-    trained, tokenised and evaluated by the paper at 512, so longer inputs would extrapolate untested."""
+    """The longest input, in tokens, the encoder can position (None: its config does not say; RoBERTa-style: offset)."""
     config = model_config(model_or_config)
     if config is None:
         return None
@@ -58,8 +53,7 @@ def usable_positions(model_or_config: Any) -> int | None:
 
 
 def positions_in(folder: str | Path) -> int | None:
-    """:func:`usable_positions` of the model in ``folder`` from its ``config.json`` alone (no weights, no
-    transformers), which planning checks lengths against; None when there is no readable config or it is silent."""
+    """:func:`usable_positions` of the model in ``folder`` from its ``config.json`` alone."""
     try:
         data = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

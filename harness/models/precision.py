@@ -15,7 +15,6 @@ def resolve_device(device: str = "auto") -> str:
     if device == "cpu":   # nothing to check: planning a CPU run imports no torch
         return device
     import torch
-
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     kind, _, index = device.partition(":")
@@ -53,7 +52,6 @@ def bf16_supported(device: str) -> bool:
     """Native bf16 instructions: CUDA with bf16, or a CPU with AVX512-BF16 or AMX-BF16."""
     if device.startswith("cuda"):
         import torch
-
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     if device == "cpu":
         return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
@@ -61,9 +59,8 @@ def bf16_supported(device: str) -> bool:
 
 
 def bf16_faster(device: str) -> bool:
-    """bf16 matmuls faster than fp32: CUDA with bf16, or a CPU with AMX-BF16. Not AVX512-BF16 alone: on the project's
-    Xeon a bf16 matmul ran at 0.6x fp32, SciFact 2x slower, nDCG@10 moved 0.0025 (benchmarks/encode_vs_st.py,
-    beir_vs_mteb.py)."""
+    """bf16 matmuls faster than fp32: CUDA with bf16, or a CPU with AMX-BF16 (with AVX512-BF16 alone, the project's Xeon
+    ran a bf16 matmul at 0.6x fp32 and SciFact 2x slower: benchmarks/encode_vs_st.py)."""
     if device.startswith("cuda"):
         return bf16_supported(device)
     return device == "cpu" and "amx_bf16" in cpu_flags()
@@ -83,20 +80,16 @@ def autocast(precision: str, device: str) -> Any:
     if precision == "fp32":
         return contextlib.nullcontext()
     import torch
-
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=dtype)
 
 
 def cast_for_inference(model: Any, precision: str, device: str) -> str:
-    """Cast ``model``'s weights to ``precision`` for inference (bf16/fp16 on CUDA): autocast over fp32 weights
-    keeps LayerNorm, residuals and rotary in fp32 with casts between, slower. CPUs keep autocast (measured so:
-    docs/efficiency.md). Returns what runs: ``fp32``, ``bf16 weights`` (fp16) or ``autocast bf16 over fp32 weights``."""
+    """Cast ``model``'s weights to ``precision`` for inference on CUDA (CPUs keep autocast); what runs."""
     if precision == "fp32":
         return "fp32"
     if device.startswith("cuda") and precision in ("bf16", "fp16"):
         import torch
-
         cast_weights(model, torch.bfloat16 if precision == "bf16" else torch.float16)
         return f"{precision} weights"
     return f"autocast {precision} over fp32 weights"
@@ -108,8 +101,7 @@ FP32_BUFFERS = "inv_freq"
 
 
 def cast_weights(model: Any, dtype: Any) -> None:
-    """``model.to(dtype)`` with rotary frequencies kept in fp32 as transformers' ``dtype=`` loading keeps them: in bf16
-    a position's angle is off by up to a few radians at 2,048 tokens."""
+    """``model.to(dtype)`` with rotary frequencies kept in fp32 (in bf16 an angle is off by radians)."""
     kept = {name: buffer for name, buffer in model.named_buffers() if name.rsplit(".", 1)[-1].endswith(FP32_BUFFERS)
             and buffer.is_floating_point()}
     model.to(dtype)
@@ -122,7 +114,6 @@ def cast_weights(model: Any, dtype: Any) -> None:
 def autocast_for(model: Any, precision: str, device: str) -> Any:
     """:func:`autocast` for ``model``'s forward; a no-op where its weights are already in a low precision."""
     import torch
-
     first = next(iter(model.parameters()), None)
     if first is not None and first.dtype in (torch.bfloat16, torch.float16):
         return contextlib.nullcontext()

@@ -27,10 +27,7 @@ class ColbertDefaults:
 
 @dataclass
 class GlueHead:
-    """The classification head task=glue fine-tunes on a ModernBERT encoder, and its dropout, as the authors' FlexBERT
-    evaluation built it (conf/model/modernbert-*.yaml cites each; docs/fidelity.md). ``classifier_*`` and
-    ``attention_dropout`` are ``ModernBertConfig`` keys set before the model is built; ``classifier_norm`` and
-    ``attention_output_dropout`` (no transformers key) are applied to the built model."""
+    """The classification head task=glue fine-tunes on a ModernBERT, as the authors' FlexBERT built it."""
 
     classifier_pooling: str = choices("cls", "mean")
     classifier_activation: str
@@ -58,8 +55,7 @@ class ModelSpec:
     dtype: str = choices("float32", "bfloat16", "float16")
     #: as written (``auto`` keeps run ids machine-independent); the loaders resolve it on the machine that loads
     #: (:func:`harness.models.attention.resolve_for`: ``harness_varlen`` on CUDA for ModernBERT/BERT, else sdpa)
-    attn_implementation: str = choices("sdpa", "eager", "flash_attention_2", "flex_attention", "auto",
-                                       "harness_varlen")
+    attn_implementation: str = choices("sdpa", "eager", "flash_attention_2", "flex_attention", "auto", "harness_varlen")
     trust_remote_code: bool
     dpr: DprDefaults | None
     colbert: ColbertDefaults | None

@@ -1,25 +1,8 @@
-"""``attn_implementation=harness_varlen``: attention over packed sequences, with torch's own kernels on CUDA.
-
-Registered with transformers (:func:`register`) under :data:`~harness.models.attention.VARLEN`, with
-flash-attention's mask function (a 2-D padding mask or nothing). A layer's call arrives **packed** (one row of
-concatenated sequences with ``cu_seq_lens_q``/``max_length_q``: attention within each sequence), as **whole rows**
-(no mask: run as packed rows of equal length), or **padded** with a 2-D mask (e.g. PyLate's expanded queries: run
-as sdpa runs it, so even outputs at padded positions are sdpa's). ModernBERT's local layers pass
-``sliding_window`` = half-window + 1 (transformers' convention), applied by the kernel's own window.
-
-Kernels (:func:`varlen`): on CUDA flash-attn's ``flash_attn_varlen_func`` if installed, else torch's
-``aten._flash_attention_forward``; fp32 inputs are cast to bf16 around the kernel (the flash kernels take fp16/bf16
-only; the research ModernBERT behind the paper's Table 2 did the same). Elsewhere :func:`reference`: each sequence's
-attention in plain torch, in the inputs' dtype, which is how the CPU tests check the packed path. Each call is
-counted under the kernel it ran (:mod:`harness.models.kernel_calls`).
-
-Unpadding: every GPU job hands the encoder padded batches (sentence-transformers', PyLate's, the GLUE Trainer's
-collators), so :func:`install` hooks the encoder module (``ModernBertModel``, ``BertModel``): before its forward a
-padded batch becomes one row of real tokens with their positions (restarting at each sequence) and
-``cu_seq_lens``; after it, the last hidden state is scattered back to [batch, width, hidden] with zeros at padded
-positions (BERT's pooler recomputed from it). Gradients flow through both. Packed or maskless batches pass through.
-Exact wherever outputs at padded positions are unused; a caller whose padded positions carry outputs (PyLate's
-expanded [MASK] queries) passes ``keep_padded`` and runs padded through the mask path."""
+"""``attn_implementation=harness_varlen``: attention over packed sequences, with torch's own kernels on CUDA (a call
+arrives packed, as whole rows, or padded with a 2-D mask: run as sdpa runs it). Kernels: flash-attn's varlen function
+if installed, else ``aten._flash_attention_forward``, fp32 inputs cast to bf16 around it (as the research ModernBERT
+behind Table 2); elsewhere :func:`reference`, plain torch. :func:`install` unpads an encoder's padded batches into
+one row of real tokens and scatters its last hidden state back (a caller needing padded outputs: ``keep_padded``)."""
 
 from __future__ import annotations
 
@@ -39,7 +22,6 @@ def register() -> None:
     """Make ``attn_implementation="harness_varlen"`` loadable (idempotent)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
-
     AttentionInterface.register(VARLEN, attention_forward)
     AttentionMaskInterface.register(VARLEN, flash_attention_mask)
 
@@ -102,8 +84,7 @@ def torch_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Te
 def torch_kernel_arguments(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, max_len: int, *,
                            scale: float | None, window: int, causal: bool,
                            dropout: float) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The arguments of ``aten._flash_attention_forward`` for one packed row (query, key, value, cum_seq_q/k,
-    max_q/k, dropout_p, is_causal, return_debug_mask; by name scale and the window's sizes); a test binds them."""
+    """The arguments of ``aten._flash_attention_forward`` for one packed row (a test binds them)."""
     return ((q, k, v, cu, cu, max_len, max_len, dropout, causal, False),
             {"scale": scale, "window_size_left": window, "window_size_right": window})
 
@@ -112,7 +93,6 @@ def flash_attn_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: tor
                       scale: float | None, window: int, causal: bool, dropout: float) -> torch.Tensor:
     """flash-attn's varlen function (the optional ``[gpu]`` extra)."""
     from flash_attn import flash_attn_varlen_func
-
     return flash_attn_varlen_func(q, k, v, cu, cu, max_len, max_len, dropout_p=dropout, softmax_scale=scale,
                                   causal=causal, window_size=(window, window))
 
@@ -220,9 +200,7 @@ def pack_padded(inputs: dict[str, Any]) -> tuple[dict[str, Any], tuple[torch.Ten
 
 def _to(host: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A host tensor on ``device``: through pinned memory on CUDA, so the copy does not wait for the stream."""
-    if device.type != "cuda":
-        return host.to(device)
-    return host.pin_memory().to(device, non_blocking=True)
+    return host.to(device) if device.type != "cuda" else host.pin_memory().to(device, non_blocking=True)
 
 
 def repad(packed: torch.Tensor, index: torch.Tensor, batch: int, width: int) -> torch.Tensor:

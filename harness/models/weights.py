@@ -1,12 +1,6 @@
-"""A model folder's weights: checked complete before loading (safetensors headers), checked to fit its config, and
-fingerprinted by content.
-
-Fit is checked before any work by transformers' own loader on the meta device (milliseconds), so a config of another
-architecture (a BertConfig beside ModernBERT weights) is refused instead of scoring a random model. On the encoder
-(``AutoModel``): no encoder weight missing or mismatched, no checkpoint weight of it unused; allowed are a
-pretraining head beside it (``head.*``/``decoder.*`` of ModernBERT, ``cls.*`` of BERT, ``lm_head.*`` of RoBERTa:
-keys outside the base-model prefix) and stale buffers (older BERT files' ``embeddings.position_ids``). Heads a task
-trains on top (GLUE's classifier, ColBERT's projection) are not the encoder's and never checked here."""
+"""A model folder's weights: checked complete before loading (safetensors headers), fingerprinted by content, and
+checked to fit its config by transformers' own loader on the meta device (no encoder weight missing, mismatched or
+unused), so a config of another architecture is refused instead of scoring a random model."""
 
 from __future__ import annotations
 
@@ -35,8 +29,7 @@ def is_weight_file(path: Path) -> bool:
 
 
 def check_model_dir(local: str | os.PathLike) -> None:
-    """A local model folder has a readable config.json and complete weights (each safetensors file's header is
-    checked against its size, so a truncated download fails here in milliseconds, not inside the loader)."""
+    """A local model folder has a readable config.json and complete weights (safetensors headers)."""
     root = Path(local)
     configs = sorted(root.glob("config.json")) or sorted(root.glob("*/config.json"))
     if not configs:
@@ -119,7 +112,6 @@ def encoder_dir(local: str | Path) -> Path:
 def _quiet_transformers() -> Iterator[None]:
     """No "LOAD REPORT", meta-device chatter or "Loading weights" bar for the probe (its findings are raised)."""
     import transformers.utils.logging as tlog
-
     level, bars = tlog.get_verbosity(), tlog.is_progress_bar_enabled()
     tlog.set_verbosity(logging.ERROR)
     tlog.disable_progress_bar()
@@ -132,10 +124,8 @@ def _quiet_transformers() -> Iterator[None]:
 
 
 def fit_problem(local: str, *, trust_remote_code: bool = False, device_map: str | None = "meta") -> str | None:
-    """Load the encoder of ``local`` with transformers' loader (on the meta device: no tensor is read) and say in
-    one line what its loading report finds missing, mismatched or unused (None: the weights fit the config)."""
+    """What loading ``local``'s encoder (on the meta device) finds missing, mismatched or unused; None: fits."""
     from transformers import AutoModel
-
     with _quiet_transformers():
         model, info = AutoModel.from_pretrained(str(local), output_loading_info=True, device_map=device_map,
                                                 trust_remote_code=trust_remote_code)

@@ -38,18 +38,14 @@ class MtebColumn:
 def _task_yaml(family: str) -> dict[str, Any]:
     """``conf/task/<family>.yaml`` as written, unresolved ({} where there is none)."""
     from omegaconf import OmegaConf
-
     path = resources.files("conf") / "task" / f"{family}.yaml"
     raw = OmegaConf.to_container(OmegaConf.load(Path(str(path))), resolve=False) if path.is_file() else None
     return raw if isinstance(raw, dict) else {}
 
 
 def own_catalog(family: str) -> dict[str, Any]:
-    """The catalog ``conf/task/<family>.yaml`` declares itself: its ``catalog`` plus a shared one it includes
-    (``defaults: - [override] /catalog@catalog: <name>`` -> ``conf/catalog/<name>.yaml``), not entries of inherited
-    tasks."""
+    """The catalog ``conf/task/<family>.yaml`` declares itself, not entries of inherited tasks."""
     from omegaconf import OmegaConf
-
     raw = _task_yaml(family)
     out: dict[str, Any] = {}
     for item in raw.get("defaults") or []:
@@ -62,10 +58,7 @@ def own_catalog(family: str) -> dict[str, Any]:
 
 
 def catalog_columns() -> dict[str, MtebColumn]:
-    """mteb task name -> leaderboard column, from the ``mteb_task`` of each registered family's own catalog
-    (``conf/task/<family>.yaml``, not inherited entries), placed where that family puts a record of the dataset.
-    A family that adds ``mteb_task`` to its catalog entries (NanoBEIR: ``NanoSciFactRetrieval``, ...) is picked up
-    with no change here. When two families name the same task, the first registered wins."""
+    """mteb task name -> leaderboard column, from each registered family's own catalog (the first wins)."""
 
     out: dict[str, MtebColumn] = {}
     for fam in specs.all_specs().values():
@@ -84,8 +77,7 @@ def catalog_columns() -> dict[str, MtebColumn]:
 
 
 def configured_subsets(family: str = MTEB_FAMILY) -> dict[str, str]:
-    """Task -> hf_subset for the tasks ``conf/task/<family>.yaml`` restricts to one subset (STS17: en-en), so a
-    published score is read the way ``task=mteb`` measures it by default."""
+    """Task -> hf_subset for the tasks a family's catalog restricts to one subset (STS17: en-en)."""
     subsets = _task_yaml(family).get("hf_subsets")
     return {str(t): str(v[0]) for t, v in (subsets or {}).items() if isinstance(v, list) and len(v) == 1}
 
@@ -102,8 +94,7 @@ def _entry_of(record: ResultRecord) -> Mapping[str, Any] | None:
 
 
 def mteb_task_of(record: ResultRecord) -> tuple[str, str | None] | None:
-    """(mteb task, hf_subset) of a record: ``task=mteb`` records name it; retrieval records take it from the catalog
-    entry in their own config (so a user's catalog works too), else from the packaged catalog."""
+    """(mteb task, hf_subset) of a record: its own, else its config's catalog entry's, else the packaged one's."""
     info = (record.details or {}).get("mteb")
     if isinstance(info, Mapping) and info.get("task"):
         return str(info["task"]), None

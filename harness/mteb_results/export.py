@@ -34,8 +34,7 @@ def _is_hub_id(path: str) -> bool:
 
 
 def export_name(record: ResultRecord, org: str, names: Mapping[str, str]) -> tuple[str, str]:
-    """(mteb model name ``org/model``, revision); ``names`` maps a harness name to an mteb name. A fine-tuned model
-    is its own (``<org>/<name>-<task>``, its weights' fingerprint as revision), never its base model's."""
+    """(mteb model name, revision); a fine-tuned model is its own (its weights' fingerprint as revision)."""
     m = record.model or {}
     trained = m.get("trained") or {}
     base = str(m.get("name") or "model")
@@ -110,8 +109,7 @@ def _scores(item: _Item, main_score_name: str) -> dict[str, dict[str, Any]]:
 
 def export_mteb(dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, org: str = "harness",
                 names: Mapping[str, str] | None = None) -> Export:
-    """Write every exportable record under ``dirs`` as mteb result files under ``out`` (``<org>__<model>/<revision>/
-    <Task>.json`` + ``model_meta.json``): one per (model, revision, task), splits merged, the newest record winning."""
+    """Write every exportable record under ``dirs`` as mteb result files under ``out``, the newest winning."""
     report = Export()
     items = _collect(dirs, report)
     if not items:
@@ -138,7 +136,6 @@ def export_mteb(dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *, or
 def _write_task_result(mteb: Any, out: Path, name: str, revision: str, task_name: str, by_split: dict[str, _Item],
                        report: Export) -> Path | None:
     from mteb.results import TaskResult
-
     try:
         task = mteb.get_task(task_name)
     except (KeyError, ValueError) as exc:
@@ -173,7 +170,6 @@ def _write_task_result(mteb: Any, out: Path, name: str, revision: str, task_name
 
 def _write_model_meta(folder: Path, name: str, revision: str, record: ResultRecord) -> Path:
     from mteb.models import ModelMeta
-
     m = record.model or {}
     model_cfg = (record.config or {}).get("model") or {}
     similarity = ((record.config or {}).get("task") or {}).get("similarity", "cosine")

@@ -28,8 +28,7 @@ class MtebFile:
     scores: dict[str, list[dict[str, Any]]]
 
     def main_score(self, split: str | None = None, subset: str | None = None) -> tuple[float, str, str] | None:
-        """(score on 0-1, split used, what it is) by mteb's rule: the subset's ``main_score``, or the mean over
-        subsets (``TaskResult.get_score``). ``split`` None or absent: the first of :data:`SPLITS` present."""
+        """(score on 0-1, split used, what it is) by mteb's rule (``TaskResult.get_score``)."""
         if split not in self.scores:
             split = next((s for s in SPLITS if s in self.scores), next(iter(self.scores), None))
         if split is None:

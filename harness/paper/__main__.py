@@ -29,7 +29,6 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 def cluster_profile(name: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
-
     path = Path(str(resources.files("conf"))) / "cluster" / f"{name}.yaml"
     if not path.is_file():
         names = [p.stem for p in path.parent.glob("*.yaml")]
@@ -50,7 +49,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from harness.paper import cost, graph, hydra_overrides, job, progress, show, slurm, validate
-
     hydra = hydra_overrides.split(args.overrides, "python -m harness.paper",
                                   "paper.launcher=slurm paper.cluster=<conf/cluster profile>")
     overrides = hydra.rest
@@ -98,15 +96,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def best_step(common: list[str]) -> list[str]:
-    """``model.path=series:<name>``: the graph evaluates that series' selected step (``harness.select --series``),
-    resolved here, so every job gets the checkpoint's folder and row name."""
+    """``model.path=series:<name>``: that series' selected step, resolved here for every job."""
     from harness.selection.series import PREFIX, resolve
-
     if not any(o.partition("=")[0].lstrip("+") == "model.path" and o.partition("=")[2].startswith(PREFIX)
                for o in common):
         return common
     from harness.paper.progress import config_of
-
     plain = [o for o in common if not o.partition("=")[2].startswith(PREFIX)]
     return resolve(common, str(config_of(plain).paths.results))
 

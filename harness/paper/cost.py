@@ -1,13 +1,6 @@
-"""The graph's cost model (``conf/paper/cost.yaml``): GPU-hours from the tokens each job processes, over a
-throughput for the model.
-
-GPU-hours = ((training tokens x ``train_factor`` + evaluation tokens) / (tokens/s x the GPU's ``gpu_speed``)
-+ ``job_overhead_s``) / 3600. The tokens are the job's runner's own estimate (``Family.work``: its datasets,
-epochs, samples, seeds and lengths, from the sizes of its local data files where it has some, else the cost
-file's; :mod:`harness.core.work`); the throughput comes from the paper's Table 2 for the model's family and size, or
-from this results folder's own ``task=efficiency`` records of the model once there are any. Pure: reads config,
-YAML, CSV and records.
-"""
+"""The graph's cost model (``conf/paper/cost.yaml``): GPU-hours = ((training tokens x ``train_factor`` + evaluation
+tokens) / (tokens/s x ``gpu_speed``) + ``job_overhead_s``) / 3600; tokens from the job's runner, the throughput from
+the paper's Table 2, or this folder's ``task=efficiency`` records of the model."""
 
 from __future__ import annotations
 
@@ -27,17 +20,14 @@ from harness.tasks.runplan import RunPlan
 __all__ = ["Throughput", "Work", "cost_data", "device_hours", "gpu_hours", "host_memory", "job_work", "throughput"]
 
 def job_work(plan: RunPlan) -> Work:
-    """What one job processes: its plan's work (its family's estimate for the job's mode: a report job evaluates
-    only, on the datasets the sweep did not already encode), plus the cost file's fixed seconds per job."""
+    """What one job processes: its plan's work, plus the cost file's fixed seconds per job."""
     w = Work(**asdict(plan.work))
     w.fixed_s += float(cost_data()["job_overhead_s"])
     return w
 
 
 def host_memory(steps: Sequence[Any], states: Mapping[str, Any]) -> None:
-    """Each step's ``mem_gb``, its SLURM ``--mem``: the most host memory any dataset of its jobs needs (their
-    ``Work.host``, from the run's memory model) x the cost file's headroom, in whole GB; None where no job models it
-    (the cluster profile's ``mem_gb`` is asked, and stays the floor)."""
+    """Each step's ``mem_gb`` (SLURM ``--mem``): its jobs' largest host memory x headroom; None: none models it."""
     headroom = float(cost_data()["host_memory"]["headroom"])
     for step in steps:
         need = max((states[j.key].work.host_gb for j in step.jobs), default=0.0)
@@ -112,6 +102,5 @@ def gpu_hours(work: Work, tp: Throughput, gpu: str) -> float:
 
 
 def device_hours(work: Work, tp: Throughput, gpu: str, devices: int) -> float:
-    """GPU-hours of a job on ``devices`` GPUs (``task.devices``): its compute, which they share (the same tokens,
-    perfect scaling assumed), plus each device's fixed seconds (every process starts and loads the model)."""
+    """GPU-hours of a job on ``devices`` GPUs: its compute, shared (perfect scaling), plus each one's fixed time."""
     return gpu_hours(work, tp, gpu) + work.fixed_s * (devices - 1) / 3600.0

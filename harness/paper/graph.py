@@ -1,15 +1,6 @@
-"""The paper as a dependency graph: steps of jobs, built from ``conf/paper/<name>.yaml`` and the task specs.
-
-Pure: reads YAML files and specs only (no model, no data, no records), so the same graph is built on a login node,
-inside every job and in tests. What waits for what comes from the specs, never from code paths:
-- a step over a sweep whose task selects one configuration on selection sets (``best_run_on_sets``) is followed by
-  ``<step>.select`` (CPU, after the sweep has ended, failed points or not) and ``<step>.report`` (the selected
-  configuration on every dataset, after the selection succeeded);
-- a ``depends_on`` on the task's own datasets (GLUE: RTE, MRPC, STS-B need the selected MNLI run) splits the sweep:
-  ``<step>.<datasets>`` first, its ``.select``, then ``<step>.chained``; ``<step>.select`` closes the task;
-- a ``depends_on`` on another task's selection waits for that task's ``.select`` step (``task_key``: the config key
-  that names the task, e.g. MLDR's ``task.source.task=colbert``).
-"""
+"""The paper as a dependency graph: steps of jobs, built from ``conf/paper/<name>.yaml`` and the task specs, pure (a
+login node, every job and the tests build the same graph). A sweep selecting on selection sets is followed by
+``<step>.select`` and ``<step>.report``; a ``depends_on`` (GLUE's MNLI) splits it into ``.<datasets>``, ``.chained``."""
 
 from __future__ import annotations
 
@@ -33,9 +24,7 @@ DATASET_KEYS = ("task.tasks", "task.datasets")
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work. ``mode``: ``run`` (a harness run with ``overrides``), ``select`` (the selection over the
-    records of ``source``'s jobs), ``report`` (``overrides`` plus the values of ``params`` in the run ``source``'s
-    selection picked), ``leaderboard``."""
+    """One unit of work: ``mode`` ``run``, ``select`` (over ``source``'s records), ``report`` or ``leaderboard``."""
 
     key: str
     step: str
@@ -64,8 +53,7 @@ class Step:
     mem_gb: float | None = None   # host memory its jobs need (harness.paper.cost.host_memory), where modelled
 
     def resources(self, cluster: Mapping[str, Any]) -> dict[str, Any]:
-        """What one job of this step asks for: the cluster profile's entry for its kind, GPUs, CPUs and memory
-        times its ``devices`` (N processes of one job, on one node); memory at least what its jobs need."""
+        """What one job of this step asks for: the profile's entry for its kind, times its ``devices``."""
         res = dict(cluster[self.kind])
         for key in ("gpus", "cpus", "mem_gb"):
             res[key] = (res.get(key) or 0) * self.devices
@@ -88,8 +76,7 @@ KINDS = ("train", "eval", "cpu")
 
 @dataclass(kw_only=True)
 class StepSettings:
-    """One configured step (``paper.stages.<name>``; conf/paper/paper.yaml documents each key): a task, optionally
-    over a sweep (``params`` replaces the sweep file's values)."""
+    """One configured step (``paper.stages.<name>``): a task, optionally over a sweep."""
 
     task: str
     sweep: str | None = None
@@ -104,7 +91,6 @@ class StepSettings:
 def load_paper(name: str = "paper", dotlist: Sequence[str] = ()) -> dict[str, Any]:
     """``conf/paper/<name>.yaml`` (or a YAML file's path) with ``paper.<key>=<value>`` overrides applied."""
     from omegaconf import OmegaConf
-
     path = Path(name) if name.endswith(".yaml") else Path(str(resources.files("conf"))) / "paper" / f"{name}.yaml"
     if not path.is_file():
         graphs = [g.stem for g in path.parent.glob("*.yaml") if g.stem != "cost"] if not name.endswith(".yaml") else []
@@ -113,7 +99,6 @@ def load_paper(name: str = "paper", dotlist: Sequence[str] = ()) -> dict[str, An
         raise HarnessError(f"no paper graph {name!r}: {path} does not exist; {shown}. Pass paper=<graph>.")
     from omegaconf.errors import OmegaConfBaseException
     from yaml import YAMLError
-
     try:
         cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist([d.removeprefix("paper.") for d in dotlist]))
         out = OmegaConf.to_container(cfg, resolve=True)
@@ -131,7 +116,6 @@ def sweep_params(sweep: str, replace: Mapping[str, str] | None = None) -> dict[s
     """``hydra.sweeper.params`` of ``conf/sweep/<sweep>.yaml`` (or ``replace``), each value list as override strings."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
-
     path = Path(str(resources.files("conf"))) / "sweep" / f"{sweep}.yaml"
     if not path.is_file():
         raise HarnessError(f"no sweep {sweep!r}: conf/sweep/{sweep}.yaml does not exist")
@@ -217,8 +201,7 @@ def _sweep_steps(name: str, conf: StepSettings, spec: specs.TaskSpec, run: list[
 
 
 def _devices(name: str, conf: StepSettings, kind: str) -> tuple[str, ...]:
-    """A training step's ``devices: N``: each of its runs trains on N processes (``task.devices=N``; its SLURM job
-    asks for N times the profile's train resources, on one node). Only training steps train."""
+    """A training step's ``devices: N``: each of its runs trains on N processes of one node."""
     if not conf.devices or conf.devices == 1:
         return ()
     if kind != "train":
@@ -228,9 +211,7 @@ def _devices(name: str, conf: StepSettings, kind: str) -> tuple[str, ...]:
 
 
 def _sharded(step: Step, k: int) -> list[Step]:
-    """An evaluation step as ``<step>.shards`` (one job per corpus shard: ``task.shard=<i>``, k GPUs at once) and
-    the step itself as the merge, after every shard ended well (``afterok``). Where the step trains (a sweep's
-    points) nothing is sharded: only evaluations are."""
+    """An evaluation step as ``<step>.shards`` (one job per corpus shard) and the step itself as the merge."""
     if step.kind != "eval":
         raise HarnessError(f"paper.stages.{step.name}.shards: only an evaluation step can be sharded (this one "
                            f"is {step.kind!r}); a sweep's report is")

@@ -1,8 +1,5 @@
-"""``hydra.*`` overrides given to the commands that start jobs themselves (``python -m harness.paper``,
-``python -m harness.series``), out of habit from ``python -m harness``. ``hydra.run.dir=<dir>`` puts each job's logs
-in ``<dir>/<job key>/`` and ``hydra.job.chdir=false`` is what the jobs do anyway; the rest is refused in one line
-naming it: ``hydra.job.chdir=true`` (relative paths would resolve in the log folder), ``hydra/launcher=...`` (the
-command launches its own jobs), anything else under ``hydra``."""
+"""``hydra.*`` overrides given to the commands that start jobs themselves: ``hydra.run.dir=<dir>`` puts each job's logs
+in ``<dir>/<job key>/``; the rest is refused in one line naming it (the command launches its own jobs)."""
 
 from __future__ import annotations
 
@@ -73,8 +70,7 @@ def run_dir_override(log_dir: str, key: str) -> str:
 
 @contextmanager
 def log_file(folder: str | None) -> Iterator[None]:
-    """While a job runs in this process (a local series checkpoint run, outside Hydra): its log records at INFO and
-    above also go to ``<folder>/run.log``; the console shows what it showed before. No folder: nothing changes."""
+    """While a job runs in this process outside Hydra: its log records also go to ``<folder>/run.log``."""
     if folder is None:
         yield
         return

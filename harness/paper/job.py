@@ -1,12 +1,5 @@
-"""One job of the paper graph, as SLURM or the local executor runs it: ``python -m harness.paper.job CONTEXT KEY``;
-and the local executor.
-
-The job rebuilds the graph from the context file, finds its own entry and runs it (a harness run, a selection
-refused with one line when too few points finished, the selected configuration on every dataset, or the
-leaderboard); a failed job exits non-zero, so SLURM marks it FAILED and ``afterok`` dependents never start.
-:func:`run_local` runs the steps in dependency order here, skipping finished jobs, each in a process forked from a
-``forkserver`` that imported torch, transformers and sentence-transformers once (else a fresh interpreter);
-``afterok`` is honoured (skipped, saying why), ``afterany`` steps run whatever their upstream's outcome."""
+"""One job of the paper graph as SLURM or the local executor runs it (``python -m harness.paper.job CONTEXT KEY``; a
+failed job exits non-zero, so ``afterok`` dependents never start), and the local executor (:func:`run_local`)."""
 
 from __future__ import annotations
 
@@ -60,7 +53,6 @@ def outcomes(folder: Path) -> dict[str, dict[str, Any]]:
 def _note(context: str, key: str, started: str, error: str | None) -> None:
     """Job ``key``'s last attempt, noted beside the context: ``<paper folder>/jobs/<key>.json``."""
     from harness.core.scheduler import SLURM_VARS
-
     slurm = {k: os.environ[v] for k, v in SLURM_VARS.items() if os.environ.get(v)}
     path = Path(context).parent / "jobs" / f"{key.replace('/', '_')}.json"
     results.atomic_write_json(path, {"key": key, "started": started, "ended": _now(), "status": "failed" if error
@@ -110,7 +102,6 @@ def _upstream(job: graph.Job, steps: Sequence[graph.Step]) -> list[progress.JobS
 def _harness(key: str, overrides: Sequence[str]) -> None:
     """``python -m harness OVERRIDES`` in this process (one per job already), so the libraries are imported once."""
     from harness import cli
-
     print(f"[{key}] python -m harness {' '.join(overrides)}", flush=True)
     argv, sys.argv = sys.argv, [sys.argv[0], *overrides]
     stderr = sys.stderr = _ErrorLine(sys.stderr)
@@ -167,9 +158,7 @@ def select(job: graph.Job, upstream: Sequence[progress.JobState], min_finished: 
 
 def settle(steps: Sequence[graph.Step], states: dict[str, progress.JobState], paper: Mapping[str, Any]
            ) -> dict[str, progress.JobState]:
-    """'Done' means products built from the records: a selection job when its file is newer than every attempt of
-    its sweep's jobs (and its own last did not fail since), the leaderboard when every other job is done and the
-    site is newer than every record and selection; otherwise made again."""
+    """'Done' for a selection or the leaderboard: built after every input it reads was last written."""
     res = next((s.results for s in states.values() if s.results), None)
     name = next((str(s.model.get("name")) for s in states.values() if s.model.get("name")), None)
     if res is None or name is None:
@@ -212,7 +201,6 @@ def _site_current(paper: Mapping[str, Any], res: str) -> bool:
 
 def leaderboard(paper: dict[str, Any], common: Sequence[str]) -> Path:
     from harness.leaderboard import build
-
     res = Path(str(progress.config_of(common).paths.results))
     out = Path(paper["site"]) if paper.get("site") else res.resolve().parent / "site"
     build([res], out)
@@ -237,8 +225,7 @@ SAME_ERROR_JOBS = 2
 
 
 def run_local(steps: Sequence[graph.Step], states: Mapping[str, progress.JobState], context: Path) -> int:
-    """Run every unfinished job; 0 when every step ended well, 1 otherwise (the failures are printed), 2 when the
-    first :data:`SAME_ERROR_JOBS` jobs of a step stopped with the same error line (printed once)."""
+    """Run every unfinished job; 0: every step ended well, 1: failures, 2: a step's first jobs failed alike."""
     failed: dict[str, list[str]] = {}
     for k, step in enumerate(steps, 1):
         todo = [j for j in step.jobs if not states[j.key].finished]
@@ -282,7 +269,6 @@ def _job(context: str, key: str) -> None:
 def run_job_process(context: Path, key: str) -> int:
     """Run one job in its own process (forked from the warm server); its exit code."""
     import multiprocessing
-
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return subprocess.run([sys.executable, "-m", "harness.paper.job", str(context), key], check=False).returncode
     ctx = multiprocessing.get_context("forkserver")

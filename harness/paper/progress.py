@@ -1,6 +1,5 @@
-"""What each job of the graph has done, from records alone: a job's cells are planned exactly as its run would plan
-them (the task's runner, config only, no model), then looked up in the results folder. A job that cannot be
-planned yet (its upstream selection has no records) is waiting, with the reason."""
+"""What each job of the graph has done, from records alone: its cells planned exactly as its run would plan them, then
+looked up; a job that cannot be planned yet (its upstream selection has no records) is waiting, with the reason."""
 
 from __future__ import annotations
 
@@ -52,7 +51,6 @@ class JobState:
 def base_config(overrides: tuple[str, ...]) -> Any:
     """The config ``overrides`` compose, once per set (shared: changed only inside :func:`composed`, undone there)."""
     from harness.run.overrides import compose_config
-
     return compose_config(overrides)
 
 
@@ -69,7 +67,6 @@ def config_of(overrides: Sequence[str]) -> Any:
 def config_groups() -> frozenset[str]:
     """The config groups (``conf/<group>/``, and hydra's): an override naming one is composed by Hydra."""
     from importlib import resources
-
     return frozenset(p.name for p in Path(str(resources.files("conf"))).iterdir() if p.is_dir()) | {"hydra"}
 
 
@@ -81,11 +78,9 @@ def is_group(override: str) -> bool:
 
 @contextmanager
 def composed(overrides: Sequence[str]) -> Iterator[Any]:
-    """The job's config as the CLI composes it: group choices and ``sweep=`` composed once per set, plain
-    ``key=value`` overrides set for the block and undone (a 384-point grid composes a handful of configs)."""
+    """The job's config as the CLI composes it, group choices composed once per set (a 384-point grid: a few)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
-
     groups = tuple(o for o in overrides if is_group(o))
     cfg = base_config(groups)
     parser = OverridesParser.create()
@@ -164,8 +159,7 @@ def _cell_path(res: str, task: str, model: str, cell: Any) -> Path:
 
 
 def _seconds(rec: results.ResultRecord, trained: dict[str, float] | None) -> float:
-    """The seconds a record's timings add up to (their ``total`` where recorded), plus its run's training once
-    (shared by every dataset); ``trained`` None: not counted (a report job evaluates a run its sweep trained)."""
+    """The seconds a record's timings add up to, plus its run's training once (``trained`` None: not)."""
     own = seconds(rec.timings or {})
     train = ((rec.model or {}).get("trained") or {}).get("train_s")
     if trained is not None and isinstance(train, int | float) and rec.run_id not in trained:
@@ -175,8 +169,7 @@ def _seconds(rec: results.ResultRecord, trained: dict[str, float] | None) -> flo
 
 
 def selected_overrides(job: Job, upstream: Sequence[JobState]) -> list[str] | None:
-    """A report job's overrides: its own plus the sweep values (``job.params``) of the run the upstream sweep's
-    selection rule picks among the upstream jobs' records; None while the sweep has no usable record."""
+    """A report job's overrides plus the sweep values of the run its selection picks; None while there is none."""
     choice = choose(job.task, sweep_records(job.task, upstream, job.datasets))
     if choice is None:
         return None

@@ -88,15 +88,8 @@ ORDER = ("running", "blocked", "failed", "queued", "stopped", "pending", "todo")
 
 def status(steps: Sequence[Step], states: Mapping[str, JobState], tp: cost.Throughput, cluster: Mapping[str, Any],
            folder: Path) -> list[str]:
-    """Each step: its state and job counts, the failing cells' (or failed jobs') one-line errors and the jobs
-    that can never start, device-hours spent (last attempts) vs the estimate; from the records, each job's SLURM
-    attempt (:func:`harness.paper.slurm.job_states`) and each job's last attempt noted in ``folder``
-    (:func:`harness.paper.job.outcomes`). States: done (records there, selections and site built from them),
-    running, blocked (queued but can never start: re-submit to replace), failed, queued, stopped (ended in SLURM
-    without finishing, e.g. cancelled: re-submit), pending (not queued: waits for a re-submit or its upstream),
-    todo (the graph was never submitted or run)."""
+    """Each step: state, job counts, failing cells' errors, jobs that can never start, device-hours vs the estimate."""
     from harness.paper.job import outcomes as read_outcomes
-
     live = job_states(folder)   # each job's SLURM attempt: queued, running, blocked, or its final state
     outcomes = read_outcomes(folder)
     gpu = str(cluster.get("gpu", "rtx4090"))
@@ -134,10 +127,8 @@ def status(steps: Sequence[Step], states: Mapping[str, JobState], tp: cost.Throu
 
 
 def job_seconds(outcome: Mapping[str, Any] | None, recorded: float) -> float:
-    """What a job held its devices for: its last attempt's wall time (start to end, loading included) where the
-    graph ran it, else what its records' timings add up to (runs made outside the graph)."""
+    """What a job held its devices for: its last attempt's wall time, else what its records' timings add up to."""
     from datetime import datetime
-
     try:
         return (datetime.fromisoformat(outcome["ended"]) - datetime.fromisoformat(outcome["started"])).total_seconds()
     except (TypeError, KeyError, ValueError):
@@ -145,14 +136,11 @@ def job_seconds(outcome: Mapping[str, Any] | None, recorded: float) -> float:
 
 
 def devices(kind: str, cluster: Mapping[str, Any]) -> int:
-    """Devices a job of ``kind`` holds, as the estimate counts them: its GPUs; a training or evaluation job on a
-    CPU-only profile (``gpu: cpu``) counts as one device; selections and the leaderboard (kind cpu) as none. A
-    step of N training processes (``devices: N``) holds N times that."""
+    """Devices a job of ``kind`` holds, as the estimate counts them (N times that for N training processes)."""
     return 0 if kind == "cpu" else max(int(cluster[kind].get("gpus") or 0), 1)
 
 
-def _job_state(state: JobState, slurm: str, outcome: Mapping[str, Any] | None, started: bool
-               ) -> tuple[str, str | None]:
+def _job_state(state: JobState, slurm: str, outcome: Mapping[str, Any] | None, started: bool) -> tuple[str, str | None]:
     """One job's state for ``--status`` and why (the error line, or what SLURM said)."""
     if state.finished:
         return "done", None
@@ -177,6 +165,4 @@ def _error(state: JobState, outcome: Mapping[str, Any] | None) -> str | None:
     """Why an unfinished job failed: its first failed cell's record, else its last attempt's error."""
     if state.failed:
         return state.failed[0] + (f" (+{len(state.failed) - 1} more cells)" if len(state.failed) > 1 else "")
-    if outcome and outcome.get("status") == "failed":
-        return str(outcome.get("error"))
-    return None
+    return str(outcome.get("error")) if outcome and outcome.get("status") == "failed" else None

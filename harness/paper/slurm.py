@@ -1,12 +1,6 @@
-"""The SLURM executor: the whole graph submitted at once through submitit, one job array per step, each waiting on
-its upstream arrays with SLURM's ``afterok`` / ``afterany``; returns once everything is queued.
-
-Beside the results, ``ledger.json`` maps each job key to its current SLURM id and ``attempts.json`` notes, per
-SLURM id, the ids it waits on and its final state (from ``scontrol`` or ``sacct``, at each submit or ``--status``),
-so a job's end stays known after SLURM forgets it. A re-submit resumes: finished jobs are skipped, queued or running
-ones kept; a job that can never start (an ``afterok`` upstream FAILED) or waits on anything but its upstreams'
-current attempts is replaced, and so is everything downstream of a replaced job (a report must see the new
-records). Stale jobs are cancelled downstream first, so none is released by its upstream's cancellation."""
+"""The SLURM executor: the whole graph submitted at once through submitit, one job array per step waiting on its
+upstream arrays; ``ledger.json`` and ``attempts.json`` keep each job's SLURM id and end after SLURM forgets it. A
+re-submit resumes, replacing a job that can never start (or waits on stale attempts) and everything downstream."""
 
 from __future__ import annotations
 
@@ -137,8 +131,7 @@ def note_ended(ledger: Mapping[str, str], attempts: dict[str, dict[str, Any]],
 
 
 def job_states(folder: Path) -> dict[str, str]:
-    """Job key -> its current attempt's state for ``--status``: the queue's (``R``, ``PD``; ``BLOCKED``: can never
-    start), else the noted final state (``COMPLETED exit 0:0``), else ``ENDED``; notes newly ended attempts."""
+    """Job key -> its current attempt's state for ``--status`` (the queue's, else the noted final state)."""
     ledger, attempts = read_ledger(folder)
     if not ledger:
         return {}
@@ -159,8 +152,7 @@ def _array(i: str) -> str:
 
 def decide(steps: Sequence[Step], states: Mapping[str, JobState], ledger: Mapping[str, str],
            attempts: Mapping[str, Mapping[str, Any]], live: set[str]) -> tuple[set[str], dict[str, list[str]]]:
-    """Which jobs are kept (key set: queued or running, waiting on their upstream's current attempts) and which are
-    submitted (step -> keys): unfinished ones not kept, and every job of a step downstream of new submissions."""
+    """Which jobs are kept (queued or running on current attempts) and which are submitted (step -> keys)."""
     kept: set[str] = set()
     new: dict[str, list[str]] = {}
     for step in steps:
@@ -181,7 +173,6 @@ def executor(folder: Path, name: str, cluster: Mapping[str, Any], res: Mapping[s
              ) -> Any:
     """A submitit executor of arrays ``name`` asking ``res`` (:meth:`Step.resources`), logs in ``folder/<id>``."""
     import submitit
-
     ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
     params: dict[str, Any] = {
         "name": name, "timeout_min": int(res["timeout_min"]), "cpus_per_task": int(res["cpus"]),
@@ -212,8 +203,7 @@ def _cancel(steps: Sequence[Step], ledger: Mapping[str, str], attempts: dict[str
 
 def submit(steps: Sequence[Step], states: Mapping[str, JobState], context: Path, cluster: Mapping[str, Any],
            folder: Path, queued: Mapping[str, tuple[str, str]] | None = None) -> dict[str, list[str]]:
-    """Queue every job :func:`decide` picks; returns step -> its SLURM ids (new or kept). ``queued``: the queue read
-    before ``states`` (else a job ending in between would be resubmitted). The ledger is written after each step."""
+    """Queue every job :func:`decide` picks, writing the ledger after each step; step -> its SLURM ids."""
 
     ledger, attempts = read_ledger(folder)
     q = queue() if queued is None else queued
@@ -245,7 +235,6 @@ def _sbatch(ex: Any, step: str, context: Path, keys: list[str]) -> list[Any]:
     from submitit.core.utils import FailedJobError
 
     from harness.paper.job import run_job
-
     try:
         return ex.map_array(run_job, [str(context)] * len(keys), keys)
     except (FailedJobError, OSError) as exc:

@@ -1,7 +1,5 @@
-"""Everything a paper graph needs, checked before the first job exists (no sbatch, no local run): every
-``paper.*`` value (typed: unknown keys, wrong types and out-of-range values are one line naming the fix), every
-step's run as a single run checks it up front (task and model names, config keys, data folders or hub access,
-writable results and cache folders, the device), the paper folder writable and its ledger readable."""
+"""Everything a paper graph needs, checked before the first job exists: every ``paper.*`` value, every step's run as a
+single run checks it up front, the paper folder writable and its ledger readable."""
 
 from __future__ import annotations
 
@@ -35,16 +33,13 @@ def file_keys(name: str) -> dict[str, Any]:
     from importlib import resources
 
     from omegaconf import OmegaConf
-
     path = Path(name) if name.endswith(".yaml") else Path(str(resources.files("conf"))) / "paper" / f"{name}.yaml"
     raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     return raw if isinstance(raw, dict) else {}
 
 
 def check_paper(paper: Mapping[str, Any], base: Mapping[str, Any]) -> PaperSettings:
-    """The typed graph settings (``base``: the graph file before the ``paper.*`` overrides, whose own extra keys
-    are variables its values interpolate, e.g. the test graph's ``data``); a step override naming no step of the
-    graph is refused with the closest."""
+    """The typed graph settings; a step override naming no step of the graph is refused with the closest."""
     steps = list(base.get("stages") or {})
     for name, conf in (paper.get("stages") or {}).items():
         if name not in steps and not (isinstance(conf, Mapping) and conf.get("task")):
@@ -64,20 +59,16 @@ def check_paper(paper: Mapping[str, Any], base: Mapping[str, Any]) -> PaperSetti
 
 
 def check_folder(folder: Path) -> None:
-    """The paper folder (ledger, context, job logs) is writable and its ledger, if any, is readable and of its
-    shape (:func:`harness.paper.slurm.read_ledger`)."""
+    """The paper folder is writable and its ledger, if any, readable and of its shape."""
     from harness.paper.slurm import read_ledger
     from harness.run.preflight import check_writable_dir
-
     check_writable_dir(folder, "the paper folder (beside paths.results)")
     read_ledger(folder)
 
 
 def check_runs(steps: Sequence[Any], deep: bool = True) -> None:
-    """Each step's first run, checked as ``python -m harness <its overrides>`` checks before any work (names and
-    keys; ``deep``: also the composed config's settings, folders, device and data)."""
+    """Each step's first run, checked as ``python -m harness <its overrides>`` checks before any work."""
     from harness.run.overrides import check_overrides
-
     check_no_overwrite(steps)
     seen: set[tuple[str, ...]] = set()
     for step in steps:
@@ -95,9 +86,7 @@ def check_runs(steps: Sequence[Any], deep: bool = True) -> None:
 
 
 def check_no_overwrite(steps: Sequence[Any]) -> None:
-    """``overwrite=true`` is refused: a graph's jobs are done when the runner would skip their cells
-    (:func:`harness.tasks.runplan.done`), and under overwrite the runner skips none, so no job would ever be done (a
-    selection would find no finished run) and every resubmit would compute everything again."""
+    """``overwrite=true`` is refused: under it no job would ever be done, and each resubmit redo everything."""
     for step in steps:
         for job in step.jobs:
             for text in job.overrides:
@@ -110,10 +99,7 @@ def check_no_overwrite(steps: Sequence[Any]) -> None:
 
 
 def _check_composed(argv: list[str], plan: bool) -> None:
-    """Compose the run's config and run the single run's up-front checks (typed settings, spec, device, output
-    folders; with ``plan``, data folders or hub access for every dataset) without loading a model or reading
-    data."""
+    """The single run's up-front checks on the composed config, without loading a model or reading data."""
     from harness.run.overrides import compose_config
     from harness.run.runner import checked
-
     checked(compose_config(argv), plan=plan)

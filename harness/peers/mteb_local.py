@@ -1,6 +1,5 @@
-"""Run mteb's retrieval evaluation on a harness ``RetrievalDataset`` (a local mteb task, as mteb's own mocks), and
-mteb 2.26's ``COIRCodeSearchNetRetrieval`` (its loader, filters and evaluation) on a local folder in CoIR's hub
-layout: the parity tests and benchmarks compare on the bytes the harness reads, offline."""
+"""Run mteb's retrieval evaluation on a harness ``RetrievalDataset``, and mteb 2.26's ``COIRCodeSearchNetRetrieval``
+on a local folder in CoIR's hub layout: the parity tests compare on the bytes the harness reads, offline."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ def mteb_task_for(ds: RetrievalDataset, ignore_identical_ids: bool = False):
     from mteb.abstasks.retrieval import AbsTaskRetrieval
     from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
     from mteb.abstasks.task_metadata import TaskMetadata
-
     queries = ds.evaluated_queries()
 
     class HarnessLocalRetrieval(AbsTaskRetrieval):
@@ -52,12 +50,9 @@ def mteb_task_for(ds: RetrievalDataset, ignore_identical_ids: bool = False):
 def mteb_scores(model: SentenceTransformer, task: Any, batch_size: int) -> dict[str, Any]:
     """mteb's scores of ``task`` for ``model`` by split (exact search, mteb defaults; results cached nowhere)."""
     import mteb
-
     with tempfile.TemporaryDirectory() as cache:
-        result = mteb.evaluate(
-            model, task, cache=mteb.ResultCache(cache_path=cache), overwrite_strategy="always",
-            encode_kwargs={"batch_size": batch_size}, show_progress_bar=False,
-        )
+        result = mteb.evaluate(model, task, cache=mteb.ResultCache(cache_path=cache), overwrite_strategy="always",
+                               encode_kwargs={"batch_size": batch_size}, show_progress_bar=False)
     return result.task_results[0].scores
 
 
@@ -75,7 +70,6 @@ def local_coir_csn_task(folder: str | Path, lang: str):
     from mteb.tasks.retrieval.code.coir_code_search_net_retrieval import COIRCodeSearchNetRetrieval
 
     from harness.tasks.retrieval.data.coir import content_key
-
     folder = Path(folder).resolve()
     link = Path(tempfile.gettempdir()) / "harness-mteb-coir" / f"{folder.name}-{content_key(folder)}"
     link.parent.mkdir(parents=True, exist_ok=True)
@@ -84,11 +78,9 @@ def local_coir_csn_task(folder: str | Path, lang: str):
     folder = link
 
     meta = COIRCodeSearchNetRetrieval.metadata
-    local_meta = meta.model_copy(update={
-        "name": f"LocalCOIRCodeSearchNet_{lang}",
-        "dataset": {"path": str(folder), "revision": meta.dataset["revision"]},
-        "eval_langs": {lang: meta.eval_langs[lang]},
-    })
+    local_meta = meta.model_copy(update={"name": f"LocalCOIRCodeSearchNet_{lang}",
+                                         "dataset": {"path": str(folder), "revision": meta.dataset["revision"]},
+                                         "eval_langs": {lang: meta.eval_langs[lang]}})
 
     class LocalCOIRCodeSearchNet(COIRCodeSearchNetRetrieval):
         metadata = local_meta

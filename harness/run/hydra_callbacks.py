@@ -1,6 +1,5 @@
-"""Hydra callbacks (``hydra.callbacks``): checks before a multirun launches anything. :class:`StagingCheck` (the GLUE
-sweep configs) refuses, in one line (exit 2), a sweep whose batches would start a task that chains from MNLI's
-checkpoint before every MNLI job has finished."""
+"""Hydra callbacks: checks before a multirun launches anything (:class:`StagingCheck`: a GLUE sweep whose batches
+would start a task chained from MNLI's checkpoint before every MNLI job finished is refused, exit 2)."""
 
 from __future__ import annotations
 
@@ -23,7 +22,6 @@ def sweep_batches(params: Mapping[str, str], cli_overrides: Sequence[str], max_b
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.plugins import Plugins
     from hydra.plugins.sweeper import Sweeper
-
     parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + list(cli_overrides))
     # the sweeper class through Hydra's public plugin registry (it lives in a private module)
     found = [c for c in Plugins.instance().discover(Sweeper) if c.__name__ == "BasicSweeper"]

@@ -1,6 +1,5 @@
-"""One process per run: ``<results>/<task>/<model>/<run id>/.lock`` (:mod:`harness.core.cache_entry`'s lock), so a
-requeued SLURM task overlapping the original, or two users starting one sweep, never compute a run twice. A live
-lock is waited for up to ``wait`` seconds, then the run is skipped with a message naming the owner."""
+"""One process per run: ``<results>/<task>/<model>/<run id>/.lock``, so a requeued SLURM task or two users starting one
+sweep never compute a run twice; a live lock is waited for up to ``wait`` seconds, then the run skipped, naming it."""
 
 from __future__ import annotations
 
@@ -59,8 +58,7 @@ class RunLock(FileLock):
 
 @contextlib.contextmanager
 def hold(dirs: Mapping[str, Path], settings: LockSettings) -> Iterator[set[str]]:
-    """Lock the runs ``dirs`` names (run id -> folder) and yield those held; a run another live process holds is
-    waited for up to ``settings.wait`` seconds, then skipped with a warning (the caller plans held runs again)."""
+    """Lock the runs ``dirs`` names and yield those held; one held elsewhere is waited for, then skipped."""
     # the locks held: beating while the others are waited for
     with Heartbeat([], beat_every(settings.stale_after)) as beat:
         try:

@@ -1,12 +1,6 @@
-"""The command line's config. Before Hydra runs: a group name that does not exist (``task=nope``) or a key the
-config does not have (``task.lrr=1``) fails with the valid names, closest first, and the output folders are checked
-for writability, so a typo costs a second, not a composed run. Hydra's own parser reads the command line
-(``hydra._internal``: Hydra has no public one) so what is checked is exactly what Hydra will run.
-
-:func:`compose_config` is the one way the harness composes a config outside a running Hydra app: what
-``python -m harness <overrides>`` would run (the paper planner, its pre-submit validation, the series, tests). Task
-specs and catalogs are read from their YAML files as data, without Hydra, so the torch-free leaderboard and a
-running Hydra job can read them."""
+"""The command line's config: before Hydra runs, a group name or key that does not exist fails with the valid names,
+closest first, and the output folders are checked (Hydra's own parser reads the command line, ``hydra._internal``:
+it has no public one); :func:`compose_config` composes what ``python -m harness <overrides>`` would run."""
 
 from __future__ import annotations
 
@@ -38,8 +32,7 @@ NAME_KEYS = ("task.benchmark",)
 
 
 def quote_names(argv: Sequence[str]) -> list[str]:
-    """``task.benchmark=MTEB(eng, v2)`` (the shell's quotes gone) as Hydra reads a string: single-quoted; a value
-    already quoted, a sweep or any other argument is left as it is."""
+    """``task.benchmark=MTEB(eng, v2)`` (the shell's quotes gone) single-quoted, as Hydra reads a string."""
     out = []
     for arg in argv:
         key, eq, value = arg.partition("=")
@@ -50,11 +43,9 @@ def quote_names(argv: Sequence[str]) -> list[str]:
 
 
 def compose_config(overrides: Sequence[str] = (), *, config_dir: str | Path | None = None) -> Any:
-    """The composed config for ``overrides``; ``config_dir``: a user's config folder searched after ``conf/``
-    (``--config-dir``). Clears Hydra's global state first: never call it inside a running Hydra app."""
+    """The composed config for ``overrides`` (``config_dir``: a user's); never call it inside a Hydra app."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
-
     extra = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
@@ -87,12 +78,10 @@ def _exists(group: str, name: str, sources: Sequence[str]) -> bool:
 
 
 def _parse(argv: list[str]):
-    """(Hydra's parsed command line, its overrides parsed by Hydra's own grammar), or None to let Hydra report (or
-    for another primary config: its groups and keys are not ours to know)."""
+    """(Hydra's parsed command line, its overrides), or None to let Hydra report."""
     from hydra._internal.utils import get_args_parser
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
-
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             args = get_args_parser().parse_args(argv)
@@ -122,18 +111,14 @@ def config_sources(args: argparse.Namespace, overrides: Sequence) -> list[str]:
 
 
 def check_overrides(argv: list[str]) -> None:
-    """Every check before Hydra: the config groups named (:func:`check_group_overrides`), then the keys and the
-    output folders (:func:`check_key_overrides`)."""
+    """Every check before Hydra: the config groups named, then the keys and the output folders."""
     check_group_overrides(argv)
     check_key_overrides(argv)
 
 
 def check_group_overrides(argv: list[str]) -> None:
-    """Fail on ``task=nope`` with the valid names, closest first (Hydra lists them alphabetically), counting the
-    user's own config folders (``--config-dir``, ``hydra.searchpath``); sweeps (``model=a,b``,
-    ``task=choice(beir,code)``, ``model=glob(*)``) are checked value by value."""
+    """Fail on ``task=nope`` with the valid names, closest first; sweeps are checked value by value."""
     from hydra.core.override_parser.types import ValueType
-
     if (got := _parse(argv)) is None:
         return
     args, overrides = got
@@ -176,7 +161,6 @@ def _groups(sources: Sequence[str]) -> set[str]:
 def _first(o) -> str | None:
     """A group override's value (a sweep's first value), as override text; None when it cannot be told."""
     from hydra.core.override_parser.types import ValueType
-
     if o.value_type == ValueType.ELEMENT:
         return o.input_line
     if o.value_type in (ValueType.CHOICE_SWEEP, ValueType.SIMPLE_CHOICE_SWEEP):
@@ -185,10 +169,8 @@ def _first(o) -> str | None:
 
 
 def compose_first(args: argparse.Namespace, overrides: Sequence) -> tuple[DictConfig, list] | None:
-    """The config the first job composes from the group choices and ``+``-added keys alone, and the plain key
-    overrides left to check against it (None when it cannot be composed this way: Hydra then reports)."""
+    """The config the first job composes from group choices and added keys, and the key overrides left."""
     from hydra.core.global_hydra import GlobalHydra
-
     groups = _groups(config_sources(args, overrides))
     base, keys = [], []
     if args.config_dir and any(o.key_or_group == "hydra.searchpath" for o in overrides):
@@ -226,9 +208,7 @@ def _dotted(node, prefix: str = "") -> list[str]:
 
 
 def check_key_overrides(argv: list[str]) -> None:
-    """``task.lrr=1`` (a key the config does not have) fails with the closest valid keys, before Hydra, whose
-    message suggests ``+task.lrr=1``: that would add a key nothing reads. Also checks, before Hydra creates its
-    output folder, that the output folders are writable (a bad ``paths.*`` fails in a second)."""
+    """``task.lrr=1`` fails with the closest valid keys, before Hydra; output folders are checked writable."""
     if (got := _parse(argv)) is None:
         return
     args, overrides = got
@@ -259,8 +239,7 @@ def check_key_overrides(argv: list[str]) -> None:
 
 
 def _note_glue_scores(cfg: DictConfig, keys: list) -> None:
-    """``--cfg`` of task=glue: which metric each task is scored by where its metric kind's name does not say it
-    (``accuracy_f1``: accuracy, F1 recorded beside), a ``task.definitions.<t>.metric=...`` override included."""
+    """``--cfg`` of task=glue: which metric each task is scored by where its metric kind's name does not say."""
     task = cfg.get("task") or {}
     if task.get("name") != "glue":
         return

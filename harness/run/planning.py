@@ -1,8 +1,5 @@
-"""``plan(cfg)``: the one planning of a run, shared by the runner, the paper graph, the checkpoint series and the cost
-preview. Pure (config and records only, no model, no data, no torch): the task's spec names its planner
-(:data:`PLANNERS`), which types the settings and builds the :class:`~harness.tasks.runplan.RunPlan` from the run's
-:class:`~harness.tasks.runplan.Setup`; a task that evaluates another task's trained run (``task.source``) gets that
-run resolved here, from records through its selection rule."""
+"""``plan(cfg)``: the one planning of a run (runner, paper graph, series, cost preview), from config and records
+only: the spec's planner (:data:`PLANNERS`) builds the :class:`~harness.tasks.runplan.RunPlan`."""
 
 from __future__ import annotations
 
@@ -31,12 +28,10 @@ PLANNERS: Registry[Any] = Registry("runner", {
 
 
 def setup_of(cfg: Any, *, source: bool = True) -> Setup:
-    """What every planner starts from; ``source``: resolve ``task.source`` when the planner first asks (a job whose
-    source run is not selected yet is checked without it)."""
+    """What every planner starts from; ``source``: resolve ``task.source`` when the planner first asks."""
     from omegaconf import OmegaConf
 
     from harness.specs import spec_from
-
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
     task = config["task"]
@@ -50,10 +45,8 @@ def setup_of(cfg: Any, *, source: bool = True) -> Setup:
 
 
 def planner_for(setup: Setup) -> Any:
-    """The planner the task's spec names, after the checks that need no model and no data: the spec's main metric
-    is one its scorer produces, its selection rule exists, the device is present."""
+    """The planner the task's spec names, after the checks that need no model and no data."""
     from harness.selection.rules import rule_for
-
     spec = setup.spec
     planner = PLANNERS.lookup(spec.runner)
     produced = getattr(planner, "metrics", None)   # None: each record's own (GLUE, mteb, efficiency)
@@ -73,16 +66,13 @@ def planner_of(cfg: Any, *, source: bool = True) -> Any:
 
 def plan(cfg: Any, *, mode: str = "run", skip: Sequence[str] = (), round: int = 0, source: bool = True
          ) -> RunPlan[Any, Any]:
-    """The run ``cfg`` composes, planned: round ``round``'s cells (GLUE's chained tasks are round 1, planned from
-    MNLI's records), and the work of a ``mode`` job (``report``: evaluation only, on the datasets not in ``skip``);
-    ``source=False``: ``task.source`` left unresolved (what a job costs before its source run is selected)."""
+    """The run ``cfg`` composes, planned: round ``round``'s cells and the work of a ``mode`` job."""
     setup = setup_of(cfg, source=source)
     return planner_for(setup).plan(setup, mode=mode, skip=skip, round=round)
 
 
 def every_cell(cfg: Any, first: RunPlan[Any, Any]) -> list[Cell]:
-    """The cells of every round of the run whose first round is ``first``, as they can be planned now (what the
-    paper graph and the series count; GLUE's chained tasks, round 1, are planned from MNLI's records)."""
+    """The cells of every round of the run whose first round is ``first``, as they can be planned now."""
     cells, last, i = list(first.cells), first, 0
     while last.later:
         i += 1
@@ -93,8 +83,7 @@ def every_cell(cfg: Any, first: RunPlan[Any, Any]) -> list[Cell]:
 
 # -------------------------------------------------------------------------------- task.source: the run evaluated
 def source_of(cfg: Any, node: Any, name: str) -> Lineage | None:
-    """The trained run ``task.source`` names for the config's model (reads records only; loads no model); None
-    where ``task.source.task`` is null (the task evaluates ``model.path`` and records no lineage)."""
+    """The trained run ``task.source`` names for the config's model (from records); None: no source."""
     source = build(SourceSettings, node, f"task {name!r}", key="task.source")
     if source.task is None:
         return None
@@ -103,7 +92,6 @@ def source_of(cfg: Any, node: Any, name: str) -> Lineage | None:
     if source.run is None:
         return Lineage("model", note="model.path evaluated as is (task.source.run=null)")
     from harness import specs
-
     specs.get(source.task)   # an unknown task fails with the valid names
     folder = layout.model_folder(results_dir, source.task, model_name)
     recs = [r for _, r in results.iter_records(folder, warn=False)
@@ -133,7 +121,6 @@ def source_of(cfg: Any, node: Any, name: str) -> Lineage | None:
 
 def _selected_run(task: str, recs: list[ResultRecord], model_name: str) -> str:
     from harness import selection
-
     choice = selection.choose(task, recs, model_name)[model_name]
     run_id = choice.summary.get("selected_run_id")
     if run_id:

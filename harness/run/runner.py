@@ -1,10 +1,5 @@
-"""The one loop every run goes through: plan (:func:`harness.run.planning.plan`) -> skip finished cells -> check ->
-lock -> compute the rest (the plan's ``compute``) -> write the records it returns.
-
-Everything is checked before anything is loaded; planning reads only config and records, so a finished
-configuration loads no model or data. A computing run is locked (:mod:`harness.run.locks`). Records are written
-atomically one by one as yielded, so an interrupted run keeps what it finished; a failure is written beside a
-finished record, never over it, and an ok record whose dataset is now defined differently is moved aside."""
+"""The one loop every run goes through: plan -> skip finished cells -> check -> lock -> compute -> write each record as
+it comes; everything is checked before anything is loaded, so a finished configuration loads no model or data."""
 
 from __future__ import annotations
 
@@ -37,8 +32,7 @@ class RunFailed(HarnessError):
 
 
 def run(cfg: DictConfig) -> list[ResultRecord]:
-    """Run ``cfg`` (also the tests' entry point) and return every planned cell's record. The plan and lock
-    settings come after the checks that need no model or data (:func:`checked`'s): a failure there writes nothing."""
+    """Run ``cfg`` (also the tests' entry point) and return every planned cell's record."""
     lock_settings = _settings(cfg)
     plan = planning.plan(cfg)
     if plan.part:
@@ -67,8 +61,7 @@ def run(cfg: DictConfig) -> list[ResultRecord]:
 
 def run_round(cfg: DictConfig, p: RunPlan[Any, Any], lock_settings: locks.LockSettings,
               new: dict[tuple[str, str], ResultRecord], kept: dict[tuple[str, str], Path]) -> None:
-    """One round of the run: its unfinished cells checked, locked (each in its run's folder, beside its records) and
-    computed; each record written as it comes (``new``; ``kept``: failures written beside a finished record)."""
+    """One round of the run: its unfinished cells checked, locked and computed, each record written as it comes."""
     todo = pending(p, p.cells)
     if not todo:
         return
@@ -85,9 +78,7 @@ def run_round(cfg: DictConfig, p: RunPlan[Any, Any], lock_settings: locks.LockSe
 
 
 def checked(cfg: DictConfig, *, plan: bool = False) -> None:
-    """The checks before any model or data: output folders writable, settings typed, the spec's metric and rule
-    known, the device present (what a job waiting on another's records can check already); with ``plan``, the run
-    planned once and its plan's own checks run on every cell (data folders, hub access)."""
+    """The checks before any model or data; with ``plan``, the run planned and its checks run on every cell."""
     _settings(cfg)
     if not plan:
         planning.planner_of(cfg, source=False)
@@ -99,7 +90,6 @@ def checked(cfg: DictConfig, *, plan: bool = False) -> None:
 def write_selection(plan: RunPlan[Any, Any]) -> None:
     """After an in-process sweep (several cells planned), the task's selection, as ``harness.select`` writes it."""
     from harness import selection
-
     res, experiment = plan.layout.results, plan.header.experiment
     path = selection.write_selection(plan.task, res, layout.selection_dir(res, experiment), plan.model_name, experiment)
     if path is not None:
@@ -118,8 +108,7 @@ def lock_settings(raw: Mapping[str, Any] | None) -> locks.LockSettings:
 
 
 def run_part(plan: RunPlan[Any, Any]) -> None:
-    """A part job (one corpus shard, ``task.shard``): the unfinished cells' part, into the cache. It takes no run
-    lock (the parts of one run compute side by side) and writes no record (the run that merges them does)."""
+    """A part job (one corpus shard): the unfinished cells' part into the cache; no run lock, no record."""
     todo = pending(plan, plan.cells)
     if todo:
         plan.check(plan, todo)
@@ -127,19 +116,16 @@ def run_part(plan: RunPlan[Any, Any]) -> None:
 
 
 def with_series(cfg: DictConfig, rec: ResultRecord) -> None:
-    """A run that ``python -m harness.series`` started for one checkpoint: its ``series`` config key (name, step,
-    folder, fingerprint, tokens seen) goes into the record's ``details.series``, the one place readers look."""
+    """A checkpoint's run of ``python -m harness.series``: its ``series`` config key into ``details.series``."""
     series = cfg.get("series")
     if series:
         from omegaconf import OmegaConf
-
         rec.details["series"] = OmegaConf.to_container(series, resolve=True)
 
 
 def output_files(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> dict[Path, str]:
     """Every file the records of ``todo`` are written to (a composite's members' records too)."""
     from harness.core.per_query import files_of
-
     out: dict[Path, str] = {}
     for cell in todo:
         for dataset in [cell.dataset, *(m.name for m in (getattr(cell.payload, "members", None) or {}).values())]:
@@ -155,11 +141,7 @@ def failure_line(rec: ResultRecord, side: Path | None) -> str:
 
 
 def store(results_dir: str, rec: ResultRecord) -> Path:
-    """Write ``rec``. When it replaces them (a failure never does: it goes beside, see
-    :func:`results.write_record`), finished records of the same cell computed on other data are first set aside
-    (:func:`results.set_aside`): the record at its path whose data spec differs (the dataset is defined differently,
-    or its local files now hold other data), and, where the files' content is in the run id (``data_free_key``),
-    the records of the same configuration under another run id: an earlier version of those files."""
+    """Write ``rec``, first setting aside finished records of the cell computed on other data."""
     path = results.path_of(results_dir, rec)
     if rec.status == results.STATUS_FAILED:
         return results.write_record(results_dir, rec)
@@ -172,8 +154,7 @@ def store(results_dir: str, rec: ResultRecord) -> Path:
 
 
 def earlier_versions(path: Path, rec: ResultRecord) -> list[Path]:
-    """The finished records of ``rec``'s dataset, model and configuration (``details.data_free_key``; the same
-    run-id slug) under another run id."""
+    """The finished records of ``rec``'s cell and configuration (``details.data_free_key``) under another run id."""
     key = rec.details.get("data_free_key")
     if key is None:
         return []

@@ -20,8 +20,7 @@ __all__ = ["SCHEMA", "Choice", "choose", "load_selections", "prune_checkpoints",
 
 
 def choose(family: str, records: Iterable[ResultRecord], model: str | None = None) -> dict[str, Choice]:
-    """The task's selection over ``records`` (other tasks' records and other models are ignored); a task that
-    ``conf/task/`` does not ship (a user's config folder) is selected by the spec its records carry."""
+    """The task's selection over ``records``; a task ``conf/task/`` does not ship by its records' spec."""
     recs = [r for r in records if r.task == family and (model is None or (r.model or {}).get("name") == model)]
     spec = spec_of(family, recs)
     return rule_for(spec.selection).choose(recs, key=spec.column_of)
@@ -35,9 +34,7 @@ def spec_of(family: str, records: Iterable[ResultRecord]) -> specs.TaskSpec:
 
 def load_selections(family: str, results_dir: str | Path, model: str | None = None, experiment: str | None = None
                     ) -> tuple[dict[str, Choice], list[ResultRecord]]:
-    """Choices per model for ``family`` from the records under ``results_dir`` (and the records read, in their
-    column's score: :mod:`harness.selection.comparable`); ``experiment``: only that experiment's records. A record
-    of an unread schema is refused (it might be the one to select), naming the file."""
+    """Choices per model for ``family`` from ``results_dir``'s records (a record of an unread schema refused)."""
     if not Path(results_dir).is_dir():
         specs.find(family) or specs.get(family)   # an unknown task is named first (it may be a typo)
         raise HarnessError(f"results directory {results_dir} does not exist; run a sweep first or pass --results")
@@ -64,9 +61,7 @@ def jsonable(value: Any) -> Any:
     """Cell keys may be tuples (table, column): JSON wants strings."""
     if isinstance(value, dict):
         return {(k[-1] if isinstance(k, tuple) else k): jsonable(x) for k, x in value.items()}
-    if isinstance(value, list):
-        return [jsonable(x) for x in value]
-    return value
+    return [jsonable(x) for x in value] if isinstance(value, list) else value
 
 
 def prune_checkpoints(choice: Choice, records: Iterable[ResultRecord]) -> list[str]:

@@ -1,9 +1,5 @@
-"""Records read for a table, a selection or a comparison, in one score per column: a GLUE record whose score is not
-its column's (an MRPC/QQP record scored by F1, the default before the fourth fidelity pass) is rescored from its
-kept predictions where that is exact, else set aside with a reason and the command that reruns it. Never written
-back: ``details.rescored`` / ``details.set_aside`` say what the readers see. Exact means the run scored its *last*
-evaluation (``scoring_protocol=authors``) and its early stopping watched what today's definition watches; a
-``best_epoch`` record restored the best evaluation by its own score, so it is set aside."""
+"""Records read in one score per column: a GLUE record scored otherwise (MRPC/QQP by F1 before the fourth fidelity
+pass) is rescored from its kept predictions where that is exact, else set aside with the command that reruns it."""
 
 from __future__ import annotations
 
@@ -34,8 +30,7 @@ def read_comparable(path: Path) -> ResultRecord:
 
 
 def comparable(path: Path, rec: ResultRecord) -> ResultRecord:
-    """``rec`` in the score its column compares: itself, a rescored copy (``details.rescored``), or a copy whose
-    status is skipped with the reason and the rerun command as its error (``details.set_aside``)."""
+    """``rec`` in its column's score: itself, a rescored copy, or a copy set aside (skipped, saying why)."""
     want = compared_score(rec.dataset) if rec.task == TASK_FAMILY else None
     if want is None or rec.status != STATUS_OK or rec.main_score == want:
         return rec

@@ -1,8 +1,5 @@
-"""Selection rules: from records only, which records stand for a model. ``harness.select`` and the leaderboard
-call the same rule object of a family, so the leaderboard shows exactly what selection picks.
-
-A *configuration* is a set of runs that differ only in their seed (records share ``config_id``); ``mean``
-averages a configuration's seeds, ``best`` treats every run as its own configuration."""
+"""Selection rules: from records only, which records stand for a model (``harness.select`` and the leaderboard call the
+same rule); a *configuration* is a set of runs differing only in their seed (``config_id``)."""
 
 from __future__ import annotations
 
@@ -69,8 +66,7 @@ def _seed(r: ResultRecord) -> int:
 
 @dataclass
 class Choice:
-    """What a rule picked for one model: per cell (dataset or column), the records whose mean is reported;
-    ``remarks``: per cell, what a reader must know (configurations left out; nothing picked: ``withheld``)."""
+    """What a rule picked for one model: per cell, the records whose mean is reported, and remarks."""
 
     model: dict[str, Any]
     cells: dict[Any, list[ResultRecord]]
@@ -146,9 +142,7 @@ def incomplete(group: list[ResultRecord], expected: int) -> dict[str, Any]:
 
 
 class BestConfigPerDataset(SelectionRule):
-    """GLUE's rule (appendix E.1): per dataset, the configuration with the best seed-mean score. With ``expected``
-    (seeds per configuration), an incomplete configuration is listed, never selected, and a dataset without a
-    complete one is left unselected, saying why."""
+    """GLUE's rule (appendix E.1): per dataset, the configuration with the best mean over its (complete) seeds."""
 
     description = ("per dataset, the configuration (every setting but the seed) with the best mean score over "
                    "its seeds")
@@ -195,19 +189,13 @@ class BestConfigPerDataset(SelectionRule):
     @staticmethod
     def describe_cell(best: list[ResultRecord], groups: list[list[ResultRecord]], recs: list[ResultRecord]) -> dict:
         metric_names = sorted(set().union(*(r.metrics for r in best)))
-        return {
-            "main_score": best[0].main_score,
-            "score": summary([float(r.score) for r in best]),
-            "metrics": {m: summary([float(r.metrics[m]) for r in best if m in r.metrics]) for m in metric_names},
-            "hyperparameters": {k: v for k, v in best[0].hyperparameters.items() if k != "seed"},
-            "seeds": [(r.hyperparameters or {}).get("seed") for r in best],
-            "n_seeds": len(best),
-            "best_epochs": [r.details.get("best_epoch") for r in best],
-            "init_from_run_ids": sorted({r.details.get("init_from_run_id") for r in best} - {None}),
-            "run_ids": [r.run_id for r in best],
-            "n_configurations": len(groups),
-            "n_runs": len(recs),
-        }
+        return {"main_score": best[0].main_score, "score": summary([float(r.score) for r in best]),
+                "metrics": {m: summary([float(r.metrics[m]) for r in best if m in r.metrics]) for m in metric_names},
+                "hyperparameters": {k: v for k, v in best[0].hyperparameters.items() if k != "seed"},
+                "seeds": [(r.hyperparameters or {}).get("seed") for r in best], "n_seeds": len(best),
+                "best_epochs": [r.details.get("best_epoch") for r in best],
+                "init_from_run_ids": sorted({r.details.get("init_from_run_id") for r in best} - {None}),
+                "run_ids": [r.run_id for r in best], "n_configurations": len(groups), "n_runs": len(recs)}
 
     def format(self, choice: Choice) -> str:
         lines = [f"{choice.model.get('name')}: {self.description}"]
@@ -239,12 +227,7 @@ def _incomplete_line(c: dict[str, Any]) -> str:
 
 
 class BestRunOnSelectionSets(SelectionRule):
-    """The paper's retrieval rule (appendix E.2): one configuration per model, the one with the best mean main
-    score over the selection datasets, reported on every dataset.
-
-    The selection datasets are the runs' own (``task.spec.selection.sets``; older records
-    ``task.selection_datasets``), else ``datasets``; eligible runs cover every one any run of the model has. When
-    no run has one, the datasets every run shares decide; when they share none, the most recent run is reported."""
+    """The paper's retrieval rule (appendix E.2): per model the configuration best on the selection sets, for all."""
 
     def __init__(self, datasets: Sequence[str]):
         self.datasets = tuple(datasets)
@@ -314,8 +297,7 @@ class BestRunOnSelectionSets(SelectionRule):
 
 
 class LatestConfigPerColumn(SelectionRule):
-    """Per column, the configuration (runs that differ only in seed; mean over seeds) with the newest record: MLDR
-    has no sweep to select on, and a new source run (a new DPR selection) supersedes the records of the old one."""
+    """Per column, the configuration with the newest record (MLDR: no sweep; a new source run supersedes)."""
 
     description = "per column, the most recent configuration (mean over its seeds); MLDR has no sweep to select on"
 
@@ -343,8 +325,7 @@ def scoring_protocol(r: ResultRecord) -> str:
 
 
 class GlueSelection(SelectionRule):
-    """Best configuration per task (mean over seeds: :class:`BestConfigPerDataset`), plus the GLUE average and the
-    paper's Table 5 rows; one scoring protocol per model, its newest record's (others counted, not mixed in)."""
+    """Best configuration per task, the GLUE average and Table 5 rows; one scoring protocol per model."""
 
     per_task = BestConfigPerDataset(expected=lambda r: expected_seed_count(r.config))
     description = per_task.description

@@ -1,9 +1,5 @@
-"""The best step of a series (``python -m harness.series``'s records: ``details.series``), from records only.
-
-A step's score on a task is the mean over the chosen datasets of its main score (seeds averaged), from its newest
-weights' records only. The datasets are ``--datasets``, else the task's selection sets the series has, else all it
-has; a step lacking one is not eligible (listed, with what it lacks). ``selected/series-<name>.json`` holds the
-pick (``python -m harness.series --best <name>`` prints its overrides)."""
+"""The best step of a series, from records only: a step's score is the mean over the chosen datasets of its newest
+weights' main score, seeds averaged (a step lacking one is not eligible); ``selected/series-<name>.json`` keeps it."""
 
 from __future__ import annotations
 
@@ -84,8 +80,7 @@ def _datasets(recs: Sequence[ResultRecord], task: str, given: Sequence[str]) -> 
     return sets or have
 
 
-def choose_step(records: Iterable[ResultRecord], name: str, task: str, datasets: Sequence[str] = ()
-                ) -> dict[str, Any]:
+def choose_step(records: Iterable[ResultRecord], name: str, task: str, datasets: Sequence[str] = ()) -> dict[str, Any]:
     """The best step of series ``name`` on ``task``, as the JSON the selection file holds."""
     recs = [r for r in records if r.task == task and (series_of(r) or {}).get("name") == name and usable(r)]
     if not recs:
@@ -134,7 +129,6 @@ PREFIX = "series:"
 def best_overrides(results_dir: str | Path, name: str) -> list[str]:
     """``model.path=... model.name=...`` of series ``name``'s selected step (selected/ beside ``results_dir``)."""
     from harness.models.weights import fingerprint
-
     path = layout.selection_path(layout.selection_dir(results_dir), "series", name)
     select = f"python -m harness.select --series {name} --task <validation task> --results {results_dir}"
     try:

@@ -1,9 +1,6 @@
 """``python -m harness.series model=<model> model.path=<training run folder> task=<task> [--watch] [--launcher slurm]``:
-every checkpoint of a training run as its own run, resumable; the series and its cost first, the series table last.
-
-``python -m harness.series --best NAME [paths.results=...]`` prints the overrides of the series' selected step
-(``python -m harness.select --series NAME --task T``), for the next step:
-``python -m harness task=mldr $(python -m harness.series --best NAME)``."""
+every checkpoint of a training run as its own run, resumable; ``--best NAME`` prints the overrides of the series'
+selected step, for the next step: ``python -m harness task=mldr $(python -m harness.series --best NAME)``."""
 
 from __future__ import annotations
 
@@ -23,9 +20,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
-        if "--best" in argv:
-            return best(argv)
-        return run(argv)
+        return best(argv) if "--best" in argv else run(argv)
     except HarnessError as exc:
         return print_error(exc)
 
@@ -33,7 +28,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def best(argv: list[str]) -> int:
     from harness.paper.progress import config_of
     from harness.selection.series import best_overrides
-
     i = argv.index("--best")
     if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
         raise HarnessError("--best needs the series' name: python -m harness.series --best <name>")
@@ -52,7 +46,6 @@ def check(settings: Settings) -> dict:
     from harness.paper.progress import config_of
     from harness.run import runner
     from harness.run.overrides import check_overrides
-
     for task in settings.tasks:
         argv = settings.task_overrides(task)
         check_overrides(argv)
@@ -66,7 +59,6 @@ def run(argv: list[str]) -> int:
     from harness.series import settings as parse
     from harness.series.launch import Submitter, run_all, status_lines
     from harness.series.show import cost_text, series_lines, series_tables
-
     settings = parse.from_args(argv)
     cluster = check(settings)
     if settings.log_dir is not None and not settings.dry_run:
@@ -109,10 +101,7 @@ def run(argv: list[str]) -> int:
 
 def watch(settings: Settings, act: Callable[[units.Series], tuple[dict[str, str], int]], first: units.Series
           ) -> tuple[dict[str, str], units.Series]:
-    """``--watch``: poll the training run's folder, evaluate (or submit) each checkpoint once complete, and stop
-    after ``--idle`` seconds with no new checkpoint, no file written in one and no evaluation; a checkpoint is
-    planned again only when new or changed. ``act`` evaluates or submits a series's runs: (unit key -> failure,
-    how many it started). Returns (unit key -> failure, the last series)."""
+    """``--watch``: evaluate (or submit) each complete checkpoint until ``--idle`` seconds pass without news."""
     s = settings
     known = {(u.task, u.checkpoint.folder): u for u in first.units}
     seen = {key: (u.changed, u.skipped) for key, u in known.items()}   # the series already printed: only changes show
@@ -162,8 +151,7 @@ def check_evaluated(series: units.Series) -> None:
 
 
 def check_plannable(series: units.Series) -> None:
-    """A problem every complete checkpoint has (a dataset or setting its runs cannot use) is the command's error,
-    not one skip per checkpoint; broken checkpoints are said at the end (:func:`check_evaluated`)."""
+    """A problem every complete checkpoint has is the command's error, not one skip per checkpoint."""
     complete = [u for u in series.units if not (u.skipped or "").startswith(("still being written", BROKEN))]
     reasons = {u.skipped for u in complete}
     if complete and len(reasons) == 1 and None not in reasons:

@@ -1,12 +1,5 @@
-"""Which folders of a training run are its checkpoints, at which step, and whether each is complete (a checkpoint
-still being written is never read).
-
-Found as the trainers' ``checkpoint-<step>`` folders (default), by ``--step-pattern`` (a regex with one group for
-the step, matched against paths up to three levels below the run: ``step_(\\d+)/hf``), or by ``--checkpoints``
-(``PATH`` or ``STEP=PATH``). Complete when (1) ``config.json`` parses, (2) every safetensors file is as long as its
-header says (:func:`harness.models.weights.check_safetensors`) and a sharded index names only such shards, and (3)
-its writer is done: ``trainer_state.json`` parses (the Trainer writes it last) or, without a Trainer, nothing has
-changed for ``settle`` seconds (all that vouches for ``.bin`` weights). Done but not whole is broken."""
+"""Which folders of a training run are its checkpoints, at which step, and whether each is complete (one still being
+written is never read): ``config.json`` parses, safetensors are whole, its writer done (``trainer_state.json``)."""
 
 from __future__ import annotations
 
@@ -90,8 +83,7 @@ BROKEN = "broken"
 
 
 def incomplete(folder: Path, settle: float, now: float | None = None) -> str | None:
-    """Why ``folder`` cannot be read yet (one phrase), or None when complete. A whole ``trainer_state.json``
-    (written last) with a config or weights not whole is :data:`BROKEN`: waiting will not complete it."""
+    """Why ``folder`` cannot be read yet (one phrase; :data:`BROKEN`: waiting will not help), or None when complete."""
     problem = _json(folder / "config.json") or _weights(folder)
     if problem:
         if (folder / TRAINER_MARKER).exists() and _json(folder / TRAINER_MARKER) is None:

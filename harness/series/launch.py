@@ -1,13 +1,5 @@
-"""What evaluates a series' runs: here, or one SLURM array per checkpoint.
-
-Here (:func:`run_all`): each checkpoint's run through :func:`harness.run.runner.run`, in step order; a failed
-checkpoint is noted (its failed records beside any earlier good ones), the others go on, and the series' next run
-computes it again. ``--launcher slurm`` (:class:`Submitter`): each checkpoint's runs are one step submitted by the
-paper graph's SLURM executor (:func:`harness.paper.slurm.submit`: one array per step, the same ledger, attempts,
-job runner and ``--status``); new complete checkpoints are submitted at each look (``--watch``: as they appear).
-The bookkeeping is ``<results>/../series/<name>/``: ``context.json`` holds every step submitted (a job finds its
-own there), the ledger maps each run (task, step, weights' fingerprint) to its SLURM id. A queued or running run is
-not submitted again, a finished one is skipped, a failed one is resubmitted by the next command."""
+"""What evaluates a series' runs: here (:func:`run_all`, in step order), or ``--launcher slurm`` (:class:`Submitter`:
+through the paper graph's SLURM executor); a queued or running run is not submitted again, a failed one is."""
 
 from __future__ import annotations
 
@@ -25,7 +17,6 @@ def run_unit(unit: Unit, log_dir: str | None = None) -> str | None:
     from harness.paper.hydra_overrides import job_log_dir, log_file
     from harness.paper.progress import composed
     from harness.run import runner
-
     assert unit.job is not None
     print(f"[series {unit.series['name']}] step {unit.step} ({unit.checkpoint.folder}): "
           f"{unit.task or 'default task'}, {unit.cells - unit.done} of {unit.cells} cells", flush=True)
@@ -72,8 +63,7 @@ def write_context(folder: Path, units: list[Unit], log_dir: str | None = None) -
 
 
 class Submitter:
-    """The SLURM launcher of one command: submits a series's runs not queued or running through the paper graph's
-    executor, one array per checkpoint, each at most once (a watch reports a failed one; the next command resubmits)."""
+    """The SLURM launcher of one command: a series's runs through the paper graph's executor, each once."""
 
     def __init__(self, cluster: dict[str, Any]) -> None:
         self.cluster = cluster
@@ -81,7 +71,6 @@ class Submitter:
 
     def __call__(self, series: Series) -> tuple[dict[str, str], int]:
         from harness.paper.slurm import LIVE, queue, read_ledger, submit
-
         if not series.todo:
             return {}, 0
         q = queue()
@@ -107,10 +96,8 @@ class Submitter:
 
 
 def status_lines(series: Series, cluster: dict[str, Any]) -> list[str]:
-    """The paper graph's ``--status`` over the series' steps: each checkpoint's state from its records and the
-    SLURM queue, the failed cells' (or jobs') error lines, device-hours spent against the estimate."""
+    """The paper graph's ``--status`` over the series' steps."""
     from harness.paper import cost, show
-
     units = [u for u in series.units if u.state is not None]
     if not units:
         return ["nothing planned: no checkpoint could be read"]

@@ -55,7 +55,6 @@ def _table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
 def cost_text(series: Series, cluster: dict[str, Any]) -> str:
     """The cost of what is left: the paper graph's cost model and, once checkpoints are done, their seconds here."""
     from harness.paper import cost
-
     todo = series.todo
     parts = []
     if todo:
@@ -100,7 +99,6 @@ def series_rows(units: Sequence[Unit]) -> dict[tuple[str, str], list[tuple[int, 
 def series_tables(series: Series) -> str:
     """Every (task, dataset) of the series as a table of step, score and difference to the previous step."""
     from harness.core.console import format_series
-
     units = [u for u in series.units if u.state and u.state.paths]
     hib = {u.state.plan.task: u.state.plan.header.higher_is_better for u in units if u.state and u.state.plan}
     blocks = [format_series(f"series {series.settings.name}: {task} / {what}", rows, hib.get(task, True))

@@ -1,9 +1,5 @@
-"""A series' units: every checkpoint found, whether complete, and each checkpoint's run per task as one job of the
-paper graph's kind (:class:`~harness.paper.graph.Job`, its state by :func:`harness.paper.progress.job_state`), and
-what the rest will cost. Each checkpoint runs as ``model.path=<folder> model.name=<series>-step<step>`` with the
-``series`` config key (name, step, folder, fingerprint, progress) copied into each record's ``details.series``; the
-run id holds the weights' fingerprint (``model.ref``), so a rewritten checkpoint is a new run. A checkpoint's jobs
-are one step of the graph: one SLURM array, one ledger, one status view with the paper graph's."""
+"""A series' units: every checkpoint found, whether complete, each checkpoint's run per task as one job of the paper
+graph's kind (``model.name=<series>-step<step>``, the run id holding the weights' fingerprint), and the cost."""
 
 from __future__ import annotations
 
@@ -103,8 +99,7 @@ def hydra_value(value: Any) -> str:
 
 
 def job_of(settings: Settings, unit: Unit) -> Job:
-    """One checkpoint's run of a task as a job (keyed as the unit): the task's overrides, the checkpoint, its
-    record row ``<series>-step<step>`` (its own leaderboard row, selection, compare) and its ``series`` value."""
+    """One checkpoint's run of a task as a job, its record row ``<series>-step<step>``."""
     return Job(unit.key, f"step{unit.step}", "run", unit.task or "", (
         *settings.task_overrides(unit.task), f"model.path={hydra_value(str(unit.checkpoint.folder))}",
         f"model.name={hydra_value(f'{settings.name}-step{unit.step}')}", f"series={hydra_value(unit.series)}"))
@@ -113,7 +108,6 @@ def job_of(settings: Settings, unit: Unit) -> Job:
 def series_value(settings: Settings, ckpt: Checkpoint) -> dict[str, Any]:
     """The ``series`` config key of one checkpoint's runs (what its records carry in ``details.series``)."""
     from harness.models.weights import fingerprint
-
     return {"name": settings.name, "step": ckpt.step, "folder": str(ckpt.folder),
             "fingerprint": fingerprint(ckpt.folder), **ckpt.facts()}
 

@@ -1,6 +1,6 @@
 """Task specs: what each task is (metric, tables, selection, stages, dependencies), as data, and its stages.
 
-Read from ``spec:`` of ``conf/task/<name>.yaml`` (or a record's config), loading OmegaConf and no compute code."""
+Read from ``spec:`` of ``conf/task/<name>.yaml`` (or a record's config), loading no compute code."""
 
 from __future__ import annotations
 
@@ -32,10 +32,8 @@ def _task_dir() -> Path:
 
 
 def task_node(name: str, folder: Path | None = None) -> dict[str, Any]:
-    """``conf/task/<name>.yaml`` as a plain mapping, with the task files it lists in its ``defaults`` (same group,
-    e.g. ``code.yaml``'s ``- beir``) merged under it, as Hydra composes them. Other groups' entries are left out."""
+    """``conf/task/<name>.yaml`` as a plain mapping, with the task files its ``defaults`` lists merged under it."""
     from omegaconf import OmegaConf
-
     folder = folder or _task_dir()
     raw = OmegaConf.load(folder / f"{name}.yaml")
     merged = OmegaConf.create({})
@@ -73,8 +71,7 @@ def find(name: str) -> TaskSpec | None:
 
 
 def for_record(record: ResultRecord) -> TaskSpec | None:
-    """The spec a record belongs to: the shipped one, else the one in the record's own config (a task from a user's
-    config folder), else None (records written before specs existed, of a task no longer shipped)."""
+    """The spec a record belongs to: the shipped one, else its own config's, else None."""
     spec = find(record.task)
     if spec is not None:
         return spec
@@ -96,8 +93,7 @@ _carried: dict[str, TaskSpec] = {}
 
 
 def column_of(record: ResultRecord) -> tuple[str, str]:
-    """(table, column) of a record: its task's spec decides; a record of a task with no spec gets a table of its
-    own, one column per dataset (the leaderboard lays it out so, and the comparison tests it so)."""
+    """(table, column) of a record, as its task's spec decides (no spec: a table of its own)."""
     spec = for_record(record)
     return spec.column_of(record) if spec else (record.task, record.dataset)
 

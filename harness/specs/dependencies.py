@@ -1,7 +1,5 @@
-"""One resolver for ``spec.depends_on``: which of a task's datasets start from another of its runs, under a config.
-
-The runner (GLUE: which tasks start from the MNLI checkpoint, and in which order), the Hydra sweep staging check
-and the paper graph all ask this module, so they cannot disagree; the spec is the one place a chain is declared."""
+"""One resolver for ``spec.depends_on``: which of a task's datasets start from another of its runs, under a config
+(GLUE's MNLI chain). The runner, the sweep staging check and the paper graph all ask it, so they cannot disagree."""
 
 from __future__ import annotations
 

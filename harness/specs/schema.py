@@ -1,6 +1,5 @@
-"""The schema of a task spec (``spec:`` of ``conf/task/<name>.yaml``, validated by :class:`TaskSpec`): what a task
-*is*: its metric, leaderboard place, selection, stages and dependencies. Pure data; the selection, the leaderboard
-and the paper graph read nothing but specs and records."""
+"""The schema of a task spec (``spec:`` of ``conf/task/<name>.yaml``, :class:`TaskSpec`): its metric, leaderboard place,
+selection, stages and dependencies; the selection, the leaderboard and the paper graph read only specs and records."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class TableSpec:
-    """One leaderboard table: ``columns`` fixed, with an average (None: the records' datasets, no average);
-    ``scale`` maps a value to the shown one (100 for 0-1 IR metrics; None: x100 when all in [0, 1])."""
+    """One leaderboard table: ``columns`` (None: the records' datasets) and ``scale`` (None: x100 if 0-1)."""
 
     id: str
     label: str                      # short name: filters, charts
@@ -37,8 +35,7 @@ class TableSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Placement:
-    """The column a record fills in the spec's first table: ``column`` formatted with its ``dataset``, ``split``
-    and ``details`` (``defaults`` where missing), plus ``suffixes[key][value]`` (MLDR: ``mldr-en/ood-colbert``)."""
+    """The column a record fills: ``column`` formatted with its dataset, split and details, plus suffixes."""
 
     column: str = "{dataset}"
     defaults: Mapping[str, str] = field(default_factory=dict)
@@ -70,9 +67,7 @@ class SelectionSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Dependency:
-    """What a task needs first: the ``selection`` (or every ``record``) of ``task`` (or of the task config key
-    ``task_key`` names), limited to ``datasets``; ``for_datasets``: which of this task's need it (empty: all);
-    ``via``: the config key carrying it into the run."""
+    """What a task needs first: the ``selection`` (or every ``record``) of ``task``, carried in by the key ``via``."""
 
     task: str
     needs: str = choices("selection", "records", default="selection")
@@ -84,8 +79,7 @@ class Dependency:
 
 @dataclass(frozen=True, kw_only=True)
 class TaskSpec:
-    """What a task is. ``runner``: the computation (a key of :data:`harness.run.planning.PLANNERS`); ``stages``: the
-    stages it composes, whose protocol versions (:mod:`harness.specs.stages`) enter every run identity."""
+    """What a task is: ``runner`` its computation; ``stages``, whose protocol versions enter its run identity."""
 
     runner: str
     main_metric: str
@@ -106,8 +100,7 @@ class TaskSpec:
     name: str = ""                  # filled from the task config's ``name``
 
     def stages_for(self, config: Mapping[str, Any]) -> tuple[str, ...]:
-        """The stages that compute a run of ``config`` (the resolved config): those whose ``stage_when`` holds, a
-        ``{dotted.key}`` in a stage's name replaced by the config's value (``retrieve.{task.retriever}``)."""
+        """The stages that compute a run of ``config`` (``retrieve.{task.retriever}``: filled in)."""
         def holds(stage: str) -> bool:
             return all(dotted(config, key) == value for key, value in self.stage_when.get(stage, {}).items())
 

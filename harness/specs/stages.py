@@ -1,6 +1,5 @@
-"""A stage as a task declares it: its protocol version, and where its code is. Each protocol declares its ``STAGES``
-in its folder, :data:`SHARED` those several compose. A version enters the identity of every run using the stage:
-bump it when a code change changes its numbers, and earlier records stop counting as finished (kept for comparison)."""
+"""A stage as a task declares it: its protocol version, and where its code is. A version enters the identity of every
+run using the stage: bump it when a code change changes its numbers (earlier records then no longer count as done)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""A run as a value, and what every planner builds it from. :class:`RunPlan` is everything
-:func:`harness.run.planning.plan` resolves from one composed config (the typed settings, the model, device,
-precision, seed, learning rate, lineage, the cells, where files go, the record header, the work estimate, the code
-that computes it), and what the computing stages receive. :class:`Setup` is what planning resolves before a task's
-planner runs; the functions below are what every planner shares (the run identity, the record header, the model's
-checks). Nothing here imports torch or a runner.
-
-A :class:`Cell` is one record to be; the :class:`RecordHeader` turns a cell and what a stage measured into a
-:class:`~harness.core.results.ResultRecord` (the fields every record of the run shares filled in), so compute
-returns records without holding anything but values.
-"""
+"""A run as a value: :class:`RunPlan` (all planning resolves from one composed config, what the computing stages
+receive), :class:`Setup`, and what every planner shares (identity, record header, model checks); no torch."""
 
 from __future__ import annotations
 
@@ -37,12 +28,9 @@ S = TypeVar("S")    # a task's typed settings (the nodes of its stages)
 T = TypeVar("T")    # what its stages read beyond the plan's own values (RetrievalStages, GlueStages, ...)
 
 
-# -------------------------------------------------------------------------------- the trained run a task evaluates
-# The paper evaluates MLDR (out-of-domain), CodeSearchNet and StackOverflow-QA with the DPR model task=beir trained on
-# MS MARCO, never retraining it. ``task.source`` names that model: the run its task's selection rule picks
-# (``selected``, as harness.select), one run id, or null for model.path as is; planning resolves it into a Lineage
-# (:func:`harness.run.planning.source_of`), whose run id and weights' fingerprint replace ``model.ref`` in the run
-# identity (a new selection is a new run); every record carries it in ``details.lineage``.
+# The paper evaluates MLDR (out-of-domain), CodeSearchNet and StackOverflow-QA with task=beir's DPR model trained on MS
+# MARCO. ``task.source`` names it (``selected``, a run id, or null: model.path as is); planning resolves it into a
+# Lineage whose run id and weights' fingerprint replace ``model.ref`` in the run identity (``details.lineage``).
 @dataclass(kw_only=True)
 class SourceSettings:
     """``task.source``: the weights a run evaluates."""
@@ -75,10 +63,8 @@ class Lineage:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
     def loaded(self, block: Mapping[str, Any], path: str) -> dict[str, Any]:
-        """What a loaded model's record block (``block``, the load stage's) gains from this source, once the loaded
-        weights are checked to be those the source run recorded: ``model.path`` as configured and the lineage."""
+        """A loaded model's record block with this source's lineage, its weights checked to be the source's."""
         from harness.core.errors import HarnessError
-
         if self.model_dir and self.fingerprint and block["fingerprint"] != self.fingerprint:
             raise HarnessError(
                 f"the weights in {self.model_dir} changed since task={self.task} run {self.run_id} recorded them "
@@ -100,16 +86,9 @@ SOURCE = "resolved into model.ref: the source run id and its trained weights' fi
 
 @dataclass(frozen=True)
 class Cell:
-    """One record to be: a (run, dataset) pair. ``identity`` is what ``run_id`` hashes; ``spec`` is a hash of the
-    dataset's definition and, for local data, of what its files hold (:func:`with_files`; an ok record with another
-    spec is out of date); ``payload`` is the task's own (a catalog entry, a grid point, a synthetic set, an mteb
-    task). ``plan_key``: where the run id holds what only the executing machine knows (the efficiency task's
-    hardware), the hash of the identity without it, stored in the record, so a planner elsewhere still finds the
-    record. ``files``: the local files the cell reads (:func:`harness.core.file_hash.describe`: their fingerprint and
-    table), shown in the record's ``details.data_files``. ``data_free_key``: where the files' content is in the run
-    id itself (GLUE's TSVs, a training file), the hash of the identity without it but with the files' paths: a
-    finished record of the same key under another run id was computed on an earlier version of those files, and is
-    set aside when this cell's record is written (:func:`harness.run.runner.store`)."""
+    """One record to be: a (run, dataset) pair. ``spec``: a hash of the dataset's definition and local files (another
+    spec: out of date); ``plan_key``: the identity's hash without what only the executing machine knows;
+    ``data_free_key``: where the files' content is in the run id (GLUE), its hash with their paths instead."""
 
     dataset: str
     run_id: str
@@ -122,8 +101,7 @@ class Cell:
 
 
 def with_files(spec: str, files: Mapping[str, Any] | None) -> str:
-    """A data spec that also holds what the local files hold (``files``: :func:`harness.core.file_hash.describe`);
-    the spec unchanged where nothing local is read (hub data: its pinned revision is in the definition)."""
+    """A data spec that also holds what the local files hold; unchanged where nothing local is read."""
     return spec if not files else results.stable_hash({"data": spec, "files": files["fingerprint"]})
 
 
@@ -135,9 +113,7 @@ def data_free_key(identity: Mapping[str, Any], content_keys: Sequence[str], path
 
 @dataclass(frozen=True)
 class RecordHeader:
-    """What every record of one run shares: its task, model block and content reference, main score and direction,
-    precision, the composed config, the keys that only pick a seed (``config_id`` leaves them out), the
-    hyperparameters and details the run shows on every record (a failed one too)."""
+    """What every record of one run shares: task, model, score, direction, precision, config, seed keys, details."""
 
     task: str
     model: Mapping[str, Any]
@@ -154,7 +130,6 @@ class RecordHeader:
     def record(self, cell: Cell, *, model: Mapping[str, Any] | None = None, **fields: Any) -> ResultRecord:
         """A record of ``cell``: ``fields`` (metrics, split, details, ...) over the shared ones."""
         from harness.core import scheduler
-
         fields.setdefault("dataset", cell.dataset)
         fields.setdefault("main_score", self.main_score)
         fields.setdefault("precision", self.precision)
@@ -165,9 +140,8 @@ class RecordHeader:
         rec = ResultRecord(
             task=self.task, model={**block, "ref": dict(self.model_ref)}, run_id=cell.run_id,
             higher_is_better=self.higher_is_better, config_id=derived_key(cell.identity, without=self.seed_keys),
-            config=dict(self.config), sweep=scheduler.sweep_name(), experiment=self.experiment, scheduler=scheduler.facts(),
-            **fields,
-        )
+            config=dict(self.config), sweep=scheduler.sweep_name(), experiment=self.experiment,
+            scheduler=scheduler.facts(), **fields)
         if cell.spec is not None:
             rec.details.setdefault("data_spec", cell.spec)
         if cell.plan_key is not None:
@@ -189,13 +163,10 @@ class RecordHeader:
 
 @dataclass(frozen=True, kw_only=True)
 class RunPlan(Generic[S, T]):
-    """One run, resolved. ``cells``: this round's (``later``: another round is planned once these have run: GLUE's
-    chained tasks start from MNLI's records); ``work``: what its job processes (run or report mode); ``compute``:
-    what computes its cells (``compute(plan, todo)`` yields records, failed ones too; a ``part`` job, one corpus
-    shard into the cache, returns none); ``check(plan, todo)``: cheap checks before any work (data present, weights);
-    ``fitted``: lengths (by config key) the model must position; ``weights``: the local folder of the weights it
-    loads (None: a hub id or a package); ``select_after``: the task's selection is written after an in-process sweep
-    of more than one cell (GLUE's); ``stages``: what its stages read beyond these values."""
+    """One run, resolved. ``cells``: this round's (``later``: another round follows, GLUE's chained tasks); ``work``:
+    what its job processes; ``compute(plan, todo)`` yields records (a ``part`` job none); ``check(plan, todo)``:
+    cheap checks first; ``fitted``: lengths the model must position; ``weights``: their folder (None: hub, package);
+    ``select_after``: selection after an in-process sweep (GLUE); ``stages``: what its stages read beyond these."""
 
     task: str
     model_name: str
@@ -230,9 +201,7 @@ class RunPlan(Generic[S, T]):
 
 @dataclass(frozen=True, kw_only=True)
 class Setup:
-    """What :func:`harness.run.planning.plan` resolves before a task's planner: the composed config (and its resolved
-    copy, as records carry it), the task's spec, where files go; when first asked, the model, device, precision and
-    the trained run the task evaluates (``task.source``, by ``resolve_source``; None where the task has none)."""
+    """What planning resolves before a task's planner: config, spec, layout; the model, device and source when asked."""
 
     cfg: DictConfig
     config: dict[str, Any]
@@ -249,7 +218,6 @@ class Setup:
     @cached_property
     def device(self) -> str:
         from harness.models import resolve_device
-
         return resolve_device(str(self.cfg.device))
 
     @cached_property
@@ -260,21 +228,18 @@ class Setup:
     def precision(self) -> str:
         """The resolved top-level ``precision`` (a task with its own precision key resolves that instead)."""
         from harness.models import resolve_precision
-
         return resolve_precision(str(self.cfg.precision), self.device)
 
     @cached_property
     def model_ref(self) -> dict[str, Any]:
         """The model's content reference (with a source run: that run and its trained weights' fingerprint)."""
         from harness.models import model_ref
-
         if self.lineage is None:
             return model_ref(self.model)
         return self.lineage.ref({} if self.lineage.model_dir is not None else model_ref(self.model))
 
     def weights_dir(self) -> str | None:
-        """The local folder of the weights the run loads: a source run's trained weights, else ``model.path``'s
-        folder (None: a hub id or a package, checked when loaded)."""
+        """The local folder of the weights the run loads (None: a hub id or a package)."""
         if self.lineage is not None and self.lineage.model_dir is not None:
             return self.lineage.model_dir
         path = Path(str(self.model.path)).expanduser()
@@ -282,11 +247,7 @@ class Setup:
 
     def identity(self, stages: Registry[Stage], exclude: Mapping[str, str], *, precision: str | None = None,
                  without: Sequence[str] = (), replace: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The run identity: the resolved config minus ``exclude`` (every key that changes no number: the task's
-        :func:`excluded_keys`) and ``without``, with the resolved precision and the model's content reference in
-        place of ``precision`` and ``model.path``, and the protocol version (in the task's ``stages``) of every
-        stage that computes this run (the spec's ``stages_for`` the config); the keys only a stage that does not
-        run reads (``spec.stage_keys``) are left out."""
+        """The run identity: the config less excluded keys, with precision, model reference and stage versions."""
         spec = self.spec
         for stage in spec.stage_keys:
             declared(stages, stage)   # an unknown stage fails with the closest names
@@ -297,49 +258,37 @@ class Setup:
         )
 
     def header(self, precision: str | None = None, **fields: Any) -> RecordHeader:
-        """What every record of the run shares (``fields``: the task's hyperparameters and details): the model block
-        as the config states it (stages that load weights add what they found), the spec's main metric, direction
-        and the keys that only pick a seed (runs that differ only in these are averaged by selection)."""
+        """What every record of the run shares (``fields``: the task's hyperparameters and details)."""
         m, spec = self.model, self.spec
         model = {"name": m.name, "path": m.path, "revision": m.revision, "family": m.family, "size": m.size}
         return RecordHeader(task=self.name, model=model, model_ref=self.model_ref, main_score=spec.main_metric,
                             higher_is_better=spec.higher_is_better, precision=precision or self.precision,
-                            config=self.config,
-                            seed_keys=spec.seed_keys, experiment=self.cfg.get("experiment"), **fields)
+                            config=self.config, seed_keys=spec.seed_keys, experiment=self.cfg.get("experiment"),
+                            **fields)
 
 
 def excluded_keys(settings_class: type, root: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every key (dotted from the config root) that changes no number, and why: ``root`` (keys outside ``task``) and
-    the task keys its settings declare excluded, less its ``kept`` ones (excluded keys its run ids always hashed)."""
+    """Every key (dotted from the root) that changes no number, and why, less the settings' ``kept`` ones."""
     from harness.core.typed import excluded_keys as declared
-
     kept = set(getattr(settings_class, "kept", ()))
     return {**(root or {}), **{k: v for k, v in declared(settings_class, "task").items() if k not in kept}}
 
 
 def check_model(plan: RunPlan[Any, Any], todo: Sequence[Cell]) -> None:
-    """Every run's first check before any work (it loads no model and parses no data): the attention it asks for is
-    available (one rule for every task: flash_attention_2 needs flash-attn, never another kernel), the weights are
-    reachable (a source run's local weights were checked when planning), and each length the run fits is within the
-    model's positions, read from its config.json (a series of checkpoints is refused once, not per checkpoint)."""
+    """Every run's first check, loading nothing: the attention is available, weights reachable, lengths fit."""
     from harness.models import _check_attn, check_available
-
     _check_attn(plan.model)
     if plan.lineage is None or plan.lineage.model_dir is None:
         check_available(plan.model)
     if plan.fitted and plan.weights is not None:
         from harness.models.positions import check_length, positions_in
-
         n = positions_in(plan.weights)
         for key, length in plan.fitted.items():
             check_length(n, length, plan.model_name, key)
 
 
 def done(rec: ResultRecord | None, cell: Cell, *, overwrite: bool) -> bool:
-    """The one answer to "is this cell done?", for the runner (:func:`pending`), the paper graph and the series
-    (:func:`harness.paper.progress.job_state`): ``rec``, the finished (ok or skipped) record found for the cell, is
-    of the same definition (a local dataset that now holds other data has another ``data_spec``: the runner
-    evaluates it again) and the run is not to be redone (``overwrite``)."""
+    """The one answer to "is this cell done?": a finished record of the same definition, and no ``overwrite``."""
     return rec is not None and not overwrite and not stale(rec, cell)
 
 
@@ -351,7 +300,6 @@ def stale(rec: ResultRecord, cell: Cell) -> bool:
 def pending(plan: RunPlan[Any, Any], cells: Sequence[Cell]) -> list[Cell]:
     """The cells of ``plan`` that are not :func:`done` (all of them with ``overwrite``)."""
     import logging
-
     log = logging.getLogger("harness.runner")
     todo = []
     for cell in cells:

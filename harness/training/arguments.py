@@ -1,6 +1,5 @@
-"""What every trainer here shares: its training arguments' shared fields, from its settings node and the run
-(:class:`~harness.training.settings.TrainRun`); callbacks and guards (a NaN loss stops it, progress lines off a
-terminal, an unfinished run's checkpoints removed); the end of a run (steps taken, finite loss, model saved, facts)."""
+"""What every trainer here shares: its training arguments' shared fields; callbacks and guards (a NaN loss stops it,
+progress lines off a terminal, an unfinished run's checkpoints removed); the end of a run (checks, save, facts)."""
 
 from __future__ import annotations
 
@@ -32,10 +31,7 @@ class Batches(Protocol):
 
 def training_arguments(node: Batches, run: TrainRun, output_dir: str | Path, *, tracker: Tracker | None = None,
                        sentence_transformers: bool = True, **fields: Any) -> Any:
-    """``SentenceTransformerTrainingArguments`` (``sentence_transformers=False``: ``TrainingArguments``) with the
-    shared fields: batch, accumulation and warmup ratio from ``node``; epochs, learning rate, precision, seeds and
-    the CPU flag from ``run``; the tracker's ``report_to`` and run name; NaN losses logged (for the NaN guard); no
-    checkpoints. ``fields``: what the caller adds or overrides. On N processes each accumulates 1/N of it."""
+    """``SentenceTransformerTrainingArguments`` (or ``TrainingArguments``) with the shared fields and ``fields``."""
     n = ranks.world()
     if node.gradient_accumulation_steps % n:
         raise HarnessError(f"{n} training processes cannot share task.gradient_accumulation_steps="
@@ -85,8 +81,7 @@ class NaNLossGuard(TrainerCallback):
 
 @contextlib.contextmanager
 def discard_unfinished(folder: Path) -> Iterator[None]:
-    """Remove the trainer's checkpoint ``folder`` when training does not finish (an error, or ``scancel`` / a
-    requeue, which :mod:`harness.core.scheduler` turns into ``SystemExit``); a finished training's folder stays."""
+    """Remove the trainer's checkpoint ``folder`` when training does not finish (an error, ``scancel``)."""
     try:
         yield
     except BaseException:
@@ -95,8 +90,7 @@ def discard_unfinished(folder: Path) -> Iterator[None]:
 
 
 class ProgressLines(TrainerCallback):
-    """Training progress through the console when no bar is drawn (SLURM logs, pipes): one line per evaluation and
-    at most ~20 loss lines a run (step, epoch, loss or score, time left); on a terminal the Trainer's tqdm bar."""
+    """Training progress when no bar is drawn: a line per evaluation, at most ~20 loss lines a run."""
 
     def __init__(self, desc: str = "training") -> None:
         self.desc = desc
@@ -135,9 +129,7 @@ def check_loss(loss: float) -> None:
 
 def finish_training(model: Any, result: Any, output_dir: str | Path, *, cfg: Batches, n_rows: int,
                     rows: str, tracker: Tracker | None = None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Check the run (:func:`check_loss`), save ``model`` to ``output_dir/model`` (rank 0; the others wait) and
-    return the record's training facts: steps, mean loss, ``n_<rows>``, effective batch, ``facts``, the model's
-    place, the tracker's description. ``result``: what ``Trainer.train()`` returned."""
+    """Check the run, save ``model`` to ``output_dir/model`` (rank 0) and return the record's training facts."""
     tracker = tracker or tracking.NONE
     if result.global_step == 0:     # the data did not fill one (accumulated) batch
         raise HarnessError(

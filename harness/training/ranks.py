@@ -1,25 +1,12 @@
 """``task.devices=N``: a training on N processes of this node, started by torch.distributed's elastic launcher as
-``torchrun --standalone`` does (c10d rendezvous on a free local port, one worker per device, no restarts); under
-SLURM inside the job's own allocation. Each worker is a rank of the trainers' own data parallelism (Trainer through
-accelerate: DDP over gloo on CPU, NCCL on GPUs), taking the optimizer steps one process would. The elastic
-launcher, not ``torch.multiprocessing.spawn``: it sets every rank's environment as torchrun does, stops the others
-when one fails, and reports which rank failed with its error (its ``@record`` file), which the run's error line says.
+``torchrun --standalone`` does (it sets every rank's environment, stops the others when one fails and says which),
+each a rank of the trainers' own data parallelism (DDP over gloo on CPU, NCCL on GPUs), taking one process's steps.
 
-Accelerate's ``BatchSamplerShard`` (no ``split_batches``) hands rank r the micro-batches r, r + N, r + 2N, ... of
-the batch sampler every rank iterates alike, and the Trainer groups k of them per optimizer step. With k = the
-configured accumulation / N, step j of every rank covers micro-batches jNk .. (j+1)Nk - 1: one process's step j at
-accumulation Nk. Each rank scales its losses by 1/k and DDP averages, so every micro-batch counts 1/(Nk).
-
-What accelerate leaves to us (:class:`StepBatches`, around the trainer's batch sampler):
-- an epoch's last, shorter step of R micro-batches (R = planned batches mod Nk): ``drop_last`` would drop the
-  R mod N that do not fill a round of ranks; they are kept, the round filled with copies of the last batch whose
-  loss counts 0, each real micro-batch counting 1/R (:meth:`StepBatches.factor`) as on one process;
-- a shorter epoch than planned (NO_DUPLICATES cannot always fill its last batches): one process never applies the
-  incomplete group, so it is not handed out;
-- the epoch: accelerate sets it only on a wrapped sampler's ``sampler``, which NO_DUPLICATES does not use (it
-  reseeds with seed + epoch): :class:`EpochStart` sets it;
-- with gathered negatives (``task.gather_across_devices``) a copied batch would be every rank's negative, so the
-  R mod N last micro-batches are dropped instead."""
+Accelerate's ``BatchSamplerShard`` hands rank r the micro-batches r, r + N, ... of the sampler every rank iterates
+alike, k = accumulation / N per step, so every rank's step j covers one process's step j. What accelerate leaves to
+us (:class:`StepBatches`): an epoch's last, shorter step of R micro-batches (the round filled with copies counting 0,
+each real one 1/R; gathered negatives: the R mod N last dropped); a shorter epoch than planned (NO_DUPLICATES: the
+incomplete group is not handed out); the epoch of a sampler accelerate does not wrap (:class:`EpochStart`)."""
 
 from __future__ import annotations
 
@@ -65,14 +52,11 @@ def check_devices(n: int, device: str) -> None:
 
 
 def run_on_devices(fn: Callable[..., Any], args: tuple[Any, ...], n: int, device: str, workdir: Path) -> Any:
-    """``fn(*args)`` in ``n`` processes (ranks 0..n-1; ``fn`` a module-level function) on ``device``'s GPUs 0..n-1 or
-    the CPU; returns rank 0's value. A failing rank stops the others and raises here with its error line
-    (:class:`TrainingDivergedError` where it diverged). ``workdir``: the launcher's logs (the caller removes it)."""
+    """``fn(*args)`` in ``n`` processes on ``device``'s GPUs 0..n-1 or the CPU; rank 0's value, or the error."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, run_id=str(uuid.uuid4()),
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.5,
                           start_method="spawn", logs_specs=DefaultLogsSpecs(log_dir=str(workdir / "ranks")))
@@ -97,10 +81,7 @@ def _rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 @contextmanager
 def _launching(n: int, device: str) -> Iterator[None]:
-    """While the agent runs: the ranks inherit this run's progress level (rank 0 prints) and, on CPU, an equal
-    share of this process's threads (``OMP_NUM_THREADS`` unless set; accelerate would give each the machine's
-    cores / N); the launcher's failure log stays off the console (the run's error line says it). Afterwards, the
-    signal handlers as before the elastic agent set its own."""
+    """While the agent runs: the ranks' log level and threads set, the launcher's failure log quiet; then restored."""
     env = {"HARNESS_RANK_LOG_LEVEL": str(logging.getLogger("harness.progress").getEffectiveLevel())}
     if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         env["OMP_NUM_THREADS"] = str(max(1, torch.get_num_threads() // n))
@@ -125,8 +106,7 @@ def _launching(n: int, device: str) -> Iterator[None]:
 
 
 #: what a rank says when another rank is gone (the collective it waited in broke): never the root cause
-SECONDARY = ("DistBackendError", "gloo", "NCCL", "Connection closed by peer", "Connection reset by peer",
-             "Broken pipe")
+SECONDARY = ("DistBackendError", "gloo", "NCCL", "Connection closed by peer", "Connection reset by peer", "Broken pipe")
 
 
 def failure(exc: Any, n: int) -> HarnessError:
@@ -172,7 +152,6 @@ def rank() -> int:
 def barrier() -> None:
     """Wait for every process of the training (a no-op on one process)."""
     import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         dist.barrier()
 
@@ -187,9 +166,7 @@ class Tail:
 
 
 class StepBatches(BatchSampler):
-    """The micro-batch stream of one process (``inner``: the trainer's batch sampler) cut where ``world`` processes
-    can share it: whole steps of ``group`` (accumulation x world) micro-batches, then the planned last step padded
-    to a multiple of ``world`` (``pad``; else cut to one: gathered negatives)."""
+    """One process's micro-batches cut where ``world`` processes can share them (the last step padded, or cut)."""
 
     def __init__(self, inner: Any, world: int, group: int, pad: bool = True) -> None:
         self.inner, self.world, self.group, self.pad = inner, world, group, pad
@@ -234,9 +211,9 @@ class StepBatches(BatchSampler):
         yield from held + [held[-1]] * pads
 
     def factor(self, i: int, rank: int, per_rank: int) -> float:
-        """What rank ``rank``'s ``i``-th micro-batch of this epoch's loss is multiplied by, beside the trainer's own
-        1/``per_rank`` (the micro-batches it accumulates in this step): 1 in whole steps; in the padded last step,
-        world x per_rank / R for its real micro-batches (each then counts 1/R after DDP's mean) and 0 for copies."""
+        """What rank ``rank``'s ``i``-th micro-batch loss is multiplied by beside the trainer's 1/``per_rank``: 1 in
+        whole steps; in the padded last step, world x per_rank / R for real ones (1/R after DDP's mean), 0 for
+        copies."""
         position = i * self.world + rank
         if self.tail is None or position < self.tail.start:
             return 1.0
@@ -246,8 +223,7 @@ class StepBatches(BatchSampler):
 
 
 class EpochStart(TrainerCallback):
-    """At each epoch: the sampler's epoch set (as one process's DataLoader does) and the micro-batch count restarted;
-    after the last, the loss logged gathered over ranks (else a rank's remainder would enter the mean loss)."""
+    """Each epoch: the sampler's epoch set, micro-batches counted anew; at the end, the loss logged gathered."""
 
     def __init__(self, trainer: Any) -> None:
         self.trainer, self.epoch = trainer, 0

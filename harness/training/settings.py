@@ -104,8 +104,7 @@ class EarlyStopping:
 
 @dataclass(kw_only=True)
 class GlueTraining:
-    """``train.glue``: what task=glue's trainer reads besides a grid point's learning rate, weight decay, epochs and
-    seed (:class:`~harness.tasks.glue.classification.TrainConfig`), and the scoring protocol."""
+    """``train.glue``: what task=glue's trainer reads besides a grid point's values."""
 
     batch_size: int = count()
     eval_batch_size: int = count(excluded="how the dev set is batched")
@@ -124,8 +123,7 @@ class GlueTraining:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainRun:
-    """What a training run gets beside its node: the values the run resolves (the learning rate: ``task.lr``, or
-    the source run's; the seed; the epochs of a GLUE grid point), the mixed precision and the device."""
+    """What a training run gets beside its node: its resolved values, the precision and the device."""
 
     lr: float
     epochs: float

@@ -1,15 +1,5 @@
-"""Experiment trackers for every trainer (DPR, GLUE, ColBERT): the ``logger`` config group (``none``,
-``tensorboard``, ``wandb``, ``mlflow``) becomes the Trainer's ``report_to``, callbacks and a tracker run labelled
-with the run id and the record path (``tracking.tracker(cfg, run_id=..., record_path=..., task=..., model=...)``)::
-
-    args = TrainingArguments(..., **tracker.training_args())      # report_to, run_name
-    trainer = Trainer(..., callbacks=[..., *tracker.callbacks()])
-    with tracker.session():                                         # opens/closes the tracker run
-        trainer.train()
-
-wandb and mlflow are optional, imported only when chosen (:func:`check` fails first with the install hint).
-TensorBoard is transformers' ``TensorBoardCallback`` writing to ``<logger.dir>/<task>/<model>/<run id>`` (default
-``${paths.outputs}/tensorboard``), outside the checkpoint folders deleted after training."""
+"""Experiment trackers for every trainer: the ``logger`` config group becomes the Trainer's ``report_to``, callbacks
+and a tracker run labelled with the run id; wandb and mlflow are imported only when chosen."""
 
 from __future__ import annotations
 
@@ -28,8 +18,7 @@ log = logging.getLogger(__name__)
 
 #: logger name -> (module it imports, the install command)
 PACKAGES = {"tensorboard": ("tensorboard", "pip install 'harness[tensorboard]'"),
-            "wandb": ("wandb", "pip install 'harness[wandb]'"),
-            "mlflow": ("mlflow", "pip install 'harness[mlflow]'")}
+            "wandb": ("wandb", "pip install 'harness[wandb]'"), "mlflow": ("mlflow", "pip install 'harness[mlflow]'")}
 
 
 @dataclass(kw_only=True)
@@ -91,7 +80,6 @@ class Tracker:
             return []
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
-
         writer = SummaryWriter(log_dir=str(self.log_dir))
         writer.add_text("harness/run_id", self.run_id)
         writer.add_text("harness/record_path", self.record_path)
@@ -112,7 +100,6 @@ class Tracker:
     @contextlib.contextmanager
     def _wandb(self) -> Iterator[None]:
         import wandb
-
         s = self.settings
         run = wandb.init(project=s.project, entity=s.entity, name=self.name, dir=s.dir, mode=s.mode,
                          tags=list(s.tags) or None, config={**self.labels(), "harness": dict(self.config)})
@@ -125,7 +112,6 @@ class Tracker:
     @contextlib.contextmanager
     def _mlflow(self) -> Iterator[None]:
         import mlflow
-
         s = self.settings
         if s.tracking_uri:
             mlflow.set_tracking_uri(s.tracking_uri)
@@ -155,7 +141,6 @@ def tracker(cfg: Any, *, run_id: str, record_path: str | Path, task: str, model:
     if s.name == "none":
         return NONE
     from omegaconf import OmegaConf
-
     config = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
     return Tracker(s, run_id=run_id, record_path=str(record_path), name=f"{task}/{model}/{run_id}",
                    config={k: v for k, v in config.items() if k != "hydra"})

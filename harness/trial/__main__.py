@@ -38,7 +38,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     folder = Path(args.dir).resolve()
     if not (folder / "data").is_dir():
         from harness.trial.toy_data import write_paper_data
-
         write_paper_data(folder / "data")
         print(f"toy data written to {folder / 'data'}", flush=True)
     cmd = [sys.executable, "-m", "harness.paper", *paper_args(folder, args.launcher, args.extra)]

@@ -1,6 +1,5 @@
-"""Toy data in every layout the harness reads (BEIR folders, GLUE TSVs, MLDR, CodeSearchNet, triplets, KD rows):
-what the tests run on, and what ``scripts/paper-trial.sh`` (``python -m harness.trial``) gives the shrunk paper
-graph so a new user can try the local or SLURM path end to end without any download. Deterministic."""
+"""Toy data in every layout the harness reads: what the tests run on, and what ``python -m harness.trial`` gives the
+shrunk paper graph so a new user can try the local or SLURM path end to end without any download. Deterministic."""
 
 from __future__ import annotations
 
@@ -8,13 +7,11 @@ import json
 import random
 from pathlib import Path
 
-TOPICS = {
-    "astronomy": "stars planets galaxies telescopes orbit comets nebula",
-    "cooking": "recipes ovens flour butter baking bread sauce",
-    "football": "goals players referee stadium league match striker",
-    "medicine": "patients doctors vaccine clinical trial disease therapy",
-    "finance": "stocks bonds interest rates markets inflation banks",
-}
+TOPICS = {"astronomy": "stars planets galaxies telescopes orbit comets nebula",
+          "cooking": "recipes ovens flour butter baking bread sauce",
+          "football": "goals players referee stadium league match striker",
+          "medicine": "patients doctors vaccine clinical trial disease therapy",
+          "finance": "stocks bonds interest rates markets inflation banks"}
 
 WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "park", "big", "small", "red", "blue", "man", "woman", "saw", "heard"]
 
@@ -129,7 +126,6 @@ def _glue(root: Path) -> None:
 def _mldr(folder: Path) -> None:
     """MLDR's layout: each topic's four documents (longer texts), one test and one train query per document."""
     from harness.tasks.retrieval.data import mldr
-
     docs: dict[str, str] = {}
     for topic, words in TOPICS.items():
         for i in range(4):

@@ -27,10 +27,8 @@ log = logging.getLogger(__name__)
 
 def attention_facts(requested: str, hf: Any, since: tuple[dict[str, int], dict[str, int]] | None = None
                     ) -> dict[str, Any]:
-    """Which attention ran (``auto`` stays the config value; what it resolved to is here), on which kernel and in
-    which dtype: the calls counted since the mark ``since`` (:mod:`harness.models.kernel_calls`)."""
+    """Which attention ran, on which kernel and in which dtype: the calls counted since the mark ``since``."""
     from harness.models.kernel_calls import observed_kernel, watch
-
     calls, dtypes = watch(hf).since(since)
     return {"attn_implementation": hf.config._attn_implementation, "attn_requested": requested,
             "attention_kernel": observed_kernel(calls), "attention_calls": calls,
@@ -43,7 +41,6 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
     from harness.models import cast_for_inference, load_sentence_transformer
     from harness.models.compiled import compile_encoder, wanted
     from harness.tasks.efficiency import throughput as tp
-
     with tp.paper_matmul(plan.device) as matmul:
         with step(f"efficiency: loading {plan.model.name} on {plan.device}"):
             model, block = load_sentence_transformer(plan.model, device=plan.device)
@@ -78,7 +75,6 @@ def measure_cell(plan: RunPlan, cell: Cell, model: Any, hf: Any, block: dict[str
                  roofline: float | None, found: dict[int, SearchResult], facts: dict[str, Any]) -> ResultRecord:
     from harness.models.kernel_calls import watch
     from harness.tasks.efficiency import throughput as tp
-
     s = plan.settings
     spec: SetSpec = cell.payload
     lengths = tp.set_lengths(spec, s.n_docs, s.seed)
@@ -135,11 +131,8 @@ def measure_cell(plan: RunPlan, cell: Cell, model: Any, hf: Any, block: dict[str
 
 def max_batch(plan: RunPlan, spec: SetSpec, mode: str | None, ids: tuple[int, int], pad_id: int,
               found: dict[int, SearchResult], tokens_per_s: float) -> SearchResult:
-    """The largest batch of the set's longest sequences that fits (sets of equal length share the search). On a CPU
-    a probe stops at ``task.max_batch.probe_seconds`` and the search starts where a forward takes half that; on a
-    GPU it starts at the set's batch size and every probe runs to the end."""
+    """The largest batch of the set's longest sequences that fits (a CPU probe: at most ``probe_seconds``)."""
     from harness.tasks.efficiency import max_batch as mbs
-
     if spec.max_length in found:
         return found[spec.max_length]
     mb = plan.settings.max_batch
@@ -154,8 +147,7 @@ def max_batch(plan: RunPlan, spec: SetSpec, mode: str | None, ids: tuple[int, in
     return found[spec.max_length]
 
 def default_memory_gb(plan: RunPlan) -> float | None:
-    """CUDA: none (the device's memory is the limit). CPU: 80% of the memory available now, so a probe that
-    does not fit fails inside its own process instead of pushing the machine into swap or the OOM killer."""
+    """CPU: 80% of the memory available now (a probe that does not fit fails, not the machine); CUDA: None."""
     if plan.device.startswith("cuda"):
         return None
     try:

@@ -1,7 +1,5 @@
-"""The largest batch that runs (the paper's BS columns, Table 2): each probe is one forward of batch x length tokens
-in its own process under a memory budget, so an out-of-memory probe never poisons the next. On a CPU a time budget
-too: a search reaching it reports the largest batch that ran as a lower bound. Each probe is one progress line
-(batch, outcome, forward seconds, peak memory, the bracket being narrowed)."""
+"""The largest batch that runs (Table 2's BS columns): each probe one forward in its own process under a memory
+budget, so an out-of-memory probe never poisons the next; on a CPU a time budget too (a lower bound)."""
 
 from __future__ import annotations
 
@@ -82,18 +80,15 @@ def _peak_bytes(device: str) -> int:
     if device.startswith("cuda"):
         return int(torch.cuda.max_memory_allocated(torch.device(device)))
     import resource
-
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024   # Linux: KiB
 
 
 def _probe_child(probe: Probe, batch_size: int, out: Any) -> None:
-    """In a fresh process: load the model, say "ready", run one forward of ``batch_size`` x ``length`` tokens
-    under the memory budget; report ok, out-of-memory, or another error, with seconds and peak memory."""
+    """In a fresh process: one forward of ``batch_size`` x ``length`` tokens under the memory budget."""
     try:
         import transformers.utils.logging as tlog
 
         from harness.models import ModelSpec, load_sentence_transformer
-
         tlog.set_verbosity_error()     # a probe's loading chatter (LOAD REPORT, weight bars) is noise: its outcome
         tlog.disable_progress_bar()    # and any error reach the parent through the queue
         model, _ = load_sentence_transformer(ModelSpec(**probe.spec), device=probe.device)
@@ -133,7 +128,6 @@ def _limit_memory(device: str, memory_bytes: int | None) -> None:
         torch.cuda.set_per_process_memory_fraction(min(1.0, memory_bytes / total), torch.device(device))
         return
     import resource
-
     with open("/proc/self/statm") as fh:
         vm_now = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     resource.setrlimit(resource.RLIMIT_AS, (vm_now + memory_bytes, resource.getrlimit(resource.RLIMIT_AS)[1]))
@@ -173,8 +167,7 @@ def probe_once(probe: Probe, batch_size: int) -> ProbeOutcome:
             return got
         if probe.seconds is None:
             return ProbeOutcome("error", f"probe of batch {batch_size} timed out after {START_TIMEOUT:.0f} s")
-        return ProbeOutcome("slow", f"stopped at the {probe.seconds:g} s budget per probe",
-                            time.perf_counter() - t0)
+        return ProbeOutcome("slow", f"stopped at the {probe.seconds:g} s budget per probe", time.perf_counter() - t0)
     finally:
         if proc.is_alive():
             proc.kill()
@@ -223,8 +216,7 @@ class _Search:
 def max_batch_size(probe: Probe, *, start: int, limit: int, resolution: int,
                    run: Callable[[Probe, int], ProbeOutcome] = probe_once, label: str = "max batch",
                    show: bool = True) -> SearchResult:
-    """The largest batch (<= ``limit``) that runs: double from ``start`` until a probe fails, halve until one runs,
-    bisect to ``resolution``; a probe over its time budget ends it (a lower bound); 0 if one sequence won't fit."""
+    """The largest batch (<= ``limit``) that runs: double, halve, bisect; 0 if one sequence won't fit."""
     s = _Search(probe, run, label, show)
     n = max(1, min(start, limit))
     status = s.fits(n)

@@ -1,8 +1,5 @@
-"""``task=efficiency``: inference throughput as the ModernBERT paper measured it (section 4; Tables 2, 10, 11).
-
-Four synthetic sets of 8,192 documents (fixed 512, normal(256, 64) in [32, 512], fixed 8,192, normal(4,096, 1,024)
-in [32, 8,192]); tokens per second, mean and std over 10 timed passes after a warm-up; the largest batch; the
-achieved fraction of dense matmul throughput. One record per (model, set)."""
+"""``task=efficiency``: inference throughput as the ModernBERT paper measured it (section 4; Tables 2, 10, 11), on four
+synthetic sets: tokens per second, the largest batch, the fraction of dense matmul throughput. A record per set."""
 
 from __future__ import annotations
 
@@ -41,7 +38,6 @@ class EfficiencyPlanner:
     def precision(self) -> str:
         """``task.precision`` (the paper's fp32 by default) where set, else the top-level ``precision``."""
         from harness.models import resolve_precision
-
         chosen = self.settings.precision
         return resolve_precision(str(self.setup.cfg.precision if chosen is None else chosen), self.setup.device)
 
@@ -52,7 +48,6 @@ class EfficiencyPlanner:
     def set_spec(self, name: str) -> SetSpec:
         if name not in self.settings.sets:
             from harness.core.errors import unknown_name
-
             raise unknown_name("synthetic set", name, self.settings.sets,
                                "Define it under task.sets (length, or mean/std/min/max, and batch_size).")
         return build(SetSpec, self.settings.sets[name], f"task.sets.{name}")
@@ -70,12 +65,10 @@ class EfficiencyPlanner:
     def compiled(self) -> bool:
         """``compile=true`` on a CUDA device: the encoder's forward through torch.compile (CPU: ignored)."""
         from harness.models.compiled import wanted
-
         return wanted(self.setup.cfg, self.setup.device)
 
     def cells(self) -> list[Cell]:
         from harness.tasks.efficiency import throughput as tp
-
         s = self.settings
         if s.token_low >= s.token_high:   # each bound alone is typed (harness.core.typed.count, at_least)
             raise HarnessError(f"task.token_low={s.token_low} must be below task.token_high={s.token_high}: token "

@@ -1,6 +1,5 @@
-"""Inference throughput as the paper measured it (section 4, Tables 2, 10, 11): synthetic random token ids, tokens per
-second over real tokens, the largest batch (:mod:`harness.tasks.efficiency.max_batch`), dense matmul throughput as
-the roofline. Our own: ModernBERT's script is a GPU-only one-off; this runs on any device, padded or packed."""
+"""Inference throughput as the paper measured it: tokens per second over real tokens, the largest batch, dense matmul
+throughput as the roofline. Our own: ModernBERT's script is a GPU-only one-off; this runs anywhere, padded or packed."""
 
 from __future__ import annotations
 
@@ -97,7 +96,6 @@ def device_name(device: str) -> str:
 def machine_facts() -> str:
     """One line for benchmarks: CPU model and threads, the ISA flags that decide bf16 speed, versions, load."""
     from harness.models import cpu_flags
-
     flags = cpu_flags()
     isa = ",".join(f for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16") if f in flags) or "-"
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -105,17 +103,14 @@ def machine_facts() -> str:
             f"python {platform.python_version()}; load average {load}")
 
 
-#: the float32 matmul precision Table 2 was measured under: torch's default, TF32 off. None of the authors' efficiency
-#: notebooks (MB@815a267:efficiency/notebooks) sets ``allow_tf32`` or ``set_float32_matmul_precision``, and the large
-#: model's notebook shows torch warning "TensorFloat32 tensor cores for float32 matrix multiplication available but
-#: not enabled" (MB@815a267:efficiency/notebooks/large/modernbert/modernbert_success.ipynb)
+#: the float32 matmul precision Table 2 was measured under: torch's default, TF32 off (no efficiency notebook sets it,
+#: and MB@815a267:efficiency/notebooks/large/modernbert/modernbert_success.ipynb shows torch's TF32-not-enabled warning)
 PAPER_MATMUL_PRECISION = "highest"
 
 
 @contextlib.contextmanager
 def paper_matmul(device: str) -> Iterator[dict[str, Any]]:
-    """fp32 matmuls as the paper's notebooks ran them (:data:`PAPER_MATMUL_PRECISION`) for the block, whatever the
-    environment set; yields what a record says about it. The previous setting is restored after."""
+    """fp32 matmuls as the paper's notebooks ran them, for the block; yields what a record says of it."""
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(PAPER_MATMUL_PRECISION)
     try:
@@ -138,10 +133,8 @@ class Timing:
 
 def time_passes(run_pass: Callable[[], None], *, repeats: int, warmup: int, device: str,
                 desc: str = "timed passes", show: bool = True, budget_s: float | None = None) -> list[float]:
-    """Seconds of each of ``repeats`` passes after ``warmup`` untimed ones, each a progress step; with ``budget_s``
-    no timed pass starts that would end past it at the mean pass time so far (the first always runs)."""
+    """Seconds of each of ``repeats`` timed passes after ``warmup`` ones, within ``budget_s`` if given."""
     from harness.core.console import Progress
-
     out: list[float] = []
     t_start = time.perf_counter()
     with Progress(warmup + repeats, desc, "passes", show=show, each_update_is_a_step=True) as bar:

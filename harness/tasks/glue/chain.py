@@ -40,8 +40,7 @@ def mnli_candidates(results_dir: str | Path, model_ref: Mapping[str, Any], max_l
 
 def resolve_init(task: str, tcfg: GlueSettings, results_dir: str | Path, model_ref: Mapping[str, Any], model_name: str, *,
                  chain: Mapping[str, Sequence[str]]) -> InitSource:
-    """The encoder a run starts from: ``task.init_from`` if set; for a task the spec's ``depends_on`` chains from
-    MNLI, an MNLI record's checkpoint (:func:`pick_mnli`; ``task.mnli_init``: whether required); else pretrained."""
+    """The encoder a run starts from: ``task.init_from``, MNLI's checkpoint (chained tasks), else pretrained."""
     if tcfg.init_from:
         path = Path(str(tcfg.init_from)).expanduser()
         if not (path / "config.json").exists():
@@ -82,10 +81,7 @@ def planned(tcfg: GlueSettings) -> list[int]:
 
 
 def pick_mnli(found: list[ResultRecord], tcfg: GlueSettings) -> ResultRecord | None:
-    """The MNLI record to chain from. ``best_epoch``: the best single record (its restored best checkpoint).
-    ``authors``: among the configurations that finished every seed (None when none did), the one with the best
-    seed-mean score, and of its runs the first seed's (in ``task.seeds`` order), whose checkpoint is its final
-    weights: the authors' eval.py chains from ``checkpoints[-1]`` of the first MNLI job (MB@2fed0f2:eval.py)."""
+    """The MNLI record to chain from: the best (``best_epoch``), or the authors' first seed's run of the best config."""
     def score(r: ResultRecord) -> float:
         return r.score if r.score is not None else -math.inf
 

@@ -1,12 +1,7 @@
 """Sequence-classification fine-tuning for GLUE with transformers' Trainer and early stopping, under one of two
-scoring protocols (``task.scoring_protocol``): ``authors`` (the authors' Composer runs: evaluation every N batches,
-patience in batches on one metric, every parameter decayed, the last evaluation scored) or ``best_epoch``
-(per-epoch evaluations, patience on the task score, HF's decay groups, the best one restored). Added to the
-library's pieces: starting from another task's checkpoint with a fresh classifier (MNLI chaining:
-:func:`carry_weights`), a NaN loss as a clear error, and the ModernBERT head built as the authors' FlexBERT GLUE
-runs built it (``model.glue``, docs/fidelity.md). Why our own head: transformers' ``ModernBertPredictionHead`` always
-applies a LayerNorm and its ``attention_dropout`` drops both the attention probabilities and output, where
-FlexBERT's head had no norm and its attention output its own dropout (``attn_out_dropout_prob``)."""
+scoring protocols: ``authors`` (the authors' Composer runs: evaluation every N batches, patience in batches, every
+parameter decayed, the last evaluation scored) or ``best_epoch`` (per-epoch evaluations, the best restored); MNLI
+chaining, and the ModernBERT head as the authors' FlexBERT built it (no head LayerNorm, its own attention dropout)."""
 
 from __future__ import annotations
 
@@ -42,9 +37,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """Everything that shapes one fine-tuning run (one GLUE grid point): the task's ``train.glue`` node, the point's
-    resolved values (``run``: learning rate, epochs, seed, precision, device) and what ``train_config`` works out;
-    each value was checked where it was typed (:mod:`harness.core.typed`), not again here."""
+    """Everything that shapes one fine-tuning run (one GLUE grid point), checked where it was typed."""
 
     node: GlueTraining
     run: TrainRun
@@ -79,9 +72,7 @@ class TrainOutcome:
 
 
 class BatchPatienceStopping(TrainerCallback):
-    """Early stopping as Composer's ``EarlyStopper`` (the ModernBERT authors' GLUE runs): one monitored dev
-    metric; an evaluation improves on the best only by more than ``min_delta``; training stops at the first
-    evaluation more than ``patience_batches`` optimizer steps after the best one."""
+    """Early stopping as Composer's ``EarlyStopper`` (the authors' GLUE runs): patience in optimizer steps."""
 
     def __init__(self, metric: str, patience_batches: int, min_delta: float) -> None:
         self.metric, self.patience, self.min_delta = metric, int(patience_batches), float(min_delta)
@@ -103,11 +94,8 @@ def load_classifier(
     model_dir: str, num_labels: int, *, attn_implementation: str = "sdpa", init_from: str | None = None,
     trust_remote_code: bool = False, head: GlueHead | None = None, device: str | None = None,
 ) -> PreTrainedModel:
-    """A classifier on the pretrained encoder in ``model_dir`` with a fresh head (``head``: a ModernBERT's head
-    settings, ``model.glue``; None: the config as is); ``init_from`` (e.g. MNLI's chosen checkpoint) gives every
-    weight but the final classifier's (:func:`carry_weights`). ``device``: where it runs (``auto`` attention)."""
+    """A classifier on ``model_dir``'s encoder with a fresh head; ``init_from`` gives every other weight."""
     from transformers import AutoModelForSequenceClassification
-
     kwargs: dict[str, Any] = {"attn_implementation": attention_for(attn_implementation, model_dir, device),
                               "trust_remote_code": trust_remote_code}
     problem_type = "regression" if num_labels == 1 else "single_label_classification"
@@ -132,17 +120,13 @@ def load_classifier(
     return model
 
 
-#: the final classification layer's prefix in every ``*ForSequenceClassification`` the harness chains (BERT, RoBERTa,
-#: DeBERTa-v2, ModernBERT, NomicBERT, GTE): what MNLI chaining leaves fresh, as the authors' ``load_ignore_keys=
-#: ["state/model/model.classifier*"]`` (MB@2fed0f2:src/evals/finetuning_jobs.py:288-299) left FlexBERT's
+#: the final classification layer's prefix in each ``*ForSequenceClassification`` the harness chains: what MNLI chaining
+#: leaves fresh, as the authors' ``load_ignore_keys`` (MB@2fed0f2:src/evals/finetuning_jobs.py:288-299) left FlexBERT's
 CLASSIFIER = "classifier."
 
 
 def carry_weights(model: PreTrainedModel, source: PreTrainedModel, init_from: str, model_dir: str) -> list[str]:
-    """Every weight of ``source`` (a classifier fine-tuned from the same model: MNLI's) into ``model`` but the final
-    classifier's (``classifier.*``, left as built): the encoder and any pooling head outside ``classifier``
-    (ModernBERT's ``head``, DeBERTa's and BERT's poolers); a RoBERTa head's dense layer sits inside it and starts
-    fresh, as the authors' glob leaves it. Returns the names left fresh; any other mismatch is an error."""
+    """Every weight of ``source`` (MNLI's) into ``model`` but the final classifier's; the names left fresh."""
     fresh = fresh_parameters(model)
     if not fresh:
         raise HarnessError(f"{type(model).__name__} has no weight named {CLASSIFIER}*: MNLI chaining carries every "
@@ -168,8 +152,7 @@ def fresh_parameters(model: PreTrainedModel) -> list[str]:
 
 
 def head_config(head: GlueHead | None, model_dir: str) -> dict[str, Any]:
-    """The config keys ``head`` sets before the model is built (transformers' ``ModernBertConfig`` keys); ``head``
-    is for a ModernBERT encoder: any other is refused in one line (``model.glue=null`` keeps its own head)."""
+    """The ``ModernBertConfig`` keys ``head`` sets before the model is built (another encoder: refused)."""
     if head is None:
         return {}
     kind = model_type_of(model_dir)
@@ -181,8 +164,7 @@ def head_config(head: GlueHead | None, model_dir: str) -> dict[str, Any]:
 
 
 def apply_head(model: PreTrainedModel, head: GlueHead | None) -> None:
-    """The two FlexBERT settings transformers' ModernBERT has no config key for: no LayerNorm in the head
-    (``classifier_norm: false``) and a dropout of its own on each attention output (``attention_output_dropout``)."""
+    """FlexBERT's head settings transformers has no key for: no head LayerNorm, attention output dropout."""
     if head is None:
         return
     if not head.classifier_norm:
@@ -212,9 +194,7 @@ def describe_head(model: PreTrainedModel) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- training
 def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker: Tracker | None = None):
-    """TrainingArguments: AdamW (betas, eps), linear warmup then decay; ``best_epoch``: evaluation and checkpoint
-    ``evals_per_epoch`` times per epoch, the best (by ``score``) restored; ``authors``: evaluation every
-    ``eval_steps`` steps, no checkpoints; ``tracker`` receives the curves."""
+    """TrainingArguments: AdamW, linear warmup then decay, evaluations as ``cfg.protocol`` schedules them."""
     n = cfg.node
     per_epoch = cfg.steps_per_epoch(n_train)
     by_epoch = n.evals_per_epoch == 1
@@ -230,27 +210,18 @@ def training_arguments(cfg: TrainConfig, output_dir: Path, n_train: int, tracker
             "save_only_model": True, "load_best_model_at_end": True, "metric_for_best_model": "score",
             "greater_is_better": True,
         }
-    return shared_training_arguments(
-        n, cfg.run, output_dir, tracker=tracker, sentence_transformers=False,
-        weight_decay=cfg.weight_decay,
-        per_device_eval_batch_size=n.eval_batch_size,
-        lr_scheduler_type="linear",
-        adam_beta1=n.adam_beta1,
-        adam_beta2=n.adam_beta2,
-        adam_epsilon=n.adam_epsilon,
-        optim="adamw_torch",
-        max_grad_norm=n.max_grad_norm,
-        logging_steps=n.logging_steps,
-        dataloader_num_workers=n.dataloader_num_workers,
-        **schedule,
-    )
+    return shared_training_arguments(n, cfg.run, output_dir, tracker=tracker, sentence_transformers=False,
+                                     weight_decay=cfg.weight_decay, per_device_eval_batch_size=n.eval_batch_size,
+                                     lr_scheduler_type="linear", adam_beta1=n.adam_beta1, adam_beta2=n.adam_beta2,
+                                     adam_epsilon=n.adam_epsilon, optim="adamw_torch", max_grad_norm=n.max_grad_norm,
+                                     logging_steps=n.logging_steps, dataloader_num_workers=n.dataloader_num_workers,
+                                     **schedule)
 
 
 def trainer_class(protocol: str) -> type:
     """``Trainer``; under ``authors`` one whose AdamW decays every parameter, as Composer's ``DecoupledAdamW``
     over ``model.parameters()`` did (MB@8c57a0f:src/evals/glue_jobs.py); HF's own skips biases and LayerNorms."""
     from transformers import Trainer
-
     if protocol != "authors":
         return Trainer
 
@@ -278,18 +249,10 @@ def compute_metrics_fn(metric: str, groups: list[tuple[str, int]] | None) -> Cal
     return fn
 
 
-def train_and_evaluate(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    train_ds: datasets.Dataset,
-    eval_ds: datasets.Dataset,
-    compute_metrics: Callable,
-    cfg: TrainConfig,
-    output_dir: Path,
-    tracker: Tracker | None = None,
-) -> TrainOutcome:
-    """Fine-tune with early stopping and evaluate on ``eval_ds`` the weights ``cfg.protocol`` scores (``best_epoch``:
-    the restored best checkpoint; ``authors``: the last weights); ``tracker``: ``logger=``'s (or none)."""
+def train_and_evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, train_ds: datasets.Dataset,
+                       eval_ds: datasets.Dataset, compute_metrics: Callable, cfg: TrainConfig, output_dir: Path,
+                       tracker: Tracker | None = None) -> TrainOutcome:
+    """Fine-tune with early stopping and evaluate on ``eval_ds`` the weights ``cfg.protocol`` scores."""
     tracker = tracker or tracking.NONE
     args = training_arguments(cfg, output_dir, len(train_ds), tracker)
     seen: dict[str, Any] = {}
@@ -335,20 +298,14 @@ def train_and_evaluate(
     clean = {k[len("eval_"):]: float(v) for k, v in metrics.items() if k.startswith("eval_") and k not in NOT_METRICS}
     if any(not math.isfinite(v) for v in clean.values()):
         raise TrainingDivergedError(f"dev metrics are not finite ({clean}); the model diverged")
-    return TrainOutcome(
-        metrics=clean,
-        best_step=best_step,
-        best_epoch=round(best_step / per_epoch, 4) if best_step else None,
-        epochs_run=round(float(state.epoch or 0.0), 4),
-        stopped_early=state.global_step < state.max_steps,
-        eval_history=history,
-        train_loss=float(result.training_loss),
-        train_seconds=train_seconds,
-        eval_seconds=eval_seconds,
-        scored="last" if last else "best",
-        predictions=_predicted(scored.predictions) if scored is not None else None,
-        labels=np.asarray(scored.label_ids) if scored is not None else None,
-    )
+    return TrainOutcome(metrics=clean, best_step=best_step,
+                        best_epoch=round(best_step / per_epoch, 4) if best_step else None,
+                        epochs_run=round(float(state.epoch or 0.0), 4),
+                        stopped_early=state.global_step < state.max_steps, eval_history=history,
+                        train_loss=float(result.training_loss), train_seconds=train_seconds, eval_seconds=eval_seconds,
+                        scored="last" if last else "best",
+                        predictions=_predicted(scored.predictions) if scored is not None else None,
+                        labels=np.asarray(scored.label_ids) if scored is not None else None)
 
 
 #: what an evaluation logs beside the metrics
@@ -362,10 +319,8 @@ def _predicted(predictions: Any) -> np.ndarray:
 
 
 def restore_best_checkpoint(model: PreTrainedModel, checkpoint: str | None) -> None:
-    """Load every weight of the best checkpoint into ``model``, strictly.
-
-    Why our own: transformers 5.3 saves BERT-family LayerNorms as ``gamma``/``beta`` and the Trainer's own
-    best-model restore (``load_state_dict(strict=False)``) silently skips them; ``from_pretrained`` maps the names."""
+    """Load every weight of the best checkpoint into ``model``, strictly. Our own: transformers 5.3 saves BERT-family
+    LayerNorms as ``gamma``/``beta`` and the Trainer's restore (``strict=False``) silently skips them."""
     if not checkpoint:
         return
     best = type(model).from_pretrained(checkpoint)

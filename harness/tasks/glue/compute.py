@@ -1,6 +1,5 @@
-"""``task=glue``'s computation, from the run's plan: every task's data loaded first (fails before any training), the
-decay check, then each grid point fine-tuned and evaluated in order (data tokenised once per model, data and max
-length), one record each. torch, transformers and datasets are imported inside the functions."""
+"""``task=glue``'s computation: every task's data loaded first (fails before any training), the decay check, then
+each grid point fine-tuned and evaluated in order, one record each; torch and transformers imported inside."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RunContext:
-    """What every grid point of one invocation shares beyond its plan (the typed settings, model spec, device, where
-    its files go: the tokenised-data cache, the kept checkpoints): the model's folder, record block and tokenizer."""
+    """What every grid point of one invocation shares beyond its plan: the model's folder, block, tokenizer."""
 
     plan: RunPlan
     model_dir: str
@@ -40,13 +38,11 @@ class RunContext:
     def tokenized(self, data: glue_data.GlueData):
         """Train and (concatenated) dev sets tokenised once per (model, data, max length), in memory and on disk."""
         import datasets
-
         tcfg = self.plan.settings
         max_length = int(tcfg.max_length)
         key = tokenization_key(self.model["fingerprint"], data, tcfg)
         if key not in self._cache:
             from harness.tasks.glue.tokens import cached_tokenize
-
             root = self.plan.layout.glue_tokenized(key)
             reg = data.task.is_regression
             train = cached_tokenize(data.train, self.tokenizer, max_length, reg, root / "train")
@@ -76,32 +72,20 @@ def load_data(tasks: Sequence[glue_data.GlueTask], tcfg: Any) -> dict[str, glue_
 def hyperparameters(point: GridPoint, tcfg: Any, init: InitSource) -> dict[str, Any]:
     """The record's hyperparameters: the grid point and the settings that shape its training."""
     t = tcfg.training
-    return {
-        "lr": point.lr,
-        "weight_decay": point.weight_decay,
-        "weight_decay_convention": str(tcfg.weight_decay_convention),
-        "adamw_weight_decay": adamw_weight_decay(point, tcfg),
-        "epochs": point.epochs,
-        "seed": point.seed,
-        "batch_size": int(t.batch_size),
-        "gradient_accumulation_steps": int(t.gradient_accumulation_steps),
-        "max_length": int(tcfg.max_length),
-        "warmup_ratio": float(t.warmup_ratio),
-        "adam_betas": [float(t.adam_beta1), float(t.adam_beta2)],
-        "adam_epsilon": float(t.adam_epsilon),
-        "max_grad_norm": float(t.max_grad_norm),
-        **protocol_hyperparameters(point, tcfg),
-        "early_stopping_min_delta": float(t.early_stopping.min_delta),
-        "init_from": init.kind,
-        "max_train_samples": tcfg.max_train_samples,
-        "max_eval_samples": tcfg.max_eval_samples,
-    }
+    return {"lr": point.lr, "weight_decay": point.weight_decay,
+            "weight_decay_convention": str(tcfg.weight_decay_convention),
+            "adamw_weight_decay": adamw_weight_decay(point, tcfg), "epochs": point.epochs, "seed": point.seed,
+            "batch_size": int(t.batch_size), "gradient_accumulation_steps": int(t.gradient_accumulation_steps),
+            "max_length": int(tcfg.max_length), "warmup_ratio": float(t.warmup_ratio),
+            "adam_betas": [float(t.adam_beta1), float(t.adam_beta2)], "adam_epsilon": float(t.adam_epsilon),
+            "max_grad_norm": float(t.max_grad_norm), **protocol_hyperparameters(point, tcfg),
+            "early_stopping_min_delta": float(t.early_stopping.min_delta), "init_from": init.kind,
+            "max_train_samples": tcfg.max_train_samples, "max_eval_samples": tcfg.max_eval_samples}
 
 
 def monitor(task: glue_data.GlueTask, groups: Sequence[tuple[str, int]]) -> str:
     """The metric early stopping watches under ``authors``: one metric (MNLI: its first dev set), not the score."""
     from harness.tasks.glue.scores import MONITOR
-
     key = MONITOR[task.metric]
     return f"{key}_{groups[0][0]}" if len(groups) > 1 else key
 
@@ -116,20 +100,15 @@ def protocol_hyperparameters(point: GridPoint, tcfg: Any) -> dict[str, Any]:
             "early_stopping_metric": None,   # one dev metric, set by run_point (it knows the dev sets)
             "weight_decay_params": "all", "scored_evaluation": "last",
         }
-    return {
-        "scoring_protocol": "best_epoch", "evals_per_epoch": int(t.evals_per_epoch),
-        "early_stopping_patience": int(t.early_stopping.patience), "early_stopping_metric": "score",
-        "weight_decay_params": "hf_default (no bias, no LayerNorm)", "scored_evaluation": "best (restored)",
-    }
+    return {"scoring_protocol": "best_epoch", "evals_per_epoch": int(t.evals_per_epoch),
+            "early_stopping_patience": int(t.early_stopping.patience), "early_stopping_metric": "score",
+            "weight_decay_params": "hf_default (no bias, no LayerNorm)", "scored_evaluation": "best (restored)"}
 
 
 def train_config(point: GridPoint, tcfg: Any, precision: str, device: str, metric: str = "score") -> Any:
-    """The classification trainer's settings for one grid point; ``metric``: what ``authors`` early stopping
-    watches (``best_epoch`` watches ``score``); under ``authors`` the dev set is evaluated every
-    ``task.eval_interval`` optimizer steps (:func:`~harness.tasks.glue.grid.grid_points` requires one)."""
+    """The classification trainer's settings for one grid point; ``metric``: what ``authors`` stopping watches."""
     from harness.tasks.glue import classification as clf
     from harness.training.settings import TrainRun
-
     authors = tcfg.training.scoring_protocol == "authors"
     return clf.TrainConfig(
         node=tcfg.training, weight_decay=adamw_weight_decay(point, tcfg), monitor=metric,
@@ -143,7 +122,6 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
     """Fine-tune and evaluate one grid point into ``rec`` (ok or failed; never raises on divergence)."""
     from harness.tasks.glue import classification as clf
     from harness.training import tracking
-
     tracker = tracker or tracking.NONE
     task, tcfg, spec, device = data.task, ctx.plan.settings, ctx.plan.model, ctx.plan.device
     out_dir = ctx.plan.layout.trained_model(TASK_FAMILY, rec.model["name"], rec.run_id)
@@ -161,7 +139,6 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
         train_cfg = train_config(point, tcfg, rec.precision or "fp32", device, watched)
         train_ds, eval_ds = ctx.tokenized(data)
         from transformers import set_seed
-
         set_seed(point.seed)  # the fresh head's initialisation follows the run's seed
         model = clf.load_classifier(
             ctx.model_dir, task.num_labels, attn_implementation=spec.attn_implementation,
@@ -171,10 +148,8 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
         if init.checkpoint is not None:   # what started fresh: the final classifier; every other weight was carried
             rec.details["init_fresh"] = clf.fresh_parameters(model)
         rec.details["tracking"] = tracker.describe()
-        outcome = clf.train_and_evaluate(
-            model, ctx.tokenizer, train_ds, eval_ds,
-            clf.compute_metrics_fn(task.metric, groups), train_cfg, trainer_dir, tracker,
-        )
+        outcome = clf.train_and_evaluate(model, ctx.tokenizer, train_ds, eval_ds,
+                                         clf.compute_metrics_fn(task.metric, groups), train_cfg, trainer_dir, tracker)
         rec.metrics = {k: v for k, v in outcome.metrics.items() if k != "score"}
         rec.details.update(
             best_epoch=outcome.best_epoch, best_step=outcome.best_step, epochs_run=outcome.epochs_run,
@@ -201,22 +176,18 @@ def run_point(point: GridPoint, data: glue_data.GlueData, init: InitSource, rec:
 
 
 def describe_model(rec: ResultRecord, model: Any, ctx: RunContext) -> None:
-    """What ran, read from the loaded model: the attention implementation (every record; the model block also says
-    what ``auto`` resolved to and its kernel, as retrieval records do) and the head that was built."""
+    """What ran, read from the loaded model: the attention implementation and the head that was built."""
     from harness.models.load import attention_record
     from harness.tasks.glue.classification import describe_head
-
     rec.model = {**rec.model, **attention_record(ctx.plan.model.attn_implementation, model.base_model, ctx.plan.device)}
     rec.details["attn_implementation"] = str(getattr(model.config, "_attn_implementation", "") or "")
     rec.details["head"] = describe_head(model)
 
 
 def per_example(outcome: Any, groups: Sequence[tuple[str, int]], metric: str, data: str | None) -> Any:
-    """Each dev example's prediction and label (``<dev set>:<row>``), kept beside the record for paired tests;
-    ``glue_metric``: the kind they are re-scored with (MRPC's ``accuracy_f1``: ``accuracy``, its score)."""
+    """Each dev example's prediction and label, kept beside the record for paired tests."""
     from harness.core.per_query import PerQuery, fingerprint
     from harness.tasks.glue.scores import rescoring_kind
-
     if outcome.predictions is None or outcome.labels is None:
         return None
     ids = [f"{name}:{i}" for name, n in groups for i in range(n)]
@@ -232,7 +203,6 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
     from harness.tasks.glue.decay import check_decay
     from harness.tasks.glue.scores import score_key
     from harness.training import tracking
-
     s = plan.settings
     names = {c.dataset for c in todo}
     data = load_data([t for t in plan.stages.tasks if t.name in names], s)   # data problems before any model
@@ -259,7 +229,6 @@ def context(plan: RunPlan) -> RunContext:
     from transformers import AutoTokenizer
 
     from harness import models
-
     spec = plan.model
     model_dir, revision = models.resolve_path(spec)
     try:

@@ -1,7 +1,5 @@
-"""GLUE task definitions (from conf/task/glue.yaml) and loaders: local TSVs in GLUE's own layout, or the hub.
-
-Local TSVs are read as GLUE ships them: quoting off (texts hold unbalanced quotes), MRPC's header BOM kept (its
-label column is addressed by index), CoLA headerless; every row has the header's column count."""
+"""GLUE task definitions (from conf/task/glue.yaml) and loaders: the hub, or local TSVs read as GLUE ships them
+(quoting off: texts hold unbalanced quotes; MRPC's header BOM kept; CoLA headerless)."""
 
 from __future__ import annotations
 
@@ -55,8 +53,7 @@ class GlueTask:
 
 
 def task_definitions(definitions: Mapping[str, Any], metrics: Collection[str] | None = None) -> dict[str, GlueTask]:
-    """Validate ``task.definitions`` into :class:`GlueTask` objects, naming the task and key on any error;
-    ``metrics``: the metric names a definition may use (the evaluation layer's, passed in by the family)."""
+    """``task.definitions`` validated into :class:`GlueTask` objects, naming the task and key on any error."""
     out = {}
     for name, d in definitions.items():
         try:
@@ -64,14 +61,10 @@ def task_definitions(definitions: Mapping[str, Any], metrics: Collection[str] | 
             labels = d.get("labels")
             if metrics is not None and d["metric"] not in metrics:
                 raise ValueError(f"metric {d['metric']!r} is not one of {', '.join(metrics)}")
-            out[name] = GlueTask(
-                name=name,
-                metric=d["metric"],
-                labels=tuple(labels) if labels is not None else None,
-                epoch_group=d["epoch_group"],
-                hub=SourceSpec(**{**dict(d["hub"]), "dev": dict(d["hub"]["dev"])}),
-                local=SourceSpec(**{**dict(d["local"]), "dev": dict(d["local"]["dev"])}),
-            )
+            out[name] = GlueTask(name=name, metric=d["metric"], labels=tuple(labels) if labels is not None else None,
+                                 epoch_group=d["epoch_group"],
+                                 hub=SourceSpec(**{**dict(d["hub"]), "dev": dict(d["hub"]["dev"])}),
+                                 local=SourceSpec(**{**dict(d["local"]), "dev": dict(d["local"]["dev"])}))
         except (KeyError, TypeError, ValueError) as exc:
             raise HarnessError(
                 f"GLUE task definition {name!r} in task.definitions is invalid ({exc}). Each needs metric, labels, "
@@ -139,10 +132,8 @@ GLUE_FIX = "re-download the file (download_glue_data.py writes GLUE's layout)"
 def read_tsv(path: Path, header: bool) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
     """(header, [(line number, fields)]) of a GLUE TSV, quoting off, blank lines skipped, column counts checked."""
     if not path.is_file():
-        raise DataError(
-            f"GLUE file {path} does not exist. task.data_dir must point at a folder in GLUE's layout "
-            f"(e.g. RTE/train.tsv, RTE/dev.tsv as download_glue_data.py writes them)."
-        )
+        raise DataError(f"GLUE file {path} does not exist. task.data_dir must point at a folder in GLUE's layout "
+                        f"(e.g. RTE/train.tsv, RTE/dev.tsv as download_glue_data.py writes them).")
     rows = [(n, r) for n, r in csv_rows(path, "\t", csv.QUOTE_NONE) if r]  # a trailing blank line is not a row
     if not rows:
         raise DataError(f"GLUE file {path} is empty; {GLUE_FIX}.")
@@ -202,11 +193,8 @@ def read_local_split(path: Path, task: GlueTask) -> Split:
         if idx is not None and not 0 <= idx < width:
             raise DataError(f"{path} line {rows[0][0]}: column index {idx} is out of range for {width} columns; set "
                             f"task.definitions.{task.name}.local.{key} to 0-{width - 1}.")
-    return Split(
-        text_a=[r[ia] for _, r in rows],
-        text_b=[r[ib] for _, r in rows] if ib is not None else None,
-        labels=[_label(r[il], task, f"{path} line {n}") for n, r in rows],
-    )
+    return Split(text_a=[r[ia] for _, r in rows], text_b=[r[ib] for _, r in rows] if ib is not None else None,
+                 labels=[_label(r[il], task, f"{path} line {n}") for n, r in rows])
 
 
 def file_fingerprint(paths: list[Path]) -> str:
@@ -236,8 +224,7 @@ def local_files(task: GlueTask, data_dir: str) -> list[Path]:
 
 
 def data_fingerprint(task: GlueTask, data_dir: str | None, hub_path: str, hub_revision: str | None) -> str:
-    """What identifies a task's data without parsing it: the local files' content hash (read once while they are
-    unchanged: :func:`harness.core.file_hash.cached`), or the hub revision."""
+    """What identifies a task's data without parsing it: the local files' content hash, or the hub revision."""
     if not data_dir:
         return f"hub:{hub_path}@{hub_revision}"
     paths = local_files(task, data_dir)
@@ -258,16 +245,12 @@ def load_hub(task: GlueTask, path: str, revision: str | None) -> GlueData:
     from huggingface_hub import constants
 
     from harness.models import hub_reachable
-
-    fix = (
-        "Use local GLUE files instead: task.data_dir=/path/to/glue_data (the original GLUE TSV layout), "
-        "or run where the hub is reachable."
-    )
+    fix = ("Use local GLUE files instead: task.data_dir=/path/to/glue_data (the original GLUE TSV layout), "
+           "or run where the hub is reachable.")
     online = hub_reachable()
     if not online and not constants.HF_HUB_OFFLINE:
         raise HubUnavailableError(f"GLUE task {task.name} ({path}) needs the Hugging Face hub, which is not reachable. {fix}")
     import datasets
-
     try:
         ds = datasets.load_dataset(path, task.hub.config, revision=revision)
     except Exception as exc:
@@ -288,14 +271,10 @@ def load_hub(task: GlueTask, path: str, revision: str | None) -> GlueData:
         labels = [float(v) for v in s[task.hub.label]] if task.is_regression else [int(v) for v in s[task.hub.label]]
         return Split(list(s[task.hub.text_a]), list(s[task.hub.text_b]) if task.hub.text_b else None, labels)
 
-    return GlueData(
-        task, split(task.hub.train), {k: split(v) for k, v in task.hub.dev.items()},
-        f"{path}@{revision}", f"hub:{path}@{revision}",
-    )
+    return GlueData(task, split(task.hub.train), {k: split(v) for k, v in task.hub.dev.items()},
+                    f"{path}@{revision}", f"hub:{path}@{revision}")
 
 
 def load(task: GlueTask, data_dir: str | None, hub_path: str, hub_revision: str | None) -> GlueData:
     """Local files when ``data_dir`` is set, else the hub."""
-    if data_dir:
-        return load_local(task, data_dir)
-    return load_hub(task, hub_path, hub_revision)
+    return load_local(task, data_dir) if data_dir else load_hub(task, hub_path, hub_revision)

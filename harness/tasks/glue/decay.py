@@ -1,12 +1,7 @@
-"""What a GLUE grid point's weight decay does to the weights over its run, worked out before any training, and the
-refusal of a decay that would shrink every weight to a fraction of itself (pure numpy).
-
-torch's AdamW multiplies each decayed weight by ``(1 - lr_t * wd)`` per step, ``wd`` from
-:func:`adamw_weight_decay`; under ``task.weight_decay_convention=composer`` (the authors' DecoupledAdamW) that is
-``weight_decay / lr``, so 1e-5 decays 1e-5 per step at the peak but 0.01 decays 1%. :func:`decay_factor` is the
-product over the planned steps: what decay alone leaves of a weight. :data:`KEEP_AT_LEAST` is the floor: the
-paper's grid keeps at least 75% (QQP, 10 epochs, batch 64, 1e-5: ``tests/test_glue_decay.py``); 0.01 under
-``composer`` on STS-B keeps 40% after 2 epochs and 1% after 10 (the run that ended at Spearman -0.03)."""
+"""What a GLUE grid point's weight decay leaves of the weights over its run, worked out before any training, and the
+refusal of one that would shrink every weight to a fraction of itself: under ``weight_decay_convention=composer``
+(the authors' DecoupledAdamW) AdamW's ``wd`` is ``weight_decay / lr``, so 0.01 decays 1% per step; the paper's grid
+keeps at least 75%, 0.01 under composer on STS-B 1% after 10 epochs (the run that ended at Spearman -0.03)."""
 
 from __future__ import annotations
 
@@ -65,8 +60,7 @@ def decay_factor(point: GridPoint, tcfg: Any, n_train: int, convention: str | No
 
 
 def check_decay(points: Sequence[GridPoint], sizes: Mapping[str, int], tcfg: Any) -> None:
-    """Before any training: no grid point's weight decay leaves less than :data:`KEEP_AT_LEAST` of the weights
-    (``sizes``: each task's number of training rows, as subsampled). One line naming the point and the fix."""
+    """Before any training: no grid point's weight decay leaves less than :data:`KEEP_AT_LEAST` of the weights."""
     for p in {(p.task, p.lr, p.weight_decay, p.epochs): p for p in points}.values():   # each distinct run once
         kept, steps = decay_factor(p, tcfg, sizes[p.task])
         if kept >= KEEP_AT_LEAST:

@@ -105,10 +105,8 @@ def epoch_values(task: glue_data.GlueTask, tcfg: GlueSettings) -> list[int]:
     if tcfg.epoch_slot is not None:
         slot = int(tcfg.epoch_slot)
         if not 0 <= slot < len(values):
-            raise HarnessError(
-                f"task.epoch_slot={slot} is out of range for {task.name}'s epoch set {values} "
-                f"(valid: 0-{len(values) - 1}); or set task.epochs=<n> directly"
-            )
+            raise HarnessError(f"task.epoch_slot={slot} is out of range for {task.name}'s epoch set {values} "
+                               f"(valid: 0-{len(values) - 1}); or set task.epochs=<n> directly")
         return [values[slot]]
     return values
 
@@ -137,11 +135,5 @@ def grid_points(tasks: Sequence[glue_data.GlueTask], tcfg: GlueSettings, default
     check_schedule(tasks, tcfg)
     lrs = [float(tcfg.lr)] if tcfg.lr is not None else [float(v) for v in tcfg.grid.learning_rates]
     wds = [float(tcfg.weight_decay)] if tcfg.weight_decay is not None else [float(v) for v in tcfg.grid.weight_decays]
-    return [
-        GridPoint(t.name, lr, wd, ep, seed)
-        for t in tasks
-        for lr in lrs
-        for wd in wds
-        for ep in epoch_values(t, tcfg)
-        for seed in seeds(tcfg, default_seed)
-    ]
+    return [GridPoint(t.name, lr, wd, ep, seed) for t in tasks for lr in lrs for wd in wds
+            for ep in epoch_values(t, tcfg) for seed in seeds(tcfg, default_seed)]

@@ -1,13 +1,5 @@
-"""GLUE dev-set metrics computed locally with sklearn/scipy (``evaluate.load`` needs the hub), x100 as the paper: for
-the ``score.glue`` stage and the comparison's re-scoring of kept predictions, so it imports no compute code.
-
-Each metric takes predictions (class ids, or scores for regression) and gold labels and returns named values; which
-key is the task score is :mod:`harness.tasks.glue.scores`':
-- ``accuracy`` (SST-2, QNLI, RTE, WNLI); ``matthews`` (CoLA); ``spearman_pearson``: Spearman scores (STS-B)
-- ``accuracy_f1``: accuracy scores, F1 of the positive class and ``f1_accuracy_mean`` beside it (MRPC, QQP: Table 5
-  prints accuracy, and the authors' sweep selected by it; docs/fidelity.md); ``f1``: the same, F1 scores (what the
-  authors' eval.py printed: its last evaluator, BinaryF1Score); ``f1_accuracy``: the same, their mean scores
-- MNLI: accuracy on matched and mismatched dev; the task score is their mean (``accuracy_mean``), as the paper's"""
+"""GLUE dev-set metrics computed locally with sklearn/scipy (``evaluate.load`` needs the hub), x100 as the paper,
+importing no compute code; which key is the task score is :mod:`harness.tasks.glue.scores`'."""
 
 from __future__ import annotations
 
@@ -27,19 +19,16 @@ def _x100(values: Metrics) -> Metrics:
 # scipy and sklearn are imported where a metric is computed: planning a GLUE grid (names only) stays light.
 def accuracy(preds: Sequence[int], labels: Sequence[int]) -> Metrics:
     from sklearn.metrics import accuracy_score
-
     return _x100({"accuracy": accuracy_score(labels, preds)})
 
 
 def matthews(preds: Sequence[int], labels: Sequence[int]) -> Metrics:
     from sklearn.metrics import matthews_corrcoef
-
     return _x100({"matthews": matthews_corrcoef(labels, preds)})
 
 
 def f1_accuracy(preds: Sequence[int], labels: Sequence[int]) -> Metrics:
     from sklearn.metrics import accuracy_score, f1_score
-
     out = _x100({"f1": f1_score(labels, preds, zero_division=0), "accuracy": accuracy_score(labels, preds)})
     out["f1_accuracy_mean"] = (out["f1"] + out["accuracy"]) / 2
     return out
@@ -47,7 +36,6 @@ def f1_accuracy(preds: Sequence[int], labels: Sequence[int]) -> Metrics:
 
 def spearman_pearson(preds: Sequence[float], labels: Sequence[float]) -> Metrics:
     from scipy.stats import pearsonr, spearmanr
-
     preds, labels = np.asarray(preds, dtype=np.float64), np.asarray(labels, dtype=np.float64)
     if not np.isfinite(preds).all():
         return {"spearman": float("nan"), "pearson": float("nan")}
@@ -63,8 +51,7 @@ METRICS: dict[str, Callable[..., Metrics]] = {"accuracy": accuracy, "matthews": 
 
 
 def compute(metric: str, preds: Sequence, labels: Sequence, groups: Sequence[tuple[str, int]] | None = None) -> Metrics:
-    """Metrics for one task, plus ``score`` (the task score). ``groups`` splits the rows into consecutive dev sets
-    (MNLI: ``[("matched", n1), ("mismatched", n2)]``): each gets ``<key>_<group>``, the score is their mean."""
+    """Metrics for one task and its ``score``; ``groups``: consecutive dev sets (MNLI), the score their mean."""
     fn, key = METRICS[known(metric)], SCORE_KEYS[metric]
     if not groups:
         out = fn(preds, labels)

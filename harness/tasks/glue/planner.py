@@ -1,9 +1,5 @@
-"""``task=glue``'s planner: every grid point (:mod:`.grid`) of every task a cell, from the encoder :mod:`.chain`
-resolves (pretrained, ``task.init_from``, or MNLI's kept checkpoint for the tasks ``depends_on`` chains); chained
-tasks once MNLI's records exist. :mod:`.compute` loads all data first (a missing file fails before training), then
-trains in order; the runner writes the selection after an in-process sweep. What GLUE *is* is :mod:`.spec`; its
-rule :class:`harness.selection.rules.GlueSelection`. The GLUE sweep configs make each task one SLURM array, MNLI
-first; :class:`harness.run.hydra_callbacks.StagingCheck` refuses a sweep starting a chained task before MNLI."""
+"""``task=glue``'s planner: every grid point of every task a cell, from the encoder :mod:`.chain` resolves; chained
+tasks once MNLI's records exist."""
 
 from __future__ import annotations
 
@@ -66,7 +62,6 @@ class GluePlanner:
     def tasks(self) -> list[glue_data.GlueTask]:
         s = self.settings
         from harness.tasks.glue.scores import SCORE_KEYS
-
         defs = glue_data.task_definitions(s.definitions, SCORE_KEYS)
         return order_tasks(glue_data.select_tasks(s.tasks, defs), self.chain)
 
@@ -120,11 +115,8 @@ class GluePlanner:
         return {"task.max_length": int(self.settings.max_length)}
 
     def work(self, mode: str, skip: Sequence[str] = ()) -> Work:
-        """Training and dev-evaluation tokens: per task, each epoch of its grid points and every seed; dev passes every
-        ``eval_interval`` batches plus one (authors), or ``evals_per_epoch`` per epoch plus the restored best's
-        (best_epoch). Early stopping makes both upper bounds."""
+        """Training and dev-evaluation tokens of every grid point and seed (upper bounds: early stopping)."""
         from harness.data.sizes import glue_task
-
         s, c, w = self.settings, cost_data(), Work()
         authors = s.training.scoring_protocol == "authors"
         n_seeds = len(seeds(s, int(self.setup.cfg.seed)))
@@ -162,9 +154,7 @@ class GluePlanner:
 
 
 def check(plan: RunPlan[GlueSettings, GlueStages], todo: Sequence[Cell]) -> None:
-    """Before any data or model: the model's checks, and a precision the Trainer really trains in. fp16 on a CPU is
-    refused: accelerate autocasts fp16 only on an accelerator (``Accelerator.__init__``: ``native_amp`` stays False
-    on cpu), so the run would be fp32 under an fp16 run id (its losses equal the fp32 run's to the last bit)."""
+    """Before any data or model: the model's checks; fp16 on a CPU refused (accelerate would train fp32)."""
     check_model(plan, todo)
     if plan.precision == "fp16" and not plan.device.startswith(("cuda", "mps", "xpu")):
         raise HarnessError(f"precision=fp16 on device {plan.device}: transformers' Trainer runs fp32 there (no fp16 "

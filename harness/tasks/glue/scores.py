@@ -1,6 +1,5 @@
-"""What each GLUE metric kind (a task definition's ``metric``) scores, by name only: the record's main score key, the
-metric the authors' early stopping watches, the kind kept predictions are re-scored with. Pure (no numpy), so
-readers and specs need not import :mod:`harness.tasks.glue.metrics`."""
+"""What each GLUE metric kind scores, by name only (the record's main score key, what the authors' early stopping
+watches, the kind kept predictions are re-scored with), so readers need not import :mod:`harness.tasks.glue.metrics`."""
 
 from __future__ import annotations
 
@@ -36,6 +35,5 @@ def score_key(metric: str, grouped: bool) -> str:
 
 
 def rescoring_kind(metric: str) -> str:
-    """The metric kind a record's kept predictions are re-scored with (``harness.compare``): the plain kind whose
-    score is this kind's score (``accuracy_f1`` scores accuracy: re-scored as ``accuracy``, a mean over examples)."""
+    """The metric kind a record's kept predictions are re-scored with (``accuracy_f1``: ``accuracy``)."""
     return "accuracy" if score_key(metric, False) == "accuracy" else metric

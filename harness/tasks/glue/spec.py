@@ -36,9 +36,7 @@ def score_note(task: str, main_score: str | None) -> str | None:
 
 @cache
 def compared_scores() -> dict[str, str]:
-    """The score each GLUE task's column compares (a record's ``main_score``): its metric's in
-    ``conf/task/glue.yaml`` (MRPC and QQP: accuracy, Table 5's); a record scored otherwise is rescored or set aside
-    before it is read (:mod:`harness.selection.comparable`)."""
+    """The score each GLUE task's column compares (MRPC and QQP: accuracy, Table 5's)."""
     definitions = specs.task_node(TASK_FAMILY).get("definitions") or {}
     return {name: score_key(str(d["metric"]), len(d["hub"]["dev"]) > 1) for name, d in definitions.items()}
 
@@ -56,14 +54,12 @@ def paper_tasks() -> tuple[str, ...]:
 def paper_baselines() -> list[dict[str, Any]]:
     """Table 5 of the ModernBERT paper (dev-set GLUE scores), shipped as conf/task/glue/paper_baselines.yaml."""
     import yaml
-
     text = (resources.files("conf") / "task" / "glue" / "paper_baselines.yaml").read_text()
     return list(yaml.safe_load(text)["rows"])
 
 
 def planned_seeds(protocol: str, seeds: Sequence[int] | None, seed: int | None, default_seed: int | None) -> list[int]:
-    """The seeds every GLUE grid point runs: ``task.seed`` if set, else ``task.seeds`` (``authors``) or the top-level
-    ``seed`` (``best_epoch``); the selection reads it back to tell a complete configuration."""
+    """The seeds every GLUE grid point runs: ``task.seed``, else ``task.seeds`` or ``seed`` by protocol."""
     if seed is not None:
         return [int(seed)]
     if protocol == "authors":

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 def tokenize(split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, regression: bool) -> datasets.Dataset:
     """Token ids (no padding: the collator pads per batch) and labels of one split."""
     import datasets
-
     enc = tokenizer(split.text_a, split.text_b, truncation=True, max_length=max_length)
     data = {k: enc[k] for k in enc if k in ("input_ids", "attention_mask", "token_type_ids")}
     data["labels"] = [float(v) for v in split.labels] if regression else [int(v) for v in split.labels]
@@ -32,11 +31,8 @@ def tokenize(split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, 
 def cached_tokenize(
     split: Split, tokenizer: PreTrainedTokenizerBase, max_length: int, regression: bool, cache_dir: Path | None
 ) -> datasets.Dataset:
-    """:func:`tokenize`, cached under ``cache_dir`` (keyed by the caller) and reused only where its ``claim.json``
-    (key, hash of the texts and labels, hash of the ids, masks and labels held) holds and its labels are this
-    split's; else rebuilt with a warning. Built once under ``<cache_dir>.lock``, renamed into place."""
+    """:func:`tokenize`, cached under ``cache_dir`` and reused only where its ``claim.json`` holds."""
     import datasets
-
     datasets.disable_progress_bars()
     if cache_dir is None:
         return tokenize(split, tokenizer, max_length, regression)
@@ -76,7 +72,6 @@ def token_hash(ds: datasets.Dataset) -> str:
     """sha256 (24 hex) of a tokenised split's columns (lengths and values per row), so in-place changes are seen."""
     import pyarrow as pa
     import pyarrow.compute as pc
-
     table = ds.with_format("arrow")[:]
     h = hashlib.sha256()
     for name in sorted(table.column_names):

@@ -1,9 +1,5 @@
-"""An mteb benchmark by its own name (``task.benchmark``): its tasks, optionally of some types (``task.task_types``),
-and its aggregate as mteb computes it (``Benchmark.get_score``: the per-task-type mean of the tasks' main scores,
-a task's score being the mean over its splits and subsets), one record per aggregate beside the tasks' records.
-
-Why our own aggregation: mteb's needs its ``TaskResult`` objects of one process, while a run's task records may come
-from several (a resumed run); this is the same arithmetic on the records (a test runs mteb's beside it)."""
+"""An mteb benchmark by its own name: its tasks and its aggregate as mteb computes it (``Benchmark.get_score``). Our
+own aggregation: mteb's needs one process's ``TaskResult`` objects, a resumed run's records come from several."""
 
 from __future__ import annotations
 
@@ -21,18 +17,14 @@ RULE = ("mteb's Benchmark.get_score: per task type, the mean of its tasks' main 
 
 
 def benchmark_column(benchmark: str, task_type: str | None = None) -> str:
-    """The column of the mteb table that holds a benchmark's aggregate as mteb computes it: the mean of the main
-    scores of its tasks of ``task_type`` (mteb's per-task-type mean, ``Benchmark.get_score``'s ``"Retrieval"``), or
-    with ``task_type=None`` its mean over task types (``"Mean(TaskType)"``). The published rows (Ettin Table 3's
-    "Retrieval", mmBERT Table 4's "Retrieve") and a task=mteb run of that benchmark place their number here, so both
-    share one column: ``benchmark_column("MTEB(eng, v2)", "Retrieval")`` is ``"MTEB(eng, v2) Retrieval"``."""
+    """The mteb table's column of a benchmark's aggregate over its tasks of ``task_type`` (None: the mean over task
+    types), shared by published rows (Ettin Table 3's "Retrieval") and task=mteb runs: ``"MTEB(eng, v2) Retrieval"``."""
     return f"{benchmark} {task_type or 'Mean(TaskType)'}"
 
 
 @dataclass(frozen=True)
 class Aggregate:
-    """An aggregate cell's payload: the task type it averages (None: the mean over types) and its members' record
-    datasets, by task."""
+    """An aggregate cell's payload: the task type it averages (None: all) and its members' datasets, by task."""
 
     benchmark: str
     task_type: str | None
@@ -45,8 +37,7 @@ class Aggregate:
 
 
 def benchmark_tasks(mteb: Any, name: str, local: Mapping[str, Any], types: Sequence[str]) -> list[Any]:
-    """The tasks of benchmark ``name`` (one a task file defines, else mteb's own) as the benchmark restricts them
-    (splits, subsets, languages), those of ``types`` only when given."""
+    """The tasks of benchmark ``name`` as it restricts them (splits, subsets, languages), of ``types`` if given."""
     if name in local:
         bench = local[name]
     else:
@@ -69,8 +60,7 @@ def benchmark_tasks(mteb: Any, name: str, local: Mapping[str, Any], types: Seque
 
 def aggregates(benchmark: str, tasks: Mapping[str, Any], datasets: Mapping[str, tuple[str, ...]],
                types: Sequence[str]) -> list[Aggregate]:
-    """The benchmark's aggregates over ``tasks``: one per task type (``types``, else every type present), and the
-    mean over types where the whole benchmark runs with more than one type."""
+    """The benchmark's aggregates over ``tasks``: one per task type, and the mean over types where it applies."""
     present = sorted({t.metadata.type for t in tasks.values()})
     out = [Aggregate(benchmark, ty, {n: datasets[n] for n, t in tasks.items() if t.metadata.type == ty})
            for ty in (types or present)]
@@ -85,8 +75,7 @@ def task_score(records: Sequence[ResultRecord]) -> float:
 
 
 def aggregate(agg: Aggregate, found: Mapping[str, ResultRecord | None]) -> tuple[float, dict[str, float], str] | str:
-    """(the aggregate, each task's score, the main score's name) from the members' records (``found``: dataset ->
-    its finished record), or why it cannot be computed (a member missing or failed: mteb's aggregate is None)."""
+    """(the aggregate, each task's score, the main score's name) from the members' records, or why not."""
     bad = [d for ds in agg.tasks.values() for d in ds if found.get(d) is None or found[d].status != STATUS_OK]
     if bad:
         return (f"{agg.benchmark}'s aggregate needs every task's record; not ok: {', '.join(bad[:5])}"

@@ -1,6 +1,5 @@
-"""``task=mteb``'s evaluation: mteb's own evaluator on the model the harness loads, from the run's plan (the mteb task
-objects planning resolved: :class:`MtebStages`); one record per task and split. mteb is imported only here, when a
-run (or ``harness export --format mteb``) needs it (:func:`require_mteb`)."""
+"""``task=mteb``'s evaluation: mteb's own evaluator on the model the harness loads, one record per task and split;
+mteb is imported only here, when a run (or ``harness export --format mteb``) needs it."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, kw_only=True)
 class MtebStages:
-    """What ``task=mteb``'s evaluation reads: the mteb task objects (restricted to the configured subsets and
-    splits, no data loaded), the local ones' classes and files, and the mteb module."""
+    """What ``task=mteb``'s evaluation reads: the mteb task objects (no data loaded), local ones' files, mteb."""
 
     tasks: Mapping[str, Any]
     local: Mapping[str, Any]
@@ -39,10 +37,8 @@ def require_mteb(what: str) -> Any:
 
 
 def check(plan: RunPlan[Any, MtebStages], todo: Sequence[Cell]) -> None:
-    """The model's checks; and offline, a hub task's data must already be cached: try each one before any model is
-    loaded, so a missing dataset fails at once and names the local alternative."""
+    """The model's checks; offline, each hub task's data is tried in the cache before any model is loaded."""
     from harness.models import hub_reachable
-
     check_model(plan, todo)
     remote = [n for n in dict.fromkeys(c.payload[0] for c in todo if isinstance(c.payload, tuple))
               if n not in plan.stages.local]
@@ -79,7 +75,6 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
 
 def evaluate_tasks(plan: RunPlan, by_task: Mapping[str, list[Cell]]) -> Iterator[ResultRecord]:
     from harness.models import load_sentence_transformer
-
     model, block = load_sentence_transformer(weights_of(plan), device=plan.device)
     if plan.lineage is not None:
         block |= plan.lineage.loaded(block, plan.model.path)
@@ -102,13 +97,11 @@ def evaluate_tasks(plan: RunPlan, by_task: Mapping[str, list[Cell]]) -> Iterator
 def aggregate_record(plan: RunPlan, cell: Cell) -> ResultRecord:
     """The benchmark's aggregate ``cell`` from its members' records as written (this run's, or an earlier one's)."""
     from harness.core import results
-
     agg, cells = cell.payload, {c.dataset: c for c in plan.cells}
     found = {d: rec if done(rec := results.finished_at(plan.record_path(cell, d)), cells[d], overwrite=False) else None
              for ds in agg.tasks.values() for d in ds}   # a member's record as the runner reads it: current, or none
     got = benchmark.aggregate(agg, found)
-    info = {"benchmark": agg.benchmark, "task_type": agg.task_type, "rule": benchmark.RULE,
-            "tasks": sorted(agg.tasks)}
+    info = {"benchmark": agg.benchmark, "task_type": agg.task_type, "rule": benchmark.RULE, "tasks": sorted(agg.tasks)}
     split = ",".join(sorted({r.split for r in found.values() if r is not None}))
     if isinstance(got, str):
         return plan.header.failed(cell, got, split=split, details={"mteb": info})
@@ -122,11 +115,9 @@ def aggregate_record(plan: RunPlan, cell: Cell) -> ResultRecord:
 def evaluate(plan: RunPlan, model: Any, task: Any) -> Any:
     """mteb's own evaluation of ``task`` on ``model`` in the run's precision (autocast, as the harness' encoder)."""
     from harness.models import autocast
-
     with autocast(plan.precision, plan.device):
         out = plan.stages.mteb.evaluate(model, task, cache=None, overwrite_strategy="always", co2_tracker=False,
-                                        encode_kwargs={"batch_size": plan.settings.batch_size},
-                                        show_progress_bar=True)
+                                        encode_kwargs={"batch_size": plan.settings.batch_size}, show_progress_bar=True)
     if out.exceptions:
         raise RuntimeError("; ".join(f"{e.task_name}: {e.exception}" for e in out.exceptions))
     return out.task_results[0]

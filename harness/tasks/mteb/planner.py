@@ -1,13 +1,5 @@
-"""``task=mteb``: any mteb task by name, evaluated by mteb itself (its data, evaluator and main score) on the model
-the harness loads (``model=...``, ``precision``, ``device``); one record per task and split.
-
-A benchmark by mteb's own name (``task.benchmark``, ``task.task_types``) runs its tasks and adds its aggregate as
-mteb computes it (:mod:`harness.tasks.mteb.benchmark`); ``task.source`` evaluates another task's trained run (the
-DPR model ``task=beir`` selected, as the Ettin and mmBERT papers evaluated MTEB v2). Offline, or for data of your
-own, ``task.task_files`` names Python files (or modules) that define mteb tasks (subclasses of mteb's ``AbsTask``
-with a ``TaskMetadata``, as mteb's own mock tasks) and benchmarks (``mteb.Benchmark`` values); they are then run by
-name like mteb's. mteb is imported only when this family runs (``pip install 'harness[mteb]'``).
-"""
+"""``task=mteb``: any mteb task or benchmark by name, evaluated by mteb itself on the model the harness loads, a record
+per task and split; ``task.task_files``: Python files defining your own. mteb is imported only if it runs."""
 
 from __future__ import annotations
 
@@ -75,7 +67,6 @@ def load_task_files(entries: Sequence[str]) -> TaskFiles:
     """The mteb task classes and benchmarks each file (``my_tasks.py``) or module (``pkg.tasks``) defines."""
     from mteb import Benchmark
     from mteb.abstasks import AbsTask
-
     out = TaskFiles({}, {})
     for entry in entries:
         module, path, sha = _import(entry)
@@ -114,8 +105,7 @@ def _import(entry: str) -> tuple[Any, Path, str]:
 
 
 def dataset_files(path: str | None) -> list[Path]:
-    """The files at a local task's ``metadata.dataset`` path, when it names a local file or folder (an absolute path,
-    or one starting with ``.`` or ``~``; a hub id does not), hidden ones left out."""
+    """The files at a local task's ``metadata.dataset`` path (a hub id names none), hidden ones left out."""
     if not path or not str(path).startswith(("/", ".", "~")):
         return []
     where = Path(str(path)).expanduser()
@@ -150,8 +140,7 @@ class MtebPlanner:
 
     @cached_property
     def tasks(self) -> dict[str, Any]:
-        """Task name -> mteb task object restricted to the configured subsets and splits (a benchmark's: as it
-        restricts them), no data loaded."""
+        """Task name -> mteb task object restricted to the configured subsets and splits, no data loaded."""
         s = self.settings
         if s.benchmark is None:
             if s.task_types:
@@ -192,7 +181,6 @@ class MtebPlanner:
 
     def run_identity(self) -> dict[str, Any]:
         from importlib.metadata import PackageNotFoundError, version
-
         try:
             mteb_version = version("mteb")
         except PackageNotFoundError:
@@ -200,8 +188,7 @@ class MtebPlanner:
         return self.setup.identity(STAGES, self.identity_exclude, replace={"task.mteb_version": mteb_version})   # mteb's evaluator makes the number
 
     def mteb_task_spec(self, name: str, split: str) -> str:
-        """What defines a cell's data and scoring: the task, its dataset revision, split and subsets, and what its
-        local files hold (:meth:`local_files`)."""
+        """What defines a cell's data and scoring: task, revision, split, subsets and its local files."""
         task = self.tasks[name]
         meta = task.metadata
         local = self.local_tasks.get(name)
@@ -211,10 +198,7 @@ class MtebPlanner:
         }), self.local_files(name))
 
     def local_files(self, name: str) -> dict[str, Any] | None:
-        """The local files a task reads, fingerprinted (:func:`harness.core.file_hash.describe`): the task file that
-        defines it (``task.task_files``) and, where its ``metadata.dataset`` path is a local file or folder (an
-        absolute path, or one starting with ``.`` or ``~``), every file there; None for mteb's own tasks (hub data
-        at the revision they pin)."""
+        """The local files a task reads, fingerprinted (its task file, a local dataset); None for mteb's own."""
         local = self.local_tasks.get(name)
         if local is None or not Path(local.source).is_file():
             return None
@@ -240,9 +224,7 @@ class MtebPlanner:
         return out
 
     def work(self) -> Work:
-        """What the run encodes: each task's texts, from the sizes mteb publishes with the task (its descriptive
-        statistics: characters per split, mean document length), :data:`BYTES_PER_TOKEN` characters a token; a
-        task without statistics (a local one) counts nothing."""
+        """What the run encodes: each task's texts, from mteb's descriptive statistics (none: nothing counted)."""
         w = Work()
         for task in self.tasks.values():
             stats = task.metadata.descriptive_stats or {}

@@ -1,7 +1,6 @@
 """``task=beir`` (and nanobeir): single-vector (DPR) retrieval as the paper ran it (section 3.1.2, appendix E.2):
-fine-tune on MS MARCO hard negatives with sentence-transformers (``train.dense``), then nDCG@10 on the 15 BEIR sets
-(``retrieve.single_vector``). Training triplet sources (``task.train_data.source``) are :data:`TRIPLET_SOURCES`: a
-new source is one class (here or in a user's module) and one registry entry."""
+fine-tune on MS MARCO hard negatives (``train.dense``), then nDCG@10 on the 15 BEIR sets; a new source of training
+triplets is one class and one entry in :data:`TRIPLET_SOURCES`."""
 
 from __future__ import annotations
 
@@ -37,7 +36,6 @@ class HubTriplets(RowSource):
 
     def load(self, s: Any, model: Any) -> tuple[Any, None]:
         from harness.tasks.retrieval.data import triplets
-
         d = s.train_data
         return triplets.load_hub_triplets(str(d.hub_path), str(d.hub_config), d.hub_revision, d.max_samples,
                                           d.split_seed), None
@@ -67,7 +65,6 @@ class FileTriplets(RowSource):
     def work(self, s: Any) -> Work:
         """The file's rows (at most ``max_samples``) at its own tokens per row."""
         from harness.data.sizes import train_file
-
         d = s.train_data
         rows = train_file(d.path)
         if rows is None:
@@ -77,7 +74,6 @@ class FileTriplets(RowSource):
 
     def load(self, s: Any, model: Any) -> tuple[Any, None]:
         from harness.tasks.retrieval.data import triplets
-
         d = s.train_data
         return triplets.sample(triplets.load_triplets_file(_path(d)), d.max_samples, d.split_seed), None
 
@@ -98,14 +94,12 @@ class BeirMined(RowSource):
         """The train split's files in the dataset's local folder (its corpus, queries and qrels)."""
         from harness.tasks.retrieval.data.catalog import KINDS
         from harness.tasks.retrieval.data.reads import entry_files
-
         found = entry_files(self.entry(s), s.data_dir, s.train_data.split, KINDS.lookup) if s.train_data.dataset \
             else None
         return found[1] if found else []
 
     def entry(self, s: Any) -> Any:
         from harness.tasks.retrieval.data.catalog import resolve_entries
-
         d = s.train_data
         if not d.dataset:
             raise HarnessError("task.train_data.source=beir needs task.train_data.dataset=<BEIR name with a train "
@@ -115,7 +109,6 @@ class BeirMined(RowSource):
 
     def check(self, s: Any) -> None:
         from harness.tasks.retrieval.data.catalog import check_local
-
         d = s.train_data
         entry = self.entry(s)
         if not s.data_dir:
@@ -129,7 +122,6 @@ class BeirMined(RowSource):
     def load(self, s: Any, model: Any) -> tuple[Any, None]:
         from harness.tasks.retrieval.data import triplets
         from harness.tasks.retrieval.data.catalog import load_entry
-
         d = s.train_data
         ds = load_entry(self.entry(s), data_dir=s.data_dir, split=d.split, strict_qrels=s.strict_qrels)
         return triplets.mine_from_beir(ds, model, num_negatives=d.num_negatives, range_min=d.range_min,
@@ -196,8 +188,7 @@ def check_recipes(recipes: dict[str, Any]) -> None:
 def recipe_of(s: Any) -> str:
     """The first ``task.recipes`` entry whose every value this run's training has, else ``custom``."""
     have = {k: getattr(s.training, k) for k in RECIPE_KEYS}
-    return next((name for name, values in s.recipes.items() if all(have[k] == v for k, v in values.items())),
-                "custom")
+    return next((name for name, values in s.recipes.items() if all(have[k] == v for k, v in values.items())), "custom")
 
 
 @dataclass(kw_only=True)
@@ -222,8 +213,7 @@ def evaluation(r: Resolved) -> dict[str, Any]:
 
 
 def training(r: Resolved, data: dict[str, Any], **own: Any) -> dict[str, Any]:
-    """What a trained retrieval record shows: ``train``, its training settings (``data``: what the source says of its
-    rows; ``own``: the trainer's own keys), and the schedule at its top level (selection reads it)."""
+    """What a trained retrieval record shows: ``train``, its settings, and the schedule at its top level (selection)."""
     t = r.settings.training
     train = {"data": data, "lr": r.lr, "epochs": t.epochs, "warmup_ratio": t.warmup_ratio, "batch_size": t.batch_size,
              "gradient_accumulation_steps": t.gradient_accumulation_steps, **own, "seed": t.train_seed}

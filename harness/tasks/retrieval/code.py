@@ -1,8 +1,5 @@
-"""``task=code``: single-vector code retrieval, evaluated as is: a set mined from a Python source tree (the stdlib:
-the offline main job), the paper's CoIR sets (CodeSearchNet's six languages, code -> docstring, their mean the CSN
-number; StackOverflow-QA), or local stand-ins (CodeXGLUE Ruby, its BEIR view, CoSQA dev). The model is the selected
-``task=beir`` run's (``task.source``, :class:`harness.tasks.runplan.Lineage`), or ``model.path`` as is.
-Documents are written by ``task.title_convention`` (default CoIR's)."""
+"""``task=code``: single-vector code retrieval, evaluated as is (a mined source tree, CoIR's sets, local stand-ins)
+with the selected ``task=beir`` run's model (``task.source``) or ``model.path`` as is."""
 
 from __future__ import annotations
 

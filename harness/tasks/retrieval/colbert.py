@@ -1,7 +1,6 @@
 """``task=colbert``: multi-vector (ColBERT) retrieval as the paper ran it (section 3.1.2, appendix E.2): a PyLate
-ColBERT on the encoder (``load.colbert``) trained by KL distillation on MS MARCO (``lightonai/ms-marco-en-bge``;
-``train.kd``), then nDCG@10 on the 15 BEIR sets through a PLAID index or exact MaxSim (``retrieve.multi_vector``).
-Distillation data sources (``task.train_data.source``, :mod:`harness.tasks.retrieval.data.kd`): :data:`KD_SOURCES`."""
+ColBERT on the encoder trained by KL distillation on MS MARCO (``train.kd``; sources: :data:`KD_SOURCES`), then
+nDCG@10 on the 15 BEIR sets through a PLAID index or exact MaxSim (``retrieve.multi_vector``)."""
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ FILE_KEYS = ("path", "queries_path", "documents_path")
 def kd_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
     """What the KD sources share: their samples for settings ``s`` (every id checked) and facts."""
     from harness.core.console import step
-
     d = s.train_data   # n_ways >= 2: typed (KdData)
     with step(f"KD data: reading, validating and joining {source.name(d)}",
               starting="every query and document id is checked") as done:
@@ -44,7 +42,6 @@ class HubKd(RowSource):
     @property
     def offline(self) -> str:   # type: ignore[override]
         from harness.tasks.retrieval.data.kd import HUB_FIX  # the KD reader's own (it imports datasets)
-
         return HUB_FIX
 
     def describe(self, s: Any) -> dict[str, Any]:
@@ -58,7 +55,6 @@ class HubKd(RowSource):
 
     def read(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
         from harness.tasks.retrieval.data import kd
-
         return kd.load_kd_hub(d.hub.hub_path, d.hub.hub_revision, n_ways=d.n_ways, max_samples=d.max_samples, seed=seed)
 
 
@@ -93,7 +89,6 @@ class FileKd(RowSource):
 
     def work(self, s: Any) -> Work:
         from harness.data.sizes import train_file
-
         rows = train_file(s.train_data.path)
         w = kd_work(s, rows)
         w.local += rows is not None
@@ -101,14 +96,12 @@ class FileKd(RowSource):
 
     def read(self, d: Any, seed: int) -> tuple[Any, dict[str, Any]]:
         from harness.tasks.retrieval.data import kd
-
         return kd.load_kd_file(_path(d), n_ways=d.n_ways, queries_path=d.queries_path,
                                documents_path=d.documents_path, max_samples=d.max_samples, seed=seed)
 
 
 def kd_work(s: Any, rows: tuple[float, float] | None) -> Work:
-    """Training tokens of the samples (a file's rows, else ``max_samples``; at most ``max_samples``): a query and
-    its ``n_ways`` documents each, at most ``train_document_length`` tokens (the cost file's document length)."""
+    """Training tokens of the samples: a query and its ``n_ways`` documents each (capped lengths), per epoch."""
     c, d, t = cost_data(), s.train_data, s.training
     per = c["query_tokens"] + int(d.n_ways) * min(c["kd_doc_tokens"], int(t.train_document_length))
     n = rows[0] if rows else float(d.max_samples or 0)
@@ -191,7 +184,6 @@ def resolved(s: ColbertSettings) -> dict[str, Any]:
     """PLAID's backend (``auto`` resolves per machine, and the two backends differ); Voyager's constants (the
     authors' index and search depth: a change to them changes the numbers, so it changes the run id)."""
     from harness.tasks.retrieval.settings import plaid_backend, voyager_identity
-
     search = s.multi_vector.search
     if search.index == "voyager":
         return {"task.voyager": voyager_identity("voyager")}
@@ -210,7 +202,6 @@ def hyperparameters(r: Resolved) -> dict[str, Any]:
     }
     if mv.search.index == "plaid":
         from harness.tasks.retrieval.settings import plaid_backend
-
         hp["plaid"] = asdict(mv.search.plaid) | {"backend": plaid_backend(mv.search.plaid.backend)}
     if not r.trains:
         return hp

@@ -1,8 +1,5 @@
-"""One retrieval run's computation, from its plan alone: load the weights (``load.*``), fine-tune them or reuse the
-finished training (``train.*``, marked done by ``train_done.json``), build the retriever (``retrieve.*``) over a
-corpus cache keyed by the run's identity and the weights, and evaluate each cell (``score.ir``:
-:mod:`~harness.tasks.retrieval.score`). Everything it reads is in the :class:`~harness.tasks.runplan.RunPlan` (its ``stages``:
-:class:`~harness.tasks.retrieval.stages.RetrievalStages`); it returns records, which the runner writes."""
+"""One retrieval run's computation, from its plan alone: load, fine-tune (or reuse the finished training), build the
+retriever over a corpus cache keyed by the run and the weights, evaluate each cell; records, which the runner writes."""
 
 from __future__ import annotations
 
@@ -31,14 +28,12 @@ TRAIN_DONE = "train_done.json"
 
 
 def trained(plan: RunPlan) -> bool:
-    """This run's training already finished, on the training files as they are now (its model is reused, its data
-    not read)."""
+    """This run's training already finished, on the training files as they are now."""
     return finished_training(plan) is not None
 
 
 def finished_training(plan: RunPlan) -> dict[str, Any] | None:
-    """What this run's finished training recorded (``train_done.json``), unless its local training files held other
-    data then (``train_files``: their fingerprint; a training from the hub has none)."""
+    """What this run's finished training recorded, unless its local training files held other data then."""
     folder = plan.stages.train_dir
     marker = None if folder is None else folder / TRAIN_DONE
     if marker is None or not marker.exists():
@@ -48,9 +43,7 @@ def finished_training(plan: RunPlan) -> dict[str, Any] | None:
 
 
 def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
-    """(model, the record's model block) from the load stage; with a source, its trained weights, checked
-    against the fingerprint that run recorded. Fails fast, naming the local alternative, when the hub is
-    needed and unreachable."""
+    """(model, record block) from the load stage; a source's trained weights checked against its fingerprint."""
     p, lin = plan.stages, plan.lineage
     model, block = code_of(stages.STAGES, p.load)(plan, weights_of(plan))
     if lin is not None:
@@ -59,9 +52,7 @@ def load_model(plan: RunPlan) -> tuple[Any, dict[str, Any]]:
 
 
 def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | None:
-    """Fine-tune ``model`` in place when the run trains, or load this run's finished training (unless
-    ``overwrite``; e.g. after a pre-emption during evaluation); returns the training facts for the record
-    (``train_s`` and the trained weights' ``fingerprint`` included), or None."""
+    """Fine-tune ``model`` in place, or load this run's finished training; the training facts, or None."""
     p = plan.stages
     if not plan.trains:   # a run that trains has a train.* stage: checked before any work (families.retrieval.check)
         return None
@@ -94,12 +85,9 @@ def train(plan: RunPlan, model: Any, todo: Sequence[Cell]) -> dict[str, Any] | N
 
 
 def for_inference(plan: RunPlan, model: Any, block: dict[str, Any]) -> None:
-    """Ready ``model`` to encode, after any training: its weights cast to bf16/fp16 on CUDA at that precision (not
-    autocast over fp32 weights), its encoder compiled where ``compile=true`` (CUDA); what runs goes into the
-    record's model block (``inference``) where it is not plain fp32."""
+    """Ready ``model`` to encode: weights cast on CUDA, compiled where ``compile=true``; said in its block."""
     from harness.models import cast_for_inference
     from harness.models.compiled import compile_encoder, wanted
-
     mode = cast_for_inference(model, plan.precision, plan.device)
     compile_it = wanted(plan.config, plan.device)
     if compile_it:
@@ -113,11 +101,8 @@ def retriever(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> A
     return code_of(stages.STAGES, plan.stages.retrieve)(plan, model, cache_identity)
 
 
-def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mapping[str, Any] | None
-                   ) -> dict[str, Any]:
-    """What the cached corpus encodings depend on: the run (less its search-only keys), the weights, and the
-    attention ``auto`` resolved to where it is not padded sdpa (the unpadded GPU path runs attention in bf16:
-    its embeddings are never handed to a padded run, or back)."""
+def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the cached corpus encodings depend on: the run less search-only keys, the weights, the attention."""
     out = {"run": dict(plan.stages.cache_run),
            "weights": trained_facts["fingerprint"] if trained_facts else block["fingerprint"]}
     attention = (block.get("attention") or {}).get("implementation")
@@ -130,12 +115,9 @@ def cache_identity(plan: RunPlan, block: Mapping[str, Any], trained_facts: Mappi
 
 
 def sharded(plan: RunPlan, retriever: Any) -> Any:
-    """``retriever``, evaluated shard by shard where ``task.shards`` asks for it (single-vector retrievers and
-    exact MaxSim: their engines implement :class:`~harness.tasks.retrieval.retrievers.shards.ShardEngine`), or over the GPUs a
-    ``task.devices`` training ran on; a device's shards run :func:`run_part`."""
+    """``retriever``, evaluated shard by shard where ``task.shards`` asks, or over a training's GPUs."""
     from harness.tasks.retrieval import devices
     from harness.tasks.retrieval.retrievers.shards import ShardedRetriever
-
     shards = plan.settings.sharding
     if not shards.sharded:
         if not plan.trains or plan.settings.training.devices == 1:
@@ -152,7 +134,6 @@ def sharded(plan: RunPlan, retriever: Any) -> Any:
 def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
     """Load -> (train) -> retrieve -> score each cell of ``todo``: one record per dataset (and composite member)."""
     from harness.tasks.retrieval import score
-
     model, block = load_model(plan)
     try:
         facts = train(plan, model, todo)
@@ -174,12 +155,10 @@ def run(plan: RunPlan, todo: Sequence[Cell]) -> Iterator[ResultRecord]:
 
 
 def run_part(plan: RunPlan, todo: Sequence[Cell]) -> None:
-    """A shard job: shard ``task.shard`` of every dataset of ``todo`` into the cache (no record, no run lock: the
-    shards of one run compute side by side)."""
+    """A shard job: shard ``task.shard`` of every dataset of ``todo`` into the cache (no record, no lock)."""
     from harness.tasks.retrieval import score
     from harness.tasks.retrieval.retrievers.retriever import search_width
     from harness.tasks.retrieval.retrievers.shards import ShardedRetriever
-
     shard = plan.settings.sharding.shard
     model, block = load_model(plan)
     facts = train(plan, model, todo) if plan.trains and trained(plan) else None
@@ -200,16 +179,11 @@ def run_part(plan: RunPlan, todo: Sequence[Cell]) -> None:
 
 
 # -------------------------------------------------------------------------------- the load.* and retrieve.* stages
-# A load.<name> stage (MLDR's is chosen by task.retriever through stage_when) gets the run's plan and the model spec
-# to load (model.path, or the trained weights of the task's source run) and returns (model, the record's model
-# block); lengths no model position can encode are refused there, before any expensive work. A retrieve.<name> stage
-# (task.retriever: <name>) gets the plan, the loaded model and the corpus-cache identity and returns a Retriever;
-# which keys change its ranking but not its corpus encoding follows from the settings (their ``search`` nodes).
+# load.<name>(plan, spec) -> (model, the record's model block), refusing lengths no position can encode;
+# retrieve.<name>(plan, model, cache identity) -> a Retriever (task.retriever: <name>).
 def encoder(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
-    """A SentenceTransformer (hub id, folder or package; pruned per ``model.keep_layers``); the lengths it checks:
-    ``task.max_length``, and ``task.max_seq_length`` when the run trains."""
+    """A SentenceTransformer, and the lengths it checks (``task.max_length``; training: ``max_seq_length``)."""
     from harness.models import load_sentence_transformer
-
     model, block = load_sentence_transformer(spec, device=plan.device)
     s = plan.settings
     check_positions(model, s.evaluation.max_length, spec.name, "task.max_length")
@@ -219,11 +193,8 @@ def encoder(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
 
 
 def colbert(plan: RunPlan, spec: ModelSpec) -> tuple[Any, dict[str, Any]]:
-    """A PyLate ColBERT (a ColBERT checkpoint as is; a plain encoder gets the ``embedding_size`` projection, seeded
-    by the run's seed: ``task.train_seed`` when training, else ``seed``). Document lengths are capped at the
-    positions and recorded by the retriever, as the paper's evaluation does."""
+    """A PyLate ColBERT (a plain encoder gets an ``embedding_size`` projection seeded by the run's seed)."""
     from harness.tasks.retrieval.retrievers.colbert_model import load_colbert
-
     return load_colbert(spec, device=plan.device, embedding_size=plan.settings.multi_vector.embedding_size,
                         seed=plan.seed)
 
@@ -234,11 +205,9 @@ def check_positions(model: Any, length: int, name: str, key: str) -> None:
 
 
 def single_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
-    """DPR: the SentenceTransformer's embeddings, exact search (``task.similarity``), corpus embeddings cached;
-    documents written by ``task.title_convention`` where the task has one (task=code)."""
+    """DPR: the SentenceTransformer's embeddings, cached, exact search (``task.similarity``)."""
     from harness.tasks.retrieval.retrievers.dense import DenseRetriever, DenseSettings
     from harness.tasks.retrieval.retrievers.retriever import TitleConvention
-
     s = plan.settings
     dense = DenseRetriever(model, DenseSettings(
         device=plan.device, precision=plan.precision, batching=s.batching, evaluation=s.evaluation,
@@ -249,10 +218,8 @@ def single_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) 
 
 
 def multi_vector(plan: RunPlan, model: Any, cache_identity: Mapping[str, Any]) -> Retriever:
-    """ColBERT: token embeddings, PLAID or exact MaxSim; documents up to the task's document length (capped at the
-    model's positions, recorded)."""
+    """ColBERT: token embeddings, PLAID or exact MaxSim, documents up to the task's document length."""
     from harness.tasks.retrieval.retrievers.multivector import MultiVectorRetriever, MultiVectorSettings
-
     s = plan.settings
     return MultiVectorRetriever(model, MultiVectorSettings(
         device=plan.device, precision=plan.precision, batching=s.batching, search=s.multi_vector.search,

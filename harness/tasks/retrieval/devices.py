@@ -1,6 +1,5 @@
-"""``task.shard_launcher=devices``: a run's missing corpus shards over every visible GPU, one process per device
-(``torch.multiprocessing.spawn``), each running the shard jobs of its share (``task.shard=<i>``) one after another.
-A run that trains on N GPUs (``task.devices=N``) evaluates the same way over them (:func:`over_training_devices`)."""
+"""``task.shard_launcher=devices``: a run's missing corpus shards over every visible GPU, one process per device, each
+running its share of shard jobs; a run training on N GPUs evaluates the same way over them."""
 
 from __future__ import annotations
 
@@ -21,15 +20,12 @@ Part = Callable[[RunPlan, Sequence[Cell]], None]
 def visible_devices() -> list[str]:
     """The devices shard processes run on: every visible GPU (``CUDA_VISIBLE_DEVICES`` picks them)."""
     import torch
-
     return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
 
 
 def launcher(plan: RunPlan, part: Part, shards: int | None = None) -> Callable[[list[int]], None]:
-    """What computes the shards ``todo`` of ``plan``'s run: shard i on device ``i mod n`` (n visible GPUs), each a
-    part job ``part(plan, todo)``; ``shards``: the count where not ``task.shards`` (:func:`over_training_devices`)."""
+    """What computes the shards ``todo`` of ``plan``'s run: shard i on device ``i mod n``, each a part job."""
     import torch
-
     devices = visible_devices()
     if not devices:
         raise HarnessError("task.shard_launcher=devices needs visible GPUs (none found); use sequential, or external "
@@ -62,9 +58,7 @@ def _device_shards(rank: int, plan: RunPlan, part: Part, devices: list[str], sha
 
 
 def over_training_devices(plan: RunPlan, retriever: Any, part: Part) -> tuple[Any, Callable[[list[int]], None]] | None:
-    """A run training on N GPUs (``task.devices=N``, ``task.shards`` 1) evaluates in N shards, one process per GPU,
-    merged to the unsharded ranking: (shard settings, launcher). None, said once, for one device, the CPU (shares
-    its cores already) or an unshardable retriever (PLAID, Voyager)."""
+    """(shard settings, launcher) evaluating a run trained on N GPUs in N shards; None where unshardable."""
     n = plan.settings.training.devices
     if n == 1 or not plan.trains:
         return None

@@ -1,16 +1,6 @@
-"""``task=mldr``: long-document retrieval as the paper ran it (section 3.1.3): MLDR English, nDCG@10.
-
-``task.setting=ood``: the DPR model ``task=beir`` trained on MS MARCO (``task.source``: the selected run, a run id,
-or ``model.path`` as is), evaluated untrained. ``task.setting=id``: that model fine-tuned further on MLDR's English
-train set (``Shitao/MLDR`` ``mldr-v1.0-en/train.jsonl.gz``, or a local folder in its layout); the paper gives no
-recipe, so loss, learning rate (default: the source run's), epochs, length, batch and accumulation are config and
-recorded. Documents are encoded up to ``task.max_length`` (default the model's maximum: 8,192 for ModernBERT and
-GTE-en-MLM, 512 for BERT/RoBERTa/DeBERTa); a length above the model's positions is refused before any work. Sets
-that record where each query's answer starts also get nDCG@10 before and after the truncation point.
-
-Dense and ColBERT (the paper's MLDR OOD ColBERT column) differ only in YAML: ``task.retriever`` picks the
-``retrieve.*`` stage, the spec's ``stage_when`` its ``load.*`` stage. The in-domain training rows' sources
-(``task.train_data.source``) are in :data:`MLDR_SOURCES` (loading: :mod:`harness.tasks.retrieval.data.mldr`)."""
+"""``task=mldr``: long-document retrieval as the paper ran it (section 3.1.3): MLDR English, nDCG@10. ``ood``:
+task=beir's DPR model, untrained; ``id``: fine-tuned further on MLDR's train set (the paper gives no recipe: config).
+Dense and ColBERT (the MLDR OOD ColBERT column) differ only in YAML: ``task.retriever`` picks the stage."""
 
 from __future__ import annotations
 
@@ -35,7 +25,6 @@ def mldr_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
     import logging
 
     from harness.tasks.retrieval.data import mldr
-
     d = s.train_data
     ds, stats = mldr.triplets(source.rows(s), d.num_negatives, d.max_samples, s.training.train_seed)
     logging.getLogger(__name__).info("MLDR training data: %s", stats)
@@ -45,7 +34,6 @@ def mldr_load(source: Any, s: Any, model: Any) -> tuple[Any, dict[str, Any]]:
 def mldr_work(source: Any, s: Any) -> Work:
     """Training tokens of MLDR's queries (local mldr-en, else the cost file), each with positive and negatives."""
     from harness.data.sizes import retrieval_set
-
     c, d, t = cost_data(), s.train_data, s.training
     docs = min(c["mldr-en"][2], int(t.max_seq_length)) * (int(d.num_negatives) + 1)
     local = retrieval_set(s.data_dir, str((s.catalog.get("mldr-en") or {}).get("local")))
@@ -67,7 +55,6 @@ class HubMldr(RowSource):
 
     def rows(self, s: Any) -> Any:
         from harness.tasks.retrieval.data import mldr
-
         d = s.train_data
         return mldr.train_rows_hub(d.hub.hub_path, d.hub.hub_revision, d.hub_dir, d.split)
 
@@ -86,20 +73,17 @@ class LocalMldr(RowSource):
             raise HarnessError("task.train_data.source=local needs a folder: task.train_data.path=<folder in MLDR's "
                                "layout>, or task.data_dir with an mldr dataset whose folder holds train.jsonl.")
         from harness.tasks.retrieval.data.catalog import local_folder
-
         return local_folder(s.data_dir, mldr_sets[0])
 
     hashes_files = True
 
     def identity(self, s: Any) -> dict[str, Any]:
         from harness.tasks.retrieval.data import mldr
-
         path = mldr.split_file(self.folder(s), s.train_data.split)
         return {"task.train_data.path": {"sha256": file_sha(path)}}
 
     def files(self, s: Any) -> list[Path]:
         from harness.tasks.retrieval.data import mldr
-
         return beir.existing([mldr.split_file(self.folder(s), s.train_data.split)])
 
     def describe(self, s: Any) -> dict[str, Any]:
@@ -107,7 +91,6 @@ class LocalMldr(RowSource):
 
     def check(self, s: Any) -> None:
         from harness.tasks.retrieval.data import mldr
-
         folder, split = self.folder(s), s.train_data.split
         if mldr.split_file(folder, split) is None:
             raise DataError(f"MLDR training file not found: {folder}/{split}.jsonl(.gz). Point "
@@ -115,7 +98,6 @@ class LocalMldr(RowSource):
 
     def rows(self, s: Any) -> Any:
         from harness.tasks.retrieval.data import mldr
-
         rows, _ = mldr.train_rows_local(self.folder(s), s.train_data.split)
         return rows
 
@@ -170,7 +152,6 @@ class MldrSettings(RetrievalSettings):
 def check(task_config: Any) -> None:
     """ColBERT on MLDR is the paper's out-of-domain column; the subgroup names are known."""
     from harness.tasks.retrieval.retrievers.retriever import SUBGROUPS
-
     s = task_config
     if s.get("retriever") == "multi_vector" and (s.get("setting") != "ood" or s.source.get("task") != "colbert"):
         raise HarnessError(
@@ -203,7 +184,6 @@ def hyperparameters(r: Resolved) -> dict[str, Any]:
 def resolved(s: MldrSettings) -> dict[str, Any]:
     """A ColBERT run through the authors' Voyager index holds its constants (see :mod:`harness.tasks.retrieval.colbert`)."""
     from harness.tasks.retrieval.settings import voyager_identity
-
     found = voyager_identity(s.multi_vector.search.index) if s.retriever == "multi_vector" else {}
     return {"task.multi_vector.voyager": found} if found else {}
 

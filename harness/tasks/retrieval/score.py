@@ -1,6 +1,5 @@
-"""The retrieval run's search and score stages: each dataset loaded (``task.max_queries`` / ``max_docs``
-applied), retrieved and scored by ``score.ir`` (:func:`~harness.tasks.retrieval.retrievers.retriever.evaluate_per_query`, with
-the task's query subgroups); composites (CQADupstack) as the mean of their members."""
+"""The retrieval run's search and score stages: each dataset loaded (``task.max_queries`` / ``max_docs``), retrieved
+and scored by ``score.ir``; composites (CQADupstack) as the mean of their members."""
 
 from __future__ import annotations
 

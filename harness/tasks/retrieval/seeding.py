@@ -1,13 +1,5 @@
-"""The sentence-transformers trainer with the run's seed reaching its batch sampler and, on N processes
-(``task.devices``), one process's micro-batches and steps (:mod:`harness.training.ranks`); the two trainers on it:
-DPR (:func:`train_dense`: (Cached)MNRL) and ColBERT knowledge distillation (:func:`train_kd`: PyLate's
-``models.ColBERT``, ``losses.Distillation``, ``utils.ColBERTCollator``, as ModernBERT's
-``examples/train_pylate.py``: batch 16, 5% warmup, 1 epoch, bf16 where precision=auto picks it).
-
-Other randomness already follows the seed: ``Trainer.__init__`` calls ``set_seed(args.seed)`` (dropout,
-CachedMNRL's replayed RNG states); ColBERT KD's shuffle is accelerate's ``SeedableRandomSampler`` (``data_seed``);
-data samples and fresh heads are seeded by the callers. On N processes every rank seeds alike, so dropout masks
-differ from one process's: the equality holds without dropout."""
+"""The sentence-transformers trainer with the run's seed reaching its batch sampler and, on N processes, one process's
+micro-batches and steps; DPR (:func:`train_dense`) and ColBERT distillation (:func:`train_kd`) on it."""
 
 from __future__ import annotations
 
@@ -37,8 +29,7 @@ if TYPE_CHECKING:
 
 
 class SeededTrainer(SentenceTransformerTrainer):
-    """``SentenceTransformerTrainer`` whose batch samplers (e.g. NO_DUPLICATES) are seeded with ``args.seed``; on
-    several processes, each takes its share of one process's micro-batches (``gather``: gathered negatives)."""
+    """``SentenceTransformerTrainer`` whose batch samplers are seeded, sharing micro-batches across ranks."""
 
     def __init__(self, *args: Any, gather: bool = False, **kwargs: Any) -> None:
         self.gather = gather
@@ -89,9 +80,7 @@ class SeededTrainer(SentenceTransformerTrainer):
 def train_seeded(model: Any, node: Training, run: TrainRun, output_dir: str | Path, tracker: Tracker | None, *,
                  desc: str, rows: str, n_rows: int, fields: Mapping[str, Any],
                  facts: Mapping[str, Any] | None = None, **trainer: Any) -> dict[str, Any]:
-    """The training DPR and ColBERT KD share: :class:`SeededTrainer` (``trainer``: dataset, loss, ...) under the
-    shared arguments (``fields``), the NaN guard, progress lines (``desc``), the tracker's callbacks, an unfinished
-    run's checkpoints removed; returns :func:`finish_training`'s facts."""
+    """The training DPR and ColBERT KD share; returns :func:`finish_training`'s facts."""
     tracker = tracker or tracking.NONE
     output_dir = Path(output_dir)
     args = arguments.training_arguments(node, run, output_dir / "checkpoints", tracker=tracker, **fields)
@@ -116,7 +105,6 @@ def check_batchable(train_dataset: Dataset, batch_size: int) -> None:
 
 def make_loss(model: SentenceTransformer, node: DenseTraining):
     from sentence_transformers import losses
-
     gather = {"gather_across_devices": True} if node.gather_across_devices else {}   # a pool of N micro-batches
     if node.loss == "cached_mnrl":
         return losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=node.mini_batch_size, **gather)
@@ -127,8 +115,7 @@ def make_loss(model: SentenceTransformer, node: DenseTraining):
 
 def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseTraining, run: TrainRun,
                 output_dir: str | Path, tracker: Tracker | None = None) -> dict[str, Any]:
-    """Fine-tune ``model`` in place on (anchor, positive, negative) triplets per ``node`` (``train.dense``) at
-    ``run``'s learning rate, seed and precision; save it to ``output_dir``; return the training facts."""
+    """Fine-tune ``model`` in place on triplets per ``node`` and ``run``, save it, return the training facts."""
     check_batchable(train_dataset, node.batch_size)
     model.max_seq_length = node.max_seq_length
     steps_per_epoch = max(1, len(train_dataset) // (node.batch_size * node.gradient_accumulation_steps))
@@ -142,11 +129,9 @@ def train_dense(model: SentenceTransformer, train_dataset: Dataset, node: DenseT
 
 def train_kd(model: ColBERT, train_dataset: Dataset, node: KdTraining, run: TrainRun, output_dir: str | Path,
              tracker: Tracker | None = None) -> dict[str, Any]:
-    """Distil teacher scores into ``model`` in place per ``node`` (``train.kd``) at ``run``'s learning rate, seed and
-    precision, lengths capped at the model's positions; save it to ``output_dir/model``; the training facts."""
+    """Distil teacher scores into ``model`` in place per ``node`` and ``run``, save it; the training facts."""
     tracker = tracker or tracking.NONE
     from pylate import losses, utils
-
     if len(train_dataset) == 0:
         raise HarnessError("the KD training set is empty: provide rows or raise task.train_data.max_samples.")
     limit = usable_positions(model)

@@ -1,6 +1,5 @@
-"""The typed settings nodes of the retrieval stages (single- and multi-vector, PLAID parameters and the backend
-``auto`` picks; corpus shards), importable without torch: each is both the schema of its (flat) YAML keys and what
-the stage receives; a node's ``role`` says what its keys do to a run (:mod:`harness.core.typed`)."""
+"""The typed settings nodes of the retrieval stages, importable without torch: each the schema of its (flat) YAML keys
+and what the stage receives; a node's ``role`` says what its keys do to a run."""
 
 from __future__ import annotations
 
@@ -91,8 +90,7 @@ def voyager_identity(index: str) -> dict[str, int]:
 
 @dataclass(kw_only=True)
 class MultiVectorSearch:
-    """How a multi-vector model's ranking is searched: queries of ``query_length`` tokens, the index (PLAID with its
-    parameters, exact MaxSim, or the authors' Voyager, whose constants the run resolves into ``voyager``)."""
+    """How a multi-vector ranking is searched: query length, and the index (PLAID, exact MaxSim, Voyager)."""
 
     role: ClassVar[str] = "search"
     derived: ClassVar[tuple[str, ...]] = ("voyager",)
@@ -106,8 +104,7 @@ class MultiVectorSearch:
 
 @dataclass(kw_only=True)
 class MultiVectorEval:
-    """How a multi-vector (ColBERT) model is evaluated: a plain encoder's projection size, exact MaxSim's chunking,
-    the search. task=colbert has these keys at its top level (flat), MLDR under ``task.multi_vector``."""
+    """How a ColBERT model is evaluated (flat in task=colbert, ``task.multi_vector`` in MLDR)."""
 
     embedding_size: int = count()
     maxsim_chunk_tokens: int = count(excluded="how exact MaxSim is chunked")

@@ -1,7 +1,5 @@
 """The retrieval stages: each one's protocol version and code (:data:`STAGES`, where a new retriever is registered:
-docs/layout.md, "Adding a retriever"), and what planning resolved for one run's stages (:class:`RetrievalStages`).
-Code is found by the declaration (:func:`harness.specs.stages.code_of`): ``load.*``/``retrieve.*`` in
-:mod:`~harness.tasks.retrieval.compute`, ``train.*`` in :mod:`~harness.tasks.retrieval.train`."""
+docs/layout.md), and what planning resolved for one run's stages (:class:`RetrievalStages`)."""
 
 from __future__ import annotations
 
@@ -13,9 +11,8 @@ from typing import Any
 from harness.core.registry import Registry
 from harness.specs.stages import Stage
 
-#: a retrieval stage's name -> its version and code (``load.*``: a loader, ``train.*``: a trainer, ``retrieve.*``: a
-#: retriever builder ``function(plan, model, cache_identity) -> Retriever``); ``score.ir`` is the run's own scoring;
-#: ``load.encoder``, which other protocols compose too, is :data:`harness.specs.stages.SHARED`'s
+#: a retrieval stage's name -> its version and code (a loader, trainer or retriever builder); ``load.encoder``, which
+#: other protocols compose too, is :data:`harness.specs.stages.SHARED`'s
 STAGES: Registry[Stage] = Registry("stage", {
     "load.colbert": Stage(1, "harness.tasks.retrieval.compute:colbert", "a PyLate ColBERT model"),
     "train.dense": Stage(2, "harness.tasks.retrieval.train:DENSE",
@@ -32,10 +29,7 @@ STAGES: Registry[Stage] = Registry("stage", {
 
 @dataclass(frozen=True, kw_only=True)
 class RetrievalStages:
-    """What planning resolved for one retrieval run's stages: its ``load.*``, ``train.*`` and ``retrieve.*`` (names in
-    :data:`STAGES`), the training rows' source, where a finished training is kept, the corpus cache's key (the run
-    less search-only keys), per-dataset query lengths (ColBERT), each composite member's data spec and what the
-    local training files hold."""
+    """What planning resolved for one retrieval run's stages (names, sources, folders, keys, lengths, specs)."""
 
     load: str
     retrieve: str

@@ -1,6 +1,5 @@
-"""The ``train.<name>`` stages: the ``train.*`` stage a spec lists fine-tunes the loaded model when the run trains
-(``task.train``; MLDR: ``task.setting=id``), given the run's :class:`~harness.tasks.runplan.RunPlan` and the rows of
-its ``train_data`` source; it says under which key its model is kept, how it fits and how it reloads."""
+"""The ``train.<name>`` stages: fine-tune the loaded model when the run trains, from the rows of its ``train_data``
+source; each says under which key its model is kept, how it fits and how it reloads."""
 
 from __future__ import annotations
 
@@ -20,9 +19,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Trainer:
-    """A ``train.*`` stage: ``loader``, the load stage its model (and each rank's) loads with; ``train``, its
-    training function, ``reload``, what a finished training reloads with (``module:attribute``); ``key``, the
-    key its trained model is kept under."""
+    """A ``train.*`` stage: its load stage, training function, reloader and the key its trained model is kept under."""
 
     loader: str
     train: str
@@ -31,16 +28,12 @@ class Trainer:
 
     def load_trained(self, plan: RunPlan, model_dir: str) -> Any:
         from harness.core.registry import load_target
-
         return load_target(self.reload)(model_dir, device=plan.device)
 
-    def fit(self, plan: RunPlan, model: Any, data: Any, out_dir: Path, tracker: Any, spec: ModelSpec
-            ) -> dict[str, Any]:
-        """``train`` here, or on ``task.devices``' N processes (:func:`fit_on_devices`), at the run's resolved values
-        (learning rate, epochs, seed, where it runs); ``spec``: the model as loaded. The training facts."""
+    def fit(self, plan: RunPlan, model: Any, data: Any, out_dir: Path, tracker: Any, spec: ModelSpec) -> dict[str, Any]:
+        """``train`` here, or on ``task.devices``' N processes, at the run's resolved values; the training facts."""
         from harness.core.registry import load_target
         from harness.training.settings import TrainRun
-
         t = plan.settings.training
         assert plan.lr is not None, "a run that trains has a learning rate"
         run = TrainRun(lr=plan.lr, epochs=t.epochs, seed=t.train_seed, precision=plan.precision, device=plan.device)
@@ -54,8 +47,7 @@ TRAINED_WEIGHTS_ALSO = ("embedding_size", "name")
 
 
 def kd_key(cell: Cell, train_keys: Sequence[str]) -> str:
-    """Hash of what the trained weights depend on: the run identity with only the training's task keys (``train``
-    nodes), the projection size and task name, so runs differing only in evaluation keys share a trained model."""
+    """Hash of what the trained weights depend on (the training's keys only: evaluations share a model)."""
     ident = dict(cell.identity)
     task = ident.get("task", {})
     names = (*(t.split(".", 1)[1] for t in train_keys), *TRAINED_WEIGHTS_ALSO)
@@ -71,18 +63,14 @@ KD = Trainer("load.colbert", "harness.tasks.retrieval.seeding:train_kd", "pylate
 
 
 # -------------------------------------------------------------------------------- task.devices: the N processes
-# One writer: the run's process (holding its run lock) stages its loaded weights and the training rows in
-# ``<trained model folder>/staging``, launches the ranks (:func:`harness.training.ranks.run_on_devices`), loads the
-# weights rank 0 saved once every rank ended well, and alone writes the training marker and the records. A rank loads
-# the staged weights through the run's own load stage, trains its share; only rank 0 saves (the others wait at a
-# barrier). A failed rank fails the run with its error line (no marker, no record, staging removed).
+# One writer: the run's process stages its loaded weights and the training rows in ``<trained model
+# folder>/staging``, launches the ranks, loads the weights rank 0 saved once every rank ended well, and alone writes
+# the training marker and the records; a failed rank fails the run with its error line (staging removed).
 
 
 @dataclass(frozen=True)
 class RankJob:
-    """Everything a rank needs, picklable: the plan, how it loaded its model (``loader``, ``spec`` of the staged
-    weights), the staged rows and their format (a transform such as KDProcessing is not saved), the training
-    function (``module:function``), ``run`` (resolved on each rank's device), the output and the tracker."""
+    """Everything a rank needs, picklable: plan, model loading, staged rows, training function, run, output."""
 
     plan: Any
     loader: str
@@ -97,11 +85,9 @@ class RankJob:
 
 def fit_on_devices(plan: RunPlan, trainer: Trainer, model: Any, data: Any, spec: ModelSpec, out_dir: Path,
                    tracker: Any, run: TrainRun) -> dict[str, Any]:
-    """Train ``model`` on ``plan.settings.training.devices`` processes with ``trainer.train``, load the trained
-    weights into it and return rank 0's facts; a failure removes the checkpoint folder, as on one process."""
+    """Train ``model`` on ``task.devices`` processes, load the trained weights into it; rank 0's facts."""
     from harness.training.arguments import discard_unfinished
     from harness.training.ranks import run_on_devices
-
     staging = Path(out_dir) / "staging"
     shutil.rmtree(staging, ignore_errors=True)
     job = RankJob(plan=plan, loader=trainer.loader, spec=replace(spec, path=str(staging / "initial"), keep_layers=None),
@@ -132,7 +118,6 @@ def train_rank(job: RankJob) -> dict[str, Any] | None:
     from harness.specs.stages import code_of
     from harness.tasks.retrieval import stages
     from harness.training import ranks
-
     device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if job.plan.device.startswith("cuda") else job.plan.device
     plan = replace(job.plan, device=device)
     run = replace(job.run, device=device)

@@ -1,7 +1,5 @@
-"""BEIR-layout retrieval sets, from a local folder or a pinned hub copy, validated on load; any set written as one.
-
-A local folder holds ``corpus.jsonl`` ({"_id","title","text"}), ``queries.jsonl`` ({"_id","text"}) and
-``qrels/<split>.tsv`` (query-id, corpus-id, score; header optional; CRLF or LF)."""
+"""BEIR-layout retrieval sets (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``), from a local folder or a
+pinned hub copy, validated on load; any set written as one."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ def _require_file(path: Path, what: str) -> None:
 def read_corpus(path: Path, id_key: str = "_id", id_name: str = "document id",
                 empty_fix: str = '. Check the file or the dataset folder (one {"_id", "title", "text"} object per line).',
                 ) -> JsonlCorpus:
-    """A JSONL corpus (BEIR's; MLDR's keyed by ``docid``), scanned and checked: ids unique, a document at least;
-    its texts are read when used."""
+    """A JSONL corpus (BEIR's; MLDR's keyed by ``docid``), scanned and checked; its texts read when used."""
     _require_file(path, "corpus file")
     return JsonlCorpus(path, id_key, id_name, empty_fix)
 
@@ -99,10 +96,8 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     """query-id -> {corpus-id: grade}. Header optional; CRLF or LF; tab separated, 3 columns; integer grades."""
     if not path.is_file():
         avail = sorted(p.stem for p in path.parent.glob("*.tsv")) if path.parent.is_dir() else []
-        raise DataError(
-            f"qrels file not found: {path}. Splits available here: {avail or 'none'}; "
-            "choose one with task.split=<split>."
-        )
+        raise DataError(f"qrels file not found: {path}. Splits available here: {avail or 'none'}; "
+                        "choose one with task.split=<split>.")
     rows = []
     for lineno, line in enumerate(text_lines(path), start=1):
         line = line.rstrip("\r\n")
@@ -127,11 +122,9 @@ def check_qrels_ids(
     bad_d = sorted({d for docs in qrels.values() for d in docs if d not in doc_ids})
     if not bad_q and not bad_d:
         return qrels
-    msg = (
-        f"{where}: qrels name {len(bad_q)} unknown query id(s) {bad_q[:5]} and {len(bad_d)} unknown document "
-        f"id(s) {bad_d[:5]}. The qrels must belong to this corpus and these queries: check the files, or set "
-        "task.strict_qrels=false to drop those judgements with a warning."
-    )
+    msg = (f"{where}: qrels name {len(bad_q)} unknown query id(s) {bad_q[:5]} and {len(bad_d)} unknown document "
+           f"id(s) {bad_d[:5]}. The qrels must belong to this corpus and these queries: check the files, or set "
+           "task.strict_qrels=false to drop those judgements with a warning.")
     if strict:
         raise DataError(msg)
     log.warning("%s", msg)
@@ -143,10 +136,8 @@ def load_local(folder: str | Path, name: str, split: str = "test", strict_qrels:
     """A BEIR folder -> RetrievalDataset, validated."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise DataError(
-            f"dataset folder not found: {folder}. Set task.data_dir to the directory that contains {name}/ "
-            "in BEIR layout (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."
-        )
+        raise DataError(f"dataset folder not found: {folder}. Set task.data_dir to the directory that contains {name}/ "
+                        "in BEIR layout (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).")
     qrels = read_qrels(folder / "qrels" / f"{split}.tsv")
     queries = read_queries(folder / "queries.jsonl")
     corpus = read_corpus(folder / "corpus.jsonl")
@@ -160,11 +151,8 @@ def load_hub(path: str, revision: str | None, name: str, split: str = "test", st
     from datasets import load_dataset
 
     from harness.models import require_hub
-
-    require_hub(
-        f"dataset {path!r}",
-        f"Download it elsewhere in BEIR layout and pass task.data_dir=<dir containing {name}/>.",
-    )
+    require_hub(f"dataset {path!r}",
+                f"Download it elsewhere in BEIR layout and pass task.data_dir=<dir containing {name}/>.")
 
     def first_split(config: str):
         dd = load_dataset(path, config, revision=revision)
@@ -202,8 +190,7 @@ def hub_qrels(rows: Any, where: str) -> dict[str, dict[str, int]]:
 
 
 def export_beir(ds: RetrievalDataset, out_dir: str | Path, *, overwrite: bool = False) -> Path:
-    """Write ``ds`` as a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv; UTF-8, LF) via a temporary
-    sibling renamed into place; a non-empty ``out_dir`` is replaced only with ``overwrite=True``."""
+    """Write ``ds`` as a BEIR folder via a temporary sibling renamed into place (replacing only if ``overwrite``)."""
     out = Path(out_dir).expanduser().absolute()
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise DataError(f"export folder {str(out)!r} already exists and is not empty; pass overwrite=True "

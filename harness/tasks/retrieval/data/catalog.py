@@ -1,20 +1,6 @@
-"""The retrieval catalog: an entry (:class:`DatasetEntry`, pure data, built from config by :func:`resolve_entries`),
-the data kinds (how one entry's data is found, checked and read, one object per ``kind:``), and the checks and
-loading the planner and stages call (:func:`check_entries`, :func:`load_entry`), through the entry's kind.
-
-A kind is a :class:`DataKind` subclass registered by one line in :data:`KINDS`; nothing else names a kind. A new
-kind (say a TSV corpus) is a module with a class like this, plus ``"tsv": "mypkg.tsv_kind:TsvKind"`` in
-:data:`KINDS`; a catalog entry then says ``kind: tsv``::
-
-    class TsvKind(DataKind):
-        name = "tsv"
-        hint = "{name}: task.data_dir=<dir containing {local}/> with corpus.tsv, queries.tsv, qrels.tsv."
-
-        def load_local(self, folder, entry, split, strict_qrels):
-            ...   # read the folder -> RetrievalDataset
-
-The base class supplies the presence check, local-or-hub dispatch (a kind with a hub copy sets ``has_hub`` and
-overrides :meth:`DataKind.load_hub`), the "no hub copy" error and the offline hint."""
+"""The retrieval catalog: an entry (:class:`DatasetEntry`, built from config by :func:`resolve_entries`), the data
+kinds (a :class:`DataKind` subclass registered in :data:`KINDS`: docs/layout.md, "Adding a task"), and the checks
+and loading through the entry's kind (:func:`check_entries`, :func:`load_entry`)."""
 
 from __future__ import annotations
 
@@ -155,7 +141,6 @@ class BeirKind(DataKind):
     def check(self, entry: DatasetEntry, data_dir: str | None, split: str) -> str | None:
         """The folder is there, and (unless in the hub layout) its corpus, queries and ``split``'s qrels."""
         from harness.tasks.retrieval.data.hub_layout import is_hub_layout
-
         problem = DataKind.check(self, entry, data_dir, split)   # also serves HubLayoutKind (one level deep)
         if problem or data_dir is None:
             return problem
@@ -174,20 +159,17 @@ class BeirKind(DataKind):
     def load_local(self, folder: Path, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         """A local folder in the hub layout (``corpus/``, ``queries/``; no ``corpus.jsonl``) or in BEIR layout."""
         from harness.tasks.retrieval.data import beir, hub_layout
-
         if hub_layout.is_hub_layout(folder) and not (folder / "corpus.jsonl").is_file():
             return hub_layout.read_hub_layout(folder, entry.name, split, strict_qrels=strict_qrels)
         return beir.load_local(folder, entry.name, split, strict_qrels)
 
     def load_hub(self, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import beir
-
         return beir.load_hub(str(entry.hub), entry.revision, entry.name, split, strict_qrels)
 
 
 class HubLayoutKind(DataKind):
-    """A hub dataset repository read file by file (mteb's ``Nano*Retrieval``: configs ``corpus``, ``queries``,
-    ``qrels`` of ``<split>-*.parquet``), fetched before any model loads; local folders as kind ``beir``."""
+    """A hub dataset repository read file by file (mteb's ``Nano*Retrieval``), fetched before any model loads."""
 
     name = "hub_layout"
     has_hub = True
@@ -199,12 +181,10 @@ class HubLayoutKind(DataKind):
 
     def fetch(self, entry: DatasetEntry) -> None:
         from harness.tasks.retrieval.data import hub_layout
-
         hub_layout.snapshot(str(entry.hub), entry.revision, entry.local or entry.name)
 
     def load_hub(self, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import hub_layout
-
         folder = hub_layout.snapshot(str(entry.hub), entry.revision, entry.local or entry.name)
         return hub_layout.read_hub_layout(folder, entry.name, split, strict_qrels=strict_qrels,
                                           source=f"{entry.hub}@{entry.revision}",
@@ -222,14 +202,11 @@ class MldrKind(DataKind):
 
     def load_local(self, folder: Path, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import mldr
-
         return mldr.load_local(folder, entry.name, split, strict_qrels)
 
     def load_hub(self, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import mldr
-
-        return mldr.load_hub(str(entry.hub), entry.revision, entry.hub_config or "en", entry.name, split,
-                             strict_qrels)
+        return mldr.load_hub(str(entry.hub), entry.revision, entry.hub_config or "en", entry.name, split, strict_qrels)
 
 
 class CoirCsnKind(DataKind):
@@ -244,7 +221,6 @@ class CoirCsnKind(DataKind):
     def language(entry: DatasetEntry) -> str:
         """The entry's CodeSearchNet language: ``hub_config``, else its name's last part (``csn-ruby``)."""
         from harness.tasks.retrieval.data.coir import CSN_LANGUAGES
-
         lang = entry.hub_config or entry.name.rsplit("-", 1)[-1]
         if lang not in CSN_LANGUAGES:
             raise DataError(f"catalog entry {entry.name!r}: hub_config={lang!r} is not a CodeSearchNet language; "
@@ -258,12 +234,10 @@ class CoirCsnKind(DataKind):
 
     def load_local(self, folder: Path, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import coir
-
         return coir.load_csn_local(folder, self.language(entry), entry.name, split, strict_qrels)
 
     def load_hub(self, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import coir
-
         return coir.load_csn(str(entry.hub), entry.revision, self.language(entry), entry.name, split, strict_qrels)
 
 
@@ -274,7 +248,6 @@ class CosqaPairsKind(DataKind):
 
     def load_local(self, folder: Path, entry: DatasetEntry, split: str, strict_qrels: bool) -> RetrievalDataset:
         from harness.tasks.retrieval.data import coir
-
         return coir.load_cosqa_pairs(folder, entry.name, split)
 
 
@@ -295,15 +268,13 @@ class SourceTreeKind(DataKind):
     def load(self, entry: DatasetEntry, data_dir: str | None, split: str,
              strict_qrels: bool = True) -> RetrievalDataset:
         from harness.tasks.retrieval.data.code import build_code_retrieval_set
-
         root = Path(entry.root).expanduser() if entry.root else None
         return build_code_retrieval_set(root, name=entry.name, max_queries=entry.max_queries,
                                         max_corpus=entry.max_corpus)
 
 
 class SourceFilesKind(DataKind):
-    """Whole files of the Python source tree ``root`` (null: the installed standard library) as long documents,
-    split into train and test by a hash of their path. Needs neither ``task.data_dir`` nor the hub."""
+    """Whole files of the Python source tree ``root`` (null: the stdlib) as long documents, split by a hash."""
 
     name = "source_files"
     reads_data_dir = False
@@ -313,13 +284,11 @@ class SourceFilesKind(DataKind):
     def load(self, entry: DatasetEntry, data_dir: str | None, split: str,
              strict_qrels: bool = True) -> RetrievalDataset:
         from harness.tasks.retrieval.data.longdocs import build_long_document_set
-
         return build_long_document_set(entry.root, name=entry.name, split=split, max_queries=entry.max_queries,
                                        max_corpus=entry.max_corpus)
 
 
-#: kind name (a catalog entry's ``kind``) -> its class; a user's kind may be registered as "module:Class", imported
-#: only when an entry of that kind is checked or loaded. One line per kind.
+#: kind name (a catalog entry's ``kind``) -> its class (a user's: "module:Class", imported when first used)
 KINDS: Registry[type[DataKind]] = Registry("data kind", {
     "beir": BeirKind,                   # BEIR folder, or mteb's hub copy (datasets)
     "hub_layout": HubLayoutKind,        # a hub repository's files (NanoBEIR)
@@ -332,20 +301,16 @@ KINDS: Registry[type[DataKind]] = Registry("data kind", {
 
 
 # ------------------------------------------------------------------------------------------ the catalog
-# Dataset names -> typed entries, checked and loaded through their kind (no kind's layout is known below).
 def entry_from_config(name: str, raw: Mapping[str, Any] | None) -> DatasetEntry:
-    """A typed catalog entry: an unknown key (``ignore_identical_id``) is an error naming the closest valid one.
-    Members of a composite inherit ``split`` and ``ignore_identical_ids`` and live in ``<name>/<member>``."""
+    """A typed catalog entry; a composite's members inherit ``split`` and ``ignore_identical_ids``."""
     raw = dict(raw or {})
     members_raw = raw.pop("members", None) or {}
     entry = build(DatasetEntry, {"name": name, **raw}, f"catalog entry {name!r}")
     if entry.kind not in KINDS:
         get_kind(entry.kind, f"catalog entry {name!r}")   # raises: the valid kinds, closest first
     inherited = {k: raw[k] for k in ("split", "ignore_identical_ids") if k in raw}
-    members = {
-        m: entry_from_config(f"{name}-{m}", {"local": f"{name}/{m}", **inherited, **dict(mraw or {})})
-        for m, mraw in members_raw.items()
-    }
+    members = {m: entry_from_config(f"{name}-{m}", {"local": f"{name}/{m}", **inherited, **dict(mraw or {})})
+               for m, mraw in members_raw.items()}
     return replace(entry, members=members) if members else entry
 
 
@@ -383,8 +348,7 @@ def hub_label(entry: DatasetEntry) -> str:
 
 
 def check_entries(entries: Sequence[DatasetEntry], data_dir: str | None, split: str | None = None) -> None:
-    """Before any model loads: every entry's local files are there, or its pinned hub copy exists and the hub is
-    reachable (else one error naming each local alternative); copies a kind fetches ahead are fetched."""
+    """Before any model loads: every entry's local files are there, or its hub copy is reachable (and fetched)."""
     needs_hub: list[DatasetEntry] = []
     for entry in entries:
         parts = list(entry.members.values()) or [entry]
@@ -398,7 +362,6 @@ def check_entries(entries: Sequence[DatasetEntry], data_dir: str | None, split: 
     if not needs_hub:
         return
     from harness.models import hub_reachable
-
     if not hub_reachable():
         hints = (get_kind((list(e.members.values()) or [e])[0].kind).offline_hint(e) for e in needs_hub)
         raise HubUnavailableError(

@@ -1,7 +1,5 @@
-"""Mine a CodeSearchNet-style retrieval set from Python source, with no hub and no downloads.
-
-Query = a function's docstring summary; document = the function's code with that docstring removed.
-By default the installed standard library is mined; any local source tree works the same way."""
+"""Mine a CodeSearchNet-style retrieval set from Python source (the installed stdlib by default), with no hub and no
+downloads: query = a function's docstring summary; document = the function's code with that docstring removed."""
 
 from __future__ import annotations
 
@@ -32,8 +30,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".*", "venv", "node_modules",                                # hidden dirs (.git, .venv, .tox), envs
 )
 
-# Summaries that describe nothing by themselves (kept modest on purpose): pointers and deprecation notes
-# ("See ...", but not "See if/whether ..."), "Same as ...", "Alias ...", "Deprecated ...", TODO/XXX notes.
+# Summaries that describe nothing by themselves (kept modest on purpose): pointers, deprecation and TODO notes.
 _TRIVIAL = re.compile(r"(deprecated|see(?! if\b| whether\b)|same as|alias(es)?|todo|xxx)\b", re.IGNORECASE)
 # A bare call signature, optionally with a return annotation: "f(x) -> y", "D.get(k[,d]) -> D[k] if k in D".
 _SIGNATURE = re.compile(r"[A-Za-z_][\w.]*\([^()]*\)\s*(->.*)?")
@@ -54,25 +51,13 @@ def stdlib_root() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
 
-def build_code_retrieval_set(
-    root: str | Path | None = None,
-    *,
-    name: str | None = None,
-    max_queries: int | None = 500,
-    max_corpus: int | None = None,
-    min_summary_words: int = 4,
-    min_code_lines: int = 3,
-    max_code_chars: int = 4000,
-    exclude: tuple[str, ...] = DEFAULT_EXCLUDE,
-) -> RetrievalDataset:
-    """Mine functions with docstrings under ``root`` (None = installed stdlib) into a retrieval set.
-
-    Every module-level function and method (also under ``if``/``try``; not nested functions) with a docstring and
-    at least ``min_code_lines`` lines without it is a document ``<relpath>:<qualname>:<lineno>``; its docstring
-    summary is query ``q:<doc id>`` unless shorter than ``min_summary_words``, trivial (``_TRIVIAL``/``_SIGNATURE``)
-    or shared (such documents stay as distractors). Repeated code is dropped. ``max_queries`` are kept by a hash of
-    their ids (stable as files are added); ``max_corpus`` caps the corpus, the kept queries' documents first.
-    Same tree and Python version -> same dataset (relative paths)."""
+def build_code_retrieval_set(root: str | Path | None = None, *, name: str | None = None,
+                             max_queries: int | None = 500, max_corpus: int | None = None, min_summary_words: int = 4,
+                             min_code_lines: int = 3, max_code_chars: int = 4000,
+                             exclude: tuple[str, ...] = DEFAULT_EXCLUDE) -> RetrievalDataset:
+    """Mine functions with docstrings under ``root`` (None = installed stdlib) into a retrieval set: a document per
+    function or method (``<relpath>:<qualname>:<lineno>``), its docstring summary the query unless too short, trivial or
+    shared; ``max_queries`` kept by a hash of their ids, ``max_corpus`` capping the rest. Same tree -> same set."""
     _check_settings(max_queries, max_corpus, min_summary_words, min_code_lines, max_code_chars)
     is_stdlib = root is None
     base, files = _source_files(root, exclude)
@@ -113,8 +98,7 @@ def build_code_retrieval_set(
             stats["dropped_ambiguous"] += 1
         elif fn.summary:
             candidates.append(fn)
-    stats["corpus_mined"] = len(corpus)
-    stats["candidate_queries"] = len(candidates)
+    stats["corpus_mined"], stats["candidate_queries"] = len(corpus), len(candidates)
     if not candidates:
         raise DataError(
             f"no usable functions under {str(base)!r}: {stats['files']} .py files ({stats['parsed']} parsed, "
@@ -132,36 +116,23 @@ def build_code_retrieval_set(
 
     texts = [_truncate(fn.code, max_code_chars) for fn in corpus]
     stats["truncated"] = sum(len(t) < len(fn.code) for t, fn in zip(texts, corpus, strict=True))
-    stats["corpus"] = len(corpus)
-    stats["queries"] = len(queries)
+    stats["corpus"], stats["queries"] = len(corpus), len(queries)
     meta: dict[str, object] = {
-        **{k: stats[k] for k in _STAT_KEYS},
-        "failed": len(failed),
-        "failed_files": failed[:20],
-        "python": platform.python_version(),
-        "stdlib": is_stdlib,
-        "settings": {
-            "max_queries": max_queries, "max_corpus": max_corpus, "min_summary_words": min_summary_words,
-            "min_code_lines": min_code_lines, "max_code_chars": max_code_chars, "exclude": list(exclude),
-        },
+        **{k: stats[k] for k in _STAT_KEYS}, "failed": len(failed), "failed_files": failed[:20],
+        "python": platform.python_version(), "stdlib": is_stdlib,
+        "settings": {"max_queries": max_queries, "max_corpus": max_corpus, "min_summary_words": min_summary_words,
+                     "min_code_lines": min_code_lines, "max_code_chars": max_code_chars, "exclude": list(exclude)},
     }
     # No titles: the qualified name as a title would hand the encoder a keyword match for queries that
     # name the function. The code keeps its def line, as in CodeSearchNet.
-    return in_memory(
-        name, "test", [fn.doc_id for fn in corpus], [""] * len(corpus), texts,
-        queries={f"q:{fn.doc_id}": fn.summary for fn in queries},
-        qrels={f"q:{fn.doc_id}": {fn.doc_id: 1} for fn in queries},
-        source=str(base),
-        meta=meta,
-    )
+    return in_memory(name, "test", [fn.doc_id for fn in corpus], [""] * len(corpus), texts,
+                     queries={f"q:{fn.doc_id}": fn.summary for fn in queries},
+                     qrels={f"q:{fn.doc_id}": {fn.doc_id: 1} for fn in queries}, source=str(base), meta=meta)
 
 
 _STAT_KEYS = ("files", "parsed", "functions", "with_docstring", "short_summary", "trivial_summary",
               "stub", "short_code", "dropped_duplicates", "dropped_ambiguous", "corpus_mined", "candidate_queries",
               "corpus", "queries", "truncated")
-
-
-# ---------------------------------------------------------------------------------------------- helpers
 
 
 def _check_settings(max_queries: int | None, max_corpus: int | None, min_summary_words: int,
@@ -314,10 +285,8 @@ def _is_stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def _code_without_docstring(lines: list[str], fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
-    """The function's source (decorators included) without its docstring, de-indented; None if no body is left.
-
-    Only lines starting with the def line's indentation lose it (unlike textwrap.dedent, multi-line strings
-    further left are kept); trailing whitespace and blank lines after the docstring are dropped."""
+    """The function's source (decorators included) without its docstring, de-indented (only lines that start with the
+    def line's indentation: multi-line strings further left are kept); None if no body is left."""
     if _is_stub(fn):
         return None
     doc = fn.body[0]
@@ -334,9 +303,7 @@ def _code_without_docstring(lines: list[str], fn: ast.FunctionDef | ast.AsyncFun
             j += 1
         seg[i0:j] = []
     indent = seg[0][: len(seg[0]) - len(seg[0].lstrip())]
-    n = len(indent)
-    out = [(line[n:] if line.startswith(indent) else line).rstrip() for line in seg]
-    return "\n".join(out).strip("\n")
+    return "\n".join((line[len(indent):] if line.startswith(indent) else line).rstrip() for line in seg).strip("\n")
 
 
 def _truncate(code: str, max_chars: int) -> str:

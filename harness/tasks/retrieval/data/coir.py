@@ -1,13 +1,5 @@
-"""CoIR's code-retrieval sets as the paper ran them, and their local stand-ins.
-
-- CodeSearchNet (``CoIR-Retrieval/CodeSearchNet``, configs ``<lang>-corpus`` / ``-queries`` / ``-qrels``, or a
-  local copy in that layout): query a function's code, relevant document its docstring; only ``test`` partition
-  queries are evaluated (mteb 2.26's ``COIRCodeSearchNetRetrieval``).
-- A CodeXGLUE CodeSearchNet folder (``<lang>/{train,valid,test}.jsonl``) in CoIR's direction: queries = test rows'
-  ``code``, corpus = every row's unique ``docstring``; :func:`export_coir_layout` writes it in the hub layout for
-  mteb's own loader.
-- CoSQA dev (CodeXGLUE ``cosqa-dev.json``): queries = web queries labelled 1, corpus = the distinct snippets of all
-  pairs, relevant = the query's snippet."""
+"""CoIR's code-retrieval sets as the paper ran them, and local stand-ins: CodeSearchNet (hub or local copy; a
+function's code -> its docstring, ``test`` queries as mteb 2.26), CodeXGLUE's CodeSearchNet, CoSQA."""
 
 from __future__ import annotations
 
@@ -94,8 +86,7 @@ def dataset_from_triple(triple: CoirTriple, name: str, split: str, source: str, 
 
 
 def export_coir_layout(triple: CoirTriple, out_dir: str | Path, lang: str) -> Path:
-    """Write ``triple`` in CoIR's hub layout (``<lang>-corpus/``, ``-queries/``, ``-qrels/`` JSONL, a README with
-    the configs of every language present), read by ``datasets.load_dataset(out_dir, "<lang>-corpus")`` as the hub."""
+    """Write ``triple`` in CoIR's hub layout (JSONL configs and a README), readable as the hub copy is."""
     out = Path(out_dir)
     parts = {"corpus": ("corpus", triple.corpus), "queries": ("queries", triple.queries),
              "qrels": (triple.split, triple.qrels)}
@@ -115,10 +106,8 @@ def export_coir_layout(triple: CoirTriple, out_dir: str | Path, lang: str) -> Pa
 # ------------------------------------------------------------------------------------------ loaders
 def _csn_config(path: str, revision: str | None, lang: str, kind: str, split: str, columns: tuple[str, ...],
                 cache_dir: str | None) -> Any:
-    """One split of config ``<lang>-<kind>`` (from the hub when ``cache_dir`` is None, else a local folder), with
-    its ``columns``; a local folder datasets cannot read, a missing split or column is a DataError."""
+    """One split of config ``<lang>-<kind>`` (the hub's, or a local folder's) with its ``columns``."""
     from datasets import load_dataset
-
     where = f"{path}@{revision} {lang}-{kind}" if cache_dir is None else str(Path(path) / f"{lang}-{kind}")
     try:
         splits = load_dataset(path, f"{lang}-{kind}", revision=revision,
@@ -143,13 +132,10 @@ def load_csn(path: str, revision: str | None, lang: str, name: str, split: str =
     """CoIR CodeSearchNet for one language, hub (fast failure offline) or local, read as mteb 2.26 reads it."""
     if hub:
         from harness.models import require_hub
-
-        require_hub(
-            f"dataset {path!r} ({lang})",
-            f"Offline, use the CodeXGLUE Ruby slice: task.datasets=[csn-ruby] task.data_dir=<dir containing "
-            f"codesearchnet/ruby/test.jsonl> (../shared/data), or a local copy in CoIR's layout under "
-            f"task.data_dir=<dir containing codesearchnet/{lang}/>.",
-        )
+        require_hub(f"dataset {path!r} ({lang})",
+                    f"Offline, use the CodeXGLUE Ruby slice: task.datasets=[csn-ruby] task.data_dir=<dir containing "
+                    f"codesearchnet/ruby/test.jsonl> (../shared/data), or a local copy in CoIR's layout under "
+                    f"task.data_dir=<dir containing codesearchnet/{lang}/>.")
     else:
         check_local_layout(Path(path), lang)
     # a cache of the folder's own content: datasets keys local folders by name (alike names would share a stale cache)
@@ -174,7 +160,6 @@ def check_local_layout(folder: Path, lang: str) -> None:
 def content_key(folder: Path) -> str:
     """A key of a local folder's files (path, size, mtime): changes whenever a file does."""
     import hashlib
-
     h = hashlib.sha256(str(folder.resolve()).encode())
     for f in sorted(p for p in folder.rglob("*") if p.is_file()):
         st = f.stat()
@@ -185,7 +170,6 @@ def content_key(folder: Path) -> str:
 def local_cache_dir(folder: Path) -> str:
     """datasets' cache for one local folder's current content."""
     from datasets import config
-
     return str(Path(config.HF_DATASETS_CACHE) / "harness-local" / content_key(folder))
 
 
@@ -230,8 +214,7 @@ def _cosqa_pairs(path: Path) -> list[dict[str, Any]]:
 
 
 def load_cosqa_pairs(path: Path, name: str, split: str = "test") -> RetrievalDataset:
-    """CoSQA pairs (CodeXGLUE JSON: idx, doc = web query, code, label) as a retrieval set: queries labelled 1,
-    corpus = distinct code snippets (first pair's idx as the id), relevant = the query's own snippet."""
+    """CoSQA pairs as a retrieval set: queries labelled 1, corpus the distinct snippets, relevant its own."""
     if not path.is_file():
         raise DataError(f"CoSQA file not found: {path}. Point task.data_dir at the folder that contains "
                         "cosqa/cosqa-dev.json (../shared/data), or set the catalog entry's `local` to the file.")

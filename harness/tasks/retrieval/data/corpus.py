@@ -1,23 +1,18 @@
-"""A retrieval corpus read as it is used: the ids in memory, the texts read chunk by chunk from where they lie (a JSONL
-file by byte offsets, a hub copy's memory-mapped Arrow table, a list for the small sets the harness builds), so a
-corpus of millions of documents is never held whole. Every retriever reads documents through :meth:`Corpus.chunks`
-(in corpus order) or :meth:`Corpus.texts_at` (some positions); a document's text is ``title + " " + text``,
-stripped, or the text alone without a title (as mteb and BEIR)."""
+"""A retrieval corpus read as it is used: ids in memory, texts read chunk by chunk from where they lie, so millions of
+documents are never held whole; a document is ``title + " " + text``, stripped, or the text alone (as mteb and BEIR)."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
-import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.core.errors import DataError, one_line
-from harness.data.files import json_object, utf8_error
+from harness.core.errors import DataError
+from harness.data.files import json_object, opened, reading
 
 #: the most characters of text one chunk holds (with its token ids, what encoding holds at once: about 4 bytes a
 #: character at most), and the most documents
@@ -30,8 +25,7 @@ def document(title: str, text: str) -> str:
 
 
 def chunk_bounds(chars: np.ndarray, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, int]]:
-    """[a, b) of consecutive chunks of documents of ``chars`` characters: at most CHUNK_CHARS (a longer document
-    alone) and CHUNK_DOCS each."""
+    """[a, b) of consecutive chunks of at most CHUNK_CHARS characters (a longer document alone), CHUNK_DOCS."""
     stop = len(chars) if stop is None else stop
     ends = np.cumsum(chars[start:stop], dtype=np.int64)
     a, before = start, 0
@@ -43,13 +37,12 @@ def chunk_bounds(chars: np.ndarray, start: int = 0, stop: int | None = None) -> 
 
 
 class Corpus:
-    """Document ids (in corpus order), each document's length in characters, and its texts read on demand.
-    ``key``: a content hash of the texts as encoded (what their embeddings depend on besides the model);
-    ``content``: a sha256 over every (id, title, text) in order (None for a hub copy: its revision identifies it)."""
+    """Document ids (in corpus order), their lengths in characters, their texts read on demand, their hashes."""
 
     ids: list[str]
     chars: np.ndarray
     content: Any = None
+    _key: str | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -66,7 +59,9 @@ class Corpus:
 
     @property
     def key(self) -> str:
-        raise NotImplementedError
+        if self._key is None:
+            self._key = texts_key(t for _, chunk in self.chunks() for t in chunk)
+        return self._key
 
     def texts_at(self, positions: Sequence[int] | np.ndarray) -> list[str]:
         """The documents at ``positions`` (any order), as encoded."""
@@ -89,8 +84,7 @@ class Corpus:
     def rows(self) -> Iterator[tuple[str, str, str]]:
         """(id, title, text) of every document in order, chunk by chunk (exports, peers)."""
         for a, b in chunk_bounds(self.chars):
-            yield from ((self.ids[i], t, x) for i, (t, x) in zip(range(a, b), self._read(np.arange(a, b)),
-                                                                strict=True))
+            yield from ((self.ids[i], t, x) for i, (t, x) in zip(range(a, b), self._read(np.arange(a, b)), strict=True))
 
     def hash_content(self) -> Any:
         """A sha256 over every (id, title, text), in order (the corpus part of a dataset's content fingerprint)."""
@@ -125,32 +119,18 @@ class InMemoryCorpus(Corpus):
         self.ids, self.titles, self.text_list = ids, titles, texts
         self.chars = np.fromiter((len(a) + len(b) + 1 for a, b in zip(titles, texts, strict=True)), dtype=np.int64,
                                  count=len(ids))
-        self._key: str | None = None
         self.content = self.hash_content()
 
     def _read(self, positions: np.ndarray) -> list[tuple[str, str]]:
         return [(self.titles[i], self.text_list[i]) for i in positions.tolist()]
 
-    @property
-    def key(self) -> str:
-        if self._key is None:
-            self._key = texts_key(document(a, b) for a, b in zip(self.titles, self.text_list, strict=True))
-        return self._key
-
 
 class _Untitled(Corpus):
     def __init__(self, base: Corpus) -> None:
         self.base, self.ids, self.chars = base, base.ids, base.chars
-        self._key: str | None = None
 
     def _read(self, positions: np.ndarray) -> list[tuple[str, str]]:
         return [("", text) for _, text in self.base._read(positions)]
-
-    @property
-    def key(self) -> str:
-        if self._key is None:
-            self._key = texts_key(t for _, chunk in self.chunks() for t in chunk)
-        return self._key
 
 
 class SubsetCorpus(Corpus):
@@ -160,22 +140,14 @@ class SubsetCorpus(Corpus):
         self.base, self.positions = base, np.asarray(positions, dtype=np.int64)
         self.ids = [base.ids[i] for i in self.positions.tolist()]
         self.chars = base.chars[self.positions]
-        self._key: str | None = None
         self.content = self.hash_content()
 
     def _read(self, positions: np.ndarray) -> list[tuple[str, str]]:
         return self.base._read(self.positions[positions])
 
-    @property
-    def key(self) -> str:
-        if self._key is None:
-            self._key = texts_key(t for _, chunk in self.chunks() for t in chunk)
-        return self._key
-
 
 class ArrowCorpus(Corpus):
-    """A hub copy's corpus: a ``datasets.Dataset`` (memory-mapped Arrow), read a slice at a time; ``key`` is its
-    pinned ``source`` (hub data is identified by its revision, never hashed)."""
+    """A hub copy's corpus: a memory-mapped ``datasets.Dataset`` read a slice at a time, keyed by its source."""
 
     def __init__(self, table: Any, source: str, id_column: str = "_id") -> None:
         self.table, self.source = table, source
@@ -202,9 +174,7 @@ class ArrowCorpus(Corpus):
 
 
 class JsonlCorpus(Corpus):
-    """A JSONL corpus file (BEIR's ``{"_id","title","text"}``; MLDR's keyed by ``docid``; ``.gz`` too), scanned
-    once: each line checked, its id, byte offset and length kept, the content hashed; texts are then read by offset
-    through one open handle (a gzipped file read forward, as chunks are)."""
+    """A JSONL corpus file scanned once (ids, byte offsets, lengths, hash); texts then read by offset."""
 
     def __init__(self, path: Path, id_key: str = "_id", id_name: str = "document id", empty_fix: str = "") -> None:
         self.path, self.id_key = path, id_key
@@ -237,7 +207,7 @@ class JsonlCorpus(Corpus):
             if _stat(self.path) != self._stat:
                 raise DataError(f"{self.path} changed while it was being read (its size or modification time is not "
                                 "what it was when loaded); run again once the file is no longer being written.")
-            self._fh = (gzip.open if self.path.suffix == ".gz" else open)(self.path, "rb")
+            self._fh = opened(self.path)
         fh, at = self._fh, None
         for i in positions.tolist():
             if at != self.offsets[i]:
@@ -258,10 +228,6 @@ class JsonlCorpus(Corpus):
         if getattr(self, "_fh", None) is not None:
             self._fh.close()
 
-    @property
-    def key(self) -> str:
-        return self._key
-
 
 def _stat(path: Path) -> tuple[int, int]:
     st = path.stat()
@@ -269,25 +235,12 @@ def _stat(path: Path) -> tuple[int, int]:
 
 
 def _scan(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """(line number, byte offset, object) of each non-empty line of a JSONL file (``.gz``: offsets in its
-    uncompressed bytes), each checked as :func:`harness.data.files.jsonl_rows` checks it (the same errors)."""
+    """(line number, byte offset, object) of each non-empty line of a JSONL file, checked as ``jsonl_rows``."""
     offset = 0
-    try:
-        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                start, offset = offset, offset + len(raw)
-                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw, start = raw[3:], start + 3
-                if not raw.strip():
-                    continue
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise utf8_error(path) from None
-                yield lineno, start, json_object(path, lineno, line, required)
-    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-        raise DataError(f"{path}: not a valid gzip file ({one_line(exc)}); re-compress it with gzip, or drop the "
-                        ".gz suffix if it is plain text.") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot be read ({one_line(exc.strerror or exc)}); check that it is a readable "
-                        "file.") from None
+    with reading(path), opened(path) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            start, offset = offset, offset + len(raw)
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw, start = raw[3:], start + 3
+            if raw.strip():
+                yield lineno, start, json_object(path, lineno, raw.decode("utf-8"), required)

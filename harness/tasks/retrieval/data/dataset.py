@@ -1,6 +1,5 @@
-"""The retrieval set every loader returns, and the rules every loader applies so no input is resolved
-silently (issue 28): a query id twice with different texts, a (query, document) pair judged twice with different
-grades, or a judged query with a null or blank text is an error naming the places or ids."""
+"""The retrieval set every loader returns, and the rules every loader applies so no input is resolved silently:
+conflicting query texts or grades, or a judged query without text, are errors naming the places or ids."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ from harness.tasks.retrieval.data.corpus import Corpus, InMemoryCorpus, SubsetCo
 
 @dataclass
 class RetrievalDataset:
-    """A corpus (ids in memory, texts read chunk by chunk: :mod:`~harness.tasks.retrieval.data.corpus`), queries
-    and graded qrels (grade 0 kept: non-relevant)."""
+    """A corpus (ids in memory, texts read chunk by chunk), queries and graded qrels (grade 0 kept)."""
 
     name: str
     split: str
@@ -52,8 +50,7 @@ def in_memory(name: str, split: str, ids: list[str], titles: list[str], texts: l
 
 
 def subset(ds: RetrievalDataset, max_queries: int | None, max_docs: int | None) -> RetrievalDataset:
-    """Deterministic smaller set: the first ``max_queries`` judged queries (qrels order), every document they
-    judge, then corpus-order documents up to ``max_docs`` in total. For quick runs and peer comparisons."""
+    """The first ``max_queries`` judged queries, the documents they judge, then others up to ``max_docs``."""
     qids = list(ds.qrels)[: max_queries or None]
     judged = {d for q in qids for d in ds.qrels[q]}
     budget = max(0, (max_docs or len(ds)) - len(judged))

@@ -1,8 +1,5 @@
-"""Retrieval sets stored as a Hugging Face dataset repository: one folder per config (``corpus``, ``queries``,
-``qrels`` or ``default``) of ``<split>-*.parquet`` (or ``.jsonl``) files, as mteb's hub copies (e.g.
-``mteb/NanoArguAnaRetrieval``), from a hub snapshot or a local folder alike (so offline tests run the hub path).
-Not ``datasets.load_dataset``: it needs the README metadata to find configs (mteb's loader needs the hub); configs
-and splits are picked as mteb's ``RetrievalDatasetLoader`` picks them."""
+"""Retrieval sets stored as a Hugging Face dataset repository (one folder per config, as mteb's ``Nano*Retrieval``),
+from a hub snapshot or a local folder alike; not ``datasets.load_dataset``, which needs the README metadata."""
 
 from __future__ import annotations
 
@@ -106,8 +103,7 @@ def read_hub_layout(folder: str | Path, name: str, split: str, *, strict_qrels: 
     qconfig = "qrels" if (folder / "qrels").is_dir() else "default"
     return dataset_from_rows(_rows(_files(folder, "corpus", split)), _rows(_files(folder, "queries", split)),
                              _rows(_files(folder, qconfig, split)), name=name, split=split, where=str(folder),
-                             source=source or str(folder.resolve()), strict_qrels=strict_qrels,
-                             fingerprint=fingerprint)
+                             source=source or str(folder.resolve()), strict_qrels=strict_qrels, fingerprint=fingerprint)
 
 
 def snapshot(repo: str, revision: str | None, name: str) -> Path:
@@ -115,7 +111,6 @@ def snapshot(repo: str, revision: str | None, name: str) -> Path:
     from huggingface_hub import snapshot_download
 
     from harness.models import require_hub
-
     try:
         return Path(snapshot_download(repo, repo_type="dataset", revision=revision, local_files_only=True))
     except Exception:

@@ -1,12 +1,6 @@
-"""Knowledge-distillation training data for ColBERT: a query, documents and one teacher score per document.
-
-Three layouts, validated before any training (a bad row is an error naming the row and the fix): ``ids``
-(``lightonai/ms-marco-en-bge``: rows ``{query_id, document_ids, scores}`` plus queries and documents files, joined
-by PyLate's ``utils.KDProcessing(n_ways=...)`` as ModernBERT's ``examples/train_pylate.py`` does, but an id the
-documents file lacks is refused where KDProcessing trains on ``""``); ``flag`` (FlagEmbedding's ``{query, pos, neg,
-pos_scores, neg_scores}``: documents ``pos + neg``, positives first); ``joined`` (``{query, documents, scores}``,
-what KDProcessing produces). Each yields the ``query``, ``documents`` (``n_ways`` str) and ``scores`` (``n_ways``
-float) columns PyLate's ``losses.Distillation`` and ``utils.ColBERTCollator`` read."""
+"""Knowledge-distillation training data for ColBERT in three layouts, validated before any training: ``ids``
+(``lightonai/ms-marco-en-bge``, joined by PyLate's ``KDProcessing``, but an unknown id refused where KDProcessing
+trains on ``""``), ``flag`` (FlagEmbedding's) and ``joined`` (the columns PyLate's ``losses.Distillation`` reads)."""
 
 from __future__ import annotations
 
@@ -25,11 +19,8 @@ from harness.data.files import table_rows
 log = logging.getLogger(__name__)
 
 KD_COLUMNS = ("query", "documents", "scores")
-LAYOUTS = {
-    "ids": ("query_id", "document_ids", "scores"),
-    "flag": ("query", "pos", "neg", "pos_scores", "neg_scores"),
-    "joined": ("query", "documents", "scores"),
-}
+LAYOUTS = {"ids": ("query_id", "document_ids", "scores"), "flag": ("query", "pos", "neg", "pos_scores", "neg_scores"),
+           "joined": ("query", "documents", "scores")}
 
 
 #: the local alternatives of the hub KD set
@@ -127,7 +118,6 @@ def _same_type(where: str, key: str, value: Any, first: dict[str, type]) -> None
 def _to_dataset(rows: list[dict[str, Any]], path: str | Path) -> Dataset:
     """``Dataset.from_list``; a pyarrow failure to build one table is a DataError naming the file."""
     import pyarrow as pa
-
     try:
         return Dataset.from_list(rows)
     except (pa.ArrowException, TypeError, ValueError) as exc:
@@ -201,10 +191,8 @@ def _joined_dataset(rows: list[tuple[str, dict[str, Any]]], layout: str, n_ways:
     return Dataset.from_dict(data)
 
 
-def load_kd_file(
-    path: str | Path, *, n_ways: int, queries_path: str | None = None, documents_path: str | None = None,
-    max_samples: int | None = None, seed: int = 12,
-) -> tuple[Dataset, dict[str, Any]]:
+def load_kd_file(path: str | Path, *, n_ways: int, queries_path: str | None = None, documents_path: str | None = None,
+                 max_samples: int | None = None, seed: int = 12) -> tuple[Dataset, dict[str, Any]]:
     """A local KD file (any layout) -> (training Dataset with query/documents/scores, facts for the record)."""
     path = Path(path)
     rows = list(read_rows(path))
@@ -238,8 +226,7 @@ def _missing_id_error(where: str, kind: str, value: Any, known: set[Any], file: 
 
 def validate_ids(train: Dataset, queries: Dataset, documents: Dataset, n_ways: int,
                  where: Callable[[int], str] = lambda i: f"train row {i}", batch_size: int = 10_000) -> None:
-    """Every row of the ids layout: its query and document ids resolve, teacher scores are finite, one per
-    document, at least ``n_ways``. Runs over the whole set before any training (seconds for 810k rows)."""
+    """Every row of the ids layout checked (ids resolve, scores finite, one per document), before any training."""
     for col in LAYOUTS["ids"]:
         if col not in train.column_names:
             raise DataError(f"{where(0)}: the ids layout needs a {col!r} column; found {train.column_names}.")
@@ -262,7 +249,6 @@ def validate_ids(train: Dataset, queries: Dataset, documents: Dataset, n_ways: i
 def kd_processing(train: Dataset, queries: Dataset, documents: Dataset, n_ways: int) -> Dataset:
     """PyLate's on-the-fly join (``KDProcessing(n_ways)``), as ModernBERT's ``train_pylate.py`` sets it."""
     from pylate import utils
-
     train.set_transform(utils.KDProcessing(queries=queries, documents=documents, n_ways=n_ways).transform)
     return train
 
@@ -277,12 +263,10 @@ def sample(ds: Dataset, max_samples: int | None, seed: int) -> Dataset:
 # -------------------------------------------------------------------------------------------- the hub set
 def load_kd_hub(path: str, revision: str | None, *, n_ways: int, max_samples: int | None,
                 seed: int) -> tuple[Dataset, dict[str, Any]]:
-    """The paper's KD set (configs ``train``, ``queries``, ``documents``), validated, sampled, joined by
-    KDProcessing; the facts name the dataset id, the requested revision and the commit actually loaded."""
+    """The paper's KD set, validated, sampled, joined by KDProcessing; the facts name the commit loaded."""
     from datasets import load_dataset
 
     from harness.models import require_hub
-
     require_hub(f"KD training set {path!r}", HUB_FIX)
     commit = _hub_commit(path, revision)
     parts = {name: load_dataset(path, name, split="train", revision=commit or revision)
@@ -300,7 +284,6 @@ def _hub_commit(path: str, revision: str | None) -> str | None:
     """The commit ``revision`` resolves to (recorded; loaded at exactly it). A pin (a full or short commit id) fails
     closed if unresolved or resolved to another commit; an unresolved branch loads by name, with a warning."""
     from huggingface_hub import HfApi
-
     pinned = pinned_commit(revision)
     try:
         sha = HfApi().dataset_info(path, revision=revision).sha
@@ -321,6 +304,5 @@ def _hub_commit(path: str, revision: str | None) -> str | None:
 def pinned_commit(revision: str | None) -> str | None:
     """``revision`` lowercased if a commit id (7-40 hex digits), else None (a branch or tag: its commit recorded)."""
     import re
-
     text = str(revision or "").lower()
     return text if re.fullmatch(r"[0-9a-f]{7,40}", text) else None

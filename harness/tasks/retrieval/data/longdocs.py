@@ -1,9 +1,5 @@
-"""A long-document retrieval set from any Python source tree, with no download: what 512 vs 8,192 tokens buys.
-
-Documents are whole source files (the installed standard library by default); a query is the docstring summary of
-a function in a file, removed from that file, its relevant document. Each query records where its function starts
-(character offset and line), for nDCG@10 before and after the model's truncation point. Files are split ``train``
-/ ``test`` by a hash of their path and all stay in the corpus; :func:`export_mldr` writes MLDR's layout from it."""
+"""A long-document retrieval set from any Python source tree, with no download: documents are whole files; a query
+is a function's docstring summary, removed from its file; each query records where its function starts."""
 
 from __future__ import annotations
 
@@ -65,8 +61,7 @@ def file_split(rel: str) -> str:
 
 def mine(root: str | Path | None = None, *, min_summary_words: int = 4,
          exclude: tuple[str, ...] = DEFAULT_EXCLUDE) -> LongDocSet:
-    """Every ``*.py`` file under ``root`` (None: the stdlib) as a document, and the functions whose docstring
-    summary makes a query (at least ``min_summary_words`` words, not trivial or shared, a body beyond it)."""
+    """Every ``*.py`` file under ``root`` (None: the stdlib) as a document, and the functions making queries."""
     base, files = _source_files(root, exclude)
     stats: Counter[str] = Counter(files=len(files))
     doc_ids, texts, queries = [], [], []
@@ -135,8 +130,7 @@ def _strip_query_docstrings(rel: str, source: str, tree: ast.Module, min_summary
 
 def build(lds: LongDocSet, *, name: str, split: str = "test", max_queries: int | None = 300,
           max_corpus: int | None = None) -> RetrievalDataset:
-    """The ``split`` queries (a hash sample of ``max_queries``) over the corpus (every file, or ``max_corpus``:
-    the queries' files first, then a hash sample). ``meta['query_starts']`` = {qid: {char, line}}."""
+    """The ``split`` queries (a hash sample) over the corpus (``max_corpus``: the queries' files first)."""
     if split not in SPLITS:
         raise DataError(f"long-document set split {split!r}: use one of {', '.join(SPLITS)}.")
     candidates = lds.split_queries(split)
@@ -162,10 +156,8 @@ def build_long_document_set(root: str | Path | None = None, *, name: str = "stdl
 
 def export_mldr(lds: LongDocSet, out_dir: str | Path, *, max_train: int | None = None, max_test: int | None = None,
                 negatives: int = 3, max_corpus: int | None = None) -> Path:
-    """A folder in MLDR's layout from ``lds``: ``train.jsonl`` rows with ``negatives`` other files each (by hash),
-    ``test.jsonl`` rows without, ``corpus.jsonl`` with every one of them (and others up to ``max_corpus``)."""
+    """A folder in MLDR's layout from ``lds`` (train rows with ``negatives`` other files each, test rows)."""
     from harness.tasks.retrieval.data import mldr
-
     text_of = dict(zip(lds.doc_ids, lds.texts, strict=True))
     rows: dict[str, list[dict[str, Any]]] = {}
     used: set[str] = set()
@@ -175,11 +167,9 @@ def export_mldr(lds: LongDocSet, out_dir: str | Path, *, max_train: int | None =
         rows[split] = []
         for q in (q for q in candidates if q.qid in chosen):
             negs = _negatives(lds.doc_ids, q, negatives) if split == "train" else []
-            rows[split].append({
-                "query_id": q.qid, "query": q.text,
-                "positive_passages": [{"docid": q.doc_id, "text": text_of[q.doc_id]}],
-                "negative_passages": [{"docid": d, "text": text_of[d]} for d in negs],
-            })
+            rows[split].append({"query_id": q.qid, "query": q.text,
+                                "positive_passages": [{"docid": q.doc_id, "text": text_of[q.doc_id]}],
+                                "negative_passages": [{"docid": d, "text": text_of[d]} for d in negs]})
             used.update([q.doc_id, *negs])
     extra = [d for d in lds.doc_ids if d not in used]
     room = None if max_corpus is None else max(0, max_corpus - len(used))

@@ -1,10 +1,5 @@
-"""MLDR (Multi Long Doc Retrieval): the English test set from mteb's pinned hub copy, the training set from
-``Shitao/MLDR``, or any local folder in MLDR's layout.
-
-MLDR's layout (``mldr-v1.0-<lang>/``): ``corpus.jsonl`` ({docid, text}) and ``{train,dev,test}.jsonl`` ({query_id,
-query, positive_passages: [{docid, text}], negative_passages}), possibly gzipped, read with the ``json`` loader
-(datasets 5 refuses the repo's loading script); mteb's copy (``mteb/MultiLongDocRetrieval``) has configs
-``<lang>-corpus``, ``<lang>-queries`` and ``<lang>-qrels``."""
+"""MLDR: the English test set from mteb's pinned hub copy, the training set from ``Shitao/MLDR`` (the ``json``
+loader: datasets 5 refuses its loading script), or any local folder in MLDR's layout."""
 
 from __future__ import annotations
 
@@ -121,12 +116,9 @@ def load_hub(path: str, revision: str | None, lang: str, name: str, split: str =
     from datasets import get_dataset_split_names, load_dataset
 
     from harness.models import require_hub
-
-    require_hub(
-        f"dataset {path!r} ({lang}-corpus/-queries/-qrels, {split})",
-        "Offline, pass a local folder in MLDR's layout: task.data_dir=<dir containing mldr-v1.0-en/> "
-        "(corpus.jsonl, test.jsonl), e.g. a copy of Shitao/MLDR.",
-    )
+    require_hub(f"dataset {path!r} ({lang}-corpus/-queries/-qrels, {split})",
+                "Offline, pass a local folder in MLDR's layout: task.data_dir=<dir containing mldr-v1.0-en/> "
+                "(corpus.jsonl, test.jsonl), e.g. a copy of Shitao/MLDR.")
 
     def part(config: str):
         splits = get_dataset_split_names(path, config, revision=revision)
@@ -166,7 +158,6 @@ def train_rows_hub(repo: str, revision: str | None, subdir: str, split: str) -> 
     from datasets import load_dataset
 
     from harness.models import require_hub
-
     require_hub(
         f"MLDR training data {repo}@{revision} ({subdir}/{split}.jsonl.gz)",
         "Offline, pass a local folder in MLDR's layout: task.train_data.source=local task.train_data.path=<folder "
@@ -183,12 +174,10 @@ def train_rows_hub(repo: str, revision: str | None, subdir: str, split: str) -> 
 
 def triplets(rows: Sequence[dict[str, Any]], num_negatives: int, max_samples: int | None,
              seed: int) -> tuple[Dataset, dict[str, int]]:
-    """(anchor, positive, negative) triplets for MNRL: each row's first positive with each of its first
-    ``num_negatives`` negatives; rows without negatives skipped (counted); ``max_samples``: a seeded sample of rows."""
+    """(anchor, positive, negative) triplets: each row's first positive with its first negatives, sampled."""
     import random
 
     from datasets import Dataset
-
     if num_negatives < 1:
         raise DataError(f"task.train_data.num_negatives={num_negatives}: use 1 or more (triplets need a negative).")
     picked = list(rows)

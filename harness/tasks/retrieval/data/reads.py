@@ -1,8 +1,5 @@
-"""Which local files a catalog entry's data is read from, as its kind declares them (``DataKind.reads``), without
-reading them: what a cell's data spec fingerprints (:func:`harness.core.file_hash.describe`), so a folder whose
-files now hold other data is evaluated again. Hub copies read no local file here: their pinned revision is their
-identity. Nothing here parses a file, and nothing here imports the catalog: the caller hands over how a kind name
-becomes its class (``KINDS.lookup``), so planning does not walk back and forth through the catalog."""
+"""Which local files a catalog entry's data is read from (``DataKind.reads``), unread: what its data spec
+fingerprints. It imports no catalog (the caller passes the kind lookup), so planning does not walk back through it."""
 
 from __future__ import annotations
 
@@ -40,10 +37,8 @@ def entry_root(entry: Any, data_dir: str | None, kind_of: KindOf) -> Path | None
     return local_folder(data_dir, entry) if data_dir else None
 
 
-def entry_files(entry: Any, data_dir: str | None, split: str | None, kind_of: KindOf
-                ) -> tuple[Path, list[Path]] | None:
-    """(the folder, the files) a catalog entry's local copy reads (a composite: every member's, under its folder);
-    None where it reads none (its pinned hub copy)."""
+def entry_files(entry: Any, data_dir: str | None, split: str | None, kind_of: KindOf) -> tuple[Path, list[Path]] | None:
+    """(the folder, the files) a catalog entry's local copy reads; None where it reads none."""
     parts = list(entry.members.values()) or [entry]
     root = entry_root(entry, data_dir, kind_of) if entry.members else None
     files: list[Path] = []

@@ -20,11 +20,8 @@ if TYPE_CHECKING:
 
 COLUMNS = ("anchor", "positive", "negative")
 #: accepted column names for each triplet field, first match wins
-ALIASES = {
-    "anchor": ("anchor", "query", "question"),
-    "positive": ("positive", "pos", "positive_passage", "document"),
-    "negative": ("negative", "neg", "negative_passage", "hard_negative"),
-}
+ALIASES = {"anchor": ("anchor", "query", "question"), "positive": ("positive", "pos", "positive_passage", "document"),
+           "negative": ("negative", "neg", "negative_passage", "hard_negative")}
 
 
 TRIPLET_FIX = "every triplet needs a non-empty query, positive and negative: fill in or remove that line"
@@ -117,12 +114,9 @@ def load_hub_triplets(path: str, config: str, revision: str | None, max_samples:
     from datasets import load_dataset
 
     from harness.models import require_hub
-
-    require_hub(
-        f"training set {path!r} ({config})",
-        "Train from a local file instead: task.train_data.source=file task.train_data.path=triplets.tsv "
-        "(columns query, positive, negative), or evaluate without training: task.train=false.",
-    )
+    require_hub(f"training set {path!r} ({config})",
+                "Train from a local file instead: task.train_data.source=file task.train_data.path=triplets.tsv "
+                "(columns query, positive, negative), or evaluate without training: task.train=false.")
     ds = load_dataset(path, config, split="train", revision=revision)
     ds = ds.rename_columns({c: a for c, a in zip(ds.column_names[:3], COLUMNS, strict=True)})
     return sample(ds, max_samples, seed)
@@ -133,24 +127,16 @@ HELD_OUT = 1_000
 
 
 def sample(ds: Dataset, max_samples: int | None, seed: int) -> Dataset:
-    """The authors' subset: ``train_test_split(test_size=1_000, seed=seed)["train"].select(range(max_samples))``
-    (MB@8c57a0f:examples/train_st.py, seed 12, 1,250,000 rows): the same rows in the same order; all rows when
-    there are at most ``max_samples``; with fewer than ``max_samples + 1,000`` only the rest is held out."""
+    """The authors' subset (MB@8c57a0f:examples/train_st.py): ``train_test_split(test_size=1_000, seed=seed)["train"]
+    .select(range(max_samples))``; all rows when at most ``max_samples``; fewer than that + 1,000: the rest held out."""
     if max_samples and len(ds) > max_samples:
         held_out = min(HELD_OUT, len(ds) - max_samples)
         return ds.train_test_split(test_size=held_out, seed=seed)["train"].select(range(max_samples))
     return ds
 
 
-def mine_from_beir(
-    ds: RetrievalDataset,
-    model: SentenceTransformer,
-    *,
-    num_negatives: int,
-    range_min: int,
-    range_max: int,
-    batch_size: int = 64,
-) -> Dataset:
+def mine_from_beir(ds: RetrievalDataset, model: SentenceTransformer, *, num_negatives: int, range_min: int,
+                   range_max: int, batch_size: int = 64) -> Dataset:
     """(query, positive) pairs of ``ds``'s qrels, hard negatives mined with ``model`` (``mine_hard_negatives``)."""
     from sentence_transformers.util import mine_hard_negatives
 

@@ -32,15 +32,12 @@ def is_colbert_checkpoint(local: str | os.PathLike) -> bool:
     return config.exists() and "HF_ColBERT" in config.read_text()   # a Stanford ColBERT checkpoint
 
 
-def load_colbert(spec: ModelSpec, *, device: str, embedding_size: int,
-                 seed: int) -> tuple[ColBERT, dict[str, Any]]:
-    """A PyLate ColBERT for ``spec`` (``[Q] ``/``[D] `` prefixes, query expansion) and the record's model block; a
-    plain encoder gets a new ``embedding_size`` projection and prefix-token embeddings, seeded by ``seed``."""
+def load_colbert(spec: ModelSpec, *, device: str, embedding_size: int, seed: int) -> tuple[ColBERT, dict[str, Any]]:
+    """A PyLate ColBERT for ``spec`` and its record block (a plain encoder: a projection seeded by ``seed``)."""
     from pylate import models
 
     from harness.models import _check_attn, model_identity, resolve_path
     from harness.models.load import attention_record, model_kwargs, unpad_if_varlen
-
     _check_attn(spec)
     local, revision = resolve_path(spec)
     kwargs = model_kwargs(spec, local, device)
@@ -73,9 +70,7 @@ def expanded_queries(model: ColBERT, inputs: dict[str, Any]) -> bool:
     if not model.do_query_expansion or model.attend_to_expansion_tokens:
         return False
     ids, prefix = inputs["input_ids"], model.query_prefix_id
-    if prefix is None or ids.shape[1] < 2:
-        return True
-    return bool((ids[:, 1] == prefix).any())
+    return prefix is None or ids.shape[1] < 2 or bool((ids[:, 1] == prefix).any())
 
 
 def capped_length(requested: int, limit: int | None) -> int:
@@ -93,9 +88,7 @@ def token_lengths(model: ColBERT, texts: list[str], max_length: int) -> np.ndarr
 def encode_tokens(model: ColBERT, texts: list[str], *, is_query: bool, batching: Batching, device: str,
                   precision: str = "fp32", desc: str = "encoding",
                   show_progress: bool = True) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
-    """(text positions, their L2-normalised token embeddings as float32) batch by batch, longest texts first: PyLate's
-    tokens (documents without padding and skiplist tokens, queries mask-padded to ``query_length``), not
-    ``ColBERT.encode``'s fixed-count batches in the weights' dtype: token budgets, precision by autocast."""
+    """(text positions, L2-normalised float32 token embeddings), batch by batch under token budgets."""
     if not texts:
         return
     length = model.query_length if is_query else model.document_length

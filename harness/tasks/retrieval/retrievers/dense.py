@@ -51,8 +51,7 @@ def dense_settings(*, max_length: int, device: str = "cpu", precision: str = "fp
 
 
 class DenseRetriever:
-    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a SentenceTransformer; ``cache_identity``
-    (the run's identity minus search-only keys, plus the weights) and the corpus key the embedding cache."""
+    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a SentenceTransformer."""
 
     kind = "single_vector"
 
@@ -72,8 +71,7 @@ class DenseRetriever:
                       show_progress=s.show_progress, keep_width=keep_width)
 
     def index(self, ds: RetrievalDataset) -> tuple[dict[str, Any], dict[str, float]]:
-        """The corpus encoded chunk by chunk into a memory-mapped matrix (the embedding cache, or a temporary one:
-        a miss is searched from disk as a hit is), at the width the encoder produced."""
+        """The corpus encoded chunk by chunk into a memory-mapped matrix (a miss searched from disk as a hit)."""
         t0 = time.perf_counter()
         self.close()
         s = self.settings

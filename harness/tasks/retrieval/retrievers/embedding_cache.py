@@ -1,7 +1,5 @@
-"""On-disk cache of corpus embeddings, keyed by everything that changes them (mteb's CachedEmbeddingWrapper keys by
-text only). Each entry has a claim beside it (``<key>.claim.json``: key, shape, dtype, size, content hash) checked
-before use: a misplaced, foreign, truncated, altered or unclaimed file is computed again with a warning, never
-used. Concurrent jobs compute an entry once (:func:`harness.core.cache_entry.get_or_build`)."""
+"""On-disk cache of corpus embeddings, keyed by everything that changes them (mteb's keys by text only), each entry
+with a claim beside it checked before use (a bad file is computed again with a warning, never used), built once."""
 
 from __future__ import annotations
 
@@ -69,8 +67,7 @@ def claim_problem(path: Path, claim_path: Path, key: str) -> str | None:
 def cached_embeddings(
     cache_dir: str | os.PathLike | None, key: str, compute: Callable[[], np.ndarray], meta: dict | None = None
 ) -> tuple[np.ndarray, bool]:
-    """(embeddings, hit) of ``compute()`` (one array); ``cache_dir=None`` always computes. Otherwise
-    :func:`cached_rows`: used where its claim holds, else computed once (under its lock) and read back."""
+    """(embeddings, hit) of ``compute()``; ``cache_dir=None`` always computes, else :func:`cached_rows`."""
     if cache_dir is None:
         return compute(), False
     return cached_rows(cache_dir, key, ((0, compute()) for _ in range(1)), meta=meta)   # computed on a miss only
@@ -79,11 +76,7 @@ def cached_embeddings(
 def cached_rows(cache_dir: str | os.PathLike, key: str | tuple[Mapping[str, Any], str],
                 rows: Iterable[tuple[int, np.ndarray]], n_rows: int | None = None,
                 meta: dict | None = None) -> tuple[np.ndarray, bool]:
-    """(the memory-mapped [n_rows, dim] matrix, hit); ``key``: the entry's, or (identity, content key) to key it
-    by (:func:`cache_key`). An entry is used only where its claim holds; else one process builds it (lock
-    ``<key>.npy.lock``): ``rows`` are read, (start, rows) as they are made, straight into a memory-mapped file
-    written aside, then claimed and renamed into place (a valid entry is never replaced), and read back as a hit is
-    (the rows are never all in memory). Rows keep their dtype (bf16 as uint16 bits)."""
+    """(the memory-mapped [n_rows, dim] matrix of ``key``, hit): built once where no valid claim holds."""
     key = key if isinstance(key, str) else cache_key(*key)
     root = Path(cache_dir)
     path, claim_path = root / f"{key}.npy", root / f"{key}.claim.json"
@@ -118,8 +111,7 @@ def cached_rows(cache_dir: str | os.PathLike, key: str | tuple[Mapping[str, Any]
 
 
 class RowWriter:
-    """An .npy file of ``n`` rows filled in place (memory-mapped) as rows come; its width and dtype are the first
-    rows' (``n`` None: one put of every row)."""
+    """An .npy file of ``n`` rows filled in place (memory-mapped) as rows come, of the first rows' dtype."""
 
     def __init__(self, path: Path, n: int | None) -> None:
         self.path, self.n, self.rows, self.filled = path, n, None, 0

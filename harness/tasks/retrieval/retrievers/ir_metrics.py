@@ -5,14 +5,8 @@ from __future__ import annotations
 import math
 
 #: metric name in records -> pytrec_eval measure
-_MEASURES = {
-    "ndcg_at_10": "ndcg_cut_10",
-    "ndcg_at_100": "ndcg_cut_100",
-    "map_at_10": "map_cut_10",
-    "recall_at_10": "recall_10",
-    "recall_at_100": "recall_100",
-    "recall_at_1000": "recall_1000",
-}
+_MEASURES = {"ndcg_at_10": "ndcg_cut_10", "ndcg_at_100": "ndcg_cut_100", "map_at_10": "map_cut_10",
+             "recall_at_10": "recall_10", "recall_at_100": "recall_100", "recall_at_1000": "recall_1000"}
 #: every metric a retrieval record reports (nDCG@10 is the main one)
 METRICS = (*_MEASURES, "mrr_at_10")
 
@@ -29,10 +23,7 @@ def reciprocal_ranks(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, 
 def per_query_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     """Each metric per judged query (metric -> query id -> value); an empty run counts zero (``trec_eval -c``)."""
     import pytrec_eval  # here: planning a run reads METRICS without loading the scorer
-
-    evaluator = pytrec_eval.RelevanceEvaluator(
-        qrels, {"ndcg_cut.10,100", "map_cut.10", "recall.10,100,1000"}
-    )
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10,100", "map_cut.10", "recall.10,100,1000"})
     per_query = evaluator.evaluate({q: run.get(q) or {"__none__": 0.0} for q in qrels})
     out = {name: {q: float(per_query[q][measure]) for q in qrels} for name, measure in _MEASURES.items()}
     out["mrr_at_10"] = reciprocal_ranks(qrels, run, 10)

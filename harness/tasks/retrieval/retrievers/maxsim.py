@@ -42,15 +42,11 @@ def _padded(store: TokenStore, docs: np.ndarray, device: str) -> torch.Tensor:
 def maxsim_search(queries: torch.Tensor, store: TokenStore, top_k: int, *, chunk_tokens: int = 1 << 18,
                   score_budget: int = 1 << 26, device: str = "cpu", show_progress: bool = True,
                   rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Exact ColBERT scores of every (query, document) and the running top-k: (scores, doc positions), each
-    [n_queries, min(top_k, n_docs)], best first, ties in ``rank`` order (None: corpus position) as
-    :func:`~harness.tasks.retrieval.retrievers.search.ranked_topk`. Scores are PyLate's ``scores.colbert_scores``
-    (what ``rank.rerank`` uses); not ``rank.rerank`` itself, which pads the documents again for every query: here
-    each chunk of the memory-mapped store is padded once for all queries."""
+    """Exact ColBERT scores and the running top-k, as :func:`~harness.tasks.retrieval.retrievers.search.ranked_topk`:
+    PyLate's ``colbert_scores``, not ``rank.rerank``, which pads documents again for every query."""
     from pylate.scores import colbert_scores
 
     from harness.tasks.retrieval.retrievers.search import running_topk
-
     n_q, q_len = queries.shape[0], queries.shape[1]
     q = queries.to(device)
 
@@ -80,7 +76,6 @@ def rerank_exact(queries: list[np.ndarray], store: TokenStore, idx: np.ndarray, 
                  device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
     """Exact MaxSim scores of each query's candidates (``idx``, -1 = none), re-sorted best first."""
     from pylate.scores import colbert_scores
-
     scores = np.full(idx.shape, -np.inf, dtype=np.float32)
     for row, q in enumerate(queries):
         cands = idx[row][idx[row] >= 0]

@@ -1,8 +1,5 @@
-"""Multi-vector (ColBERT) retrieval with PyLate: token embeddings of the corpus (cached fp16 on disk, memory-mapped),
-then a PLAID index (fast-plaid when installed, else PyLate's Stanford PLAID backend; seeded) or exact MaxSim (the
-parity reference). Any protocol may use it: ``MultiVectorRetriever(load_colbert(spec, ...),
-MultiVectorSettings(...), cache_identity)`` (outside a composed config :func:`multi_vector_settings` reads
-task=colbert's values); lengths beyond the model's position limit are capped and the cap is recorded."""
+"""Multi-vector (ColBERT) retrieval with PyLate: token embeddings of the corpus (cached fp16, memory-mapped), then a
+PLAID index (fast-plaid, else PyLate's Stanford backend) or exact MaxSim; document lengths capped at the positions."""
 
 from __future__ import annotations
 
@@ -57,8 +54,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(kw_only=True)
 class MultiVectorSettings:
-    """What the multi-vector retriever gets: the run's device and precision, the task's batching, search and MaxSim
-    chunking nodes, the document length, and the token cache folder (None: a temporary one, removed after)."""
+    """What the multi-vector retriever gets (``cache_dir`` None: a temporary token store, removed after)."""
 
     device: str
     precision: str
@@ -74,8 +70,7 @@ class MultiVectorSettings:
 def multi_vector_settings(*, document_length: int, device: str = "cpu", precision: str = "fp32",
                           cache_dir: str | None = None, show_progress: bool = False,
                           **keys: Any) -> MultiVectorSettings:
-    """For code outside a composed config (benchmarks, tests): task=colbert's values (conf/task/colbert.yaml,
-    PLAID's conf/plaid/default.yaml) with ``document_length`` and flat task ``keys`` (``index="exact"``) on top."""
+    """For code outside a composed config: task=colbert's values, with flat task ``keys`` on top."""
     keys.setdefault("plaid", from_conf(PlaidSettings, "plaid/default"))
     batching, mv = nodes_from_conf("task/colbert", Batching, MultiVectorEval, **keys)
     return MultiVectorSettings(device=device, precision=precision, batching=batching, search=mv.search,
@@ -85,9 +80,7 @@ def multi_vector_settings(*, document_length: int, device: str = "cpu", precisio
 
 # ------------------------------------------------------------------------------------------------ the retriever
 class MultiVectorRetriever:
-    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a PyLate ColBERT model.
-    ``cache_identity`` (a run identity minus index and search keys, plus the weights), the capped document length
-    and the corpus key the token store; ``query_length`` may change per dataset (PyLate's BEIR recipe: 48 or 64)."""
+    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` over a PyLate ColBERT model."""
 
     kind = "multi_vector"
 
@@ -176,15 +169,13 @@ class MultiVectorRetriever:
         return out
 
     def plaid_memory(self, ds: RetrievalDataset, n_tokens: int) -> dict[str, Any]:
-        """What the record says of the PLAID build: its backend and modelled host memory (the run's up-front check,
-        harness/tasks/retrieval/plaid_check.py, refused it before anything loaded where it was over the limit)."""
+        """What the record says of the PLAID build: its backend and modelled host memory."""
         est = plaid_memory(len(ds), n_tokens, int(self.model[-1].out_features), self.settings.search.plaid,
                            str(self.backend))
         return {"index_backend": self.backend, **est.describe()}
 
     def _build_plaid(self, store: TokenStore, name: str) -> tuple[Any, Any, dict[str, Any] | None]:
-        """(index, its temporary folder, None), or (None, None, why) where the corpus is too small for PLAID's
-        k-means and exact MaxSim is used instead."""
+        """(index, temporary folder, None), or (None, None, why) where the corpus is too small for k-means."""
         ok, why = plaid_fits(store.n_tokens)
         if not ok:
             log.warning("%s: %s", name, why)
@@ -285,8 +276,7 @@ class MultiVectorRetriever:
 
     def _document_batches(self, chunks: Sequence[Callable[[], list[str]]],
                           desc: str) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
-        """The documents' token embeddings, batch by batch: ``chunks`` read in turn, each encoded on its own (its
-        batches formed within it), positions counted across them."""
+        """The documents' token embeddings, batch by batch, chunk by chunk, positions counted across them."""
         s = self.settings
         self.model.document_length = self.document_length
         start = 0

@@ -1,12 +1,5 @@
-"""The retriever protocol and the one retrieval evaluation every retrieval protocol shares.
-
-As in mteb, a retriever is anything that can index a corpus and search it: single-vector
-(:mod:`harness.tasks.retrieval.retrievers.dense`) or multi-vector (PyLate token embeddings + an index or exact
-MaxSim). :func:`evaluate` turns a retriever and a dataset into metrics with one set of conventions (top-k,
-self-match removal, trec_eval metrics). mteb prepends a document's title to its text, CoIR's evaluator encodes the
-text alone (CoIR issue #17): ``task.title_convention`` (:class:`TitleConvention`) names the one used, in every
-record. Scorers split a dataset's queries into named groups scored on the same run (``truncation``: answers that
-start before / after the point where the encoder truncates the document)."""
+"""The retriever protocol (as mteb's: anything that indexes a corpus and searches it) and the one retrieval evaluation
+every protocol shares; ``task.title_convention``: mteb's title + text, or CoIR's text alone (CoIR issue #17)."""
 
 from __future__ import annotations
 
@@ -37,8 +30,7 @@ class Retriever(Protocol):
     kind: str
 
     def index(self, ds: RetrievalDataset) -> tuple[Details, Timings]:
-        """Encode or index ``ds``'s corpus (documents: ``ds.corpus``, read chunk by chunk); details: cache hit,
-        index type."""
+        """Encode or index ``ds``'s corpus; details: cache hit, index type."""
         ...
 
     def search(self, queries: list[str], top_k: int) -> tuple[np.ndarray, np.ndarray, Timings]:
@@ -89,21 +81,16 @@ def search_width(top_k: int, ignore_identical_ids: bool) -> int:
     return top_k + (1 if ignore_identical_ids else 0)
 
 
-def evaluate(
-    retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
-    subgroups: Sequence[QueryGroups] = (),
-) -> tuple[dict[str, float], Details, Timings]:
-    """(metrics, details, timings) of ``retriever`` on ``ds``: nDCG@10 (main), MAP, recall, MRR; ``subgroups``
-    score the same run on groups of the queries too (``ndcg_at_10_<group>_<name>``, details under ``<name>``)."""
+def evaluate(retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
+             subgroups: Sequence[QueryGroups] = ()) -> tuple[dict[str, float], Details, Timings]:
+    """(metrics, details, timings) of ``retriever`` on ``ds``; ``subgroups`` score groups of the queries too."""
     metrics, details, timings, _ = evaluate_per_query(retriever, ds, top_k=top_k,
                                                       ignore_identical_ids=ignore_identical_ids, subgroups=subgroups)
     return metrics, details, timings
 
 
-def evaluate_per_query(
-    retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
-    subgroups: Sequence[QueryGroups] = (),
-) -> tuple[dict[str, float], Details, Timings, PerQuery]:
+def evaluate_per_query(retriever: Retriever, ds: RetrievalDataset, *, top_k: int, ignore_identical_ids: bool = False,
+                       subgroups: Sequence[QueryGroups] = ()) -> tuple[dict[str, float], Details, Timings, PerQuery]:
     """:func:`evaluate`, plus each metric per judged query, with fingerprints of the query texts and qrels scored."""
     details, timings = retriever.index(ds)
     queries = ds.evaluated_queries()
@@ -122,10 +109,8 @@ def evaluate_per_query(
     beyond = sorted(m for m in per_query if min(cutoff(m), len(ds)) > depth)   # would count too few hits
     per_query = {m: v for m, v in per_query.items() if m not in beyond}
     metrics = means(per_query)
-    details = {
-        "retriever": retriever.kind, "n_docs": len(ds), "n_queries": len(qids), "top_k": top_k,
-        "ignore_identical_ids": ignore_identical_ids, "source": ds.source, **retriever.describe(), **details,
-    }
+    details = {"retriever": retriever.kind, "n_docs": len(ds), "n_queries": len(qids), "top_k": top_k,
+               "ignore_identical_ids": ignore_identical_ids, "source": ds.source, **retriever.describe(), **details}
     if beyond:
         why = f"their cutoff exceeds top_k={top_k}" if depth == top_k else \
             f"their cutoff exceeds the {depth} documents the index returns per query"

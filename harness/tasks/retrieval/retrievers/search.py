@@ -11,9 +11,8 @@ import torch
 
 def ranked_topk(scores: torch.Tensor, ids: torch.Tensor, k: int,
                 rank: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``k`` best of each row of ``scores`` by (score descending, ``rank[id]`` ascending), best first, and their
-    ids. ``ids``: [n] or [rows, n]; ``rank``: a tie key per id (None: the id). A total order, so chunks, shards and
-    the whole corpus give the same lists (ties straddling the k-th place, arbitrary in ``torch.topk``, resolved)."""
+    """The ``k`` best of each row of ``scores`` by (score descending, ``rank[id]``), best first, and their ids: a total
+    order, so chunks, shards and the whole corpus give the same lists (``torch.topk``'s ties resolved)."""
     rows, n = scores.shape
     k = min(k, n)
     ids = ids.expand(rows, -1) if ids.dim() == 1 else ids
@@ -44,8 +43,7 @@ def _boundary_ties(scores: torch.Tensor, ids: torch.Tensor, k: int,
 
 def running_topk(chunks: Iterable[tuple[torch.Tensor, int, Callable[[int, int], torch.Tensor]]], n_queries: int,
                  k: int, rank: np.ndarray | None, device: str) -> tuple[np.ndarray, np.ndarray]:
-    """The top-k (scores, ids) of ``n_queries`` queries over chunks of documents, merged by :func:`ranked_topk`. A
-    chunk: (its document ids, queries per step, ``scores(start, stop)``: queries [start, stop) against it)."""
+    """The top-k (scores, ids) of ``n_queries`` queries over chunks of documents, merged by :func:`ranked_topk`."""
     best_s = torch.full((n_queries, 0), float("-inf"), device=device)
     best_i = torch.zeros((n_queries, 0), dtype=torch.long, device=device)
     tie = None if rank is None else torch.from_numpy(np.asarray(rank, dtype=np.int64)).to(device)
@@ -63,8 +61,7 @@ def running_topk(chunks: Iterable[tuple[torch.Tensor, int, Callable[[int, int], 
 
 
 def as_float32(rows: np.ndarray) -> np.ndarray:
-    """Stored embeddings as float32: uint16 rows are bf16 bits (the encoder's width kept:
-    :data:`harness.encoding.prefetch.KEPT_DTYPES`), widened exactly."""
+    """Stored embeddings as float32: uint16 rows are bf16 bits, widened exactly."""
     if rows.dtype == np.uint16:
         return torch.from_numpy(np.array(rows).view(np.int16)).view(torch.bfloat16).float().numpy()
     return np.asarray(rows, dtype=np.float32)
@@ -94,10 +91,7 @@ def exact_search(
     device: str = "cpu",
     rank: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, doc indices), each [n_queries, min(top_k, n_docs)], best first, ties in ``rank`` order (e.g.
-    :func:`id_rank`; None: corpus order) as :func:`ranked_topk`. ``doc_emb`` (float32, fp16, or bf16 bits as uint16:
-    each chunk widened to float32 exactly) may be memory-mapped: one chunk of
-    ``corpus_chunk_size`` rows is on ``device`` at a time (scores bounded by query x corpus chunk sizes)."""
+    """(scores, doc indices) of the top ``top_k``, ties in ``rank`` order, one corpus chunk at a time on ``device``."""
     if similarity not in ("cosine", "dot"):
         raise ValueError(f"unknown similarity {similarity!r}: use cosine or dot")
     n_docs, n_queries = doc_emb.shape[0], query_emb.shape[0]
@@ -126,17 +120,9 @@ def id_rank(doc_ids: list[str]) -> np.ndarray:
     return rank
 
 
-def to_run(
-    query_ids: list[str],
-    doc_ids: list[str],
-    scores: np.ndarray,
-    indices: np.ndarray,
-    *,
-    top_k: int,
-    ignore_identical_ids: bool = False,
-) -> dict[str, dict[str, float]]:
-    """TREC-style run {qid: {doc id: score}} cut to ``top_k``; ``ignore_identical_ids`` drops a doc whose id is the
-    query's (BEIR/mteb: ArguAna, Quora, ...); negative indices (fewer than k hits) are skipped."""
+def to_run(query_ids: list[str], doc_ids: list[str], scores: np.ndarray, indices: np.ndarray, *, top_k: int,
+           ignore_identical_ids: bool = False) -> dict[str, dict[str, float]]:
+    """TREC-style run {qid: {doc id: score}} cut to ``top_k``; ``ignore_identical_ids`` drops self-matches."""
     run: dict[str, dict[str, float]] = {}
     for row, qid in enumerate(query_ids):
         hits: dict[str, float] = {}

@@ -1,15 +1,6 @@
-"""Sharded corpus evaluation: K shards each encode a slice of the corpus into the embedding cache and search it with
-every query, keeping the top-k per query; the merge combines the shards' top-k lists into the final ranking.
-
-- The plan: the corpus in the encoder's own order (longest first), cut into K contiguous runs at batch boundaries,
-  balanced by tokens, so a shard's embeddings are bit for bit the unsharded run's (an embedding depends on the
-  padding of its batch).
-- The cache: a shard's embeddings are keyed by its documents' text and the model (so FEVER and Climate-FEVER share
-  them); its top-k list by those, its documents' ids, the queries, k and the search settings.
-- The merge: :func:`~harness.tasks.retrieval.retrievers.search.ranked_topk` (score, then document id: a total
-  order), so the result is the unsharded one for any K; a missing shard stops it with one line naming the command
-  that redoes it. Where shards run is ``task.shard_launcher``'s: ``sequential``, ``devices`` (one process per
-  GPU), ``external`` (the paper graph's SLURM array: ``task.shard=<i>`` per task)."""
+"""Sharded corpus evaluation: K shards each encode a slice of the corpus into the embedding cache and search it,
+keeping the top-k per query; cut in the encoder's order at batch boundaries (a shard's embeddings are the unsharded
+run's bit for bit), merged by score then document id, so the result is the unsharded one for any K."""
 
 from __future__ import annotations
 
@@ -92,8 +83,7 @@ def save_topk(path: Path, scores: np.ndarray, positions: np.ndarray, meta: dict[
 
 def load_topk(path: Path, n_queries: int, n_docs: int, claim: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """A shard's top-k, checked (zip CRCs, shapes, positions in range, and its claim: shard index, document ids,
-    model and corpus, queries, top_k, search settings); raises ValueError when unusable."""
+    """A shard's top-k, checked against its claim and shapes; ValueError when unusable."""
     try:
         with np.load(path) as z:
             scores, positions, meta = z["scores"], z["positions"], json.loads(str(z["meta"]))
@@ -133,9 +123,7 @@ class ShardEngine(Protocol):
 
     def search_shard(self, segments: Sequence[Callable[[], list[str]]], n_docs: int, key: str, queries: Any,
                      top_k: int, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-        """(scores, local positions, cached) of one shard of ``n_docs`` documents, whose texts ``segments`` read
-        (one per corpus chunk it covers, each encoded on its own, as the whole corpus' chunks are); ``key``: its
-        cache key, ``rank``: tie keys."""
+        """(scores, local positions, cached) of one shard of ``n_docs`` documents read by ``segments``."""
         ...
 
     def search_settings(self) -> dict[str, Any]:
@@ -148,7 +136,6 @@ def merge(parts: Sequence[tuple[np.ndarray, np.ndarray]], top_k: int, rank: np.n
     import torch
 
     from harness.tasks.retrieval.retrievers.search import ranked_topk
-
     if not parts:
         return np.zeros((0, 0), dtype=np.float32), np.zeros((0, 0), dtype=np.int64)
     s = torch.from_numpy(np.concatenate([p[0] for p in parts], axis=1).astype(np.float32))
@@ -158,12 +145,9 @@ def merge(parts: Sequence[tuple[np.ndarray, np.ndarray]], top_k: int, rank: np.n
 
 
 class ShardedRetriever:
-    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` evaluating ``engine`` shard by shard: ``index``
-    plans the shards, ``search`` encodes the queries once, has the missing shards computed (here, by ``launch``,
-    or ``external``) and merges; ``run_shard`` is a shard job's whole work."""
+    """:class:`~harness.tasks.retrieval.retrievers.retriever.Retriever` evaluating ``engine`` shard by shard."""
 
-    def __init__(self, engine: Any, settings: ShardSettings,
-                 launch: Callable[[list[int]], None] | None = None) -> None:
+    def __init__(self, engine: Any, settings: ShardSettings, launch: Callable[[list[int]], None] | None = None) -> None:
         if engine.cache_dir is None:
             raise HarnessError("task.shards needs the embedding cache (task.embedding_cache=true): shards hand their "
                                "embeddings and top-k lists over through it")
@@ -174,7 +158,6 @@ class ShardedRetriever:
     # -------------------------------------------------------------------- Retriever protocol
     def index(self, ds: Any) -> tuple[dict[str, Any], dict[str, float]]:
         from harness.tasks.retrieval.retrievers.search import id_rank
-
         t0 = time.perf_counter()
         self.ds = ds
         # token lengths, cached by the corpus' content: every shard job plans from them, one tokenises
@@ -264,8 +247,7 @@ class ShardedRetriever:
         return [lambda part=part: self.ds.corpus.texts_at(part) for part in np.split(pos, cuts)]
 
     def _compute(self, i: int, q: Callable[[], Any], qkey: str, top_k: int, n_queries: int) -> bool:
-        """Shard ``i``'s top-k list, unless it is there or another process finishes it meanwhile (one process at a
-        time computes it, under the lock beside its file): True when computed here. ``q``: the query embeddings."""
+        """Shard ``i``'s top-k list, unless there or finished meanwhile (one process computes it): True if here."""
         path = self._path(i, qkey, top_k)
         return get_or_build(lambda: self._load(i, qkey, top_k, n_queries), lambda: self._build(i, q(), qkey, top_k),
                             path, what=f"{self.ds.name}: shard {i} of {len(self.plan)}: {path}")[1]
@@ -315,7 +297,6 @@ class ShardedRetriever:
 def redo_command(shard: int) -> str:
     """The command that computes only ``shard`` of this run (the run's own overrides plus ``task.shard``)."""
     from hydra.core.hydra_config import HydraConfig
-
     try:
         overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("task.shard")]
     except (ValueError, AttributeError):

@@ -70,8 +70,7 @@ class TokenStore:
     @staticmethod
     def cached(root: Path, n_docs: int, batches: Callable[[], Iterator[tuple[np.ndarray, list[np.ndarray]]]],
                meta: Mapping[str, Any]) -> tuple[TokenStore, bool]:
-        """(the store at ``root`` holding ``n_docs`` documents, hit): one that is not what it claims is set aside and
-        written again from ``batches()``; concurrent processes write it once (the lock ``<root>.lock``)."""
+        """(the store at ``root``, hit): a bad one set aside and written again, once, under its lock."""
 
         def read() -> TokenStore | None:
             if not root.exists():
