@@ -7,15 +7,13 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from harness.core.data_origin import LOCAL_MARK, local_data
 from harness.core.errors import HarnessError
 from harness.core.results import STATUS_OK, STATUS_SKIPPED, SUBSET_MARK, ResultRecord, evaluated_subset
-
-T = TypeVar("T")
 
 log = logging.getLogger("harness.progress")
 
@@ -120,12 +118,6 @@ class Progress:
             pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
             log.info("%s: %s %s%s, %s so far%s", self.desc, done, self.unit, pct, _duration(elapsed),
                      f", about {_duration(left)} left" if left else "")
-
-    def counted(self, items: Iterable[T], size: Callable[[T], int]) -> Iterator[T]:
-        """``items``, each counted (``size(item)`` more done) once its consumer asks for the next."""
-        for item in items:
-            yield item
-            self.update(size(item))
 
     def stop(self, reason: str) -> None:
         """Finish before ``total``: one line saying where and why (a budget reached)."""

@@ -76,9 +76,13 @@ class Corpus:
         """The documents [start, stop), as encoded."""
         return [document(t, x) for t, x in self._read(np.arange(start, min(stop, len(self)), dtype=np.int64))]
 
+    def bounds(self) -> list[tuple[int, int]]:
+        """[start, stop) of the chunks the corpus is read in (:func:`chunk_bounds`)."""
+        return list(chunk_bounds(self.chars))
+
     def chunks(self) -> Iterator[tuple[int, list[str]]]:
-        """(first position, texts) of consecutive chunks covering the corpus (:func:`chunk_bounds`)."""
-        for a, b in chunk_bounds(self.chars):
+        """(first position, texts) of consecutive chunks covering the corpus."""
+        for a, b in self.bounds():
             yield a, self.texts(a, b)
 
     def rows(self) -> Iterator[tuple[str, str, str]]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.core.console import Progress, step
+from harness.core.console import step
 from harness.core.typed import nodes_from_conf
 from harness.encoding.encode import batch_budget, batch_tokens_facts, encode, token_ids
 from harness.encoding.packing import token_budget_batches
@@ -75,14 +75,15 @@ class DenseRetriever:
         t0 = time.perf_counter()
         self.close()
         s = self.settings
-        with Progress(len(ds), f"{ds.name}: corpus", "documents", show=s.show_progress) as bar:
-            chunks = bar.counted(ds.corpus.chunks(), lambda chunk: len(chunk[1]))
-            self.doc_emb, hit = cached_rows(
-                s.cache_dir or self._scratch(), (self.cache_identity, ds.corpus.key),   # the corpus' content
-                ((start, encode(self.model, texts, batching=s.batching, device=s.device, precision=s.precision,
-                                show_progress=False, keep_width=True)) for start, texts in chunks),
-                len(ds), meta={"identity": self.cache_identity, "data": ds.fingerprint, "dataset": ds.name,
-                               "n_docs": len(ds)})
+        n = len(ds.corpus.bounds())       # each chunk says how its encoding went (on a GPU: how busy it kept it)
+        self.doc_emb, hit = cached_rows(
+            s.cache_dir or self._scratch(), (self.cache_identity, ds.corpus.key),   # the corpus' content
+            ((start, encode(self.model, texts, batching=s.batching, device=s.device, precision=s.precision,
+                            desc=f"{ds.name}: corpus" + (f", chunk {i + 1} of {n}" if n > 1 else ""),
+                            show_progress=s.show_progress, keep_width=True))
+             for i, (start, texts) in enumerate(ds.corpus.chunks())),
+            len(ds), meta={"identity": self.cache_identity, "data": ds.fingerprint, "dataset": ds.name,
+                           "n_docs": len(ds)})
         self.rank = _search.id_rank(ds.corpus_ids)
         return {"embedding_cache_hit": hit}, {"encode_corpus_s": time.perf_counter() - t0}
 

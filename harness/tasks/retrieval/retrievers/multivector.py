@@ -20,7 +20,6 @@ from harness.core.typed import from_conf, nodes_from_conf
 from harness.encoding.packing import token_budget_batches
 from harness.encoding.settings import Batching
 from harness.models import usable_positions
-from harness.tasks.retrieval.data.corpus import chunk_bounds
 from harness.tasks.retrieval.retrievers.colbert_model import capped_length, encode_tokens, token_lengths
 from harness.tasks.retrieval.retrievers.embedding_cache import cache_key, cached_embeddings, texts_key
 from harness.tasks.retrieval.retrievers.maxsim import maxsim_search, pad_queries, rerank_exact
@@ -266,7 +265,7 @@ class MultiVectorRetriever:
                         ds.fingerprint, side="colbert-tokens")
         meta = {"identity": self.cache_identity, "data": ds.fingerprint, "dataset": ds.name,
                 "document_length": self.document_length}
-        chunks = [lambda a=a, b=b: ds.corpus.texts(a, b) for a, b in chunk_bounds(ds.corpus.chars)]
+        chunks = [lambda a=a, b=b: ds.corpus.texts(a, b) for a, b in ds.corpus.bounds()]
         if s.cache_dir is not None:
             return TokenStore.cached(Path(s.cache_dir) / key, len(ds),
                                      lambda: self._document_batches(chunks, f"{ds.name}: corpus"), meta)

@@ -21,7 +21,6 @@ import numpy as np
 from harness.core.cache_entry import Unusable, get_or_build
 from harness.core.errors import HarnessError
 from harness.core.results import stable_hash
-from harness.tasks.retrieval.data.corpus import chunk_bounds
 from harness.tasks.retrieval.retrievers.embedding_cache import (
     cache_key,
     cached_rows,
@@ -166,7 +165,7 @@ class ShardedRetriever:
             (start, self.engine.token_lengths(texts).reshape(-1, 1)) for start, texts in ds.corpus.chunks()),
             len(ds))[0]).ravel()
         # the encoder's batches, chunk by chunk (as the whole corpus is encoded): a shard is a run of them
-        self.chunks = list(chunk_bounds(ds.corpus.chars))
+        self.chunks = ds.corpus.bounds()
         batches = [b + a for a, z in self.chunks for b in self.engine.batches(lengths[a:z])]
         self.plan = plan_shards(lengths, batches, self.settings.shards, self.settings.shard_tokens)
         self.rank = id_rank(ds.corpus_ids)
