@@ -41,17 +41,43 @@ MTEB_TOP_K = 1000
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
-#: the longest test modules on 2 cores, longest first: collected first, so that scripts/test.sh's two xdist workers
-#: (``--dist loadfile``: one module per worker at a time, module fixtures run once) start them early
-LONGEST_FIRST = ("test_paper_runs.py", "test_train_devices.py", "test_colbert_parity.py", "test_retrieval_runs.py",
-                 "test_shards.py", "test_scheduler.py", "test_coir.py", "test_slurm.py", "test_efficiency.py",
-                 "test_glue_runs.py", "test_locks.py", "test_mteb_parity.py", "test_longdocs.py",
-                 "test_fidelity_fifth_pass.py")
+#: the modules that wait on the local SLURM cluster (each asks it for both CPUs at some point): one unit of work for
+#: scripts/test.sh's xdist workers, run one after the other on one worker, so the other worker computes while their
+#: jobs run instead of waiting on the cluster too (the cluster and the two workers share two cores)
+ON_THE_CLUSTER = ("test_paper_runs.py", "test_shards.py", "test_train_devices.py", "test_slurm.py", "test_series.py")
+#: the longest units of work on 2 cores, longest first (measured: docs/environment.md), the rest in file order after
+#: them: the workers (``--dist loadfile``: one module at a time, module fixtures run once) start the long ones early
+#: and the short ones even out the end
+LONGEST_FIRST = (*ON_THE_CLUSTER, "test_gpu_check.py", "test_colbert_parity.py", "test_mteb_benchmark.py",
+                 "test_bad_inputs.py", "test_mteb_parity.py", "test_longdocs.py", "test_locks.py", "test_nanobeir.py",
+                 "test_efficiency.py", "test_retrieval_runs.py", "test_glue_runs.py", "test_coir.py",
+                 "test_compare.py", "test_glue_parity.py", "test_house.py", "test_compare_many.py",
+                 "test_scheduler.py", "test_fidelity_fourth_pass.py", "test_fidelity_fifth_pass.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: each module keeps its order
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist hands out units of work in collection order (above), not by how many tests each holds
+    config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile`` with :data:`ON_THE_CLUSTER` as one unit of work."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ClusterAsOne(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "the SLURM cluster" if path.rsplit("/", 1)[-1] in ON_THE_CLUSTER else path
+
+    return ClusterAsOne(config, log)
 
 
 @functools.cache
