@@ -230,6 +230,21 @@ def test_status_of_a_graph_never_submitted_says_so(data: Path, tmp_path: Path) -
     assert {row[1] for name, row in step_rows(s.stdout).items() if name not in ("step", "total", "not")} == {"todo"}
 
 
+def test_a_resubmit_replaces_the_context_whole(tmp_path: Path) -> None:
+    """``context.json``, which every job reads as it starts, is replaced by a new file (renamed over it), never
+    rewritten in place: a job that opened it before a re-submit reads it whole, as it was (rewritten in place, a job
+    starting during a re-submit read it empty: "Expecting value: line 1 column 1")."""
+    from harness.paper.__main__ import write_context
+
+    old = {"paper": {"stages": {"dpr": {}}}, "common": ["model=x"], "log_dir": None}
+    path = write_context(tmp_path, old)
+    with path.open() as reading:                                                # a job, opening it
+        write_context(tmp_path, {**old, "common": ["model=y"] * 1000})          # a re-submit
+        assert json.loads(reading.read()) == old
+    assert json.loads(path.read_text())["common"][0] == "model=y"
+    assert [p.name for p in tmp_path.iterdir()] == ["context.json"]            # no temporary file left
+
+
 def test_a_failed_harness_run_is_reported_with_its_own_error_line() -> None:
     from harness.paper.job import JobFailed, _harness
 
