@@ -50,12 +50,13 @@ UNITS = {"the SLURM cluster": ON_THE_CLUSTER,
          "MiniLM on SciFact": ("test_compare.py", "test_compare_many.py")}      # share MiniLMSciFact's runs
 #: the longest units of work on 2 cores, longest first (measured: docs/environment.md), the rest in file order after
 #: them: the workers (``--dist loadfile``: one module at a time, module fixtures run once) start the long ones early
-#: and the short ones even out the end
-LONGEST_FIRST = (*ON_THE_CLUSTER, "test_gpu_check.py", "test_colbert_parity.py", "test_mteb_benchmark.py",
-                 "test_bad_inputs.py", "test_mteb_parity.py", "test_longdocs.py", "test_locks.py", "test_nanobeir.py",
-                 "test_compare.py", "test_compare_many.py", "test_efficiency.py", "test_retrieval_runs.py",
-                 "test_glue_runs.py", "test_coir.py", "test_glue_parity.py", "test_house.py", "test_scheduler.py",
-                 "test_fidelity_fourth_pass.py", "test_fidelity_fifth_pass.py")
+#: and the short ones even out the end. test_cache_race.py first of all: it forks the test process, which other
+#: modules' libraries fill with threads (polars' pool, once mteb has run): a fork beside them can hang
+LONGEST_FIRST = ("test_cache_race.py", *ON_THE_CLUSTER, "test_gpu_check.py", "test_colbert_parity.py",
+                 "test_mteb_benchmark.py", "test_bad_inputs.py", "test_mteb_parity.py", "test_longdocs.py",
+                 "test_locks.py", "test_nanobeir.py", "test_compare.py", "test_compare_many.py", "test_efficiency.py",
+                 "test_retrieval_runs.py", "test_glue_runs.py", "test_coir.py", "test_glue_parity.py", "test_house.py",
+                 "test_scheduler.py", "test_fidelity_fourth_pass.py", "test_fidelity_fifth_pass.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
