@@ -82,7 +82,10 @@ start() {
   pgrep -x slurmctld >/dev/null || slurmctld
   pgrep -x slurmd >/dev/null || slurmd
   for _ in $(seq 60); do
-    if status >/dev/null 2>&1; then status; return 0; fi
+    if status >/dev/null 2>&1; then
+      [ $reconfigure = 0 ] || scontrol reconfigure   # a running slurmd reads the new config too
+      status; return 0
+    fi
     scontrol update nodename="$host" state=resume >/dev/null 2>&1 || true
     sleep 1
   done
