@@ -9,6 +9,8 @@ set -euo pipefail
 cmd=${1:-start}
 conf=/etc/slurm/slurm.conf
 host=$(hostname -s)
+# the last line of the config this script writes: a config without it (an older version's) is written again
+version="# harness-local config 2"
 
 install() {
   command -v slurmctld >/dev/null && command -v munged >/dev/null && return
@@ -47,14 +49,24 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 KillWait=5
 MinJobAge=300
+# A requeued job may start again cred_expire seconds later (default 120 s: the test suite's requeue waited two
+# minutes on an idle node; one node launches a job within a second), when a backfill pass sees it (every 30 s by
+# default; every 2 s costs nothing with a handful of jobs)
+AuthInfo=cred_expire=10
+SchedulerParameters=bf_interval=2
 NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=local Nodes=$host Default=YES MaxTime=INFINITE State=UP
+$version
 CONF
 }
 
 start() {
   install
-  [ -f "$conf" ] && grep -q "ClusterName=harness-local" "$conf" || configure
+  local reconfigure=0
+  if ! { [ -f "$conf" ] && grep -qx "$version" "$conf"; }; then
+    [ -f "$conf" ] && grep -q "ClusterName=harness-local" "$conf" && reconfigure=1   # an older version's config
+    configure
+  fi
   # state and run-time folders (/run is emptied at boot, so made on every start)
   mkdir -p /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/slurm
   chown slurm:slurm /var/spool/slurmctld /var/log/slurm /run/slurm 2>/dev/null || true
@@ -63,10 +75,17 @@ start() {
   if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
     runuser -u munge -- /usr/sbin/munged && touch /run/slurm/munged.ours   # `stop` stops only a munged it started
   fi
+  if [ $reconfigure = 1 ] && [ -s /run/slurm/slurmctld.pid ]; then   # read at start (cred_expire too): restart it;
+    kill "$(cat /run/slurm/slurmctld.pid)" 2>/dev/null || true         # queued and running jobs are kept
+    for _ in $(seq 30); do pgrep -x slurmctld >/dev/null || break; sleep 0.5; done
+  fi
   pgrep -x slurmctld >/dev/null || slurmctld
   pgrep -x slurmd >/dev/null || slurmd
   for _ in $(seq 60); do
-    if status >/dev/null 2>&1; then status; return 0; fi
+    if status >/dev/null 2>&1; then
+      [ $reconfigure = 0 ] || scontrol reconfigure   # a running slurmd reads the new config too
+      status; return 0
+    fi
     scontrol update nodename="$host" state=resume >/dev/null 2>&1 || true
     sleep 1
   done

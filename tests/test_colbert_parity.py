@@ -6,8 +6,6 @@ sample, evaluated and recorded."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from harness.core import results
 from harness.run.runner import run
 from tests.conftest import REPO, TINY_MODEL, compose
+from tests.forked import run_module
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +88,7 @@ def test_kd_training_through_the_cli_on_the_real_sample(tmp_path: Path, shared_d
             "task.batch_size=4", f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs",
             f"paths.cache={tmp_path}/cache"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-m", "harness", *args], cwd=REPO, env=env, capture_output=True, text=True)
+    out = run_module("harness", *args, cwd=REPO, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     (rec,) = [r for _, r in results.iter_records(tmp_path / "results")]
     assert rec.status == "ok" and rec.task == "colbert" and rec.dataset == "scifact" and rec.model["name"] == model

@@ -163,7 +163,7 @@ def test_compare_refuses_records_scored_on_other_queries(two_runs: Path, tmp_pat
 
 # ------------------------------------------------------------------------------------------------ against ranx
 @pytest.mark.slow
-def test_ranx_gives_the_same_p_values_from_the_exported_trec_runs(tmp_path: Path) -> None:
+def test_ranx_gives_the_same_p_values_from_the_exported_trec_runs(tmp_path: Path, minilm_scifact) -> None:
     """SciFact (the first 100 judged test queries; their judged docs topped up to 250) with all-MiniLM-L6-v2 against the same model
     with its inputs cut to 64 tokens: ranx (an independent implementation) reads the two TREC run files the harness
     wrote and the qrels, scores nDCG@10 per query itself and tests. Its t-test p equals ours; its randomization p
@@ -177,12 +177,8 @@ def test_ranx_gives_the_same_p_values_from_the_exported_trec_runs(tmp_path: Path
     from harness.core import per_query
     from tests.conftest import SHARED_DATA
 
-    common = ["task=beir", "model=all-minilm-l6-v2", "precision=fp32", "device=cpu", f"task.data_dir={SHARED_DATA}",
-              "task.datasets=[scifact]", "task.train=false", "task.max_queries=100", "task.max_docs=250", "save_run=true",
-              *paths(tmp_path)]
-    run_harness(common)
-    run_harness([*common, "model.max_length=64", "model.name=minilm-64"])
-    recs = [record_of(tmp_path, m) for m in ("all-minilm-l6-v2", "minilm-64")]
+    res = minilm_scifact.results("all-minilm-l6-v2", "minilm-64")      # run once per session (tests/conftest.py)
+    recs = [record_of(res.parent, m) for m in ("all-minilm-l6-v2", "minilm-64")]
     ours = [per_query.read(r, json.loads(r.read_text())["details"]["per_query"]) for r in recs]
     x, y, ids = per_query.aligned(ours[0], ours[1], "ndcg_at_10")
     qrels: dict[str, dict[str, int]] = {}

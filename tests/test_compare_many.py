@@ -286,7 +286,7 @@ def test_the_two_level_interval_covers_the_true_difference_at_its_nominal_rate()
 
 # ------------------------------------------------------------------------------------------------ against ranx
 @pytest.mark.slow
-def test_ranx_multi_run_compare_gives_the_same_p_values_on_three_scifact_runs(tmp_path: Path) -> None:
+def test_ranx_multi_run_compare_gives_the_same_p_values_on_three_scifact_runs(tmp_path: Path, minilm_scifact) -> None:
     """all-MiniLM-L6-v2 at its full length, at 128 and at 64 tokens on SciFact (the first 100 judged test queries;
     their judged docs topped up to 250): ranx's multi-run ``compare`` reads the three TREC run files the harness
     wrote and the qrels, and tests every pair itself. Its paired t-test p equals ours for every pair, its Fisher
@@ -302,17 +302,12 @@ def test_ranx_multi_run_compare_gives_the_same_p_values_on_three_scifact_runs(tm
 
     from harness.compare.entrants import Records, entrants
     from harness.compare.report import compare_entrants
-    from tests.conftest import SHARED_DATA, paths
-    from tests.test_compare import run_harness
+    from tests.conftest import SHARED_DATA
 
-    common = ["task=beir", "model=all-minilm-l6-v2", "precision=fp32", "device=cpu", f"task.data_dir={SHARED_DATA}",
-              "task.datasets=[scifact]", "task.train=false", "task.max_queries=100", "task.max_docs=250",
-              "save_run=true", *paths(tmp_path)]
-    models = {"all-minilm-l6-v2": [], "minilm-128": ["model.max_length=128"], "minilm-64": ["model.max_length=64"]}
-    for name, extra in models.items():
-        run_harness([*common, *extra, *([f"model.name={name}"] if extra else [])])
+    models = ["all-minilm-l6-v2", "minilm-128", "minilm-64"]
+    res = minilm_scifact.results(*models)                               # run once per session (tests/conftest.py)
     n = 10_000
-    found = entrants(list(models), Records(tmp_path / "results"), "beir", False)
+    found = entrants(models, Records(res), "beir", False)
     cmp = compare_entrants(found, many.Settings(permutations=n), None)
     (row,) = cmp.rows
     ours = {frozenset((p.a, p.b)): p for p in row.pairs}

@@ -7,8 +7,6 @@ import io
 import logging
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ import pytest
 from harness.core import console
 from harness.core.errors import HarnessError
 from tests.conftest import REPO
+from tests.forked import run_module
 
 
 @pytest.fixture()
@@ -81,10 +80,9 @@ def test_bad_log_level_is_a_one_line_error() -> None:
 def test_main_job_prints_progress_and_summary_without_library_tables(tmp_path: Path) -> None:
     """The default command (packaged MiniLM, stdlib code set; smaller here) through the real CLI."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    p = subprocess.run(
-        [sys.executable, "-m", "harness", "task.catalog.stdlib.max_queries=20", "task.catalog.stdlib.max_corpus=100",
-         "precision=fp32", f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs",
-         f"paths.cache={tmp_path}/cache"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    p = run_module("harness", "task.catalog.stdlib.max_queries=20", "task.catalog.stdlib.max_corpus=100",
+                   "precision=fp32", f"paths.results={tmp_path}/results", f"paths.outputs={tmp_path}/outputs",
+                   f"paths.cache={tmp_path}/cache", cwd=REPO, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     both = p.stdout + p.stderr
     for noise in ("LOAD REPORT", "UNEXPECTED", "Loading weights", "Load pretrained SentenceTransformer"):

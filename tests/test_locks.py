@@ -18,6 +18,7 @@ from harness.core import results
 from harness.run import locks, planning
 from harness.run.runner import run
 from tests.conftest import REPO, compose
+from tests.forked import run_module
 from tests.test_retrieval_runs import overrides
 
 
@@ -124,8 +125,7 @@ def test_another_process_holding_the_run_makes_the_cli_wait(tmp_path: Path, toy_
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
         cli = [sys.executable, "-m", "harness", *args]
-        skip = subprocess.run([*cli, "run_lock.wait=0"], cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=300)
+        skip = run_module("harness", *args, "run_lock.wait=0", cwd=REPO, env=env, timeout=300)
         assert skip.returncode == 0, skip.stderr[-2000:]
         assert f"{socket.gethostname()}:{holder.pid}" in skip.stdout + skip.stderr
         assert not list((tmp_path / "results").rglob("toy.json"))
@@ -182,8 +182,7 @@ def test_kill_9_mid_run_then_a_rerun_keeps_what_finished(tmp_path: Path) -> None
     (toy,) = (tmp_path / "results").rglob("toy.json")
     kept = toy.read_bytes()
     killed_mid_run = not list((tmp_path / "results").rglob("big.json"))
-    rerun = subprocess.run([sys.executable, "-m", "harness", *args], cwd=REPO, env=env, capture_output=True,
-                           text=True, timeout=300)
+    rerun = run_module("harness", *args, cwd=REPO, env=env, timeout=300)    # the killed one needed a real process
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert toy.read_bytes() == kept                                   # finished before the kill: untouched
     assert "skip beir/toy" in rerun.stdout + rerun.stderr

@@ -4,8 +4,6 @@ dry-run needs no hub. (Execution, local and on SLURM, is tested in test_paper_ru
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -79,9 +77,10 @@ def test_measured_throughput_replaces_the_seed(tmp_path) -> None:
 
 
 def test_dry_run_for_modernbert_base_needs_no_hub(tmp_path) -> None:
-    out = subprocess.run([sys.executable, "-m", "harness.paper", "model=modernbert-base",
-                          f"paths.results={tmp_path}/results", "--dry-run"],
-                         capture_output=True, text=True, cwd=REPO, timeout=600)
+    from tests.forked import run_module
+
+    out = run_module("harness.paper", "model=modernbert-base", f"paths.results={tmp_path}/results", "--dry-run",
+                     cwd=REPO, timeout=600)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     for step in ("glue.mnli", "glue.chained", "dpr", "dpr.select", "dpr.report", "mldr_ood", "mldr_id", "code",

@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 from harness.core import results
 from harness.trial.toy_data import BEIR, CQA, LANGS, write_paper_data
 from tests.conftest import REPO, TINY_MODEL
+from tests.forked import run_module
 
 PAPER = REPO / "tests" / "fixtures" / "paper-tiny.yaml"
 TABLE1 = ("beir_dpr", "mldr_ood_dpr", "mldr_id_dpr", "beir_colbert", "mldr_ood_colbert", "glue", "csn", "sqa")
@@ -36,8 +37,22 @@ def common(work: Path, outputs: Path | None = None) -> list[str]:
 
 def paper(work: Path, data: Path, *extra: str, graph: Path = PAPER, outputs: Path | None = None,
           timeout: int = 1500) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.paper", f"paper={graph}", f"paper.data={data}",
-                           *common(work, outputs), *extra], capture_output=True, text=True, cwd=REPO, timeout=timeout)
+    """``python -m harness.paper``: a fresh interpreter where it submits to SLURM, else forked from the tests' warm
+    server (tests/forked.py: the seconds of importing torch and transformers saved on every preview, status and
+    local run)."""
+    args = [f"paper={graph}", f"paper.data={data}", *common(work, outputs), *extra]
+    if submits(graph, extra):
+        return subprocess.run([sys.executable, "-m", "harness.paper", *args], capture_output=True, text=True, cwd=REPO,
+                              timeout=timeout)
+    return run_module("harness.paper", *args, cwd=REPO, timeout=timeout)
+
+
+def submits(graph: Path, extra: tuple[str, ...]) -> bool:
+    """Whether the command submits the graph to SLURM (not a preview or a status, not the local launcher)."""
+    if "--dry-run" in extra or "--status" in extra:
+        return False
+    launcher = next((a.split("=", 1)[1] for a in extra if a.startswith("paper.launcher=")), None)
+    return (launcher or OmegaConf.load(graph).get("launcher", "local")) == "slurm"
 
 
 def records(work: Path) -> dict[tuple[str, str, str], tuple[str, float | None]]:
@@ -213,6 +228,21 @@ def test_status_of_a_graph_never_submitted_says_so(data: Path, tmp_path: Path) -
     assert s.returncode == 0, s.stderr
     assert s.stdout.startswith("not submitted yet")
     assert {row[1] for name, row in step_rows(s.stdout).items() if name not in ("step", "total", "not")} == {"todo"}
+
+
+def test_a_resubmit_replaces_the_context_whole(tmp_path: Path) -> None:
+    """``context.json``, which every job reads as it starts, is replaced by a new file (renamed over it), never
+    rewritten in place: a job that opened it before a re-submit reads it whole, as it was (rewritten in place, a job
+    starting during a re-submit read it empty: "Expecting value: line 1 column 1")."""
+    from harness.paper.__main__ import write_context
+
+    old = {"paper": {"stages": {"dpr": {}}}, "common": ["model=x"], "log_dir": None}
+    path = write_context(tmp_path, old)
+    with path.open() as reading:                                                # a job, opening it
+        write_context(tmp_path, {**old, "common": ["model=y"] * 1000})          # a re-submit
+        assert json.loads(reading.read()) == old
+    assert json.loads(path.read_text())["common"][0] == "model=y"
+    assert [p.name for p in tmp_path.iterdir()] == ["context.json"]            # no temporary file left
 
 
 def test_a_failed_harness_run_is_reported_with_its_own_error_line() -> None:

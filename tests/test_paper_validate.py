@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.forked import run_module
 from tests.test_paper_runs import PAPER, REPO, common, write_paper_data
 
 
@@ -94,9 +95,8 @@ def test_the_local_launcher_stops_a_stage_whose_first_jobs_stop_alike(data: Path
         "stages": {"dpr": {"task": "beir", "sweep": "beir-lr", "params": {"task.lr": "1e-4,2e-4,3e-4"},
                            "overrides": ["task.data_dir=${data}", "task.train_data.source=file",
                                          f"task.train_data.path={bad}", "task.batch_size=8", "task.loss=mnrl"]}}}))
-    got = subprocess.run([sys.executable, "-m", "harness.paper", f"paper={graph}", f"paper.data={data}",
-                          *common(tmp_path), "paper.launcher=local"], capture_output=True, text=True, cwd=REPO,
-                         timeout=600)
+    got = run_module("harness.paper", f"paper={graph}", f"paper.data={data}", *common(tmp_path),
+                     "paper.launcher=local", cwd=REPO, timeout=600)
     stops = [ln for ln in got.stderr.splitlines() if ln.startswith("error:") and "the graph stops" in ln]
     assert got.returncode == 2, got.stderr[-3000:]
     assert got.stderr.strip().splitlines()[-1] == stops[0]                 # the last line the user sees
@@ -119,7 +119,7 @@ def test_the_preview_never_prints_nan_gpu_hours(data: Path, tmp_path: Path) -> N
         target = results.record_path(tmp_path / "results", "efficiency", "tiny-modernbert", "r1", dataset)
         target.parent.mkdir(parents=True, exist_ok=True)
         path.rename(target)
-    got = subprocess.run([sys.executable, "-m", "harness.paper", f"paper={PAPER}", f"paper.data={data}",
-                          *common(tmp_path), "--dry-run"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    got = run_module("harness.paper", f"paper={PAPER}", f"paper.data={data}", *common(tmp_path), "--dry-run",
+                     cwd=REPO, timeout=300)
     assert got.returncode == 0, got.stderr[-2000:]
     assert "nan" not in got.stdout.lower() and "Table 2" in got.stdout

@@ -283,7 +283,7 @@ def test_scifact_maxsim_shards_equal_unsharded(tmp_path: Path) -> None:
 def test_slurm_array_of_shards_then_merge_gives_the_unsharded_record(tmp_path: Path) -> None:
     """The paper graph on the local cluster, on all of SciFact with the tiny ModernBERT: ``scifact.shards`` (3 array
     tasks) then the merge (afterok); its record equals an unsharded run's (same run id: sharding is not part of the
-    identity)."""
+    identity), computed here while the cluster runs the graph."""
     import subprocess
     import sys
     import time
@@ -293,7 +293,6 @@ def test_slurm_array_of_shards_then_merge_gives_the_unsharded_record(tmp_path: P
     if not SCIFACT.is_dir():
         pytest.skip(f"SciFact not found at {SCIFACT}")
     job = ["device=cpu", f"task.data_dir={SHARED_DATA}", "task.datasets=[scifact]", "task.train=false"]
-    (want,) = run(compose(["task=beir", *TINY, *job, *paths(tmp_path / "plain")]))
     work = tmp_path / "graph"
     paper = tmp_path / "paper-shards.yaml"
     paper.write_text(json.dumps({"stages": {"scifact": {"task": "beir", "overrides": job, "shards": 3}},
@@ -307,6 +306,7 @@ def test_slurm_array_of_shards_then_merge_gives_the_unsharded_record(tmp_path: P
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         assert "scifact.shards" in done.stdout and "scifact " in done.stdout
+        (want,) = run(compose(["task=beir", *TINY, *job, *paths(tmp_path / "plain")]))
         deadline = time.monotonic() + 900   # the cluster may be busy with another module's jobs
         while not (got := [r for _, r in results.iter_records(work / "results", warn=False)]):
             assert time.monotonic() < deadline, f"no merged record after 15 minutes: {done.stdout}"

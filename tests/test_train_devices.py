@@ -23,6 +23,7 @@ from harness.run.runner import run
 from harness.training.ranks import StepBatches
 from harness.trial.toy_data import _kd
 from tests.conftest import REPO, compose, write_beir_folder, write_triplets
+from tests.forked import run_module
 from tests.test_retrieval_runs import overrides as dense_overrides
 
 
@@ -353,8 +354,7 @@ def test_a_killed_rank_fails_the_run_with_its_error_then_it_resumes(tmp_path: Pa
     models = tmp_path / "outputs" / "models"
     left = [p for p in models.rglob("*") if p.is_file() or p.name in ("checkpoints", "staging", "model")]
     assert not left, left                                          # no marker, model, staging or checkpoint left
-    again = subprocess.run(harness_command(tmp_path, "task.devices=2"),
-                           capture_output=True, text=True, cwd=REPO, timeout=600)
+    again = run_module("harness", *harness_command(tmp_path, "task.devices=2")[3:], cwd=REPO, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     (rec,) = [r for _, r in results.iter_records(tmp_path / "results")]
     assert rec.status == "ok" and rec.model["trained"]["devices"] == 2

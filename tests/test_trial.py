@@ -3,12 +3,11 @@ graph in one command; the toy data is every layout the graph reads (the run itse
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from harness.trial.toy_data import BEIR, CQA, LANGS, write_paper_data
 from tests.conftest import REPO
+from tests.forked import run_module
 
 
 def test_the_toy_data_holds_every_folder_the_shrunk_graph_reads(tmp_path: Path) -> None:
@@ -27,8 +26,7 @@ def test_the_toy_data_holds_every_folder_the_shrunk_graph_reads(tmp_path: Path) 
 
 
 def test_the_trial_writes_its_data_and_previews_the_graph(tmp_path: Path) -> None:
-    got = subprocess.run([sys.executable, "-m", "harness.trial", "local", "--dir", str(tmp_path / "t"), "--dry-run"],
-                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    got = run_module("harness.trial", "local", "--dir", str(tmp_path / "t"), "--dry-run", cwd=REPO, timeout=300)
     assert got.returncode == 0, got.stderr[-2000:]
     assert f"toy data written to {tmp_path / 't' / 'data'}" in got.stdout
     total = next(line for line in got.stdout.splitlines() if line.startswith("total"))

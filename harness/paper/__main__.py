@@ -8,7 +8,6 @@ queued or running ones are not submitted again."""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -83,8 +82,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     validate.check_folder(folder)      # with check_runs: everything a single run checks, before any job exists
     folder.mkdir(parents=True, exist_ok=True)
-    context = folder / "context.json"
-    context.write_text(json.dumps({"paper": paper, "common": common, "log_dir": hydra.log_dir}, indent=1))
+    context = write_context(folder, {"paper": paper, "common": common, "log_dir": hydra.log_dir})
     if paper["launcher"] == "local":
         return job.run_local(steps, states, context)
     ids = slurm.submit(steps, states, context, cluster, folder, queued)
@@ -93,6 +91,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:20s} {', '.join(got)}")
     print(f"submitted; follow with: python -m harness.paper {' '.join(args.overrides)} --status")
     return 0
+
+
+def write_context(folder: Path, context: dict[str, Any]) -> Path:
+    """``context.json``, which every job reads when it starts: replaced whole (a re-submit while the graph's jobs
+    start must never let one read it half-written)."""
+    from harness.core.results import atomic_write_json
+
+    atomic_write_json(folder / "context.json", context)
+    return folder / "context.json"
 
 
 def best_step(common: list[str]) -> list[str]:
