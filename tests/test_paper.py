@@ -4,6 +4,8 @@ dry-run needs no hub. (Execution, local and on SLURM, is tested in test_paper_ru
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
